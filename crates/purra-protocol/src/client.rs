@@ -1,0 +1,936 @@
+//! The MCP client: connect, handshake, catalogs kept in sync, typed calls, and the handlers that
+//! answer the server's requests (sampling, elicitation, roots).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::jsonrpc::{from_params, to_raw, ErrorObject};
+use crate::session::{
+    self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
+};
+use crate::stdio::{ChildProcess, StdioCommand};
+use crate::transport::Transport;
+use crate::types::*;
+use crate::version;
+
+/// Answers `sampling/createMessage`.
+pub type SamplingHandler = Arc<
+    dyn Fn(CreateMessageParams) -> BoxFuture<'static, Result<CreateMessageResult, ErrorObject>>
+        + Send
+        + Sync,
+>;
+/// Answers `elicitation/create`.
+pub type ElicitationHandler = Arc<
+    dyn Fn(ElicitParams) -> BoxFuture<'static, Result<ElicitResult, ErrorObject>> + Send + Sync,
+>;
+
+/// How a client connects: its identity, the revision it asks for, and the handlers it offers.
+/// Capabilities are declared only for the handlers provided.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// Sent in `initialize`.
+    pub client_info: Implementation,
+    /// The revision to ask for (default: the latest handshake revision).
+    pub protocol_version: String,
+    /// Engine limits and the default request timeout.
+    pub engine: EngineConfig,
+    /// The most pages one catalog may take; more is a protocol error.
+    pub max_catalog_pages: usize,
+    sampling: Option<SamplingHandler>,
+    elicitation: Option<(ElicitationHandler, bool, bool)>,
+    apply_elicitation_defaults: bool,
+    roots: Option<Vec<Root>>,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("client_info", &self.client_info)
+            .field("protocol_version", &self.protocol_version)
+            .field("sampling", &self.sampling.is_some())
+            .field("elicitation", &self.elicitation.is_some())
+            .field("roots", &self.roots)
+            .finish()
+    }
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            client_info: Implementation::new("purra", env!("CARGO_PKG_VERSION")),
+            protocol_version: version::LATEST_HANDSHAKE_VERSION.to_owned(),
+            engine: EngineConfig::default(),
+            max_catalog_pages: 64,
+            sampling: None,
+            elicitation: None,
+            apply_elicitation_defaults: true,
+            roots: None,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// Sets the client's name and version.
+    pub fn client_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.client_info = Implementation::new(name, version);
+        self
+    }
+    /// Sets the revision to ask for.
+    pub fn protocol_version(mut self, v: impl Into<String>) -> Self {
+        self.protocol_version = v.into();
+        self
+    }
+    /// Sets the default request timeout.
+    pub fn request_timeout(mut self, t: std::time::Duration) -> Self {
+        self.engine.request_timeout = t;
+        self
+    }
+    /// Answers `sampling/createMessage` with `f` (declares the sampling capability).
+    pub fn on_sampling<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(CreateMessageParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<CreateMessageResult, ErrorObject>> + Send + 'static,
+    {
+        self.sampling = Some(Arc::new(move |p| Box::pin(f(p))));
+        self
+    }
+    /// Answers `elicitation/create` with `f`, for form mode and, when `url` is true, URL mode
+    /// (declares the elicitation capability).
+    pub fn on_elicitation<F, Fut>(mut self, url: bool, f: F) -> Self
+    where
+        F: Fn(ElicitParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ElicitResult, ErrorObject>> + Send + 'static,
+    {
+        self.elicitation = Some((Arc::new(move |p| Box::pin(f(p))), true, url));
+        self
+    }
+    /// Whether an accepted form elicitation gets the schema's defaults for fields the handler
+    /// left out (default: true).
+    pub fn apply_elicitation_defaults(mut self, yes: bool) -> Self {
+        self.apply_elicitation_defaults = yes;
+        self
+    }
+    /// Offers these roots (declares the roots capability with `listChanged`).
+    pub fn roots(mut self, roots: Vec<Root>) -> Self {
+        self.roots = Some(roots);
+        self
+    }
+
+    fn capabilities(&self) -> ClientCapabilities {
+        let modern_elicitation = self.protocol_version == version::V2025_11_25;
+        ClientCapabilities {
+            roots: self
+                .roots
+                .as_ref()
+                .map(|_| obj(serde_json::json!({"listChanged": true}))),
+            sampling: self.sampling.as_ref().map(|_| JsonObject::new()),
+            elicitation: self.elicitation.as_ref().map(|(_, form, url)| {
+                if !modern_elicitation {
+                    return JsonObject::new();
+                }
+                let mut o = JsonObject::new();
+                if *form {
+                    o.insert("form".into(), serde_json::json!({}));
+                }
+                if *url {
+                    o.insert("url".into(), serde_json::json!({}));
+                }
+                o
+            }),
+            experimental: None,
+            tasks: None,
+        }
+    }
+}
+
+fn obj(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+/// A notification listener.
+type Listener = Arc<dyn Fn(&Value) + Send + Sync>;
+
+struct Catalog<T> {
+    items: RwLock<(u64, Arc<Vec<T>>)>,
+    generation: AtomicU64,
+}
+
+impl<T> Default for Catalog<T> {
+    fn default() -> Self {
+        Catalog {
+            items: RwLock::new((0, Arc::new(Vec::new()))),
+            generation: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<T> Catalog<T> {
+    fn get(&self) -> Arc<Vec<T>> {
+        self.items.read().expect("catalog lock").1.clone()
+    }
+    fn begin(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+    fn store(&self, generation: u64, items: Vec<T>) {
+        let mut slot = self.items.write().expect("catalog lock");
+        if generation > slot.0 {
+            *slot = (generation, Arc::new(items));
+        }
+    }
+}
+
+struct ClientService {
+    options: ClientOptions,
+    roots: RwLock<Vec<Root>>,
+    tools: Catalog<Tool>,
+    resources: Catalog<Resource>,
+    templates: Catalog<ResourceTemplate>,
+    prompts: Catalog<Prompt>,
+    listeners: Mutex<HashMap<String, Vec<(u64, Listener)>>>,
+    next_listener: AtomicU64,
+    output_validators: Mutex<HashMap<String, Option<Arc<jsonschema::Validator>>>>,
+}
+
+impl ClientService {
+    fn fan_out(&self, method: &str, params: &Value) {
+        let ls: Vec<Listener> = self
+            .listeners
+            .lock()
+            .expect("listeners lock")
+            .get(method)
+            .map(|v| v.iter().map(|(_, l)| l.clone()).collect())
+            .unwrap_or_default();
+        for l in ls {
+            l(params);
+        }
+    }
+}
+
+impl Service for ClientService {
+    fn request(
+        self: &Arc<Self>,
+        _ctx: RequestContext,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let this = self.clone();
+        Box::pin(async move {
+            match method.as_str() {
+                methods::PING => Ok(to_raw(&EmptyResult {})),
+                methods::SAMPLING_CREATE_MESSAGE => {
+                    let Some(h) = this.options.sampling.clone() else {
+                        return Err(ErrorObject::method_not_found(&method));
+                    };
+                    let p: CreateMessageParams = from_params(params.as_deref())?;
+                    Ok(to_raw(&h(p).await?))
+                }
+                methods::ELICITATION_CREATE => {
+                    let Some((h, _, url)) = this.options.elicitation.clone() else {
+                        return Err(ErrorObject::method_not_found(&method));
+                    };
+                    let p: ElicitParams = from_params(params.as_deref())?;
+                    if p.is_url_mode() && !url {
+                        return Err(ErrorObject::invalid_params(
+                            "URL-mode elicitation is not supported by this client",
+                        ));
+                    }
+                    let schema = p.requested_schema.clone();
+                    let mut res = h(p).await?;
+                    if this.options.apply_elicitation_defaults {
+                        apply_defaults(&mut res, schema.as_ref());
+                    }
+                    Ok(to_raw(&res))
+                }
+                methods::ROOTS_LIST if this.options.roots.is_some() => {
+                    let roots = this.roots.read().expect("roots lock").clone();
+                    Ok(to_raw(&ListRootsResult { roots }))
+                }
+                _ => Err(ErrorObject::method_not_found(&method)),
+            }
+        })
+    }
+
+    fn notification(
+        self: &Arc<Self>,
+        peer: &Peer,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, ()> {
+        let this = self.clone();
+        let peer = peer.clone();
+        Box::pin(async move {
+            let value: Value = params
+                .as_deref()
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or(Value::Null);
+            let refresh = matches!(
+                method.as_str(),
+                methods::TOOLS_LIST_CHANGED
+                    | methods::RESOURCES_LIST_CHANGED
+                    | methods::PROMPTS_LIST_CHANGED
+            );
+            if !refresh {
+                this.fan_out(&method, &value);
+                return;
+            }
+            // Refetch off the notification queue (its responses arrive through the same engine),
+            // then tell the listeners.
+            tokio::spawn(async move {
+                let _ = match method.as_str() {
+                    methods::TOOLS_LIST_CHANGED => refresh_tools(&this, &peer).await.map(drop),
+                    methods::RESOURCES_LIST_CHANGED => {
+                        let r = refresh_resources(&this, &peer).await.map(drop);
+                        let _ = refresh_templates(&this, &peer).await;
+                        r
+                    }
+                    _ => refresh_prompts(&this, &peer).await.map(drop),
+                };
+                this.fan_out(&method, &value);
+            });
+        })
+    }
+}
+
+/// Fills fields the user left out of an accepted form with the schema's defaults.
+fn apply_defaults(res: &mut ElicitResult, schema: Option<&JsonObject>) {
+    if res.action != ElicitAction::Accept {
+        return;
+    }
+    let Some(props) = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+    else {
+        return;
+    };
+    let content = res.content.get_or_insert_with(JsonObject::new);
+    for (name, prop) in props {
+        if let Some(default) = prop.get("default") {
+            content
+                .entry(name.clone())
+                .or_insert_with(|| default.clone());
+        }
+    }
+}
+
+async fn fetch_all<R, T>(
+    peer: &Peer,
+    method: &str,
+    max_pages: usize,
+    split: impl Fn(R) -> (Vec<T>, Option<String>),
+) -> Result<Vec<T>, Error>
+where
+    R: serde::de::DeserializeOwned,
+{
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..max_pages {
+        let page: R = peer
+            .request(
+                method,
+                &PaginatedParams {
+                    cursor: cursor.take(),
+                },
+                RequestOptions::default(),
+            )
+            .await?;
+        let (mut got, next) = split(page);
+        items.append(&mut got);
+        match next {
+            Some(c) => cursor = Some(c),
+            None => return Ok(items),
+        }
+    }
+    Err(Error::Protocol(format!(
+        "{method} did not end within {max_pages} pages"
+    )))
+}
+
+async fn refresh_tools(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Tool>>, Error> {
+    let gen = s.tools.begin();
+    let items = fetch_all(
+        peer,
+        methods::TOOLS_LIST,
+        s.options.max_catalog_pages,
+        |r: ListToolsResult| (r.tools, r.next_cursor),
+    )
+    .await?;
+    s.output_validators.lock().expect("validators lock").clear();
+    s.tools.store(gen, items);
+    Ok(s.tools.get())
+}
+
+async fn refresh_resources(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Resource>>, Error> {
+    let gen = s.resources.begin();
+    let items = fetch_all(
+        peer,
+        methods::RESOURCES_LIST,
+        s.options.max_catalog_pages,
+        |r: ListResourcesResult| (r.resources, r.next_cursor),
+    )
+    .await?;
+    s.resources.store(gen, items);
+    Ok(s.resources.get())
+}
+
+async fn refresh_templates(
+    s: &ClientService,
+    peer: &Peer,
+) -> Result<Arc<Vec<ResourceTemplate>>, Error> {
+    let gen = s.templates.begin();
+    let items = match fetch_all(
+        peer,
+        methods::RESOURCES_TEMPLATES_LIST,
+        s.options.max_catalog_pages,
+        |r: ListResourceTemplatesResult| (r.resource_templates, r.next_cursor),
+    )
+    .await
+    {
+        Ok(items) => items,
+        // Servers that advertise resources without templates answer -32601; that is no templates.
+        Err(Error::Rpc(e)) if e.code == crate::jsonrpc::ErrorCode::METHOD_NOT_FOUND => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    s.templates.store(gen, items);
+    Ok(s.templates.get())
+}
+
+async fn refresh_prompts(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Prompt>>, Error> {
+    let gen = s.prompts.begin();
+    let items = fetch_all(
+        peer,
+        methods::PROMPTS_LIST,
+        s.options.max_catalog_pages,
+        |r: ListPromptsResult| (r.prompts, r.next_cursor),
+    )
+    .await?;
+    s.prompts.store(gen, items);
+    Ok(s.prompts.get())
+}
+
+/// Connects to MCP servers.
+#[derive(Debug, Clone, Copy)]
+pub struct Client;
+
+impl Client {
+    /// Spawns `command` and connects to it over stdio.
+    pub async fn connect_stdio(
+        command: StdioCommand,
+        options: ClientOptions,
+    ) -> Result<Connection, Error> {
+        let transport = command
+            .spawn()
+            .map_err(|e| Error::Transport(format!("could not start {:?}: {e}", command.program)))?;
+        Self::connect(transport, options).await
+    }
+
+    /// Connects over a started transport: `initialize`, `notifications/initialized`, then the
+    /// catalogs the server advertises, every page.
+    pub async fn connect(
+        mut transport: Transport,
+        options: ClientOptions,
+    ) -> Result<Connection, Error> {
+        let child = transport.child.take();
+        let service = Arc::new(ClientService {
+            roots: RwLock::new(options.roots.clone().unwrap_or_default()),
+            options: options.clone(),
+            tools: Catalog::default(),
+            resources: Catalog::default(),
+            templates: Catalog::default(),
+            prompts: Catalog::default(),
+            listeners: Mutex::new(HashMap::new()),
+            next_listener: AtomicU64::new(0),
+            output_validators: Mutex::new(HashMap::new()),
+        });
+        let (peer, _join) = session::start(transport, service.clone(), options.engine.clone());
+        let conn = Connection {
+            peer,
+            service,
+            init: InitializeResult {
+                protocol_version: String::new(),
+                capabilities: ServerCapabilities::default(),
+                server_info: Implementation::new("", ""),
+                instructions: None,
+            },
+            child: Mutex::new(child),
+            pid: None,
+            stderr: None,
+        };
+        conn.handshake(options).await
+    }
+}
+
+/// A connection to one MCP server. Dropping it closes the connection and releases its child.
+pub struct Connection {
+    peer: Peer,
+    service: Arc<ClientService>,
+    init: InitializeResult,
+    child: Mutex<Option<ChildProcess>>,
+    pid: Option<u32>,
+    stderr: Option<crate::stdio::StderrHandle>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("server_info", &self.init.server_info)
+            .field("protocol_version", &self.init.protocol_version)
+            .finish()
+    }
+}
+
+impl Connection {
+    async fn handshake(mut self, options: ClientOptions) -> Result<Connection, Error> {
+        {
+            let child = self.child.lock().expect("child lock");
+            self.pid = child.as_ref().and_then(ChildProcess::pid);
+            self.stderr = child.as_ref().map(ChildProcess::stderr_handle);
+        }
+        let params = InitializeParams {
+            protocol_version: options.protocol_version.clone(),
+            capabilities: options.capabilities(),
+            client_info: options.client_info.clone(),
+        };
+        let init: InitializeResult = match self
+            .peer
+            .request(methods::INITIALIZE, &params, RequestOptions::default())
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                self.close().await;
+                return Err(e);
+            }
+        };
+        if !version::is_handshake(&init.protocol_version) {
+            self.close().await;
+            return Err(Error::UnsupportedProtocolVersion(init.protocol_version));
+        }
+        self.peer
+            .set_batches_allowed(version::allows_batches(&init.protocol_version));
+        self.init = init;
+        if let Err(e) = self.peer.notify_empty(methods::INITIALIZED).await {
+            self.close().await;
+            return Err(e);
+        }
+        let caps = &self.init.capabilities;
+        let s = &self.service;
+        let p = &self.peer;
+        let (t, r, rt, pr) = tokio::join!(
+            async {
+                if caps.tools.is_some() {
+                    refresh_tools(s, p).await.map(drop)
+                } else {
+                    Ok(())
+                }
+            },
+            async {
+                if caps.resources.is_some() {
+                    refresh_resources(s, p).await.map(drop)
+                } else {
+                    Ok(())
+                }
+            },
+            async {
+                if caps.resources.is_some() {
+                    refresh_templates(s, p).await.map(drop)
+                } else {
+                    Ok(())
+                }
+            },
+            async {
+                if caps.prompts.is_some() {
+                    refresh_prompts(s, p).await.map(drop)
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        if let Err(e) = t.and(r).and(rt).and(pr) {
+            self.close().await;
+            return Err(e);
+        }
+        Ok(self)
+    }
+
+    /// The tools, as of the last fetch (kept in sync on `list_changed`).
+    pub fn tools(&self) -> Arc<Vec<Tool>> {
+        self.service.tools.get()
+    }
+    /// The resources, as of the last fetch.
+    pub fn resources(&self) -> Arc<Vec<Resource>> {
+        self.service.resources.get()
+    }
+    /// The resource templates, as of the last fetch.
+    pub fn resource_templates(&self) -> Arc<Vec<ResourceTemplate>> {
+        self.service.templates.get()
+    }
+    /// The prompts, as of the last fetch.
+    pub fn prompts(&self) -> Arc<Vec<Prompt>> {
+        self.service.prompts.get()
+    }
+    /// The server's name and version.
+    pub fn server_info(&self) -> &Implementation {
+        &self.init.server_info
+    }
+    /// The negotiated revision.
+    pub fn protocol_version(&self) -> &str {
+        &self.init.protocol_version
+    }
+    /// The server's capabilities.
+    pub fn server_capabilities(&self) -> &ServerCapabilities {
+        &self.init.capabilities
+    }
+    /// The server's instructions, if any.
+    pub fn instructions(&self) -> Option<&str> {
+        self.init.instructions.as_deref()
+    }
+    /// The peer handle (raw requests and notifications).
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+    /// The child's process id, for stdio connections.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+    /// The last lines the child wrote to stderr (with [`StderrMode::Capture`](crate::stdio::StderrMode::Capture)).
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr
+            .as_ref()
+            .map(crate::stdio::StderrHandle::lines)
+            .unwrap_or_default()
+    }
+
+    /// Calls a tool.
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
+        self.call_tool_with(name, arguments, RequestOptions::default())
+            .await
+    }
+
+    /// Calls a tool with per-request options (timeout, progress, cancellation). A declared
+    /// output schema is enforced on a successful result's `structuredContent`.
+    pub async fn call_tool_with(
+        &self,
+        name: &str,
+        arguments: Value,
+        options: RequestOptions,
+    ) -> Result<CallToolResult, Error> {
+        let arguments = match arguments {
+            Value::Object(o) => Some(o),
+            Value::Null => None,
+            _ => {
+                return Err(Error::Protocol(
+                    "tool arguments must be a JSON object".into(),
+                ))
+            }
+        };
+        let params = CallToolParams {
+            name: name.to_owned(),
+            arguments,
+            meta: None,
+        };
+        let result: CallToolResult = self
+            .peer
+            .request(methods::TOOLS_CALL, &params, options)
+            .await?;
+        if !result.is_error() {
+            self.check_output(name, &result)?;
+        }
+        Ok(result)
+    }
+
+    fn check_output(&self, name: &str, result: &CallToolResult) -> Result<(), Error> {
+        let validator = {
+            let mut cache = self
+                .service
+                .output_validators
+                .lock()
+                .expect("validators lock");
+            match cache.get(name) {
+                Some(v) => v.clone(),
+                None => {
+                    let tools = self.service.tools.get();
+                    let schema = tools
+                        .iter()
+                        .find(|t| t.name == name)
+                        .and_then(|t| t.output_schema.clone());
+                    let v = schema.and_then(|s| {
+                        jsonschema::draft202012::new(&Value::Object(s))
+                            .ok()
+                            .map(Arc::new)
+                    });
+                    cache.insert(name.to_owned(), v.clone());
+                    v
+                }
+            }
+        };
+        let Some(validator) = validator else {
+            return Ok(());
+        };
+        match &result.structured_content {
+            None => Err(Error::Protocol(format!(
+                "tool {name} declares an output schema but returned no structuredContent"
+            ))),
+            Some(sc) if !validator.is_valid(sc) => Err(Error::Protocol(format!(
+                "structuredContent of tool {name} does not match its output schema"
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Refetches the tools.
+    pub async fn refresh_tools(&self) -> Result<Arc<Vec<Tool>>, Error> {
+        refresh_tools(&self.service, &self.peer).await
+    }
+    /// Refetches the resources.
+    pub async fn refresh_resources(&self) -> Result<Arc<Vec<Resource>>, Error> {
+        refresh_resources(&self.service, &self.peer).await
+    }
+    /// Refetches the resource templates.
+    pub async fn refresh_resource_templates(&self) -> Result<Arc<Vec<ResourceTemplate>>, Error> {
+        refresh_templates(&self.service, &self.peer).await
+    }
+    /// Refetches the prompts.
+    pub async fn refresh_prompts(&self) -> Result<Arc<Vec<Prompt>>, Error> {
+        refresh_prompts(&self.service, &self.peer).await
+    }
+
+    /// Fetches one page of `resources/list` (for hosts that page themselves).
+    pub async fn list_resources_page(
+        &self,
+        cursor: Option<String>,
+    ) -> Result<ListResourcesResult, Error> {
+        self.peer
+            .request(
+                methods::RESOURCES_LIST,
+                &PaginatedParams { cursor },
+                RequestOptions::default(),
+            )
+            .await
+    }
+
+    /// Reads a resource.
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, Error> {
+        self.peer
+            .request(
+                methods::RESOURCES_READ,
+                &UriParams {
+                    uri: uri.to_owned(),
+                },
+                RequestOptions::default(),
+            )
+            .await
+    }
+
+    /// Subscribes to a resource's updates; the handle unsubscribes.
+    pub async fn subscribe_resource(&self, uri: &str) -> Result<ResourceSubscription, Error> {
+        let _: EmptyResult = self
+            .peer
+            .request(
+                methods::RESOURCES_SUBSCRIBE,
+                &UriParams {
+                    uri: uri.to_owned(),
+                },
+                RequestOptions::default(),
+            )
+            .await?;
+        Ok(ResourceSubscription {
+            peer: self.peer.clone(),
+            uri: Some(uri.to_owned()),
+        })
+    }
+
+    /// Gets a prompt.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<GetPromptResult, Error> {
+        let arguments: std::collections::BTreeMap<String, String> = arguments.into_iter().collect();
+        let params = GetPromptParams {
+            name: name.to_owned(),
+            arguments: (!arguments.is_empty()).then_some(arguments),
+        };
+        self.peer
+            .request(methods::PROMPTS_GET, &params, RequestOptions::default())
+            .await
+    }
+
+    /// Asks for completions of an argument (`completion/complete`).
+    pub async fn complete(
+        &self,
+        reference: CompletionReference,
+        argument: &str,
+        value: &str,
+    ) -> Result<Completion, Error> {
+        let params = CompleteParams {
+            reference,
+            argument: CompletionArgument {
+                name: argument.to_owned(),
+                value: value.to_owned(),
+            },
+            context: None,
+        };
+        let r: CompleteResult = self
+            .peer
+            .request(
+                methods::COMPLETION_COMPLETE,
+                &params,
+                RequestOptions::default(),
+            )
+            .await?;
+        Ok(r.completion)
+    }
+
+    /// Sets the least severe log level the server should send.
+    pub async fn set_logging_level(&self, level: LoggingLevel) -> Result<(), Error> {
+        let _: EmptyResult = self
+            .peer
+            .request(
+                methods::LOGGING_SET_LEVEL,
+                &SetLevelParams { level },
+                RequestOptions::default(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Pings the server.
+    pub async fn ping(&self) -> Result<(), Error> {
+        let _: EmptyResult = self
+            .peer
+            .request(methods::PING, &EmptyResult {}, RequestOptions::default())
+            .await?;
+        Ok(())
+    }
+
+    /// Calls `f` with the params of every server notification of `method`, in arrival order.
+    /// For `*/list_changed`, the matching catalog is refetched before `f` runs. The handle
+    /// stops the listener; dropping the handle leaves it listening.
+    pub fn on(&self, method: &str, f: impl Fn(&Value) + Send + Sync + 'static) -> ListenerHandle {
+        let id = self.service.next_listener.fetch_add(1, Ordering::Relaxed);
+        self.service
+            .listeners
+            .lock()
+            .expect("listeners lock")
+            .entry(method.to_owned())
+            .or_default()
+            .push((id, Arc::new(f)));
+        ListenerHandle {
+            service: Arc::downgrade(&self.service),
+            method: method.to_owned(),
+            id,
+        }
+    }
+
+    /// Replaces the roots and sends `notifications/roots/list_changed`.
+    pub async fn set_roots(&self, roots: Vec<Root>) -> Result<(), Error> {
+        if self.service.options.roots.is_none() {
+            return Err(Error::Protocol(
+                "this client did not declare the roots capability".into(),
+            ));
+        }
+        *self.service.roots.write().expect("roots lock") = roots;
+        self.peer.notify_empty(methods::ROOTS_LIST_CHANGED).await
+    }
+
+    /// Closes the connection: stops writing, lets a child exit (SIGTERM, then SIGKILL if it
+    /// lingers), and fails pending requests. Idempotent.
+    pub async fn close(&self) {
+        let child = self.child.lock().expect("child lock").take();
+        match child {
+            Some(mut child) => {
+                child.shutdown().await;
+                self.peer.shared.shutdown();
+            }
+            None => self.peer.shared.shutdown(),
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.peer.shared.shutdown();
+        // The child (if any) is dropped with its graceful shutdown running in the background.
+    }
+}
+
+/// Stops a notification listener.
+#[derive(Debug)]
+pub struct ListenerHandle {
+    service: std::sync::Weak<ClientService>,
+    method: String,
+    id: u64,
+}
+
+impl ListenerHandle {
+    /// Removes the listener.
+    pub fn cancel(self) {
+        if let Some(s) = self.service.upgrade() {
+            if let Some(v) = s
+                .listeners
+                .lock()
+                .expect("listeners lock")
+                .get_mut(&self.method)
+            {
+                v.retain(|(id, _)| *id != self.id);
+            }
+        }
+    }
+}
+
+/// A resource subscription; `unsubscribe` ends it (dropping it unsubscribes in the background).
+#[derive(Debug)]
+pub struct ResourceSubscription {
+    peer: Peer,
+    uri: Option<String>,
+}
+
+impl ResourceSubscription {
+    /// The subscribed URI.
+    pub fn uri(&self) -> &str {
+        self.uri.as_deref().unwrap_or_default()
+    }
+
+    /// Sends `resources/unsubscribe`.
+    pub async fn unsubscribe(mut self) -> Result<(), Error> {
+        let uri = self.uri.take().expect("subscribed");
+        let _: EmptyResult = self
+            .peer
+            .request(
+                methods::RESOURCES_UNSUBSCRIBE,
+                &UriParams { uri },
+                RequestOptions::default(),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+impl Drop for ResourceSubscription {
+    fn drop(&mut self) {
+        if let (Some(uri), Ok(rt)) = (self.uri.take(), tokio::runtime::Handle::try_current()) {
+            if self.peer.is_closed() {
+                return;
+            }
+            let peer = self.peer.clone();
+            rt.spawn(async move {
+                let _: Result<EmptyResult, _> = peer
+                    .request(
+                        methods::RESOURCES_UNSUBSCRIBE,
+                        &UriParams { uri },
+                        RequestOptions::default(),
+                    )
+                    .await;
+            });
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! The error a request or a connection can end with.
+
+use std::fmt;
+
+use crate::jsonrpc::ErrorObject;
+
+/// Why a request or a connection failed. Each kind is distinct so a host can act on it: a
+/// JSON-RPC error came from the peer; a transport failure or a closed connection did not.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The peer answered with a JSON-RPC error (code, message and data as sent).
+    Rpc(ErrorObject),
+    /// No response within the request's timeout; `notifications/cancelled` was sent.
+    Timeout,
+    /// The request was cancelled locally; `notifications/cancelled` was sent.
+    Cancelled,
+    /// The connection closed (the peer exited, closed its end, or `close` was called).
+    ConnectionClosed,
+    /// The transport failed (spawn failure, I/O error, HTTP failure).
+    Transport(String),
+    /// The peer broke the protocol: a malformed or unexpected response.
+    Protocol(String),
+    /// The server answered `initialize` with a revision purra does not speak.
+    UnsupportedProtocolVersion(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Rpc(e) => write!(f, "{e}"),
+            Error::Timeout => f.write_str("request timed out"),
+            Error::Cancelled => f.write_str("request cancelled"),
+            Error::ConnectionClosed => f.write_str("connection closed"),
+            Error::Transport(why) => write!(f, "transport failure: {why}"),
+            Error::Protocol(why) => write!(f, "protocol violation: {why}"),
+            Error::UnsupportedProtocolVersion(v) => {
+                write!(
+                    f,
+                    "the server chose protocol version {v:?}, which this client does not support"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ErrorObject> for Error {
+    fn from(e: ErrorObject) -> Self {
+        Error::Rpc(e)
+    }
+}

@@ -1,0 +1,510 @@
+//! JSON-RPC 2.0 framing: request ids, error objects, and one-pass decoding of inbound frames.
+//!
+//! A frame is decoded once into a [`Message`] whose `params` / `result` stay raw JSON
+//! ([`RawValue`]); handlers deserialize typed params themselves. Nothing here tries every
+//! message type in turn, and nothing goes through [`serde_json::Value`] on the hot path.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::{self, Deserializer, IgnoredAny, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// A JSON-RPC request id: a string or an integer, never null.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RequestId {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(Arc<str>),
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+impl From<i64> for RequestId {
+    fn from(n: i64) -> Self {
+        RequestId::Number(n)
+    }
+}
+
+impl From<&str> for RequestId {
+    fn from(s: &str) -> Self {
+        RequestId::String(Arc::from(s))
+    }
+}
+
+impl Serialize for RequestId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RequestId::Number(n) => s.serialize_i64(*n),
+            RequestId::String(v) => s.serialize_str(v),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RequestId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct IdVisitor;
+        impl Visitor<'_> for IdVisitor {
+            type Value = RequestId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or an integer")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RequestId, E> {
+                Ok(RequestId::Number(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RequestId, E> {
+                i64::try_from(v)
+                    .map(RequestId::Number)
+                    .map_err(|_| E::custom("integer id out of range"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RequestId, E> {
+                Ok(RequestId::String(Arc::from(v)))
+            }
+        }
+        d.deserialize_any(IdVisitor)
+    }
+}
+
+/// A JSON-RPC error code. Open: MCP and applications add their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ErrorCode(pub i32);
+
+impl ErrorCode {
+    /// Invalid JSON was received.
+    pub const PARSE_ERROR: ErrorCode = ErrorCode(-32700);
+    /// The JSON sent is not a valid request object.
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(-32600);
+    /// The method does not exist or is not available.
+    pub const METHOD_NOT_FOUND: ErrorCode = ErrorCode(-32601);
+    /// Invalid method parameters.
+    pub const INVALID_PARAMS: ErrorCode = ErrorCode(-32602);
+    /// Internal error.
+    pub const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
+    /// MCP: the resource does not exist (2025 revisions).
+    pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);
+    /// MCP 2025-11-25: a URL-mode elicitation is required before the request can proceed.
+    pub const URL_ELICITATION_REQUIRED: ErrorCode = ErrorCode(-32042);
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The `error` member of a JSON-RPC error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// The error code.
+    pub code: ErrorCode,
+    /// A short description.
+    pub message: String,
+    /// Additional information, as the sender gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl ErrorObject {
+    /// An error with a code and a message and no data.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// Attaches `data`.
+    pub fn with_data(mut self, data: serde_json::Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// -32602 with a message.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::INVALID_PARAMS, message)
+    }
+
+    /// -32603 with a message.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::INTERNAL_ERROR, message)
+    }
+
+    /// -32601 naming the method.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ErrorObject {}
+
+/// One decoded inbound JSON-RPC message.
+#[derive(Debug)]
+pub enum Message {
+    /// A request: it expects a response with the same id.
+    Request {
+        /// The request id.
+        id: RequestId,
+        /// The method name.
+        method: String,
+        /// The raw params, if any.
+        params: Option<Box<RawValue>>,
+    },
+    /// A notification: no response.
+    Notification {
+        /// The method name.
+        method: String,
+        /// The raw params, if any.
+        params: Option<Box<RawValue>>,
+    },
+    /// A successful response.
+    Response {
+        /// The id of the request it answers.
+        id: RequestId,
+        /// The raw result.
+        result: Box<RawValue>,
+    },
+    /// An error response; `id` is `None` when the peer answered with `id: null`.
+    Error {
+        /// The id of the request it answers, if known.
+        id: Option<RequestId>,
+        /// The error.
+        error: ErrorObject,
+    },
+}
+
+/// Why a frame could not be decoded, with the answer the protocol requires.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeError {
+    /// The id to answer with, when the frame was well-formed enough to carry one.
+    pub id: Option<RequestId>,
+    /// The error to answer with (-32700 or -32600).
+    pub error: ErrorObject,
+}
+
+impl DecodeError {
+    fn parse(e: impl fmt::Display) -> Self {
+        DecodeError {
+            id: None,
+            error: ErrorObject::new(ErrorCode::PARSE_ERROR, format!("Parse error: {e}")),
+        }
+    }
+    fn invalid(id: Option<RequestId>, why: impl Into<String>) -> Self {
+        DecodeError {
+            id,
+            error: ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("Invalid request: {}", why.into()),
+            ),
+        }
+    }
+}
+
+/// A frame is either one message or a batch (an array, allowed by 2025-03-26).
+#[derive(Debug)]
+pub enum Frame {
+    /// A single message.
+    Single(Result<Message, DecodeError>),
+    /// A batch: each element decoded on its own.
+    Batch(Vec<Result<Message, DecodeError>>),
+}
+
+/// The fields of an envelope; `id` is kept raw to tell `null` from absent.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    method: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+/// Decodes one frame (one line, one WebSocket text frame, one HTTP body).
+pub fn decode_frame(bytes: &[u8]) -> Frame {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    if first == Some(b'[') {
+        let items: Vec<&RawValue> = match serde_json::from_slice(bytes) {
+            Ok(items) => items,
+            Err(e) => return Frame::Single(Err(DecodeError::parse(e))),
+        };
+        if items.is_empty() {
+            return Frame::Single(Err(DecodeError::invalid(None, "empty batch")));
+        }
+        return Frame::Batch(
+            items
+                .into_iter()
+                .map(|raw| decode_value(raw.get().as_bytes()))
+                .collect(),
+        );
+    }
+    Frame::Single(decode_value(bytes))
+}
+
+fn decode_value(bytes: &[u8]) -> Result<Message, DecodeError> {
+    // Syntax first: a frame that is not JSON at all is a parse error, whatever its shape.
+    let env: Envelope<'_> = match serde_json::from_slice(bytes) {
+        Ok(env) => env,
+        Err(e) if e.is_syntax() || e.is_eof() => return Err(DecodeError::parse(e)),
+        Err(_) => {
+            // Valid JSON of the wrong shape (not an object, or a field of a wrong type).
+            return match serde_json::from_slice::<IgnoredAny>(bytes) {
+                Ok(_) => Err(DecodeError::invalid(None, "not a JSON-RPC object")),
+                Err(e) => Err(DecodeError::parse(e)),
+            };
+        }
+    };
+    let id = match env.id {
+        None => IdField::Absent,
+        Some(raw) if raw.get() == "null" => IdField::Null,
+        Some(raw) => match serde_json::from_str::<RequestId>(raw.get()) {
+            Ok(id) => IdField::Id(id),
+            Err(_) => {
+                return Err(DecodeError::invalid(
+                    None,
+                    "id must be a string or an integer",
+                ))
+            }
+        },
+    };
+    let known_id = match &id {
+        IdField::Id(id) => Some(id.clone()),
+        _ => None,
+    };
+    match env.jsonrpc.map(RawValue::get) {
+        Some("\"2.0\"") => {}
+        _ => return Err(DecodeError::invalid(known_id, "jsonrpc must be \"2.0\"")),
+    }
+    let params = env.params.map(RawValue::to_owned);
+    if let Some(p) = &params {
+        let c = p.get().as_bytes().first().copied();
+        if c != Some(b'{') && c != Some(b'[') {
+            return Err(DecodeError::invalid(
+                known_id,
+                "params must be an object or an array",
+            ));
+        }
+    }
+    if let Some(method) = env.method {
+        let serde_json::Value::String(method) = method else {
+            return Err(DecodeError::invalid(known_id, "method must be a string"));
+        };
+        if env.result.is_some() || env.error.is_some() {
+            return Err(DecodeError::invalid(
+                known_id,
+                "a request carries no result or error",
+            ));
+        }
+        return match id {
+            IdField::Id(id) => Ok(Message::Request { id, method, params }),
+            IdField::Absent => Ok(Message::Notification { method, params }),
+            IdField::Null => Err(DecodeError::invalid(None, "id must not be null")),
+        };
+    }
+    match (env.result, env.error) {
+        (Some(result), None) => match id {
+            IdField::Id(id) => Ok(Message::Response {
+                id,
+                result: result.to_owned(),
+            }),
+            _ => Err(DecodeError::invalid(None, "a response needs an id")),
+        },
+        (None, Some(error)) => {
+            let error: ErrorObject = serde_json::from_value(error)
+                .map_err(|_| DecodeError::invalid(known_id.clone(), "malformed error object"))?;
+            match id {
+                IdField::Absent | IdField::Null => Ok(Message::Error { id: None, error }),
+                IdField::Id(id) => Ok(Message::Error {
+                    id: Some(id),
+                    error,
+                }),
+            }
+        }
+        (Some(_), Some(_)) => Err(DecodeError::invalid(
+            known_id,
+            "a response carries result or error, not both",
+        )),
+        (None, None) => Err(DecodeError::invalid(known_id, "missing method")),
+    }
+}
+
+enum IdField {
+    Absent,
+    Null,
+    Id(RequestId),
+}
+
+/// Encodes a request. `params` is already-serialized JSON.
+pub fn encode_request(id: &RequestId, method: &str, params: Option<&RawValue>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, |p| p.get().len()));
+    let mut ser = serde_json::Serializer::new(&mut out);
+    let mut map = ser.serialize_map(None).expect("in-memory write");
+    map.serialize_entry("jsonrpc", "2.0")
+        .expect("in-memory write");
+    map.serialize_entry("id", id).expect("in-memory write");
+    map.serialize_entry("method", method)
+        .expect("in-memory write");
+    if let Some(p) = params {
+        map.serialize_entry("params", p).expect("in-memory write");
+    }
+    SerializeMap::end(map).expect("in-memory write");
+    out
+}
+
+/// Encodes a notification.
+pub fn encode_notification(method: &str, params: Option<&RawValue>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, |p| p.get().len()));
+    let mut ser = serde_json::Serializer::new(&mut out);
+    let mut map = ser.serialize_map(None).expect("in-memory write");
+    map.serialize_entry("jsonrpc", "2.0")
+        .expect("in-memory write");
+    map.serialize_entry("method", method)
+        .expect("in-memory write");
+    if let Some(p) = params {
+        map.serialize_entry("params", p).expect("in-memory write");
+    }
+    SerializeMap::end(map).expect("in-memory write");
+    out
+}
+
+/// Encodes a successful response.
+pub fn encode_response(id: &RequestId, result: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + result.get().len());
+    let mut ser = serde_json::Serializer::new(&mut out);
+    let mut map = ser.serialize_map(None).expect("in-memory write");
+    map.serialize_entry("jsonrpc", "2.0")
+        .expect("in-memory write");
+    map.serialize_entry("id", id).expect("in-memory write");
+    map.serialize_entry("result", result)
+        .expect("in-memory write");
+    SerializeMap::end(map).expect("in-memory write");
+    out
+}
+
+/// Encodes an error response; `id: None` is written as `null`.
+pub fn encode_error(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96 + error.message.len());
+    let mut ser = serde_json::Serializer::new(&mut out);
+    let mut map = ser.serialize_map(None).expect("in-memory write");
+    map.serialize_entry("jsonrpc", "2.0")
+        .expect("in-memory write");
+    map.serialize_entry("id", &id).expect("in-memory write");
+    map.serialize_entry("error", error)
+        .expect("in-memory write");
+    SerializeMap::end(map).expect("in-memory write");
+    out
+}
+
+/// Serializes a value into raw JSON once, for a request's params or a result.
+pub fn to_raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).expect("MCP types serialize to JSON")
+}
+
+/// Deserializes raw params; absent params are read as `{}`.
+pub fn from_params<T: for<'de> Deserialize<'de>>(
+    params: Option<&RawValue>,
+) -> Result<T, ErrorObject> {
+    let text = params.map_or("{}", RawValue::get);
+    serde_json::from_str(text)
+        .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(bytes: &str) -> Result<Message, DecodeError> {
+        match decode_frame(bytes.as_bytes()) {
+            Frame::Single(m) => m,
+            Frame::Batch(_) => panic!("batch"),
+        }
+    }
+
+    #[test]
+    fn decodes_each_shape() {
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Ok(Message::Request {
+                id: RequestId::Number(1),
+                ..
+            })
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Message::Notification { .. })
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+            Ok(Message::Response { .. })
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#),
+            Ok(Message::Error { id: None, .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_envelopes_with_the_required_codes() {
+        assert_eq!(single("{").unwrap_err().error.code, ErrorCode::PARSE_ERROR);
+        assert_eq!(
+            single("[1,").unwrap_err().error.code,
+            ErrorCode::PARSE_ERROR
+        );
+        let e = single(r#"{"jsonrpc":"2.0","id":7}"#).unwrap_err();
+        assert_eq!(
+            (e.id, e.error.code),
+            (Some(RequestId::Number(7)), ErrorCode::INVALID_REQUEST)
+        );
+        let e = single(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#).unwrap_err();
+        assert_eq!(e.error.code, ErrorCode::INVALID_REQUEST);
+        let e = single(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#).unwrap_err();
+        assert_eq!((e.id, e.error.code), (None, ErrorCode::INVALID_REQUEST));
+        let e = single(r#"42"#).unwrap_err();
+        assert_eq!(e.error.code, ErrorCode::INVALID_REQUEST);
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).unwrap_err();
+        assert_eq!(e.error.code, ErrorCode::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn encodes_exact_json() {
+        let raw = to_raw(&serde_json::json!({"a": 1}));
+        assert_eq!(
+            String::from_utf8(encode_request(&RequestId::Number(3), "m", Some(&raw))).unwrap(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"m","params":{"a":1}}"#
+        );
+        assert_eq!(
+            String::from_utf8(encode_error(
+                None,
+                &ErrorObject::new(ErrorCode::PARSE_ERROR, "p")
+            ))
+            .unwrap(),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"p"}}"#
+        );
+    }
+}

@@ -1,0 +1,1266 @@
+//! The MCP server: registries of tools, resources, templates and prompts with async handlers;
+//! per-connection sessions; validation of tool input and output; logging, progress,
+//! cancellation, completion, pagination and server-to-client requests from handlers.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::jsonrpc::{from_params, to_raw, ErrorCode, ErrorObject, RequestId};
+use crate::session::{
+    self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
+};
+use crate::transport::Transport;
+use crate::types::*;
+use crate::version;
+
+/// A handler's failure. Built from an [`ErrorObject`] it is sent as that JSON-RPC error, code
+/// and data kept; built from anything else it becomes -32603 with the message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandlerError(pub ErrorObject);
+
+impl HandlerError {
+    /// -32603 with `message`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        HandlerError(ErrorObject::internal(message))
+    }
+}
+
+impl From<ErrorObject> for HandlerError {
+    fn from(e: ErrorObject) -> Self {
+        HandlerError(e)
+    }
+}
+impl From<String> for HandlerError {
+    fn from(e: String) -> Self {
+        HandlerError::internal(e)
+    }
+}
+impl From<&str> for HandlerError {
+    fn from(e: &str) -> Self {
+        HandlerError::internal(e)
+    }
+}
+impl From<Error> for HandlerError {
+    fn from(e: Error) -> Self {
+        HandlerError::internal(e.to_string())
+    }
+}
+impl From<serde_json::Error> for HandlerError {
+    fn from(e: serde_json::Error) -> Self {
+        HandlerError::internal(e.to_string())
+    }
+}
+
+/// What a handler returns.
+pub type HandlerResult<T> = Result<T, HandlerError>;
+
+type ToolFn = Arc<
+    dyn Fn(JsonObject, RequestCtx) -> BoxFuture<'static, HandlerResult<CallToolResult>>
+        + Send
+        + Sync,
+>;
+type ReadFn = Arc<
+    dyn Fn(
+            String,
+            HashMap<String, String>,
+            RequestCtx,
+        ) -> BoxFuture<'static, HandlerResult<ReadResourceResult>>
+        + Send
+        + Sync,
+>;
+type PromptFn = Arc<
+    dyn Fn(
+            BTreeMap<String, String>,
+            RequestCtx,
+        ) -> BoxFuture<'static, HandlerResult<GetPromptResult>>
+        + Send
+        + Sync,
+>;
+type CompleteFn = Arc<
+    dyn Fn(CompleteParams, RequestCtx) -> BoxFuture<'static, HandlerResult<Completion>>
+        + Send
+        + Sync,
+>;
+
+struct ToolEntry {
+    tool: Tool,
+    input: jsonschema::Validator,
+    output: Option<jsonschema::Validator>,
+    handler: ToolFn,
+}
+
+struct ResourceEntry {
+    resource: Resource,
+    handler: ReadFn,
+}
+
+struct TemplateEntry {
+    template: ResourceTemplate,
+    parts: Vec<TemplatePart>,
+    handler: ReadFn,
+}
+
+struct PromptEntry {
+    prompt: Prompt,
+    handler: PromptFn,
+}
+
+/// Insertion-ordered registry.
+struct Registry<T> {
+    order: Vec<String>,
+    items: HashMap<String, Arc<T>>,
+}
+
+impl<T> Default for Registry<T> {
+    fn default() -> Self {
+        Registry {
+            order: Vec::new(),
+            items: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Registry<T> {
+    fn insert(&mut self, key: String, item: T) {
+        if self.items.insert(key.clone(), Arc::new(item)).is_none() {
+            self.order.push(key);
+        }
+    }
+    fn remove(&mut self, key: &str) -> bool {
+        if self.items.remove(key).is_some() {
+            self.order.retain(|k| k != key);
+            true
+        } else {
+            false
+        }
+    }
+    fn get(&self, key: &str) -> Option<Arc<T>> {
+        self.items.get(key).cloned()
+    }
+    fn page(&self, offset: usize, size: usize) -> (Vec<Arc<T>>, Option<usize>) {
+        let end = (offset + size).min(self.order.len());
+        let items = self.order[offset.min(end)..end]
+            .iter()
+            .map(|k| self.items[k].clone())
+            .collect();
+        (items, (end < self.order.len()).then_some(end))
+    }
+    fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// Why a registration was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistrationError {
+    /// The input or output schema is not a valid JSON Schema, or its root is not an object schema.
+    InvalidSchema(String),
+    /// The URI template is malformed.
+    InvalidTemplate(String),
+}
+
+impl std::fmt::Display for RegistrationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistrationError::InvalidSchema(why) => write!(f, "invalid schema: {why}"),
+            RegistrationError::InvalidTemplate(why) => write!(f, "invalid URI template: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for RegistrationError {}
+
+struct ServerInner {
+    info: Implementation,
+    instructions: Option<String>,
+    engine: EngineConfig,
+    page_size: usize,
+    logging: bool,
+    tools: RwLock<Registry<ToolEntry>>,
+    resources: RwLock<Registry<ResourceEntry>>,
+    templates: RwLock<Registry<TemplateEntry>>,
+    prompts: RwLock<Registry<PromptEntry>>,
+    completion: RwLock<Option<CompleteFn>>,
+    sessions: Mutex<Vec<Weak<SessionState>>>,
+}
+
+/// Configures a [`Server`].
+#[derive(Debug, Clone)]
+pub struct ServerBuilder {
+    info: Implementation,
+    instructions: Option<String>,
+    engine: EngineConfig,
+    page_size: usize,
+    logging: bool,
+}
+
+impl ServerBuilder {
+    /// Instructions for the model, sent in the `initialize` result.
+    pub fn instructions(mut self, text: impl Into<String>) -> Self {
+        self.instructions = Some(text.into());
+        self
+    }
+    /// How many items one page of a `*/list` result holds (default 100).
+    pub fn page_size(mut self, n: usize) -> Self {
+        self.page_size = n.max(1);
+        self
+    }
+    /// Declares the logging capability: handlers may log with [`RequestCtx::log`].
+    pub fn logging(mut self) -> Self {
+        self.logging = true;
+        self
+    }
+    /// Engine limits (frame size, concurrency, timeouts of server-to-client requests).
+    pub fn engine(mut self, config: EngineConfig) -> Self {
+        self.engine = config;
+        self
+    }
+    /// Builds the server.
+    pub fn build(self) -> Server {
+        Server {
+            inner: Arc::new(ServerInner {
+                info: self.info,
+                instructions: self.instructions,
+                engine: self.engine,
+                page_size: self.page_size,
+                logging: self.logging,
+                tools: RwLock::default(),
+                resources: RwLock::default(),
+                templates: RwLock::default(),
+                prompts: RwLock::default(),
+                completion: RwLock::new(None),
+                sessions: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+}
+
+/// An MCP server: a set of registries shared by every connection it serves. Cloning is cheap
+/// and shares the registries; registering while serving sends the matching `list_changed`.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<ServerInner>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("info", &self.inner.info)
+            .finish()
+    }
+}
+
+/// Turns a handler's return value into a tool result.
+pub trait IntoToolResult {
+    /// The result.
+    fn into_tool_result(self) -> CallToolResult;
+}
+
+impl IntoToolResult for CallToolResult {
+    fn into_tool_result(self) -> CallToolResult {
+        self
+    }
+}
+impl IntoToolResult for String {
+    fn into_tool_result(self) -> CallToolResult {
+        CallToolResult::text(self)
+    }
+}
+impl IntoToolResult for &'static str {
+    fn into_tool_result(self) -> CallToolResult {
+        CallToolResult::text(self)
+    }
+}
+impl IntoToolResult for Vec<Content> {
+    fn into_tool_result(self) -> CallToolResult {
+        CallToolResult {
+            content: self,
+            ..Default::default()
+        }
+    }
+}
+
+/// A schema for `T`, derived with schemars (JSON Schema 2020-12), as a JSON object.
+pub fn schema_for<T: JsonSchema>() -> JsonObject {
+    let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+    match schema.to_value() {
+        Value::Object(mut o) => {
+            o.remove("title");
+            o
+        }
+        _ => JsonObject::new(),
+    }
+}
+
+fn compile(schema: &JsonObject, what: &str) -> Result<jsonschema::Validator, RegistrationError> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(RegistrationError::InvalidSchema(format!(
+            "the {what} schema's root must have type \"object\""
+        )));
+    }
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(&Value::Object(schema.clone()))
+        .map_err(|e| RegistrationError::InvalidSchema(format!("{what} schema: {e}")))
+}
+
+impl Server {
+    /// Starts configuring a server with this name and version.
+    pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
+        ServerBuilder {
+            info: Implementation::new(name, version),
+            instructions: None,
+            engine: EngineConfig::default(),
+            page_size: 100,
+            logging: false,
+        }
+    }
+
+    /// Registers a tool whose arguments are `A` (the input schema is derived from `A`); the
+    /// handler returns text, content blocks or a whole result.
+    pub fn tool<A, F, Fut, R>(&self, name: &str, description: &str, handler: F) -> &Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(A, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<R>> + Send + 'static,
+        R: IntoToolResult,
+    {
+        let tool = Tool {
+            name: name.to_owned(),
+            title: None,
+            description: Some(description.to_owned()),
+            input_schema: schema_for::<A>(),
+            output_schema: None,
+            annotations: None,
+            execution: None,
+            icons: None,
+            meta: None,
+        };
+        let handler = Arc::new(handler);
+        self.raw_tool(tool, move |args, ctx| {
+            let handler = handler.clone();
+            async move {
+                let args: A = match serde_json::from_value(Value::Object(args)) {
+                    Ok(a) => a,
+                    Err(e) => return Ok(CallToolResult::error(format!("Invalid arguments: {e}"))),
+                };
+                handler(args, ctx)
+                    .await
+                    .map(IntoToolResult::into_tool_result)
+            }
+        })
+        .expect("schemas derived from types compile");
+        self
+    }
+
+    /// Registers a tool with structured output: arguments `A`, output `O`; both schemas are
+    /// derived from the types. The result carries `structuredContent` and mirrors it as text.
+    pub fn structured_tool<A, O, F, Fut>(&self, name: &str, description: &str, handler: F) -> &Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        O: Serialize + JsonSchema + Send + 'static,
+        F: Fn(A, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<O>> + Send + 'static,
+    {
+        let tool = Tool {
+            name: name.to_owned(),
+            title: None,
+            description: Some(description.to_owned()),
+            input_schema: schema_for::<A>(),
+            output_schema: Some(schema_for::<O>()),
+            annotations: None,
+            execution: None,
+            icons: None,
+            meta: None,
+        };
+        let handler = Arc::new(handler);
+        self.raw_tool(tool, move |args, ctx| {
+            let handler = handler.clone();
+            async move {
+                let args: A = match serde_json::from_value(Value::Object(args)) {
+                    Ok(a) => a,
+                    Err(e) => return Ok(CallToolResult::error(format!("Invalid arguments: {e}"))),
+                };
+                let out = serde_json::to_value(handler(args, ctx).await?)?;
+                Ok(CallToolResult {
+                    content: vec![Content::text(out.to_string())],
+                    structured_content: Some(out),
+                    ..Default::default()
+                })
+            }
+        })
+        .expect("schemas derived from types compile");
+        self
+    }
+
+    /// Registers a tool from its full description and a handler of raw JSON arguments (for
+    /// dynamic tools). Arguments are validated against `inputSchema` before the handler runs;
+    /// an `outputSchema` is enforced on the handler's structured results.
+    pub fn raw_tool<F, Fut>(&self, tool: Tool, handler: F) -> Result<(), RegistrationError>
+    where
+        F: Fn(JsonObject, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<CallToolResult>> + Send + 'static,
+    {
+        let input = compile(&tool.input_schema, "input")?;
+        let output = tool
+            .output_schema
+            .as_ref()
+            .map(|s| compile(s, "output"))
+            .transpose()?;
+        let name = tool.name.clone();
+        self.inner.tools.write().expect("tools lock").insert(
+            name,
+            ToolEntry {
+                tool,
+                input,
+                output,
+                handler: Arc::new(move |a, c| Box::pin(handler(a, c))),
+            },
+        );
+        self.list_changed(Kind::Tools);
+        Ok(())
+    }
+
+    /// Removes a tool; sends `list_changed` if it existed.
+    pub fn remove_tool(&self, name: &str) -> bool {
+        let removed = self.inner.tools.write().expect("tools lock").remove(name);
+        if removed {
+            self.list_changed(Kind::Tools);
+        }
+        removed
+    }
+
+    /// Registers a resource with a read handler.
+    pub fn resource<F, Fut>(&self, resource: Resource, handler: F) -> &Self
+    where
+        F: Fn(String, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<ReadResourceResult>> + Send + 'static,
+    {
+        let uri = resource.uri.clone();
+        self.inner
+            .resources
+            .write()
+            .expect("resources lock")
+            .insert(
+                uri,
+                ResourceEntry {
+                    resource,
+                    handler: Arc::new(move |u, _, c| Box::pin(handler(u, c))),
+                },
+            );
+        self.list_changed(Kind::Resources);
+        self
+    }
+
+    /// Registers a resource template (RFC 6570 simple `{var}` expressions); the handler gets the
+    /// URI and the variables it matched.
+    pub fn resource_template<F, Fut>(
+        &self,
+        template: ResourceTemplate,
+        handler: F,
+    ) -> Result<&Self, RegistrationError>
+    where
+        F: Fn(String, HashMap<String, String>, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<ReadResourceResult>> + Send + 'static,
+    {
+        let parts = parse_template(&template.uri_template)?;
+        let key = template.uri_template.clone();
+        self.inner
+            .templates
+            .write()
+            .expect("templates lock")
+            .insert(
+                key,
+                TemplateEntry {
+                    template,
+                    parts,
+                    handler: Arc::new(move |u, v, c| Box::pin(handler(u, v, c))),
+                },
+            );
+        self.list_changed(Kind::Resources);
+        Ok(self)
+    }
+
+    /// Registers a prompt; arguments marked required are checked before the handler runs.
+    pub fn prompt<F, Fut>(&self, prompt: Prompt, handler: F) -> &Self
+    where
+        F: Fn(BTreeMap<String, String>, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<GetPromptResult>> + Send + 'static,
+    {
+        let name = prompt.name.clone();
+        self.inner.prompts.write().expect("prompts lock").insert(
+            name,
+            PromptEntry {
+                prompt,
+                handler: Arc::new(move |a, c| Box::pin(handler(a, c))),
+            },
+        );
+        self.list_changed(Kind::Prompts);
+        self
+    }
+
+    /// Answers `completion/complete` (declares the completions capability).
+    pub fn completion<F, Fut>(&self, handler: F) -> &Self
+    where
+        F: Fn(CompleteParams, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<Completion>> + Send + 'static,
+    {
+        *self.inner.completion.write().expect("completion lock") =
+            Some(Arc::new(move |p, c| Box::pin(handler(p, c))));
+        self
+    }
+
+    /// Sends `notifications/resources/updated` to the sessions subscribed to `uri`, and only those.
+    pub async fn notify_resource_updated(&self, uri: &str) {
+        for s in self.live_sessions() {
+            let subscribed = s.subscriptions.lock().expect("subs lock").contains(uri);
+            if let (true, Some(peer)) = (subscribed, s.peer.get()) {
+                let _ = peer
+                    .notify(
+                        methods::RESOURCE_UPDATED,
+                        &UriParams {
+                            uri: uri.to_owned(),
+                        },
+                    )
+                    .await;
+            }
+        }
+    }
+
+    fn live_sessions(&self) -> Vec<Arc<SessionState>> {
+        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
+        sessions.retain(|w| w.strong_count() > 0);
+        sessions.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    fn list_changed(&self, kind: Kind) {
+        let targets: Vec<Peer> = self
+            .live_sessions()
+            .into_iter()
+            .filter(|s| s.initialized.load(Ordering::Acquire) && s.advertised(kind))
+            .filter_map(|s| s.peer.get().cloned())
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let method = match kind {
+            Kind::Tools => methods::TOOLS_LIST_CHANGED,
+            Kind::Resources => methods::RESOURCES_LIST_CHANGED,
+            Kind::Prompts => methods::PROMPTS_LIST_CHANGED,
+        };
+        rt.spawn(async move {
+            for p in targets {
+                let _ = p.notify_empty(method).await;
+            }
+        });
+    }
+
+    fn capabilities(&self) -> ServerCapabilities {
+        let i = &self.inner;
+        let list_changed = || {
+            let mut o = JsonObject::new();
+            o.insert("listChanged".into(), Value::Bool(true));
+            o
+        };
+        let has_resources = !i.resources.read().expect("lock").is_empty()
+            || !i.templates.read().expect("lock").is_empty();
+        ServerCapabilities {
+            tools: (!i.tools.read().expect("lock").is_empty()).then(list_changed),
+            resources: has_resources.then(|| {
+                let mut o = list_changed();
+                o.insert("subscribe".into(), Value::Bool(true));
+                o
+            }),
+            prompts: (!i.prompts.read().expect("lock").is_empty()).then(list_changed),
+            logging: i.logging.then(JsonObject::new),
+            completions: i
+                .completion
+                .read()
+                .expect("lock")
+                .is_some()
+                .then(JsonObject::new),
+            experimental: None,
+            tasks: None,
+        }
+    }
+
+    /// Serves one connection over `transport`; returns when it closes.
+    pub async fn serve(&self, transport: Transport) {
+        let (session, join) = self.start(transport);
+        let _ = join.await;
+        drop(session);
+    }
+
+    /// Serves one connection over this process's stdin and stdout; returns at EOF on stdin.
+    pub async fn serve_stdio(&self) {
+        self.serve(crate::stdio::server_transport(
+            self.inner.engine.max_frame_bytes,
+        ))
+        .await
+    }
+
+    /// Starts serving one connection and returns its session handle and the engine's task.
+    pub fn start(&self, transport: Transport) -> (ServerSession, tokio::task::JoinHandle<()>) {
+        let state = Arc::new(SessionState {
+            server: self.clone(),
+            peer: OnceLock::new(),
+            initialized: AtomicBool::new(false),
+            init: RwLock::new(None),
+            log_level: Mutex::new(None),
+            subscriptions: Mutex::new(HashSet::new()),
+            advertised: RwLock::new(ServerCapabilities::default()),
+        });
+        let (peer, join) = session::start(transport, state.clone(), self.inner.engine.clone());
+        let _ = state.peer.set(peer);
+        self.inner
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .push(Arc::downgrade(&state));
+        (ServerSession { state }, join)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+/// A handle to one served connection.
+#[derive(Clone)]
+pub struct ServerSession {
+    state: Arc<SessionState>,
+}
+
+impl std::fmt::Debug for ServerSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSession").finish_non_exhaustive()
+    }
+}
+
+impl ServerSession {
+    /// The peer (the client), for requests and notifications outside any handler.
+    pub fn peer(&self) -> &Peer {
+        self.state.peer.get().expect("set at start")
+    }
+    /// The negotiated revision, once initialized.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.state
+            .init
+            .read()
+            .expect("init lock")
+            .as_ref()
+            .map(|i| i.0.clone())
+    }
+}
+
+struct SessionState {
+    server: Server,
+    peer: OnceLock<Peer>,
+    initialized: AtomicBool,
+    /// Negotiated version, client capabilities and info.
+    init: RwLock<Option<(String, ClientCapabilities, Implementation)>>,
+    log_level: Mutex<Option<LoggingLevel>>,
+    subscriptions: Mutex<HashSet<String>>,
+    advertised: RwLock<ServerCapabilities>,
+}
+
+impl SessionState {
+    fn advertised(&self, kind: Kind) -> bool {
+        let a = self.advertised.read().expect("advertised lock");
+        match kind {
+            Kind::Tools => a.tools.is_some(),
+            Kind::Resources => a.resources.is_some(),
+            Kind::Prompts => a.prompts.is_some(),
+        }
+    }
+}
+
+/// The context a handler runs in: the request, its cancellation, and the client.
+#[derive(Clone)]
+pub struct RequestCtx {
+    req: RequestContext,
+    session: Arc<SessionState>,
+    progress_token: Option<ProgressToken>,
+}
+
+impl std::fmt::Debug for RequestCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestCtx")
+            .field("id", &self.req.id)
+            .field("progress_token", &self.progress_token)
+            .finish()
+    }
+}
+
+impl RequestCtx {
+    /// The request's id.
+    pub fn request_id(&self) -> &RequestId {
+        &self.req.id
+    }
+    /// The peer (the client), tied to this request.
+    pub fn peer(&self) -> &Peer {
+        &self.req.peer
+    }
+    /// Cancelled when the client cancels this request or the connection closes.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.req.cancel
+    }
+    /// Whether the request was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.req.cancel.is_cancelled()
+    }
+    /// Resolves when the request is cancelled.
+    pub async fn cancelled(&self) {
+        self.req.cancel.cancelled().await
+    }
+    /// The negotiated revision.
+    pub fn protocol_version(&self) -> String {
+        self.session
+            .init
+            .read()
+            .expect("init lock")
+            .as_ref()
+            .map(|i| i.0.clone())
+            .unwrap_or_default()
+    }
+    /// The client's capabilities.
+    pub fn client_capabilities(&self) -> ClientCapabilities {
+        self.session
+            .init
+            .read()
+            .expect("init lock")
+            .as_ref()
+            .map(|i| i.1.clone())
+            .unwrap_or_default()
+    }
+    /// The client's name and version.
+    pub fn client_info(&self) -> Option<Implementation> {
+        self.session
+            .init
+            .read()
+            .expect("init lock")
+            .as_ref()
+            .map(|i| i.2.clone())
+    }
+    /// The request's progress token, if the client asked for progress.
+    pub fn progress_token(&self) -> Option<&ProgressToken> {
+        self.progress_token.as_ref()
+    }
+
+    /// Sends `notifications/progress` if the client asked for progress; otherwise does nothing.
+    pub async fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<(), Error> {
+        let Some(token) = &self.progress_token else {
+            return Ok(());
+        };
+        self.req
+            .peer
+            .notify(
+                methods::PROGRESS,
+                &ProgressParams {
+                    progress_token: token.clone(),
+                    progress,
+                    total,
+                    message: message.map(str::to_owned),
+                },
+            )
+            .await
+    }
+
+    /// Sends `notifications/message` if logging is declared and `level` is at or above the level
+    /// the client set (all levels pass until it sets one).
+    pub async fn log(
+        &self,
+        level: LoggingLevel,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<(), Error> {
+        if !self.session.server.inner.logging {
+            return Ok(());
+        }
+        let min = *self.session.log_level.lock().expect("level lock");
+        if min.is_some_and(|m| level < m) {
+            return Ok(());
+        }
+        self.req
+            .peer
+            .notify(
+                methods::MESSAGE,
+                &LoggingMessageParams {
+                    level,
+                    logger: logger.map(str::to_owned),
+                    data,
+                },
+            )
+            .await
+    }
+
+    fn sub_request_options(&self) -> RequestOptions {
+        RequestOptions::default().cancel_with(self.req.cancel.clone())
+    }
+
+    /// Asks the client to sample an LLM (`sampling/createMessage`).
+    pub async fn create_message(
+        &self,
+        params: CreateMessageParams,
+    ) -> Result<CreateMessageResult, Error> {
+        if self.client_capabilities().sampling.is_none() {
+            return Err(Error::Protocol(
+                "the client did not declare sampling".into(),
+            ));
+        }
+        self.req
+            .peer
+            .request(
+                methods::SAMPLING_CREATE_MESSAGE,
+                &params,
+                self.sub_request_options(),
+            )
+            .await
+    }
+
+    /// Asks the client to elicit input from the user (`elicitation/create`).
+    pub async fn elicit(&self, params: ElicitParams) -> Result<ElicitResult, Error> {
+        if self.client_capabilities().elicitation.is_none() {
+            return Err(Error::Protocol(
+                "the client did not declare elicitation".into(),
+            ));
+        }
+        self.req
+            .peer
+            .request(
+                methods::ELICITATION_CREATE,
+                &params,
+                self.sub_request_options(),
+            )
+            .await
+    }
+
+    /// Asks the client for its roots (`roots/list`).
+    pub async fn list_roots(&self) -> Result<Vec<Root>, Error> {
+        if self.client_capabilities().roots.is_none() {
+            return Err(Error::Protocol("the client did not declare roots".into()));
+        }
+        let r: ListRootsResult = self
+            .req
+            .peer
+            .request(
+                methods::ROOTS_LIST,
+                &EmptyResult {},
+                self.sub_request_options(),
+            )
+            .await?;
+        Ok(r.roots)
+    }
+}
+
+fn encode_cursor(offset: usize) -> String {
+    format!("purra-{offset:x}")
+}
+
+fn decode_cursor(cursor: Option<&str>) -> Result<usize, ErrorObject> {
+    match cursor {
+        None => Ok(0),
+        Some(c) => c
+            .strip_prefix("purra-")
+            .and_then(|h| usize::from_str_radix(h, 16).ok())
+            .ok_or_else(|| ErrorObject::invalid_params("Invalid cursor")),
+    }
+}
+
+#[derive(Deserialize)]
+struct MetaOnly {
+    #[serde(default, rename = "_meta")]
+    meta: Option<ProgressMeta>,
+}
+
+#[derive(Deserialize)]
+struct ProgressMeta {
+    #[serde(default, rename = "progressToken")]
+    progress_token: Option<ProgressToken>,
+}
+
+fn not_initialized() -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::INVALID_REQUEST,
+        "Invalid request: the session is not initialized; send initialize first",
+    )
+}
+
+impl Service for SessionState {
+    fn request(
+        self: &Arc<Self>,
+        ctx: RequestContext,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let this = self.clone();
+        Box::pin(async move { this.handle(ctx, method, params).await })
+    }
+
+    fn notification(
+        self: &Arc<Self>,
+        _peer: &Peer,
+        method: String,
+        _params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, ()> {
+        if method == methods::INITIALIZED {
+            self.initialized.store(true, Ordering::Release);
+        }
+        Box::pin(async {})
+    }
+}
+
+impl SessionState {
+    async fn handle(
+        self: Arc<Self>,
+        req: RequestContext,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        let server = self.server.clone();
+        let inner = &server.inner;
+        if method == methods::INITIALIZE {
+            return self.initialize(params.as_deref());
+        }
+        if method == methods::PING {
+            return Ok(to_raw(&EmptyResult {}));
+        }
+        if self.init.read().expect("init lock").is_none() {
+            return Err(not_initialized());
+        }
+        let progress_token = params
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<MetaOnly>(p.get()).ok())
+            .and_then(|m| m.meta)
+            .and_then(|m| m.progress_token);
+        let ctx = RequestCtx {
+            req,
+            session: self.clone(),
+            progress_token,
+        };
+        let p = params.as_deref();
+        let advertised = self.advertised.read().expect("advertised lock").clone();
+        match method.as_str() {
+            methods::TOOLS_LIST if advertised.tools.is_some() => {
+                let page: PaginatedParams = from_params(p)?;
+                let offset = decode_cursor(page.cursor.as_deref())?;
+                let (items, next) = inner
+                    .tools
+                    .read()
+                    .expect("tools lock")
+                    .page(offset, inner.page_size);
+                Ok(to_raw(&ListToolsResult {
+                    tools: items.iter().map(|e| e.tool.clone()).collect(),
+                    next_cursor: next.map(encode_cursor),
+                }))
+            }
+            methods::TOOLS_CALL if advertised.tools.is_some() => {
+                let call: CallToolParams = from_params(p)?;
+                let entry = inner
+                    .tools
+                    .read()
+                    .expect("tools lock")
+                    .get(&call.name)
+                    .ok_or_else(|| {
+                        ErrorObject::invalid_params(format!("Unknown tool: {}", call.name))
+                    })?;
+                let args = call.arguments.unwrap_or_default();
+                let args_value = Value::Object(args);
+                let errors: Vec<String> = entry
+                    .input
+                    .iter_errors(&args_value)
+                    .take(8)
+                    .map(|e| {
+                        let at = e.instance_path.to_string();
+                        if at.is_empty() {
+                            e.to_string()
+                        } else {
+                            format!("{at}: {e}")
+                        }
+                    })
+                    .collect();
+                if !errors.is_empty() {
+                    return Ok(to_raw(&CallToolResult::error(format!(
+                        "Invalid arguments for tool {}: {}",
+                        call.name,
+                        errors.join("; ")
+                    ))));
+                }
+                let Value::Object(args) = args_value else {
+                    unreachable!("built as an object")
+                };
+                let result = (entry.handler)(args, ctx).await.map_err(|e| e.0)?;
+                if let (Some(out), false) = (&entry.output, result.is_error()) {
+                    match &result.structured_content {
+                        Some(sc) if out.is_valid(sc) => {}
+                        Some(_) => {
+                            return Err(ErrorObject::internal(format!(
+                                "Tool {} returned structuredContent that does not match its output schema",
+                                call.name
+                            )))
+                        }
+                        None => {
+                            return Err(ErrorObject::internal(format!(
+                                "Tool {} has an output schema but returned no structuredContent",
+                                call.name
+                            )))
+                        }
+                    }
+                }
+                Ok(to_raw(&result))
+            }
+            methods::RESOURCES_LIST if advertised.resources.is_some() => {
+                let page: PaginatedParams = from_params(p)?;
+                let offset = decode_cursor(page.cursor.as_deref())?;
+                let (items, next) = inner
+                    .resources
+                    .read()
+                    .expect("resources lock")
+                    .page(offset, inner.page_size);
+                Ok(to_raw(&ListResourcesResult {
+                    resources: items.iter().map(|e| e.resource.clone()).collect(),
+                    next_cursor: next.map(encode_cursor),
+                }))
+            }
+            methods::RESOURCES_TEMPLATES_LIST if advertised.resources.is_some() => {
+                let page: PaginatedParams = from_params(p)?;
+                let offset = decode_cursor(page.cursor.as_deref())?;
+                let (items, next) = inner
+                    .templates
+                    .read()
+                    .expect("templates lock")
+                    .page(offset, inner.page_size);
+                Ok(to_raw(&ListResourceTemplatesResult {
+                    resource_templates: items.iter().map(|e| e.template.clone()).collect(),
+                    next_cursor: next.map(encode_cursor),
+                }))
+            }
+            methods::RESOURCES_READ if advertised.resources.is_some() => {
+                let UriParams { uri } = from_params(p)?;
+                let exact = inner.resources.read().expect("resources lock").get(&uri);
+                let (handler, vars) = match exact {
+                    Some(e) => (e.handler.clone(), HashMap::new()),
+                    None => {
+                        let templates = inner.templates.read().expect("templates lock");
+                        let found = templates.order.iter().find_map(|k| {
+                            let t = &templates.items[k];
+                            match_template(&t.parts, &uri).map(|v| (t.handler.clone(), v))
+                        });
+                        drop(templates);
+                        found.ok_or_else(|| {
+                            ErrorObject::new(ErrorCode::RESOURCE_NOT_FOUND, "Resource not found")
+                                .with_data(serde_json::json!({ "uri": uri }))
+                        })?
+                    }
+                };
+                let r = handler(uri, vars, ctx).await.map_err(|e| e.0)?;
+                Ok(to_raw(&r))
+            }
+            methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
+                if advertised.resources.is_some() =>
+            {
+                let UriParams { uri } = from_params(p)?;
+                let mut subs = self.subscriptions.lock().expect("subs lock");
+                if method == methods::RESOURCES_SUBSCRIBE {
+                    subs.insert(uri);
+                } else {
+                    subs.remove(&uri);
+                }
+                Ok(to_raw(&EmptyResult {}))
+            }
+            methods::PROMPTS_LIST if advertised.prompts.is_some() => {
+                let page: PaginatedParams = from_params(p)?;
+                let offset = decode_cursor(page.cursor.as_deref())?;
+                let (items, next) = inner
+                    .prompts
+                    .read()
+                    .expect("prompts lock")
+                    .page(offset, inner.page_size);
+                Ok(to_raw(&ListPromptsResult {
+                    prompts: items.iter().map(|e| e.prompt.clone()).collect(),
+                    next_cursor: next.map(encode_cursor),
+                }))
+            }
+            methods::PROMPTS_GET if advertised.prompts.is_some() => {
+                let get: GetPromptParams = from_params(p)?;
+                let entry = inner
+                    .prompts
+                    .read()
+                    .expect("prompts lock")
+                    .get(&get.name)
+                    .ok_or_else(|| {
+                        ErrorObject::invalid_params(format!("Unknown prompt: {}", get.name))
+                    })?;
+                let args = get.arguments.unwrap_or_default();
+                for a in entry.prompt.arguments.iter().flatten() {
+                    if a.required == Some(true) && !args.contains_key(&a.name) {
+                        return Err(ErrorObject::invalid_params(format!(
+                            "Missing required argument: {}",
+                            a.name
+                        )));
+                    }
+                }
+                let r = (entry.handler)(args, ctx).await.map_err(|e| e.0)?;
+                Ok(to_raw(&r))
+            }
+            methods::COMPLETION_COMPLETE if advertised.completions.is_some() => {
+                let params: CompleteParams = from_params(p)?;
+                let handler = inner.completion.read().expect("completion lock").clone();
+                let Some(handler) = handler else {
+                    return Err(ErrorObject::method_not_found(&method));
+                };
+                let mut c = handler(params, ctx).await.map_err(|e| e.0)?;
+                if c.values.len() > 100 {
+                    c.total.get_or_insert(c.values.len() as u64);
+                    c.values.truncate(100);
+                    c.has_more = Some(true);
+                }
+                Ok(to_raw(&CompleteResult { completion: c }))
+            }
+            methods::LOGGING_SET_LEVEL if advertised.logging.is_some() => {
+                let SetLevelParams { level } = from_params(p)?;
+                *self.log_level.lock().expect("level lock") = Some(level);
+                Ok(to_raw(&EmptyResult {}))
+            }
+            _ => Err(ErrorObject::method_not_found(&method)),
+        }
+    }
+
+    fn initialize(&self, params: Option<&RawValue>) -> Result<Box<RawValue>, ErrorObject> {
+        let init: InitializeParams = from_params(params)?;
+        let mut slot = self.init.write().expect("init lock");
+        if slot.is_some() {
+            return Err(ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                "Invalid request: the session is already initialized",
+            ));
+        }
+        let version = version::negotiate(&init.protocol_version);
+        *slot = Some((version.to_owned(), init.capabilities, init.client_info));
+        drop(slot);
+        if let Some(peer) = self.peer.get() {
+            peer.set_batches_allowed(version::allows_batches(version));
+        }
+        let caps = self.server.capabilities();
+        *self.advertised.write().expect("advertised lock") = caps.clone();
+        let inner = &self.server.inner;
+        Ok(to_raw(&InitializeResult {
+            protocol_version: version.to_owned(),
+            capabilities: caps,
+            server_info: inner.info.clone(),
+            instructions: inner.instructions.clone(),
+        }))
+    }
+}
+
+/// One piece of a URI template.
+#[derive(Debug, Clone, PartialEq)]
+enum TemplatePart {
+    Literal(String),
+    Var(String),
+}
+
+fn parse_template(t: &str) -> Result<Vec<TemplatePart>, RegistrationError> {
+    let mut parts = Vec::new();
+    let mut rest = t;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            parts.push(TemplatePart::Literal(rest[..open].to_owned()));
+        }
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| RegistrationError::InvalidTemplate(format!("unclosed '{{' in {t}")))?;
+        let name = &rest[open + 1..open + close];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(RegistrationError::InvalidTemplate(format!(
+                "only simple {{name}} expressions are supported: {t}"
+            )));
+        }
+        if matches!(parts.last(), Some(TemplatePart::Var(_))) {
+            return Err(RegistrationError::InvalidTemplate(format!(
+                "two expressions need a literal between them: {t}"
+            )));
+        }
+        parts.push(TemplatePart::Var(name.to_owned()));
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(TemplatePart::Literal(rest.to_owned()));
+    }
+    Ok(parts)
+}
+
+/// Matches `uri` against a parsed template; a variable matches a non-empty run without `/`.
+fn match_template(parts: &[TemplatePart], uri: &str) -> Option<HashMap<String, String>> {
+    let mut vars = HashMap::new();
+    let mut rest = uri;
+    for (i, part) in parts.iter().enumerate() {
+        match part {
+            TemplatePart::Literal(l) => rest = rest.strip_prefix(l.as_str())?,
+            TemplatePart::Var(name) => {
+                let end = match parts.get(i + 1) {
+                    Some(TemplatePart::Literal(next)) => rest.find(next.as_str())?,
+                    _ => rest.len(),
+                };
+                let value = &rest[..end];
+                if value.is_empty() || value.contains('/') {
+                    return None;
+                }
+                vars.insert(name.clone(), value.to_owned());
+                rest = &rest[end..];
+            }
+        }
+    }
+    rest.is_empty().then_some(vars)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_match_simple_expressions() {
+        let parts = parse_template("fixture://items/{id}").unwrap();
+        assert_eq!(
+            match_template(&parts, "fixture://items/42"),
+            Some(HashMap::from([("id".to_owned(), "42".to_owned())]))
+        );
+        assert_eq!(match_template(&parts, "fixture://items/"), None);
+        assert_eq!(match_template(&parts, "fixture://items/4/2"), None);
+        let parts = parse_template("test://template/{id}/data").unwrap();
+        assert!(match_template(&parts, "test://template/123/data").is_some());
+        assert!(parse_template("x://{a}{b}").is_err());
+        assert!(parse_template("x://{a").is_err());
+    }
+
+    #[test]
+    fn cursors_are_opaque_and_checked() {
+        assert_eq!(decode_cursor(Some(&encode_cursor(300))), Ok(300));
+        assert_eq!(
+            decode_cursor(Some("garbage")).unwrap_err().code,
+            ErrorCode::INVALID_PARAMS
+        );
+    }
+}

@@ -1,0 +1,845 @@
+//! The protocol engine one connection runs, whichever side it is: it decodes inbound frames,
+//! answers requests through a service under a concurrency bound, hands notifications to the
+//! service in order, and matches responses to the requests this side sent.
+//!
+//! **Architecture invariant:** no lock is held across an `.await`; the pending-request and
+//! in-flight maps are `std::sync::Mutex`es touched only in short critical sections.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::jsonrpc::{
+    decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
+    DecodeError, ErrorCode, ErrorObject, Frame, Message, RequestId,
+};
+use crate::transport::{Inbound, Outbound, Transport, DEFAULT_MAX_FRAME_BYTES};
+use crate::types::{methods, CancelledParams, ProgressParams};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Limits and defaults of one connection's engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The bound on one inbound frame; longer frames are answered with -32600 and dropped.
+    pub max_frame_bytes: usize,
+    /// How many inbound requests run at once; further requests wait (back-pressure).
+    pub max_concurrent_requests: usize,
+    /// How many notifications may queue for in-order handling.
+    pub notification_queue: usize,
+    /// The default timeout of an outbound request.
+    pub request_timeout: Duration,
+    /// How long a cancelled handler may take to observe its cancellation before it is dropped.
+    pub cancel_grace: Duration,
+    /// At end of input, how long in-flight requests may finish before they are cancelled.
+    pub drain_timeout: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_concurrent_requests: 64,
+            notification_queue: 1024,
+            request_timeout: Duration::from_secs(60),
+            cancel_grace: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A progress callback for an outbound request.
+pub type ProgressCallback = Arc<dyn Fn(&ProgressParams) + Send + Sync>;
+
+/// Per-request options for an outbound request.
+#[derive(Clone, Default)]
+pub struct RequestOptions {
+    /// The timeout; the connection's default when `None`.
+    pub timeout: Option<Duration>,
+    /// Whether a progress notification restarts the timeout.
+    pub reset_timeout_on_progress: bool,
+    /// A hard maximum that progress cannot extend past.
+    pub max_total_timeout: Option<Duration>,
+    /// Receives `notifications/progress` for this request; setting it adds a progress token.
+    pub on_progress: Option<ProgressCallback>,
+    /// Cancels the request when cancelled.
+    pub cancel: Option<CancellationToken>,
+}
+
+impl std::fmt::Debug for RequestOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestOptions")
+            .field("timeout", &self.timeout)
+            .field("reset_timeout_on_progress", &self.reset_timeout_on_progress)
+            .field("max_total_timeout", &self.max_total_timeout)
+            .field("on_progress", &self.on_progress.is_some())
+            .field("cancel", &self.cancel)
+            .finish()
+    }
+}
+
+impl RequestOptions {
+    /// Sets the timeout.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+    /// Receives progress; progress restarts the timeout, up to `max_total`.
+    pub fn on_progress(
+        mut self,
+        f: impl Fn(&ProgressParams) + Send + Sync + 'static,
+        max_total: Option<Duration>,
+    ) -> Self {
+        self.on_progress = Some(Arc::new(f));
+        self.reset_timeout_on_progress = true;
+        self.max_total_timeout = max_total;
+        self
+    }
+    /// Cancels the request when `token` is cancelled.
+    pub fn cancel_with(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+}
+
+enum Reply {
+    Ok(Box<RawValue>),
+    Err(ErrorObject),
+    Closed,
+}
+
+struct ProgressState {
+    callback: ProgressCallback,
+    last: Mutex<Instant>,
+}
+
+struct PendingEntry {
+    tx: oneshot::Sender<Reply>,
+    progress: Option<Arc<ProgressState>>,
+}
+
+/// Counters of one connection, for hosts and tests.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Responses whose id matched no pending request (late or unknown); dropped.
+    pub unmatched_responses: AtomicU64,
+    /// Inbound frames that could not be decoded.
+    pub malformed_frames: AtomicU64,
+    /// Inbound requests cancelled by the peer.
+    pub cancelled_by_peer: AtomicU64,
+}
+
+pub(crate) struct Shared {
+    outbound: mpsc::Sender<Outbound>,
+    close_write: CancellationToken,
+    pending: Mutex<HashMap<RequestId, PendingEntry>>,
+    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+    next_id: AtomicI64,
+    closed: CancellationToken,
+    batches_allowed: AtomicBool,
+    request_timeout: Duration,
+    pub(crate) stats: Stats,
+}
+
+impl Shared {
+    fn fail_pending(&self) {
+        let drained: Vec<PendingEntry> = {
+            let mut map = self.pending.lock().expect("pending lock");
+            map.drain().map(|(_, v)| v).collect()
+        };
+        for entry in drained {
+            let _ = entry.tx.send(Reply::Closed);
+        }
+    }
+
+    /// Marks the connection closed and stops writing.
+    pub(crate) fn shutdown(&self) {
+        self.closed.cancel();
+        self.fail_pending();
+        self.close_write.cancel();
+    }
+
+    async fn send(&self, frame: Vec<u8>, related: Option<RequestId>) -> Result<(), Error> {
+        if self.closed.is_cancelled() {
+            return Err(Error::ConnectionClosed);
+        }
+        self.outbound
+            .send(Outbound { frame, related })
+            .await
+            .map_err(|_| Error::ConnectionClosed)
+    }
+
+    fn send_nowait(self: &Arc<Self>, frame: Vec<u8>, related: Option<RequestId>) {
+        match self.outbound.try_send(Outbound { frame, related }) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(m)) => {
+                let tx = self.outbound.clone();
+                tokio::spawn(async move {
+                    let _ = tx.send(m).await;
+                });
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+}
+
+/// A handle to the other side of a connection: send requests and notifications to it.
+///
+/// A `Peer` given to a request handler is tied to that request, so what it sends is routed with
+/// it (Streamable HTTP puts it on that request's stream).
+#[derive(Clone)]
+pub struct Peer {
+    pub(crate) shared: Arc<Shared>,
+    related: Option<RequestId>,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("related", &self.related)
+            .finish()
+    }
+}
+
+impl Peer {
+    /// This peer, tied to request `id`.
+    pub(crate) fn related_to(&self, id: RequestId) -> Peer {
+        Peer {
+            shared: self.shared.clone(),
+            related: Some(id),
+        }
+    }
+
+    /// Whether the connection is closed.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.is_cancelled()
+    }
+
+    /// Resolves when the connection closes.
+    pub async fn closed(&self) {
+        self.shared.closed.cancelled().await
+    }
+
+    /// The connection's counters.
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+
+    /// Sends a notification.
+    pub async fn notify<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<(), Error> {
+        let raw = to_raw(params);
+        self.shared
+            .send(
+                encode_notification(method, Some(&raw)),
+                self.related.clone(),
+            )
+            .await
+    }
+
+    /// Sends a notification without params.
+    pub async fn notify_empty(&self, method: &str) -> Result<(), Error> {
+        self.shared
+            .send(encode_notification(method, None), self.related.clone())
+            .await
+    }
+
+    /// Sends a request with typed params and decodes the typed result.
+    pub async fn request<P: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+        options: RequestOptions,
+    ) -> Result<R, Error> {
+        let raw = self
+            .request_raw(method, Some(to_raw(params)), options)
+            .await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| Error::Protocol(format!("invalid {method} result: {e}")))
+    }
+
+    /// Sends a request with raw params and returns the raw result.
+    pub async fn request_raw(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>, Error> {
+        let shared = &self.shared;
+        let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let params = match (&options.on_progress, params) {
+            (Some(_), params) => Some(with_progress_token(params, &id)?),
+            (None, params) => params,
+        };
+        let progress = options.on_progress.clone().map(|callback| {
+            Arc::new(ProgressState {
+                callback,
+                last: Mutex::new(Instant::now()),
+            })
+        });
+        let (tx, mut rx) = oneshot::channel();
+        shared.pending.lock().expect("pending lock").insert(
+            id.clone(),
+            PendingEntry {
+                tx,
+                progress: progress.clone(),
+            },
+        );
+        let mut guard = PendingGuard {
+            shared: shared.clone(),
+            id: id.clone(),
+            armed: method != methods::INITIALIZE,
+        };
+        if shared.closed.is_cancelled() {
+            guard.disarm();
+            return Err(Error::ConnectionClosed);
+        }
+        let frame = encode_request(&id, method, params.as_deref());
+        if let Err(e) = shared.send(frame, self.related.clone()).await {
+            guard.disarm();
+            return Err(e);
+        }
+        let timeout = options.timeout.unwrap_or(shared.request_timeout);
+        let start = Instant::now();
+        let hard = options.max_total_timeout.map(|m| start + m);
+        let deadline = || {
+            let base = match (&progress, options.reset_timeout_on_progress) {
+                (Some(p), true) => *p.last.lock().expect("progress lock"),
+                _ => start,
+            };
+            let d = base + timeout;
+            hard.map_or(d, |h| d.min(h))
+        };
+        let cancel = options.cancel.clone();
+        let cancelled = async move {
+            match cancel {
+                Some(t) => t.cancelled_owned().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(cancelled);
+        loop {
+            let until = deadline();
+            tokio::select! {
+                reply = &mut rx => {
+                    guard.disarm();
+                    return match reply {
+                        Ok(Reply::Ok(v)) => Ok(v),
+                        Ok(Reply::Err(e)) => Err(Error::Rpc(e)),
+                        Ok(Reply::Closed) | Err(_) => Err(Error::ConnectionClosed),
+                    };
+                }
+                _ = tokio::time::sleep_until(until) => {
+                    if Instant::now() < deadline() {
+                        continue;
+                    }
+                    guard.cancel("timeout");
+                    return Err(Error::Timeout);
+                }
+                _ = &mut cancelled => {
+                    guard.cancel("cancelled");
+                    return Err(Error::Cancelled);
+                }
+            }
+        }
+    }
+}
+
+fn with_progress_token(
+    params: Option<Box<RawValue>>,
+    id: &RequestId,
+) -> Result<Box<RawValue>, Error> {
+    let mut value: serde_json::Value = match params {
+        Some(p) => serde_json::from_str(p.get()).map_err(|e| Error::Protocol(e.to_string()))?,
+        None => serde_json::json!({}),
+    };
+    let obj = value.as_object_mut().ok_or_else(|| {
+        Error::Protocol("params must be an object to carry a progress token".into())
+    })?;
+    let meta = obj.entry("_meta").or_insert_with(|| serde_json::json!({}));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(
+            "progressToken".into(),
+            serde_json::to_value(id).expect("id serializes"),
+        );
+    }
+    Ok(to_raw(&value))
+}
+
+/// Removes a pending request when its future ends early, and tells the peer.
+struct PendingGuard {
+    shared: Arc<Shared>,
+    id: RequestId,
+    armed: bool,
+}
+
+impl PendingGuard {
+    fn disarm(&mut self) {
+        self.armed = false;
+        self.shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .remove(&self.id);
+    }
+
+    fn cancel(&mut self, reason: &str) {
+        let was_pending = self
+            .shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .remove(&self.id)
+            .is_some();
+        if self.armed && was_pending && !self.shared.closed.is_cancelled() {
+            let params = to_raw(&CancelledParams {
+                request_id: self.id.clone(),
+                reason: Some(reason.to_owned()),
+            });
+            self.shared
+                .send_nowait(encode_notification(methods::CANCELLED, Some(&params)), None);
+        }
+        self.armed = false;
+    }
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.cancel("request dropped");
+        } else {
+            self.shared
+                .pending
+                .lock()
+                .expect("pending lock")
+                .remove(&self.id);
+        }
+    }
+}
+
+/// The context of one inbound request.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The request's id.
+    pub id: RequestId,
+    /// The peer, tied to this request.
+    pub peer: Peer,
+    /// Cancelled when the peer cancels the request or the connection closes.
+    pub cancel: CancellationToken,
+}
+
+/// What handles the inbound traffic of one connection.
+pub(crate) trait Service: Send + Sync + 'static {
+    /// Answers one request.
+    fn request(
+        self: &Arc<Self>,
+        ctx: RequestContext,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>;
+
+    /// Handles one notification; notifications are handled one at a time, in order.
+    fn notification(
+        self: &Arc<Self>,
+        peer: &Peer,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, ()>;
+
+    /// The connection closed.
+    fn closed(&self) {}
+}
+
+/// Starts the engine over `transport`; returns the peer handle and the join handle of its loop.
+pub(crate) fn start<S: Service>(
+    transport: Transport,
+    service: Arc<S>,
+    config: EngineConfig,
+) -> (Peer, tokio::task::JoinHandle<()>) {
+    let Transport {
+        inbound,
+        outbound,
+        close_write,
+        child: _,
+    } = transport;
+    let shared = Arc::new(Shared {
+        outbound,
+        close_write,
+        pending: Mutex::new(HashMap::new()),
+        inflight: Mutex::new(HashMap::new()),
+        next_id: AtomicI64::new(0),
+        closed: CancellationToken::new(),
+        batches_allowed: AtomicBool::new(false),
+        request_timeout: config.request_timeout,
+        stats: Stats::default(),
+    });
+    let peer = Peer {
+        shared: shared.clone(),
+        related: None,
+    };
+    let join = tokio::spawn(run(peer.clone(), inbound, service, config));
+    (peer, join)
+}
+
+impl Peer {
+    /// Allows or refuses inbound batches (only 2025-03-26 allows them).
+    pub(crate) fn set_batches_allowed(&self, allowed: bool) {
+        self.shared
+            .batches_allowed
+            .store(allowed, Ordering::Relaxed);
+    }
+}
+
+async fn run<S: Service>(
+    peer: Peer,
+    mut inbound: mpsc::Receiver<Inbound>,
+    service: Arc<S>,
+    config: EngineConfig,
+) {
+    let shared = peer.shared.clone();
+    let permits = Arc::new(Semaphore::new(config.max_concurrent_requests));
+    let (note_tx, mut note_rx) =
+        mpsc::channel::<(String, Option<Box<RawValue>>)>(config.notification_queue);
+    let notes = {
+        let service = service.clone();
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            while let Some((method, params)) = note_rx.recv().await {
+                service.notification(&peer, method, params).await;
+            }
+        })
+    };
+    let engine = Engine {
+        peer: peer.clone(),
+        service: service.clone(),
+        permits: permits.clone(),
+        config: config.clone(),
+        notes: note_tx,
+    };
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = shared.closed.cancelled() => break,
+            item = inbound.recv() => item,
+        };
+        match item {
+            None | Some(Inbound::Failed(_)) => break,
+            Some(Inbound::Oversize { len }) => engine.reject_oversize(len).await,
+            Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
+                engine.reject_oversize(bytes.len()).await
+            }
+            Some(Inbound::Frame(bytes)) => match decode_frame(&bytes) {
+                Frame::Single(Ok(msg)) => {
+                    if let Dispatched::Send((frame, related)) = engine.dispatch(msg, false).await {
+                        let _ = shared.send(frame, related).await;
+                    }
+                }
+                Frame::Single(Err(e)) => engine.reject(e).await,
+                Frame::Batch(items) => engine.batch(items).await,
+            },
+        }
+    }
+    // End of input: no new work; pending outbound requests fail now.
+    shared.closed.cancel();
+    shared.fail_pending();
+    drop(engine);
+    let all = config.max_concurrent_requests as u32;
+    if tokio::time::timeout(config.drain_timeout, permits.acquire_many(all))
+        .await
+        .is_err()
+    {
+        let tokens: Vec<CancellationToken> = shared
+            .inflight
+            .lock()
+            .expect("inflight lock")
+            .values()
+            .cloned()
+            .collect();
+        for t in tokens {
+            t.cancel();
+        }
+    }
+    let _ = notes.await;
+    shared.close_write.cancel();
+    service.closed();
+}
+
+struct Engine<S> {
+    peer: Peer,
+    service: Arc<S>,
+    permits: Arc<Semaphore>,
+    config: EngineConfig,
+    notes: mpsc::Sender<(String, Option<Box<RawValue>>)>,
+}
+
+/// An encoded frame and the request it belongs to.
+type Out = (Vec<u8>, Option<RequestId>);
+
+impl<S: Service> Engine<S> {
+    async fn reject(&self, e: DecodeError) {
+        self.peer
+            .shared
+            .stats
+            .malformed_frames
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .peer
+            .shared
+            .send(encode_error(e.id.as_ref(), &e.error), None)
+            .await;
+    }
+
+    async fn reject_oversize(&self, len: usize) {
+        self.reject(DecodeError {
+            id: None,
+            error: ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "Invalid request: frame of {len} bytes exceeds the {}-byte limit",
+                    self.config.max_frame_bytes
+                ),
+            ),
+        })
+        .await
+    }
+
+    async fn batch(&self, items: Vec<Result<Message, DecodeError>>) {
+        if !self.peer.shared.batches_allowed.load(Ordering::Relaxed) {
+            self.reject(DecodeError {
+                id: None,
+                error: ErrorObject::new(
+                    ErrorCode::INVALID_REQUEST,
+                    "Invalid request: batches are only allowed in protocol version 2025-03-26",
+                ),
+            })
+            .await;
+            return;
+        }
+        let mut ready: Vec<Vec<u8>> = Vec::new();
+        let mut waits: Vec<tokio::task::JoinHandle<Option<Vec<u8>>>> = Vec::new();
+        for item in items {
+            match item {
+                Ok(msg) => match self.dispatch(msg, true).await {
+                    Dispatched::Nothing => {}
+                    Dispatched::Send((frame, _)) => ready.push(frame),
+                    Dispatched::Task(task) => waits.push(task),
+                },
+                Err(e) => ready.push(encode_error(e.id.as_ref(), &e.error)),
+            }
+        }
+        let shared = self.peer.shared.clone();
+        tokio::spawn(async move {
+            let mut frames = ready;
+            for w in waits {
+                if let Ok(Some(f)) = w.await {
+                    frames.push(f);
+                }
+            }
+            if frames.is_empty() {
+                return;
+            }
+            let mut joined =
+                Vec::with_capacity(frames.iter().map(|f| f.len() + 1).sum::<usize>() + 2);
+            joined.push(b'[');
+            for (i, f) in frames.iter().enumerate() {
+                if i > 0 {
+                    joined.push(b',');
+                }
+                joined.extend_from_slice(f);
+            }
+            joined.push(b']');
+            let _ = shared.send(joined, None).await;
+        });
+    }
+
+    /// Handles one message. Outside a batch, a request's response is sent by its task; inside a
+    /// batch, the task returns the encoded response for the batch to collect.
+    async fn dispatch(&self, msg: Message, in_batch: bool) -> Dispatched {
+        let shared = &self.peer.shared;
+        match msg {
+            Message::Request { id, method, params } => {
+                let token = CancellationToken::new();
+                {
+                    let mut inflight = shared.inflight.lock().expect("inflight lock");
+                    if inflight.contains_key(&id) {
+                        drop(inflight);
+                        let err = ErrorObject::new(
+                            ErrorCode::INVALID_REQUEST,
+                            format!("Invalid request: request id {id} is already in use"),
+                        );
+                        return Dispatched::Send((encode_error(Some(&id), &err), Some(id)));
+                    }
+                    inflight.insert(id.clone(), token.clone());
+                }
+                let permit = self
+                    .permits
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("semaphore never closed");
+                let ctx = RequestContext {
+                    id: id.clone(),
+                    peer: self.peer.related_to(id.clone()),
+                    cancel: token.clone(),
+                };
+                let fut = self.service.request(ctx, method, params);
+                let shared = shared.clone();
+                let grace = self.config.cancel_grace;
+                let task = tokio::spawn(async move {
+                    let _permit = permit;
+                    let mut fut = CatchUnwind(fut);
+                    let res = tokio::select! {
+                        biased;
+                        r = &mut fut => Some(r),
+                        _ = token.cancelled() => None,
+                    };
+                    shared.inflight.lock().expect("inflight lock").remove(&id);
+                    let frame = match res {
+                        Some(Ok(Ok(v))) => encode_response(&id, &v),
+                        Some(Ok(Err(e))) => encode_error(Some(&id), &e),
+                        Some(Err(panic)) => encode_error(Some(&id), &ErrorObject::internal(panic)),
+                        None => {
+                            // Cancelled: let the handler observe it, then drop it. No response.
+                            let _ = tokio::time::timeout(grace, &mut fut).await;
+                            return None;
+                        }
+                    };
+                    if in_batch {
+                        return Some(frame);
+                    }
+                    let _ = shared.send(frame, Some(id)).await;
+                    None
+                });
+                Dispatched::Task(task)
+            }
+            Message::Notification { method, params } => {
+                if method == methods::CANCELLED {
+                    if let Ok(p) = crate::jsonrpc::from_params::<CancelledParams>(params.as_deref())
+                    {
+                        let token = shared
+                            .inflight
+                            .lock()
+                            .expect("inflight lock")
+                            .get(&p.request_id)
+                            .cloned();
+                        if let Some(t) = token {
+                            shared
+                                .stats
+                                .cancelled_by_peer
+                                .fetch_add(1, Ordering::Relaxed);
+                            t.cancel();
+                        }
+                    }
+                    return Dispatched::Nothing;
+                }
+                if method == methods::PROGRESS {
+                    if let Ok(p) = crate::jsonrpc::from_params::<ProgressParams>(params.as_deref())
+                    {
+                        let state = shared
+                            .pending
+                            .lock()
+                            .expect("pending lock")
+                            .get(&p.progress_token)
+                            .and_then(|e| e.progress.clone());
+                        if let Some(state) = state {
+                            *state.last.lock().expect("progress lock") = Instant::now();
+                            (state.callback)(&p);
+                        }
+                    }
+                }
+                let _ = self.notes.send((method, params)).await;
+                Dispatched::Nothing
+            }
+            Message::Response { id, result } => {
+                self.complete(&id, Reply::Ok(result));
+                Dispatched::Nothing
+            }
+            Message::Error {
+                id: Some(id),
+                error,
+            } => {
+                self.complete(&id, Reply::Err(error));
+                Dispatched::Nothing
+            }
+            Message::Error { id: None, .. } => {
+                shared
+                    .stats
+                    .unmatched_responses
+                    .fetch_add(1, Ordering::Relaxed);
+                Dispatched::Nothing
+            }
+        }
+    }
+
+    fn complete(&self, id: &RequestId, reply: Reply) {
+        let entry = self
+            .peer
+            .shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .remove(id);
+        match entry {
+            Some(e) => {
+                let _ = e.tx.send(reply);
+            }
+            None => {
+                self.peer
+                    .shared
+                    .stats
+                    .unmatched_responses
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// What dispatching one message produced.
+enum Dispatched {
+    /// Nothing to send now.
+    Nothing,
+    /// A frame to send now (a rejection).
+    Send(Out),
+    /// A request's task; it sends its own response, or returns it inside a batch.
+    Task(tokio::task::JoinHandle<Option<Vec<u8>>>),
+}
+
+/// Polls a future, turning a panic into an error message.
+struct CatchUnwind<F>(Pin<Box<F>>)
+where
+    F: Future + ?Sized;
+
+impl<T> Future for CatchUnwind<dyn Future<Output = T> + Send> {
+    type Output = Result<T, String>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "handler panicked".to_owned());
+                Poll::Ready(Err(msg))
+            }
+        }
+    }
+}

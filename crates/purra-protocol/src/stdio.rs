@@ -1,0 +1,514 @@
+//! stdio: newline-delimited JSON-RPC over a child's pipes (client) or the process's own
+//! stdin/stdout (server), with bounded line reading and one writer that batches flushes.
+//!
+//! **Architecture invariant:** this is the only module that writes to the process's stdout.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fmt;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
+
+/// Reads newline-delimited frames from `reader` into `tx`, never buffering more than
+/// `max_frame` bytes of one line: a longer line is discarded and reported as
+/// [`Inbound::Oversize`]. A final line without a newline is delivered at EOF.
+pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
+    mut reader: R,
+    max_frame: usize,
+    tx: mpsc::Sender<Inbound>,
+) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut scanned = 0usize;
+    let mut discarded: Option<usize> = None;
+    loop {
+        if let Some(pos) = memchr::memchr(b'\n', &buf[scanned..]) {
+            let end = scanned + pos;
+            let mut line = buf.split_to(end + 1);
+            scanned = 0;
+            line.truncate(end);
+            if let Some(seen) = discarded.take() {
+                if tx
+                    .send(Inbound::Oversize { len: seen + end })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            if line.last() == Some(&b'\r') {
+                line.truncate(line.len() - 1);
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if line.len() > max_frame {
+                if tx
+                    .send(Inbound::Oversize { len: line.len() })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            if tx.send(Inbound::Frame(line.freeze())).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        scanned = buf.len();
+        if buf.len() > max_frame {
+            *discarded.get_or_insert(0) += buf.len();
+            buf.clear();
+            scanned = 0;
+        }
+        if buf.capacity() - buf.len() < 8 * 1024 {
+            buf.reserve(64 * 1024);
+        }
+        match reader.read_buf(&mut buf).await {
+            Ok(0) => {
+                if let Some(seen) = discarded {
+                    let _ = tx
+                        .send(Inbound::Oversize {
+                            len: seen + buf.len(),
+                        })
+                        .await;
+                } else if !buf.iter().all(u8::is_ascii_whitespace) {
+                    let item = if buf.len() > max_frame {
+                        Inbound::Oversize { len: buf.len() }
+                    } else {
+                        Inbound::Frame(buf.split().freeze())
+                    };
+                    let _ = tx.send(item).await;
+                }
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = tx.send(Inbound::Failed(format!("read failed: {e}"))).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Writes frames from `rx`, newline-terminated: everything queued is written before one flush.
+/// When `close` fires, what is already queued is still written, then the writer shuts down.
+pub(crate) async fn write_lines<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::Receiver<Outbound>,
+    close: CancellationToken,
+) {
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    loop {
+        let first = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = close.cancelled() => None,
+        };
+        let Some(first) = first else { break };
+        buf.extend_from_slice(&first.frame);
+        buf.push(b'\n');
+        while buf.len() < 1024 * 1024 {
+            match rx.try_recv() {
+                Ok(m) => {
+                    buf.extend_from_slice(&m.frame);
+                    buf.push(b'\n');
+                }
+                Err(_) => break,
+            }
+        }
+        if writer.write_all(&buf).await.is_err() || writer.flush().await.is_err() {
+            return;
+        }
+        buf.clear();
+    }
+    while let Ok(m) = rx.try_recv() {
+        buf.extend_from_slice(&m.frame);
+        buf.push(b'\n');
+    }
+    if !buf.is_empty() {
+        let _ = writer.write_all(&buf).await;
+    }
+    let _ = writer.flush().await;
+    let _ = writer.shutdown().await;
+}
+
+/// Starts a transport over any reader and writer (a socket, a pipe pair, a test duplex).
+pub fn transport<R, W>(reader: R, writer: W, max_frame: usize) -> Transport
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let close = CancellationToken::new();
+    tokio::spawn(read_lines(reader, max_frame, in_tx));
+    tokio::spawn(write_lines(writer, out_rx, close.clone()));
+    Transport::from_channels(in_rx, out_tx, close)
+}
+
+/// The process's own stdin and stdout, for a server. When a descriptor is a pipe or a socket it
+/// is used non-blocking on the event loop; otherwise (a terminal, a file) tokio's blocking
+/// stdio is used.
+pub fn server_transport(max_frame: usize) -> Transport {
+    let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let close = CancellationToken::new();
+    match nonblocking_stdin() {
+        Some(NonBlocking::Pipe(r)) => drop(tokio::spawn(read_lines(r, max_frame, in_tx))),
+        Some(NonBlocking::Socket(s)) => drop(tokio::spawn(read_lines(s, max_frame, in_tx))),
+        None => drop(tokio::spawn(read_lines(
+            tokio::io::stdin(),
+            max_frame,
+            in_tx,
+        ))),
+    }
+    match nonblocking_stdout() {
+        Some(NonBlockingOut::Pipe(w)) => drop(tokio::spawn(write_lines(w, out_rx, close.clone()))),
+        Some(NonBlockingOut::Socket(s)) => {
+            drop(tokio::spawn(write_lines(s, out_rx, close.clone())))
+        }
+        None => drop(tokio::spawn(write_lines(
+            tokio::io::stdout(),
+            out_rx,
+            close.clone(),
+        ))),
+    }
+    Transport::from_channels(in_rx, out_tx, close)
+}
+
+enum NonBlocking {
+    Pipe(tokio::net::unix::pipe::Receiver),
+    Socket(tokio::net::UnixStream),
+}
+
+enum NonBlockingOut {
+    Pipe(tokio::net::unix::pipe::Sender),
+    Socket(tokio::net::UnixStream),
+}
+
+fn fd_kind(fd: &std::os::fd::OwnedFd) -> Option<(bool, bool)> {
+    use std::os::unix::fs::FileTypeExt;
+    let file = std::fs::File::from(fd.try_clone().ok()?);
+    let ty = file.metadata().ok()?.file_type();
+    Some((ty.is_fifo(), ty.is_socket()))
+}
+
+fn nonblocking_stdin() -> Option<NonBlocking> {
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    match fd_kind(&fd)? {
+        (true, _) => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+            .ok()
+            .map(NonBlocking::Pipe),
+        (_, true) => {
+            let s = std::os::unix::net::UnixStream::from(fd);
+            s.set_nonblocking(true).ok()?;
+            tokio::net::UnixStream::from_std(s)
+                .ok()
+                .map(NonBlocking::Socket)
+        }
+        _ => None,
+    }
+}
+
+fn nonblocking_stdout() -> Option<NonBlockingOut> {
+    let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    match fd_kind(&fd)? {
+        (true, _) => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
+            .ok()
+            .map(NonBlockingOut::Pipe),
+        (_, true) => {
+            let s = std::os::unix::net::UnixStream::from(fd);
+            s.set_nonblocking(true).ok()?;
+            tokio::net::UnixStream::from_std(s)
+                .ok()
+                .map(NonBlockingOut::Socket)
+        }
+        _ => None,
+    }
+}
+
+/// What happens to a child server's stderr. It is never parsed as protocol.
+#[derive(Clone, Default)]
+pub enum StderrMode {
+    /// The child writes to the host's own stderr.
+    #[default]
+    Inherit,
+    /// Discarded.
+    Null,
+    /// Captured: the last lines are kept (bounded) and readable with
+    /// [`Connection::stderr_tail`](crate::client::Connection::stderr_tail); each line is also
+    /// passed to the callback, if any.
+    Capture(Option<Arc<dyn Fn(&str) + Send + Sync>>),
+}
+
+impl fmt::Debug for StderrMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StderrMode::Inherit => f.write_str("Inherit"),
+            StderrMode::Null => f.write_str("Null"),
+            StderrMode::Capture(_) => f.write_str("Capture"),
+        }
+    }
+}
+
+/// How to start a stdio server process.
+#[derive(Debug, Clone)]
+pub struct StdioCommand {
+    /// The program.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Variables to set on top of the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Start from an empty environment instead of the inherited one.
+    pub clear_env: bool,
+    /// Working directory (inherited when `None`).
+    pub cwd: Option<PathBuf>,
+    /// What to do with the child's stderr.
+    pub stderr: StderrMode,
+    /// The bound on one inbound line.
+    pub max_frame_bytes: usize,
+    /// How long to wait after closing stdin, and again after SIGTERM, before escalating.
+    pub shutdown_grace: Duration,
+}
+
+impl StdioCommand {
+    /// A command running `program` with default settings.
+    pub fn new(program: impl Into<OsString>) -> Self {
+        StdioCommand {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            clear_env: false,
+            cwd: None,
+            stderr: StderrMode::Inherit,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+    /// Adds arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+    /// Sets one environment variable.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+    /// Sets the working directory.
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+    /// Sets the stderr mode.
+    pub fn stderr(mut self, mode: StderrMode) -> Self {
+        self.stderr = mode;
+        self
+    }
+
+    /// Spawns the child and starts a transport over its pipes.
+    pub fn spawn(&self) -> std::io::Result<Transport> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true);
+        if self.clear_env {
+            cmd.env_clear();
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(cwd) = &self.cwd {
+            cmd.current_dir(cwd);
+        }
+        cmd.stderr(match self.stderr {
+            StderrMode::Inherit => Stdio::inherit(),
+            StderrMode::Null => Stdio::null(),
+            StderrMode::Capture(_) => Stdio::piped(),
+        });
+        let mut child = cmd.spawn()?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let tail = Arc::new(Mutex::new(StderrTail::default()));
+        if let (Some(err), StderrMode::Capture(cb)) = (child.stderr.take(), &self.stderr) {
+            tokio::spawn(read_stderr(err, tail.clone(), cb.clone()));
+        }
+        let mut t = transport(stdout, stdin, self.max_frame_bytes);
+        t.child = Some(ChildProcess {
+            pid: child.id(),
+            child: Some(child),
+            close_write: t.close_write.clone(),
+            grace: self.shutdown_grace,
+            stderr: tail,
+        });
+        Ok(t)
+    }
+}
+
+const STDERR_TAIL_LINES: usize = 256;
+const STDERR_LINE_BYTES: usize = 4096;
+
+/// The last lines a child wrote to stderr.
+#[derive(Debug, Default)]
+pub(crate) struct StderrTail {
+    lines: VecDeque<String>,
+}
+
+async fn read_stderr(
+    err: tokio::process::ChildStderr,
+    tail: Arc<Mutex<StderrTail>>,
+    cb: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+) {
+    let mut reader = BufReader::new(err);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // Bounded: a line longer than the cap is cut, the rest is read as further lines.
+        let mut limited = (&mut reader).take(STDERR_LINE_BYTES as u64);
+        match limited.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if let Some(cb) = &cb {
+            cb(text);
+        }
+        let mut t = tail.lock().expect("stderr tail lock");
+        if t.lines.len() == STDERR_TAIL_LINES {
+            t.lines.pop_front();
+        }
+        t.lines.push_back(text.to_owned());
+    }
+}
+
+/// The captured tail of a child's stderr.
+#[derive(Debug, Clone)]
+pub struct StderrHandle(Arc<Mutex<StderrTail>>);
+
+impl StderrHandle {
+    /// The last lines (at most 256, each at most 4 KiB).
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .expect("stderr tail lock")
+            .lines
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+/// A child server process: shut down gracefully on close, killed when dropped.
+#[derive(Debug)]
+pub struct ChildProcess {
+    pid: Option<u32>,
+    child: Option<Child>,
+    close_write: CancellationToken,
+    grace: Duration,
+    stderr: Arc<Mutex<StderrTail>>,
+}
+
+impl ChildProcess {
+    /// The child's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The last lines the child wrote to stderr (captured mode only).
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr_handle().lines()
+    }
+
+    /// A handle on the captured stderr lines that outlives the process handle.
+    pub fn stderr_handle(&self) -> StderrHandle {
+        StderrHandle(self.stderr.clone())
+    }
+
+    /// Closes stdin, waits; sends SIGTERM, waits; sends SIGKILL. Returns when the child is reaped.
+    pub async fn shutdown(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        shutdown_child(&mut child, &self.close_write, self.grace).await;
+    }
+}
+
+async fn shutdown_child(child: &mut Child, close_write: &CancellationToken, grace: Duration) {
+    close_write.cancel();
+    if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
+        return;
+    }
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let close_write = self.close_write.clone();
+        let grace = self.grace;
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                // The graceful sequence runs on; if the runtime stops first, dropping the task
+                // drops the child, and kill_on_drop sends SIGKILL.
+                handle.spawn(async move { shutdown_child(&mut child, &close_write, grace).await });
+            }
+            Err(_) => {
+                let _ = child.start_kill();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn frames(input: &'static [u8], max: usize) -> Vec<String> {
+        let (tx, mut rx) = mpsc::channel(16);
+        tokio::spawn(read_lines(input, max, tx));
+        let mut out = Vec::new();
+        while let Some(item) = rx.recv().await {
+            out.push(match item {
+                Inbound::Frame(b) => String::from_utf8_lossy(&b).into_owned(),
+                Inbound::Oversize { len } => format!("<oversize {len}>"),
+                Inbound::Failed(e) => format!("<failed {e}>"),
+            });
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn splits_lines_and_bounds_them() {
+        assert_eq!(frames(b"a\r\n\nbb\nccc", 16).await, ["a", "bb", "ccc"]);
+        assert_eq!(
+            frames(b"short\nthis line is far too long\nok\n", 8).await,
+            ["short", "<oversize 25>", "ok"]
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! The transport boundary: every transport turns its pipe or socket into two channels of frames.
+//!
+//! **Architecture invariant:** only transports touch pipes and sockets. The protocol engine sees
+//! [`Inbound`] frames (already bounded in size) and hands back [`Outbound`] frames; it never
+//! performs I/O itself. This is what lets stdio, WebSocket, Streamable HTTP and the in-memory pair
+//! share one engine.
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc::RequestId;
+use crate::stdio::ChildProcess;
+
+/// The default bound on one inbound frame: 4 MiB.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+
+/// What a transport delivers to the engine.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Inbound {
+    /// One complete frame (one line, one text frame, one body), at most the frame bound.
+    Frame(Bytes),
+    /// A frame that exceeded the bound and was discarded unread; `len` is how much was seen.
+    Oversize {
+        /// Bytes seen before the frame was discarded.
+        len: usize,
+    },
+    /// The transport failed; the connection is over.
+    Failed(String),
+}
+
+/// What the engine hands to a transport: one encoded JSON-RPC message.
+#[derive(Debug)]
+pub struct Outbound {
+    /// The encoded message, without delimiter.
+    pub frame: Vec<u8>,
+    /// The inbound request this message belongs to, if any (Streamable HTTP routes on it).
+    pub related: Option<RequestId>,
+}
+
+/// A started transport: the two channels, a signal that closes the write side, and the child
+/// process it may own.
+#[derive(Debug)]
+pub struct Transport {
+    pub(crate) inbound: mpsc::Receiver<Inbound>,
+    pub(crate) outbound: mpsc::Sender<Outbound>,
+    pub(crate) close_write: CancellationToken,
+    pub(crate) child: Option<ChildProcess>,
+}
+
+impl Transport {
+    /// Builds a transport from channels, for custom transports: a task of yours feeds `inbound`
+    /// and drains `outbound`, and stops writing when `close_write` is cancelled.
+    pub fn from_channels(
+        inbound: mpsc::Receiver<Inbound>,
+        outbound: mpsc::Sender<Outbound>,
+        close_write: CancellationToken,
+    ) -> Self {
+        Transport {
+            inbound,
+            outbound,
+            close_write,
+            child: None,
+        }
+    }
+}
+
+/// Channel capacity between a transport and the engine.
+pub(crate) const CHANNEL_CAPACITY: usize = 1024;
+
+/// In-memory transports: a connected pair, and a raw end for tests that speak bytes.
+pub mod memory {
+    use super::*;
+
+    /// Two transports connected to each other, as a client and a server would be over a pipe.
+    pub fn pair() -> (Transport, Transport) {
+        let (a, a_raw) = raw();
+        let (b, b_raw) = raw();
+        forward(a_raw.rx, b_raw.tx, a.close_write.clone());
+        forward(b_raw.rx, a_raw.tx, b.close_write.clone());
+        (a, b)
+    }
+
+    fn forward(
+        mut from: mpsc::Receiver<Outbound>,
+        to: mpsc::Sender<Inbound>,
+        close: CancellationToken,
+    ) {
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    m = from.recv() => m,
+                    _ = close.cancelled() => None,
+                };
+                let Some(msg) = next else { break };
+                if to
+                    .send(Inbound::Frame(Bytes::from(msg.frame)))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            // Flush what was queued before the close, as a pipe would.
+            while let Ok(msg) = from.try_recv() {
+                if to
+                    .send(Inbound::Frame(Bytes::from(msg.frame)))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// The far end of a raw in-memory transport: tests push inbound items and read what the
+    /// engine wrote, byte for byte.
+    #[derive(Debug)]
+    pub struct RawEnd {
+        /// Feeds the engine.
+        pub tx: mpsc::Sender<Inbound>,
+        /// What the engine wrote.
+        pub rx: mpsc::Receiver<Outbound>,
+    }
+
+    impl RawEnd {
+        /// Sends one frame of bytes.
+        pub async fn send(&self, bytes: impl Into<Vec<u8>>) {
+            self.tx
+                .send(Inbound::Frame(Bytes::from(bytes.into())))
+                .await
+                .expect("engine gone");
+        }
+
+        /// Receives the next frame the engine wrote, as a string.
+        pub async fn recv(&mut self) -> Option<String> {
+            self.rx
+                .recv()
+                .await
+                .map(|m| String::from_utf8(m.frame).expect("engine writes UTF-8"))
+        }
+    }
+
+    /// A transport whose other end is a [`RawEnd`].
+    pub fn raw() -> (Transport, RawEnd) {
+        let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
+        (
+            Transport::from_channels(in_rx, out_tx, CancellationToken::new()),
+            RawEnd {
+                tx: in_tx,
+                rx: out_rx,
+            },
+        )
+    }
+}
