@@ -451,6 +451,19 @@ impl Client {
             output_validators: Mutex::new(HashMap::new()),
         });
         let (peer, _join) = session::start(transport, service.clone(), options.engine.clone());
+        let child = Arc::new(Mutex::new(child));
+        // Whoever ends the connection (the peer exiting, close, drop), the child is reaped.
+        tokio::spawn({
+            let peer = peer.clone();
+            let child = child.clone();
+            async move {
+                peer.closed().await;
+                let taken = child.lock().expect("child lock").take();
+                if let Some(mut c) = taken {
+                    c.shutdown().await;
+                }
+            }
+        });
         let conn = Connection {
             peer,
             service,
@@ -460,7 +473,7 @@ impl Client {
                 server_info: Implementation::new("", ""),
                 instructions: None,
             },
-            child: Mutex::new(child),
+            child,
             pid: None,
             stderr: None,
         };
@@ -473,7 +486,7 @@ pub struct Connection {
     peer: Peer,
     service: Arc<ClientService>,
     init: InitializeResult,
-    child: Mutex<Option<ChildProcess>>,
+    child: Arc<Mutex<Option<ChildProcess>>>,
     pid: Option<u32>,
     stderr: Option<crate::stdio::StderrHandle>,
 }

@@ -710,6 +710,9 @@ impl<S: Service> Engine<S> {
                         r = &mut fut => Some(r),
                         _ = token.cancelled() => None,
                     };
+                    // A handler that saw its cancellation and returned is still cancelled: the
+                    // peer gets no response after a cancel.
+                    let res = res.filter(|_| !token.is_cancelled());
                     shared.inflight.lock().expect("inflight lock").remove(&id);
                     let frame = match res {
                         Some(Ok(Ok(v))) => encode_response(&id, &v),

@@ -241,6 +241,9 @@ fn nonblocking_stdout() -> Option<NonBlockingOut> {
     }
 }
 
+/// Receives each line a child writes to stderr.
+pub type StderrCallback = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// What happens to a child server's stderr. It is never parsed as protocol.
 #[derive(Clone, Default)]
 pub enum StderrMode {
@@ -252,7 +255,7 @@ pub enum StderrMode {
     /// Captured: the last lines are kept (bounded) and readable with
     /// [`Connection::stderr_tail`](crate::client::Connection::stderr_tail); each line is also
     /// passed to the callback, if any.
-    Capture(Option<Arc<dyn Fn(&str) + Send + Sync>>),
+    Capture(Option<StderrCallback>),
 }
 
 impl fmt::Debug for StderrMode {
@@ -371,7 +374,7 @@ pub(crate) struct StderrTail {
 async fn read_stderr(
     err: tokio::process::ChildStderr,
     tail: Arc<Mutex<StderrTail>>,
-    cb: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    cb: Option<StderrCallback>,
 ) {
     let mut reader = BufReader::new(err);
     let mut line = Vec::new();

@@ -1,0 +1,703 @@
+//! Protocol rules over the raw in-memory transport: every answer is asserted as exact JSON.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use purra_protocol::memory::{self, RawEnd};
+use purra_protocol::types::*;
+use purra_protocol::{
+    Client, ClientOptions, EngineConfig, Error, ErrorCode, ErrorObject, HandlerError,
+    HandlerResult, RequestCtx, RequestOptions, Server,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+#[derive(Deserialize, JsonSchema)]
+struct Nothing {}
+
+#[derive(Deserialize, JsonSchema)]
+struct Text {
+    text: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Sum {
+    sum: i64,
+}
+
+fn test_server(engine: EngineConfig) -> Server {
+    let server = Server::builder("t", "1").engine(engine).logging().build();
+    server.tool("echo", "echo", |a: Text, _c: RequestCtx| async move {
+        HandlerResult::Ok(a.text)
+    });
+    server.tool(
+        "wait",
+        "waits until cancelled",
+        |_: Nothing, c: RequestCtx| async move {
+            tokio::select! {
+                _ = c.cancelled() => HandlerResult::Ok("cancelled"),
+                _ = tokio::time::sleep(Duration::from_millis(300)) => HandlerResult::Ok("waited"),
+            }
+        },
+    );
+    server.tool(
+        "rpc_error",
+        "fails with a protocol error",
+        |_: Nothing, _c: RequestCtx| async move {
+            Err::<String, _>(HandlerError::from(
+                ErrorObject::new(ErrorCode(-32042), "need a URL")
+                    .with_data(json!({"url": "https://example.invalid"})),
+            ))
+        },
+    );
+    server.tool("other_error", "fails otherwise", |_: Nothing, _c: RequestCtx| async move {
+        Err::<String, _>(HandlerError::from("disk on fire"))
+    });
+    server.tool(
+        "panics",
+        "panics",
+        |_: Nothing, _c: RequestCtx| async move {
+            if true {
+                panic!("boom");
+            }
+            HandlerResult::Ok("unreachable")
+        },
+    );
+    let mut bad = Tool {
+        name: "bad_output".into(),
+        title: None,
+        description: None,
+        input_schema: json!({"type": "object"}).as_object().cloned().unwrap(),
+        output_schema: json!({"type": "object", "properties": {"sum": {"type": "integer"}}})
+            .as_object()
+            .cloned(),
+        annotations: None,
+        execution: None,
+        icons: None,
+        meta: None,
+    };
+    server
+        .raw_tool(bad.clone(), |_args, _c: RequestCtx| async move {
+            HandlerResult::Ok(CallToolResult {
+                structured_content: Some(json!({"sum": "not a number"})),
+                ..Default::default()
+            })
+        })
+        .unwrap();
+    bad.name = "no_structured".into();
+    server
+        .raw_tool(bad, |_args, _c: RequestCtx| async move {
+            HandlerResult::Ok(CallToolResult::text("plain"))
+        })
+        .unwrap();
+    server.structured_tool("sum", "adds", |_: Nothing, _c: RequestCtx| async move {
+        HandlerResult::Ok(Sum { sum: 3 })
+    });
+    server.tool("log", "logs", |_: Nothing, c: RequestCtx| async move {
+        for level in [
+            LoggingLevel::Debug,
+            LoggingLevel::Warning,
+            LoggingLevel::Error,
+        ] {
+            c.log(level, Some("t"), json!("m")).await?;
+        }
+        HandlerResult::Ok("logged")
+    });
+    server.tool(
+        "progress",
+        "reports progress",
+        |_: Nothing, c: RequestCtx| async move {
+            c.progress(1.0, Some(2.0), Some("half")).await?;
+            c.progress(2.0, Some(2.0), None).await?;
+            HandlerResult::Ok("done")
+        },
+    );
+    server
+}
+
+async fn start(server: &Server) -> RawEnd {
+    let (t, raw) = memory::raw();
+    server.start(t);
+    raw
+}
+
+async fn initialized(server: &Server, version: &str) -> RawEnd {
+    let mut raw = start(server).await;
+    raw.send(format!(
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"c","version":"1"}}}}}}"#
+    ))
+    .await;
+    let init = raw.recv().await.unwrap();
+    assert!(
+        init.contains(&format!(r#""protocolVersion":"{version}""#)),
+        "{init}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    raw
+}
+
+async fn ask(raw: &mut RawEnd, frame: &str) -> String {
+    raw.send(frame.to_owned()).await;
+    tokio::time::timeout(Duration::from_secs(5), raw.recv())
+        .await
+        .expect("an answer")
+        .expect("open")
+}
+
+#[tokio::test]
+async fn initialize_answers_exactly_and_negotiates() {
+    let server = Server::builder("exact", "2")
+        .instructions("be nice")
+        .build();
+    server.tool("echo", "echo", |a: Text, _c: RequestCtx| async move {
+        HandlerResult::Ok(a.text)
+    });
+    let mut raw = start(&server).await;
+    let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
+    assert_eq!(
+        got,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"exact","version":"2"},"instructions":"be nice"}}"#
+    );
+    // An unsupported revision is answered with the latest.
+    let mut raw = start(&server).await;
+    let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":"x","method":"initialize","params":{"protocolVersion":"1999-01-01","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
+    assert!(
+        got.starts_with(r#"{"jsonrpc":"2.0","id":"x","result":{"protocolVersion":"2025-11-25","#),
+        "{got}"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_server_advertises_nothing() {
+    let server = Server::builder("empty", "1").build();
+    let mut raw = start(&server).await;
+    let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
+    assert_eq!(
+        got,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"empty","version":"1"}}}"#
+    );
+    let got = ask(
+        &mut raw,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    )
+    .await;
+    assert_eq!(
+        got,
+        r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"Method not found: tools/list"}}"#
+    );
+}
+
+#[tokio::test]
+async fn framing_errors_get_the_required_codes() {
+    let server = test_server(EngineConfig {
+        max_frame_bytes: 256,
+        ..EngineConfig::default()
+    });
+    let mut raw = start(&server).await;
+    assert_eq!(
+        ask(&mut raw, "{not json").await,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: key must be a string at line 1 column 2"}}"#
+    );
+    raw.tx
+        .send(purra_protocol::transport::Inbound::Frame(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\"}}"[..].into(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: invalid unicode code point at line 1 column 56"}}"#
+    );
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(300)
+    );
+    assert_eq!(
+        ask(&mut raw, &big).await,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: frame of 360 bytes exceeds the 256-byte limit"}}"#
+    );
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":7}"#).await,
+        r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"Invalid request: missing method"}}"#
+    );
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"1.0","id":8,"method":"ping"}"#).await,
+        r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32600,"message":"Invalid request: jsonrpc must be \"2.0\""}}"#
+    );
+    assert_eq!(
+        ask(&mut raw, r#"[]"#).await,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: empty batch"}}"#
+    );
+    // A request before initialize gets an error, and the session lives on.
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":9,"error":{"code":-32600,"message":"Invalid request: the session is not initialized; send initialize first"}}"#
+    );
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":10,"method":"ping"}"#).await,
+        r#"{"jsonrpc":"2.0","id":10,"result":{}}"#
+    );
+}
+
+#[tokio::test]
+async fn method_params_and_resource_errors() {
+    let server = test_server(EngineConfig::default());
+    server.resource(
+        Resource {
+            uri: "mem://a".into(),
+            name: "a".into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            size: None,
+            annotations: None,
+        },
+        |uri, _c| async move {
+            HandlerResult::Ok(ReadResourceResult {
+                contents: vec![ResourceContents::text(uri, None, "A")],
+            })
+        },
+    );
+    let mut raw = initialized(&server, "2025-11-25").await;
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":1,"method":"nope/nothing"}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found: nope/nothing"}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"arguments":{}}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params: missing field `name` at line 1 column 16"}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"missing"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"Unknown tool: missing"}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"mem://b"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32002,"message":"Resource not found","data":{"uri":"mem://b"}}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"mem://a"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":5,"result":{"contents":[{"uri":"mem://a","text":"A"}]}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"cursor":"forged"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":6,"error":{"code":-32602,"message":"Invalid cursor"}}"#
+    );
+}
+
+#[tokio::test]
+async fn tool_failures_follow_the_rules() {
+    let server = test_server(EngineConfig::default());
+    let mut raw = initialized(&server, "2025-11-25").await;
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":5}}}"#).await,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Invalid arguments for tool echo: /text: 5 is not of type \"string\""}],"isError":true}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"rpc_error"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32042,"message":"need a URL","data":{"url":"https://example.invalid"}}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"other_error"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"disk on fire"}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"panics"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32603,"message":"boom"}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bad_output"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32603,"message":"Tool bad_output returned structuredContent that does not match its output schema"}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"no_structured"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"Tool no_structured has an output schema but returned no structuredContent"}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"sum"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":6,"result":{"content":[{"type":"text","text":"{\"sum\":3}"}],"structuredContent":{"sum":3}}}"#
+    );
+}
+
+#[tokio::test]
+async fn batches_are_answered_for_2025_03_26_only() {
+    let server = test_server(EngineConfig::default());
+    let mut raw = initialized(&server, "2025-03-26").await;
+    let got = ask(
+        &mut raw,
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"b"}}},{"jsonrpc":"2.0","id":3}]"#,
+    )
+    .await;
+    assert_eq!(
+        got,
+        r#"[{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"Invalid request: missing method"}},{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"b"}]}}]"#
+    );
+    let mut raw = initialized(&server, "2025-11-25").await;
+    assert_eq!(
+        ask(&mut raw, r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).await,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: batches are only allowed in protocol version 2025-03-26"}}"#
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_request_gets_no_response() {
+    let server = test_server(EngineConfig::default());
+    let (t, mut raw) = memory::raw();
+    let (session, _join) = server.start(t);
+    raw.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
+    raw.recv().await.unwrap();
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait"}}"#)
+        .await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"changed my mind"}}"#).await;
+    // The next frame is the ping's answer: the cancelled call is never answered.
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#).await,
+        r#"{"jsonrpc":"2.0","id":2,"result":{}}"#
+    );
+    let late = tokio::time::timeout(Duration::from_millis(600), raw.recv()).await;
+    assert!(late.is_err(), "a cancelled request was answered: {late:?}");
+    assert_eq!(
+        session
+            .peer()
+            .stats()
+            .cancelled_by_peer
+            .load(Ordering::Relaxed),
+        1
+    );
+}
+
+#[tokio::test]
+async fn duplicate_ids_and_unmatched_responses() {
+    let server = test_server(EngineConfig::default());
+    let (t, mut raw) = memory::raw();
+    let (session, _join) = server.start(t);
+    raw.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
+    raw.recv().await.unwrap();
+    raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"wait"}}"#)
+        .await;
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await,
+        r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32600,"message":"Invalid request: request id 5 is already in use"}}"#
+    );
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"waited"}]}}"#
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":999,"result":{}}"#).await;
+    raw.send(r#"{"jsonrpc":"2.0","id":"zz","error":{"code":1,"message":"x"}}"#)
+        .await;
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#).await,
+        r#"{"jsonrpc":"2.0","id":6,"result":{}}"#
+    );
+    assert_eq!(
+        session
+            .peer()
+            .stats()
+            .unmatched_responses
+            .load(Ordering::Relaxed),
+        2
+    );
+}
+
+#[tokio::test]
+async fn logging_honours_the_level_and_progress_echoes_the_token() {
+    let server = test_server(EngineConfig::default());
+    let mut raw = initialized(&server, "2025-11-25").await;
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"warning"}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"log"}}"#)
+        .await;
+    let frames = [
+        raw.recv().await.unwrap(),
+        raw.recv().await.unwrap(),
+        raw.recv().await.unwrap(),
+    ];
+    assert_eq!(
+        frames,
+        [
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"t","data":"m"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","logger":"t","data":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"logged"}]}}"#,
+        ]
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"progress","_meta":{"progressToken":"tok"}}}"#).await;
+    let frames = [
+        raw.recv().await.unwrap(),
+        raw.recv().await.unwrap(),
+        raw.recv().await.unwrap(),
+    ];
+    assert_eq!(
+        frames,
+        [
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1.0,"total":2.0,"message":"half"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":2.0,"total":2.0}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"done"}]}}"#,
+        ]
+    );
+}
+
+#[tokio::test]
+async fn registration_while_serving_pushes_list_changed_and_updates_reach_subscribers_only() {
+    let server = test_server(EngineConfig::default());
+    server.resource(
+        Resource {
+            uri: "mem://watched".into(),
+            name: "w".into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            size: None,
+            annotations: None,
+        },
+        |uri, _c| async move {
+            HandlerResult::Ok(ReadResourceResult {
+                contents: vec![ResourceContents::text(uri, None, "w")],
+            })
+        },
+    );
+    let mut subscriber = initialized(&server, "2025-11-25").await;
+    let mut other = initialized(&server, "2025-11-25").await;
+    assert_eq!(
+        ask(&mut subscriber, r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"mem://watched"}}"#).await,
+        r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+    );
+    server.notify_resource_updated("mem://watched").await;
+    assert_eq!(
+        subscriber.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"mem://watched"}}"#
+    );
+    server.tool(
+        "late",
+        "added later",
+        |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("late") },
+    );
+    let changed = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+    assert_eq!(subscriber.recv().await.unwrap(), changed);
+    // The other session got the list_changed, but never the resource update.
+    assert_eq!(other.recv().await.unwrap(), changed);
+}
+
+/// A fake server on a raw transport: answers initialize with `version` and no capabilities.
+async fn fake_server(
+    version: &str,
+) -> (
+    tokio::task::JoinHandle<Result<purra_protocol::Connection, Error>>,
+    RawEnd,
+) {
+    let (t, mut raw) = memory::raw();
+    let options = ClientOptions::default().request_timeout(Duration::from_secs(5));
+    let connect = tokio::spawn(Client::connect(t, options));
+    let init = raw.recv().await.unwrap();
+    let v: Value = serde_json::from_str(&init).unwrap();
+    assert_eq!(v["method"], "initialize");
+    assert_eq!(v["params"]["protocolVersion"], "2025-11-25");
+    raw.send(format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"protocolVersion":"{version}","capabilities":{{}},"serverInfo":{{"name":"fake","version":"0"}}}}}}"#,
+        v["id"]
+    ))
+    .await;
+    (connect, raw)
+}
+
+#[tokio::test]
+async fn the_client_refuses_an_unsupported_version() {
+    let (connect, _raw) = fake_server("1999-01-01").await;
+    let err = connect.await.unwrap().unwrap_err();
+    assert_eq!(err, Error::UnsupportedProtocolVersion("1999-01-01".into()));
+    assert_eq!(
+        err.to_string(),
+        "the server chose protocol version \"1999-01-01\", which this client does not support"
+    );
+}
+
+#[tokio::test]
+async fn client_timeouts_cancel_and_late_responses_are_dropped() {
+    let (connect, mut raw) = fake_server("2025-11-25").await;
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+    );
+    let conn = connect.await.unwrap().unwrap();
+    let call = conn.peer().request_raw(
+        "tools/call",
+        Some(serde_json::value::to_raw_value(&json!({"name": "slow"})).unwrap()),
+        RequestOptions::default().timeout(Duration::from_millis(100)),
+    );
+    let (res, sent) = tokio::join!(call, raw.recv());
+    assert_eq!(res.unwrap_err(), Error::Timeout);
+    assert_eq!(
+        sent.unwrap(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}"#
+    );
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"timeout"}}"#
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#)
+        .await;
+    // A JSON-RPC error keeps code, message and data.
+    let ping = conn.ping();
+    let answer = async {
+        let sent = raw.recv().await.unwrap();
+        assert_eq!(
+            sent,
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{}}"#
+        );
+        raw.send(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"nope","data":[1]}}"#)
+            .await;
+    };
+    let (res, ()) = tokio::join!(ping, answer);
+    assert_eq!(
+        res.unwrap_err(),
+        Error::Rpc(ErrorObject::new(ErrorCode(-32000), "nope").with_data(json!([1])))
+    );
+    assert_eq!(
+        conn.peer()
+            .stats()
+            .unmatched_responses
+            .load(Ordering::Relaxed),
+        1
+    );
+}
+
+#[tokio::test]
+async fn progress_restarts_the_timeout_up_to_the_hard_maximum() {
+    let (connect, mut raw) = fake_server("2025-11-25").await;
+    raw.recv().await.unwrap();
+    let conn = connect.await.unwrap().unwrap();
+    let opts = RequestOptions::default()
+        .timeout(Duration::from_millis(200))
+        .on_progress(|_p: &ProgressParams| {}, Some(Duration::from_millis(700)));
+    let call = async {
+        let started = tokio::time::Instant::now();
+        let res = conn
+            .peer()
+            .request_raw(
+                "tools/call",
+                Some(serde_json::value::to_raw_value(&json!({"name": "x"})).unwrap()),
+                opts,
+            )
+            .await;
+        (res, started.elapsed())
+    };
+    let server = async {
+        let sent = raw.recv().await.unwrap();
+        assert_eq!(
+            sent,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1},"name":"x"}}"#
+        );
+        let start = tokio::time::Instant::now();
+        // Progress every 150 ms keeps the 200 ms timeout alive, until the 700 ms maximum.
+        for _ in 0..8 {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            raw.send(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#).await;
+        }
+        (start, raw)
+    };
+    let ((res, took), (_s, mut raw)) = tokio::join!(call, server);
+    assert_eq!(res.unwrap_err(), Error::Timeout);
+    assert!(
+        took >= Duration::from_millis(650) && took < Duration::from_millis(1100),
+        "{took:?}"
+    );
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"timeout"}}"#
+    );
+}
+
+#[tokio::test]
+async fn a_closed_connection_is_distinct_from_a_transport_failure() {
+    let (connect, mut raw) = fake_server("2025-11-25").await;
+    raw.recv().await.unwrap();
+    let conn = connect.await.unwrap().unwrap();
+    let call = conn.ping();
+    let close = async {
+        raw.recv().await.unwrap();
+        drop(raw);
+    };
+    let (res, ()) = tokio::join!(call, close);
+    assert_eq!(res.unwrap_err(), Error::ConnectionClosed);
+    assert_eq!(conn.ping().await.unwrap_err(), Error::ConnectionClosed);
+    conn.close().await;
+    conn.close().await;
+}
+
+#[tokio::test]
+async fn client_and_server_over_the_memory_pair() {
+    let server = test_server(EngineConfig::default());
+    let (a, b) = memory::pair();
+    tokio::spawn({
+        let server = server.clone();
+        async move { server.serve(b).await }
+    });
+    let conn = Client::connect(a, ClientOptions::default()).await.unwrap();
+    assert_eq!(conn.protocol_version(), "2025-11-25");
+    assert_eq!(conn.tools().len(), 10);
+    let r = conn.call_tool("sum", json!({})).await.unwrap();
+    assert_eq!(r.structured_content, Some(json!({"sum": 3})));
+    // The client enforces a declared output schema too.
+    let err = conn.call_tool("bad_output", json!({})).await.unwrap_err();
+    assert_eq!(err.to_string(), "JSON-RPC error -32603: Tool bad_output returned structuredContent that does not match its output schema");
+}
