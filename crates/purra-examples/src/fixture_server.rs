@@ -112,7 +112,9 @@ pub fn build() -> Server {
                 )
                 .await?;
             }
-            HandlerResult::Ok(format!("done {}", a.steps))
+            // typescript-sdk #2580: its client drops progress read together with the response.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        HandlerResult::Ok(format!("done {}", a.steps))
         },
     );
     let counter = cancellations.clone();

