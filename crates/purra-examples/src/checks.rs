@@ -3,10 +3,33 @@
 use std::time::Duration;
 
 use purra_protocol::types::*;
-use purra_protocol::{Client, ClientOptions, Connection, Error, RequestOptions, StdioCommand};
+use purra_protocol::{
+    Client, ClientOptions, Connection, Error, HttpClientOptions, RequestOptions, StdioCommand,
+};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
+
+/// How the checks reach the server.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Start this command and speak over its stdin/stdout.
+    Stdio(StdioCommand),
+    /// A Streamable HTTP endpoint.
+    Http(String),
+}
+
+impl Target {
+    /// Connects with `options`.
+    pub async fn connect(&self, options: ClientOptions) -> Result<Connection, Error> {
+        match self {
+            Target::Stdio(cmd) => Client::connect_stdio(cmd.clone(), options).await,
+            Target::Http(url) => {
+                Client::connect_http(url, HttpClientOptions::default(), options).await
+            }
+        }
+    }
+}
 
 /// The tools every fixture server has.
 pub const FIXTURE_TOOLS: [&str; 12] = [
@@ -81,17 +104,18 @@ async fn call_text(conn: &Connection, tool: &str, args: Value) -> Result<String,
     Ok(texts(&r).join(""))
 }
 
-/// Runs every check against the server `command` starts, asking for `version`. `strict` holds
+/// Runs every check against the server `target` reaches, asking for `version`. `strict` holds
 /// the server to purra's own behaviour where the contract lets peers differ. Each passed check
 /// is reported to `report`; returns the count, or the first failure as `(check, why)`.
 pub async fn run(
-    command: StdioCommand,
+    target: &Target,
     version: &str,
     strict: bool,
     dynamic_tool: &str,
     report: &mut dyn FnMut(&str),
 ) -> Result<usize, (String, String)> {
-    let conn = Client::connect_stdio(command, fixture_client_options(version))
+    let conn = target
+        .connect(fixture_client_options(version))
         .await
         .map_err(|e| ("initialize".to_owned(), e.to_string()))?;
     let mut passed = 0usize;
@@ -414,6 +438,11 @@ async fn check_progress(conn: &Connection) -> Result<(), String> {
 }
 
 async fn check_cancellation(conn: &Connection) -> Result<(), String> {
+    // A shared server (HTTP) keeps counting across runs: expect one more than before.
+    let before: u64 = call_text(conn, "cancellations", json!({}))
+        .await?
+        .parse()
+        .map_err(|e| format!("cancellations: {e}"))?;
     let token = tokio_util_token();
     let opts = RequestOptions::default().cancel_with(token.clone());
     let call = conn.call_tool_with("block", json!({}), opts);
@@ -428,7 +457,7 @@ async fn check_cancellation(conn: &Connection) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let n = call_text(conn, "cancellations", json!({})).await?;
-        if n == "1" {
+        if n == (before + 1).to_string() {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {

@@ -113,8 +113,8 @@ pub fn build() -> Server {
                 .await?;
             }
             // typescript-sdk #2580: its client drops progress read together with the response.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        HandlerResult::Ok(format!("done {}", a.steps))
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            HandlerResult::Ok(format!("done {}", a.steps))
         },
     );
     let counter = cancellations.clone();

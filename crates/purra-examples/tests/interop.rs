@@ -32,7 +32,10 @@ const CHECKS: [&str; 20] = [
 ];
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 fn peers_dir() -> PathBuf {
@@ -60,12 +63,18 @@ fn node() -> PathBuf {
 }
 
 fn script(rel: &str) -> String {
-    repo_root().join("peers").join(rel).to_string_lossy().into_owned()
+    repo_root()
+        .join("peers")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Runs a command to completion with a time limit, killing it past the limit.
 fn run(mut cmd: Command, limit: Duration) -> Output {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     let start = Instant::now();
     loop {
@@ -90,7 +99,11 @@ fn run(mut cmd: Command, limit: Duration) -> Output {
 fn assert_all_checks(out: &Output) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     for version in ["2025-11-25", "2025-06-18"] {
         for check in CHECKS {
@@ -98,12 +111,20 @@ fn assert_all_checks(out: &Output) {
             let peer = format!("ok {check}");
             assert!(
                 lines.iter().any(|l| *l == purra)
-                    || lines.iter().filter(|l| **l == peer || l.starts_with(&format!("{peer} "))).count() >= 2,
+                    || lines
+                        .iter()
+                        .filter(|l| **l == peer || l.starts_with(&format!("{peer} ")))
+                        .count()
+                        >= 2,
                 "check {check} ({version}) not reported\nstdout:\n{stdout}\nstderr:\n{stderr}"
             );
         }
     }
-    assert_eq!(lines.last().copied(), Some("fixture-client: 40 passed, 0 failed"), "stdout:\n{stdout}");
+    assert_eq!(
+        lines.last().copied(),
+        Some("fixture-client: 40 passed, 0 failed"),
+        "stdout:\n{stdout}"
+    );
 }
 
 fn purra_client(server: &[String]) -> Output {
@@ -129,13 +150,19 @@ fn purra_client_with_purra_server() {
 
 #[test]
 fn purra_client_with_python_sdk_server() {
-    let out = purra_client(&[python().to_string_lossy().into_owned(), script("python/server.py")]);
+    let out = purra_client(&[
+        python().to_string_lossy().into_owned(),
+        script("python/server.py"),
+    ]);
     assert_all_checks(&out);
 }
 
 #[test]
 fn purra_client_with_typescript_sdk_server() {
-    let out = purra_client(&[node().to_string_lossy().into_owned(), script("node/server.mjs")]);
+    let out = purra_client(&[
+        node().to_string_lossy().into_owned(),
+        script("node/server.mjs"),
+    ]);
     assert_all_checks(&out);
 }
 

@@ -432,6 +432,16 @@ impl Client {
         Self::connect(transport, options).await
     }
 
+    /// Connects to a Streamable HTTP endpoint (`http://` or `https://`).
+    pub async fn connect_http(
+        url: &str,
+        http: crate::http::HttpClientOptions,
+        options: ClientOptions,
+    ) -> Result<Connection, Error> {
+        let transport = crate::http::connect(url, http)?;
+        Self::connect(transport, options).await
+    }
+
     /// Connects over a started transport: `initialize`, `notifications/initialized`, then the
     /// catalogs the server advertises, every page.
     pub async fn connect(

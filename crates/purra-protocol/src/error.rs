@@ -17,8 +17,17 @@ pub enum Error {
     Cancelled,
     /// The connection closed (the peer exited, closed its end, or `close` was called).
     ConnectionClosed,
-    /// The transport failed (spawn failure, I/O error, HTTP failure).
+    /// The transport failed: a spawn or I/O error, or an HTTP connection that could not be made.
     Transport(String),
+    /// The HTTP server answered with an error status.
+    Http {
+        /// The status code.
+        status: u16,
+        /// The start of the response body (at most 1 KiB).
+        body: String,
+    },
+    /// The HTTP response was not a valid MCP response (content type, framing, JSON).
+    InvalidResponse(String),
     /// The peer broke the protocol: a malformed or unexpected response.
     Protocol(String),
     /// The server answered `initialize` with a revision purra does not speak.
@@ -33,6 +42,8 @@ impl fmt::Display for Error {
             Error::Cancelled => f.write_str("request cancelled"),
             Error::ConnectionClosed => f.write_str("connection closed"),
             Error::Transport(why) => write!(f, "transport failure: {why}"),
+            Error::Http { status, body } => write!(f, "HTTP status {status}: {body}"),
+            Error::InvalidResponse(why) => write!(f, "invalid response: {why}"),
             Error::Protocol(why) => write!(f, "protocol violation: {why}"),
             Error::UnsupportedProtocolVersion(v) => {
                 write!(

@@ -25,6 +25,7 @@
 
 pub mod client;
 pub mod error;
+pub mod http;
 pub mod jsonrpc;
 pub mod server;
 pub mod session;
@@ -35,6 +36,7 @@ pub mod version;
 
 pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
 pub use error::Error;
+pub use http::{HttpClientOptions, HttpServerConfig, StreamableHttpServer};
 pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};
 pub use server::{
     HandlerError, HandlerResult, RegistrationError, RequestCtx, Server, ServerSession,

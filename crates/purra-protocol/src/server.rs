@@ -613,6 +613,26 @@ impl Server {
         .await
     }
 
+    /// Starts one session that behaves as already initialized at `version`, for stateless
+    /// deployments (Streamable HTTP without sessions): every request is served without a
+    /// handshake, and the client is taken to declare no capabilities.
+    pub fn start_stateless(
+        &self,
+        transport: Transport,
+        version: &str,
+    ) -> (ServerSession, tokio::task::JoinHandle<()>) {
+        let (session, join) = self.start(transport);
+        let version = version::negotiate(version);
+        *session.state.init.write().expect("init lock") = Some((
+            version.to_owned(),
+            ClientCapabilities::default(),
+            Implementation::new("stateless", ""),
+        ));
+        *session.state.advertised.write().expect("advertised lock") = self.capabilities();
+        session.state.initialized.store(true, Ordering::Release);
+        (session, join)
+    }
+
     /// Starts serving one connection and returns its session handle and the engine's task.
     pub fn start(&self, transport: Transport) -> (ServerSession, tokio::task::JoinHandle<()>) {
         let state = Arc::new(SessionState {
@@ -626,11 +646,11 @@ impl Server {
         });
         let (peer, join) = session::start(transport, state.clone(), self.inner.engine.clone());
         let _ = state.peer.set(peer);
-        self.inner
-            .sessions
-            .lock()
-            .expect("sessions lock")
-            .push(Arc::downgrade(&state));
+        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
+        // Dead entries would keep their allocations alive: prune them as sessions come and go.
+        sessions.retain(|w| w.strong_count() > 0);
+        sessions.push(Arc::downgrade(&state));
+        drop(sessions);
         (ServerSession { state }, join)
     }
 }
@@ -659,6 +679,11 @@ impl ServerSession {
     pub fn peer(&self) -> &Peer {
         self.state.peer.get().expect("set at start")
     }
+    /// Whether `initialize` has been answered.
+    pub fn is_initialized(&self) -> bool {
+        self.state.init.read().expect("init lock").is_some()
+    }
+
     /// The negotiated revision, once initialized.
     pub fn protocol_version(&self) -> Option<String> {
         self.state
@@ -759,6 +784,13 @@ impl RequestCtx {
             .as_ref()
             .map(|i| i.2.clone())
     }
+    /// Ends the SSE stream carrying this request without cancelling it (SEP-1699): the client
+    /// reconnects and receives the rest on the resumed stream. Returns false on transports
+    /// without per-request streams.
+    pub fn close_sse_stream(&self) -> bool {
+        self.req.peer.close_request_stream()
+    }
+
     /// The request's progress token, if the client asked for progress.
     pub fn progress_token(&self) -> Option<&ProgressToken> {
         self.progress_token.as_ref()

@@ -78,6 +78,8 @@ pub struct RequestOptions {
     pub on_progress: Option<ProgressCallback>,
     /// Cancels the request when cancelled.
     pub cancel: Option<CancellationToken>,
+    /// Extra headers for transports that have them (Streamable HTTP).
+    pub headers: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for RequestOptions {
@@ -88,6 +90,7 @@ impl std::fmt::Debug for RequestOptions {
             .field("max_total_timeout", &self.max_total_timeout)
             .field("on_progress", &self.on_progress.is_some())
             .field("cancel", &self.cancel)
+            .field("headers", &self.headers)
             .finish()
     }
 }
@@ -109,6 +112,11 @@ impl RequestOptions {
         self.max_total_timeout = max_total;
         self
     }
+    /// Adds a header sent with this request (Streamable HTTP; ignored by other transports).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
     /// Cancels the request when `token` is cancelled.
     pub fn cancel_with(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
@@ -119,6 +127,7 @@ impl RequestOptions {
 enum Reply {
     Ok(Box<RawValue>),
     Err(ErrorObject),
+    Failed(Error),
     Closed,
 }
 
@@ -152,6 +161,7 @@ pub(crate) struct Shared {
     closed: CancellationToken,
     batches_allowed: AtomicBool,
     request_timeout: Duration,
+    pub(crate) control: Option<Arc<dyn crate::transport::TransportControl>>,
     pub(crate) stats: Stats,
 }
 
@@ -174,17 +184,31 @@ impl Shared {
     }
 
     async fn send(&self, frame: Vec<u8>, related: Option<RequestId>) -> Result<(), Error> {
+        self.send_out(Outbound {
+            frame,
+            related,
+            ..Outbound::default()
+        })
+        .await
+    }
+
+    async fn send_out(&self, out: Outbound) -> Result<(), Error> {
         if self.closed.is_cancelled() {
             return Err(Error::ConnectionClosed);
         }
         self.outbound
-            .send(Outbound { frame, related })
+            .send(out)
             .await
             .map_err(|_| Error::ConnectionClosed)
     }
 
     fn send_nowait(self: &Arc<Self>, frame: Vec<u8>, related: Option<RequestId>) {
-        match self.outbound.try_send(Outbound { frame, related }) {
+        let out = Outbound {
+            frame,
+            related,
+            ..Outbound::default()
+        };
+        match self.outbound.try_send(out) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(m)) => {
                 let tx = self.outbound.clone();
@@ -232,6 +256,15 @@ impl Peer {
     /// Resolves when the connection closes.
     pub async fn closed(&self) {
         self.shared.closed.cancelled().await
+    }
+
+    /// Ends the stream carrying this peer's request, if the transport has such streams (see
+    /// [`TransportControl`](crate::transport::TransportControl)).
+    pub fn close_request_stream(&self) -> bool {
+        match (&self.shared.control, &self.related) {
+            (Some(c), Some(id)) => c.close_request_stream(id),
+            _ => false,
+        }
     }
 
     /// The connection's counters.
@@ -312,7 +345,14 @@ impl Peer {
             return Err(Error::ConnectionClosed);
         }
         let frame = encode_request(&id, method, params.as_deref());
-        if let Err(e) = shared.send(frame, self.related.clone()).await {
+        let out = Outbound {
+            frame,
+            related: self.related.clone(),
+            completes: false,
+            request: Some(id.clone()),
+            headers: options.headers.clone(),
+        };
+        if let Err(e) = shared.send_out(out).await {
             guard.disarm();
             return Err(e);
         }
@@ -343,6 +383,7 @@ impl Peer {
                     return match reply {
                         Ok(Reply::Ok(v)) => Ok(v),
                         Ok(Reply::Err(e)) => Err(Error::Rpc(e)),
+                        Ok(Reply::Failed(e)) => Err(e),
                         Ok(Reply::Closed) | Err(_) => Err(Error::ConnectionClosed),
                     };
                 }
@@ -477,7 +518,8 @@ pub(crate) fn start<S: Service>(
         inbound,
         outbound,
         close_write,
-        child: _,
+        control,
+        ..
     } = transport;
     let shared = Arc::new(Shared {
         outbound,
@@ -488,6 +530,7 @@ pub(crate) fn start<S: Service>(
         closed: CancellationToken::new(),
         batches_allowed: AtomicBool::new(false),
         request_timeout: config.request_timeout,
+        control,
         stats: Stats::default(),
     });
     let peer = Peer {
@@ -541,6 +584,12 @@ async fn run<S: Service>(
         };
         match item {
             None | Some(Inbound::Failed(_)) => break,
+            Some(Inbound::RequestFailed { id, error }) => {
+                let entry = shared.pending.lock().expect("pending lock").remove(&id);
+                if let Some(e) = entry {
+                    let _ = e.tx.send(Reply::Failed(error));
+                }
+            }
             Some(Inbound::Oversize { len }) => engine.reject_oversize(len).await,
             Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
                 engine.reject_oversize(bytes.len()).await
@@ -710,10 +759,12 @@ impl<S: Service> Engine<S> {
                         r = &mut fut => Some(r),
                         _ = token.cancelled() => None,
                     };
+                    shared.inflight.lock().expect("inflight lock").remove(&id);
                     // A handler that saw its cancellation and returned is still cancelled: the
                     // peer gets no response after a cancel.
-                    let res = res.filter(|_| !token.is_cancelled());
-                    shared.inflight.lock().expect("inflight lock").remove(&id);
+                    if res.is_some() && token.is_cancelled() {
+                        return None;
+                    }
                     let frame = match res {
                         Some(Ok(Ok(v))) => encode_response(&id, &v),
                         Some(Ok(Err(e))) => encode_error(Some(&id), &e),
@@ -727,7 +778,14 @@ impl<S: Service> Engine<S> {
                     if in_batch {
                         return Some(frame);
                     }
-                    let _ = shared.send(frame, Some(id)).await;
+                    let _ = shared
+                        .send_out(Outbound {
+                            frame,
+                            related: Some(id),
+                            completes: true,
+                            ..Outbound::default()
+                        })
+                        .await;
                     None
                 });
                 Dispatched::Task(task)

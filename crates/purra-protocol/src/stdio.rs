@@ -501,6 +501,7 @@ mod tests {
                 Inbound::Frame(b) => String::from_utf8_lossy(&b).into_owned(),
                 Inbound::Oversize { len } => format!("<oversize {len}>"),
                 Inbound::Failed(e) => format!("<failed {e}>"),
+                other => format!("<unexpected {other:?}>"),
             });
         }
         out

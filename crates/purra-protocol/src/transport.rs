@@ -28,15 +28,36 @@ pub enum Inbound {
     },
     /// The transport failed; the connection is over.
     Failed(String),
+    /// The transport could not deliver one request (an HTTP POST failed): that request fails
+    /// with `error`; the connection goes on.
+    RequestFailed {
+        /// The request's id.
+        id: RequestId,
+        /// Why it failed.
+        error: crate::Error,
+    },
 }
 
 /// What the engine hands to a transport: one encoded JSON-RPC message.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Outbound {
     /// The encoded message, without delimiter.
     pub frame: Vec<u8>,
     /// The inbound request this message belongs to, if any (Streamable HTTP routes on it).
     pub related: Option<RequestId>,
+    /// Whether this message is the response that completes `related`.
+    pub completes: bool,
+    /// The outbound request's own id, when this message is a request.
+    pub request: Option<RequestId>,
+    /// Extra headers for this message (Streamable HTTP sends them with its POST).
+    pub headers: Vec<(String, String)>,
+}
+
+/// What a transport with per-request streams lets handlers do.
+pub trait TransportControl: Send + Sync + std::fmt::Debug {
+    /// Ends the stream that carries `request`'s messages without cancelling the request; the
+    /// client resumes it later (SEP-1699 polling). Returns whether there was such a stream.
+    fn close_request_stream(&self, request: &RequestId) -> bool;
 }
 
 /// A started transport: the two channels, a signal that closes the write side, and the child
@@ -47,6 +68,7 @@ pub struct Transport {
     pub(crate) outbound: mpsc::Sender<Outbound>,
     pub(crate) close_write: CancellationToken,
     pub(crate) child: Option<ChildProcess>,
+    pub(crate) control: Option<std::sync::Arc<dyn TransportControl>>,
 }
 
 impl Transport {
@@ -62,7 +84,14 @@ impl Transport {
             outbound,
             close_write,
             child: None,
+            control: None,
         }
+    }
+
+    /// Attaches a control that handlers can reach (see [`TransportControl`]).
+    pub fn with_control(mut self, control: std::sync::Arc<dyn TransportControl>) -> Self {
+        self.control = Some(control);
+        self
     }
 }
 

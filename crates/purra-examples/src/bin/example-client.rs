@@ -1,7 +1,7 @@
 //! The example MCP client: starts a fixture server over stdio and runs the client checks of
 //! `peers/FIXTURES.md` against it, once per protocol version.
 //!
-//! Usage: `purra-example-client [--protocol-version V]... [-- COMMAND ARGS...]`. Without a
+//! Usage: `purra-example-client [--protocol-version V]... [--http URL | -- COMMAND ARGS...]`. Without a
 //! command it starts the example server that sits beside this binary. With
 //! `FIXTURE_SERVER_IS_PURRA=1` the checks hold the server to purra's exact behaviour.
 
@@ -9,18 +9,24 @@
 
 use std::process::ExitCode;
 
+use purra_examples::checks::Target;
 use purra_protocol::{StderrMode, StdioCommand};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let mut versions = Vec::new();
     let mut command: Vec<String> = Vec::new();
+    let mut http: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--protocol-version" => match args.next() {
                 Some(v) => versions.push(v),
                 None => return usage("--protocol-version needs a value"),
+            },
+            "--http" => match args.next() {
+                Some(u) => http = Some(u),
+                None => return usage("--http needs a URL"),
             },
             "--" => {
                 command.extend(args.by_ref());
@@ -39,12 +45,17 @@ async fn main() -> ExitCode {
     }
     let mut total = 0usize;
     for (i, version) in versions.iter().enumerate() {
-        let cmd = StdioCommand::new(&command[0])
-            .args(&command[1..])
-            .stderr(StderrMode::Inherit);
+        let target = match &http {
+            Some(url) => Target::Http(url.clone()),
+            None => Target::Stdio(
+                StdioCommand::new(&command[0])
+                    .args(&command[1..])
+                    .stderr(StderrMode::Inherit),
+            ),
+        };
         let dynamic = format!("dynamic_{}", i + 1);
         let mut report = |check: &str| println!("ok {check} ({version})");
-        match purra_examples::checks::run(cmd, version, strict, &dynamic, &mut report).await {
+        match purra_examples::checks::run(&target, version, strict, &dynamic, &mut report).await {
             Ok(n) => total += n,
             Err((check, why)) => {
                 println!("FAIL {check} ({version}): {why}");
@@ -57,6 +68,6 @@ async fn main() -> ExitCode {
 }
 
 fn usage(why: &str) -> ExitCode {
-    eprintln!("purra-example-client: {why}\nusage: purra-example-client [--protocol-version V]... [-- COMMAND ARGS...]");
+    eprintln!("purra-example-client: {why}\nusage: purra-example-client [--protocol-version V]... [--http URL | -- COMMAND ARGS...]");
     ExitCode::from(2)
 }

@@ -1,12 +1,40 @@
-//! The example MCP server: the fixture surface of `peers/FIXTURES.md`, served over stdio.
+//! The example MCP server: the fixture surface of `peers/FIXTURES.md`, over stdio (default) or
+//! Streamable HTTP (`--http ADDR`, endpoint `/mcp`).
 
-#[tokio::main(flavor = "current_thread")]
+use purra_protocol::{HttpServerConfig, StreamableHttpServer};
+
+#[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        None | Some("--stdio") => purra_examples::fixture_server::build().serve_stdio().await,
-        Some(other) => {
-            eprintln!("usage: purra-example-server [--stdio]   (unknown argument {other:?})");
+    let server = purra_examples::fixture_server::build();
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] | ["--stdio"] => server.serve_stdio().await,
+        ["--http", addr] => {
+            let listener = match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("purra-example-server: cannot bind {addr}: {e}");
+                    std::process::exit(1);
+                }
+            };
+            let local = listener.local_addr().expect("bound address");
+            eprintln!("listening on http://{local}/mcp");
+            let http = StreamableHttpServer::new(server, HttpServerConfig::default());
+            let shutdown = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            if let Err(e) = http.serve(listener, shutdown).await {
+                eprintln!("purra-example-server: {e}");
+                std::process::exit(1);
+            }
+        }
+        _ => {
+            eprintln!("usage: purra-example-server [--stdio | --http ADDR]");
             std::process::exit(2);
         }
     }
