@@ -1,4 +1,4 @@
-//! Interop with the official SDKs over real stdio pipes, in both directions: purra's example
+//! Interop with the official SDKs over real stdio pipes and Streamable HTTP, in both directions: purra's example
 //! client against the Python (`mcp` 2.3.0) and TypeScript (`@modelcontextprotocol/sdk` 1.32.2)
 //! fixture servers, and their fixture clients against purra's example server. The peers are
 //! installed by `scripts/setup-peers.sh`; every check is listed in `peers/FIXTURES.md`.
@@ -176,4 +176,101 @@ fn python_sdk_client_with_purra_server() {
 fn typescript_sdk_client_with_purra_server() {
     let out = peer_client(node(), "node/client.mjs");
     assert_all_checks(&out);
+}
+
+/// A server process on a free local port, killed when dropped.
+struct HttpPeer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `program args... <port-arg>` and waits until the port accepts connections.
+fn http_server(mut cmd: Command, port_arg: impl Fn(u16) -> String) -> HttpPeer {
+    let port = free_port();
+    cmd.arg(port_arg(port))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let child = cmd.spawn().expect("spawn server");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "server on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    HttpPeer {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+fn purra_http_server() -> HttpPeer {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-server"));
+    cmd.arg("--http");
+    http_server(cmd, |port| format!("127.0.0.1:{port}"))
+}
+
+fn purra_client_http(url: &str) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-client"));
+    cmd.args(["--http", url]);
+    run(cmd, Duration::from_secs(120))
+}
+
+fn peer_client_http(program: PathBuf, client_script: &str, url: &str) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.arg(script(client_script))
+        .args(["--http", url])
+        .env("FIXTURE_SERVER_IS_PURRA", "1");
+    run(cmd, Duration::from_secs(120))
+}
+
+#[test]
+fn http_purra_client_with_purra_server() {
+    let server = purra_http_server();
+    assert_all_checks(&purra_client_http(&server.url));
+}
+
+#[test]
+fn http_purra_client_with_python_sdk_server() {
+    let mut cmd = Command::new(python());
+    cmd.args([script("python/server.py"), "--http".into()]);
+    let server = http_server(cmd, |port| port.to_string());
+    assert_all_checks(&purra_client_http(&server.url));
+}
+
+#[test]
+fn http_purra_client_with_typescript_sdk_server() {
+    let mut cmd = Command::new(node());
+    cmd.args([script("node/server.mjs"), "--http".into()]);
+    let server = http_server(cmd, |port| port.to_string());
+    assert_all_checks(&purra_client_http(&server.url));
+}
+
+#[test]
+fn http_python_sdk_client_with_purra_server() {
+    let server = purra_http_server();
+    assert_all_checks(&peer_client_http(python(), "python/client.py", &server.url));
+}
+
+#[test]
+fn http_typescript_sdk_client_with_purra_server() {
+    let server = purra_http_server();
+    assert_all_checks(&peer_client_http(node(), "node/client.mjs", &server.url));
 }

@@ -192,7 +192,9 @@ struct ServerInner {
     templates: RwLock<Registry<TemplateEntry>>,
     prompts: RwLock<Registry<PromptEntry>>,
     completion: RwLock<Option<CompleteFn>>,
-    sessions: Mutex<Vec<Weak<SessionState>>>,
+    /// Live sessions by a private key; each removes itself when dropped.
+    sessions: Mutex<HashMap<u64, Weak<SessionState>>>,
+    next_session: std::sync::atomic::AtomicU64,
 }
 
 /// Configures a [`Server`].
@@ -240,7 +242,8 @@ impl ServerBuilder {
                 templates: RwLock::default(),
                 prompts: RwLock::default(),
                 completion: RwLock::new(None),
-                sessions: Mutex::new(Vec::new()),
+                sessions: Mutex::new(HashMap::new()),
+                next_session: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -539,9 +542,8 @@ impl Server {
     }
 
     fn live_sessions(&self) -> Vec<Arc<SessionState>> {
-        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
-        sessions.retain(|w| w.strong_count() > 0);
-        sessions.iter().filter_map(Weak::upgrade).collect()
+        let sessions = self.inner.sessions.lock().expect("sessions lock");
+        sessions.values().filter_map(Weak::upgrade).collect()
     }
 
     fn list_changed(&self, kind: Kind) {
@@ -635,7 +637,9 @@ impl Server {
 
     /// Starts serving one connection and returns its session handle and the engine's task.
     pub fn start(&self, transport: Transport) -> (ServerSession, tokio::task::JoinHandle<()>) {
+        let key = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(SessionState {
+            key,
             server: self.clone(),
             peer: OnceLock::new(),
             initialized: AtomicBool::new(false),
@@ -646,11 +650,11 @@ impl Server {
         });
         let (peer, join) = session::start(transport, state.clone(), self.inner.engine.clone());
         let _ = state.peer.set(peer);
-        let mut sessions = self.inner.sessions.lock().expect("sessions lock");
-        // Dead entries would keep their allocations alive: prune them as sessions come and go.
-        sessions.retain(|w| w.strong_count() > 0);
-        sessions.push(Arc::downgrade(&state));
-        drop(sessions);
+        self.inner
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .insert(key, Arc::downgrade(&state));
         (ServerSession { state }, join)
     }
 }
@@ -696,6 +700,8 @@ impl ServerSession {
 }
 
 struct SessionState {
+    /// This session's key in the server's session map.
+    key: u64,
     server: Server,
     peer: OnceLock<Peer>,
     initialized: AtomicBool,
@@ -704,6 +710,15 @@ struct SessionState {
     log_level: Mutex<Option<LoggingLevel>>,
     subscriptions: Mutex<HashSet<String>>,
     advertised: RwLock<ServerCapabilities>,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        // A dead `Weak` would keep this allocation alive: leave the map now.
+        if let Ok(mut sessions) = self.server.inner.sessions.lock() {
+            sessions.remove(&self.key);
+        }
+    }
 }
 
 impl SessionState {

@@ -161,6 +161,12 @@ impl StreamableHttpServer {
         let token = self.shared.shutdown.clone();
         let shared = self.shared.clone();
         let app = self.router();
+        // SSE events are small writes: without TCP_NODELAY, Nagle's algorithm holds them back
+        // until the peer's delayed ACK (tens of milliseconds per response).
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 shutdown.await;
@@ -798,6 +804,17 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
         }
     };
     let has_initialize = messages.iter().any(|m| m.2);
+    // The revision an initialize will settle on, known before the engine has answered it.
+    let initialize_version = has_initialize
+        .then(|| {
+            #[derive(serde::Deserialize)]
+            struct P {
+                params: crate::types::InitializeParams,
+            }
+            serde_json::from_slice::<P>(&body).ok()
+        })
+        .flatten()
+        .map(|p| version::negotiate(&p.params.protocol_version).to_owned());
     if has_initialize && messages.len() > 1 {
         return status(
             StatusCode::BAD_REQUEST,
@@ -876,12 +893,16 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
     if cfg.json_response {
         return json_response(rx, requests.len(), session_id.as_deref(), session).await;
     }
-    let protocol = session.session.protocol_version().or_else(|| {
-        headers
-            .get(PROTOCOL_VERSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    });
+    let protocol = session
+        .session
+        .protocol_version()
+        .or(initialize_version)
+        .or_else(|| {
+            headers
+                .get(PROTOCOL_VERSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        });
     let priming = priming_event(stream_id, 1, cfg.sse_retry_ms, protocol.as_deref());
     let closed = session.closed.clone();
     // A stateless session lives as long as its response stream.

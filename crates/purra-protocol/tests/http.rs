@@ -1,0 +1,615 @@
+//! Streamable HTTP over real sockets: the server's status codes and header rules asserted on raw
+//! HTTP, stream resumption without loss or duplication, stateless and JSON modes, and the
+//! client's error kinds, re-initialization and headers.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use purra_protocol::types::*;
+use purra_protocol::{
+    Client, ClientOptions, Error, HandlerResult, HttpClientOptions, HttpServerConfig, RequestCtx,
+    RequestOptions, Server, StreamableHttpServer,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Deserialize, JsonSchema)]
+struct Nothing {}
+
+#[derive(Deserialize, JsonSchema)]
+struct Count {
+    n: u32,
+}
+
+fn test_server() -> Server {
+    let server = Server::builder("http-test", "1").logging().build();
+    server.tool(
+        "echo_headers",
+        "says hi",
+        |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("hi") },
+    );
+    server.tool(
+        "chatty",
+        "logs n messages, 30 ms apart",
+        |a: Count, c: RequestCtx| async move {
+            for i in 1..=a.n {
+                c.log(LoggingLevel::Info, None, json!(format!("m{i}")))
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            HandlerResult::Ok("done")
+        },
+    );
+    server.tool(
+        "hang_up",
+        "closes its stream, then answers",
+        |_: Nothing, c: RequestCtx| async move {
+            c.log(LoggingLevel::Info, None, json!("before")).await?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(c.close_sse_stream());
+            c.log(LoggingLevel::Info, None, json!("after")).await?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            HandlerResult::Ok("answered after the hang-up")
+        },
+    );
+    server
+}
+
+struct Running {
+    url: String,
+    http: StreamableHttpServer,
+    stop: CancellationToken,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn start(config: HttpServerConfig) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let http = StreamableHttpServer::new(test_server(), config);
+    let stop = CancellationToken::new();
+    let serve = http.clone();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        serve
+            .serve(listener, async move { token.cancelled().await })
+            .await
+    });
+    Running { url, http, stop }
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+fn raw() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+async fn post(url: &str, session: Option<&str>, body: &str) -> reqwest::Response {
+    let mut rb = raw()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    if let Some(s) = session {
+        rb = rb
+            .header("mcp-session-id", s)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    rb.send().await.unwrap()
+}
+
+/// Initializes a session; returns its id.
+async fn initialize(url: &str) -> String {
+    let resp = post(url, None, INIT).await;
+    assert_eq!(resp.status(), 200);
+    let id = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(id.len(), 32, "128 random bits in hex: {id}");
+    let body = resp.text().await.unwrap();
+    // 2025-11-25: a priming event (an id to resume from, the retry hint, empty data) comes first.
+    assert!(
+        body.starts_with("id: s1e0\nretry: 1000\ndata: \n\nid: s1e1\ndata: {"),
+        "{body}"
+    );
+    assert!(body.contains(r#""protocolVersion":"2025-11-25""#), "{body}");
+    let resp = post(
+        url,
+        Some(&id),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    assert_eq!(resp.status(), 202);
+    id
+}
+
+/// Reads SSE data lines (with their ids) until `until` matches a data line or the stream ends.
+async fn read_events(
+    resp: &mut reqwest::Response,
+    until: impl Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut buf = String::new();
+    let mut id = String::new();
+    while let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_secs(5), resp.chunk())
+        .await
+        .unwrap()
+    {
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            for line in event.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = v.to_owned();
+                }
+                if let Some(d) = line.strip_prefix("data: ") {
+                    if !d.is_empty() {
+                        out.push((id.clone(), d.to_owned()));
+                        if until(d) {
+                            return out;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn session_rules_answer_with_the_specified_statuses() {
+    let srv = start(HttpServerConfig::default()).await;
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    // No session id: 400. Unknown session: 404.
+    let resp = post(&srv.url, None, ping).await;
+    assert_eq!(resp.status(), 400);
+    assert_eq!(
+        resp.text().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: missing Mcp-Session-Id header"}}"#
+    );
+    let resp = post(&srv.url, Some("0123456789abcdef0123456789abcdef"), ping).await;
+    assert_eq!(resp.status(), 404);
+    let id = initialize(&srv.url).await;
+    let mut resp = post(&srv.url, Some(&id), ping).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let events = read_events(&mut resp, |d| d.contains(r#""id":2"#)).await;
+    assert_eq!(
+        events.last().unwrap().1,
+        r#"{"jsonrpc":"2.0","id":2,"result":{}}"#
+    );
+    // DELETE ends the session; it is unknown afterwards.
+    let resp = raw()
+        .delete(&srv.url)
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(post(&srv.url, Some(&id), ping).await.status(), 404);
+    assert_eq!(srv.http.session_count(), 0);
+}
+
+#[tokio::test]
+async fn header_rules() {
+    let srv = start(HttpServerConfig {
+        max_body_bytes: 1024,
+        ..HttpServerConfig::default()
+    })
+    .await;
+    let id = initialize(&srv.url).await;
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let send = |version: Option<&'static str>,
+                accept: &'static str,
+                origin: Option<&'static str>,
+                host: Option<&'static str>,
+                body: String| {
+        let mut rb = raw()
+            .post(&srv.url)
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .header("mcp-session-id", &id)
+            .body(body);
+        if let Some(v) = version {
+            rb = rb.header("mcp-protocol-version", v);
+        }
+        if let Some(o) = origin {
+            rb = rb.header("origin", o);
+        }
+        if let Some(h) = host {
+            rb = rb.header("host", h);
+        }
+        rb.send()
+    };
+    let accept = "application/json, text/event-stream";
+    let r = send(Some("1999-01-01"), accept, None, None, ping.into())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: unsupported MCP-Protocol-Version \"1999-01-01\""}}"#
+    );
+    // Absent header: the client is taken to speak 2025-03-26, which is fine.
+    assert_eq!(
+        send(None, accept, None, None, ping.into())
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        send(
+            Some("2025-11-25"),
+            "application/json",
+            None,
+            None,
+            ping.into()
+        )
+        .await
+        .unwrap()
+        .status(),
+        406
+    );
+    let r = send(
+        Some("2025-11-25"),
+        accept,
+        Some("http://evil.example.com"),
+        None,
+        ping.into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Forbidden: invalid Origin header"}}"#
+    );
+    let r = send(
+        Some("2025-11-25"),
+        accept,
+        None,
+        Some("evil.example.com"),
+        ping.into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(
+        send(
+            Some("2025-11-25"),
+            accept,
+            Some("http://localhost:1234"),
+            Some("localhost:1234"),
+            ping.into()
+        )
+        .await
+        .unwrap()
+        .status(),
+        200
+    );
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(2000)
+    );
+    let r = send(Some("2025-11-25"), accept, None, None, big)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Payload Too Large: the limit is 1024 bytes"}}"#
+    );
+    // Notifications and responses are accepted with 202 and no body.
+    let r = send(
+        Some("2025-11-25"),
+        accept,
+        None,
+        None,
+        r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#.into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 202);
+    assert_eq!(r.text().await.unwrap(), "");
+    let r = raw().put(&srv.url).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+}
+
+#[tokio::test]
+async fn a_dropped_stream_resumes_without_loss_or_duplication() {
+    let srv = start(HttpServerConfig::default()).await;
+    let id = initialize(&srv.url).await;
+    let mut resp = post(
+        &srv.url,
+        Some(&id),
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"chatty","arguments":{"n":10}}}"#,
+    )
+    .await;
+    // Take the first three messages, then drop the connection mid-call.
+    let first = read_events(&mut resp, |d| d.contains(r#""data":"m3""#)).await;
+    drop(resp);
+    assert_eq!(first.len(), 3);
+    let last_id = first.last().unwrap().0.clone();
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let mut resumed = raw()
+        .get(&srv.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("last-event-id", &last_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    let rest = read_events(&mut resumed, |d| d.contains(r#""id":7"#)).await;
+    let mut all: Vec<String> = first
+        .iter()
+        .chain(rest.iter())
+        .map(|e| e.1.clone())
+        .collect();
+    let result = all.pop().unwrap();
+    let want: Vec<String> = (1..=10)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"m{i}"}}}}"#))
+        .collect();
+    assert_eq!(all, want);
+    assert_eq!(
+        result,
+        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"done"}]}}"#
+    );
+    let ids: Vec<&String> = first.iter().chain(rest.iter()).map(|e| &e.0).collect();
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(ids.len(), unique.len(), "duplicate event ids: {ids:?}");
+}
+
+#[tokio::test]
+async fn the_client_resumes_a_stream_the_server_closed() {
+    let srv = start(HttpServerConfig {
+        sse_retry_ms: 100,
+        ..HttpServerConfig::default()
+    })
+    .await;
+    let conn = Client::connect_http(
+        &srv.url,
+        HttpClientOptions::default(),
+        ClientOptions::default(),
+    )
+    .await
+    .unwrap();
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let sink = logs.clone();
+    conn.on(methods::MESSAGE, move |p| {
+        sink.lock()
+            .unwrap()
+            .push(p["data"].as_str().unwrap_or_default().to_owned())
+    });
+    let r = conn.call_tool("hang_up", json!({})).await.unwrap();
+    assert_eq!(
+        r.texts().collect::<Vec<_>>(),
+        ["answered after the hang-up"]
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(*logs.lock().unwrap(), ["before", "after"]);
+    conn.close().await;
+}
+
+#[tokio::test]
+async fn stateless_and_json_modes() {
+    let srv = start(HttpServerConfig {
+        stateless: true,
+        json_response: true,
+        ..HttpServerConfig::default()
+    })
+    .await;
+    // No initialize, no session: a request is served on its own, as JSON.
+    let resp = raw()
+        .post(&srv.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo_headers","arguments":{}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    assert_eq!(
+        resp.text().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"hi"}]}}"#
+    );
+    let resp = raw()
+        .get(&srv.url)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    assert_eq!(srv.http.session_count(), 0);
+    // purra's client works against it too (the GET stream's 405 is tolerated).
+    let conn = Client::connect_http(
+        &srv.url,
+        HttpClientOptions::default(),
+        ClientOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        conn.call_tool("echo_headers", json!({}))
+            .await
+            .unwrap()
+            .texts()
+            .collect::<Vec<_>>(),
+        ["hi"]
+    );
+    conn.close().await;
+}
+
+#[tokio::test]
+async fn the_client_reinitializes_after_its_session_expires() {
+    let srv = start(HttpServerConfig {
+        session_idle_timeout: Duration::from_millis(200),
+        ..HttpServerConfig::default()
+    })
+    .await;
+    let http = HttpClientOptions {
+        open_get_stream: false,
+        ..HttpClientOptions::default()
+    };
+    let conn = Client::connect_http(&srv.url, http, ClientOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(srv.http.session_count(), 1);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    srv.http.sweep_idle_sessions();
+    assert_eq!(srv.http.session_count(), 0);
+    // The POST meets 404; the transport re-initializes on a new session and retries.
+    conn.ping().await.unwrap();
+    assert_eq!(srv.http.session_count(), 1);
+    conn.close().await;
+}
+
+#[tokio::test]
+async fn client_error_kinds_are_distinct() {
+    // Nothing listens: a connection failure.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/mcp", listener.local_addr().unwrap());
+    drop(listener);
+    let err = Client::connect_http(
+        &dead,
+        HttpClientOptions::default(),
+        ClientOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, Error::Transport(ref why) if why.starts_with("POST http://127.0.0.1:")),
+        "{err:?}"
+    );
+    // An error status, and a response that is not MCP.
+    let app = axum::Router::new()
+        .route(
+            "/status",
+            axum::routing::post(|| async { (axum::http::StatusCode::UNAUTHORIZED, "who are you") }),
+        )
+        .route(
+            "/html",
+            axum::routing::post(|| async { ([("content-type", "text/html")], "<html></html>") }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let err = Client::connect_http(
+        &format!("{base}/status"),
+        HttpClientOptions::default(),
+        ClientOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err,
+        Error::Http {
+            status: 401,
+            body: "who are you".into()
+        }
+    );
+    let err = Client::connect_http(
+        &format!("{base}/html"),
+        HttpClientOptions::default(),
+        ClientOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err,
+        Error::InvalidResponse("unexpected content type \"text/html\"".into())
+    );
+}
+
+#[tokio::test]
+async fn custom_headers_reach_the_server_per_connection_and_per_request() {
+    let seen = Arc::new(Mutex::new(Vec::<(String, Option<String>)>::new()));
+    let sink = seen.clone();
+    let srv = start(HttpServerConfig::default()).await;
+    // A front that records headers, then forwards to the MCP server.
+    let upstream = srv.url.clone();
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::any(move |req: axum::extract::Request| {
+            let sink = sink.clone();
+            let upstream = upstream.clone();
+            async move {
+                let h = req.headers();
+                sink.lock().unwrap().push((
+                    h.get("authorization")
+                        .map(|v| v.to_str().unwrap().to_owned())
+                        .unwrap_or_default(),
+                    h.get("x-trace").map(|v| v.to_str().unwrap().to_owned()),
+                ));
+                let method = req.method().clone();
+                let mut rb = reqwest::Client::new().request(method, &upstream);
+                for (k, v) in req.headers() {
+                    if k != "host" {
+                        rb = rb.header(k, v);
+                    }
+                }
+                let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+                    .await
+                    .unwrap();
+                let resp = rb.body(body).send().await.unwrap();
+                let mut out = axum::http::Response::builder().status(resp.status().as_u16());
+                for (k, v) in resp.headers() {
+                    out = out.header(k, v);
+                }
+                out.body(axum::body::Body::from_stream(resp.bytes_stream()))
+                    .unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = HttpClientOptions {
+        open_get_stream: false,
+        ..HttpClientOptions::default()
+    }
+    .header("authorization", "Bearer t0k3n");
+    let conn = Client::connect_http(&front, http, ClientOptions::default())
+        .await
+        .unwrap();
+    let raw = conn
+        .peer()
+        .request_raw(
+            "tools/call",
+            Some(
+                serde_json::value::to_raw_value(&json!({"name": "echo_headers", "arguments": {}}))
+                    .unwrap(),
+            ),
+            RequestOptions::default().header("x-trace", "abc"),
+        )
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_str(raw.get()).unwrap();
+    assert_eq!(v["content"][0]["text"], "hi");
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|(auth, _)| auth == "Bearer t0k3n"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.iter()
+            .filter(|(_, t)| t.as_deref() == Some("abc"))
+            .count(),
+        1,
+        "{seen:?}"
+    );
+    drop(conn);
+}
