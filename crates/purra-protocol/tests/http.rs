@@ -613,3 +613,42 @@ async fn custom_headers_reach_the_server_per_connection_and_per_request() {
     );
     drop(conn);
 }
+
+#[tokio::test]
+async fn binds_loopback_by_default_and_shuts_down_with_open_streams() {
+    let bound = StreamableHttpServer::new(test_server(), HttpServerConfig::default())
+        .bind()
+        .await
+        .unwrap();
+    let addr = bound.local_addr().unwrap();
+    assert!(addr.ip().is_loopback(), "{addr}");
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    let serving = tokio::spawn(bound.serve(async move { token.cancelled().await }));
+    let url = format!("http://{addr}/mcp");
+    let id = initialize(&url).await;
+    let stream = raw()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    // A second standalone stream for the same session is refused.
+    let second = raw()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 409);
+    stop.cancel();
+    let done = tokio::time::timeout(Duration::from_secs(5), serving).await;
+    assert!(
+        matches!(done, Ok(Ok(Ok(())))),
+        "shutdown hung or failed: {done:?}"
+    );
+    drop(stream);
+}

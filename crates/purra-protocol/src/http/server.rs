@@ -37,6 +37,9 @@ pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 /// How a Streamable HTTP server behaves. The defaults are safe for a local server.
 #[derive(Debug, Clone)]
 pub struct HttpServerConfig {
+    /// The address [`StreamableHttpServer::bind`] listens on (default `127.0.0.1:0`: loopback,
+    /// any free port). Bind a public address only behind authentication.
+    pub bind: SocketAddr,
     /// The path of the MCP endpoint (default `/mcp`).
     pub endpoint: String,
     /// Host names (without port) accepted in the `Host` header; empty accepts any.
@@ -68,6 +71,7 @@ pub struct HttpServerConfig {
 impl Default for HttpServerConfig {
     fn default() -> Self {
         HttpServerConfig {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             endpoint: "/mcp".into(),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
             allowed_origins: Vec::new(),
@@ -185,14 +189,35 @@ impl StreamableHttpServer {
             .await
     }
 
-    /// Binds `addr` (use `127.0.0.1:PORT` for a local server) and serves until `shutdown`.
-    pub async fn bind_and_serve(
+    /// Binds the configured address (`127.0.0.1:0` by default).
+    pub async fn bind(self) -> std::io::Result<BoundHttpServer> {
+        let listener = tokio::net::TcpListener::bind(self.shared.config.bind).await?;
+        Ok(BoundHttpServer {
+            server: self,
+            listener,
+        })
+    }
+}
+
+/// A server bound to its address, ready to serve.
+#[derive(Debug)]
+pub struct BoundHttpServer {
+    server: StreamableHttpServer,
+    listener: tokio::net::TcpListener,
+}
+
+impl BoundHttpServer {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves (see [`StreamableHttpServer::serve`]).
+    pub async fn serve(
         self,
-        addr: SocketAddr,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        self.serve(listener, shutdown).await
+        self.server.serve(self.listener, shutdown).await
     }
 }
 
@@ -822,7 +847,7 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
         );
     }
     let cfg = &shared.config;
-    let (session, session_id, fresh) = if cfg.stateless {
+    let (session, session_id) = if cfg.stateless {
         let v = headers
             .get(PROTOCOL_VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
@@ -831,11 +856,7 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             return r.into_response();
         }
         let stateless = (!has_initialize).then_some(v);
-        (
-            HttpSession::start(&shared.server, cfg, stateless),
-            None,
-            true,
-        )
+        (HttpSession::start(&shared.server, cfg, stateless), None)
     } else if has_initialize {
         if shared.sessions.lock().expect("sessions lock").len() >= cfg.max_sessions {
             return status(
@@ -850,7 +871,7 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             .lock()
             .expect("sessions lock")
             .insert(id.clone(), s.clone());
-        (s, Some(id), true)
+        (s, Some(id))
     } else {
         if let Err(r) = check_version_header(&headers) {
             return r.into_response();
@@ -861,12 +882,11 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
                     .get(SESSION_ID_HEADER)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                (s, id, false)
+                (s, id)
             }
             Err(r) => return r.into_response(),
         }
     };
-    let _ = fresh;
     session.touch();
     let requests: Vec<RequestId> = messages.iter().filter_map(|m| m.1.clone()).collect();
     let opened = if requests.is_empty() {
