@@ -159,6 +159,9 @@ pub(crate) struct Shared {
     inflight: Mutex<HashMap<RequestId, CancellationToken>>,
     next_id: AtomicI64,
     closed: CancellationToken,
+    /// The peer's input ended: outbound requests can no longer be answered, but responses and
+    /// notifications are still written until in-flight handlers have drained.
+    input_done: AtomicBool,
     batches_allowed: AtomicBool,
     request_timeout: Duration,
     pub(crate) control: Option<Arc<dyn crate::transport::TransportControl>>,
@@ -340,7 +343,7 @@ impl Peer {
             id: id.clone(),
             armed: method != methods::INITIALIZE,
         };
-        if shared.closed.is_cancelled() {
+        if shared.closed.is_cancelled() || shared.input_done.load(Ordering::Acquire) {
             guard.disarm();
             return Err(Error::ConnectionClosed);
         }
@@ -528,6 +531,7 @@ pub(crate) fn start<S: Service>(
         inflight: Mutex::new(HashMap::new()),
         next_id: AtomicI64::new(0),
         closed: CancellationToken::new(),
+        input_done: AtomicBool::new(false),
         batches_allowed: AtomicBool::new(false),
         request_timeout: config.request_timeout,
         control,
@@ -605,8 +609,9 @@ async fn run<S: Service>(
             },
         }
     }
-    // End of input: no new work; pending outbound requests fail now.
-    shared.closed.cancel();
+    // End of input: no new work, and pending outbound requests fail now (no answer can come).
+    // Output stays open while in-flight handlers drain, so their responses still go out.
+    shared.input_done.store(true, Ordering::Release);
     shared.fail_pending();
     drop(engine);
     let all = config.max_concurrent_requests as u32;
@@ -626,6 +631,8 @@ async fn run<S: Service>(
         }
     }
     let _ = notes.await;
+    shared.closed.cancel();
+    shared.fail_pending();
     shared.close_write.cancel();
     service.closed();
 }

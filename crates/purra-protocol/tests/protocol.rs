@@ -701,3 +701,43 @@ async fn client_and_server_over_the_memory_pair() {
     let err = conn.call_tool("bad_output", json!({})).await.unwrap_err();
     assert_eq!(err.to_string(), "JSON-RPC error -32603: Tool bad_output returned structuredContent that does not match its output schema");
 }
+
+#[tokio::test]
+async fn roots_changes_are_announced_and_served() {
+    let (t, mut raw) = memory::raw();
+    let options = ClientOptions::default().roots(vec![Root {
+        uri: "file:///a".into(),
+        name: None,
+    }]);
+    let connect = tokio::spawn(Client::connect(t, options));
+    let init = raw.recv().await.unwrap();
+    assert!(
+        init.contains(r#""capabilities":{"roots":{"listChanged":true}}"#),
+        "{init}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"0"}}}"#).await;
+    raw.recv().await.unwrap();
+    let conn = connect.await.unwrap().unwrap();
+    conn.set_roots(vec![Root {
+        uri: "file:///b".into(),
+        name: Some("b".into()),
+    }])
+    .await
+    .unwrap();
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":"r1","method":"roots/list"}"#)
+        .await;
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":"r1","result":{"roots":[{"uri":"file:///b","name":"b"}]}}"#
+    );
+    // A handler the client did not provide is method-not-found, and no capability was declared.
+    raw.send(r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}"#).await;
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":"s1","error":{"code":-32601,"message":"Method not found: sampling/createMessage"}}"#
+    );
+}

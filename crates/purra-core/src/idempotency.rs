@@ -1,0 +1,184 @@
+//! Idempotency contract: claim a call once, then record exactly one outcome.
+//!
+//! ```text
+//! (none) ──claim──▶ in_flight ──complete──▶ committed (receipt) | not_started | unknown (reason)
+//! ```
+//! A key is claimed at most once, ever: claiming a key that exists returns its state instead, whatever
+//! the outcome. `unknown` is a stored outcome that keeps its claim; nothing retries it, and only an
+//! operator's reconciliation with independent evidence may move it on (outside this contract). A claim
+//! found `in_flight` after a restart has no outcome and is never dispatched again.
+//!
+//! [`InMemoryIdempotencyStore`] is for tests: it is not durable and says so.
+
+use crate::error_code::ErrorCode;
+use crate::store::{BoxFuture, StoreError};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The key of one claim (Core uses the approval intent digest).
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct IdempotencyKey(pub String);
+
+/// The recorded outcome of a claimed call.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum EffectOutcome {
+    /// The call succeeded with a validated result, kept as the receipt.
+    Committed {
+        /// The result.
+        receipt: Value,
+    },
+    /// The call was refused before anything left the host.
+    NotStarted,
+    /// The call may or may not have had an effect.
+    Unknown {
+        /// Why the effect is unknown.
+        reason: ErrorCode,
+    },
+}
+
+/// The state of a key.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ClaimState {
+    /// Claimed, no outcome recorded yet.
+    InFlight,
+    /// Completed with this outcome.
+    Completed {
+        /// The outcome.
+        outcome: EffectOutcome,
+    },
+}
+
+/// The answer to a claim.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimResult {
+    /// The key is now claimed by the caller, who must complete it.
+    Claimed,
+    /// The key was claimed before; the caller must not dispatch.
+    Existing(ClaimState),
+}
+
+/// The idempotency contract.
+pub trait IdempotencyStore: Send + Sync {
+    /// Whether claims and outcomes survive a crash of the host.
+    fn is_durable(&self) -> bool;
+    /// Claims `key` if it has never been claimed.
+    fn claim(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<ClaimResult, StoreError>>;
+    /// Records the outcome of an in-flight claim (`Conflict` if it has one already, `NotFound` if never claimed).
+    fn complete(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// The state of `key`, if it was ever claimed.
+    fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>>;
+}
+
+/// An in-memory idempotency store for tests. Not durable.
+#[derive(Debug, Default)]
+pub struct InMemoryIdempotencyStore {
+    claims: Mutex<HashMap<IdempotencyKey, ClaimState>>,
+}
+
+impl InMemoryIdempotencyStore {
+    /// An empty store.
+    pub fn new() -> InMemoryIdempotencyStore {
+        InMemoryIdempotencyStore::default()
+    }
+
+    /// Claims synchronously (used by the in-memory gateway inside its own critical section).
+    pub(crate) fn claim_now(&self, key: IdempotencyKey) -> ClaimResult {
+        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        match claims.get(&key) {
+            Some(state) => ClaimResult::Existing(state.clone()),
+            None => {
+                claims.insert(key, ClaimState::InFlight);
+                ClaimResult::Claimed
+            }
+        }
+    }
+}
+
+impl IdempotencyStore for InMemoryIdempotencyStore {
+    fn is_durable(&self) -> bool {
+        false
+    }
+
+    fn claim(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<ClaimResult, StoreError>> {
+        let result = self.claim_now(key);
+        Box::pin(async move { Ok(result) })
+    }
+
+    fn complete(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let result = {
+            let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+            match claims.get_mut(&key) {
+                None => Err(StoreError::NotFound),
+                Some(ClaimState::Completed { .. }) => {
+                    Err(StoreError::Conflict("the claim already has an outcome"))
+                }
+                Some(state) => {
+                    *state = ClaimState::Completed { outcome };
+                    Ok(())
+                }
+            }
+        };
+        Box::pin(async move { result })
+    }
+
+    fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>> {
+        let result = self
+            .claims
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        Box::pin(async move { Ok(result) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_key_is_claimed_once_and_unknown_keeps_its_claim() {
+        let store = InMemoryIdempotencyStore::new();
+        let key = IdempotencyKey("k".into());
+        assert!(!store.is_durable());
+        assert_eq!(store.claim(key.clone()).await, Ok(ClaimResult::Claimed));
+        assert_eq!(
+            store.claim(key.clone()).await,
+            Ok(ClaimResult::Existing(ClaimState::InFlight))
+        );
+        let unknown = EffectOutcome::Unknown {
+            reason: ErrorCode::TOOL_TIMEOUT,
+        };
+        assert_eq!(store.complete(key.clone(), unknown.clone()).await, Ok(()));
+        assert_eq!(
+            store.complete(key.clone(), EffectOutcome::NotStarted).await,
+            Err(StoreError::Conflict("the claim already has an outcome"))
+        );
+        assert_eq!(
+            store.claim(key.clone()).await,
+            Ok(ClaimResult::Existing(ClaimState::Completed {
+                outcome: unknown
+            }))
+        );
+        assert_eq!(
+            store
+                .complete(IdempotencyKey("other".into()), EffectOutcome::NotStarted)
+                .await,
+            Err(StoreError::NotFound)
+        );
+    }
+}

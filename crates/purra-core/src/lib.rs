@@ -1,0 +1,73 @@
+//! purra Core: the MCP-independent half of a host that runs AI agents against tools.
+//!
+//! Core decides what an agent may do; adapters (such as the MCP adapter) only supply registrations and
+//! handlers. It depends on no MCP crate and no SQL crate. The pieces, in dependency order:
+//!
+//! - [`identity`]: `purra.json-identity/v1`, the RFC 8785 (JCS) canonical form and its SHA-256;
+//!   [`json_text`]: a bounded I-JSON decoder for untrusted text.
+//! - [`schema`]: the strict `purra.output-schema/v1` profile, compiled once into a budgeted validator
+//!   ([`pattern`] documents the regular-expression dialect).
+//! - [`tool`] and [`catalog`]: registrations with explicit policy, scope check, concurrency declaration
+//!   and approval binding; an immutable catalog with a revision.
+//! - [`run`]: run ids, leases (deadline and cancellation) and the run preset fingerprint.
+//! - [`admission`] and [`schedule`]: a model turn is admitted as a whole before any call runs; safe calls
+//!   overlap, the others run alone, results are bounded.
+//! - [`approval`], [`idempotency`], [`run_store`]: the contracts durable stores implement, with
+//!   in-memory versions for tests.
+//! - [`model`] and [`agent`]: the `Model` trait, a scripted model, and the agent loop with checkpoints.
+//!
+//! Every failure the model sees is an [`ErrorCode`] from [`error_code`]'s table, never remote text.
+//! Async traits return boxed futures ([`BoxFuture`]) so they stay object-safe without `async-trait`.
+//!
+//! The crate README follows (its example is compiled and run as a doctest).
+#![doc = include_str!("../README.md")]
+
+pub mod admission;
+pub mod agent;
+pub mod approval;
+pub mod catalog;
+pub mod error_code;
+pub mod idempotency;
+pub mod identity;
+pub mod json_text;
+pub mod model;
+mod num;
+pub mod pattern;
+pub mod run;
+pub mod run_store;
+pub mod schedule;
+pub mod schema;
+pub mod store;
+pub mod tool;
+
+pub use admission::{admit_batch, Admission, AdmissionLimits, AdmittedCall, Rejection};
+pub use agent::{Agent, AgentBuildError, AgentBuilder, AgentLimits, RunOutcome, RunRequest};
+pub use approval::{
+    ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRecord, ApprovalState, CheckpointCall,
+    ClaimVerdict, Decision, InMemoryApprovalGateway, IntentError, Verdict,
+};
+pub use catalog::{Catalog, CatalogError};
+pub use error_code::ErrorCode;
+pub use idempotency::{
+    ClaimResult, ClaimState, EffectOutcome, IdempotencyKey, IdempotencyStore,
+    InMemoryIdempotencyStore,
+};
+pub use identity::{
+    canonicalize, json_identity, json_identity_of_text, IdentityError, JsonIdentity,
+};
+pub use json_text::{parse_json, JsonError, JsonErrorKind, JsonLimits};
+pub use model::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolMessage,
+};
+pub use run::{preset_fingerprint, Lease, RunContext, RunId};
+pub use run_store::{InMemoryRunStore, RunStore, SuspendedRun};
+pub use schedule::{dispatch_batch, execute, CallResult, Execution, ScheduleLimits};
+pub use schema::{
+    CompileOptions, CompiledSchema, SchemaError, SchemaErrorKind, SchemaLimits, ValidationError,
+    ValidationErrorKind, ValidationLimits,
+};
+pub use store::{BoxFuture, StoreError};
+pub use tool::{
+    ApprovalBinding, Concurrency, Effect, Handler, Policy, RegistrationError, Risk, ScopeCheck,
+    ScopeDecision, ToolCall, ToolError, ToolFuture, ToolRegistration, ToolSpec,
+};

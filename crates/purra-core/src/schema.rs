@@ -1,0 +1,1235 @@
+//! Strict schema profile `purra.output-schema/v1`: a small subset of JSON Schema 2020-12, compiled once.
+//!
+//! A schema in this profile is a JSON object whose root declares `"type": "object"`. Every keyword in
+//! the table below is accepted, with exactly its JSON Schema 2020-12 meaning; **every other keyword is
+//! rejected** at compile time with [`SchemaErrorKind::UnsupportedKeyword`] and the JSON pointer of the
+//! offending keyword — validation keywords and metadata alike (`default`, `examples`, `x-*`, `$ref`,
+//! `$defs`, `$id`, `$comment`, `format`, `deprecated`, ...). Nothing is stripped or ignored, so a schema
+//! that compiles means exactly what a full 2020-12 validator would make of it.
+//!
+//! | keyword | accepted value | meaning (2020-12) |
+//! |---|---|---|
+//! | `type` | a type name or a non-empty array of distinct type names (`null`, `boolean`, `object`, `array`, `number`, `string`, `integer`) | `integer` is any number with a zero fractional part, so `1.0` is an integer |
+//! | `properties` | object of subschemas | each present member validates against its subschema |
+//! | `required` | array of distinct strings | each named member is present |
+//! | `additionalProperties` | `true`, `false` or a subschema | members not named in `properties` |
+//! | `items` | subschema | every array element |
+//! | `minItems`, `maxItems` | non-negative integer | array length |
+//! | `minLength`, `maxLength` | non-negative integer | string length in Unicode code points |
+//! | `pattern` | string in the ECMA-262 subset of [`crate::pattern`]'s table | unanchored search |
+//! | `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` | number | compared by mathematical value |
+//! | `multipleOf` | positive integer up to 2^53 | the number divided by it is an integer (fractional divisors are rejected: their floating-point meaning differs between validators) |
+//! | `enum` | array | equal to one element; numbers compare by value (`1` equals `1.0`) |
+//! | `const` | any value | equal, as for `enum` |
+//! | `anyOf`, `oneOf` | non-empty array of subschemas | at least one / exactly one subschema is valid |
+//! | `title`, `description` | string | annotations only: they never change a verdict, but they count toward the schema's identity |
+//! | `$schema` | exactly `https://json-schema.org/draft/2020-12/schema` | only at the root and only with [`CompileOptions::allow_root_dialect_2020_12`]; kept in the schema's source so the caller retains it |
+//!
+//! Deliberately absent: `uniqueItems` (its pairwise comparison of instance values is quadratic and
+//! depth-unbounded), `allOf`/`not`/`if` (rarely needed by tool schemas), `prefixItems`/`contains`,
+//! `patternProperties`, `minProperties`/`maxProperties`, `format` (an annotation in 2020-12 whose
+//! assertion behaviour varies), boolean subschemas other than `additionalProperties: true|false`, and
+//! every reference keyword (no schema document is ever fetched).
+//!
+//! Budgets: compilation measures the schema document first ([`SchemaLimits`]: depth, nodes, pattern
+//! length, compiled regex size); validation measures the instance first ([`ValidationLimits`]: depth,
+//! nodes; depth checked before descending and never deeper than
+//! [`MAX_DEPTH_CEILING`](crate::json_text::MAX_DEPTH_CEILING)) and then bounds the work
+//! ([`ValidationLimits::max_steps`]). Recursion during validation follows the compiled schema, whose
+//! depth is bounded, so no input can overflow the stack.
+//! Validation never coerces: `"1"` is not a number and a JSON-looking string is not an object.
+//! Errors carry the instance pointer, the schema pointer and a short reason that never repeats instance
+//! values; pointer segments longer than 64 bytes are cut and end in `…`.
+
+use crate::json_text::{parse_json, JsonErrorKind, JsonLimits};
+use crate::num::{cmp_num, is_multiple_of, json_equal, Num};
+use crate::pattern;
+use regex::Regex;
+use serde_json::{Map, Value};
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+/// The name of this schema profile.
+pub const OUTPUT_SCHEMA_PROFILE: &str = "purra.output-schema/v1";
+
+/// The only dialect URI accepted for a root `$schema`, and only when allowed by [`CompileOptions`].
+pub const DIALECT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// Budgets for compiling a schema document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchemaLimits {
+    /// Maximum nesting of the schema document's JSON (each subschema level costs two: keyword, schema);
+    /// capped at [`MAX_DEPTH_CEILING`](crate::json_text::MAX_DEPTH_CEILING).
+    pub max_depth: usize,
+    /// Maximum number of JSON values in the schema document.
+    pub max_nodes: usize,
+    /// Maximum length of one `pattern`, in bytes.
+    pub max_pattern_bytes: usize,
+    /// Maximum compiled size of one `pattern` (passed to `regex::RegexBuilder::size_limit`).
+    pub max_regex_size: usize,
+}
+
+impl Default for SchemaLimits {
+    /// Depth 64, 10 000 values, 1 KiB patterns, 1 MiB compiled regex.
+    fn default() -> Self {
+        SchemaLimits {
+            max_depth: 64,
+            max_nodes: 10_000,
+            max_pattern_bytes: 1024,
+            max_regex_size: 1 << 20,
+        }
+    }
+}
+
+/// Budgets for validating one instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValidationLimits {
+    /// Maximum nesting depth of the instance (a scalar has depth 0); capped at
+    /// [`MAX_DEPTH_CEILING`](crate::json_text::MAX_DEPTH_CEILING).
+    pub max_depth: usize,
+    /// Maximum number of JSON values in the instance.
+    pub max_nodes: usize,
+    /// Maximum number of validation steps (one per subschema application and per member or element visited).
+    pub max_steps: usize,
+    /// Maximum size of an instance given as text ([`CompiledSchema::validate_text`]).
+    pub max_text_bytes: usize,
+}
+
+impl Default for ValidationLimits {
+    /// Depth 64, 100 000 values, 1 000 000 steps, 4 MiB of text.
+    fn default() -> Self {
+        ValidationLimits {
+            max_depth: 64,
+            max_nodes: 100_000,
+            max_steps: 1_000_000,
+            max_text_bytes: 4 << 20,
+        }
+    }
+}
+
+/// Options for [`CompiledSchema::compile_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Accept a root `"$schema": "https://json-schema.org/draft/2020-12/schema"` (MCP's dialect
+    /// declaration). Nested `$schema` and any other URI stay rejected.
+    pub allow_root_dialect_2020_12: bool,
+    /// Compile-time budgets.
+    pub limits: SchemaLimits,
+    /// Budgets the compiled schema applies to each instance.
+    pub validation: ValidationLimits,
+}
+
+/// Why a schema is outside the profile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchemaErrorKind {
+    /// The root is not an object schema declaring `"type": "object"`.
+    RootNotObject,
+    /// A keyword outside the profile's table (including metadata such as `default` and `x-*`).
+    UnsupportedKeyword,
+    /// A keyword of the table with a value the profile does not accept.
+    InvalidKeywordValue,
+    /// A `$schema` that is nested, not allowed, or names another dialect.
+    UnsupportedDialect,
+    /// A `pattern` outside the supported ECMA-262 subset, or longer than its budget.
+    UnsupportedPattern,
+    /// The schema nests deeper than [`SchemaLimits::max_depth`].
+    TooDeep,
+    /// The schema has more values than [`SchemaLimits::max_nodes`].
+    TooManyNodes,
+}
+
+/// A schema refused by the profile, with the JSON pointer of the offending keyword.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaError {
+    /// What is wrong.
+    pub kind: SchemaErrorKind,
+    /// JSON pointer into the schema document.
+    pub pointer: String,
+    /// A short reason (never a copy of the schema's text).
+    pub detail: &'static str,
+}
+
+impl fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            SchemaErrorKind::RootNotObject => "root must be an object schema",
+            SchemaErrorKind::UnsupportedKeyword => "keyword outside purra.output-schema/v1",
+            SchemaErrorKind::InvalidKeywordValue => "invalid keyword value",
+            SchemaErrorKind::UnsupportedDialect => "unsupported $schema",
+            SchemaErrorKind::UnsupportedPattern => "unsupported pattern",
+            SchemaErrorKind::TooDeep => "schema too deep",
+            SchemaErrorKind::TooManyNodes => "schema too large",
+        };
+        write!(f, "{kind} at {:?}: {}", self.pointer, self.detail)
+    }
+}
+
+impl std::error::Error for SchemaError {}
+
+/// Why an instance was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ValidationErrorKind {
+    /// The instance breaks the keyword at `schema_pointer`.
+    Invalid,
+    /// The instance nests deeper than [`ValidationLimits::max_depth`].
+    TooDeep,
+    /// The instance has more values than [`ValidationLimits::max_nodes`].
+    TooManyNodes,
+    /// Validation needed more than [`ValidationLimits::max_steps`] steps.
+    TooManySteps,
+    /// The instance text was refused before decoding finished.
+    Text(JsonErrorKind),
+}
+
+impl ValidationErrorKind {
+    /// Whether this is a budget error rather than a verdict about the instance.
+    pub fn is_budget(self) -> bool {
+        !matches!(self, ValidationErrorKind::Invalid)
+    }
+}
+
+/// An instance refused by a compiled schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidationError {
+    /// Verdict or budget.
+    pub kind: ValidationErrorKind,
+    /// JSON pointer into the instance.
+    pub instance_pointer: String,
+    /// JSON pointer of the keyword in the schema (the subschema for budget errors).
+    pub schema_pointer: String,
+    /// A short reason that never repeats instance values.
+    pub detail: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "instance {:?} fails schema {:?}: {}",
+            self.instance_pointer, self.schema_pointer, self.detail
+        )
+    }
+}
+
+impl std::error::Error for ValidationError {}
+
+const T_NULL: u8 = 1;
+const T_BOOL: u8 = 2;
+const T_OBJECT: u8 = 4;
+const T_ARRAY: u8 = 8;
+const T_NUMBER: u8 = 16;
+const T_STRING: u8 = 32;
+const T_INTEGER: u8 = 64;
+
+fn type_bit(name: &str) -> Option<u8> {
+    Some(match name {
+        "null" => T_NULL,
+        "boolean" => T_BOOL,
+        "object" => T_OBJECT,
+        "array" => T_ARRAY,
+        "number" => T_NUMBER,
+        "string" => T_STRING,
+        "integer" => T_INTEGER,
+        _ => return None,
+    })
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+    }
+}
+
+fn type_matches(mask: u8, v: &Value) -> bool {
+    match v {
+        Value::Null => mask & T_NULL != 0,
+        Value::Bool(_) => mask & T_BOOL != 0,
+        Value::Object(_) => mask & T_OBJECT != 0,
+        Value::Array(_) => mask & T_ARRAY != 0,
+        Value::String(_) => mask & T_STRING != 0,
+        Value::Number(n) => {
+            mask & T_NUMBER != 0 || (mask & T_INTEGER != 0 && Num::of(n).is_integer())
+        }
+    }
+}
+
+fn mask_names(mask: u8) -> String {
+    let names = [
+        "null", "boolean", "object", "array", "number", "string", "integer",
+    ];
+    let picked: Vec<&str> = names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    picked.join(" or ")
+}
+
+enum Additional {
+    Any,
+    Forbidden,
+    Schema(Box<Node>),
+}
+
+/// One compiled subschema.
+struct Node {
+    ptr: Box<str>,
+    types: Option<u8>,
+    /// Sorted by name for binary search; the flag says whether the name is also `required`.
+    properties: Vec<(String, Node, bool)>,
+    /// `required` in schema order.
+    required: Vec<String>,
+    /// How many `required` names are also in `properties` (counted off during the member pass).
+    required_described: usize,
+    additional: Additional,
+    items: Option<Box<Node>>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    pattern: Option<Regex>,
+    minimum: Option<Num>,
+    maximum: Option<Num>,
+    exclusive_minimum: Option<Num>,
+    exclusive_maximum: Option<Num>,
+    multiple_of: Option<u64>,
+    enumeration: Option<Vec<Value>>,
+    constant: Option<Value>,
+    any_of: Vec<Node>,
+    one_of: Vec<Node>,
+}
+
+impl Node {
+    /// The subschema of property `key`, if `properties` names it.
+    fn property(&self, key: &str) -> Option<(&Node, bool)> {
+        if self.properties.len() <= 8 {
+            self.properties
+                .iter()
+                .find(|(name, _, _)| name.len() == key.len() && name == key)
+                .map(|(_, sub, required)| (sub, *required))
+        } else {
+            self.properties
+                .binary_search_by(|(name, _, _)| name.as_str().cmp(key))
+                .ok()
+                .map(|i| (&self.properties[i].1, self.properties[i].2))
+        }
+    }
+}
+
+struct Inner {
+    root: Node,
+    source: Value,
+    limits: ValidationLimits,
+    declares_dialect: bool,
+}
+
+/// A schema compiled into a reusable validator. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct CompiledSchema {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledSchema")
+            .field("source", &self.inner.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Appends one JSON pointer segment (escaped per RFC 6901, cut at 64 bytes).
+fn push_segment(out: &mut String, seg: &str) {
+    out.push('/');
+    let mut cut = seg;
+    let long = seg.len() > 64;
+    if long {
+        let mut end = 64;
+        while !seg.is_char_boundary(end) {
+            end -= 1;
+        }
+        cut = &seg[..end];
+    }
+    for c in cut.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+    if long {
+        out.push('…');
+    }
+}
+
+fn child_ptr(ptr: &str, seg: &str) -> String {
+    let mut out = String::from(ptr);
+    push_segment(&mut out, seg);
+    out
+}
+
+/// Whether a value is within the depth and node budgets, without tracking paths or allocating.
+///
+/// Recursive, but the depth is checked before descending and capped at
+/// [`MAX_DEPTH_CEILING`](crate::json_text::MAX_DEPTH_CEILING), so the stack stays small.
+fn measure_fits(value: &Value, max_depth: usize, max_nodes: usize) -> bool {
+    fn walk(
+        v: &Value,
+        depth: usize,
+        max_depth: usize,
+        nodes: &mut usize,
+        max_nodes: usize,
+    ) -> bool {
+        let n = match v {
+            Value::Array(items) => items.len(),
+            Value::Object(map) => map.len(),
+            _ => return true,
+        };
+        if n == 0 {
+            return true;
+        }
+        *nodes += n;
+        if depth >= max_depth || *nodes > max_nodes {
+            return false;
+        }
+        match v {
+            Value::Array(items) => items
+                .iter()
+                .all(|c| walk(c, depth + 1, max_depth, nodes, max_nodes)),
+            Value::Object(map) => map
+                .values()
+                .all(|c| walk(c, depth + 1, max_depth, nodes, max_nodes)),
+            _ => true,
+        }
+    }
+    let mut nodes = 1;
+    nodes <= max_nodes
+        && walk(
+            value,
+            0,
+            max_depth.min(crate::json_text::MAX_DEPTH_CEILING),
+            &mut nodes,
+            max_nodes,
+        )
+}
+
+/// Measures a value without recursion: `Err((too_deep, pointer))` when a budget is exceeded.
+fn measure(value: &Value, max_depth: usize, max_nodes: usize) -> Result<(), (bool, String)> {
+    enum Seg<'a> {
+        Key(&'a str),
+        Index(usize),
+    }
+    let mut stack: Vec<(&Value, usize, Option<Seg<'_>>)> = vec![(value, 0, None)];
+    let mut path: Vec<Seg<'_>> = Vec::new();
+    let mut nodes = 0usize;
+    while let Some((v, depth, seg)) = stack.pop() {
+        path.truncate(depth.saturating_sub(1));
+        if let Some(seg) = seg {
+            path.push(seg);
+        }
+        nodes += 1;
+        let too_deep = depth > max_depth;
+        if too_deep || nodes > max_nodes {
+            let mut ptr = String::new();
+            for seg in &path {
+                match seg {
+                    Seg::Key(k) => push_segment(&mut ptr, k),
+                    Seg::Index(i) => push_segment(&mut ptr, &i.to_string()),
+                }
+            }
+            return Err((too_deep, ptr));
+        }
+        match v {
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate().rev() {
+                    stack.push((item, depth + 1, Some(Seg::Index(i))));
+                }
+            }
+            Value::Object(map) => {
+                for (k, item) in map.iter().rev() {
+                    stack.push((item, depth + 1, Some(Seg::Key(k))));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+struct Compiler<'o> {
+    options: &'o CompileOptions,
+}
+
+fn err(kind: SchemaErrorKind, pointer: String, detail: &'static str) -> SchemaError {
+    SchemaError {
+        kind,
+        pointer,
+        detail,
+    }
+}
+
+fn non_negative_integer(v: &Value, ptr: &str, keyword: &str) -> Result<u64, SchemaError> {
+    let bad = || {
+        err(
+            SchemaErrorKind::InvalidKeywordValue,
+            child_ptr(ptr, keyword),
+            "expected a non-negative integer",
+        )
+    };
+    let n = v.as_number().ok_or_else(bad)?;
+    match Num::of(n) {
+        Num::Int(i) if i >= 0 => u64::try_from(i).map_err(|_| bad()),
+        Num::Float(f) if f >= 0.0 && f.fract() == 0.0 && f < 1.8e19 => Ok(f as u64),
+        _ => Err(bad()),
+    }
+}
+
+impl Compiler<'_> {
+    fn subschema(&self, v: &Value, ptr: String) -> Result<Node, SchemaError> {
+        match v {
+            Value::Object(map) => self.node(map, ptr, false),
+            Value::Bool(_) => Err(err(
+                SchemaErrorKind::InvalidKeywordValue,
+                ptr,
+                "boolean subschemas are outside the profile",
+            )),
+            _ => Err(err(
+                SchemaErrorKind::InvalidKeywordValue,
+                ptr,
+                "a subschema must be an object",
+            )),
+        }
+    }
+
+    fn node(&self, map: &Map<String, Value>, ptr: String, root: bool) -> Result<Node, SchemaError> {
+        let mut node = Node {
+            ptr: ptr.clone().into_boxed_str(),
+            types: None,
+            properties: Vec::new(),
+            required: Vec::new(),
+            required_described: 0,
+            additional: Additional::Any,
+            items: None,
+            min_items: None,
+            max_items: None,
+            min_length: None,
+            max_length: None,
+            pattern: None,
+            minimum: None,
+            maximum: None,
+            exclusive_minimum: None,
+            exclusive_maximum: None,
+            multiple_of: None,
+            enumeration: None,
+            constant: None,
+            any_of: Vec::new(),
+            one_of: Vec::new(),
+        };
+        let invalid = |keyword: &str, detail: &'static str| {
+            err(
+                SchemaErrorKind::InvalidKeywordValue,
+                child_ptr(&ptr, keyword),
+                detail,
+            )
+        };
+        let number = |v: &Value, keyword: &str| {
+            v.as_number()
+                .map(Num::of)
+                .ok_or_else(|| invalid(keyword, "expected a number"))
+        };
+        for (keyword, v) in map {
+            match keyword.as_str() {
+                "type" => {
+                    let mut mask = 0u8;
+                    match v {
+                        Value::String(s) => {
+                            mask =
+                                type_bit(s).ok_or_else(|| invalid(keyword, "unknown type name"))?
+                        }
+                        Value::Array(names) if !names.is_empty() => {
+                            for name in names {
+                                let bit = name
+                                    .as_str()
+                                    .and_then(type_bit)
+                                    .ok_or_else(|| invalid(keyword, "unknown type name"))?;
+                                if mask & bit != 0 {
+                                    return Err(invalid(keyword, "type names must be distinct"));
+                                }
+                                mask |= bit;
+                            }
+                        }
+                        _ => {
+                            return Err(invalid(
+                                keyword,
+                                "expected a type name or a non-empty array of type names",
+                            ))
+                        }
+                    }
+                    node.types = Some(mask);
+                }
+                "properties" => {
+                    let props = v
+                        .as_object()
+                        .ok_or_else(|| invalid(keyword, "expected an object of subschemas"))?;
+                    let base = child_ptr(&ptr, keyword);
+                    for (name, sub) in props {
+                        let compiled = self.subschema(sub, child_ptr(&base, name))?;
+                        node.properties.push((name.clone(), compiled, false));
+                    }
+                    node.properties.sort_by(|a, b| a.0.cmp(&b.0));
+                }
+                "required" => {
+                    let names = v
+                        .as_array()
+                        .ok_or_else(|| invalid(keyword, "expected an array of strings"))?;
+                    for name in names {
+                        let name = name
+                            .as_str()
+                            .ok_or_else(|| invalid(keyword, "expected an array of strings"))?;
+                        if node.required.iter().any(|r| r == name) {
+                            return Err(invalid(keyword, "required names must be distinct"));
+                        }
+                        node.required.push(name.to_owned());
+                    }
+                }
+                "additionalProperties" => {
+                    node.additional = match v {
+                        Value::Bool(true) => Additional::Any,
+                        Value::Bool(false) => Additional::Forbidden,
+                        other => Additional::Schema(Box::new(
+                            self.subschema(other, child_ptr(&ptr, keyword))?,
+                        )),
+                    }
+                }
+                "items" => {
+                    node.items = Some(Box::new(self.subschema(v, child_ptr(&ptr, keyword))?))
+                }
+                "minItems" => node.min_items = Some(non_negative_integer(v, &ptr, keyword)?),
+                "maxItems" => node.max_items = Some(non_negative_integer(v, &ptr, keyword)?),
+                "minLength" => node.min_length = Some(non_negative_integer(v, &ptr, keyword)?),
+                "maxLength" => node.max_length = Some(non_negative_integer(v, &ptr, keyword)?),
+                "pattern" => {
+                    let text = v
+                        .as_str()
+                        .ok_or_else(|| invalid(keyword, "expected a string"))?;
+                    let unsupported = |detail| {
+                        err(
+                            SchemaErrorKind::UnsupportedPattern,
+                            child_ptr(&ptr, keyword),
+                            detail,
+                        )
+                    };
+                    if text.len() > self.options.limits.max_pattern_bytes {
+                        return Err(unsupported("pattern exceeds the length budget"));
+                    }
+                    let translated = pattern::translate(text).map_err(unsupported)?;
+                    let regex = regex::RegexBuilder::new(&translated)
+                        .size_limit(self.options.limits.max_regex_size)
+                        .dfa_size_limit(self.options.limits.max_regex_size)
+                        .build()
+                        .map_err(|e| match e {
+                            regex::Error::CompiledTooBig(_) => {
+                                unsupported("pattern exceeds the compiled size budget")
+                            }
+                            _ => unsupported("pattern does not compile"),
+                        })?;
+                    node.pattern = Some(regex);
+                }
+                "minimum" => node.minimum = Some(number(v, keyword)?),
+                "maximum" => node.maximum = Some(number(v, keyword)?),
+                "exclusiveMinimum" => node.exclusive_minimum = Some(number(v, keyword)?),
+                "exclusiveMaximum" => node.exclusive_maximum = Some(number(v, keyword)?),
+                "multipleOf" => {
+                    let k = match number(v, keyword)? {
+                        Num::Int(i) if i > 0 && i <= 1 << 53 => i as u64,
+                        Num::Float(f) if f > 0.0 && f.fract() == 0.0 && f <= 9007199254740992.0 => {
+                            f as u64
+                        }
+                        Num::Int(_) | Num::Float(_) => {
+                            return Err(invalid(
+                                keyword,
+                                "multipleOf must be a positive integer up to 2^53",
+                            ))
+                        }
+                    };
+                    node.multiple_of = Some(k);
+                }
+                "enum" => {
+                    let values = v
+                        .as_array()
+                        .ok_or_else(|| invalid(keyword, "expected an array"))?;
+                    node.enumeration = Some(values.clone());
+                }
+                "const" => node.constant = Some(v.clone()),
+                "anyOf" | "oneOf" => {
+                    let subs = v.as_array().filter(|a| !a.is_empty()).ok_or_else(|| {
+                        invalid(keyword, "expected a non-empty array of subschemas")
+                    })?;
+                    let base = child_ptr(&ptr, keyword);
+                    let mut compiled = Vec::with_capacity(subs.len());
+                    for (i, sub) in subs.iter().enumerate() {
+                        compiled.push(self.subschema(sub, child_ptr(&base, &i.to_string()))?);
+                    }
+                    if keyword == "anyOf" {
+                        node.any_of = compiled;
+                    } else {
+                        node.one_of = compiled;
+                    }
+                }
+                "title" | "description" => {
+                    if !v.is_string() {
+                        return Err(invalid(keyword, "expected a string"));
+                    }
+                }
+                "$schema" => {
+                    if !(root && self.options.allow_root_dialect_2020_12) {
+                        return Err(err(
+                            SchemaErrorKind::UnsupportedDialect,
+                            child_ptr(&ptr, keyword),
+                            "$schema is accepted only at the root of an MCP tool schema",
+                        ));
+                    }
+                    if v.as_str() != Some(DIALECT_2020_12) {
+                        return Err(err(
+                            SchemaErrorKind::UnsupportedDialect,
+                            child_ptr(&ptr, keyword),
+                            "only https://json-schema.org/draft/2020-12/schema is accepted",
+                        ));
+                    }
+                }
+                _ => {
+                    return Err(err(
+                        SchemaErrorKind::UnsupportedKeyword,
+                        child_ptr(&ptr, keyword),
+                        "keyword outside purra.output-schema/v1",
+                    ))
+                }
+            }
+        }
+        for (name, _, required) in &mut node.properties {
+            *required = node.required.contains(name);
+        }
+        node.required_described = node.properties.iter().filter(|p| p.2).count();
+        Ok(node)
+    }
+}
+
+/// A position in the instance, as a linked list on the stack (no allocation until an error).
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    fn pointer(&self) -> String {
+        let mut segs = Vec::new();
+        let mut at = self;
+        loop {
+            match at {
+                Path::Root => break,
+                Path::Key(parent, k) => {
+                    segs.push((*k).to_owned());
+                    at = parent;
+                }
+                Path::Index(parent, i) => {
+                    segs.push(i.to_string());
+                    at = parent;
+                }
+            }
+        }
+        let mut out = String::new();
+        for seg in segs.iter().rev() {
+            push_segment(&mut out, seg);
+        }
+        out
+    }
+}
+
+struct Run {
+    steps: usize,
+    max_steps: usize,
+    detailed: bool,
+}
+
+/// An internal failure, kept small so the hot path moves 16 bytes instead of a full error.
+enum Fail {
+    /// A verdict of invalid; described only in detailed mode.
+    Invalid(Option<Box<ValidationError>>),
+    /// A budget error (always described).
+    Budget(Box<ValidationError>),
+}
+
+impl Fail {
+    fn into_error(self) -> ValidationError {
+        match self {
+            Fail::Invalid(Some(e)) | Fail::Budget(e) => *e,
+            Fail::Invalid(None) => ValidationError {
+                kind: ValidationErrorKind::Invalid,
+                instance_pointer: String::new(),
+                schema_pointer: String::new(),
+                detail: String::new(),
+            },
+        }
+    }
+}
+
+/// A verdict of invalid. Without `detailed` (the boolean fast path) nothing is allocated: the caller
+/// only needs to know that the instance failed, and [`CompiledSchema::validate`] re-runs in detailed
+/// mode to describe the first failure.
+fn fail(
+    detailed: bool,
+    node: &Node,
+    keyword: &str,
+    path: &Path<'_>,
+    detail: impl FnOnce() -> String,
+) -> Fail {
+    if !detailed {
+        return Fail::Invalid(None);
+    }
+    Fail::Invalid(Some(Box::new(ValidationError {
+        kind: ValidationErrorKind::Invalid,
+        instance_pointer: path.pointer(),
+        schema_pointer: child_ptr(&node.ptr, keyword),
+        detail: detail(),
+    })))
+}
+
+impl Run {
+    #[inline]
+    fn step(&mut self, node: &Node, path: &Path<'_>) -> Result<(), Fail> {
+        self.steps += 1;
+        if self.steps > self.max_steps {
+            return Err(self.out_of_steps(node, path));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn out_of_steps(&self, node: &Node, path: &Path<'_>) -> Fail {
+        Fail::Budget(Box::new(ValidationError {
+            kind: ValidationErrorKind::TooManySteps,
+            instance_pointer: path.pointer(),
+            schema_pointer: node.ptr.to_string(),
+            detail: format!("validation exceeded {} steps", self.max_steps),
+        }))
+    }
+
+    fn check(&mut self, node: &Node, v: &Value, path: &Path<'_>) -> Result<(), Fail> {
+        self.step(node, path)?;
+        if let Some(mask) = node.types {
+            if !type_matches(mask, v) {
+                return Err(fail(self.detailed, node, "type", path, || {
+                    format!("expected {}, found {}", mask_names(mask), type_name(v))
+                }));
+            }
+        }
+        if let Some(c) = &node.constant {
+            if !json_equal(c, v) {
+                return Err(fail(self.detailed, node, "const", path, || {
+                    "value differs from const".into()
+                }));
+            }
+        }
+        if let Some(values) = &node.enumeration {
+            if !values.iter().any(|e| json_equal(e, v)) {
+                return Err(fail(self.detailed, node, "enum", path, || {
+                    format!("value is not one of the {} allowed values", values.len())
+                }));
+            }
+        }
+        match v {
+            Value::Object(map) => self.check_object(node, map, path)?,
+            Value::Array(items) => {
+                let len = items.len() as u64;
+                if let Some(min) = node.min_items {
+                    if len < min {
+                        return Err(fail(self.detailed, node, "minItems", path, || {
+                            format!("fewer than {min} items")
+                        }));
+                    }
+                }
+                if let Some(max) = node.max_items {
+                    if len > max {
+                        return Err(fail(self.detailed, node, "maxItems", path, || {
+                            format!("more than {max} items")
+                        }));
+                    }
+                }
+                if let Some(item_schema) = &node.items {
+                    for (i, item) in items.iter().enumerate() {
+                        self.check(item_schema, item, &Path::Index(path, i))?;
+                    }
+                }
+            }
+            Value::String(s) => {
+                // Code points are at most the bytes and at least a quarter of them, so most strings
+                // need no counting.
+                let bytes = s.len() as u64;
+                let mut count: Option<u64> = None;
+                let mut chars = || *count.get_or_insert_with(|| s.chars().count() as u64);
+                if let Some(min) = node.min_length {
+                    if bytes < min || (bytes / 4 < min && chars() < min) {
+                        return Err(fail(self.detailed, node, "minLength", path, || {
+                            format!("shorter than {min} characters")
+                        }));
+                    }
+                }
+                if let Some(max) = node.max_length {
+                    if bytes > max && chars() > max {
+                        return Err(fail(self.detailed, node, "maxLength", path, || {
+                            format!("longer than {max} characters")
+                        }));
+                    }
+                }
+                if let Some(re) = &node.pattern {
+                    if !re.is_match(s) {
+                        return Err(fail(self.detailed, node, "pattern", path, || {
+                            "does not match the pattern".into()
+                        }));
+                    }
+                }
+            }
+            Value::Number(n) => {
+                let x = Num::of(n);
+                let bound = |keyword: &'static str,
+                             limit: Option<Num>,
+                             ok: fn(Ordering) -> bool,
+                             what: &str| {
+                    match limit {
+                        Some(l) if !ok(cmp_num(x, l)) => {
+                            Err(fail(self.detailed, node, keyword, path, || {
+                                format!("must be {what} the {keyword}")
+                            }))
+                        }
+                        _ => Ok(()),
+                    }
+                };
+                bound("minimum", node.minimum, |o| o != Ordering::Less, "at least")?;
+                bound(
+                    "maximum",
+                    node.maximum,
+                    |o| o != Ordering::Greater,
+                    "at most",
+                )?;
+                bound(
+                    "exclusiveMinimum",
+                    node.exclusive_minimum,
+                    |o| o == Ordering::Greater,
+                    "above",
+                )?;
+                bound(
+                    "exclusiveMaximum",
+                    node.exclusive_maximum,
+                    |o| o == Ordering::Less,
+                    "below",
+                )?;
+                if let Some(k) = node.multiple_of {
+                    if !is_multiple_of(x, k) {
+                        return Err(fail(self.detailed, node, "multipleOf", path, || {
+                            format!("not a multiple of {k}")
+                        }));
+                    }
+                }
+            }
+            Value::Null | Value::Bool(_) => {}
+        }
+        if !node.any_of.is_empty() {
+            let mut matched = false;
+            for sub in &node.any_of {
+                if self.branch(sub, v, path)? {
+                    matched = true;
+                    break;
+                }
+            }
+            if !matched {
+                return Err(fail(self.detailed, node, "anyOf", path, || {
+                    format!("matches none of the {} subschemas", node.any_of.len())
+                }));
+            }
+        }
+        if !node.one_of.is_empty() {
+            let mut matched = Vec::new();
+            for (i, sub) in node.one_of.iter().enumerate() {
+                if self.branch(sub, v, path)? {
+                    matched.push(i);
+                }
+            }
+            if matched.len() != 1 {
+                let detail = if matched.is_empty() {
+                    format!("matches none of the {} subschemas", node.one_of.len())
+                } else {
+                    format!("matches {} subschemas, not exactly one", matched.len())
+                };
+                return Err(fail(self.detailed, node, "oneOf", path, || detail));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies an `anyOf`/`oneOf` branch: `Ok(false)` for a verdict of invalid, `Err` for a budget error.
+    fn branch(&mut self, sub: &Node, v: &Value, path: &Path<'_>) -> Result<bool, Fail> {
+        match self.check(sub, v, path) {
+            Ok(()) => Ok(true),
+            Err(Fail::Budget(e)) => Err(Fail::Budget(e)),
+            Err(Fail::Invalid(_)) => Ok(false),
+        }
+    }
+
+    fn check_object(
+        &mut self,
+        node: &Node,
+        map: &Map<String, Value>,
+        path: &Path<'_>,
+    ) -> Result<(), Fail> {
+        // One pass over the instance's members when they must all be looked at anyway (or are few);
+        // otherwise look up only the described members.
+        if matches!(node.additional, Additional::Any) && map.len() > 16 {
+            self.check_required(node, map, path)?;
+            for (name, sub, _) in &node.properties {
+                if let Some(value) = map.get(name) {
+                    self.check(sub, value, &Path::Key(path, name))?;
+                }
+            }
+            return Ok(());
+        }
+        let mut required_seen = 0;
+        for (key, value) in map {
+            self.step(node, path)?;
+            let here = Path::Key(path, key);
+            match node.property(key) {
+                Some((sub, required)) => {
+                    required_seen += usize::from(required);
+                    self.check(sub, value, &here)?
+                }
+                None => match &node.additional {
+                    Additional::Any => {}
+                    Additional::Forbidden => {
+                        return Err(fail(
+                            self.detailed,
+                            node,
+                            "additionalProperties",
+                            &here,
+                            || "property is not allowed".into(),
+                        ))
+                    }
+                    Additional::Schema(sub) => self.check(sub, value, &here)?,
+                },
+            }
+        }
+        if required_seen < node.required_described || node.required.len() > node.required_described
+        {
+            self.check_required(node, map, path)?;
+        }
+        Ok(())
+    }
+
+    fn check_required(
+        &mut self,
+        node: &Node,
+        map: &Map<String, Value>,
+        path: &Path<'_>,
+    ) -> Result<(), Fail> {
+        for name in &node.required {
+            if !map.contains_key(name) {
+                let mut shown = String::new();
+                push_segment(&mut shown, name);
+                return Err(fail(self.detailed, node, "required", path, || {
+                    format!("missing required property {:?}", &shown[1..])
+                }));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl CompiledSchema {
+    /// Compiles a schema with default options (no `$schema` accepted).
+    pub fn compile(schema: &Value) -> Result<CompiledSchema, SchemaError> {
+        CompiledSchema::compile_with(schema, &CompileOptions::default())
+    }
+
+    /// Compiles an MCP tool schema: like [`CompiledSchema::compile`], but a root `$schema` equal to
+    /// [`DIALECT_2020_12`] is accepted and retained in [`CompiledSchema::source`].
+    pub fn compile_mcp(schema: &Value) -> Result<CompiledSchema, SchemaError> {
+        CompiledSchema::compile_with(
+            schema,
+            &CompileOptions {
+                allow_root_dialect_2020_12: true,
+                ..CompileOptions::default()
+            },
+        )
+    }
+
+    /// Compiles a schema given as text, decoding it within the schema budgets first (so a 10 000-deep
+    /// document is refused by depth before any value exists).
+    pub fn compile_text(
+        text: &[u8],
+        options: &CompileOptions,
+    ) -> Result<CompiledSchema, SchemaError> {
+        let limits = JsonLimits {
+            max_bytes: options.limits.max_nodes.saturating_mul(64),
+            max_depth: options.limits.max_depth,
+            max_nodes: options.limits.max_nodes,
+        };
+        let value = parse_json(text, &limits).map_err(|e| {
+            let kind = match e.kind {
+                JsonErrorKind::TooDeep => SchemaErrorKind::TooDeep,
+                JsonErrorKind::TooManyNodes | JsonErrorKind::TooLarge => {
+                    SchemaErrorKind::TooManyNodes
+                }
+                _ => SchemaErrorKind::InvalidKeywordValue,
+            };
+            err(
+                kind,
+                String::new(),
+                "the schema text was refused before decoding finished",
+            )
+        })?;
+        CompiledSchema::compile_with(&value, options)
+    }
+
+    /// Compiles a schema with explicit options.
+    pub fn compile_with(
+        schema: &Value,
+        options: &CompileOptions,
+    ) -> Result<CompiledSchema, SchemaError> {
+        let max_depth = options
+            .limits
+            .max_depth
+            .min(crate::json_text::MAX_DEPTH_CEILING);
+        measure(schema, max_depth, options.limits.max_nodes).map_err(|(deep, ptr)| {
+            if deep {
+                err(
+                    SchemaErrorKind::TooDeep,
+                    ptr,
+                    "the schema nests deeper than its budget",
+                )
+            } else {
+                err(
+                    SchemaErrorKind::TooManyNodes,
+                    ptr,
+                    "the schema has more values than its budget",
+                )
+            }
+        })?;
+        let map = schema.as_object().ok_or_else(|| {
+            err(
+                SchemaErrorKind::RootNotObject,
+                String::new(),
+                "the root must be a JSON object",
+            )
+        })?;
+        if map.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(err(
+                SchemaErrorKind::RootNotObject,
+                "/type".into(),
+                "the root must declare \"type\": \"object\"",
+            ));
+        }
+        let compiler = Compiler { options };
+        let root = compiler.node(map, String::new(), true)?;
+        Ok(CompiledSchema {
+            inner: Arc::new(Inner {
+                root,
+                source: schema.clone(),
+                limits: options.validation,
+                declares_dialect: map.contains_key("$schema"),
+            }),
+        })
+    }
+
+    /// The schema document as given (including a retained root `$schema`).
+    pub fn source(&self) -> &Value {
+        &self.inner.source
+    }
+
+    /// Whether the root declared `$schema` (only possible with `allow_root_dialect_2020_12`).
+    pub fn declares_dialect_2020_12(&self) -> bool {
+        self.inner.declares_dialect
+    }
+
+    /// The budgets applied to each instance.
+    pub fn limits(&self) -> ValidationLimits {
+        self.inner.limits
+    }
+
+    /// Validates an instance: measures its depth and size, then applies the schema. On failure the
+    /// error names the first failing keyword, its instance pointer and its schema pointer.
+    pub fn validate(&self, instance: &Value) -> Result<(), ValidationError> {
+        match self.run(instance, false) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind.is_budget() => Err(e),
+            // The fast pass allocates nothing; describe the failure with a second, detailed pass.
+            Err(_) => self.run(instance, true),
+        }
+    }
+
+    fn run(&self, instance: &Value, detailed: bool) -> Result<(), ValidationError> {
+        let limits = &self.inner.limits;
+        if !measure_fits(instance, limits.max_depth, limits.max_nodes) {
+            let max_depth = limits.max_depth.min(crate::json_text::MAX_DEPTH_CEILING);
+            let (deep, ptr) = measure(instance, max_depth, limits.max_nodes)
+                .err()
+                .unwrap_or((false, String::new()));
+            return Err(ValidationError {
+                kind: if deep {
+                    ValidationErrorKind::TooDeep
+                } else {
+                    ValidationErrorKind::TooManyNodes
+                },
+                instance_pointer: ptr,
+                schema_pointer: String::new(),
+                detail: if deep {
+                    format!("instance nests deeper than {}", limits.max_depth)
+                } else {
+                    format!("instance has more than {} values", limits.max_nodes)
+                },
+            });
+        }
+        let mut run = Run {
+            steps: 0,
+            max_steps: limits.max_steps,
+            detailed,
+        };
+        run.check(&self.inner.root, instance, &Path::Root)
+            .map_err(Fail::into_error)
+    }
+
+    /// Decodes an instance from text within the budgets (I-JSON, depth checked before descending),
+    /// validates it, and returns it.
+    pub fn validate_text(&self, text: &[u8]) -> Result<Value, ValidationError> {
+        let limits = &self.inner.limits;
+        let json_limits = JsonLimits {
+            max_bytes: limits.max_text_bytes,
+            max_depth: limits.max_depth,
+            max_nodes: limits.max_nodes,
+        };
+        let value = parse_json(text, &json_limits).map_err(|e| ValidationError {
+            kind: match e.kind {
+                JsonErrorKind::TooDeep => ValidationErrorKind::TooDeep,
+                JsonErrorKind::TooManyNodes => ValidationErrorKind::TooManyNodes,
+                other => ValidationErrorKind::Text(other),
+            },
+            instance_pointer: String::new(),
+            schema_pointer: String::new(),
+            detail: e.to_string(),
+        })?;
+        self.validate(&value)?;
+        Ok(value)
+    }
+
+    /// Whether the instance is valid (budget errors count as invalid). Allocates nothing on failure.
+    pub fn is_valid(&self, instance: &Value) -> bool {
+        self.run(instance, false).is_ok()
+    }
+}

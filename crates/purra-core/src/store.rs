@@ -1,0 +1,36 @@
+//! Shared pieces of the store contracts: the boxed future type and the store error.
+//!
+//! Store traits return [`BoxFuture`] so they stay object-safe (`Arc<dyn ApprovalGateway>`) without the
+//! `async-trait` crate; an implementation writes `Box::pin(async move { … })`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed, `Send` future borrowed for `'a`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A failure of an approval, idempotency or run store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The record does not exist.
+    NotFound,
+    /// The operation does not fit the record's state (for example deciding twice, or completing a claim
+    /// that already has an outcome).
+    Conflict(&'static str),
+    /// The backing store failed; the text is for the host's logs, never for the model.
+    Backend(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::NotFound => f.write_str("record not found"),
+            StoreError::Conflict(why) => write!(f, "conflict: {why}"),
+            StoreError::Backend(why) => write!(f, "store failure: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
