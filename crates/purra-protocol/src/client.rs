@@ -196,11 +196,26 @@ struct ClientService {
     templates: Catalog<ResourceTemplate>,
     prompts: Catalog<Prompt>,
     listeners: Mutex<HashMap<String, Vec<(u64, Listener)>>>,
+    /// Listeners called on arrival, before any refetch.
+    early_listeners: Mutex<HashMap<String, Vec<(u64, Listener)>>>,
     next_listener: AtomicU64,
     output_validators: Mutex<HashMap<String, Option<Arc<jsonschema::Validator>>>>,
 }
 
 impl ClientService {
+    fn fan_out_early(&self, method: &str, params: &Value) {
+        let ls: Vec<Listener> = self
+            .early_listeners
+            .lock()
+            .expect("listeners lock")
+            .get(method)
+            .map(|v| v.iter().map(|(_, l)| l.clone()).collect())
+            .unwrap_or_default();
+        for l in ls {
+            l(params);
+        }
+    }
+
     fn fan_out(&self, method: &str, params: &Value) {
         let ls: Vec<Listener> = self
             .listeners
@@ -272,6 +287,7 @@ impl Service for ClientService {
                 .as_deref()
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or(Value::Null);
+            this.fan_out_early(&method, &value);
             let refresh = matches!(
                 method.as_str(),
                 methods::TOOLS_LIST_CHANGED
@@ -457,6 +473,7 @@ impl Client {
             templates: Catalog::default(),
             prompts: Catalog::default(),
             listeners: Mutex::new(HashMap::new()),
+            early_listeners: Mutex::new(HashMap::new()),
             next_listener: AtomicU64::new(0),
             output_validators: Mutex::new(HashMap::new()),
         });
@@ -842,6 +859,29 @@ impl Connection {
         let id = self.service.next_listener.fetch_add(1, Ordering::Relaxed);
         self.service
             .listeners
+            .lock()
+            .expect("listeners lock")
+            .entry(method.to_owned())
+            .or_default()
+            .push((id, Arc::new(f)));
+        ListenerHandle {
+            service: Arc::downgrade(&self.service),
+            method: method.to_owned(),
+            id,
+        }
+    }
+
+    /// Calls `f` with the params of every server notification of `method` as it arrives, in
+    /// order, before any catalog refetch (for hosts that must react at once, such as marking
+    /// tool registrations stale). The handle stops the listener.
+    pub fn on_received(
+        &self,
+        method: &str,
+        f: impl Fn(&Value) + Send + Sync + 'static,
+    ) -> ListenerHandle {
+        let id = self.service.next_listener.fetch_add(1, Ordering::Relaxed);
+        self.service
+            .early_listeners
             .lock()
             .expect("listeners lock")
             .entry(method.to_owned())

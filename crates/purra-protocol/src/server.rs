@@ -187,6 +187,7 @@ struct ServerInner {
     engine: EngineConfig,
     page_size: usize,
     logging: bool,
+    enforce_output: bool,
     tools: RwLock<Registry<ToolEntry>>,
     resources: RwLock<Registry<ResourceEntry>>,
     templates: RwLock<Registry<TemplateEntry>>,
@@ -205,6 +206,7 @@ pub struct ServerBuilder {
     engine: EngineConfig,
     page_size: usize,
     logging: bool,
+    enforce_output: bool,
 }
 
 impl ServerBuilder {
@@ -223,6 +225,12 @@ impl ServerBuilder {
         self.logging = true;
         self
     }
+    /// Whether declared output schemas are enforced on tool results (default: true). Turning
+    /// it off is for testing clients against a server that breaks its own contract.
+    pub fn enforce_output_schemas(mut self, yes: bool) -> Self {
+        self.enforce_output = yes;
+        self
+    }
     /// Engine limits (frame size, concurrency, timeouts of server-to-client requests).
     pub fn engine(mut self, config: EngineConfig) -> Self {
         self.engine = config;
@@ -237,6 +245,7 @@ impl ServerBuilder {
                 engine: self.engine,
                 page_size: self.page_size,
                 logging: self.logging,
+                enforce_output: self.enforce_output,
                 tools: RwLock::default(),
                 resources: RwLock::default(),
                 templates: RwLock::default(),
@@ -327,6 +336,7 @@ impl Server {
             engine: EngineConfig::default(),
             page_size: 100,
             logging: false,
+            enforce_output: true,
         }
     }
 
@@ -1059,7 +1069,8 @@ impl SessionState {
                     unreachable!("built as an object")
                 };
                 let result = (entry.handler)(args, ctx).await.map_err(|e| e.0)?;
-                if let (Some(out), false) = (&entry.output, result.is_error()) {
+                let enforce = inner.enforce_output && !result.is_error();
+                if let (Some(out), true) = (&entry.output, enforce) {
                     match &result.structured_content {
                         Some(sc) if out.is_valid(sc) => {}
                         Some(_) => {

@@ -1,0 +1,169 @@
+//! One bounded `tools/call`: checks before sending, a single request, and a result judged
+//! against the limits and the output schema. Every failure is a code; no remote text escapes.
+
+use std::sync::Arc;
+
+use purra_core::{
+    CompiledSchema, ErrorCode, Handler, RunContext, ScopeCheck, ScopeDecision, ToolError,
+};
+use purra_protocol::types::{methods, CallToolParams, CallToolResult, Content};
+use purra_protocol::{Connection, Error, RequestOptions};
+use serde_json::{json, Value};
+
+use crate::codes;
+use crate::limits::Limits;
+use crate::monitor::CatalogMonitor;
+
+/// Maps a protocol failure to its adapter code.
+pub(crate) fn map_error(e: &Error) -> ErrorCode {
+    match e {
+        Error::Rpc(_) => codes::protocol_error(),
+        Error::Timeout => codes::timeout(),
+        Error::Cancelled => ErrorCode::RUN_CANCELLED,
+        Error::ConnectionClosed => codes::connection_closed(),
+        Error::Transport(_) | Error::Http { .. } => codes::transport_error(),
+        Error::Protocol(_) | Error::InvalidResponse(_) | Error::UnsupportedProtocolVersion(_) => {
+            codes::result_invalid()
+        }
+        _ => codes::transport_error(),
+    }
+}
+
+/// Everything a registration's handler needs to call its remote tool.
+pub(crate) struct CallTarget {
+    pub conn: Arc<Connection>,
+    pub remote: String,
+    pub generation: u64,
+    pub monitor: CatalogMonitor,
+    pub limits: Limits,
+    pub input: CompiledSchema,
+    pub output: Option<CompiledSchema>,
+    pub scope: ScopeCheck,
+    pub requires_task: bool,
+    /// Writes classify failures after sending as `unknown`; reads never write.
+    pub write: bool,
+}
+
+/// The outcome of one call, before it is turned into a handler result.
+pub(crate) enum CallOutcome {
+    /// A validated success: `{text, structured}`.
+    Success(Value),
+    /// Rejected before anything was sent.
+    NotSent(ErrorCode),
+    /// Failed after the request was submitted.
+    AfterSend(ErrorCode),
+}
+
+impl CallTarget {
+    pub(crate) fn handler(self: &Arc<Self>) -> Handler {
+        let target = self.clone();
+        Arc::new(move |args: Value, run: RunContext| {
+            let target = target.clone();
+            Box::pin(async move {
+                match target.call(args, &run).await {
+                    CallOutcome::Success(v) => Ok(v),
+                    CallOutcome::NotSent(code) => Err(ToolError::not_started(code)),
+                    // A read binding is the host's assertion that the tool does not write: its
+                    // effect is `not_started` whatever happened to the request.
+                    CallOutcome::AfterSend(code) if !target.write => {
+                        Err(ToolError::not_started(code))
+                    }
+                    CallOutcome::AfterSend(code) => Err(ToolError::unknown(code)),
+                }
+            })
+        })
+    }
+
+    /// Checks, sends one `tools/call`, and judges the result.
+    pub(crate) async fn call(&self, args: Value, run: &RunContext) -> CallOutcome {
+        if self.monitor.is_closed() || self.conn.peer().is_closed() {
+            return CallOutcome::NotSent(codes::connection_closed());
+        }
+        if self.monitor.generation() != self.generation {
+            return CallOutcome::NotSent(codes::catalog_stale());
+        }
+        let encoded = serde_json::to_vec(&args)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX) as u64;
+        if encoded > self.limits.max_result_bytes || self.input.validate(&args).is_err() {
+            return CallOutcome::NotSent(codes::invalid_arguments());
+        }
+        if !matches!(self.scope.evaluate(&args, run), ScopeDecision::Allow) {
+            return CallOutcome::NotSent(codes::scope_denied());
+        }
+        if self.requires_task {
+            return CallOutcome::NotSent(codes::result_unsupported());
+        }
+        if run.lease.check().is_err() {
+            return CallOutcome::NotSent(ErrorCode::RUN_CANCELLED);
+        }
+        let Value::Object(arguments) = args else {
+            return CallOutcome::NotSent(codes::invalid_arguments());
+        };
+        let params = CallToolParams {
+            name: self.remote.clone(),
+            arguments: Some(arguments),
+            meta: None,
+        };
+        let mut timeout = self.limits.timeout;
+        if let Some(deadline) = run.lease.deadline() {
+            timeout = timeout.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        }
+        let options = RequestOptions::default()
+            .timeout(timeout)
+            .cancel_with(run.lease.cancellation().clone());
+        let params = serde_json::value::to_raw_value(&params).expect("params serialize");
+        let raw = match self
+            .conn
+            .peer()
+            .request_raw(methods::TOOLS_CALL, Some(params), options)
+            .await
+        {
+            Ok(raw) => raw,
+            Err(e) => return CallOutcome::AfterSend(map_error(&e)),
+        };
+        if self.monitor.generation() != self.generation {
+            // The catalog changed while the call was in flight: the result is discarded.
+            return CallOutcome::AfterSend(codes::catalog_stale());
+        }
+        if raw.get().len() as u64 > self.limits.max_result_bytes {
+            return CallOutcome::AfterSend(codes::result_too_large());
+        }
+        let result: CallToolResult = match serde_json::from_str(raw.get()) {
+            Ok(r) => r,
+            Err(_) => return CallOutcome::AfterSend(codes::result_invalid()),
+        };
+        match self.judge(result) {
+            Ok(v) => CallOutcome::Success(v),
+            Err(code) => CallOutcome::AfterSend(code),
+        }
+    }
+
+    fn judge(&self, result: CallToolResult) -> Result<Value, ErrorCode> {
+        if result.content.len() as u64 > u64::from(self.limits.max_content_blocks) {
+            return Err(codes::result_too_large());
+        }
+        if result.is_error() {
+            return Err(codes::tool_error());
+        }
+        let mut text = Vec::with_capacity(result.content.len());
+        for block in &result.content {
+            match block {
+                Content::Text { text: t, .. } => text.push(Value::String(t.clone())),
+                _ => return Err(codes::result_unsupported()),
+            }
+        }
+        let structured = match (&self.output, result.structured_content) {
+            (Some(schema), Some(sc @ Value::Object(_))) => {
+                schema.validate(&sc).map_err(|_| codes::result_invalid())?;
+                sc
+            }
+            // An output schema needs valid structuredContent; text that looks like JSON is not it.
+            (Some(_), _) => return Err(codes::result_invalid()),
+            (None, Some(sc @ Value::Object(_))) => sc,
+            (None, Some(_)) => return Err(codes::result_invalid()),
+            (None, None) => Value::Null,
+        };
+        Ok(json!({"text": text, "structured": structured}))
+    }
+}

@@ -1,0 +1,264 @@
+//! Read discovery: paginated `tools/list` under limits, host bindings, strict schemas, an
+//! immutable snapshot with its digest, and Core registrations whose handlers make single bounded
+//! `tools/call` requests.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use purra_core::{
+    json_identity, CompiledSchema, Concurrency, JsonIdentity, ScopeCheck, ToolRegistration,
+};
+use purra_protocol::types::{methods, ListToolsResult, PaginatedParams, Tool};
+use purra_protocol::{Connection, RequestOptions};
+use serde_json::{json, Value};
+
+use crate::call::{map_error, CallTarget};
+use crate::codes;
+use crate::limits::Limits;
+use crate::monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
+use crate::AdapterError;
+
+/// The host's authorization of one remote tool as a read tool.
+#[derive(Debug, Clone)]
+pub struct ReadBinding {
+    /// The local name the agent sees (`^[a-z][a-z0-9_]{0,63}$`).
+    pub local_name: String,
+    /// The title of the read policy.
+    pub title: String,
+    /// The host's scope check: a function of the arguments and the run context, or an explicit
+    /// opt-out.
+    pub scope: ScopeCheck,
+    /// Whether calls may overlap (a declaration; Core's scheduler decides).
+    pub concurrency: Concurrency,
+}
+
+/// What read discovery produced: the snapshot and the registrations to hand to Core.
+#[derive(Debug)]
+pub struct ReadCatalog {
+    /// The immutable snapshot.
+    pub snapshot: Snapshot,
+    /// One registration per binding, in local-name order.
+    pub registrations: Vec<ToolRegistration>,
+}
+
+/// An immutable record of what was discovered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    value: Value,
+    digest: JsonIdentity,
+}
+
+impl Snapshot {
+    /// The snapshot document: `schemaVersion`, `serverId`, `protocolVersion`, `revisionDigest`
+    /// and `entries` sorted by local name.
+    pub fn as_json(&self) -> &Value {
+        &self.value
+    }
+
+    /// The revision digest: Core's JSON identity of the document without `revisionDigest`.
+    pub fn revision_digest(&self) -> &JsonIdentity {
+        &self.digest
+    }
+
+    /// Seals `value` (without `revisionDigest`) by adding its digest.
+    pub(crate) fn seal(mut value: Value) -> Result<Snapshot, AdapterError> {
+        let digest =
+            json_identity(&value).map_err(|_| AdapterError::new(codes::result_invalid()))?;
+        value
+            .as_object_mut()
+            .expect("snapshots are objects")
+            .insert(
+                "revisionDigest".into(),
+                Value::String(digest.as_str().to_owned()),
+            );
+        Ok(Snapshot { value, digest })
+    }
+}
+
+/// Fetches every page of `tools/list` within the limits, and checks the monitor before and after.
+pub(crate) async fn list_tools(
+    conn: &Connection,
+    monitor: &CatalogMonitor,
+    limits: &Limits,
+) -> Result<(Vec<Tool>, u64), AdapterError> {
+    limits.validate()?;
+    if monitor.is_closed() || conn.peer().is_closed() {
+        return Err(AdapterError::new(codes::connection_closed()));
+    }
+    match monitor.protocol_version() {
+        Some(v) if SUPPORTED_VERSIONS.contains(&v.as_str()) => {}
+        _ => return Err(AdapterError::new(codes::protocol_version_unsupported())),
+    }
+    let generation = monitor.generation();
+    let mut tools = Vec::new();
+    let mut bytes = 0u64;
+    let mut cursor: Option<String> = None;
+    let mut pages = 0u32;
+    loop {
+        if pages == limits.max_pages {
+            return Err(AdapterError::new(codes::catalog_too_large()));
+        }
+        pages += 1;
+        let params = serde_json::value::to_raw_value(&PaginatedParams {
+            cursor: cursor.take(),
+        })
+        .expect("params serialize");
+        let raw = conn
+            .peer()
+            .request_raw(
+                methods::TOOLS_LIST,
+                Some(params),
+                RequestOptions::default().timeout(limits.timeout),
+            )
+            .await
+            .map_err(|e| AdapterError::new(map_error(&e)))?;
+        bytes += raw.get().len() as u64;
+        if bytes > limits.max_catalog_bytes {
+            return Err(AdapterError::new(codes::catalog_too_large()));
+        }
+        let page: ListToolsResult = serde_json::from_str(raw.get())
+            .map_err(|_| AdapterError::new(codes::result_invalid()))?;
+        tools.extend(page.tools);
+        if tools.len() as u64 > u64::from(limits.max_tools) {
+            return Err(AdapterError::new(codes::catalog_too_large()));
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    if monitor.generation() != generation {
+        // The list changed while it was being read: what we have may mix two catalogs.
+        return Err(AdapterError::new(codes::catalog_stale()));
+    }
+    Ok((tools, generation))
+}
+
+/// A selected remote tool, checked against the limits and compiled with the strict profile.
+pub(crate) struct Selected {
+    pub tool: Tool,
+    pub input: CompiledSchema,
+    pub output: Option<CompiledSchema>,
+    pub description: String,
+}
+
+pub(crate) fn select(tool: &Tool, limits: &Limits) -> Result<Selected, AdapterError> {
+    let description = tool.description.clone().unwrap_or_default();
+    if description.len() as u64 > limits.max_description_bytes {
+        return Err(AdapterError::new(codes::description_too_large()));
+    }
+    let input = Value::Object(tool.input_schema.clone());
+    let output = tool.output_schema.clone().map(Value::Object);
+    for schema in std::iter::once(&input).chain(output.iter()) {
+        let size = serde_json::to_vec(schema)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX) as u64;
+        if size > limits.max_schema_bytes {
+            return Err(AdapterError::new(codes::schema_too_large()));
+        }
+    }
+    let compile = |s: &Value| {
+        CompiledSchema::compile_mcp(s).map_err(|_| AdapterError::new(codes::schema_unsupported()))
+    };
+    Ok(Selected {
+        input: compile(&input)?,
+        output: output.as_ref().map(compile).transpose()?,
+        tool: tool.clone(),
+        description,
+    })
+}
+
+/// Whether the tool can only be run as a task (2025-11-25 `execution.taskSupport`).
+pub(crate) fn requires_task(tool: &Tool) -> bool {
+    tool.execution
+        .as_ref()
+        .and_then(|e| e.get("taskSupport"))
+        .and_then(Value::as_str)
+        == Some("required")
+}
+
+/// Discovers the remote tools named in `bindings` (remote name → binding) as read tools.
+///
+/// Sends only paginated `tools/list` requests. Tools not selected never appear; a selected tool
+/// missing remotely, or with a schema outside the profile, fails the whole discovery. Remote
+/// annotations grant nothing.
+pub async fn discover_read_tools(
+    conn: &Arc<Connection>,
+    server_id: &str,
+    bindings: &BTreeMap<String, ReadBinding>,
+    monitor: &CatalogMonitor,
+    limits: Limits,
+) -> Result<ReadCatalog, AdapterError> {
+    let locals: HashSet<&str> = bindings.values().map(|b| b.local_name.as_str()).collect();
+    if locals.len() != bindings.len() || server_id.is_empty() {
+        return Err(AdapterError::new(codes::config_invalid()));
+    }
+    let (tools, generation) = list_tools(conn, monitor, &limits).await?;
+    let mut selected: Vec<(&ReadBinding, Selected)> = Vec::new();
+    for (remote, binding) in bindings {
+        let tool = tools
+            .iter()
+            .find(|t| &t.name == remote)
+            .ok_or_else(|| AdapterError::new(codes::tool_missing()))?;
+        selected.push((binding, select(tool, &limits)?));
+    }
+    selected.sort_by(|a, b| a.0.local_name.cmp(&b.0.local_name));
+    let entries: Vec<Value> = selected
+        .iter()
+        .map(|(b, s)| {
+            json!({
+                "localName": b.local_name,
+                "remoteName": s.tool.name,
+                "description": s.description,
+                "inputSchema": s.input.source(),
+                "outputSchema": s.output.as_ref().map(CompiledSchema::source),
+                "policy": {"mode": "read", "title": b.title},
+                "concurrencySafe": b.concurrency == Concurrency::Safe,
+            })
+        })
+        .collect();
+    let snapshot = Snapshot::seal(json!({
+        "schemaVersion": 1,
+        "serverId": server_id,
+        "protocolVersion": monitor.protocol_version(),
+        "entries": entries,
+    }))?;
+    let mut registrations = Vec::with_capacity(selected.len());
+    for (binding, s) in selected {
+        let target = Arc::new(CallTarget {
+            conn: conn.clone(),
+            remote: s.tool.name.clone(),
+            generation,
+            monitor: monitor.clone(),
+            limits,
+            input: s.input.clone(),
+            output: s.output.clone(),
+            scope: binding.scope.clone(),
+            requires_task: requires_task(&s.tool),
+            write: false,
+        });
+        let mut builder = ToolRegistration::builder(binding.local_name.clone())
+            .description(if s.description.is_empty() {
+                binding.title.clone()
+            } else {
+                s.description.clone()
+            })
+            .input_schema(s.input)
+            .read(binding.title.clone())
+            .scope(binding.scope.clone())
+            .concurrency(binding.concurrency)
+            .boxed_handler(target.handler());
+        if let Some(out) = s.output {
+            builder = builder.output_schema(out);
+        }
+        registrations.push(
+            builder
+                .build()
+                .map_err(|_| AdapterError::new(codes::config_invalid()))?,
+        );
+    }
+    Ok(ReadCatalog {
+        snapshot,
+        registrations,
+    })
+}
