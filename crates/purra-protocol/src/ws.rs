@@ -10,10 +10,9 @@
 //! * **Binary frame** from the peer: the connection is closed with code 1003 (unsupported data)
 //!   and the reason `purra: binary frames are not supported; send JSON-RPC as text frames`; the
 //!   engine sees end of input.
-//! * **Oversized message** (more than `max_message_bytes`, default
-//!   [`DEFAULT_MAX_FRAME_BYTES`](crate::transport::DEFAULT_MAX_FRAME_BYTES)): tungstenite is
-//!   configured with that bound as its maximum frame and message size, so nothing larger is ever
-//!   buffered. The connection is closed with code 1009 (message too big) and the engine sees
+//! * **Oversized message** (more than `max_message_bytes`, default [`DEFAULT_MAX_FRAME_BYTES`]):
+//!   tungstenite is configured with that bound as its maximum frame and message size, so nothing
+//!   larger is ever buffered. The connection is closed with code 1009 (message too big) and the engine sees
 //!   **end of input** — not [`Inbound::Oversize`]: the rest of the frame was never read, so the
 //!   stream cannot continue, and the close code already tells the peer why.
 //! * **Invalid UTF-8** in a text frame: close code 1007; a WebSocket protocol violation: 1002.
