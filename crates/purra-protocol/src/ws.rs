@@ -966,20 +966,21 @@ mod tests {
         let s = settings(
             1024,
             Some(Duration::from_millis(50)),
-            Duration::from_millis(300),
+            Duration::from_millis(400),
         );
         let (mut t, mut peer) = pair(s).await;
         // The peer reads (so tungstenite answers the pings) but sends nothing else.
         let reading = tokio::spawn(async move {
             let mut pings = 0;
-            while let Ok(Some(Ok(m))) = timeout(Duration::from_millis(1000), peer.next()).await {
+            while let Ok(Some(Ok(m))) = timeout(Duration::from_millis(2000), peer.next()).await {
                 if m.is_ping() {
                     pings += 1;
                 }
             }
             pings
         });
-        let r = timeout(Duration::from_millis(900), t.inbound.recv()).await;
+        // Three times the timeout without any frame but pongs: still open.
+        let r = timeout(Duration::from_millis(1200), t.inbound.recv()).await;
         assert!(r.is_err(), "input ended early: {r:?}");
         t.close_write.cancel();
         assert!(reading.await.unwrap() >= 5);
