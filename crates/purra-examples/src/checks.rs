@@ -5,6 +5,7 @@ use std::time::Duration;
 use purra_protocol::types::*;
 use purra_protocol::{
     Client, ClientOptions, Connection, Error, HttpClientOptions, RequestOptions, StdioCommand,
+    WsClientOptions,
 };
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -17,6 +18,8 @@ pub enum Target {
     Stdio(StdioCommand),
     /// A Streamable HTTP endpoint.
     Http(String),
+    /// A WebSocket endpoint (`ws://` or `wss://`).
+    Ws(String),
 }
 
 impl Target {
@@ -27,6 +30,7 @@ impl Target {
             Target::Http(url) => {
                 Client::connect_http(url, HttpClientOptions::default(), options).await
             }
+            Target::Ws(url) => Client::connect_ws(url, WsClientOptions::default(), options).await,
         }
     }
 }

@@ -458,6 +458,17 @@ impl Client {
         Self::connect(transport, options).await
     }
 
+    /// Connects to a WebSocket server at `url` (`ws://` or `wss://`, the `mcp` subprotocol); see
+    /// [`ws::connect`](crate::ws::connect).
+    pub async fn connect_ws(
+        url: &str,
+        ws_options: crate::ws::WsClientOptions,
+        options: ClientOptions,
+    ) -> Result<Connection, Error> {
+        let transport = crate::ws::connect(url, ws_options).await?;
+        Self::connect(transport, options).await
+    }
+
     /// Connects over a started transport: `initialize`, `notifications/initialized`, then the
     /// catalogs the server advertises, every page.
     pub async fn connect(

@@ -19,9 +19,9 @@
 //! ```
 //!
 //! The layers, bottom up: [`jsonrpc`] (framing, one-pass decoding), [`transport`] (the channel
-//! boundary every transport produces, and the in-memory pair), [`stdio`], the engine in
-//! [`session`] (pending requests, timeouts, cancellation, bounded concurrency), then [`client`]
-//! and [`server`].
+//! boundary every transport produces, and the in-memory pair), [`stdio`] and [`ws`] (WebSocket),
+//! the engine in [`session`] (pending requests, timeouts, cancellation, bounded concurrency), then
+//! [`client`] and [`server`].
 
 pub mod client;
 pub mod error;
@@ -33,6 +33,7 @@ pub mod stdio;
 pub mod transport;
 pub mod types;
 pub mod version;
+pub mod ws;
 
 pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
 pub use error::Error;
@@ -45,3 +46,4 @@ pub use session::{EngineConfig, Peer, RequestOptions};
 pub use stdio::{StderrMode, StdioCommand};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{memory, Transport};
+pub use ws::{WsClientOptions, WsServerOptions};

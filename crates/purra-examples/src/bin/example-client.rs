@@ -1,8 +1,10 @@
-//! The example MCP client: starts a fixture server over stdio and runs the client checks of
-//! `peers/FIXTURES.md` against it, once per protocol version.
+//! The example MCP client: runs the client checks of `peers/FIXTURES.md` against a fixture
+//! server, once per protocol version — over stdio (a fresh server process per run), Streamable
+//! HTTP or WebSocket.
 //!
-//! Usage: `purra-example-client [--protocol-version V]... [--http URL | -- COMMAND ARGS...]`. Without a
-//! command it starts the example server that sits beside this binary. With
+//! Usage: `purra-example-client [--protocol-version V]... [--http URL | --ws URL | -- COMMAND
+//! ARGS...]`. Without a URL or command it starts the example server that sits beside this
+//! binary. With
 //! `FIXTURE_SERVER_IS_PURRA=1` the checks hold the server to purra's exact behaviour.
 
 #![allow(clippy::print_stdout)] // a command-line program: stdout is its output
@@ -17,6 +19,7 @@ async fn main() -> ExitCode {
     let mut versions = Vec::new();
     let mut command: Vec<String> = Vec::new();
     let mut http: Option<String> = None;
+    let mut ws: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -27,6 +30,10 @@ async fn main() -> ExitCode {
             "--http" => match args.next() {
                 Some(u) => http = Some(u),
                 None => return usage("--http needs a URL"),
+            },
+            "--ws" => match args.next() {
+                Some(u) => ws = Some(u),
+                None => return usage("--ws needs a URL"),
             },
             "--" => {
                 command.extend(args.by_ref());
@@ -45,9 +52,10 @@ async fn main() -> ExitCode {
     }
     let mut total = 0usize;
     for (i, version) in versions.iter().enumerate() {
-        let target = match &http {
-            Some(url) => Target::Http(url.clone()),
-            None => Target::Stdio(
+        let target = match (&http, &ws) {
+            (Some(url), _) => Target::Http(url.clone()),
+            (None, Some(url)) => Target::Ws(url.clone()),
+            (None, None) => Target::Stdio(
                 StdioCommand::new(&command[0])
                     .args(&command[1..])
                     .stderr(StderrMode::Inherit),
@@ -68,6 +76,6 @@ async fn main() -> ExitCode {
 }
 
 fn usage(why: &str) -> ExitCode {
-    eprintln!("purra-example-client: {why}\nusage: purra-example-client [--protocol-version V]... [--http URL | -- COMMAND ARGS...]");
+    eprintln!("purra-example-client: {why}\nusage: purra-example-client [--protocol-version V]... [--http URL | --ws URL | -- COMMAND ARGS...]");
     ExitCode::from(2)
 }

@@ -1,6 +1,9 @@
-//! The example MCP server: the fixture surface of `peers/FIXTURES.md`, over stdio (default) or
-//! Streamable HTTP (`--http ADDR`, endpoint `/mcp`).
+//! The example MCP server: the fixture surface of `peers/FIXTURES.md`, over stdio (default),
+//! Streamable HTTP (`--http ADDR`, endpoint `/mcp`) or WebSocket (`--ws ADDR`; it prints
+//! `listening on ws://ADDR` to stderr, serves every connection with one shared fixture server
+//! and stops on SIGINT or SIGTERM). In stdio mode nothing but protocol goes to stdout.
 
+use purra_protocol::ws::{self, WsServerOptions};
 use purra_protocol::{HttpServerConfig, StreamableHttpServer};
 
 #[tokio::main]
@@ -33,9 +36,34 @@ async fn main() {
                 std::process::exit(1);
             }
         }
+        ["--ws", addr] => {
+            let listener = match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("purra-example-server: cannot bind {addr}: {e}");
+                    std::process::exit(1);
+                }
+            };
+            let local = listener.local_addr().expect("bound address");
+            eprintln!("listening on ws://{local}");
+            ws::serve(server, listener, WsServerOptions::default(), interrupted()).await;
+        }
         _ => {
-            eprintln!("usage: purra-example-server [--stdio | --http ADDR]");
+            eprintln!("usage: purra-example-server [--stdio | --http ADDR | --ws ADDR]");
             std::process::exit(2);
         }
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
