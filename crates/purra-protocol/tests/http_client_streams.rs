@@ -1,9 +1,10 @@
 //! The Streamable HTTP client against hand-written servers: the session's standalone GET stream
 //! is open before the client sends anything after `notifications/initialized`, so server
-//! requests sent on it (as the TypeScript SDK's `server.request()` does) are not lost.
+//! requests sent on it (as the TypeScript SDK's `server.request()` does) are not lost; and a body
+//! answering a POST of notifications is not taken for messages.
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -99,5 +100,64 @@ async fn the_standalone_stream_is_open_before_the_first_request_after_initialize
     .expect("connects");
     let r = conn.call_tool("probe", json!({})).await.expect("a result");
     assert_eq!(r.texts().collect::<Vec<_>>(), ["open"]);
+    conn.close().await;
+}
+
+/// A server that answers every POST `200 {"jsonrpc":"2.0","id":<its id or null>,"result":{}}`,
+/// notifications included (as the conformance suite's `initialize` mock does), and counts POSTs.
+async fn echo_everything(State(posts): State<Arc<AtomicUsize>>, req: Request) -> Response {
+    if req.method() != Method::POST {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    posts.fetch_add(1, Ordering::SeqCst);
+    let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+        .await
+        .expect("a body");
+    let msg: Value = serde_json::from_slice(&body).expect("JSON");
+    let result = if msg["method"] == "initialize" {
+        json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "serverInfo": {"name": "mock", "version": "1"}
+        })
+    } else {
+        json!({})
+    };
+    let mut reply = json!({"jsonrpc": "2.0", "result": result});
+    if let Some(id) = msg.get("id") {
+        reply["id"] = id.clone();
+    }
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        reply.to_string(),
+    )
+        .into_response()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_answering_a_notification_is_ignored() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let posts = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new()
+        .route("/", axum::routing::any(echo_everything))
+        .with_state(posts.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+
+    let conn = Client::connect_http(
+        &format!("http://{addr}/"),
+        HttpClientOptions::default(),
+        ClientOptions::default(),
+    )
+    .await
+    .expect("connects");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // initialize and notifications/initialized; the `{"result":{}}` answering the notification
+    // is no message, and must not be answered with an error (which this server would answer again).
+    assert_eq!(posts.load(Ordering::SeqCst), 2);
     conn.close().await;
 }

@@ -303,6 +303,11 @@ async fn post(
                 body: String::from_utf8_lossy(&body).into_owned(),
             });
         }
+        if request.is_none() {
+            // A notification or a response is answered 202 with no body; whatever a server
+            // sends instead answers nothing of ours and is not a message for the engine.
+            return Ok(());
+        }
         return receive(state, resp, request, is_init, true).await;
     }
 }
