@@ -1,0 +1,343 @@
+//! The MCP host adapter's read half against an official Python SDK 2.3.0 server process
+//! (`peers/python/adapter_server.py`), over stdio and Streamable HTTP: discovery, a schema with
+//! `default` refused with no `tools/call` sent (checked on the server's ledger), a list change
+//! arriving during a call, and no remote error text reaching the model through Core's agent.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use purra_core::{
+    Agent, Catalog, Concurrency, Lease, Message, RunContext, RunId, RunOutcome, RunRequest,
+    ScopeCheck, ScriptedModel, ToolError,
+};
+use purra_mcp::{codes, discover_read_tools, CatalogMonitor, Limits, ReadBinding, ReadCatalog};
+use purra_protocol::{
+    Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand,
+};
+use serde_json::{json, Value};
+
+const CANARY: &str = "CANARY-7f3a";
+
+fn repo() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn python() -> PathBuf {
+    let p = std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".peers"))
+        .join("venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh",
+        p.display()
+    );
+    p
+}
+
+struct Peer {
+    conn: Arc<Connection>,
+    monitor: CatalogMonitor,
+    ledger: PathBuf,
+    http: Option<std::process::Child>,
+    _dir: TempDir,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.http {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A fresh temporary directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "purra-{tag}-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+async fn start(http: bool) -> Peer {
+    let dir = TempDir::new("adapter-py");
+    let ledger = dir.0.join("ledger.txt");
+    let script = repo().join("peers/python/adapter_server.py");
+    let (conn, child) = if http {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(python())
+            .arg(&script)
+            .args(["--http", &port.to_string(), "--ledger"])
+            .arg(&ledger)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "python server did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        (
+            Client::connect_http(&url, HttpClientOptions::default(), ClientOptions::default())
+                .await
+                .unwrap(),
+            Some(child),
+        )
+    } else {
+        let cmd = StdioCommand::new(python())
+            .args([script.as_os_str(), "--ledger".as_ref(), ledger.as_os_str()])
+            .stderr(StderrMode::Null);
+        (
+            Client::connect_stdio(cmd, ClientOptions::default())
+                .await
+                .unwrap(),
+            None,
+        )
+    };
+    let conn = Arc::new(conn);
+    let monitor = CatalogMonitor::attach(&conn);
+    Peer {
+        conn,
+        monitor,
+        ledger,
+        http: child,
+        _dir: dir,
+    }
+}
+
+fn ledger(p: &Peer) -> Vec<String> {
+    std::fs::read_to_string(&p.ledger)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn bindings(pairs: &[(&str, &str)]) -> BTreeMap<String, ReadBinding> {
+    pairs
+        .iter()
+        .map(|(remote, local)| {
+            (
+                (*remote).to_owned(),
+                ReadBinding {
+                    local_name: (*local).into(),
+                    title: format!("Title of {local}"),
+                    scope: ScopeCheck::OptOut,
+                    concurrency: Concurrency::Exclusive,
+                },
+            )
+        })
+        .collect()
+}
+
+async fn discover(
+    p: &Peer,
+    pairs: &[(&str, &str)],
+) -> Result<ReadCatalog, purra_mcp::AdapterError> {
+    discover_read_tools(
+        &p.conn,
+        "python",
+        &bindings(pairs),
+        &p.monitor,
+        Limits::default(),
+    )
+    .await
+}
+
+fn run() -> RunContext {
+    RunContext {
+        run_id: RunId::new("run-py"),
+        root_run_id: RunId::new("run-py"),
+        agent: "tester".into(),
+        lease: Lease::unbounded(),
+    }
+}
+
+async fn call(cat: &ReadCatalog, local: &str, args: Value) -> Result<Value, ToolError> {
+    let reg = cat
+        .registrations
+        .iter()
+        .find(|r| r.name() == local)
+        .unwrap();
+    (reg.handler())(args, run()).await
+}
+
+async fn against_python(http: bool) {
+    let p = start(http).await;
+    assert_eq!(p.conn.server_info().name, "adapter-python");
+    let cat = discover(&p, &[("search", "search"), ("lookup", "lookup")])
+        .await
+        .unwrap();
+    assert_eq!(cat.snapshot.as_json()["protocolVersion"], "2025-11-25");
+    assert_eq!(
+        call(&cat, "search", json!({"query": "q"})).await.unwrap(),
+        json!({"text": ["found: q"], "structured": null})
+    );
+    assert_eq!(
+        call(&cat, "lookup", json!({"id": 3})).await.unwrap()["structured"],
+        json!({"id": 3, "name": "item 3"})
+    );
+    // `default` in a selected schema: discovery fails, nothing is stripped, nothing is called.
+    let err = discover(
+        &p,
+        &[("search", "search"), ("with_default", "with_default")],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code, codes::schema_unsupported());
+    assert_eq!(
+        ledger(&p),
+        ["search", "lookup"],
+        "no tools/call for with_default"
+    );
+    // Failures are codes; remote text stays out.
+    let cat = discover(
+        &p,
+        &[
+            ("fails", "fails"),
+            ("rpc_fails", "rpc_fails"),
+            ("image", "image"),
+            ("change_list", "change_list"),
+            ("search", "search"),
+        ],
+    )
+    .await
+    .unwrap();
+    for (tool, want) in [
+        ("fails", codes::tool_error()),
+        ("rpc_fails", codes::protocol_error()),
+        ("image", codes::result_unsupported()),
+    ] {
+        let e = call(&cat, tool, json!({})).await.unwrap_err();
+        assert_eq!(e.code, want, "{tool}");
+        assert!(
+            !format!("{e:?} {e}").contains(CANARY),
+            "remote text leaked: {e:?}"
+        );
+    }
+    // A list_changed arriving during a call: the result is discarded, the catalog is stale.
+    assert_eq!(
+        call(&cat, "change_list", json!({})).await.unwrap_err().code,
+        codes::catalog_stale()
+    );
+    assert_eq!(
+        call(&cat, "search", json!({"query": "q"}))
+            .await
+            .unwrap_err()
+            .code,
+        codes::catalog_stale()
+    );
+    let calls = ledger(&p);
+    assert_eq!(
+        calls.iter().filter(|c| *c == "search").count(),
+        1,
+        "{calls:?}"
+    );
+    let fresh = discover(&p, &[("search", "search")]).await.unwrap();
+    call(&fresh, "search", json!({"query": "again"}))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn stdio_adapter_against_the_python_sdk() {
+    against_python(false).await;
+}
+
+#[tokio::test]
+async fn http_adapter_against_the_python_sdk() {
+    against_python(true).await;
+}
+
+#[tokio::test]
+async fn no_remote_error_text_reaches_the_model() {
+    let p = start(false).await;
+    let cat = discover(
+        &p,
+        &[
+            ("fails", "fails"),
+            ("rpc_fails", "rpc_fails"),
+            ("search", "search"),
+        ],
+    )
+    .await
+    .unwrap();
+    let catalog = Arc::new(Catalog::new(cat.registrations).unwrap());
+    let model = Arc::new(ScriptedModel::new(
+        "scripted",
+        vec![
+            ScriptedModel::calls(&[("c1", "fails", json!({}))]),
+            ScriptedModel::calls(&[("c2", "rpc_fails", json!({}))]),
+            ScriptedModel::calls(&[("c3", "search", json!({"query": "ok"}))]),
+            ScriptedModel::text("done"),
+        ],
+    ));
+    let agent = Agent::builder("reader", model.clone(), catalog)
+        .build()
+        .unwrap();
+    let outcome = agent
+        .run(RunRequest {
+            run_id: RunId::new("run-canary"),
+            root_run_id: None,
+            input: "go".into(),
+            lease: Lease::unbounded(),
+        })
+        .await;
+    assert_eq!(
+        outcome,
+        RunOutcome::Completed {
+            text: "done".into()
+        }
+    );
+    let transcripts = model.transcripts();
+    let last: &Vec<Message> = transcripts.last().unwrap();
+    let seen = format!("{last:?}");
+    assert!(
+        seen.contains("mcp_tool_error") && seen.contains("mcp_protocol_error"),
+        "{seen}"
+    );
+    assert!(seen.contains("found: ok"), "{seen}");
+    assert!(
+        !seen.contains(CANARY),
+        "remote error text reached the model: {seen}"
+    );
+    // The server really did produce the canary: it is in what it answered, not in what the model saw.
+    let raw = p.conn.call_tool("fails", json!({})).await.unwrap();
+    assert!(raw.texts().any(|t| t.contains(CANARY)));
+}
