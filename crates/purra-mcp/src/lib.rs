@@ -39,12 +39,16 @@ pub mod codes;
 mod discovery;
 mod limits;
 mod monitor;
+mod write;
 
 use purra_core::ErrorCode;
 
 pub use discovery::{discover_read_tools, ReadBinding, ReadCatalog, Snapshot};
 pub use limits::{Limits, MAX_TIMEOUT};
 pub use monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
+pub use write::{
+    confirm_bindings_for_all, discover_write_tools, WriteBinding, WriteCatalog, WriteEffect,
+};
 
 /// A sanitized adapter failure: a code from [`codes`], nothing else.
 #[derive(Debug, Clone, PartialEq, Eq)]
