@@ -471,9 +471,23 @@ async fn the_client_reinitializes_after_its_session_expires() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     srv.http.sweep_idle_sessions();
     assert_eq!(srv.http.session_count(), 0);
+    let changed = Arc::new(Mutex::new(0));
+    let sink = changed.clone();
+    conn.on_received(methods::TOOLS_LIST_CHANGED, move |_| {
+        *sink.lock().unwrap() += 1
+    });
     // The POST meets 404; the transport re-initializes on a new session and retries.
     conn.ping().await.unwrap();
     assert_eq!(srv.http.session_count(), 1);
+    // The new session's lists may differ: the client is told, so catalogs are refetched and
+    // authorizations made against the old lists go stale.
+    for _ in 0..50 {
+        if *changed.lock().unwrap() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*changed.lock().unwrap(), 1);
     conn.close().await;
 }
 

@@ -630,5 +630,16 @@ async fn reinitialize(state: &Arc<State>) -> Result<(), Error> {
     if let Some(n) = initialized {
         Box::pin(post(state, &n, &[], None, false)).await?;
     }
+    // A new session may list other tools, resources and prompts: say so, so catalogs are
+    // refetched and anything authorized against the old lists (purra-mcp registrations) goes
+    // stale. Transport recovery never authorizes new tools.
+    for method in [
+        methods::TOOLS_LIST_CHANGED,
+        methods::RESOURCES_LIST_CHANGED,
+        methods::PROMPTS_LIST_CHANGED,
+    ] {
+        let note = crate::jsonrpc::encode_notification(method, None);
+        let _ = state.inbound.send(Inbound::Frame(Bytes::from(note))).await;
+    }
     Ok(())
 }
