@@ -22,17 +22,33 @@ async fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--calls" => calls = args.next().and_then(|v| v.parse().ok()).expect("--calls N"),
-            "--concurrency" => concurrency = args.next().and_then(|v| v.parse().ok()).expect("--concurrency K"),
+            "--concurrency" => {
+                concurrency = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--concurrency K")
+            }
             "--" => command.extend(args.by_ref()),
             other => panic!("unknown argument {other}"),
         }
     }
-    assert!(!command.is_empty(), "usage: stdio-echo [--calls N] [--concurrency K] -- SERVER...");
-    let cmd = StdioCommand::new(&command[0]).args(&command[1..]).stderr(StderrMode::Null);
-    let conn = Arc::new(Client::connect_stdio(cmd, ClientOptions::default()).await.expect("connect"));
+    assert!(
+        !command.is_empty(),
+        "usage: stdio-echo [--calls N] [--concurrency K] -- SERVER..."
+    );
+    let cmd = StdioCommand::new(&command[0])
+        .args(&command[1..])
+        .stderr(StderrMode::Null);
+    let conn = Arc::new(
+        Client::connect_stdio(cmd, ClientOptions::default())
+            .await
+            .expect("connect"),
+    );
     let args = json!({"text": "hello, purra"});
     for _ in 0..500 {
-        conn.call_tool("echo", args.clone()).await.expect("warm-up call");
+        conn.call_tool("echo", args.clone())
+            .await
+            .expect("warm-up call");
     }
     // Sequential: one call at a time; latency of each.
     let mut lat = Vec::with_capacity(calls);
