@@ -42,6 +42,7 @@ Examples:
   purra call http://127.0.0.1:3000/mcp add a=2 b=3
   purra inspect --schemas -- purra serve-example
   purra read fixture://static/1 -- purra serve-example
+  purra serve-example --ws 127.0.0.1:3001
   purra prompt ws://127.0.0.1:3001 greet name=Ada";
 
 /// purra: inspect and call any MCP server over stdio, Streamable HTTP or WebSocket.
@@ -183,15 +184,22 @@ pub struct ServeArgs {
 
 /// A log level for `--log-level`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
-#[allow(missing_docs)]
 pub enum LogLevel {
+    /// Debugging detail (RFC 5424).
     Debug,
+    /// Informational messages (RFC 5424).
     Info,
+    /// Normal but significant events (RFC 5424).
     Notice,
+    /// Warning conditions (RFC 5424).
     Warning,
+    /// Error conditions (RFC 5424).
     Error,
+    /// Critical conditions (RFC 5424).
     Critical,
+    /// Action must be taken immediately (RFC 5424).
     Alert,
+    /// The system is unusable (RFC 5424).
     Emergency,
 }
 

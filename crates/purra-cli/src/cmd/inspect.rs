@@ -108,7 +108,9 @@ fn indent(s: &str, n: usize) -> String {
     s.lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
-/// The readable form.
+/// The readable form: server, title, protocol and capabilities, then tools (with `schemas`,
+/// each tool's input and output schema), resources, resource templates, prompts, and last the
+/// server's instructions.
 pub fn readable(conn: &Connection, schemas: bool) -> String {
     let info = conn.server_info();
     let mut out = String::new();
