@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages) under $PURRA_PEERS_DIR,
+# Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages, among them the reference
+# server-everything for the CLI tests) under $PURRA_PEERS_DIR,
 # and the pinned MCP conformance suite (peers/conformance).
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
@@ -11,6 +12,7 @@ MCP_PY_VERSION="2.3.0"
 WEBSOCKETS_VERSION="17.4"
 NODE22_VERSION="22.23.5"
 MCP_TS_VERSION="1.32.2"   # must match peers/node/package.json
+EVERYTHING_VERSION="2026.8.31"   # @modelcontextprotocol/server-everything; must match peers/node/package.json
 CONFORMANCE_VERSION="0.1.16"   # must match peers/conformance/package.json
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,11 +36,13 @@ lock_hash() {
 [ -f "$NODE_PEER_DIR/package-lock.json" ] || die "peers/node/package-lock.json is missing"
 grep -q "\"@modelcontextprotocol/sdk\": \"$MCP_TS_VERSION\"" "$NODE_PEER_DIR/package.json" \
     || die "peers/node/package.json does not pin @modelcontextprotocol/sdk $MCP_TS_VERSION"
+grep -q "\"@modelcontextprotocol/server-everything\": \"$EVERYTHING_VERSION\"" "$NODE_PEER_DIR/package.json" \
+    || die "peers/node/package.json does not pin @modelcontextprotocol/server-everything $EVERYTHING_VERSION"
 [ -f "$CONFORMANCE_DIR/package-lock.json" ] || die "peers/conformance/package-lock.json is missing"
 grep -q "\"@modelcontextprotocol/conformance\": \"$CONFORMANCE_VERSION\"" "$CONFORMANCE_DIR/package.json" \
     || die "peers/conformance/package.json does not pin @modelcontextprotocol/conformance $CONFORMANCE_VERSION"
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
+WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
 NODE_BIN="$PEERS_DIR/bin/node"
@@ -48,13 +52,14 @@ installed_ok() {
     [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT_STAMP" ] \
         && [ -x "$VENV/bin/python" ] && [ -x "$NODE_BIN" ] \
         && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ] \
+        && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
         && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ]
 }
 
 summary() {
     log "python venv: $VENV ($("$VENV/bin/python" --version 2>&1); mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'), websockets $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("websockets"))'))"
     log "node: $NODE_BIN ($("$NODE_BIN" --version))"
-    log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'))"
+    log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'), @modelcontextprotocol/server-everything $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-everything/package.json").version'))"
     log "conformance suite: peers/conformance/node_modules/.bin/conformance (@modelcontextprotocol/conformance $(cd "$CONFORMANCE_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/conformance/package.json").version'))"
 }
 

@@ -1,0 +1,219 @@
+//! The command line: every subcommand and option, parsed with clap (derive).
+//!
+//! The durable-store subcommands (`approvals list|show|approve|deny`, `runs list|show`, `demo`)
+//! join [`Command`] once the SQLite store exists; each gets its own module under `cmd/`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use purra_protocol::types::LoggingLevel;
+
+/// Shown after the top-level help: targets, `key=value` arguments and exit codes.
+const AFTER_HELP: &str = "\
+Targets:
+  A server is either a URL, given as the first argument
+      http://HOST:PORT/PATH, https://...   Streamable HTTP
+      ws://HOST:PORT/PATH, wss://...       WebSocket (subprotocol mcp)
+  or a command run over stdio, given last after `--` (and then no URL):
+      purra call echo text=hi -- python server.py
+
+Arguments:
+  Tool arguments are KEY=VALUE pairs; VALUE is parsed as JSON when it parses (numbers, true,
+  false, null, objects, arrays, \"quoted strings\"), otherwise it is the string as written:
+  n=3 is the number 3, text=hi the string \"hi\", text='\"3\"' the string \"3\".
+  --args '{...}' gives a JSON object first; KEY=VALUE pairs then set or replace keys.
+  Prompt arguments are always strings (MCP prompt arguments are strings).
+
+Output:
+  Results go to stdout: text as is, structured content as pretty-printed JSON, images, audio
+  and binary resources summarized (e.g. [image image/png, 1.2 KiB]). --json prints one JSON
+  document instead. Progress and server log messages go to stderr (a live progress bar when
+  stderr is a terminal, plain lines otherwise).
+
+Exit codes:
+  0   success
+  1   the tool reported an error (a result with isError: true)
+  2   protocol or transport error (could not connect, JSON-RPC error such as an unknown
+      tool or resource, timeout, connection closed)
+  64  usage error (bad arguments, invalid --args JSON, no target)
+  130 interrupted (Ctrl-C; the request is cancelled)
+
+Examples:
+  purra serve-example --http 127.0.0.1:3000
+  purra inspect http://127.0.0.1:3000/mcp
+  purra call http://127.0.0.1:3000/mcp add a=2 b=3
+  purra inspect --schemas -- purra serve-example
+  purra read fixture://static/1 -- purra serve-example
+  purra serve-example --ws 127.0.0.1:3001
+  purra prompt ws://127.0.0.1:3001 greet name=Ada";
+
+/// purra: inspect and call any MCP server over stdio, Streamable HTTP or WebSocket.
+#[derive(Debug, Parser)]
+#[command(name = "purra", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Connect and show server info, negotiated version, capabilities, tools, resources,
+    /// resource templates and prompts.
+    #[command(override_usage = "purra inspect [OPTIONS] <URL>\n       \
+                                purra inspect [OPTIONS] -- <COMMAND> [ARGS]...")]
+    Inspect(InspectArgs),
+    /// Call a tool and print its result.
+    #[command(
+        override_usage = "purra call [OPTIONS] <URL> <TOOL> [KEY=VALUE]...\n       \
+                          purra call [OPTIONS] <TOOL> [KEY=VALUE]... -- <COMMAND> [ARGS]..."
+    )]
+    Call(CallArgs),
+    /// Read a resource and print its contents.
+    #[command(override_usage = "purra read [OPTIONS] <URL> <URI>\n       \
+                                purra read [OPTIONS] <URI> -- <COMMAND> [ARGS]...")]
+    Read(ReadArgs),
+    /// Get a prompt and print its messages.
+    #[command(
+        override_usage = "purra prompt [OPTIONS] <URL> <NAME> [KEY=VALUE]...\n       \
+                          purra prompt [OPTIONS] <NAME> [KEY=VALUE]... -- <COMMAND> [ARGS]..."
+    )]
+    Prompt(PromptArgs),
+    /// Run purra's example MCP server (tools, resources, templates, prompts, completion,
+    /// logging, progress) over stdio (default), Streamable HTTP or WebSocket.
+    ServeExample(ServeArgs),
+}
+
+/// Options every client subcommand takes.
+#[derive(Debug, Args)]
+pub struct ConnectArgs {
+    /// Print one JSON document on stdout instead of readable output.
+    #[arg(long)]
+    pub json: bool,
+    /// Request timeout in seconds; progress notifications restart it.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub timeout: f64,
+    /// An HTTP header for a URL target, `Name: value` (repeatable), e.g. an Authorization header.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// The protocol revision to ask for (default: the latest purra speaks).
+    #[arg(long, value_name = "VERSION")]
+    pub protocol_version: Option<String>,
+    /// Ask the server to send log messages at this level and above (logging/setLevel).
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+}
+
+/// `purra inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Show each tool's input and output schema.
+    #[arg(long)]
+    pub schemas: bool,
+    /// Connection and output options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The server URL (omit it when a command follows `--`).
+    #[arg(value_name = "URL")]
+    pub target: Option<String>,
+    /// The stdio server command and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `purra call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// Tool arguments as a JSON object; KEY=VALUE pairs set keys on top of it.
+    #[arg(long = "args", value_name = "JSON")]
+    pub args_json: Option<String>,
+    /// Connection and output options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// [URL] TOOL [KEY=VALUE]...
+    #[arg(value_name = "ARGS", required = true)]
+    pub positional: Vec<String>,
+    /// The stdio server command and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `purra read`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Connection and output options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// [URL] URI
+    #[arg(value_name = "ARGS", required = true)]
+    pub positional: Vec<String>,
+    /// The stdio server command and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `purra prompt`.
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// Connection and output options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// [URL] NAME [KEY=VALUE]...
+    #[arg(value_name = "ARGS", required = true)]
+    pub positional: Vec<String>,
+    /// The stdio server command and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `purra serve-example`.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct ServeArgs {
+    /// Serve over stdin/stdout (the default).
+    #[arg(long)]
+    pub stdio: bool,
+    /// Serve Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:3000; port 0 picks a free
+    /// port). Prints `listening on <url>` to stderr; stops on SIGINT or SIGTERM.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Serve WebSocket at ws://ADDR. Prints `listening on <url>` to stderr; stops on SIGINT or
+    /// SIGTERM.
+    #[arg(long, value_name = "ADDR")]
+    pub ws: Option<String>,
+}
+
+/// A log level for `--log-level`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogLevel {
+    /// Debugging detail (RFC 5424).
+    Debug,
+    /// Informational messages (RFC 5424).
+    Info,
+    /// Normal but significant events (RFC 5424).
+    Notice,
+    /// Warning conditions (RFC 5424).
+    Warning,
+    /// Error conditions (RFC 5424).
+    Error,
+    /// Critical conditions (RFC 5424).
+    Critical,
+    /// Action must be taken immediately (RFC 5424).
+    Alert,
+    /// The system is unusable (RFC 5424).
+    Emergency,
+}
+
+impl From<LogLevel> for LoggingLevel {
+    fn from(l: LogLevel) -> Self {
+        match l {
+            LogLevel::Debug => LoggingLevel::Debug,
+            LogLevel::Info => LoggingLevel::Info,
+            LogLevel::Notice => LoggingLevel::Notice,
+            LogLevel::Warning => LoggingLevel::Warning,
+            LogLevel::Error => LoggingLevel::Error,
+            LogLevel::Critical => LoggingLevel::Critical,
+            LogLevel::Alert => LoggingLevel::Alert,
+            LogLevel::Emergency => LoggingLevel::Emergency,
+        }
+    }
+}

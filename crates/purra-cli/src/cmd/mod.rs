@@ -1,0 +1,32 @@
+//! One module per subcommand. The durable-store subcommands (`approvals`, `runs`, `demo`) add
+//! their modules here when the SQLite store lands.
+
+pub mod call;
+pub mod inspect;
+pub mod prompt;
+pub mod read;
+pub mod serve_example;
+
+use purra_protocol::Connection;
+
+use crate::exit::Failure;
+use crate::status::Status;
+
+/// Prints `value` as one pretty JSON document on stdout.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{}", crate::render::pretty(value));
+}
+
+/// Runs `work` on an open connection with server logs shown on stderr, then closes the
+/// connection (a stdio server gets end of input, then SIGTERM, then SIGKILL).
+pub async fn with_status<T, F>(conn: Connection, work: F) -> Result<T, Failure>
+where
+    F: AsyncFnOnce(&Connection, &Status) -> Result<T, Failure>,
+{
+    let status = Status::new();
+    status.show_logs(&conn);
+    let result = work(&conn, &status).await;
+    status.finish();
+    conn.close().await;
+    result
+}

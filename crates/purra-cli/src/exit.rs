@@ -1,0 +1,100 @@
+//! Exit codes and the failure every subcommand ends with when it does not succeed.
+
+use std::fmt;
+
+use purra_protocol::Error;
+use serde_json::{json, Value};
+
+/// The tool answered with a result whose `isError` is true.
+pub const TOOL_ERROR: i32 = 1;
+/// A protocol or transport error: no connection, a JSON-RPC error, a timeout, a closed connection.
+pub const PROTOCOL_ERROR: i32 = 2;
+/// Bad arguments (BSD `EX_USAGE`).
+pub const USAGE: i32 = 64;
+/// Interrupted by Ctrl-C (128 + SIGINT).
+pub const INTERRUPTED: i32 = 130;
+
+/// Why a subcommand failed, and the exit code that says so.
+#[derive(Debug)]
+pub enum Failure {
+    /// The command line is wrong.
+    Usage(String),
+    /// The server or the transport failed; `context` says what was being done.
+    Protocol {
+        /// What was being done, e.g. `calling tool echo`.
+        context: String,
+        /// The error.
+        error: Error,
+    },
+    /// The tool reported an error; its content was already printed.
+    ToolError,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl Failure {
+    /// A usage failure.
+    pub fn usage(why: impl Into<String>) -> Self {
+        Failure::Usage(why.into())
+    }
+
+    /// A protocol failure while doing `context`.
+    pub fn protocol(context: impl Into<String>, error: Error) -> Self {
+        Failure::Protocol {
+            context: context.into(),
+            error,
+        }
+    }
+
+    /// The process exit code.
+    pub fn code(&self) -> i32 {
+        match self {
+            Failure::Usage(_) => USAGE,
+            Failure::Protocol { .. } => PROTOCOL_ERROR,
+            Failure::ToolError => TOOL_ERROR,
+            Failure::Interrupted => INTERRUPTED,
+        }
+    }
+
+    /// The machine form of a protocol failure, for `--json` (`None` for the others).
+    pub fn to_json(&self) -> Option<Value> {
+        let Failure::Protocol { context, error } = self else {
+            return None;
+        };
+        let mut e = match error {
+            Error::Rpc(o) => json!({
+                "kind": "rpc",
+                "code": o.code.0,
+                "message": o.message,
+                "data": o.data,
+            }),
+            Error::Timeout => json!({"kind": "timeout"}),
+            Error::Cancelled => json!({"kind": "cancelled"}),
+            Error::ConnectionClosed => json!({"kind": "connection_closed"}),
+            Error::Transport(_) => json!({"kind": "transport"}),
+            Error::Http { status, .. } => json!({"kind": "http", "status": status}),
+            Error::InvalidResponse(_) => json!({"kind": "invalid_response"}),
+            Error::Protocol(_) => json!({"kind": "protocol"}),
+            Error::UnsupportedProtocolVersion(v) => {
+                json!({"kind": "unsupported_protocol_version", "version": v})
+            }
+            _ => json!({"kind": "other"}),
+        };
+        if let Value::Object(o) = &mut e {
+            o.entry("message").or_insert(json!(error.to_string()));
+            o.insert("context".into(), json!(context));
+        }
+        Some(json!({ "error": e }))
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Usage(why) => write!(f, "{why}"),
+            Failure::Protocol { context, error } => write!(f, "{context}: {error}"),
+            Failure::ToolError => f.write_str("the tool reported an error"),
+            Failure::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}

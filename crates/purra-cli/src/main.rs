@@ -1,0 +1,90 @@
+//! `purra`: the command-line tool. Inspect and call any MCP server over stdio, Streamable HTTP
+//! or WebSocket, and run purra's example server. `purra --help` documents targets, arguments
+//! and exit codes.
+
+#![allow(
+    clippy::print_stdout,
+    reason = "a command-line tool: its results are its standard output"
+)]
+
+mod cli;
+mod cmd;
+mod exit;
+mod kv;
+mod render;
+mod status;
+mod target;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::exit::Failure;
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with 0; every other parse error is a usage error.
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { exit::USAGE } else { 0 });
+        }
+    };
+    let json = match &cli.command {
+        Command::Inspect(a) => a.connect.json,
+        Command::Call(a) => a.connect.json,
+        Command::Read(a) => a.connect.json,
+        Command::Prompt(a) => a.connect.json,
+        Command::ServeExample(_) => false,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("purra: cannot start the async runtime: {e}");
+            std::process::exit(exit::PROTOCOL_ERROR);
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let serving = matches!(cli.command, Command::ServeExample(_));
+        let work = dispatch(cli.command);
+        if serving {
+            // The server handles SIGINT and SIGTERM itself and stops gracefully.
+            return work.await;
+        }
+        tokio::select! {
+            r = work => r,
+            _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
+        }
+    });
+    // Dropping the runtime stops leftover tasks; a stdio server child is reaped by its handle.
+    drop(runtime);
+    match outcome {
+        Ok(()) => {}
+        Err(Failure::ToolError) => std::process::exit(exit::TOOL_ERROR),
+        Err(f) => {
+            if json {
+                if let Some(doc) = f.to_json() {
+                    cmd::print_json(&doc);
+                }
+            }
+            eprintln!("purra: {f}");
+            if matches!(f, Failure::Usage(_)) {
+                eprintln!("Try 'purra --help' for more information.");
+            }
+            std::process::exit(f.code());
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Inspect(a) => cmd::inspect::run(a).await,
+        Command::Call(a) => cmd::call::run(a).await,
+        Command::Read(a) => cmd::read::run(a).await,
+        Command::Prompt(a) => cmd::prompt::run(a).await,
+        Command::ServeExample(a) => cmd::serve_example::run(a).await,
+    }
+}

@@ -1,0 +1,680 @@
+//! The `purra` binary run as a user runs it: against purra's example server over stdio,
+//! Streamable HTTP and WebSocket, and against the official Python SDK's fixture server
+//! (`peers/python/server.py`) over stdio and HTTP (installed by `scripts/setup-peers.sh`).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The fixture contract's twelve tools (`peers/FIXTURES.md`).
+const FIXTURE_TOOLS: [&str; 12] = [
+    "echo",
+    "add",
+    "fail",
+    "progress",
+    "block",
+    "cancellations",
+    "log",
+    "sample",
+    "elicit",
+    "roots",
+    "add_tool",
+    "touch",
+];
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn purra_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_purra")
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn peers_dir() -> PathBuf {
+    std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+}
+
+fn peer_file(p: PathBuf) -> String {
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p.to_string_lossy().into_owned()
+}
+
+/// `-- purra serve-example`: purra's example server over stdio.
+fn example_stdio() -> Vec<String> {
+    vec![
+        "--".into(),
+        purra_bin().into(),
+        "serve-example".into(),
+        "--stdio".into(),
+    ]
+}
+
+/// `-- python peers/python/server.py`: the official Python SDK's fixture server over stdio.
+fn python_stdio() -> Vec<String> {
+    vec![
+        "--".into(),
+        peer_file(peers_dir().join("venv/bin/python")),
+        peer_file(repo_root().join("peers/python/server.py")),
+    ]
+}
+
+/// Runs `purra args...` to completion (killed past [`LIMIT`]).
+fn purra<S: AsRef<str>>(args: &[S]) -> Output {
+    let mut cmd = Command::new(purra_bin());
+    cmd.args(args.iter().map(AsRef::as_ref))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn purra");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!("purra timed out\n{}", describe(&out));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `purra <sub> [url] words... [-- command]`.
+fn run_on(target: &Target, sub: &str, words: &[&str]) -> Output {
+    let mut args: Vec<String> = vec![sub.to_owned()];
+    match target {
+        Target::Url(url) => {
+            args.push(url.clone());
+            args.extend(words.iter().map(|s| (*s).to_owned()));
+        }
+        Target::Stdio(command) => {
+            args.extend(words.iter().map(|s| (*s).to_owned()));
+            args.extend(command.iter().cloned());
+        }
+    }
+    purra(&args)
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts the exit code and returns stdout.
+fn expect_code(out: &Output, code: i32) -> String {
+    assert_eq!(out.status.code(), Some(code), "{}", describe(out));
+    stdout(out)
+}
+
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e})\n{}", describe(out)))
+}
+
+/// How the test reaches a server.
+enum Target {
+    Url(String),
+    Stdio(Vec<String>),
+}
+
+/// A server process serving on a port it announced with `listening on <url>` on stderr;
+/// killed when dropped.
+struct Served {
+    child: Child,
+    url: String,
+}
+
+impl Served {
+    fn start(program: &str, args: &[&str]) -> Served {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(at) = line.find("listening on ") {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(line[at + "listening on ".len()..].trim().to_owned());
+                    }
+                }
+                // Keep draining so the server never blocks on a full pipe.
+            }
+        });
+        let url = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{program} {args:?} did not announce its address");
+            }
+        };
+        // A server may announce itself before it accepts (uvicorn): wait until it does.
+        let authority = url
+            .split_once("://")
+            .map(|(_, rest)| rest.split('/').next().unwrap_or(rest))
+            .expect("a URL")
+            .to_owned();
+        let start = Instant::now();
+        while std::net::TcpStream::connect(&authority).is_err() {
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{program} {args:?} announced {url} but does not accept connections");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Served { child, url }
+    }
+
+    /// `purra serve-example --http 127.0.0.1:0` (or `--ws`): the OS picks a free port.
+    fn example(flag: &str) -> Served {
+        Served::start(purra_bin(), &["serve-example", flag, "127.0.0.1:0"])
+    }
+
+    fn target(&self) -> Target {
+        Target::Url(self.url.clone())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tool_names(doc: &Value) -> Vec<String> {
+    doc["tools"]
+        .as_array()
+        .expect("tools array")
+        .iter()
+        .map(|t| t["name"].as_str().expect("tool name").to_owned())
+        .collect()
+}
+
+/// `inspect --json` against a fixture server: exact server info, version and catalogs.
+fn check_inspect_json(target: &Target, server_name: &str) {
+    let out = run_on(target, "inspect", &["--json"]);
+    expect_code(&out, 0);
+    let doc = json_of(&out);
+    assert_eq!(doc["serverInfo"]["name"], server_name, "{doc}");
+    assert_eq!(doc["serverInfo"]["version"], "1.0.0", "{doc}");
+    assert_eq!(doc["protocolVersion"], "2025-11-25", "{doc}");
+    let mut names = tool_names(&doc);
+    names.sort();
+    let mut want: Vec<String> = FIXTURE_TOOLS.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    assert_eq!(names, want);
+    let add = doc["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "add")
+        .unwrap();
+    assert_eq!(
+        add["outputSchema"]["properties"]["sum"]["type"], "number",
+        "tools carry their schemas: {add}"
+    );
+    assert_eq!(doc["capabilities"]["resources"]["subscribe"], true);
+    assert!(doc["capabilities"]["logging"].is_object());
+    let uris: Vec<&str> = doc["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris.len(), 6, "every page: {uris:?}");
+    assert!(uris.contains(&"fixture://static/3") && uris.contains(&"fixture://watched"));
+    assert_eq!(
+        doc["resourceTemplates"][0]["uriTemplate"],
+        "fixture://items/{id}"
+    );
+    assert_eq!(doc["prompts"][0]["name"], "greet");
+}
+
+/// `inspect` (readable) against a fixture server.
+fn check_inspect_readable(target: &Target, server_name: &str) {
+    let out = run_on(target, "inspect", &[]);
+    let text = expect_code(&out, 0);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("server:       {server_name} 1.0.0"),
+        "{text}"
+    );
+    assert!(lines.contains(&"protocol:     2025-11-25"), "{text}");
+    let caps = lines
+        .iter()
+        .find(|l| l.starts_with("capabilities: "))
+        .expect("capabilities line");
+    for c in ["tools", "resources", "prompts", "logging", "completions"] {
+        assert!(caps.contains(c), "{caps}");
+    }
+    assert!(lines.contains(&"tools (12):"), "{text}");
+    for tool in FIXTURE_TOOLS {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.split_whitespace().next() == Some(tool)),
+            "tool {tool} not listed\n{text}"
+        );
+    }
+    assert!(lines.contains(&"resources (6):"), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("fixture://static/3")
+                && l.ends_with("static-3 (text/plain)")),
+        "{text}"
+    );
+    assert!(lines.contains(&"resource templates (1):"), "{text}");
+    assert!(
+        lines.contains(&"  fixture://items/{id}  item (text/plain)"),
+        "{text}"
+    );
+    assert!(lines.contains(&"prompts (1):"), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("greet(name, style?)")),
+        "{text}"
+    );
+}
+
+/// `call`: text, structured (pretty-printed, the JSON mirror not repeated), `--args`, isError
+/// (exit 1, content on stderr), `--json`.
+fn check_call(target: &Target) {
+    let out = run_on(target, "call", &["echo", "text=hello world"]);
+    assert_eq!(expect_code(&out, 0), "hello world\n");
+
+    // A value that parses as JSON is JSON: a=2 is the number 2.
+    let out = run_on(target, "call", &["add", "a=2", "b=3"]);
+    let text = expect_code(&out, 0);
+    let v: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("stdout is only the structured content ({e}):\n{text}"));
+    assert_eq!(v["sum"].as_f64(), Some(5.0), "{text}");
+    assert!(
+        text.starts_with("{\n  \"sum\": 5"),
+        "pretty-printed: {text}"
+    );
+
+    let out = run_on(
+        target,
+        "call",
+        &["--args", r#"{"a": 1.5, "b": 1}"#, "add", "b=2"],
+    );
+    let v: Value = serde_json::from_str(&expect_code(&out, 0)).unwrap();
+    assert_eq!(v["sum"].as_f64(), Some(3.5));
+
+    let out = run_on(target, "call", &["fail"]);
+    assert_eq!(expect_code(&out, 1), "", "an isError result goes to stderr");
+    assert!(
+        stderr(&out).contains("fixture failure"),
+        "{}",
+        describe(&out)
+    );
+
+    let out = run_on(target, "call", &["--json", "echo", "text=hi"]);
+    let doc = {
+        expect_code(&out, 0);
+        json_of(&out)
+    };
+    assert_eq!(doc["content"][0]["type"], "text");
+    assert_eq!(doc["content"][0]["text"], "hi");
+
+    let out = run_on(target, "call", &["--json", "fail"]);
+    expect_code(&out, 1);
+    let doc = json_of(&out);
+    assert_eq!(doc["isError"], true);
+    assert_eq!(doc["content"][0]["text"], "fixture failure");
+}
+
+/// Progress as plain lines on stderr (stderr is a pipe here), the result on stdout.
+fn check_progress(target: &Target) {
+    let out = run_on(target, "call", &["progress", "steps=3"]);
+    assert_eq!(expect_code(&out, 0), "done 3\n");
+    let err = stderr(&out);
+    let progress: Vec<&str> = err.lines().filter(|l| l.starts_with("progress ")).collect();
+    assert_eq!(
+        progress,
+        [
+            "progress 1/3 step 1",
+            "progress 2/3 step 2",
+            "progress 3/3 step 3"
+        ],
+        "{err}"
+    );
+}
+
+/// Server log messages on stderr; `--log-level` filters them at the server.
+fn check_logs(target: &Target) {
+    let out = run_on(target, "call", &["log", "--log-level", "debug"]);
+    assert_eq!(expect_code(&out, 0), "logged\n");
+    let err = stderr(&out);
+    let logs: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(
+        logs,
+        [
+            "[debug] fixture: debug message",
+            "[info] fixture: info message",
+            "[warning] fixture: warning message",
+            "[error] fixture: error message"
+        ],
+        "{err}"
+    );
+    let out = run_on(target, "call", &["log", "--log-level", "warning"]);
+    assert_eq!(expect_code(&out, 0), "logged\n");
+    let err = stderr(&out);
+    let logs: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(
+        logs,
+        [
+            "[warning] fixture: warning message",
+            "[error] fixture: error message"
+        ],
+        "{err}"
+    );
+}
+
+/// `read`: a static resource, a template, an unknown URI (a JSON-RPC error: exit 2).
+fn check_read(target: &Target) {
+    let out = run_on(target, "read", &["fixture://static/3"]);
+    assert_eq!(expect_code(&out, 0), "static 3\n");
+    let out = run_on(target, "read", &["fixture://items/42"]);
+    assert_eq!(expect_code(&out, 0), "item 42\n");
+    let out = run_on(target, "read", &["--json", "fixture://static/1"]);
+    expect_code(&out, 0);
+    let doc = json_of(&out);
+    assert_eq!(doc["contents"][0]["uri"], "fixture://static/1");
+    assert_eq!(doc["contents"][0]["text"], "static 1");
+    assert_eq!(doc["contents"][0]["mimeType"], "text/plain");
+
+    let out = run_on(target, "read", &["fixture://nope"]);
+    assert_eq!(expect_code(&out, 2), "");
+    assert!(
+        stderr(&out).contains("fixture://nope"),
+        "{}",
+        describe(&out)
+    );
+    let out = run_on(target, "read", &["--json", "fixture://nope"]);
+    expect_code(&out, 2);
+    let doc = json_of(&out);
+    assert_eq!(doc["error"]["kind"], "rpc", "{doc}");
+    assert!(doc["error"]["code"].is_i64(), "{doc}");
+}
+
+/// The readable prompt without its description line (`# Greeting`; the Python SDK sends the
+/// prompt's description, purra's server none).
+fn prompt_messages(out: &Output) -> String {
+    let text = expect_code(out, 0);
+    match text.strip_prefix("# ") {
+        Some(rest) => {
+            let (description, messages) = rest.split_once('\n').unwrap();
+            assert_eq!(description, "Greeting");
+            messages.to_owned()
+        }
+        None => text,
+    }
+}
+
+/// `prompt`: arguments are strings, messages as `role: text`.
+fn check_prompt(target: &Target) {
+    let out = run_on(target, "prompt", &["greet", "name=Ada"]);
+    assert_eq!(prompt_messages(&out), "user: Hello, Ada!\n");
+    let out = run_on(target, "prompt", &["greet", "name=Ada", "style=loud"]);
+    assert_eq!(prompt_messages(&out), "user: HELLO, ADA!\n");
+    // A number-looking value stays a string for prompts.
+    let out = run_on(target, "prompt", &["greet", "name=42"]);
+    assert_eq!(prompt_messages(&out), "user: Hello, 42!\n");
+    let out = run_on(target, "prompt", &["--json", "greet", "name=Ada"]);
+    expect_code(&out, 0);
+    let doc = json_of(&out);
+    assert_eq!(doc["messages"][0]["role"], "user");
+    assert_eq!(doc["messages"][0]["content"]["text"], "Hello, Ada!");
+    let out = run_on(target, "prompt", &["nope"]);
+    expect_code(&out, 2);
+}
+
+#[test]
+fn help_documents_targets_arguments_and_exit_codes() {
+    let out = purra(&["--help"]);
+    let text = expect_code(&out, 0);
+    for needle in [
+        "inspect",
+        "call",
+        "read",
+        "prompt",
+        "serve-example",
+        "after `--`",
+        "KEY=VALUE",
+        "parsed as JSON when it parses",
+        "Exit codes:",
+        "  1   the tool reported an error",
+        "  2   protocol or transport error",
+        "  64  usage error",
+    ] {
+        assert!(
+            text.contains(needle),
+            "{needle:?} missing from --help:\n{text}"
+        );
+    }
+    let out = purra(&["call", "--help"]);
+    let text = expect_code(&out, 0);
+    assert!(
+        text.contains("purra call [OPTIONS] <URL> <TOOL> [KEY=VALUE]...")
+            && text.contains("purra call [OPTIONS] <TOOL> [KEY=VALUE]... -- <COMMAND> [ARGS]..."),
+        "{text}"
+    );
+    expect_code(&purra(&["--version"]), 0);
+}
+
+#[test]
+fn usage_errors_exit_64() {
+    let bin = purra_bin();
+    let cases: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["bogus"],
+        vec!["call"],
+        // No target: the first argument is not a URL and nothing follows `--`.
+        vec!["call", "echo", "text=hi"],
+        vec!["inspect"],
+        vec!["inspect", "ftp://example"],
+        // Bad arguments are refused before the server is started.
+        vec!["call", "echo", "novalue", "--", bin, "serve-example"],
+        vec!["call", "--args", "[1]", "echo", "--", bin, "serve-example"],
+        vec!["call", "--args", "{", "echo", "--", bin, "serve-example"],
+        vec!["call", "--timeout", "0", "echo", "--", bin, "serve-example"],
+        vec!["read", "--", bin, "serve-example"],
+        vec!["read", "a://1", "b://2", "--", bin, "serve-example"],
+        vec!["prompt", "greet", "name", "--", bin, "serve-example"],
+        vec![
+            "inspect",
+            "http://127.0.0.1:1/mcp",
+            "--",
+            bin,
+            "serve-example",
+        ],
+        vec!["inspect", "-H", "X-A: b", "--", bin, "serve-example"],
+        vec![
+            "serve-example",
+            "--http",
+            "127.0.0.1:0",
+            "--ws",
+            "127.0.0.1:0",
+        ],
+        vec![
+            "call",
+            "--log-level",
+            "loud",
+            "http://127.0.0.1:1/mcp",
+            "echo",
+        ],
+    ];
+    for args in cases {
+        let out = purra(&args);
+        assert_eq!(out.status.code(), Some(64), "{args:?}\n{}", describe(&out));
+        assert!(out.stdout.is_empty(), "{args:?}\n{}", describe(&out));
+    }
+}
+
+#[test]
+fn transport_failure_exits_2() {
+    // Nothing listens on port 1; a command that does not exist cannot start.
+    let out = purra(&["call", "http://127.0.0.1:1/mcp", "echo", "text=hi"]);
+    expect_code(&out, 2);
+    let out = purra(&["inspect", "ws://127.0.0.1:1/"]);
+    expect_code(&out, 2);
+    let out = purra(&["inspect", "--json", "--", "/nonexistent/purra-test-server"]);
+    expect_code(&out, 2);
+    assert_eq!(json_of(&out)["error"]["kind"], "transport");
+}
+
+#[test]
+fn example_server_over_stdio() {
+    let target = Target::Stdio(example_stdio());
+    check_inspect_json(&target, "fixture-purra");
+    check_inspect_readable(&target, "fixture-purra");
+    check_call(&target);
+    check_progress(&target);
+    check_logs(&target);
+    check_read(&target);
+    check_prompt(&target);
+
+    // purra's server answers an unknown tool with a JSON-RPC error: exit 2, not 1.
+    let out = run_on(&target, "call", &["nope"]);
+    expect_code(&out, 2);
+    assert!(stderr(&out).contains("nope"), "{}", describe(&out));
+    let out = run_on(&target, "call", &["--json", "nope"]);
+    expect_code(&out, 2);
+    let doc = json_of(&out);
+    assert_eq!(doc["error"]["kind"], "rpc");
+    assert_eq!(doc["error"]["code"], -32602);
+}
+
+#[test]
+fn inspect_schemas_shows_input_and_output_schemas() {
+    let target = Target::Stdio(example_stdio());
+    let out = run_on(&target, "inspect", &["--schemas"]);
+    let text = expect_code(&out, 0);
+    let add = text
+        .split("\n  add  Adds two numbers\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("add not listed with its schemas:\n{text}"));
+    let add = add.split("\n  fail  ").next().unwrap();
+    assert!(add.starts_with("    input schema:\n      {\n"), "{add}");
+    assert!(add.contains("    output schema:\n"), "{add}");
+    assert!(add.contains("\"sum\""), "{add}");
+    assert!(add.contains("\"required\""), "{add}");
+    // Without --schemas there are none.
+    let out = run_on(&target, "inspect", &[]);
+    assert!(!expect_code(&out, 0).contains("input schema:"));
+}
+
+#[test]
+fn example_server_over_http() {
+    let served = Served::example("--http");
+    assert!(served.url.starts_with("http://127.0.0.1:") && served.url.ends_with("/mcp"));
+    let target = served.target();
+    check_inspect_json(&target, "fixture-purra");
+    check_inspect_readable(&target, "fixture-purra");
+    check_call(&target);
+    check_progress(&target);
+    check_logs(&target);
+    check_read(&target);
+    check_prompt(&target);
+    let out = run_on(&target, "call", &["nope"]);
+    expect_code(&out, 2);
+    // A header is accepted for URL targets.
+    let out = run_on(&target, "call", &["-H", "X-Test: 1", "echo", "text=h"]);
+    assert_eq!(expect_code(&out, 0), "h\n");
+}
+
+#[test]
+fn example_server_over_websocket() {
+    let served = Served::example("--ws");
+    assert!(served.url.starts_with("ws://127.0.0.1:"), "{}", served.url);
+    let target = served.target();
+    check_inspect_json(&target, "fixture-purra");
+    check_inspect_readable(&target, "fixture-purra");
+    check_call(&target);
+    check_progress(&target);
+    check_logs(&target);
+    check_read(&target);
+    check_prompt(&target);
+    let out = run_on(&target, "call", &["nope"]);
+    expect_code(&out, 2);
+}
+
+#[test]
+fn python_sdk_fixture_server_over_stdio() {
+    let target = Target::Stdio(python_stdio());
+    check_inspect_json(&target, "fixture-python");
+    check_inspect_readable(&target, "fixture-python");
+    check_call(&target);
+    check_progress(&target);
+    check_logs(&target);
+    check_read(&target);
+    check_prompt(&target);
+    // The Python fixture answers an unknown tool with an isError result (not a JSON-RPC
+    // error), so it is a tool error: exit 1.
+    let out = run_on(&target, "call", &["nope"]);
+    expect_code(&out, 1);
+    assert!(
+        stderr(&out).contains("unknown tool: nope"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn python_sdk_fixture_server_over_http() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let python = peer_file(peers_dir().join("venv/bin/python"));
+    let script = peer_file(repo_root().join("peers/python/server.py"));
+    let served = Served::start(&python, &[&script, "--http", &port]);
+    let target = served.target();
+    check_inspect_json(&target, "fixture-python");
+    check_call(&target);
+    check_progress(&target);
+    check_read(&target);
+    check_prompt(&target);
+}

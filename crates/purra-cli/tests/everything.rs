@@ -1,0 +1,169 @@
+//! `purra inspect` and `purra call` against the reference server
+//! `@modelcontextprotocol/server-everything` (pinned in `peers/node/package.json`, installed by
+//! `scripts/setup-peers.sh`), run over stdio on the pinned Node 22.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn peers_dir() -> PathBuf {
+    std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+}
+
+fn existing(p: PathBuf) -> String {
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p.to_string_lossy().into_owned()
+}
+
+/// `purra <sub> words... -- node .../server-everything/dist/index.js stdio`, killed after 60 s.
+fn purra(sub: &str, words: &[&str]) -> Output {
+    let node = existing(peers_dir().join("bin/node"));
+    let server = existing(
+        repo_root()
+            .join("peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
+        .arg(sub)
+        .args(words)
+        .args(["--", &node, &server, "stdio"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn purra");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!("purra timed out\n{}", describe(&out));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn ok_stdout(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "{}", describe(out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn inspect_lists_the_reference_servers_tools() {
+    let out = purra("inspect", &["--json"]);
+    let doc: Value = serde_json::from_str(&ok_stdout(&out)).expect("one JSON document");
+    assert_eq!(doc["serverInfo"]["name"], "mcp-servers/everything", "{doc}");
+    assert_eq!(doc["protocolVersion"], "2025-11-25");
+    let names: Vec<&str> = doc["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    for tool in [
+        "echo",
+        "get-sum",
+        "get-tiny-image",
+        "get-structured-content",
+        "trigger-long-running-operation",
+    ] {
+        assert!(names.contains(&tool), "{tool} not in {names:?}");
+    }
+    let echo = doc["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "echo")
+        .unwrap();
+    assert_eq!(
+        echo["inputSchema"]["properties"]["message"]["type"],
+        "string"
+    );
+
+    let text = ok_stdout(&purra("inspect", &[]));
+    assert!(
+        text.starts_with("server:       mcp-servers/everything "),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  echo ") && l.ends_with("Echoes back the input string")),
+        "{text}"
+    );
+}
+
+#[test]
+fn call_gives_real_results() {
+    let out = purra("call", &["echo", "message=hi there"]);
+    assert_eq!(ok_stdout(&out), "Echo: hi there\n");
+
+    let out = purra("call", &["--json", "echo", "message=hi"]);
+    let doc: Value = serde_json::from_str(&ok_stdout(&out)).expect("one JSON document");
+    assert_eq!(doc["content"][0]["type"], "text");
+    assert_eq!(doc["content"][0]["text"], "Echo: hi");
+
+    // KEY=VALUE numbers are JSON numbers.
+    let out = purra("call", &["get-sum", "a=2", "b=3"]);
+    assert_eq!(ok_stdout(&out), "The sum of 2 and 3 is 5.\n");
+
+    // Structured content is pretty-printed and its JSON mirror in a text block is not repeated.
+    let out = purra("call", &["get-structured-content", "location=Chicago"]);
+    let text = ok_stdout(&out);
+    let v: Value = serde_json::from_str(&text).expect("only the structured content");
+    assert!(v["temperature"].is_number(), "{text}");
+    assert!(text.starts_with("{\n  \""), "{text}");
+
+    // Media are summarized, never dumped.
+    let out = purra("call", &["get-tiny-image"]);
+    let text = ok_stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("[image image/png, ") && l.ends_with(" KiB]")),
+        "{text}"
+    );
+    assert!(text.len() < 1000, "{text}");
+}
+
+#[test]
+fn progress_from_a_long_running_operation_reaches_stderr() {
+    let out = purra(
+        "call",
+        &["trigger-long-running-operation", "duration=1", "steps=2"],
+    );
+    let stdout = ok_stdout(&out);
+    assert!(stdout.contains("completed"), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let progress: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("progress "))
+        .collect();
+    assert_eq!(progress.len(), 2, "{stderr}");
+    assert!(progress[0].starts_with("progress 1/2"), "{stderr}");
+    assert!(progress[1].starts_with("progress 2/2"), "{stderr}");
+}
