@@ -913,3 +913,43 @@ impl RunStore for SqliteStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_ids_round_trip_and_reject_other_spellings() {
+        assert_eq!(approval_seq(&approval_id(42)), Some(42));
+        for bad in [
+            "approval-",
+            "approval-01",
+            "approval-+1",
+            "approval-x",
+            "42",
+            "",
+        ] {
+            assert_eq!(approval_seq(&ApprovalId(bad.into())), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn instants_are_stored_to_the_nanosecond() {
+        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+        assert_eq!(to_ns(t), Ok(1_700_000_000_123_456_789));
+        assert_eq!(from_ns(to_ns(t).unwrap()), t);
+        assert!(to_ns(UNIX_EPOCH - Duration::from_secs(1)).is_err());
+    }
+
+    #[tokio::test]
+    async fn the_in_memory_store_keeps_the_contract_but_is_not_durable() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        assert!(!store.is_durable());
+        let key = IdempotencyKey("k".into());
+        assert_eq!(store.claim(key.clone()).await, Ok(ClaimResult::Claimed));
+        assert_eq!(
+            store.claim(key).await,
+            Ok(ClaimResult::Existing(ClaimState::InFlight))
+        );
+    }
+}
