@@ -8,7 +8,9 @@
 //! Each open store is an *owner*: a row with a lease that a heartbeat thread renews. Claims record their
 //! owner. [`SqliteStore::reconcile_interrupted_claims`] marks a claim with no outcome `unknown`
 //! (`interrupted`) only when its owner is provably gone: closed, or its lease lapsed. A claim of a live
-//! owner (another host process sharing the file) is left alone.
+//! owner (another host process sharing the file) is left alone. Leases compare wall-clock instants
+//! written by the processes sharing the file; SQLite files are shared only on one machine (never over a
+//! network file system), so they read one clock.
 
 use crate::audit::{append, AuditEntry};
 use crate::migrate::{configure, migrate};
@@ -265,7 +267,9 @@ impl SqliteStore {
             "{pid}-{at}-{}",
             OWNER_COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let lease_ns = i64::try_from(options.lease.as_nanos()).unwrap_or(i64::MAX);
+        // The fields are public: keep the heartbeat period non-zero whatever was set.
+        let lease = options.lease.max(Duration::from_millis(4));
+        let lease_ns = i64::try_from(lease.as_nanos()).unwrap_or(i64::MAX);
         {
             let tx = immediate(&mut conn)?;
             tx.execute(
@@ -291,7 +295,7 @@ impl SqliteStore {
             let (stop, wait) = mpsc::channel::<()>();
             let conn = Arc::clone(&conn);
             let owner = owner.clone();
-            let period = options.lease / 4;
+            let period = lease / 4;
             let thread = std::thread::spawn(move || {
                 while let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(period) {
                     // A failed renewal is retried next period; the lease allows three misses.
