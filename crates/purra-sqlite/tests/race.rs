@@ -1,7 +1,7 @@
 //! Two OS processes on one file: the test binary re-executes itself in a "racer" mode (selected by an
 //! environment variable) so that two processes race to `check_and_claim` the same approved intent, round
-//! after round; and a process killed after claiming leaves a claim that becomes `interrupted` only once
-//! its lease has lapsed.
+//! after round; and a process killed (SIGKILL) after claiming leaves a claim that becomes `interrupted`
+//! only once its lease has lapsed.
 
 mod common;
 
@@ -72,9 +72,11 @@ fn child() {
                 let options = SqliteOptions::default().lease(Duration::from_secs(1));
                 let store = SqliteStore::open_with(parts[1], options).unwrap();
                 let claimed = store.claim(IdempotencyKey("crash".into())).await;
-                println!("CLAIMED {claimed:?}");
-                // Die between claim and outcome: no destructor, no outcome, no clean close.
-                std::process::abort();
+                let at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+                println!("CLAIMED {claimed:?} {}", at.as_nanos());
+                std::io::Write::flush(&mut std::io::stdout()).unwrap();
+                // Wait to be killed between claim and outcome (SIGKILL: no destructor, no close).
+                std::thread::sleep(Duration::from_secs(60));
             }
             other => panic!("unknown mode {other}"),
         }
@@ -167,16 +169,29 @@ fn a_killed_process_claim_becomes_interrupted_only_after_its_lease_lapses() {
     let path = fresh_db("crash");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    let out = spawn_child(&format!("crash|{}", path.display()))
-        .wait_with_output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("CLAIMED Ok(Claimed)"));
-    let died = SystemTime::now();
+    let mut child = spawn_child(&format!("crash|{}", path.display()));
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("CLAIMED") {
+        line.clear();
+        assert_ne!(
+            std::io::BufRead::read_line(&mut stdout, &mut line).unwrap(),
+            0
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = SystemTime::now();
+    let mut words = line[line.find("CLAIMED ").unwrap() + 8..].split_whitespace();
+    assert_eq!(words.next(), Some("Ok(Claimed)"));
+    let claimed_at = UNIX_EPOCH + Duration::from_nanos(words.next().unwrap().parse().unwrap());
     let key = IdempotencyKey("crash".into());
     rt.block_on(async {
-        // The dead process's lease (1 s) has not lapsed: nobody can tell it from a slow live one.
-        let early = store.reconcile_interrupted_claims(died).await.unwrap();
+        // Within the dead process's lease (1 s) nobody can tell it from a slow live one.
+        let early = store
+            .reconcile_interrupted_claims(claimed_at)
+            .await
+            .unwrap();
         assert_eq!(early.interrupted, Vec::<IdempotencyKey>::new());
         assert_eq!(early.in_flight_elsewhere, 1);
         assert_eq!(
@@ -188,7 +203,11 @@ fn a_killed_process_claim_becomes_interrupted_only_after_its_lease_lapses() {
             store.claim(key.clone()).await,
             Ok(ClaimResult::Existing(ClaimState::InFlight))
         );
-        tokio::time::sleep(Duration::from_millis(1100)).await;
+        // Its heartbeat stopped when it was killed; a lease later it is gone.
+        let lapsed = killed + Duration::from_millis(1100);
+        if let Ok(wait) = lapsed.duration_since(SystemTime::now()) {
+            tokio::time::sleep(wait).await;
+        }
         let later = store
             .reconcile_interrupted_claims(SystemTime::now())
             .await
