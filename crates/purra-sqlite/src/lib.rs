@@ -21,6 +21,53 @@
 //! their owner's lease, see [`SqliteStore`]), and [`SqliteStore::reconcile_unknown`] (an operator's decision,
 //! with independent evidence, that an `unknown` outcome was in fact `committed` or `not_started`).
 //! Every change is also a row of the append-only audit log ([`SqliteStore::audit`]).
+//!
+//! ```
+//! use purra_core::*;
+//! use purra_sqlite::SqliteStore;
+//! use std::time::SystemTime;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let dir = std::env::temp_dir().join(format!("purra-sqlite-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! # let _ = std::fs::remove_file(dir.join("host.db"));
+//! let store = SqliteStore::open(dir.join("host.db"))?;
+//! // On startup: claims a dead host left without outcome become `unknown` (`interrupted`).
+//! store.reconcile_interrupted_claims(SystemTime::now()).await?;
+//!
+//! let digest = |v: serde_json::Value| json_identity(&v).unwrap();
+//! let intent = ApprovalIntent {
+//!     tool: "update_document".into(),
+//!     arguments_digest: digest(serde_json::json!({"id": "d1"})),
+//!     approval_binding: digest(serde_json::json!("binding")),
+//!     checkpoint_call: CheckpointCall { call_id: "w1".into(), tool: "update_document".into() },
+//!     run_id: RunId::new("run-1"),
+//!     preset_fingerprint: digest(serde_json::json!("preset")),
+//! };
+//! let id = store.prepare(intent.clone()).await?;
+//! let approve = Decision {
+//!     verdict: Verdict::Approve,
+//!     approver: "alice".into(),
+//!     decided_at: SystemTime::now(),
+//!     expires_at: None,
+//! };
+//! store.decide(id.clone(), approve).await?;
+//! let ClaimVerdict::Claimed(key) =
+//!     store.check_and_claim(id.clone(), intent.digest(), SystemTime::now()).await?
+//! else {
+//!     unreachable!()
+//! };
+//! // … dispatch the call exactly once, then record what is known about its effect:
+//! store.complete(key, EffectOutcome::NotStarted).await?;
+//! assert_eq!(
+//!     store.check_and_claim(id, intent.digest(), SystemTime::now()).await?,
+//!     ClaimVerdict::AlreadyClaimed
+//! );
+//! # drop(store);
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! # Ok::<(), StoreError>(())
+//! # }).unwrap();
+//! ```
 
 mod audit;
 mod migrate;
