@@ -6,10 +6,12 @@
 //!   durable commit on this disk;
 //! - `approve_claim_commit`: `decide` (approve) + `check_and_claim` + `complete` (committed with a small
 //!   receipt) on an intent prepared outside the timing, three `BEGIN IMMEDIATE` transactions;
-//! - `prepare_approve_claim_commit`: the same with `prepare` inside the timing, four transactions.
+//! - `prepare_approve_claim_commit`: the same with `prepare` inside the timing, four transactions;
+//! - `approve_claim_commit_in_memory`: the three transactions on `SqliteStore::open_in_memory`, the part
+//!   of a cycle that is CPU (SQL, JSON, `spawn_blocking` hand-offs) rather than disk.
 //!
-//! After criterion's report the harness runs 40 more rounds that alternate the three workloads (30 fsyncs,
-//! 10 cycles, 10 cycles), so that all three see the same disk conditions, and prints, for those
+//! After criterion's report the harness runs 40 more rounds that alternate the workloads (30 fsyncs,
+//! 10 + 10 durable cycles, 100 in-memory cycles), so that all see the same disk conditions, and prints, for those
 //! interleaved medians and for criterion's medians, cycles per second, fsyncs per second and their
 //! ratio. Fsync latency on a shared machine moves by an order of magnitude within minutes; the
 //! interleaved ratio is the number to compare.
@@ -79,6 +81,8 @@ async fn approve_claim_commit(store: &SqliteStore, id: ApprovalId, intent: &Appr
 struct Fixture {
     rt: tokio::runtime::Runtime,
     store: SqliteStore,
+    /// The same work without a disk: what the cycle costs in CPU (SQL, JSON, thread hand-offs).
+    memory: SqliteStore,
     raw: File,
 }
 
@@ -93,6 +97,7 @@ impl Fixture {
                 .build()
                 .unwrap(),
             store: SqliteStore::open(&db).unwrap(),
+            memory: SqliteStore::open_in_memory().unwrap(),
             raw: OpenOptions::new()
                 .create(true)
                 .truncate(true)
@@ -110,18 +115,18 @@ impl Fixture {
         self.raw.sync_all().unwrap();
     }
 
-    fn prepare(&self) -> (ApprovalId, ApprovalIntent) {
+    fn prepare(&self, store: &SqliteStore) -> (ApprovalId, ApprovalIntent) {
         let intent = fresh_intent();
-        let id = self
-            .rt
-            .block_on(self.store.prepare(intent.clone()))
-            .unwrap();
+        let id = self.rt.block_on(store.prepare(intent.clone())).unwrap();
         (id, intent)
     }
 
-    fn approve_claim_commit(&self, (id, intent): (ApprovalId, ApprovalIntent)) {
-        self.rt
-            .block_on(approve_claim_commit(&self.store, id, &intent));
+    fn approve_claim_commit(
+        &self,
+        store: &SqliteStore,
+        (id, intent): (ApprovalId, ApprovalIntent),
+    ) {
+        self.rt.block_on(approve_claim_commit(store, id, &intent));
     }
 }
 
@@ -141,18 +146,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Rounds that alternate the three workloads, so that all see the same disk conditions (other work on
 /// the machine moves fsync latency a lot); returns the median per-operation seconds of each.
-fn interleaved(fx: &mut Fixture, rounds: usize) -> [f64; 3] {
-    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+fn interleaved(fx: &mut Fixture, rounds: usize) -> [f64; 4] {
+    let mut times = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..rounds {
         times[0].push(per_op(30, || fx.fsync_4k()));
-        let prepared: Vec<_> = (0..10).map(|_| fx.prepare()).collect();
+        let prepared: Vec<_> = (0..10).map(|_| fx.prepare(&fx.store)).collect();
         let mut prepared = prepared.into_iter();
         times[1].push(per_op(10, || {
-            fx.approve_claim_commit(prepared.next().unwrap())
+            fx.approve_claim_commit(&fx.store, prepared.next().unwrap())
         }));
         times[2].push(per_op(10, || {
-            let p = fx.prepare();
-            fx.approve_claim_commit(p)
+            let p = fx.prepare(&fx.store);
+            fx.approve_claim_commit(&fx.store, p)
+        }));
+        let prepared: Vec<_> = (0..100).map(|_| fx.prepare(&fx.memory)).collect();
+        let mut prepared = prepared.into_iter();
+        times[3].push(per_op(100, || {
+            fx.approve_claim_commit(&fx.memory, prepared.next().unwrap())
         }));
     }
     times.map(median)
@@ -165,16 +175,23 @@ fn bench_sqlite(c: &mut Criterion, fx: &mut Fixture) {
     group.bench_function("fsync_4k", |b| b.iter(|| fx.fsync_4k()));
     group.bench_function("approve_claim_commit", |b| {
         b.iter_batched(
-            || fx.prepare(),
-            |p| fx.approve_claim_commit(p),
+            || fx.prepare(&fx.store),
+            |p| fx.approve_claim_commit(&fx.store, p),
             BatchSize::SmallInput,
         )
     });
     group.bench_function("prepare_approve_claim_commit", |b| {
         b.iter(|| {
-            let p = fx.prepare();
-            fx.approve_claim_commit(p)
+            let p = fx.prepare(&fx.store);
+            fx.approve_claim_commit(&fx.store, p)
         })
+    });
+    group.bench_function("approve_claim_commit_in_memory", |b| {
+        b.iter_batched(
+            || fx.prepare(&fx.memory),
+            |p| fx.approve_claim_commit(&fx.memory, p),
+            BatchSize::SmallInput,
+        )
     });
     group.finish();
 }
@@ -202,12 +219,12 @@ fn main() {
     let mut fx = Fixture::new(&data_dir);
     bench_sqlite(&mut c, &mut fx);
     c.final_summary();
-    let [fsync, acc, pacc] = interleaved(&mut fx, 40);
+    let [fsync, acc, pacc, memory] = interleaved(&mut fx, 40);
     // Benchmarks are the one place that reports on stdout.
     #[allow(clippy::print_stdout)]
     {
         println!("\ndurable cycles against the disk's fsync rate, same directory, same run");
-        let show = |source: &str, fsync: f64, cycles: [(&str, Option<f64>); 2]| {
+        let show = |source: &str, fsync: f64, cycles: [(&str, Option<f64>); 3]| {
             println!(
                 "{source}: fsync_4k {:>8.1} µs = {:>6.0} fsync/s",
                 fsync * 1e6,
@@ -216,7 +233,7 @@ fn main() {
             for (name, cycle) in cycles {
                 if let Some(cycle) = cycle {
                     println!(
-                        "{source}: {name:<28} {:>8.1} µs = {:>6.0} cycles/s  cycles/s ÷ fsync/s = {:.3} ({:.2} fsync times per cycle)",
+                        "{source}: {name:<30} {:>8.1} µs = {:>6.0} cycles/s  cycles/s ÷ fsync/s = {:.3} ({:.2} fsync times per cycle)",
                         cycle * 1e6,
                         1.0 / cycle,
                         fsync / cycle,
@@ -231,6 +248,7 @@ fn main() {
             [
                 ("approve_claim_commit", Some(acc)),
                 ("prepare_approve_claim_commit", Some(pacc)),
+                ("approve_claim_commit_in_memory", Some(memory)),
             ],
         );
         let criterion = |name| median_ns(&criterion_dir, "durable", name).map(|ns| ns / 1e9);
@@ -243,6 +261,10 @@ fn main() {
                     (
                         "prepare_approve_claim_commit",
                         criterion("prepare_approve_claim_commit"),
+                    ),
+                    (
+                        "approve_claim_commit_in_memory",
+                        criterion("approve_claim_commit_in_memory"),
                     ),
                 ],
             );

@@ -86,6 +86,8 @@ pub(crate) fn configure(
     file: bool,
 ) -> Result<(), StoreError> {
     conn.busy_timeout(busy_timeout).map_err(backend)?;
+    // Every statement of the store stays prepared (there are about twenty).
+    conn.set_prepared_statement_cache_capacity(64);
     if file {
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))

@@ -121,6 +121,29 @@ impl Drop for Inner {
     }
 }
 
+/// `execute` and `query_row` through the connection's statement cache (every statement here is hot).
+trait Cached {
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>;
+}
+
+impl Cached for Connection {
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+}
+
 pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
@@ -157,7 +180,7 @@ fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
 fn close_owner(conn: &mut Connection, owner: &str) -> Result<(), StoreError> {
     let tx = immediate(conn)?;
     let at = now_ns()?;
-    tx.execute(
+    tx.exec(
         "UPDATE owners SET closed_at_ns = ?1 WHERE owner = ?2 AND closed_at_ns IS NULL",
         params![at, owner],
     )
@@ -194,7 +217,7 @@ fn claim_state(outcome_json: Option<String>) -> Result<ClaimState, StoreError> {
 
 /// The row of one claim: `None` if never claimed, `Some(None)` if in flight.
 fn read_claim(conn: &Connection, key: &str) -> Result<Option<Option<String>>, StoreError> {
-    conn.query_row(
+    conn.row(
         "SELECT outcome_json FROM claims WHERE key = ?1",
         params![key],
         |row| row.get::<_, Option<String>>(0),
@@ -212,7 +235,7 @@ fn insert_claim(
     at: i64,
 ) -> Result<bool, StoreError> {
     let n = tx
-        .execute(
+        .exec(
             "INSERT INTO claims (key, owner, approval_seq, claimed_at_ns) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT(key) DO NOTHING",
             params![key, owner, approval, at],
@@ -220,7 +243,7 @@ fn insert_claim(
         .map_err(backend)?;
     if n == 1 {
         // A claim is also proof of life: renew this owner's lease in the same transaction.
-        tx.execute(
+        tx.exec(
             "UPDATE owners SET heartbeat_at_ns = max(heartbeat_at_ns, ?1) WHERE owner = ?2",
             params![at, owner],
         )
@@ -272,7 +295,7 @@ impl SqliteStore {
         let lease_ns = i64::try_from(lease.as_nanos()).unwrap_or(i64::MAX);
         {
             let tx = immediate(&mut conn)?;
-            tx.execute(
+            tx.exec(
                 "INSERT INTO owners (owner, pid, opened_at_ns, heartbeat_at_ns, lease_ns)
                  VALUES (?1, ?2, ?3, ?3, ?4)",
                 params![owner, pid, at, lease_ns],
@@ -300,7 +323,7 @@ impl SqliteStore {
                 while let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(period) {
                     // A failed renewal is retried next period; the lease allows three misses.
                     if let Ok(at) = now_ns() {
-                        let _ = lock(&conn).execute(
+                        let _ = lock(&conn).exec(
                             "UPDATE owners SET heartbeat_at_ns = max(heartbeat_at_ns, ?1)
                              WHERE owner = ?2",
                             params![at, owner],
@@ -396,7 +419,7 @@ impl SqliteStore {
             let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
             let at = now_ns()?;
             for (key, owner) in gone {
-                tx.execute(
+                tx.exec(
                     "UPDATE claims SET outcome = 'unknown', outcome_json = ?1, completed_at_ns = ?2
                      WHERE key = ?3 AND outcome IS NULL",
                     params![outcome_json, at, key],
@@ -455,7 +478,7 @@ impl SqliteStore {
             }
             let at = now_ns()?;
             let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
-            tx.execute(
+            tx.exec(
                 "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
                  WHERE key = ?4",
                 params![outcome_kind(&outcome), outcome_json, at, key.0],
@@ -508,7 +531,7 @@ impl ApprovalGateway for SqliteStore {
             let intent_json = serde_json::to_string(&intent).map_err(json_error)?;
             let at = now_ns()?;
             let tx = immediate(conn)?;
-            tx.execute(
+            tx.exec(
                 "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
                                         prepared_by, state)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'prepared')",
@@ -549,7 +572,7 @@ impl ApprovalGateway for SqliteStore {
             };
             let tx = immediate(conn)?;
             let state: Option<String> = tx
-                .query_row(
+                .row(
                     "SELECT state FROM approvals WHERE seq = ?1",
                     params![seq],
                     |row| row.get(0),
@@ -561,7 +584,7 @@ impl ApprovalGateway for SqliteStore {
                 Some("prepared") => {}
                 Some(_) => return Err(StoreError::Conflict("already decided")),
             }
-            tx.execute(
+            tx.exec(
                 "UPDATE approvals SET state = 'decided', verdict = ?1, approver = ?2,
                         decided_at_ns = ?3, expires_at_ns = ?4
                  WHERE seq = ?5",
@@ -589,7 +612,7 @@ impl ApprovalGateway for SqliteStore {
                 return Ok(None);
             };
             let row = conn
-                .query_row(
+                .row(
                     "SELECT intent_json, intent_digest, state, verdict, approver, decided_at_ns,
                             expires_at_ns
                      FROM approvals WHERE seq = ?1",
@@ -656,7 +679,7 @@ impl ApprovalGateway for SqliteStore {
             // commit together, or not at all.
             let tx = immediate(conn)?;
             let row = tx
-                .query_row(
+                .row(
                     "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
                      WHERE seq = ?1",
                     params![seq],
@@ -699,7 +722,7 @@ impl ApprovalGateway for SqliteStore {
                     "already_claimed",
                 )?,
                 _ if expires_at.is_some_and(|e| e <= now) => {
-                    tx.execute(
+                    tx.exec(
                         "UPDATE approvals SET state = 'refused', refused_reason = 'expired'
                          WHERE seq = ?1",
                         params![seq],
@@ -708,7 +731,7 @@ impl ApprovalGateway for SqliteStore {
                     refuse(&tx, ClaimVerdict::Expired, "refused", "expired")?
                 }
                 _ if digest != current_intent.as_str() => {
-                    tx.execute(
+                    tx.exec(
                         "UPDATE approvals SET state = 'refused', refused_reason = 'mismatch'
                          WHERE seq = ?1",
                         params![seq],
@@ -718,7 +741,7 @@ impl ApprovalGateway for SqliteStore {
                 }
                 _ => {
                     if insert_claim(&tx, &digest, me, Some(seq), at)? {
-                        tx.execute(
+                        tx.exec(
                             "UPDATE approvals SET state = 'claimed' WHERE seq = ?1",
                             params![seq],
                         )
@@ -815,7 +838,7 @@ impl IdempotencyStore for SqliteStore {
                     Err(StoreError::Conflict("the claim already has an outcome"))
                 }
                 Some(None) => {
-                    tx.execute(
+                    tx.exec(
                         "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
                          WHERE key = ?4",
                         params![outcome_kind(&outcome), outcome_json, at, key.0],
@@ -852,7 +875,7 @@ impl RunStore for SqliteStore {
             let run_json = serde_json::to_string(&run).map_err(json_error)?;
             let tx = immediate(conn)?;
             let at = now_ns()?;
-            tx.execute(
+            tx.exec(
                 "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns)
                  VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT(run_id) DO UPDATE SET agent = excluded.agent,
@@ -880,7 +903,7 @@ impl RunStore for SqliteStore {
     ) -> BoxFuture<'_, Result<Option<SuspendedRun>, StoreError>> {
         self.run(move |conn, _| {
             let text: Option<String> = conn
-                .query_row(
+                .row(
                     "SELECT run_json FROM suspended_runs WHERE run_id = ?1",
                     params![run_id.as_str()],
                     |row| row.get(0),
@@ -896,7 +919,7 @@ impl RunStore for SqliteStore {
         self.run(move |conn, me| {
             let tx = immediate(conn)?;
             let n = tx
-                .execute(
+                .exec(
                     "DELETE FROM suspended_runs WHERE run_id = ?1",
                     params![run_id.as_str()],
                 )
