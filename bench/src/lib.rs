@@ -1,1 +1,1 @@
-//! purra benchmarks live in `benches/` (one file per area: `core.rs` for purra-core); this library is empty.
+//! purra benchmarks live in `benches/` (one file per area: `core.rs` for purra-core, `sqlite.rs` for purra-sqlite); this library is empty.

@@ -1,0 +1,77 @@
+//! purra on SQLite: a durable approval gateway, idempotency claims and receipts, suspended runs, and an
+//! append-only audit log, all in one file.
+//!
+//! [`SqliteStore`] implements purra-core's three store contracts with exactly the semantics of the
+//! in-memory versions, durably:
+//!
+//! - [`purra_core::ApprovalGateway`]: `prepare` stores a pending approval; `decide` records the verdict,
+//!   approver, time and optional expiry; `check_and_claim` checks decision, expiry and the current intent
+//!   digest and records the claim in the same `BEGIN IMMEDIATE` transaction. A claimed or refused
+//!   approval never claims again. `receipts()` is the store itself.
+//! - [`purra_core::IdempotencyStore`]: a key is claimed once, ever, then completed as `committed`
+//!   (receipt), `not_started` or `unknown` (reason); `unknown` keeps its claim.
+//! - [`purra_core::RunStore`]: suspended runs as JSON, so a restarted host resumes from the file.
+//!
+//! The file uses WAL, `synchronous=FULL`, a busy timeout and foreign keys; its schema is versioned with
+//! `PRAGMA user_version`, and a file from a newer build is refused.
+//!
+//! Two things only the host or an operator does, never anything automatic:
+//! [`SqliteStore::reconcile_interrupted_claims`] (on startup: claims left without outcome by a store
+//! that is gone become `unknown` with reason `interrupted`; a live process's claims are told apart by
+//! their owner's lease, see [`SqliteStore`]), and [`SqliteStore::reconcile_unknown`] (an operator's decision,
+//! with independent evidence, that an `unknown` outcome was in fact `committed` or `not_started`).
+//! Every change is also a row of the append-only audit log ([`SqliteStore::audit`]).
+//!
+//! ```
+//! use purra_core::*;
+//! use purra_sqlite::SqliteStore;
+//! use std::time::SystemTime;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let dir = std::env::temp_dir().join(format!("purra-sqlite-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! # let _ = std::fs::remove_file(dir.join("host.db"));
+//! let store = SqliteStore::open(dir.join("host.db"))?;
+//! // On startup: claims a dead host left without outcome become `unknown` (`interrupted`).
+//! store.reconcile_interrupted_claims(SystemTime::now()).await?;
+//!
+//! let digest = |v: serde_json::Value| json_identity(&v).unwrap();
+//! let intent = ApprovalIntent {
+//!     tool: "update_document".into(),
+//!     arguments_digest: digest(serde_json::json!({"id": "d1"})),
+//!     approval_binding: digest(serde_json::json!("binding")),
+//!     checkpoint_call: CheckpointCall { call_id: "w1".into(), tool: "update_document".into() },
+//!     run_id: RunId::new("run-1"),
+//!     preset_fingerprint: digest(serde_json::json!("preset")),
+//! };
+//! let id = store.prepare(intent.clone()).await?;
+//! let approve = Decision {
+//!     verdict: Verdict::Approve,
+//!     approver: "alice".into(),
+//!     decided_at: SystemTime::now(),
+//!     expires_at: None,
+//! };
+//! store.decide(id.clone(), approve).await?;
+//! let ClaimVerdict::Claimed(key) =
+//!     store.check_and_claim(id.clone(), intent.digest(), SystemTime::now()).await?
+//! else {
+//!     unreachable!()
+//! };
+//! // … dispatch the call exactly once, then record what is known about its effect:
+//! store.complete(key, EffectOutcome::NotStarted).await?;
+//! assert_eq!(
+//!     store.check_and_claim(id, intent.digest(), SystemTime::now()).await?,
+//!     ClaimVerdict::AlreadyClaimed
+//! );
+//! # drop(store);
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! # Ok::<(), StoreError>(())
+//! # }).unwrap();
+//! ```
+
+mod audit;
+mod migrate;
+mod store;
+
+pub use audit::AuditEntry;
+pub use store::{Reconciliation, SqliteOptions, SqliteStore, INTERRUPTED};

@@ -1,0 +1,982 @@
+//! `SqliteStore`: the approval gateway, idempotency store and run store of purra-core on one SQLite file.
+//!
+//! One writer connection per store sits behind a `std::sync::Mutex`; every operation runs on
+//! `tokio::task::spawn_blocking`, so the lock is never held across an `.await`. Every claim, decision
+//! and outcome is one `BEGIN IMMEDIATE` transaction that also appends its audit row, committed with
+//! `synchronous=FULL` before the call returns.
+//!
+//! Each open store is an *owner*: a row with a lease that a heartbeat thread renews. Claims record their
+//! owner. [`SqliteStore::reconcile_interrupted_claims`] marks a claim with no outcome `unknown`
+//! (`interrupted`) only when its owner is provably gone: closed, or its lease lapsed. A claim of a live
+//! owner (another host process sharing the file) is left alone. Leases compare wall-clock instants
+//! written by the processes sharing the file; SQLite files are shared only on one machine (never over a
+//! network file system), so they read one clock.
+
+use crate::audit::{append, AuditEntry};
+use crate::migrate::{configure, migrate};
+use purra_core::{
+    ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRecord, ApprovalState, BoxFuture,
+    ClaimResult, ClaimState, ClaimVerdict, Decision, EffectOutcome, ErrorCode, IdempotencyKey,
+    IdempotencyStore, JsonIdentity, RunId, RunStore, StoreError, SuspendedRun, Verdict,
+};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use serde_json::json;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The reason recorded for a claim found without outcome whose owner is gone.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// Options of [`SqliteStore::open_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// How long a write waits for another connection's lock before failing (`busy_timeout`).
+    pub busy_timeout: Duration,
+    /// How long this store's claims count as in flight without a heartbeat. The heartbeat thread renews
+    /// the lease every quarter of it; another process may mark this store's open claims `interrupted`
+    /// only after a whole lease without renewal.
+    pub lease: Duration,
+}
+
+impl Default for SqliteOptions {
+    /// A 5 s busy timeout and a 60 s lease.
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            lease: Duration::from_secs(60),
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets the busy timeout.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Sets the lease (at least 4 ms, so the heartbeat has a period).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(4));
+        self
+    }
+}
+
+/// What [`SqliteStore::reconcile_interrupted_claims`] did.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Reconciliation {
+    /// Claims of gone owners, now `unknown` with reason `interrupted` (sorted by key).
+    pub interrupted: Vec<IdempotencyKey>,
+    /// Claims without outcome whose owner still holds a live lease (left alone; still never
+    /// dispatched again).
+    pub in_flight_elsewhere: usize,
+    /// Claims without outcome of this store itself (in flight in this process; left alone).
+    pub in_flight_here: usize,
+}
+
+/// A durable store of approvals, claims, receipts, suspended runs and an append-only audit log.
+///
+/// Cloning is cheap and shares the one connection. [`ApprovalGateway::receipts`] returns the same store.
+/// Its methods need a tokio runtime (they run on `spawn_blocking`).
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("owner", &self.inner.owner)
+            .field("durable", &self.inner.durable)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    /// The one writer connection; also used by the heartbeat thread between operations.
+    conn: Arc<Mutex<Connection>>,
+    /// This store's owner id (claims record it).
+    owner: String,
+    /// False for `open_in_memory`.
+    durable: bool,
+    /// Stops the heartbeat thread when dropped; joined on drop.
+    heartbeat: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some((stop, thread)) = self.heartbeat.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
+        // A clean close: claims this owner left without outcome are interrupted from now on.
+        let mut conn = lock(&self.conn);
+        let _ = close_owner(&mut conn, &self.owner);
+    }
+}
+
+/// `execute` and `query_row` through the connection's statement cache (every statement here is hot).
+trait Cached {
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>;
+}
+
+impl Cached for Connection {
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+}
+
+pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn json_error(e: serde_json::Error) -> StoreError {
+    StoreError::Backend(format!("stored JSON: {e}"))
+}
+
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Nanoseconds since the Unix epoch (the stored form of every instant).
+pub(crate) fn to_ns(t: SystemTime) -> Result<i64, StoreError> {
+    let d = t
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| StoreError::Backend("instant before 1970".into()))?;
+    i64::try_from(d.as_nanos()).map_err(|_| StoreError::Backend("instant after 2262".into()))
+}
+
+pub(crate) fn from_ns(ns: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
+}
+
+fn now_ns() -> Result<i64, StoreError> {
+    to_ns(SystemTime::now())
+}
+
+fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(backend)
+}
+
+fn close_owner(conn: &mut Connection, owner: &str) -> Result<(), StoreError> {
+    let tx = immediate(conn)?;
+    let at = now_ns()?;
+    tx.exec(
+        "UPDATE owners SET closed_at_ns = ?1 WHERE owner = ?2 AND closed_at_ns IS NULL",
+        params![at, owner],
+    )
+    .map_err(backend)?;
+    append(&tx, at, owner, "closed", None, None, None, &json!({}))?;
+    tx.commit().map_err(backend)
+}
+
+fn approval_seq(id: &ApprovalId) -> Option<i64> {
+    let n: i64 = id.0.strip_prefix("approval-")?.parse().ok()?;
+    (format!("approval-{n}") == id.0).then_some(n)
+}
+
+fn approval_id(seq: i64) -> ApprovalId {
+    ApprovalId(format!("approval-{seq}"))
+}
+
+fn outcome_kind(outcome: &EffectOutcome) -> &'static str {
+    match outcome {
+        EffectOutcome::Committed { .. } => "committed",
+        EffectOutcome::NotStarted => "not_started",
+        EffectOutcome::Unknown { .. } => "unknown",
+    }
+}
+
+fn claim_state(outcome_json: Option<String>) -> Result<ClaimState, StoreError> {
+    Ok(match outcome_json {
+        None => ClaimState::InFlight,
+        Some(text) => ClaimState::Completed {
+            outcome: serde_json::from_str(&text).map_err(json_error)?,
+        },
+    })
+}
+
+/// The row of one claim: `None` if never claimed, `Some(None)` if in flight.
+fn read_claim(conn: &Connection, key: &str) -> Result<Option<Option<String>>, StoreError> {
+    conn.row(
+        "SELECT outcome_json FROM claims WHERE key = ?1",
+        params![key],
+        |row| row.get::<_, Option<String>>(0),
+    )
+    .optional()
+    .map_err(backend)
+}
+
+/// Inserts a claim unless the key exists; true when this call claimed it.
+fn insert_claim(
+    tx: &Transaction<'_>,
+    key: &str,
+    owner: &str,
+    approval: Option<i64>,
+    at: i64,
+) -> Result<bool, StoreError> {
+    let n = tx
+        .exec(
+            "INSERT INTO claims (key, owner, approval_seq, claimed_at_ns) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(key) DO NOTHING",
+            params![key, owner, approval, at],
+        )
+        .map_err(backend)?;
+    if n == 1 {
+        // A claim is also proof of life: renew this owner's lease in the same transaction.
+        tx.exec(
+            "UPDATE owners SET heartbeat_at_ns = max(heartbeat_at_ns, ?1) WHERE owner = ?2",
+            params![at, owner],
+        )
+        .map_err(backend)?;
+    }
+    Ok(n == 1)
+}
+
+static OWNER_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in the file at `path` with the default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (creating if needed) the store in the file at `path`: WAL, `synchronous=FULL`,
+    /// `busy_timeout`, `foreign_keys=ON`, migrations, and a new owner with a lease.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path).map_err(backend)?;
+        SqliteStore::start(conn, options, true)
+    }
+
+    /// An in-memory store for unit tests. It reports itself not durable, so an agent with
+    /// confirm-policy tools refuses it.
+    pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open_in_memory().map_err(backend)?;
+        SqliteStore::start(conn, SqliteOptions::default(), false)
+    }
+
+    fn start(
+        mut conn: Connection,
+        options: SqliteOptions,
+        durable: bool,
+    ) -> Result<SqliteStore, StoreError> {
+        configure(&conn, options.busy_timeout, durable)?;
+        migrate(&mut conn)?;
+        let at = now_ns()?;
+        let pid = std::process::id();
+        let owner = format!(
+            "{pid}-{at}-{}",
+            OWNER_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        // The fields are public: keep the heartbeat period non-zero whatever was set.
+        let lease = options.lease.max(Duration::from_millis(4));
+        let lease_ns = i64::try_from(lease.as_nanos()).unwrap_or(i64::MAX);
+        {
+            let tx = immediate(&mut conn)?;
+            tx.exec(
+                "INSERT INTO owners (owner, pid, opened_at_ns, heartbeat_at_ns, lease_ns)
+                 VALUES (?1, ?2, ?3, ?3, ?4)",
+                params![owner, pid, at, lease_ns],
+            )
+            .map_err(backend)?;
+            append(
+                &tx,
+                at,
+                &owner,
+                "opened",
+                None,
+                None,
+                None,
+                &json!({"pid": pid, "leaseNs": lease_ns}),
+            )?;
+            tx.commit().map_err(backend)?;
+        }
+        let conn = Arc::new(Mutex::new(conn));
+        let heartbeat = durable.then(|| {
+            let (stop, wait) = mpsc::channel::<()>();
+            let conn = Arc::clone(&conn);
+            let owner = owner.clone();
+            let period = lease / 4;
+            let thread = std::thread::spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(period) {
+                    // A failed renewal is retried next period; the lease allows three misses.
+                    if let Ok(at) = now_ns() {
+                        let _ = lock(&conn).exec(
+                            "UPDATE owners SET heartbeat_at_ns = max(heartbeat_at_ns, ?1)
+                             WHERE owner = ?2",
+                            params![at, owner],
+                        );
+                    }
+                }
+            });
+            (stop, thread)
+        });
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                conn,
+                owner,
+                durable,
+                heartbeat,
+            }),
+        })
+    }
+
+    /// Whether this store is backed by a file (false only for [`SqliteStore::open_in_memory`]).
+    pub fn is_durable(&self) -> bool {
+        self.inner.durable
+    }
+
+    /// This store's owner id, recorded with its claims and audit rows.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// Runs `op` with the connection on the blocking pool.
+    fn run<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &str) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut conn = lock(&inner.conn);
+                op(&mut conn, &inner.owner)
+            })
+            .await
+            .map_err(|_| StoreError::Backend("store operation panicked".into()))?
+        })
+    }
+
+    /// Marks every claim without outcome whose owner is gone (closed, or its lease lapsed at `now`)
+    /// as `unknown` with reason `interrupted`, one audit row each. Claims of live owners, this store's
+    /// included, are left alone. The host calls it on startup and may call it again later (a crashed
+    /// process's claims are found once its lease has lapsed). No claim is ever dispatched again either
+    /// way; this only makes the stored outcome say what is known.
+    pub async fn reconcile_interrupted_claims(
+        &self,
+        now: SystemTime,
+    ) -> Result<Reconciliation, StoreError> {
+        let now = to_ns(now)?;
+        self.run(move |conn, me| {
+            let tx = immediate(conn)?;
+            let mut gone: Vec<(String, String)> = Vec::new();
+            let mut report = Reconciliation::default();
+            {
+                let mut stmt = tx
+                    .prepare(
+                        "SELECT c.key, c.owner, o.closed_at_ns IS NOT NULL
+                                OR o.heartbeat_at_ns + o.lease_ns <= ?1
+                         FROM claims c JOIN owners o ON o.owner = c.owner
+                         WHERE c.outcome IS NULL ORDER BY c.key",
+                    )
+                    .map_err(backend)?;
+                let rows = stmt
+                    .query_map(params![now], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, bool>(2)?,
+                        ))
+                    })
+                    .map_err(backend)?;
+                for row in rows {
+                    let (key, owner, is_gone) = row.map_err(backend)?;
+                    if owner == me {
+                        report.in_flight_here += 1;
+                    } else if is_gone {
+                        gone.push((key, owner));
+                    } else {
+                        report.in_flight_elsewhere += 1;
+                    }
+                }
+            }
+            let reason =
+                ErrorCode::new(INTERRUPTED).unwrap_or_else(|_| unreachable!("a valid identifier"));
+            let outcome = EffectOutcome::Unknown { reason };
+            let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
+            let at = now_ns()?;
+            for (key, owner) in gone {
+                tx.exec(
+                    "UPDATE claims SET outcome = 'unknown', outcome_json = ?1, completed_at_ns = ?2
+                     WHERE key = ?3 AND outcome IS NULL",
+                    params![outcome_json, at, key],
+                )
+                .map_err(backend)?;
+                append(
+                    &tx,
+                    at,
+                    me,
+                    "interrupted",
+                    None,
+                    Some(&key),
+                    None,
+                    &json!({"claimOwner": owner, "outcome": outcome, "checkedAtNs": now}),
+                )?;
+                report.interrupted.push(IdempotencyKey(key));
+            }
+            tx.commit().map_err(backend)?;
+            Ok(report)
+        })
+        .await
+    }
+
+    /// An operator's reconciliation of an `unknown` outcome: records `evidence` (independent evidence of
+    /// what happened, required) in the audit log and replaces the outcome with `outcome`, which must be
+    /// `committed` or `not_started`. `NotFound` if never claimed; `Conflict` if the outcome is not
+    /// `unknown`, the evidence is empty, or `outcome` is itself `unknown`. The claim stays: the call is
+    /// never dispatched again.
+    pub async fn reconcile_unknown(
+        &self,
+        key: IdempotencyKey,
+        evidence: &str,
+        outcome: EffectOutcome,
+    ) -> Result<(), StoreError> {
+        if evidence.trim().is_empty() {
+            return Err(StoreError::Conflict("reconciliation requires evidence"));
+        }
+        if matches!(outcome, EffectOutcome::Unknown { .. }) {
+            return Err(StoreError::Conflict(
+                "reconciliation must resolve to committed or not_started",
+            ));
+        }
+        let evidence = evidence.to_owned();
+        self.run(move |conn, me| {
+            let tx = immediate(conn)?;
+            let before = match read_claim(&tx, &key.0)? {
+                None => return Err(StoreError::NotFound),
+                Some(None) => return Err(StoreError::Conflict("the claim has no outcome yet")),
+                Some(Some(text)) => text,
+            };
+            let before: EffectOutcome = serde_json::from_str(&before).map_err(json_error)?;
+            if !matches!(before, EffectOutcome::Unknown { .. }) {
+                return Err(StoreError::Conflict(
+                    "only an unknown outcome is reconciled",
+                ));
+            }
+            let at = now_ns()?;
+            let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
+            tx.exec(
+                "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
+                 WHERE key = ?4",
+                params![outcome_kind(&outcome), outcome_json, at, key.0],
+            )
+            .map_err(backend)?;
+            append(
+                &tx,
+                at,
+                me,
+                "reconciled",
+                None,
+                Some(&key.0),
+                None,
+                &json!({"before": before, "after": outcome, "evidence": evidence}),
+            )?;
+            tx.commit().map_err(backend)
+        })
+        .await
+    }
+
+    /// Audit rows with a sequence number above `after_seq`, oldest first, at most `limit`.
+    pub async fn audit(&self, after_seq: i64, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        self.run(move |conn, _| crate::audit::read(conn, after_seq, limit))
+            .await
+    }
+
+    /// The ids of every stored suspended run (a restarted host resumes them), sorted.
+    pub async fn suspended_run_ids(&self) -> Result<Vec<RunId>, StoreError> {
+        self.run(|conn, _| {
+            let mut stmt = conn
+                .prepare("SELECT run_id FROM suspended_runs ORDER BY run_id")
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(backend)?;
+            rows.map(|r| r.map(RunId).map_err(backend)).collect()
+        })
+        .await
+    }
+}
+
+impl ApprovalGateway for SqliteStore {
+    fn is_durable(&self) -> bool {
+        self.inner.durable
+    }
+
+    fn prepare(&self, intent: ApprovalIntent) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
+        self.run(move |conn, me| {
+            let digest = intent.digest();
+            let intent_json = serde_json::to_string(&intent).map_err(json_error)?;
+            let at = now_ns()?;
+            let tx = immediate(conn)?;
+            tx.exec(
+                "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
+                                        prepared_by, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'prepared')",
+                params![
+                    intent_json,
+                    digest.as_str(),
+                    intent.tool,
+                    intent.run_id.as_str(),
+                    at,
+                    me
+                ],
+            )
+            .map_err(backend)?;
+            let id = approval_id(tx.last_insert_rowid());
+            append(
+                &tx,
+                at,
+                me,
+                "prepared",
+                Some(&id.0),
+                None,
+                Some(intent.run_id.as_str()),
+                &json!({"intentDigest": digest.as_str(), "intent": intent.to_json()}),
+            )?;
+            tx.commit().map_err(backend)?;
+            Ok(id)
+        })
+    }
+
+    fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.run(move |conn, me| {
+            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
+            let decided_at = to_ns(decision.decided_at)?;
+            let expires_at = decision.expires_at.map(to_ns).transpose()?;
+            let verdict = match decision.verdict {
+                Verdict::Approve => "approve",
+                Verdict::Deny => "deny",
+            };
+            let tx = immediate(conn)?;
+            let state: Option<String> = tx
+                .row(
+                    "SELECT state FROM approvals WHERE seq = ?1",
+                    params![seq],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(backend)?;
+            match state.as_deref() {
+                None => return Err(StoreError::NotFound),
+                Some("prepared") => {}
+                Some(_) => return Err(StoreError::Conflict("already decided")),
+            }
+            tx.exec(
+                "UPDATE approvals SET state = 'decided', verdict = ?1, approver = ?2,
+                        decided_at_ns = ?3, expires_at_ns = ?4
+                 WHERE seq = ?5",
+                params![verdict, decision.approver, decided_at, expires_at, seq],
+            )
+            .map_err(backend)?;
+            append(
+                &tx,
+                now_ns()?,
+                me,
+                "decided",
+                Some(&id.0),
+                None,
+                None,
+                &json!({"verdict": verdict, "approver": decision.approver,
+                        "decidedAtNs": decided_at, "expiresAtNs": expires_at}),
+            )?;
+            tx.commit().map_err(backend)
+        })
+    }
+
+    fn record(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalRecord>, StoreError>> {
+        self.run(move |conn, _| {
+            let Some(seq) = approval_seq(&id) else {
+                return Ok(None);
+            };
+            let row = conn
+                .row(
+                    "SELECT intent_json, intent_digest, state, verdict, approver, decided_at_ns,
+                            expires_at_ns
+                     FROM approvals WHERE seq = ?1",
+                    params![seq],
+                    |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                            row.get::<_, Option<String>>(4)?,
+                            row.get::<_, Option<i64>>(5)?,
+                            row.get::<_, Option<i64>>(6)?,
+                        ))
+                    },
+                )
+                .optional()
+                .map_err(backend)?;
+            let Some((intent, digest, state, verdict, approver, decided_at, expires_at)) = row
+            else {
+                return Ok(None);
+            };
+            let intent: ApprovalIntent = serde_json::from_str(&intent).map_err(json_error)?;
+            let intent_digest = JsonIdentity::parse(&digest)
+                .ok_or_else(|| StoreError::Backend("stored intent digest is malformed".into()))?;
+            let decision = match (verdict.as_deref(), approver, decided_at) {
+                (Some(v), Some(approver), Some(decided_at)) => Some(Decision {
+                    verdict: if v == "approve" {
+                        Verdict::Approve
+                    } else {
+                        Verdict::Deny
+                    },
+                    approver,
+                    decided_at: from_ns(decided_at),
+                    expires_at: expires_at.map(from_ns),
+                }),
+                _ => None,
+            };
+            let state = match (state.as_str(), decision) {
+                ("prepared", None) => ApprovalState::Prepared,
+                ("decided", Some(d)) => ApprovalState::Decided(d),
+                ("claimed", Some(d)) => ApprovalState::Claimed(d),
+                ("refused", Some(d)) => ApprovalState::Refused(d),
+                _ => return Err(StoreError::Backend("inconsistent approval row".into())),
+            };
+            Ok(Some(ApprovalRecord {
+                intent,
+                intent_digest,
+                state,
+            }))
+        })
+    }
+
+    fn check_and_claim(
+        &self,
+        id: ApprovalId,
+        current_intent: JsonIdentity,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
+        self.run(move |conn, me| {
+            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
+            let now = to_ns(now)?;
+            // One IMMEDIATE transaction: the checks, the claim, the approval's state and the audit row
+            // commit together, or not at all.
+            let tx = immediate(conn)?;
+            let row = tx
+                .row(
+                    "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
+                     WHERE seq = ?1",
+                    params![seq],
+                    |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, Option<String>>(2)?,
+                            row.get::<_, Option<i64>>(3)?,
+                        ))
+                    },
+                )
+                .optional()
+                .map_err(backend)?;
+            let Some((state, digest, verdict, expires_at)) = row else {
+                return Err(StoreError::NotFound);
+            };
+            let at = now_ns()?;
+            let refuse = |tx: &Transaction<'_>, verdict: ClaimVerdict, event: &str, why: &str| {
+                append(
+                    tx,
+                    at,
+                    me,
+                    event,
+                    Some(&id.0),
+                    Some(&digest),
+                    None,
+                    &json!({"reason": why, "currentIntent": current_intent.as_str(), "nowNs": now,
+                            "effect": "not_started"}),
+                )?;
+                Ok::<_, StoreError>(verdict)
+            };
+            let verdict = match (state.as_str(), verdict.as_deref()) {
+                ("prepared", _) => return Ok(ClaimVerdict::Pending),
+                ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
+                ("claimed" | "refused", _) => refuse(
+                    &tx,
+                    ClaimVerdict::AlreadyClaimed,
+                    "claim_refused",
+                    "already_claimed",
+                )?,
+                _ if expires_at.is_some_and(|e| e <= now) => {
+                    tx.exec(
+                        "UPDATE approvals SET state = 'refused', refused_reason = 'expired'
+                         WHERE seq = ?1",
+                        params![seq],
+                    )
+                    .map_err(backend)?;
+                    refuse(&tx, ClaimVerdict::Expired, "refused", "expired")?
+                }
+                _ if digest != current_intent.as_str() => {
+                    tx.exec(
+                        "UPDATE approvals SET state = 'refused', refused_reason = 'mismatch'
+                         WHERE seq = ?1",
+                        params![seq],
+                    )
+                    .map_err(backend)?;
+                    refuse(&tx, ClaimVerdict::Mismatch, "refused", "mismatch")?
+                }
+                _ => {
+                    if insert_claim(&tx, &digest, me, Some(seq), at)? {
+                        tx.exec(
+                            "UPDATE approvals SET state = 'claimed' WHERE seq = ?1",
+                            params![seq],
+                        )
+                        .map_err(backend)?;
+                        append(
+                            &tx,
+                            at,
+                            me,
+                            "claimed",
+                            Some(&id.0),
+                            Some(&digest),
+                            None,
+                            &json!({"nowNs": now}),
+                        )?;
+                        ClaimVerdict::Claimed(IdempotencyKey(digest.clone()))
+                    } else {
+                        refuse(
+                            &tx,
+                            ClaimVerdict::AlreadyClaimed,
+                            "claim_refused",
+                            "key_already_claimed",
+                        )?
+                    }
+                }
+            };
+            tx.commit().map_err(backend)?;
+            Ok(verdict)
+        })
+    }
+
+    fn receipts(&self) -> Arc<dyn IdempotencyStore> {
+        Arc::new(self.clone())
+    }
+}
+
+impl IdempotencyStore for SqliteStore {
+    fn is_durable(&self) -> bool {
+        self.inner.durable
+    }
+
+    fn claim(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<ClaimResult, StoreError>> {
+        self.run(move |conn, me| {
+            let tx = immediate(conn)?;
+            let at = now_ns()?;
+            let result = if insert_claim(&tx, &key.0, me, None, at)? {
+                append(&tx, at, me, "claimed", None, Some(&key.0), None, &json!({}))?;
+                ClaimResult::Claimed
+            } else {
+                let existing = read_claim(&tx, &key.0)?
+                    .ok_or_else(|| StoreError::Backend("claim vanished".into()))?;
+                append(
+                    &tx,
+                    at,
+                    me,
+                    "claim_refused",
+                    None,
+                    Some(&key.0),
+                    None,
+                    &json!({"reason": "key_already_claimed"}),
+                )?;
+                ClaimResult::Existing(claim_state(existing)?)
+            };
+            tx.commit().map_err(backend)?;
+            Ok(result)
+        })
+    }
+
+    fn complete(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.run(move |conn, me| {
+            let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
+            let tx = immediate(conn)?;
+            let at = now_ns()?;
+            match read_claim(&tx, &key.0)? {
+                None => Err(StoreError::NotFound),
+                Some(Some(existing)) => {
+                    // Kept as evidence (for example a late outcome after `interrupted`), never applied.
+                    let existing: serde_json::Value =
+                        serde_json::from_str(&existing).map_err(json_error)?;
+                    append(
+                        &tx,
+                        at,
+                        me,
+                        "outcome_rejected",
+                        None,
+                        Some(&key.0),
+                        None,
+                        &json!({"stored": existing, "offered": outcome}),
+                    )?;
+                    tx.commit().map_err(backend)?;
+                    Err(StoreError::Conflict("the claim already has an outcome"))
+                }
+                Some(None) => {
+                    tx.exec(
+                        "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
+                         WHERE key = ?4",
+                        params![outcome_kind(&outcome), outcome_json, at, key.0],
+                    )
+                    .map_err(backend)?;
+                    append(
+                        &tx,
+                        at,
+                        me,
+                        "outcome",
+                        None,
+                        Some(&key.0),
+                        None,
+                        &json!({"outcome": outcome}),
+                    )?;
+                    tx.commit().map_err(backend)
+                }
+            }
+        })
+    }
+
+    fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>> {
+        self.run(move |conn, _| read_claim(conn, &key.0)?.map(claim_state).transpose())
+    }
+}
+
+impl RunStore for SqliteStore {
+    fn is_durable(&self) -> bool {
+        self.inner.durable
+    }
+
+    fn save_suspended(&self, run: SuspendedRun) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.run(move |conn, me| {
+            let run_json = serde_json::to_string(&run).map_err(json_error)?;
+            let tx = immediate(conn)?;
+            let at = now_ns()?;
+            tx.exec(
+                "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(run_id) DO UPDATE SET agent = excluded.agent,
+                    run_json = excluded.run_json, saved_at_ns = excluded.saved_at_ns",
+                params![run.run_id.as_str(), run.agent, run_json, at],
+            )
+            .map_err(backend)?;
+            append(
+                &tx,
+                at,
+                me,
+                "run_suspended",
+                Some(&run.approval_id.0),
+                None,
+                Some(run.run_id.as_str()),
+                &json!({"intentDigest": run.intent_digest.as_str()}),
+            )?;
+            tx.commit().map_err(backend)
+        })
+    }
+
+    fn load_suspended(
+        &self,
+        run_id: RunId,
+    ) -> BoxFuture<'_, Result<Option<SuspendedRun>, StoreError>> {
+        self.run(move |conn, _| {
+            let text: Option<String> = conn
+                .row(
+                    "SELECT run_json FROM suspended_runs WHERE run_id = ?1",
+                    params![run_id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(backend)?;
+            text.map(|t| serde_json::from_str(&t).map_err(json_error))
+                .transpose()
+        })
+    }
+
+    fn remove_suspended(&self, run_id: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.run(move |conn, me| {
+            let tx = immediate(conn)?;
+            let n = tx
+                .exec(
+                    "DELETE FROM suspended_runs WHERE run_id = ?1",
+                    params![run_id.as_str()],
+                )
+                .map_err(backend)?;
+            if n > 0 {
+                append(
+                    &tx,
+                    now_ns()?,
+                    me,
+                    "run_removed",
+                    None,
+                    None,
+                    Some(run_id.as_str()),
+                    &json!({}),
+                )?;
+            }
+            tx.commit().map_err(backend)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_ids_round_trip_and_reject_other_spellings() {
+        assert_eq!(approval_seq(&approval_id(42)), Some(42));
+        for bad in [
+            "approval-",
+            "approval-01",
+            "approval-+1",
+            "approval-x",
+            "42",
+            "",
+        ] {
+            assert_eq!(approval_seq(&ApprovalId(bad.into())), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn instants_are_stored_to_the_nanosecond() {
+        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+        assert_eq!(to_ns(t), Ok(1_700_000_000_123_456_789));
+        assert_eq!(from_ns(to_ns(t).unwrap()), t);
+        assert!(to_ns(UNIX_EPOCH - Duration::from_secs(1)).is_err());
+    }
+
+    #[tokio::test]
+    async fn the_in_memory_store_keeps_the_contract_but_is_not_durable() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        assert!(!store.is_durable());
+        let key = IdempotencyKey("k".into());
+        assert_eq!(store.claim(key.clone()).await, Ok(ClaimResult::Claimed));
+        assert_eq!(
+            store.claim(key).await,
+            Ok(ClaimResult::Existing(ClaimState::InFlight))
+        );
+    }
+}
