@@ -168,6 +168,35 @@ pub(crate) fn select(tool: &Tool, limits: &Limits) -> Result<Selected, AdapterEr
     })
 }
 
+/// The schema of what a registration's handler returns, `{text: [string], structured}`, with
+/// `structured` held to the remote output schema (its root `$schema` declaration dropped, since
+/// it only names the dialect), or to `null | object` when the tool declares none. Core validates
+/// handler results against it, and the model sees the true shape of results.
+pub(crate) fn envelope_schema(
+    output: Option<&CompiledSchema>,
+) -> Result<CompiledSchema, AdapterError> {
+    let structured = match output {
+        Some(s) => {
+            let mut v = s.source().clone();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("$schema");
+            }
+            v
+        }
+        None => json!({"anyOf": [{"type": "null"}, {"type": "object"}]}),
+    };
+    CompiledSchema::compile(&json!({
+        "type": "object",
+        "properties": {
+            "text": {"type": "array", "items": {"type": "string"}},
+            "structured": structured,
+        },
+        "required": ["text", "structured"],
+        "additionalProperties": false,
+    }))
+    .map_err(|_| AdapterError::new(codes::schema_unsupported()))
+}
+
 /// Whether the tool can only be run as a task (2025-11-25 `execution.taskSupport`).
 pub(crate) fn requires_task(tool: &Tool) -> bool {
     tool.execution
@@ -237,7 +266,7 @@ pub async fn discover_read_tools(
             requires_task: requires_task(&s.tool),
             write: false,
         });
-        let mut builder = ToolRegistration::builder(binding.local_name.clone())
+        let builder = ToolRegistration::builder(binding.local_name.clone())
             .description(if s.description.is_empty() {
                 binding.title.clone()
             } else {
@@ -247,10 +276,8 @@ pub async fn discover_read_tools(
             .read(binding.title.clone())
             .scope(binding.scope.clone())
             .concurrency(binding.concurrency)
-            .boxed_handler(target.handler());
-        if let Some(out) = s.output {
-            builder = builder.output_schema(out);
-        }
+            .boxed_handler(target.handler())
+            .output_schema(envelope_schema(s.output.as_ref())?);
         registrations.push(
             builder
                 .build()

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::call::CallTarget;
 use crate::codes;
-use crate::discovery::{list_tools, requires_task, select, Snapshot};
+use crate::discovery::{envelope_schema, list_tools, requires_task, select, Snapshot};
 use crate::limits::Limits;
 use crate::monitor::CatalogMonitor;
 use crate::AdapterError;
@@ -172,16 +172,14 @@ pub async fn discover_write_tools(
         } else {
             s.description.clone()
         };
-        let mut builder = ToolRegistration::builder(binding.local_name.clone())
+        let builder = ToolRegistration::builder(binding.local_name.clone())
             .description(description)
             .input_schema(s.input)
             .confirm(binding.title.clone(), binding.risk, approval)
             .scope(binding.scope.clone())
             .concurrency(Concurrency::Exclusive)
-            .boxed_handler(target.handler());
-        if let Some(out) = s.output {
-            builder = builder.output_schema(out);
-        }
+            .boxed_handler(target.handler())
+            .output_schema(envelope_schema(s.output.as_ref())?);
         registrations.push(
             builder
                 .build()
