@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): installs the pinned peers, checks formatting and
 # lints, runs every test of the workspace, the MCP conformance suite (scripts/conformance.sh), and
-# the out-of-workspace consumer smoke (consumers/host-smoke).
+# the out-of-workspace consumer project (consumers/host-smoke): its smoke, the durable-write fault
+# scenarios and the crash points.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,4 +15,11 @@ bash scripts/conformance.sh
 # The installed-consumer smoke: a separate cargo project depends on the crates as a user would
 # (pinned to the workspace's lock), launches a separate stdio server, discovers and calls a tool.
 cp Cargo.lock consumers/host-smoke/Cargo.lock
-cargo run --quiet --manifest-path consumers/host-smoke/Cargo.toml --target-dir target -- target/debug/purra-example-server
+cargo build --quiet --manifest-path consumers/host-smoke/Cargo.toml --target-dir target --bins
+target/debug/host-smoke target/debug/purra-example-server
+# Durable writes against the independent official-SDK write server, from the same consumer:
+# five fault scenarios, then the host killed with SIGKILL at every transition.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+target/debug/write-acceptance .peers/venv/bin/python peers/python/write_server.py "$work/scenarios"
+target/debug/crash-points .peers/venv/bin/python peers/python/write_server.py "$work/crashes"

@@ -1,0 +1,134 @@
+//! A writing host that kills itself with SIGKILL at a chosen transition of the durable-write
+//! state machine; `crash-points` runs it step by step and restarts it.
+//!
+//! Usage: `crash-host <python> <write_server.py> <dir> <db> <lease-ms> <step> <crash-at>` with
+//! step `prepare`, `approve` or `dispatch`, and crash-at `nowhere`, `after-prepare`,
+//! `after-approve`, `after-claim`, `after-send` or `after-outcome`. It prints `server-pid N`
+//! for every server it starts, and its outcome.
+
+#![allow(clippy::print_stdout)] // the driver reads this program's stdout
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use host_smoke::{close_and_check_exit, connect_write_server, kill_self, write_agent, CrashAt};
+use purra_core::{ApprovalGateway, Decision, Lease, RunId, RunOutcome, RunRequest, RunStore, Verdict};
+use purra_sqlite::{SqliteOptions, SqliteStore};
+
+const RUN: &str = "run-crash";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let [python, server, dir, db, lease_ms, step, crash] = a.as_slice() else {
+        eprintln!("usage: crash-host <python> <server> <dir> <db> <lease-ms> <step> <crash-at>");
+        return ExitCode::from(2);
+    };
+    let (Some(crash), Ok(lease_ms)) = (CrashAt::parse(crash), lease_ms.parse::<u64>()) else {
+        eprintln!("crash-host: bad crash point or lease");
+        return ExitCode::from(2);
+    };
+    let python = PathBuf::from(python);
+    let server = PathBuf::from(server);
+    let dir = PathBuf::from(dir);
+    let options = SqliteOptions::default().lease(Duration::from_millis(lease_ms));
+    let store = match SqliteStore::open_with(db, options) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("crash-host: open: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match step.as_str() {
+        "prepare" => prepare(&python, &server, &dir, store, crash).await,
+        "approve" => approve(store, crash).await,
+        "dispatch" => dispatch(&python, &server, &dir, store, crash).await,
+        other => Err(format!("unknown step {other}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("crash-host: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn prepare(
+    python: &std::path::Path,
+    server: &std::path::Path,
+    dir: &std::path::Path,
+    store: Arc<SqliteStore>,
+    crash: CrashAt,
+) -> Result<(), String> {
+    let (conn, pid) = connect_write_server(python, server, dir, "success").await?;
+    println!("server-pid {pid}");
+    let agent = write_agent(&conn, store, crash, false).await?;
+    let outcome = agent
+        .run(RunRequest {
+            run_id: RunId::new(RUN),
+            root_run_id: None,
+            input: "set it".into(),
+            lease: Lease::unbounded(),
+        })
+        .await;
+    let RunOutcome::Suspended { intent_digest, .. } = outcome else {
+        return Err(format!("expected a suspension, got {outcome:?}"));
+    };
+    println!("intent {intent_digest}");
+    if crash == CrashAt::AfterPrepare {
+        kill_self();
+    }
+    close_and_check_exit(conn, pid).await
+}
+
+async fn approve(store: Arc<SqliteStore>, crash: CrashAt) -> Result<(), String> {
+    let run = store
+        .load_suspended(RunId::new(RUN))
+        .await
+        .map_err(|e| format!("load: {e}"))?
+        .ok_or("no suspended run")?;
+    store
+        .decide(
+            run.approval_id,
+            Decision {
+                verdict: Verdict::Approve,
+                approver: "operator".into(),
+                decided_at: SystemTime::now(),
+                expires_at: None,
+            },
+        )
+        .await
+        .map_err(|e| format!("decide: {e}"))?;
+    println!("approved");
+    if crash == CrashAt::AfterApprove {
+        kill_self();
+    }
+    Ok(())
+}
+
+async fn dispatch(
+    python: &std::path::Path,
+    server: &std::path::Path,
+    dir: &std::path::Path,
+    store: Arc<SqliteStore>,
+    crash: CrashAt,
+) -> Result<(), String> {
+    // A restarted host first records what is known about claims a dead host left behind.
+    let rec = store
+        .reconcile_interrupted_claims(SystemTime::now())
+        .await
+        .map_err(|e| format!("reconcile: {e}"))?;
+    println!("reconciled {}", rec.interrupted.len());
+    let (conn, pid) = connect_write_server(python, server, dir, "success").await?;
+    println!("server-pid {pid}");
+    let agent = write_agent(&conn, store, crash, true).await?;
+    let outcome = agent.resume(RunId::new(RUN), Lease::unbounded()).await;
+    println!("outcome {outcome:?}");
+    if crash == CrashAt::AfterOutcome {
+        kill_self();
+    }
+    close_and_check_exit(conn, pid).await
+}

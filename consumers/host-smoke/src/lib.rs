@@ -1,0 +1,210 @@
+//! What the consumer's hosts share: connecting to the independent write server, the host's write
+//! binding, building the agent over a durable store, crash hooks, and reading the server ledger.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use purra_core::{
+    Agent, Catalog, Handler, Policy, Risk, ScopeCheck, ScopeDecision, ScriptedModel, ToolRegistration,
+};
+use purra_mcp::{discover_write_tools, CatalogMonitor, Limits, WriteBinding, WriteEffect};
+use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand};
+use purra_sqlite::SqliteStore;
+use serde_json::json;
+
+/// The only value the write server accepts.
+pub const SYNTHETIC: &str = "purra-synthetic-7";
+
+/// Where the host kills itself with SIGKILL, to test recovery at every transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashAt {
+    /// Never.
+    Nowhere,
+    /// After the agent prepared the approval and suspended.
+    AfterPrepare,
+    /// After the approval was decided.
+    AfterApprove,
+    /// After the claim committed, before the request is sent.
+    AfterClaim,
+    /// After the request was sent and answered, before the outcome is recorded.
+    AfterSend,
+    /// After the outcome was recorded.
+    AfterOutcome,
+}
+
+impl CrashAt {
+    /// Parses `nowhere`, `after-prepare`, ….
+    pub fn parse(s: &str) -> Option<CrashAt> {
+        Some(match s {
+            "nowhere" => CrashAt::Nowhere,
+            "after-prepare" => CrashAt::AfterPrepare,
+            "after-approve" => CrashAt::AfterApprove,
+            "after-claim" => CrashAt::AfterClaim,
+            "after-send" => CrashAt::AfterSend,
+            "after-outcome" => CrashAt::AfterOutcome,
+            _ => return None,
+        })
+    }
+}
+
+/// Ends this process at once, as a power cut or `kill -9` would.
+pub fn kill_self() -> ! {
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    std::process::abort()
+}
+
+/// Starts the write server (`python write_server.py --dir DIR --scenario S`) and connects.
+pub async fn connect_write_server(
+    python: &Path,
+    server: &Path,
+    dir: &Path,
+    scenario: &str,
+) -> Result<(Arc<Connection>, u32), String> {
+    let cmd = StdioCommand::new(python)
+        .args([server.as_os_str(), "--dir".as_ref(), dir.as_os_str(), "--scenario".as_ref(), scenario.as_ref()])
+        .stderr(StderrMode::Null);
+    let conn = Client::connect_stdio(cmd, ClientOptions::default())
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let pid = conn.pid().ok_or("no pid")?;
+    Ok((Arc::new(conn), pid))
+}
+
+/// Whether process `pid` is gone (reaped).
+pub fn exited(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Waits up to `limit` for `pid` to be gone.
+pub async fn wait_exit(pid: u32, limit: Duration) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if exited(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    exited(pid)
+}
+
+/// Closes the connection and checks that the server process has exited.
+pub async fn close_and_check_exit(conn: Arc<Connection>, pid: u32) -> Result<(), String> {
+    conn.close().await;
+    drop(conn);
+    if wait_exit(pid, Duration::from_secs(6)).await {
+        Ok(())
+    } else {
+        Err(format!("server process {pid} has not exited"))
+    }
+}
+
+/// The host's explicit authorization of the server's `set_value` as a write.
+pub fn write_binding() -> WriteBinding {
+    WriteBinding {
+        local_name: "set_value".into(),
+        title: "Set the stored value".into(),
+        risk: Risk::Write,
+        effect: WriteEffect::Write,
+        scope: ScopeCheck::check(|args, run| {
+            // The host's real authorization: only this agent, only the synthetic value.
+            if run.agent == "writer" && args["value"] == SYNTHETIC {
+                ScopeDecision::Allow
+            } else {
+                ScopeDecision::Deny
+            }
+        }),
+        binding_id: "value-service".into(),
+        binding_revision: "host-config-1".into(),
+        scope_id: "sandbox-values".into(),
+        scope_revision: "scope-1".into(),
+    }
+}
+
+/// The same registration with a handler that crashes the process around the request.
+fn with_crash_hooks(reg: ToolRegistration, crash: CrashAt) -> Result<ToolRegistration, String> {
+    let inner = reg.handler().clone();
+    let handler: Handler = Arc::new(move |args, run| {
+        let inner = inner.clone();
+        Box::pin(async move {
+            if crash == CrashAt::AfterClaim {
+                kill_self();
+            }
+            let result = inner(args, run).await;
+            if crash == CrashAt::AfterSend {
+                kill_self();
+            }
+            result
+        })
+    });
+    let Policy::Confirm { title, risk } = reg.policy().clone() else {
+        return Err("not a write".into());
+    };
+    let mut b = ToolRegistration::builder(reg.name())
+        .description(reg.description())
+        .input_schema(reg.input_schema().clone())
+        .confirm(title, risk, reg.approval_binding().cloned().ok_or("no binding")?)
+        .scope(reg.scope().clone())
+        .concurrency(reg.concurrency())
+        .boxed_handler(handler);
+    if let Some(out) = reg.output_schema() {
+        b = b.output_schema(out.clone());
+    }
+    b.build().map_err(|e| format!("rebuild: {e}"))
+}
+
+/// Discovers the write tool and builds the writing agent over `store`. A `restarted` host's
+/// model continues the stored transcript, so only its last turn is left to script.
+pub async fn write_agent(
+    conn: &Arc<Connection>,
+    store: Arc<SqliteStore>,
+    crash: CrashAt,
+    restarted: bool,
+) -> Result<Agent, String> {
+    let monitor = CatalogMonitor::attach(conn);
+    let limits = Limits {
+        timeout: Duration::from_secs(2),
+        ..Limits::default()
+    };
+    let bindings = BTreeMap::from([("set_value".to_owned(), write_binding())]);
+    let cat = discover_write_tools(conn, "values", &bindings, &monitor, limits)
+        .await
+        .map_err(|e| format!("write discovery: {e}"))?;
+    let registrations = cat
+        .registrations
+        .into_iter()
+        .map(|r| if crash == CrashAt::Nowhere { Ok(r) } else { with_crash_hooks(r, crash) })
+        .collect::<Result<Vec<_>, _>>()?;
+    let catalog = Arc::new(Catalog::new(registrations).map_err(|e| format!("catalog: {e}"))?);
+    let script = if restarted {
+        vec![ScriptedModel::text("write attempted")]
+    } else {
+        vec![
+            ScriptedModel::calls(&[("w1", "set_value", json!({"value": SYNTHETIC}))]),
+            ScriptedModel::text("write attempted"),
+        ]
+    };
+    let model = Arc::new(ScriptedModel::new("scripted", script));
+    Agent::builder("writer", model, catalog)
+        .instructions("store the synthetic value")
+        .approval(store.clone())
+        .run_store(store)
+        .tool_checkpoint_names(["set_value"])
+        .build()
+        .map_err(|e| format!("agent: {e}"))
+}
+
+/// The server's fsynced event ledger in `dir`.
+pub fn ledger(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("ledger.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// How many `tools/call` requests reached the server.
+pub fn calls(dir: &Path) -> usize {
+    ledger(dir).iter().filter(|l| l.starts_with("call")).count()
+}
