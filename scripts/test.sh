@@ -23,3 +23,5 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 target/debug/write-acceptance .peers/venv/bin/python peers/python/write_server.py "$work/scenarios"
 target/debug/crash-points .peers/venv/bin/python peers/python/write_server.py "$work/crashes"
+# Two host processes race to dispatch the same approved intent, 100 rounds, one shared server.
+target/debug/dispatch-race target/debug/purra-adapter-fixture "$work/race"

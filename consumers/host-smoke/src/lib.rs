@@ -208,3 +208,57 @@ pub fn ledger(dir: &Path) -> Vec<String> {
 pub fn calls(dir: &Path) -> usize {
     ledger(dir).iter().filter(|l| l.starts_with("call")).count()
 }
+
+/// The host's binding of the adapter fixture's `lookup` as a write (for the dispatch race).
+fn fixture_write_binding() -> WriteBinding {
+    WriteBinding {
+        local_name: "write_item".into(),
+        title: "Write an item".into(),
+        risk: Risk::Write,
+        effect: WriteEffect::Write,
+        scope: ScopeCheck::check(|_args, run| {
+            if run.agent == "writer" {
+                ScopeDecision::Allow
+            } else {
+                ScopeDecision::Deny
+            }
+        }),
+        binding_id: "fixture-writes".into(),
+        binding_revision: "host-config-1".into(),
+        scope_id: "sandbox".into(),
+        scope_revision: "scope-1".into(),
+    }
+}
+
+/// A writing agent for purra's adapter fixture server reached over Streamable HTTP at `url`:
+/// it writes item `id` once; a `restarted` host scripts only the last turn.
+pub async fn fixture_write_agent(
+    url: &str,
+    store: Arc<SqliteStore>,
+    id: u64,
+    restarted: bool,
+) -> Result<(Arc<Connection>, Agent), String> {
+    let conn = Client::connect_http(url, purra_protocol::HttpClientOptions::default(), ClientOptions::default())
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let conn = Arc::new(conn);
+    let monitor = CatalogMonitor::attach(&conn);
+    let bindings = BTreeMap::from([("lookup".to_owned(), fixture_write_binding())]);
+    let cat = discover_write_tools(&conn, "fixture", &bindings, &monitor, Limits::default())
+        .await
+        .map_err(|e| format!("write discovery: {e}"))?;
+    let catalog = Arc::new(Catalog::new(cat.registrations).map_err(|e| format!("catalog: {e}"))?);
+    let script = if restarted {
+        vec![ScriptedModel::text("done")]
+    } else {
+        vec![ScriptedModel::calls(&[("w1", "write_item", json!({"id": id}))]), ScriptedModel::text("done")]
+    };
+    let agent = Agent::builder("writer", Arc::new(ScriptedModel::new("scripted", script)), catalog)
+        .instructions("write the item")
+        .approval(store.clone())
+        .run_store(store)
+        .tool_checkpoint_names(["write_item"])
+        .build()
+        .map_err(|e| format!("agent: {e}"))?;
+    Ok((conn, agent))
+}
