@@ -231,6 +231,21 @@ impl ClientService {
 }
 
 impl Service for ClientService {
+    fn notification_received(&self, method: &str, params: Option<&RawValue>) {
+        let has_listeners = self
+            .early_listeners
+            .lock()
+            .expect("listeners lock")
+            .get(method)
+            .is_some_and(|v| !v.is_empty());
+        if has_listeners {
+            let value: Value = params
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or(Value::Null);
+            self.fan_out_early(method, &value);
+        }
+    }
+
     fn request(
         self: &Arc<Self>,
         _ctx: RequestContext,
@@ -287,7 +302,6 @@ impl Service for ClientService {
                 .as_deref()
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or(Value::Null);
-            this.fan_out_early(&method, &value);
             let refresh = matches!(
                 method.as_str(),
                 methods::TOOLS_LIST_CHANGED
@@ -883,8 +897,10 @@ impl Connection {
     }
 
     /// Calls `f` with the params of every server notification of `method` as it arrives, in
-    /// order, before any catalog refetch (for hosts that must react at once, such as marking
-    /// tool registrations stale). The handle stops the listener.
+    /// order, before any catalog refetch and before any later message is processed: a response
+    /// that followed the notification on the wire completes only after `f` returned (for hosts
+    /// that must react at once, such as marking tool registrations stale). `f` runs on the
+    /// connection's reader and must not block. The handle stops the listener.
     pub fn on_received(
         &self,
         method: &str,

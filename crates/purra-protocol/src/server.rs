@@ -658,13 +658,23 @@ impl Server {
             subscriptions: Mutex::new(HashSet::new()),
             advertised: RwLock::new(ServerCapabilities::default()),
         });
-        let (peer, join) = session::start(transport, state.clone(), self.inner.engine.clone());
-        let _ = state.peer.set(peer);
-        self.inner
-            .sessions
-            .lock()
-            .expect("sessions lock")
-            .insert(key, Arc::downgrade(&state));
+        // The session is findable (by list_changed and resource updates) with its peer before
+        // the engine reads its first frame: a handler can never run before that.
+        let inner = self.inner.clone();
+        let registered = state.clone();
+        let (_peer, join) = session::start_with(
+            transport,
+            state.clone(),
+            self.inner.engine.clone(),
+            move |peer| {
+                let _ = registered.peer.set(peer.clone());
+                inner
+                    .sessions
+                    .lock()
+                    .expect("sessions lock")
+                    .insert(key, Arc::downgrade(&registered));
+            },
+        );
         (ServerSession { state }, join)
     }
 }
@@ -976,15 +986,19 @@ impl Service for SessionState {
         Box::pin(async move { this.handle(ctx, method, params).await })
     }
 
-    fn notification(
-        self: &Arc<Self>,
-        _peer: &Peer,
-        method: String,
-        _params: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, ()> {
+    fn notification_received(&self, method: &str, _params: Option<&RawValue>) {
+        // In the reader: every frame after `notifications/initialized` sees the session ready.
         if method == methods::INITIALIZED {
             self.initialized.store(true, Ordering::Release);
         }
+    }
+
+    fn notification(
+        self: &Arc<Self>,
+        _peer: &Peer,
+        _method: String,
+        _params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, ()> {
         Box::pin(async {})
     }
 }

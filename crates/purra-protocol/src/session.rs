@@ -499,6 +499,10 @@ pub(crate) trait Service: Send + Sync + 'static {
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>;
 
+    /// Sees a notification the moment it is read, before any later frame is processed (so a
+    /// response that followed it on the wire is completed after this returns). Must not block.
+    fn notification_received(&self, _method: &str, _params: Option<&RawValue>) {}
+
     /// Handles one notification; notifications are handled one at a time, in order.
     fn notification(
         self: &Arc<Self>,
@@ -516,6 +520,17 @@ pub(crate) fn start<S: Service>(
     transport: Transport,
     service: Arc<S>,
     config: EngineConfig,
+) -> (Peer, tokio::task::JoinHandle<()>) {
+    start_with(transport, service, config, |_| {})
+}
+
+/// Like [`start`], calling `before_reading` with the peer before the first frame is read, so a
+/// service can register itself (and its peer) where handlers will look for it.
+pub(crate) fn start_with<S: Service>(
+    transport: Transport,
+    service: Arc<S>,
+    config: EngineConfig,
+    before_reading: impl FnOnce(&Peer),
 ) -> (Peer, tokio::task::JoinHandle<()>) {
     let Transport {
         inbound,
@@ -541,6 +556,7 @@ pub(crate) fn start<S: Service>(
         shared: shared.clone(),
         related: None,
     };
+    before_reading(&peer);
     let join = tokio::spawn(run(peer.clone(), inbound, service, config));
     (peer, join)
 }
@@ -755,6 +771,9 @@ impl<S: Service> Engine<S> {
                     peer: self.peer.related_to(id.clone()),
                     cancel: token.clone(),
                 };
+                // `initialize` completes before the next frame is read, so a client that sends
+                // more right behind it finds the session initialized.
+                let handshake = method == methods::INITIALIZE && !in_batch;
                 let fut = self.service.request(ctx, method, params);
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
@@ -795,6 +814,10 @@ impl<S: Service> Engine<S> {
                         .await;
                     None
                 });
+                if handshake {
+                    let _ = task.await;
+                    return Dispatched::Nothing;
+                }
                 Dispatched::Task(task)
             }
             Message::Notification { method, params } => {
@@ -832,6 +855,8 @@ impl<S: Service> Engine<S> {
                         }
                     }
                 }
+                self.service
+                    .notification_received(&method, params.as_deref());
                 let _ = self.notes.send((method, params)).await;
                 Dispatched::Nothing
             }

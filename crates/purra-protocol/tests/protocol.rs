@@ -741,3 +741,48 @@ async fn roots_changes_are_announced_and_served() {
         r#"{"jsonrpc":"2.0","id":"s1","error":{"code":-32601,"message":"Method not found: sampling/createMessage"}}"#
     );
 }
+
+#[tokio::test]
+async fn a_pipelined_client_is_served_in_order_and_sees_list_changes() {
+    // initialize, initialized and a call that registers a tool, all sent before any answer: the
+    // call sees the session initialized, and the list change reaches this very session before
+    // the call's result (the session is registered before its first frame is read).
+    for _ in 0..20 {
+        let server = test_server(EngineConfig::default());
+        let adder = server.clone();
+        server.tool(
+            "register",
+            "registers a tool",
+            move |_: Nothing, _c: RequestCtx| {
+                let server = adder.clone();
+                async move {
+                    server.tool("late", "added", |_: Nothing, _c: RequestCtx| async move {
+                        HandlerResult::Ok("late")
+                    });
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    HandlerResult::Ok("registered")
+                }
+            },
+        );
+        let (t, mut raw) = memory::raw();
+        raw.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
+        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"register"}}"#)
+            .await;
+        let (_session, _join) = server.start(t);
+        let init = raw.recv().await.unwrap();
+        assert!(
+            init.starts_with(r#"{"jsonrpc":"2.0","id":0,"result":"#),
+            "{init}"
+        );
+        assert_eq!(
+            raw.recv().await.unwrap(),
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#
+        );
+        assert_eq!(
+            raw.recv().await.unwrap(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"registered"}]}}"#
+        );
+    }
+}
