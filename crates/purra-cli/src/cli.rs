@@ -56,7 +56,8 @@ Examples:
   purra serve-example --ws 127.0.0.1:3001
   purra prompt ws://127.0.0.1:3001 greet name=Ada";
 
-/// purra: inspect and call any MCP server over stdio, Streamable HTTP or WebSocket.
+/// purra: inspect and call any MCP server over stdio, Streamable HTTP or WebSocket; decide
+/// durable approvals and see runs in a SQLite store; the durable-write demo.
 #[derive(Debug, Parser)]
 #[command(name = "purra", version, after_help = AFTER_HELP)]
 pub struct Cli {
@@ -109,7 +110,7 @@ pub enum Command {
 /// Options of every store subcommand.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The SQLite store file (created if missing).
+    /// The SQLite store file (an existing one, e.g. made by `purra demo`).
     #[arg(long, value_name = "PATH", default_value = "purra.db")]
     pub db: std::path::PathBuf,
     /// Print one JSON document on stdout instead of readable output.

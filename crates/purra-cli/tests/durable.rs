@@ -313,6 +313,43 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
 }
 
 #[test]
+fn help_lists_the_store_subcommands() {
+    let tmp = TempDir::new("help");
+    let help = expect_code(&purra(&tmp.0, &["--help"]), 0);
+    for needle in [
+        "approvals",
+        "runs",
+        "demo",
+        "  3   conflict",
+        "purra approvals list|show ID|approve ID|deny ID [--note TEXT]",
+        "purra runs list|show ID",
+    ] {
+        assert!(
+            help.contains(needle),
+            "{needle:?} missing from --help:\n{help}"
+        );
+    }
+    assert!(
+        !help.contains("serve-demo"),
+        "the demo server is an internal subcommand"
+    );
+    let demo = expect_code(&purra(&tmp.0, &["demo", "--help"]), 0);
+    for needle in [
+        "--db <PATH>",
+        "[default: purra.db]",
+        "--no-approve",
+        "--interactive",
+    ] {
+        assert!(
+            demo.contains(needle),
+            "{needle:?} missing from demo --help:\n{demo}"
+        );
+    }
+    let both = purra(&tmp.0, &["demo", "--no-approve", "--interactive"]);
+    expect_code(&both, 64);
+}
+
+#[test]
 fn a_denied_demo_write_is_never_sent() {
     let tmp = TempDir::new("deny");
     let db = tmp.db();
@@ -412,7 +449,11 @@ fn interactive_demo_waits_for_an_approval_from_another_process() {
     assert_eq!(status.code(), Some(0));
     seen.extend(rx.iter());
     let text = seen.join("\n");
-    has_line(&text, &format!("waiting: approve it from another terminal with `purra approvals approve {id} --db {db}` (or deny it)"));
+    let waiting = has_prefix(&text, "waiting: approve it from another terminal with `");
+    assert!(
+        waiting.ends_with(&format!(" approvals approve {id} --db {db}` (or deny it)")),
+        "{waiting}"
+    );
     has_line(&text, "decision: approved (by operator)");
     has_line(&text, RECEIPT);
     has_line(&text, "effect: committed");

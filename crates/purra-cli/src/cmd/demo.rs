@@ -263,14 +263,19 @@ async fn drive(
 
     if rec.state == ApprovalState::Prepared {
         if args.no_approve {
+            let purra = self_command();
             println!("left pending. Decide it with:");
-            println!("  purra approvals approve {} --db {db_text}", approval_id.0);
-            println!("then run `purra demo --db {db_text}` to dispatch it.");
+            println!(
+                "  {purra} approvals approve {} --db {db_text}",
+                approval_id.0
+            );
+            println!("then run `{purra} demo --db {db_text}` to dispatch it.");
             return Ok(());
         }
         if args.interactive {
             println!(
-                "waiting: approve it from another terminal with `purra approvals approve {} --db {db_text}` (or deny it)",
+                "waiting: approve it from another terminal with `{} approvals approve {} --db {db_text}` (or deny it)",
+                self_command(),
                 approval_id.0
             );
             wait_decided(db, &approval_id).await?;
@@ -331,7 +336,8 @@ async fn drive(
     );
     if sent {
         println!(
-            "run {RUN_ID}: completed. Run `purra demo --db {db_text}` again: the write is not sent twice."
+            "run {RUN_ID}: completed. Run `{} demo --db {db_text}` again: the write is not sent twice.",
+            self_command()
         );
     } else {
         println!("run {RUN_ID}: completed without the write.");
@@ -345,6 +351,26 @@ fn approver(state: &ApprovalState) -> String {
         ApprovalState::Decided(d) | ApprovalState::Claimed(d) | ApprovalState::Refused(d) => {
             format!("by {}", d.approver)
         }
+    }
+}
+
+/// How to run this binary from the current directory: `purra` when that is it on `PATH`,
+/// else its path (relative to the current directory when below it).
+fn self_command() -> String {
+    let Ok(exe) = std::env::current_exe().and_then(|p| p.canonicalize()) else {
+        return "purra".into();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths)
+            .any(|d| d.join("purra").canonicalize().is_ok_and(|p| p == exe))
+    });
+    if on_path {
+        return "purra".into();
+    }
+    let cwd = std::env::current_dir().and_then(|d| d.canonicalize());
+    match cwd.as_ref().ok().and_then(|d| exe.strip_prefix(d).ok()) {
+        Some(rel) => format!("./{}", rel.display()),
+        None => exe.display().to_string(),
     }
 }
 
