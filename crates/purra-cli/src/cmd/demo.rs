@@ -40,6 +40,18 @@ pub async fn run(args: DemoArgs) -> Result<(), Failure> {
     let db_text = args.db.display().to_string();
     let db = Arc::new(store::open(&args.db, true)?);
     println!("store: {db_text} (SQLite: approvals, claims and receipts survive restarts)");
+    // A host reconciles on startup: claims left without outcome by a process that is gone
+    // become `unknown` (never sent again).
+    let reconciled = db
+        .reconcile_interrupted_claims(SystemTime::now())
+        .await
+        .map_err(|e| store::failure("reconciling interrupted claims", e))?;
+    for key in &reconciled.interrupted {
+        println!(
+            "interrupted: a claim left by a process that stopped is now unknown ({})",
+            key.0
+        );
+    }
     let run_id = RunId::new(RUN_ID);
     let log = store::audit(&db).await?;
     let suspended = db
@@ -302,9 +314,18 @@ async fn drive(
 
     // A resumed agent's model continues the stored transcript: only its last turn is left.
     let agent = agent(conn, db, vec![ScriptedModel::text("the note is set")]).await?;
+    let claimed_before = store::effect(db, digest.as_str()).await?;
     let outcome = agent.resume(run_id, Lease::unbounded()).await;
     let effect = store::effect(db, digest.as_str()).await?;
     let sent = match (&outcome, &effect) {
+        (RunOutcome::Completed { .. }, Some(state)) if claimed_before.is_some() => {
+            println!(
+                "not sent again: {} was claimed by an earlier process (effect {})",
+                approval_id.0,
+                store::effect_word(state)
+            );
+            false
+        }
         (RunOutcome::Completed { .. }, Some(state)) => {
             println!("dispatched: set_note, once (the claim was recorded before sending)");
             if let Some(r) = store::receipt(state) {
