@@ -1,7 +1,7 @@
 //! The command line: every subcommand and option, parsed with clap (derive).
 //!
 //! The durable-store subcommands (`approvals list|show|approve|deny`, `runs list|show`, `demo`)
-//! join [`Command`] once the SQLite store exists; each gets its own module under `cmd/`.
+//! work on a SQLite store file (`--db`, default `./purra.db`).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use purra_protocol::types::LoggingLevel;
@@ -34,7 +34,18 @@ Exit codes:
   2   protocol or transport error (could not connect, JSON-RPC error such as an unknown
       tool or resource, timeout, connection closed)
   64  usage error (bad arguments, invalid --args JSON, no target)
+  2   also: an unknown approval or run id, or a store that cannot be opened or read
+  3   conflict (for example deciding an approval a second time)
   130 interrupted (Ctrl-C; the request is cancelled)
+
+Durable writes:
+  purra demo                           an agent reads, asks for a write, the write is approved,
+                                       dispatched once and its receipt kept in ./purra.db
+  purra demo --no-approve              stop at the pending approval (decide it yourself)
+  purra demo --interactive             wait for `purra approvals approve ID` from elsewhere
+  purra approvals list|show ID|approve ID|deny ID [--note TEXT]
+  purra runs list|show ID
+  Each takes --db PATH (default ./purra.db) and --json.
 
 Examples:
   purra serve-example --http 127.0.0.1:3000
@@ -45,7 +56,8 @@ Examples:
   purra serve-example --ws 127.0.0.1:3001
   purra prompt ws://127.0.0.1:3001 greet name=Ada";
 
-/// purra: inspect and call any MCP server over stdio, Streamable HTTP or WebSocket.
+/// purra: inspect and call any MCP server over stdio, Streamable HTTP or WebSocket; decide
+/// durable approvals and see runs in a SQLite store; the durable-write demo.
 #[derive(Debug, Parser)]
 #[command(name = "purra", version, after_help = AFTER_HELP)]
 pub struct Cli {
@@ -81,6 +93,113 @@ pub enum Command {
     /// Run purra's example MCP server (tools, resources, templates, prompts, completion,
     /// logging, progress) over stdio (default), Streamable HTTP or WebSocket.
     ServeExample(ServeArgs),
+    /// List, show, approve or deny the approvals in a store.
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
+    /// List or show the runs in a store.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// The durable-write demo: an agent reads from a server, asks for a write, the write is
+    /// approved, dispatched once and its receipt stored; run again, it is not sent again.
+    Demo(DemoArgs),
+    /// Run the demo server (`get_note`, `set_note`) over stdio; `purra demo` starts it.
+    #[command(hide = true)]
+    ServeDemo,
+}
+
+/// Options of every store subcommand.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The SQLite store file (an existing one, e.g. made by `purra demo`).
+    #[arg(long, value_name = "PATH", default_value = "purra.db")]
+    pub db: std::path::PathBuf,
+    /// Print one JSON document on stdout instead of readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `purra approvals`.
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// Every approval in the store, oldest first.
+    List {
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// One approval: tool, arguments (while its run waits), intent digest, decision, effect.
+    Show {
+        /// The approval id, e.g. approval-1.
+        id: String,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Approve a pending approval (valid for --ttl seconds); the run dispatches on resume.
+    Approve {
+        /// The approval id, e.g. approval-1.
+        id: String,
+        /// Who decides (recorded as the approver).
+        #[arg(long, value_name = "NAME", default_value = "operator")]
+        approver: String,
+        /// A note recorded with the approver, as `NAME (note: TEXT)`.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// Seconds the approval authorizes dispatch.
+        #[arg(long, value_name = "SECS", default_value_t = 3600)]
+        ttl: u64,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Deny a pending approval; the call is never dispatched.
+    Deny {
+        /// The approval id, e.g. approval-1.
+        id: String,
+        /// Who decides (recorded as the approver).
+        #[arg(long, value_name = "NAME", default_value = "operator")]
+        approver: String,
+        /// A note recorded with the approver, as `NAME (note: TEXT)`.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// `purra runs`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Every run the store knows of: suspended (waiting for an approval) or finished.
+    List {
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// One run: its state, its pending call, its approvals and their effects.
+    Show {
+        /// The run id, e.g. demo.
+        id: String,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// `purra demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The SQLite store file (created if missing).
+    #[arg(long, value_name = "PATH", default_value = "purra.db")]
+    pub db: std::path::PathBuf,
+    /// Stop at the pending approval and exit, leaving it for `purra approvals`.
+    #[arg(long, conflicts_with = "interactive")]
+    pub no_approve: bool,
+    /// Wait for the approval to be decided elsewhere (`purra approvals approve ID`) instead of
+    /// approving it.
+    #[arg(long)]
+    pub interactive: bool,
 }
 
 /// Options every client subcommand takes.
@@ -129,8 +248,12 @@ pub struct CallArgs {
     /// Connection and output options.
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// [URL] TOOL [KEY=VALUE]...
-    #[arg(value_name = "ARGS", required = true)]
+    /// The positional words: an optional URL, the tool, then its KEY=VALUE arguments.
+    #[arg(
+        value_name = "ARGS",
+        required = true,
+        help = "[URL] TOOL [KEY=VALUE]..."
+    )]
     pub positional: Vec<String>,
     /// The stdio server command and its arguments.
     #[arg(last = true, value_name = "COMMAND")]
@@ -143,8 +266,8 @@ pub struct ReadArgs {
     /// Connection and output options.
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// [URL] URI
-    #[arg(value_name = "ARGS", required = true)]
+    /// The positional words: an optional URL, then the resource URI.
+    #[arg(value_name = "ARGS", required = true, help = "[URL] URI")]
     pub positional: Vec<String>,
     /// The stdio server command and its arguments.
     #[arg(last = true, value_name = "COMMAND")]
@@ -157,8 +280,12 @@ pub struct PromptArgs {
     /// Connection and output options.
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// [URL] NAME [KEY=VALUE]...
-    #[arg(value_name = "ARGS", required = true)]
+    /// The positional words: an optional URL, the prompt name, then its KEY=VALUE arguments.
+    #[arg(
+        value_name = "ARGS",
+        required = true,
+        help = "[URL] NAME [KEY=VALUE]..."
+    )]
     pub positional: Vec<String>,
     /// The stdio server command and its arguments.
     #[arg(last = true, value_name = "COMMAND")]
@@ -214,6 +341,27 @@ impl From<LogLevel> for LoggingLevel {
             LogLevel::Critical => LoggingLevel::Critical,
             LogLevel::Alert => LoggingLevel::Alert,
             LogLevel::Emergency => LoggingLevel::Emergency,
+        }
+    }
+}
+
+impl ApprovalsCommand {
+    /// The store and output options of this subcommand.
+    pub fn store_args(&self) -> &StoreArgs {
+        match self {
+            ApprovalsCommand::List { store }
+            | ApprovalsCommand::Show { store, .. }
+            | ApprovalsCommand::Approve { store, .. }
+            | ApprovalsCommand::Deny { store, .. } => store,
+        }
+    }
+}
+
+impl RunsCommand {
+    /// The store and output options of this subcommand.
+    pub fn store_args(&self) -> &StoreArgs {
+        match self {
+            RunsCommand::List { store } | RunsCommand::Show { store, .. } => store,
         }
     }
 }

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 pub const TOOL_ERROR: i32 = 1;
 /// A protocol or transport error: no connection, a JSON-RPC error, a timeout, a closed connection.
 pub const PROTOCOL_ERROR: i32 = 2;
+/// A conflict with the stored state, e.g. deciding an approval a second time.
+pub const CONFLICT: i32 = 3;
 /// Bad arguments (BSD `EX_USAGE`).
 pub const USAGE: i32 = 64;
 /// Interrupted by Ctrl-C (128 + SIGINT).
@@ -28,6 +30,13 @@ pub enum Failure {
     },
     /// The tool reported an error; its content was already printed.
     ToolError,
+    /// A store subcommand failed: an unknown id, a conflict or a store failure.
+    Store {
+        /// `not_found`, `conflict` or `store`.
+        kind: &'static str,
+        /// What went wrong, for a person.
+        message: String,
+    },
     /// Ctrl-C.
     Interrupted,
 }
@@ -46,18 +55,31 @@ impl Failure {
         }
     }
 
+    /// A store failure of `kind` (`not_found`, `conflict`, `store`).
+    pub fn store(kind: &'static str, message: impl Into<String>) -> Self {
+        Failure::Store {
+            kind,
+            message: message.into(),
+        }
+    }
+
     /// The process exit code.
     pub fn code(&self) -> i32 {
         match self {
             Failure::Usage(_) => USAGE,
             Failure::Protocol { .. } => PROTOCOL_ERROR,
             Failure::ToolError => TOOL_ERROR,
+            Failure::Store { kind, .. } if *kind == "conflict" => CONFLICT,
+            Failure::Store { .. } => PROTOCOL_ERROR,
             Failure::Interrupted => INTERRUPTED,
         }
     }
 
-    /// The machine form of a protocol failure, for `--json` (`None` for the others).
+    /// The machine form of a protocol or store failure, for `--json` (`None` for the others).
     pub fn to_json(&self) -> Option<Value> {
+        if let Failure::Store { kind, message } = self {
+            return Some(json!({"error": {"kind": kind, "message": message}}));
+        }
         let Failure::Protocol { context, error } = self else {
             return None;
         };
@@ -94,6 +116,7 @@ impl fmt::Display for Failure {
             Failure::Usage(why) => write!(f, "{why}"),
             Failure::Protocol { context, error } => write!(f, "{context}: {error}"),
             Failure::ToolError => f.write_str("the tool reported an error"),
+            Failure::Store { message, .. } => f.write_str(message),
             Failure::Interrupted => f.write_str("interrupted"),
         }
     }

@@ -1,5 +1,6 @@
 //! `purra`: the command-line tool. Inspect and call any MCP server over stdio, Streamable HTTP
-//! or WebSocket, and run purra's example server. `purra --help` documents targets, arguments
+//! or WebSocket, run purra's example server, decide durable approvals, list runs and run the
+//! durable-write demo. `purra --help` documents targets, arguments
 //! and exit codes.
 
 #![allow(
@@ -34,7 +35,9 @@ fn main() {
         Command::Call(a) => a.connect.json,
         Command::Read(a) => a.connect.json,
         Command::Prompt(a) => a.connect.json,
-        Command::ServeExample(_) => false,
+        Command::ServeExample(_) | Command::ServeDemo | Command::Demo(_) => false,
+        Command::Approvals(a) => a.store_args().json,
+        Command::Runs(a) => a.store_args().json,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -48,7 +51,7 @@ fn main() {
         }
     };
     let outcome = runtime.block_on(async {
-        let serving = matches!(cli.command, Command::ServeExample(_));
+        let serving = matches!(cli.command, Command::ServeExample(_) | Command::ServeDemo);
         let work = dispatch(cli.command);
         if serving {
             // The server handles SIGINT and SIGTERM itself and stops gracefully.
@@ -86,5 +89,12 @@ async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Read(a) => cmd::read::run(a).await,
         Command::Prompt(a) => cmd::prompt::run(a).await,
         Command::ServeExample(a) => cmd::serve_example::run(a).await,
+        Command::ServeDemo => {
+            purra_examples::demo_server::build().serve_stdio().await;
+            Ok(())
+        }
+        Command::Approvals(a) => cmd::approvals::run(a).await,
+        Command::Runs(a) => cmd::runs::run(a).await,
+        Command::Demo(a) => cmd::demo::run(a).await,
     }
 }

@@ -3,4 +3,5 @@
 
 pub mod adapter_fixture;
 pub mod checks;
+pub mod demo_server;
 pub mod fixture_server;

@@ -1,11 +1,14 @@
-//! One module per subcommand. The durable-store subcommands (`approvals`, `runs`, `demo`) add
-//! their modules here when the SQLite store lands.
+//! One module per subcommand; `store` holds what the durable-store subcommands share.
 
+pub mod approvals;
 pub mod call;
+pub mod demo;
 pub mod inspect;
 pub mod prompt;
 pub mod read;
+pub mod runs;
 pub mod serve_example;
+pub mod store;
 
 use purra_protocol::Connection;
 

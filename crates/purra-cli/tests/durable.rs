@@ -1,0 +1,460 @@
+//! The durable-store subcommands run as a user runs them: `purra demo` (complete, stopped at the
+//! approval, interactive, run twice), `purra approvals` and `purra runs` on the store it leaves.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A fresh directory for one test's store (removed when dropped).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("purra-cli-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+
+    fn db(&self) -> String {
+        self.0.join("d.db").to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `purra args...` in `dir` to completion (killed past [`LIMIT`]).
+fn purra(dir: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn purra");
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            panic!("purra {args:?} did not finish within {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts the exit code and returns stdout.
+fn expect_code(out: &Output, code: i32) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "exit status\nstdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(out)
+}
+
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", stdout(out)))
+}
+
+fn has_line(text: &str, line: &str) {
+    assert!(
+        text.lines().any(|l| l == line),
+        "no line {line:?} in:\n{text}"
+    );
+}
+
+fn has_prefix(text: &str, prefix: &str) -> String {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
+        .to_owned()
+}
+
+const RECEIPT: &str = r#"receipt: {"stored":"hello from purra","writes":1}"#;
+
+#[test]
+fn demo_writes_once_and_a_second_run_sends_nothing() {
+    let tmp = TempDir::new("demo");
+    let db = tmp.db();
+    let first = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    has_line(
+        &first,
+        "discovered: get_note (read), set_note (write: needs an approval)",
+    );
+    has_line(&first, "pending approval: approval-1");
+    has_line(&first, "  tool: set_note");
+    has_line(&first, r#"  arguments: {"text":"hello from purra"}"#);
+    assert!(has_prefix(&first, "  intent digest: sha256:").len() > 30);
+    has_line(&first, "  state: pending");
+    has_line(&first, "decision: approved (by purra demo)");
+    has_line(&first, RECEIPT);
+    has_line(&first, "effect: committed");
+    has_line(
+        &first,
+        r#"server: note = "hello from purra", write requests received = 1"#,
+    );
+
+    let second = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    has_line(
+        &second,
+        "already done: run demo finished; its set_note call (approval-1) was claimed and sent once (effect committed).",
+    );
+    has_line(&second, RECEIPT);
+    has_line(
+        &second,
+        "not sending it again: this run sent 0 write requests.",
+    );
+    assert!(!second.contains("server: started"), "{second}");
+
+    // The store agrees: one approval, one claim, committed.
+    let run = json_of(&purra(
+        &tmp.0,
+        &["runs", "show", "demo", "--db", &db, "--json"],
+    ));
+    assert_eq!(run["state"], "finished");
+    let approvals = run["approvals"].as_array().expect("approvals");
+    assert_eq!(approvals.len(), 1, "{run}");
+    assert_eq!(approvals[0]["dispatches"], 1);
+    assert_eq!(approvals[0]["effect"], "committed");
+    assert_eq!(approvals[0]["receipt"]["structured"]["writes"], 1);
+}
+
+#[test]
+fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
+    let tmp = TempDir::new("approvals");
+    let db = tmp.db();
+    let prep = expect_code(&purra(&tmp.0, &["demo", "--no-approve", "--db", &db]), 0);
+    has_line(&prep, "pending approval: approval-1");
+    has_line(&prep, "left pending. Decide it with:");
+    assert!(!prep.contains("dispatched"), "{prep}");
+    let digest = has_prefix(&prep, "  intent digest: ")
+        .trim_start_matches("  intent digest: ")
+        .to_owned();
+
+    // approvals list / show, readable and JSON.
+    let list = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    let rows: Vec<Vec<&str>> = list
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["ID", "STATE", "TOOL", "RUN", "EFFECT"], "{list}");
+    assert_eq!(
+        rows[1],
+        ["approval-1", "pending", "set_note", "demo", "-"],
+        "{list}"
+    );
+    assert_eq!(rows.len(), 2, "{list}");
+    let list = json_of(&purra(
+        &tmp.0,
+        &["approvals", "list", "--db", &db, "--json"],
+    ));
+    assert_eq!(list["approvals"][0]["id"], "approval-1");
+    assert_eq!(list["approvals"][0]["state"], "pending");
+    assert_eq!(list["approvals"][0]["intentDigest"], digest.as_str());
+
+    let show = expect_code(
+        &purra(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
+        0,
+    );
+    has_line(&show, "approval: approval-1");
+    has_line(&show, "state: pending");
+    has_line(&show, "tool: set_note");
+    has_line(&show, r#"arguments: {"text":"hello from purra"}"#);
+    has_line(&show, "run: demo");
+    has_line(&show, &format!("intent digest: {digest}"));
+    has_line(&show, "dispatches: 0");
+    let show = json_of(&purra(
+        &tmp.0,
+        &["approvals", "show", "approval-1", "--db", &db, "--json"],
+    ));
+    assert_eq!(show["arguments"]["text"], "hello from purra");
+    assert_eq!(show["effect"], Value::Null);
+
+    // runs list / show.
+    let runs = expect_code(&purra(&tmp.0, &["runs", "list", "--db", &db]), 0);
+    let rows: Vec<Vec<&str>> = runs
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["ID", "STATE", "APPROVALS"],
+            vec!["demo", "suspended", "approval-1"]
+        ]
+    );
+    let run = expect_code(&purra(&tmp.0, &["runs", "show", "demo", "--db", &db]), 0);
+    has_line(&run, "state: suspended");
+    has_line(&run, "agent: demo_writer");
+    has_line(
+        &run,
+        r#"waiting for: approval-1 to call set_note {"text":"hello from purra"}"#,
+    );
+    let run = json_of(&purra(
+        &tmp.0,
+        &["runs", "show", "demo", "--db", &db, "--json"],
+    ));
+    assert_eq!(run["state"], "suspended");
+    assert_eq!(run["pendingCall"]["approvalId"], "approval-1");
+    let runs = json_of(&purra(&tmp.0, &["runs", "list", "--db", &db, "--json"]));
+    assert_eq!(runs["runs"][0]["id"], "demo");
+
+    // Unknown ids: exit 2 with a message.
+    for args in [
+        vec!["approvals", "show", "approval-9"],
+        vec!["approvals", "approve", "approval-9"],
+        vec!["approvals", "deny", "nonsense"],
+        vec!["runs", "show", "nope"],
+    ] {
+        let mut full = args.clone();
+        full.extend(["--db", db.as_str()]);
+        let out = purra(&tmp.0, &full);
+        expect_code(&out, 2);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("unknown"), "{args:?}: {err}");
+    }
+    let missing = purra(&tmp.0, &["approvals", "list", "--db", "no-such.db"]);
+    expect_code(&missing, 2);
+    assert!(
+        !tmp.0.join("no-such.db").exists(),
+        "a missing store is not created"
+    );
+
+    // Approve; a second decision is a conflict (exit 3) and changes nothing.
+    let approved = expect_code(
+        &purra(
+            &tmp.0,
+            &[
+                "approvals",
+                "approve",
+                "approval-1",
+                "--db",
+                &db,
+                "--note",
+                "looks right",
+            ],
+        ),
+        0,
+    );
+    has_line(&approved, "approved: approval-1 (set_note demo)");
+    for verb in ["deny", "approve"] {
+        let again = purra(
+            &tmp.0,
+            &["approvals", verb, "approval-1", "--db", &db, "--json"],
+        );
+        expect_code(&again, 3);
+        let err = json_of(&again);
+        assert_eq!(err["error"]["kind"], "conflict");
+        assert_eq!(
+            err["error"]["message"],
+            "approval approval-1 is already decided (approved); a decision is final"
+        );
+    }
+    let show = json_of(&purra(
+        &tmp.0,
+        &["approvals", "show", "approval-1", "--db", &db, "--json"],
+    ));
+    assert_eq!(show["state"], "approved");
+    assert_eq!(show["decision"]["verdict"], "approve");
+    assert_eq!(show["decision"]["approver"], "operator (note: looks right)");
+
+    // The demo resumes the run and dispatches once.
+    let resumed = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    has_line(
+        &resumed,
+        "resuming run demo: it stopped earlier at approval-1",
+    );
+    has_line(
+        &resumed,
+        "decision: approved (by operator (note: looks right))",
+    );
+    has_line(&resumed, RECEIPT);
+    has_line(&resumed, "effect: committed");
+    let list = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    let row: Vec<&str> = list
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row,
+        ["approval-1", "claimed", "set_note", "demo", "committed"],
+        "{list}"
+    );
+    let runs = expect_code(&purra(&tmp.0, &["runs", "list", "--db", &db]), 0);
+    assert!(
+        runs.lines()
+            .any(|l| l.split_whitespace().eq(["demo", "finished", "approval-1"])),
+        "{runs}"
+    );
+}
+
+#[test]
+fn help_lists_the_store_subcommands() {
+    let tmp = TempDir::new("help");
+    let help = expect_code(&purra(&tmp.0, &["--help"]), 0);
+    for needle in [
+        "approvals",
+        "runs",
+        "demo",
+        "  3   conflict",
+        "purra approvals list|show ID|approve ID|deny ID [--note TEXT]",
+        "purra runs list|show ID",
+    ] {
+        assert!(
+            help.contains(needle),
+            "{needle:?} missing from --help:\n{help}"
+        );
+    }
+    assert!(
+        !help.contains("serve-demo"),
+        "the demo server is an internal subcommand"
+    );
+    let demo = expect_code(&purra(&tmp.0, &["demo", "--help"]), 0);
+    for needle in [
+        "--db <PATH>",
+        "[default: purra.db]",
+        "--no-approve",
+        "--interactive",
+    ] {
+        assert!(
+            demo.contains(needle),
+            "{needle:?} missing from demo --help:\n{demo}"
+        );
+    }
+    let both = purra(&tmp.0, &["demo", "--no-approve", "--interactive"]);
+    expect_code(&both, 64);
+}
+
+#[test]
+fn a_denied_demo_write_is_never_sent() {
+    let tmp = TempDir::new("deny");
+    let db = tmp.db();
+    expect_code(&purra(&tmp.0, &["demo", "--no-approve", "--db", &db]), 0);
+    let denied = json_of(&purra(
+        &tmp.0,
+        &[
+            "approvals",
+            "deny",
+            "approval-1",
+            "--note",
+            "not today",
+            "--db",
+            &db,
+            "--json",
+        ],
+    ));
+    assert_eq!(denied["state"], "denied");
+    let out = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    has_line(
+        &out,
+        "not dispatched: approval-1 was denied; nothing was sent",
+    );
+    has_line(&out, r#"server: note = "", write requests received = 0"#);
+    let again = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    has_line(
+        &again,
+        "already done: run demo finished without dispatching set_note (approval-1 is denied).",
+    );
+}
+
+#[test]
+fn interactive_demo_waits_for_an_approval_from_another_process() {
+    let tmp = TempDir::new("interactive");
+    let db = tmp.db();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
+        .args(["demo", "--interactive", "--db", &db])
+        .current_dir(&tmp.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn purra demo");
+    let out = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + LIMIT;
+    let mut id = None;
+    while id.is_none() {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!("no pending approval line; saw {seen:?}")
+            });
+        if let Some(rest) = line.strip_prefix("pending approval: ") {
+            id = Some(rest.to_owned());
+        }
+        seen.push(line);
+    }
+    let id = id.unwrap_or_default();
+    // It waits: nothing is decided or dispatched until another process decides.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "the demo did not wait"
+    );
+    let show = json_of(&purra(
+        &tmp.0,
+        &["approvals", "show", &id, "--db", &db, "--json"],
+    ));
+    assert_eq!(show["state"], "pending");
+    expect_code(
+        &purra(&tmp.0, &["approvals", "approve", &id, "--db", &db]),
+        0,
+    );
+
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            panic!("the demo did not finish after the approval");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+    seen.extend(rx.iter());
+    let text = seen.join("\n");
+    let waiting = has_prefix(&text, "waiting: approve it from another terminal with `");
+    assert!(
+        waiting.ends_with(&format!(" approvals approve {id} --db {db}` (or deny it)")),
+        "{waiting}"
+    );
+    has_line(&text, "decision: approved (by operator)");
+    has_line(&text, RECEIPT);
+    has_line(&text, "effect: committed");
+}

@@ -1,0 +1,85 @@
+//! The demo server `purra demo` runs: one note kept in the server's memory, a read tool
+//! (`get_note`) and a write tool with a side effect (`set_note`). Not part of the fixture
+//! contract of `peers/FIXTURES.md`.
+
+use std::sync::{Arc, Mutex};
+
+use purra_protocol::{HandlerResult, RequestCtx, Server};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+#[derive(Deserialize, JsonSchema)]
+struct SetArgs {
+    /// The new note.
+    text: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Note {
+    /// The current note (empty before the first write).
+    note: String,
+    /// How many `set_note` calls this server process has received.
+    #[schemars(schema_with = "count")]
+    writes: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Stored {
+    /// The note as stored.
+    stored: String,
+    /// How many `set_note` calls this server process has received, this one included.
+    #[schemars(schema_with = "count")]
+    writes: u64,
+}
+
+/// A count: an integer of at least 0 (without the `format` schemars adds, which the strict
+/// schema profile hosts use refuses).
+fn count(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer", "minimum": 0})
+}
+
+#[derive(Default)]
+struct State {
+    note: String,
+    writes: u64,
+}
+
+/// Builds the demo server: `get_note` reads the note and the write count, `set_note {text}`
+/// replaces the note (state lives in this process only).
+pub fn build() -> Server {
+    let server = Server::builder("purra-demo", "1.0.0")
+        .instructions("keeps one note in memory")
+        .build();
+    let state = Arc::new(Mutex::new(State::default()));
+    let s = state.clone();
+    server.structured_tool(
+        "get_note",
+        "Reads the note and how many writes the server received",
+        move |_: NoArgs, _ctx: RequestCtx| {
+            let st = s.lock().unwrap_or_else(|p| p.into_inner());
+            let out = Note {
+                note: st.note.clone(),
+                writes: st.writes,
+            };
+            async move { HandlerResult::Ok(out) }
+        },
+    );
+    server.structured_tool(
+        "set_note",
+        "Replaces the note",
+        move |a: SetArgs, _ctx: RequestCtx| {
+            let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+            st.writes += 1;
+            st.note = a.text;
+            let out = Stored {
+                stored: st.note.clone(),
+                writes: st.writes,
+            };
+            async move { HandlerResult::Ok(out) }
+        },
+    );
+    server
+}
