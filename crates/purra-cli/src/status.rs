@@ -32,13 +32,16 @@ impl Status {
     pub fn show_logs(&self, conn: &Connection) {
         let status = self.clone();
         // The listener lives as long as the connection; the handle is not needed to stop it.
-        let _handle = conn.on(
-            "notifications/message",
-            move |params| match serde_json::from_value::<LoggingMessageParams>(params.clone()) {
-                Ok(m) => status.log(&m),
-                Err(_) => status.print_line(&format!("[log] {params}")),
-            },
-        );
+        // `on_received` runs in the connection's reader: every log message a server sent before
+        // its response is printed before the call returns (and before the program exits).
+        let _handle =
+            conn.on_received(
+                "notifications/message",
+                move |params| match serde_json::from_value::<LoggingMessageParams>(params.clone()) {
+                    Ok(m) => status.log(&m),
+                    Err(_) => status.print_line(&format!("[log] {params}")),
+                },
+            );
     }
 
     /// Shows one log message.
