@@ -168,6 +168,45 @@ pub(crate) fn select(tool: &Tool, limits: &Limits) -> Result<Selected, AdapterEr
     })
 }
 
+/// The shared half of read and write discovery: local names must be unique, every selected
+/// remote tool must be listed and pass [`select`]; the result is in local-name order.
+pub(crate) fn select_bindings<'b, B>(
+    tools: &[Tool],
+    bindings: &'b BTreeMap<String, B>,
+    local: impl Fn(&B) -> &str,
+    limits: &Limits,
+) -> Result<Vec<(&'b B, Selected)>, AdapterError> {
+    let locals: HashSet<&str> = bindings.values().map(&local).collect();
+    if locals.len() != bindings.len() {
+        return Err(AdapterError::new(codes::config_invalid()));
+    }
+    let mut selected = Vec::with_capacity(bindings.len());
+    for (remote, binding) in bindings {
+        let tool = tools
+            .iter()
+            .find(|t| &t.name == remote)
+            .ok_or_else(|| AdapterError::new(codes::tool_missing()))?;
+        selected.push((binding, select(tool, limits)?));
+    }
+    selected.sort_by(|a, b| local(a.0).cmp(local(b.0)));
+    Ok(selected)
+}
+
+/// The snapshot entry fields read and write entries share.
+pub(crate) fn base_entry(local_name: &str, s: &Selected) -> serde_json::Map<String, Value> {
+    let v = json!({
+        "localName": local_name,
+        "remoteName": s.tool.name,
+        "description": s.description,
+        "inputSchema": s.input.source(),
+        "outputSchema": s.output.as_ref().map(CompiledSchema::source),
+    });
+    match v {
+        Value::Object(o) => o,
+        _ => unreachable!("built as an object"),
+    }
+}
+
 /// The schema of what a registration's handler returns, `{text: [string], structured}`, with
 /// `structured` held to the remote output schema (its root `$schema` declaration dropped, since
 /// it only names the dialect), or to `null | object` when the tool declares none. Core validates
@@ -218,32 +257,21 @@ pub async fn discover_read_tools(
     monitor: &CatalogMonitor,
     limits: Limits,
 ) -> Result<ReadCatalog, AdapterError> {
-    let locals: HashSet<&str> = bindings.values().map(|b| b.local_name.as_str()).collect();
-    if locals.len() != bindings.len() || server_id.is_empty() {
+    if server_id.is_empty() {
         return Err(AdapterError::new(codes::config_invalid()));
     }
     let (tools, generation) = list_tools(conn, monitor, &limits).await?;
-    let mut selected: Vec<(&ReadBinding, Selected)> = Vec::new();
-    for (remote, binding) in bindings {
-        let tool = tools
-            .iter()
-            .find(|t| &t.name == remote)
-            .ok_or_else(|| AdapterError::new(codes::tool_missing()))?;
-        selected.push((binding, select(tool, &limits)?));
-    }
-    selected.sort_by(|a, b| a.0.local_name.cmp(&b.0.local_name));
+    let selected = select_bindings(&tools, bindings, |b| b.local_name.as_str(), &limits)?;
     let entries: Vec<Value> = selected
         .iter()
         .map(|(b, s)| {
-            json!({
-                "localName": b.local_name,
-                "remoteName": s.tool.name,
-                "description": s.description,
-                "inputSchema": s.input.source(),
-                "outputSchema": s.output.as_ref().map(CompiledSchema::source),
-                "policy": {"mode": "read", "title": b.title},
-                "concurrencySafe": b.concurrency == Concurrency::Safe,
-            })
+            let mut e = base_entry(&b.local_name, s);
+            e.insert("policy".into(), json!({"mode": "read", "title": b.title}));
+            e.insert(
+                "concurrencySafe".into(),
+                json!(b.concurrency == Concurrency::Safe),
+            );
+            Value::Object(e)
         })
         .collect();
     let snapshot = Snapshot::seal(json!({

@@ -8,15 +8,15 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use purra_core::{
-    ApprovalBinding, CompiledSchema, Concurrency, Risk, ScopeCheck, ToolRegistration,
-};
+use purra_core::{ApprovalBinding, Concurrency, Risk, ScopeCheck, ToolRegistration};
 use purra_protocol::Connection;
 use serde_json::{json, Value};
 
 use crate::call::CallTarget;
 use crate::codes;
-use crate::discovery::{envelope_schema, list_tools, requires_task, select, Snapshot};
+use crate::discovery::{
+    base_entry, envelope_schema, list_tools, requires_task, select_bindings, Snapshot,
+};
 use crate::limits::Limits;
 use crate::monitor::CatalogMonitor;
 use crate::AdapterError;
@@ -102,42 +102,31 @@ pub async fn discover_write_tools(
     monitor: &CatalogMonitor,
     limits: Limits,
 ) -> Result<WriteCatalog, AdapterError> {
-    let locals: HashSet<&str> = bindings.values().map(|b| b.local_name.as_str()).collect();
-    if locals.len() != bindings.len()
-        || server_id.is_empty()
-        || !bindings.values().all(WriteBinding::valid)
-    {
+    if server_id.is_empty() || !bindings.values().all(WriteBinding::valid) {
         return Err(AdapterError::new(codes::config_invalid()));
     }
     let (tools, generation) = list_tools(conn, monitor, &limits).await?;
-    let mut selected = Vec::new();
-    for (remote, binding) in bindings {
-        let tool = tools
-            .iter()
-            .find(|t| &t.name == remote)
-            .ok_or_else(|| AdapterError::new(codes::tool_missing()))?;
-        selected.push((binding, select(tool, &limits)?));
-    }
-    selected.sort_by(|a, b| a.0.local_name.cmp(&b.0.local_name));
+    let selected = select_bindings(&tools, bindings, |b| b.local_name.as_str(), &limits)?;
     let entries: Vec<Value> = selected
         .iter()
         .map(|(b, s)| {
-            json!({
-                "localName": b.local_name,
-                "remoteName": s.tool.name,
-                "description": s.description,
-                "inputSchema": s.input.source(),
-                "outputSchema": s.output.as_ref().map(CompiledSchema::source),
-                "policy": {"mode": "confirm", "title": b.title, "riskLevel": risk_name(b.risk)},
-                "effect": risk_name(b.risk),
-                "concurrencySafe": false,
-                "hostAuthorization": {
+            let mut e = base_entry(&b.local_name, s);
+            e.insert(
+                "policy".into(),
+                json!({"mode": "confirm", "title": b.title, "riskLevel": risk_name(b.risk)}),
+            );
+            e.insert("effect".into(), json!(risk_name(b.risk)));
+            e.insert("concurrencySafe".into(), json!(false));
+            e.insert(
+                "hostAuthorization".into(),
+                json!({
                     "bindingId": b.binding_id,
                     "bindingRevision": b.binding_revision,
                     "scopeId": b.scope_id,
                     "scopeRevision": b.scope_revision,
-                },
-            })
+                }),
+            );
+            Value::Object(e)
         })
         .collect();
     let snapshot = Snapshot::seal(json!({
