@@ -537,6 +537,7 @@ pub(crate) fn start_with<S: Service>(
         outbound,
         close_write,
         control,
+        flushed,
         ..
     } = transport;
     let shared = Arc::new(Shared {
@@ -557,7 +558,7 @@ pub(crate) fn start_with<S: Service>(
         related: None,
     };
     before_reading(&peer);
-    let join = tokio::spawn(run(peer.clone(), inbound, service, config));
+    let join = tokio::spawn(run(peer.clone(), inbound, service, config, flushed));
     (peer, join)
 }
 
@@ -575,6 +576,7 @@ async fn run<S: Service>(
     mut inbound: mpsc::Receiver<Inbound>,
     service: Arc<S>,
     config: EngineConfig,
+    flushed: Option<CancellationToken>,
 ) {
     let shared = peer.shared.clone();
     let permits = Arc::new(Semaphore::new(config.max_concurrent_requests));
@@ -650,6 +652,10 @@ async fn run<S: Service>(
     shared.closed.cancel();
     shared.fail_pending();
     shared.close_write.cancel();
+    // Return only once the output is written: a stdio server exits when this returns.
+    if let Some(flushed) = flushed {
+        let _ = tokio::time::timeout(config.drain_timeout, flushed.cancelled()).await;
+    }
     service.closed();
 }
 

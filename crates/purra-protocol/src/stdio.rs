@@ -156,8 +156,26 @@ where
     let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let close = CancellationToken::new();
     tokio::spawn(read_lines(reader, max_frame, in_tx));
-    tokio::spawn(write_lines(writer, out_rx, close.clone()));
-    Transport::from_channels(in_rx, out_tx, close)
+    let flushed = CancellationToken::new();
+    tokio::spawn(write_then_signal(
+        writer,
+        out_rx,
+        close.clone(),
+        flushed.clone(),
+    ));
+    let mut t = Transport::from_channels(in_rx, out_tx, close);
+    t.flushed = Some(flushed);
+    t
+}
+
+async fn write_then_signal<W: AsyncWrite + Unpin>(
+    writer: W,
+    rx: mpsc::Receiver<Outbound>,
+    close: CancellationToken,
+    flushed: CancellationToken,
+) {
+    write_lines(writer, rx, close).await;
+    flushed.cancel();
 }
 
 /// The process's own stdin and stdout, for a server. When a descriptor is a pipe or a socket it
@@ -176,18 +194,21 @@ pub fn server_transport(max_frame: usize) -> Transport {
             in_tx,
         ))),
     }
+    let flushed = CancellationToken::new();
+    let (c, f) = (close.clone(), flushed.clone());
     match nonblocking_stdout() {
-        Some(NonBlockingOut::Pipe(w)) => drop(tokio::spawn(write_lines(w, out_rx, close.clone()))),
-        Some(NonBlockingOut::Socket(s)) => {
-            drop(tokio::spawn(write_lines(s, out_rx, close.clone())))
-        }
-        None => drop(tokio::spawn(write_lines(
+        Some(NonBlockingOut::Pipe(w)) => drop(tokio::spawn(write_then_signal(w, out_rx, c, f))),
+        Some(NonBlockingOut::Socket(s)) => drop(tokio::spawn(write_then_signal(s, out_rx, c, f))),
+        None => drop(tokio::spawn(write_then_signal(
             tokio::io::stdout(),
             out_rx,
-            close.clone(),
+            c,
+            f,
         ))),
     }
-    Transport::from_channels(in_rx, out_tx, close)
+    let mut t = Transport::from_channels(in_rx, out_tx, close);
+    t.flushed = Some(flushed);
+    t
 }
 
 enum NonBlocking {

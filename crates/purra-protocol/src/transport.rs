@@ -69,6 +69,9 @@ pub struct Transport {
     pub(crate) close_write: CancellationToken,
     pub(crate) child: Option<ChildProcess>,
     pub(crate) control: Option<std::sync::Arc<dyn TransportControl>>,
+    /// Cancelled when the writer has written everything and stopped (stdio), so the engine can
+    /// return only once its output is out.
+    pub(crate) flushed: Option<CancellationToken>,
 }
 
 impl Transport {
@@ -85,6 +88,7 @@ impl Transport {
             close_write,
             child: None,
             control: None,
+            flushed: None,
         }
     }
 
