@@ -35,6 +35,31 @@ impl Target {
     }
 }
 
+/// The checks of `peers/FIXTURES.md`, in the order every fixture client runs and reports them,
+/// once per protocol version.
+pub const CHECKS: [&str; 20] = [
+    "initialize",
+    "ping",
+    "tools-list",
+    "echo",
+    "structured",
+    "is-error",
+    "invalid-arguments",
+    "resources-pages",
+    "resource-read",
+    "templates",
+    "subscribe",
+    "prompt",
+    "completion",
+    "logging",
+    "progress",
+    "cancellation",
+    "sampling",
+    "elicitation",
+    "roots",
+    "list-changed",
+];
+
 /// The tools every fixture server has.
 pub const FIXTURE_TOOLS: [&str; 12] = [
     "echo",

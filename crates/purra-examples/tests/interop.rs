@@ -7,29 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The checks every fixture client runs, per protocol version.
-const CHECKS: [&str; 20] = [
-    "initialize",
-    "ping",
-    "tools-list",
-    "echo",
-    "structured",
-    "is-error",
-    "invalid-arguments",
-    "resources-pages",
-    "resource-read",
-    "templates",
-    "subscribe",
-    "prompt",
-    "completion",
-    "logging",
-    "progress",
-    "cancellation",
-    "sampling",
-    "elicitation",
-    "roots",
-    "list-changed",
-];
+use purra_examples::checks::CHECKS;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

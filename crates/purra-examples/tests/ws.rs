@@ -18,28 +18,7 @@ use tokio::process::Command;
 use tokio::sync::oneshot;
 use tokio::time::timeout;
 
-const CHECKS: [&str; 20] = [
-    "initialize",
-    "ping",
-    "tools-list",
-    "echo",
-    "structured",
-    "is-error",
-    "invalid-arguments",
-    "resources-pages",
-    "resource-read",
-    "templates",
-    "subscribe",
-    "prompt",
-    "completion",
-    "logging",
-    "progress",
-    "cancellation",
-    "sampling",
-    "elicitation",
-    "roots",
-    "list-changed",
-];
+use purra_examples::checks::CHECKS;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
