@@ -18,8 +18,8 @@
 
 use criterion::{BatchSize, Criterion};
 use purra_core::{
-    json_identity, ApprovalGateway, ApprovalId, ApprovalIntent, CheckpointCall, ClaimVerdict,
-    Decision, EffectOutcome, IdempotencyStore, RunId, Verdict,
+    json_identity, ApprovalBinding, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRequest,
+    CheckpointCall, ClaimVerdict, Decision, EffectOutcome, IdempotencyStore, RunId, Verdict,
 };
 use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
@@ -31,20 +31,35 @@ use std::time::{Duration, Instant, SystemTime};
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
-/// A fresh intent (its arguments digest differs every call, so every cycle claims a new key).
-fn fresh_intent() -> ApprovalIntent {
+/// A fresh request (its arguments differ every call, so every cycle claims a new key).
+fn fresh_request() -> ApprovalRequest {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let id = |v: Value| json_identity(&v).unwrap();
-    ApprovalIntent {
-        tool: "update_document".into(),
-        arguments_digest: id(json!({"id": format!("doc-{n}"), "text": "hello"})),
-        approval_binding: id(json!("binding")),
-        checkpoint_call: CheckpointCall {
-            call_id: format!("call-{n}"),
+    let arguments = json!({"id": format!("doc-{n}"), "text": "hello"});
+    let binding = ApprovalBinding {
+        binding_id: "documents".into(),
+        binding_revision: "1".into(),
+        scope_id: "sandbox".into(),
+        scope_revision: "1".into(),
+    };
+    ApprovalRequest {
+        intent: ApprovalIntent {
             tool: "update_document".into(),
+            arguments_digest: id(arguments.clone()),
+            approval_binding: binding.identity(),
+            checkpoint_call: CheckpointCall {
+                call_id: format!("call-{n}"),
+                tool: "update_document".into(),
+            },
+            run_id: RunId::new(format!("run-{n}")),
+            preset_fingerprint: id(json!("preset")),
         },
-        run_id: RunId::new(format!("run-{n}")),
-        preset_fingerprint: id(json!("preset")),
+        arguments,
+        binding,
+        requested_by: "writer".into(),
+        requested_at: SystemTime::now(),
+        expires_at: None,
+        labels: Default::default(),
     }
 }
 
@@ -54,6 +69,7 @@ fn approve() -> Decision {
         approver: "alice".into(),
         decided_at: SystemTime::now(),
         expires_at: None,
+        note: None,
     }
 }
 
@@ -116,8 +132,9 @@ impl Fixture {
     }
 
     fn prepare(&self, store: &SqliteStore) -> (ApprovalId, ApprovalIntent) {
-        let intent = fresh_intent();
-        let id = self.rt.block_on(store.prepare(intent.clone())).unwrap();
+        let request = fresh_request();
+        let intent = request.intent.clone();
+        let id = self.rt.block_on(store.prepare(request)).unwrap();
         (id, intent)
     }
 

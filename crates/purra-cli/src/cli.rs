@@ -1,7 +1,7 @@
 //! The command line: every subcommand and option, parsed with clap (derive).
 //!
 //! The durable-store subcommands (`approvals list|show|approve|deny`, `runs list|show`, `demo`)
-//! work on a SQLite store file (`--db`, default `./purra.db`).
+//! work on a store given by `--db`: a SQLite file (default `./purra.db`) or a `postgres://` URL.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use purra_protocol::types::LoggingLevel;
@@ -45,7 +45,7 @@ Durable writes:
   purra demo --interactive             wait for `purra approvals approve ID` from elsewhere
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
-  Each takes --db PATH (default ./purra.db) and --json.
+  Each takes --db PATH|URL (a SQLite file, default ./purra.db, or a postgres:// URL) and --json.
 
 Examples:
   purra serve-example --http 127.0.0.1:3000
@@ -57,7 +57,7 @@ Examples:
   purra prompt ws://127.0.0.1:3001 greet name=Ada";
 
 /// purra: inspect and call any MCP server over stdio, Streamable HTTP or WebSocket; decide
-/// durable approvals and see runs in a SQLite store; the durable-write demo.
+/// durable approvals and see runs in a store (SQLite or PostgreSQL); the durable-write demo.
 #[derive(Debug, Parser)]
 #[command(name = "purra", version, after_help = AFTER_HELP)]
 pub struct Cli {
@@ -110,9 +110,10 @@ pub enum Command {
 /// Options of every store subcommand.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The SQLite store file (an existing one, e.g. made by `purra demo`).
-    #[arg(long, value_name = "PATH", default_value = "purra.db")]
-    pub db: std::path::PathBuf,
+    /// The store: a SQLite file (an existing one, e.g. made by `purra demo`) or a
+    /// `postgres://USER@HOST:PORT/DATABASE` URL.
+    #[arg(long, value_name = "PATH|URL", default_value = "purra.db")]
+    pub db: String,
     /// Print one JSON document on stdout instead of readable output.
     #[arg(long)]
     pub json: bool,
@@ -142,7 +143,7 @@ pub enum ApprovalsCommand {
         /// Who decides (recorded as the approver).
         #[arg(long, value_name = "NAME", default_value = "operator")]
         approver: String,
-        /// A note recorded with the approver, as `NAME (note: TEXT)`.
+        /// A note recorded with the decision (why, conditions).
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
         /// Seconds the approval authorizes dispatch.
@@ -159,7 +160,7 @@ pub enum ApprovalsCommand {
         /// Who decides (recorded as the approver).
         #[arg(long, value_name = "NAME", default_value = "operator")]
         approver: String,
-        /// A note recorded with the approver, as `NAME (note: TEXT)`.
+        /// A note recorded with the decision (why, conditions).
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
         /// The store and output options.
@@ -190,9 +191,9 @@ pub enum RunsCommand {
 /// `purra demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// The SQLite store file (created if missing).
-    #[arg(long, value_name = "PATH", default_value = "purra.db")]
-    pub db: std::path::PathBuf,
+    /// The store: a SQLite file (created if missing) or a `postgres://` URL.
+    #[arg(long, value_name = "PATH|URL", default_value = "purra.db")]
+    pub db: String,
     /// Stop at the pending approval and exit, leaving it for `purra approvals`.
     #[arg(long, conflicts_with = "interactive")]
     pub no_approve: bool,

@@ -278,7 +278,8 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     ));
     assert_eq!(show["state"], "approved");
     assert_eq!(show["decision"]["verdict"], "approve");
-    assert_eq!(show["decision"]["approver"], "operator (note: looks right)");
+    assert_eq!(show["decision"]["approver"], "operator");
+    assert_eq!(show["decision"]["note"], "looks right");
 
     // The demo resumes the run and dispatches once.
     let resumed = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
@@ -288,7 +289,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     );
     has_line(
         &resumed,
-        "decision: approved (by operator (note: looks right))",
+        "decision: approved (by operator; note: looks right)",
     );
     has_line(&resumed, RECEIPT);
     has_line(&resumed, "effect: committed");
@@ -335,7 +336,7 @@ fn help_lists_the_store_subcommands() {
     );
     let demo = expect_code(&purra(&tmp.0, &["demo", "--help"]), 0);
     for needle in [
-        "--db <PATH>",
+        "--db <PATH|URL>",
         "[default: purra.db]",
         "--no-approve",
         "--interactive",

@@ -20,7 +20,7 @@
 //! approval gateway, or its receipt store, is not durable (or is missing).
 
 use crate::admission::{admit_batch, Admission, AdmissionLimits};
-use crate::approval::{ApprovalGateway, ApprovalIntent, ClaimVerdict};
+use crate::approval::{ApprovalGateway, ApprovalIntent, ApprovalRequest, ClaimVerdict};
 use crate::catalog::Catalog;
 use crate::error_code::{is_identifier, ErrorCode};
 use crate::idempotency::EffectOutcome;
@@ -544,21 +544,22 @@ impl Agent {
                 code: ErrorCode::APPROVAL_GATEWAY_NOT_DURABLE,
             };
         };
-        let intent = match ApprovalIntent::new(
+        let request = match ApprovalRequest::for_call(
             &admitted.tool,
             &admitted.call,
             context.run_id.clone(),
             self.preset.clone(),
+            self.name.clone(),
         ) {
-            Ok(intent) => intent,
+            Ok(request) => request,
             Err(_) => {
                 return RunOutcome::Failed {
                     code: ErrorCode::INVALID_ARGUMENTS,
                 }
             }
         };
-        let intent_digest = intent.digest();
-        let approval_id = match gateway.prepare(intent).await {
+        let intent_digest = request.intent.digest();
+        let approval_id = match gateway.prepare(request).await {
             Ok(id) => id,
             Err(_) => {
                 return RunOutcome::Failed {

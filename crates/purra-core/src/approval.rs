@@ -11,16 +11,25 @@
 //! decision, the expiry and the digest and records the idempotency claim in the gateway's own receipt
 //! store ([`ApprovalGateway::receipts`]), so a claimed call is never dispatched twice.
 //!
+//! What a gateway stores for an approver is an [`ApprovalRequest`]: the intent plus the exact arguments and
+//! the binding they were approved under (both checked against the intent's digests when prepared), who
+//! asked, when, until when a decision is accepted, and display labels.
+//!
 //! A gateway declares whether it is durable; an agent with confirm-policy tools refuses to build with a
 //! gateway that is not. [`InMemoryApprovalGateway`] is for tests and is not durable.
+//!
+//! Waiting for a decision never polls: [`ApprovalGateway::subscribe`] streams the gateway's
+//! [`StoreEvent`]s and [`ApprovalGateway::wait_for_decision`] returns as soon as a decision is recorded,
+//! by this process or (when the store can tell, see each store) by another.
 
+use crate::events::{EventSender, StoreEvent, StoreEvents};
 use crate::idempotency::{ClaimResult, IdempotencyKey, IdempotencyStore, InMemoryIdempotencyStore};
 use crate::identity::{json_identity, IdentityError, JsonIdentity};
 use crate::run::RunId;
 use crate::store::{BoxFuture, StoreError};
-use crate::tool::{ToolCall, ToolRegistration};
+use crate::tool::{ApprovalBinding, ToolCall, ToolRegistration};
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -124,6 +133,81 @@ impl ApprovalIntent {
     }
 }
 
+/// What a gateway keeps for an approver: the intent and what it was formed from.
+///
+/// [`ApprovalRequest::check`] (called by every store's `prepare`) requires the arguments' identity to be
+/// the intent's arguments digest and the binding's identity to be its approval binding, so what an
+/// approver is shown is exactly what the digest they approve stands for.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ApprovalRequest {
+    /// The intent; its digest is what is approved.
+    pub intent: ApprovalIntent,
+    /// The exact arguments of the call.
+    pub arguments: Value,
+    /// The binding and scope ids and revisions the call is bound to.
+    pub binding: ApprovalBinding,
+    /// Who asked: the agent (or the client of a gateway).
+    pub requested_by: String,
+    /// When the approval was asked for.
+    pub requested_at: SystemTime,
+    /// A decision at or after this instant is refused (`Conflict("the approval request expired")`).
+    pub expires_at: Option<SystemTime>,
+    /// Display facts for approvers (for example the upstream server's name); never interpreted.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl ApprovalRequest {
+    /// The request for `call` of `tool` in `run_id` under `preset_fingerprint`, asked by `requested_by`
+    /// now, with no expiry and no labels.
+    pub fn for_call(
+        tool: &ToolRegistration,
+        call: &ToolCall,
+        run_id: RunId,
+        preset_fingerprint: JsonIdentity,
+        requested_by: impl Into<String>,
+    ) -> Result<ApprovalRequest, IntentError> {
+        let intent = ApprovalIntent::new(tool, call, run_id, preset_fingerprint)?;
+        let binding = tool
+            .approval_binding()
+            .ok_or(IntentError::NoApprovalBinding)?
+            .clone();
+        Ok(ApprovalRequest {
+            intent,
+            arguments: call.arguments.clone(),
+            binding,
+            requested_by: requested_by.into(),
+            requested_at: SystemTime::now(),
+            expires_at: None,
+            labels: BTreeMap::new(),
+        })
+    }
+
+    /// Checks that the arguments and the binding are the ones the intent's digests name
+    /// (`Conflict` otherwise).
+    pub fn check(&self) -> Result<(), StoreError> {
+        match json_identity(&self.arguments) {
+            Ok(id) if id == self.intent.arguments_digest => {}
+            _ => {
+                return Err(StoreError::Conflict(
+                    "the arguments are not the ones the intent names",
+                ))
+            }
+        }
+        if self.binding.identity() != self.intent.approval_binding {
+            return Err(StoreError::Conflict(
+                "the binding is not the one the intent names",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a decision made at `at` comes too late.
+    pub fn expired_at(&self, at: SystemTime) -> bool {
+        self.expires_at.is_some_and(|e| e <= at)
+    }
+}
+
 /// Approve or deny.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -145,6 +229,9 @@ pub struct Decision {
     pub decided_at: SystemTime,
     /// After this instant an approval no longer authorizes dispatch.
     pub expires_at: Option<SystemTime>,
+    /// The approver's note (why, conditions), kept with the decision and in the audit log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The state of a prepared approval.
@@ -193,9 +280,11 @@ pub enum ClaimVerdict {
 pub trait ApprovalGateway: Send + Sync {
     /// Whether prepared intents, decisions and claims survive a crash of the host.
     fn is_durable(&self) -> bool;
-    /// Records a prepared intent and returns its id.
-    fn prepare(&self, intent: ApprovalIntent) -> BoxFuture<'_, Result<ApprovalId, StoreError>>;
-    /// Records the decision for a prepared intent (`Conflict` if already decided).
+    /// Records a prepared request and returns its id (`Conflict` if [`ApprovalRequest::check`] fails).
+    fn prepare(&self, request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalId, StoreError>>;
+    /// Records the decision for a prepared intent (`Conflict("already decided")` if decided;
+    /// `Conflict("the approval request expired")` if `decision.decided_at` is at or after the
+    /// request's `expires_at`).
     fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>>;
     /// The record of `id`.
     fn record(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalRecord>, StoreError>>;
@@ -209,20 +298,63 @@ pub trait ApprovalGateway: Send + Sync {
     ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>>;
     /// The receipt store the claims are recorded in; outcomes are completed there.
     fn receipts(&self) -> Arc<dyn IdempotencyStore>;
+    /// A stream of this store's changes from now on (see [`crate::events`]).
+    fn subscribe(&self) -> StoreEvents;
+    /// Waits until approval `id` is decided and returns its state then (never `Prepared`); `NotFound`
+    /// if there is no such approval. It subscribes before reading, so a decision recorded at any moment
+    /// wakes it; bound it with `tokio::time::timeout`. A decision made by another process wakes it when
+    /// the store hears of other processes' changes (PostgreSQL: at once, by `LISTEN`; SQLite: within
+    /// the store's poll interval).
+    fn wait_for_decision(
+        &self,
+        id: ApprovalId,
+    ) -> BoxFuture<'_, Result<ApprovalState, StoreError>> {
+        Box::pin(async move {
+            let mut events = self.subscribe();
+            loop {
+                match self.record(id.clone()).await? {
+                    None => return Err(StoreError::NotFound),
+                    Some(r) if r.state != ApprovalState::Prepared => return Ok(r.state),
+                    Some(_) => {}
+                }
+                loop {
+                    match events.next().await {
+                        None => return Err(StoreError::Backend("the store closed".into())),
+                        Some(StoreEvent::Resync) => break,
+                        Some(e) if e.approval_id() == Some(&id) => break,
+                        Some(_) => {}
+                    }
+                }
+            }
+        })
+    }
 }
 
 /// An in-memory approval gateway for tests. Not durable: an agent with confirm tools refuses it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct InMemoryApprovalGateway {
-    records: Mutex<HashMap<ApprovalId, ApprovalRecord>>,
+    records: Mutex<HashMap<ApprovalId, (ApprovalRecord, Option<SystemTime>)>>,
     receipts: Arc<InMemoryIdempotencyStore>,
     next: AtomicU64,
+    events: EventSender,
+}
+
+impl Default for InMemoryApprovalGateway {
+    fn default() -> Self {
+        InMemoryApprovalGateway::new()
+    }
 }
 
 impl InMemoryApprovalGateway {
-    /// An empty gateway with its own in-memory receipt store.
+    /// An empty gateway with its own in-memory receipt store (which shares its events).
     pub fn new() -> InMemoryApprovalGateway {
-        InMemoryApprovalGateway::default()
+        let events = EventSender::new();
+        InMemoryApprovalGateway {
+            records: Mutex::default(),
+            receipts: Arc::new(InMemoryIdempotencyStore::with_events(events.clone())),
+            next: AtomicU64::new(0),
+            events,
+        }
     }
 }
 
@@ -231,21 +363,25 @@ impl ApprovalGateway for InMemoryApprovalGateway {
         false
     }
 
-    fn prepare(&self, intent: ApprovalIntent) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
-        let id = ApprovalId(format!(
-            "approval-{}",
-            self.next.fetch_add(1, Ordering::Relaxed) + 1
-        ));
-        let record = ApprovalRecord {
-            intent_digest: intent.digest(),
-            intent,
-            state: ApprovalState::Prepared,
-        };
-        self.records
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), record);
-        Box::pin(async move { Ok(id) })
+    fn prepare(&self, request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
+        let result = request.check().map(|()| {
+            let id = ApprovalId(format!(
+                "approval-{}",
+                self.next.fetch_add(1, Ordering::Relaxed) + 1
+            ));
+            let record = ApprovalRecord {
+                intent_digest: request.intent.digest(),
+                intent: request.intent,
+                state: ApprovalState::Prepared,
+            };
+            self.records
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id.clone(), (record, request.expires_at));
+            self.events.send(StoreEvent::Prepared { id: id.clone() });
+            id
+        });
+        Box::pin(async move { result })
     }
 
     fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -253,11 +389,19 @@ impl ApprovalGateway for InMemoryApprovalGateway {
             let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
             match records.get_mut(&id) {
                 None => Err(StoreError::NotFound),
-                Some(r) if r.state != ApprovalState::Prepared => {
+                Some((r, _)) if r.state != ApprovalState::Prepared => {
                     Err(StoreError::Conflict("already decided"))
                 }
-                Some(r) => {
+                Some((_, Some(expires))) if *expires <= decision.decided_at => {
+                    Err(StoreError::Conflict("the approval request expired"))
+                }
+                Some((r, _)) => {
+                    let verdict = decision.verdict;
                     r.state = ApprovalState::Decided(decision);
+                    self.events.send(StoreEvent::Decided {
+                        id: id.clone(),
+                        verdict,
+                    });
                     Ok(())
                 }
             }
@@ -271,7 +415,7 @@ impl ApprovalGateway for InMemoryApprovalGateway {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&id)
-            .cloned();
+            .map(|(r, _)| r.clone());
         Box::pin(async move { Ok(result) })
     }
 
@@ -284,7 +428,7 @@ impl ApprovalGateway for InMemoryApprovalGateway {
         let result = (|| {
             // One critical section covers the checks and the claim (lock order: records, then receipts).
             let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
-            let record = records.get_mut(&id).ok_or(StoreError::NotFound)?;
+            let (record, _) = records.get_mut(&id).ok_or(StoreError::NotFound)?;
             let decision = match &record.state {
                 ApprovalState::Prepared => return Ok(ClaimVerdict::Pending),
                 ApprovalState::Claimed(_) | ApprovalState::Refused(_) => {
@@ -297,16 +441,22 @@ impl ApprovalGateway for InMemoryApprovalGateway {
             };
             if decision.expires_at.is_some_and(|e| e <= now) {
                 record.state = ApprovalState::Refused(decision);
+                self.events.send(StoreEvent::Refused { id: id.clone() });
                 return Ok(ClaimVerdict::Expired);
             }
             if record.intent_digest != current_intent {
                 record.state = ApprovalState::Refused(decision);
+                self.events.send(StoreEvent::Refused { id: id.clone() });
                 return Ok(ClaimVerdict::Mismatch);
             }
             let key = IdempotencyKey(record.intent_digest.to_string());
             match self.receipts.claim_now(key.clone()) {
                 ClaimResult::Claimed => {
                     record.state = ApprovalState::Claimed(decision);
+                    self.events.send(StoreEvent::Claimed {
+                        id: id.clone(),
+                        key: key.clone(),
+                    });
                     Ok(ClaimVerdict::Claimed(key))
                 }
                 ClaimResult::Existing(_) => Ok(ClaimVerdict::AlreadyClaimed),
@@ -318,6 +468,10 @@ impl ApprovalGateway for InMemoryApprovalGateway {
     fn receipts(&self) -> Arc<dyn IdempotencyStore> {
         Arc::clone(&self.receipts) as Arc<dyn IdempotencyStore>
     }
+
+    fn subscribe(&self) -> StoreEvents {
+        self.events.subscribe()
+    }
 }
 
 #[cfg(test)]
@@ -325,12 +479,33 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn binding() -> ApprovalBinding {
+        ApprovalBinding {
+            binding_id: "b".into(),
+            binding_revision: "1".into(),
+            scope_id: "s".into(),
+            scope_revision: "1".into(),
+        }
+    }
+
+    fn request(args: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            intent: intent(args),
+            arguments: json!(args),
+            binding: binding(),
+            requested_by: "agent".into(),
+            requested_at: SystemTime::UNIX_EPOCH,
+            expires_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(50)),
+            labels: BTreeMap::new(),
+        }
+    }
+
     fn intent(args: &str) -> ApprovalIntent {
         let id = |s: &str| json_identity(&json!(s)).unwrap();
         ApprovalIntent {
             tool: "update".into(),
             arguments_digest: id(args),
-            approval_binding: id("binding"),
+            approval_binding: binding().identity(),
             checkpoint_call: CheckpointCall {
                 call_id: "c1".into(),
                 tool: "update".into(),
@@ -346,6 +521,7 @@ mod tests {
             approver: "alice".into(),
             decided_at: SystemTime::UNIX_EPOCH,
             expires_at,
+            note: None,
         }
     }
 
@@ -354,7 +530,7 @@ mod tests {
         let gw = InMemoryApprovalGateway::new();
         assert!(!gw.is_durable());
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
-        let a = gw.prepare(intent("a")).await.unwrap();
+        let a = gw.prepare(request("a")).await.unwrap();
         assert_eq!(
             gw.check_and_claim(a.clone(), intent("a").digest(), now)
                 .await,
@@ -377,7 +553,7 @@ mod tests {
             Ok(ClaimVerdict::AlreadyClaimed)
         );
 
-        let b = gw.prepare(intent("b")).await.unwrap();
+        let b = gw.prepare(request("b")).await.unwrap();
         gw.decide(b.clone(), decision(Verdict::Approve, None))
             .await
             .unwrap();
@@ -387,7 +563,7 @@ mod tests {
             Ok(ClaimVerdict::Mismatch)
         );
 
-        let c = gw.prepare(intent("c")).await.unwrap();
+        let c = gw.prepare(request("c")).await.unwrap();
         gw.decide(c.clone(), decision(Verdict::Approve, None))
             .await
             .unwrap();
@@ -407,7 +583,7 @@ mod tests {
             Ok(ClaimVerdict::AlreadyClaimed)
         );
         // A second approval of the very same intent cannot claim it again.
-        let c2 = gw.prepare(intent("c")).await.unwrap();
+        let c2 = gw.prepare(request("c")).await.unwrap();
         gw.decide(c2.clone(), decision(Verdict::Approve, None))
             .await
             .unwrap();
@@ -415,7 +591,7 @@ mod tests {
             gw.check_and_claim(c2, intent("c").digest(), now).await,
             Ok(ClaimVerdict::AlreadyClaimed)
         );
-        let d = gw.prepare(intent("d")).await.unwrap();
+        let d = gw.prepare(request("d")).await.unwrap();
         gw.decide(d.clone(), decision(Verdict::Deny, None))
             .await
             .unwrap();
@@ -428,5 +604,72 @@ mod tests {
                 .await,
             Err(StoreError::NotFound)
         );
+    }
+
+    #[tokio::test]
+    async fn requests_are_checked_and_expire_for_decisions() {
+        let gw = InMemoryApprovalGateway::new();
+        let mut wrong = request("a");
+        wrong.arguments = json!("b");
+        assert_eq!(
+            gw.prepare(wrong).await,
+            Err(StoreError::Conflict(
+                "the arguments are not the ones the intent names"
+            ))
+        );
+        let mut wrong = request("a");
+        wrong.binding.scope_revision = "2".into();
+        assert_eq!(
+            gw.prepare(wrong).await,
+            Err(StoreError::Conflict(
+                "the binding is not the one the intent names"
+            ))
+        );
+        let a = gw.prepare(request("a")).await.unwrap();
+        assert_eq!(a, ApprovalId("approval-1".into()));
+        let mut late = decision(Verdict::Approve, None);
+        late.decided_at = SystemTime::UNIX_EPOCH + Duration::from_secs(50);
+        assert_eq!(
+            gw.decide(a.clone(), late).await,
+            Err(StoreError::Conflict("the approval request expired"))
+        );
+        assert_eq!(
+            gw.record(a).await.unwrap().unwrap().state,
+            ApprovalState::Prepared
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_decision_wakes_on_it() {
+        let gw = Arc::new(InMemoryApprovalGateway::new());
+        let a = gw.prepare(request("a")).await.unwrap();
+        let waiter = {
+            let gw = Arc::clone(&gw);
+            let a = a.clone();
+            tokio::spawn(async move { gw.wait_for_decision(a).await })
+        };
+        // Another approval's decision does not end the wait.
+        let b = gw.prepare(request("b")).await.unwrap();
+        gw.decide(b, decision(Verdict::Deny, None)).await.unwrap();
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        let approve = decision(Verdict::Approve, None);
+        gw.decide(a.clone(), approve.clone()).await.unwrap();
+        assert_eq!(
+            waiter.await.unwrap(),
+            Ok(ApprovalState::Decided(approve.clone()))
+        );
+        // Already decided: it returns at once.
+        assert_eq!(
+            gw.wait_for_decision(a).await,
+            Ok(ApprovalState::Decided(approve))
+        );
+        assert_eq!(
+            gw.wait_for_decision(ApprovalId("approval-9".into())).await,
+            Err(StoreError::NotFound)
+        );
+        let mut events = gw.subscribe();
+        let c = gw.prepare(request("c")).await.unwrap();
+        assert_eq!(events.next().await, Some(StoreEvent::Prepared { id: c }));
     }
 }

@@ -11,6 +11,7 @@
 //! [`InMemoryIdempotencyStore`] is for tests: it is not durable and says so.
 
 use crate::error_code::ErrorCode;
+use crate::events::{EventSender, StoreEvent};
 use crate::store::{BoxFuture, StoreError};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -54,6 +55,30 @@ pub enum ClaimState {
     },
 }
 
+impl ClaimState {
+    /// `in_flight`, `committed`, `not_started` or `unknown`.
+    pub fn effect_word(&self) -> &'static str {
+        match self {
+            ClaimState::InFlight => "in_flight",
+            ClaimState::Completed { outcome } => match outcome {
+                EffectOutcome::Committed { .. } => "committed",
+                EffectOutcome::NotStarted => "not_started",
+                EffectOutcome::Unknown { .. } => "unknown",
+            },
+        }
+    }
+
+    /// The receipt of a `committed` outcome.
+    pub fn receipt(&self) -> Option<&Value> {
+        match self {
+            ClaimState::Completed {
+                outcome: EffectOutcome::Committed { receipt },
+            } => Some(receipt),
+            _ => None,
+        }
+    }
+}
+
 /// The answer to a claim.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClaimResult {
@@ -83,12 +108,21 @@ pub trait IdempotencyStore: Send + Sync {
 #[derive(Debug, Default)]
 pub struct InMemoryIdempotencyStore {
     claims: Mutex<HashMap<IdempotencyKey, ClaimState>>,
+    events: EventSender,
 }
 
 impl InMemoryIdempotencyStore {
     /// An empty store.
     pub fn new() -> InMemoryIdempotencyStore {
         InMemoryIdempotencyStore::default()
+    }
+
+    /// An empty store that announces outcomes on `events`.
+    pub(crate) fn with_events(events: EventSender) -> InMemoryIdempotencyStore {
+        InMemoryIdempotencyStore {
+            claims: Mutex::default(),
+            events,
+        }
     }
 
     /// Claims synchronously (used by the in-memory gateway inside its own critical section).
@@ -128,6 +162,7 @@ impl IdempotencyStore for InMemoryIdempotencyStore {
                 }
                 Some(state) => {
                     *state = ClaimState::Completed { outcome };
+                    self.events.send(StoreEvent::Outcome { key });
                     Ok(())
                 }
             }

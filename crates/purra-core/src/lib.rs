@@ -13,7 +13,8 @@
 //! - [`admission`] and [`schedule`]: a model turn is admitted as a whole before any call runs; safe calls
 //!   overlap, the others run alone, results are bounded.
 //! - [`approval`], [`idempotency`], [`run_store`]: the contracts durable stores implement, with
-//!   in-memory versions for tests.
+//!   in-memory versions for tests; [`operator`]: what an operator (CLI, approver page) sees of a durable
+//!   store; [`events`]: the store events hosts wait on instead of polling.
 //! - [`model`] and [`agent`]: the `Model` trait, a scripted model, and the agent loop with checkpoints.
 //!
 //! Every failure the model sees is an [`ErrorCode`] from [`error_code`]'s table, never remote text.
@@ -27,11 +28,13 @@ pub mod agent;
 pub mod approval;
 pub mod catalog;
 pub mod error_code;
+pub mod events;
 pub mod idempotency;
 pub mod identity;
 pub mod json_text;
 pub mod model;
 mod num;
+pub mod operator;
 pub mod pattern;
 pub mod run;
 pub mod run_store;
@@ -43,11 +46,12 @@ pub mod tool;
 pub use admission::{admit_batch, Admission, AdmissionLimits, AdmittedCall, Rejection};
 pub use agent::{Agent, AgentBuildError, AgentBuilder, AgentLimits, RunOutcome, RunRequest};
 pub use approval::{
-    ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRecord, ApprovalState, CheckpointCall,
-    ClaimVerdict, Decision, InMemoryApprovalGateway, IntentError, Verdict,
+    ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRecord, ApprovalRequest, ApprovalState,
+    CheckpointCall, ClaimVerdict, Decision, InMemoryApprovalGateway, IntentError, Verdict,
 };
 pub use catalog::{Catalog, CatalogError};
 pub use error_code::ErrorCode;
+pub use events::{EventSender, StoreEvent, StoreEvents};
 pub use idempotency::{
     ClaimResult, ClaimState, EffectOutcome, IdempotencyKey, IdempotencyStore,
     InMemoryIdempotencyStore,
@@ -58,6 +62,10 @@ pub use identity::{
 pub use json_text::{parse_json, JsonError, JsonErrorKind, JsonLimits};
 pub use model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolMessage,
+};
+pub use operator::{
+    check_reconciliation, ApprovalQuery, ApprovalStatus, ApprovalView, AuditEntry, ClaimView,
+    OperatorStore, Reconciliation, INTERRUPTED, MAX_PAGE,
 };
 pub use run::{preset_fingerprint, Lease, RunContext, RunId};
 pub use run_store::{InMemoryRunStore, RunStore, SuspendedRun};

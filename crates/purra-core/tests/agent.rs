@@ -144,8 +144,8 @@ impl ApprovalGateway for DeclaredDurable<InMemoryApprovalGateway> {
     fn is_durable(&self) -> bool {
         true
     }
-    fn prepare(&self, intent: ApprovalIntent) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
-        self.0.prepare(intent)
+    fn prepare(&self, request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
+        self.0.prepare(request)
     }
     fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
         self.0.decide(id, decision)
@@ -163,6 +163,9 @@ impl ApprovalGateway for DeclaredDurable<InMemoryApprovalGateway> {
     }
     fn receipts(&self) -> Arc<dyn IdempotencyStore> {
         Arc::new(DeclaredDurable(self.0.receipts()))
+    }
+    fn subscribe(&self) -> StoreEvents {
+        self.0.subscribe()
     }
 }
 
@@ -394,6 +397,7 @@ fn decision(verdict: Verdict) -> Decision {
         approver: "alice".into(),
         decided_at: std::time::SystemTime::now(),
         expires_at: None,
+        note: None,
     }
 }
 

@@ -185,6 +185,7 @@ async fn approve(store: &SqliteStore, id: ApprovalId, expires_at: Option<SystemT
                 approver: "operator".into(),
                 decided_at: SystemTime::now(),
                 expires_at,
+                note: None,
             },
         )
         .await

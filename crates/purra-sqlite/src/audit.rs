@@ -5,33 +5,9 @@
 //! in the schema abort any `UPDATE` or `DELETE` on the table, whoever issues it.
 
 use crate::store::{backend, from_ns};
-use purra_core::StoreError;
+use purra_core::{AuditEntry, StoreError};
 use rusqlite::{params, Connection};
 use serde_json::Value;
-use std::time::SystemTime;
-
-/// One row of the audit log.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct AuditEntry {
-    /// Position in the log (strictly increasing, never reused).
-    pub seq: i64,
-    /// Wall-clock time of the write.
-    pub at: SystemTime,
-    /// The store owner that wrote it.
-    pub owner: String,
-    /// What happened: `opened`, `closed`, `prepared`, `decided`, `claimed`, `refused`, `claim_refused`,
-    /// `outcome`, `outcome_rejected`, `interrupted`, `reconciled`, `run_suspended`, `run_removed`.
-    pub event: String,
-    /// The approval concerned, if any.
-    pub approval_id: Option<String>,
-    /// The idempotency key concerned, if any.
-    pub claim_key: Option<String>,
-    /// The run concerned, if any.
-    pub run_id: Option<String>,
-    /// Event details (times in nanoseconds since the Unix epoch, camelCase members).
-    pub detail: Value,
-}
 
 /// Appends one row; `at` is nanoseconds since the Unix epoch.
 #[allow(clippy::too_many_arguments)] // One row's columns, named at every call site.
@@ -64,20 +40,39 @@ pub(crate) fn append(
     Ok(())
 }
 
+const COLUMNS: &str = "seq, at_ns, owner, event, approval_id, claim_key, run_id, detail";
+
 /// Rows after `after_seq`, oldest first, at most `limit`.
 pub(crate) fn read(
     conn: &Connection,
     after_seq: i64,
     limit: u32,
 ) -> Result<Vec<AuditEntry>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, at_ns, owner, event, approval_id, claim_key, run_id, detail FROM audit
-             WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-        )
-        .map_err(backend)?;
+    let sql = format!("SELECT {COLUMNS} FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+    rows(conn, &sql, params![after_seq, limit])
+}
+
+/// The trail of approval `approval` (its id) whose claim, if it made one, has key `claim_key`.
+pub(crate) fn read_for_approval(
+    conn: &Connection,
+    approval: &str,
+    claim_key: Option<&str>,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM audit
+         WHERE approval_id = ?1 OR (approval_id IS NULL AND claim_key = ?2) ORDER BY seq"
+    );
+    rows(conn, &sql, params![approval, claim_key])
+}
+
+fn rows(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
     let rows = stmt
-        .query_map(params![after_seq, limit], |row| {
+        .query_map(params, |row| {
             Ok((
                 row.get::<_, i64>(0)?,
                 row.get::<_, i64>(1)?,
@@ -94,17 +89,18 @@ pub(crate) fn read(
     for row in rows {
         let (seq, at, owner, event, approval_id, claim_key, run_id, detail) =
             row.map_err(backend)?;
-        out.push(AuditEntry {
+        let detail: Value = serde_json::from_str(&detail)
+            .map_err(|e| StoreError::Backend(format!("stored JSON: {e}")))?;
+        out.push(AuditEntry::new(
             seq,
-            at: from_ns(at),
+            from_ns(at),
             owner,
             event,
             approval_id,
             claim_key,
             run_id,
-            detail: serde_json::from_str(&detail)
-                .map_err(|e| StoreError::Backend(format!("stored JSON: {e}")))?,
-        });
+            detail,
+        ));
     }
     Ok(out)
 }

@@ -15,12 +15,16 @@
 //! The file uses WAL, `synchronous=FULL`, a busy timeout and foreign keys; its schema is versioned with
 //! `PRAGMA user_version`, and a file from a newer build is refused.
 //!
+//! It also implements [`purra_core::OperatorStore`] (listings, the audit log, reconciliations) and
+//! streams [`purra_core::StoreEvent`]s: this store's own commits at once, other processes' commits on
+//! the same file within [`SqliteOptions::event_poll`] (a file cannot notify).
+//!
 //! Two things only the host or an operator does, never anything automatic:
-//! [`SqliteStore::reconcile_interrupted_claims`] (on startup: claims left without outcome by a store
+//! [`purra_core::OperatorStore::reconcile_interrupted_claims`] (on startup: claims left without outcome by a store
 //! that is gone become `unknown` with reason `interrupted`; a live process's claims are told apart by
-//! their owner's lease, see [`SqliteStore`]), and [`SqliteStore::reconcile_unknown`] (an operator's decision,
+//! their owner's lease, see [`SqliteStore`]), and [`purra_core::OperatorStore::reconcile_unknown`] (an operator's decision,
 //! with independent evidence, that an `unknown` outcome was in fact `committed` or `not_started`).
-//! Every change is also a row of the append-only audit log ([`SqliteStore::audit`]).
+//! Every change is also a row of the append-only audit log ([`purra_core::OperatorStore::audit`]).
 //!
 //! ```
 //! use purra_core::*;
@@ -36,20 +40,38 @@
 //! store.reconcile_interrupted_claims(SystemTime::now()).await?;
 //!
 //! let digest = |v: serde_json::Value| json_identity(&v).unwrap();
+//! let binding = ApprovalBinding {
+//!     binding_id: "documents".into(),
+//!     binding_revision: "1".into(),
+//!     scope_id: "sandbox".into(),
+//!     scope_revision: "1".into(),
+//! };
+//! let arguments = serde_json::json!({"id": "d1"});
 //! let intent = ApprovalIntent {
 //!     tool: "update_document".into(),
-//!     arguments_digest: digest(serde_json::json!({"id": "d1"})),
-//!     approval_binding: digest(serde_json::json!("binding")),
+//!     arguments_digest: digest(arguments.clone()),
+//!     approval_binding: binding.identity(),
 //!     checkpoint_call: CheckpointCall { call_id: "w1".into(), tool: "update_document".into() },
 //!     run_id: RunId::new("run-1"),
 //!     preset_fingerprint: digest(serde_json::json!("preset")),
 //! };
-//! let id = store.prepare(intent.clone()).await?;
+//! let id = store
+//!     .prepare(ApprovalRequest {
+//!         intent: intent.clone(),
+//!         arguments,
+//!         binding,
+//!         requested_by: "writer".into(),
+//!         requested_at: SystemTime::now(),
+//!         expires_at: None,
+//!         labels: Default::default(),
+//!     })
+//!     .await?;
 //! let approve = Decision {
 //!     verdict: Verdict::Approve,
 //!     approver: "alice".into(),
 //!     decided_at: SystemTime::now(),
 //!     expires_at: None,
+//!     note: Some("once".into()),
 //! };
 //! store.decide(id.clone(), approve).await?;
 //! let ClaimVerdict::Claimed(key) =
@@ -73,5 +95,5 @@ mod audit;
 mod migrate;
 mod store;
 
-pub use audit::AuditEntry;
-pub use store::{Reconciliation, SqliteOptions, SqliteStore, INTERRUPTED};
+pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};
+pub use store::{SqliteOptions, SqliteStore};

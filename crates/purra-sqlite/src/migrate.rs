@@ -75,8 +75,20 @@ CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 "#;
 
+/// Schema version 2: what an approver is shown (the whole request: arguments, binding, who asked, when,
+/// until when, labels) and the decision's note. Approvals prepared under version 1 have no request.
+const V2: &str = r#"
+ALTER TABLE approvals ADD COLUMN request_json TEXT;
+ALTER TABLE approvals ADD COLUMN request_expires_at_ns INTEGER;
+ALTER TABLE approvals ADD COLUMN note TEXT;
+CREATE INDEX approvals_by_run ON approvals(run_id);
+CREATE INDEX audit_by_approval ON audit(approval_id) WHERE approval_id IS NOT NULL;
+CREATE INDEX audit_by_claim ON audit(claim_key) WHERE claim_key IS NOT NULL;
+CREATE INDEX claims_by_approval ON claims(approval_seq);
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which
 /// cannot use WAL.

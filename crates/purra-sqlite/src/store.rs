@@ -6,30 +6,34 @@
 //! `synchronous=FULL` before the call returns.
 //!
 //! Each open store is an *owner*: a row with a lease that a heartbeat thread renews. Claims record their
-//! owner. [`SqliteStore::reconcile_interrupted_claims`] marks a claim with no outcome `unknown`
+//! owner. [`OperatorStore::reconcile_interrupted_claims`] marks a claim with no outcome `unknown`
 //! (`interrupted`) only when its owner is provably gone: closed, or its lease lapsed. A claim of a live
 //! owner (another host process sharing the file) is left alone. Leases compare wall-clock instants
 //! written by the processes sharing the file; SQLite files are shared only on one machine (never over a
 //! network file system), so they read one clock.
+//!
+//! Events ([`ApprovalGateway::subscribe`]) are read from the audit log by a pump thread started with
+//! the first subscriber: this store's own commits wake it at once; other processes' commits on the same
+//! file cannot notify it, so it also polls the log every [`SqliteOptions::event_poll`].
 
-use crate::audit::{append, AuditEntry};
+use crate::audit::append;
 use crate::migrate::{configure, migrate};
 use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRecord, ApprovalState, BoxFuture,
-    ClaimResult, ClaimState, ClaimVerdict, Decision, EffectOutcome, ErrorCode, IdempotencyKey,
-    IdempotencyStore, JsonIdentity, RunId, RunStore, StoreError, SuspendedRun, Verdict,
+    check_reconciliation, ApprovalBinding, ApprovalGateway, ApprovalId, ApprovalIntent,
+    ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalStatus, ApprovalView,
+    AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision,
+    EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore, JsonIdentity,
+    OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvent, StoreEvents,
+    SuspendedRun, Verdict, INTERRUPTED, MAX_PAGE,
 };
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// The reason recorded for a claim found without outcome whose owner is gone.
-pub const INTERRUPTED: &str = "interrupted";
 
 /// Options of [`SqliteStore::open_with`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,14 +45,18 @@ pub struct SqliteOptions {
     /// the lease every quarter of it; another process may mark this store's open claims `interrupted`
     /// only after a whole lease without renewal.
     pub lease: Duration,
+    /// How often subscribers' events are looked for in the file when no commit of this store woke
+    /// the pump (other processes' commits cannot notify).
+    pub event_poll: Duration,
 }
 
 impl Default for SqliteOptions {
-    /// A 5 s busy timeout and a 60 s lease.
+    /// A 5 s busy timeout, a 60 s lease and a 200 ms event poll.
     fn default() -> Self {
         SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             lease: Duration::from_secs(60),
+            event_poll: Duration::from_millis(200),
         }
     }
 }
@@ -65,19 +73,12 @@ impl SqliteOptions {
         self.lease = lease.max(Duration::from_millis(4));
         self
     }
-}
 
-/// What [`SqliteStore::reconcile_interrupted_claims`] did.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Reconciliation {
-    /// Claims of gone owners, now `unknown` with reason `interrupted` (sorted by key).
-    pub interrupted: Vec<IdempotencyKey>,
-    /// Claims without outcome whose owner still holds a live lease (left alone; still never
-    /// dispatched again).
-    pub in_flight_elsewhere: usize,
-    /// Claims without outcome of this store itself (in flight in this process; left alone).
-    pub in_flight_here: usize,
+    /// Sets the event poll interval (at least 1 ms).
+    pub fn event_poll(mut self, every: Duration) -> Self {
+        self.event_poll = every.max(Duration::from_millis(1));
+        self
+    }
 }
 
 /// A durable store of approvals, claims, receipts, suspended runs and an append-only audit log.
@@ -107,11 +108,37 @@ struct Inner {
     durable: bool,
     /// Stops the heartbeat thread when dropped; joined on drop.
     heartbeat: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+    /// The file (none for an in-memory store): the event pump opens its own reader on it.
+    path: Option<PathBuf>,
+    /// How often the event pump polls the file.
+    event_poll: Duration,
+    /// Subscribers' events.
+    events: EventSender,
+    /// The event pump, once someone subscribed: its wake-up sender (dropping it stops the pump).
+    pump: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
+}
+
+impl Inner {
+    /// Wakes the event pump after a commit of this store.
+    fn nudge(&self) {
+        if let Some((wake, _)) = self.pump.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = wake.send(());
+        }
+    }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         if let Some((stop, thread)) = self.heartbeat.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
+        let pump = self
+            .pump
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some((stop, thread)) = pump {
             drop(stop);
             let _ = thread.join();
         }
@@ -226,6 +253,195 @@ fn read_claim(conn: &Connection, key: &str) -> Result<Option<Option<String>>, St
     .map_err(backend)
 }
 
+/// Where the event pump reads the audit log.
+enum Reader {
+    /// Its own connection to the file.
+    Own(Connection),
+    /// The store's connection (an in-memory store).
+    Shared(Arc<Mutex<Connection>>),
+}
+
+impl Reader {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match self {
+            Reader::Own(conn) => f(conn),
+            Reader::Shared(conn) => f(&lock(conn)),
+        }
+    }
+}
+
+/// Which approvals [`read_views`] reads.
+struct ViewFilter {
+    seq: Option<i64>,
+    state: Option<&'static str>,
+    verdict: Option<&'static str>,
+    run_id: Option<String>,
+    after: i64,
+    limit: u32,
+}
+
+impl ViewFilter {
+    fn one(seq: i64) -> ViewFilter {
+        ViewFilter {
+            seq: Some(seq),
+            state: None,
+            verdict: None,
+            run_id: None,
+            after: 0,
+            limit: 1,
+        }
+    }
+}
+
+/// The views of the approvals `filter` selects, oldest first.
+fn read_views(conn: &Connection, filter: &ViewFilter) -> Result<Vec<ApprovalView>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
+                    a.decided_at_ns, a.expires_at_ns, a.note, a.request_json, a.prepared_at_ns,
+                    c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.completed_at_ns
+             FROM approvals a LEFT JOIN claims c ON c.approval_seq = a.seq
+             WHERE (?1 IS NULL OR a.seq = ?1) AND (?2 IS NULL OR a.state = ?2)
+               AND (?3 IS NULL OR a.verdict = ?3) AND (?4 IS NULL OR a.run_id = ?4)
+               AND a.seq > ?5
+             ORDER BY a.seq LIMIT ?6",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map(
+            params![
+                filter.seq,
+                filter.state,
+                filter.verdict,
+                filter.run_id,
+                filter.after,
+                filter.limit
+            ],
+            |row| {
+                Ok(StoredApproval {
+                    seq: row.get(0)?,
+                    intent_json: row.get(1)?,
+                    intent_digest: row.get(2)?,
+                    state: row.get(3)?,
+                    verdict: row.get(4)?,
+                    approver: row.get(5)?,
+                    decided_at: row.get(6)?,
+                    expires_at: row.get(7)?,
+                    note: row.get(8)?,
+                    request_json: row.get(9)?,
+                    prepared_at: row.get(10)?,
+                    claim: match row.get::<_, Option<String>>(11)? {
+                        None => None,
+                        Some(key) => Some(StoredClaim {
+                            key,
+                            owner: row.get(12)?,
+                            claimed_at: row.get(13)?,
+                            outcome_json: row.get(14)?,
+                            completed_at: row.get(15)?,
+                        }),
+                    },
+                })
+            },
+        )
+        .map_err(backend)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row.map_err(backend)?.into_view()?);
+    }
+    Ok(out)
+}
+
+/// An approval row as stored (with its claim, if it made one).
+struct StoredApproval {
+    seq: i64,
+    intent_json: String,
+    intent_digest: String,
+    state: String,
+    verdict: Option<String>,
+    approver: Option<String>,
+    decided_at: Option<i64>,
+    expires_at: Option<i64>,
+    note: Option<String>,
+    request_json: Option<String>,
+    prepared_at: i64,
+    claim: Option<StoredClaim>,
+}
+
+struct StoredClaim {
+    key: String,
+    owner: String,
+    claimed_at: i64,
+    outcome_json: Option<String>,
+    completed_at: Option<i64>,
+}
+
+impl StoredApproval {
+    fn into_view(self) -> Result<ApprovalView, StoreError> {
+        let intent: ApprovalIntent = serde_json::from_str(&self.intent_json).map_err(json_error)?;
+        let intent_digest = JsonIdentity::parse(&self.intent_digest)
+            .ok_or_else(|| StoreError::Backend("stored intent digest is malformed".into()))?;
+        let request = match self.request_json {
+            Some(text) => serde_json::from_str(&text).map_err(json_error)?,
+            // Prepared by a schema-1 file: only the intent was kept.
+            None => ApprovalRequest {
+                intent,
+                arguments: serde_json::Value::Null,
+                binding: ApprovalBinding {
+                    binding_id: String::new(),
+                    binding_revision: String::new(),
+                    scope_id: String::new(),
+                    scope_revision: String::new(),
+                },
+                requested_by: String::new(),
+                requested_at: from_ns(self.prepared_at),
+                expires_at: None,
+                labels: Default::default(),
+            },
+        };
+        let decision = match (self.verdict.as_deref(), self.approver, self.decided_at) {
+            (Some(v), Some(approver), Some(decided_at)) => Some(Decision {
+                verdict: if v == "approve" {
+                    Verdict::Approve
+                } else {
+                    Verdict::Deny
+                },
+                approver,
+                decided_at: from_ns(decided_at),
+                expires_at: self.expires_at.map(from_ns),
+                note: self.note,
+            }),
+            _ => None,
+        };
+        let state = match (self.state.as_str(), decision) {
+            ("prepared", None) => ApprovalState::Prepared,
+            ("decided", Some(d)) => ApprovalState::Decided(d),
+            ("claimed", Some(d)) => ApprovalState::Claimed(d),
+            ("refused", Some(d)) => ApprovalState::Refused(d),
+            _ => return Err(StoreError::Backend("inconsistent approval row".into())),
+        };
+        let claim = match self.claim {
+            None => None,
+            Some(c) => Some(ClaimView {
+                key: IdempotencyKey(c.key),
+                owner: c.owner,
+                claimed_at: from_ns(c.claimed_at),
+                state: claim_state(c.outcome_json)?,
+                completed_at: c.completed_at.map(from_ns),
+            }),
+        };
+        Ok(ApprovalView {
+            id: approval_id(self.seq),
+            request,
+            intent_digest,
+            state,
+            claim,
+        })
+    }
+}
+
 /// Inserts a claim unless the key exists; true when this call claimed it.
 fn insert_claim(
     tx: &Transaction<'_>,
@@ -266,22 +482,24 @@ impl SqliteStore {
         path: impl AsRef<Path>,
         options: SqliteOptions,
     ) -> Result<SqliteStore, StoreError> {
-        let conn = Connection::open(path).map_err(backend)?;
-        SqliteStore::start(conn, options, true)
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open(&path).map_err(backend)?;
+        SqliteStore::start(conn, options, Some(path))
     }
 
     /// An in-memory store for unit tests. It reports itself not durable, so an agent with
     /// confirm-policy tools refuses it.
     pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
         let conn = Connection::open_in_memory().map_err(backend)?;
-        SqliteStore::start(conn, SqliteOptions::default(), false)
+        SqliteStore::start(conn, SqliteOptions::default(), None)
     }
 
     fn start(
         mut conn: Connection,
         options: SqliteOptions,
-        durable: bool,
+        path: Option<PathBuf>,
     ) -> Result<SqliteStore, StoreError> {
+        let durable = path.is_some();
         configure(&conn, options.busy_timeout, durable)?;
         migrate(&mut conn)?;
         let at = now_ns()?;
@@ -339,6 +557,10 @@ impl SqliteStore {
                 owner,
                 durable,
                 heartbeat,
+                path,
+                event_poll: options.event_poll.max(Duration::from_millis(1)),
+                events: EventSender::new(),
+                pump: Mutex::new(None),
             }),
         })
     }
@@ -351,6 +573,75 @@ impl SqliteStore {
     /// This store's owner id, recorded with its claims and audit rows.
     pub fn owner(&self) -> &str {
         &self.inner.owner
+    }
+
+    /// Runs `op` like [`SqliteStore::run`], then wakes the event pump (for operations that write).
+    fn write<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &str) -> Result<T, StoreError> + Send + 'static,
+    {
+        let done = self.run(op);
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            let result = done.await;
+            inner.nudge();
+            result
+        })
+    }
+
+    /// Starts the event pump unless it runs: it reads audit rows after the current end of the log.
+    fn start_pump(&self) -> Result<(), StoreError> {
+        let mut pump = self.inner.pump.lock().unwrap_or_else(|p| p.into_inner());
+        if pump.is_some() {
+            return Ok(());
+        }
+        // Its own reader on a file (WAL readers never wait for writers); the store's connection for an
+        // in-memory store, which no other process can change.
+        let reader = match &self.inner.path {
+            Some(path) => {
+                let conn = Connection::open(path).map_err(backend)?;
+                conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+                Reader::Own(conn)
+            }
+            None => Reader::Shared(Arc::clone(&self.inner.conn)),
+        };
+        let mut last = reader.with(|conn| {
+            conn.row("SELECT coalesce(max(seq), 0) FROM audit", [], |r| r.get(0))
+                .map_err(backend)
+        })?;
+        let (wake, woken) = mpsc::channel::<()>();
+        let events = self.inner.events.clone();
+        let poll = self.inner.event_poll;
+        let thread = std::thread::spawn(move || loop {
+            match woken.recv_timeout(poll) {
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            while woken.try_recv().is_ok() {}
+            loop {
+                let Ok(rows) = reader.with(|conn| crate::audit::read(conn, last, MAX_PAGE)) else {
+                    // A failed read is retried at the next wake-up; subscribers may have missed
+                    // nothing yet, but say so to be safe.
+                    events.send(StoreEvent::Resync);
+                    break;
+                };
+                for row in &rows {
+                    last = row.seq;
+                    let approval = row.approval_id.as_deref();
+                    let key = row.claim_key.as_deref();
+                    if let Some(e) = StoreEvent::from_audit(&row.event, approval, key, &row.detail)
+                    {
+                        events.send(e);
+                    }
+                }
+                if rows.len() < MAX_PAGE as usize {
+                    break;
+                }
+            }
+        });
+        *pump = Some((wake, thread));
+        Ok(())
     }
 
     /// Runs `op` with the connection on the blocking pool.
@@ -369,18 +660,111 @@ impl SqliteStore {
             .map_err(|_| StoreError::Backend("store operation panicked".into()))?
         })
     }
+}
+
+impl OperatorStore for SqliteStore {
+    fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    fn approvals(
+        &self,
+        query: ApprovalQuery,
+    ) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>> {
+        self.run(move |conn, _| {
+            let after = match &query.after {
+                None => 0,
+                Some(id) => approval_seq(id).ok_or(StoreError::NotFound)?,
+            };
+            let (state, verdict) = match query.status {
+                None => (None, None),
+                Some(ApprovalStatus::Pending) => (Some("prepared"), None),
+                Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
+                Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
+                Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
+                Some(_) => (Some("refused"), None),
+            };
+            read_views(
+                conn,
+                &ViewFilter {
+                    seq: None,
+                    state,
+                    verdict,
+                    run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
+                    after,
+                    limit: query.limit.min(MAX_PAGE),
+                },
+            )
+        })
+    }
+
+    fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {
+        self.run(move |conn, _| match approval_seq(&id) {
+            None => Ok(None),
+            Some(seq) => Ok(read_views(conn, &ViewFilter::one(seq))?.pop()),
+        })
+    }
+
+    fn audit(
+        &self,
+        after_seq: i64,
+        limit: u32,
+    ) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
+        self.run(move |conn, _| crate::audit::read(conn, after_seq, limit.min(MAX_PAGE)))
+    }
+
+    fn approval_audit(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
+        self.run(move |conn, _| {
+            let Some(seq) = approval_seq(&id) else {
+                return Ok(Vec::new());
+            };
+            let key: Option<String> = conn
+                .row(
+                    "SELECT key FROM claims WHERE approval_seq = ?1",
+                    params![seq],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(backend)?;
+            crate::audit::read_for_approval(conn, &id.0, key.as_deref())
+        })
+    }
+
+    fn run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.run(|conn, _| {
+            let mut stmt = conn
+                .prepare_cached("SELECT run_id FROM approvals GROUP BY run_id ORDER BY min(seq)")
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(backend)?;
+            rows.map(|r| r.map(RunId).map_err(backend)).collect()
+        })
+    }
+
+    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.run(|conn, _| {
+            let mut stmt = conn
+                .prepare_cached("SELECT run_id FROM suspended_runs ORDER BY run_id")
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(backend)?;
+            rows.map(|r| r.map(RunId).map_err(backend)).collect()
+        })
+    }
 
     /// Marks every claim without outcome whose owner is gone (closed, or its lease lapsed at `now`)
     /// as `unknown` with reason `interrupted`, one audit row each. Claims of live owners, this store's
     /// included, are left alone. The host calls it on startup and may call it again later (a crashed
     /// process's claims are found once its lease has lapsed). No claim is ever dispatched again either
     /// way; this only makes the stored outcome say what is known.
-    pub async fn reconcile_interrupted_claims(
+    fn reconcile_interrupted_claims(
         &self,
         now: SystemTime,
-    ) -> Result<Reconciliation, StoreError> {
-        let now = to_ns(now)?;
-        self.run(move |conn, me| {
+    ) -> BoxFuture<'_, Result<Reconciliation, StoreError>> {
+        self.write(move |conn, me| {
+            let now = to_ns(now)?;
             let tx = immediate(conn)?;
             let mut gone: Vec<(String, String)> = Vec::new();
             let mut report = Reconciliation::default();
@@ -440,7 +824,6 @@ impl SqliteStore {
             tx.commit().map_err(backend)?;
             Ok(report)
         })
-        .await
     }
 
     /// An operator's reconciliation of an `unknown` outcome: records `evidence` (independent evidence of
@@ -448,22 +831,14 @@ impl SqliteStore {
     /// `committed` or `not_started`. `NotFound` if never claimed; `Conflict` if the outcome is not
     /// `unknown`, the evidence is empty, or `outcome` is itself `unknown`. The claim stays: the call is
     /// never dispatched again.
-    pub async fn reconcile_unknown(
+    fn reconcile_unknown(
         &self,
         key: IdempotencyKey,
-        evidence: &str,
+        evidence: String,
         outcome: EffectOutcome,
-    ) -> Result<(), StoreError> {
-        if evidence.trim().is_empty() {
-            return Err(StoreError::Conflict("reconciliation requires evidence"));
-        }
-        if matches!(outcome, EffectOutcome::Unknown { .. }) {
-            return Err(StoreError::Conflict(
-                "reconciliation must resolve to committed or not_started",
-            ));
-        }
-        let evidence = evidence.to_owned();
-        self.run(move |conn, me| {
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.write(move |conn, me| {
+            check_reconciliation(&evidence, &outcome)?;
             let tx = immediate(conn)?;
             let before = match read_claim(&tx, &key.0)? {
                 None => return Err(StoreError::NotFound),
@@ -496,27 +871,6 @@ impl SqliteStore {
             )?;
             tx.commit().map_err(backend)
         })
-        .await
-    }
-
-    /// Audit rows with a sequence number above `after_seq`, oldest first, at most `limit`.
-    pub async fn audit(&self, after_seq: i64, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
-        self.run(move |conn, _| crate::audit::read(conn, after_seq, limit))
-            .await
-    }
-
-    /// The ids of every stored suspended run (a restarted host resumes them), sorted.
-    pub async fn suspended_run_ids(&self) -> Result<Vec<RunId>, StoreError> {
-        self.run(|conn, _| {
-            let mut stmt = conn
-                .prepare("SELECT run_id FROM suspended_runs ORDER BY run_id")
-                .map_err(backend)?;
-            let rows = stmt
-                .query_map([], |row| row.get::<_, String>(0))
-                .map_err(backend)?;
-            rows.map(|r| r.map(RunId).map_err(backend)).collect()
-        })
-        .await
     }
 }
 
@@ -525,23 +879,30 @@ impl ApprovalGateway for SqliteStore {
         self.inner.durable
     }
 
-    fn prepare(&self, intent: ApprovalIntent) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
-        self.run(move |conn, me| {
+    fn prepare(&self, request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
+        self.write(move |conn, me| {
+            request.check()?;
+            let intent = &request.intent;
             let digest = intent.digest();
-            let intent_json = serde_json::to_string(&intent).map_err(json_error)?;
+            let intent_json = serde_json::to_string(intent).map_err(json_error)?;
+            let request_json = serde_json::to_string(&request).map_err(json_error)?;
+            let request_expires = request.expires_at.map(to_ns).transpose()?;
+            to_ns(request.requested_at)?;
             let at = now_ns()?;
             let tx = immediate(conn)?;
             tx.exec(
                 "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
-                                        prepared_by, state)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'prepared')",
+                                        prepared_by, state, request_json, request_expires_at_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'prepared', ?7, ?8)",
                 params![
                     intent_json,
                     digest.as_str(),
                     intent.tool,
                     intent.run_id.as_str(),
                     at,
-                    me
+                    me,
+                    request_json,
+                    request_expires
                 ],
             )
             .map_err(backend)?;
@@ -562,7 +923,7 @@ impl ApprovalGateway for SqliteStore {
     }
 
     fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |conn, me| {
             let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
             let decided_at = to_ns(decision.decided_at)?;
             let expires_at = decision.expires_at.map(to_ns).transpose()?;
@@ -571,24 +932,36 @@ impl ApprovalGateway for SqliteStore {
                 Verdict::Deny => "deny",
             };
             let tx = immediate(conn)?;
-            let state: Option<String> = tx
+            let row: Option<(String, Option<i64>)> = tx
                 .row(
-                    "SELECT state FROM approvals WHERE seq = ?1",
+                    "SELECT state, request_expires_at_ns FROM approvals WHERE seq = ?1",
                     params![seq],
-                    |row| row.get(0),
+                    |row| Ok((row.get(0)?, row.get(1)?)),
                 )
                 .optional()
                 .map_err(backend)?;
-            match state.as_deref() {
+            match row {
                 None => return Err(StoreError::NotFound),
-                Some("prepared") => {}
-                Some(_) => return Err(StoreError::Conflict("already decided")),
+                Some((state, _)) if state != "prepared" => {
+                    return Err(StoreError::Conflict("already decided"))
+                }
+                Some((_, Some(until))) if until <= decided_at => {
+                    return Err(StoreError::Conflict("the approval request expired"))
+                }
+                Some(_) => {}
             }
             tx.exec(
                 "UPDATE approvals SET state = 'decided', verdict = ?1, approver = ?2,
-                        decided_at_ns = ?3, expires_at_ns = ?4
-                 WHERE seq = ?5",
-                params![verdict, decision.approver, decided_at, expires_at, seq],
+                        decided_at_ns = ?3, expires_at_ns = ?4, note = ?5
+                 WHERE seq = ?6",
+                params![
+                    verdict,
+                    decision.approver,
+                    decided_at,
+                    expires_at,
+                    decision.note,
+                    seq
+                ],
             )
             .map_err(backend)?;
             append(
@@ -600,7 +973,8 @@ impl ApprovalGateway for SqliteStore {
                 None,
                 None,
                 &json!({"verdict": verdict, "approver": decision.approver,
-                        "decidedAtNs": decided_at, "expiresAtNs": expires_at}),
+                        "decidedAtNs": decided_at, "expiresAtNs": expires_at,
+                        "note": decision.note}),
             )?;
             tx.commit().map_err(backend)
         })
@@ -611,58 +985,13 @@ impl ApprovalGateway for SqliteStore {
             let Some(seq) = approval_seq(&id) else {
                 return Ok(None);
             };
-            let row = conn
-                .row(
-                    "SELECT intent_json, intent_digest, state, verdict, approver, decided_at_ns,
-                            expires_at_ns
-                     FROM approvals WHERE seq = ?1",
-                    params![seq],
-                    |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, String>(1)?,
-                            row.get::<_, String>(2)?,
-                            row.get::<_, Option<String>>(3)?,
-                            row.get::<_, Option<String>>(4)?,
-                            row.get::<_, Option<i64>>(5)?,
-                            row.get::<_, Option<i64>>(6)?,
-                        ))
-                    },
-                )
-                .optional()
-                .map_err(backend)?;
-            let Some((intent, digest, state, verdict, approver, decided_at, expires_at)) = row
-            else {
-                return Ok(None);
-            };
-            let intent: ApprovalIntent = serde_json::from_str(&intent).map_err(json_error)?;
-            let intent_digest = JsonIdentity::parse(&digest)
-                .ok_or_else(|| StoreError::Backend("stored intent digest is malformed".into()))?;
-            let decision = match (verdict.as_deref(), approver, decided_at) {
-                (Some(v), Some(approver), Some(decided_at)) => Some(Decision {
-                    verdict: if v == "approve" {
-                        Verdict::Approve
-                    } else {
-                        Verdict::Deny
-                    },
-                    approver,
-                    decided_at: from_ns(decided_at),
-                    expires_at: expires_at.map(from_ns),
-                }),
-                _ => None,
-            };
-            let state = match (state.as_str(), decision) {
-                ("prepared", None) => ApprovalState::Prepared,
-                ("decided", Some(d)) => ApprovalState::Decided(d),
-                ("claimed", Some(d)) => ApprovalState::Claimed(d),
-                ("refused", Some(d)) => ApprovalState::Refused(d),
-                _ => return Err(StoreError::Backend("inconsistent approval row".into())),
-            };
-            Ok(Some(ApprovalRecord {
-                intent,
-                intent_digest,
-                state,
-            }))
+            Ok(read_views(conn, &ViewFilter::one(seq))?
+                .pop()
+                .map(|v| ApprovalRecord {
+                    intent: v.request.intent,
+                    intent_digest: v.intent_digest,
+                    state: v.state,
+                }))
         })
     }
 
@@ -672,7 +1001,7 @@ impl ApprovalGateway for SqliteStore {
         current_intent: JsonIdentity,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |conn, me| {
             let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
             let now = to_ns(now)?;
             // One IMMEDIATE transaction: the checks, the claim, the approval's state and the audit row
@@ -775,6 +1104,16 @@ impl ApprovalGateway for SqliteStore {
     fn receipts(&self) -> Arc<dyn IdempotencyStore> {
         Arc::new(self.clone())
     }
+
+    fn subscribe(&self) -> StoreEvents {
+        let events = self.inner.events.subscribe();
+        if self.start_pump().is_err() {
+            // No pump (the file could not be opened for reading): say so at once; the subscriber
+            // re-reads, and the next subscription tries again.
+            self.inner.events.send(StoreEvent::Resync);
+        }
+        events
+    }
 }
 
 impl IdempotencyStore for SqliteStore {
@@ -783,7 +1122,7 @@ impl IdempotencyStore for SqliteStore {
     }
 
     fn claim(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<ClaimResult, StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |conn, me| {
             let tx = immediate(conn)?;
             let at = now_ns()?;
             let result = if insert_claim(&tx, &key.0, me, None, at)? {
@@ -814,7 +1153,7 @@ impl IdempotencyStore for SqliteStore {
         key: IdempotencyKey,
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |conn, me| {
             let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
             let tx = immediate(conn)?;
             let at = now_ns()?;
@@ -871,7 +1210,7 @@ impl RunStore for SqliteStore {
     }
 
     fn save_suspended(&self, run: SuspendedRun) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |conn, me| {
             let run_json = serde_json::to_string(&run).map_err(json_error)?;
             let tx = immediate(conn)?;
             let at = now_ns()?;
@@ -916,7 +1255,7 @@ impl RunStore for SqliteStore {
     }
 
     fn remove_suspended(&self, run_id: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |conn, me| {
             let tx = immediate(conn)?;
             let n = tx
                 .exec(

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use host_smoke::{close_and_check_exit, connect_write_server, kill_self, write_agent, CrashAt};
-use purra_core::{ApprovalGateway, Decision, Lease, RunId, RunOutcome, RunRequest, RunStore, Verdict};
+use purra_core::{ApprovalGateway, Decision, Lease, RunId, RunOutcome, RunRequest, RunStore, Verdict, OperatorStore};
 use purra_sqlite::{SqliteOptions, SqliteStore};
 
 const RUN: &str = "run-crash";
@@ -98,6 +98,7 @@ async fn approve(store: Arc<SqliteStore>, crash: CrashAt) -> Result<(), String> 
                 approver: "operator".into(),
                 decided_at: SystemTime::now(),
                 expires_at: None,
+                note: None,
             },
         )
         .await

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use host_smoke::fixture_write_agent;
-use purra_core::{ApprovalGateway, Decision, Lease, RunId, RunOutcome, RunRequest, Verdict};
+use purra_core::{ApprovalGateway, Decision, Lease, RunId, RunOutcome, RunRequest, Verdict, OperatorStore};
 use purra_protocol::{Client, ClientOptions, HttpClientOptions};
 use purra_sqlite::SqliteStore;
 use serde_json::json;
@@ -83,6 +83,7 @@ async fn race(fixture: &str, work: &std::path::Path) -> Result<String, String> {
                         approver: "operator".into(),
                         decided_at: SystemTime::now(),
                         expires_at: None,
+                        note: None,
                     },
                 )
                 .await

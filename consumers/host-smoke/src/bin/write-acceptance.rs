@@ -104,6 +104,7 @@ async fn scenario(env: &Env, name: &str) -> Result<String, String> {
                     approver: "operator".into(),
                     decided_at: SystemTime::now(),
                     expires_at: Some(SystemTime::now() + Duration::from_secs(600)),
+                    note: None,
                 },
             )
             .await

@@ -2,30 +2,30 @@
 
 use std::time::{Duration, SystemTime};
 
-use purra_core::{ApprovalGateway, ApprovalId, Decision, Verdict};
+use purra_core::{ApprovalId, ApprovalQuery, ApprovalState, ApprovalStatus, Decision, Verdict};
 use serde_json::{json, Value};
 
 use crate::cli::ApprovalsCommand;
-use crate::cmd::{print_json, store};
+use crate::cmd::print_json;
+use crate::cmd::store::{self, Location, Store};
 use crate::exit::Failure;
 
 /// Runs one `purra approvals` subcommand.
 pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
     let args = command.store_args();
     let json_out = args.json;
-    let db = store::open(&args.db, false)?;
+    let location = Location::parse(&args.db)?;
+    let db = store::open(&location, false).await?;
     match &command {
         ApprovalsCommand::List { .. } => {
-            let log = store::audit(&db).await?;
             let mut all = Vec::new();
-            for id in store::approval_ids(&log) {
-                let rec = store::record(&db, &id.0).await?;
-                all.push(store::approval_json(&db, &log, &id.0, &rec).await?);
+            for v in store::approvals(&db, ApprovalQuery::all()).await? {
+                all.push(store::approval_json(&db, &v).await?);
             }
             if json_out {
                 print_json(&json!({ "approvals": all }));
             } else if all.is_empty() {
-                println!("no approvals in {}", args.db.display());
+                println!("no approvals in {}", location.shown());
             } else {
                 println!(
                     "{:<14} {:<9} {:<12} {:<12} EFFECT",
@@ -44,9 +44,8 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             }
         }
         ApprovalsCommand::Show { id, .. } => {
-            let log = store::audit(&db).await?;
-            let rec = store::record(&db, id).await?;
-            let view = store::approval_json(&db, &log, id, &rec).await?;
+            let v = store::view(&db, id).await?;
+            let view = store::approval_json(&db, &v).await?;
             if json_out {
                 print_json(&view);
             } else {
@@ -67,7 +66,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                 id,
                 Verdict::Approve,
                 approver,
-                note.as_deref(),
+                note.clone(),
                 Some(expires),
             )
             .await?;
@@ -76,7 +75,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
         ApprovalsCommand::Deny {
             id, approver, note, ..
         } => {
-            decide(&db, id, Verdict::Deny, approver, note.as_deref(), None).await?;
+            decide(&db, id, Verdict::Deny, approver, note.clone(), None).await?;
             report(&db, id, json_out, "denied").await?;
         }
     }
@@ -84,50 +83,50 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
 }
 
 async fn decide(
-    db: &purra_sqlite::SqliteStore,
+    db: &Store,
     id: &str,
     verdict: Verdict,
     approver: &str,
-    note: Option<&str>,
+    note: Option<String>,
     expires_at: Option<SystemTime>,
 ) -> Result<(), Failure> {
     // An unknown id is reported as such before deciding.
-    let rec = store::record(db, id).await?;
-    if rec.state != purra_core::ApprovalState::Prepared {
-        return Err(Failure::store(
+    let v = store::view(db, id).await?;
+    let already = |status: ApprovalStatus| {
+        Failure::store(
             "conflict",
-            format!(
-                "approval {id} is already decided ({}); a decision is final",
-                store::state_word(&rec.state)
-            ),
-        ));
-    }
-    let approver = match note {
-        Some(n) => format!("{approver} (note: {n})"),
-        None => approver.to_owned(),
+            format!("approval {id} is already decided ({status}); a decision is final"),
+        )
     };
-    db.decide(
-        ApprovalId(id.to_owned()),
-        Decision {
-            verdict,
-            approver,
-            decided_at: SystemTime::now(),
-            expires_at,
-        },
-    )
-    .await
-    .map_err(|e| store::failure(&format!("approval {id}"), e))
+    if v.state != ApprovalState::Prepared {
+        return Err(already(v.status()));
+    }
+    let decided = db
+        .gateway()
+        .decide(
+            ApprovalId(id.to_owned()),
+            Decision {
+                verdict,
+                approver: approver.to_owned(),
+                decided_at: SystemTime::now(),
+                expires_at,
+                note,
+            },
+        )
+        .await;
+    match decided {
+        // Another decision won the race since the state was read: report it as decided.
+        Err(purra_core::StoreError::Conflict("already decided")) => {
+            let v = store::view(db, id).await?;
+            Err(already(v.status()))
+        }
+        other => other.map_err(|e| store::failure(&format!("approval {id}"), e)),
+    }
 }
 
-async fn report(
-    db: &purra_sqlite::SqliteStore,
-    id: &str,
-    json_out: bool,
-    what: &str,
-) -> Result<(), Failure> {
-    let log = store::audit(db).await?;
-    let rec = store::record(db, id).await?;
-    let view = store::approval_json(db, &log, id, &rec).await?;
+async fn report(db: &Store, id: &str, json_out: bool, what: &str) -> Result<(), Failure> {
+    let v = store::view(db, id).await?;
+    let view = store::approval_json(db, &v).await?;
     if json_out {
         print_json(&view);
     } else {
@@ -148,12 +147,21 @@ pub fn print_approval(a: &Value) {
     println!("tool: {}", text(&a["tool"]));
     match &a["arguments"] {
         Value::Null => println!(
-            "arguments: (not stored once the run stops waiting; digest {})",
+            "arguments: (not kept by the store that prepared it; digest {})",
             text(&a["argumentsDigest"])
         ),
         args => println!("arguments: {args}"),
     }
     println!("run: {}", text(&a["runId"]));
+    println!("requested by: {}", text(&a["requestedBy"]));
+    let b = &a["binding"];
+    println!(
+        "binding: {} revision {}, scope {} revision {}",
+        text(&b["bindingId"]),
+        text(&b["bindingRevision"]),
+        text(&b["scopeId"]),
+        text(&b["scopeRevision"])
+    );
     println!("intent digest: {}", text(&a["intentDigest"]));
     if let Value::Object(d) = &a["decision"] {
         println!(
@@ -161,6 +169,9 @@ pub fn print_approval(a: &Value) {
             d.get("verdict").map(text).unwrap_or_default(),
             d.get("approver").map(text).unwrap_or_default()
         );
+        if let Some(Value::String(note)) = d.get("note") {
+            println!("note: {note}");
+        }
     }
     if let Some(e) = a["effect"].as_str() {
         println!("effect: {e}");

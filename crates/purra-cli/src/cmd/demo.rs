@@ -13,19 +13,19 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use purra_core::{
-    Agent, ApprovalGateway, ApprovalId, ApprovalState, Catalog, Concurrency, Decision, Lease, Risk,
-    RunId, RunOutcome, RunRequest, RunStore, ScopeCheck, ScopeDecision, ScriptedModel, Verdict,
+    Agent, ApprovalQuery, ApprovalState, ApprovalStatus, ApprovalView, Catalog, ClaimState,
+    Concurrency, Decision, IdempotencyKey, Lease, Risk, RunId, RunOutcome, RunRequest, ScopeCheck,
+    ScopeDecision, ScriptedModel, Verdict,
 };
 use purra_mcp::{
     discover_read_tools, discover_write_tools, CatalogMonitor, Limits, ReadBinding, WriteBinding,
     WriteEffect,
 };
 use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand};
-use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 
 use crate::cli::DemoArgs;
-use crate::cmd::store;
+use crate::cmd::store::{self, Location, Store};
 use crate::exit::Failure;
 
 /// The demo's run id.
@@ -37,12 +37,17 @@ pub const NOTE: &str = "hello from purra";
 
 /// Runs `purra demo`.
 pub async fn run(args: DemoArgs) -> Result<(), Failure> {
-    let db_text = args.db.display().to_string();
-    let db = Arc::new(store::open(&args.db, true)?);
-    println!("store: {db_text} (SQLite: approvals, claims and receipts survive restarts)");
+    let location = Location::parse(&args.db)?;
+    let db_text = location.shown();
+    let db = store::open(&location, true).await?;
+    println!(
+        "store: {db_text} ({}: approvals, claims and receipts survive restarts)",
+        location.kind()
+    );
     // A host reconciles on startup: claims left without outcome by a process that is gone
     // become `unknown` (never sent again).
     let reconciled = db
+        .ops()
         .reconcile_interrupted_claims(SystemTime::now())
         .await
         .map_err(|e| store::failure("reconciling interrupted claims", e))?;
@@ -53,16 +58,16 @@ pub async fn run(args: DemoArgs) -> Result<(), Failure> {
         );
     }
     let run_id = RunId::new(RUN_ID);
-    let log = store::audit(&db).await?;
     let suspended = db
+        .runs()
         .load_suspended(run_id.clone())
         .await
         .map_err(|e| store::failure("loading the demo run", e))?;
-    let earlier = store::run_approvals(&log, &run_id);
+    let earlier = store::approvals(&db, ApprovalQuery::all().run(run_id.clone())).await?;
 
     if suspended.is_none() {
-        if let Some(id) = earlier.last() {
-            return finished_before(&db, &log, id).await;
+        if let Some(view) = earlier.last() {
+            return finished_before(&db, view).await;
         }
     }
 
@@ -74,15 +79,11 @@ pub async fn run(args: DemoArgs) -> Result<(), Failure> {
 }
 
 /// The demo run is over: say what became of its write and send nothing.
-async fn finished_before(
-    db: &SqliteStore,
-    log: &[purra_sqlite::AuditEntry],
-    id: &ApprovalId,
-) -> Result<(), Failure> {
-    let rec = store::record(db, &id.0).await?;
-    let digest = rec.intent_digest.as_str();
-    let effect = store::effect(db, digest).await?;
-    let n = store::dispatches(log, digest);
+async fn finished_before(db: &Store, view: &ApprovalView) -> Result<(), Failure> {
+    let id = &view.id;
+    let tool = &view.request.intent.tool;
+    let effect = effect(db, view.intent_digest.as_str()).await?;
+    let n = store::dispatches(db, id).await?;
     match &effect {
         Some(state) => {
             let times = if n == 1 {
@@ -91,20 +92,18 @@ async fn finished_before(
                 format!("{n} times")
             };
             println!(
-                "already done: run {RUN_ID} finished; its {} call ({}) was claimed and sent {times} (effect {}).",
-                rec.intent.tool,
+                "already done: run {RUN_ID} finished; its {tool} call ({}) was claimed and sent {times} (effect {}).",
                 id.0,
-                store::effect_word(state)
+                state.effect_word()
             );
-            if let Some(r) = store::receipt(state) {
+            if let Some(r) = state.receipt() {
                 println!("receipt: {}", shown_receipt(r));
             }
         }
         None => println!(
-            "already done: run {RUN_ID} finished without dispatching {} ({} is {}).",
-            rec.intent.tool,
+            "already done: run {RUN_ID} finished without dispatching {tool} ({} is {}).",
             id.0,
-            store::state_word(&rec.state)
+            view.status()
         ),
     }
     println!("not sending it again: this run sent 0 write requests.");
@@ -133,7 +132,7 @@ async fn start_server() -> Result<Arc<Connection>, Failure> {
 /// Builds the demo agent over the discovered tools; `script` is what the model answers.
 async fn agent(
     conn: &Arc<Connection>,
-    db: &Arc<SqliteStore>,
+    db: &Store,
     script: Vec<purra_core::ModelResponse>,
 ) -> Result<Agent, Failure> {
     let monitor = CatalogMonitor::attach(conn);
@@ -192,8 +191,8 @@ async fn agent(
     let model = Arc::new(ScriptedModel::new("scripted", script));
     Agent::builder(AGENT, model, catalog)
         .instructions("read the note, then set it")
-        .approval(db.clone())
-        .run_store(db.clone())
+        .approval(db.gateway())
+        .run_store(db.runs())
         .tool_checkpoint_names(["set_note"])
         .build()
         .map_err(|e| Failure::store("store", format!("building the agent: {e}")))
@@ -205,7 +204,7 @@ fn adapter(context: &str, e: &impl std::fmt::Display) -> Failure {
 
 async fn drive(
     args: &DemoArgs,
-    db: &Arc<SqliteStore>,
+    db: &Store,
     db_text: &str,
     conn: &Arc<Connection>,
     resuming: bool,
@@ -213,6 +212,7 @@ async fn drive(
     let run_id = RunId::new(RUN_ID);
     let (approval_id, digest) = if resuming {
         let s = db
+            .runs()
             .load_suspended(run_id.clone())
             .await
             .map_err(|e| store::failure("loading the demo run", e))?
@@ -259,21 +259,18 @@ async fn drive(
             }
         }
     };
-    let rec = store::record(db, &approval_id.0).await?;
-    let arguments = store::pending_arguments(db, &rec)
-        .await
-        .unwrap_or(Value::Null);
-    if rec.state == ApprovalState::Prepared {
+    let view = store::view(db, &approval_id.0).await?;
+    if view.state == ApprovalState::Prepared {
         println!("pending approval: {}", approval_id.0);
     } else {
         println!("approval: {}", approval_id.0);
     }
-    println!("  tool: {}", rec.intent.tool);
-    println!("  arguments: {arguments}");
+    println!("  tool: {}", view.request.intent.tool);
+    println!("  arguments: {}", view.request.arguments);
     println!("  intent digest: {}", digest.as_str());
-    println!("  state: {}", store::state_word(&rec.state));
+    println!("  state: {}", view.status());
 
-    if rec.state == ApprovalState::Prepared {
+    if view.state == ApprovalState::Prepared {
         if args.no_approve {
             let purra = self_command();
             println!("left pending. Decide it with:");
@@ -290,56 +287,59 @@ async fn drive(
                 self_command(),
                 approval_id.0
             );
-            wait_decided(db, &approval_id).await?;
+            // Woken by the store's events (PostgreSQL: LISTEN/NOTIFY; SQLite: this process's
+            // commits at once, others' within the store's poll interval); no polling here.
+            db.gateway()
+                .wait_for_decision(approval_id.clone())
+                .await
+                .map_err(|e| store::failure(&format!("waiting for {}", approval_id.0), e))?;
         } else {
-            db.decide(
-                approval_id.clone(),
-                Decision {
-                    verdict: Verdict::Approve,
-                    approver: "purra demo".into(),
-                    decided_at: SystemTime::now(),
-                    expires_at: Some(SystemTime::now() + Duration::from_secs(600)),
-                },
-            )
-            .await
-            .map_err(|e| store::failure(&format!("approving {}", approval_id.0), e))?;
+            db.gateway()
+                .decide(
+                    approval_id.clone(),
+                    Decision {
+                        verdict: Verdict::Approve,
+                        approver: "purra demo".into(),
+                        decided_at: SystemTime::now(),
+                        expires_at: Some(SystemTime::now() + Duration::from_secs(600)),
+                        note: None,
+                    },
+                )
+                .await
+                .map_err(|e| store::failure(&format!("approving {}", approval_id.0), e))?;
         }
     }
-    let rec = store::record(db, &approval_id.0).await?;
-    println!(
-        "decision: {} ({})",
-        store::state_word(&rec.state),
-        approver(&rec.state)
-    );
+    let view = store::view(db, &approval_id.0).await?;
+    println!("decision: {} ({})", view.status(), approver(&view.state));
 
     // A resumed agent's model continues the stored transcript: only its last turn is left.
     let agent = agent(conn, db, vec![ScriptedModel::text("the note is set")]).await?;
-    let claimed_before = store::effect(db, digest.as_str()).await?;
+    let claimed_before = effect(db, digest.as_str()).await?;
     let outcome = agent.resume(run_id, Lease::unbounded()).await;
-    let effect = store::effect(db, digest.as_str()).await?;
+    let effect = effect(db, digest.as_str()).await?;
     let sent = match (&outcome, &effect) {
         (RunOutcome::Completed { .. }, Some(state)) if claimed_before.is_some() => {
             println!(
                 "not sent again: {} was claimed by an earlier process (effect {})",
                 approval_id.0,
-                store::effect_word(state)
+                state.effect_word()
             );
             false
         }
         (RunOutcome::Completed { .. }, Some(state)) => {
             println!("dispatched: set_note, once (the claim was recorded before sending)");
-            if let Some(r) = store::receipt(state) {
+            if let Some(r) = state.receipt() {
                 println!("receipt: {}", shown_receipt(r));
             }
-            println!("effect: {}", store::effect_word(state));
+            println!("effect: {}", state.effect_word());
             true
         }
         (RunOutcome::Completed { .. }, None) => {
-            let rec = store::record(db, &approval_id.0).await?;
+            let view = store::view(db, &approval_id.0).await?;
+            let status: ApprovalStatus = view.status();
             println!(
-                "not dispatched: {} was {}; nothing was sent",
-                approval_id.0,
-                store::state_word(&rec.state)
+                "not dispatched: {} was {status}; nothing was sent",
+                approval_id.0
             );
             false
         }
@@ -367,12 +367,24 @@ async fn drive(
 }
 
 fn approver(state: &ApprovalState) -> String {
-    match state {
-        ApprovalState::Prepared => "undecided".into(),
-        ApprovalState::Decided(d) | ApprovalState::Claimed(d) | ApprovalState::Refused(d) => {
-            format!("by {}", d.approver)
-        }
+    match store::decision(state) {
+        None => "undecided".into(),
+        Some(Decision {
+            approver,
+            note: Some(note),
+            ..
+        }) => format!("by {approver}; note: {note}"),
+        Some(d) => format!("by {}", d.approver),
     }
+}
+
+/// The claim of `digest` (the intent's idempotency key), if it was ever claimed.
+async fn effect(db: &Store, digest: &str) -> Result<Option<ClaimState>, Failure> {
+    db.gateway()
+        .receipts()
+        .state(IdempotencyKey(digest.to_owned()))
+        .await
+        .map_err(|e| store::failure("reading the claim", e))
 }
 
 /// How to run this binary from the current directory: `purra` when that is it on `PATH`,
@@ -392,17 +404,6 @@ fn self_command() -> String {
     match cwd.as_ref().ok().and_then(|d| exe.strip_prefix(d).ok()) {
         Some(rel) => format!("./{}", rel.display()),
         None => exe.display().to_string(),
-    }
-}
-
-/// Polls the store until the approval is decided (by another process).
-async fn wait_decided(db: &SqliteStore, id: &ApprovalId) -> Result<(), Failure> {
-    loop {
-        let rec = store::record(db, &id.0).await?;
-        if rec.state != ApprovalState::Prepared {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -1,29 +1,35 @@
 //! `purra runs list | show ID`: the runs a store knows of.
 
-use purra_core::{RunId, RunStore};
+use purra_core::{ApprovalQuery, RunId};
 use serde_json::{json, Value};
 
 use crate::cli::RunsCommand;
 use crate::cmd::approvals::text;
-use crate::cmd::{print_json, store};
+use crate::cmd::print_json;
+use crate::cmd::store::{self, Location, Store};
 use crate::exit::Failure;
 
 /// Runs one `purra runs` subcommand.
 pub async fn run(command: RunsCommand) -> Result<(), Failure> {
     let args = command.store_args();
     let json_out = args.json;
-    let db = store::open(&args.db, false)?;
-    let log = store::audit(&db).await?;
+    let location = Location::parse(&args.db)?;
+    let db = store::open(&location, false).await?;
+    let known = db
+        .ops()
+        .run_ids()
+        .await
+        .map_err(|e| store::failure("listing runs", e))?;
     match &command {
         RunsCommand::List { .. } => {
             let mut all = Vec::new();
-            for id in store::run_ids(&log) {
-                all.push(run_json(&db, &log, &id).await?);
+            for id in &known {
+                all.push(run_json(&db, id).await?);
             }
             if json_out {
                 print_json(&json!({ "runs": all }));
             } else if all.is_empty() {
-                println!("no runs in {}", args.db.display());
+                println!("no runs in {}", location.shown());
             } else {
                 println!("{:<14} {:<10} APPROVALS", "ID", "STATE");
                 for r in &all {
@@ -42,10 +48,10 @@ pub async fn run(command: RunsCommand) -> Result<(), Failure> {
         }
         RunsCommand::Show { id, .. } => {
             let run_id = RunId::new(id.clone());
-            if !store::run_ids(&log).contains(&run_id) {
+            if !known.contains(&run_id) {
                 return Err(Failure::store("not_found", format!("unknown run id: {id}")));
             }
-            let view = run_json(&db, &log, &run_id).await?;
+            let view = run_json(&db, &run_id).await?;
             if json_out {
                 print_json(&view);
             } else {
@@ -57,19 +63,15 @@ pub async fn run(command: RunsCommand) -> Result<(), Failure> {
 }
 
 /// The JSON form of one run: `suspended` (waiting at a checkpoint) or `finished`.
-pub async fn run_json(
-    db: &purra_sqlite::SqliteStore,
-    log: &[purra_sqlite::AuditEntry],
-    id: &RunId,
-) -> Result<Value, Failure> {
+pub async fn run_json(db: &Store, id: &RunId) -> Result<Value, Failure> {
     let suspended = db
+        .runs()
         .load_suspended(id.clone())
         .await
         .map_err(|e| store::failure(&format!("run {id}"), e))?;
     let mut approvals = Vec::new();
-    for a in store::run_approvals(log, id) {
-        let rec = store::record(db, &a.0).await?;
-        approvals.push(store::approval_json(db, log, &a.0, &rec).await?);
+    for v in store::approvals(db, ApprovalQuery::all().run(id.clone())).await? {
+        approvals.push(store::approval_json(db, &v).await?);
     }
     let pending = suspended.as_ref().map(|s| {
         json!({

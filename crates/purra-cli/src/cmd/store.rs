@@ -1,31 +1,106 @@
-//! What the durable-store subcommands share: opening the store, finding approvals and runs in
-//! its audit log, and their JSON and readable forms.
+//! What the durable-store subcommands share: where the store is (`--db`: a SQLite file or a
+//! `postgres://` URL), opening it, and the JSON and readable forms of approvals.
+//!
+//! Everything shown comes from the store's operator view (`purra_core::OperatorStore`), the same for
+//! both stores: the approval's request (tool, arguments, binding, who asked, when), its decision with
+//! the approver's note, its claim (effect, receipt) and its audit trail.
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalRecord, ApprovalState, ClaimState, Decision,
-    EffectOutcome, IdempotencyKey, RunId, RunStore, StoreError, Verdict,
+    ApprovalGateway, ApprovalId, ApprovalState, ApprovalView, Decision, OperatorStore, RunStore,
+    StoreError,
 };
-use purra_sqlite::{AuditEntry, SqliteStore};
+use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 
 use crate::exit::Failure;
 
-/// Opens an existing store file (`create` false) or opens, creating it if missing.
-pub fn open(db: &Path, create: bool) -> Result<SqliteStore, Failure> {
-    if !create && !db.exists() {
-        return Err(Failure::store(
-            "not_found",
-            format!(
-                "no store at {} (run `purra demo --db {0}` to make one)",
-                db.display()
-            ),
-        ));
+/// Where a store is: `--db` as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// A SQLite file.
+    File(PathBuf),
+}
+
+impl Location {
+    /// Reads `--db`: a file path.
+    pub fn parse(db: &str) -> Result<Location, Failure> {
+        if db.is_empty() {
+            return Err(Failure::usage(
+                "--db needs a file path or a postgres:// URL",
+            ));
+        }
+        Ok(Location::File(PathBuf::from(db)))
     }
-    SqliteStore::open(db)
-        .map_err(|e| Failure::store("store", format!("cannot open {}: {e}", db.display())))
+
+    /// How the store is named in messages (a URL without its password).
+    pub fn shown(&self) -> String {
+        match self {
+            Location::File(path) => path.display().to_string(),
+        }
+    }
+
+    /// What kind of store it is, for the demo's first line.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Location::File(_) => "SQLite",
+        }
+    }
+}
+
+/// An open store of either kind; cloning shares it.
+#[derive(Clone)]
+pub enum Store {
+    /// A SQLite file.
+    Sqlite(Arc<SqliteStore>),
+}
+
+impl Store {
+    /// The operator's view.
+    pub fn ops(&self) -> &dyn OperatorStore {
+        match self {
+            Store::Sqlite(s) => s.as_ref(),
+        }
+    }
+
+    /// The store as an agent's approval gateway.
+    pub fn gateway(&self) -> Arc<dyn ApprovalGateway> {
+        match self {
+            Store::Sqlite(s) => s.clone(),
+        }
+    }
+
+    /// The store as an agent's run store.
+    pub fn runs(&self) -> Arc<dyn RunStore> {
+        match self {
+            Store::Sqlite(s) => s.clone(),
+        }
+    }
+}
+
+/// Opens the store at `db`: an existing one (`create` false) or one created if missing.
+pub async fn open(db: &Location, create: bool) -> Result<Store, Failure> {
+    match db {
+        Location::File(path) => {
+            if !create && !path.exists() {
+                return Err(Failure::store(
+                    "not_found",
+                    format!(
+                        "no store at {} (run `purra demo --db {0}` to make one)",
+                        path.display()
+                    ),
+                ));
+            }
+            SqliteStore::open(path)
+                .map(|s| Store::Sqlite(Arc::new(s)))
+                .map_err(|e| {
+                    Failure::store("store", format!("cannot open {}: {e}", path.display()))
+                })
+        }
+    }
 }
 
 /// A store error while doing `context`.
@@ -37,51 +112,40 @@ pub fn failure(context: &str, e: StoreError) -> Failure {
     }
 }
 
-/// The whole audit log, oldest first.
-pub async fn audit(store: &SqliteStore) -> Result<Vec<AuditEntry>, Failure> {
-    let mut all = Vec::new();
-    loop {
-        let after = all.last().map_or(0, |e: &AuditEntry| e.seq);
-        let page = store
-            .audit(after, 1000)
-            .await
-            .map_err(|e| failure("reading the audit log", e))?;
-        if page.is_empty() {
-            return Ok(all);
-        }
-        all.extend(page);
-    }
-}
-
-/// Every approval id ever prepared in the store, oldest first.
-pub fn approval_ids(log: &[AuditEntry]) -> Vec<ApprovalId> {
-    log.iter()
-        .filter(|e| e.event == "prepared")
-        .filter_map(|e| e.approval_id.clone().map(ApprovalId))
-        .collect()
-}
-
-/// The record of `id`, or an unknown-id failure.
-pub async fn record(store: &SqliteStore, id: &str) -> Result<ApprovalRecord, Failure> {
+/// The view of `id`, or an unknown-id failure.
+pub async fn view(store: &Store, id: &str) -> Result<ApprovalView, Failure> {
     store
-        .record(ApprovalId(id.to_owned()))
+        .ops()
+        .approval(ApprovalId(id.to_owned()))
         .await
         .map_err(|e| failure(&format!("approval {id}"), e))?
         .ok_or_else(|| Failure::store("not_found", format!("unknown approval id: {id}")))
 }
 
-/// The one-word state of an approval: `pending`, `approved`, `denied`, `claimed` or `refused`.
-pub fn state_word(state: &ApprovalState) -> &'static str {
-    match state {
-        ApprovalState::Prepared => "pending",
-        ApprovalState::Decided(d) if d.verdict == Verdict::Approve => "approved",
-        ApprovalState::Decided(_) => "denied",
-        ApprovalState::Claimed(_) => "claimed",
-        ApprovalState::Refused(_) => "refused",
+/// Every approval matching `query`, all pages.
+pub async fn approvals(
+    store: &Store,
+    query: purra_core::ApprovalQuery,
+) -> Result<Vec<ApprovalView>, Failure> {
+    let mut all: Vec<ApprovalView> = Vec::new();
+    loop {
+        let mut page = query.clone();
+        page.after = all.last().map(|v| v.id.clone());
+        let got = store
+            .ops()
+            .approvals(page)
+            .await
+            .map_err(|e| failure("listing approvals", e))?;
+        let done = got.len() < query.limit as usize;
+        all.extend(got);
+        if done {
+            return Ok(all);
+        }
     }
 }
 
-fn decision(state: &ApprovalState) -> Option<&Decision> {
+/// The decision of a decided approval.
+pub fn decision(state: &ApprovalState) -> Option<&Decision> {
     match state {
         ApprovalState::Prepared => None,
         ApprovalState::Decided(d) | ApprovalState::Claimed(d) | ApprovalState::Refused(d) => {
@@ -94,104 +158,57 @@ fn millis(t: SystemTime) -> u128 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
 }
 
-/// The effect of a claimed approval: `None` if never claimed, else its claim state.
-pub async fn effect(store: &SqliteStore, digest: &str) -> Result<Option<ClaimState>, Failure> {
-    store
-        .receipts()
-        .state(IdempotencyKey(digest.to_owned()))
+/// How many claims (dispatch authorizations) the audit trail of `id` records: 0 or 1.
+pub async fn dispatches(store: &Store, id: &ApprovalId) -> Result<usize, Failure> {
+    let trail = store
+        .ops()
+        .approval_audit(id.clone())
         .await
-        .map_err(|e| failure("reading the claim", e))
-}
-
-/// `in_flight`, `committed`, `not_started` or `unknown`.
-pub fn effect_word(state: &ClaimState) -> &'static str {
-    match state {
-        ClaimState::InFlight => "in_flight",
-        ClaimState::Completed { outcome } => match outcome {
-            EffectOutcome::Committed { .. } => "committed",
-            EffectOutcome::NotStarted => "not_started",
-            EffectOutcome::Unknown { .. } => "unknown",
-        },
-    }
-}
-
-/// The receipt of a committed effect.
-pub fn receipt(state: &ClaimState) -> Option<&Value> {
-    match state {
-        ClaimState::Completed {
-            outcome: EffectOutcome::Committed { receipt },
-        } => Some(receipt),
-        _ => None,
-    }
-}
-
-/// The arguments of the call an approval is for, while its run waits for it.
-pub async fn pending_arguments(store: &SqliteStore, rec: &ApprovalRecord) -> Option<Value> {
-    let run = store
-        .load_suspended(rec.intent.run_id.clone())
-        .await
-        .ok()??;
-    (run.intent_digest == rec.intent_digest
-        && run.pending_call.id == rec.intent.checkpoint_call.call_id)
-        .then_some(run.pending_call.arguments)
-}
-
-/// How many claims (dispatch authorizations) the audit log records for `digest`.
-pub fn dispatches(log: &[AuditEntry], digest: &str) -> usize {
-    log.iter()
-        .filter(|e| e.event == "claimed" && e.claim_key.as_deref() == Some(digest))
-        .count()
+        .map_err(|e| failure("reading the audit log", e))?;
+    Ok(trail.iter().filter(|e| e.event == "claimed").count())
 }
 
 /// The JSON form of one approval.
-pub async fn approval_json(
-    store: &SqliteStore,
-    log: &[AuditEntry],
-    id: &str,
-    rec: &ApprovalRecord,
-) -> Result<Value, Failure> {
-    let digest = rec.intent_digest.as_str();
-    let effect = effect(store, digest).await?;
-    let decision = decision(&rec.state).map(|d| {
+pub async fn approval_json(store: &Store, v: &ApprovalView) -> Result<Value, Failure> {
+    let r = &v.request;
+    let decision = decision(&v.state).map(|d| {
         json!({
             "verdict": d.verdict,
             "approver": d.approver,
+            "note": d.note,
             "decidedAtMs": millis(d.decided_at),
             "expiresAtMs": d.expires_at.map(millis),
         })
     });
+    let claim = v.claim.as_ref().map(|c| {
+        json!({
+            "owner": c.owner,
+            "claimedAtMs": millis(c.claimed_at),
+            "completedAtMs": c.completed_at.map(millis),
+        })
+    });
     Ok(json!({
-        "id": id,
-        "state": state_word(&rec.state),
-        "tool": rec.intent.tool,
-        "arguments": pending_arguments(store, rec).await,
-        "argumentsDigest": rec.intent.arguments_digest.as_str(),
-        "runId": rec.intent.run_id.as_str(),
-        "intentDigest": digest,
+        "id": v.id.0,
+        "state": v.status().as_str(),
+        "tool": r.intent.tool,
+        "arguments": r.arguments,
+        "argumentsDigest": r.intent.arguments_digest.as_str(),
+        "binding": {
+            "bindingId": r.binding.binding_id,
+            "bindingRevision": r.binding.binding_revision,
+            "scopeId": r.binding.scope_id,
+            "scopeRevision": r.binding.scope_revision,
+        },
+        "runId": r.intent.run_id.as_str(),
+        "requestedBy": r.requested_by,
+        "requestedAtMs": millis(r.requested_at),
+        "requestExpiresAtMs": r.expires_at.map(millis),
+        "labels": r.labels,
+        "intentDigest": v.intent_digest.as_str(),
         "decision": decision,
-        "effect": effect.as_ref().map(effect_word),
-        "receipt": effect.as_ref().and_then(receipt),
-        "dispatches": dispatches(log, digest),
+        "effect": v.claim.as_ref().map(|c| c.effect_word()),
+        "receipt": v.claim.as_ref().and_then(|c| c.receipt()),
+        "claim": claim,
+        "dispatches": dispatches(store, &v.id).await?,
     }))
-}
-
-/// Approval ids of run `run_id`, oldest first.
-pub fn run_approvals(log: &[AuditEntry], run_id: &RunId) -> Vec<ApprovalId> {
-    log.iter()
-        .filter(|e| e.event == "prepared" && e.run_id.as_deref() == Some(run_id.as_str()))
-        .filter_map(|e| e.approval_id.clone().map(ApprovalId))
-        .collect()
-}
-
-/// Every run id the audit log mentions, in order of first mention.
-pub fn run_ids(log: &[AuditEntry]) -> Vec<RunId> {
-    let mut ids: Vec<RunId> = Vec::new();
-    for e in log {
-        if let Some(r) = &e.run_id {
-            if !ids.iter().any(|i| i.as_str() == r) {
-                ids.push(RunId::new(r.clone()));
-            }
-        }
-    }
-    ids
 }

@@ -1,23 +1,28 @@
-//! Two OS processes on one file: the test binary re-executes itself in a "racer" mode (selected by an
-//! environment variable) so that two processes race to `check_and_claim` the same approved intent, round
-//! after round; and a process killed (SIGKILL) after claiming leaves a claim that becomes `interrupted`
-//! only once its lease has lapsed.
+//! Two OS processes on one database: the test binary re-executes itself in a "racer" mode (selected by
+//! an environment variable) so that two processes race to `check_and_claim` the same approved intent,
+//! round after round; and a process killed (SIGKILL) after claiming leaves a claim that becomes
+//! `interrupted` only once its lease has lapsed.
 
-mod common;
-
-use common::*;
-use purra_core::*;
-use purra_sqlite::*;
+use crate::*;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Selects a child mode: `race|<db>|<start ns>|<slot ms>|<rounds>` or `crash|<db>`.
-const MODE: &str = "PURRA_SQLITE_RACER";
+const MODE: &str = "PURRA_STORE_RACER";
 const ROUNDS: usize = 100;
 
 fn round_intent(round: usize) -> ApprovalIntent {
     intent(&format!("round-{round}"))
+}
+
+fn round_request(round: usize) -> ApprovalRequest {
+    request(&format!("round-{round}"))
+}
+
+/// Whether this process is a re-executed child (its contract tests then do nothing).
+pub fn is_child() -> bool {
+    std::env::var_os(MODE).is_some()
 }
 
 /// Runs this test binary's `child` test in a new process with `spec` as its mode.
@@ -32,9 +37,8 @@ fn spawn_child(spec: &str) -> std::process::Child {
 }
 
 /// The child process's work; in a normal test run (no mode set) it does nothing.
-#[test]
 #[allow(clippy::print_stdout)] // The child reports to its parent on stdout.
-fn child() {
+pub fn child<H: Harness>(h: &H) {
     let Ok(spec) = std::env::var(MODE) else {
         return;
     };
@@ -46,7 +50,7 @@ fn child() {
     rt.block_on(async {
         match parts[0] {
             "race" => {
-                let store = SqliteStore::open(parts[1]).unwrap();
+                let store = h.open(parts[1]).await.unwrap();
                 let start = UNIX_EPOCH + Duration::from_nanos(parts[2].parse().unwrap());
                 let slot = Duration::from_millis(parts[3].parse().unwrap());
                 let rounds: usize = parts[4].parse().unwrap();
@@ -69,8 +73,10 @@ fn child() {
                 }
             }
             "crash" => {
-                let options = SqliteOptions::default().lease(Duration::from_secs(1));
-                let store = SqliteStore::open_with(parts[1], options).unwrap();
+                let store = h
+                    .open_with_lease(parts[1], Duration::from_secs(1))
+                    .await
+                    .unwrap();
                 let claimed = store.claim(IdempotencyKey("crash".into())).await;
                 let at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
                 println!("CLAIMED {claimed:?} {}", at.as_nanos());
@@ -83,17 +89,17 @@ fn child() {
     });
 }
 
-#[test]
-fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {
-    if std::env::var(MODE).is_ok() {
+/// Contract test: two processes race for each of 100 approved intents; exactly one wins every round.
+pub fn two_processes_race<H: Harness>(h: &H) {
+    if is_child() {
         return;
     }
-    let path = fresh_db("race");
+    let path = h.fresh("race");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let store = SqliteStore::open(&path).unwrap();
+    let store = rt.block_on(h.open(&path)).unwrap();
     rt.block_on(async {
         for round in 0..ROUNDS {
-            let id = store.prepare(round_intent(round)).await.unwrap();
+            let id = store.prepare(round_request(round)).await.unwrap();
             assert_eq!(id, ApprovalId(format!("approval-{}", round + 1)));
             store
                 .decide(id, decision(Verdict::Approve, None))
@@ -103,7 +109,7 @@ fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round(
     });
     let start = SystemTime::now() + Duration::from_millis(1500);
     let start_ns = start.duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    let spec = format!("race|{}|{start_ns}|20|{ROUNDS}", path.display());
+    let spec = format!("race|{path}|{start_ns}|20|{ROUNDS}");
     let children = [spawn_child(&spec), spawn_child(&spec)];
     let mut wins: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut losses: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -161,15 +167,16 @@ fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round(
     eprintln!("race: wins per process {per_process:?}");
 }
 
-#[test]
-fn a_killed_process_claim_becomes_interrupted_only_after_its_lease_lapses() {
-    if std::env::var(MODE).is_ok() {
+/// Contract test: a claimant killed with SIGKILL leaves a claim that becomes `interrupted` only once
+/// its lease has lapsed.
+pub fn a_killed_claimant<H: Harness>(h: &H) {
+    if is_child() {
         return;
     }
-    let path = fresh_db("crash");
+    let path = h.fresh("crash");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let store = SqliteStore::open(&path).unwrap();
-    let mut child = spawn_child(&format!("crash|{}", path.display()));
+    let store = rt.block_on(h.open(&path)).unwrap();
+    let mut child = spawn_child(&format!("crash|{path}"));
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("CLAIMED") {

@@ -1,27 +1,24 @@
-//! Durability across reopening the file: approvals, claims and suspended runs survive a dropped store,
-//! and purra-core's agent suspended on one store instance resumes on another, dispatching exactly once.
+//! Durability across reopening: approvals, claims and suspended runs survive a dropped store, and
+//! purra-core's agent suspended on one store instance resumes on another, dispatching exactly once.
 
-mod common;
-
-use common::*;
-use purra_core::*;
-use purra_sqlite::*;
+use crate::*;
 use serde_json::{json, Value};
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-#[tokio::test]
-async fn an_approval_prepared_and_approved_before_reopening_claims_exactly_once() {
-    let path = fresh_db("reopen-claim");
-    let store = SqliteStore::open(&path).unwrap();
-    let a = store.prepare(intent("a")).await.unwrap();
+/// Contract test.
+pub async fn an_approval_prepared_and_approved_before_reopening_claims_exactly_once<H: Harness>(
+    h: &H,
+) {
+    let path = h.fresh("reopen-claim");
+    let store = h.open(&path).await.unwrap();
+    let a = store.prepare(request("a")).await.unwrap();
     let approve = decision(Verdict::Approve, None);
     store.decide(a.clone(), approve.clone()).await.unwrap();
     drop(store);
 
-    let store = SqliteStore::open(&path).unwrap();
+    let store = h.open(&path).await.unwrap();
     assert_eq!(
         store.record(a.clone()).await.unwrap(),
         Some(ApprovalRecord {
@@ -54,7 +51,7 @@ async fn an_approval_prepared_and_approved_before_reopening_claims_exactly_once(
         .unwrap();
     drop(store);
 
-    let store = SqliteStore::open(&path).unwrap();
+    let store = h.open(&path).await.unwrap();
     assert_eq!(
         store
             .check_and_claim(a.clone(), intent("a").digest(), at(20))
@@ -75,14 +72,14 @@ async fn an_approval_prepared_and_approved_before_reopening_claims_exactly_once(
     );
     // The next prepared approval continues the sequence.
     assert_eq!(
-        store.prepare(intent("b")).await,
+        store.prepare(request("b")).await,
         Ok(ApprovalId("approval-2".into()))
     );
 }
 
-#[tokio::test]
-async fn a_suspended_run_saved_before_reopening_is_loaded_after() {
-    let path = fresh_db("reopen-run");
+/// Contract test.
+pub async fn a_suspended_run_saved_before_reopening_is_loaded_after<H: Harness>(h: &H) {
+    let path = h.fresh("reopen-run");
     let run = SuspendedRun {
         run_id: RunId::new("run-7"),
         root_run_id: RunId::new("root-1"),
@@ -110,10 +107,10 @@ async fn a_suspended_run_saved_before_reopening_is_loaded_after() {
         intent_digest: intent("a").digest(),
         turns_used: 1,
     };
-    let store = SqliteStore::open(&path).unwrap();
+    let store = h.open(&path).await.unwrap();
     store.save_suspended(run.clone()).await.unwrap();
     drop(store);
-    let store = SqliteStore::open(&path).unwrap();
+    let store = h.open(&path).await.unwrap();
     assert_eq!(
         store.suspended_run_ids().await,
         Ok(vec![RunId::new("run-7")])
@@ -133,7 +130,7 @@ async fn a_suspended_run_saved_before_reopening_is_loaded_after() {
     );
     store.remove_suspended(RunId::new("run-7")).await.unwrap();
     drop(store);
-    let store = SqliteStore::open(&path).unwrap();
+    let store = h.open(&path).await.unwrap();
     assert_eq!(store.load_suspended(RunId::new("run-7")).await, Ok(None));
     assert_eq!(store.suspended_run_ids().await, Ok(vec![]));
 }
@@ -179,13 +176,14 @@ fn write_tool(dispatched: Arc<AtomicUsize>) -> ToolRegistration {
         .unwrap()
 }
 
-/// A host process: an agent over the store in the file at `path`, with a scripted model.
-fn host(
-    path: &Path,
+/// A host process: an agent over the store at `path`, with a scripted model.
+async fn host<H: Harness>(
+    h: &H,
+    path: &str,
     script: Vec<ModelResponse>,
     dispatched: &Arc<AtomicUsize>,
-) -> (Agent, SqliteStore, Arc<ScriptedModel>) {
-    let store = SqliteStore::open(path).unwrap();
+) -> (Agent, H::Store, Arc<ScriptedModel>) {
+    let store = h.open(path).await.unwrap();
     let catalog = Arc::new(Catalog::new(vec![write_tool(Arc::clone(dispatched))]).unwrap());
     let model = Arc::new(ScriptedModel::new("scripted", script));
     let agent = Agent::builder("writer", model.clone(), catalog)
@@ -198,7 +196,7 @@ fn host(
     (agent, store, model)
 }
 
-fn request(run: &str) -> RunRequest {
+fn run_request(run: &str) -> RunRequest {
     RunRequest {
         run_id: RunId::new(run),
         root_run_id: None,
@@ -213,17 +211,23 @@ fn now_decision(verdict: Verdict) -> Decision {
         approver: "alice".into(),
         decided_at: SystemTime::now(),
         expires_at: None,
+        note: None,
     }
 }
 
-#[tokio::test]
-async fn the_agent_suspends_on_one_store_and_resumes_on_the_reopened_file_dispatching_once() {
-    let path = fresh_db("agent");
+/// Contract test.
+pub async fn the_agent_suspends_on_one_store_and_resumes_on_the_reopened_one_dispatching_once<
+    H: Harness,
+>(
+    h: &H,
+) {
+    let path = h.fresh("agent");
     let dispatched = Arc::new(AtomicUsize::new(0));
     let args = json!({"id": "d1", "text": "hello"});
 
     // Host A: the run reaches the checkpoint and suspends.
     let (agent_a, store_a, _) = host(
+        h,
         &path,
         vec![ScriptedModel::calls(&[(
             "w1",
@@ -231,8 +235,9 @@ async fn the_agent_suspends_on_one_store_and_resumes_on_the_reopened_file_dispat
             args.clone(),
         )])],
         &dispatched,
-    );
-    let outcome = agent_a.run(request("run-1")).await;
+    )
+    .await;
+    let outcome = agent_a.run(run_request("run-1")).await;
     let RunOutcome::Suspended {
         approval_id,
         intent_digest,
@@ -247,7 +252,7 @@ async fn the_agent_suspends_on_one_store_and_resumes_on_the_reopened_file_dispat
 
     // Host B on the same file: the run waits, then the decision is recorded on B.
     let (agent_b, store_b, model_b) =
-        host(&path, vec![ScriptedModel::text("updated")], &dispatched);
+        host(h, &path, vec![ScriptedModel::text("updated")], &dispatched).await;
     assert_eq!(
         store_b.suspended_run_ids().await,
         Ok(vec![RunId::new("run-1")])
@@ -309,7 +314,8 @@ async fn the_agent_suspends_on_one_store_and_resumes_on_the_reopened_file_dispat
     drop(store_b);
 
     // Host C after another restart: nothing to resume, nothing claimable.
-    let (agent_c, store_c, _) = host(&path, vec![ScriptedModel::text("again")], &dispatched);
+    let (agent_c, store_c, _) =
+        host(h, &path, vec![ScriptedModel::text("again")], &dispatched).await;
     assert_eq!(
         agent_c
             .resume(RunId::new("run-1"), Lease::unbounded())
@@ -328,11 +334,16 @@ async fn the_agent_suspends_on_one_store_and_resumes_on_the_reopened_file_dispat
     assert_eq!(dispatched.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn a_claim_left_without_outcome_by_a_dead_host_is_never_dispatched_and_becomes_unknown() {
-    let path = fresh_db("agent-crash");
+/// Contract test.
+pub async fn a_claim_left_without_outcome_by_a_dead_host_is_never_dispatched_and_becomes_unknown<
+    H: Harness,
+>(
+    h: &H,
+) {
+    let path = h.fresh("agent-crash");
     let dispatched = Arc::new(AtomicUsize::new(0));
     let (agent_a, store_a, _) = host(
+        h,
         &path,
         vec![ScriptedModel::calls(&[(
             "w1",
@@ -340,11 +351,12 @@ async fn a_claim_left_without_outcome_by_a_dead_host_is_never_dispatched_and_bec
             json!({"id": "d1", "text": "x"}),
         )])],
         &dispatched,
-    );
+    )
+    .await;
     let RunOutcome::Suspended {
         approval_id,
         intent_digest,
-    } = agent_a.run(request("run-2")).await
+    } = agent_a.run(run_request("run-2")).await
     else {
         panic!("not suspended")
     };
@@ -363,8 +375,13 @@ async fn a_claim_left_without_outcome_by_a_dead_host_is_never_dispatched_and_bec
     drop(agent_a);
     drop(store_a);
 
-    let (agent_b, store_b, model_b) =
-        host(&path, vec![ScriptedModel::text("not again")], &dispatched);
+    let (agent_b, store_b, model_b) = host(
+        h,
+        &path,
+        vec![ScriptedModel::text("not again")],
+        &dispatched,
+    )
+    .await;
     let report = store_b
         .reconcile_interrupted_claims(SystemTime::now())
         .await

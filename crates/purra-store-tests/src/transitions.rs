@@ -1,29 +1,16 @@
-//! Every transition of the durable write state machine on a file store, with exact expected values:
-//! prepare, decide, expiry, mismatch, claim once, outcomes, retained `unknown`, reconciliation, the
-//! interrupted-claim rule, the append-only audit log, and the schema version check.
+//! Every transition of the durable write state machine, with exact expected values: prepare, decide,
+//! expiry, mismatch, claim once, outcomes, retained `unknown`, reconciliation, the interrupted-claim rule,
+//! the append-only audit log, and the schema version check.
 
-mod common;
-
-use common::*;
-use purra_core::*;
-use purra_sqlite::*;
+use crate::*;
 use serde_json::json;
 use std::time::{Duration, SystemTime};
 
-fn unknown(code: &str) -> EffectOutcome {
-    EffectOutcome::Unknown {
-        reason: ErrorCode::new(code).unwrap(),
-    }
-}
-
-#[tokio::test]
-async fn prepare_is_pending_until_one_decision_is_recorded() {
-    let store = SqliteStore::open(fresh_db("prepare")).unwrap();
-    assert!(store.is_durable());
-    assert!(ApprovalGateway::is_durable(&store));
-    assert!(store.receipts().is_durable());
-    assert!(RunStore::is_durable(&store));
-    let a = store.prepare(intent("a")).await.unwrap();
+/// Contract test.
+pub async fn prepare_is_pending_until_one_decision_is_recorded<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("prepare")).await.unwrap();
+    assert!(durable(&store));
+    let a = store.prepare(request("a")).await.unwrap();
     assert_eq!(a, ApprovalId("approval-1".into()));
     assert_eq!(
         store.record(a.clone()).await.unwrap(),
@@ -65,7 +52,7 @@ async fn prepare_is_pending_until_one_decision_is_recorded() {
         Err(StoreError::NotFound)
     );
 
-    let d = store.prepare(intent("d")).await.unwrap();
+    let d = store.prepare(request("d")).await.unwrap();
     assert_eq!(d, ApprovalId("approval-2".into()));
     let deny = decision(Verdict::Deny, None);
     store.decide(d.clone(), deny.clone()).await.unwrap();
@@ -84,12 +71,12 @@ async fn prepare_is_pending_until_one_decision_is_recorded() {
     assert_eq!(store.state(key_of(&intent("d"))).await, Ok(None));
 }
 
-#[tokio::test]
-async fn expiry_is_checked_against_the_given_time_and_refuses_for_good() {
-    let store = SqliteStore::open(fresh_db("expiry")).unwrap();
+/// Contract test.
+pub async fn expiry_is_checked_against_the_given_time_and_refuses_for_good<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("expiry")).await.unwrap();
     let approve = decision(Verdict::Approve, Some(at(100)));
     // Just before the expiry: claimed.
-    let a = store.prepare(intent("a")).await.unwrap();
+    let a = store.prepare(request("a")).await.unwrap();
     store.decide(a.clone(), approve.clone()).await.unwrap();
     assert_eq!(
         store
@@ -102,7 +89,7 @@ async fn expiry_is_checked_against_the_given_time_and_refuses_for_good() {
         Ok(ClaimVerdict::Claimed(key_of(&intent("a"))))
     );
     // At the expiry: refused, nothing claimed, and never claimable afterwards.
-    let b = store.prepare(intent("b")).await.unwrap();
+    let b = store.prepare(request("b")).await.unwrap();
     store.decide(b.clone(), approve.clone()).await.unwrap();
     assert_eq!(
         store
@@ -121,11 +108,11 @@ async fn expiry_is_checked_against_the_given_time_and_refuses_for_good() {
     );
 }
 
-#[tokio::test]
-async fn a_digest_mismatch_is_refused_and_not_started() {
-    let store = SqliteStore::open(fresh_db("mismatch")).unwrap();
+/// Contract test.
+pub async fn a_digest_mismatch_is_refused_and_not_started<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("mismatch")).await.unwrap();
     let approve = decision(Verdict::Approve, None);
-    let b = store.prepare(intent("b")).await.unwrap();
+    let b = store.prepare(request("b")).await.unwrap();
     store.decide(b.clone(), approve.clone()).await.unwrap();
     assert_eq!(
         store
@@ -158,12 +145,12 @@ async fn a_digest_mismatch_is_refused_and_not_started() {
     assert_eq!(store.state(key_of(&intent("b"))).await, Ok(None));
 }
 
-#[tokio::test]
-async fn a_call_is_claimed_once_ever() {
-    let store = SqliteStore::open(fresh_db("claim-once")).unwrap();
+/// Contract test.
+pub async fn a_call_is_claimed_once_ever<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("claim-once")).await.unwrap();
     let approve = decision(Verdict::Approve, None);
     let key = key_of(&intent("c"));
-    let c = store.prepare(intent("c")).await.unwrap();
+    let c = store.prepare(request("c")).await.unwrap();
     store.decide(c.clone(), approve.clone()).await.unwrap();
     assert_eq!(
         store
@@ -184,7 +171,7 @@ async fn a_call_is_claimed_once_ever() {
         Ok(ClaimVerdict::AlreadyClaimed)
     );
     // A second approval of the very same intent cannot claim it again (and stays decided).
-    let c2 = store.prepare(intent("c")).await.unwrap();
+    let c2 = store.prepare(request("c")).await.unwrap();
     store.decide(c2.clone(), approve.clone()).await.unwrap();
     assert_eq!(
         store
@@ -209,9 +196,9 @@ async fn a_call_is_claimed_once_ever() {
     );
 }
 
-#[tokio::test]
-async fn outcomes_are_recorded_once_and_unknown_keeps_its_claim() {
-    let store = SqliteStore::open(fresh_db("outcomes")).unwrap();
+/// Contract test.
+pub async fn outcomes_are_recorded_once_and_unknown_keeps_its_claim<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("outcomes")).await.unwrap();
     let receipt = json!({"updated": "d1", "n": 1.5, "nested": [null, true, "é"]});
     let cases = [
         ("committed", EffectOutcome::Committed { receipt }),
@@ -246,23 +233,23 @@ async fn outcomes_are_recorded_once_and_unknown_keeps_its_claim() {
     assert_eq!(store.state(IdempotencyKey("never".into())).await, Ok(None));
 }
 
-#[tokio::test]
-async fn only_an_operator_with_evidence_moves_unknown_on() {
-    let store = SqliteStore::open(fresh_db("reconcile")).unwrap();
+/// Contract test.
+pub async fn only_an_operator_with_evidence_moves_unknown_on<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("reconcile")).await.unwrap();
     let key = IdempotencyKey("k".into());
     let committed = EffectOutcome::Committed {
         receipt: json!({"checked": "by hand"}),
     };
     assert_eq!(
         store
-            .reconcile_unknown(key.clone(), "ledger", committed.clone())
+            .reconcile_unknown(key.clone(), "ledger".into(), committed.clone())
             .await,
         Err(StoreError::NotFound)
     );
     store.claim(key.clone()).await.unwrap();
     assert_eq!(
         store
-            .reconcile_unknown(key.clone(), "ledger", committed.clone())
+            .reconcile_unknown(key.clone(), "ledger".into(), committed.clone())
             .await,
         Err(StoreError::Conflict("the claim has no outcome yet"))
     );
@@ -272,13 +259,13 @@ async fn only_an_operator_with_evidence_moves_unknown_on() {
         .unwrap();
     assert_eq!(
         store
-            .reconcile_unknown(key.clone(), "  ", committed.clone())
+            .reconcile_unknown(key.clone(), "  ".into(), committed.clone())
             .await,
         Err(StoreError::Conflict("reconciliation requires evidence"))
     );
     assert_eq!(
         store
-            .reconcile_unknown(key.clone(), "ledger", unknown("still_unsure"))
+            .reconcile_unknown(key.clone(), "ledger".into(), unknown("still_unsure"))
             .await,
         Err(StoreError::Conflict(
             "reconciliation must resolve to committed or not_started"
@@ -293,7 +280,7 @@ async fn only_an_operator_with_evidence_moves_unknown_on() {
     );
     let evidence = "server ledger entry 42 shows the write of d1 at 10:02";
     store
-        .reconcile_unknown(key.clone(), evidence, committed.clone())
+        .reconcile_unknown(key.clone(), evidence.into(), committed.clone())
         .await
         .unwrap();
     let done = ClaimState::Completed {
@@ -314,7 +301,7 @@ async fn only_an_operator_with_evidence_moves_unknown_on() {
     // Reconciled is final; the claim stays.
     assert_eq!(
         store
-            .reconcile_unknown(key.clone(), evidence, EffectOutcome::NotStarted)
+            .reconcile_unknown(key.clone(), evidence.into(), EffectOutcome::NotStarted)
             .await,
         Err(StoreError::Conflict(
             "only an unknown outcome is reconciled"
@@ -323,11 +310,11 @@ async fn only_an_operator_with_evidence_moves_unknown_on() {
     assert_eq!(store.claim(key).await, Ok(ClaimResult::Existing(done)));
 }
 
-#[tokio::test]
-async fn interrupted_claims_become_unknown_only_when_their_owner_is_gone() {
-    let path = fresh_db("interrupted");
-    let a = SqliteStore::open(&path).unwrap();
-    let b = SqliteStore::open(&path).unwrap();
+/// Contract test.
+pub async fn interrupted_claims_become_unknown_only_when_their_owner_is_gone<H: Harness>(h: &H) {
+    let path = h.fresh("interrupted");
+    let a = h.open(&path).await.unwrap();
+    let b = h.open(&path).await.unwrap();
     assert_ne!(a.owner(), b.owner());
     let k1 = IdempotencyKey("k1".into());
     let k2 = IdempotencyKey("k2".into());
@@ -385,7 +372,7 @@ async fn interrupted_claims_become_unknown_only_when_their_owner_is_gone() {
     let k3 = IdempotencyKey("k3".into());
     a.claim(k3.clone()).await.unwrap();
     drop(a);
-    let c = SqliteStore::open(&path).unwrap();
+    let c = h.open(&path).await.unwrap();
     let report = c
         .reconcile_interrupted_claims(SystemTime::now())
         .await
@@ -396,16 +383,16 @@ async fn interrupted_claims_become_unknown_only_when_their_owner_is_gone() {
     assert_eq!(c.state(mine).await, Ok(Some(ClaimState::InFlight)));
 }
 
-#[tokio::test]
-async fn the_audit_log_only_grows_and_rejects_updates_and_deletes() {
-    let path = fresh_db("audit");
-    let store = SqliteStore::open(&path).unwrap();
+/// Contract test.
+pub async fn the_audit_log_only_grows_and_rejects_updates_and_deletes<H: Harness>(h: &H) {
+    let path = h.fresh("audit");
+    let store = h.open(&path).await.unwrap();
     let mut seen = store.audit(0, 10_000).await.unwrap();
     assert_eq!(
         seen.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(),
         ["opened"]
     );
-    let a = store.prepare(intent("a")).await.unwrap();
+    let a = store.prepare(request("a")).await.unwrap();
     store
         .decide(a.clone(), decision(Verdict::Approve, None))
         .await
@@ -423,7 +410,11 @@ async fn the_audit_log_only_grows_and_rejects_updates_and_deletes() {
         .await
         .unwrap();
     store
-        .reconcile_unknown(key_of(&intent("a")), "ledger", EffectOutcome::NotStarted)
+        .reconcile_unknown(
+            key_of(&intent("a")),
+            "ledger".into(),
+            EffectOutcome::NotStarted,
+        )
         .await
         .unwrap();
     let now = store.audit(0, 10_000).await.unwrap();
@@ -445,23 +436,23 @@ async fn the_audit_log_only_grows_and_rejects_updates_and_deletes() {
     assert_eq!(
         now[2].detail,
         json!({"verdict": "approve", "approver": "alice", "decidedAtNs": 10_000_000_000i64,
-               "expiresAtNs": null})
+               "expiresAtNs": null, "note": null})
     );
     seen = now;
 
-    // Nobody can rewrite history, not even with direct SQL on the file.
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    for sql in [
+    // Nobody can rewrite history, not even with direct SQL on the database.
+    let mut attempts = vec![
         "UPDATE audit SET event = 'nothing' WHERE seq = 2",
         "DELETE FROM audit WHERE seq = 2",
         "DELETE FROM audit",
-    ] {
-        let err = raw.execute(sql, []).unwrap_err().to_string();
+    ];
+    attempts.extend(h.truncate_audit_sql());
+    for sql in attempts {
+        let err = h.raw_execute(&path, sql).await.unwrap_err();
         assert!(err.contains("the audit log is append-only"), "{sql}: {err}");
     }
-    drop(raw);
     drop(store);
-    let reopened = SqliteStore::open(&path).unwrap();
+    let reopened = h.open(&path).await.unwrap();
     let after = reopened.audit(0, 10_000).await.unwrap();
     assert!(after.starts_with(&seen));
     assert_eq!(
@@ -475,36 +466,22 @@ async fn the_audit_log_only_grows_and_rejects_updates_and_deletes() {
     assert_eq!(reopened.audit(after[3].seq, 2).await.unwrap(), after[4..6]);
 }
 
-#[tokio::test]
-async fn pragmas_versions_and_the_in_memory_store() {
-    let path = fresh_db("pragmas");
-    let store = SqliteStore::open(&path).unwrap();
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    let mode: String = raw
-        .pragma_query_value(None, "journal_mode", |r| r.get(0))
-        .unwrap();
-    assert_eq!(mode, "wal");
-    let version: i64 = raw
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 1);
+/// Contract test.
+pub async fn schema_versions_are_migrated_once_and_a_newer_one_is_refused<H: Harness>(h: &H) {
+    let path = h.fresh("versions");
+    let store = h.open(&path).await.unwrap();
+    assert_eq!(h.schema_version(&path).await, h.known_version());
     drop(store);
     // Reopening runs no migration twice.
-    drop(SqliteStore::open(&path).unwrap());
-    raw.pragma_update(None, "user_version", 2).unwrap();
-    drop(raw);
-    assert_eq!(
-        SqliteStore::open(&path).unwrap_err(),
-        StoreError::Backend(
-            "schema version 2 is newer than this build of purra-sqlite knows (1)".into()
-        )
-    );
-
-    let memory = SqliteStore::open_in_memory().unwrap();
-    assert!(!memory.is_durable());
-    assert!(!ApprovalGateway::is_durable(&memory));
-    assert!(!memory.receipts().is_durable());
-    assert!(!RunStore::is_durable(&memory));
-    let id = memory.prepare(intent("m")).await.unwrap();
+    let store = h.open(&path).await.unwrap();
+    let id = store.prepare(request("v")).await.unwrap();
     assert_eq!(id, ApprovalId("approval-1".into()));
+    drop(store);
+    assert_eq!(h.schema_version(&path).await, h.known_version());
+    let newer = h.known_version() + 1;
+    h.set_schema_version(&path, newer).await;
+    assert_eq!(
+        h.open(&path).await.unwrap_err(),
+        h.newer_schema_error(newer)
+    );
 }

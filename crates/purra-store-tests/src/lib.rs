@@ -1,0 +1,190 @@
+//! One contract test suite, every store: the semantics of purra's durable stores, written once and run
+//! unchanged against each (purra-sqlite, purra-postgres).
+//!
+//! A store's test binary implements [`Harness`] (fresh databases, opening a store, raw SQL for the checks
+//! that go around the store) and expands [`contract_tests!`], which defines one `#[test]` per contract
+//! test plus the `child` entry point the two-process tests re-execute the binary into.
+//!
+//! The suite: every transition of the durable write state machine with exact values ([`transitions`]),
+//! durability across reopening and Core's agent suspended on one store and resumed on another
+//! ([`reopen`]), two OS processes racing for 100 approved intents and a claimant killed with SIGKILL
+//! ([`race`]), and the operator's view and store events ([`operator`]).
+
+pub mod operator;
+pub mod race;
+pub mod reopen;
+pub mod transitions;
+
+use purra_core::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// What a store's test binary provides to the suite.
+pub trait Harness: Send + Sync + 'static {
+    /// The store under test.
+    type Store: OperatorStore + Clone + std::fmt::Debug + 'static;
+
+    /// The location (a path, a schema name...) of a new, empty database; `name` makes it recognizable.
+    fn fresh(&self, name: &str) -> String;
+    /// Opens the store at `location` with the default lease.
+    fn open(&self, location: &str) -> BoxFuture<'_, Result<Self::Store, StoreError>>;
+    /// Opens the store at `location` with `lease`.
+    fn open_with_lease(
+        &self,
+        location: &str,
+        lease: Duration,
+    ) -> BoxFuture<'_, Result<Self::Store, StoreError>>;
+    /// Runs one SQL statement on `location` directly, around the store; the error text on failure.
+    fn raw_execute(&self, location: &str, sql: &str) -> BoxFuture<'_, Result<(), String>>;
+    /// The schema version recorded in `location`.
+    fn schema_version(&self, location: &str) -> BoxFuture<'_, i64>;
+    /// Records schema version `version` in `location`, as a newer build would.
+    fn set_schema_version(&self, location: &str, version: i64) -> BoxFuture<'_, ()>;
+    /// The schema version this build migrates to.
+    fn known_version(&self) -> i64;
+    /// The error opening a database of schema version `found` gives.
+    fn newer_schema_error(&self, found: i64) -> StoreError;
+    /// The SQL that tries to empty the audit table by other means than `DELETE` (such as
+    /// `TRUNCATE`), if the database has one.
+    fn truncate_audit_sql(&self) -> Option<&'static str>;
+    /// The longest a decision made by another store instance may take to wake a subscriber.
+    fn foreign_event_delay(&self) -> Duration;
+}
+
+/// Defines one test per contract test for `$harness` (an expression giving a [`Harness`]), and the
+/// `child` test that the two-process tests run in a new process.
+#[macro_export]
+macro_rules! contract_tests {
+    ($harness:expr) => {
+        $crate::contract_tests!(@async $harness;
+            transitions::prepare_is_pending_until_one_decision_is_recorded,
+            transitions::expiry_is_checked_against_the_given_time_and_refuses_for_good,
+            transitions::a_digest_mismatch_is_refused_and_not_started,
+            transitions::a_call_is_claimed_once_ever,
+            transitions::outcomes_are_recorded_once_and_unknown_keeps_its_claim,
+            transitions::only_an_operator_with_evidence_moves_unknown_on,
+            transitions::interrupted_claims_become_unknown_only_when_their_owner_is_gone,
+            transitions::the_audit_log_only_grows_and_rejects_updates_and_deletes,
+            transitions::schema_versions_are_migrated_once_and_a_newer_one_is_refused,
+            reopen::an_approval_prepared_and_approved_before_reopening_claims_exactly_once,
+            reopen::a_suspended_run_saved_before_reopening_is_loaded_after,
+            reopen::the_agent_suspends_on_one_store_and_resumes_on_the_reopened_one_dispatching_once,
+            reopen::a_claim_left_without_outcome_by_a_dead_host_is_never_dispatched_and_becomes_unknown,
+            operator::approvals_are_listed_with_request_decision_note_and_claim,
+            operator::the_audit_trail_of_one_approval_includes_its_claims_outcomes,
+            operator::a_decision_after_the_request_expired_is_refused,
+            operator::subscribers_hear_of_every_change_of_this_store,
+            operator::a_decision_made_through_another_store_instance_wakes_a_waiter
+        );
+        #[test]
+        fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {
+            $crate::race::two_processes_race(&$harness);
+        }
+        #[test]
+        fn a_killed_process_claim_becomes_interrupted_only_after_its_lease_lapses() {
+            $crate::race::a_killed_claimant(&$harness);
+        }
+        /// The work of a re-executed test process; in a normal test run it does nothing.
+        #[test]
+        fn child() {
+            $crate::race::child(&$harness);
+        }
+    };
+    (@async $harness:expr; $($module:ident :: $name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if $crate::race::is_child() {
+                    return;
+                }
+                let harness = $harness;
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on($crate::$module::$name(&harness));
+            }
+        )*
+    };
+}
+
+/// `t` seconds after the Unix epoch.
+pub fn at(t: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(t)
+}
+
+/// The binding every test intent is bound to.
+pub fn binding() -> ApprovalBinding {
+    ApprovalBinding {
+        binding_id: "document-service".into(),
+        binding_revision: "host-config-1".into(),
+        scope_id: "sandbox-documents".into(),
+        scope_revision: "scope-1".into(),
+    }
+}
+
+/// An intent whose arguments are the JSON string `args`.
+pub fn intent(args: &str) -> ApprovalIntent {
+    let id = |s: &str| json_identity(&json!(s)).unwrap();
+    ApprovalIntent {
+        tool: "update".into(),
+        arguments_digest: id(args),
+        approval_binding: binding().identity(),
+        checkpoint_call: CheckpointCall {
+            call_id: "c1".into(),
+            tool: "update".into(),
+        },
+        run_id: RunId::new("r1"),
+        preset_fingerprint: id("preset"),
+    }
+}
+
+/// The request for [`intent`]`(args)`, asked by `writer` at t=5, with no expiry and one label.
+pub fn request(args: &str) -> ApprovalRequest {
+    ApprovalRequest {
+        intent: intent(args),
+        arguments: json!(args),
+        binding: binding(),
+        requested_by: "writer".into(),
+        requested_at: at(5),
+        expires_at: None,
+        labels: BTreeMap::from([("upstream".to_owned(), "documents".to_owned())]),
+    }
+}
+
+/// A decision by alice at t=10, with an optional expiry and no note.
+pub fn decision(verdict: Verdict, expires_at: Option<SystemTime>) -> Decision {
+    Decision {
+        verdict,
+        approver: "alice".into(),
+        decided_at: at(10),
+        expires_at,
+        note: None,
+    }
+}
+
+/// The idempotency key Core uses for `intent`.
+pub fn key_of(intent: &ApprovalIntent) -> IdempotencyKey {
+    IdempotencyKey(intent.digest().to_string())
+}
+
+/// An `unknown` outcome with reason `code`.
+pub fn unknown(code: &str) -> EffectOutcome {
+    EffectOutcome::Unknown {
+        reason: ErrorCode::new(code).unwrap(),
+    }
+}
+
+/// Whether `store` says it is durable, by all three contracts alike.
+pub fn durable<S: OperatorStore>(store: &S) -> bool {
+    let all = [
+        ApprovalGateway::is_durable(store),
+        IdempotencyStore::is_durable(store),
+        RunStore::is_durable(store),
+        store.receipts().is_durable(),
+    ];
+    assert!(all.iter().all(|d| *d == all[0]), "{all:?}");
+    all[0]
+}

@@ -1,0 +1,400 @@
+//! The operator's view and store events: approvals listed by state with their request, decision (and
+//! its note) and claim; the audit trail of one approval; the request's expiry for decisions; the events
+//! a subscriber hears; and a decision made through another store instance waking a waiter.
+
+use crate::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How long a test waits for an event before failing (a generous bound, not a measurement).
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn noted(verdict: Verdict, note: &str) -> Decision {
+    Decision {
+        note: Some(note.into()),
+        ..decision(verdict, Some(at(1000)))
+    }
+}
+
+/// Contract test.
+pub async fn approvals_are_listed_with_request_decision_note_and_claim<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("listing")).await.unwrap();
+    let before = SystemTime::now();
+    let a = store.prepare(request("a")).await.unwrap();
+    let b = store.prepare(request("b")).await.unwrap();
+    let c = store.prepare(request("c")).await.unwrap();
+    let mut other_run = request("d");
+    other_run.intent.run_id = RunId::new("r2");
+    other_run.expires_at = Some(at(500));
+    let d = store.prepare(other_run.clone()).await.unwrap();
+    let approve = noted(Verdict::Approve, "once, before noon");
+    store.decide(a.clone(), approve.clone()).await.unwrap();
+    let deny = noted(Verdict::Deny, "wrong document");
+    store.decide(b.clone(), deny.clone()).await.unwrap();
+    store
+        .decide(c.clone(), decision(Verdict::Approve, None))
+        .await
+        .unwrap();
+    let key = key_of(&intent("a"));
+    assert_eq!(
+        store
+            .check_and_claim(a.clone(), intent("a").digest(), at(20))
+            .await,
+        Ok(ClaimVerdict::Claimed(key.clone()))
+    );
+    let receipt = json!({"updated": "a"});
+    store
+        .complete(
+            key.clone(),
+            EffectOutcome::Committed {
+                receipt: receipt.clone(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .check_and_claim(c.clone(), intent("other").digest(), at(20))
+            .await,
+        Ok(ClaimVerdict::Mismatch)
+    );
+    let after = SystemTime::now();
+
+    let all = store.approvals(ApprovalQuery::all()).await.unwrap();
+    assert_eq!(
+        all.iter().map(|v| v.id.clone()).collect::<Vec<_>>(),
+        [a.clone(), b.clone(), c.clone(), d.clone()]
+    );
+    assert_eq!(
+        all.iter().map(|v| v.status()).collect::<Vec<_>>(),
+        [
+            ApprovalStatus::Claimed,
+            ApprovalStatus::Denied,
+            ApprovalStatus::Refused,
+            ApprovalStatus::Pending
+        ]
+    );
+    // The claimed approval, field by field (the claim's times are the store's own).
+    let view = &all[0];
+    assert_eq!(view.request, request("a"));
+    assert_eq!(view.intent_digest, intent("a").digest());
+    assert_eq!(view.state, ApprovalState::Claimed(approve));
+    let claim = view.claim.clone().unwrap();
+    assert_eq!(claim.key, key);
+    assert_eq!(claim.owner, store.owner());
+    assert_eq!(
+        claim.state,
+        ClaimState::Completed {
+            outcome: EffectOutcome::Committed {
+                receipt: receipt.clone()
+            }
+        }
+    );
+    assert_eq!(
+        (claim.effect_word(), claim.receipt()),
+        ("committed", Some(&receipt))
+    );
+    let completed = claim.completed_at.unwrap();
+    assert!(before <= claim.claimed_at && claim.claimed_at <= completed && completed <= after);
+    // Denied with its note; refused; pending with its own run and expiry; none of them claimed.
+    assert_eq!(all[1].state, ApprovalState::Decided(deny));
+    assert_eq!(
+        all[2].state,
+        ApprovalState::Refused(decision(Verdict::Approve, None))
+    );
+    assert_eq!(all[3].request, other_run);
+    assert_eq!(all[3].state, ApprovalState::Prepared);
+    assert!(all[1..].iter().all(|v| v.claim.is_none()));
+    assert!(all[3].is_open(at(499)) && !all[3].is_open(at(500)));
+    assert!(!all[0].is_open(at(0)));
+    // One approval; filters; paging.
+    assert_eq!(
+        store.approval(a.clone()).await.unwrap().as_ref(),
+        Some(view)
+    );
+    assert_eq!(
+        store.approval(ApprovalId("approval-9".into())).await,
+        Ok(None)
+    );
+    assert_eq!(
+        store.approval(ApprovalId("nonsense".into())).await,
+        Ok(None)
+    );
+    let ids = |views: Vec<ApprovalView>| views.into_iter().map(|v| v.id).collect::<Vec<_>>();
+    for (status, want) in [
+        (ApprovalStatus::Pending, vec![d.clone()]),
+        (ApprovalStatus::Approved, vec![]),
+        (ApprovalStatus::Denied, vec![b.clone()]),
+        (ApprovalStatus::Claimed, vec![a.clone()]),
+        (ApprovalStatus::Refused, vec![c.clone()]),
+    ] {
+        let got = store
+            .approvals(ApprovalQuery::all().status(status))
+            .await
+            .unwrap();
+        assert_eq!(ids(got), want, "{status}");
+    }
+    let r1 = store
+        .approvals(ApprovalQuery::all().run(RunId::new("r1")))
+        .await
+        .unwrap();
+    assert_eq!(ids(r1), [a.clone(), b.clone(), c.clone()]);
+    let page = store
+        .approvals(ApprovalQuery::all().after(a.clone()).limit(2))
+        .await
+        .unwrap();
+    assert_eq!(ids(page), [b.clone(), c.clone()]);
+    assert_eq!(
+        store
+            .approvals(ApprovalQuery::all().after(ApprovalId("nonsense".into())))
+            .await,
+        Err(StoreError::NotFound)
+    );
+    assert_eq!(
+        store.run_ids().await,
+        Ok(vec![RunId::new("r1"), RunId::new("r2")])
+    );
+    // A request whose arguments or binding are not the intent's is refused.
+    let mut forged = request("e");
+    forged.arguments = json!("something else");
+    assert_eq!(
+        store.prepare(forged).await,
+        Err(StoreError::Conflict(
+            "the arguments are not the ones the intent names"
+        ))
+    );
+    let mut forged = request("e");
+    forged.binding.scope_revision = "scope-2".into();
+    assert_eq!(
+        store.prepare(forged).await,
+        Err(StoreError::Conflict(
+            "the binding is not the one the intent names"
+        ))
+    );
+    assert_eq!(
+        store.approvals(ApprovalQuery::all()).await.unwrap().len(),
+        4
+    );
+}
+
+/// Contract test.
+pub async fn the_audit_trail_of_one_approval_includes_its_claims_outcomes<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("trail")).await.unwrap();
+    let a = store.prepare(request("a")).await.unwrap();
+    let a2 = store.prepare(request("a")).await.unwrap();
+    for id in [&a, &a2] {
+        store
+            .decide(id.clone(), decision(Verdict::Approve, None))
+            .await
+            .unwrap();
+    }
+    let key = key_of(&intent("a"));
+    store
+        .check_and_claim(a.clone(), intent("a").digest(), at(20))
+        .await
+        .unwrap();
+    // The second approval of the same intent cannot claim it: its trail says so, and no more.
+    assert_eq!(
+        store
+            .check_and_claim(a2.clone(), intent("a").digest(), at(20))
+            .await,
+        Ok(ClaimVerdict::AlreadyClaimed)
+    );
+    store
+        .complete(key.clone(), unknown("mcp_timeout"))
+        .await
+        .unwrap();
+    store
+        .reconcile_unknown(
+            key.clone(),
+            "the ledger shows it".into(),
+            EffectOutcome::NotStarted,
+        )
+        .await
+        .unwrap();
+    // An unrelated claim's rows belong to no approval's trail.
+    store.claim(IdempotencyKey("bare".into())).await.unwrap();
+    let events = |trail: Vec<AuditEntry>| {
+        trail
+            .into_iter()
+            .map(|e| (e.event, e.approval_id, e.claim_key))
+            .collect::<Vec<_>>()
+    };
+    let k = Some(key.0.clone());
+    let id = Some(a.0.clone());
+    assert_eq!(
+        events(store.approval_audit(a.clone()).await.unwrap()),
+        [
+            ("prepared".to_owned(), id.clone(), None),
+            ("decided".to_owned(), id.clone(), None),
+            ("claimed".to_owned(), id.clone(), k.clone()),
+            ("outcome".to_owned(), None, k.clone()),
+            ("reconciled".to_owned(), None, k.clone()),
+        ]
+    );
+    let id2 = Some(a2.0.clone());
+    assert_eq!(
+        events(store.approval_audit(a2.clone()).await.unwrap()),
+        [
+            ("prepared".to_owned(), id2.clone(), None),
+            ("decided".to_owned(), id2.clone(), None),
+            ("claim_refused".to_owned(), id2.clone(), k.clone()),
+        ]
+    );
+    let view = store.approval(a2).await.unwrap().unwrap();
+    assert_eq!(view.claim, None);
+    assert_eq!(
+        store.approval_audit(ApprovalId("approval-7".into())).await,
+        Ok(vec![])
+    );
+    assert_eq!(
+        store.approval_audit(ApprovalId("x".into())).await,
+        Ok(vec![])
+    );
+}
+
+/// Contract test.
+pub async fn a_decision_after_the_request_expired_is_refused<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("request-expiry")).await.unwrap();
+    let mut asked = request("a");
+    asked.expires_at = Some(at(50));
+    let a = store.prepare(asked.clone()).await.unwrap();
+    let b = store.prepare(asked).await.unwrap();
+    let late = Decision {
+        decided_at: at(50),
+        ..decision(Verdict::Approve, None)
+    };
+    assert_eq!(
+        store.decide(a.clone(), late).await,
+        Err(StoreError::Conflict("the approval request expired"))
+    );
+    assert_eq!(
+        store.record(a.clone()).await.unwrap().unwrap().state,
+        ApprovalState::Prepared
+    );
+    let in_time = Decision {
+        decided_at: at(49),
+        ..decision(Verdict::Deny, None)
+    };
+    store.decide(b.clone(), in_time.clone()).await.unwrap();
+    assert_eq!(
+        store.record(b).await.unwrap().unwrap().state,
+        ApprovalState::Decided(in_time)
+    );
+}
+
+async fn next(events: &mut StoreEvents) -> StoreEvent {
+    tokio::time::timeout(PATIENCE, events.next())
+        .await
+        .expect("an event within the patience bound")
+        .expect("the store is open")
+}
+
+/// Contract test.
+pub async fn subscribers_hear_of_every_change_of_this_store<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("events")).await.unwrap();
+    let mut events = store.subscribe();
+    let a = store.prepare(request("a")).await.unwrap();
+    assert_eq!(
+        next(&mut events).await,
+        StoreEvent::Prepared { id: a.clone() }
+    );
+    store
+        .decide(a.clone(), decision(Verdict::Approve, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut events).await,
+        StoreEvent::Decided {
+            id: a.clone(),
+            verdict: Verdict::Approve
+        }
+    );
+    let key = key_of(&intent("a"));
+    store
+        .check_and_claim(a.clone(), intent("a").digest(), at(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut events).await,
+        StoreEvent::Claimed {
+            id: a.clone(),
+            key: key.clone()
+        }
+    );
+    // A bare idempotency claim concerns no approval: nothing is heard of it, only of its outcome.
+    store.claim(IdempotencyKey("bare".into())).await.unwrap();
+    store
+        .complete(key.clone(), EffectOutcome::NotStarted)
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut events).await,
+        StoreEvent::Outcome { key: key.clone() }
+    );
+    let b = store.prepare(request("b")).await.unwrap();
+    store
+        .decide(b.clone(), decision(Verdict::Approve, None))
+        .await
+        .unwrap();
+    store
+        .check_and_claim(b.clone(), intent("other").digest(), at(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        [
+            next(&mut events).await,
+            next(&mut events).await,
+            next(&mut events).await
+        ],
+        [
+            StoreEvent::Prepared { id: b.clone() },
+            StoreEvent::Decided {
+                id: b.clone(),
+                verdict: Verdict::Approve
+            },
+            StoreEvent::Refused { id: b }
+        ]
+    );
+}
+
+/// Contract test.
+pub async fn a_decision_made_through_another_store_instance_wakes_a_waiter<H: Harness>(h: &H) {
+    let path = h.fresh("wake");
+    let host = Arc::new(h.open(&path).await.unwrap());
+    let a = host.prepare(request("a")).await.unwrap();
+    let b = host.prepare(request("b")).await.unwrap();
+    let waiter = {
+        let host = Arc::clone(&host);
+        let a = a.clone();
+        tokio::spawn(async move { host.wait_for_decision(a).await })
+    };
+    // Another instance (as another process would) decides another approval, then this one.
+    let approver = h.open(&path).await.unwrap();
+    approver
+        .decide(b, decision(Verdict::Deny, None))
+        .await
+        .unwrap();
+    tokio::time::sleep(h.foreign_event_delay()).await;
+    assert!(!waiter.is_finished());
+    let approve = Decision {
+        note: Some("from the other instance".into()),
+        ..decision(Verdict::Approve, None)
+    };
+    approver.decide(a.clone(), approve.clone()).await.unwrap();
+    let woke = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("woken within the patience bound")
+        .unwrap();
+    assert_eq!(woke, Ok(ApprovalState::Decided(approve.clone())));
+    assert_eq!(
+        host.wait_for_decision(a).await,
+        Ok(ApprovalState::Decided(approve))
+    );
+    assert_eq!(
+        host.wait_for_decision(ApprovalId("approval-9".into()))
+            .await,
+        Err(StoreError::NotFound)
+    );
+}
