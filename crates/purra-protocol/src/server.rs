@@ -1064,7 +1064,7 @@ impl SessionState {
                     .iter_errors(&args_value)
                     .take(8)
                     .map(|e| {
-                        let at = e.instance_path.to_string();
+                        let at = e.instance_path().to_string();
                         if at.is_empty() {
                             e.to_string()
                         } else {
