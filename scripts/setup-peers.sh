@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages, among them the reference
 # server-everything for the CLI tests) under $PURRA_PEERS_DIR,
-# and the pinned MCP conformance suite (peers/conformance).
+# and the pinned MCP conformance suite (peers/conformance); and Debian's postgresql package for the
+# PostgreSQL store's tests (scripts/postgres.sh install) when it is missing.
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
@@ -41,6 +42,9 @@ grep -q "\"@modelcontextprotocol/server-everything\": \"$EVERYTHING_VERSION\"" "
 [ -f "$CONFORMANCE_DIR/package-lock.json" ] || die "peers/conformance/package-lock.json is missing"
 grep -q "\"@modelcontextprotocol/conformance\": \"$CONFORMANCE_VERSION\"" "$CONFORMANCE_DIR/package.json" \
     || die "peers/conformance/package.json does not pin @modelcontextprotocol/conformance $CONFORMANCE_VERSION"
+
+# The tests' PostgreSQL server (Debian's postgresql package), installed with apt-get when missing.
+bash "$SCRIPT_DIR/postgres.sh" install
 
 WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 

@@ -8,6 +8,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup-peers.sh
+# One PostgreSQL server for the whole run (purra-postgres's tests, the CLI's and the consumer's
+# PostgreSQL scenarios find it through PURRA_TEST_POSTGRES); stopped and removed at the end, also
+# on failure.
+work=$(mktemp -d)
+pgdir=$(mktemp -d)
+cleanup() {
+    bash scripts/postgres.sh stop "$pgdir" || true
+    rm -rf "$work" "$pgdir"
+}
+trap cleanup EXIT
+eval "$(bash scripts/postgres.sh start "$pgdir")"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # purra-protocol's features: a stdio-only server has no HTTP/TLS/WebSocket crate; combinations build.
@@ -22,8 +33,6 @@ cargo build --quiet --manifest-path consumers/host-smoke/Cargo.toml --target-dir
 target/debug/host-smoke target/debug/purra-example-server
 # Durable writes against the independent official-SDK write server, from the same consumer:
 # five fault scenarios, then the host killed with SIGKILL at every transition.
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 target/debug/write-acceptance .peers/venv/bin/python peers/python/write_server.py "$work/scenarios"
 target/debug/crash-points .peers/venv/bin/python peers/python/write_server.py "$work/crashes"
 # Two host processes race to dispatch the same approved intent, 100 rounds, one shared server.

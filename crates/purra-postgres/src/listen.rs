@@ -1,0 +1,102 @@
+//! The event listener: one connection of its own that `LISTEN`s on the schema's channel and turns every
+//! notification (one per committed audit row, sent by a trigger) into a [`StoreEvent`].
+//!
+//! It is listening before [`Listener::start`] returns, so a subscriber that subscribes, then reads,
+//! misses no later commit. When the connection is lost it reconnects with a growing pause and then
+//! sends [`StoreEvent::Resync`]: notifications sent meanwhile are lost, so subscribers re-read.
+
+use purra_core::{EventSender, StoreError, StoreEvent};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Notification};
+
+/// How many notifications may wait between the connection and the forwarder.
+const QUEUE: usize = 1024;
+
+/// The running listener; [`Listener::stop`] ends it.
+pub(crate) struct Listener {
+    task: JoinHandle<()>,
+}
+
+impl Listener {
+    /// Connects and listens on `purra:<schema>`, then forwards to `events` until stopped.
+    pub(crate) async fn start(
+        config: Config,
+        schema: &str,
+        events: EventSender,
+    ) -> Result<Listener, StoreError> {
+        let channel = format!("purra:{schema}");
+        let first = listen(&config, &channel)
+            .await
+            .map_err(|e| StoreError::Backend(format!("listening for events: {e}")))?;
+        let task = tokio::spawn(async move {
+            let mut session = Some(first);
+            loop {
+                if let Some((client, mut notifications)) = session.take() {
+                    while let Some(n) = notifications.recv().await {
+                        if let Some(event) = event_of(&n) {
+                            events.send(event);
+                        }
+                    }
+                    drop(client);
+                }
+                let mut pause = Duration::from_millis(50);
+                loop {
+                    tokio::time::sleep(pause).await;
+                    if let Ok(s) = listen(&config, &channel).await {
+                        session = Some(s);
+                        break;
+                    }
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                events.send(StoreEvent::Resync);
+            }
+        });
+        Ok(Listener { task })
+    }
+
+    /// Stops listening (the connection closes).
+    pub(crate) fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+/// A connection listening on `channel`, and its notifications (the sender closes with the connection).
+async fn listen(
+    config: &Config,
+    channel: &str,
+) -> Result<(Client, mpsc::Receiver<Notification>), tokio_postgres::Error> {
+    let (client, mut conn) = config.connect(NoTls).await?;
+    let (tx, rx) = mpsc::channel(QUEUE);
+    tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    if tx.send(n).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => return,
+            }
+        }
+    });
+    // The channel name is `purra:` and a checked schema name: quoting it is enough.
+    client
+        .batch_execute(&format!("LISTEN \"{channel}\""))
+        .await?;
+    Ok((client, rx))
+}
+
+/// The event a notification's payload (`{"seq","event","approval","key","verdict"}`) names.
+fn event_of(n: &Notification) -> Option<StoreEvent> {
+    let payload: Value = serde_json::from_str(n.payload()).ok()?;
+    StoreEvent::from_audit(
+        payload["event"].as_str()?,
+        payload["approval"].as_str(),
+        payload["key"].as_str(),
+        &json!({"verdict": payload["verdict"]}),
+    )
+}

@@ -1,0 +1,158 @@
+//! Versioned schema migrations, all inside the store's own PostgreSQL schema.
+//!
+//! Migration N (1-based) is the N-th entry of [`MIGRATIONS`]; migrations run in one transaction that
+//! first takes a transaction-scoped advisory lock on the schema's name, so hosts starting together
+//! migrate once. The version is the one row of `schema_version`; a schema whose version is newer than
+//! this build knows is refused, never downgraded.
+
+use tokio_postgres::Client;
+
+/// Schema version 1: owners (leases), approvals (with the whole request and the decision's note),
+/// claims, suspended runs, and the audit log (append-only by triggers; every row notifies listeners).
+const V1: &str = r#"
+CREATE FUNCTION now_ns() RETURNS BIGINT LANGUAGE sql VOLATILE
+    AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT $$;
+
+CREATE TABLE owners (
+    owner           TEXT PRIMARY KEY,
+    pid             BIGINT NOT NULL,
+    opened_at_ns    BIGINT NOT NULL,
+    heartbeat_at_ns BIGINT NOT NULL,
+    lease_ns        BIGINT NOT NULL CHECK (lease_ns > 0),
+    closed_at_ns    BIGINT
+);
+
+CREATE TABLE approvals (
+    seq                   BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    intent_json           TEXT NOT NULL,
+    intent_digest         TEXT NOT NULL,
+    tool                  TEXT NOT NULL,
+    run_id                TEXT NOT NULL,
+    prepared_at_ns        BIGINT NOT NULL,
+    prepared_by           TEXT NOT NULL REFERENCES owners(owner),
+    request_json          TEXT NOT NULL,
+    request_expires_at_ns BIGINT,
+    state                 TEXT NOT NULL CHECK (state IN ('prepared', 'decided', 'claimed', 'refused')),
+    verdict               TEXT CHECK (verdict IN ('approve', 'deny')),
+    approver              TEXT,
+    decided_at_ns         BIGINT,
+    expires_at_ns         BIGINT,
+    note                  TEXT,
+    refused_reason        TEXT CHECK (refused_reason IN ('expired', 'mismatch')),
+    CHECK ((state = 'prepared') = (verdict IS NULL)),
+    CHECK ((verdict IS NULL) = (approver IS NULL) AND (verdict IS NULL) = (decided_at_ns IS NULL)),
+    CHECK ((state = 'refused') = (refused_reason IS NOT NULL))
+);
+CREATE INDEX approvals_by_state ON approvals(state, seq);
+CREATE INDEX approvals_by_run ON approvals(run_id, seq);
+
+CREATE TABLE claims (
+    key             TEXT PRIMARY KEY,
+    owner           TEXT NOT NULL REFERENCES owners(owner),
+    approval_seq    BIGINT REFERENCES approvals(seq),
+    claimed_at_ns   BIGINT NOT NULL,
+    outcome         TEXT CHECK (outcome IN ('committed', 'not_started', 'unknown')),
+    outcome_json    TEXT,
+    completed_at_ns BIGINT,
+    CHECK ((outcome IS NULL) = (outcome_json IS NULL) AND (outcome IS NULL) = (completed_at_ns IS NULL))
+);
+CREATE INDEX claims_in_flight ON claims(owner) WHERE outcome IS NULL;
+CREATE INDEX claims_by_approval ON claims(approval_seq);
+
+CREATE TABLE suspended_runs (
+    run_id      TEXT PRIMARY KEY,
+    agent       TEXT NOT NULL,
+    run_json    TEXT NOT NULL,
+    saved_at_ns BIGINT NOT NULL
+);
+
+CREATE TABLE audit (
+    seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at_ns       BIGINT NOT NULL,
+    owner       TEXT NOT NULL,
+    event       TEXT NOT NULL,
+    approval_id TEXT,
+    claim_key   TEXT,
+    run_id      TEXT,
+    detail      TEXT NOT NULL,
+    op          TEXT
+);
+CREATE INDEX audit_by_approval ON audit(approval_id) WHERE approval_id IS NOT NULL;
+CREATE INDEX audit_by_claim ON audit(claim_key) WHERE claim_key IS NOT NULL;
+CREATE INDEX audit_by_op ON audit(op) WHERE op IS NOT NULL;
+
+CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$;
+CREATE TRIGGER audit_no_update_or_delete BEFORE UPDATE OR DELETE ON audit
+    FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();
+
+CREATE FUNCTION audit_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('purra:' || TG_TABLE_SCHEMA, json_build_object(
+        'seq', NEW.seq, 'event', NEW.event, 'approval', NEW.approval_id, 'key', NEW.claim_key,
+        'verdict', CASE WHEN NEW.event = 'decided' THEN NEW.detail::json->>'verdict' END)::text);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER audit_notify AFTER INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_notify();
+"#;
+
+/// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
+pub(crate) const MIGRATIONS: &[&str] = &[V1];
+
+/// Why migrating failed.
+pub(crate) enum MigrateError {
+    /// The database said no.
+    Db(tokio_postgres::Error),
+    /// The schema is newer than this build.
+    Newer(i64),
+}
+
+impl From<tokio_postgres::Error> for MigrateError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        MigrateError::Db(e)
+    }
+}
+
+/// Creates the schema if needed and brings it up to date, refusing a newer one. `schema` is a plain
+/// identifier (checked by the caller).
+pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<(), MigrateError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext($1))",
+        &[&format!("purra:{schema}")],
+    )
+    .await?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
+         SET LOCAL search_path TO \"{schema}\";
+         CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);"
+    ))
+    .await?;
+    let row = tx
+        .query_opt("SELECT version FROM schema_version", &[])
+        .await?;
+    let version: i64 = match row {
+        Some(row) => row.get(0),
+        None => {
+            tx.execute("INSERT INTO schema_version (version) VALUES (0)", &[])
+                .await?;
+            0
+        }
+    };
+    let known = MIGRATIONS.len() as i64;
+    if version > known || version < 0 {
+        return Err(MigrateError::Newer(version));
+    }
+    for (idx, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "UPDATE schema_version SET version = $1",
+            &[&(idx as i64 + 1)],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}

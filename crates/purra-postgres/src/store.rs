@@ -1,0 +1,1583 @@
+//! `PostgresStore`: the approval gateway, idempotency store, run store and operator view of purra-core
+//! on one PostgreSQL schema shared by any number of host processes.
+//!
+//! Connections come from a deadpool pool; every statement is prepared once per connection
+//! (`prepare_cached`). Every write is one `READ COMMITTED` transaction that takes the row locks it needs
+//! (`SELECT … FOR UPDATE` on the approval or the claim) and appends its audit row; the claims' primary
+//! key makes a second claim of a key wait for the first's commit and then do nothing. A failure of the
+//! connection or the server (serialization failure, deadlock, shutdown, a cut connection) is retried
+//! within [`PostgresOptions::retry_for`]; a retried write first looks for the audit row its earlier
+//! attempt would have committed (each write carries an operation token), so a commit whose
+//! acknowledgement was lost is recognized, not repeated, and recorded as `commit_confirmed`.
+//! Retrying never dispatches anything: the store never dispatches.
+//!
+//! Owners and leases are those of purra-sqlite, measured on the database server's clock, so hosts whose
+//! clocks disagree still agree on who is alive; `now` given to
+//! [`OperatorStore::reconcile_interrupted_claims`] is taken relative to this host's clock at the call.
+//! Events come from `LISTEN` on the schema's channel, which a trigger on the audit log notifies on
+//! every commit.
+
+use crate::listen::Listener;
+use crate::migrate::{migrate, MigrateError, MIGRATIONS};
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use purra_core::{
+    check_reconciliation, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalQuery,
+    ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalStatus, ApprovalView, AuditEntry,
+    BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision, EffectOutcome,
+    ErrorCode, EventSender, IdempotencyKey, IdempotencyStore, JsonIdentity, OperatorStore,
+    Reconciliation, RunId, RunStore, StoreError, StoreEvents, SuspendedRun, Verdict, INTERRUPTED,
+    MAX_PAGE,
+};
+use serde_json::{json, Value};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+/// Options of [`PostgresStore::connect_with`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PostgresOptions {
+    /// The PostgreSQL schema holding the store's tables (created if missing); a plain identifier.
+    pub schema: String,
+    /// How long this store's claims count as in flight without a heartbeat (renewed every quarter).
+    pub lease: Duration,
+    /// The most connections the pool opens.
+    pub pool_size: usize,
+    /// How long an operation keeps retrying after connection failures, server restarts,
+    /// serialization failures and deadlocks before it fails.
+    pub retry_for: Duration,
+    /// How long opening a connection may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    /// Schema `purra`, a 60 s lease, 16 connections, 30 s of retries, 5 s to connect.
+    fn default() -> Self {
+        PostgresOptions {
+            schema: "purra".into(),
+            lease: Duration::from_secs(60),
+            pool_size: 16,
+            retry_for: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// Sets the schema.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Sets the lease (at least 4 ms, so the heartbeat has a period).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(4));
+        self
+    }
+
+    /// Sets the pool size (at least 1).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// Sets how long operations retry.
+    pub fn retry_for(mut self, retry_for: Duration) -> Self {
+        self.retry_for = retry_for;
+        self
+    }
+
+    /// Sets the connect timeout.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+}
+
+/// A durable store of approvals, claims, receipts, suspended runs and an append-only audit log in a
+/// PostgreSQL schema, shared by every host that connects to it.
+///
+/// Cloning is cheap and shares the pool. Dropping the last handle closes the owner (its remaining
+/// in-flight claims count as interrupted from then on).
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("owner", &self.inner.owner)
+            .field("schema", &self.inner.options.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    pool: Pool,
+    /// The connection settings (search path included), for the listener and the closing connection.
+    config: tokio_postgres::Config,
+    options: PostgresOptions,
+    owner: String,
+    events: EventSender,
+    heartbeat: JoinHandle<()>,
+    listener: Listener,
+    /// Numbers this store's operation tokens.
+    ops: AtomicU64,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        self.listener.stop();
+        // A clean close, on a connection of its own (the pool's connections belong to a runtime that
+        // may be shutting down): claims this owner left without outcome are interrupted from now on.
+        let config = self.config.clone();
+        let owner = self.owner.clone();
+        let closing = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async {
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(5), close_owner(config, owner))
+                            .await;
+                });
+            }
+        });
+        let _ = closing.join();
+    }
+}
+
+async fn close_owner(config: tokio_postgres::Config, owner: String) -> Result<(), Error> {
+    let (mut client, conn) = config.connect(NoTls).await?;
+    let driver = tokio::spawn(conn);
+    let tx = client.transaction().await?;
+    tx.execute(
+        "UPDATE owners SET closed_at_ns = now_ns() WHERE owner = $1 AND closed_at_ns IS NULL",
+        &[&owner],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO audit (at_ns, owner, event, detail) VALUES ($1, $2, 'closed', '{}')",
+        &[&now_ns(), &owner],
+    )
+    .await?;
+    tx.commit().await?;
+    drop(client);
+    let _ = driver.await;
+    Ok(())
+}
+
+/// What can go wrong inside one attempt.
+#[derive(Debug)]
+pub(crate) enum Error {
+    /// The database (or the connection to it).
+    Db(tokio_postgres::Error),
+    /// The pool could not give a connection.
+    Pool(String),
+    /// A final answer of the contract (`NotFound`, `Conflict`, malformed stored data).
+    Store(StoreError),
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Error::Db(e)
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        Error::Store(e)
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        Error::Pool(e.to_string())
+    }
+}
+
+impl Error {
+    /// Whether another attempt may succeed: the connection or the server failed, or the transaction
+    /// lost a serialization or deadlock race. Never a contract answer.
+    fn retryable(&self) -> bool {
+        match self {
+            Error::Pool(_) => true,
+            Error::Store(_) => false,
+            Error::Db(e) => match e.code() {
+                None => true,
+                Some(code) => {
+                    *code == SqlState::T_R_SERIALIZATION_FAILURE
+                        || *code == SqlState::T_R_DEADLOCK_DETECTED
+                        || *code == SqlState::ADMIN_SHUTDOWN
+                        || *code == SqlState::CRASH_SHUTDOWN
+                        || *code == SqlState::CANNOT_CONNECT_NOW
+                        || *code == SqlState::TOO_MANY_CONNECTIONS
+                        || code.code().starts_with("08")
+                }
+            },
+        }
+    }
+
+    fn into_store(self) -> StoreError {
+        match self {
+            Error::Store(e) => e,
+            Error::Pool(e) => StoreError::Backend(format!("no connection: {e}")),
+            Error::Db(e) => StoreError::Backend(db_text(&e)),
+        }
+    }
+}
+
+/// The database error's own message (never a connection string).
+fn db_text(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    }
+}
+
+fn json_error(e: serde_json::Error) -> StoreError {
+    StoreError::Backend(format!("stored JSON: {e}"))
+}
+
+/// Nanoseconds since the Unix epoch (the stored form of every instant).
+fn to_ns(t: SystemTime) -> Result<i64, StoreError> {
+    let d = t
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| StoreError::Backend("instant before 1970".into()))?;
+    i64::try_from(d.as_nanos()).map_err(|_| StoreError::Backend("instant after 2262".into()))
+}
+
+fn from_ns(ns: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
+}
+
+fn now_ns() -> i64 {
+    to_ns(SystemTime::now()).unwrap_or(0)
+}
+
+fn approval_seq(id: &ApprovalId) -> Option<i64> {
+    let n: i64 = id.0.strip_prefix("approval-")?.parse().ok()?;
+    (format!("approval-{n}") == id.0).then_some(n)
+}
+
+fn approval_id(seq: i64) -> ApprovalId {
+    ApprovalId(format!("approval-{seq}"))
+}
+
+fn outcome_kind(outcome: &EffectOutcome) -> &'static str {
+    match outcome {
+        EffectOutcome::Committed { .. } => "committed",
+        EffectOutcome::NotStarted => "not_started",
+        EffectOutcome::Unknown { .. } => "unknown",
+    }
+}
+
+fn claim_state(outcome_json: Option<String>) -> Result<ClaimState, StoreError> {
+    Ok(match outcome_json {
+        None => ClaimState::InFlight,
+        Some(text) => ClaimState::Completed {
+            outcome: serde_json::from_str(&text).map_err(json_error)?,
+        },
+    })
+}
+
+/// One transaction on a pooled connection.
+type Tx<'a> = deadpool_postgres::Transaction<'a>;
+
+async fn exec<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, Error> {
+    let stmt = c.prepare_cached(sql).await?;
+    Ok(c.execute(&stmt, params).await?)
+}
+
+async fn query<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, Error> {
+    let stmt = c.prepare_cached(sql).await?;
+    Ok(c.query(&stmt, params).await?)
+}
+
+async fn query_opt<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>, Error> {
+    let stmt = c.prepare_cached(sql).await?;
+    Ok(c.query_opt(&stmt, params).await?)
+}
+
+/// One audit row to append.
+struct Audit<'a> {
+    event: &'a str,
+    approval_id: Option<&'a str>,
+    claim_key: Option<&'a str>,
+    run_id: Option<&'a str>,
+    detail: Value,
+}
+
+impl<'a> Audit<'a> {
+    fn new(event: &'a str, detail: Value) -> Audit<'a> {
+        Audit {
+            event,
+            approval_id: None,
+            claim_key: None,
+            run_id: None,
+            detail,
+        }
+    }
+
+    fn approval(mut self, id: &'a str) -> Self {
+        self.approval_id = Some(id);
+        self
+    }
+
+    fn key(mut self, key: &'a str) -> Self {
+        self.claim_key = Some(key);
+        self
+    }
+
+    fn run(mut self, run: &'a str) -> Self {
+        self.run_id = Some(run);
+        self
+    }
+}
+
+/// Appends one audit row in `tx`, with the operation token `op` (the witness of the commit).
+async fn append(tx: &Tx<'_>, me: &str, op: Option<&str>, row: Audit<'_>) -> Result<(), Error> {
+    exec(
+        tx,
+        "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail, op)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        &[
+            &now_ns(),
+            &me,
+            &row.event,
+            &row.approval_id,
+            &row.claim_key,
+            &row.run_id,
+            &row.detail.to_string(),
+            &op,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The audit row an earlier attempt of operation `op` committed, if it did: event, approval, key,
+/// detail. When found, a `commit_confirmed` row records that the acknowledgement was lost.
+async fn witness(
+    tx: &Tx<'_>,
+    me: &str,
+    op: &str,
+) -> Result<Option<(String, Option<String>, Option<String>, Value)>, Error> {
+    let Some(row) = query_opt(
+        tx,
+        "SELECT seq, event, approval_id, claim_key, detail FROM audit WHERE op = $1
+         ORDER BY seq LIMIT 1",
+        &[&op],
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    let seq: i64 = row.get(0);
+    let event: String = row.get(1);
+    let approval: Option<String> = row.get(2);
+    let key: Option<String> = row.get(3);
+    let detail: Value = serde_json::from_str(row.get::<_, &str>(4)).map_err(json_error)?;
+    let mut confirm = Audit::new(
+        "commit_confirmed",
+        json!({"op": op, "confirms": event, "seq": seq,
+               "why": "the commit's acknowledgement was lost; the retry found it committed"}),
+    );
+    confirm.approval_id = approval.as_deref();
+    confirm.claim_key = key.as_deref();
+    append(tx, me, None, confirm).await?;
+    Ok(Some((event, approval, key, detail)))
+}
+
+/// Inserts a claim unless the key exists; true when this call claimed it.
+async fn insert_claim(
+    tx: &Tx<'_>,
+    key: &str,
+    owner: &str,
+    approval: Option<i64>,
+) -> Result<bool, Error> {
+    let n = exec(
+        tx,
+        "INSERT INTO claims (key, owner, approval_seq, claimed_at_ns) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (key) DO NOTHING",
+        &[&key, &owner, &approval, &now_ns()],
+    )
+    .await?;
+    if n == 1 {
+        // A claim is also proof of life: renew this owner's lease in the same transaction.
+        exec(
+            tx,
+            "UPDATE owners SET heartbeat_at_ns = GREATEST(heartbeat_at_ns, now_ns())
+             WHERE owner = $1",
+            &[&owner],
+        )
+        .await?;
+    }
+    Ok(n == 1)
+}
+
+/// The row of one claim: `None` if never claimed, `Some(None)` if in flight.
+async fn read_claim<C: GenericClient>(
+    c: &C,
+    key: &str,
+    lock: bool,
+) -> Result<Option<Option<String>>, Error> {
+    let sql = if lock {
+        "SELECT outcome_json FROM claims WHERE key = $1 FOR UPDATE"
+    } else {
+        "SELECT outcome_json FROM claims WHERE key = $1"
+    };
+    Ok(query_opt(c, sql, &[&key]).await?.map(|r| r.get(0)))
+}
+
+static OWNER_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Checks that a schema name is a plain identifier (it is spliced into SQL, quoted).
+fn check_schema(schema: &str) -> Result<(), StoreError> {
+    let ok = !schema.is_empty()
+        && schema.len() <= 48
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !schema.starts_with(|c: char| c.is_ascii_digit())
+        && !schema.starts_with("pg_");
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Backend(format!(
+            "schema name {schema:?}: use lowercase letters, digits and _ (at most 48, not pg_…)"
+        )))
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`, or the
+    /// key-value form) with the default options.
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect_with(url, PostgresOptions::default()).await
+    }
+
+    /// Connects, creates or migrates the schema, registers a new owner with a lease, and starts the
+    /// heartbeat and the event listener.
+    pub async fn connect_with(
+        url: &str,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        check_schema(&options.schema)?;
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e: tokio_postgres::Error| {
+                StoreError::Backend(format!("database URL: {e}"))
+            })?;
+        config
+            .connect_timeout(options.connect_timeout)
+            .options(format!("-c search_path={}", options.schema))
+            .application_name("purra");
+        let lease = options.lease.max(Duration::from_millis(4));
+        let lease_ns = i64::try_from(lease.as_nanos()).unwrap_or(i64::MAX);
+        let pid = std::process::id();
+        let owner = format!(
+            "{pid}-{}-{}",
+            now_ns(),
+            OWNER_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        {
+            let (mut client, conn) = config
+                .connect(NoTls)
+                .await
+                .map_err(|e| StoreError::Backend(format!("connecting: {}", db_text(&e))))?;
+            let driver = tokio::spawn(conn);
+            let migrated = migrate(&mut client, &options.schema).await;
+            let known = MIGRATIONS.len();
+            match migrated {
+                Ok(()) => {}
+                Err(MigrateError::Newer(found)) => {
+                    return Err(StoreError::Backend(format!(
+                        "schema version {found} is newer than this build of purra-postgres knows ({known})"
+                    )))
+                }
+                Err(MigrateError::Db(e)) => {
+                    return Err(StoreError::Backend(format!("migrating: {}", db_text(&e))))
+                }
+            }
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| Error::Db(e).into_store())?;
+            let opened = async {
+                tx.execute(
+                    "INSERT INTO owners (owner, pid, opened_at_ns, heartbeat_at_ns, lease_ns)
+                     VALUES ($1, $2, now_ns(), now_ns(), $3)",
+                    &[&owner, &i64::from(pid), &lease_ns],
+                )
+                .await?;
+                tx.execute(
+                    "INSERT INTO audit (at_ns, owner, event, detail) VALUES ($1, $2, 'opened', $3)",
+                    &[
+                        &now_ns(),
+                        &owner,
+                        &json!({"pid": pid, "leaseNs": lease_ns}).to_string(),
+                    ],
+                )
+                .await?;
+                tx.commit().await
+            };
+            opened.await.map_err(|e| Error::Db(e).into_store())?;
+            drop(client);
+            let _ = driver.await;
+        }
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .create_timeout(Some(options.connect_timeout))
+            .wait_timeout(Some(options.retry_for))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("pool: {e}")))?;
+        let events = EventSender::new();
+        let listener = Listener::start(config.clone(), &options.schema, events.clone()).await?;
+        let heartbeat = {
+            let pool = pool.clone();
+            let owner = owner.clone();
+            let period = lease / 4;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(period).await;
+                    // A failed renewal is retried next period; the lease allows three misses.
+                    if let Ok(client) = pool.get().await {
+                        let _ = exec(
+                            &client,
+                            "UPDATE owners SET heartbeat_at_ns = GREATEST(heartbeat_at_ns, now_ns())
+                             WHERE owner = $1",
+                            &[&owner],
+                        )
+                        .await;
+                    }
+                }
+            })
+        };
+        Ok(PostgresStore {
+            inner: Arc::new(Inner {
+                pool,
+                config,
+                options,
+                owner,
+                events,
+                heartbeat,
+                listener,
+                ops: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// This store's owner id, recorded with its claims and audit rows.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The schema this store lives in.
+    pub fn schema(&self) -> &str {
+        &self.inner.options.schema
+    }
+
+    /// A new operation token: the witness an attempt's audit row carries.
+    fn op_token(&self) -> String {
+        format!(
+            "{}:{}",
+            self.inner.owner,
+            self.inner.ops.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Runs `attempt` in one transaction on a pooled connection, retrying it within the retry budget
+    /// while the failure is retryable. `attempt` gets whether this is a retry.
+    fn transact<T, F>(&self, attempt: F) -> BoxFuture<'_, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: for<'t> Fn(&'t Tx<'t>, &'t str, bool) -> BoxFuture<'t, Result<T, Error>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Box::pin(async move {
+            let deadline = Instant::now() + self.inner.options.retry_for;
+            let mut delay = Duration::from_millis(20);
+            let mut retry = false;
+            loop {
+                let result = async {
+                    let mut client = self.inner.pool.get().await?;
+                    let tx = client.transaction().await?;
+                    let value = attempt(&tx, &self.inner.owner, retry).await?;
+                    tx.commit().await?;
+                    Ok::<T, Error>(value)
+                }
+                .await;
+                match result {
+                    Ok(value) => return Ok(value),
+                    Err(e) if e.retryable() && Instant::now() < deadline => {
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(1));
+                        retry = true;
+                    }
+                    Err(e) => return Err(e.into_store()),
+                }
+            }
+        })
+    }
+
+    /// Runs a read on a pooled connection, retried like [`PostgresStore::transact`].
+    fn read<T, F, Fut>(&self, read: F) -> BoxFuture<'_, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: Fn(deadpool_postgres::Object) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, Error>> + Send,
+    {
+        Box::pin(async move {
+            let deadline = Instant::now() + self.inner.options.retry_for;
+            let mut delay = Duration::from_millis(20);
+            loop {
+                let result = async {
+                    let client = self.inner.pool.get().await?;
+                    read(client).await
+                }
+                .await;
+                match result {
+                    Ok(value) => return Ok(value),
+                    Err(e) if e.retryable() && Instant::now() < deadline => {
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(1));
+                    }
+                    Err(e) => return Err(e.into_store()),
+                }
+            }
+        })
+    }
+}
+
+/// Which approvals [`read_views`] reads.
+struct ViewFilter {
+    seq: Option<i64>,
+    state: Option<&'static str>,
+    verdict: Option<&'static str>,
+    run_id: Option<String>,
+    after: i64,
+    limit: i64,
+}
+
+impl ViewFilter {
+    fn one(seq: i64) -> ViewFilter {
+        ViewFilter {
+            seq: Some(seq),
+            state: None,
+            verdict: None,
+            run_id: None,
+            after: 0,
+            limit: 1,
+        }
+    }
+}
+
+/// The views of the approvals `filter` selects, oldest first.
+async fn read_views<C: GenericClient>(
+    c: &C,
+    filter: &ViewFilter,
+) -> Result<Vec<ApprovalView>, Error> {
+    let rows = query(
+        c,
+        "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
+                a.decided_at_ns, a.expires_at_ns, a.note, a.request_json,
+                c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.completed_at_ns
+         FROM approvals a LEFT JOIN claims c ON c.approval_seq = a.seq
+         WHERE ($1::BIGINT IS NULL OR a.seq = $1) AND ($2::TEXT IS NULL OR a.state = $2)
+           AND ($3::TEXT IS NULL OR a.verdict = $3) AND ($4::TEXT IS NULL OR a.run_id = $4)
+           AND a.seq > $5
+         ORDER BY a.seq LIMIT $6",
+        &[
+            &filter.seq,
+            &filter.state,
+            &filter.verdict,
+            &filter.run_id,
+            &filter.after,
+            &filter.limit,
+        ],
+    )
+    .await?;
+    rows.iter().map(view_of).collect()
+}
+
+fn view_of(row: &Row) -> Result<ApprovalView, Error> {
+    let seq: i64 = row.get(0);
+    let intent: ApprovalIntent = serde_json::from_str(row.get::<_, &str>(1)).map_err(json_error)?;
+    let intent_digest = JsonIdentity::parse(row.get::<_, &str>(2))
+        .ok_or_else(|| StoreError::Backend("stored intent digest is malformed".into()))?;
+    let state: &str = row.get(3);
+    let decision = match (
+        row.get::<_, Option<&str>>(4),
+        row.get::<_, Option<String>>(5),
+        row.get::<_, Option<i64>>(6),
+    ) {
+        (Some(v), Some(approver), Some(decided_at)) => Some(Decision {
+            verdict: if v == "approve" {
+                Verdict::Approve
+            } else {
+                Verdict::Deny
+            },
+            approver,
+            decided_at: from_ns(decided_at),
+            expires_at: row.get::<_, Option<i64>>(7).map(from_ns),
+            note: row.get(8),
+        }),
+        _ => None,
+    };
+    let request: ApprovalRequest =
+        serde_json::from_str(row.get::<_, &str>(9)).map_err(json_error)?;
+    if request.intent != intent {
+        return Err(StoreError::Backend("inconsistent approval row".into()).into());
+    }
+    let state = match (state, decision) {
+        ("prepared", None) => ApprovalState::Prepared,
+        ("decided", Some(d)) => ApprovalState::Decided(d),
+        ("claimed", Some(d)) => ApprovalState::Claimed(d),
+        ("refused", Some(d)) => ApprovalState::Refused(d),
+        _ => return Err(StoreError::Backend("inconsistent approval row".into()).into()),
+    };
+    let claim = match row.get::<_, Option<String>>(10) {
+        None => None,
+        Some(key) => Some(ClaimView {
+            key: IdempotencyKey(key),
+            owner: row.get(11),
+            claimed_at: from_ns(row.get(12)),
+            state: claim_state(row.get(13))?,
+            completed_at: row.get::<_, Option<i64>>(14).map(from_ns),
+        }),
+    };
+    Ok(ApprovalView {
+        id: approval_id(seq),
+        request,
+        intent_digest,
+        state,
+        claim,
+    })
+}
+
+const AUDIT_COLUMNS: &str = "seq, at_ns, owner, event, approval_id, claim_key, run_id, detail";
+
+fn audit_of(row: &Row) -> Result<AuditEntry, Error> {
+    let detail: Value = serde_json::from_str(row.get::<_, &str>(7)).map_err(json_error)?;
+    Ok(AuditEntry::new(
+        row.get(0),
+        from_ns(row.get(1)),
+        row.get(2),
+        row.get(3),
+        row.get(4),
+        row.get(5),
+        row.get(6),
+        detail,
+    ))
+}
+
+impl ApprovalGateway for PostgresStore {
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    fn prepare(&self, request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
+        let op = self.op_token();
+        Box::pin(async move {
+            request.check()?;
+            let intent = &request.intent;
+            let digest = intent.digest().to_string();
+            let intent_json = serde_json::to_string(intent).map_err(json_error)?;
+            let request_json = serde_json::to_string(&request).map_err(json_error)?;
+            let request_expires = request.expires_at.map(to_ns).transpose()?;
+            to_ns(request.requested_at)?;
+            let tool = intent.tool.clone();
+            let run = intent.run_id.as_str().to_owned();
+            let shown = intent.to_json();
+            self.transact(move |tx, me, retry| {
+                let (op, digest, intent_json, request_json, tool, run, shown) = (
+                    op.clone(),
+                    digest.clone(),
+                    intent_json.clone(),
+                    request_json.clone(),
+                    tool.clone(),
+                    run.clone(),
+                    shown.clone(),
+                );
+                Box::pin(async move {
+                    if retry {
+                        if let Some((_, Some(id), _, _)) = witness(tx, me, &op).await? {
+                            return Ok(ApprovalId(id));
+                        }
+                    }
+                    let row = query_opt(
+                        tx,
+                        "INSERT INTO approvals (intent_json, intent_digest, tool, run_id,
+                             prepared_at_ns, prepared_by, state, request_json, request_expires_at_ns)
+                         VALUES ($1, $2, $3, $4, $5, $6, 'prepared', $7, $8) RETURNING seq",
+                        &[
+                            &intent_json,
+                            &digest,
+                            &tool,
+                            &run,
+                            &now_ns(),
+                            &me,
+                            &request_json,
+                            &request_expires,
+                        ],
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::Backend("no approval inserted".into()))?;
+                    let id = approval_id(row.get(0));
+                    append(
+                        tx,
+                        me,
+                        Some(&op),
+                        Audit::new(
+                            "prepared",
+                            json!({"intentDigest": digest, "intent": shown}),
+                        )
+                        .approval(&id.0)
+                        .run(&run),
+                    )
+                    .await?;
+                    Ok(id)
+                })
+            })
+            .await
+        })
+    }
+
+    fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
+        let op = self.op_token();
+        Box::pin(async move {
+            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
+            let decided_at = to_ns(decision.decided_at)?;
+            let expires_at = decision.expires_at.map(to_ns).transpose()?;
+            let verdict = match decision.verdict {
+                Verdict::Approve => "approve",
+                Verdict::Deny => "deny",
+            };
+            self.transact(move |tx, me, retry| {
+                let (op, id, decision) = (op.clone(), id.clone(), decision.clone());
+                Box::pin(async move {
+                    let row = query_opt(
+                        tx,
+                        "SELECT state, request_expires_at_ns FROM approvals WHERE seq = $1
+                         FOR UPDATE",
+                        &[&seq],
+                    )
+                    .await?;
+                    if retry && witness(tx, me, &op).await?.is_some() {
+                        return Ok(());
+                    }
+                    match row {
+                        None => return Err(StoreError::NotFound.into()),
+                        Some(r) if r.get::<_, &str>(0) != "prepared" => {
+                            return Err(StoreError::Conflict("already decided").into())
+                        }
+                        Some(r) if r.get::<_, Option<i64>>(1).is_some_and(|u| u <= decided_at) => {
+                            return Err(StoreError::Conflict("the approval request expired").into())
+                        }
+                        Some(_) => {}
+                    }
+                    exec(
+                        tx,
+                        "UPDATE approvals SET state = 'decided', verdict = $1, approver = $2,
+                                decided_at_ns = $3, expires_at_ns = $4, note = $5
+                         WHERE seq = $6",
+                        &[
+                            &verdict,
+                            &decision.approver,
+                            &decided_at,
+                            &expires_at,
+                            &decision.note,
+                            &seq,
+                        ],
+                    )
+                    .await?;
+                    append(
+                        tx,
+                        me,
+                        Some(&op),
+                        Audit::new(
+                            "decided",
+                            json!({"verdict": verdict, "approver": decision.approver,
+                                   "decidedAtNs": decided_at, "expiresAtNs": expires_at,
+                                   "note": decision.note}),
+                        )
+                        .approval(&id.0),
+                    )
+                    .await
+                })
+            })
+            .await
+        })
+    }
+
+    fn record(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalRecord>, StoreError>> {
+        Box::pin(async move {
+            let Some(seq) = approval_seq(&id) else {
+                return Ok(None);
+            };
+            let view = self
+                .read(move |c| async move { read_views(&c, &ViewFilter::one(seq)).await })
+                .await?
+                .pop();
+            Ok(view.map(|v| ApprovalRecord {
+                intent: v.request.intent,
+                intent_digest: v.intent_digest,
+                state: v.state,
+            }))
+        })
+    }
+
+    fn check_and_claim(
+        &self,
+        id: ApprovalId,
+        current_intent: JsonIdentity,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
+        let op = self.op_token();
+        Box::pin(async move {
+            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
+            let now = to_ns(now)?;
+            self.transact(move |tx, me, retry| {
+                let (op, id, current_intent) = (op.clone(), id.clone(), current_intent.clone());
+                Box::pin(async move {
+                    // The approval's row lock orders every claimant of this approval; the claims' key
+                    // orders claimants of the same intent through other approvals.
+                    let row = query_opt(
+                        tx,
+                        "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
+                         WHERE seq = $1 FOR UPDATE",
+                        &[&seq],
+                    )
+                    .await?
+                    .ok_or(StoreError::NotFound)?;
+                    if retry {
+                        // Holding the lock, an earlier attempt is over: committed or not.
+                        if let Some((event, _, key, detail)) = witness(tx, me, &op).await? {
+                            return Ok(match (event.as_str(), detail["reason"].as_str()) {
+                                ("claimed", _) => {
+                                    ClaimVerdict::Claimed(IdempotencyKey(key.unwrap_or_default()))
+                                }
+                                ("refused", Some("expired")) => ClaimVerdict::Expired,
+                                ("refused", _) => ClaimVerdict::Mismatch,
+                                _ => ClaimVerdict::AlreadyClaimed,
+                            });
+                        }
+                    }
+                    let state: &str = row.get(0);
+                    let digest: String = row.get(1);
+                    let verdict: Option<&str> = row.get(2);
+                    let expires_at: Option<i64> = row.get(3);
+                    let refuse = |verdict: ClaimVerdict, event: &'static str, why: &'static str| {
+                        let detail = json!({"reason": why, "currentIntent": current_intent.as_str(),
+                                            "nowNs": now, "effect": "not_started"});
+                        (verdict, event, detail)
+                    };
+                    let refused = match (state, verdict) {
+                        ("prepared", _) => return Ok(ClaimVerdict::Pending),
+                        ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
+                        ("claimed" | "refused", _) => Some(refuse(
+                            ClaimVerdict::AlreadyClaimed,
+                            "claim_refused",
+                            "already_claimed",
+                        )),
+                        _ if expires_at.is_some_and(|e| e <= now) => {
+                            exec(
+                                tx,
+                                "UPDATE approvals SET state = 'refused', refused_reason = 'expired'
+                                 WHERE seq = $1",
+                                &[&seq],
+                            )
+                            .await?;
+                            Some(refuse(ClaimVerdict::Expired, "refused", "expired"))
+                        }
+                        _ if digest != current_intent.as_str() => {
+                            exec(
+                                tx,
+                                "UPDATE approvals SET state = 'refused', refused_reason = 'mismatch'
+                                 WHERE seq = $1",
+                                &[&seq],
+                            )
+                            .await?;
+                            Some(refuse(ClaimVerdict::Mismatch, "refused", "mismatch"))
+                        }
+                        _ => {
+                            if insert_claim(tx, &digest, me, Some(seq)).await? {
+                                exec(
+                                    tx,
+                                    "UPDATE approvals SET state = 'claimed' WHERE seq = $1",
+                                    &[&seq],
+                                )
+                                .await?;
+                                append(
+                                    tx,
+                                    me,
+                                    Some(&op),
+                                    Audit::new("claimed", json!({"nowNs": now}))
+                                        .approval(&id.0)
+                                        .key(&digest),
+                                )
+                                .await?;
+                                None
+                            } else {
+                                Some(refuse(
+                                    ClaimVerdict::AlreadyClaimed,
+                                    "claim_refused",
+                                    "key_already_claimed",
+                                ))
+                            }
+                        }
+                    };
+                    match refused {
+                        None => Ok(ClaimVerdict::Claimed(IdempotencyKey(digest))),
+                        Some((verdict, event, detail)) => {
+                            append(
+                                tx,
+                                me,
+                                Some(&op),
+                                Audit::new(event, detail).approval(&id.0).key(&digest),
+                            )
+                            .await?;
+                            Ok(verdict)
+                        }
+                    }
+                })
+            })
+            .await
+        })
+    }
+
+    fn receipts(&self) -> Arc<dyn IdempotencyStore> {
+        Arc::new(self.clone())
+    }
+
+    fn subscribe(&self) -> StoreEvents {
+        self.inner.events.subscribe()
+    }
+}
+
+impl IdempotencyStore for PostgresStore {
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    fn claim(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<ClaimResult, StoreError>> {
+        let op = self.op_token();
+        self.transact(move |tx, me, retry| {
+            let (op, key) = (op.clone(), key.clone());
+            Box::pin(async move {
+                if retry {
+                    if let Some((event, ..)) = witness(tx, me, &op).await? {
+                        if event == "claimed" {
+                            return Ok(ClaimResult::Claimed);
+                        }
+                        let existing = read_claim(tx, &key.0, false)
+                            .await?
+                            .ok_or_else(|| StoreError::Backend("claim vanished".into()))?;
+                        return Ok(ClaimResult::Existing(claim_state(existing)?));
+                    }
+                }
+                if insert_claim(tx, &key.0, me, None).await? {
+                    append(
+                        tx,
+                        me,
+                        Some(&op),
+                        Audit::new("claimed", json!({})).key(&key.0),
+                    )
+                    .await?;
+                    return Ok(ClaimResult::Claimed);
+                }
+                let existing = read_claim(tx, &key.0, false)
+                    .await?
+                    .ok_or_else(|| StoreError::Backend("claim vanished".into()))?;
+                append(
+                    tx,
+                    me,
+                    Some(&op),
+                    Audit::new("claim_refused", json!({"reason": "key_already_claimed"}))
+                        .key(&key.0),
+                )
+                .await?;
+                Ok(ClaimResult::Existing(claim_state(existing)?))
+            })
+        })
+    }
+
+    fn complete(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let op = self.op_token();
+        Box::pin(async move {
+            let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
+            // A rejected late outcome is recorded (committed) and then reported as a conflict.
+            let rejected = self
+                .transact(move |tx, me, retry| {
+                    let (op, key, outcome, outcome_json) = (
+                        op.clone(),
+                        key.clone(),
+                        outcome.clone(),
+                        outcome_json.clone(),
+                    );
+                    Box::pin(async move {
+                        let existing = read_claim(tx, &key.0, true).await?;
+                        if retry {
+                            if let Some((event, ..)) = witness(tx, me, &op).await? {
+                                return Ok(event == "outcome_rejected");
+                            }
+                        }
+                        match existing {
+                            None => Err(StoreError::NotFound.into()),
+                            Some(Some(stored)) => {
+                                // Kept as evidence (for example a late outcome after `interrupted`),
+                                // never applied.
+                                let stored: Value =
+                                    serde_json::from_str(&stored).map_err(json_error)?;
+                                append(
+                                    tx,
+                                    me,
+                                    Some(&op),
+                                    Audit::new(
+                                        "outcome_rejected",
+                                        json!({"stored": stored, "offered": outcome}),
+                                    )
+                                    .key(&key.0),
+                                )
+                                .await?;
+                                Ok(true)
+                            }
+                            Some(None) => {
+                                exec(
+                                    tx,
+                                    "UPDATE claims SET outcome = $1, outcome_json = $2,
+                                            completed_at_ns = $3
+                                     WHERE key = $4",
+                                    &[&outcome_kind(&outcome), &outcome_json, &now_ns(), &key.0],
+                                )
+                                .await?;
+                                append(
+                                    tx,
+                                    me,
+                                    Some(&op),
+                                    Audit::new("outcome", json!({"outcome": outcome})).key(&key.0),
+                                )
+                                .await?;
+                                Ok(false)
+                            }
+                        }
+                    })
+                })
+                .await?;
+            if rejected {
+                Err(StoreError::Conflict("the claim already has an outcome"))
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>> {
+        self.read(move |c| {
+            let key = key.clone();
+            async move {
+                match read_claim(&c, &key.0, false).await? {
+                    None => Ok(None),
+                    Some(outcome) => Ok(Some(claim_state(outcome)?)),
+                }
+            }
+        })
+    }
+}
+
+impl RunStore for PostgresStore {
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    fn save_suspended(&self, run: SuspendedRun) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let run_json = serde_json::to_string(&run).map_err(json_error)?;
+            let run = Arc::new(run);
+            self.transact(move |tx, me, _| {
+                let (run, run_json) = (Arc::clone(&run), run_json.clone());
+                Box::pin(async move {
+                    exec(
+                        tx,
+                        "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns)
+                         VALUES ($1, $2, $3, $4)
+                         ON CONFLICT (run_id) DO UPDATE SET agent = excluded.agent,
+                            run_json = excluded.run_json, saved_at_ns = excluded.saved_at_ns",
+                        &[&run.run_id.as_str(), &run.agent, &run_json, &now_ns()],
+                    )
+                    .await?;
+                    append(
+                        tx,
+                        me,
+                        None,
+                        Audit::new(
+                            "run_suspended",
+                            json!({"intentDigest": run.intent_digest.as_str()}),
+                        )
+                        .approval(&run.approval_id.0)
+                        .run(run.run_id.as_str()),
+                    )
+                    .await
+                })
+            })
+            .await
+        })
+    }
+
+    fn load_suspended(
+        &self,
+        run_id: RunId,
+    ) -> BoxFuture<'_, Result<Option<SuspendedRun>, StoreError>> {
+        self.read(move |c| {
+            let run_id = run_id.clone();
+            async move {
+                let row = query_opt(
+                    &c,
+                    "SELECT run_json FROM suspended_runs WHERE run_id = $1",
+                    &[&run_id.as_str()],
+                )
+                .await?;
+                match row {
+                    None => Ok(None),
+                    Some(r) => Ok(Some(
+                        serde_json::from_str(r.get::<_, &str>(0)).map_err(json_error)?,
+                    )),
+                }
+            }
+        })
+    }
+
+    fn remove_suspended(&self, run_id: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.transact(move |tx, me, _| {
+            let run_id = run_id.clone();
+            Box::pin(async move {
+                let n = exec(
+                    tx,
+                    "DELETE FROM suspended_runs WHERE run_id = $1",
+                    &[&run_id.as_str()],
+                )
+                .await?;
+                if n > 0 {
+                    append(
+                        tx,
+                        me,
+                        None,
+                        Audit::new("run_removed", json!({})).run(run_id.as_str()),
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
+        })
+    }
+}
+
+impl OperatorStore for PostgresStore {
+    fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    fn approvals(
+        &self,
+        query: ApprovalQuery,
+    ) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>> {
+        Box::pin(async move {
+            let after = match &query.after {
+                None => 0,
+                Some(id) => approval_seq(id).ok_or(StoreError::NotFound)?,
+            };
+            let (state, verdict) = match query.status {
+                None => (None, None),
+                Some(ApprovalStatus::Pending) => (Some("prepared"), None),
+                Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
+                Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
+                Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
+                Some(_) => (Some("refused"), None),
+            };
+            let filter = Arc::new(ViewFilter {
+                seq: None,
+                state,
+                verdict,
+                run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
+                after,
+                limit: i64::from(query.limit.min(MAX_PAGE)),
+            });
+            self.read(move |c| {
+                let filter = Arc::clone(&filter);
+                async move { read_views(&c, &filter).await }
+            })
+            .await
+        })
+    }
+
+    fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {
+        Box::pin(async move {
+            let Some(seq) = approval_seq(&id) else {
+                return Ok(None);
+            };
+            Ok(self
+                .read(move |c| async move { read_views(&c, &ViewFilter::one(seq)).await })
+                .await?
+                .pop())
+        })
+    }
+
+    fn audit(
+        &self,
+        after_seq: i64,
+        limit: u32,
+    ) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
+        let limit = i64::from(limit.min(MAX_PAGE));
+        self.read(move |c| async move {
+            let rows = query(
+                &c,
+                &format!("SELECT {AUDIT_COLUMNS} FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2"),
+                &[&after_seq, &limit],
+            )
+            .await?;
+            rows.iter().map(audit_of).collect()
+        })
+    }
+
+    fn approval_audit(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
+        Box::pin(async move {
+            let Some(seq) = approval_seq(&id) else {
+                return Ok(Vec::new());
+            };
+            self.read(move |c| {
+                let id = id.clone();
+                async move {
+                    let key: Option<String> = query_opt(
+                        &c,
+                        "SELECT key FROM claims WHERE approval_seq = $1",
+                        &[&seq],
+                    )
+                    .await?
+                    .map(|r| r.get(0));
+                    let rows = query(
+                        &c,
+                        &format!(
+                            "SELECT {AUDIT_COLUMNS} FROM audit
+                             WHERE approval_id = $1 OR (approval_id IS NULL AND claim_key = $2)
+                             ORDER BY seq"
+                        ),
+                        &[&id.0, &key],
+                    )
+                    .await?;
+                    rows.iter().map(audit_of).collect()
+                }
+            })
+            .await
+        })
+    }
+
+    fn run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.read(|c| async move {
+            let rows = query(
+                &c,
+                "SELECT run_id FROM approvals GROUP BY run_id ORDER BY min(seq)",
+                &[],
+            )
+            .await?;
+            Ok(rows.iter().map(|r| RunId(r.get(0))).collect())
+        })
+    }
+
+    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.read(|c| async move {
+            let rows = query(&c, "SELECT run_id FROM suspended_runs ORDER BY run_id", &[]).await?;
+            Ok(rows.iter().map(|r| RunId(r.get(0))).collect())
+        })
+    }
+
+    fn reconcile_interrupted_claims(
+        &self,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Reconciliation, StoreError>> {
+        Box::pin(async move {
+            let checked_at = to_ns(now)?;
+            // `now` relative to this host's clock, applied to the database's clock.
+            let offset = checked_at - now_ns();
+            self.transact(move |tx, me, _| {
+                Box::pin(async move {
+                    let rows = query(
+                        tx,
+                        "SELECT c.key, c.owner,
+                                o.closed_at_ns IS NOT NULL
+                                OR o.heartbeat_at_ns + o.lease_ns <= now_ns() + $1
+                         FROM claims c JOIN owners o ON o.owner = c.owner
+                         WHERE c.outcome IS NULL ORDER BY c.key
+                         FOR UPDATE OF c",
+                        &[&offset],
+                    )
+                    .await?;
+                    let mut report = Reconciliation::default();
+                    let reason = ErrorCode::new(INTERRUPTED)
+                        .unwrap_or_else(|_| unreachable!("a valid identifier"));
+                    let outcome = EffectOutcome::Unknown { reason };
+                    let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
+                    for row in &rows {
+                        let key: &str = row.get(0);
+                        let owner: &str = row.get(1);
+                        let gone: bool = row.get(2);
+                        if owner == me {
+                            report.in_flight_here += 1;
+                        } else if !gone {
+                            report.in_flight_elsewhere += 1;
+                        } else {
+                            exec(
+                                tx,
+                                "UPDATE claims SET outcome = 'unknown', outcome_json = $1,
+                                        completed_at_ns = $2
+                                 WHERE key = $3 AND outcome IS NULL",
+                                &[&outcome_json, &now_ns(), &key],
+                            )
+                            .await?;
+                            append(
+                                tx,
+                                me,
+                                None,
+                                Audit::new(
+                                    "interrupted",
+                                    json!({"claimOwner": owner, "outcome": outcome,
+                                           "checkedAtNs": checked_at}),
+                                )
+                                .key(key),
+                            )
+                            .await?;
+                            report.interrupted.push(IdempotencyKey(key.to_owned()));
+                        }
+                    }
+                    Ok(report)
+                })
+            })
+            .await
+        })
+    }
+
+    fn reconcile_unknown(
+        &self,
+        key: IdempotencyKey,
+        evidence: String,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let op = self.op_token();
+        Box::pin(async move {
+            check_reconciliation(&evidence, &outcome)?;
+            let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
+            self.transact(move |tx, me, retry| {
+                let (op, key, evidence, outcome, outcome_json) = (
+                    op.clone(),
+                    key.clone(),
+                    evidence.clone(),
+                    outcome.clone(),
+                    outcome_json.clone(),
+                );
+                Box::pin(async move {
+                    let existing = read_claim(tx, &key.0, true).await?;
+                    if retry && witness(tx, me, &op).await?.is_some() {
+                        return Ok(());
+                    }
+                    let before = match existing {
+                        None => return Err(StoreError::NotFound.into()),
+                        Some(None) => {
+                            return Err(StoreError::Conflict("the claim has no outcome yet").into())
+                        }
+                        Some(Some(text)) => text,
+                    };
+                    let before: EffectOutcome =
+                        serde_json::from_str(&before).map_err(json_error)?;
+                    if !matches!(before, EffectOutcome::Unknown { .. }) {
+                        return Err(
+                            StoreError::Conflict("only an unknown outcome is reconciled").into(),
+                        );
+                    }
+                    exec(
+                        tx,
+                        "UPDATE claims SET outcome = $1, outcome_json = $2, completed_at_ns = $3
+                         WHERE key = $4",
+                        &[&outcome_kind(&outcome), &outcome_json, &now_ns(), &key.0],
+                    )
+                    .await?;
+                    append(
+                        tx,
+                        me,
+                        Some(&op),
+                        Audit::new(
+                            "reconciled",
+                            json!({"before": before, "after": outcome, "evidence": evidence}),
+                        )
+                        .key(&key.0),
+                    )
+                    .await
+                })
+            })
+            .await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_ids_round_trip_and_reject_other_spellings() {
+        assert_eq!(approval_seq(&approval_id(42)), Some(42));
+        for bad in [
+            "approval-",
+            "approval-01",
+            "approval-+1",
+            "approval-x",
+            "42",
+            "",
+        ] {
+            assert_eq!(approval_seq(&ApprovalId(bad.into())), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        for good in ["purra", "purra_test_1", "a"] {
+            assert_eq!(check_schema(good), Ok(()), "{good}");
+        }
+        for bad in ["", "Purra", "1abc", "pg_catalog", "a-b", "a\"b", "a;drop"] {
+            assert!(check_schema(bad).is_err(), "{bad}");
+        }
+    }
+}
