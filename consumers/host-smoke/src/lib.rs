@@ -11,8 +11,51 @@ use purra_core::{
 };
 use purra_mcp::{discover_write_tools, CatalogMonitor, Limits, WriteBinding, WriteEffect};
 use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand};
-use purra_sqlite::SqliteStore;
+use purra_store::{AnyStore, StoreLocation};
 use serde_json::json;
+
+/// Reads `--db PATH|URL` from the front of `args` (removing it): where the stores of a run go.
+pub fn take_db(args: &mut Vec<String>) -> Option<String> {
+    let at = args.iter().position(|a| a == "--db")?;
+    if at + 1 >= args.len() {
+        return None;
+    }
+    let db = args.remove(at + 1);
+    args.remove(at);
+    Some(db)
+}
+
+/// The store location of one scenario `name`: a fresh file under `dir` (a SQLite directory given
+/// with `--db`, else the work directory), or a fresh schema of the `postgres://` database given.
+pub fn store_for(db: Option<&str>, work: &Path, name: &str) -> String {
+    match db {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+            let clean: String = name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+                .collect();
+            let sep = if url.contains('?') { '&' } else { '?' };
+            format!("{url}{sep}schema=hs_{clean}_{}_{nanos}", std::process::id())
+        }
+        dir => {
+            let path = dir.map_or_else(|| work.to_path_buf(), std::path::PathBuf::from).join(format!("{name}.db"));
+            let _ = std::fs::create_dir_all(path.parent().unwrap_or(work));
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            path.display().to_string()
+        }
+    }
+}
+
+/// Opens the store at `location` (a file or a `postgres://` URL), with `lease` if given.
+pub async fn open_store(location: &str, lease: Option<Duration>) -> Result<AnyStore, String> {
+    let at = StoreLocation::parse(location).map_err(|e| e.to_string())?;
+    AnyStore::open(&at, lease).await.map_err(|e| format!("open {at}: {e}"))
+}
 
 /// The only value the write server accepts.
 pub const SYNTHETIC: &str = "purra-synthetic-7";
@@ -158,7 +201,7 @@ fn with_crash_hooks(reg: ToolRegistration, crash: CrashAt) -> Result<ToolRegistr
 /// model continues the stored transcript, so only its last turn is left to script.
 pub async fn write_agent(
     conn: &Arc<Connection>,
-    store: Arc<SqliteStore>,
+    store: &AnyStore,
     crash: CrashAt,
     restarted: bool,
 ) -> Result<Agent, String> {
@@ -188,8 +231,8 @@ pub async fn write_agent(
     let model = Arc::new(ScriptedModel::new("scripted", script));
     Agent::builder("writer", model, catalog)
         .instructions("store the synthetic value")
-        .approval(store.clone())
-        .run_store(store)
+        .approval(store.gateway())
+        .run_store(store.runs())
         .tool_checkpoint_names(["set_value"])
         .build()
         .map_err(|e| format!("agent: {e}"))
@@ -234,7 +277,7 @@ fn fixture_write_binding() -> WriteBinding {
 /// it writes item `id` once; a `restarted` host scripts only the last turn.
 pub async fn fixture_write_agent(
     url: &str,
-    store: Arc<SqliteStore>,
+    store: &AnyStore,
     id: u64,
     restarted: bool,
 ) -> Result<(Arc<Connection>, Agent), String> {
@@ -255,8 +298,8 @@ pub async fn fixture_write_agent(
     };
     let agent = Agent::builder("writer", Arc::new(ScriptedModel::new("scripted", script)), catalog)
         .instructions("write the item")
-        .approval(store.clone())
-        .run_store(store)
+        .approval(store.gateway())
+        .run_store(store.runs())
         .tool_checkpoint_names(["write_item"])
         .build()
         .map_err(|e| format!("agent: {e}"))?;

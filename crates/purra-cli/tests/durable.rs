@@ -385,7 +385,73 @@ fn a_denied_demo_write_is_never_sent() {
 #[test]
 fn interactive_demo_waits_for_an_approval_from_another_process() {
     let tmp = TempDir::new("interactive");
-    let db = tmp.db();
+    interactive(&tmp, &tmp.db());
+}
+
+#[test]
+fn interactive_demo_on_postgres_wakes_on_an_approval_from_another_process() {
+    let tmp = TempDir::new("interactive-pg");
+    interactive(&tmp, &postgres_db("interactive"));
+}
+
+/// A store in a fresh schema of the test command's PostgreSQL server (the tests never skip it).
+fn postgres_db(name: &str) -> String {
+    let url = std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
+        panic!("PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh")
+    });
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+    format!("{url}?schema=cli_{name}_{}_{nanos}", std::process::id())
+}
+
+#[test]
+fn demo_and_store_subcommands_on_postgres() {
+    let tmp = TempDir::new("postgres");
+    let db = postgres_db("demo");
+    let first = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    has_line(
+        &first,
+        &format!("store: {db} (PostgreSQL: approvals, claims and receipts survive restarts)"),
+    );
+    has_line(&first, RECEIPT);
+    has_line(&first, "effect: committed");
+    has_line(
+        &first,
+        r#"server: note = "hello from purra", write requests received = 1"#,
+    );
+    let again = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    has_line(
+        &again,
+        "already done: run demo finished; its set_note call (approval-1) was claimed and sent once (effect committed).",
+    );
+    let list = json_of(&purra(
+        &tmp.0,
+        &["approvals", "list", "--db", &db, "--json"],
+    ));
+    let a = &list["approvals"][0];
+    assert_eq!(
+        (&a["id"], &a["state"], &a["effect"], &a["dispatches"]),
+        (
+            &Value::from("approval-1"),
+            &Value::from("claimed"),
+            &Value::from("committed"),
+            &Value::from(1)
+        )
+    );
+    assert_eq!(a["arguments"]["text"], "hello from purra");
+    assert_eq!(a["requestedBy"], "demo_writer");
+    assert_eq!(a["decision"]["approver"], "purra demo");
+    let runs = json_of(&purra(&tmp.0, &["runs", "list", "--db", &db, "--json"]));
+    assert_eq!(runs["runs"][0]["id"], "demo");
+    assert_eq!(runs["runs"][0]["state"], "finished");
+    let unknown = purra(&tmp.0, &["approvals", "show", "approval-9", "--db", &db]);
+    expect_code(&unknown, 2);
+}
+
+/// `purra demo --interactive --db DB` waits; `purra approvals approve` from another process wakes it.
+fn interactive(tmp: &TempDir, db: &str) {
+    let db = db.to_owned();
     let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
         .args(["demo", "--interactive", "--db", &db])
         .current_dir(&tmp.0)

@@ -33,4 +33,4 @@ mod migrate;
 mod store;
 
 pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};
-pub use store::{PostgresOptions, PostgresStore};
+pub use store::{redact_url, PostgresOptions, PostgresStore};

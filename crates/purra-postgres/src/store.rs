@@ -453,6 +453,43 @@ async fn read_claim<C: GenericClient>(
 
 static OWNER_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// `url` without its `schema=NAME` query parameter, and the name.
+pub(crate) fn split_schema(url: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), None);
+    };
+    let mut schema = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|p| match p.strip_prefix("schema=") {
+            Some(name) => {
+                schema = Some(name.to_owned());
+                false
+            }
+            None => true,
+        })
+        .collect();
+    if rest.is_empty() {
+        (base.to_owned(), schema)
+    } else {
+        (format!("{base}?{}", rest.join("&")), schema)
+    }
+}
+
+/// `url` with its password replaced by `***`, for messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
 /// Checks that a schema name is a plain identifier (it is spliced into SQL, quoted).
 fn check_schema(schema: &str) -> Result<(), StoreError> {
     let ok = !schema.is_empty()
@@ -473,7 +510,8 @@ fn check_schema(schema: &str) -> Result<(), StoreError> {
 
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`, or the
-    /// key-value form) with the default options.
+    /// key-value form) with the default options. A `schema=NAME` query parameter of the URL (purra's
+    /// own, removed before connecting) picks the schema.
     pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
         PostgresStore::connect_with(url, PostgresOptions::default()).await
     }
@@ -484,6 +522,11 @@ impl PostgresStore {
         url: &str,
         options: PostgresOptions,
     ) -> Result<PostgresStore, StoreError> {
+        let (url, schema) = split_schema(url);
+        let mut options = options;
+        if let Some(schema) = schema {
+            options.schema = schema;
+        }
         check_schema(&options.schema)?;
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e: tokio_postgres::Error| {
@@ -1569,6 +1612,30 @@ mod tests {
         ] {
             assert_eq!(approval_seq(&ApprovalId(bad.into())), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn urls_give_their_schema_and_hide_their_password() {
+        assert_eq!(
+            split_schema("postgres://u@h:5/db?schema=team_a&sslmode=disable"),
+            (
+                "postgres://u@h:5/db?sslmode=disable".into(),
+                Some("team_a".into())
+            )
+        );
+        assert_eq!(
+            split_schema("postgres://u@h/db?schema=x"),
+            ("postgres://u@h/db".into(), Some("x".into()))
+        );
+        assert_eq!(
+            split_schema("postgres://u@h/db"),
+            ("postgres://u@h/db".into(), None)
+        );
+        assert_eq!(
+            redact_url("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! A writing host that kills itself with SIGKILL at a chosen transition of the durable-write
 //! state machine; `crash-points` runs it step by step and restarts it.
 //!
-//! Usage: `crash-host <python> <write_server.py> <dir> <db> <lease-ms> <step> <crash-at>` with
+//! Usage: `crash-host <python> <write_server.py> <dir> <db> <lease-ms> <step> <crash-at>` (db: a
+//! SQLite file or a `postgres://` URL) with
 //! step `prepare`, `approve` or `dispatch`, and crash-at `nowhere`, `after-prepare`,
 //! `after-approve`, `after-claim`, `after-send` or `after-outcome`. It prints `server-pid N`
 //! for every server it starts, and its outcome.
@@ -10,12 +11,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use host_smoke::{close_and_check_exit, connect_write_server, kill_self, write_agent, CrashAt};
-use purra_core::{ApprovalGateway, Decision, Lease, RunId, RunOutcome, RunRequest, RunStore, Verdict, OperatorStore};
-use purra_sqlite::{SqliteOptions, SqliteStore};
+use host_smoke::{close_and_check_exit, connect_write_server, kill_self, open_store, write_agent, CrashAt};
+use purra_core::{Decision, Lease, RunId, RunOutcome, RunRequest, Verdict};
+use purra_store::AnyStore;
 
 const RUN: &str = "run-crash";
 
@@ -33,9 +33,8 @@ async fn main() -> ExitCode {
     let python = PathBuf::from(python);
     let server = PathBuf::from(server);
     let dir = PathBuf::from(dir);
-    let options = SqliteOptions::default().lease(Duration::from_millis(lease_ms));
-    let store = match SqliteStore::open_with(db, options) {
-        Ok(s) => Arc::new(s),
+    let store = match open_store(db, Some(Duration::from_millis(lease_ms))).await {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("crash-host: open: {e}");
             return ExitCode::FAILURE;
@@ -60,12 +59,12 @@ async fn prepare(
     python: &std::path::Path,
     server: &std::path::Path,
     dir: &std::path::Path,
-    store: Arc<SqliteStore>,
+    store: AnyStore,
     crash: CrashAt,
 ) -> Result<(), String> {
     let (conn, pid) = connect_write_server(python, server, dir, "success").await?;
     println!("server-pid {pid}");
-    let agent = write_agent(&conn, store, crash, false).await?;
+    let agent = write_agent(&conn, &store, crash, false).await?;
     let outcome = agent
         .run(RunRequest {
             run_id: RunId::new(RUN),
@@ -84,13 +83,15 @@ async fn prepare(
     close_and_check_exit(conn, pid).await
 }
 
-async fn approve(store: Arc<SqliteStore>, crash: CrashAt) -> Result<(), String> {
+async fn approve(store: AnyStore, crash: CrashAt) -> Result<(), String> {
     let run = store
+        .runs()
         .load_suspended(RunId::new(RUN))
         .await
         .map_err(|e| format!("load: {e}"))?
         .ok_or("no suspended run")?;
     store
+        .gateway()
         .decide(
             run.approval_id,
             Decision {
@@ -114,18 +115,19 @@ async fn dispatch(
     python: &std::path::Path,
     server: &std::path::Path,
     dir: &std::path::Path,
-    store: Arc<SqliteStore>,
+    store: AnyStore,
     crash: CrashAt,
 ) -> Result<(), String> {
     // A restarted host first records what is known about claims a dead host left behind.
     let rec = store
+        .ops()
         .reconcile_interrupted_claims(SystemTime::now())
         .await
         .map_err(|e| format!("reconcile: {e}"))?;
     println!("reconciled {}", rec.interrupted.len());
     let (conn, pid) = connect_write_server(python, server, dir, "success").await?;
     println!("server-pid {pid}");
-    let agent = write_agent(&conn, store, crash, true).await?;
+    let agent = write_agent(&conn, &store, crash, true).await?;
     let outcome = agent.resume(RunId::new(RUN), Lease::unbounded()).await;
     println!("outcome {outcome:?}");
     if crash == CrashAt::AfterOutcome {

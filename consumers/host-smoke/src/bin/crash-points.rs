@@ -4,17 +4,17 @@
 //! the same intent (checked on the server's ledger), every claim ends committed, not_started or
 //! unknown truthfully, and every server process has exited.
 //!
-//! Usage: `crash-points <python> <write_server.py> <work dir>`; it runs `crash-host` from the
-//! same directory as itself.
+//! Usage: `crash-points [--db DIR|URL] <python> <write_server.py> <work dir>` (the stores are SQLite
+//! files, or schemas of the `postgres://` database URL); it runs `crash-host` from the same
+//! directory as itself.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use host_smoke::{calls, ledger, wait_exit};
-use purra_core::{ClaimState, EffectOutcome, IdempotencyStore};
-use purra_sqlite::SqliteStore;
+use host_smoke::{calls, ledger, open_store, store_for, take_db, wait_exit};
+use purra_core::{ClaimState, EffectOutcome};
 
 /// The claims' lease in the crash tests: a dead host's claim is reconciled after it lapses.
 const LEASE_MS: u64 = 300;
@@ -24,6 +24,7 @@ struct Env {
     python: PathBuf,
     server: PathBuf,
     work: PathBuf,
+    db: Option<String>,
 }
 
 struct Step {
@@ -31,9 +32,10 @@ struct Step {
     stdout: String,
 }
 
-fn step(env: &Env, dir: &Path, db: &Path, name: &str, crash: &str) -> Result<Step, String> {
+fn step(env: &Env, dir: &Path, db: &str, name: &str, crash: &str) -> Result<Step, String> {
     let out = Command::new(&env.host)
-        .args([&env.python, &env.server, dir, db])
+        .args([&env.python, &env.server, dir])
+        .arg(db)
         .args([LEASE_MS.to_string().as_str(), name, crash])
         .output()
         .map_err(|e| format!("spawn crash-host: {e}"))?;
@@ -70,9 +72,10 @@ async fn all_exited(steps: &[&Step]) -> Result<(), String> {
     Ok(())
 }
 
-async fn claim_state(db: &Path, digest: &str) -> Result<Option<ClaimState>, String> {
-    let store = SqliteStore::open(db).map_err(|e| format!("open: {e}"))?;
+async fn claim_state(db: &str, digest: &str) -> Result<Option<ClaimState>, String> {
+    let store = open_store(db, None).await?;
     store
+        .ops()
         .state(purra_core::IdempotencyKey(digest.to_owned()))
         .await
         .map_err(|e| e.to_string())
@@ -82,8 +85,7 @@ async fn point(env: &Env, crash: &str) -> Result<String, String> {
     let dir = env.work.join(crash);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let db = env.work.join(format!("{crash}.db"));
-    let _ = std::fs::remove_file(&db);
+    let db = store_for(env.db.as_deref(), &env.work, crash);
     let at = |p: &str| if p == crash { crash } else { "nowhere" };
     let prepare = step(env, &dir, &db, "prepare", at("after-prepare"))?;
     let approve = step(env, &dir, &db, "approve", at("after-approve"))?;
@@ -128,9 +130,10 @@ async fn point(env: &Env, crash: &str) -> Result<String, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let a: Vec<String> = std::env::args().skip(1).collect();
+    let mut a: Vec<String> = std::env::args().skip(1).collect();
+    let db = take_db(&mut a);
     let [python, server, work] = a.as_slice() else {
-        eprintln!("usage: crash-points <python> <write_server.py> <work dir>");
+        eprintln!("usage: crash-points [--db DIR|URL] <python> <write_server.py> <work dir>");
         return ExitCode::from(2);
     };
     let host = std::env::current_exe().expect("own path").with_file_name("crash-host");
@@ -139,6 +142,7 @@ async fn main() -> ExitCode {
         python: python.into(),
         server: server.into(),
         work: work.into(),
+        db,
     };
     let mut failed = 0;
     let points = ["after-prepare", "after-approve", "after-claim", "after-send", "after-outcome"];

@@ -1,17 +1,16 @@
 //! Two host processes race to dispatch the same approved intent, 100 rounds: exactly one request
 //! reaches the server in every round (counted by the server itself).
 //!
-//! Usage: `dispatch-race <purra-adapter-fixture binary> <work dir>`; it runs `race-host` from the
-//! same directory as itself.
+//! Usage: `dispatch-race [--db DIR|URL] <purra-adapter-fixture binary> <work dir>` (the store is a
+//! SQLite file, or a schema of the `postgres://` database URL); it runs `race-host` from the same
+//! directory as itself.
 
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use host_smoke::fixture_write_agent;
-use purra_core::{ApprovalGateway, Decision, Lease, RunId, RunOutcome, RunRequest, Verdict, OperatorStore};
+use host_smoke::{fixture_write_agent, open_store, store_for, take_db};
+use purra_core::{Decision, Lease, RunId, RunOutcome, RunRequest, Verdict};
 use purra_protocol::{Client, ClientOptions, HttpClientOptions};
-use purra_sqlite::SqliteStore;
 use serde_json::json;
 
 const ROUNDS: u64 = 100;
@@ -33,10 +32,9 @@ async fn server_calls(url: &str) -> Result<u64, String> {
         .ok_or(format!("unexpected answer {text}"))
 }
 
-async fn race(fixture: &str, work: &std::path::Path) -> Result<String, String> {
+async fn race(fixture: &str, work: &std::path::Path, db: Option<&str>) -> Result<String, String> {
     std::fs::create_dir_all(work).map_err(|e| e.to_string())?;
-    let db = work.join("race.db");
-    let _ = std::fs::remove_file(&db);
+    let db = store_for(db, work, "race");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
@@ -56,13 +54,13 @@ async fn race(fixture: &str, work: &std::path::Path) -> Result<String, String> {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let host = std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("race-host");
-        let store = Arc::new(SqliteStore::open(&db).map_err(|e| e.to_string())?);
+        let store = open_store(&db, None).await?;
         let mut split = [0u64; 2];
         let mut last_seq = 0i64;
         for round in 0..ROUNDS {
             let run = format!("race-{round}");
             // Prepare and approve the write in this process.
-            let (conn, agent) = fixture_write_agent(&url, store.clone(), round, false).await?;
+            let (conn, agent) = fixture_write_agent(&url, &store, round, false).await?;
             let outcome = agent
                 .run(RunRequest {
                     run_id: RunId::new(run.as_str()),
@@ -76,6 +74,7 @@ async fn race(fixture: &str, work: &std::path::Path) -> Result<String, String> {
                 return Err(format!("round {round}: expected a suspension, got {outcome:?}"));
             };
             store
+                .gateway()
                 .decide(
                     approval_id,
                     Decision {
@@ -92,7 +91,7 @@ async fn race(fixture: &str, work: &std::path::Path) -> Result<String, String> {
             // Two hosts resume the same run at once.
             let spawn = || {
                 Command::new(&host)
-                    .args([url.as_str(), &db.to_string_lossy(), &run, &round.to_string()])
+                    .args([url.as_str(), &db, &run, &round.to_string()])
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -119,7 +118,7 @@ async fn race(fixture: &str, work: &std::path::Path) -> Result<String, String> {
             }
             let after = server_calls(&url).await?;
             // The store's append-only audit says who claimed: exactly one claim this round.
-            let entries = store.audit(last_seq, 1000).await.map_err(|e| e.to_string())?;
+            let entries = store.ops().audit(last_seq, 1000).await.map_err(|e| e.to_string())?;
             last_seq = entries.last().map_or(last_seq, |e| e.seq);
             let claimed: Vec<&str> = entries
                 .iter()
@@ -148,12 +147,13 @@ async fn race(fixture: &str, work: &std::path::Path) -> Result<String, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let a: Vec<String> = std::env::args().skip(1).collect();
+    let mut a: Vec<String> = std::env::args().skip(1).collect();
+    let db = take_db(&mut a);
     let [fixture, work] = a.as_slice() else {
-        eprintln!("usage: dispatch-race <purra-adapter-fixture> <work dir>");
+        eprintln!("usage: dispatch-race [--db DIR|URL] <purra-adapter-fixture> <work dir>");
         return ExitCode::from(2);
     };
-    match race(fixture, std::path::Path::new(work)).await {
+    match race(fixture, std::path::Path::new(work), db.as_deref()).await {
         Ok(s) => {
             eprintln!("dispatch-race: ok: {s}");
             eprintln!("dispatch-race: 1 passed, 0 failed");

@@ -1,16 +1,15 @@
 //! One of two hosts racing to dispatch the same approved write: it resumes run `RUN` from the
-//! shared SQLite file against the fixture server at `URL`, and prints whether it dispatched.
+//! shared store (a SQLite file or a `postgres://` URL) against the fixture server at `URL`, and
+//! prints whether it dispatched.
 //!
 //! Usage: `race-host <url> <db> <run-id> <item-id>`.
 
 #![allow(clippy::print_stdout)] // the race driver reads this program's stdout
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use host_smoke::fixture_write_agent;
+use host_smoke::{fixture_write_agent, open_store};
 use purra_core::{Lease, RunId, RunOutcome};
-use purra_sqlite::SqliteStore;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -22,14 +21,14 @@ async fn main() -> ExitCode {
     let Ok(id) = id.parse::<u64>() else {
         return ExitCode::from(2);
     };
-    let store = match SqliteStore::open(db) {
-        Ok(s) => Arc::new(s),
+    let store = match open_store(db, None).await {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("race-host: open: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let (conn, agent) = match fixture_write_agent(url, store.clone(), id, true).await {
+    let (conn, agent) = match fixture_write_agent(url, &store, id, true).await {
         Ok(x) => x,
         Err(e) => {
             eprintln!("race-host: {e}");

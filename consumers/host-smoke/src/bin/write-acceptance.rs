@@ -1,7 +1,8 @@
 //! Independent write-server acceptance, run as a user's host would: five fault scenarios against
-//! a separate official-SDK server process, with durable approvals on SQLite.
+//! a separate official-SDK server process, with durable approvals on SQLite or PostgreSQL.
 //!
-//! Usage: `write-acceptance <python> <write_server.py> <work dir>`.
+//! Usage: `write-acceptance [--db DIR|URL] <python> <write_server.py> <work dir>`: the stores are
+//! SQLite files (in the work dir, or DIR), or schemas of the `postgres://` database URL.
 //!
 //! Each scenario: discover the write tool through host bindings; a scripted agent asks for the
 //! write and suspends with a durable pending approval; the store is reopened before approving;
@@ -11,15 +12,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use host_smoke::{close_and_check_exit, connect_write_server, ledger, write_agent, CrashAt, SYNTHETIC};
-use purra_core::{
-    ApprovalGateway, ClaimState, Decision, EffectOutcome, IdempotencyKey, Lease, RunId, RunOutcome,
-    RunRequest, Verdict,
+use host_smoke::{
+    close_and_check_exit, connect_write_server, ledger, open_store, store_for, take_db, write_agent, CrashAt,
+    SYNTHETIC,
 };
-use purra_sqlite::SqliteStore;
+use purra_core::{ClaimState, Decision, EffectOutcome, IdempotencyKey, Lease, RunId, RunOutcome, RunRequest, Verdict};
 use serde_json::json;
 const SCENARIOS: [&str; 5] = ["success", "lost-response", "exit-before-write", "exit-after-write", "error-after-write"];
 
@@ -27,20 +26,25 @@ struct Env {
     python: PathBuf,
     server: PathBuf,
     work: PathBuf,
+    db: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let db = take_db(&mut args);
     let [python, server, work] = args.as_slice() else {
-        eprintln!("usage: write-acceptance <python> <write_server.py> <work dir>");
+        eprintln!("usage: write-acceptance [--db DIR|URL] <python> <write_server.py> <work dir>");
         return ExitCode::from(2);
     };
     let env = Env {
         python: python.into(),
         server: server.into(),
         work: work.into(),
+        db,
     };
+    let kind = if env.db.as_deref().is_some_and(|d| d.starts_with("postgres")) { "PostgreSQL" } else { "SQLite" };
+    eprintln!("write-acceptance: stores on {kind}");
     let mut failed = 0;
     for name in SCENARIOS {
         match scenario(&env, name).await {
@@ -63,15 +67,14 @@ async fn scenario(env: &Env, name: &str) -> Result<String, String> {
     let dir = env.work.join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let db = env.work.join(format!("{name}.db"));
-    let _ = std::fs::remove_file(&db);
+    let db = store_for(env.db.as_deref(), &env.work, name);
     let run_id = RunId::new(format!("run-{name}"));
 
     // 1. The agent asks for the write and suspends with a durable pending approval.
     let (approval_id, digest) = {
-        let store = Arc::new(SqliteStore::open(&db).map_err(|e| format!("open: {e}"))?);
+        let store = open_store(&db, None).await?;
         let (conn, pid) = connect_write_server(&env.python, &env.server, &dir, name).await?;
-        let agent = write_agent(&conn, store, CrashAt::Nowhere, false).await?;
+        let agent = write_agent(&conn, &store, CrashAt::Nowhere, false).await?;
         let outcome = agent
             .run(RunRequest {
                 run_id: run_id.clone(),
@@ -93,10 +96,11 @@ async fn scenario(env: &Env, name: &str) -> Result<String, String> {
         return Err("the server saw a call before approval".into());
     }
 
-    // 2. Reopen SQLite, then approve.
+    // 2. Reopen the store, then approve.
     {
-        let store = SqliteStore::open(&db).map_err(|e| format!("reopen: {e}"))?;
+        let store = open_store(&db, None).await?;
         store
+            .gateway()
             .decide(
                 approval_id.clone(),
                 Decision {
@@ -113,9 +117,9 @@ async fn scenario(env: &Env, name: &str) -> Result<String, String> {
 
     // 3. A fresh host resumes and dispatches once.
     let outcome = {
-        let store = Arc::new(SqliteStore::open(&db).map_err(|e| format!("reopen: {e}"))?);
+        let store = open_store(&db, None).await?;
         let (conn, pid) = connect_write_server(&env.python, &env.server, &dir, name).await?;
-        let agent = write_agent(&conn, store, CrashAt::Nowhere, true).await?;
+        let agent = write_agent(&conn, &store, CrashAt::Nowhere, true).await?;
         let outcome = agent.resume(run_id.clone(), Lease::unbounded()).await;
         close_and_check_exit(conn, pid).await?;
         if outcome != (RunOutcome::Completed { text: "write attempted".into() }) {
@@ -125,8 +129,9 @@ async fn scenario(env: &Env, name: &str) -> Result<String, String> {
     };
 
     // 4. Local truth against the server's ledger.
-    let store = SqliteStore::open(&db).map_err(|e| format!("reopen: {e}"))?;
+    let store = open_store(&db, None).await?;
     let state = store
+        .gateway()
         .receipts()
         .state(IdempotencyKey(digest.to_string()))
         .await
@@ -157,9 +162,9 @@ async fn scenario(env: &Env, name: &str) -> Result<String, String> {
 
     // 5. Reopening and resuming again never dispatches.
     {
-        let store = Arc::new(SqliteStore::open(&db).map_err(|e| format!("reopen: {e}"))?);
+        let store = open_store(&db, None).await?;
         let (conn, pid) = connect_write_server(&env.python, &env.server, &dir, name).await?;
-        let agent = write_agent(&conn, store, CrashAt::Nowhere, true).await?;
+        let agent = write_agent(&conn, &store, CrashAt::Nowhere, true).await?;
         let again = agent.resume(run_id, Lease::unbounded()).await;
         close_and_check_exit(conn, pid).await?;
         if !matches!(&again, RunOutcome::Failed { code } if code.as_str() == "run_not_suspended") {

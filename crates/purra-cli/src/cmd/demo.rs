@@ -25,7 +25,7 @@ use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand
 use serde_json::{json, Value};
 
 use crate::cli::DemoArgs;
-use crate::cmd::store::{self, Location, Store};
+use crate::cmd::store::{self, Store};
 use crate::exit::Failure;
 
 /// The demo's run id.
@@ -37,7 +37,7 @@ pub const NOTE: &str = "hello from purra";
 
 /// Runs `purra demo`.
 pub async fn run(args: DemoArgs) -> Result<(), Failure> {
-    let location = Location::parse(&args.db)?;
+    let location = store::location(&args.db)?;
     let db_text = location.shown();
     let db = store::open(&location, true).await?;
     println!(

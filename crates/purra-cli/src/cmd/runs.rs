@@ -6,14 +6,14 @@ use serde_json::{json, Value};
 use crate::cli::RunsCommand;
 use crate::cmd::approvals::text;
 use crate::cmd::print_json;
-use crate::cmd::store::{self, Location, Store};
+use crate::cmd::store::{self, Store};
 use crate::exit::Failure;
 
 /// Runs one `purra runs` subcommand.
 pub async fn run(command: RunsCommand) -> Result<(), Failure> {
     let args = command.store_args();
     let json_out = args.json;
-    let location = Location::parse(&args.db)?;
+    let location = store::location(&args.db)?;
     let db = store::open(&location, false).await?;
     let known = db
         .ops()

@@ -5,102 +5,36 @@
 //! both stores: the approval's request (tool, arguments, binding, who asked, when), its decision with
 //! the approver's note, its claim (effect, receipt) and its audit trail.
 
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalState, ApprovalView, Decision, OperatorStore, RunStore,
-    StoreError,
-};
-use purra_sqlite::SqliteStore;
+use purra_core::{ApprovalId, ApprovalState, ApprovalView, Decision, StoreError};
+pub use purra_store::{AnyStore as Store, StoreLocation as Location};
 use serde_json::{json, Value};
 
 use crate::exit::Failure;
 
-/// Where a store is: `--db` as given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Location {
-    /// A SQLite file.
-    File(PathBuf),
+/// Reads `--db`: a `postgres://` URL, else a file path.
+pub fn location(db: &str) -> Result<Location, Failure> {
+    Location::parse(db).map_err(|_| Failure::usage("--db needs a file path or a postgres:// URL"))
 }
 
-impl Location {
-    /// Reads `--db`: a file path.
-    pub fn parse(db: &str) -> Result<Location, Failure> {
-        if db.is_empty() {
-            return Err(Failure::usage(
-                "--db needs a file path or a postgres:// URL",
+/// Opens the store at `db`: an existing one (`create` false) or one created if missing (a
+/// PostgreSQL schema is created when missing either way).
+pub async fn open(db: &Location, create: bool) -> Result<Store, Failure> {
+    if let Location::File(path) = db {
+        if !create && !path.exists() {
+            return Err(Failure::store(
+                "not_found",
+                format!(
+                    "no store at {} (run `purra demo --db {0}` to make one)",
+                    path.display()
+                ),
             ));
         }
-        Ok(Location::File(PathBuf::from(db)))
     }
-
-    /// How the store is named in messages (a URL without its password).
-    pub fn shown(&self) -> String {
-        match self {
-            Location::File(path) => path.display().to_string(),
-        }
-    }
-
-    /// What kind of store it is, for the demo's first line.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Location::File(_) => "SQLite",
-        }
-    }
-}
-
-/// An open store of either kind; cloning shares it.
-#[derive(Clone)]
-pub enum Store {
-    /// A SQLite file.
-    Sqlite(Arc<SqliteStore>),
-}
-
-impl Store {
-    /// The operator's view.
-    pub fn ops(&self) -> &dyn OperatorStore {
-        match self {
-            Store::Sqlite(s) => s.as_ref(),
-        }
-    }
-
-    /// The store as an agent's approval gateway.
-    pub fn gateway(&self) -> Arc<dyn ApprovalGateway> {
-        match self {
-            Store::Sqlite(s) => s.clone(),
-        }
-    }
-
-    /// The store as an agent's run store.
-    pub fn runs(&self) -> Arc<dyn RunStore> {
-        match self {
-            Store::Sqlite(s) => s.clone(),
-        }
-    }
-}
-
-/// Opens the store at `db`: an existing one (`create` false) or one created if missing.
-pub async fn open(db: &Location, create: bool) -> Result<Store, Failure> {
-    match db {
-        Location::File(path) => {
-            if !create && !path.exists() {
-                return Err(Failure::store(
-                    "not_found",
-                    format!(
-                        "no store at {} (run `purra demo --db {0}` to make one)",
-                        path.display()
-                    ),
-                ));
-            }
-            SqliteStore::open(path)
-                .map(|s| Store::Sqlite(Arc::new(s)))
-                .map_err(|e| {
-                    Failure::store("store", format!("cannot open {}: {e}", path.display()))
-                })
-        }
-    }
+    Store::open(db, None)
+        .await
+        .map_err(|e| Failure::store("store", format!("cannot open {db}: {e}")))
 }
 
 /// A store error while doing `context`.
