@@ -1,5 +1,8 @@
 //! What the consumer's hosts share: connecting to the independent write server, the host's write
-//! binding, building the agent over a durable store, crash hooks, and reading the server ledger.
+//! binding, building the agent over a durable store, crash hooks, and reading the server ledger;
+//! [`proxy`] injects network faults between a host and PostgreSQL.
+
+pub mod proxy;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -165,18 +168,42 @@ pub fn write_binding() -> WriteBinding {
     }
 }
 
-/// The same registration with a handler that crashes the process around the request.
-fn with_crash_hooks(reg: ToolRegistration, crash: CrashAt) -> Result<ToolRegistration, String> {
+/// Something a host does around the request (after the claim committed, before the send; after the
+/// send, before the outcome is recorded).
+pub type Hook = Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
+
+/// Hooks around the write request.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// After the claim committed, before the request is sent.
+    pub before_send: Option<Hook>,
+    /// After the request was answered, before the outcome is recorded.
+    pub after_send: Option<Hook>,
+}
+
+impl Hooks {
+    fn of_crash(crash: CrashAt) -> Hooks {
+        let kill: Hook = Arc::new(|| Box::pin(async { kill_self() }));
+        Hooks {
+            before_send: (crash == CrashAt::AfterClaim).then(|| kill.clone()),
+            after_send: (crash == CrashAt::AfterSend).then_some(kill),
+        }
+    }
+}
+
+/// The same registration with a handler that runs `hooks` around the request.
+fn with_hooks(reg: ToolRegistration, hooks: Hooks) -> Result<ToolRegistration, String> {
     let inner = reg.handler().clone();
     let handler: Handler = Arc::new(move |args, run| {
         let inner = inner.clone();
+        let hooks = hooks.clone();
         Box::pin(async move {
-            if crash == CrashAt::AfterClaim {
-                kill_self();
+            if let Some(h) = &hooks.before_send {
+                h().await;
             }
             let result = inner(args, run).await;
-            if crash == CrashAt::AfterSend {
-                kill_self();
+            if let Some(h) = &hooks.after_send {
+                h().await;
             }
             result
         })
@@ -205,6 +232,16 @@ pub async fn write_agent(
     crash: CrashAt,
     restarted: bool,
 ) -> Result<Agent, String> {
+    write_agent_with(conn, store, Hooks::of_crash(crash), restarted).await
+}
+
+/// [`write_agent`] with any hooks around the request.
+pub async fn write_agent_with(
+    conn: &Arc<Connection>,
+    store: &AnyStore,
+    hooks: Hooks,
+    restarted: bool,
+) -> Result<Agent, String> {
     let monitor = CatalogMonitor::attach(conn);
     let limits = Limits {
         timeout: Duration::from_secs(2),
@@ -217,7 +254,7 @@ pub async fn write_agent(
     let registrations = cat
         .registrations
         .into_iter()
-        .map(|r| if crash == CrashAt::Nowhere { Ok(r) } else { with_crash_hooks(r, crash) })
+        .map(|r| with_hooks(r, hooks.clone()))
         .collect::<Result<Vec<_>, _>>()?;
     let catalog = Arc::new(Catalog::new(registrations).map_err(|e| format!("catalog: {e}"))?);
     let script = if restarted {
