@@ -1053,7 +1053,7 @@ impl SessionState {
             return self.initialize(params.as_deref());
         }
         if method == methods::PING {
-            return Ok(to_raw(&EmptyResult {}));
+            return Ok(to_raw(&EmptyResult {})?);
         }
         if self.init.read().expect("init lock").is_none() {
             return Err(not_initialized());
@@ -1082,7 +1082,7 @@ impl SessionState {
                 Ok(to_raw(&ListToolsResult {
                     tools: items.iter().map(|e| e.tool.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::TOOLS_CALL if advertised.tools.is_some() => {
                 let call: CallToolParams = from_params(p)?;
@@ -1102,7 +1102,7 @@ impl SessionState {
                         "Invalid arguments for tool {}: {}",
                         call.name,
                         errors.join("; ")
-                    ))));
+                    )))?);
                 }
                 let Value::Object(args) = args_value else {
                     unreachable!("built as an object")
@@ -1126,7 +1126,7 @@ impl SessionState {
                         }
                     }
                 }
-                Ok(to_raw(&result))
+                Ok(to_raw(&result)?)
             }
             methods::RESOURCES_LIST if advertised.resources.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1139,7 +1139,7 @@ impl SessionState {
                 Ok(to_raw(&ListResourcesResult {
                     resources: items.iter().map(|e| e.resource.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::RESOURCES_TEMPLATES_LIST if advertised.resources.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1152,7 +1152,7 @@ impl SessionState {
                 Ok(to_raw(&ListResourceTemplatesResult {
                     resource_templates: items.iter().map(|e| e.template.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::RESOURCES_READ if advertised.resources.is_some() => {
                 let UriParams { uri } = from_params(p)?;
@@ -1173,7 +1173,7 @@ impl SessionState {
                     }
                 };
                 let r = handler(uri, vars, ctx).await.map_err(|e| e.0)?;
-                Ok(to_raw(&r))
+                Ok(to_raw(&r)?)
             }
             methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
                 if advertised.resources.is_some() =>
@@ -1185,7 +1185,7 @@ impl SessionState {
                 } else {
                     subs.remove(&uri);
                 }
-                Ok(to_raw(&EmptyResult {}))
+                Ok(to_raw(&EmptyResult {})?)
             }
             methods::PROMPTS_LIST if advertised.prompts.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1198,7 +1198,7 @@ impl SessionState {
                 Ok(to_raw(&ListPromptsResult {
                     prompts: items.iter().map(|e| e.prompt.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::PROMPTS_GET if advertised.prompts.is_some() => {
                 let get: GetPromptParams = from_params(p)?;
@@ -1220,7 +1220,7 @@ impl SessionState {
                     }
                 }
                 let r = (entry.handler)(args, ctx).await.map_err(|e| e.0)?;
-                Ok(to_raw(&r))
+                Ok(to_raw(&r)?)
             }
             methods::COMPLETION_COMPLETE if advertised.completions.is_some() => {
                 let params: CompleteParams = from_params(p)?;
@@ -1234,12 +1234,12 @@ impl SessionState {
                     c.values.truncate(100);
                     c.has_more = Some(true);
                 }
-                Ok(to_raw(&CompleteResult { completion: c }))
+                Ok(to_raw(&CompleteResult { completion: c })?)
             }
             methods::LOGGING_SET_LEVEL if advertised.logging.is_some() => {
                 let SetLevelParams { level } = from_params(p)?;
                 *self.log_level.lock().expect("level lock") = Some(level);
-                Ok(to_raw(&EmptyResult {}))
+                Ok(to_raw(&EmptyResult {})?)
             }
             _ => Err(ErrorObject::method_not_found(&method)),
         }
@@ -1268,7 +1268,7 @@ impl SessionState {
             capabilities: caps,
             server_info: inner.info.clone(),
             instructions: inner.instructions.clone(),
-        }))
+        })?)
     }
 }
 

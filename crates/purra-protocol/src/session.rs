@@ -147,12 +147,24 @@ struct PendingEntry {
 /// Counters of one connection, for hosts and tests.
 #[derive(Debug, Default)]
 pub struct Stats {
+    unmatched_responses: AtomicU64,
+    malformed_frames: AtomicU64,
+    cancelled_by_peer: AtomicU64,
+}
+
+impl Stats {
     /// Responses whose id matched no pending request (late or unknown); dropped.
-    pub unmatched_responses: AtomicU64,
+    pub fn unmatched_responses(&self) -> u64 {
+        self.unmatched_responses.load(Ordering::Relaxed)
+    }
     /// Inbound frames that could not be decoded.
-    pub malformed_frames: AtomicU64,
+    pub fn malformed_frames(&self) -> u64 {
+        self.malformed_frames.load(Ordering::Relaxed)
+    }
     /// Inbound requests cancelled by the peer.
-    pub cancelled_by_peer: AtomicU64,
+    pub fn cancelled_by_peer(&self) -> u64 {
+        self.cancelled_by_peer.load(Ordering::Relaxed)
+    }
 }
 
 pub(crate) struct Shared {
@@ -285,7 +297,7 @@ impl Peer {
         method: &str,
         params: &P,
     ) -> Result<(), Error> {
-        let raw = to_raw(params);
+        let raw = to_raw(params)?;
         self.shared
             .send(
                 encode_notification(method, Some(&raw)),
@@ -309,7 +321,7 @@ impl Peer {
         options: RequestOptions,
     ) -> Result<R, Error> {
         let raw = self
-            .request_raw(method, Some(to_raw(params)), options)
+            .request_raw(method, Some(to_raw(params)?), options)
             .await?;
         serde_json::from_str(raw.get())
             .map_err(|e| Error::Protocol(format!("invalid {method} result: {e}")))
@@ -428,7 +440,7 @@ fn with_progress_token(
             serde_json::to_value(id).expect("id serializes"),
         );
     }
-    Ok(to_raw(&value))
+    Ok(to_raw(&value)?)
 }
 
 /// Removes a pending request when its future ends early, and tells the peer.
@@ -457,12 +469,14 @@ impl PendingGuard {
             .remove(&self.id)
             .is_some();
         if self.armed && was_pending && !self.shared.closed.is_cancelled() {
-            let params = to_raw(&CancelledParams {
+            // MCP's own params always serialize.
+            if let Ok(params) = to_raw(&CancelledParams {
                 request_id: self.id.clone(),
                 reason: Some(reason.to_owned()),
-            });
-            self.shared
-                .send_nowait(encode_notification(methods::CANCELLED, Some(&params)), None);
+            }) {
+                self.shared
+                    .send_nowait(encode_notification(methods::CANCELLED, Some(&params)), None);
+            }
         }
         self.armed = false;
     }
@@ -484,7 +498,7 @@ impl Drop for PendingGuard {
 
 /// The context of one inbound request.
 #[derive(Debug, Clone)]
-pub struct RequestContext {
+pub(crate) struct RequestContext {
     /// The request's id.
     pub id: RequestId,
     /// The peer, tied to this request.

@@ -445,8 +445,10 @@ async fn read_stderr(
 
 /// The captured tail of a child's stderr.
 #[derive(Debug, Clone)]
-pub struct StderrHandle(Arc<Mutex<StderrTail>>);
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+pub(crate) struct StderrHandle(Arc<Mutex<StderrTail>>);
 
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 impl StderrHandle {
     /// The last lines (at most 256, each at most 4 KiB).
     pub fn lines(&self) -> Vec<String> {
@@ -462,7 +464,8 @@ impl StderrHandle {
 
 /// A child server process: shut down gracefully on close, killed when dropped.
 #[derive(Debug)]
-pub struct ChildProcess {
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+pub(crate) struct ChildProcess {
     pid: Option<u32>,
     child: Option<Child>,
     close_write: CancellationToken,
@@ -470,15 +473,11 @@ pub struct ChildProcess {
     stderr: Arc<Mutex<StderrTail>>,
 }
 
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 impl ChildProcess {
     /// The child's process id.
     pub fn pid(&self) -> Option<u32> {
         self.pid
-    }
-
-    /// The last lines the child wrote to stderr (captured mode only).
-    pub fn stderr_tail(&self) -> Vec<String> {
-        self.stderr_handle().lines()
     }
 
     /// A handle on the captured stderr lines that outlives the process handle.

@@ -41,19 +41,48 @@ pub enum Inbound {
     },
 }
 
-/// What the engine hands to a transport: one encoded JSON-RPC message.
+/// What the engine hands to a transport: one encoded JSON-RPC message. Only the engine makes
+/// them; a custom transport reads them.
 #[derive(Debug, Default)]
 pub struct Outbound {
     /// The encoded message, without delimiter.
-    pub frame: Vec<u8>,
+    pub(crate) frame: Vec<u8>,
     /// The inbound request this message belongs to, if any (Streamable HTTP routes on it).
-    pub related: Option<RequestId>,
+    pub(crate) related: Option<RequestId>,
     /// Whether this message is the response that completes `related`.
-    pub completes: bool,
+    pub(crate) completes: bool,
     /// The outbound request's own id, when this message is a request.
-    pub request: Option<RequestId>,
+    pub(crate) request: Option<RequestId>,
     /// Extra headers for this message (Streamable HTTP sends them with its POST).
-    pub headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+impl Outbound {
+    /// The encoded message (one JSON-RPC message or batch, without delimiter).
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+    /// The encoded message, owned.
+    pub fn into_frame(self) -> Vec<u8> {
+        self.frame
+    }
+    /// The inbound request this message belongs to (a response, or a notification or request a
+    /// handler sent while serving it), for transports with per-request streams.
+    pub fn related(&self) -> Option<&RequestId> {
+        self.related.as_ref()
+    }
+    /// Whether this message is the response that completes [`related`](Self::related).
+    pub fn completes(&self) -> bool {
+        self.completes
+    }
+    /// The id of the request this message is, when it is an outbound request.
+    pub fn request(&self) -> Option<&RequestId> {
+        self.request.as_ref()
+    }
+    /// Extra headers the caller asked to send with this message (HTTP transports).
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
 }
 
 /// What a transport with per-request streams lets handlers do.

@@ -29,7 +29,7 @@ use crate::server::{Server, ServerSession};
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version;
 
-pub use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
+use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
 /// How a Streamable HTTP server behaves. The defaults are safe for a local server.
 #[derive(Debug, Clone)]
@@ -314,7 +314,7 @@ fn event_id(stream: u64, seq: u64) -> String {
     format!("s{stream}e{seq}")
 }
 
-fn parse_event_id(id: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_event_id(id: &str) -> Option<(u64, u64)> {
     let rest = id.strip_prefix('s')?;
     let (stream, seq) = rest.split_once('e')?;
     Some((stream.parse().ok()?, seq.parse().ok()?))
@@ -575,7 +575,7 @@ impl IntoResponse for Reject {
     }
 }
 
-fn host_of_authority(authority: &str) -> &str {
+pub(crate) fn host_of_authority(authority: &str) -> &str {
     if let Some(rest) = authority.strip_prefix('[') {
         return match rest.find(']') {
             Some(end) => &authority[..end + 2],

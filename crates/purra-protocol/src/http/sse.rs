@@ -28,7 +28,7 @@ pub(crate) fn encode_event(id: &str, retry_ms: Option<u64>, data: &[u8]) -> Byte
 
 /// One parsed event.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Event {
+pub struct Event {
     /// The `id` field, if any.
     pub id: Option<String>,
     /// The `event` field, if any.
@@ -41,14 +41,14 @@ pub(crate) struct Event {
 
 /// Why parsing stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SseError {
+pub enum SseError {
     /// An event or a line grew past the bound.
     TooLarge,
 }
 
 /// An incremental SSE parser that never buffers more than `max` bytes of one event.
 #[derive(Debug)]
-pub(crate) struct Parser {
+pub struct Parser {
     buf: BytesMut,
     current: Event,
     has_field: bool,
@@ -59,7 +59,7 @@ pub(crate) struct Parser {
 
 impl Parser {
     /// A parser bounding one event to `max` bytes.
-    pub(crate) fn new(max: usize) -> Self {
+    pub fn new(max: usize) -> Self {
         Parser {
             buf: BytesMut::new(),
             current: Event::default(),
@@ -70,7 +70,7 @@ impl Parser {
     }
 
     /// Feeds a chunk; returns the events it completed.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, SseError> {
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, SseError> {
         let chunk = match (self.pending_cr, chunk.first()) {
             (true, Some(b'\n')) => &chunk[1..],
             _ => chunk,
