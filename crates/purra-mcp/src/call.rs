@@ -11,6 +11,7 @@ use purra_protocol::{Connection, Error, RequestOptions};
 use serde_json::{json, Value};
 
 use crate::codes;
+use crate::discovery::decode_i_json;
 use crate::limits::Limits;
 use crate::monitor::CatalogMonitor;
 
@@ -129,9 +130,10 @@ impl CallTarget {
         if raw.get().len() as u64 > self.limits.max_result_bytes {
             return CallOutcome::AfterSend(codes::result_too_large());
         }
-        let result: CallToolResult = match serde_json::from_str(raw.get()) {
-            Ok(r) => r,
-            Err(_) => return CallOutcome::AfterSend(codes::result_invalid()),
+        // I-JSON, not serde's last-wins: a result that repeats a member name means two things.
+        let Some(result) = decode_i_json::<CallToolResult>(raw.get(), self.limits.max_result_bytes)
+        else {
+            return CallOutcome::AfterSend(codes::result_invalid());
         };
         match self.judge(result) {
             Ok(v) => CallOutcome::Success(v),
