@@ -9,6 +9,7 @@ use purra_core::{
 use purra_protocol::types::{methods, CallToolParams, CallToolResult, Content};
 use purra_protocol::{Connection, Error, RequestOptions};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use crate::codes;
 use crate::discovery::decode_i_json;
@@ -61,7 +62,24 @@ impl CallTarget {
         Arc::new(move |args: Value, run: RunContext| {
             let target = target.clone();
             Box::pin(async move {
-                match target.call(args, &run).await {
+                // The remote name and run are the host's own data; the outcome is a code.
+                let span = tracing::debug_span!(
+                    "mcp.tool_call",
+                    tool = %target.remote,
+                    run = %run.run_id,
+                    write = target.write
+                );
+                let outcome = target.call(args, &run).instrument(span.clone()).await;
+                tracing::debug!(
+                    parent: &span,
+                    outcome = match &outcome {
+                        CallOutcome::Success(_) => "ok",
+                        CallOutcome::NotSent(c) | CallOutcome::AfterSend(c) => c.as_str(),
+                    },
+                    sent = !matches!(outcome, CallOutcome::NotSent(_)),
+                    "done"
+                );
+                match outcome {
                     CallOutcome::Success(v) => Ok(v),
                     CallOutcome::NotSent(code) => Err(ToolError::not_started(code)),
                     // A read binding is the host's assertion that the tool does not write: its

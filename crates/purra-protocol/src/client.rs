@@ -235,6 +235,8 @@ impl ClientService {
 }
 
 impl Service for ClientService {
+    const SIDE: &'static str = "client";
+
     fn notification_received(&self, method: &str, params: Option<&RawValue>) {
         let has_listeners = self
             .early_listeners

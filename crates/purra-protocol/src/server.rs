@@ -148,7 +148,8 @@ impl<T> Registry<T> {
         self.items.get(key).cloned()
     }
     fn page(&self, offset: usize, size: usize) -> (Vec<Arc<T>>, Option<usize>) {
-        let end = (offset + size).min(self.order.len());
+        // A cursor is the client's text: any offset must be safe, `purra-ffffffffffffffff` too.
+        let end = offset.saturating_add(size).min(self.order.len());
         let items = self.order[offset.min(end)..end]
             .iter()
             .map(|k| self.items[k].clone())
@@ -188,6 +189,7 @@ struct ServerInner {
     page_size: usize,
     logging: bool,
     enforce_output: bool,
+    max_subscriptions: usize,
     tools: RwLock<Registry<ToolEntry>>,
     resources: RwLock<Registry<ResourceEntry>>,
     templates: RwLock<Registry<TemplateEntry>>,
@@ -198,6 +200,9 @@ struct ServerInner {
     next_session: std::sync::atomic::AtomicU64,
 }
 
+/// The default bound on one session's resource subscriptions.
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1024;
+
 /// Configures a [`Server`].
 #[derive(Debug, Clone)]
 pub struct ServerBuilder {
@@ -207,9 +212,16 @@ pub struct ServerBuilder {
     page_size: usize,
     logging: bool,
     enforce_output: bool,
+    max_subscriptions: usize,
 }
 
 impl ServerBuilder {
+    /// How many resources one session may subscribe to at once (default 1024); one more is
+    /// refused with -32602 until it unsubscribes. Each URI is at most 4 KiB.
+    pub fn max_subscriptions(mut self, n: usize) -> Self {
+        self.max_subscriptions = n;
+        self
+    }
     /// Instructions for the model, sent in the `initialize` result.
     pub fn instructions(mut self, text: impl Into<String>) -> Self {
         self.instructions = Some(text.into());
@@ -246,6 +258,7 @@ impl ServerBuilder {
                 page_size: self.page_size,
                 logging: self.logging,
                 enforce_output: self.enforce_output,
+                max_subscriptions: self.max_subscriptions,
                 tools: RwLock::default(),
                 resources: RwLock::default(),
                 templates: RwLock::default(),
@@ -373,6 +386,7 @@ impl Server {
             page_size: 100,
             logging: false,
             enforce_output: true,
+            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
         }
     }
 
@@ -979,6 +993,25 @@ impl RequestCtx {
     }
 }
 
+/// The longest URI a session may subscribe to.
+pub(crate) const MAX_SUBSCRIPTION_URI_BYTES: usize = 4096;
+
+/// Whether one more subscription to `uri` fits the session's bounds (a repeated subscription is
+/// free: the set already has it).
+fn check_subscription(subs: &HashSet<String>, uri: &str, max: usize) -> Result<(), ErrorObject> {
+    if uri.len() > MAX_SUBSCRIPTION_URI_BYTES {
+        return Err(ErrorObject::invalid_params(format!(
+            "Invalid params: a subscribed URI is at most {MAX_SUBSCRIPTION_URI_BYTES} bytes"
+        )));
+    }
+    if subs.len() >= max && !subs.contains(uri) {
+        return Err(ErrorObject::invalid_params(format!(
+            "Invalid params: this session already has {max} resource subscriptions, the server's limit; unsubscribe from one first"
+        )));
+    }
+    Ok(())
+}
+
 fn encode_cursor(offset: usize) -> String {
     format!("purra-{offset:x}")
 }
@@ -1013,6 +1046,8 @@ fn not_initialized() -> ErrorObject {
 }
 
 impl Service for SessionState {
+    const SIDE: &'static str = "server";
+
     fn request(
         self: &Arc<Self>,
         ctx: RequestContext,
@@ -1181,6 +1216,7 @@ impl SessionState {
                 let UriParams { uri } = from_params(p)?;
                 let mut subs = self.subscriptions.lock().expect("subs lock");
                 if method == methods::RESOURCES_SUBSCRIBE {
+                    check_subscription(&subs, &uri, inner.max_subscriptions)?;
                     subs.insert(uri);
                 } else {
                     subs.remove(&uri);

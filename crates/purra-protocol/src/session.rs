@@ -23,6 +23,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
 
 use crate::error::Error;
 use crate::jsonrpc::{
@@ -181,6 +182,9 @@ pub(crate) struct Shared {
     request_timeout: Duration,
     pub(crate) control: Option<Arc<dyn crate::transport::TransportControl>>,
     pub(crate) stats: Stats,
+    /// The connection's span (side, transport, session): every request and notification span is
+    /// its child. Disabled, and free, when no subscriber listens.
+    span: Span,
 }
 
 impl Shared {
@@ -298,19 +302,26 @@ impl Peer {
         params: &P,
     ) -> Result<(), Error> {
         let raw = to_raw(params)?;
-        self.shared
-            .send(
-                encode_notification(method, Some(&raw)),
-                self.related.clone(),
-            )
+        self.send_notification(method, encode_notification(method, Some(&raw)))
             .await
     }
 
     /// Sends a notification without params.
     pub async fn notify_empty(&self, method: &str) -> Result<(), Error> {
-        self.shared
-            .send(encode_notification(method, None), self.related.clone())
+        self.send_notification(method, encode_notification(method, None))
             .await
+    }
+
+    async fn send_notification(&self, method: &str, frame: Vec<u8>) -> Result<(), Error> {
+        let span =
+            tracing::debug_span!(parent: &self.shared.span, "notification", dir = "out", method);
+        let res = self
+            .shared
+            .send(frame, self.related.clone())
+            .instrument(span.clone())
+            .await;
+        tracing::debug!(parent: &span, outcome = outcome_of(&res), "sent");
+        res
     }
 
     /// Sends a request with typed params and decodes the typed result.
@@ -334,8 +345,39 @@ impl Peer {
         params: Option<Box<RawValue>>,
         options: RequestOptions,
     ) -> Result<Box<RawValue>, Error> {
+        let span = tracing::debug_span!(
+            parent: &self.shared.span,
+            "request",
+            dir = "out",
+            method,
+            id = tracing::field::Empty
+        );
+        let started = (!span.is_disabled()).then(std::time::Instant::now);
+        let res = self
+            .request_raw_traced(method, params, options, &span)
+            .instrument(span.clone())
+            .await;
+        if let Some(started) = started {
+            tracing::debug!(
+                parent: &span,
+                outcome = outcome_of(&res),
+                duration_us = started.elapsed().as_micros() as u64,
+                "answered"
+            );
+        }
+        res
+    }
+
+    async fn request_raw_traced(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        options: RequestOptions,
+        span: &Span,
+    ) -> Result<Box<RawValue>, Error> {
         let shared = &self.shared;
         let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        span.record("id", tracing::field::display(&id));
         let params = match (&options.on_progress, params) {
             (Some(_), params) => Some(with_progress_token(params, &id)?),
             (None, params) => params,
@@ -443,6 +485,19 @@ fn with_progress_token(
     Ok(to_raw(&value)?)
 }
 
+/// How an outbound message ended, for its span: `ok`, `error CODE` (the peer's JSON-RPC error),
+/// `timeout`, `cancelled`, `closed`, or the local failure's kind.
+fn outcome_of<T>(res: &Result<T, Error>) -> String {
+    match res {
+        Ok(_) => "ok".to_owned(),
+        Err(Error::Rpc(e)) => format!("error {}", e.code),
+        Err(Error::Timeout) => "timeout".to_owned(),
+        Err(Error::Cancelled) => "cancelled".to_owned(),
+        Err(Error::ConnectionClosed) => "closed".to_owned(),
+        Err(e) => format!("failed: {e}"),
+    }
+}
+
 /// Removes a pending request when its future ends early, and tells the peer.
 struct PendingGuard {
     shared: Arc<Shared>,
@@ -509,6 +564,9 @@ pub(crate) struct RequestContext {
 
 /// What handles the inbound traffic of one connection.
 pub(crate) trait Service: Send + Sync + 'static {
+    /// `client` or `server`, for the connection's span.
+    const SIDE: &'static str;
+
     /// Answers one request.
     fn request(
         self: &Arc<Self>,
@@ -557,8 +615,15 @@ pub(crate) fn start_with<S: Service>(
         close_write,
         control,
         flushed,
+        label: (transport_kind, session_id),
         ..
     } = transport;
+    let span = tracing::debug_span!(
+        "mcp.connection",
+        side = S::SIDE,
+        transport = transport_kind,
+        session = session_id.as_deref().unwrap_or("")
+    );
     let shared = Arc::new(Shared {
         outbound,
         close_write,
@@ -571,6 +636,7 @@ pub(crate) fn start_with<S: Service>(
         request_timeout: config.request_timeout,
         control,
         stats: Stats::default(),
+        span,
     });
     let peer = Peer {
         shared: shared.clone(),
@@ -600,13 +666,24 @@ async fn run<S: Service>(
     let shared = peer.shared.clone();
     let permits = Arc::new(Semaphore::new(config.max_concurrent_requests));
     let (note_tx, mut note_rx) =
-        mpsc::channel::<(String, Option<Box<RawValue>>)>(config.notification_queue);
+        mpsc::channel::<(String, Option<Box<RawValue>>, Span)>(config.notification_queue);
     let notes = {
         let service = service.clone();
         let peer = peer.clone();
         tokio::spawn(async move {
-            while let Some((method, params)) = note_rx.recv().await {
-                service.notification(&peer, method, params).await;
+            while let Some((method, params, span)) = note_rx.recv().await {
+                let started = (!span.is_disabled()).then(std::time::Instant::now);
+                service
+                    .notification(&peer, method, params)
+                    .instrument(span.clone())
+                    .await;
+                if let Some(started) = started {
+                    tracing::debug!(
+                        parent: &span,
+                        duration_us = started.elapsed().as_micros() as u64,
+                        "handled"
+                    );
+                }
             }
         })
     };
@@ -617,14 +694,16 @@ async fn run<S: Service>(
         config: config.clone(),
         notes: note_tx,
     };
-    loop {
+    tracing::debug!(parent: &shared.span, "connection open");
+    let reason = loop {
         let item = tokio::select! {
             biased;
-            _ = shared.closed.cancelled() => break,
+            _ = shared.closed.cancelled() => break "closed locally".to_owned(),
             item = inbound.recv() => item,
         };
         match item {
-            None | Some(Inbound::Failed(_)) => break,
+            None => break "end of input".to_owned(),
+            Some(Inbound::Failed(why)) => break format!("transport failed: {why}"),
             Some(Inbound::RequestFailed { id, error }) => {
                 let entry = shared.pending.lock().expect("pending lock").remove(&id);
                 if let Some(e) = entry {
@@ -645,7 +724,7 @@ async fn run<S: Service>(
                 Frame::Batch(items) => engine.batch(items).await,
             },
         }
-    }
+    };
     // End of input: no new work, and pending outbound requests fail now (no answer can come).
     // Output stays open while in-flight handlers drain, so their responses still go out.
     shared.input_done.store(true, Ordering::Release);
@@ -675,6 +754,7 @@ async fn run<S: Service>(
     if let Some(flushed) = flushed {
         let _ = tokio::time::timeout(config.drain_timeout, flushed.cancelled()).await;
     }
+    tracing::debug!(parent: &shared.span, reason = %reason, "connection closed");
     service.closed();
 }
 
@@ -683,7 +763,7 @@ struct Engine<S> {
     service: Arc<S>,
     permits: Arc<Semaphore>,
     config: EngineConfig,
-    notes: mpsc::Sender<(String, Option<Box<RawValue>>)>,
+    notes: mpsc::Sender<(String, Option<Box<RawValue>>, Span)>,
 }
 
 /// An encoded frame and the request it belongs to.
@@ -799,46 +879,78 @@ impl<S: Service> Engine<S> {
                 // `initialize` completes before the next frame is read, so a client that sends
                 // more right behind it finds the session initialized.
                 let handshake = method == methods::INITIALIZE && !in_batch;
+                let span = tracing::debug_span!(
+                    parent: &shared.span,
+                    "request",
+                    dir = "in",
+                    method = %method,
+                    %id
+                );
+                let started = (!span.is_disabled()).then(std::time::Instant::now);
                 let fut = self.service.request(ctx, method, params);
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
-                let task = tokio::spawn(async move {
-                    let _permit = permit;
-                    let mut fut = CatchUnwind(fut);
-                    let res = tokio::select! {
-                        biased;
-                        r = &mut fut => Some(r),
-                        _ = token.cancelled() => None,
-                    };
-                    shared.inflight.lock().expect("inflight lock").remove(&id);
-                    // A handler that saw its cancellation and returned is still cancelled: the
-                    // peer gets no response after a cancel.
-                    if res.is_some() && token.is_cancelled() {
-                        return None;
-                    }
-                    let frame = match res {
-                        Some(Ok(Ok(v))) => encode_response(&id, &v),
-                        Some(Ok(Err(e))) => encode_error(Some(&id), &e),
-                        Some(Err(panic)) => encode_error(Some(&id), &ErrorObject::internal(panic)),
-                        None => {
-                            // Cancelled: let the handler observe it, then drop it. No response.
-                            let _ = tokio::time::timeout(grace, &mut fut).await;
+                let traced = span.clone();
+                let task = tokio::spawn(
+                    async move {
+                        let _permit = permit;
+                        let mut fut = CatchUnwind(fut);
+                        let res = tokio::select! {
+                            biased;
+                            r = &mut fut => Some(r),
+                            _ = token.cancelled() => None,
+                        };
+                        shared.inflight.lock().expect("inflight lock").remove(&id);
+                        if let Some(started) = started {
+                            let outcome = match &res {
+                                _ if token.is_cancelled() => "cancelled".to_owned(),
+                                Some(Ok(Ok(_))) => "ok".to_owned(),
+                                Some(Ok(Err(e))) => format!("error {}", e.code),
+                                Some(Err(_)) => "panic".to_owned(),
+                                None => "cancelled".to_owned(),
+                            };
+                            tracing::debug!(
+                                parent: &traced,
+                                outcome,
+                                duration_us = started.elapsed().as_micros() as u64,
+                                "answered"
+                            );
+                        }
+                        // A handler that saw its cancellation and returned is still cancelled: the
+                        // peer gets no response after a cancel.
+                        if res.is_some() && token.is_cancelled() {
                             return None;
                         }
-                    };
-                    if in_batch {
-                        return Some(frame);
+                        let frame = match res {
+                            Some(Ok(Ok(v))) => encode_response(&id, &v),
+                            Some(Ok(Err(e))) => encode_error(Some(&id), &e),
+                            Some(Err(panic)) => {
+                                // The panic text is the handler's business (paths, values): it goes
+                                // to the host's log, and the peer learns only that it failed.
+                                tracing::error!(%id, panic = %panic, "request handler panicked");
+                                encode_error(Some(&id), &ErrorObject::internal("Internal error"))
+                            }
+                            None => {
+                                // Cancelled: let the handler observe it, then drop it. No response.
+                                let _ = tokio::time::timeout(grace, &mut fut).await;
+                                return None;
+                            }
+                        };
+                        if in_batch {
+                            return Some(frame);
+                        }
+                        let _ = shared
+                            .send_out(Outbound {
+                                frame,
+                                related: Some(id),
+                                completes: true,
+                                ..Outbound::default()
+                            })
+                            .await;
+                        None
                     }
-                    let _ = shared
-                        .send_out(Outbound {
-                            frame,
-                            related: Some(id),
-                            completes: true,
-                            ..Outbound::default()
-                        })
-                        .await;
-                    None
-                });
+                    .instrument(span),
+                );
                 if handshake {
                     let _ = task.await;
                     return Dispatched::Nothing;
@@ -846,6 +958,13 @@ impl<S: Service> Engine<S> {
                 Dispatched::Task(task)
             }
             Message::Notification { method, params } => {
+                let span = tracing::debug_span!(
+                    parent: &shared.span,
+                    "notification",
+                    dir = "in",
+                    method = %method
+                );
+                tracing::trace!(parent: &span, "received");
                 if method == methods::CANCELLED {
                     if let Ok(p) = crate::jsonrpc::from_params::<CancelledParams>(params.as_deref())
                     {
@@ -882,7 +1001,7 @@ impl<S: Service> Engine<S> {
                 }
                 self.service
                     .notification_received(&method, params.as_deref());
-                let _ = self.notes.send((method, params)).await;
+                let _ = self.notes.send((method, params, span)).await;
                 Dispatched::Nothing
             }
             Message::Response { id, result } => {

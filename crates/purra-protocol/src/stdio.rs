@@ -164,7 +164,7 @@ where
         close.clone(),
         flushed.clone(),
     ));
-    let mut t = Transport::from_channels(in_rx, out_tx, close);
+    let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
     t.flushed = Some(flushed);
     t
 }
@@ -211,7 +211,7 @@ pub fn server_transport(max_frame: usize) -> Transport {
             f,
         ))),
     }
-    let mut t = Transport::from_channels(in_rx, out_tx, close);
+    let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
     t.flushed = Some(flushed);
     t
 }

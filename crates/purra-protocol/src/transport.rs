@@ -105,6 +105,8 @@ pub struct Transport {
     /// Cancelled when the writer has written everything and stopped (stdio), so the engine can
     /// return only once its output is out.
     pub(crate) flushed: Option<CancellationToken>,
+    /// What the engine's tracing spans name: the transport kind and, if it has one, the session.
+    pub(crate) label: (&'static str, Option<String>),
 }
 
 impl Transport {
@@ -122,7 +124,14 @@ impl Transport {
             child: None,
             control: None,
             flushed: None,
+            label: ("custom", None),
         }
+    }
+
+    /// Names the transport (and its session) in the engine's tracing spans.
+    pub(crate) fn labeled(mut self, transport: &'static str, session: Option<String>) -> Self {
+        self.label = (transport, session);
+        self
     }
 
     /// Attaches a control that handlers can reach (see [`TransportControl`]).
@@ -215,7 +224,8 @@ pub mod memory {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
         (
-            Transport::from_channels(in_rx, out_tx, CancellationToken::new()),
+            Transport::from_channels(in_rx, out_tx, CancellationToken::new())
+                .labeled("memory", None),
             RawEnd {
                 tx: in_tx,
                 rx: out_rx,

@@ -580,7 +580,7 @@ where
             abort,
         },
     ));
-    Transport::from_channels(in_rx, out_tx, close_write)
+    Transport::from_channels(in_rx, out_tx, close_write).labeled("ws", None)
 }
 
 /// Signals shared by the reader and the writer of one connection.

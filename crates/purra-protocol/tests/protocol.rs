@@ -344,7 +344,7 @@ async fn tool_failures_follow_the_rules() {
             r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"panics"}}"#
         )
         .await,
-        r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32603,"message":"boom"}}"#
+        r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32603,"message":"Internal error"}}"#
     );
     assert_eq!(
         ask(

@@ -326,13 +326,15 @@ impl HttpSession {
         server: &Server,
         config: &HttpServerConfig,
         stateless_version: Option<&str>,
+        id: Option<&str>,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let close_write = CancellationToken::new();
         Arc::new_cyclic(|weak: &std::sync::Weak<HttpSession>| {
             let transport = Transport::from_channels(in_rx, out_tx, close_write.clone())
-                .with_control(Arc::new(HttpSessionControl(weak.clone())));
+                .with_control(Arc::new(HttpSessionControl(weak.clone())))
+                .labeled("http", id.map(str::to_owned));
             let (session, _join) = match stateless_version {
                 Some(v) => server.start_stateless(transport, v),
                 None => server.start(transport),
@@ -853,7 +855,10 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             return r.into_response();
         }
         let stateless = (!has_initialize).then_some(v);
-        (HttpSession::start(&shared.server, cfg, stateless), None)
+        (
+            HttpSession::start(&shared.server, cfg, stateless, None),
+            None,
+        )
     } else if has_initialize {
         if shared.sessions.lock().expect("sessions lock").len() >= cfg.max_sessions {
             return status(
@@ -862,7 +867,7 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             );
         }
         let id = new_session_id();
-        let s = HttpSession::start(&shared.server, cfg, None);
+        let s = HttpSession::start(&shared.server, cfg, None, Some(&id));
         shared
             .sessions
             .lock()
