@@ -27,6 +27,7 @@ pub mod client;
 pub mod error;
 pub mod http;
 pub mod jsonrpc;
+mod peek;
 pub mod server;
 pub mod session;
 pub mod stdio;
