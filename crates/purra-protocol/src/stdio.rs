@@ -391,12 +391,15 @@ impl StdioCommand {
         self
     }
 
-    /// Spawns the child and starts a transport over its pipes.
+    /// Spawns the child in a process group of its own and starts a transport over its pipes.
+    /// Shutting it down signals the whole group, so a wrapper (`npx`, `uvx`, a shell script)
+    /// does not leave the real server running, nor a server its forked workers.
     pub fn spawn(&self) -> std::io::Result<Transport> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true);
         if self.clear_env {
             cmd.env_clear();
@@ -420,6 +423,7 @@ impl StdioCommand {
         let mut t = transport(stdout, stdin, self.max_frame_bytes);
         t.child = Some(ChildProcess {
             pid: child.id(),
+            group: child.id().and_then(|p| i32::try_from(p).ok()),
             child: Some(child),
             close_write: t.close_write.clone(),
             grace: self.shutdown_grace,
@@ -487,6 +491,8 @@ impl StderrHandle {
 #[derive(Debug)]
 pub struct ChildProcess {
     pid: Option<u32>,
+    /// The child's process group (its own pid: it leads a group of its own).
+    group: Option<i32>,
     child: Option<Child>,
     close_write: CancellationToken,
     grace: Duration,
@@ -509,30 +515,78 @@ impl ChildProcess {
         StderrHandle(self.stderr.clone())
     }
 
-    /// Closes stdin, waits; sends SIGTERM, waits; sends SIGKILL. Returns when the child is reaped.
+    /// Closes stdin, waits; sends SIGTERM to the child's process group, waits; sends SIGKILL.
+    /// Once the child is reaped, whatever it left in its group (a wrapper's real server, a
+    /// forked worker) gets SIGTERM, then SIGKILL. Returns when that is done.
     pub async fn shutdown(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        shutdown_child(&mut child, &self.close_write, self.grace).await;
+        shutdown_child(&mut child, &self.close_write, self.grace, self.group).await;
     }
 }
 
-async fn shutdown_child(child: &mut Child, close_write: &CancellationToken, grace: Duration) {
-    close_write.cancel();
-    if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
-        return;
-    }
-    if let Some(pid) = child.id() {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
-            return;
+/// Kills a process group when dropped while armed: a shutdown cut short (the runtime stopping,
+/// the future dropped) leaves no member of the group behind.
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            signal_group(group, nix::sys::signal::Signal::SIGKILL);
         }
     }
-    let _ = child.kill().await;
+}
+
+fn signal_group(group: i32, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), signal);
+}
+
+/// Whether any process of the group is left.
+fn group_alive(group: i32) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_ok()
+}
+
+async fn shutdown_child(
+    child: &mut Child,
+    close_write: &CancellationToken,
+    grace: Duration,
+    group: Option<i32>,
+) {
+    use nix::sys::signal::Signal;
+    let mut guard = GroupGuard(group);
+    close_write.cancel();
+    let mut reaped = matches!(tokio::time::timeout(grace, child.wait()).await, Ok(Ok(_)));
+    if !reaped {
+        match group {
+            Some(g) => signal_group(g, Signal::SIGTERM),
+            None => {
+                if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM);
+                }
+            }
+        }
+        reaped = matches!(tokio::time::timeout(grace, child.wait()).await, Ok(Ok(_)));
+    }
+    if !reaped {
+        if let Some(g) = group {
+            signal_group(g, Signal::SIGKILL);
+        }
+        let _ = child.kill().await;
+    }
+    // The leader is reaped; what it left in its group goes too. (The group's id cannot be
+    // reused while any member is alive.)
+    if let Some(g) = group.filter(|g| group_alive(*g)) {
+        signal_group(g, Signal::SIGTERM);
+        let start = tokio::time::Instant::now();
+        while group_alive(g) && start.elapsed() < grace {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if group_alive(g) {
+            signal_group(g, Signal::SIGKILL);
+        }
+    }
+    guard.0 = None;
 }
 
 impl Drop for ChildProcess {
@@ -542,14 +596,20 @@ impl Drop for ChildProcess {
         };
         let close_write = self.close_write.clone();
         let grace = self.grace;
+        let group = self.group;
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 // The graceful sequence runs on; if the runtime stops first, dropping the task
-                // drops the child, and kill_on_drop sends SIGKILL.
-                handle.spawn(async move { shutdown_child(&mut child, &close_write, grace).await });
+                // drops the child (kill_on_drop sends SIGKILL) and its guard kills the group.
+                handle.spawn(async move {
+                    shutdown_child(&mut child, &close_write, grace, group).await
+                });
             }
             Err(_) => {
                 let _ = child.start_kill();
+                if let Some(g) = group {
+                    signal_group(g, nix::sys::signal::Signal::SIGKILL);
+                }
             }
         }
     }
