@@ -8,8 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use purra_protocol::{
-    Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand,
-    WsClientOptions,
+    Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand, WsClientOptions,
 };
 
 use crate::cli::ConnectArgs;
@@ -60,7 +59,11 @@ impl Target {
 
     /// Connects, asking for the logging level when one was given. A stdio server's stderr goes
     /// to ours: as it is, or through `status` (made safe) when stderr is a terminal.
-    pub async fn connect(&self, args: &ConnectArgs, status: &Status) -> Result<Connection, Failure> {
+    pub async fn connect(
+        &self,
+        args: &ConnectArgs,
+        status: &Status,
+    ) -> Result<Connection, Failure> {
         let timeout = request_timeout(args)?;
         let mut options = ClientOptions::default()
             .client_info("purra-cli", env!("CARGO_PKG_VERSION"))
@@ -89,9 +92,10 @@ impl Target {
                 let mut command = StdioCommand::new(&argv[0]).args(&argv[1..]);
                 if status.is_terminal() {
                     let status = status.clone();
-                    command = command.stderr(StderrMode::Capture(Some(Arc::new(
-                        move |line: &str| status.print_line(line),
-                    ))));
+                    command =
+                        command.stderr(StderrMode::Capture(Some(Arc::new(move |line: &str| {
+                            status.print_line(line)
+                        }))));
                 }
                 Client::connect_stdio(command, options).await
             }

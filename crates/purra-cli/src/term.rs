@@ -94,7 +94,10 @@ mod tests {
             safe("\u{1b}]0;pwned\u{7}\u{1b}[2J"),
             "\\x1b]0;pwned\\x07\\x1b[2J"
         );
-        assert_eq!(safe("a\r\nb\rc\u{9b}31m\u{7f}"), "a\nb\\x0dc\\u{9b}31m\\x7f");
+        assert_eq!(
+            safe("a\r\nb\rc\u{9b}31m\u{7f}"),
+            "a\nb\\x0dc\\u{9b}31m\\x7f"
+        );
         assert!(matches!(safe("nothing to do"), Cow::Borrowed(_)));
     }
 

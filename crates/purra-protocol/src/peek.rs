@@ -296,7 +296,10 @@ mod tests {
 
     #[test]
     fn tells_requests_from_responses() {
-        let p = Peek::read(br#"{"method":"tools/call","params":{"a":"#, br#""x"},"id":3}"#);
+        let p = Peek::read(
+            br#"{"method":"tools/call","params":{"a":"#,
+            br#""x"},"id":3}"#,
+        );
         assert!(p.method && !p.is_response());
         assert_eq!(p.id, id(3));
         let p = Peek::frame(br#"{"jsonrpc":"2.0","id":null,"result":{}}"#);
@@ -324,7 +327,15 @@ mod tests {
 
     #[test]
     fn nonsense_is_unknown() {
-        for bytes in [&b""[..], b"[1,2]", b"\"id\"", b"{", b"}", b"{\"id\"", b"not json"] {
+        for bytes in [
+            &b""[..],
+            b"[1,2]",
+            b"\"id\"",
+            b"{",
+            b"}",
+            b"{\"id\"",
+            b"not json",
+        ] {
             assert_eq!(Peek::frame(bytes), Peek::default(), "{bytes:?}");
         }
     }

@@ -725,7 +725,9 @@ impl<S: Service> Engine<S> {
                     self.count_malformed();
                     return self.unnamed(
                         Reply::Failed(too_large()),
-                        &format!("a frame of {len} bytes, over the {limit}-byte limit, names no request"),
+                        &format!(
+                            "a frame of {len} bytes, over the {limit}-byte limit, names no request"
+                        ),
                     );
                 }
                 _ => {}

@@ -562,7 +562,8 @@ async fn shutdown_child(
             Some(g) => signal_group(g, Signal::SIGTERM),
             None => {
                 if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM);
+                    let _ =
+                        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM);
                 }
             }
         }
@@ -648,7 +649,11 @@ mod tests {
         assert_eq!(frames(b"a\r\n\nbb\nccc", 16).await, ["a", "bb", "ccc"]);
         assert_eq!(
             frames(b"short\nthis line is far too long\nok\n", 8).await,
-            ["short", "<oversize 25 this line is far too long this line is far too long>", "ok"]
+            [
+                "short",
+                "<oversize 25 this line is far too long this line is far too long>",
+                "ok"
+            ]
         );
         // A line of 3 * PEEK_BYTES keeps its first and its last PEEK_BYTES, whatever the reads.
         let mut long = vec![b'a'; PEEK_BYTES];

@@ -850,7 +850,9 @@ async fn reinitialize(state: &Arc<State>) -> Result<(), Error> {
             send_post(state, &n, &[], false),
         )
         .await
-        .map_err(|_| Error::Transport("re-initialization: notifications/initialized timed out".into()))??;
+        .map_err(|_| {
+            Error::Transport("re-initialization: notifications/initialized timed out".into())
+        })??;
         if !resp.status().is_success() {
             return Err(Error::Http {
                 status: resp.status().as_u16(),

@@ -3,7 +3,6 @@
 
 use bytes::{Bytes, BytesMut};
 
-
 /// Encodes one event: `id`, optional `retry` (milliseconds), and `data` (one JSON message, which
 /// never contains a newline).
 pub(crate) fn encode_event(id: &str, retry_ms: Option<u64>, data: &[u8]) -> Bytes {
@@ -218,10 +217,7 @@ mod tests {
     #[test]
     fn bounds_events_and_goes_on_after_them() {
         let mut p = Parser::new(8);
-        assert_eq!(
-            p.feed(b"data: 0123456789\nid: 1\n"),
-            [Item::TooLarge]
-        );
+        assert_eq!(p.feed(b"data: 0123456789\nid: 1\n"), [Item::TooLarge]);
         // The rest of the oversize event is skipped; the next one is read.
         assert_eq!(
             p.feed(b"data: more\n\ndata: ok\n\n"),
