@@ -482,7 +482,8 @@ async fn one_byte_sse_chunks_are_parsed_in_linear_time() {
     let r = conn.call_tool("t", json!({})).await.unwrap();
     assert_eq!(r.texts().next().map(str::len), Some(256 * 1024));
     conn.close().await;
-    m.assert_within(30);
+    // About 20 s in a debug build; rescanning the buffer on every chunk took many minutes.
+    m.assert_within(90);
     m.assert_heap_under(16 * MIB);
 }
 
