@@ -68,13 +68,21 @@ fn escapes_are_shown_not_obeyed_on_a_terminal() {
     assert!(!seen.contains('\u{9b}'), "{seen:?}");
 
     // --json on a terminal: exact JSON, the same value.
-    let (out, _) = purra(&["call", "--json", "t"], "escapes", true, Duration::from_secs(60));
+    let (out, _) = purra(
+        &["call", "--json", "t"],
+        "escapes",
+        true,
+        Duration::from_secs(60),
+    );
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let seen = String::from_utf8_lossy(&out.stdout);
     let start = seen.find("{\r\n").expect("a JSON document");
     let doc: Value = serde_json::from_str(&seen[start..].replace("\r\n", "\n")).expect("JSON");
     assert_eq!(doc["content"][0]["text"], format!("result {EVIL}"));
-    assert!(!seen.contains('\u{1b}') && !seen.contains('\u{9b}'), "{seen:?}");
+    assert!(
+        !seen.contains('\u{1b}') && !seen.contains('\u{9b}'),
+        "{seen:?}"
+    );
 }
 
 #[test]

@@ -713,13 +713,12 @@ impl<S: Service> Engine<S> {
         let limit = self.config.max_frame_bytes;
         let too_large = || Error::ResponseTooLarge { len, limit };
         if !peek.method {
-            match &peek.id {
+            // A response, or nothing readable: it fails the request it names, if any.
+            let done = match &peek.id {
                 PeekId::Id(id) => {
-                    if self.take_pending(id, Reply::Failed(too_large())) || peek.response {
-                        self.count_malformed();
-                        return ControlFlow::Continue(());
-                    }
-                    // Not a response to anything of ours: answered below, like a request.
+                    // Not a response to anything of ours, and not known to be a response: it is
+                    // answered below, like a request.
+                    self.take_pending(id, Reply::Failed(too_large())) || peek.response
                 }
                 _ if peek.response || !self.no_pending() => {
                     self.count_malformed();
@@ -730,7 +729,11 @@ impl<S: Service> Engine<S> {
                         ),
                     );
                 }
-                _ => {}
+                _ => false,
+            };
+            if done {
+                self.count_malformed();
+                return ControlFlow::Continue(());
             }
         }
         let id = match peek.id {

@@ -800,7 +800,10 @@ async fn malformed_responses_fail_their_request_and_are_never_answered() {
         raw.send(r#"{"jsonrpc":"1.0","id":1,"result":{}}"#).await;
         sent
     });
-    assert_eq!(sent, r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}"#);
+    assert_eq!(
+        sent,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}"#
+    );
     assert_eq!(
         res.unwrap_err(),
         Error::Protocol("malformed response: Invalid request: jsonrpc must be \"2.0\"".into())
