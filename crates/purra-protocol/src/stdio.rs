@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
+#[cfg(unix)]
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -225,14 +226,16 @@ async fn write_then_signal<W: AsyncWrite + Unpin>(
 }
 
 /// The process's own stdin and stdout, for a server. When a descriptor is a pipe or a socket it
-/// is used non-blocking on the event loop; otherwise (a terminal, a file) tokio's blocking
-/// stdio is used.
+/// is used non-blocking on the event loop (Unix); otherwise (a terminal, a file, another
+/// platform) tokio's blocking stdio is used.
 pub fn server_transport(max_frame: usize) -> Transport {
     let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let close = CancellationToken::new();
     match nonblocking_stdin() {
+        #[cfg(unix)]
         Some(NonBlocking::Pipe(r)) => drop(tokio::spawn(read_lines(r, max_frame, in_tx))),
+        #[cfg(unix)]
         Some(NonBlocking::Socket(s)) => drop(tokio::spawn(read_lines(s, max_frame, in_tx))),
         None => drop(tokio::spawn(read_lines(
             tokio::io::stdin(),
@@ -243,7 +246,9 @@ pub fn server_transport(max_frame: usize) -> Transport {
     let flushed = CancellationToken::new();
     let (c, f) = (close.clone(), flushed.clone());
     match nonblocking_stdout() {
+        #[cfg(unix)]
         Some(NonBlockingOut::Pipe(w)) => drop(tokio::spawn(write_then_signal(w, out_rx, c, f))),
+        #[cfg(unix)]
         Some(NonBlockingOut::Socket(s)) => drop(tokio::spawn(write_then_signal(s, out_rx, c, f))),
         None => drop(tokio::spawn(write_then_signal(
             tokio::io::stdout(),
@@ -257,16 +262,19 @@ pub fn server_transport(max_frame: usize) -> Transport {
     t
 }
 
+#[cfg(unix)]
 enum NonBlocking {
     Pipe(tokio::net::unix::pipe::Receiver),
     Socket(tokio::net::UnixStream),
 }
 
+#[cfg(unix)]
 enum NonBlockingOut {
     Pipe(tokio::net::unix::pipe::Sender),
     Socket(tokio::net::UnixStream),
 }
 
+#[cfg(unix)]
 fn fd_kind(fd: &std::os::fd::OwnedFd) -> Option<(bool, bool)> {
     use std::os::unix::fs::FileTypeExt;
     let file = std::fs::File::from(fd.try_clone().ok()?);
@@ -274,6 +282,7 @@ fn fd_kind(fd: &std::os::fd::OwnedFd) -> Option<(bool, bool)> {
     Some((ty.is_fifo(), ty.is_socket()))
 }
 
+#[cfg(unix)]
 fn nonblocking_stdin() -> Option<NonBlocking> {
     let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
     match fd_kind(&fd)? {
@@ -291,6 +300,7 @@ fn nonblocking_stdin() -> Option<NonBlocking> {
     }
 }
 
+#[cfg(unix)]
 fn nonblocking_stdout() -> Option<NonBlockingOut> {
     let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
     match fd_kind(&fd)? {
@@ -306,6 +316,19 @@ fn nonblocking_stdout() -> Option<NonBlockingOut> {
         }
         _ => None,
     }
+}
+
+#[cfg(not(unix))]
+enum NonBlocking {}
+#[cfg(not(unix))]
+enum NonBlockingOut {}
+#[cfg(not(unix))]
+fn nonblocking_stdin() -> Option<NonBlocking> {
+    None
+}
+#[cfg(not(unix))]
+fn nonblocking_stdout() -> Option<NonBlockingOut> {
+    None
 }
 
 /// Receives each line a child writes to stderr.
@@ -399,8 +422,9 @@ impl StdioCommand {
         cmd.args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
         if self.clear_env {
             cmd.env_clear();
         }
@@ -526,25 +550,51 @@ impl ChildProcess {
     }
 }
 
-/// Kills a process group when dropped while armed: a shutdown cut short (the runtime stopping,
-/// the future dropped) leaves no member of the group behind.
-struct GroupGuard(Option<i32>);
+/// Process groups: a shutdown signals the child's whole group, and ends with whatever the child
+/// left in it.
+#[cfg(unix)]
+mod group {
+    use std::time::Duration;
 
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(group) = self.0 {
-            signal_group(group, nix::sys::signal::Signal::SIGKILL);
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+
+    /// Kills a process group when dropped while armed: a shutdown cut short (the runtime
+    /// stopping, the future dropped) leaves no member of the group behind.
+    pub(super) struct Guard(pub(super) Option<i32>);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Some(group) = self.0 {
+                signal(group, Signal::SIGKILL);
+            }
         }
     }
-}
 
-fn signal_group(group: i32, signal: nix::sys::signal::Signal) {
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), signal);
-}
+    pub(super) fn signal(group: i32, signal: Signal) {
+        let _ = killpg(Pid::from_raw(group), signal);
+    }
 
-/// Whether any process of the group is left.
-fn group_alive(group: i32) -> bool {
-    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_ok()
+    /// Whether any process of the group is left.
+    fn alive(group: i32) -> bool {
+        killpg(Pid::from_raw(group), None).is_ok()
+    }
+
+    /// After the leader was reaped: SIGTERM to what it left in its group, then SIGKILL after
+    /// `grace`. (The group's id cannot be reused while any member is alive.)
+    pub(super) async fn end(group: i32, grace: Duration) {
+        if !alive(group) {
+            return;
+        }
+        signal(group, Signal::SIGTERM);
+        let start = tokio::time::Instant::now();
+        while alive(group) && start.elapsed() < grace {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if alive(group) {
+            signal(group, Signal::SIGKILL);
+        }
+    }
 }
 
 async fn shutdown_child(
@@ -553,13 +603,15 @@ async fn shutdown_child(
     grace: Duration,
     group: Option<i32>,
 ) {
-    use nix::sys::signal::Signal;
-    let mut guard = GroupGuard(group);
+    #[cfg(unix)]
+    let mut guard = group::Guard(group);
     close_write.cancel();
     let mut reaped = matches!(tokio::time::timeout(grace, child.wait()).await, Ok(Ok(_)));
+    #[cfg(unix)]
     if !reaped {
+        use nix::sys::signal::Signal;
         match group {
-            Some(g) => signal_group(g, Signal::SIGTERM),
+            Some(g) => group::signal(g, Signal::SIGTERM),
             None => {
                 if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
                     let _ =
@@ -570,24 +622,21 @@ async fn shutdown_child(
         reaped = matches!(tokio::time::timeout(grace, child.wait()).await, Ok(Ok(_)));
     }
     if !reaped {
+        #[cfg(unix)]
         if let Some(g) = group {
-            signal_group(g, Signal::SIGKILL);
+            group::signal(g, nix::sys::signal::Signal::SIGKILL);
         }
         let _ = child.kill().await;
     }
-    // The leader is reaped; what it left in its group goes too. (The group's id cannot be
-    // reused while any member is alive.)
-    if let Some(g) = group.filter(|g| group_alive(*g)) {
-        signal_group(g, Signal::SIGTERM);
-        let start = tokio::time::Instant::now();
-        while group_alive(g) && start.elapsed() < grace {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    #[cfg(unix)]
+    {
+        if let Some(g) = group {
+            group::end(g, grace).await;
         }
-        if group_alive(g) {
-            signal_group(g, Signal::SIGKILL);
-        }
+        guard.0 = None;
     }
-    guard.0 = None;
+    #[cfg(not(unix))]
+    let _ = (group, &mut reaped);
 }
 
 impl Drop for ChildProcess {
@@ -608,8 +657,9 @@ impl Drop for ChildProcess {
             }
             Err(_) => {
                 let _ = child.start_kill();
+                #[cfg(unix)]
                 if let Some(g) = group {
-                    signal_group(g, nix::sys::signal::Signal::SIGKILL);
+                    group::signal(g, nix::sys::signal::Signal::SIGKILL);
                 }
             }
         }
