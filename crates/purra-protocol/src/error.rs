@@ -35,6 +35,13 @@ pub enum Error {
     /// What this side was to send could not be serialized to JSON (a `Serialize` impl failed);
     /// nothing was sent.
     Encode(String),
+    /// The response exceeded the frame bound and was discarded unread.
+    ResponseTooLarge {
+        /// Bytes of it that were seen (all of it on stdio; where reading stopped on HTTP).
+        len: usize,
+        /// The bound it exceeded.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -55,6 +62,10 @@ impl fmt::Display for Error {
                     "the server chose protocol version {v:?}, which this client does not support"
                 )
             }
+            Error::ResponseTooLarge { len, limit } => write!(
+                f,
+                "the response exceeds the {limit}-byte frame limit ({len} bytes read); it was discarded"
+            ),
         }
     }
 }

@@ -34,6 +34,7 @@ mod error;
 #[cfg(any(feature = "http-server", feature = "http-client"))]
 pub mod http;
 mod jsonrpc;
+mod peek;
 #[cfg(feature = "server")]
 mod server;
 mod session;
@@ -93,7 +94,7 @@ pub mod __private {
     }
 
     #[cfg(feature = "http-client")]
-    pub use crate::http::sse::{Event as SseEvent, Parser as SseParser, SseError};
+    pub use crate::http::sse::{Event as SseEvent, Item as SseItem, Parser as SseParser};
 
     /// The host part of an HTTP `Host` header or authority, as the HTTP server reads it.
     #[cfg(feature = "http-server")]
