@@ -25,8 +25,10 @@
 
 pub mod client;
 pub mod error;
+pub mod host_policy;
 pub mod http;
 pub mod jsonrpc;
+mod limit;
 pub mod server;
 pub mod session;
 pub mod stdio;
@@ -37,6 +39,7 @@ pub mod ws;
 
 pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
 pub use error::Error;
+pub use host_policy::HostPolicy;
 pub use http::{HttpClientOptions, HttpServerConfig, StreamableHttpServer};
 pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};
 pub use server::{

@@ -26,7 +26,7 @@ use crate::jsonrpc::{
     decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
     DecodeError, ErrorCode, ErrorObject, Frame, Message, RequestId,
 };
-use crate::transport::{Inbound, Outbound, Transport, DEFAULT_MAX_FRAME_BYTES};
+use crate::transport::{Inbound, Outbound, Transport, TransportContext, DEFAULT_MAX_FRAME_BYTES};
 use crate::types::{methods, CancelledParams, ProgressParams};
 
 /// A boxed, sendable future.
@@ -47,6 +47,10 @@ pub struct EngineConfig {
     pub cancel_grace: Duration,
     /// At end of input, how long in-flight requests may finish before they are cancelled.
     pub drain_timeout: Duration,
+    /// How long a broadcast notification (`list_changed`, resource updates) waits for room in
+    /// a connection's full output queue before that peer, which stopped reading, is
+    /// disconnected (default 10 s).
+    pub slow_peer_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -58,6 +62,7 @@ impl Default for EngineConfig {
             request_timeout: Duration::from_secs(60),
             cancel_grace: Duration::from_secs(1),
             drain_timeout: Duration::from_secs(2),
+            slow_peer_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -150,6 +155,9 @@ pub struct Stats {
     pub malformed_frames: AtomicU64,
     /// Inbound requests cancelled by the peer.
     pub cancelled_by_peer: AtomicU64,
+    /// Times the connection was closed because its output stayed full (the peer stopped
+    /// reading) while a broadcast notification waited.
+    pub slow_peer_disconnects: AtomicU64,
 }
 
 pub(crate) struct Shared {
@@ -487,6 +495,8 @@ pub struct RequestContext {
     pub peer: Peer,
     /// Cancelled when the peer cancels the request or the connection closes.
     pub cancel: CancellationToken,
+    /// What the transport attached to the frame that carried the request.
+    pub transport: Option<TransportContext>,
 }
 
 /// What handles the inbound traffic of one connection.
@@ -569,6 +579,47 @@ impl Peer {
             .batches_allowed
             .store(allowed, Ordering::Relaxed);
     }
+
+    /// Whether requests from the peer are being handled.
+    pub(crate) fn has_inflight_requests(&self) -> bool {
+        !self
+            .shared
+            .inflight
+            .lock()
+            .expect("inflight lock")
+            .is_empty()
+    }
+
+    /// Sends a notification to one of many peers (a broadcast) without waiting on this one: it
+    /// is queued at once when the connection's queue has room; otherwise a task waits up to
+    /// `patience` for room, and a peer whose output stays full that long (it stopped reading)
+    /// is disconnected. A slow peer never delays the others, and nothing is dropped silently.
+    pub(crate) fn notify_detached(&self, frame: Vec<u8>, patience: Duration) {
+        let shared = &self.shared;
+        if shared.closed.is_cancelled() {
+            return;
+        }
+        let out = Outbound {
+            frame,
+            ..Outbound::default()
+        };
+        match shared.outbound.try_send(out) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(mpsc::error::TrySendError::Full(out)) => {
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let sent = tokio::time::timeout(patience, shared.outbound.send(out)).await;
+                    if sent.is_err() {
+                        shared
+                            .stats
+                            .slow_peer_disconnects
+                            .fetch_add(1, Ordering::Relaxed);
+                        shared.shutdown();
+                    }
+                });
+            }
+        }
+    }
 }
 
 async fn run<S: Service>(
@@ -613,18 +664,10 @@ async fn run<S: Service>(
                 }
             }
             Some(Inbound::Oversize { len }) => engine.reject_oversize(len).await,
-            Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
-                engine.reject_oversize(bytes.len()).await
+            Some(Inbound::Frame(bytes)) => engine.frame(bytes, None).await,
+            Some(Inbound::FrameWithContext { frame, context }) => {
+                engine.frame(frame, Some(context)).await
             }
-            Some(Inbound::Frame(bytes)) => match decode_frame(&bytes) {
-                Frame::Single(Ok(msg)) => {
-                    if let Dispatched::Send((frame, related)) = engine.dispatch(msg, false).await {
-                        let _ = shared.send(frame, related).await;
-                    }
-                }
-                Frame::Single(Err(e)) => engine.reject(e).await,
-                Frame::Batch(items) => engine.batch(items).await,
-            },
         }
     }
     // End of input: no new work, and pending outbound requests fail now (no answer can come).
@@ -671,6 +714,23 @@ struct Engine<S> {
 type Out = (Vec<u8>, Option<RequestId>);
 
 impl<S: Service> Engine<S> {
+    async fn frame(&self, bytes: bytes::Bytes, context: Option<TransportContext>) {
+        if bytes.len() > self.config.max_frame_bytes {
+            return self.reject_oversize(bytes.len()).await;
+        }
+        match decode_frame(&bytes) {
+            Frame::Single(Ok(msg)) => {
+                if let Dispatched::Send((frame, related)) =
+                    self.dispatch(msg, false, context.as_ref()).await
+                {
+                    let _ = self.peer.shared.send(frame, related).await;
+                }
+            }
+            Frame::Single(Err(e)) => self.reject(e).await,
+            Frame::Batch(items) => self.batch(items, context.as_ref()).await,
+        }
+    }
+
     async fn reject(&self, e: DecodeError) {
         self.peer
             .shared
@@ -698,7 +758,11 @@ impl<S: Service> Engine<S> {
         .await
     }
 
-    async fn batch(&self, items: Vec<Result<Message, DecodeError>>) {
+    async fn batch(
+        &self,
+        items: Vec<Result<Message, DecodeError>>,
+        context: Option<&TransportContext>,
+    ) {
         if !self.peer.shared.batches_allowed.load(Ordering::Relaxed) {
             self.reject(DecodeError {
                 id: None,
@@ -714,7 +778,7 @@ impl<S: Service> Engine<S> {
         let mut waits: Vec<tokio::task::JoinHandle<Option<Vec<u8>>>> = Vec::new();
         for item in items {
             match item {
-                Ok(msg) => match self.dispatch(msg, true).await {
+                Ok(msg) => match self.dispatch(msg, true, context).await {
                     Dispatched::Nothing => {}
                     Dispatched::Send((frame, _)) => ready.push(frame),
                     Dispatched::Task(task) => waits.push(task),
@@ -749,7 +813,12 @@ impl<S: Service> Engine<S> {
 
     /// Handles one message. Outside a batch, a request's response is sent by its task; inside a
     /// batch, the task returns the encoded response for the batch to collect.
-    async fn dispatch(&self, msg: Message, in_batch: bool) -> Dispatched {
+    async fn dispatch(
+        &self,
+        msg: Message,
+        in_batch: bool,
+        context: Option<&TransportContext>,
+    ) -> Dispatched {
         let shared = &self.peer.shared;
         match msg {
             Message::Request { id, method, params } => {
@@ -776,6 +845,7 @@ impl<S: Service> Engine<S> {
                     id: id.clone(),
                     peer: self.peer.related_to(id.clone()),
                     cancel: token.clone(),
+                    transport: context.cloned(),
                 };
                 // `initialize` completes before the next frame is read, so a client that sends
                 // more right behind it finds the session initialized.

@@ -21,6 +21,15 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 pub enum Inbound {
     /// One complete frame (one line, one text frame, one body), at most the frame bound.
     Frame(Bytes),
+    /// One complete frame with what the transport knows of the request that carried it (the
+    /// Streamable HTTP server attaches the HTTP request's parts and the session id); handlers
+    /// reach it through `RequestCtx`. The engine passes it on without looking inside.
+    FrameWithContext {
+        /// The frame.
+        frame: Bytes,
+        /// The transport's data for the requests in this frame.
+        context: TransportContext,
+    },
     /// A frame that exceeded the bound and was discarded unread; `len` is how much was seen.
     Oversize {
         /// Bytes seen before the frame was discarded.
@@ -37,6 +46,10 @@ pub enum Inbound {
         error: crate::Error,
     },
 }
+
+/// Per-request data a transport attaches to inbound frames, opaque to the engine (for
+/// Streamable HTTP an `http::HttpContext`).
+pub type TransportContext = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 
 /// What the engine hands to a transport: one encoded JSON-RPC message.
 #[derive(Debug, Default)]

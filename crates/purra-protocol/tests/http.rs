@@ -270,7 +270,7 @@ async fn header_rules() {
     assert_eq!(r.status(), 403);
     assert_eq!(
         r.text().await.unwrap(),
-        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Forbidden: invalid Origin header"}}"#
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Forbidden: Origin \"http://evil.example.com\" is not allowed"}}"#
     );
     let r = send(
         Some("2025-11-25"),

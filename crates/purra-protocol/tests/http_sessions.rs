@@ -44,6 +44,8 @@ const IDLE: Duration = Duration::from_secs(4);
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
 
+/// Opens `n` established sessions: `initialize`, then `notifications/initialized` (a session
+/// only counts once its client used it after the handshake).
 async fn open_sessions(client: &reqwest::Client, url: &str, n: usize) {
     for _ in 0..n {
         let resp = client
@@ -55,7 +57,21 @@ async fn open_sessions(client: &reqwest::Client, url: &str, n: usize) {
             .await
             .unwrap();
         assert_eq!(resp.status(), 200);
+        let id = resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
         resp.text().await.unwrap();
+        let resp = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", id)
+            .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 202);
     }
 }
 
