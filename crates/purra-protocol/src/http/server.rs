@@ -10,6 +10,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -82,7 +83,9 @@ pub struct HttpServerConfig {
     /// Events each stream keeps for replay (default 256).
     pub replay_events: usize,
     /// Bytes of events each session keeps for replay across its streams (default 1 MiB); the
-    /// oldest events go first. A client asking for events that are gone gets 410.
+    /// oldest events go first, the newest is always kept. A client asking for events that are
+    /// gone gets 410. It also bounds what is queued for one connection that reads slowly: past
+    /// it, that connection is ended and its client resumes from its last event id.
     pub replay_bytes: usize,
     /// How long a POST stream that has sent its last response, but whose connection dropped
     /// before the client read it, stays resumable (default 60 s).
@@ -443,7 +446,7 @@ struct Stream {
     /// The highest sequence number handed to a live connection.
     delivered: u64,
     /// The connection currently reading this stream, if any.
-    live: Option<mpsc::Sender<Bytes>>,
+    live: Option<Live>,
     /// Requests of this stream still waiting for their response.
     pending: HashSet<RequestId>,
     /// Collects responses instead of streaming (JSON response mode).
@@ -467,7 +470,45 @@ impl Stream {
     }
 
     fn is_live(&self) -> bool {
-        self.live.as_ref().is_some_and(|l| !l.is_closed())
+        self.live.as_ref().is_some_and(|l| !l.tx.is_closed())
+    }
+}
+
+/// The connection reading a stream: its channel, and the bytes queued in it.
+struct Live {
+    tx: mpsc::Sender<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Live {
+    fn new(capacity: usize) -> (Live, mpsc::Receiver<Bytes>, Arc<AtomicUsize>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let queued = Arc::new(AtomicUsize::new(0));
+        (
+            Live {
+                tx,
+                queued: queued.clone(),
+            },
+            rx,
+            queued,
+        )
+    }
+
+    /// Queues `data` unless the connection is gone or already holds `max_bytes` unread (one
+    /// event is always let through, whatever its size).
+    fn send(&self, data: Bytes, max_bytes: usize) -> bool {
+        let queued = self.queued.load(Ordering::Acquire);
+        if queued > 0 && queued + data.len() > max_bytes {
+            return false;
+        }
+        let len = data.len();
+        match self.tx.try_send(data) {
+            Ok(()) => {
+                self.queued.fetch_add(len, Ordering::AcqRel);
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
@@ -513,7 +554,10 @@ impl Streams {
                 .iter()
                 .filter_map(|(id, s)| s.events.front().map(|e| (e.arrival, *id)))
                 .min();
-            let Some((_, id)) = oldest else { break };
+            // The newest event stays, whatever its size: the last response is resumable.
+            let Some((_, id)) = oldest.filter(|(a, _)| *a != arrival) else {
+                break;
+            };
             if let Some(e) = self.map.get_mut(&id).and_then(|s| s.events.pop_front()) {
                 self.bytes -= e.data.len();
             }
@@ -687,10 +731,10 @@ impl HttpSession {
             encode_event(&event_id(target, seq), None, &out.frame)
         };
         if let Some(live) = &stream.live {
-            match live.try_send(data.clone()) {
-                Ok(()) => stream.delivered = seq,
+            match live.send(data.clone(), self.replay_bytes) {
+                true => stream.delivered = seq,
                 // Too slow or gone: drop the connection; the client resumes from its last id.
-                Err(_) => stream.live = None,
+                false => stream.live = None,
             }
         }
         if !json {
@@ -735,11 +779,7 @@ impl HttpSession {
     }
 
     /// Opens a stream for the requests of one POST.
-    fn open_stream(
-        &self,
-        requests: &[RequestId],
-        json: bool,
-    ) -> Result<(u64, mpsc::Receiver<Bytes>), OpenError> {
+    fn open_stream(&self, requests: &[RequestId], json: bool) -> Result<(u64, Reader), OpenError> {
         let mut streams = self.streams.lock().expect("streams lock");
         let mut seen = HashSet::new();
         for r in requests {
@@ -766,22 +806,19 @@ impl HttpSession {
         }
         let id = streams.next_id;
         streams.next_id += 1;
-        let (tx, rx) = mpsc::channel(self.replay.max(16));
+        let (live, rx, queued) = Live::new(self.replay.max(16));
         let mut stream = Stream::new(json);
-        stream.live = Some(tx);
+        stream.live = Some(live);
         stream.pending = requests.iter().cloned().collect();
         streams.map.insert(id, stream);
         for r in requests {
             streams.by_request.insert(r.clone(), id);
         }
-        Ok((id, rx))
+        Ok((id, Reader { rx, queued }))
     }
 
     /// Attaches a GET connection: resumes `last` if given, else the standalone stream.
-    fn attach(
-        &self,
-        last: Option<(u64, u64)>,
-    ) -> Result<(u64, u64, mpsc::Receiver<Bytes>), StatusCode> {
+    fn attach(&self, last: Option<(u64, u64)>) -> Result<(u64, u64, Reader), StatusCode> {
         let mut guard = self.streams.lock().expect("streams lock");
         let streams = &mut *guard;
         let (id, after) = match last {
@@ -795,7 +832,7 @@ impl HttpSession {
         if id == STANDALONE && last.is_none() && stream.is_live() {
             return Err(StatusCode::CONFLICT);
         }
-        let (tx, rx) = mpsc::channel(self.replay.max(16));
+        let (live, rx, queued) = Live::new(self.replay.max(16));
         // Resuming replays what followed the client's last id; a fresh standalone stream
         // delivers what was queued while no GET stream was open.
         let from = if after == u64::MAX {
@@ -810,7 +847,8 @@ impl HttpSession {
         }
         let mut last_sent = from;
         for e in stream.events.iter().filter(|e| e.seq > from) {
-            if tx.try_send(e.data.clone()).is_err() {
+            // The replay itself is bounded by the replay budget: everything kept fits.
+            if !live.send(e.data.clone(), usize::MAX) {
                 break;
             }
             last_sent = e.seq;
@@ -823,9 +861,9 @@ impl HttpSession {
                 streams.remove(id);
             }
         } else {
-            stream.live = Some(tx);
+            stream.live = Some(live);
         }
-        Ok((id, next_seq, rx))
+        Ok((id, next_seq, Reader { rx, queued }))
     }
 }
 
@@ -981,9 +1019,24 @@ async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
     }
 }
 
+/// The receiving end of a stream's connection.
+struct Reader {
+    rx: mpsc::Receiver<Bytes>,
+    /// Bytes queued and not yet taken (the sender bounds it).
+    queued: Arc<AtomicUsize>,
+}
+
+impl Reader {
+    async fn recv(&mut self) -> Option<Bytes> {
+        let b = self.rx.recv().await?;
+        self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+        Some(b)
+    }
+}
+
 /// What an SSE response body holds besides its channel.
 struct SseState {
-    rx: mpsc::Receiver<Bytes>,
+    rx: Reader,
     /// Sent before anything from the channel (the priming event, an initialize result).
     first: VecDeque<Bytes>,
     keep_alive: Option<Duration>,
@@ -1347,7 +1400,7 @@ fn headers_version(context: &crate::transport::TransportContext) -> Option<Strin
 
 async fn json_response(
     mut frames: VecDeque<Bytes>,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: Reader,
     expected: usize,
     session_id: Option<&str>,
     session: Arc<HttpSession>,
@@ -1540,8 +1593,12 @@ mod tests {
         // Removing a stream gives back its bytes.
         s.remove(1);
         assert_eq!(s.bytes, 10);
-        // One event larger than the whole budget is not kept.
+        // The newest event is kept even when it alone exceeds the budget; the rest go.
         s.keep(0, 4, ev(2000), 256, 1000);
-        assert_eq!(s.bytes, 0);
+        assert_eq!(s.bytes, 2000);
+        assert_eq!(
+            s.map[&0].events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [4]
+        );
     }
 }
