@@ -904,4 +904,5 @@ async fn a_refused_initialize_keeps_no_session() {
         "id: s1e1\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"Invalid params: missing field `clientInfo` at line 1 column 32\"}}\n\n"
     );
     assert_eq!(srv.http.session_count(), 0);
+    assert_eq!(srv.http.pending_session_count(), 0);
 }

@@ -87,8 +87,10 @@ pub struct HttpServerConfig {
     /// gone gets 410. It also bounds what is queued for one connection that reads slowly: past
     /// it, that connection is ended and its client resumes from its last event id.
     pub replay_bytes: usize,
-    /// How long a POST stream that has sent its last response, but whose connection dropped
-    /// before the client read it, stays resumable (default 60 s).
+    /// How long a POST stream stays resumable after its last response was queued (default
+    /// 60 s): a connection can die unnoticed with that response in flight, so the client may
+    /// come back for it with `Last-Event-ID`. Its events count against `replay_bytes` and
+    /// `max_streams_per_session` meanwhile; then they are dropped.
     pub resume_window: Duration,
     /// The `retry` hint in milliseconds sent with the priming event (default 1000).
     pub sse_retry_ms: u64,
@@ -203,6 +205,8 @@ struct Sessions {
     established: HashMap<String, Arc<HttpSession>>,
     /// Answered `initialize`, not used since: bounded apart, and short-lived.
     pending: HashMap<String, Arc<HttpSession>>,
+    /// Pending ids, oldest first (ids that left `pending` since are skipped and compacted).
+    pending_order: VecDeque<String>,
 }
 
 impl StreamableHttpServer {
@@ -246,13 +250,19 @@ impl StreamableHttpServer {
         StreamableHttpServer { shared }
     }
 
-    /// The number of live sessions (established and pending).
+    /// The number of established sessions: initialized, and used again by their client (what
+    /// [`HttpServerConfig::max_sessions`] bounds).
     pub fn session_count(&self) -> usize {
-        let s = self.shared.sessions.lock().expect("sessions lock");
-        s.established.len() + s.pending.len()
+        self.shared
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .established
+            .len()
     }
 
-    /// The number of sessions that answered `initialize` and have not been used since.
+    /// The number of sessions that answered `initialize` and have not been used since (what
+    /// [`HttpServerConfig::max_pending_sessions`] bounds).
     pub fn pending_session_count(&self) -> usize {
         self.shared
             .sessions
@@ -395,6 +405,7 @@ impl HttpShared {
         let all: Vec<Arc<HttpSession>> = {
             let mut sessions = self.sessions.lock().expect("sessions lock");
             let s = &mut *sessions;
+            s.pending_order.clear();
             s.established
                 .drain()
                 .chain(s.pending.drain())
@@ -410,17 +421,22 @@ impl HttpShared {
     /// session makes room when there are too many.
     fn add_pending(&self, id: String, session: Arc<HttpSession>) {
         let victim = {
-            let mut sessions = self.sessions.lock().expect("sessions lock");
-            let victim = if sessions.pending.len() >= self.config.max_pending_sessions.max(1) {
-                let oldest = sessions
-                    .pending
-                    .iter()
-                    .min_by_key(|(_, s)| *s.last_active.lock().expect("activity lock"))
-                    .map(|(id, _)| id.clone());
-                oldest.and_then(|id| sessions.pending.remove(&id))
-            } else {
-                None
-            };
+            let mut guard = self.sessions.lock().expect("sessions lock");
+            let sessions = &mut *guard;
+            let mut victim = None;
+            if sessions.pending.len() >= self.config.max_pending_sessions.max(1) {
+                while let Some(oldest) = sessions.pending_order.pop_front() {
+                    if let Some(s) = sessions.pending.remove(&oldest) {
+                        victim = Some(s);
+                        break;
+                    }
+                }
+            }
+            if sessions.pending_order.len() > 2 * sessions.pending.len() + 64 {
+                let pending = &sessions.pending;
+                sessions.pending_order.retain(|id| pending.contains_key(id));
+            }
+            sessions.pending_order.push_back(id.clone());
             sessions.pending.insert(id, session);
             victim
         };
@@ -451,8 +467,7 @@ struct Stream {
     pending: HashSet<RequestId>,
     /// Collects responses instead of streaming (JSON response mode).
     json: bool,
-    /// When the last response went out while no connection was reading: the stream stays
-    /// resumable for the resume window from then.
+    /// When its last response was queued: the stream stays resumable for the resume window.
     finished_at: Option<Instant>,
 }
 
@@ -749,7 +764,8 @@ impl HttpSession {
     }
 
     /// Takes `request` off stream `target`; a POST stream whose requests are all done ends
-    /// its connection, and is forgotten once everything was delivered.
+    /// its connection once that has written what is queued. Its events stay resumable for the
+    /// resume window: whether they reached the client, only the client knows.
     fn finish_request(&self, streams: &mut Streams, target: u64, request: Option<&RequestId>) {
         let Some(stream) = streams.map.get_mut(&target) else {
             return;
@@ -758,9 +774,9 @@ impl HttpSession {
             stream.pending.remove(r);
         }
         if target != STANDALONE && stream.pending.is_empty() {
-            // Every response of this stream is out: end the connection.
             stream.live = None;
-            if stream.delivered + 1 >= stream.next_seq {
+            if stream.json {
+                // A JSON response is not resumable.
                 streams.remove(target);
             } else {
                 stream.finished_at = Some(Instant::now());
@@ -855,12 +871,9 @@ impl HttpSession {
         }
         stream.delivered = stream.delivered.max(last_sent);
         let next_seq = stream.next_seq;
-        let finished = id != STANDALONE && stream.pending.is_empty();
-        if finished {
-            if stream.delivered + 1 >= stream.next_seq {
-                streams.remove(id);
-            }
-        } else {
+        // A finished stream is replayed and the connection ends there (the stream stays for
+        // the rest of its window); a running one goes on live.
+        if id == STANDALONE || !stream.pending.is_empty() {
             stream.live = Some(live);
         }
         Ok((id, next_seq, Reader { rx, queued }))
