@@ -72,6 +72,7 @@ impl Limiter {
     }
 
     /// Connections closed so far to make room for new ones.
+    #[cfg(any(feature = "http-server", test))]
     pub(crate) fn evicted(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
     }
@@ -198,6 +199,7 @@ impl SlotGuard {
     }
 
     /// Marks one unit of work in flight until the returned guard is dropped.
+    #[cfg(any(feature = "http-server", test))]
     pub(crate) fn enter(&self) -> BusyGuard {
         self.touch();
         self.slot.busy.fetch_add(1, Ordering::Relaxed);
@@ -208,11 +210,13 @@ impl SlotGuard {
     }
 
     /// Whether work is in flight (counted, or reported by the probe).
+    #[cfg(any(feature = "ws", test))]
     pub(crate) fn is_busy(&self) -> bool {
         self.slot.busy.load(Ordering::Relaxed) > 0 || self.slot.probe.get().is_some_and(|p| p())
     }
 
     /// Installs a probe for work the transport cannot count itself.
+    #[cfg(any(all(feature = "server", feature = "ws"), test))]
     pub(crate) fn set_probe(&self, probe: BusyProbe) {
         let _ = self.slot.probe.set(probe);
     }
@@ -230,11 +234,13 @@ impl Drop for SlotGuard {
 }
 
 /// Work in flight on a connection; dropping it ends that work.
+#[cfg(any(feature = "http-server", test))]
 pub(crate) struct BusyGuard {
     slot: Arc<Slot>,
     limiter: Arc<Limiter>,
 }
 
+#[cfg(any(feature = "http-server", test))]
 impl Drop for BusyGuard {
     fn drop(&mut self) {
         self.slot
@@ -244,6 +250,12 @@ impl Drop for BusyGuard {
             self.limiter.room.notify_waiters();
         }
     }
+}
+
+/// Whether `accept` failed because the process or the system ran out of file descriptors
+/// (`EMFILE`, `ENFILE`: 24 and 23 on Linux and the BSDs).
+pub(crate) fn out_of_descriptors(e: &std::io::Error) -> bool {
+    cfg!(unix) && matches!(e.raw_os_error(), Some(23 | 24))
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@
 //! **Architecture invariant:** no lock is held across an `.await`; the pending-request and
 //! in-flight maps are `std::sync::Mutex`es touched only in short critical sections.
 
+// Without `client` or `server` nothing starts an engine; the crate then only offers the types.
+#![cfg_attr(not(any(feature = "client", feature = "server")), allow(dead_code))]
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -188,6 +191,7 @@ impl Shared {
     }
 
     /// Marks the connection closed and stops writing.
+    #[cfg(any(feature = "client", feature = "server"))]
     pub(crate) fn shutdown(&self) {
         self.closed.cancel();
         self.fail_pending();
@@ -526,6 +530,7 @@ pub(crate) trait Service: Send + Sync + 'static {
 }
 
 /// Starts the engine over `transport`; returns the peer handle and the join handle of its loop.
+#[cfg(feature = "client")]
 pub(crate) fn start<S: Service>(
     transport: Transport,
     service: Arc<S>,
@@ -581,6 +586,7 @@ impl Peer {
     }
 
     /// Whether requests from the peer are being handled.
+    #[cfg(all(feature = "server", feature = "ws"))]
     pub(crate) fn has_inflight_requests(&self) -> bool {
         !self
             .shared
@@ -594,6 +600,7 @@ impl Peer {
     /// is queued at once when the connection's queue has room; otherwise a task waits up to
     /// `patience` for room, and a peer whose output stays full that long (it stopped reading)
     /// is disconnected. A slow peer never delays the others, and nothing is dropped silently.
+    #[cfg(feature = "server")]
     pub(crate) fn notify_detached(&self, frame: Vec<u8>, patience: Duration) {
         let shared = &self.shared;
         if shared.closed.is_cancelled() {

@@ -46,6 +46,7 @@ use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+#[cfg(feature = "server")]
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Interval};
@@ -61,8 +62,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::host_policy::HostPolicy;
-use crate::http::HttpContext;
-use crate::limit::{Limiter, SlotGuard};
+use crate::http_context::HttpContext;
+#[cfg(feature = "server")]
+use crate::limit::Limiter;
+use crate::limit::SlotGuard;
+#[cfg(feature = "server")]
 use crate::server::Server;
 use crate::transport::{
     Inbound, Outbound, Transport, TransportContext, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES,
@@ -454,6 +458,7 @@ where
 
 /// Serves one already-accepted connection (for hosts that run their own accept loop): the
 /// handshake, then `server` over it until the connection closes.
+#[cfg(feature = "server")]
 pub async fn serve_connection<S>(
     server: &Server,
     stream: S,
@@ -470,6 +475,7 @@ where
 /// `options.max_connections` at once, until `shutdown` completes. Then it stops accepting, ends
 /// the input of every open connection (in-flight requests may finish; each connection is closed
 /// with code 1001) and returns when all of them are closed.
+#[cfg(feature = "server")]
 pub async fn serve(
     server: Server,
     listener: TcpListener,
@@ -493,8 +499,7 @@ pub async fn serve(
                 Err(e) => {
                     // Out of descriptors: give up an idle connection's; otherwise back off
                     // instead of spinning.
-                    let out_of_fds = matches!(e.raw_os_error(), Some(c) if c == nix::libc::EMFILE || c == nix::libc::ENFILE);
-                    if !(out_of_fds && limiter.shed_one()) {
+                    if !(crate::limit::out_of_descriptors(&e) && limiter.shed_one()) {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                     continue;

@@ -146,8 +146,7 @@ where
                 Err(e) => {
                     // Out of descriptors: give up an idle connection's; otherwise back off
                     // instead of spinning.
-                    let out_of_fds = matches!(e.raw_os_error(), Some(code) if code == nix::libc::EMFILE || code == nix::libc::ENFILE);
-                    if !(out_of_fds && limiter.shed_one()) {
+                    if !(crate::limit::out_of_descriptors(&e) && limiter.shed_one()) {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     } else {
                         tokio::task::yield_now().await;

@@ -1,14 +1,25 @@
 //! Streamable HTTP (the 2025 revisions' HTTP transport), server and client.
 
+#[cfg(feature = "http-client")]
 pub mod client;
+#[cfg(feature = "http-server")]
 mod listen;
+#[cfg(feature = "http-server")]
 pub mod server;
 mod sse;
 
+#[cfg(feature = "http-server")]
+pub use crate::http_context::HttpContext;
+#[cfg(feature = "http-client")]
 pub use client::{connect, HttpClientOptions};
+#[cfg(feature = "http-server")]
 pub use listen::{
     serve, ConnectionLimits, ConnectionStats, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
-pub use server::{
-    HttpContext, HttpServerConfig, StreamableHttpServer, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER,
-};
+#[cfg(feature = "http-server")]
+pub use server::{HttpServerConfig, StreamableHttpServer};
+
+/// The header carrying the session id.
+pub const SESSION_ID_HEADER: &str = "mcp-session-id";
+/// The header carrying the negotiated revision on every request after `initialize`.
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::listen::{self, ConnectionLimits, ConnectionStats};
 use super::sse::encode_event;
 use crate::host_policy::HostPolicy;
+use crate::http_context::HttpContext;
 use crate::jsonrpc::{
     decode_frame, encode_error, ErrorCode, ErrorObject, Frame, Message, RequestId,
 };
@@ -35,10 +36,7 @@ use crate::session::BoxFuture;
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version;
 
-/// The header carrying the session id.
-pub const SESSION_ID_HEADER: &str = "mcp-session-id";
-/// The header carrying the negotiated protocol revision.
-pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+pub use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
 /// The SSE comment sent on an idle stream so proxies and clients see it is alive.
 const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
@@ -139,33 +137,6 @@ impl Default for HttpServerConfig {
             connections: ConnectionLimits::default(),
             shutdown: CancellationToken::new(),
         }
-    }
-}
-
-/// The HTTP request that carried a message, as a handler sees it through
-/// [`RequestCtx::http`](crate::RequestCtx::http): the request's parts (method, URI, headers,
-/// and the extensions that layers in front of the endpoint filled) and the session id.
-#[derive(Debug)]
-pub struct HttpContext {
-    parts: Parts,
-    session_id: Option<String>,
-}
-
-impl HttpContext {
-    pub(crate) fn new(parts: Parts, session_id: Option<String>) -> Self {
-        HttpContext { parts, session_id }
-    }
-    /// The request's method, URI, version, headers and extensions.
-    pub fn parts(&self) -> &Parts {
-        &self.parts
-    }
-    /// The request's headers.
-    pub fn headers(&self) -> &HeaderMap {
-        &self.parts.headers
-    }
-    /// The session the request belongs to (`None` in stateless mode).
-    pub fn session_id(&self) -> Option<&str> {
-        self.session_id.as_deref()
     }
 }
 
@@ -347,6 +318,13 @@ where
     }
 }
 
+/// Shrinks a table that a burst grew far beyond what it holds now.
+fn shrink<V>(map: &mut HashMap<String, V>) {
+    if map.capacity() > 4 * map.len() + 64 {
+        map.shrink_to(2 * map.len());
+    }
+}
+
 /// A server bound to its address, ready to serve.
 #[derive(Debug)]
 pub struct BoundHttpServer {
@@ -390,7 +368,16 @@ impl HttpShared {
                 }
                 keep
             });
-            let live = sessions.established.values().cloned().collect();
+            // Give back what a flood left: stale ids, and room the tables no longer need.
+            let s = &mut *sessions;
+            let pending = &s.pending;
+            s.pending_order.retain(|id| pending.contains_key(id));
+            shrink(&mut s.established);
+            shrink(&mut s.pending);
+            if s.pending_order.capacity() > 4 * s.pending_order.len() + 64 {
+                s.pending_order.shrink_to(2 * s.pending_order.len());
+            }
+            let live = s.established.values().cloned().collect();
             (expired, live)
         };
         for s in expired {
@@ -1331,10 +1318,8 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             }
         }
     };
-    let context: crate::transport::TransportContext = Arc::new(HttpContext {
-        parts,
-        session_id: session_id.clone(),
-    });
+    let context: crate::transport::TransportContext =
+        Arc::new(HttpContext::new(parts, session_id.clone()));
     for m in &messages {
         let inbound = Inbound::FrameWithContext {
             frame: m.frame.clone(),
