@@ -67,7 +67,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const MIB: isize = 1024 * 1024;
 
-/// The heap from a baseline: the highest it went, and where it is now.
+/// The heap from a baseline: the highest it went.
 struct Heap {
     baseline: isize,
 }
@@ -80,9 +80,6 @@ impl Heap {
     }
     fn peak_growth(&self) -> isize {
         PEAK.load(Ordering::Relaxed) - self.baseline
-    }
-    fn growth(&self) -> isize {
-        LIVE.load(Ordering::Relaxed) - self.baseline
     }
     /// Asserts the peak stayed under `bound` bytes above the baseline.
     fn assert_peak_below(&self, bound: isize, what: &str) {
