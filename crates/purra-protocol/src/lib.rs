@@ -35,6 +35,7 @@ mod http_context;
 pub mod jsonrpc;
 #[cfg(any(feature = "http-server", feature = "ws"))]
 mod limit;
+mod peek;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod session;
