@@ -3,9 +3,19 @@
 # lints and purra-protocol's feature combinations (scripts/check-features.sh), runs every test of
 # the workspace, the MCP conformance suite (scripts/conformance.sh), and the out-of-workspace
 # consumer project (consumers/host-smoke): its smoke, the durable-write fault scenarios and the
-# crash points.
+# crash points, on SQLite and on PostgreSQL, and PostgreSQL's own faults. It ends by saying how
+# long the PostgreSQL parts took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Runs a command and records how long it took under a label (printed at the end).
+timings=()
+timed() {
+    local label=$1 t0=$SECONDS
+    shift
+    "$@"
+    timings+=("$label: $((SECONDS - t0)) s")
+}
 
 bash scripts/setup-peers.sh
 # One PostgreSQL server for the whole run (purra-postgres's tests, the CLI's and the consumer's
@@ -23,7 +33,12 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # purra-protocol's features: a stdio-only server has no HTTP/TLS/WebSocket crate; combinations build.
 bash scripts/check-features.sh
-cargo test --workspace
+# The log is kept to report how long purra-postgres's contract suite (tests/postgres.rs) took; the
+# CLI's PostgreSQL tests (the demo and the store subcommands on a postgres:// URL) run inside
+# purra-cli's tests/durable.rs.
+cargo test --workspace 2>&1 | tee "$work/cargo-test.log"
+timings+=("purra-postgres contract suite: $(awk '/Running tests\/postgres.rs/ { on = 1 }
+    on && /^test result:/ { print $NF; exit }' "$work/cargo-test.log")")
 cargo build -p purra-conformance --bins
 bash scripts/conformance.sh
 # The installed-consumer smoke: a separate cargo project depends on the crates as a user would
@@ -37,3 +52,16 @@ target/debug/write-acceptance .peers/venv/bin/python peers/python/write_server.p
 target/debug/crash-points .peers/venv/bin/python peers/python/write_server.py "$work/crashes"
 # Two host processes race to dispatch the same approved intent, 100 rounds, one shared server.
 target/debug/dispatch-race target/debug/purra-adapter-fixture "$work/race"
+# The same three with PostgreSQL as the store (a fresh schema per scenario, one server).
+timed "write-acceptance on PostgreSQL" target/debug/write-acceptance --db "$PURRA_TEST_POSTGRES" \
+    .peers/venv/bin/python peers/python/write_server.py "$work/pg-scenarios"
+timed "crash-points on PostgreSQL" target/debug/crash-points --db "$PURRA_TEST_POSTGRES" \
+    .peers/venv/bin/python peers/python/write_server.py "$work/pg-crashes"
+timed "dispatch-race on PostgreSQL" target/debug/dispatch-race --db "$PURRA_TEST_POSTGRES" \
+    target/debug/purra-adapter-fixture "$work/pg-race"
+# PostgreSQL's own faults: restarted (fast) after the claim and after the send, the claim's commit
+# acknowledgement cut, a partition longer than the lease.
+timed "pg-faults" target/debug/pg-faults --db "$PURRA_TEST_POSTGRES" --ctl "$PURRA_TEST_POSTGRES_CTL" \
+    .peers/venv/bin/python peers/python/write_server.py "$work/pg-faults"
+echo "test.sh: the PostgreSQL parts took:" >&2
+printf '  %s\n' "${timings[@]}" >&2
