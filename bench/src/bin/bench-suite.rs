@@ -91,6 +91,15 @@ impl Env {
     }
 }
 
+/// The implementation's name where the transport is not stdio (rmcp has one HTTP server).
+fn http_name(which: &str) -> &'static str {
+    if which == "rmcp" {
+        "rmcp"
+    } else {
+        name(which)
+    }
+}
+
 fn name(which: &str) -> &'static str {
     match which {
         "purra" => "purra",
@@ -291,7 +300,7 @@ async fn http_round(env: &Env, res: &mut Results, calls: usize) {
                 Ok(Ok(r)) => {
                     eprintln!(
                         "  HTTP {:<16} {:>3} clients {:>7.0} calls/s p50 {:>6.0} µs p99 {:>7.0} µs",
-                        name(server),
+                        http_name(server),
                         clients,
                         r.calls_per_s,
                         r.p50_us,
@@ -338,7 +347,11 @@ async fn idle_rss(env: &Env, res: &mut Results) {
         .await;
         match outcome {
             Ok(rss) => {
-                eprintln!("  idle {:<16} {:>6.1} MiB", name(which), rss / 1048576.0);
+                eprintln!(
+                    "  idle {:<16} {:>6.1} MiB",
+                    http_name(which),
+                    rss / 1048576.0
+                );
                 res.put(&key, rss);
             }
             Err(e) => res.fail(&key, e),
@@ -346,7 +359,10 @@ async fn idle_rss(env: &Env, res: &mut Results) {
     }
 }
 
+/// Sessions held open to measure bytes per HTTP session.
 const HELD: usize = 500;
+/// WebSocket connections held open (purra's server serves 256 at once by default).
+const HELD_WS: usize = 200;
 
 /// Resident bytes per open (idle, initialized) Streamable HTTP session of each server.
 async fn session_bytes(env: &Env, res: &mut Results) {
@@ -373,7 +389,7 @@ async fn session_bytes(env: &Env, res: &mut Results) {
         .await;
         match outcome {
             Ok(b) => {
-                eprintln!("  HTTP session {:<16} {:>7.0} bytes", name(server), b);
+                eprintln!("  HTTP session {:<16} {:>7.0} bytes", http_name(server), b);
                 res.put(&key, b);
             }
             Err(e) => res.fail(&key, e),
@@ -402,14 +418,14 @@ async fn ws_bytes(env: &Env, res: &mut Results) {
             .map_err(|e| e.to_string())?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let before = rss_of(running.pid()).ok_or("no /proc status")?.0;
-        let mut held = Vec::with_capacity(HELD);
-        for _ in 0..HELD {
+        let mut held = Vec::with_capacity(HELD_WS);
+        for _ in 0..HELD_WS {
             held.push(connect().await.map_err(|e| e.to_string())?);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let after = rss_of(running.pid()).ok_or("no /proc status")?.0;
         drop(held);
-        Ok::<_, String>((after as f64 - before as f64) / HELD as f64)
+        Ok::<_, String>((after as f64 - before as f64) / HELD_WS as f64)
     }
     .await;
     match outcome {
@@ -705,7 +721,7 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
     let _ = writeln!(s, "\n![stdio, sequential](bench/charts/stdio-sequential.svg)\n![stdio, 16 in flight](bench/charts/stdio-concurrent.svg)\n![stdio, ratio to the floor](bench/charts/stdio-floor-ratio.svg)\n");
 
     let _ = writeln!(s, "### Streamable HTTP over loopback\n");
-    let _ = writeln!(s, "One raw HTTP client process (`purra_bench::http`: the same bytes for every server, SSE or JSON answers) opens 1, 16 or 256 sessions (`initialize`, `notifications/initialized`), then each session calls `add {{a, b}}` one call at a time and checks the sum; {} calls in all per run (a fifth of that for the Python SDK). Servers: default configuration of each (`StreamableHttpServer`, rmcp's `StreamableHttpService` with its local session manager, the TypeScript SDK's `StreamableHTTPServerTransport` per session on `node:http`, the Python SDK's `MCPServer.run(\"streamable-http\")` on uvicorn).\n", run.http_calls);
+    let _ = writeln!(s, "One raw HTTP client process (`purra_bench::http`: the same bytes for every server, SSE or JSON answers) opens 1, 16 or 256 sessions (`initialize`, `notifications/initialized`), then each session calls `add {{a, b}}` one call at a time and checks the sum; {} calls in all per run (a fifth of that for the Python SDK). Servers: default configuration of each (`StreamableHttpServer`, rmcp's `StreamableHttpService` with its local session manager on `axum::serve`, with `TCP_NODELAY` set on accepted sockets as purra does (without it rmcp's answers wait about 40 ms for delayed ACKs), the TypeScript SDK's `StreamableHTTPServerTransport` per session on `node:http`, the Python SDK's `MCPServer.run(\"streamable-http\")` on uvicorn).\n", run.http_calls);
     let _ = writeln!(
         s,
         "| server | sessions | calls/s | p50 µs | p99 µs | calls/s ÷ rmcp |"
@@ -722,14 +738,14 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
                     .get(&k)
                     .or_else(|| res.failures.get(&format!("http/{sv}")))
                     .map_or("", String::as_str);
-                let _ = writeln!(s, "| {} | {c} | FAILED: {why} | | | |", name(sv));
+                let _ = writeln!(s, "| {} | {c} | FAILED: {why} | | | |", http_name(sv));
                 continue;
             }
             let rps = m(&format!("{k}/rps"));
             let _ = writeln!(
                 s,
                 "| {} | {c} | {} | {} | {} | {} |",
-                name(sv),
+                http_name(sv),
                 cell(rps),
                 cell(m(&format!("{k}/p50"))),
                 cell(m(&format!("{k}/p99"))),
@@ -740,7 +756,7 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
     let _ = writeln!(s, "\n![Streamable HTTP](bench/charts/http.svg)\n");
 
     let _ = writeln!(s, "### Memory\n");
-    let _ = writeln!(s, "Idle: resident size (`VmRSS`) of each one-tool stdio server 300 ms after one call. Per session: the server's resident growth after {HELD} more sessions were opened (and left idle, initialized), divided by {HELD}; per WebSocket connection the same with purra's WebSocket server (rmcp, the TypeScript and the Python SDK have no WebSocket server).\n");
+    let _ = writeln!(s, "Idle: resident size (`VmRSS`) of each one-tool stdio server 300 ms after one call. Per session: the server's resident growth after {HELD} more sessions were opened (and left idle, initialized), divided by {HELD}; per WebSocket connection the same with {HELD_WS} connections to purra's WebSocket server (it serves 256 at once by default; rmcp, the TypeScript and the Python SDK have no WebSocket server).\n");
     let _ = writeln!(
         s,
         "| server | idle resident | bytes per HTTP session | bytes per WebSocket connection |"
@@ -755,7 +771,7 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
         let _ = writeln!(
             s,
             "| {} | {} | {} | {ws} |",
-            name(sv),
+            http_name(sv),
             m(&format!("mem/idle/{sv}"))
                 .map_or_else(|| "FAILED".into(), |b| format!("{:.1} MiB", b / 1048576.0)),
             cell(m(&format!("mem/http-session/{sv}"))),
@@ -763,7 +779,7 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
     }
 
     let _ = writeln!(s, "\n### A large catalog through the adapter\n");
-    let _ = writeln!(s, "A purra server lists N tools with input schemas of about B bytes (string properties with descriptions and bounds, in Core's strict profile); the client process connects (purra's client fetches every page, 100 tools a page), then `discover_read_tools` binds every tool under the default `Limits` (1 MiB catalog, 64 KiB per schema): pages, the strict-profile compilation of every schema, the snapshot and its digest. Peak is the client process's `VmHWM`.\n");
+    let _ = writeln!(s, "A purra server lists N tools with input schemas of about B bytes (string properties with descriptions and bounds, in Core's strict profile); the client process connects (this includes starting the server process, which compiles every schema at registration, and purra's client fetching every page, 100 tools a page), then `discover_read_tools` binds every tool under the default `Limits` (1 MiB catalog, 64 KiB per schema): pages, the strict-profile compilation of every schema, the snapshot and its digest. Peak is the client process's `VmHWM`.\n");
     let _ = writeln!(s, "| tools × schema bytes | catalog bytes | connect ms | discover ms | outcome | peak resident |");
     let _ = writeln!(s, "|---|---:|---:|---:|---|---:|");
     for &(t, b) in CATALOGS {
@@ -943,7 +959,7 @@ fn write_outputs(res: &Results, report: &str) {
                     .iter()
                     .flat_map(|&sv| HTTP_CLIENTS.iter().map(move |&c| (sv, c)))
                     .map(|(sv, c)| Bar {
-                        label: format!("{}, {c} sessions", name(sv)),
+                        label: format!("{}, {c} sessions", http_name(sv)),
                         value: m(&format!("http/{sv}/{c}/rps")).unwrap_or(0.0),
                         accent: sv == "purra",
                     })

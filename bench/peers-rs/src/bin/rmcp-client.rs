@@ -20,7 +20,11 @@ async fn call(peer: &Peer<RoleClient>, n: usize) -> Result<(), String> {
         .call_tool(CallToolRequestParams::new("echo").with_arguments(args))
         .await
         .map_err(|e| format!("call {n}: {e}"))?;
-    let got = res.content.first().and_then(|c| c.as_text()).map(|t| t.text.as_str());
+    let got = res
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.as_str());
     if got != Some(text.as_str()) || res.is_error == Some(true) {
         return Err(format!("call {n}: wrong answer {got:?}"));
     }
@@ -43,7 +47,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut cmd = tokio::process::Command::new(command.first().ok_or("no server command")?);
     cmd.args(&command[1..]);
-    let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn()?;
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()?;
     let client = ().serve(transport).await?;
     let peer = client.peer().clone();
     for i in 0..500 {
