@@ -3,7 +3,7 @@
 //!
 //! Usage: `rmcp-server` (stdio with `stdio()`), `rmcp-server --pipes` (stdio with
 //! `stdio_pipes()`), `rmcp-server --http PORT` (Streamable HTTP on 127.0.0.1:PORT at `/mcp`,
-//! rmcp's default configuration and local session manager, `TCP_NODELAY` on accepted sockets).
+//! rmcp's default configuration and local session manager, served with `axum::serve` as rmcp's examples do).
 
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -69,14 +69,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 StreamableHttpServerConfig::default(),
             );
             let router = axum::Router::new().nest_service("/mcp", service);
-            // TCP_NODELAY, as purra's server sets it: `axum::serve` does not, and without it each
-            // SSE answer waits for the client's delayed ACK (about 40 ms per sequential call).
-            use axum::serve::ListenerExt;
-            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-                .await?
-                .tap_io(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                });
+            // As rmcp's examples serve it: `axum::serve` leaves Nagle's algorithm on (no TCP_NODELAY).
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
             axum::serve(listener, router).await?;
             return Ok(());
         }
