@@ -14,10 +14,8 @@ use purra_store_tests::request;
 
 /// A path for a new database file in a fresh directory under the test target's temporary directory.
 fn fresh_db(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "purra-sqlite-{name}-{}",
-        std::process::id()
-    ));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("purra-sqlite-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir.join("store.db")
