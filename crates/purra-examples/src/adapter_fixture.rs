@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use purra_protocol::types::*;
-use purra_protocol::{ErrorCode, ErrorObject, HandlerError, HandlerResult, RequestCtx, Server};
+use purra_protocol::{RpcErrorCode, ErrorObject, HandlerError, HandlerResult, RequestCtx, Server};
 use serde_json::{json, Value};
 
 /// How to build the fixture.
@@ -213,7 +213,7 @@ impl AdapterFixture {
             tool("rpc_fails", "Fails with a JSON-RPC error", no_args(), None),
             |_, canary| {
                 Err(HandlerError::from(
-                    ErrorObject::new(ErrorCode(-32000), format!("remote says {canary}"))
+                    ErrorObject::new(RpcErrorCode(-32000), format!("remote says {canary}"))
                         .with_data(json!({"detail": canary})),
                 ))
             },

@@ -38,7 +38,7 @@ pub mod ws;
 pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
 pub use error::Error;
 pub use http::{HttpClientOptions, HttpServerConfig, StreamableHttpServer};
-pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};
+pub use jsonrpc::{RpcErrorCode, ErrorObject, RequestId};
 pub use server::{
     HandlerError, HandlerResult, RegistrationError, RequestCtx, Server, ServerSession,
 };
@@ -46,4 +46,5 @@ pub use session::{EngineConfig, Peer, RequestOptions};
 pub use stdio::{StderrMode, StdioCommand};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{memory, Transport};
+pub use version::{Era, ProtocolVersion};
 pub use ws::{WsClientOptions, WsServerOptions};

@@ -24,13 +24,14 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Error;
 use crate::jsonrpc::{
     decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
-    DecodeError, ErrorCode, ErrorObject, Frame, Message, RequestId,
+    DecodeError, RpcErrorCode, ErrorObject, Frame, Message, RequestId,
 };
 use crate::transport::{Inbound, Outbound, Transport, DEFAULT_MAX_FRAME_BYTES};
 use crate::types::{methods, CancelledParams, ProgressParams};
 
-/// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed, sendable future: the `futures` ecosystem's own alias, which purra-core re-exports
+/// too, so both crates name one type.
+pub use futures_util::future::BoxFuture;
 
 /// Limits and defaults of one connection's engine.
 #[derive(Debug, Clone)]
@@ -453,10 +454,7 @@ impl PendingGuard {
             .remove(&self.id)
             .is_some();
         if self.armed && was_pending && !self.shared.closed.is_cancelled() {
-            let params = to_raw(&CancelledParams {
-                request_id: self.id.clone(),
-                reason: Some(reason.to_owned()),
-            });
+            let params = to_raw(&CancelledParams::new(self.id.clone()).with_reason(reason));
             self.shared
                 .send_nowait(encode_notification(methods::CANCELLED, Some(&params)), None);
         }
@@ -688,7 +686,7 @@ impl<S: Service> Engine<S> {
         self.reject(DecodeError {
             id: None,
             error: ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
+                RpcErrorCode::INVALID_REQUEST,
                 format!(
                     "Invalid request: frame of {len} bytes exceeds the {}-byte limit",
                     self.config.max_frame_bytes
@@ -703,7 +701,7 @@ impl<S: Service> Engine<S> {
             self.reject(DecodeError {
                 id: None,
                 error: ErrorObject::new(
-                    ErrorCode::INVALID_REQUEST,
+                    RpcErrorCode::INVALID_REQUEST,
                     "Invalid request: batches are only allowed in protocol version 2025-03-26",
                 ),
             })
@@ -759,7 +757,7 @@ impl<S: Service> Engine<S> {
                     if inflight.contains_key(&id) {
                         drop(inflight);
                         let err = ErrorObject::new(
-                            ErrorCode::INVALID_REQUEST,
+                            RpcErrorCode::INVALID_REQUEST,
                             format!("Invalid request: request id {id} is already in use"),
                         );
                         return Dispatched::Send((encode_error(Some(&id), &err), Some(id)));

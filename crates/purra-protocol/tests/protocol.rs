@@ -6,7 +6,7 @@ use std::time::Duration;
 use purra_protocol::memory::{self, RawEnd};
 use purra_protocol::types::*;
 use purra_protocol::{
-    Client, ClientOptions, EngineConfig, Error, ErrorCode, ErrorObject, HandlerError,
+    Client, ClientOptions, EngineConfig, Error, RpcErrorCode, ErrorObject, HandlerError,
     HandlerResult, RequestCtx, RequestOptions, Server,
 };
 use schemars::JsonSchema;
@@ -46,7 +46,7 @@ fn test_server(engine: EngineConfig) -> Server {
         "fails with a protocol error",
         |_: Nothing, _c: RequestCtx| async move {
             Err::<String, _>(HandlerError::from(
-                ErrorObject::new(ErrorCode(-32042), "need a URL")
+                ErrorObject::new(RpcErrorCode(-32042), "need a URL")
                     .with_data(json!({"url": "https://example.invalid"})),
             ))
         },
@@ -610,7 +610,7 @@ async fn client_timeouts_cancel_and_late_responses_are_dropped() {
     let (res, ()) = tokio::join!(ping, answer);
     assert_eq!(
         res.unwrap_err(),
-        Error::Rpc(ErrorObject::new(ErrorCode(-32000), "nope").with_data(json!([1])))
+        Error::Rpc(ErrorObject::new(RpcErrorCode(-32000), "nope").with_data(json!([1])))
     );
     assert_eq!(
         conn.peer()

@@ -23,11 +23,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::sse::encode_event;
 use crate::jsonrpc::{
-    decode_frame, encode_error, ErrorCode, ErrorObject, Frame, Message, RequestId,
+    decode_frame, encode_error, RpcErrorCode, ErrorObject, Frame, Message, RequestId,
 };
 use crate::server::{Server, ServerSession};
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
-use crate::version;
+use crate::version::ProtocolVersion;
 
 /// The header carrying the session id.
 pub const SESSION_ID_HEADER: &str = "mcp-session-id";
@@ -328,7 +328,7 @@ impl HttpSession {
     fn start(
         server: &Server,
         config: &HttpServerConfig,
-        stateless_version: Option<&str>,
+        stateless_version: Option<ProtocolVersion>,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
@@ -559,7 +559,7 @@ async fn route(
 }
 
 fn status(code: StatusCode, message: &str) -> Response {
-    let body = encode_error(None, &ErrorObject::new(ErrorCode::INVALID_REQUEST, message));
+    let body = encode_error(None, &ErrorObject::new(RpcErrorCode::INVALID_REQUEST, message));
     (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -670,7 +670,7 @@ fn check_version_header(headers: &HeaderMap) -> Result<(), Reject> {
         .map(|v| v.to_str().unwrap_or(""))
     {
         None => Ok(()), // absent: the client speaks 2025-03-26
-        Some(v) if version::is_handshake(v) => Ok(()),
+        Some(v) if ProtocolVersion::new(v).is_handshake() => Ok(()),
         Some(v) => Err(Reject::new(
             StatusCode::BAD_REQUEST,
             format!("Bad Request: unsupported MCP-Protocol-Version {v:?}"),
@@ -738,7 +738,7 @@ fn sse_response(
 
 fn priming_event(stream: u64, seq: u64, retry_ms: u64, protocol: Option<&str>) -> Option<Bytes> {
     // The priming event (an id and a retry hint, empty data) is a 2025-11-25 feature.
-    (protocol == Some(version::V2025_11_25)).then(|| {
+    (protocol == Some(ProtocolVersion::V2025_11_25.as_str())).then(|| {
         encode_event(
             &event_id(stream, seq.saturating_sub(1)),
             Some(retry_ms),
@@ -839,7 +839,7 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             serde_json::from_slice::<P>(&body).ok()
         })
         .flatten()
-        .map(|p| version::negotiate(&p.params.protocol_version).to_owned());
+        .map(|p| ProtocolVersion::negotiate(&p.params.protocol_version));
     if has_initialize && messages.len() > 1 {
         return status(
             StatusCode::BAD_REQUEST,
@@ -851,7 +851,7 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
         let v = headers
             .get(PROTOCOL_VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or(version::LATEST_HANDSHAKE_VERSION);
+            .map_or(ProtocolVersion::LATEST_HANDSHAKE, ProtocolVersion::new);
         if let Err(r) = check_version_header(&headers) {
             return r.into_response();
         }
@@ -921,7 +921,7 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             headers
                 .get(PROTOCOL_VERSION_HEADER)
                 .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
+                .map(ProtocolVersion::new)
         });
     let priming = priming_event(stream_id, 1, cfg.sse_retry_ms, protocol.as_deref());
     let closed = session.closed.clone();
