@@ -427,7 +427,9 @@ async fn refresh_templates(
     {
         Ok(items) => items,
         // Servers that advertise resources without templates answer -32601; that is no templates.
-        Err(Error::Rpc(e)) if e.code == crate::jsonrpc::RpcErrorCode::METHOD_NOT_FOUND => Vec::new(),
+        Err(Error::Rpc(e)) if e.code == crate::jsonrpc::RpcErrorCode::METHOD_NOT_FOUND => {
+            Vec::new()
+        }
         Err(e) => return Err(e),
     };
     s.templates.store(gen, items);

@@ -472,7 +472,10 @@ mod tests {
 
     #[test]
     fn rejects_bad_envelopes_with_the_required_codes() {
-        assert_eq!(single("{").unwrap_err().error.code, RpcErrorCode::PARSE_ERROR);
+        assert_eq!(
+            single("{").unwrap_err().error.code,
+            RpcErrorCode::PARSE_ERROR
+        );
         assert_eq!(
             single("[1,").unwrap_err().error.code,
             RpcErrorCode::PARSE_ERROR

@@ -38,9 +38,11 @@ pub mod ws;
 pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
 pub use error::Error;
 pub use http::{HttpClientOptions, HttpServerConfig, StreamableHttpServer};
-pub use jsonrpc::{RpcErrorCode, ErrorObject, RequestId};
+pub use jsonrpc::{ErrorObject, RequestId, RpcErrorCode};
 pub use server::{
-    HandlerError, HandlerResult, RegistrationError, RequestCtx, Server, ServerSession,
+    output_schema_for, schema_for, Args, BoxError, HandlerError, HandlerResult, Handlers,
+    IntoPromptResult, IntoToolResult, Json, PromptDef, RegistrationError, RequestCtx, Server,
+    ServerBuilder, ServerSession, ToolDef,
 };
 pub use session::{EngineConfig, Peer, RequestOptions};
 pub use stdio::{StderrMode, StdioCommand};

@@ -318,7 +318,11 @@ impl Server {
 
     /// Registers a typed tool from its full definition (title, annotations, icons, `_meta`,
     /// execution): [`Server::tool`] with a [`ToolDef`].
-    pub fn add_tool<A, F, Fut, R>(&self, def: ToolDef, handler: F) -> Result<&Self, RegistrationError>
+    pub fn add_tool<A, F, Fut, R>(
+        &self,
+        def: ToolDef,
+        handler: F,
+    ) -> Result<&Self, RegistrationError>
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
         F: Fn(A, RequestCtx) -> Fut + Send + Sync + 'static,
@@ -466,9 +470,8 @@ impl Server {
             let handler = handler.clone();
             let decoded = decoder.decode::<V>(vars);
             Box::pin(async move {
-                let vars = decoded.map_err(|e| {
-                    ErrorObject::invalid_params(format!("Invalid URI {uri}: {e}"))
-                })?;
+                let vars = decoded
+                    .map_err(|e| ErrorObject::invalid_params(format!("Invalid URI {uri}: {e}")))?;
                 read_result(handler(uri, vars, ctx).await)
             })
         });

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Error;
 use crate::jsonrpc::{
     decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
-    DecodeError, RpcErrorCode, ErrorObject, Frame, Message, RequestId,
+    DecodeError, ErrorObject, Frame, Message, RequestId, RpcErrorCode,
 };
 use crate::transport::{Inbound, Outbound, Transport, DEFAULT_MAX_FRAME_BYTES};
 use crate::types::{methods, CancelledParams, ProgressParams};

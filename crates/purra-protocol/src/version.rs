@@ -225,6 +225,9 @@ mod tests {
         let unknown: ProtocolVersion = serde_json::from_str("\"draft\"").unwrap();
         assert_eq!(unknown.to_string(), "draft");
         assert_eq!(unknown, "draft");
-        assert_eq!(ProtocolVersion::default(), ProtocolVersion::LATEST_HANDSHAKE);
+        assert_eq!(
+            ProtocolVersion::default(),
+            ProtocolVersion::LATEST_HANDSHAKE
+        );
     }
 }

@@ -25,35 +25,41 @@ struct Count {
 
 fn test_server() -> Server {
     let server = Server::builder("http-test", "1").logging().build();
-    server.tool(
-        "echo_headers",
-        "says hi",
-        |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("hi") },
-    );
-    server.tool(
-        "chatty",
-        "logs n messages, 30 ms apart",
-        |a: Count, c: RequestCtx| async move {
-            for i in 1..=a.n {
-                c.log(LoggingLevel::Info, None, json!(format!("m{i}")))
-                    .await?;
-                tokio::time::sleep(Duration::from_millis(30)).await;
-            }
-            HandlerResult::Ok("done")
-        },
-    );
-    server.tool(
-        "hang_up",
-        "closes its stream, then answers",
-        |_: Nothing, c: RequestCtx| async move {
-            c.log(LoggingLevel::Info, None, json!("before")).await?;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            assert!(c.close_sse_stream());
-            c.log(LoggingLevel::Info, None, json!("after")).await?;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            HandlerResult::Ok("answered after the hang-up")
-        },
-    );
+    server
+        .tool(
+            "echo_headers",
+            "says hi",
+            |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("hi") },
+        )
+        .unwrap();
+    server
+        .tool(
+            "chatty",
+            "logs n messages, 30 ms apart",
+            |a: Count, c: RequestCtx| async move {
+                for i in 1..=a.n {
+                    c.log(LoggingLevel::Info, None, json!(format!("m{i}")))
+                        .await?;
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                }
+                HandlerResult::Ok("done")
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "hang_up",
+            "closes its stream, then answers",
+            |_: Nothing, c: RequestCtx| async move {
+                c.log(LoggingLevel::Info, None, json!("before")).await?;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                assert!(c.close_sse_stream());
+                c.log(LoggingLevel::Info, None, json!("after")).await?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                HandlerResult::Ok("answered after the hang-up")
+            },
+        )
+        .unwrap();
     server
 }
 

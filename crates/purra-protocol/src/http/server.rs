@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::sse::encode_event;
 use crate::jsonrpc::{
-    decode_frame, encode_error, RpcErrorCode, ErrorObject, Frame, Message, RequestId,
+    decode_frame, encode_error, ErrorObject, Frame, Message, RequestId, RpcErrorCode,
 };
 use crate::server::{Server, ServerSession};
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
@@ -559,7 +559,10 @@ async fn route(
 }
 
 fn status(code: StatusCode, message: &str) -> Response {
-    let body = encode_error(None, &ErrorObject::new(RpcErrorCode::INVALID_REQUEST, message));
+    let body = encode_error(
+        None,
+        &ErrorObject::new(RpcErrorCode::INVALID_REQUEST, message),
+    );
     (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 

@@ -236,7 +236,10 @@ mod tests {
             Ok(CallToolResult::error("reading the forecast: no such file"))
         );
         let e = ErrorObject::invalid_params("bad").with_data(serde_json::json!({"x": 1}));
-        assert_eq!(HandlerError::from(e.clone()).into_tool_result(), Err(e.clone()));
+        assert_eq!(
+            HandlerError::from(e.clone()).into_tool_result(),
+            Err(e.clone())
+        );
         // Boxed first, it is still found.
         let boxed: BoxError = Box::new(e.clone());
         assert_eq!(HandlerError::from(boxed).into_error_object(), e);

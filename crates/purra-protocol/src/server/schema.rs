@@ -80,7 +80,10 @@ pub(crate) fn generate<T: JsonSchema + ?Sized>(contract: Contract) -> JsonObject
         Contract::Input => settings.for_deserialize(),
         Contract::Output => settings.for_serialize(),
     };
-    let mut root = settings.into_generator().into_root_schema_for::<T>().to_value();
+    let mut root = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
     strict(&mut root);
     match root {
         Value::Object(mut o) => {
@@ -357,6 +360,9 @@ mod tests {
         let mut s = schema_for::<()>();
         assert!(!ensure_object_root(&mut s));
         assert_eq!(describe_root(&s), "null");
-        assert_eq!(describe_root(&schema_for::<serde_json::Value>()), "any value");
+        assert_eq!(
+            describe_root(&schema_for::<serde_json::Value>()),
+            "any value"
+        );
     }
 }

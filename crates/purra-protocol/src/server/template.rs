@@ -33,7 +33,9 @@ pub(crate) fn parse_template(t: &str) -> Result<Vec<TemplatePart>, RegistrationE
             ));
         }
         if matches!(parts.last(), Some(TemplatePart::Var(_))) {
-            return Err(invalid("two expressions need a literal between them".into()));
+            return Err(invalid(
+                "two expressions need a literal between them".into(),
+            ));
         }
         parts.push(TemplatePart::Var(name.to_owned()));
         rest = &rest[open + close + 1..];

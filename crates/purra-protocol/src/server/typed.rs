@@ -389,7 +389,8 @@ pub(crate) fn string_arguments<A: JsonSchema + DeserializeOwned>(
         if !types.contains(&"string") {
             non_string.insert(key.clone());
         }
-        let mut arg = PromptArgument::new(key.clone()).with_required(required.contains(key.as_str()));
+        let mut arg =
+            PromptArgument::new(key.clone()).with_required(required.contains(key.as_str()));
         if let Some(d) = prop.get("description").and_then(Value::as_str) {
             arg = arg.with_description(d);
         }
@@ -501,7 +502,10 @@ mod tests {
             "the arguments of \"t\" must be a JSON object, but its arguments type describes array; use a struct (or `()` for no arguments)"
         );
         let (schema, shape) = tool_arguments::<()>("t").unwrap();
-        assert_eq!(Value::Object(schema), json!({"type": "object", "properties": {}}));
+        assert_eq!(
+            Value::Object(schema),
+            json!({"type": "object", "properties": {}})
+        );
         assert_eq!(decode::<()>(json!({"ignored": 1}), shape), Ok(()));
         let (schema, _) = tool_arguments::<Value>("t").unwrap();
         assert_eq!(Value::Object(schema), json!({"type": "object"}));
