@@ -20,6 +20,19 @@ use crate::version::ProtocolVersion;
 /// A JSON object.
 pub type JsonObject = Map<String, Value>;
 
+/// Writes the wire names of a unit enum as its `Display`.
+macro_rules! wire_display {
+    ($ty:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self {
+                    $($ty::$variant => $text,)*
+                })
+            }
+        }
+    };
+}
+
 /// Writes `with_*` builders that set optional members.
 macro_rules! builders {
     ($ty:ident { $($(#[doc = $doc:literal])* $method:ident => $field:ident: $t:ty;)* }) => {
@@ -85,6 +98,8 @@ pub enum IconTheme {
     /// A dark background.
     Dark,
 }
+
+wire_display!(IconTheme { Light => "light", Dark => "dark" });
 
 /// Hints for the client about a resource or a content block: who it is for, how important it
 /// is, when it last changed.
@@ -344,10 +359,12 @@ pub struct PaginatedParams {
     pub meta: Option<JsonObject>,
 }
 
-builders!(PaginatedParams {
-    /// Sets `cursor`.
-    with_cursor => cursor: String;
-});
+impl PaginatedParams {
+    /// The page at `cursor` (the first page for `None`).
+    pub fn new(cursor: Option<String>) -> Self {
+        PaginatedParams { cursor, meta: None }
+    }
+}
 
 /// Hints about a tool's behaviour. Hints are never authority: a host decides for itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -403,6 +420,8 @@ pub enum TaskSupport {
     /// Only as a task.
     Required,
 }
+
+wire_display!(TaskSupport { Forbidden => "forbidden", Optional => "optional", Required => "required" });
 
 /// How a tool executes (2025-11-25).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1262,6 +1281,8 @@ pub enum Role {
     Assistant,
 }
 
+wire_display!(Role { User => "user", Assistant => "assistant" });
+
 /// `prompts/get` result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -1483,6 +1504,17 @@ pub enum LoggingLevel {
     /// Emergency.
     Emergency,
 }
+
+wire_display!(LoggingLevel {
+    Debug => "debug",
+    Info => "info",
+    Notice => "notice",
+    Warning => "warning",
+    Error => "error",
+    Critical => "critical",
+    Alert => "alert",
+    Emergency => "emergency",
+});
 
 /// `logging/setLevel` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1854,6 +1886,8 @@ pub enum ElicitAction {
     /// Dismissed.
     Cancel,
 }
+
+wire_display!(ElicitAction { Accept => "accept", Decline => "decline", Cancel => "cancel" });
 
 /// `elicitation/create` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
