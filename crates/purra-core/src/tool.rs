@@ -471,12 +471,16 @@ impl ToolBuilder {
         let input = self
             .input
             .ok_or(ToolRegistrationError::Missing("input_schema"))?;
-        let policy = self.policy.ok_or(ToolRegistrationError::Missing("policy"))?;
+        let policy = self
+            .policy
+            .ok_or(ToolRegistrationError::Missing("policy"))?;
         let scope = self.scope.ok_or(ToolRegistrationError::Missing("scope"))?;
         let concurrency = self
             .concurrency
             .ok_or(ToolRegistrationError::Missing("concurrency"))?;
-        let handler = self.handler.ok_or(ToolRegistrationError::Missing("handler"))?;
+        let handler = self
+            .handler
+            .ok_or(ToolRegistrationError::Missing("handler"))?;
         let policy_json = match &policy {
             Policy::Read { title } => {
                 if title.is_empty() {

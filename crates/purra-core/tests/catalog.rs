@@ -36,7 +36,10 @@ fn every_authority_bearing_part_is_explicit() {
         .concurrency(Concurrency::Safe)
         .handler(|_args, _ctx| async { Ok(json!({})) })
         .build();
-    assert_eq!(no_scope.unwrap_err(), ToolRegistrationError::Missing("scope"));
+    assert_eq!(
+        no_scope.unwrap_err(),
+        ToolRegistrationError::Missing("scope")
+    );
     let no_concurrency = ToolRegistration::builder("search")
         .description("d")
         .input_schema(input())

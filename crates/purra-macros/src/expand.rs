@@ -266,8 +266,14 @@ fn registration(kind: Kind, options: Options, method: &ImplItemFn) -> syn::Resul
         };
         params.push(param);
     }
-    let n_args = params.iter().filter(|p| matches!(p, Param::Args(_))).count();
-    let n_fields = params.iter().filter(|p| matches!(p, Param::Field(..))).count();
+    let n_args = params
+        .iter()
+        .filter(|p| matches!(p, Param::Args(_)))
+        .count();
+    let n_fields = params
+        .iter()
+        .filter(|p| matches!(p, Param::Field(..)))
+        .count();
     if n_args > 1 || (n_args == 1 && n_fields > 0) {
         return Err(syn::Error::new_spanned(
             &sig.inputs,
@@ -416,11 +422,17 @@ mod tests {
             "unknown `#[tool]` option `colour`: expected name, title, description, read_only, destructive, idempotent, open_world"
         );
         assert_eq!(
-            error(quote!(), quote!(impl S { #[prompt(read_only)] fn f(&self) {} })),
+            error(
+                quote!(),
+                quote!(impl S { #[prompt(read_only)] fn f(&self) {} })
+            ),
             "unknown `#[prompt]` option `read_only`: expected name, title, description"
         );
         assert_eq!(
-            error(quote!(), quote!(impl S { #[tool] #[prompt] fn f(&self) {} })),
+            error(
+                quote!(),
+                quote!(impl S { #[tool] #[prompt] fn f(&self) {} })
+            ),
             "a method is one tool or one prompt: only one `#[tool]` or `#[prompt]` per method"
         );
         assert_eq!(
@@ -453,10 +465,19 @@ mod tests {
         .unwrap()
         .to_string();
         assert!(!out.contains("# [tool"), "{out}");
-        assert!(out.contains(r#". description ("Adds `by`.\n\nReturns the new value.")"#), "{out}");
-        assert!(out.contains(". with_read_only (true) . with_destructive (false)"), "{out}");
+        assert!(
+            out.contains(r#". description ("Adds `by`.\n\nReturns the new value.")"#),
+            "{out}"
+        );
+        assert!(
+            out.contains(". with_read_only (true) . with_destructive (false)"),
+            "{out}"
+        );
         assert!(out.contains("struct __PurraArgs_add { by : i64 }"), "{out}");
-        assert!(out.contains("this . add (by , __purra_ctx) . await"), "{out}");
+        assert!(
+            out.contains("this . add (by , __purra_ctx) . await"),
+            "{out}"
+        );
         assert!(out.contains("fn helper (& self) { }"), "{out}");
     }
 }

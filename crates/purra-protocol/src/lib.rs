@@ -23,32 +23,44 @@
 //! the engine in [`session`] (pending requests, timeouts, cancellation, bounded concurrency), then
 //! [`client`] and [`server`].
 
+#[cfg(feature = "client")]
 pub mod client;
 pub mod error;
+#[cfg(any(feature = "http-server", feature = "http-client"))]
 pub mod http;
 pub mod jsonrpc;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod session;
+#[cfg(feature = "stdio")]
 pub mod stdio;
 pub mod transport;
 pub mod types;
 pub mod version;
+#[cfg(feature = "ws")]
 pub mod ws;
 
+#[cfg(feature = "client")]
 pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
 pub use error::Error;
-pub use http::{HttpClientOptions, HttpServerConfig, StreamableHttpServer};
+#[cfg(feature = "http-client")]
+pub use http::HttpClientOptions;
+#[cfg(feature = "http-server")]
+pub use http::{HttpServerConfig, StreamableHttpServer};
 pub use jsonrpc::{ErrorObject, RequestId, RpcErrorCode};
+#[cfg(feature = "server")]
 pub use server::{
     output_schema_for, schema_for, Args, BoxError, HandlerError, HandlerResult, Handlers,
     IntoPromptResult, IntoToolResult, Json, PromptDef, RegistrationError, RequestCtx, Server,
     ServerBuilder, ServerSession, ToolDef,
 };
 pub use session::{EngineConfig, Peer, RequestOptions};
+#[cfg(feature = "stdio")]
 pub use stdio::{StderrMode, StdioCommand};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{memory, Transport};
 pub use version::{Era, ProtocolVersion};
+#[cfg(feature = "ws")]
 pub use ws::{WsClientOptions, WsServerOptions};
 
 /// Registers the `#[tool]` and `#[prompt]` methods of an `impl` block as the tools and prompts
@@ -126,8 +138,10 @@ pub use ws::{WsClientOptions, WsServerOptions};
 /// idempotent, open_world)]` (the hints may be given as `= false`) and `#[prompt(name = "..",
 /// title = "..", description = "..")]`. For icons, `_meta` or execution hints, register with
 /// [`Server::add_tool`] and a [`ToolDef`].
+#[cfg(feature = "server")]
 pub use purra_macros::handlers;
 
+#[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod __private {
     //! What `#[handlers]` expands to refers to, so users need no `serde`/`schemars` of their own.

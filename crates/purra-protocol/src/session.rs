@@ -5,6 +5,9 @@
 //! **Architecture invariant:** no lock is held across an `.await`; the pending-request and
 //! in-flight maps are `std::sync::Mutex`es touched only in short critical sections.
 
+// Without `client` or `server` nothing starts an engine; the crate then only offers the types.
+#![cfg_attr(not(any(feature = "client", feature = "server")), allow(dead_code))]
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -31,7 +34,7 @@ use crate::types::{methods, CancelledParams, ProgressParams};
 
 /// A boxed, sendable future: the `futures` ecosystem's own alias, which purra-core re-exports
 /// too, so both crates name one type.
-pub use futures_util::future::BoxFuture;
+pub use futures_core::future::BoxFuture;
 
 /// Limits and defaults of one connection's engine.
 #[derive(Debug, Clone)]
@@ -181,6 +184,7 @@ impl Shared {
     }
 
     /// Marks the connection closed and stops writing.
+    #[cfg(feature = "client")]
     pub(crate) fn shutdown(&self) {
         self.closed.cancel();
         self.fail_pending();
@@ -514,6 +518,7 @@ pub(crate) trait Service: Send + Sync + 'static {
 }
 
 /// Starts the engine over `transport`; returns the peer handle and the join handle of its loop.
+#[cfg(feature = "client")]
 pub(crate) fn start<S: Service>(
     transport: Transport,
     service: Arc<S>,
