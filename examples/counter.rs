@@ -35,7 +35,7 @@ impl Counter {
     #[tool(destructive, idempotent)]
     fn set(&self, value: i64) -> Result<String, String> {
         if value < 0 {
-            return Err(format!("{value} is negative")); // an isError result the model reads
+            return Err(format!("{value} is negative")); // isError: the model reads it
         }
         self.value.store(value, SeqCst);
         Ok(format!("set to {value}"))

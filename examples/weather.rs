@@ -31,60 +31,48 @@ fn celsius(city: &str, day: u8) -> f64 {
     (city.len() as f64 * 2.5 + f64::from(day)) % 30.0
 }
 
+async fn temperature(c: City, _: RequestCtx) -> HandlerResult<String> {
+    Ok(format!("{}: {:.1} °C", c.city, celsius(&c.city, 0)))
+}
+
+async fn forecast(d: Days, _: RequestCtx) -> HandlerResult<Json<Forecast>> {
+    if !(1..=7).contains(&d.days) {
+        return Err(format!("days must be 1 to 7, not {}", d.days).into()); // isError
+    }
+    let highs = (1..=d.days).map(|day| celsius(&d.city, day)).collect();
+    Ok(Json(Forecast {
+        city: d.city,
+        highs,
+    })) // structuredContent, outputSchema
+}
+
+async fn alerts(c: City, _: RequestCtx) -> HandlerResult<String> {
+    Ok(format!("No alerts for {}.", c.city))
+}
+
+async fn now(uri: String, c: City, _: RequestCtx) -> HandlerResult<ResourceContents> {
+    Ok(ResourceContents::text(uri, celsius(&c.city, 0).to_string()))
+}
+
+async fn packing(c: City, _: RequestCtx) -> HandlerResult<PromptMessage> {
+    let t = celsius(&c.city, 0);
+    let text = format!("It is {t:.0} °C in {}: what should I pack?", c.city);
+    Ok(PromptMessage::user(text))
+}
+
 /// The server, every definition registered.
 pub fn server() -> Result<Server, RegistrationError> {
     let server = Server::builder("weather", "1.0.0").build();
     server
-        .tool(
-            "temperature",
-            "The temperature now, in °C",
-            |c: City, _: RequestCtx| async move {
-                HandlerResult::Ok(format!("{}: {:.1} °C", c.city, celsius(&c.city, 0)))
-            },
-        )?
-        .tool(
-            "forecast",
-            "Daily highs for the next days",
-            |d: Days, _: RequestCtx| async move {
-                if !(1..=7).contains(&d.days) {
-                    return Err(format!("days must be 1 to 7, not {}", d.days).into());
-                    // isError
-                }
-                let highs = (1..=d.days).map(|day| celsius(&d.city, day)).collect();
-                Ok(Json(Forecast {
-                    city: d.city,
-                    highs,
-                })) // structuredContent + outputSchema
-            },
-        )?
-        .tool(
-            "alerts",
-            "Active weather alerts",
-            |c: City, _: RequestCtx| async move {
-                HandlerResult::Ok(format!("No alerts for {}.", c.city))
-            },
-        )?;
-    server.resource(
-        Resource::new("weather://cities", "cities").with_mime_type("text/plain"),
-        |uri, _| async move { HandlerResult::Ok(ResourceContents::text(uri, "Lisbon\nOslo")) },
-    );
-    server.resource_template(
-        ResourceTemplate::new("weather://{city}/now", "now").with_mime_type("text/plain"),
-        |uri, c: City, _| async move {
-            HandlerResult::Ok(ResourceContents::text(uri, celsius(&c.city, 0).to_string()))
-        },
-    )?;
-    server.prompt(
-        "packing",
-        "What to pack for a city",
-        |c: City, _: RequestCtx| async move {
-            let t = celsius(&c.city, 0);
-            HandlerResult::Ok(PromptMessage::user(format!(
-                "It is {t:.0} °C in {}: what to pack?",
-                c.city
-            )))
-        },
-    )?;
+        .tool("temperature", "The temperature now, in °C", temperature)?
+        .tool("forecast", "Daily highs for the next days", forecast)?
+        .tool("alerts", "Active weather alerts", alerts)?
+        .resource_template(ResourceTemplate::new("weather://{city}/now", "now"), now)?
+        .prompt("packing", "What to pack for a city", packing)?
+        .resource(
+            Resource::new("weather://cities", "cities"),
+            |uri, _| async { HandlerResult::Ok(ResourceContents::text(uri, "Lisbon\nOslo")) },
+        );
     Ok(server)
 }
 

@@ -2,7 +2,7 @@
 //! transports — usable on its own.
 //!
 //! ```no_run
-//! use purra_protocol::{Server, RequestCtx, HandlerResult};
+//! use purra_protocol::{HandlerResult, RegistrationError, RequestCtx, Server};
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
 //!
@@ -10,13 +10,23 @@
 //! struct Zip { zip: String }
 //!
 //! #[tokio::main(flavor = "current_thread")]
-//! async fn main() {
+//! async fn main() -> Result<(), RegistrationError> {
 //!     let server = Server::builder("weather", "0.1.0").build();
 //!     server.tool("get_temp", "Current temperature for a US ZIP",
-//!         |Zip { zip }, _ctx: RequestCtx| async move { HandlerResult::Ok(format!("{zip}: 72°F")) });
+//!         |Zip { zip }, _ctx: RequestCtx| async move { HandlerResult::Ok(format!("{zip}: 72°F")) })?;
 //!     server.serve_stdio().await;
+//!     Ok(())
 //! }
 //! ```
+//!
+//! The server side: [`Server::tool`] derives the input schema from the arguments type (and the
+//! output schema from [`Json<T>`]); a handler's `Err` is a result with `isError` the model
+//! reads, and only an [`ErrorObject`] a JSON-RPC error ([`HandlerError`]); [`ToolDef`] and
+//! [`PromptDef`] carry titles, annotations, icons, `_meta` and execution hints;
+//! [`macro@handlers`] turns the methods of one shared value into tools and prompts. Registration
+//! returns [`RegistrationError`] values and never panics. The protocol types in [`types`] are
+//! `#[non_exhaustive]`, built with constructors and `with_*` builders; revisions are
+//! [`ProtocolVersion`]s.
 //!
 //! The layers, bottom up: [`jsonrpc`] (framing, one-pass decoding), [`transport`] (the channel
 //! boundary every transport produces, and the in-memory pair), [`stdio`] and [`ws`] (WebSocket),

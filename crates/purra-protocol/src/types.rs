@@ -1972,6 +1972,7 @@ impl ListRootsResult {
 
 /// An empty result (`ping`, `logging/setLevel`, subscribe).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EmptyResult {}
 
 /// MCP method names.
