@@ -338,11 +338,11 @@ fn registration(kind: Kind, options: Options, method: &ImplItemFn) -> syn::Resul
         args_param = quote! { #struct_name { #(#names),* }: #struct_name };
         args_struct = quote! {
             #[derive(
-                ::purra_protocol::__private::serde::Deserialize,
-                ::purra_protocol::__private::schemars::JsonSchema
+                ::purra_protocol::__macro_support::serde::Deserialize,
+                ::purra_protocol::__macro_support::schemars::JsonSchema
             )]
-            #[serde(crate = "::purra_protocol::__private::serde")]
-            #[schemars(crate = "::purra_protocol::__private::schemars")]
+            #[serde(crate = "::purra_protocol::__macro_support::serde")]
+            #[schemars(crate = "::purra_protocol::__macro_support::schemars")]
             #[allow(non_camel_case_types)]
             struct #struct_name { #(#fields),* }
         };
