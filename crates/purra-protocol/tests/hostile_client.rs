@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use purra_protocol::{
-    Client, ClientOptions, Connection, Error, RpcErrorCode, ErrorObject, HttpClientOptions,
+    Client, ClientOptions, Connection, Error, ErrorObject, HttpClientOptions, RpcErrorCode,
     StderrMode, StdioCommand,
 };
 use serde_json::{json, Value};

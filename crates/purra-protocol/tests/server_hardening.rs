@@ -19,22 +19,24 @@ fn server(max_subscriptions: usize) -> Server {
         .max_subscriptions(max_subscriptions)
         .build();
     for name in ["a", "b", "c"] {
-        server.tool(name, "a tool", |_: Nothing, _c: RequestCtx| async move {
-            HandlerResult::Ok("ok")
-        })
-        .unwrap();
+        server
+            .tool(name, "a tool", |_: Nothing, _c: RequestCtx| async move {
+                HandlerResult::Ok("ok")
+            })
+            .unwrap();
     }
-    server.tool(
-        "panics",
-        "panics",
-        |_: Nothing, _c: RequestCtx| async move {
-            if true {
-                panic!("secret at /home/ada/.token");
-            }
-            HandlerResult::Ok("never")
-        },
-    )
-    .unwrap();
+    server
+        .tool(
+            "panics",
+            "panics",
+            |_: Nothing, _c: RequestCtx| async move {
+                if true {
+                    panic!("secret at /home/ada/.token");
+                }
+                HandlerResult::Ok("never")
+            },
+        )
+        .unwrap();
     let resource = Resource::new("mem://r", "r");
     server.resource(resource, |uri, _c| async move {
         HandlerResult::Ok(ReadResourceResult::text(uri, "r"))
