@@ -562,8 +562,9 @@ impl Drop for PendingGuard {
     }
 }
 
-/// The context of one inbound request.
+/// The context of one inbound request (only a server's handlers read it).
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) struct RequestContext {
     /// The request's id.
     pub id: RequestId,
