@@ -13,51 +13,16 @@
 //! It prints cycles per second and commits per second at the same concurrency, and their ratio.
 
 use purra_core::{
-    json_identity, ApprovalBinding, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRequest,
-    CheckpointCall, ClaimVerdict, Decision, EffectOutcome, IdempotencyStore, RunId, Verdict,
+    ApprovalGateway, ApprovalId, ApprovalIntent, ClaimVerdict, Decision, EffectOutcome,
+    IdempotencyStore, Verdict,
 };
 use purra_postgres::{PostgresOptions, PostgresStore};
 use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
 
 fn url() -> String {
     std::env::var("PURRA_TEST_POSTGRES")
         .expect("PURRA_TEST_POSTGRES: start a server with scripts/postgres.sh start DIR")
-}
-
-/// A fresh request (its arguments differ every call, so every cycle claims a new key).
-fn fresh_request(tag: &str) -> ApprovalRequest {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let id = |v: serde_json::Value| json_identity(&v).unwrap();
-    let arguments = json!({"id": format!("doc-{tag}-{n}"), "text": "hello"});
-    let binding = ApprovalBinding {
-        binding_id: "documents".into(),
-        binding_revision: "1".into(),
-        scope_id: "sandbox".into(),
-        scope_revision: "1".into(),
-    };
-    ApprovalRequest {
-        intent: ApprovalIntent {
-            tool: "update_document".into(),
-            arguments_digest: id(arguments.clone()),
-            approval_binding: binding.identity(),
-            checkpoint_call: CheckpointCall {
-                call_id: format!("call-{n}"),
-                tool: "update_document".into(),
-            },
-            run_id: RunId::new(format!("run-{tag}-{n}")),
-            preset_fingerprint: id(json!("preset")),
-        },
-        arguments,
-        binding,
-        requested_by: "writer".into(),
-        requested_at: SystemTime::now(),
-        expires_at: None,
-        labels: Default::default(),
-    }
 }
 
 async fn cycle(store: &PostgresStore, id: ApprovalId, intent: &ApprovalIntent) {
@@ -96,7 +61,7 @@ async fn cycle(store: &PostgresStore, id: ApprovalId, intent: &ApprovalIntent) {
 async fn cycles(store: &PostgresStore, runs: usize, per_run: usize, tag: &str) -> f64 {
     let mut prepared = Vec::new();
     for _ in 0..runs * per_run {
-        let request = fresh_request(tag);
+        let request = purra_bench::fresh_request(tag);
         let intent = request.intent.clone();
         prepared.push((store.prepare(request).await.unwrap(), intent));
     }
@@ -162,7 +127,7 @@ async fn child(schema: &str, per_run: usize, start_ns: u128) {
     let store = store(schema).await;
     let mut prepared = Vec::new();
     for _ in 0..per_run {
-        let request = fresh_request(&format!("p{}", std::process::id()));
+        let request = purra_bench::fresh_request(&format!("p{}", std::process::id()));
         let intent = request.intent.clone();
         prepared.push((store.prepare(request).await.unwrap(), intent));
     }

@@ -18,50 +18,15 @@
 
 use criterion::{BatchSize, Criterion};
 use purra_core::{
-    json_identity, ApprovalBinding, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRequest,
-    CheckpointCall, ClaimVerdict, Decision, EffectOutcome, IdempotencyStore, RunId, Verdict,
+    ApprovalGateway, ApprovalId, ApprovalIntent, ClaimVerdict, Decision, EffectOutcome,
+    IdempotencyStore, Verdict,
 };
 use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh request (its arguments differ every call, so every cycle claims a new key).
-fn fresh_request() -> ApprovalRequest {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let id = |v: Value| json_identity(&v).unwrap();
-    let arguments = json!({"id": format!("doc-{n}"), "text": "hello"});
-    let binding = ApprovalBinding {
-        binding_id: "documents".into(),
-        binding_revision: "1".into(),
-        scope_id: "sandbox".into(),
-        scope_revision: "1".into(),
-    };
-    ApprovalRequest {
-        intent: ApprovalIntent {
-            tool: "update_document".into(),
-            arguments_digest: id(arguments.clone()),
-            approval_binding: binding.identity(),
-            checkpoint_call: CheckpointCall {
-                call_id: format!("call-{n}"),
-                tool: "update_document".into(),
-            },
-            run_id: RunId::new(format!("run-{n}")),
-            preset_fingerprint: id(json!("preset")),
-        },
-        arguments,
-        binding,
-        requested_by: "writer".into(),
-        requested_at: SystemTime::now(),
-        expires_at: None,
-        labels: Default::default(),
-    }
-}
 
 fn approve() -> Decision {
     Decision {
@@ -132,7 +97,7 @@ impl Fixture {
     }
 
     fn prepare(&self, store: &SqliteStore) -> (ApprovalId, ApprovalIntent) {
-        let request = fresh_request();
+        let request = purra_bench::fresh_request("");
         let intent = request.intent.clone();
         let id = self.rt.block_on(store.prepare(request)).unwrap();
         (id, intent)

@@ -135,3 +135,41 @@ pub fn rss_of(pid: u32) -> Option<(u64, u64)> {
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
+
+/// A fresh approval request for the store benchmarks: its arguments (and so its intent digest and
+/// idempotency key) differ on every call; `tag` keeps several processes' runs apart.
+pub fn fresh_request(tag: &str) -> purra_core::ApprovalRequest {
+    use purra_core::{
+        json_identity, ApprovalBinding, ApprovalIntent, ApprovalRequest, CheckpointCall, RunId,
+    };
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let id = |v: Value| json_identity(&v).expect("I-JSON");
+    let arguments = json!({"id": format!("doc-{tag}{n}"), "text": "hello"});
+    let binding = ApprovalBinding {
+        binding_id: "documents".into(),
+        binding_revision: "1".into(),
+        scope_id: "sandbox".into(),
+        scope_revision: "1".into(),
+    };
+    ApprovalRequest {
+        intent: ApprovalIntent {
+            tool: "update_document".into(),
+            arguments_digest: id(arguments.clone()),
+            approval_binding: binding.identity(),
+            checkpoint_call: CheckpointCall {
+                call_id: format!("call-{tag}{n}"),
+                tool: "update_document".into(),
+            },
+            run_id: RunId::new(format!("run-{tag}{n}")),
+            preset_fingerprint: id(json!("preset")),
+        },
+        arguments,
+        binding,
+        requested_by: "writer".into(),
+        requested_at: std::time::SystemTime::now(),
+        expires_at: None,
+        labels: Default::default(),
+    }
+}

@@ -14,50 +14,14 @@
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use purra_core::{
-    json_identity, ApprovalBinding, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRequest,
-    CheckpointCall, ClaimState, ClaimVerdict, Decision, EffectOutcome, IdempotencyKey,
-    IdempotencyStore, RunId, Verdict,
+    ApprovalGateway, ApprovalId, ApprovalIntent, ClaimState, ClaimVerdict, Decision, EffectOutcome,
+    IdempotencyKey, IdempotencyStore, Verdict,
 };
 use purra_sqlite::SqliteStore;
 use serde_json::json;
-
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh request (its arguments differ every call, so every cycle claims a new key).
-fn fresh_request() -> ApprovalRequest {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let id = |v: serde_json::Value| json_identity(&v).expect("I-JSON");
-    let arguments = json!({"id": format!("doc-{n}"), "text": "hello"});
-    let binding = ApprovalBinding {
-        binding_id: "documents".into(),
-        binding_revision: "1".into(),
-        scope_id: "sandbox".into(),
-        scope_revision: "1".into(),
-    };
-    ApprovalRequest {
-        intent: ApprovalIntent {
-            tool: "update_document".into(),
-            arguments_digest: id(arguments.clone()),
-            approval_binding: binding.identity(),
-            checkpoint_call: CheckpointCall {
-                call_id: format!("call-{n}"),
-                tool: "update_document".into(),
-            },
-            run_id: RunId::new(format!("run-{n}")),
-            preset_fingerprint: id(json!("preset")),
-        },
-        arguments,
-        binding,
-        requested_by: "writer".into(),
-        requested_at: SystemTime::now(),
-        expires_at: None,
-        labels: Default::default(),
-    }
-}
 
 /// Write 4 KiB at offset 0 and fsync, for `seconds`; the rate.
 fn fsync_rate(dir: &Path, seconds: f64) -> Result<f64, String> {
@@ -117,7 +81,7 @@ async fn cycles(store: &SqliteStore, runs: usize, seconds: f64) -> Result<f64, S
     for _ in 0..runs {
         let mut mine = Vec::new();
         for _ in 0..(seconds * 3000.0 / runs as f64).max(64.0) as usize {
-            let request = fresh_request();
+            let request = purra_bench::fresh_request("");
             let intent = request.intent.clone();
             let id = store.prepare(request).await.map_err(|e| e.to_string())?;
             mine.push((id, intent));
