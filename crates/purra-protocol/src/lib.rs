@@ -27,6 +27,8 @@ pub mod client;
 pub mod error;
 pub mod http;
 pub mod jsonrpc;
+pub mod modern;
+pub mod request_state;
 pub mod server;
 pub mod session;
 pub mod stdio;
