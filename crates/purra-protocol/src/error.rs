@@ -32,6 +32,11 @@ pub enum Error {
     Protocol(String),
     /// The server answered `initialize` with a revision purra does not speak.
     UnsupportedProtocolVersion(String),
+    /// A handler needs a client capability (`sampling`, `elicitation`, `roots`) the client did
+    /// not declare; a handler that returns it answers -32021 naming the capability.
+    MissingClientCapability(String),
+    /// The server kept answering `input_required` past the client's bound on rounds.
+    InputRoundsExceeded(usize),
 }
 
 impl fmt::Display for Error {
@@ -45,6 +50,13 @@ impl fmt::Display for Error {
             Error::Http { status, body } => write!(f, "HTTP status {status}: {body}"),
             Error::InvalidResponse(why) => write!(f, "invalid response: {why}"),
             Error::Protocol(why) => write!(f, "protocol violation: {why}"),
+            Error::MissingClientCapability(c) => {
+                write!(f, "the client did not declare the {c} capability")
+            }
+            Error::InputRoundsExceeded(n) => write!(
+                f,
+                "the server asked for input in more than {n} rounds without completing"
+            ),
             Error::UnsupportedProtocolVersion(v) => {
                 write!(
                     f,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use schemars::JsonSchema;
@@ -16,12 +16,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::jsonrpc::{from_params, to_raw, ErrorCode, ErrorObject, RequestId};
+use crate::modern::{CacheHint, InputRequest, InputResponse};
+use crate::request_state::RequestStateSecurity;
 use crate::session::{
     self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
 };
 use crate::transport::Transport;
 use crate::types::*;
 use crate::version;
+
+mod listen;
+pub(crate) mod modern;
+mod mrtr;
 
 /// A handler's failure. Built from an [`ErrorObject`] it is sent as that JSON-RPC error, code
 /// and data kept; built from anything else it becomes -32603 with the message.
@@ -52,7 +58,16 @@ impl From<&str> for HandlerError {
 }
 impl From<Error> for HandlerError {
     fn from(e: Error) -> Self {
-        HandlerError::internal(e.to_string())
+        match &e {
+            Error::MissingClientCapability(c) => HandlerError(
+                ErrorObject::new(
+                    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    format!("Missing required client capability: {c}"),
+                )
+                .with_data(serde_json::json!({ "requiredCapabilities": { c.as_str(): {} } })),
+            ),
+            _ => HandlerError::internal(e.to_string()),
+        }
     }
 }
 impl From<serde_json::Error> for HandlerError {
@@ -96,6 +111,8 @@ struct ToolEntry {
     tool: Tool,
     input: jsonschema::Validator,
     output: Option<jsonschema::Validator>,
+    /// The arguments mirrored into `Mcp-Param-*` headers over 2026-07-28 Streamable HTTP.
+    param_headers: Vec<crate::modern::headers::ParamHeader>,
     handler: ToolFn,
 }
 
@@ -168,6 +185,8 @@ pub enum RegistrationError {
     InvalidSchema(String),
     /// The URI template is malformed.
     InvalidTemplate(String),
+    /// A caching hint was given for a method whose results are not cacheable.
+    InvalidCacheMethod(String),
 }
 
 impl std::fmt::Display for RegistrationError {
@@ -175,6 +194,9 @@ impl std::fmt::Display for RegistrationError {
         match self {
             RegistrationError::InvalidSchema(why) => write!(f, "invalid schema: {why}"),
             RegistrationError::InvalidTemplate(why) => write!(f, "invalid URI template: {why}"),
+            RegistrationError::InvalidCacheMethod(m) => {
+                write!(f, "{m} has no cacheable results (no caching hint applies)")
+            }
         }
     }
 }
@@ -193,6 +215,12 @@ struct ServerInner {
     templates: RwLock<Registry<TemplateEntry>>,
     prompts: RwLock<Registry<PromptEntry>>,
     completion: RwLock<Option<CompleteFn>>,
+    /// Seals and opens the `requestState` of 2026-07-28 multi round-trip requests.
+    request_state: RequestStateSecurity,
+    /// Caching hints of 2026-07-28 results, by method.
+    cache_hints: HashMap<&'static str, CacheHint>,
+    /// Open `subscriptions/listen` streams.
+    listeners: listen::Listeners,
     /// Live sessions by a private key; each removes itself when dropped.
     sessions: Mutex<HashMap<u64, Weak<SessionState>>>,
     next_session: std::sync::atomic::AtomicU64,
@@ -207,6 +235,8 @@ pub struct ServerBuilder {
     page_size: usize,
     logging: bool,
     enforce_output: bool,
+    request_state: Option<RequestStateSecurity>,
+    cache_hints: HashMap<&'static str, CacheHint>,
 }
 
 impl ServerBuilder {
@@ -236,6 +266,27 @@ impl ServerBuilder {
         self.engine = config;
         self
     }
+    /// How the `requestState` of 2026-07-28 multi round-trip requests is protected (default: a
+    /// key made at build time, known to this process only; instances behind one load balancer
+    /// must share keys).
+    pub fn request_state_security(mut self, security: RequestStateSecurity) -> Self {
+        self.request_state = Some(security);
+        self
+    }
+    /// The caching hint (`ttlMs`, `cacheScope`) of 2026-07-28 results of `method`, one of
+    /// `server/discover`, `tools/list`, `prompts/list`, `resources/list`,
+    /// `resources/templates/list` and `resources/read` (default for each: immediately stale and
+    /// private). Another method is refused with `InvalidCacheMethod`.
+    pub fn cache_hint(mut self, method: &str, hint: CacheHint) -> Result<Self, RegistrationError> {
+        let Some(m) = crate::modern::CACHEABLE_METHODS
+            .iter()
+            .find(|m| **m == method)
+        else {
+            return Err(RegistrationError::InvalidCacheMethod(method.to_owned()));
+        };
+        self.cache_hints.insert(m, hint);
+        Ok(self)
+    }
     /// Builds the server.
     pub fn build(self) -> Server {
         Server {
@@ -251,6 +302,11 @@ impl ServerBuilder {
                 templates: RwLock::default(),
                 prompts: RwLock::default(),
                 completion: RwLock::new(None),
+                request_state: self
+                    .request_state
+                    .unwrap_or_else(RequestStateSecurity::ephemeral),
+                cache_hints: self.cache_hints,
+                listeners: listen::Listeners::default(),
                 sessions: Mutex::new(HashMap::new()),
                 next_session: std::sync::atomic::AtomicU64::new(0),
             }),
@@ -337,6 +393,8 @@ impl Server {
             page_size: 100,
             logging: false,
             enforce_output: true,
+            request_state: None,
+            cache_hints: HashMap::new(),
         }
     }
 
@@ -426,6 +484,9 @@ impl Server {
         Fut: Future<Output = HandlerResult<CallToolResult>> + Send + 'static,
     {
         let input = compile(&tool.input_schema, "input")?;
+        let param_headers =
+            crate::modern::headers::param_headers(&Value::Object(tool.input_schema.clone()))
+                .map_err(|why| RegistrationError::InvalidSchema(format!("input schema: {why}")))?;
         let output = tool
             .output_schema
             .as_ref()
@@ -438,6 +499,7 @@ impl Server {
                 tool,
                 input,
                 output,
+                param_headers,
                 handler: Arc::new(move |a, c| Box::pin(handler(a, c))),
             },
         );
@@ -534,8 +596,10 @@ impl Server {
         self
     }
 
-    /// Sends `notifications/resources/updated` to the sessions subscribed to `uri`, and only those.
+    /// Sends `notifications/resources/updated` to the sessions subscribed to `uri`, and only those,
+    /// and to the `subscriptions/listen` streams (2026-07-28) that asked for `uri`.
     pub async fn notify_resource_updated(&self, uri: &str) {
+        self.inner.listeners.resource_updated(uri);
         for s in self.live_sessions() {
             let subscribed = s.subscriptions.lock().expect("subs lock").contains(uri);
             if let (true, Some(peer)) = (subscribed, s.peer.get()) {
@@ -557,6 +621,7 @@ impl Server {
     }
 
     fn list_changed(&self, kind: Kind) {
+        self.inner.listeners.list_changed(kind);
         let targets: Vec<Peer> = self
             .live_sessions()
             .into_iter()
@@ -641,6 +706,7 @@ impl Server {
             Implementation::new("stateless", ""),
         ));
         *session.state.advertised.write().expect("advertised lock") = self.capabilities();
+        session.state.era.store(ERA_HANDSHAKE, Ordering::Release);
         session.state.initialized.store(true, Ordering::Release);
         (session, join)
     }
@@ -657,6 +723,7 @@ impl Server {
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(HashSet::new()),
             advertised: RwLock::new(ServerCapabilities::default()),
+            era: AtomicU8::new(ERA_UNDECIDED),
         });
         // The session is findable (by list_changed and resource updates) with its peer before
         // the engine reads its first frame: a handler can never run before that.
@@ -730,7 +797,16 @@ struct SessionState {
     log_level: Mutex<Option<LoggingLevel>>,
     subscriptions: Mutex<HashSet<String>>,
     advertised: RwLock<ServerCapabilities>,
+    /// The connection's era, decided by its first request: undecided, handshake or modern.
+    era: AtomicU8,
 }
+
+/// [`SessionState::era`]: no request yet.
+const ERA_UNDECIDED: u8 = 0;
+/// [`SessionState::era`]: the first request was not a 2026-07-28 request (an `initialize`).
+const ERA_HANDSHAKE: u8 = 1;
+/// [`SessionState::era`]: the first request carried the 2026-07-28 envelope.
+const ERA_MODERN: u8 = 2;
 
 impl Drop for SessionState {
     fn drop(&mut self) {
@@ -742,6 +818,30 @@ impl Drop for SessionState {
 }
 
 impl SessionState {
+    /// Whether this request is served in the 2026-07-28 revision. The first request decides for
+    /// the whole connection (called in the reader, so in arrival order): a request other than
+    /// `initialize` carrying the modern envelope makes it modern, anything else handshake-era.
+    fn is_modern(&self, method: &str, params: Option<&RawValue>) -> bool {
+        let era = self.era.load(Ordering::Acquire);
+        if era != ERA_UNDECIDED {
+            return era == ERA_MODERN;
+        }
+        let decided = if method != methods::INITIALIZE
+            && crate::modern::envelope::has_modern_envelope(params)
+        {
+            ERA_MODERN
+        } else {
+            ERA_HANDSHAKE
+        };
+        match self
+            .era
+            .compare_exchange(ERA_UNDECIDED, decided, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => decided == ERA_MODERN,
+            Err(now) => now == ERA_MODERN,
+        }
+    }
+
     fn advertised(&self, kind: Kind) -> bool {
         let a = self.advertised.read().expect("advertised lock");
         match kind {
@@ -758,6 +858,8 @@ pub struct RequestCtx {
     req: RequestContext,
     session: Arc<SessionState>,
     progress_token: Option<ProgressToken>,
+    /// The request's own envelope and input round when it is a 2026-07-28 request.
+    modern: Option<Arc<modern::Scope>>,
 }
 
 impl std::fmt::Debug for RequestCtx {
@@ -790,8 +892,11 @@ impl RequestCtx {
     pub async fn cancelled(&self) {
         self.req.cancel.cancelled().await
     }
-    /// The negotiated revision.
+    /// The revision of this request: the negotiated one, or the one a 2026-07-28 request declared.
     pub fn protocol_version(&self) -> String {
+        if let Some(m) = &self.modern {
+            return m.envelope.protocol_version.clone();
+        }
         self.session
             .init
             .read()
@@ -800,8 +905,11 @@ impl RequestCtx {
             .map(|i| i.0.clone())
             .unwrap_or_default()
     }
-    /// The client's capabilities.
+    /// The client's capabilities (declared at the handshake, or on this very request).
     pub fn client_capabilities(&self) -> ClientCapabilities {
+        if let Some(m) = &self.modern {
+            return m.envelope.client_capabilities.clone();
+        }
         self.session
             .init
             .read()
@@ -812,6 +920,9 @@ impl RequestCtx {
     }
     /// The client's name and version.
     pub fn client_info(&self) -> Option<Implementation> {
+        if let Some(m) = &self.modern {
+            return m.envelope.client_info.clone();
+        }
         self.session
             .init
             .read()
@@ -866,7 +977,14 @@ impl RequestCtx {
         if !self.session.server.inner.logging {
             return Ok(());
         }
-        let min = *self.session.log_level.lock().expect("level lock");
+        let min = match &self.modern {
+            // 2026-07-28: only a request that asked for a level gets log messages.
+            Some(m) => match m.envelope.log_level {
+                Some(l) => Some(l),
+                None => return Ok(()),
+            },
+            None => *self.session.log_level.lock().expect("level lock"),
+        };
         if min.is_some_and(|m| level < m) {
             return Ok(());
         }
@@ -887,58 +1005,113 @@ impl RequestCtx {
         RequestOptions::default().cancel_with(self.req.cancel.clone())
     }
 
-    /// Asks the client to sample an LLM (`sampling/createMessage`).
+    /// Asks the client to sample an LLM (`sampling/createMessage`). In the 2026-07-28 revision
+    /// the request travels in an `input_required` result (see [`input`](Self::input)).
     pub async fn create_message(
         &self,
         params: CreateMessageParams,
     ) -> Result<CreateMessageResult, Error> {
-        if self.client_capabilities().sampling.is_none() {
-            return Err(Error::Protocol(
-                "the client did not declare sampling".into(),
-            ));
+        let key = self.next_input_key("sampling");
+        match self.input(&key, InputRequest::Sample(params)).await? {
+            InputResponse::Sample(r) => Ok(r),
+            _ => unreachable!("a sampling request is answered by a sampling result"),
         }
-        self.req
-            .peer
-            .request(
-                methods::SAMPLING_CREATE_MESSAGE,
-                &params,
-                self.sub_request_options(),
-            )
-            .await
     }
 
-    /// Asks the client to elicit input from the user (`elicitation/create`).
+    /// Asks the client to elicit input from the user (`elicitation/create`). In the 2026-07-28
+    /// revision the request travels in an `input_required` result (see [`input`](Self::input)).
     pub async fn elicit(&self, params: ElicitParams) -> Result<ElicitResult, Error> {
-        if self.client_capabilities().elicitation.is_none() {
-            return Err(Error::Protocol(
-                "the client did not declare elicitation".into(),
-            ));
+        let key = self.next_input_key("elicitation");
+        match self.input(&key, InputRequest::Elicit(params)).await? {
+            InputResponse::Elicit(r) => Ok(r),
+            _ => unreachable!("an elicitation is answered by an elicitation result"),
         }
-        self.req
-            .peer
-            .request(
-                methods::ELICITATION_CREATE,
-                &params,
-                self.sub_request_options(),
-            )
-            .await
     }
 
-    /// Asks the client for its roots (`roots/list`).
+    /// Asks the client for its roots (`roots/list`). In the 2026-07-28 revision the request
+    /// travels in an `input_required` result (see [`input`](Self::input)).
     pub async fn list_roots(&self) -> Result<Vec<Root>, Error> {
-        if self.client_capabilities().roots.is_none() {
-            return Err(Error::Protocol("the client did not declare roots".into()));
+        let key = self.next_input_key("roots");
+        match self.input(&key, InputRequest::ListRoots).await? {
+            InputResponse::Roots(r) => Ok(r.roots),
+            _ => unreachable!("roots/list is answered by a roots result"),
         }
-        let r: ListRootsResult = self
-            .req
-            .peer
-            .request(
-                methods::ROOTS_LIST,
-                &EmptyResult {},
-                self.sub_request_options(),
-            )
-            .await?;
-        Ok(r.roots)
+    }
+
+    /// The key of the next unnamed input call: `{kind}-{n}`, n counting this request's calls.
+    fn next_input_key(&self, kind: &str) -> String {
+        match &self.modern {
+            Some(m) => format!("{kind}-{}", m.input_calls.fetch_add(1, Ordering::Relaxed)),
+            None => String::new(),
+        }
+    }
+
+    /// Asks the client for input under `key` (sampling, elicitation or roots), in either era.
+    ///
+    /// In a handshake revision this sends the request to the client and waits for its answer
+    /// (`key` is not used). In 2026-07-28, on `tools/call`, `prompts/get` and `resources/read`,
+    /// the answer comes from the client's retry: the first time, the request is returned to the
+    /// client in an `input_required` result under `key` and the handler is run again from the
+    /// start when the client retries with the answer, so everything before this call runs once
+    /// per round. Keys name questions: use a stable key per question. A request the client did
+    /// not declare the capability for fails with [`Error::MissingClientCapability`] (returned
+    /// from the handler it answers -32021).
+    pub async fn input(&self, key: &str, request: InputRequest) -> Result<InputResponse, Error> {
+        if let Some(m) = &self.modern {
+            let Some(round) = &m.round else {
+                return Err(Error::Protocol(format!(
+                    "{} cannot ask the client for input in the 2026-07-28 revision",
+                    m.method
+                )));
+            };
+            return round.input(key, request).await;
+        }
+        if !request.declared_by(&self.client_capabilities()) {
+            return Err(Error::MissingClientCapability(
+                request.capability().to_owned(),
+            ));
+        }
+        let options = self.sub_request_options();
+        let peer = &self.req.peer;
+        match request {
+            InputRequest::Sample(p) => peer
+                .request(methods::SAMPLING_CREATE_MESSAGE, &p, options)
+                .await
+                .map(InputResponse::Sample),
+            InputRequest::Elicit(p) => peer
+                .request(methods::ELICITATION_CREATE, &p, options)
+                .await
+                .map(InputResponse::Elicit),
+            InputRequest::ListRoots => peer
+                .request(methods::ROOTS_LIST, &EmptyResult {}, options)
+                .await
+                .map(InputResponse::Roots),
+        }
+    }
+
+    /// The state this handler carried from the previous round of a 2026-07-28 multi round-trip
+    /// request (see [`set_request_state`](Self::set_request_state)); verified, never what the
+    /// client made up. `None` in the first round and in handshake revisions.
+    pub fn request_state(&self) -> Option<Value> {
+        self.modern
+            .as_ref()
+            .and_then(|m| m.round.as_ref())
+            .and_then(|r| r.prior_state().cloned())
+    }
+
+    /// Carries `state` to the next round of this 2026-07-28 request, sealed in its `requestState`
+    /// (for example a handle the server minted). Ignored when the request completes in this
+    /// round, and in handshake revisions.
+    pub fn set_request_state(&self, state: Value) {
+        if let Some(r) = self.modern.as_ref().and_then(|m| m.round.as_ref()) {
+            r.set_next_state(state);
+        }
+    }
+
+    /// The authenticated principal of this request, when an authentication layer named one
+    /// (see [`RequestPrincipal`](crate::request_state::RequestPrincipal)).
+    pub fn principal(&self) -> Option<&str> {
+        self.modern.as_ref().and_then(|m| m.principal.as_deref())
     }
 }
 
@@ -966,6 +1139,9 @@ struct MetaOnly {
 struct ProgressMeta {
     #[serde(default, rename = "progressToken")]
     progress_token: Option<ProgressToken>,
+    /// The modern envelope's version key: never on a handshake-era request.
+    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
+    modern: Option<serde::de::IgnoredAny>,
 }
 
 fn not_initialized() -> ErrorObject {
@@ -983,6 +1159,9 @@ impl Service for SessionState {
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
         let this = self.clone();
+        if self.is_modern(&method, params.as_deref()) {
+            return Box::pin(modern::serve_on_connection(this, ctx, method, params));
+        }
         Box::pin(async move { this.handle(ctx, method, params).await })
     }
 
@@ -1010,8 +1189,6 @@ impl SessionState {
         method: String,
         params: Option<Box<RawValue>>,
     ) -> Result<Box<RawValue>, ErrorObject> {
-        let server = self.server.clone();
-        let inner = &server.inner;
         if method == methods::INITIALIZE {
             return self.initialize(params.as_deref());
         }
@@ -1021,18 +1198,40 @@ impl SessionState {
         if self.init.read().expect("init lock").is_none() {
             return Err(not_initialized());
         }
-        let progress_token = params
+        let meta = params
             .as_deref()
             .and_then(|p| serde_json::from_str::<MetaOnly>(p.get()).ok())
-            .and_then(|m| m.meta)
-            .and_then(|m| m.progress_token);
+            .and_then(|m| m.meta);
+        if meta.as_ref().is_some_and(|m| m.modern.is_some()) {
+            return Err(ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                "Invalid request: this connection speaks a handshake revision; requests carrying the 2026-07-28 envelope are not accepted on it",
+            ));
+        }
+        let progress_token = meta.and_then(|m| m.progress_token);
         let ctx = RequestCtx {
             req,
             session: self.clone(),
             progress_token,
+            modern: None,
         };
-        let p = params.as_deref();
         let advertised = self.advertised.read().expect("advertised lock").clone();
+        self.serve(ctx, method, params, advertised).await
+    }
+
+    /// Answers a request of a feature (tools, resources, prompts, completion, logging) in either
+    /// era; `advertised` is what this request may use.
+    async fn serve(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        method: String,
+        params: Option<Box<RawValue>>,
+        advertised: ServerCapabilities,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        let server = self.server.clone();
+        let inner = &server.inner;
+        let legacy = ctx.modern.is_none();
+        let p = params.as_deref();
         match method.as_str() {
             methods::TOOLS_LIST if advertised.tools.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1151,7 +1350,7 @@ impl SessionState {
                 Ok(to_raw(&r))
             }
             methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
-                if advertised.resources.is_some() =>
+                if legacy && advertised.resources.is_some() =>
             {
                 let UriParams { uri } = from_params(p)?;
                 let mut subs = self.subscriptions.lock().expect("subs lock");
@@ -1211,7 +1410,7 @@ impl SessionState {
                 }
                 Ok(to_raw(&CompleteResult { completion: c }))
             }
-            methods::LOGGING_SET_LEVEL if advertised.logging.is_some() => {
+            methods::LOGGING_SET_LEVEL if legacy && advertised.logging.is_some() => {
                 let SetLevelParams { level } = from_params(p)?;
                 *self.log_level.lock().expect("level lock") = Some(level);
                 Ok(to_raw(&EmptyResult {}))

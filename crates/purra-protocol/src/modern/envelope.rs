@@ -95,10 +95,25 @@ pub fn unsupported_version(requested: &str) -> ErrorObject {
         ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
         "Unsupported protocol version",
     )
-    .with_data(serde_json::json!({
-        "supported": version::MODERN_VERSIONS,
-        "requested": requested,
-    }))
+    .with_data(
+        serde_json::to_value(UnsupportedVersionData {
+            supported: version::MODERN_VERSIONS
+                .iter()
+                .map(|v| (*v).to_owned())
+                .collect(),
+            requested: requested.to_owned(),
+        })
+        .expect("data serializes"),
+    )
+}
+
+/// The data of -32022: the versions served and the one asked for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct UnsupportedVersionData {
+    /// The versions the server serves (on the modern path).
+    pub supported: Vec<String>,
+    /// The version the request asked for.
+    pub requested: String,
 }
 
 /// Runs the ladder over one request: `method`, its raw `params`, and on HTTP its headers.
@@ -221,9 +236,11 @@ fn check_headers(
             ))
         }
         Some(m) if m == method => {}
-        Some(m) => return Err(header_mismatch(format!(
+        Some(m) => {
+            return Err(header_mismatch(format!(
             "Header mismatch: Mcp-Method header value {m:?} does not match body value {method:?}"
-        ))),
+        )))
+        }
     }
     if let Some(key) = headers::name_param(method) {
         let body_value = params
