@@ -29,6 +29,8 @@ use crate::server::{Server, ServerSession};
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version;
 
+mod modern;
+
 /// The header carrying the session id.
 pub const SESSION_ID_HEADER: &str = "mcp-session-id";
 /// The header carrying the negotiated protocol revision.
@@ -108,12 +110,18 @@ struct HttpShared {
     config: HttpServerConfig,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     shutdown: CancellationToken,
+    /// Serves 2026-07-28 requests (each POST on its own).
+    exchanges: crate::server::modern::Exchanges,
+    /// Bounds the 2026-07-28 requests in flight (`max_sessions`: each is a one-request session).
+    exchange_permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl StreamableHttpServer {
     /// Wraps `server` with `config`, and starts the idle-session sweeper.
     pub fn new(server: Server, config: HttpServerConfig) -> Self {
         let shared = Arc::new(HttpShared {
+            exchanges: server.exchanges(),
+            exchange_permits: Arc::new(tokio::sync::Semaphore::new(config.max_sessions)),
             server,
             config,
             sessions: Mutex::new(HashMap::new()),
@@ -690,6 +698,8 @@ async fn handle(State(shared): State<Arc<HttpShared>>, req: Request) -> Response
     }
     match *req.method() {
         Method::POST => post(shared, req).await,
+        // 2026-07-28 has no GET stream and no sessions to delete.
+        Method::GET | Method::DELETE if modern::by_header(req.headers()) => modern::not_allowed(),
         Method::GET => get(shared, req.headers()),
         Method::DELETE => delete(shared, req.headers()),
         _ => (
@@ -749,6 +759,10 @@ fn priming_event(stream: u64, seq: u64, retry_ms: u64, protocol: Option<&str>) -
 
 async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
     let headers = req.headers().clone();
+    let principal = req
+        .extensions()
+        .get::<crate::request_state::RequestPrincipal>()
+        .map(|p| p.0.clone());
     if !(accepts(&headers, "application/json") && accepts(&headers, "text/event-stream")) {
         return status(
             StatusCode::NOT_ACCEPTABLE,
@@ -791,6 +805,10 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             )
         }
     };
+    // The era is decided per request: a 2026-07-28 request is an exchange of its own.
+    if modern::by_header(&headers) || modern::by_body(&headers, &body) {
+        return modern::post(shared, headers, body, principal).await;
+    }
     let messages: Vec<(Bytes, Option<RequestId>, bool)> = match decode_frame(&body) {
         Frame::Single(Ok(m)) => vec![(body.clone(), request_id(&m), is_initialize(&m))],
         Frame::Single(Err(e)) => {

@@ -79,7 +79,7 @@ pub(super) async fn serve_on_connection(
 
 /// Serves one classified 2026-07-28 request and shapes its result (`resultType`, the server's
 /// identity, caching hints).
-pub(crate) async fn serve(
+async fn serve(
     session: Arc<SessionState>,
     req: RequestContext,
     method: String,
@@ -213,4 +213,51 @@ fn check_param_headers(
     let annotated = &entry.param_headers;
     let args = call.arguments.unwrap_or(Value::Object(Default::default()));
     headers::check_param_headers(annotated, &args, sent)
+}
+
+/// Serves 2026-07-28 requests that arrive outside any connection: each Streamable HTTP POST is
+/// one exchange, with its own peer for what the handler sends before its result.
+#[derive(Clone)]
+pub(crate) struct Exchanges {
+    state: Arc<SessionState>,
+}
+
+impl super::Server {
+    /// The exchange front of this server (one per HTTP server).
+    pub(crate) fn exchanges(&self) -> Exchanges {
+        Exchanges {
+            state: Arc::new(SessionState {
+                key: u64::MAX,
+                server: self.clone(),
+                peer: std::sync::OnceLock::new(),
+                initialized: std::sync::atomic::AtomicBool::new(false),
+                init: std::sync::RwLock::new(None),
+                log_level: std::sync::Mutex::new(None),
+                subscriptions: std::sync::Mutex::new(Default::default()),
+                advertised: std::sync::RwLock::new(Default::default()),
+                era: std::sync::atomic::AtomicU8::new(super::ERA_MODERN),
+            }),
+        }
+    }
+}
+
+impl Exchanges {
+    /// Serves one classified request (see [`serve`]).
+    pub(crate) fn serve(
+        &self,
+        req: RequestContext,
+        method: String,
+        params: Option<Box<RawValue>>,
+        envelope: RequestEnvelope,
+        extras: Extras,
+    ) -> crate::session::BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        Box::pin(serve(
+            self.state.clone(),
+            req,
+            method,
+            params,
+            envelope,
+            extras,
+        ))
+    }
 }
