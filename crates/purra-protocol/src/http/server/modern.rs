@@ -35,12 +35,17 @@ use crate::version;
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// Whether a request with these headers is for the modern path, judged from the headers alone:
-/// its `MCP-Protocol-Version` names no handshake revision.
+/// its `MCP-Protocol-Version` names a modern revision, or an unknown one outside any
+/// handshake-era session (answered -32022 there; inside a session, the session's own rules).
 pub(super) fn by_header(headers: &HeaderMap) -> bool {
-    headers
+    let Some(v) = headers
         .get(PROTOCOL_VERSION_HEADER)
         .map(|v| v.to_str().unwrap_or("").trim())
-        .is_some_and(|v| !version::is_handshake(v))
+    else {
+        return false;
+    };
+    version::is_modern(v)
+        || (!version::is_handshake(v) && !headers.contains_key(super::SESSION_ID_HEADER))
 }
 
 /// Whether a POST without a version header is still a modern request: one request, not
