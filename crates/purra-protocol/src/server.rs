@@ -516,6 +516,20 @@ impl Server {
         removed
     }
 
+    /// Removes a prompt; sends `list_changed` if it existed.
+    pub fn remove_prompt(&self, name: &str) -> bool {
+        let removed = self
+            .inner
+            .prompts
+            .write()
+            .expect("prompts lock")
+            .remove(name);
+        if removed {
+            self.list_changed(Kind::Prompts);
+        }
+        removed
+    }
+
     /// Registers a resource with a read handler.
     pub fn resource<F, Fut>(&self, resource: Resource, handler: F) -> &Self
     where
