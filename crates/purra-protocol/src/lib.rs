@@ -37,7 +37,10 @@ pub mod types;
 pub mod version;
 pub mod ws;
 
-pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
+pub use client::{
+    CacheMode, Client, ClientOptions, Connection, ListenerHandle, ProtocolMode,
+    ResourceSubscription,
+};
 pub use error::Error;
 pub use http::{HttpClientOptions, HttpServerConfig, StreamableHttpServer};
 pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};

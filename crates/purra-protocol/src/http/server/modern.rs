@@ -51,7 +51,9 @@ pub(super) fn by_header(headers: &HeaderMap) -> bool {
 /// Whether a POST without a version header is still a modern request: one request, not
 /// `initialize`, carrying the modern envelope (answered -32020 for the missing header).
 pub(super) fn by_body(headers: &HeaderMap, body: &[u8]) -> bool {
-    if headers.contains_key(PROTOCOL_VERSION_HEADER) {
+    if headers.contains_key(PROTOCOL_VERSION_HEADER)
+        || memchr::memmem::find(body, crate::modern::meta::PROTOCOL_VERSION.as_bytes()).is_none()
+    {
         return false;
     }
     match decode_frame(body) {
