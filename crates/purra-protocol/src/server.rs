@@ -109,8 +109,8 @@ type CompleteFn = Arc<
 
 struct ToolEntry {
     tool: Tool,
-    input: jsonschema::Validator,
-    output: Option<jsonschema::Validator>,
+    input: Validator,
+    output: Option<Validator>,
     /// The arguments mirrored into `Mcp-Param-*` headers over 2026-07-28 Streamable HTTP.
     param_headers: Vec<crate::modern::headers::ParamHeader>,
     handler: ToolFn,
@@ -371,16 +371,52 @@ pub fn schema_for<T: JsonSchema>() -> JsonObject {
     }
 }
 
-fn compile(schema: &JsonObject, what: &str) -> Result<jsonschema::Validator, RegistrationError> {
+/// A compiled tool schema. With the `validation` feature it is a JSON Schema 2020-12 validator;
+/// without it only the root (`type: "object"`) is checked, and typed tools' arguments are
+/// checked by their `Deserialize` impl alone.
+#[cfg(feature = "validation")]
+type Validator = jsonschema::Validator;
+#[cfg(not(feature = "validation"))]
+struct Validator;
+
+fn compile(schema: &JsonObject, what: &str) -> Result<Validator, RegistrationError> {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err(RegistrationError::InvalidSchema(format!(
             "the {what} schema's root must have type \"object\""
         )));
     }
-    jsonschema::options()
+    #[cfg(feature = "validation")]
+    return jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .build(&Value::Object(schema.clone()))
-        .map_err(|e| RegistrationError::InvalidSchema(format!("{what} schema: {e}")))
+        .map_err(|e| RegistrationError::InvalidSchema(format!("{what} schema: {e}")));
+    #[cfg(not(feature = "validation"))]
+    Ok(Validator)
+}
+
+/// The first eight validation errors of `instance`, each with its instance path.
+fn validation_errors(validator: &Validator, instance: &Value) -> Vec<String> {
+    #[cfg(feature = "validation")]
+    return validator
+        .iter_errors(instance)
+        .take(8)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    #[cfg(not(feature = "validation"))]
+    {
+        let _ = validator;
+        match instance {
+            Value::Object(_) => Vec::new(),
+            _ => vec!["the value is not an object".to_owned()],
+        }
+    }
 }
 
 impl Server {
@@ -697,6 +733,7 @@ impl Server {
     }
 
     /// Serves one connection over this process's stdin and stdout; returns at EOF on stdin.
+    #[cfg(feature = "stdio")]
     pub async fn serve_stdio(&self) {
         self.serve(crate::stdio::server_transport(
             self.inner.engine.max_frame_bytes,
@@ -1272,19 +1309,7 @@ impl SessionState {
                     })?;
                 let args = call.arguments.unwrap_or_default();
                 let args_value = Value::Object(args);
-                let errors: Vec<String> = entry
-                    .input
-                    .iter_errors(&args_value)
-                    .take(8)
-                    .map(|e| {
-                        let at = e.instance_path.to_string();
-                        if at.is_empty() {
-                            e.to_string()
-                        } else {
-                            format!("{at}: {e}")
-                        }
-                    })
-                    .collect();
+                let errors = validation_errors(&entry.input, &args_value);
                 if !errors.is_empty() {
                     return Ok(to_raw(&CallToolResult::error(format!(
                         "Invalid arguments for tool {}: {}",
@@ -1299,7 +1324,7 @@ impl SessionState {
                 let enforce = inner.enforce_output && !result.is_error();
                 if let (Some(out), true) = (&entry.output, enforce) {
                     match &result.structured_content {
-                        Some(sc) if out.is_valid(sc) => {}
+                        Some(sc) if validation_errors(out, sc).is_empty() => {}
                         Some(_) => {
                             return Err(ErrorObject::internal(format!(
                                 "Tool {} returned structuredContent that does not match its output schema",

@@ -5,6 +5,9 @@
 //! **Architecture invariant:** no lock is held across an `.await`; the pending-request and
 //! in-flight maps are `std::sync::Mutex`es touched only in short critical sections.
 
+// Without `client` or `server` nothing starts an engine; the crate then only offers the types.
+#![cfg_attr(not(any(feature = "client", feature = "server")), allow(dead_code))]
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -182,6 +185,7 @@ impl Shared {
     }
 
     /// Marks the connection closed and stops writing.
+    #[cfg(feature = "client")]
     pub(crate) fn shutdown(&self) {
         self.closed.cancel();
         self.fail_pending();
@@ -524,6 +528,7 @@ pub(crate) trait Service: Send + Sync + 'static {
 }
 
 /// Starts the engine over `transport`; returns the peer handle and the join handle of its loop.
+#[cfg(feature = "client")]
 pub(crate) fn start<S: Service>(
     transport: Transport,
     service: Arc<S>,
@@ -571,6 +576,7 @@ pub(crate) fn start_with<S: Service>(
     (peer, join)
 }
 
+#[cfg(feature = "http-server")]
 /// A peer with no engine behind it, for one exchange that a transport serves itself (a
 /// 2026-07-28 request over Streamable HTTP): what it sends goes to `outbound`; it cannot send
 /// requests (there is no reader for their answers); `input_closed` ends its long-lived requests.

@@ -387,25 +387,48 @@ async fn answer_all(
     service: &Arc<ClientService>,
     requests: serde_json::Map<String, Value>,
 ) -> Result<serde_json::Map<String, Value>, Error> {
-    let answers = futures_util::future::join_all(requests.into_iter().map(|(key, req)| {
-        let service = service.clone();
-        async move {
-            let request = InputRequest::from_value(&req).map_err(Error::Protocol)?;
-            let params = req
-                .get("params")
-                .map(to_raw)
-                .unwrap_or_else(|| to_raw(&serde_json::json!({})));
-            let answer = service
-                .answer(request.method().to_owned(), Some(params))
-                .await
-                .map_err(Error::Rpc)?;
-            let value: Value =
-                serde_json::from_str(answer.get()).map_err(|e| Error::Protocol(e.to_string()))?;
-            Ok::<_, Error>((key, value))
-        }
-    }))
-    .await;
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|(key, req)| {
+            let service = service.clone();
+            tokio::spawn(async move {
+                let request = InputRequest::from_value(&req).map_err(Error::Protocol)?;
+                let params = req
+                    .get("params")
+                    .map(to_raw)
+                    .unwrap_or_else(|| to_raw(&serde_json::json!({})));
+                let answer = service
+                    .answer(request.method().to_owned(), Some(params))
+                    .await
+                    .map_err(Error::Rpc)?;
+                let value: Value = serde_json::from_str(answer.get())
+                    .map_err(|e| Error::Protocol(e.to_string()))?;
+                Ok::<_, Error>((key, value))
+            })
+        })
+        .collect();
+    // Dropped early (a refusal), the rest are aborted: no answer is wanted any more.
+    let guards: Vec<_> = tasks
+        .iter()
+        .map(|t| AbortOnDrop(t.abort_handle()))
+        .collect();
+    let mut answers = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        answers.push(
+            t.await
+                .map_err(|e| Error::Protocol(format!("an input handler failed: {e}")))?,
+        );
+    }
+    drop(guards);
     answers.into_iter().collect()
+}
+
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// What the probe found.

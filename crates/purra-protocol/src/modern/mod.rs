@@ -311,6 +311,7 @@ impl InputResponse {
     }
 }
 
+#[cfg(any(feature = "server", feature = "client"))]
 /// Writes `v` as canonical JSON: object keys sorted, no whitespace. What the revision's digests
 /// (requestState bindings, input request identities) are computed over, whatever map order the
 /// build's serde_json uses.
@@ -350,6 +351,7 @@ pub(crate) fn canonical_json(v: &Value) -> String {
 }
 
 /// SHA-256 of `bytes`, base64url without padding, cut to `n` bytes of digest.
+#[cfg(feature = "server")]
 pub(crate) fn short_digest(bytes: &[u8], n: usize) -> String {
     use base64::Engine as _;
     let d = ring::digest::digest(&ring::digest::SHA256, bytes);

@@ -217,11 +217,13 @@ fn check_param_headers(
 
 /// Serves 2026-07-28 requests that arrive outside any connection: each Streamable HTTP POST is
 /// one exchange, with its own peer for what the handler sends before its result.
+#[cfg(feature = "http-server")]
 #[derive(Clone)]
 pub(crate) struct Exchanges {
     state: Arc<SessionState>,
 }
 
+#[cfg(feature = "http-server")]
 impl super::Server {
     /// The exchange front of this server (one per HTTP server).
     pub(crate) fn exchanges(&self) -> Exchanges {
@@ -241,6 +243,7 @@ impl super::Server {
     }
 }
 
+#[cfg(feature = "http-server")]
 impl Exchanges {
     /// Serves one classified request (see [`serve`]).
     pub(crate) fn serve(
