@@ -1309,6 +1309,38 @@ impl Connection {
         self.peer.notify_empty(methods::ROOTS_LIST_CHANGED).await
     }
 
+    /// Sends one request in this connection's revision (in 2026-07-28 with the envelope and the
+    /// HTTP headers) and returns its raw result, whatever it is: an `input_required` result is
+    /// returned, not answered, so a caller can drive the rounds itself (send `inputResponses`
+    /// and the `requestState` byte for byte in `params`).
+    pub async fn request_raw(
+        &self,
+        method: &str,
+        params: Value,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>, Error> {
+        match self.service.modern.get() {
+            Some(m) => {
+                modern::send(
+                    &self.service,
+                    m,
+                    &self.peer,
+                    method,
+                    &params,
+                    options,
+                    CacheMode::Bypass,
+                    false,
+                )
+                .await
+            }
+            None => {
+                self.peer
+                    .request_raw(method, Some(to_raw(&params)), options)
+                    .await
+            }
+        }
+    }
+
     /// Whether this connection speaks the 2026-07-28 revision (no handshake).
     pub fn is_modern(&self) -> bool {
         self.service.modern.get().is_some()

@@ -315,6 +315,22 @@ pub(super) async fn call(
     options: RequestOptions,
     cache: CacheMode,
 ) -> Result<Box<RawValue>, Error> {
+    send(service, modern, peer, method, params, options, cache, true).await
+}
+
+/// Sends one modern request; with `rounds`, drives its `input_required` rounds to the end,
+/// otherwise returns whatever result comes (for callers that drive the rounds themselves).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn send(
+    service: &Arc<ClientService>,
+    modern: &Modern,
+    peer: &Peer,
+    method: &str,
+    params: &(impl Serialize + ?Sized),
+    options: RequestOptions,
+    cache: CacheMode,
+    drive: bool,
+) -> Result<Box<RawValue>, Error> {
     let params = serde_json::to_value(params)
         .map_err(|e| Error::Protocol(format!("params of {method}: {e}")))?;
     let key = (CACHEABLE_METHODS.contains(&method) && cache != CacheMode::Bypass)
@@ -336,6 +352,9 @@ pub(super) async fn call(
             .request_raw(method, Some(to_raw(&params)), opts)
             .await?;
         let kind = result::result_type(&raw);
+        if !drive {
+            return Ok(raw);
+        }
         if kind == RESULT_COMPLETE {
             if let Some(k) = key {
                 modern.store(k, &raw);
