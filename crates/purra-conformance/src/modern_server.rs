@@ -248,7 +248,7 @@ fn add_diagnostics(server: &Server) {
         "test_missing_capability",
         "Needs the client's sampling capability (-32021 without it)",
         |_: NoArgs, ctx: RequestCtx| async move {
-            if !ctx.client_capabilities().sampling.is_some() {
+            if ctx.client_capabilities().sampling.is_none() {
                 return Err(Error::MissingClientCapability("sampling".into()).into());
             }
             HandlerResult::Ok("Success")

@@ -145,7 +145,7 @@ fn http_python_sdk_client_with_purra_server() {
     let out = peer_client(
         python(),
         &[&script("python/modern.py"), "client"],
-        &[server.url.clone()],
+        std::slice::from_ref(&server.url),
     );
     assert_modern_checks(&out);
 }
@@ -156,7 +156,7 @@ fn http_typescript_sdk_client_with_purra_server() {
     let out = peer_client(
         node(),
         &[&script("node-v2/client.mjs")],
-        &[server.url.clone()],
+        std::slice::from_ref(&server.url),
     );
     assert_modern_checks(&out);
 }

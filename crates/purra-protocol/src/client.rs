@@ -52,6 +52,9 @@ pub struct ClientOptions {
     pub mode: ProtocolMode,
     /// The most `input_required` rounds one 2026-07-28 call may take (default 10).
     pub max_input_rounds: usize,
+    /// The most bytes one catalog's pages may take together (each page is also bounded by the
+    /// frame size); more is a protocol error.
+    pub max_catalog_bytes: usize,
     sampling: Option<SamplingHandler>,
     elicitation: Option<(ElicitationHandler, bool, bool)>,
     apply_elicitation_defaults: bool,
@@ -80,6 +83,7 @@ impl Default for ClientOptions {
             max_catalog_pages: 64,
             mode: ProtocolMode::Legacy,
             max_input_rounds: 10,
+            max_catalog_bytes: 16 * 1024 * 1024,
             sampling: None,
             elicitation: None,
             apply_elicitation_defaults: true,
@@ -217,8 +221,42 @@ impl<T> Catalog<T> {
     }
 }
 
+/// The refetches of one catalog that `list_changed` asks for: at most one runs, and at most one
+/// more is owed (every notification that arrived after the running one started).
+#[derive(Default)]
+struct Refetch {
+    /// `list_changed` notifications seen on arrival (in the reader).
+    requested: u64,
+    /// How many of them the refetch that started last covers.
+    covered: u64,
+    running: bool,
+    /// The params of the latest notification, for the listeners.
+    params: Value,
+}
+
+/// Which catalog a `list_changed` is about.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl Kind {
+    fn of(method: &str) -> Option<Kind> {
+        match method {
+            methods::TOOLS_LIST_CHANGED => Some(Kind::Tools),
+            methods::RESOURCES_LIST_CHANGED => Some(Kind::Resources),
+            methods::PROMPTS_LIST_CHANGED => Some(Kind::Prompts),
+            _ => None,
+        }
+    }
+}
+
 struct ClientService {
     options: ClientOptions,
+    /// Tools, resources (with templates), prompts.
+    refetch: [Mutex<Refetch>; 3],
     roots: RwLock<Vec<Root>>,
     tools: Catalog<Tool>,
     resources: Catalog<Resource>,
@@ -250,7 +288,7 @@ impl ClientService {
         match self.modern.get() {
             Some(m) => modern::call(self, m, peer, method, params, options, cache).await,
             None => {
-                peer.request_raw(method, Some(to_raw(params)), options)
+                peer.request_raw(method, Some(to_raw(params)?), options)
                     .await
             }
         }
@@ -298,7 +336,15 @@ impl ClientService {
 }
 
 impl Service for ClientService {
+    const SIDE: &'static str = "client";
+
     fn notification_received(&self, method: &str, params: Option<&RawValue>) {
+        if let Some(kind) = Kind::of(method) {
+            self.refetch[kind as usize]
+                .lock()
+                .expect("refetch lock")
+                .requested += 1;
+        }
         let has_listeners = self
             .early_listeners
             .lock()
@@ -343,13 +389,13 @@ impl ClientService {
         let this = self.clone();
         Box::pin(async move {
             match method.as_str() {
-                methods::PING => Ok(to_raw(&EmptyResult {})),
+                methods::PING => Ok(to_raw(&EmptyResult {})?),
                 methods::SAMPLING_CREATE_MESSAGE => {
                     let Some(h) = this.options.sampling.clone() else {
                         return Err(ErrorObject::method_not_found(&method));
                     };
                     let p: CreateMessageParams = from_params(params.as_deref())?;
-                    Ok(to_raw(&h(p).await?))
+                    Ok(to_raw(&h(p).await?)?)
                 }
                 methods::ELICITATION_CREATE => {
                     let Some((h, _, url)) = this.options.elicitation.clone() else {
@@ -366,11 +412,11 @@ impl ClientService {
                     if this.options.apply_elicitation_defaults {
                         apply_defaults(&mut res, schema.as_ref());
                     }
-                    Ok(to_raw(&res))
+                    Ok(to_raw(&res)?)
                 }
                 methods::ROOTS_LIST if this.options.roots.is_some() => {
                     let roots = this.roots.read().expect("roots lock").clone();
-                    Ok(to_raw(&ListRootsResult { roots }))
+                    Ok(to_raw(&ListRootsResult { roots })?)
                 }
                 _ => Err(ErrorObject::method_not_found(&method)),
             }
@@ -396,30 +442,23 @@ impl ClientService {
                     m.acknowledged(&value);
                 }
             }
-            let refresh = matches!(
-                method.as_str(),
-                methods::TOOLS_LIST_CHANGED
-                    | methods::RESOURCES_LIST_CHANGED
-                    | methods::PROMPTS_LIST_CHANGED
-            );
-            if !refresh {
+            let Some(kind) = Kind::of(&method) else {
                 this.fan_out(&method, &value);
                 return;
+            };
+            {
+                let mut state = this.refetch[kind as usize].lock().expect("refetch lock");
+                state.params = value;
+                if state.running || state.requested == state.covered {
+                    // The running refetch sees this one when it ends; or one that started after
+                    // it arrived already covers it.
+                    return;
+                }
+                state.running = true;
             }
             // Refetch off the notification queue (its responses arrive through the same engine),
             // then tell the listeners.
-            tokio::spawn(async move {
-                let _ = match method.as_str() {
-                    methods::TOOLS_LIST_CHANGED => refresh_tools(&this, &peer).await.map(drop),
-                    methods::RESOURCES_LIST_CHANGED => {
-                        let r = refresh_resources(&this, &peer).await.map(drop);
-                        let _ = refresh_templates(&this, &peer).await;
-                        r
-                    }
-                    _ => refresh_prompts(&this, &peer).await.map(drop),
-                };
-                this.fan_out(&method, &value);
-            });
+            tokio::spawn(refetch_loop(this, peer, kind, method));
         })
     }
 }
@@ -444,6 +483,38 @@ fn synthesize_list_changed(
         if on == Some(true) {
             service.notification_received(method, None);
             tokio::spawn(service.handle_notification(peer, method.to_owned(), None));
+        }
+    }
+}
+
+/// Refetches a catalog until no `list_changed` arrived after the last refetch started; the
+/// listeners run after each refetch. A flood of notifications costs at most two refetches at a
+/// time: the running one and one more.
+async fn refetch_loop(this: Arc<ClientService>, peer: Peer, kind: Kind, method: String) {
+    loop {
+        {
+            let mut state = this.refetch[kind as usize].lock().expect("refetch lock");
+            state.covered = state.requested;
+        }
+        let _ = match kind {
+            Kind::Tools => refresh_tools(&this, &peer).await.map(drop),
+            Kind::Resources => {
+                let r = refresh_resources(&this, &peer).await.map(drop);
+                let _ = refresh_templates(&this, &peer).await;
+                r
+            }
+            Kind::Prompts => refresh_prompts(&this, &peer).await.map(drop),
+        };
+        let params = {
+            let mut state = this.refetch[kind as usize].lock().expect("refetch lock");
+            if state.requested == state.covered || peer.is_closed() {
+                state.running = false;
+            }
+            (state.running, state.params.clone())
+        };
+        this.fan_out(&method, &params.1);
+        if !params.0 {
+            return;
         }
     }
 }
@@ -473,17 +544,19 @@ async fn fetch_all<R, T>(
     s: &Arc<ClientService>,
     peer: &Peer,
     method: &str,
-    max_pages: usize,
+    options: &ClientOptions,
     split: impl Fn(R) -> (Vec<T>, Option<String>),
 ) -> Result<Vec<T>, Error>
 where
     R: serde::de::DeserializeOwned,
 {
+    let max_pages = options.max_catalog_pages;
     let mut items = Vec::new();
     let mut cursor: Option<String> = None;
+    let mut bytes = 0usize;
     for _ in 0..max_pages {
-        let page: R = s
-            .call_typed(
+        let raw = s
+            .call(
                 peer,
                 method,
                 &PaginatedParams {
@@ -493,6 +566,16 @@ where
                 CacheMode::Refresh,
             )
             .await?;
+        bytes += raw.get().len();
+        if bytes > options.max_catalog_bytes {
+            return Err(Error::Protocol(format!(
+                "{method} exceeds {} bytes over its pages",
+                options.max_catalog_bytes
+            )));
+        }
+        let page: R = serde_json::from_str(raw.get())
+            .map_err(|e| Error::Protocol(format!("invalid {method} result: {e}")))?;
+        drop(raw);
         let (mut got, next) = split(page);
         items.append(&mut got);
         match next {
@@ -511,7 +594,7 @@ async fn refresh_tools(s: &Arc<ClientService>, peer: &Peer) -> Result<Arc<Vec<To
         s,
         peer,
         methods::TOOLS_LIST,
-        s.options.max_catalog_pages,
+        &s.options,
         |r: ListToolsResult| (r.tools, r.next_cursor),
     )
     .await?;
@@ -537,7 +620,7 @@ async fn refresh_resources(
         s,
         peer,
         methods::RESOURCES_LIST,
-        s.options.max_catalog_pages,
+        &s.options,
         |r: ListResourcesResult| (r.resources, r.next_cursor),
     )
     .await?;
@@ -554,7 +637,7 @@ async fn refresh_templates(
         s,
         peer,
         methods::RESOURCES_TEMPLATES_LIST,
-        s.options.max_catalog_pages,
+        &s.options,
         |r: ListResourceTemplatesResult| (r.resource_templates, r.next_cursor),
     )
     .await
@@ -574,7 +657,7 @@ async fn refresh_prompts(s: &Arc<ClientService>, peer: &Peer) -> Result<Arc<Vec<
         s,
         peer,
         methods::PROMPTS_LIST,
-        s.options.max_catalog_pages,
+        &s.options,
         |r: ListPromptsResult| (r.prompts, r.next_cursor),
     )
     .await?;
@@ -642,6 +725,7 @@ impl Client {
         let service = Arc::new(ClientService {
             roots: RwLock::new(options.roots.clone().unwrap_or_default()),
             options: options.clone(),
+            refetch: Default::default(),
             tools: Catalog::default(),
             resources: Catalog::default(),
             templates: Catalog::default(),
@@ -779,7 +863,7 @@ impl Connection {
         )
         .await?
         {
-            modern::Probe::Modern(v, d) => Ok(Some((v, d))),
+            modern::Probe::Modern(v, d) => Ok(Some((v, *d))),
             modern::Probe::Legacy => match self.initialize(options).await {
                 Ok(()) => Ok(None),
                 Err(Error::Rpc(e))
@@ -1335,7 +1419,7 @@ impl Connection {
             }
             None => {
                 self.peer
-                    .request_raw(method, Some(to_raw(&params)), options)
+                    .request_raw(method, Some(to_raw(&params)?), options)
                     .await
             }
         }

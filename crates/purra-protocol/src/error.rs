@@ -37,6 +37,16 @@ pub enum Error {
     MissingClientCapability(String),
     /// The server kept answering `input_required` past the client's bound on rounds.
     InputRoundsExceeded(usize),
+    /// What this side was to send could not be serialized to JSON (a `Serialize` impl failed);
+    /// nothing was sent.
+    Encode(String),
+    /// The response exceeded the frame bound and was discarded unread.
+    ResponseTooLarge {
+        /// Bytes of it that were seen (all of it on stdio; where reading stopped on HTTP).
+        len: usize,
+        /// The bound it exceeded.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -57,12 +67,17 @@ impl fmt::Display for Error {
                 f,
                 "the server asked for input in more than {n} rounds without completing"
             ),
+            Error::Encode(why) => write!(f, "could not encode the message: {why}"),
             Error::UnsupportedProtocolVersion(v) => {
                 write!(
                     f,
                     "the server chose protocol version {v:?}, which this client does not support"
                 )
             }
+            Error::ResponseTooLarge { len, limit } => write!(
+                f,
+                "the response exceeds the {limit}-byte frame limit ({len} bytes read); it was discarded"
+            ),
         }
     }
 }

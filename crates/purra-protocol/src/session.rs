@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -23,12 +24,14 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
 
 use crate::error::Error;
 use crate::jsonrpc::{
     decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
     DecodeError, ErrorCode, ErrorObject, Frame, Message, RequestId,
 };
+use crate::peek::{Peek, PeekId};
 use crate::transport::{Inbound, Outbound, Transport, DEFAULT_MAX_FRAME_BYTES};
 use crate::types::{methods, CancelledParams, ProgressParams};
 
@@ -147,12 +150,24 @@ struct PendingEntry {
 /// Counters of one connection, for hosts and tests.
 #[derive(Debug, Default)]
 pub struct Stats {
+    unmatched_responses: AtomicU64,
+    malformed_frames: AtomicU64,
+    cancelled_by_peer: AtomicU64,
+}
+
+impl Stats {
     /// Responses whose id matched no pending request (late or unknown); dropped.
-    pub unmatched_responses: AtomicU64,
+    pub fn unmatched_responses(&self) -> u64 {
+        self.unmatched_responses.load(Ordering::Relaxed)
+    }
     /// Inbound frames that could not be decoded.
-    pub malformed_frames: AtomicU64,
+    pub fn malformed_frames(&self) -> u64 {
+        self.malformed_frames.load(Ordering::Relaxed)
+    }
     /// Inbound requests cancelled by the peer.
-    pub cancelled_by_peer: AtomicU64,
+    pub fn cancelled_by_peer(&self) -> u64 {
+        self.cancelled_by_peer.load(Ordering::Relaxed)
+    }
 }
 
 pub(crate) struct Shared {
@@ -171,6 +186,9 @@ pub(crate) struct Shared {
     request_timeout: Duration,
     pub(crate) control: Option<Arc<dyn crate::transport::TransportControl>>,
     pub(crate) stats: Stats,
+    /// The connection's span (side, transport, session): every request and notification span is
+    /// its child. Disabled, and free, when no subscriber listens.
+    span: Span,
 }
 
 impl Shared {
@@ -293,20 +311,27 @@ impl Peer {
         method: &str,
         params: &P,
     ) -> Result<(), Error> {
-        let raw = to_raw(params);
-        self.shared
-            .send(
-                encode_notification(method, Some(&raw)),
-                self.related.clone(),
-            )
+        let raw = to_raw(params)?;
+        self.send_notification(method, encode_notification(method, Some(&raw)))
             .await
     }
 
     /// Sends a notification without params.
     pub async fn notify_empty(&self, method: &str) -> Result<(), Error> {
-        self.shared
-            .send(encode_notification(method, None), self.related.clone())
+        self.send_notification(method, encode_notification(method, None))
             .await
+    }
+
+    async fn send_notification(&self, method: &str, frame: Vec<u8>) -> Result<(), Error> {
+        let span =
+            tracing::debug_span!(parent: &self.shared.span, "notification", dir = "out", method);
+        let res = self
+            .shared
+            .send(frame, self.related.clone())
+            .instrument(span.clone())
+            .await;
+        tracing::debug!(parent: &span, outcome = outcome_of(&res), "sent");
+        res
     }
 
     /// Sends a request with typed params and decodes the typed result.
@@ -317,7 +342,7 @@ impl Peer {
         options: RequestOptions,
     ) -> Result<R, Error> {
         let raw = self
-            .request_raw(method, Some(to_raw(params)), options)
+            .request_raw(method, Some(to_raw(params)?), options)
             .await?;
         serde_json::from_str(raw.get())
             .map_err(|e| Error::Protocol(format!("invalid {method} result: {e}")))
@@ -330,8 +355,39 @@ impl Peer {
         params: Option<Box<RawValue>>,
         options: RequestOptions,
     ) -> Result<Box<RawValue>, Error> {
+        let span = tracing::debug_span!(
+            parent: &self.shared.span,
+            "request",
+            dir = "out",
+            method,
+            id = tracing::field::Empty
+        );
+        let started = (!span.is_disabled()).then(std::time::Instant::now);
+        let res = self
+            .request_raw_traced(method, params, options, &span)
+            .instrument(span.clone())
+            .await;
+        if let Some(started) = started {
+            tracing::debug!(
+                parent: &span,
+                outcome = outcome_of(&res),
+                duration_us = started.elapsed().as_micros() as u64,
+                "answered"
+            );
+        }
+        res
+    }
+
+    async fn request_raw_traced(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        options: RequestOptions,
+        span: &Span,
+    ) -> Result<Box<RawValue>, Error> {
         let shared = &self.shared;
         let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        span.record("id", tracing::field::display(&id));
         let params = match (&options.on_progress, params) {
             (Some(_), params) => Some(with_progress_token(params, &id)?),
             (None, params) => params,
@@ -436,7 +492,20 @@ fn with_progress_token(
             serde_json::to_value(id).expect("id serializes"),
         );
     }
-    Ok(to_raw(&value))
+    Ok(to_raw(&value)?)
+}
+
+/// How an outbound message ended, for its span: `ok`, `error CODE` (the peer's JSON-RPC error),
+/// `timeout`, `cancelled`, `closed`, or the local failure's kind.
+fn outcome_of<T>(res: &Result<T, Error>) -> String {
+    match res {
+        Ok(_) => "ok".to_owned(),
+        Err(Error::Rpc(e)) => format!("error {}", e.code),
+        Err(Error::Timeout) => "timeout".to_owned(),
+        Err(Error::Cancelled) => "cancelled".to_owned(),
+        Err(Error::ConnectionClosed) => "closed".to_owned(),
+        Err(e) => format!("failed: {e}"),
+    }
 }
 
 /// Removes a pending request when its future ends early, and tells the peer.
@@ -465,12 +534,14 @@ impl PendingGuard {
             .remove(&self.id)
             .is_some();
         if self.armed && was_pending && !self.shared.closed.is_cancelled() {
-            let params = to_raw(&CancelledParams {
+            // MCP's own params always serialize.
+            if let Ok(params) = to_raw(&CancelledParams {
                 request_id: self.id.clone(),
                 reason: Some(reason.to_owned()),
-            });
-            self.shared
-                .send_nowait(encode_notification(methods::CANCELLED, Some(&params)), None);
+            }) {
+                self.shared
+                    .send_nowait(encode_notification(methods::CANCELLED, Some(&params)), None);
+            }
         }
         self.armed = false;
     }
@@ -492,7 +563,7 @@ impl Drop for PendingGuard {
 
 /// The context of one inbound request.
 #[derive(Debug, Clone)]
-pub struct RequestContext {
+pub(crate) struct RequestContext {
     /// The request's id.
     pub id: RequestId,
     /// The peer, tied to this request.
@@ -503,6 +574,9 @@ pub struct RequestContext {
 
 /// What handles the inbound traffic of one connection.
 pub(crate) trait Service: Send + Sync + 'static {
+    /// `client` or `server`, for the connection's span.
+    const SIDE: &'static str;
+
     /// Answers one request.
     fn request(
         self: &Arc<Self>,
@@ -551,8 +625,15 @@ pub(crate) fn start_with<S: Service>(
         close_write,
         control,
         flushed,
+        label: (transport_kind, session_id),
         ..
     } = transport;
+    let span = tracing::debug_span!(
+        "mcp.connection",
+        side = S::SIDE,
+        transport = transport_kind,
+        session = session_id.as_deref().unwrap_or("")
+    );
     let shared = Arc::new(Shared {
         outbound,
         close_write,
@@ -566,6 +647,7 @@ pub(crate) fn start_with<S: Service>(
         request_timeout: config.request_timeout,
         control,
         stats: Stats::default(),
+        span,
     });
     let peer = Peer {
         shared: shared.clone(),
@@ -599,6 +681,7 @@ pub(crate) fn detached_peer(
             request_timeout: Duration::from_secs(60),
             control: None,
             stats: Stats::default(),
+            span: Span::none(),
         }),
         related: Some(related),
     }
@@ -623,13 +706,24 @@ async fn run<S: Service>(
     let shared = peer.shared.clone();
     let permits = Arc::new(Semaphore::new(config.max_concurrent_requests));
     let (note_tx, mut note_rx) =
-        mpsc::channel::<(String, Option<Box<RawValue>>)>(config.notification_queue);
+        mpsc::channel::<(String, Option<Box<RawValue>>, Span)>(config.notification_queue);
     let notes = {
         let service = service.clone();
         let peer = peer.clone();
         tokio::spawn(async move {
-            while let Some((method, params)) = note_rx.recv().await {
-                service.notification(&peer, method, params).await;
+            while let Some((method, params, span)) = note_rx.recv().await {
+                let started = (!span.is_disabled()).then(std::time::Instant::now);
+                service
+                    .notification(&peer, method, params)
+                    .instrument(span.clone())
+                    .await;
+                if let Some(started) = started {
+                    tracing::debug!(
+                        parent: &span,
+                        duration_us = started.elapsed().as_micros() as u64,
+                        "handled"
+                    );
+                }
             }
         })
     };
@@ -640,35 +734,60 @@ async fn run<S: Service>(
         config: config.clone(),
         notes: note_tx,
     };
-    loop {
+    tracing::debug!(parent: &shared.span, "connection open");
+    let reason = loop {
         let item = tokio::select! {
             biased;
-            _ = shared.closed.cancelled() => break,
+            _ = shared.closed.cancelled() => break "closed locally".to_owned(),
             item = inbound.recv() => item,
         };
         match item {
-            None | Some(Inbound::Failed(_)) => break,
+            None => break "end of input".to_owned(),
+            Some(Inbound::Failed(why)) => break format!("transport failed: {why}"),
             Some(Inbound::RequestFailed { id, error }) => {
                 let entry = shared.pending.lock().expect("pending lock").remove(&id);
                 if let Some(e) = entry {
                     let _ = e.tx.send(Reply::Failed(error));
                 }
             }
-            Some(Inbound::Oversize { len }) => engine.reject_oversize(len).await,
-            Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
-                engine.reject_oversize(bytes.len()).await
-            }
-            Some(Inbound::Frame(bytes)) => match decode_frame(&bytes) {
-                Frame::Single(Ok(msg)) => {
-                    if let Dispatched::Send((frame, related)) = engine.dispatch(msg, false).await {
-                        let _ = shared.send(frame, related).await;
-                    }
+            Some(Inbound::Oversize { len, head, tail }) => {
+                if let ControlFlow::Break(e) = engine.oversize(len, Peek::read(&head, &tail)).await
+                {
+                    let why = format!("protocol violation: {e}");
+                    engine.violation(e);
+                    break why;
                 }
-                Frame::Single(Err(e)) => engine.reject(e).await,
-                Frame::Batch(items) => engine.batch(items).await,
-            },
+            }
+            Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
+                if let ControlFlow::Break(e) =
+                    engine.oversize(bytes.len(), Peek::frame(&bytes)).await
+                {
+                    let why = format!("protocol violation: {e}");
+                    engine.violation(e);
+                    break why;
+                }
+            }
+            Some(Inbound::Frame(bytes)) => {
+                let flow = match decode_frame(&bytes) {
+                    Frame::Single(Ok(msg)) => match engine.dispatch(msg, false).await {
+                        Dispatched::Send((frame, related)) => {
+                            let _ = shared.send(frame, related).await;
+                            ControlFlow::Continue(())
+                        }
+                        Dispatched::Close(e) => ControlFlow::Break(e),
+                        _ => ControlFlow::Continue(()),
+                    },
+                    Frame::Single(Err(e)) => engine.malformed(&bytes, e).await,
+                    Frame::Batch(items) => engine.batch(items).await,
+                };
+                if let ControlFlow::Break(e) = flow {
+                    let why = format!("protocol violation: {e}");
+                    engine.violation(e);
+                    break why;
+                }
+            }
         }
-    }
+    };
     // End of input: no new work, and pending outbound requests fail now (no answer can come).
     // Output stays open while in-flight handlers drain, so their responses still go out.
     shared.input_done.store(true, Ordering::Release);
@@ -699,6 +818,7 @@ async fn run<S: Service>(
     if let Some(flushed) = flushed {
         let _ = tokio::time::timeout(config.drain_timeout, flushed.cancelled()).await;
     }
+    tracing::debug!(parent: &shared.span, reason = %reason, "connection closed");
     service.closed();
 }
 
@@ -707,7 +827,7 @@ struct Engine<S> {
     service: Arc<S>,
     permits: Arc<Semaphore>,
     config: EngineConfig,
-    notes: mpsc::Sender<(String, Option<Box<RawValue>>)>,
+    notes: mpsc::Sender<(String, Option<Box<RawValue>>, Span)>,
 }
 
 /// An encoded frame and the request it belongs to.
@@ -727,21 +847,158 @@ impl<S: Service> Engine<S> {
             .await;
     }
 
-    async fn reject_oversize(&self, len: usize) {
+    /// A frame over the bound, of which only `peek` was read. A response fails the request it
+    /// names at once; a request is answered -32600 with its id; what names nothing goes to
+    /// [`Engine::unnamed`] when it may answer a request in flight.
+    async fn oversize(&self, len: usize, peek: Peek) -> ControlFlow<Error> {
+        let limit = self.config.max_frame_bytes;
+        let too_large = || Error::ResponseTooLarge { len, limit };
+        if !peek.method {
+            // A response, or nothing readable: it fails the request it names, if any.
+            let done = match &peek.id {
+                PeekId::Id(id) => {
+                    // Not a response to anything of ours, and not known to be a response: it is
+                    // answered below, like a request.
+                    self.take_pending(id, Reply::Failed(too_large())) || peek.response
+                }
+                _ if peek.response || !self.no_pending() => {
+                    self.count_malformed();
+                    return self.unnamed(
+                        Reply::Failed(too_large()),
+                        &format!(
+                            "a frame of {len} bytes, over the {limit}-byte limit, names no request"
+                        ),
+                    );
+                }
+                _ => false,
+            };
+            if done {
+                self.count_malformed();
+                return ControlFlow::Continue(());
+            }
+        }
+        let id = match peek.id {
+            PeekId::Id(id) => Some(id),
+            _ => None,
+        };
         self.reject(DecodeError {
-            id: None,
+            id,
             error: ErrorObject::new(
                 ErrorCode::INVALID_REQUEST,
-                format!(
-                    "Invalid request: frame of {len} bytes exceeds the {}-byte limit",
-                    self.config.max_frame_bytes
-                ),
+                format!("Invalid request: frame of {len} bytes exceeds the {limit}-byte limit"),
             ),
         })
-        .await
+        .await;
+        ControlFlow::Continue(())
     }
 
-    async fn batch(&self, items: Vec<Result<Message, DecodeError>>) {
+    /// A frame that could not be decoded. A response is never answered: it fails the request it
+    /// names (or goes to [`Engine::unnamed`]); anything else is answered with the error.
+    async fn malformed(&self, bytes: &[u8], e: DecodeError) -> ControlFlow<Error> {
+        let peek = Peek::frame(bytes);
+        if !peek.is_response() {
+            self.reject(e).await;
+            return ControlFlow::Continue(());
+        }
+        self.count_malformed();
+        let why = Error::Protocol(format!("malformed response: {}", e.error.message));
+        match peek.id {
+            PeekId::Id(id) => {
+                self.take_pending(&id, Reply::Failed(why));
+                ControlFlow::Continue(())
+            }
+            PeekId::Null => self.unnamed(
+                Reply::Failed(Error::Protocol("the peer answered with id null".into())),
+                "a response with id null",
+            ),
+            PeekId::Unknown => self.unnamed(Reply::Failed(why), "a malformed response"),
+        }
+    }
+
+    /// A response that names no request (id null, or unreadable). With no request in flight it
+    /// is counted and dropped; with exactly one it can only answer that one, which ends with
+    /// `reply`; with several no request can be named: the connection closes as a protocol
+    /// violation rather than leaving them to time out.
+    fn unnamed(&self, reply: Reply, what: &str) -> ControlFlow<Error> {
+        let shared = &self.peer.shared;
+        let mut pending = shared.pending.lock().expect("pending lock");
+        match pending.len() {
+            0 => {
+                drop(pending);
+                shared
+                    .stats
+                    .unmatched_responses
+                    .fetch_add(1, Ordering::Relaxed);
+                ControlFlow::Continue(())
+            }
+            1 => {
+                let entry = pending.drain().map(|(_, e)| e).next();
+                drop(pending);
+                if let Some(entry) = entry {
+                    let _ = entry.tx.send(reply);
+                }
+                ControlFlow::Continue(())
+            }
+            n => ControlFlow::Break(Error::Protocol(format!(
+                "{what} while {n} requests were in flight; connection closed"
+            ))),
+        }
+    }
+
+    /// Ends every pending request with `error`; the caller stops reading (the connection ends).
+    fn violation(&self, error: Error) {
+        let drained: Vec<PendingEntry> = {
+            let mut map = self.peer.shared.pending.lock().expect("pending lock");
+            map.drain().map(|(_, v)| v).collect()
+        };
+        for entry in drained {
+            let _ = entry.tx.send(Reply::Failed(error.clone()));
+        }
+    }
+
+    /// Completes pending request `id` with `reply`; false (and counted) when there is none.
+    fn take_pending(&self, id: &RequestId, reply: Reply) -> bool {
+        let entry = self
+            .peer
+            .shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .remove(id);
+        match entry {
+            Some(e) => {
+                let _ = e.tx.send(reply);
+                true
+            }
+            None => {
+                self.peer
+                    .shared
+                    .stats
+                    .unmatched_responses
+                    .fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    fn no_pending(&self) -> bool {
+        self.peer
+            .shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .is_empty()
+    }
+
+    fn count_malformed(&self) {
+        self.peer
+            .shared
+            .stats
+            .malformed_frames
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    async fn batch(&self, items: Vec<Result<Message, DecodeError>>) -> ControlFlow<Error> {
         if !self.peer.shared.batches_allowed.load(Ordering::Relaxed) {
             self.reject(DecodeError {
                 id: None,
@@ -751,7 +1008,7 @@ impl<S: Service> Engine<S> {
                 ),
             })
             .await;
-            return;
+            return ControlFlow::Continue(());
         }
         let mut ready: Vec<Vec<u8>> = Vec::new();
         let mut waits: Vec<tokio::task::JoinHandle<Option<Vec<u8>>>> = Vec::new();
@@ -761,6 +1018,7 @@ impl<S: Service> Engine<S> {
                     Dispatched::Nothing => {}
                     Dispatched::Send((frame, _)) => ready.push(frame),
                     Dispatched::Task(task) => waits.push(task),
+                    Dispatched::Close(e) => return ControlFlow::Break(e),
                 },
                 Err(e) => ready.push(encode_error(e.id.as_ref(), &e.error)),
             }
@@ -788,6 +1046,7 @@ impl<S: Service> Engine<S> {
             joined.push(b']');
             let _ = shared.send(joined, None).await;
         });
+        ControlFlow::Continue(())
     }
 
     /// Handles one message. Outside a batch, a request's response is sent by its task; inside a
@@ -823,46 +1082,78 @@ impl<S: Service> Engine<S> {
                 // `initialize` completes before the next frame is read, so a client that sends
                 // more right behind it finds the session initialized.
                 let handshake = method == methods::INITIALIZE && !in_batch;
+                let span = tracing::debug_span!(
+                    parent: &shared.span,
+                    "request",
+                    dir = "in",
+                    method = %method,
+                    %id
+                );
+                let started = (!span.is_disabled()).then(std::time::Instant::now);
                 let fut = self.service.request(ctx, method, params);
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
-                let task = tokio::spawn(async move {
-                    let _permit = permit;
-                    let mut fut = CatchUnwind(fut);
-                    let res = tokio::select! {
-                        biased;
-                        r = &mut fut => Some(r),
-                        _ = token.cancelled() => None,
-                    };
-                    shared.inflight.lock().expect("inflight lock").remove(&id);
-                    // A handler that saw its cancellation and returned is still cancelled: the
-                    // peer gets no response after a cancel.
-                    if res.is_some() && token.is_cancelled() {
-                        return None;
-                    }
-                    let frame = match res {
-                        Some(Ok(Ok(v))) => encode_response(&id, &v),
-                        Some(Ok(Err(e))) => encode_error(Some(&id), &e),
-                        Some(Err(panic)) => encode_error(Some(&id), &ErrorObject::internal(panic)),
-                        None => {
-                            // Cancelled: let the handler observe it, then drop it. No response.
-                            let _ = tokio::time::timeout(grace, &mut fut).await;
+                let traced = span.clone();
+                let task = tokio::spawn(
+                    async move {
+                        let _permit = permit;
+                        let mut fut = CatchUnwind(fut);
+                        let res = tokio::select! {
+                            biased;
+                            r = &mut fut => Some(r),
+                            _ = token.cancelled() => None,
+                        };
+                        shared.inflight.lock().expect("inflight lock").remove(&id);
+                        if let Some(started) = started {
+                            let outcome = match &res {
+                                _ if token.is_cancelled() => "cancelled".to_owned(),
+                                Some(Ok(Ok(_))) => "ok".to_owned(),
+                                Some(Ok(Err(e))) => format!("error {}", e.code),
+                                Some(Err(_)) => "panic".to_owned(),
+                                None => "cancelled".to_owned(),
+                            };
+                            tracing::debug!(
+                                parent: &traced,
+                                outcome,
+                                duration_us = started.elapsed().as_micros() as u64,
+                                "answered"
+                            );
+                        }
+                        // A handler that saw its cancellation and returned is still cancelled: the
+                        // peer gets no response after a cancel.
+                        if res.is_some() && token.is_cancelled() {
                             return None;
                         }
-                    };
-                    if in_batch {
-                        return Some(frame);
+                        let frame = match res {
+                            Some(Ok(Ok(v))) => encode_response(&id, &v),
+                            Some(Ok(Err(e))) => encode_error(Some(&id), &e),
+                            Some(Err(panic)) => {
+                                // The panic text is the handler's business (paths, values): it goes
+                                // to the host's log, and the peer learns only that it failed.
+                                tracing::error!(%id, panic = %panic, "request handler panicked");
+                                encode_error(Some(&id), &ErrorObject::internal("Internal error"))
+                            }
+                            None => {
+                                // Cancelled: let the handler observe it, then drop it. No response.
+                                let _ = tokio::time::timeout(grace, &mut fut).await;
+                                return None;
+                            }
+                        };
+                        if in_batch {
+                            return Some(frame);
+                        }
+                        let _ = shared
+                            .send_out(Outbound {
+                                frame,
+                                related: Some(id),
+                                completes: true,
+                                ..Outbound::default()
+                            })
+                            .await;
+                        None
                     }
-                    let _ = shared
-                        .send_out(Outbound {
-                            frame,
-                            related: Some(id),
-                            completes: true,
-                            ..Outbound::default()
-                        })
-                        .await;
-                    None
-                });
+                    .instrument(span),
+                );
                 if handshake {
                     let _ = task.await;
                     return Dispatched::Nothing;
@@ -870,6 +1161,13 @@ impl<S: Service> Engine<S> {
                 Dispatched::Task(task)
             }
             Message::Notification { method, params } => {
+                let span = tracing::debug_span!(
+                    parent: &shared.span,
+                    "notification",
+                    dir = "in",
+                    method = %method
+                );
+                tracing::trace!(parent: &span, "received");
                 if method == methods::CANCELLED {
                     if let Ok(p) = crate::jsonrpc::from_params::<CancelledParams>(params.as_deref())
                     {
@@ -906,7 +1204,7 @@ impl<S: Service> Engine<S> {
                 }
                 self.service
                     .notification_received(&method, params.as_deref());
-                let _ = self.notes.send((method, params)).await;
+                let _ = self.notes.send((method, params, span)).await;
                 Dispatched::Nothing
             }
             Message::Response { id, result } => {
@@ -920,36 +1218,18 @@ impl<S: Service> Engine<S> {
                 self.complete(&id, Reply::Err(error));
                 Dispatched::Nothing
             }
-            Message::Error { id: None, .. } => {
-                shared
-                    .stats
-                    .unmatched_responses
-                    .fetch_add(1, Ordering::Relaxed);
-                Dispatched::Nothing
+            Message::Error { id: None, error } => {
+                let what = format!("an error response with id null ({error})");
+                match self.unnamed(Reply::Err(error), &what) {
+                    ControlFlow::Continue(()) => Dispatched::Nothing,
+                    ControlFlow::Break(e) => Dispatched::Close(e),
+                }
             }
         }
     }
 
     fn complete(&self, id: &RequestId, reply: Reply) {
-        let entry = self
-            .peer
-            .shared
-            .pending
-            .lock()
-            .expect("pending lock")
-            .remove(id);
-        match entry {
-            Some(e) => {
-                let _ = e.tx.send(reply);
-            }
-            None => {
-                self.peer
-                    .shared
-                    .stats
-                    .unmatched_responses
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.take_pending(id, reply);
     }
 }
 
@@ -961,6 +1241,8 @@ enum Dispatched {
     Send(Out),
     /// A request's task; it sends its own response, or returns it inside a batch.
     Task(tokio::task::JoinHandle<Option<Vec<u8>>>),
+    /// A protocol violation that ends the connection.
+    Close(Error),
 }
 
 /// Polls a future, turning a panic into an error message.

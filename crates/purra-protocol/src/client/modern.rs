@@ -17,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::ClientService;
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, ErrorCode, RequestId};
+use crate::jsonrpc::{ErrorCode, RequestId};
 use crate::modern::envelope::{request_meta, UnsupportedVersionData};
+use crate::modern::raw;
 use crate::modern::{
     canonical_json, headers, meta, methods as modern_methods, result, CacheScope, DiscoverResult,
     InputRequest, SubscriptionFilter, CACHEABLE_METHODS, INPUT_REQUIRED_METHODS, RESULT_COMPLETE,
@@ -348,9 +349,7 @@ pub(super) async fn send(
     loop {
         let mut opts = options.clone();
         opts.headers = hdrs.clone();
-        let raw = peer
-            .request_raw(method, Some(to_raw(&params)), opts)
-            .await?;
+        let raw = peer.request_raw(method, Some(raw(&params)), opts).await?;
         let kind = result::result_type(&raw);
         if !drive {
             return Ok(raw);
@@ -414,8 +413,8 @@ async fn answer_all(
                 let request = InputRequest::from_value(&req).map_err(Error::Protocol)?;
                 let params = req
                     .get("params")
-                    .map(to_raw)
-                    .unwrap_or_else(|| to_raw(&serde_json::json!({})));
+                    .map(raw)
+                    .unwrap_or_else(|| raw(&serde_json::json!({})));
                 let answer = service
                     .answer(request.method().to_owned(), Some(params))
                     .await
@@ -453,7 +452,7 @@ impl Drop for AbortOnDrop {
 /// What the probe found.
 pub(super) enum Probe {
     /// A modern server: the version to speak and its discover result.
-    Modern(String, DiscoverResult),
+    Modern(String, Box<DiscoverResult>),
     /// Not positive evidence of a modern server: speak the handshake.
     Legacy,
 }
@@ -468,7 +467,7 @@ pub(super) async fn discover(
         modern.envelope(modern_methods::DISCOVER, Value::Object(Default::default()));
     let mut opts = RequestOptions::default().timeout(timeout);
     opts.headers = hdrs;
-    peer.request_raw(modern_methods::DISCOVER, Some(to_raw(&params)), opts)
+    peer.request_raw(modern_methods::DISCOVER, Some(raw(&params)), opts)
         .await
 }
 
@@ -505,15 +504,15 @@ pub(super) async fn probe(
                 let Ok(d) = serde_json::from_str::<DiscoverResult>(raw.get()) else {
                     return Ok(Probe::Legacy);
                 };
-                if d.supported_versions.iter().any(|v| *v == version) {
-                    return Ok(Probe::Modern(version, d));
+                if d.supported_versions.contains(&version) {
+                    return Ok(Probe::Modern(version, Box::new(d)));
                 }
                 let mutual = version::MODERN_VERSIONS
                     .iter()
                     .rev()
                     .find(|v| d.supported_versions.iter().any(|s| s == *v));
                 return Ok(match mutual {
-                    Some(v) => Probe::Modern((*v).to_owned(), d),
+                    Some(v) => Probe::Modern((*v).to_owned(), Box::new(d)),
                     None => Probe::Legacy,
                 });
             }

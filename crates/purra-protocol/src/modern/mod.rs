@@ -312,6 +312,12 @@ impl InputResponse {
 }
 
 #[cfg(any(feature = "server", feature = "client"))]
+/// Raw JSON of a value that always serializes (purra's own types, JSON values, strings).
+pub(crate) fn raw<T: Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> {
+    serde_json::value::to_raw_value(v).expect("purra's own values serialize to JSON")
+}
+
+#[cfg(any(feature = "server", feature = "client"))]
 /// Writes `v` as canonical JSON: object keys sorted, no whitespace. What the revision's digests
 /// (requestState bindings, input request identities) are computed over, whatever map order the
 /// build's serde_json uses.

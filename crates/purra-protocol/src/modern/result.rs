@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{meta, CacheHint, RESULT_COMPLETE};
-use crate::jsonrpc::to_raw;
+use crate::modern::raw;
 use crate::types::Implementation;
 
 /// The top-level members of a JSON object, in order, values raw.
@@ -58,7 +58,7 @@ fn write(members: &[(String, Box<RawValue>)]) -> Box<RawValue> {
 }
 
 fn raw_str(s: &str) -> Box<RawValue> {
-    to_raw(&s)
+    raw(&s)
 }
 
 /// Adds what a complete modern result carries: `resultType` (when absent), the server's identity
@@ -80,14 +80,14 @@ pub fn complete(
     }
     if let Some(hint) = cache {
         if !has(&members, "ttlMs") {
-            members.push(("ttlMs".into(), to_raw(&hint.ttl_ms)));
+            members.push(("ttlMs".into(), raw(&hint.ttl_ms)));
         }
         if !has(&members, "cacheScope") {
-            members.push(("cacheScope".into(), to_raw(&hint.scope)));
+            members.push(("cacheScope".into(), raw(&hint.scope)));
         }
     }
     if let Some(info) = server_info {
-        stamp_meta(&mut members, meta::SERVER_INFO, to_raw(info));
+        stamp_meta(&mut members, meta::SERVER_INFO, raw(info));
     }
     write(&members)
 }

@@ -14,7 +14,8 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use super::{Kind, Server};
-use crate::jsonrpc::{from_params, to_raw, ErrorObject};
+use crate::jsonrpc::{from_params, ErrorObject};
+use crate::modern::raw;
 use crate::modern::result::with_meta;
 use crate::modern::{meta, methods as modern_methods, ListenParams, SubscriptionFilter};
 use crate::session::RequestContext;
@@ -136,9 +137,9 @@ pub(super) async fn listen(
     let filter = acknowledged(notifications, &server.capabilities());
     let (tx, mut rx) = mpsc::channel(QUEUE);
     let id = server.inner.listeners.next.fetch_add(1, Ordering::Relaxed);
-    let subscription = to_raw(&req.id);
+    let subscription = raw(&req.id);
     let ack = with_meta(
-        to_raw(&ListenParams {
+        raw(&ListenParams {
             notifications: filter.clone(),
         }),
         meta::SUBSCRIPTION_ID,
@@ -172,8 +173,8 @@ pub(super) async fn listen(
             news = rx.recv() => {
                 let Some((method, uri)) = news else { break };
                 let params = match uri {
-                    Some(uri) => to_raw(&UriParams { uri }),
-                    None => to_raw(&serde_json::json!({})),
+                    Some(uri) => raw(&UriParams { uri }),
+                    None => raw(&serde_json::json!({})),
                 };
                 let params = with_meta(params, meta::SUBSCRIPTION_ID, subscription.clone());
                 if peer.notify(method, &params).await.is_err() {
@@ -183,7 +184,7 @@ pub(super) async fn listen(
         }
     }
     Ok(with_meta(
-        to_raw(&serde_json::json!({})),
+        raw(&serde_json::json!({})),
         meta::SUBSCRIPTION_ID,
         subscription,
     ))

@@ -16,8 +16,9 @@ use serde_json::Value;
 use super::listen;
 use super::mrtr::{self, Outcome, Round};
 use super::{RequestCtx, SessionState};
-use crate::jsonrpc::{to_raw, ErrorCode, ErrorObject};
+use crate::jsonrpc::{ErrorCode, ErrorObject};
 use crate::modern::envelope::{classify, unsupported_version, RequestEnvelope};
+use crate::modern::raw;
 use crate::modern::{
     headers, methods as modern_methods, result, DiscoverResult, CACHEABLE_METHODS,
     INPUT_REQUIRED_METHODS, REMOVED_METHODS,
@@ -174,7 +175,7 @@ fn discover(
     caps: &crate::types::ServerCapabilities,
     instructions: Option<String>,
 ) -> Box<RawValue> {
-    to_raw(&DiscoverResult {
+    raw(&DiscoverResult {
         supported_versions: version::MODERN_VERSIONS
             .iter()
             .map(|v| (*v).to_owned())

@@ -24,7 +24,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, ErrorObject};
+use crate::jsonrpc::ErrorObject;
+use crate::modern::raw;
 use crate::modern::{canonical_json, short_digest, InputRequest, InputResponse};
 use crate::request_state::{Binding, RequestStateSecurity};
 use crate::types::ClientCapabilities;
@@ -285,7 +286,7 @@ impl Round {
             body.push_str(&serde_json::to_string(&request.to_value()).expect("requests serialize"));
         }
         body.push_str("},\"requestState\":");
-        body.push_str(to_raw(&token).get());
+        body.push_str(raw(&token).get());
         body.push('}');
         RawValue::from_string(body).expect("well-formed JSON")
     }
