@@ -14,12 +14,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{status, HttpShared, PROTOCOL_VERSION_HEADER};
+use crate::http_context::HttpContext;
 use crate::jsonrpc::{
     decode_frame, encode_error, encode_response, ErrorCode, ErrorObject, Frame, Message, RequestId,
 };
@@ -27,7 +29,7 @@ use crate::modern::envelope::{classify, has_modern_envelope, HttpFacts};
 use crate::modern::headers::{METHOD_HEADER, NAME_HEADER, PARAM_HEADER_PREFIX};
 use crate::server::modern::Extras;
 use crate::session::{detached_peer, RequestContext};
-use crate::transport::Outbound;
+use crate::transport::{Outbound, TransportContext};
 use crate::types::methods;
 use crate::version;
 
@@ -132,12 +134,12 @@ impl Drop for CancelOnDrop {
 }
 
 /// Serves one modern POST whose body is read and bounded.
-pub(super) async fn post(
-    shared: Arc<HttpShared>,
-    headers: HeaderMap,
-    body: Bytes,
-    principal: Option<String>,
-) -> Response {
+pub(super) async fn post(shared: Arc<HttpShared>, parts: Parts, body: Bytes) -> Response {
+    let headers = &parts.headers;
+    let principal = parts
+        .extensions
+        .get::<crate::request_state::RequestPrincipal>()
+        .map(|p| p.0.clone());
     let (id, method, params) = match decode_frame(&body) {
         Frame::Single(Ok(Message::Request { id, method, params })) => (id, method, params),
         Frame::Single(Ok(Message::Notification { .. })) => {
@@ -165,7 +167,7 @@ pub(super) async fn post(
             )
         }
     };
-    let facts = facts(&headers);
+    let facts = facts(headers);
     let envelope = match classify(&method, params.as_deref(), Some(&facts)) {
         Ok(e) => e,
         Err(e) => return error(Some(&id), &e),
@@ -184,6 +186,7 @@ pub(super) async fn post(
         id: id.clone(),
         peer,
         cancel: cancel.clone(),
+        transport: Some(Arc::new(HttpContext::new(parts, None)) as TransportContext),
     };
     let extras = Extras {
         param_headers: Some(facts.params),
