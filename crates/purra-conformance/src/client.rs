@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use purra_protocol::types::{
-    CallToolResult, CreateMessageResult, ElicitAction, ElicitResult, Role, Root,
+    CallToolResult, CreateMessageResult, ElicitAction, ElicitResult, Root,
 };
 use purra_protocol::{Client, ClientOptions, Connection, HttpClientOptions, ProtocolMode};
 use serde_json::{json, Value};
@@ -68,23 +68,22 @@ fn auto_options() -> ClientOptions {
     options()
         .mode(ProtocolMode::Auto)
         .on_elicitation(false, |_p| async move {
-            Ok(ElicitResult {
-                action: ElicitAction::Accept,
-                content: json!({"confirmed": true}).as_object().cloned(),
-            })
+            Ok(ElicitResult::accept(
+                json!({"confirmed": true})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ))
         })
         .on_sampling(|_p| async move {
-            Ok(CreateMessageResult {
-                role: Role::Assistant,
-                content: json!({"type": "text", "text": "conformance"}),
-                model: "purra-conformance".into(),
-                stop_reason: Some("endTurn".into()),
-            })
+            Ok(
+                CreateMessageResult::text("purra-conformance", "conformance")
+                    .with_stop_reason("endTurn"),
+            )
         })
-        .roots(vec![Root {
-            uri: "file:///conformance".into(),
-            name: Some("conformance".into()),
-        }])
+        .roots(vec![
+            Root::new("file:///conformance").with_name("conformance")
+        ])
 }
 
 /// The tool calls the suite asks for in `MCP_CONFORMANCE_CONTEXT` (`{"toolCalls": [...]}`).
@@ -240,15 +239,11 @@ pub async fn run(scenario: &str, url: &str) -> Result<(), String> {
         // Accept the elicitation with nothing filled in: the client applies the schema's
         // defaults (SEP-1034) before it answers.
         "elicitation-sep1034-client-defaults" => {
-            let opts = options().apply_elicitation_defaults(true).on_elicitation(
-                false,
-                |_params| async move {
-                    Ok(ElicitResult {
-                        action: ElicitAction::Accept,
-                        content: None,
-                    })
-                },
-            );
+            let opts = options()
+                .apply_elicitation_defaults(true)
+                .on_elicitation(false, |_params| async move {
+                    Ok(ElicitResult::action(ElicitAction::Accept))
+                });
             let conn = connect(url, opts).await?;
             let r = call(&conn, "test_client_elicitation_defaults", json!({})).await;
             conn.close().await;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use purra_protocol::modern::{InputRequest, InputResponse};
 use purra_protocol::types::*;
-use purra_protocol::{Error, HandlerResult, RequestCtx, Server};
+use purra_protocol::{Error, HandlerResult, RegistrationError, RequestCtx, Server};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -18,36 +18,22 @@ use serde_json::{json, Value};
 struct NoArgs {}
 
 fn form(message: &str, field: &str, kind: &str) -> InputRequest {
-    InputRequest::Elicit(ElicitParams {
-        mode: None,
-        message: message.to_owned(),
-        requested_schema: json!({
-            "type": "object",
-            "properties": {field: {"type": kind}},
-            "required": [field]
-        })
-        .as_object()
-        .cloned(),
-        url: None,
-        elicitation_id: None,
-    })
+    let schema = json!({
+        "type": "object",
+        "properties": {field: {"type": kind}},
+        "required": [field]
+    });
+    InputRequest::Elicit(ElicitParams::form(
+        message,
+        schema.as_object().cloned().unwrap_or_default(),
+    ))
 }
 
 fn sample(text: &str, max_tokens: u64) -> InputRequest {
-    InputRequest::Sample(CreateMessageParams {
-        messages: vec![SamplingMessage {
-            role: Role::User,
-            content: json!({"type": "text", "text": text}),
-        }],
+    InputRequest::Sample(CreateMessageParams::new(
+        vec![SamplingMessage::text_message(Role::User, text)],
         max_tokens,
-        system_prompt: None,
-        model_preferences: None,
-        include_context: None,
-        temperature: None,
-        stop_sequences: None,
-        tools: None,
-        metadata: None,
-    })
+    ))
 }
 
 /// The value of `field` in an accepted elicitation, as text.
@@ -68,13 +54,10 @@ fn field(r: &InputResponse, field: &str) -> String {
 
 fn sampled_text(r: &InputResponse) -> String {
     match r {
-        InputResponse::Sample(s) => SamplingMessage {
-            role: s.role,
-            content: s.content.clone(),
-        }
-        .text()
-        .unwrap_or_default()
-        .to_owned(),
+        InputResponse::Sample(s) => SamplingMessage::new(s.role, s.content.clone())
+            .text()
+            .unwrap_or_default()
+            .to_owned(),
         _ => String::new(),
     }
 }
@@ -92,13 +75,13 @@ fn roots(r: &InputResponse) -> String {
 }
 
 /// Adds the 2026-07-28 fixtures to `server`.
-pub fn add(server: &Server) {
-    add_input_required(server);
-    add_diagnostics(server);
-    add_custom_headers(server);
+pub fn add(server: &Server) -> Result<(), RegistrationError> {
+    add_input_required(server)?;
+    add_diagnostics(server)?;
+    add_custom_headers(server)
 }
 
-fn add_input_required(server: &Server) {
+fn add_input_required(server: &Server) -> Result<(), RegistrationError> {
     server.tool(
         "test_input_required_result_elicitation",
         "MRTR: asks the user's name (input request user_name), then greets",
@@ -108,7 +91,7 @@ fn add_input_required(server: &Server) {
                 .await?;
             HandlerResult::Ok(format!("Hello, {}!", field(&r, "name")))
         },
-    );
+    )?;
     server.tool(
         "test_input_required_result_sampling",
         "MRTR: asks the client's model a question (input request capital_question)",
@@ -121,7 +104,7 @@ fn add_input_required(server: &Server) {
                 .await?;
             HandlerResult::Ok(format!("The model said: {}", sampled_text(&r)))
         },
-    );
+    )?;
     server.tool(
         "test_input_required_result_list_roots",
         "MRTR: asks the client's roots (input request client_roots)",
@@ -129,7 +112,7 @@ fn add_input_required(server: &Server) {
             let r = ctx.input("client_roots", InputRequest::ListRoots).await?;
             HandlerResult::Ok(format!("Client roots: {}", roots(&r)))
         },
-    );
+    )?;
     server.tool(
         "test_input_required_result_request_state",
         "MRTR: asks for confirmation and checks the state it carried across the round",
@@ -146,7 +129,7 @@ fn add_input_required(server: &Server) {
             };
             HandlerResult::Ok(format!("{verdict}: confirmed={}", field(&r, "ok")))
         },
-    );
+    )?;
     server.tool(
         "test_input_required_result_multiple_inputs",
         "MRTR: asks a name, a greeting and the roots at once",
@@ -164,7 +147,7 @@ fn add_input_required(server: &Server) {
                 roots(&client_roots)
             ))
         },
-    );
+    )?;
     server.tool(
         "test_input_required_result_multi_round",
         "MRTR: asks a name, then a colour, in two rounds",
@@ -187,7 +170,7 @@ fn add_input_required(server: &Server) {
                 field(&colour, "color")
             ))
         },
-    );
+    )?;
     server.tool(
         "test_input_required_result_tampered_state",
         "MRTR: asks for confirmation under a sealed requestState",
@@ -198,7 +181,7 @@ fn add_input_required(server: &Server) {
                 .await?;
             HandlerResult::Ok(format!("confirmed={}", field(&r, "ok")))
         },
-    );
+    )?;
     server.tool(
         "test_input_required_result_capabilities",
         "MRTR: asks only for what the client declared (sampling, elicitation)",
@@ -217,33 +200,30 @@ fn add_input_required(server: &Server) {
             }
             HandlerResult::Ok(format!("answers: {}", said.join(", ")))
         },
-    );
+    )?;
     server.prompt(
-        Prompt {
-            name: "test_input_required_result_prompt".into(),
-            title: None,
-            description: Some("MRTR: a prompt that asks the user for context first".into()),
-            arguments: None,
-        },
-        |_args, ctx: RequestCtx| async move {
+        "test_input_required_result_prompt",
+        "MRTR: a prompt that asks the user for context first",
+        |(), ctx: RequestCtx| async move {
             let r = ctx
                 .input(
                     "user_context",
                     form("What context should the prompt use?", "context", "string"),
                 )
                 .await?;
-            HandlerResult::Ok(GetPromptResult {
-                description: Some("A prompt built from elicited context".into()),
-                messages: vec![PromptMessage {
-                    role: Role::User,
-                    content: Content::text(format!("Context: {}", field(&r, "context"))),
-                }],
-            })
+            HandlerResult::Ok(
+                GetPromptResult::new(vec![PromptMessage::user(format!(
+                    "Context: {}",
+                    field(&r, "context")
+                ))])
+                .with_description("A prompt built from elicited context"),
+            )
         },
-    );
+    )?;
+    Ok(())
 }
 
-fn add_diagnostics(server: &Server) {
+fn add_diagnostics(server: &Server) -> Result<(), RegistrationError> {
     server.tool(
         "test_missing_capability",
         "Needs the client's sampling capability (-32021 without it)",
@@ -253,7 +233,7 @@ fn add_diagnostics(server: &Server) {
             }
             HandlerResult::Ok("Success")
         },
-    );
+    )?;
     server.tool(
         "test_streaming_elicitation",
         "Reports progress, then asks the user through input_required",
@@ -264,7 +244,7 @@ fn add_diagnostics(server: &Server) {
                 .await?;
             HandlerResult::Ok(format!("Streaming complete: {}", field(&r, "answer")))
         },
-    );
+    )?;
     server.tool(
         "test_logging_tool",
         "Logs once (delivered only to requests that set a log level)",
@@ -277,7 +257,7 @@ fn add_diagnostics(server: &Server) {
             .await?;
             HandlerResult::Ok("Logging evaluated")
         },
-    );
+    )?;
     // The mutation hooks toggle a registration, which notifies the listen streams that asked.
     let tools_toggled = Arc::new(AtomicBool::new(false));
     let handle = server.clone();
@@ -295,12 +275,12 @@ fn add_diagnostics(server: &Server) {
                         "test_dynamic_tool",
                         "Appears and disappears with test_trigger_tool_change",
                         |_: NoArgs, _c: RequestCtx| async move { HandlerResult::Ok("dynamic") },
-                    );
+                    )?;
                 }
                 HandlerResult::Ok("Mutation triggered")
             }
         },
-    );
+    )?;
     let prompts_toggled = Arc::new(AtomicBool::new(false));
     let handle = server.clone();
     server.tool(
@@ -314,32 +294,21 @@ fn add_diagnostics(server: &Server) {
                     server.remove_prompt("test_dynamic_prompt");
                 } else {
                     server.prompt(
-                        Prompt {
-                            name: "test_dynamic_prompt".into(),
-                            title: None,
-                            description: Some(
-                                "Appears and disappears with test_trigger_prompt_change".into(),
-                            ),
-                            arguments: None,
+                        "test_dynamic_prompt",
+                        "Appears and disappears with test_trigger_prompt_change",
+                        |(), _c: RequestCtx| async move {
+                            HandlerResult::Ok(PromptMessage::user("dynamic"))
                         },
-                        |_args, _c: RequestCtx| async move {
-                            HandlerResult::Ok(GetPromptResult {
-                                description: None,
-                                messages: vec![PromptMessage {
-                                    role: Role::User,
-                                    content: Content::text("dynamic"),
-                                }],
-                            })
-                        },
-                    );
+                    )?;
                 }
                 HandlerResult::Ok("Mutation triggered")
             }
         },
-    );
+    )?;
+    Ok(())
 }
 
-fn add_custom_headers(server: &Server) {
+fn add_custom_headers(server: &Server) -> Result<(), RegistrationError> {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -352,23 +321,16 @@ fn add_custom_headers(server: &Server) {
         },
         "required": ["region"]
     });
-    server
-        .raw_tool(
-            Tool {
-                name: "test_custom_headers".into(),
-                title: None,
-                description: Some("Echoes its region, which travels in Mcp-Param-Region".into()),
-                input_schema: schema.as_object().cloned().expect("an object"),
-                output_schema: None,
-                annotations: None,
-                execution: None,
-                icons: None,
-                meta: None,
-            },
-            |args, _ctx: RequestCtx| async move {
-                let region = args.get("region").and_then(Value::as_str).unwrap_or("");
-                HandlerResult::Ok(CallToolResult::text(format!("Region: {region}")))
-            },
+    server.raw_tool(
+        Tool::new(
+            "test_custom_headers",
+            schema.as_object().cloned().unwrap_or_default(),
         )
-        .expect("a valid schema");
+        .with_description("Echoes its region, which travels in Mcp-Param-Region"),
+        |args, _ctx: RequestCtx| async move {
+            let region = args.get("region").and_then(Value::as_str).unwrap_or("");
+            HandlerResult::Ok(CallToolResult::text(format!("Region: {region}")))
+        },
+    )?;
+    Ok(())
 }

@@ -34,10 +34,12 @@ fn options() -> ClientOptions {
         .mode(ProtocolMode::Auto)
         .request_timeout(Duration::from_secs(20))
         .on_elicitation(false, |_p| async move {
-            Ok(ElicitResult {
-                action: ElicitAction::Accept,
-                content: json!({"name": "purra"}).as_object().cloned(),
-            })
+            Ok(ElicitResult::accept(
+                json!({"name": "purra"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ))
         })
 }
 
@@ -133,7 +135,7 @@ async fn tampered_state(conn: &Connection) -> Result<(), Failure> {
         .request_raw("tools/call", retry, RequestOptions::default())
         .await
     {
-        Err(Error::Rpc(e)) if e.code == purra_protocol::ErrorCode::INVALID_PARAMS => Ok(()),
+        Err(Error::Rpc(e)) if e.code == purra_protocol::RpcErrorCode::INVALID_PARAMS => Ok(()),
         Err(e) => Err(fail(format!("expected -32602, got {e}"))),
         Ok(r) => Err(fail(format!(
             "a tampered requestState was accepted: {}",

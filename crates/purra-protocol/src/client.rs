@@ -18,7 +18,7 @@ use crate::session::{
 use crate::stdio::{ChildProcess, StderrHandle, StdioCommand};
 use crate::transport::Transport;
 use crate::types::*;
-use crate::version;
+use crate::version::ProtocolVersion;
 #[cfg(not(feature = "stdio"))]
 use std::convert::Infallible as ChildProcess;
 
@@ -43,7 +43,7 @@ pub struct ClientOptions {
     /// Sent in `initialize`.
     pub client_info: Implementation,
     /// The revision to ask for (default: the latest handshake revision).
-    pub protocol_version: String,
+    pub protocol_version: ProtocolVersion,
     /// Engine limits and the default request timeout.
     pub engine: EngineConfig,
     /// The most pages one catalog may take; more is a protocol error.
@@ -78,7 +78,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             client_info: Implementation::new("purra", env!("CARGO_PKG_VERSION")),
-            protocol_version: version::LATEST_HANDSHAKE_VERSION.to_owned(),
+            protocol_version: ProtocolVersion::LATEST_HANDSHAKE,
             engine: EngineConfig::default(),
             max_catalog_pages: 64,
             mode: ProtocolMode::Legacy,
@@ -99,7 +99,7 @@ impl ClientOptions {
         self
     }
     /// Sets the revision to ask for.
-    pub fn protocol_version(mut self, v: impl Into<String>) -> Self {
+    pub fn protocol_version(mut self, v: impl Into<ProtocolVersion>) -> Self {
         self.protocol_version = v.into();
         self
     }
@@ -156,7 +156,8 @@ impl ClientOptions {
 
     /// The capabilities declared at revision `v` (elicitation's form/URL split is 2025-11-25's).
     fn capabilities_at(&self, v: &str) -> ClientCapabilities {
-        let modern_elicitation = v == version::V2025_11_25 || version::is_modern(v);
+        let modern_elicitation =
+            v == ProtocolVersion::V2025_11_25.as_str() || crate::modern::is_modern(v);
         ClientCapabilities {
             roots: self
                 .roots
@@ -416,7 +417,7 @@ impl ClientService {
                 }
                 methods::ROOTS_LIST if this.options.roots.is_some() => {
                     let roots = this.roots.read().expect("roots lock").clone();
-                    Ok(to_raw(&ListRootsResult { roots })?)
+                    Ok(to_raw(&ListRootsResult::new(roots))?)
                 }
                 _ => Err(ErrorObject::method_not_found(&method)),
             }
@@ -559,9 +560,7 @@ where
             .call(
                 peer,
                 method,
-                &PaginatedParams {
-                    cursor: cursor.take(),
-                },
+                &PaginatedParams::new(cursor.take()),
                 RequestOptions::default(),
                 CacheMode::Refresh,
             )
@@ -644,7 +643,9 @@ async fn refresh_templates(
     {
         Ok(items) => items,
         // Servers that advertise resources without templates answer -32601; that is no templates.
-        Err(Error::Rpc(e)) if e.code == crate::jsonrpc::ErrorCode::METHOD_NOT_FOUND => Vec::new(),
+        Err(Error::Rpc(e)) if e.code == crate::jsonrpc::RpcErrorCode::METHOD_NOT_FOUND => {
+            Vec::new()
+        }
         Err(e) => return Err(e),
     };
     s.templates.store(gen, items);
@@ -758,12 +759,11 @@ impl Client {
         let conn = Connection {
             peer,
             service,
-            init: InitializeResult {
-                protocol_version: String::new(),
-                capabilities: ServerCapabilities::default(),
-                server_info: Implementation::new("", ""),
-                instructions: None,
-            },
+            init: InitializeResult::new(
+                ProtocolVersion::new(""),
+                ServerCapabilities::default(),
+                Implementation::new("", ""),
+            ),
             child,
             #[cfg(feature = "stdio")]
             pid: None,
@@ -810,12 +810,12 @@ impl Connection {
         }
         let outcome = match options.mode.clone() {
             ProtocolMode::Legacy => Ok(None),
-            ProtocolMode::Pinned(v) if version::is_modern(&v) => {
-                self.pinned_discover(&options, v).await.map(Some)
-            }
-            ProtocolMode::Pinned(v) => Err(Error::UnsupportedProtocolVersion(format!(
-                "{v} is not a 2026-07-28-era revision (pin a modern revision, or use legacy mode for {v})"
-            ))),
+            ProtocolMode::Pinned(v) if v.is_modern() => self
+                .pinned_discover(&options, v.as_str().to_owned())
+                .await
+                .map(Some),
+            // Only a modern revision can be pinned; a handshake revision is legacy mode's.
+            ProtocolMode::Pinned(v) => Err(Error::UnsupportedProtocolVersion(v)),
             ProtocolMode::Auto => self.auto(&options).await,
         };
         match outcome {
@@ -853,7 +853,7 @@ impl Connection {
         &mut self,
         options: &ClientOptions,
     ) -> Result<Option<(String, crate::modern::DiscoverResult)>, Error> {
-        let newest = version::MODERN_VERSIONS[version::MODERN_VERSIONS.len() - 1];
+        let newest = ProtocolVersion::MODERN[ProtocolVersion::MODERN.len() - 1].as_str();
         let timeout = options.engine.request_timeout.min(modern::PROBE_TIMEOUT);
         match modern::probe(
             &options.client_info,
@@ -867,7 +867,7 @@ impl Connection {
             modern::Probe::Legacy => match self.initialize(options).await {
                 Ok(()) => Ok(None),
                 Err(Error::Rpc(e))
-                    if e.code == crate::jsonrpc::ErrorCode::UNSUPPORTED_PROTOCOL_VERSION =>
+                    if e.code == crate::jsonrpc::RpcErrorCode::UNSUPPORTED_PROTOCOL_VERSION =>
                 {
                     match modern::mutual_versions(&e) {
                         Some((mutual, _)) if !mutual.is_empty() => self
@@ -897,14 +897,14 @@ impl Connection {
             options.max_input_rounds,
         ));
         let _ = self.service.modern.set(m.clone());
-        self.init = InitializeResult {
-            protocol_version: v,
-            capabilities: d.capabilities.clone(),
-            server_info: d
-                .server_info()
+        let mut init = InitializeResult::new(
+            ProtocolVersion::new(v),
+            d.capabilities.clone(),
+            d.server_info()
                 .unwrap_or_else(|| Implementation::new("", "")),
-            instructions: d.instructions.clone(),
-        };
+        );
+        init.instructions = d.instructions.clone();
+        self.init = init;
         self.discover = Some(d);
         let caps = self.init.capabilities.clone();
         let flag = |o: &Option<JsonObject>| {
@@ -940,20 +940,20 @@ impl Connection {
 
     /// `initialize` and `notifications/initialized` (the handshake without the catalogs).
     async fn initialize(&mut self, options: &ClientOptions) -> Result<(), Error> {
-        let params = InitializeParams {
-            protocol_version: options.protocol_version.clone(),
-            capabilities: options.capabilities(),
-            client_info: options.client_info.clone(),
-        };
+        let params = InitializeParams::new(
+            options.protocol_version.clone(),
+            options.capabilities(),
+            options.client_info.clone(),
+        );
         let init: InitializeResult = self
             .peer
             .request(methods::INITIALIZE, &params, RequestOptions::default())
             .await?;
-        if !version::is_handshake(&init.protocol_version) {
+        if !init.protocol_version.is_handshake() {
             return Err(Error::UnsupportedProtocolVersion(init.protocol_version));
         }
         self.peer
-            .set_batches_allowed(version::allows_batches(&init.protocol_version));
+            .set_batches_allowed(init.protocol_version.allows_batches());
         self.init = init;
         self.peer.notify_empty(methods::INITIALIZED).await
     }
@@ -1038,7 +1038,7 @@ impl Connection {
         &self.init.server_info
     }
     /// The negotiated revision.
-    pub fn protocol_version(&self) -> &str {
+    pub fn protocol_version(&self) -> &ProtocolVersion {
         &self.init.protocol_version
     }
     /// The server's capabilities.
@@ -1100,6 +1100,7 @@ impl Connection {
         let params = CallToolParams {
             name: name.to_owned(),
             arguments,
+            task: None,
             meta: None,
         };
         let result: CallToolResult = self
@@ -1185,7 +1186,7 @@ impl Connection {
             .call_typed(
                 &self.peer,
                 methods::RESOURCES_LIST,
-                &PaginatedParams { cursor },
+                &PaginatedParams { cursor, meta: None },
                 RequestOptions::default(),
                 CacheMode::Use,
             )
@@ -1209,9 +1210,7 @@ impl Connection {
             .call_typed(
                 &self.peer,
                 methods::RESOURCES_READ,
-                &UriParams {
-                    uri: uri.to_owned(),
-                },
+                &UriParams::new(uri),
                 RequestOptions::default(),
                 cache,
             )
@@ -1240,9 +1239,7 @@ impl Connection {
             .peer
             .request(
                 methods::RESOURCES_SUBSCRIBE,
-                &UriParams {
-                    uri: uri.to_owned(),
-                },
+                &UriParams::new(uri),
                 RequestOptions::default(),
             )
             .await?;
@@ -1263,6 +1260,7 @@ impl Connection {
         let params = GetPromptParams {
             name: name.to_owned(),
             arguments: (!arguments.is_empty()).then_some(arguments),
+            meta: None,
         };
         self.service
             .call_typed(
@@ -1282,14 +1280,7 @@ impl Connection {
         argument: &str,
         value: &str,
     ) -> Result<Completion, Error> {
-        let params = CompleteParams {
-            reference,
-            argument: CompletionArgument {
-                name: argument.to_owned(),
-                value: value.to_owned(),
-            },
-            context: None,
-        };
+        let params = CompleteParams::new(reference, CompletionArgument::new(argument, value));
         let r: CompleteResult = self
             .service
             .call_typed(
@@ -1314,7 +1305,7 @@ impl Connection {
             .peer
             .request(
                 methods::LOGGING_SET_LEVEL,
-                &SetLevelParams { level },
+                &SetLevelParams::new(level),
                 RequestOptions::default(),
             )
             .await?;
@@ -1532,7 +1523,7 @@ impl ResourceSubscription {
             .peer
             .request(
                 methods::RESOURCES_UNSUBSCRIBE,
-                &UriParams { uri },
+                &UriParams::new(uri),
                 RequestOptions::default(),
             )
             .await?;
@@ -1555,7 +1546,7 @@ impl Drop for ResourceSubscription {
                 let _: Result<EmptyResult, _> = peer
                     .request(
                         methods::RESOURCES_UNSUBSCRIBE,
-                        &UriParams { uri },
+                        &UriParams::new(uri),
                         RequestOptions::default(),
                     )
                     .await;

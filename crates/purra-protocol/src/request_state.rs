@@ -18,7 +18,7 @@ use base64::Engine as _;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 use serde_json::Value;
 
-use crate::jsonrpc::{ErrorCode, ErrorObject};
+use crate::jsonrpc::{ErrorObject, RpcErrorCode};
 
 const PREFIX: &str = "v1.";
 const KDF_INFO: &[u8] = b"purra/request-state/v1/aes-256-gcm";
@@ -286,8 +286,11 @@ pub(crate) struct Rejected(pub &'static str);
 impl Rejected {
     /// The wire error: -32602, the same for every reason.
     pub fn to_error(self) -> ErrorObject {
-        ErrorObject::new(ErrorCode::INVALID_PARAMS, "Invalid or expired requestState")
-            .with_data(serde_json::json!({"reason": "invalid_request_state"}))
+        ErrorObject::new(
+            RpcErrorCode::INVALID_PARAMS,
+            "Invalid or expired requestState",
+        )
+        .with_data(serde_json::json!({"reason": "invalid_request_state"}))
     }
 }
 

@@ -31,68 +31,52 @@ fn server() -> Server {
         )
         .unwrap()
         .build();
-    server.tool(
-        "greet",
-        "asks a name",
-        |_: Nothing, c: RequestCtx| async move {
-            let r = c
-                .elicit(ElicitParams {
-                    mode: None,
-                    message: "Name?".into(),
-                    requested_schema:
+    server
+        .tool(
+            "greet",
+            "asks a name",
+            |_: Nothing, c: RequestCtx| async move {
+                let r = c
+                    .elicit(ElicitParams::form(
+                        "Name?",
                         json!({"type": "object", "properties": {"name": {"type": "string"}}})
                             .as_object()
-                            .cloned(),
-                    url: None,
-                    elicitation_id: None,
-                })
-                .await?;
-            let roots = c.list_roots().await?;
-            HandlerResult::Ok(format!(
-                "Hello, {}! ({} roots, {})",
-                r.content.unwrap_or_default()["name"]
-                    .as_str()
-                    .unwrap_or("?"),
-                roots.len(),
-                c.protocol_version()
-            ))
-        },
-    );
-    server.tool(
-        "insatiable",
-        "always asks again",
-        |_: Nothing, c: RequestCtx| async move {
-            let n = c.request_state().and_then(|v| v.as_u64()).unwrap_or(0);
-            c.set_request_state(json!(n + 1));
-            c.input(
-                &format!("q{n}"),
-                InputRequest::Elicit(ElicitParams {
-                    mode: None,
-                    message: format!("question {n}"),
-                    requested_schema: None,
-                    url: None,
-                    elicitation_id: None,
-                }),
-            )
-            .await?;
-            HandlerResult::Ok("never")
-        },
-    );
+                            .cloned()
+                            .unwrap(),
+                    ))
+                    .await?;
+                let roots = c.list_roots().await?;
+                HandlerResult::Ok(format!(
+                    "Hello, {}! ({} roots, {})",
+                    r.content.unwrap_or_default()["name"]
+                        .as_str()
+                        .unwrap_or("?"),
+                    roots.len(),
+                    c.protocol_version()
+                ))
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "insatiable",
+            "always asks again",
+            |_: Nothing, c: RequestCtx| async move {
+                let n = c.request_state().and_then(|v| v.as_u64()).unwrap_or(0);
+                c.set_request_state(json!(n + 1));
+                let mut question = ElicitParams::form(format!("question {n}"), Default::default());
+                question.requested_schema = None;
+                c.input(&format!("q{n}"), InputRequest::Elicit(question))
+                    .await?;
+                HandlerResult::Ok("never")
+            },
+        )
+        .unwrap();
     server.resource(
-        Resource {
-            uri: "m://counter".into(),
-            name: "counter".into(),
-            title: None,
-            description: None,
-            mime_type: None,
-            size: None,
-            annotations: None,
-        },
+        Resource::new("m://counter", "counter"),
         |uri, _c| async move {
             let n = READS.fetch_add(1, Ordering::SeqCst);
-            HandlerResult::Ok(ReadResourceResult {
-                contents: vec![ResourceContents::text(uri, None, n.to_string())],
-            })
+            HandlerResult::Ok(ReadResourceResult::text(uri, n.to_string()))
         },
     );
     server
@@ -103,15 +87,11 @@ fn options(mode: ProtocolMode) -> ClientOptions {
         .mode(mode)
         .request_timeout(Duration::from_secs(10))
         .on_elicitation(false, |_: ElicitParams| async move {
-            Ok(ElicitResult {
-                action: ElicitAction::Accept,
-                content: json!({"name": "Ada"}).as_object().cloned(),
-            })
+            Ok(ElicitResult::accept(
+                json!({"name": "Ada"}).as_object().cloned().unwrap(),
+            ))
         })
-        .roots(vec![Root {
-            uri: "file:///w".into(),
-            name: None,
-        }])
+        .roots(vec![Root::new("file:///w")])
 }
 
 async fn pinned(server: &Server) -> purra_protocol::Connection {

@@ -21,68 +21,67 @@ static CANCELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 
 fn server() -> Server {
     let server = Server::builder("mh", "1").logging().build();
-    server.tool(
-        "wait",
-        "waits for its cancellation",
-        |_: Nothing, c: RequestCtx| async move {
-            c.progress(0.0, None, None).await?;
-            c.cancelled().await;
-            CANCELLED.store(true, std::sync::atomic::Ordering::SeqCst);
-            HandlerResult::Ok("cancelled")
-        },
-    );
-    server.tool("hi", "says hi", |_: Nothing, _c: RequestCtx| async move {
-        HandlerResult::Ok("hi")
-    });
-    server.tool(
-        "steps",
-        "reports progress",
-        |_: Nothing, c: RequestCtx| async move {
-            c.progress(1.0, Some(2.0), None).await?;
-            c.progress(2.0, Some(2.0), None).await?;
-            HandlerResult::Ok("stepped")
-        },
-    );
-    server.tool(
-        "confirm",
-        "asks to confirm",
-        |_: Nothing, c: RequestCtx| async move {
-            let form = ElicitParams {
-                mode: None,
-                message: "Sure?".into(),
-                requested_schema:
+    server
+        .tool(
+            "wait",
+            "waits for its cancellation",
+            |_: Nothing, c: RequestCtx| async move {
+                c.progress(0.0, None, None).await?;
+                c.cancelled().await;
+                CANCELLED.store(true, std::sync::atomic::Ordering::SeqCst);
+                HandlerResult::Ok("cancelled")
+            },
+        )
+        .unwrap();
+    server
+        .tool("hi", "says hi", |_: Nothing, _c: RequestCtx| async move {
+            HandlerResult::Ok("hi")
+        })
+        .unwrap();
+    server
+        .tool(
+            "steps",
+            "reports progress",
+            |_: Nothing, c: RequestCtx| async move {
+                c.progress(1.0, Some(2.0), None).await?;
+                c.progress(2.0, Some(2.0), None).await?;
+                HandlerResult::Ok("stepped")
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "confirm",
+            "asks to confirm",
+            |_: Nothing, c: RequestCtx| async move {
+                let form = ElicitParams::form(
+                    "Sure?",
                     json!({"type": "object", "properties": {"ok": {"type": "boolean"}}})
                         .as_object()
-                        .cloned(),
-                url: None,
-                elicitation_id: None,
-            };
-            c.input("confirm", InputRequest::Elicit(form)).await?;
-            HandlerResult::Ok(format!(
-                "confirmed by {}",
-                c.principal().unwrap_or("nobody")
-            ))
-        },
-    );
+                        .cloned()
+                        .unwrap(),
+                );
+                c.input("confirm", InputRequest::Elicit(form)).await?;
+                HandlerResult::Ok(format!(
+                    "confirmed by {}",
+                    c.principal().unwrap_or("nobody")
+                ))
+            },
+        )
+        .unwrap();
     server
         .raw_tool(
-            Tool {
-                name: "in_region".into(),
-                title: None,
-                description: Some("runs in a region".into()),
-                input_schema: json!({"type": "object", "properties": {
+            Tool::new(
+                "in_region",
+                json!({"type": "object", "properties": {
                     "region": {"type": "string", "x-mcp-header": "Region"},
                     "n": {"type": "integer", "x-mcp-header": "N"}
                 }})
                 .as_object()
                 .cloned()
                 .unwrap(),
-                output_schema: None,
-                annotations: None,
-                execution: None,
-                icons: None,
-                meta: None,
-            },
+            )
+            .with_description("runs in a region"),
             |args, _c: RequestCtx| async move {
                 HandlerResult::Ok(CallToolResult::text(format!("ran in {}", args["region"])))
             },

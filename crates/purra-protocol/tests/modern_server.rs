@@ -17,15 +17,13 @@ use serde_json::{json, Value};
 struct Nothing {}
 
 fn name_form(message: &str, field: &str) -> ElicitParams {
-    ElicitParams {
-        mode: None,
-        message: message.into(),
-        requested_schema: json!({"type": "object", "properties": {field: {"type": "string"}}, "required": [field]})
+    ElicitParams::form(
+        message,
+        json!({"type": "object", "properties": {field: {"type": "string"}}, "required": [field]})
             .as_object()
-            .cloned(),
-        url: None,
-        elicitation_id: None,
-    }
+            .cloned()
+            .unwrap(),
+    )
 }
 
 fn server() -> Server {
@@ -34,99 +32,87 @@ fn server() -> Server {
         .cache_hint("tools/list", CacheHint::new(60_000, CacheScope::Public))
         .unwrap()
         .build();
-    server.tool(
-        "greet",
-        "asks a name",
-        |_: Nothing, c: RequestCtx| async move {
-            let r = c.elicit(name_form("What is your name?", "name")).await?;
-            let name = r
-                .content
-                .and_then(|c| c.get("name").and_then(Value::as_str).map(str::to_owned))
-                .unwrap_or_default();
-            HandlerResult::Ok(format!("Hello, {name}!"))
-        },
-    );
-    server.tool(
-        "two_steps",
-        "asks twice, carrying state",
-        |_: Nothing, c: RequestCtx| async move {
-            c.set_request_state(json!({"step": 1}));
-            let a = c
-                .input("first", InputRequest::Elicit(name_form("First?", "a")))
-                .await?;
-            c.set_request_state(json!({"step": 2}));
-            let b = c
-                .input("second", InputRequest::Elicit(name_form("Second?", "b")))
-                .await?;
-            let state = c.request_state();
-            let (InputResponse::Elicit(a), InputResponse::Elicit(b)) = (a, b) else {
-                return HandlerResult::Ok("wrong kinds".to_owned());
-            };
-            HandlerResult::Ok(format!(
-                "{} {} {}",
-                a.content.unwrap()["a"],
-                b.content.unwrap()["b"],
-                state.unwrap_or_default()
-            ))
-        },
-    );
-    server.tool(
-        "all_at_once",
-        "asks three things together",
-        |_: Nothing, c: RequestCtx| async move {
-            let (a, b, r) = tokio::join!(
-                c.input(
-                    "user_name",
-                    InputRequest::Elicit(name_form("Name?", "name"))
-                ),
-                c.input(
-                    "greeting",
-                    InputRequest::Sample(CreateMessageParams {
-                        messages: vec![SamplingMessage {
-                            role: Role::User,
-                            content: json!({"type": "text", "text": "Say hi"}),
-                        }],
-                        max_tokens: 50,
-                        system_prompt: None,
-                        model_preferences: None,
-                        include_context: None,
-                        temperature: None,
-                        stop_sequences: None,
-                        tools: None,
-                        metadata: None,
-                    }),
-                ),
-                c.list_roots(),
-            );
-            let (a, b, r) = (a?, b?, r?);
-            HandlerResult::Ok(format!("{} answers, {} roots", [&a, &b].len(), r.len()))
-        },
-    );
-    server.tool(
-        "logs",
-        "logs twice",
-        |_: Nothing, c: RequestCtx| async move {
-            c.log(LoggingLevel::Debug, None, json!("debug")).await?;
-            c.log(LoggingLevel::Error, None, json!("error")).await?;
-            HandlerResult::Ok("logged")
-        },
-    );
-    server.resource(
-        Resource {
-            uri: "m://a".into(),
-            name: "a".into(),
-            title: None,
-            description: None,
-            mime_type: None,
-            size: None,
-            annotations: None,
-        },
-        |uri, _c| async move {
-            HandlerResult::Ok(ReadResourceResult {
-                contents: vec![ResourceContents::text(uri, None, "A")],
-            })
-        },
-    );
+    server
+        .tool(
+            "greet",
+            "asks a name",
+            |_: Nothing, c: RequestCtx| async move {
+                let r = c.elicit(name_form("What is your name?", "name")).await?;
+                let name = r
+                    .content
+                    .and_then(|c| c.get("name").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
+                HandlerResult::Ok(format!("Hello, {name}!"))
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "two_steps",
+            "asks twice, carrying state",
+            |_: Nothing, c: RequestCtx| async move {
+                c.set_request_state(json!({"step": 1}));
+                let a = c
+                    .input("first", InputRequest::Elicit(name_form("First?", "a")))
+                    .await?;
+                c.set_request_state(json!({"step": 2}));
+                let b = c
+                    .input("second", InputRequest::Elicit(name_form("Second?", "b")))
+                    .await?;
+                let state = c.request_state();
+                let (InputResponse::Elicit(a), InputResponse::Elicit(b)) = (a, b) else {
+                    return HandlerResult::Ok("wrong kinds".to_owned());
+                };
+                HandlerResult::Ok(format!(
+                    "{} {} {}",
+                    a.content.unwrap()["a"],
+                    b.content.unwrap()["b"],
+                    state.unwrap_or_default()
+                ))
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "all_at_once",
+            "asks three things together",
+            |_: Nothing, c: RequestCtx| async move {
+                let (a, b, r) = tokio::join!(
+                    c.input(
+                        "user_name",
+                        InputRequest::Elicit(name_form("Name?", "name"))
+                    ),
+                    c.input(
+                        "greeting",
+                        InputRequest::Sample(CreateMessageParams::new(
+                            vec![SamplingMessage::new(
+                                Role::User,
+                                json!({"type": "text", "text": "Say hi"}),
+                            )],
+                            50,
+                        )),
+                    ),
+                    c.list_roots(),
+                );
+                let (a, b, r) = (a?, b?, r?);
+                HandlerResult::Ok(format!("{} answers, {} roots", [&a, &b].len(), r.len()))
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "logs",
+            "logs twice",
+            |_: Nothing, c: RequestCtx| async move {
+                c.log(LoggingLevel::Debug, None, json!("debug")).await?;
+                c.log(LoggingLevel::Error, None, json!("error")).await?;
+                HandlerResult::Ok("logged")
+            },
+        )
+        .unwrap();
+    server.resource(Resource::new("m://a", "a"), |uri, _c| async move {
+        HandlerResult::Ok(ReadResourceResult::text(uri, "A"))
+    });
     server
 }
 

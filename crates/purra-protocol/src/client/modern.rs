@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ClientService;
 use crate::error::Error;
-use crate::jsonrpc::{ErrorCode, RequestId};
+use crate::jsonrpc::{RequestId, RpcErrorCode};
 use crate::modern::envelope::{request_meta, UnsupportedVersionData};
 use crate::modern::raw;
 use crate::modern::{
@@ -27,7 +27,7 @@ use crate::modern::{
 };
 use crate::session::{Peer, RequestOptions};
 use crate::types::{methods, ClientCapabilities, Implementation, LoggingLevel, Tool};
-use crate::version;
+use crate::version::ProtocolVersion;
 
 /// Which revision a client speaks, and how it finds out.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -43,7 +43,7 @@ pub enum ProtocolMode {
     Auto,
     /// Speak this modern revision and nothing else: no probe, no fallback (the connection
     /// still asks `server/discover` for the server's capabilities).
-    Pinned(String),
+    Pinned(ProtocolVersion),
 }
 
 impl std::fmt::Display for ProtocolMode {
@@ -474,12 +474,14 @@ pub(super) async fn discover(
 /// The mutual modern versions of a -32022's data, newest last.
 pub(super) fn mutual_versions(e: &crate::jsonrpc::ErrorObject) -> Option<(Vec<String>, bool)> {
     let data: UnsupportedVersionData = serde_json::from_value(e.data.clone()?).ok()?;
-    let mutual: Vec<String> = version::MODERN_VERSIONS
-        .iter()
-        .filter(|v| data.supported.iter().any(|s| s == *v))
-        .map(|v| (*v).to_owned())
+    let mutual: Vec<String> = crate::modern::modern_versions()
+        .into_iter()
+        .filter(|v| data.supported.contains(v))
         .collect();
-    let names_handshake = data.supported.iter().any(|s| version::is_handshake(s));
+    let names_handshake = data
+        .supported
+        .iter()
+        .any(|s| crate::modern::is_handshake(s));
     Some((mutual, names_handshake))
 }
 
@@ -491,7 +493,7 @@ pub(super) async fn probe(
     peer: &Peer,
     timeout: Duration,
 ) -> Result<Probe, Error> {
-    let mut version = version::MODERN_VERSIONS[version::MODERN_VERSIONS.len() - 1].to_owned();
+    let mut version = crate::modern::newest_modern().to_owned();
     for attempt in 0..2 {
         let m = Modern::new(
             version.clone(),
@@ -507,27 +509,31 @@ pub(super) async fn probe(
                 if d.supported_versions.contains(&version) {
                     return Ok(Probe::Modern(version, Box::new(d)));
                 }
-                let mutual = version::MODERN_VERSIONS
-                    .iter()
+                let mutual = crate::modern::modern_versions()
+                    .into_iter()
                     .rev()
-                    .find(|v| d.supported_versions.iter().any(|s| s == *v));
+                    .find(|v| d.supported_versions.contains(v));
                 return Ok(match mutual {
-                    Some(v) => Probe::Modern((*v).to_owned(), Box::new(d)),
+                    Some(v) => Probe::Modern(v, Box::new(d)),
                     None => Probe::Legacy,
                 });
             }
-            Err(Error::Rpc(e)) if e.code == ErrorCode::UNSUPPORTED_PROTOCOL_VERSION => {
+            Err(Error::Rpc(e)) if e.code == RpcErrorCode::UNSUPPORTED_PROTOCOL_VERSION => {
                 match mutual_versions(&e) {
                     Some((mutual, _)) if !mutual.is_empty() && attempt == 0 => {
                         version = mutual[mutual.len() - 1].clone();
                         continue;
                     }
                     Some((_, false)) => {
-                        return Err(Error::UnsupportedProtocolVersion(format!(
-                            "the server speaks none of {:?}: {}",
-                            version::MODERN_VERSIONS,
-                            e.data.map(|d| d.to_string()).unwrap_or_default()
-                        )))
+                        // The server speaks only revisions purra does not: the newest it names.
+                        let theirs = e
+                            .data
+                            .as_ref()
+                            .and_then(|d| d.get("supported")?.as_array()?.last()?.as_str())
+                            .unwrap_or(version.as_str());
+                        return Err(Error::UnsupportedProtocolVersion(ProtocolVersion::new(
+                            theirs,
+                        )));
                     }
                     _ => return Ok(Probe::Legacy),
                 }

@@ -208,7 +208,7 @@ struct State {
 /// Whether an outbound message is a 2026-07-28 request (its headers name a modern revision).
 fn is_modern(out: &Outbound) -> bool {
     out.headers.iter().any(|(k, v)| {
-        k.eq_ignore_ascii_case(PROTOCOL_VERSION_HEADER) && crate::version::is_modern(v)
+        k.eq_ignore_ascii_case(PROTOCOL_VERSION_HEADER) && crate::modern::is_modern(v)
     })
 }
 

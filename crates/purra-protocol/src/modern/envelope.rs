@@ -10,9 +10,8 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::{headers, meta};
-use crate::jsonrpc::{ErrorCode, ErrorObject};
+use crate::jsonrpc::{ErrorObject, RpcErrorCode};
 use crate::types::{ClientCapabilities, Implementation, LoggingLevel, ProgressToken};
-use crate::version;
 
 /// What a modern request declares about itself in `params._meta`.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,25 +81,22 @@ pub struct HttpFacts {
 }
 
 fn invalid_params(message: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(ErrorCode::INVALID_PARAMS, message)
+    ErrorObject::new(RpcErrorCode::INVALID_PARAMS, message)
 }
 
 fn header_mismatch(message: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(ErrorCode::HEADER_MISMATCH, message)
+    ErrorObject::new(RpcErrorCode::HEADER_MISMATCH, message)
 }
 
 /// -32022 naming the versions served on the modern path and echoing `requested`.
 pub fn unsupported_version(requested: &str) -> ErrorObject {
     ErrorObject::new(
-        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+        RpcErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
         "Unsupported protocol version",
     )
     .with_data(
         serde_json::to_value(UnsupportedVersionData {
-            supported: version::MODERN_VERSIONS
-                .iter()
-                .map(|v| (*v).to_owned())
-                .collect(),
+            supported: super::modern_versions(),
             requested: requested.to_owned(),
         })
         .expect("data serializes"),
@@ -158,7 +154,7 @@ pub fn classify(
             meta::PROTOCOL_VERSION
         )));
     };
-    if !version::is_modern(&version) {
+    if !super::is_modern(&version) {
         return Err(unsupported_version(&version));
     }
     let client_capabilities: ClientCapabilities =
@@ -325,7 +321,7 @@ mod tests {
     #[test]
     fn the_ladder_answers_with_the_revisions_codes() {
         let e = classify("tools/list", None, None).unwrap_err();
-        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(e.code, RpcErrorCode::INVALID_PARAMS);
         let e = classify(
             "tools/list",
             Some(&raw(
@@ -346,7 +342,7 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert_eq!(e.code, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(e.code, RpcErrorCode::UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(
             e.data,
             Some(serde_json::json!({"supported": ["2026-07-28"], "requested": "1999-01-01"}))
@@ -367,7 +363,7 @@ mod tests {
             ..facts.clone()
         };
         let e = classify("tools/call", Some(&raw(OK)), Some(&wrong)).unwrap_err();
-        assert_eq!(e.code, ErrorCode::HEADER_MISMATCH);
+        assert_eq!(e.code, RpcErrorCode::HEADER_MISMATCH);
         assert_eq!(
             e.message,
             "Header mismatch: Mcp-Name header value \"u\" does not match body value \"t\""
@@ -377,6 +373,6 @@ mod tests {
             ..facts
         };
         let e = classify("tools/call", Some(&raw(OK)), Some(&no_version)).unwrap_err();
-        assert_eq!(e.code, ErrorCode::HEADER_MISMATCH);
+        assert_eq!(e.code, RpcErrorCode::HEADER_MISMATCH);
     }
 }

@@ -7,7 +7,7 @@
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::jsonrpc::{ErrorCode, ErrorObject};
+use crate::jsonrpc::{ErrorObject, RpcErrorCode};
 use crate::types::methods;
 
 /// `Mcp-Method`: the request's method.
@@ -244,7 +244,7 @@ pub fn param_header_values(headers: &[ParamHeader], arguments: &Value) -> Vec<(S
 }
 
 fn mismatch(message: String) -> ErrorObject {
-    ErrorObject::new(ErrorCode::HEADER_MISMATCH, message)
+    ErrorObject::new(RpcErrorCode::HEADER_MISMATCH, message)
 }
 
 /// Checks a `tools/call`'s `Mcp-Param-*` headers (`sent`: lowercased name, raw value) against its

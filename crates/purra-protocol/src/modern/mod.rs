@@ -15,6 +15,8 @@ pub mod result;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::version::ProtocolVersion;
+
 use crate::types::{
     ClientCapabilities, CreateMessageParams, CreateMessageResult, ElicitParams, ElicitResult,
     Implementation, JsonObject, ListRootsResult, ServerCapabilities,
@@ -362,6 +364,29 @@ pub(crate) fn short_digest(bytes: &[u8], n: usize) -> String {
     use base64::Engine as _;
     let d = ring::digest::digest(&ring::digest::SHA256, bytes);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&d.as_ref()[..n.min(32)])
+}
+
+/// Whether `v` names a modern revision purra speaks.
+pub(crate) fn is_modern(v: &str) -> bool {
+    ProtocolVersion::MODERN.iter().any(|k| k.as_str() == v)
+}
+
+/// Whether `v` names a handshake revision purra speaks.
+pub(crate) fn is_handshake(v: &str) -> bool {
+    ProtocolVersion::HANDSHAKE.iter().any(|k| k.as_str() == v)
+}
+
+/// The newest modern revision purra speaks.
+pub(crate) fn newest_modern() -> &'static str {
+    ProtocolVersion::MODERN[ProtocolVersion::MODERN.len() - 1].as_str()
+}
+
+/// The modern revisions purra speaks, oldest first, as written on the wire.
+pub(crate) fn modern_versions() -> Vec<String> {
+    ProtocolVersion::MODERN
+        .iter()
+        .map(|v| v.to_string())
+        .collect()
 }
 
 #[cfg(test)]

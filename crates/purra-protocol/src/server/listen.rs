@@ -173,7 +173,7 @@ pub(super) async fn listen(
             news = rx.recv() => {
                 let Some((method, uri)) = news else { break };
                 let params = match uri {
-                    Some(uri) => raw(&UriParams { uri }),
+                    Some(uri) => raw(&UriParams::new(uri)),
                     None => raw(&serde_json::json!({})),
                 };
                 let params = with_meta(params, meta::SUBSCRIPTION_ID, subscription.clone());

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::listen;
 use super::mrtr::{self, Outcome, Round};
 use super::{RequestCtx, SessionState};
-use crate::jsonrpc::{ErrorCode, ErrorObject};
+use crate::jsonrpc::{ErrorObject, RpcErrorCode};
 use crate::modern::envelope::{classify, unsupported_version, RequestEnvelope};
 use crate::modern::raw;
 use crate::modern::{
@@ -25,7 +25,6 @@ use crate::modern::{
 };
 use crate::session::RequestContext;
 use crate::types::methods;
-use crate::version;
 
 /// What a handler's [`RequestCtx`] knows about its 2026-07-28 request.
 pub(crate) struct Scope {
@@ -164,9 +163,9 @@ fn hint(server: &super::Server, method: &str) -> crate::modern::CacheHint {
 
 /// The revision's codes for what the handshake era answered differently.
 fn modern_error(mut e: ErrorObject) -> ErrorObject {
-    if e.code == ErrorCode::RESOURCE_NOT_FOUND {
+    if e.code == RpcErrorCode::RESOURCE_NOT_FOUND {
         // 2026-07-28 answers a missing resource with -32602, keeping the URI in data.
-        e.code = ErrorCode::INVALID_PARAMS;
+        e.code = RpcErrorCode::INVALID_PARAMS;
     }
     e
 }
@@ -176,10 +175,7 @@ fn discover(
     instructions: Option<String>,
 ) -> Box<RawValue> {
     raw(&DiscoverResult {
-        supported_versions: version::MODERN_VERSIONS
-            .iter()
-            .map(|v| (*v).to_owned())
-            .collect(),
+        supported_versions: crate::modern::modern_versions(),
         capabilities: caps.clone(),
         instructions,
         ttl_ms: None,

@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use super::{status, HttpShared, PROTOCOL_VERSION_HEADER};
 use crate::http_context::HttpContext;
 use crate::jsonrpc::{
-    decode_frame, encode_error, encode_response, ErrorCode, ErrorObject, Frame, Message, RequestId,
+    decode_frame, encode_error, encode_response, ErrorObject, Frame, Message, RequestId,
+    RpcErrorCode,
 };
 use crate::modern::envelope::{classify, has_modern_envelope, HttpFacts};
 use crate::modern::headers::{METHOD_HEADER, NAME_HEADER, PARAM_HEADER_PREFIX};
@@ -31,7 +32,6 @@ use crate::server::modern::Extras;
 use crate::session::{detached_peer, RequestContext};
 use crate::transport::{Outbound, TransportContext};
 use crate::types::methods;
-use crate::version;
 
 /// How often an idle request stream (a subscription) sends a keep-alive comment.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -46,8 +46,8 @@ pub(super) fn by_header(headers: &HeaderMap) -> bool {
     else {
         return false;
     };
-    version::is_modern(v)
-        || (!version::is_handshake(v) && !headers.contains_key(super::SESSION_ID_HEADER))
+    crate::modern::is_modern(v)
+        || (!crate::modern::is_handshake(v) && !headers.contains_key(super::SESSION_ID_HEADER))
 }
 
 /// Whether a POST without a version header is still a modern request: one request, not
@@ -72,15 +72,15 @@ pub(super) fn not_allowed() -> Response {
 }
 
 /// The HTTP status of a JSON-RPC error code.
-fn status_of(code: ErrorCode) -> StatusCode {
+fn status_of(code: RpcErrorCode) -> StatusCode {
     match code {
-        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
-        ErrorCode::PARSE_ERROR
-        | ErrorCode::INVALID_REQUEST
-        | ErrorCode::INVALID_PARAMS
-        | ErrorCode::HEADER_MISMATCH
-        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
-        | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+        RpcErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        RpcErrorCode::PARSE_ERROR
+        | RpcErrorCode::INVALID_REQUEST
+        | RpcErrorCode::INVALID_PARAMS
+        | RpcErrorCode::HEADER_MISMATCH
+        | RpcErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | RpcErrorCode::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
     }
 }
@@ -151,7 +151,7 @@ pub(super) async fn post(shared: Arc<HttpShared>, parts: Parts, body: Bytes) -> 
             return error(
                 None,
                 &ErrorObject::new(
-                    ErrorCode::INVALID_REQUEST,
+                    RpcErrorCode::INVALID_REQUEST,
                     "Invalid request: a client sends no responses in this revision",
                 ),
             )
@@ -161,7 +161,7 @@ pub(super) async fn post(shared: Arc<HttpShared>, parts: Parts, body: Bytes) -> 
             return error(
                 None,
                 &ErrorObject::new(
-                    ErrorCode::INVALID_REQUEST,
+                    RpcErrorCode::INVALID_REQUEST,
                     "Invalid request: batches are not allowed in this revision",
                 ),
             )
