@@ -313,7 +313,6 @@ impl InputResponse {
     }
 }
 
-#[cfg(any(feature = "server", feature = "client"))]
 /// Raw JSON of a value that always serializes (purra's own types, JSON values, strings).
 pub(crate) fn raw<T: Serialize + ?Sized>(v: &T) -> Box<serde_json::value::RawValue> {
     serde_json::value::to_raw_value(v).expect("purra's own values serialize to JSON")
@@ -372,11 +371,13 @@ pub(crate) fn is_modern(v: &str) -> bool {
 }
 
 /// Whether `v` names a handshake revision purra speaks.
+#[cfg(any(feature = "client", feature = "http-server"))]
 pub(crate) fn is_handshake(v: &str) -> bool {
     ProtocolVersion::HANDSHAKE.iter().any(|k| k.as_str() == v)
 }
 
 /// The newest modern revision purra speaks.
+#[cfg(feature = "client")]
 pub(crate) fn newest_modern() -> &'static str {
     ProtocolVersion::MODERN[ProtocolVersion::MODERN.len() - 1].as_str()
 }
