@@ -23,6 +23,8 @@
 //! the engine in [`session`] (pending requests, timeouts, cancellation, bounded concurrency), then
 //! [`client`] and [`server`].
 
+#[cfg(feature = "auth")]
+pub mod auth;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod error;
@@ -30,6 +32,8 @@ pub mod error;
 pub mod http;
 pub mod jsonrpc;
 mod peek;
+#[cfg(feature = "server")]
+mod principal;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod session;
@@ -43,12 +47,14 @@ pub mod ws;
 
 #[cfg(feature = "client")]
 pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
-pub use error::Error;
+pub use error::{AuthError, Error};
 #[cfg(feature = "http-client")]
 pub use http::HttpClientOptions;
 #[cfg(feature = "http-server")]
 pub use http::{HttpServerConfig, StreamableHttpServer};
 pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};
+#[cfg(feature = "server")]
+pub use principal::Principal;
 #[cfg(feature = "server")]
 pub use server::{
     HandlerError, HandlerResult, RegistrationError, RequestCtx, Server, ServerSession,

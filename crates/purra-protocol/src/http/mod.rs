@@ -7,7 +7,7 @@ pub mod server;
 mod sse;
 
 #[cfg(feature = "http-client")]
-pub use client::{connect, HttpClientOptions};
+pub use client::{connect, AuthChallenge, HttpAuth, HttpClientOptions};
 #[cfg(feature = "http-server")]
 pub use server::{HttpServerConfig, StreamableHttpServer};
 
