@@ -35,6 +35,9 @@ pub use store::{
     ClientRegistration, FileTokenStore, MemoryTokenStore, StoredAuth, TokenStore, Tokens,
 };
 
+/// The boxed future [`Authorizer`], [`TokenStore`] and [`TokenValidator`] implementations return.
+pub use crate::session::BoxFuture;
+
 use base64::Engine as _;
 
 use crate::error::AuthError;
