@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages, among them the reference
 # server-everything for the CLI tests) under $PURRA_PEERS_DIR,
-# and the pinned MCP conformance suite (peers/conformance).
+# the pinned MCP conformance suite (peers/conformance), and oidc-provider (peers/oidc) for the auth tests.
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
@@ -14,12 +14,14 @@ NODE22_VERSION="22.23.5"
 MCP_TS_VERSION="1.32.2"   # must match peers/node/package.json
 EVERYTHING_VERSION="2026.8.31"   # @modelcontextprotocol/server-everything; must match peers/node/package.json
 CONFORMANCE_VERSION="0.1.16"   # must match peers/conformance/package.json
+OIDC_PROVIDER_VERSION="9.13.3"   # the authorization server of the auth tests; must match peers/oidc/package.json
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 PEERS_DIR="${PURRA_PEERS_DIR:-$REPO_ROOT/.peers}"
 NODE_PEER_DIR="$REPO_ROOT/peers/node"
 CONFORMANCE_DIR="$REPO_ROOT/peers/conformance"
+OIDC_DIR="$REPO_ROOT/peers/oidc"
 STAMP="$PEERS_DIR/stamp"
 
 log() { printf 'setup-peers: %s\n' "$*"; }
@@ -41,8 +43,11 @@ grep -q "\"@modelcontextprotocol/server-everything\": \"$EVERYTHING_VERSION\"" "
 [ -f "$CONFORMANCE_DIR/package-lock.json" ] || die "peers/conformance/package-lock.json is missing"
 grep -q "\"@modelcontextprotocol/conformance\": \"$CONFORMANCE_VERSION\"" "$CONFORMANCE_DIR/package.json" \
     || die "peers/conformance/package.json does not pin @modelcontextprotocol/conformance $CONFORMANCE_VERSION"
+[ -f "$OIDC_DIR/package-lock.json" ] || die "peers/oidc/package-lock.json is missing"
+grep -q "\"oidc-provider\": \"$OIDC_PROVIDER_VERSION\"" "$OIDC_DIR/package.json" \
+    || die "peers/oidc/package.json does not pin oidc-provider $OIDC_PROVIDER_VERSION"
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
+WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
 NODE_BIN="$PEERS_DIR/bin/node"
@@ -53,7 +58,8 @@ installed_ok() {
         && [ -x "$VENV/bin/python" ] && [ -x "$NODE_BIN" ] \
         && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ] \
         && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
-        && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ]
+        && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ] \
+        && [ -f "$OIDC_DIR/node_modules/oidc-provider/package.json" ]
 }
 
 summary() {
@@ -121,6 +127,10 @@ log "installing peers/node packages (npm ci)"
 # ---- 4. the MCP conformance suite from its committed lockfile ----
 log "installing peers/conformance packages (npm ci)"
 (cd "$CONFORMANCE_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+# ---- 5. oidc-provider (the auth tests' authorization server) from its committed lockfile ----
+log "installing peers/oidc packages (npm ci)"
+(cd "$OIDC_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 
 printf '%s\n' "$WANT_STAMP" > "$STAMP"
 (cd "$NODE_PEER_DIR" && summary)

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
-use crate::jsonrpc::{from_params, to_raw, ErrorCode, ErrorObject, RequestId};
+use crate::jsonrpc::{encode_notification, from_params, to_raw, ErrorCode, ErrorObject, RequestId};
 use crate::session::{
     self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
 };
@@ -148,7 +148,8 @@ impl<T> Registry<T> {
         self.items.get(key).cloned()
     }
     fn page(&self, offset: usize, size: usize) -> (Vec<Arc<T>>, Option<usize>) {
-        let end = (offset + size).min(self.order.len());
+        // A cursor is the client's text: any offset must be safe, `purra-ffffffffffffffff` too.
+        let end = offset.saturating_add(size).min(self.order.len());
         let items = self.order[offset.min(end)..end]
             .iter()
             .map(|k| self.items[k].clone())
@@ -188,6 +189,7 @@ struct ServerInner {
     page_size: usize,
     logging: bool,
     enforce_output: bool,
+    max_subscriptions: usize,
     tools: RwLock<Registry<ToolEntry>>,
     resources: RwLock<Registry<ResourceEntry>>,
     templates: RwLock<Registry<TemplateEntry>>,
@@ -198,6 +200,9 @@ struct ServerInner {
     next_session: std::sync::atomic::AtomicU64,
 }
 
+/// The default bound on one session's resource subscriptions.
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1024;
+
 /// Configures a [`Server`].
 #[derive(Debug, Clone)]
 pub struct ServerBuilder {
@@ -207,9 +212,16 @@ pub struct ServerBuilder {
     page_size: usize,
     logging: bool,
     enforce_output: bool,
+    max_subscriptions: usize,
 }
 
 impl ServerBuilder {
+    /// How many resources one session may subscribe to at once (default 1024); one more is
+    /// refused with -32602 until it unsubscribes. Each URI is at most 4 KiB.
+    pub fn max_subscriptions(mut self, n: usize) -> Self {
+        self.max_subscriptions = n;
+        self
+    }
     /// Instructions for the model, sent in the `initialize` result.
     pub fn instructions(mut self, text: impl Into<String>) -> Self {
         self.instructions = Some(text.into());
@@ -246,6 +258,7 @@ impl ServerBuilder {
                 page_size: self.page_size,
                 logging: self.logging,
                 enforce_output: self.enforce_output,
+                max_subscriptions: self.max_subscriptions,
                 tools: RwLock::default(),
                 resources: RwLock::default(),
                 templates: RwLock::default(),
@@ -373,6 +386,7 @@ impl Server {
             page_size: 100,
             logging: false,
             enforce_output: true,
+            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
         }
     }
 
@@ -571,18 +585,24 @@ impl Server {
     }
 
     /// Sends `notifications/resources/updated` to the sessions subscribed to `uri`, and only those.
+    /// It never waits on a session that stopped reading (see
+    /// [`EngineConfig::slow_peer_timeout`]).
     pub async fn notify_resource_updated(&self, uri: &str) {
+        // A URI string always serializes; a failure would be a serde_json bug, so it is logged.
+        let params = match to_raw(&UriParams {
+            uri: uri.to_owned(),
+        }) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = ?e, "resource update notification not encodable");
+                return;
+            }
+        };
+        let frame = encode_notification(methods::RESOURCE_UPDATED, Some(&params));
         for s in self.live_sessions() {
             let subscribed = s.subscriptions.lock().expect("subs lock").contains(uri);
             if let (true, Some(peer)) = (subscribed, s.peer.get()) {
-                let _ = peer
-                    .notify(
-                        methods::RESOURCE_UPDATED,
-                        &UriParams {
-                            uri: uri.to_owned(),
-                        },
-                    )
-                    .await;
+                peer.notify_detached(frame.clone(), self.inner.engine.slow_peer_timeout);
             }
         }
     }
@@ -602,19 +622,19 @@ impl Server {
         if targets.is_empty() {
             return;
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        if tokio::runtime::Handle::try_current().is_err() {
             return;
-        };
+        }
         let method = match kind {
             Kind::Tools => methods::TOOLS_LIST_CHANGED,
             Kind::Resources => methods::RESOURCES_LIST_CHANGED,
             Kind::Prompts => methods::PROMPTS_LIST_CHANGED,
         };
-        rt.spawn(async move {
-            for p in targets {
-                let _ = p.notify_empty(method).await;
-            }
-        });
+        // Each session on its own: one that stopped reading never delays the others.
+        let frame = encode_notification(method, None);
+        for p in targets {
+            p.notify_detached(frame.clone(), self.inner.engine.slow_peer_timeout);
+        }
     }
 
     fn capabilities(&self) -> ServerCapabilities {
@@ -856,6 +876,30 @@ impl RequestCtx {
             .as_ref()
             .map(|i| i.2.clone())
     }
+    /// What the transport attached to this request (see
+    /// [`Inbound::FrameWithContext`](crate::transport::Inbound::FrameWithContext)), for custom
+    /// transports; Streamable HTTP's is reached more conveniently with [`http`](Self::http).
+    pub fn transport_context(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.req.transport.as_deref()
+    }
+    /// The HTTP request that carried this request (method, URI, headers, extensions) and its
+    /// session, on Streamable HTTP (the handshake request on WebSocket); `None` on other
+    /// transports.
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn http(&self) -> Option<&crate::HttpContext> {
+        self.transport_context()?.downcast_ref()
+    }
+    /// The Streamable HTTP session id, when the request came with one.
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn session_id(&self) -> Option<&str> {
+        self.http()?.session_id()
+    }
+    /// A value a layer in front of the MCP endpoint put in the HTTP request's extensions
+    /// (an authenticated principal, for instance).
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.http()?.parts().extensions.get::<T>()
+    }
     /// Ends the SSE stream carrying this request without cancelling it (SEP-1699): the client
     /// reconnects and receives the rest on the resumed stream. Returns false on transports
     /// without per-request streams.
@@ -979,6 +1023,25 @@ impl RequestCtx {
     }
 }
 
+/// The longest URI a session may subscribe to.
+pub(crate) const MAX_SUBSCRIPTION_URI_BYTES: usize = 4096;
+
+/// Whether one more subscription to `uri` fits the session's bounds (a repeated subscription is
+/// free: the set already has it).
+fn check_subscription(subs: &HashSet<String>, uri: &str, max: usize) -> Result<(), ErrorObject> {
+    if uri.len() > MAX_SUBSCRIPTION_URI_BYTES {
+        return Err(ErrorObject::invalid_params(format!(
+            "Invalid params: a subscribed URI is at most {MAX_SUBSCRIPTION_URI_BYTES} bytes"
+        )));
+    }
+    if subs.len() >= max && !subs.contains(uri) {
+        return Err(ErrorObject::invalid_params(format!(
+            "Invalid params: this session already has {max} resource subscriptions, the server's limit; unsubscribe from one first"
+        )));
+    }
+    Ok(())
+}
+
 fn encode_cursor(offset: usize) -> String {
     format!("purra-{offset:x}")
 }
@@ -1013,6 +1076,8 @@ fn not_initialized() -> ErrorObject {
 }
 
 impl Service for SessionState {
+    const SIDE: &'static str = "server";
+
     fn request(
         self: &Arc<Self>,
         ctx: RequestContext,
@@ -1053,7 +1118,7 @@ impl SessionState {
             return self.initialize(params.as_deref());
         }
         if method == methods::PING {
-            return Ok(to_raw(&EmptyResult {}));
+            return Ok(to_raw(&EmptyResult {})?);
         }
         if self.init.read().expect("init lock").is_none() {
             return Err(not_initialized());
@@ -1082,7 +1147,7 @@ impl SessionState {
                 Ok(to_raw(&ListToolsResult {
                     tools: items.iter().map(|e| e.tool.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::TOOLS_CALL if advertised.tools.is_some() => {
                 let call: CallToolParams = from_params(p)?;
@@ -1102,7 +1167,7 @@ impl SessionState {
                         "Invalid arguments for tool {}: {}",
                         call.name,
                         errors.join("; ")
-                    ))));
+                    )))?);
                 }
                 let Value::Object(args) = args_value else {
                     unreachable!("built as an object")
@@ -1126,7 +1191,7 @@ impl SessionState {
                         }
                     }
                 }
-                Ok(to_raw(&result))
+                Ok(to_raw(&result)?)
             }
             methods::RESOURCES_LIST if advertised.resources.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1139,7 +1204,7 @@ impl SessionState {
                 Ok(to_raw(&ListResourcesResult {
                     resources: items.iter().map(|e| e.resource.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::RESOURCES_TEMPLATES_LIST if advertised.resources.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1152,7 +1217,7 @@ impl SessionState {
                 Ok(to_raw(&ListResourceTemplatesResult {
                     resource_templates: items.iter().map(|e| e.template.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::RESOURCES_READ if advertised.resources.is_some() => {
                 let UriParams { uri } = from_params(p)?;
@@ -1173,7 +1238,7 @@ impl SessionState {
                     }
                 };
                 let r = handler(uri, vars, ctx).await.map_err(|e| e.0)?;
-                Ok(to_raw(&r))
+                Ok(to_raw(&r)?)
             }
             methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
                 if advertised.resources.is_some() =>
@@ -1181,11 +1246,12 @@ impl SessionState {
                 let UriParams { uri } = from_params(p)?;
                 let mut subs = self.subscriptions.lock().expect("subs lock");
                 if method == methods::RESOURCES_SUBSCRIBE {
+                    check_subscription(&subs, &uri, inner.max_subscriptions)?;
                     subs.insert(uri);
                 } else {
                     subs.remove(&uri);
                 }
-                Ok(to_raw(&EmptyResult {}))
+                Ok(to_raw(&EmptyResult {})?)
             }
             methods::PROMPTS_LIST if advertised.prompts.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1198,7 +1264,7 @@ impl SessionState {
                 Ok(to_raw(&ListPromptsResult {
                     prompts: items.iter().map(|e| e.prompt.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::PROMPTS_GET if advertised.prompts.is_some() => {
                 let get: GetPromptParams = from_params(p)?;
@@ -1220,7 +1286,7 @@ impl SessionState {
                     }
                 }
                 let r = (entry.handler)(args, ctx).await.map_err(|e| e.0)?;
-                Ok(to_raw(&r))
+                Ok(to_raw(&r)?)
             }
             methods::COMPLETION_COMPLETE if advertised.completions.is_some() => {
                 let params: CompleteParams = from_params(p)?;
@@ -1234,12 +1300,12 @@ impl SessionState {
                     c.values.truncate(100);
                     c.has_more = Some(true);
                 }
-                Ok(to_raw(&CompleteResult { completion: c }))
+                Ok(to_raw(&CompleteResult { completion: c })?)
             }
             methods::LOGGING_SET_LEVEL if advertised.logging.is_some() => {
                 let SetLevelParams { level } = from_params(p)?;
                 *self.log_level.lock().expect("level lock") = Some(level);
-                Ok(to_raw(&EmptyResult {}))
+                Ok(to_raw(&EmptyResult {})?)
             }
             _ => Err(ErrorObject::method_not_found(&method)),
         }
@@ -1268,7 +1334,7 @@ impl SessionState {
             capabilities: caps,
             server_info: inner.info.clone(),
             instructions: inner.instructions.clone(),
-        }))
+        })?)
     }
 }
 

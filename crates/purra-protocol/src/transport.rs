@@ -24,6 +24,15 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 pub enum Inbound {
     /// One complete frame (one line, one text frame, one body), at most the frame bound.
     Frame(Bytes),
+    /// One complete frame with what the transport knows of the request that carried it (the
+    /// Streamable HTTP server attaches the HTTP request's parts and the session id); handlers
+    /// reach it through `RequestCtx`. The engine passes it on without looking inside.
+    FrameWithContext {
+        /// The frame.
+        frame: Bytes,
+        /// The transport's data for the requests in this frame.
+        context: TransportContext,
+    },
     /// A frame that exceeded the bound and was discarded; `len` is how much was seen. Its first
     /// and last few KiB are kept, so the engine can tell which request it answers (or which
     /// request it is) and fail or answer that one at once.
@@ -47,19 +56,52 @@ pub enum Inbound {
     },
 }
 
-/// What the engine hands to a transport: one encoded JSON-RPC message.
+/// Per-request data a transport attaches to inbound frames, opaque to the engine (for
+/// Streamable HTTP an `http::HttpContext`).
+pub type TransportContext = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+/// What the engine hands to a transport: one encoded JSON-RPC message. Only the engine makes
+/// them; a custom transport reads them.
 #[derive(Debug, Default)]
 pub struct Outbound {
     /// The encoded message, without delimiter.
-    pub frame: Vec<u8>,
+    pub(crate) frame: Vec<u8>,
     /// The inbound request this message belongs to, if any (Streamable HTTP routes on it).
-    pub related: Option<RequestId>,
+    pub(crate) related: Option<RequestId>,
     /// Whether this message is the response that completes `related`.
-    pub completes: bool,
+    pub(crate) completes: bool,
     /// The outbound request's own id, when this message is a request.
-    pub request: Option<RequestId>,
+    pub(crate) request: Option<RequestId>,
     /// Extra headers for this message (Streamable HTTP sends them with its POST).
-    pub headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+impl Outbound {
+    /// The encoded message (one JSON-RPC message or batch, without delimiter).
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+    /// The encoded message, owned.
+    pub fn into_frame(self) -> Vec<u8> {
+        self.frame
+    }
+    /// The inbound request this message belongs to (a response, or a notification or request a
+    /// handler sent while serving it), for transports with per-request streams.
+    pub fn related(&self) -> Option<&RequestId> {
+        self.related.as_ref()
+    }
+    /// Whether this message is the response that completes [`related`](Self::related).
+    pub fn completes(&self) -> bool {
+        self.completes
+    }
+    /// The id of the request this message is, when it is an outbound request.
+    pub fn request(&self) -> Option<&RequestId> {
+        self.request.as_ref()
+    }
+    /// Extra headers the caller asked to send with this message (HTTP transports).
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
 }
 
 /// What a transport with per-request streams lets handlers do.
@@ -82,6 +124,8 @@ pub struct Transport {
     /// Cancelled when the writer has written everything and stopped (stdio), so the engine can
     /// return only once its output is out.
     pub(crate) flushed: Option<CancellationToken>,
+    /// What the engine's tracing spans name: the transport kind and, if it has one, the session.
+    pub(crate) label: (&'static str, Option<String>),
 }
 
 impl Transport {
@@ -99,7 +143,14 @@ impl Transport {
             child: None,
             control: None,
             flushed: None,
+            label: ("custom", None),
         }
+    }
+
+    /// Names the transport (and its session) in the engine's tracing spans.
+    pub(crate) fn labeled(mut self, transport: &'static str, session: Option<String>) -> Self {
+        self.label = (transport, session);
+        self
     }
 
     /// Attaches a control that handlers can reach (see [`TransportControl`]).
@@ -192,7 +243,8 @@ pub mod memory {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
         (
-            Transport::from_channels(in_rx, out_tx, CancellationToken::new()),
+            Transport::from_channels(in_rx, out_tx, CancellationToken::new())
+                .labeled("memory", None),
             RawEnd {
                 tx: in_tx,
                 rx: out_rx,

@@ -1,15 +1,25 @@
 //! Streamable HTTP (the 2025 revisions' HTTP transport), server and client.
 
 #[cfg(feature = "http-client")]
-pub mod client;
+pub(crate) mod client;
 #[cfg(feature = "http-server")]
-pub mod server;
-mod sse;
+#[cfg(feature = "http-server")]
+mod listen;
+#[cfg(feature = "http-server")]
+pub(crate) mod server;
+pub(crate) mod sse;
 
-#[cfg(feature = "http-client")]
-pub use client::{connect, AuthChallenge, HttpAuth, HttpClientOptions};
 #[cfg(feature = "http-server")]
-pub use server::{HttpServerConfig, StreamableHttpServer};
+pub use crate::http_context::HttpContext;
+#[cfg(feature = "http-client")]
+pub use client::{connect, AuthChallenge, HeaderProvider, HttpAuth, HttpClientOptions};
+#[cfg(feature = "http-server")]
+#[cfg(feature = "http-server")]
+pub use listen::{
+    serve, ConnectionLimits, ConnectionStats, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
+#[cfg(feature = "http-server")]
+pub use server::{BoundHttpServer, HttpServerConfig, StreamableHttpServer};
 
 /// The header carrying the session id.
 pub const SESSION_ID_HEADER: &str = "mcp-session-id";
