@@ -900,6 +900,14 @@ impl RequestCtx {
     pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
         self.http()?.parts().extensions.get::<T>()
     }
+    /// Who is calling: the [`Principal`](crate::Principal) an authentication layer in front
+    /// of the endpoint (the `auth` feature's `AuthLayer`, or a host's own) put in the HTTP
+    /// request's extensions; `None` when there is none. Per-caller state (a session, a
+    /// request state) binds to [`Principal::binding_key`](crate::Principal::binding_key).
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn principal(&self) -> Option<&crate::Principal> {
+        self.extension::<crate::Principal>()
+    }
     /// Ends the SSE stream carrying this request without cancelling it (SEP-1699): the client
     /// reconnects and receives the rest on the resumed stream. Returns false on transports
     /// without per-request streams.

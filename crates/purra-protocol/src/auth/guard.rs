@@ -1023,4 +1023,134 @@ mod tests {
         );
         assert_eq!(check_times(&old, Duration::from_secs(60), true), Ok(()));
     }
+
+    const ISS: &str = "https://as.example";
+    const AUD: &str = "https://rs.example/mcp";
+
+    fn es256() -> jwt::PrivateKey {
+        let rng = ring::rand::SystemRandom::new();
+        let doc = ring::signature::EcdsaKeyPair::generate_pkcs8(
+            &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &rng,
+        )
+        .unwrap();
+        jwt::PrivateKey::from_pkcs8(doc.as_ref(), SigningAlgorithm::ES256).unwrap()
+    }
+
+    /// A validator for `ISS`/`AUD` holding `key`'s public half as kid `k1`, fetched just now
+    /// (so it never goes to the network), with a 5 s clock skew.
+    fn validator(key: &jwt::PrivateKey) -> JwtValidator {
+        let v = JwtValidator::new(ISS, AUD).leeway(Duration::from_secs(5));
+        let jwk: Jwk = serde_json::from_value(key.public_jwk(Some("k1"))).unwrap();
+        {
+            let mut c = v.cache.lock().unwrap();
+            c.keys = Arc::new(vec![jwk]);
+            c.fetched = Some(Instant::now());
+        }
+        v
+    }
+
+    fn claims(iss: &str, aud: &str, exp: u64) -> Value {
+        json!({"iss": iss, "aud": aud, "sub": "ada", "exp": exp, "iat": now_secs(),
+               "scope": "mcp:read", "client_id": "cli"})
+    }
+
+    /// Validates `token`, and checks the refusal, when there is one, never quotes it.
+    async fn validate(v: &JwtValidator, token: &str) -> Result<Principal, TokenRejection> {
+        let r = v.validate(token).await;
+        if let Err(e) = &r {
+            for part in token.split('.').filter(|p| p.len() >= 8) {
+                assert!(!e.to_string().contains(part), "{e} quotes the token");
+                assert!(!format!("{e:?}").contains(part), "{e:?} quotes the token");
+            }
+        }
+        r
+    }
+
+    fn invalid(why: &str) -> Result<String, TokenRejection> {
+        Err(TokenRejection::Invalid(why.into()))
+    }
+
+    #[tokio::test]
+    async fn jwt_validation_failures() {
+        let key = es256();
+        let v = validator(&key);
+        let later = now_secs() + 300;
+        let subject = |r: Result<Principal, TokenRejection>| r.map(|p| p.subject);
+
+        let good = key.sign(Some("k1"), &claims(ISS, AUD, later)).unwrap();
+        let p = validate(&v, &good).await.unwrap();
+        assert_eq!(p.subject, "ada");
+        assert_eq!(p.issuer.as_deref(), Some(ISS));
+        assert_eq!(p.client_id.as_deref(), Some("cli"));
+        assert_eq!(p.scopes.iter().collect::<Vec<_>>(), ["mcp:read"]);
+
+        // Expired beyond the skew; expired within it passes.
+        let expired = key
+            .sign(Some("k1"), &claims(ISS, AUD, now_secs() - 60))
+            .unwrap();
+        assert_eq!(
+            subject(validate(&v, &expired).await),
+            invalid("the token has expired")
+        );
+        let skewed = key
+            .sign(Some("k1"), &claims(ISS, AUD, now_secs() - 2))
+            .unwrap();
+        assert_eq!(subject(validate(&v, &skewed).await), Ok("ada".into()));
+
+        let wrong_aud = key
+            .sign(Some("k1"), &claims(ISS, "https://other.example/mcp", later))
+            .unwrap();
+        assert_eq!(
+            subject(validate(&v, &wrong_aud).await),
+            invalid("the token is for another resource")
+        );
+
+        let wrong_iss = key
+            .sign(Some("k1"), &claims("https://evil.example", AUD, later))
+            .unwrap();
+        assert_eq!(
+            subject(validate(&v, &wrong_iss).await),
+            invalid("the token is from another issuer")
+        );
+
+        // Signed by another key under the same kid; a payload changed after signing.
+        let forged = es256().sign(Some("k1"), &claims(ISS, AUD, later)).unwrap();
+        assert_eq!(
+            subject(validate(&v, &forged).await),
+            invalid("the token's signature is invalid")
+        );
+        let (head, rest) = good.split_once('.').unwrap();
+        let sig = rest.split_once('.').unwrap().1;
+        let mut widened = claims(ISS, AUD, later);
+        widened["scope"] = json!("mcp:read mcp:admin");
+        let tampered = format!("{head}.{}.{sig}", b64url(widened.to_string().as_bytes()));
+        assert_eq!(
+            subject(validate(&v, &tampered).await),
+            invalid("the token's signature is invalid")
+        );
+
+        // alg none, with and without a signature; an HMAC algorithm.
+        let payload = b64url(claims(ISS, AUD, later).to_string().as_bytes());
+        for alg in ["none", "None", "HS256"] {
+            let header = b64url(format!(r#"{{"alg":"{alg}","kid":"k1"}}"#).as_bytes());
+            for signature in ["", sig] {
+                let token = format!("{header}.{payload}.{signature}");
+                assert_eq!(
+                    subject(validate(&v, &token).await),
+                    invalid("the token's algorithm is not accepted"),
+                    "alg {alg}"
+                );
+            }
+        }
+
+        // Not yet valid (nbf beyond the skew).
+        let mut early = claims(ISS, AUD, later);
+        early["nbf"] = json!(now_secs() + 120);
+        let early = key.sign(Some("k1"), &early).unwrap();
+        assert_eq!(
+            subject(validate(&v, &early).await),
+            invalid("the token is not valid yet")
+        );
+    }
 }
