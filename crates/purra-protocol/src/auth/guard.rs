@@ -971,6 +971,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::b64url;
 
     #[test]
     fn tools_in_bodies() {
