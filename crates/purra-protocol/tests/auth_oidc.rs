@@ -5,7 +5,9 @@
 //! calls a guarded purra server, steps up to a wider scope and refreshes an expired token; the
 //! guard refuses a token for another resource, an expired token, a token signed by another key
 //! and a token missing a scope, each with its exact status and `WWW-Authenticate`; the principal
-//! reaches the handler, and a session is refused to another principal.
+//! reaches the handler, and a session is refused to another principal. The official TypeScript
+//! SDK's client (`peers/node/oauth_client.mjs`) authorizes against the same server and calls the
+//! guarded purra server.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -39,16 +41,20 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+fn node() -> PathBuf {
+    let peers = std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"));
+    peers.join("bin/node")
+}
+
 /// The authorization server's issuer URL; the server is started on first use and lives as long
 /// as this test binary (it exits when its stdin closes).
 fn issuer() -> &'static str {
     static OIDC: OnceLock<(String, Mutex<Child>)> = OnceLock::new();
     &OIDC
         .get_or_init(|| {
-            let peers = std::env::var_os("PURRA_PEERS_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| repo_root().join(".peers"));
-            let node = peers.join("bin/node");
+            let node = node();
             let dir = repo_root().join("peers/oidc");
             assert!(
                 node.exists() && dir.join("node_modules/oidc-provider").exists(),
@@ -584,4 +590,36 @@ async fn sessions_are_bound_to_their_principal() {
     // The owner's session is untouched.
     let (status, _, _, body) = post(url, Some(&alice), Some(&sid), &call(4, "whoami")).await;
     assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_client_authorizes_and_calls() {
+    let server = guarded().await;
+    let script = repo_root().join("peers/node/oauth_client.mjs");
+    let url = server.url.clone();
+    let out = tokio::process::Command::new(node())
+        .arg(&script)
+        .arg(&url)
+        .arg("bob")
+        .current_dir(repo_root().join("peers/node"))
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("the TypeScript client did not finish within 60 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        v,
+        json!({"whoami": {"subject": "bob", "issuer": issuer(), "client_id": "purra-ts",
+                          "scopes": ["mcp:read"], "session": true},
+               "scope": "mcp:read"})
+    );
 }
