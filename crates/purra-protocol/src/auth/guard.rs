@@ -656,11 +656,9 @@ impl AuthLayer {
     pub fn metadata_path(&self) -> &str {
         &self.metadata_path
     }
-}
 
-impl<S> tower_layer::Layer<S> for AuthLayer {
-    type Service = AuthService<S>;
-    fn layer(&self, inner: S) -> AuthService<S> {
+    /// Guards `inner` (what [`tower_layer::Layer::layer`] does, without the trait in scope).
+    pub fn layer<S>(&self, inner: S) -> AuthService<S> {
         let challenge_scope = if !self.required_scopes.is_empty() {
             Some(
                 self.required_scopes
@@ -691,6 +689,13 @@ impl<S> tower_layer::Layer<S> for AuthLayer {
                 body_timeout: self.body_timeout,
             }),
         }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+    fn layer(&self, inner: S) -> AuthService<S> {
+        AuthLayer::layer(self, inner)
     }
 }
 
