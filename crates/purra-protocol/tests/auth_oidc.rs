@@ -31,7 +31,6 @@ use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tower::Layer as _;
 
 /// How long purra-public's access tokens live at the authorization server.
 const PUBLIC_TTL: u64 = 4;
@@ -159,8 +158,10 @@ async fn guarded() -> Guarded {
             let r: HandlerResult<&'static str> = Ok("written");
             r
         });
-    let mut config = HttpServerConfig::default();
-    config.json_response = true;
+    let config = HttpServerConfig {
+        json_response: true,
+        ..HttpServerConfig::default()
+    };
     let validator = JwtValidator::new(issuer(), &url).leeway(Duration::from_secs(1));
     let guard = AuthLayer::new(&url, issuer(), validator)
         .unwrap()
