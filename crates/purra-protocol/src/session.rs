@@ -566,6 +566,10 @@ impl Drop for PendingGuard {
 
 /// The context of one inbound request.
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    not(feature = "server"),
+    allow(dead_code, reason = "only the server's handlers read it")
+)]
 pub(crate) struct RequestContext {
     /// The request's id.
     pub id: RequestId,

@@ -903,6 +903,16 @@ impl OAuthClient {
         let tokens = self
             .token_request(d, &client, form, scope.as_deref())
             .await?;
+        self.save_grant(d, client, tokens).await
+    }
+
+    /// Stores what a grant produced: the tokens, the client they were issued to, and where.
+    async fn save_grant(
+        &self,
+        d: &Discovered,
+        client: ClientRegistration,
+        tokens: Tokens,
+    ) -> Result<(), AuthError> {
         let (issuer, endpoint, resource) = (
             d.issuer.clone(),
             d.meta.token_endpoint.clone(),
@@ -1007,19 +1017,7 @@ impl OAuthClient {
         let tokens = self
             .token_request(d, &client, form, scope.as_deref())
             .await?;
-        let (issuer, endpoint, resource) = (
-            d.issuer.clone(),
-            meta.token_endpoint.clone(),
-            d.resource.clone(),
-        );
-        self.save(|s| {
-            s.issuer = Some(issuer);
-            s.token_endpoint = endpoint;
-            s.resource = Some(resource);
-            s.client = Some(client);
-            s.tokens = Some(tokens);
-        })
-        .await
+        self.save_grant(d, client, tokens).await
     }
 
     /// The client to authorize as: pre-registered, the stored registration with this issuer,

@@ -276,16 +276,7 @@ pub(crate) async fn read_body(mut resp: reqwest::Response) -> Result<Vec<u8>, St
     Ok(body)
 }
 
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub(crate) use crate::http::client::error_chain;
 
 /// At most `n` characters of text an authorization server sent, for an error message.
 pub(crate) fn bounded(s: &str, n: usize) -> String {

@@ -608,7 +608,8 @@ async fn recover(state: &Arc<State>, stale: &str) -> Result<(), Error> {
     reinitialize(state).await
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error and its sources, `: `-separated.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
