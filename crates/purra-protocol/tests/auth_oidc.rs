@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use purra_protocol::auth::{
     AuthLayer, AuthorizationRequest, AuthorizationResponse, Authorizer, BoxFuture, JwtValidator,
-    OAuthClient, OAuthConfig,
+    MemoryTokenStore, OAuthClient, OAuthConfig, TokenStore as _,
 };
 use purra_protocol::http::{serve, ConnectionLimits};
 use purra_protocol::{
@@ -293,8 +293,10 @@ async fn authorization_code_flow_step_up_and_refresh() {
     let logs = logs();
     let server = guarded().await;
     let browser = Browser::new("ada");
+    let store = Arc::new(MemoryTokenStore::new());
     let config = OAuthConfig::authorization_code(Arc::new(User(browser.clone())))
         .client_id("purra-public")
+        .store(store.clone())
         .refresh_before(Duration::from_secs(1));
     let auth = OAuthClient::new(&server.url, config).unwrap();
     let http = HttpClientOptions::default().auth(auth.clone());
@@ -339,10 +341,37 @@ async fn authorization_code_flow_step_up_and_refresh() {
     assert!(refreshed.expires_at.unwrap() > expires);
     conn.close().await;
 
+    // A token the server refuses though it has not expired (here: signed by another key):
+    // the 401 makes a client holding only stored tokens refresh and send the request again.
+    let mut stored = store.load(auth.store_key()).await.unwrap().unwrap();
+    let refused = resigned_by_another_key(&refreshed.access_token);
+    let tokens = stored.tokens.as_mut().unwrap();
+    tokens.access_token = refused.clone();
+    tokens.expires_at = Some(now() + 3600);
+    let store2 = Arc::new(MemoryTokenStore::new());
+    store2.save(auth.store_key(), stored).await.unwrap();
+    let auth2 = OAuthClient::new(
+        &server.url,
+        OAuthConfig::stored_only().store(store2.clone()),
+    )
+    .unwrap();
+    let http = HttpClientOptions::default().auth(auth2.clone());
+    let conn = Client::connect_http(&server.url, http, ClientOptions::default())
+        .await
+        .unwrap();
+    let me: Value =
+        serde_json::from_str(&text(&conn.call_tool("whoami", json!({})).await.unwrap())).unwrap();
+    assert_eq!(me["subject"], "ada");
+    let after_401 = auth2.tokens().await.unwrap().unwrap();
+    assert_ne!(after_401.access_token, refused);
+    assert_eq!(browser.authorizations.load(Ordering::SeqCst), 2);
+    conn.close().await;
+
     // No token, refresh token or authorization code in anything logged.
     let logged = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
     assert!(!logged.is_empty());
-    for t in [&first, &stepped, &refreshed] {
+    assert!(!logged.contains(&refused), "a refused token was logged");
+    for t in [&first, &stepped, &refreshed, &after_401] {
         assert!(
             !logged.contains(&t.access_token),
             "an access token was logged"
