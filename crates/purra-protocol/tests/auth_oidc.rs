@@ -154,10 +154,12 @@ async fn guarded() -> Guarded {
                 r
             },
         )
+        .unwrap()
         .tool("write", "Writes", |_: Nothing, _ctx: RequestCtx| async {
             let r: HandlerResult<&'static str> = Ok("written");
             r
-        });
+        })
+        .unwrap();
     let config = HttpServerConfig {
         json_response: true,
         ..HttpServerConfig::default()

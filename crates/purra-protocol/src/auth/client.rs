@@ -549,7 +549,7 @@ impl OAuthClient {
         let _flow = self.inner.flow.lock().await;
         let probe = json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": crate::version::LATEST_HANDSHAKE_VERSION, "capabilities": {},
+            "params": {"protocolVersion": crate::ProtocolVersion::LATEST_HANDSHAKE.as_str(), "capabilities": {},
                        "clientInfo": {"name": self.inner.config.client_name, "version": env!("CARGO_PKG_VERSION")}},
         });
         let resp = self
