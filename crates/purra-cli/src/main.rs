@@ -67,7 +67,11 @@ fn main() {
         Command::Call(a) => a.connect.json,
         Command::Read(a) => a.connect.json,
         Command::Prompt(a) => a.connect.json,
-        Command::ServeExample(_) | Command::ServeDemo | Command::Demo(_) => false,
+        Command::ServeExample(_)
+        | Command::ServeDemo
+        | Command::Demo(_)
+        | Command::Login(_)
+        | Command::Logout(_) => false,
         Command::Approvals(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
     };
@@ -121,6 +125,8 @@ async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Read(a) => cmd::read::run(a).await,
         Command::Prompt(a) => cmd::prompt::run(a).await,
         Command::ServeExample(a) => cmd::serve_example::run(a).await,
+        Command::Login(a) => cmd::login::login(a).await,
+        Command::Logout(a) => cmd::login::logout(a).await,
         Command::ServeDemo => {
             purra_examples::demo_server::build().serve_stdio().await;
             Ok(())

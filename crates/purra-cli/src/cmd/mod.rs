@@ -4,6 +4,7 @@ pub mod approvals;
 pub mod call;
 pub mod demo;
 pub mod inspect;
+pub mod login;
 pub mod prompt;
 pub mod read;
 pub mod runs;
