@@ -35,7 +35,9 @@ fn main() {
         Command::Call(a) => a.connect.json,
         Command::Read(a) => a.connect.json,
         Command::Prompt(a) => a.connect.json,
-        Command::ServeExample(_) | Command::ServeDemo | Command::Demo(_) => false,
+        Command::ServeExample(_) | Command::ServeDemo | Command::Demo(_) | Command::Gateway(_) => {
+            false
+        }
         Command::Approvals(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
     };
@@ -51,7 +53,10 @@ fn main() {
         }
     };
     let outcome = runtime.block_on(async {
-        let serving = matches!(cli.command, Command::ServeExample(_) | Command::ServeDemo);
+        let serving = matches!(
+            cli.command,
+            Command::ServeExample(_) | Command::ServeDemo | Command::Gateway(_)
+        );
         let work = dispatch(cli.command);
         if serving {
             // The server handles SIGINT and SIGTERM itself and stops gracefully.
@@ -96,5 +101,6 @@ async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Approvals(a) => cmd::approvals::run(a).await,
         Command::Runs(a) => cmd::runs::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
+        Command::Gateway(a) => cmd::gateway::run(a).await,
     }
 }

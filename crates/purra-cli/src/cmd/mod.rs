@@ -3,6 +3,7 @@
 pub mod approvals;
 pub mod call;
 pub mod demo;
+pub mod gateway;
 pub mod inspect;
 pub mod prompt;
 pub mod read;
