@@ -158,9 +158,11 @@ impl std::str::FromStr for Dur {
             "s" => n.checked_mul(1000),
             "m" => n.checked_mul(60_000),
             "h" => n.checked_mul(3_600_000),
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "expected a duration with a unit ms, s, m or h (such as \"30s\"), found {text:?}"
-            )),
+            ))
+            }
         };
         ms.map(|ms| Dur(Duration::from_millis(ms)))
             .ok_or_else(|| format!("the duration {text:?} is too long"))

@@ -269,6 +269,8 @@ impl Inner {
         }
     }
 
+    /// Waits for the decision until `until`, with a progress notification at once (it names the
+    /// approval) and then every `progress_interval`.
     async fn wait_with_progress(
         &self,
         approval: &ApprovalId,
@@ -278,17 +280,10 @@ impl Inner {
         let start = Instant::now();
         let total = (until - start).as_secs_f64();
         let interval = self.settings.progress_interval.0;
-        let mut next = start + interval;
+        let message = format!("waiting for approval {}", approval.0);
+        let mut next = start;
         loop {
-            let record = self
-                .decisions
-                .wait(self.approvals.as_ref(), approval, next.min(until))
-                .await?;
-            if record.state != ApprovalState::Prepared || Instant::now() >= until {
-                return Ok(record);
-            }
             if Instant::now() >= next {
-                let message = format!("waiting for approval {}", approval.0);
                 // A client that stopped listening does not stop the wait.
                 let _ = ctx
                     .progress(
@@ -298,6 +293,13 @@ impl Inner {
                     )
                     .await;
                 next += interval;
+            }
+            let record = self
+                .decisions
+                .wait(self.approvals.as_ref(), approval, next.min(until))
+                .await?;
+            if record.state != ApprovalState::Prepared || Instant::now() >= until {
+                return Ok(record);
             }
         }
     }
@@ -498,8 +500,10 @@ impl Inner {
         }
     }
 
-    /// The result of a claim found in the store: the stored outcome, or (in flight) what it is
-    /// after waiting up to `approval_wait` for another dispatch to finish.
+    /// The result of a claim found in the store: the stored outcome; a claim without one is
+    /// waited for up to `approval_wait` (another call may be sending it), and its claimant, if
+    /// it was killed, is found gone once its lease lapsed: the claim is then `unknown`
+    /// (`interrupted`), never sent again.
     async fn outcome_of(
         &self,
         tool: &str,
@@ -511,38 +515,25 @@ impl Inner {
         let key = IdempotencyKey(digest.to_string());
         let receipts = self.approvals.receipts();
         loop {
-            match state {
-                ClaimState::Completed { outcome } => {
-                    return match outcome {
-                        EffectOutcome::Committed { receipt } => results::success(&receipt),
-                        EffectOutcome::NotStarted => results::not_started(tool, label, None),
-                        EffectOutcome::Unknown { reason } => results::unknown(tool, label, &reason),
-                    }
-                }
-                ClaimState::InFlight => {
-                    if Instant::now() >= until {
-                        // Perhaps its claimant was killed: once its lease lapsed, say so.
-                        let _ = self.store.reconcile_interrupted(SystemTime::now()).await;
-                        return match receipts.state(key.clone()).await {
-                            Ok(Some(ClaimState::Completed { outcome })) => {
-                                Box::pin(self.outcome_of(
-                                    tool,
-                                    label,
-                                    digest,
-                                    ClaimState::Completed { outcome },
-                                ))
-                                .await
-                            }
-                            _ => results::in_flight(tool, label),
-                        };
-                    }
-                    tokio::time::sleep(POLL_INTERVAL).await;
-                    state = match receipts.state(key.clone()).await {
-                        Ok(Some(s)) => s,
-                        _ => return store_failed(tool),
-                    };
-                }
+            if let ClaimState::Completed { outcome } = state {
+                return match outcome {
+                    EffectOutcome::Committed { receipt } => results::success(&receipt),
+                    EffectOutcome::NotStarted => results::not_started(tool, label, None),
+                    EffectOutcome::Unknown { reason } => results::unknown(tool, label, &reason),
+                };
             }
+            if Instant::now() >= until {
+                return results::in_flight(tool, label);
+            }
+            let _ = self.store.reconcile_interrupted(SystemTime::now()).await;
+            state = match receipts.state(key.clone()).await {
+                Ok(Some(s @ ClaimState::Completed { .. })) => s,
+                Ok(Some(ClaimState::InFlight)) => {
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                    ClaimState::InFlight
+                }
+                _ => return store_failed(tool),
+            };
         }
     }
 
