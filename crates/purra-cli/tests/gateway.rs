@@ -227,6 +227,18 @@ arguments = ["len(value) <= 40"]
     }
 }
 
+/// Every row of the store's audit log.
+fn audit(db: &str) -> Vec<purra_sqlite::AuditEntry> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let store = purra_sqlite::SqliteStore::open(db).expect("store");
+        store.audit(0, 100_000).await.expect("audit")
+    })
+}
+
 /// Runs `purra ARGS` to completion.
 fn purra(args: &[&str]) -> Output {
     let out = Command::new(purra_bin())
@@ -712,6 +724,228 @@ fn a_decided_write_without_its_caller_runs_only_when_configured() {
     assert_eq!(
         steps_of(&lines)[0]["result"]["structuredContent"],
         json!({"stored": "later"}),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    drop(gateway);
+}
+
+/// Acceptance 3: the gateway killed with SIGKILL while the upstream is handling the write. The
+/// restarted gateway never sends it again; once the dead gateway's lease lapsed its claim is
+/// `unknown` (`interrupted`), and that is what the repeated call answers.
+#[test]
+fn killed_while_a_write_dispatches_it_is_never_sent_again() {
+    let sc = Scenario::new("kill-dispatch");
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        lease: "1s",
+        scenario: "slow-write",
+        ..Setup::default()
+    });
+    let gateway = Gateway::start(&sc);
+    let mut client = Client::start(
+        Sdk::Python,
+        &sc,
+        Some(&gateway.url),
+        None,
+        json!([call("set_value", json!({"value": "cut"}))]),
+    );
+    let id = sc.wait_pending();
+    sc.approve(&id);
+    sc.wait_ledger("call set_value cut");
+    gateway.kill();
+    client.wait_for("the failed call", |l| l["step"] == "call");
+    drop(client);
+
+    // Restarted with an upstream that would answer at once: still nothing is sent again.
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        lease: "1s",
+        approval_wait: "20s",
+        ..Setup::default()
+    });
+    let gateway = Gateway::start(&sc);
+    let client = Client::start(
+        Sdk::Python,
+        &sc,
+        Some(&gateway.url),
+        None,
+        json!([call("set_value", json!({"value": "cut"}))]),
+    );
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(
+        result_text(steps[0]),
+        (
+            "set_value was claimed once (intent ".to_owned()
+                + sc.approvals(&["show", &id])["intentDigest"]
+                    .as_str()
+                    .unwrap_or("")
+                + ") and its effect is unknown: interrupted. It is never sent again; an operator reconciles it with evidence.",
+            true
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    let shown = sc.approvals(&["show", &id]);
+    assert_eq!(shown["effect"], "unknown");
+    assert_eq!(shown["dispatches"], 1);
+    drop(gateway);
+}
+
+/// Acceptance 3: the upstream exits in the middle of the call. The effect is `unknown` (the
+/// request was sent), kept with its claim; the same call again is answered from the store; the
+/// gateway restarts the upstream for the next call.
+#[test]
+fn upstream_exits_mid_call_the_effect_is_unknown_and_kept() {
+    let sc = Scenario::new("upstream-exit");
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        scenario: "exit-on-call",
+        ..Setup::default()
+    });
+    let gateway = Gateway::start(&sc);
+    let client = Client::start(
+        Sdk::Node,
+        &sc,
+        Some(&gateway.url),
+        None,
+        json!([
+            call("set_value", json!({"value": "lost"})),
+            call("set_value", json!({"value": "lost"})),
+            call("get_value", json!({})),
+        ]),
+    );
+    let id = sc.wait_pending();
+    sc.approve(&id);
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 3, "{lines:?}");
+    assert_eq!(
+        result_text(steps[0]),
+        (
+            "set_value was claimed once (approval approval-1) and its effect is unknown: mcp_connection_closed. It is never sent again; an operator reconciles it with evidence.".to_owned(),
+            true
+        )
+    );
+    let digest = sc.approvals(&["show", &id])["intentDigest"]
+        .as_str()
+        .expect("digest")
+        .to_owned();
+    assert_eq!(
+        result_text(steps[1]),
+        (
+            format!("set_value was claimed once (intent {digest}) and its effect is unknown: mcp_connection_closed. It is never sent again; an operator reconciles it with evidence."),
+            true
+        )
+    );
+    // The upstream was started again for the read; the value it wrote before exiting is there.
+    assert_eq!(
+        steps[2]["result"]["structuredContent"],
+        json!({"value": "lost"})
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    let ledger = sc.ledger();
+    assert_eq!(
+        ledger.iter().filter(|l| l.starts_with("started")).count(),
+        2,
+        "{ledger:?}"
+    );
+    let shown = sc.approvals(&["show", &id]);
+    assert_eq!(shown["effect"], "unknown");
+    assert_eq!(shown["dispatches"], 1);
+    drop(gateway);
+}
+
+/// Acceptance 3: the upstream's tool list changes between the approval and the dispatch. The
+/// gateway rediscovers and tells the downstream client (`list_changed`); the approval prepared
+/// for the old binding is refused as a mismatch (recorded in the audit log) and nothing is sent;
+/// calling again asks for a new approval, which is sent once.
+#[test]
+fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
+    let sc = Scenario::new("list-change");
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        approval_wait: "2s",
+        ..Setup::default()
+    });
+    let gateway = Gateway::start(&sc);
+    let client = Client::start(
+        Sdk::Python,
+        &sc,
+        Some(&gateway.url),
+        None,
+        json!([call("set_value", json!({"value": "changed"}))]),
+    );
+    let lines = client.finish();
+    assert_eq!(
+        result_text(steps_of(&lines)[0]).0,
+        format!(
+            "set_value was not sent: approval approval-1 is pending (intent {}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once, a denied one never.",
+            sc.approvals(&["show", "approval-1"])["intentDigest"].as_str().unwrap_or("")
+        )
+    );
+    sc.approve("approval-1");
+
+    let mut client = Client::start(
+        Sdk::Python,
+        &sc,
+        Some(&gateway.url),
+        None,
+        json!([
+            {"list": true},
+            {"wait_list_changed": true},
+            {"list": true},
+            call("set_value", json!({"value": "changed"})),
+        ]),
+    );
+    client.wait_for("the first list", |l| l["step"] == "list");
+    sc.trigger_catalog_change();
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 4, "{lines:?}");
+    assert_eq!(steps[1]["step"], "list_changed");
+    assert_eq!(
+        steps[2]["tools"][1]["description"],
+        "Sets the stored value (revision 2)"
+    );
+    assert_eq!(
+        result_text(steps[3]),
+        (
+            "set_value was not sent: approval approval-1 was for an earlier binding of the tool, which changed since (approval_mismatch); call set_value again to ask for a new approval".to_owned(),
+            true
+        )
+    );
+    assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
+    let shown = sc.approvals(&["show", "approval-1"]);
+    assert_eq!(shown["state"], "refused");
+    assert_eq!(shown["dispatches"], 0);
+    // The audit log says why: a binding mismatch, nothing started.
+    let refusals: Vec<Value> = audit(&sc.db())
+        .into_iter()
+        .filter(|e| e.event == "refused" && e.approval_id.as_deref() == Some("approval-1"))
+        .map(|e| e.detail)
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0]["reason"], "mismatch");
+    assert_eq!(refusals[0]["effect"], "not_started");
+    assert_ne!(refusals[0]["currentIntent"], shown["intentDigest"]);
+
+    // Again: a new approval for the new binding, sent once.
+    let client = Client::start(
+        Sdk::Python,
+        &sc,
+        Some(&gateway.url),
+        None,
+        json!([call("set_value", json!({"value": "changed"}))]),
+    );
+    let id = sc.wait_pending();
+    assert_eq!(id, "approval-2");
+    sc.approve(&id);
+    let lines = client.finish();
+    assert_eq!(
+        steps_of(&lines)[0]["result"]["structuredContent"],
+        json!({"stored": "changed"}),
         "{lines:?}"
     );
     assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
