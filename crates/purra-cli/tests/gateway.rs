@@ -951,3 +951,59 @@ fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
     assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
     drop(gateway);
 }
+
+/// Acceptance 4: a configuration with every kind of mistake is refused before anything starts,
+/// with one message per mistake naming the file, the line and the key.
+#[test]
+fn a_configuration_with_every_kind_of_mistake_is_refused_before_anything_starts() {
+    let sc = Scenario::new("config");
+    let upstream = peer(repo_root().join("peers/python/gateway_upstream.py"));
+    let text = format!(
+        r#"[gateway]
+name = "gw"
+db = "gateway.db"
+aproval_wait = "30s"
+
+[upstreams.values]
+command = [{python:?}, {upstream:?}, "--dir", {dir:?}]
+
+[reads.get_value]
+upstream = "values"
+tool = "get_valeu"
+title = "Read the value"
+scope = "open"
+
+[writes.set_value]
+upstream = "values"
+title = "Set the value"
+effect = "write"
+binding_id = "values"
+scope_id = "values"
+
+[writes.set_value.scope]
+arguments = ["len(value) <== 40"]
+"#,
+        python = python(),
+        dir = sc.dir.to_string_lossy(),
+    );
+    std::fs::write(sc.config(), text).expect("config");
+    let out = purra(&["gateway", "--config", &sc.config()]);
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let file = sc.config();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "purra: the configuration has 5 mistakes:
+  {file}:4: gateway.aproval_wait: unknown key (expected one of: approval_ttl, approval_wait, db, elicitation, lease, listen, name, principal, progress_interval, run_decided_without_caller)
+  {file}:11: reads.get_value.tool: upstream \"values\" has no tool \"get_valeu\" (it lists: get_value, set_value, admin_reset)
+  {file}:15: writes.set_value.binding_revision: a write binding needs its binding revision (change it whenever the authorization changes)
+  {file}:15: writes.set_value.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)
+  {file}:23: writes.set_value.scope.arguments[0]: cannot parse \"len(value) <== 40\": unknown operator \"<==\" (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with or ends_with, followed by a space)
+"
+        )
+    );
+    // Nothing started: no store, and the upstream (asked only for its tool list) got no call.
+    assert!(!sc.dir.join("gateway.db").exists());
+    assert_eq!(sc.ledger(), ["started normal"]);
+}
