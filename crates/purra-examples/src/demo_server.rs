@@ -1,6 +1,7 @@
 //! The demo server `purra demo` runs: one note kept in the server's memory, a read tool
-//! (`get_note`) and a write tool with a side effect (`set_note`). Not part of the fixture
-//! contract of `peers/FIXTURES.md`.
+//! (`get_note`), a write tool with a side effect (`set_note`), and a second write
+//! (`clear_note`) that the demo's gateway does not bind, so clients never see it. Not part of
+//! the fixture contract of `peers/FIXTURES.md`.
 
 use std::sync::{Arc, Mutex};
 
@@ -48,7 +49,7 @@ struct State {
 }
 
 /// Builds the demo server: `get_note` reads the note and the write count, `set_note {text}`
-/// replaces the note (state lives in this process only).
+/// replaces the note, `clear_note` clears it (state lives in this process only).
 pub fn build() -> Server {
     let server = Server::builder("purra-demo", "1.0.0")
         .instructions("keeps one note in memory")
@@ -65,6 +66,17 @@ pub fn build() -> Server {
                 writes: st.writes,
             };
             async move { HandlerResult::Ok(out) }
+        },
+    );
+    let s = state.clone();
+    server.tool(
+        "clear_note",
+        "Clears the note",
+        move |_: NoArgs, _ctx: RequestCtx| {
+            let mut st = s.lock().unwrap_or_else(|p| p.into_inner());
+            st.writes += 1;
+            st.note.clear();
+            async move { HandlerResult::Ok("cleared") }
         },
     );
     server.structured_tool(
