@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): installs the pinned peers, checks formatting and
-# lints, runs every test of the workspace, the MCP conformance suite (scripts/conformance.sh), and
-# the out-of-workspace consumer project (consumers/host-smoke): its smoke, the durable-write fault
-# scenarios and the crash points.
+# The project's test command (README, .ci/run): installs the pinned peers, checks formatting,
+# lints and purra-protocol's feature combinations (scripts/check-features.sh), runs every test of
+# the workspace, the MCP conformance suite (scripts/conformance.sh), and the out-of-workspace
+# consumer project (consumers/host-smoke): its smoke, the durable-write fault scenarios and the
+# crash points.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup-peers.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+# purra-protocol's features: a stdio-only server has no HTTP/TLS/WebSocket crate; combinations build.
+bash scripts/check-features.sh
 cargo test --workspace
 cargo build -p purra-conformance --bins
 bash scripts/conformance.sh

@@ -14,10 +14,13 @@ use crate::jsonrpc::{from_params, to_raw, ErrorObject};
 use crate::session::{
     self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
 };
-use crate::stdio::{ChildProcess, StdioCommand};
+#[cfg(feature = "stdio")]
+use crate::stdio::{ChildProcess, StderrHandle, StdioCommand};
 use crate::transport::Transport;
 use crate::types::*;
 use crate::version;
+#[cfg(not(feature = "stdio"))]
+use std::convert::Infallible as ChildProcess;
 
 /// Answers `sampling/createMessage`.
 pub type SamplingHandler = Arc<
@@ -199,6 +202,7 @@ struct ClientService {
     /// Listeners called on arrival, before any refetch.
     early_listeners: Mutex<HashMap<String, Vec<(u64, Listener)>>>,
     next_listener: AtomicU64,
+    #[cfg(feature = "validation")]
     output_validators: Mutex<HashMap<String, Option<Arc<jsonschema::Validator>>>>,
 }
 
@@ -393,6 +397,7 @@ async fn refresh_tools(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Tool>>,
         |r: ListToolsResult| (r.tools, r.next_cursor),
     )
     .await?;
+    #[cfg(feature = "validation")]
     s.output_validators.lock().expect("validators lock").clear();
     s.tools.store(gen, items);
     Ok(s.tools.get())
@@ -452,6 +457,7 @@ pub struct Client;
 
 impl Client {
     /// Spawns `command` and connects to it over stdio.
+    #[cfg(feature = "stdio")]
     pub async fn connect_stdio(
         command: StdioCommand,
         options: ClientOptions,
@@ -463,6 +469,7 @@ impl Client {
     }
 
     /// Connects to a Streamable HTTP endpoint (`http://` or `https://`).
+    #[cfg(feature = "http-client")]
     pub async fn connect_http(
         url: &str,
         http: crate::http::HttpClientOptions,
@@ -474,6 +481,7 @@ impl Client {
 
     /// Connects to a WebSocket server at `url` (`ws://` or `wss://`, the `mcp` subprotocol); see
     /// [`ws::connect`](crate::ws::connect).
+    #[cfg(feature = "ws")]
     pub async fn connect_ws(
         url: &str,
         ws_options: crate::ws::WsClientOptions,
@@ -500,6 +508,7 @@ impl Client {
             listeners: Mutex::new(HashMap::new()),
             early_listeners: Mutex::new(HashMap::new()),
             next_listener: AtomicU64::new(0),
+            #[cfg(feature = "validation")]
             output_validators: Mutex::new(HashMap::new()),
         });
         let (peer, _join) = session::start(transport, service.clone(), options.engine.clone());
@@ -511,9 +520,12 @@ impl Client {
             async move {
                 peer.closed().await;
                 let taken = child.lock().expect("child lock").take();
+                #[cfg(feature = "stdio")]
                 if let Some(mut c) = taken {
                     c.shutdown().await;
                 }
+                #[cfg(not(feature = "stdio"))]
+                let _ = taken;
             }
         });
         let conn = Connection {
@@ -526,7 +538,9 @@ impl Client {
                 instructions: None,
             },
             child,
+            #[cfg(feature = "stdio")]
             pid: None,
+            #[cfg(feature = "stdio")]
             stderr: None,
         };
         conn.handshake(options).await
@@ -539,8 +553,10 @@ pub struct Connection {
     service: Arc<ClientService>,
     init: InitializeResult,
     child: Arc<Mutex<Option<ChildProcess>>>,
+    #[cfg(feature = "stdio")]
     pid: Option<u32>,
-    stderr: Option<crate::stdio::StderrHandle>,
+    #[cfg(feature = "stdio")]
+    stderr: Option<StderrHandle>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -554,6 +570,7 @@ impl std::fmt::Debug for Connection {
 
 impl Connection {
     async fn handshake(mut self, options: ClientOptions) -> Result<Connection, Error> {
+        #[cfg(feature = "stdio")]
         {
             let child = self.child.lock().expect("child lock");
             self.pid = child.as_ref().and_then(ChildProcess::pid);
@@ -663,14 +680,16 @@ impl Connection {
         &self.peer
     }
     /// The child's process id, for stdio connections.
+    #[cfg(feature = "stdio")]
     pub fn pid(&self) -> Option<u32> {
         self.pid
     }
     /// The last lines the child wrote to stderr (with [`StderrMode::Capture`](crate::stdio::StderrMode::Capture)).
+    #[cfg(feature = "stdio")]
     pub fn stderr_tail(&self) -> Vec<String> {
         self.stderr
             .as_ref()
-            .map(crate::stdio::StderrHandle::lines)
+            .map(StderrHandle::lines)
             .unwrap_or_default()
     }
 
@@ -706,12 +725,14 @@ impl Connection {
             .peer
             .request(methods::TOOLS_CALL, &params, options)
             .await?;
+        #[cfg(feature = "validation")]
         if !result.is_error() {
             self.check_output(name, &result)?;
         }
         Ok(result)
     }
 
+    #[cfg(feature = "validation")]
     fn check_output(&self, name: &str, result: &CallToolResult) -> Result<(), Error> {
         let validator = {
             let mut cache = self
@@ -936,13 +957,13 @@ impl Connection {
     /// lingers), and fails pending requests. Idempotent.
     pub async fn close(&self) {
         let child = self.child.lock().expect("child lock").take();
-        match child {
-            Some(mut child) => {
-                child.shutdown().await;
-                self.peer.shared.shutdown();
-            }
-            None => self.peer.shared.shutdown(),
+        #[cfg(feature = "stdio")]
+        if let Some(mut child) = child {
+            child.shutdown().await;
         }
+        #[cfg(not(feature = "stdio"))]
+        let _ = child;
+        self.peer.shared.shutdown();
     }
 }
 

@@ -23,27 +23,39 @@
 //! the engine in [`session`] (pending requests, timeouts, cancellation, bounded concurrency), then
 //! [`client`] and [`server`].
 
+#[cfg(feature = "client")]
 pub mod client;
 pub mod error;
+#[cfg(any(feature = "http-server", feature = "http-client"))]
 pub mod http;
 pub mod jsonrpc;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod session;
+#[cfg(feature = "stdio")]
 pub mod stdio;
 pub mod transport;
 pub mod types;
 pub mod version;
+#[cfg(feature = "ws")]
 pub mod ws;
 
+#[cfg(feature = "client")]
 pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
 pub use error::Error;
-pub use http::{HttpClientOptions, HttpServerConfig, StreamableHttpServer};
+#[cfg(feature = "http-client")]
+pub use http::HttpClientOptions;
+#[cfg(feature = "http-server")]
+pub use http::{HttpServerConfig, StreamableHttpServer};
 pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};
+#[cfg(feature = "server")]
 pub use server::{
     HandlerError, HandlerResult, RegistrationError, RequestCtx, Server, ServerSession,
 };
 pub use session::{EngineConfig, Peer, RequestOptions};
+#[cfg(feature = "stdio")]
 pub use stdio::{StderrMode, StdioCommand};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{memory, Transport};
+#[cfg(feature = "ws")]
 pub use ws::{WsClientOptions, WsServerOptions};

@@ -94,8 +94,8 @@ type CompleteFn = Arc<
 
 struct ToolEntry {
     tool: Tool,
-    input: jsonschema::Validator,
-    output: Option<jsonschema::Validator>,
+    input: Validator,
+    output: Option<Validator>,
     handler: ToolFn,
 }
 
@@ -315,16 +315,52 @@ pub fn schema_for<T: JsonSchema>() -> JsonObject {
     }
 }
 
-fn compile(schema: &JsonObject, what: &str) -> Result<jsonschema::Validator, RegistrationError> {
+/// A compiled tool schema. With the `validation` feature it is a JSON Schema 2020-12 validator;
+/// without it only the root (`type: "object"`) is checked, and typed tools' arguments are
+/// checked by their `Deserialize` impl alone.
+#[cfg(feature = "validation")]
+type Validator = jsonschema::Validator;
+#[cfg(not(feature = "validation"))]
+struct Validator;
+
+fn compile(schema: &JsonObject, what: &str) -> Result<Validator, RegistrationError> {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err(RegistrationError::InvalidSchema(format!(
             "the {what} schema's root must have type \"object\""
         )));
     }
-    jsonschema::options()
+    #[cfg(feature = "validation")]
+    return jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .build(&Value::Object(schema.clone()))
-        .map_err(|e| RegistrationError::InvalidSchema(format!("{what} schema: {e}")))
+        .map_err(|e| RegistrationError::InvalidSchema(format!("{what} schema: {e}")));
+    #[cfg(not(feature = "validation"))]
+    Ok(Validator)
+}
+
+/// The first eight validation errors of `instance`, each with its instance path.
+fn validation_errors(validator: &Validator, instance: &Value) -> Vec<String> {
+    #[cfg(feature = "validation")]
+    return validator
+        .iter_errors(instance)
+        .take(8)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    #[cfg(not(feature = "validation"))]
+    {
+        let _ = validator;
+        match instance {
+            Value::Object(_) => Vec::new(),
+            _ => vec!["the value is not an object".to_owned()],
+        }
+    }
 }
 
 impl Server {
@@ -618,6 +654,7 @@ impl Server {
     }
 
     /// Serves one connection over this process's stdin and stdout; returns at EOF on stdin.
+    #[cfg(feature = "stdio")]
     pub async fn serve_stdio(&self) {
         self.serve(crate::stdio::server_transport(
             self.inner.engine.max_frame_bytes,
@@ -1059,19 +1096,7 @@ impl SessionState {
                     })?;
                 let args = call.arguments.unwrap_or_default();
                 let args_value = Value::Object(args);
-                let errors: Vec<String> = entry
-                    .input
-                    .iter_errors(&args_value)
-                    .take(8)
-                    .map(|e| {
-                        let at = e.instance_path.to_string();
-                        if at.is_empty() {
-                            e.to_string()
-                        } else {
-                            format!("{at}: {e}")
-                        }
-                    })
-                    .collect();
+                let errors = validation_errors(&entry.input, &args_value);
                 if !errors.is_empty() {
                     return Ok(to_raw(&CallToolResult::error(format!(
                         "Invalid arguments for tool {}: {}",
@@ -1086,7 +1111,7 @@ impl SessionState {
                 let enforce = inner.enforce_output && !result.is_error();
                 if let (Some(out), true) = (&entry.output, enforce) {
                     match &result.structured_content {
-                        Some(sc) if out.is_valid(sc) => {}
+                        Some(sc) if validation_errors(out, sc).is_empty() => {}
                         Some(_) => {
                             return Err(ErrorObject::internal(format!(
                                 "Tool {} returned structuredContent that does not match its output schema",

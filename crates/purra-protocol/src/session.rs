@@ -5,6 +5,9 @@
 //! **Architecture invariant:** no lock is held across an `.await`; the pending-request and
 //! in-flight maps are `std::sync::Mutex`es touched only in short critical sections.
 
+// Without `client` or `server` nothing starts an engine; the crate then only offers the types.
+#![cfg_attr(not(any(feature = "client", feature = "server")), allow(dead_code))]
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -180,6 +183,7 @@ impl Shared {
     }
 
     /// Marks the connection closed and stops writing.
+    #[cfg(feature = "client")]
     pub(crate) fn shutdown(&self) {
         self.closed.cancel();
         self.fail_pending();
@@ -516,6 +520,7 @@ pub(crate) trait Service: Send + Sync + 'static {
 }
 
 /// Starts the engine over `transport`; returns the peer handle and the join handle of its loop.
+#[cfg(feature = "client")]
 pub(crate) fn start<S: Service>(
     transport: Transport,
     service: Arc<S>,

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
+#[cfg(unix)]
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -179,14 +180,16 @@ async fn write_then_signal<W: AsyncWrite + Unpin>(
 }
 
 /// The process's own stdin and stdout, for a server. When a descriptor is a pipe or a socket it
-/// is used non-blocking on the event loop; otherwise (a terminal, a file) tokio's blocking
-/// stdio is used.
+/// is used non-blocking on the event loop (Unix); otherwise (a terminal, a file, another
+/// platform) tokio's blocking stdio is used.
 pub fn server_transport(max_frame: usize) -> Transport {
     let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let close = CancellationToken::new();
     match nonblocking_stdin() {
+        #[cfg(unix)]
         Some(NonBlocking::Pipe(r)) => drop(tokio::spawn(read_lines(r, max_frame, in_tx))),
+        #[cfg(unix)]
         Some(NonBlocking::Socket(s)) => drop(tokio::spawn(read_lines(s, max_frame, in_tx))),
         None => drop(tokio::spawn(read_lines(
             tokio::io::stdin(),
@@ -197,7 +200,9 @@ pub fn server_transport(max_frame: usize) -> Transport {
     let flushed = CancellationToken::new();
     let (c, f) = (close.clone(), flushed.clone());
     match nonblocking_stdout() {
+        #[cfg(unix)]
         Some(NonBlockingOut::Pipe(w)) => drop(tokio::spawn(write_then_signal(w, out_rx, c, f))),
+        #[cfg(unix)]
         Some(NonBlockingOut::Socket(s)) => drop(tokio::spawn(write_then_signal(s, out_rx, c, f))),
         None => drop(tokio::spawn(write_then_signal(
             tokio::io::stdout(),
@@ -211,16 +216,19 @@ pub fn server_transport(max_frame: usize) -> Transport {
     t
 }
 
+#[cfg(unix)]
 enum NonBlocking {
     Pipe(tokio::net::unix::pipe::Receiver),
     Socket(tokio::net::UnixStream),
 }
 
+#[cfg(unix)]
 enum NonBlockingOut {
     Pipe(tokio::net::unix::pipe::Sender),
     Socket(tokio::net::UnixStream),
 }
 
+#[cfg(unix)]
 fn fd_kind(fd: &std::os::fd::OwnedFd) -> Option<(bool, bool)> {
     use std::os::unix::fs::FileTypeExt;
     let file = std::fs::File::from(fd.try_clone().ok()?);
@@ -228,6 +236,7 @@ fn fd_kind(fd: &std::os::fd::OwnedFd) -> Option<(bool, bool)> {
     Some((ty.is_fifo(), ty.is_socket()))
 }
 
+#[cfg(unix)]
 fn nonblocking_stdin() -> Option<NonBlocking> {
     let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
     match fd_kind(&fd)? {
@@ -245,6 +254,7 @@ fn nonblocking_stdin() -> Option<NonBlocking> {
     }
 }
 
+#[cfg(unix)]
 fn nonblocking_stdout() -> Option<NonBlockingOut> {
     let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
     match fd_kind(&fd)? {
@@ -260,6 +270,19 @@ fn nonblocking_stdout() -> Option<NonBlockingOut> {
         }
         _ => None,
     }
+}
+
+#[cfg(not(unix))]
+enum NonBlocking {}
+#[cfg(not(unix))]
+enum NonBlockingOut {}
+#[cfg(not(unix))]
+fn nonblocking_stdin() -> Option<NonBlocking> {
+    None
+}
+#[cfg(not(unix))]
+fn nonblocking_stdout() -> Option<NonBlockingOut> {
+    None
 }
 
 /// Receives each line a child writes to stderr.
@@ -477,6 +500,7 @@ async fn shutdown_child(child: &mut Child, close_write: &CancellationToken, grac
     if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
         return;
     }
+    #[cfg(unix)]
     if let Some(pid) = child.id() {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid as i32),

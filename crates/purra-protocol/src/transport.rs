@@ -10,7 +10,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::RequestId;
+#[cfg(feature = "stdio")]
 use crate::stdio::ChildProcess;
+#[cfg(not(feature = "stdio"))]
+use std::convert::Infallible as ChildProcess;
 
 /// The default bound on one inbound frame: 4 MiB.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
@@ -67,6 +70,7 @@ pub struct Transport {
     pub(crate) inbound: mpsc::Receiver<Inbound>,
     pub(crate) outbound: mpsc::Sender<Outbound>,
     pub(crate) close_write: CancellationToken,
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) child: Option<ChildProcess>,
     pub(crate) control: Option<std::sync::Arc<dyn TransportControl>>,
     /// Cancelled when the writer has written everything and stopped (stdio), so the engine can

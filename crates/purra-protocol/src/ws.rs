@@ -38,8 +38,11 @@ use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+#[cfg(feature = "server")]
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+#[cfg(feature = "server")]
+use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Interval};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::CapacityError;
@@ -52,6 +55,7 @@ use tokio_tungstenite::{Connector, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+#[cfg(feature = "server")]
 use crate::server::Server;
 use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
 
@@ -471,6 +475,7 @@ where
 
 /// Serves one already-accepted connection (for hosts that run their own accept loop): the
 /// handshake, then `server` over it until the connection closes.
+#[cfg(feature = "server")]
 pub async fn serve_connection<S>(
     server: &Server,
     stream: S,
@@ -487,6 +492,7 @@ where
 /// `options.max_connections` at once, until `shutdown` completes. Then it stops accepting, ends
 /// the input of every open connection (in-flight requests may finish; each connection is closed
 /// with code 1001) and returns when all of them are closed.
+#[cfg(feature = "server")]
 pub async fn serve(
     server: Server,
     listener: TcpListener,

@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::server::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 use super::sse::Parser;
+use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 use crate::error::Error;
 use crate::jsonrpc::{decode_frame, Frame, Message, RequestId};
 use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};

@@ -1,10 +1,17 @@
 //! Streamable HTTP (the 2025 revisions' HTTP transport), server and client.
 
+#[cfg(feature = "http-client")]
 pub mod client;
+#[cfg(feature = "http-server")]
 pub mod server;
 mod sse;
 
+#[cfg(feature = "http-client")]
 pub use client::{connect, HttpClientOptions};
-pub use server::{
-    HttpServerConfig, StreamableHttpServer, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER,
-};
+#[cfg(feature = "http-server")]
+pub use server::{HttpServerConfig, StreamableHttpServer};
+
+/// The header carrying the session id.
+pub const SESSION_ID_HEADER: &str = "mcp-session-id";
+/// The header carrying the negotiated revision on every request after `initialize`.
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";

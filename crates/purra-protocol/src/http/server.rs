@@ -29,10 +29,7 @@ use crate::server::{Server, ServerSession};
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version;
 
-/// The header carrying the session id.
-pub const SESSION_ID_HEADER: &str = "mcp-session-id";
-/// The header carrying the negotiated protocol revision.
-pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+pub use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
 /// How a Streamable HTTP server behaves. The defaults are safe for a local server.
 #[derive(Debug, Clone)]

@@ -1,6 +1,13 @@
 //! Server-sent events: encoding events for the server, and a bounded incremental parser for the
 //! client.
 
+// The server uses the encoder, the client the parser; a build with one of them leaves the other
+// unused.
+#![cfg_attr(
+    not(all(feature = "http-server", feature = "http-client")),
+    allow(dead_code)
+)]
+
 use bytes::{Bytes, BytesMut};
 
 /// Encodes one event: `id`, optional `retry` (milliseconds), and `data` (one JSON message, which

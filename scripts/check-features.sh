@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# purra-protocol's Cargo features (run by scripts/test.sh):
+# 1. a stdio-only server (`--no-default-features --features server,stdio`) pulls in no HTTP, TLS or
+#    WebSocket crate (`cargo tree -e normal`, so dev- and build-dependencies do not count);
+# 2. the feature combinations a user picks compile without warnings (`cargo check`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+forbidden='^(axum|axum-core|hyper|hyper-util|hyper-rustls|h2|http|http-body|reqwest|rustls|tokio-rustls|webpki-roots|tungstenite|tokio-tungstenite)$'
+deps=$(cargo tree -q -p purra-protocol -e normal --no-default-features --features server,stdio \
+    --prefix none | sed 's/ .*//' | sort -u)
+found=$(grep -E "$forbidden" <<<"$deps" || true)
+if [[ -n "$found" ]]; then
+    echo "check-features: a stdio-only server depends on HTTP/TLS/WebSocket crates:" $found >&2
+    cargo tree -q -p purra-protocol -e normal --no-default-features --features server,stdio \
+        -i "$(head -n1 <<<"$found")" >&2 || true
+    exit 1
+fi
+echo "check-features: server,stdio pulls in none of axum, hyper, reqwest, rustls, tungstenite"
+
+# Each combination compiles on its own, without warnings (default features are built by the tests).
+combinations=(
+    ""                          # the types and the frame codec only
+    "server,stdio"              # a stdio server
+    "client,stdio"              # a stdio client
+    "server,http-server"        # a Streamable HTTP server, no client, no validation
+    "client,http-client,validation"
+    "server,client,ws"          # WebSocket both ways
+    "fuzzing"
+)
+for features in "${combinations[@]}"; do
+    out=$(cargo check -q -p purra-protocol --lib --no-default-features --features "$features" \
+        --message-format short 2>&1) || { echo "$out" >&2; echo "check-features: [$features] does not compile" >&2; exit 1; }
+    if grep -q "warning" <<<"$out"; then
+        echo "$out" >&2
+        echo "check-features: [$features] compiles with warnings" >&2
+        exit 1
+    fi
+    echo "check-features: [${features:-no features}] ok"
+done
