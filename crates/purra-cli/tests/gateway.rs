@@ -52,7 +52,9 @@ struct Scenario {
 
 impl Drop for Scenario {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -91,6 +93,20 @@ impl Scenario {
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
         Scenario { dir }
+    }
+
+    /// No scenario (for clients of a gateway the test started: they need no configuration).
+    fn none() -> Scenario {
+        Scenario {
+            dir: PathBuf::new(),
+        }
+    }
+
+    /// Asserts what the store says of approval `id`: its effect and how many claims it had.
+    fn assert_effect(&self, id: &str, effect: &str, dispatches: u64) {
+        let shown = self.approvals(&["show", id]);
+        assert_eq!(shown["effect"], effect, "{shown}");
+        assert_eq!(shown["dispatches"], dispatches, "{shown}");
     }
 
     fn db(&self) -> String {
@@ -225,6 +241,17 @@ arguments = ["len(value) <= 40"]
     fn trigger_catalog_change(&self) {
         std::fs::write(self.dir.join("change-catalog"), "").expect("trigger");
     }
+}
+
+/// A scenario with `setup` and its gateway started on Streamable HTTP.
+fn served(name: &str, setup: Setup) -> (Scenario, Gateway) {
+    let sc = Scenario::new(name);
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        ..setup
+    });
+    let gateway = Gateway::start(&sc);
+    (sc, gateway)
 }
 
 /// Every row of the store's audit log.
@@ -366,6 +393,11 @@ impl Client {
             lines: rx,
             seen: Vec::new(),
         }
+    }
+
+    /// A client of the gateway `g` over Streamable HTTP, without elicitation.
+    fn http(sdk: Sdk, g: &Gateway, steps: Value) -> Client {
+        Client::start(sdk, &Scenario::none(), Some(&g.url), None, steps)
     }
 
     /// Waits for a line matching `pred`; returns it.
@@ -620,17 +652,10 @@ fn elicitation_approve_and_deny_from_the_clients_own_handler() {
 /// approval made while it is down is dispatched once when the same call is made again.
 #[test]
 fn killed_while_a_write_waits_then_the_repeated_call_sends_once() {
-    let sc = Scenario::new("kill-wait");
-    sc.write_config(&Setup {
-        listen: "127.0.0.1:0",
-        ..Setup::default()
-    });
-    let gateway = Gateway::start(&sc);
-    let mut client = Client::start(
+    let (sc, gateway) = served("kill-wait", Setup { ..Setup::default() });
+    let mut client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([call("set_value", json!({"value": "survives"}))]),
     );
     let id = sc.wait_pending();
@@ -642,11 +667,9 @@ fn killed_while_a_write_waits_then_the_repeated_call_sends_once() {
     assert_eq!(sc.writes(), 0);
 
     let gateway = Gateway::start(&sc);
-    let client = Client::start(
+    let client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([
             call("set_value", json!({"value": "survives"})),
             call("set_value", json!({"value": "survives"}))
@@ -663,9 +686,7 @@ fn killed_while_a_write_waits_then_the_repeated_call_sends_once() {
     }
     assert_eq!(steps.len(), 2);
     assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
-    let shown = sc.approvals(&["show", &id]);
-    assert_eq!(shown["effect"], "committed");
-    assert_eq!(shown["dispatches"], 1);
+    sc.assert_effect(&id, "committed", 1);
     drop(gateway);
 }
 
@@ -673,17 +694,10 @@ fn killed_while_a_write_waits_then_the_repeated_call_sends_once() {
 /// after a restart only when the configuration says so, and then once.
 #[test]
 fn a_decided_write_without_its_caller_runs_only_when_configured() {
-    let sc = Scenario::new("no-caller");
-    sc.write_config(&Setup {
-        listen: "127.0.0.1:0",
-        ..Setup::default()
-    });
-    let gateway = Gateway::start(&sc);
-    let mut client = Client::start(
+    let (sc, gateway) = served("no-caller", Setup { ..Setup::default() });
+    let mut client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([call("set_value", json!({"value": "later"}))]),
     );
     let id = sc.wait_pending();
@@ -713,11 +727,9 @@ fn a_decided_write_without_its_caller_runs_only_when_configured() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // The caller comes back: the stored receipt, nothing sent again.
-    let client = Client::start(
+    let client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([call("set_value", json!({"value": "later"}))]),
     );
     let lines = client.finish();
@@ -735,19 +747,17 @@ fn a_decided_write_without_its_caller_runs_only_when_configured() {
 /// `unknown` (`interrupted`), and that is what the repeated call answers.
 #[test]
 fn killed_while_a_write_dispatches_it_is_never_sent_again() {
-    let sc = Scenario::new("kill-dispatch");
-    sc.write_config(&Setup {
-        listen: "127.0.0.1:0",
-        lease: "1s",
-        scenario: "slow-write",
-        ..Setup::default()
-    });
-    let gateway = Gateway::start(&sc);
-    let mut client = Client::start(
+    let (sc, gateway) = served(
+        "kill-dispatch",
+        Setup {
+            lease: "1s",
+            scenario: "slow-write",
+            ..Setup::default()
+        },
+    );
+    let mut client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([call("set_value", json!({"value": "cut"}))]),
     );
     let id = sc.wait_pending();
@@ -765,11 +775,9 @@ fn killed_while_a_write_dispatches_it_is_never_sent_again() {
         ..Setup::default()
     });
     let gateway = Gateway::start(&sc);
-    let client = Client::start(
+    let client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([call("set_value", json!({"value": "cut"}))]),
     );
     let lines = client.finish();
@@ -787,9 +795,7 @@ fn killed_while_a_write_dispatches_it_is_never_sent_again() {
         "{lines:?}"
     );
     assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
-    let shown = sc.approvals(&["show", &id]);
-    assert_eq!(shown["effect"], "unknown");
-    assert_eq!(shown["dispatches"], 1);
+    sc.assert_effect(&id, "unknown", 1);
     drop(gateway);
 }
 
@@ -798,18 +804,16 @@ fn killed_while_a_write_dispatches_it_is_never_sent_again() {
 /// gateway restarts the upstream for the next call.
 #[test]
 fn upstream_exits_mid_call_the_effect_is_unknown_and_kept() {
-    let sc = Scenario::new("upstream-exit");
-    sc.write_config(&Setup {
-        listen: "127.0.0.1:0",
-        scenario: "exit-on-call",
-        ..Setup::default()
-    });
-    let gateway = Gateway::start(&sc);
-    let client = Client::start(
+    let (sc, gateway) = served(
+        "upstream-exit",
+        Setup {
+            scenario: "exit-on-call",
+            ..Setup::default()
+        },
+    );
+    let client = Client::http(
         Sdk::Node,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([
             call("set_value", json!({"value": "lost"})),
             call("set_value", json!({"value": "lost"})),
@@ -851,9 +855,7 @@ fn upstream_exits_mid_call_the_effect_is_unknown_and_kept() {
         2,
         "{ledger:?}"
     );
-    let shown = sc.approvals(&["show", &id]);
-    assert_eq!(shown["effect"], "unknown");
-    assert_eq!(shown["dispatches"], 1);
+    sc.assert_effect(&id, "unknown", 1);
     drop(gateway);
 }
 
@@ -863,18 +865,16 @@ fn upstream_exits_mid_call_the_effect_is_unknown_and_kept() {
 /// calling again asks for a new approval, which is sent once.
 #[test]
 fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
-    let sc = Scenario::new("list-change");
-    sc.write_config(&Setup {
-        listen: "127.0.0.1:0",
-        approval_wait: "2s",
-        ..Setup::default()
-    });
-    let gateway = Gateway::start(&sc);
-    let client = Client::start(
+    let (sc, gateway) = served(
+        "list-change",
+        Setup {
+            approval_wait: "2s",
+            ..Setup::default()
+        },
+    );
+    let client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([call("set_value", json!({"value": "changed"}))]),
     );
     let lines = client.finish();
@@ -887,11 +887,9 @@ fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
     );
     sc.approve("approval-1");
 
-    let mut client = Client::start(
+    let mut client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([
             {"list": true},
             {"wait_list_changed": true},
@@ -932,11 +930,9 @@ fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
     assert_ne!(refusals[0]["currentIntent"], shown["intentDigest"]);
 
     // Again: a new approval for the new binding, sent once.
-    let client = Client::start(
+    let client = Client::http(
         Sdk::Python,
-        &sc,
-        Some(&gateway.url),
-        None,
+        &gateway,
         json!([call("set_value", json!({"value": "changed"}))]),
     );
     let id = sc.wait_pending();

@@ -11,6 +11,7 @@ use purra_gateway::{Gateway, Listen, StartError, StartOptions};
 use purra_sqlite::{SqliteOptions, SqliteStore};
 
 use crate::cli::GatewayArgs;
+use crate::cmd::interrupted;
 use crate::exit::Failure;
 
 /// Runs `purra gateway`.
@@ -85,17 +86,4 @@ async fn serve_http(gateway: &Gateway, addr: std::net::SocketAddr) -> Result<(),
         .serve(interrupted())
         .await
         .map_err(|e| Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string())))
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn interrupted() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

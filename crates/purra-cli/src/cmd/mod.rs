@@ -16,6 +16,19 @@ use purra_protocol::Connection;
 use crate::exit::Failure;
 use crate::status::Status;
 
+/// Completes on SIGINT or SIGTERM (the servers stop gracefully on either).
+pub async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
 /// Prints `value` as one pretty JSON document on stdout.
 pub fn print_json(value: &serde_json::Value) {
     println!("{}", crate::render::pretty(value));
