@@ -24,12 +24,12 @@ use crate::config::{
 /// its directory). Every mistake is in the error, in file order.
 pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = read_bounded(path).map_err(|message| {
         ConfigErrors(vec![ConfigError {
             file: file.clone(),
             line: None,
             key: String::new(),
-            message: format!("cannot read the file: {e}"),
+            message,
         }])
     })?;
     let Loaded { mut config, source } = load_str(&file, &text)?;
@@ -47,6 +47,22 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
         }
     }
     Ok(Loaded { config, source })
+}
+
+/// The largest configuration file read (1 MiB): bounded before it is parsed.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    let mut text = String::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read the file: {e}"))?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!("the file is larger than {MAX_CONFIG_BYTES} bytes"));
+    }
+    Ok(text)
 }
 
 /// The directory relative paths of the configuration at `path` are resolved against.
@@ -182,7 +198,7 @@ fn read_str(file: &str, text: &str) -> Result<Loaded, Partial> {
 /// anything is served. (A file without mistakes is checked against its upstreams by
 /// [`crate::Gateway::start`], which connects anyway.)
 pub async fn load_reporting_all(path: &Path) -> Result<Loaded, ConfigErrors> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_bounded(path) {
         Ok(t) => t,
         Err(_) => return load(path),
     };
