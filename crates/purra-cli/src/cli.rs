@@ -26,7 +26,10 @@ Output:
   Results go to stdout: text as is, structured content as pretty-printed JSON, images, audio
   and binary resources summarized (e.g. [image image/png, 1.2 KiB]). --json prints one JSON
   document instead. Progress and server log messages go to stderr (a live progress bar when
-  stderr is a terminal, plain lines otherwise).
+  stderr is a terminal, plain lines otherwise). On a terminal, control characters a server
+  sent (escape sequences) are shown as escapes like \x1b, never obeyed; pipes and files get
+  the text exactly as sent. `call --max-time SECS` (default 600) bounds a call in all, however
+  much progress the server reports.
 
 Exit codes:
   0   success
@@ -227,7 +230,7 @@ pub struct ConnectArgs {
     /// Print one JSON document on stdout instead of readable output.
     #[arg(long)]
     pub json: bool,
-    /// Request timeout in seconds; progress notifications restart it.
+    /// Request timeout in seconds; progress notifications restart it (up to `call --max-time`).
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub timeout: f64,
     /// An HTTP header for a URL target, `Name: value` (repeatable), e.g. an Authorization header.
@@ -264,6 +267,9 @@ pub struct CallArgs {
     /// Tool arguments as a JSON object; KEY=VALUE pairs set keys on top of it.
     #[arg(long = "args", value_name = "JSON")]
     pub args_json: Option<String>,
+    /// The most seconds the call may take in all: progress restarts --timeout, never this.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    pub max_time: f64,
     /// Connection and output options.
     #[command(flatten)]
     pub connect: ConnectArgs,

@@ -105,6 +105,9 @@ impl Failure {
             Error::UnsupportedProtocolVersion(v) => {
                 json!({"kind": "unsupported_protocol_version", "version": v})
             }
+            Error::ResponseTooLarge { len, limit } => {
+                json!({"kind": "response_too_large", "bytes": len, "limit": limit})
+            }
             _ => json!({"kind": "other"}),
         };
         if let Value::Object(o) = &mut e {

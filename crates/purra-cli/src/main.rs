@@ -15,6 +15,7 @@ mod kv;
 mod render;
 mod status;
 mod target;
+mod term;
 
 use clap::Parser;
 
@@ -78,7 +79,7 @@ fn main() {
                     cmd::print_json(&doc);
                 }
             }
-            eprintln!("purra: {f}");
+            eprintln!("purra: {}", term::for_stderr(&f.to_string()));
             if matches!(f, Failure::Usage(_)) {
                 eprintln!("Try 'purra --help' for more information.");
             }

@@ -1,31 +1,40 @@
-//! Progress and server log messages on stderr: a live progress bar when stderr is a terminal,
-//! plain lines otherwise.
+//! Progress, server log messages and a stdio child's stderr on stderr: an indicatif progress bar
+//! when stderr is a terminal (it fits the terminal's width, whatever the message), plain lines
+//! otherwise. What a server wrote is made safe for the terminal (see `term`).
 
-use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use indicatif::{ProgressBar, ProgressStyle};
 use purra_protocol::types::{LoggingMessageParams, ProgressParams};
 use purra_protocol::Connection;
 use serde_json::Value;
 
-/// The width of the bar, in cells.
-const BAR_CELLS: usize = 24;
+use crate::term;
+
+/// Positions of a bar with a known total: progress is shown in thousandths of the total.
+const SCALE: u64 = 1000;
 
 /// What stderr shows while a request runs.
 #[derive(Debug, Clone)]
 pub struct Status {
     tty: bool,
-    /// The bar currently drawn on the last line of a terminal, if any.
-    bar: Arc<Mutex<Option<String>>>,
+    /// The bar, once progress was reported on a terminal.
+    bar: Arc<Mutex<Option<ProgressBar>>>,
 }
 
 impl Status {
     /// Live output when stderr is a terminal, lines otherwise.
     pub fn new() -> Self {
         Status {
-            tty: std::io::stderr().is_terminal(),
+            tty: term::stderr_is_terminal(),
             bar: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Whether stderr is a terminal.
+    pub fn is_terminal(&self) -> bool {
+        self.tty
     }
 
     /// Shows the server's `notifications/message` on stderr from now on.
@@ -76,55 +85,56 @@ impl Status {
             self.print_line(&format!("progress {count}{message}"));
             return;
         }
-        let bar = match p.total {
+        // A bar shows one line: a message's own line breaks are flattened.
+        let text = term::safe(&format!("{count}{message}")).replace(['\n', '\t'], " ");
+        let mut slot = self.bar.lock().expect("bar lock");
+        let bar = slot.get_or_insert_with(|| {
+            let bar = ProgressBar::new(SCALE);
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        match p.total {
             Some(total) if total > 0.0 => {
+                bar.set_style(
+                    ProgressStyle::with_template("[{bar:24}] {percent:>3}% {wide_msg}")
+                        .expect("a valid template")
+                        .progress_chars("#>-"),
+                );
                 let fraction = (p.progress / total).clamp(0.0, 1.0);
-                // The bar has BAR_CELLS cells; rounding down is what a bar does.
+                // Thousandths of the total; rounding down is what a bar does.
                 #[allow(
                     clippy::cast_possible_truncation,
                     clippy::cast_sign_loss,
                     clippy::cast_precision_loss
                 )]
-                let filled = (fraction * BAR_CELLS as f64) as usize;
-                format!(
-                    "[{}{}] {:>3.0}% {count}{message}",
-                    "#".repeat(filled),
-                    "-".repeat(BAR_CELLS - filled),
-                    fraction * 100.0
-                )
+                bar.set_position((fraction * SCALE as f64) as u64);
             }
-            _ => format!("[{}] {count}{message}", "?".repeat(BAR_CELLS)),
-        };
-        let mut slot = self.bar.lock().expect("bar lock");
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K{bar}");
-        let _ = err.flush();
-        *slot = Some(bar);
+            _ => bar.set_style(
+                ProgressStyle::with_template("{spinner} {wide_msg}").expect("a valid template"),
+            ),
+        }
+        bar.set_message(text);
     }
 
     /// Removes the bar (before the result is printed).
     pub fn finish(&self) {
-        let mut slot = self.bar.lock().expect("bar lock");
-        if slot.take().is_some() {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
+        if let Some(bar) = self.bar.lock().expect("bar lock").take() {
+            bar.finish_and_clear();
         }
     }
 
-    /// Prints a line on stderr above the bar, if one is drawn.
-    fn print_line(&self, line: &str) {
+    /// Prints a line on stderr (above the bar, if one is drawn), made safe for a terminal.
+    pub fn print_line(&self, line: &str) {
         let slot = self.bar.lock().expect("bar lock");
-        let mut err = std::io::stderr().lock();
-        match slot.as_deref() {
-            Some(bar) => {
-                let _ = write!(err, "\r\x1b[2K{line}\n{bar}");
-            }
-            None => {
-                let _ = writeln!(err, "{line}");
-            }
+        if !self.tty {
+            eprintln!("{line}");
+            return;
         }
-        let _ = err.flush();
+        let line = term::safe(line);
+        match slot.as_ref() {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
     }
 }
 

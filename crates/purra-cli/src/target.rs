@@ -4,14 +4,16 @@
 //! every positional argument belongs to the subcommand; otherwise the first positional argument
 //! is the server's URL (`http`, `https`, `ws` or `wss`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use purra_protocol::{
-    Client, ClientOptions, Connection, HttpClientOptions, StdioCommand, WsClientOptions,
+    Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand, WsClientOptions,
 };
 
 use crate::cli::ConnectArgs;
 use crate::exit::Failure;
+use crate::status::Status;
 
 /// A server to connect to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,8 +57,13 @@ impl Target {
         }
     }
 
-    /// Connects, asking for the logging level when one was given.
-    pub async fn connect(&self, args: &ConnectArgs) -> Result<Connection, Failure> {
+    /// Connects, asking for the logging level when one was given. A stdio server's stderr goes
+    /// to ours: as it is, or through `status` (made safe) when stderr is a terminal.
+    pub async fn connect(
+        &self,
+        args: &ConnectArgs,
+        status: &Status,
+    ) -> Result<Connection, Failure> {
         let timeout = request_timeout(args)?;
         let mut options = ClientOptions::default()
             .client_info("purra-cli", env!("CARGO_PKG_VERSION"))
@@ -82,7 +89,14 @@ impl Target {
                 if !headers.is_empty() {
                     return Err(Failure::usage("--header applies to URL targets only"));
                 }
-                let command = StdioCommand::new(&argv[0]).args(&argv[1..]);
+                let mut command = StdioCommand::new(&argv[0]).args(&argv[1..]);
+                if status.is_terminal() {
+                    let status = status.clone();
+                    command =
+                        command.stderr(StderrMode::Capture(Some(Arc::new(move |line: &str| {
+                            status.print_line(line)
+                        }))));
+                }
                 Client::connect_stdio(command, options).await
             }
         }
@@ -93,7 +107,7 @@ impl Target {
                     .await
                     .map_err(|e| Failure::protocol("setting the log level", e))?;
             } else {
-                eprintln!("purra: the server does not offer logging; --log-level ignored");
+                status.print_line("purra: the server does not offer logging; --log-level ignored");
             }
         }
         Ok(conn)
@@ -111,12 +125,17 @@ impl std::fmt::Display for Target {
 
 /// The request timeout from `--timeout`.
 pub fn request_timeout(args: &ConnectArgs) -> Result<Duration, Failure> {
-    if args.timeout.is_finite() && args.timeout > 0.0 && args.timeout < 1e9 {
-        Ok(Duration::from_secs_f64(args.timeout))
+    seconds("--timeout", args.timeout)
+}
+
+/// A duration given in seconds by the option `flag`.
+pub fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
+    if secs.is_finite() && secs > 0.0 && secs < 1e9 {
+        Ok(Duration::from_secs_f64(secs))
     } else {
-        Err(Failure::usage(
-            "--timeout must be a positive number of seconds",
-        ))
+        Err(Failure::usage(format!(
+            "{flag} must be a positive number of seconds"
+        )))
     }
 }
 

@@ -25,6 +25,7 @@ pub(crate) fn map_error(e: &Error) -> ErrorCode {
         Error::Protocol(_) | Error::InvalidResponse(_) | Error::UnsupportedProtocolVersion(_) => {
             codes::result_invalid()
         }
+        Error::ResponseTooLarge { .. } => codes::result_too_large(),
         _ => codes::transport_error(),
     }
 }

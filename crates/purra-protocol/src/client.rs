@@ -45,6 +45,9 @@ pub struct ClientOptions {
     pub engine: EngineConfig,
     /// The most pages one catalog may take; more is a protocol error.
     pub max_catalog_pages: usize,
+    /// The most bytes one catalog's pages may take together (each page is also bounded by the
+    /// frame size); more is a protocol error.
+    pub max_catalog_bytes: usize,
     sampling: Option<SamplingHandler>,
     elicitation: Option<(ElicitationHandler, bool, bool)>,
     apply_elicitation_defaults: bool,
@@ -70,6 +73,7 @@ impl Default for ClientOptions {
             protocol_version: version::LATEST_HANDSHAKE_VERSION.to_owned(),
             engine: EngineConfig::default(),
             max_catalog_pages: 64,
+            max_catalog_bytes: 16 * 1024 * 1024,
             sampling: None,
             elicitation: None,
             apply_elicitation_defaults: true,
@@ -191,8 +195,42 @@ impl<T> Catalog<T> {
     }
 }
 
+/// The refetches of one catalog that `list_changed` asks for: at most one runs, and at most one
+/// more is owed (every notification that arrived after the running one started).
+#[derive(Default)]
+struct Refetch {
+    /// `list_changed` notifications seen on arrival (in the reader).
+    requested: u64,
+    /// How many of them the refetch that started last covers.
+    covered: u64,
+    running: bool,
+    /// The params of the latest notification, for the listeners.
+    params: Value,
+}
+
+/// Which catalog a `list_changed` is about.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl Kind {
+    fn of(method: &str) -> Option<Kind> {
+        match method {
+            methods::TOOLS_LIST_CHANGED => Some(Kind::Tools),
+            methods::RESOURCES_LIST_CHANGED => Some(Kind::Resources),
+            methods::PROMPTS_LIST_CHANGED => Some(Kind::Prompts),
+            _ => None,
+        }
+    }
+}
+
 struct ClientService {
     options: ClientOptions,
+    /// Tools, resources (with templates), prompts.
+    refetch: [Mutex<Refetch>; 3],
     roots: RwLock<Vec<Root>>,
     tools: Catalog<Tool>,
     resources: Catalog<Resource>,
@@ -236,6 +274,12 @@ impl ClientService {
 
 impl Service for ClientService {
     fn notification_received(&self, method: &str, params: Option<&RawValue>) {
+        if let Some(kind) = Kind::of(method) {
+            self.refetch[kind as usize]
+                .lock()
+                .expect("refetch lock")
+                .requested += 1;
+        }
         let has_listeners = self
             .early_listeners
             .lock()
@@ -306,31 +350,56 @@ impl Service for ClientService {
                 .as_deref()
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or(Value::Null);
-            let refresh = matches!(
-                method.as_str(),
-                methods::TOOLS_LIST_CHANGED
-                    | methods::RESOURCES_LIST_CHANGED
-                    | methods::PROMPTS_LIST_CHANGED
-            );
-            if !refresh {
+            let Some(kind) = Kind::of(&method) else {
                 this.fan_out(&method, &value);
                 return;
+            };
+            {
+                let mut state = this.refetch[kind as usize].lock().expect("refetch lock");
+                state.params = value;
+                if state.running || state.requested == state.covered {
+                    // The running refetch sees this one when it ends; or one that started after
+                    // it arrived already covers it.
+                    return;
+                }
+                state.running = true;
             }
             // Refetch off the notification queue (its responses arrive through the same engine),
             // then tell the listeners.
-            tokio::spawn(async move {
-                let _ = match method.as_str() {
-                    methods::TOOLS_LIST_CHANGED => refresh_tools(&this, &peer).await.map(drop),
-                    methods::RESOURCES_LIST_CHANGED => {
-                        let r = refresh_resources(&this, &peer).await.map(drop);
-                        let _ = refresh_templates(&this, &peer).await;
-                        r
-                    }
-                    _ => refresh_prompts(&this, &peer).await.map(drop),
-                };
-                this.fan_out(&method, &value);
-            });
+            tokio::spawn(refetch_loop(this, peer, kind, method));
         })
+    }
+}
+
+/// Refetches a catalog until no `list_changed` arrived after the last refetch started; the
+/// listeners run after each refetch. A flood of notifications costs at most two refetches at a
+/// time: the running one and one more.
+async fn refetch_loop(this: Arc<ClientService>, peer: Peer, kind: Kind, method: String) {
+    loop {
+        {
+            let mut state = this.refetch[kind as usize].lock().expect("refetch lock");
+            state.covered = state.requested;
+        }
+        let _ = match kind {
+            Kind::Tools => refresh_tools(&this, &peer).await.map(drop),
+            Kind::Resources => {
+                let r = refresh_resources(&this, &peer).await.map(drop);
+                let _ = refresh_templates(&this, &peer).await;
+                r
+            }
+            Kind::Prompts => refresh_prompts(&this, &peer).await.map(drop),
+        };
+        let params = {
+            let mut state = this.refetch[kind as usize].lock().expect("refetch lock");
+            if state.requested == state.covered || peer.is_closed() {
+                state.running = false;
+            }
+            (state.running, state.params.clone())
+        };
+        this.fan_out(&method, &params.1);
+        if !params.0 {
+            return;
+        }
     }
 }
 
@@ -358,24 +427,36 @@ fn apply_defaults(res: &mut ElicitResult, schema: Option<&JsonObject>) {
 async fn fetch_all<R, T>(
     peer: &Peer,
     method: &str,
-    max_pages: usize,
+    options: &ClientOptions,
     split: impl Fn(R) -> (Vec<T>, Option<String>),
 ) -> Result<Vec<T>, Error>
 where
     R: serde::de::DeserializeOwned,
 {
+    let max_pages = options.max_catalog_pages;
     let mut items = Vec::new();
     let mut cursor: Option<String> = None;
+    let mut bytes = 0usize;
     for _ in 0..max_pages {
-        let page: R = peer
-            .request(
+        let raw = peer
+            .request_raw(
                 method,
-                &PaginatedParams {
+                Some(to_raw(&PaginatedParams {
                     cursor: cursor.take(),
-                },
+                })),
                 RequestOptions::default(),
             )
             .await?;
+        bytes += raw.get().len();
+        if bytes > options.max_catalog_bytes {
+            return Err(Error::Protocol(format!(
+                "{method} exceeds {} bytes over its pages",
+                options.max_catalog_bytes
+            )));
+        }
+        let page: R = serde_json::from_str(raw.get())
+            .map_err(|e| Error::Protocol(format!("invalid {method} result: {e}")))?;
+        drop(raw);
         let (mut got, next) = split(page);
         items.append(&mut got);
         match next {
@@ -393,7 +474,7 @@ async fn refresh_tools(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Tool>>,
     let items = fetch_all(
         peer,
         methods::TOOLS_LIST,
-        s.options.max_catalog_pages,
+        &s.options,
         |r: ListToolsResult| (r.tools, r.next_cursor),
     )
     .await?;
@@ -408,7 +489,7 @@ async fn refresh_resources(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Res
     let items = fetch_all(
         peer,
         methods::RESOURCES_LIST,
-        s.options.max_catalog_pages,
+        &s.options,
         |r: ListResourcesResult| (r.resources, r.next_cursor),
     )
     .await?;
@@ -424,7 +505,7 @@ async fn refresh_templates(
     let items = match fetch_all(
         peer,
         methods::RESOURCES_TEMPLATES_LIST,
-        s.options.max_catalog_pages,
+        &s.options,
         |r: ListResourceTemplatesResult| (r.resource_templates, r.next_cursor),
     )
     .await
@@ -443,7 +524,7 @@ async fn refresh_prompts(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Promp
     let items = fetch_all(
         peer,
         methods::PROMPTS_LIST,
-        s.options.max_catalog_pages,
+        &s.options,
         |r: ListPromptsResult| (r.prompts, r.next_cursor),
     )
     .await?;
@@ -501,6 +582,7 @@ impl Client {
         let service = Arc::new(ClientService {
             roots: RwLock::new(options.roots.clone().unwrap_or_default()),
             options: options.clone(),
+            refetch: Default::default(),
             tools: Catalog::default(),
             resources: Catalog::default(),
             templates: Catalog::default(),

@@ -32,6 +32,13 @@ pub enum Error {
     Protocol(String),
     /// The server answered `initialize` with a revision purra does not speak.
     UnsupportedProtocolVersion(String),
+    /// The response exceeded the frame bound and was discarded unread.
+    ResponseTooLarge {
+        /// Bytes of it that were seen (all of it on stdio; where reading stopped on HTTP).
+        len: usize,
+        /// The bound it exceeded.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -51,6 +58,10 @@ impl fmt::Display for Error {
                     "the server chose protocol version {v:?}, which this client does not support"
                 )
             }
+            Error::ResponseTooLarge { len, limit } => write!(
+                f,
+                "the response exceeds the {limit}-byte frame limit ({len} bytes read); it was discarded"
+            ),
         }
     }
 }

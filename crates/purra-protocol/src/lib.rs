@@ -29,6 +29,7 @@ pub mod error;
 #[cfg(any(feature = "http-server", feature = "http-client"))]
 pub mod http;
 pub mod jsonrpc;
+mod peek;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod session;

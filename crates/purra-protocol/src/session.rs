@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -29,6 +30,7 @@ use crate::jsonrpc::{
     decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
     DecodeError, ErrorCode, ErrorObject, Frame, Message, RequestId,
 };
+use crate::peek::{Peek, PeekId};
 use crate::transport::{Inbound, Outbound, Transport, DEFAULT_MAX_FRAME_BYTES};
 use crate::types::{methods, CancelledParams, ProgressParams};
 
@@ -617,19 +619,39 @@ async fn run<S: Service>(
                     let _ = e.tx.send(Reply::Failed(error));
                 }
             }
-            Some(Inbound::Oversize { len }) => engine.reject_oversize(len).await,
-            Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
-                engine.reject_oversize(bytes.len()).await
-            }
-            Some(Inbound::Frame(bytes)) => match decode_frame(&bytes) {
-                Frame::Single(Ok(msg)) => {
-                    if let Dispatched::Send((frame, related)) = engine.dispatch(msg, false).await {
-                        let _ = shared.send(frame, related).await;
-                    }
+            Some(Inbound::Oversize { len, head, tail }) => {
+                if let ControlFlow::Break(e) = engine.oversize(len, Peek::read(&head, &tail)).await
+                {
+                    engine.violation(e);
+                    break;
                 }
-                Frame::Single(Err(e)) => engine.reject(e).await,
-                Frame::Batch(items) => engine.batch(items).await,
-            },
+            }
+            Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
+                if let ControlFlow::Break(e) =
+                    engine.oversize(bytes.len(), Peek::frame(&bytes)).await
+                {
+                    engine.violation(e);
+                    break;
+                }
+            }
+            Some(Inbound::Frame(bytes)) => {
+                let flow = match decode_frame(&bytes) {
+                    Frame::Single(Ok(msg)) => match engine.dispatch(msg, false).await {
+                        Dispatched::Send((frame, related)) => {
+                            let _ = shared.send(frame, related).await;
+                            ControlFlow::Continue(())
+                        }
+                        Dispatched::Close(e) => ControlFlow::Break(e),
+                        _ => ControlFlow::Continue(()),
+                    },
+                    Frame::Single(Err(e)) => engine.malformed(&bytes, e).await,
+                    Frame::Batch(items) => engine.batch(items).await,
+                };
+                if let ControlFlow::Break(e) = flow {
+                    engine.violation(e);
+                    break;
+                }
+            }
         }
     }
     // End of input: no new work, and pending outbound requests fail now (no answer can come).
@@ -689,21 +711,158 @@ impl<S: Service> Engine<S> {
             .await;
     }
 
-    async fn reject_oversize(&self, len: usize) {
+    /// A frame over the bound, of which only `peek` was read. A response fails the request it
+    /// names at once; a request is answered -32600 with its id; what names nothing goes to
+    /// [`Engine::unnamed`] when it may answer a request in flight.
+    async fn oversize(&self, len: usize, peek: Peek) -> ControlFlow<Error> {
+        let limit = self.config.max_frame_bytes;
+        let too_large = || Error::ResponseTooLarge { len, limit };
+        if !peek.method {
+            // A response, or nothing readable: it fails the request it names, if any.
+            let done = match &peek.id {
+                PeekId::Id(id) => {
+                    // Not a response to anything of ours, and not known to be a response: it is
+                    // answered below, like a request.
+                    self.take_pending(id, Reply::Failed(too_large())) || peek.response
+                }
+                _ if peek.response || !self.no_pending() => {
+                    self.count_malformed();
+                    return self.unnamed(
+                        Reply::Failed(too_large()),
+                        &format!(
+                            "a frame of {len} bytes, over the {limit}-byte limit, names no request"
+                        ),
+                    );
+                }
+                _ => false,
+            };
+            if done {
+                self.count_malformed();
+                return ControlFlow::Continue(());
+            }
+        }
+        let id = match peek.id {
+            PeekId::Id(id) => Some(id),
+            _ => None,
+        };
         self.reject(DecodeError {
-            id: None,
+            id,
             error: ErrorObject::new(
                 ErrorCode::INVALID_REQUEST,
-                format!(
-                    "Invalid request: frame of {len} bytes exceeds the {}-byte limit",
-                    self.config.max_frame_bytes
-                ),
+                format!("Invalid request: frame of {len} bytes exceeds the {limit}-byte limit"),
             ),
         })
-        .await
+        .await;
+        ControlFlow::Continue(())
     }
 
-    async fn batch(&self, items: Vec<Result<Message, DecodeError>>) {
+    /// A frame that could not be decoded. A response is never answered: it fails the request it
+    /// names (or goes to [`Engine::unnamed`]); anything else is answered with the error.
+    async fn malformed(&self, bytes: &[u8], e: DecodeError) -> ControlFlow<Error> {
+        let peek = Peek::frame(bytes);
+        if !peek.is_response() {
+            self.reject(e).await;
+            return ControlFlow::Continue(());
+        }
+        self.count_malformed();
+        let why = Error::Protocol(format!("malformed response: {}", e.error.message));
+        match peek.id {
+            PeekId::Id(id) => {
+                self.take_pending(&id, Reply::Failed(why));
+                ControlFlow::Continue(())
+            }
+            PeekId::Null => self.unnamed(
+                Reply::Failed(Error::Protocol("the peer answered with id null".into())),
+                "a response with id null",
+            ),
+            PeekId::Unknown => self.unnamed(Reply::Failed(why), "a malformed response"),
+        }
+    }
+
+    /// A response that names no request (id null, or unreadable). With no request in flight it
+    /// is counted and dropped; with exactly one it can only answer that one, which ends with
+    /// `reply`; with several no request can be named: the connection closes as a protocol
+    /// violation rather than leaving them to time out.
+    fn unnamed(&self, reply: Reply, what: &str) -> ControlFlow<Error> {
+        let shared = &self.peer.shared;
+        let mut pending = shared.pending.lock().expect("pending lock");
+        match pending.len() {
+            0 => {
+                drop(pending);
+                shared
+                    .stats
+                    .unmatched_responses
+                    .fetch_add(1, Ordering::Relaxed);
+                ControlFlow::Continue(())
+            }
+            1 => {
+                let entry = pending.drain().map(|(_, e)| e).next();
+                drop(pending);
+                if let Some(entry) = entry {
+                    let _ = entry.tx.send(reply);
+                }
+                ControlFlow::Continue(())
+            }
+            n => ControlFlow::Break(Error::Protocol(format!(
+                "{what} while {n} requests were in flight; connection closed"
+            ))),
+        }
+    }
+
+    /// Ends every pending request with `error`; the caller stops reading (the connection ends).
+    fn violation(&self, error: Error) {
+        let drained: Vec<PendingEntry> = {
+            let mut map = self.peer.shared.pending.lock().expect("pending lock");
+            map.drain().map(|(_, v)| v).collect()
+        };
+        for entry in drained {
+            let _ = entry.tx.send(Reply::Failed(error.clone()));
+        }
+    }
+
+    /// Completes pending request `id` with `reply`; false (and counted) when there is none.
+    fn take_pending(&self, id: &RequestId, reply: Reply) -> bool {
+        let entry = self
+            .peer
+            .shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .remove(id);
+        match entry {
+            Some(e) => {
+                let _ = e.tx.send(reply);
+                true
+            }
+            None => {
+                self.peer
+                    .shared
+                    .stats
+                    .unmatched_responses
+                    .fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    fn no_pending(&self) -> bool {
+        self.peer
+            .shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .is_empty()
+    }
+
+    fn count_malformed(&self) {
+        self.peer
+            .shared
+            .stats
+            .malformed_frames
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    async fn batch(&self, items: Vec<Result<Message, DecodeError>>) -> ControlFlow<Error> {
         if !self.peer.shared.batches_allowed.load(Ordering::Relaxed) {
             self.reject(DecodeError {
                 id: None,
@@ -713,7 +872,7 @@ impl<S: Service> Engine<S> {
                 ),
             })
             .await;
-            return;
+            return ControlFlow::Continue(());
         }
         let mut ready: Vec<Vec<u8>> = Vec::new();
         let mut waits: Vec<tokio::task::JoinHandle<Option<Vec<u8>>>> = Vec::new();
@@ -723,6 +882,7 @@ impl<S: Service> Engine<S> {
                     Dispatched::Nothing => {}
                     Dispatched::Send((frame, _)) => ready.push(frame),
                     Dispatched::Task(task) => waits.push(task),
+                    Dispatched::Close(e) => return ControlFlow::Break(e),
                 },
                 Err(e) => ready.push(encode_error(e.id.as_ref(), &e.error)),
             }
@@ -750,6 +910,7 @@ impl<S: Service> Engine<S> {
             joined.push(b']');
             let _ = shared.send(joined, None).await;
         });
+        ControlFlow::Continue(())
     }
 
     /// Handles one message. Outside a batch, a request's response is sent by its task; inside a
@@ -882,36 +1043,18 @@ impl<S: Service> Engine<S> {
                 self.complete(&id, Reply::Err(error));
                 Dispatched::Nothing
             }
-            Message::Error { id: None, .. } => {
-                shared
-                    .stats
-                    .unmatched_responses
-                    .fetch_add(1, Ordering::Relaxed);
-                Dispatched::Nothing
+            Message::Error { id: None, error } => {
+                let what = format!("an error response with id null ({error})");
+                match self.unnamed(Reply::Err(error), &what) {
+                    ControlFlow::Continue(()) => Dispatched::Nothing,
+                    ControlFlow::Break(e) => Dispatched::Close(e),
+                }
             }
         }
     }
 
     fn complete(&self, id: &RequestId, reply: Reply) {
-        let entry = self
-            .peer
-            .shared
-            .pending
-            .lock()
-            .expect("pending lock")
-            .remove(id);
-        match entry {
-            Some(e) => {
-                let _ = e.tx.send(reply);
-            }
-            None => {
-                self.peer
-                    .shared
-                    .stats
-                    .unmatched_responses
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.take_pending(id, reply);
     }
 }
 
@@ -923,6 +1066,8 @@ enum Dispatched {
     Send(Out),
     /// A request's task; it sends its own response, or returns it inside a batch.
     Task(tokio::task::JoinHandle<Option<Vec<u8>>>),
+    /// A protocol violation that ends the connection.
+    Close(Error),
 }
 
 /// Polls a future, turning a panic into an error message.

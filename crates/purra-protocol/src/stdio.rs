@@ -13,17 +13,19 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::peek::PEEK_BYTES;
 use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
 
 /// Reads newline-delimited frames from `reader` into `tx`, never buffering more than
 /// `max_frame` bytes of one line: a longer line is discarded and reported as
-/// [`Inbound::Oversize`]. A final line without a newline is delivered at EOF.
+/// [`Inbound::Oversize`], with its first and last few KiB so the engine can tell what it was.
+/// A final line without a newline is delivered at EOF.
 pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
     mut reader: R,
     max_frame: usize,
@@ -31,19 +33,17 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
 ) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut scanned = 0usize;
-    let mut discarded: Option<usize> = None;
+    // The line being discarded, once it has grown past the bound.
+    let mut discarding: Option<Discard> = None;
     loop {
         if let Some(pos) = memchr::memchr(b'\n', &buf[scanned..]) {
             let end = scanned + pos;
             let mut line = buf.split_to(end + 1);
             scanned = 0;
             line.truncate(end);
-            if let Some(seen) = discarded.take() {
-                if tx
-                    .send(Inbound::Oversize { len: seen + end })
-                    .await
-                    .is_err()
-                {
+            if let Some(mut d) = discarding.take() {
+                d.push(&line);
+                if tx.send(d.finish()).await.is_err() {
                     return;
                 }
                 continue;
@@ -54,44 +54,46 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            if line.len() > max_frame {
-                if tx
-                    .send(Inbound::Oversize { len: line.len() })
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                continue;
-            }
-            if tx.send(Inbound::Frame(line.freeze())).await.is_err() {
+            let item = if line.len() > max_frame {
+                Discard::of(&line).finish()
+            } else {
+                Inbound::Frame(line.freeze())
+            };
+            if tx.send(item).await.is_err() {
                 return;
             }
             continue;
         }
         scanned = buf.len();
-        if buf.len() > max_frame {
-            *discarded.get_or_insert(0) += buf.len();
-            buf.clear();
-            scanned = 0;
+        match &mut discarding {
+            Some(d) => {
+                // Only the newline is looked for now; nothing of the line is kept but its ends.
+                d.push(&buf);
+                buf.clear();
+                scanned = 0;
+            }
+            None if buf.len() > max_frame => {
+                discarding = Some(Discard::of(&buf));
+                buf.clear();
+                scanned = 0;
+            }
+            None => {}
         }
         if buf.capacity() - buf.len() < 8 * 1024 {
             buf.reserve(64 * 1024);
         }
         match reader.read_buf(&mut buf).await {
             Ok(0) => {
-                if let Some(seen) = discarded {
-                    let _ = tx
-                        .send(Inbound::Oversize {
-                            len: seen + buf.len(),
-                        })
-                        .await;
-                } else if !buf.iter().all(u8::is_ascii_whitespace) {
-                    let item = if buf.len() > max_frame {
-                        Inbound::Oversize { len: buf.len() }
-                    } else {
-                        Inbound::Frame(buf.split().freeze())
-                    };
+                let item = match discarding {
+                    Some(mut d) => {
+                        d.push(&buf);
+                        Some(d.finish())
+                    }
+                    None if buf.iter().all(u8::is_ascii_whitespace) => None,
+                    None if buf.len() > max_frame => Some(Discard::of(&buf).finish()),
+                    None => Some(Inbound::Frame(buf.split().freeze())),
+                };
+                if let Some(item) = item {
                     let _ = tx.send(item).await;
                 }
                 return;
@@ -101,6 +103,50 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
                 let _ = tx.send(Inbound::Failed(format!("read failed: {e}"))).await;
                 return;
             }
+        }
+    }
+}
+
+/// A line being discarded: how long it is so far, its first and its last bytes.
+#[derive(Debug, Default)]
+pub(crate) struct Discard {
+    len: usize,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Discard {
+    /// Starts with `bytes`.
+    pub(crate) fn of(bytes: &[u8]) -> Discard {
+        let mut d = Discard::default();
+        d.push(bytes);
+        d
+    }
+
+    /// Takes the next bytes of the line into account.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        self.len += bytes.len();
+        if self.head.len() < PEEK_BYTES {
+            let take = (PEEK_BYTES - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+        }
+        if bytes.len() >= PEEK_BYTES {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&bytes[bytes.len() - PEEK_BYTES..]);
+        } else {
+            self.tail.extend_from_slice(bytes);
+            let excess = self.tail.len().saturating_sub(PEEK_BYTES);
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// The report for the engine.
+    pub(crate) fn finish(self) -> Inbound {
+        Inbound::Oversize {
+            len: self.len,
+            head: Bytes::from(self.head),
+            tail: Bytes::from(self.tail),
         }
     }
 }
@@ -368,13 +414,17 @@ impl StdioCommand {
         self
     }
 
-    /// Spawns the child and starts a transport over its pipes.
+    /// Spawns the child in a process group of its own and starts a transport over its pipes.
+    /// Shutting it down signals the whole group, so a wrapper (`npx`, `uvx`, a shell script)
+    /// does not leave the real server running, nor a server its forked workers.
     pub fn spawn(&self) -> std::io::Result<Transport> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
         if self.clear_env {
             cmd.env_clear();
         }
@@ -397,6 +447,7 @@ impl StdioCommand {
         let mut t = transport(stdout, stdin, self.max_frame_bytes);
         t.child = Some(ChildProcess {
             pid: child.id(),
+            group: child.id().and_then(|p| i32::try_from(p).ok()),
             child: Some(child),
             close_write: t.close_write.clone(),
             grace: self.shutdown_grace,
@@ -464,6 +515,8 @@ impl StderrHandle {
 #[derive(Debug)]
 pub struct ChildProcess {
     pid: Option<u32>,
+    /// The child's process group (its own pid: it leads a group of its own).
+    group: Option<i32>,
     child: Option<Child>,
     close_write: CancellationToken,
     grace: Duration,
@@ -486,31 +539,104 @@ impl ChildProcess {
         StderrHandle(self.stderr.clone())
     }
 
-    /// Closes stdin, waits; sends SIGTERM, waits; sends SIGKILL. Returns when the child is reaped.
+    /// Closes stdin, waits; sends SIGTERM to the child's process group, waits; sends SIGKILL.
+    /// Once the child is reaped, whatever it left in its group (a wrapper's real server, a
+    /// forked worker) gets SIGTERM, then SIGKILL. Returns when that is done.
     pub async fn shutdown(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        shutdown_child(&mut child, &self.close_write, self.grace).await;
+        shutdown_child(&mut child, &self.close_write, self.grace, self.group).await;
     }
 }
 
-async fn shutdown_child(child: &mut Child, close_write: &CancellationToken, grace: Duration) {
-    close_write.cancel();
-    if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
-        return;
-    }
-    #[cfg(unix)]
-    if let Some(pid) = child.id() {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
-            return;
+/// Process groups: a shutdown signals the child's whole group, and ends with whatever the child
+/// left in it.
+#[cfg(unix)]
+mod group {
+    use std::time::Duration;
+
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+
+    /// Kills a process group when dropped while armed: a shutdown cut short (the runtime
+    /// stopping, the future dropped) leaves no member of the group behind.
+    pub(super) struct Guard(pub(super) Option<i32>);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Some(group) = self.0 {
+                signal(group, Signal::SIGKILL);
+            }
         }
     }
-    let _ = child.kill().await;
+
+    pub(super) fn signal(group: i32, signal: Signal) {
+        let _ = killpg(Pid::from_raw(group), signal);
+    }
+
+    /// Whether any process of the group is left.
+    fn alive(group: i32) -> bool {
+        killpg(Pid::from_raw(group), None).is_ok()
+    }
+
+    /// After the leader was reaped: SIGTERM to what it left in its group, then SIGKILL after
+    /// `grace`. (The group's id cannot be reused while any member is alive.)
+    pub(super) async fn end(group: i32, grace: Duration) {
+        if !alive(group) {
+            return;
+        }
+        signal(group, Signal::SIGTERM);
+        let start = tokio::time::Instant::now();
+        while alive(group) && start.elapsed() < grace {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if alive(group) {
+            signal(group, Signal::SIGKILL);
+        }
+    }
+}
+
+async fn shutdown_child(
+    child: &mut Child,
+    close_write: &CancellationToken,
+    grace: Duration,
+    group: Option<i32>,
+) {
+    #[cfg(unix)]
+    let mut guard = group::Guard(group);
+    close_write.cancel();
+    let mut reaped = matches!(tokio::time::timeout(grace, child.wait()).await, Ok(Ok(_)));
+    #[cfg(unix)]
+    if !reaped {
+        use nix::sys::signal::Signal;
+        match group {
+            Some(g) => group::signal(g, Signal::SIGTERM),
+            None => {
+                if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                    let _ =
+                        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM);
+                }
+            }
+        }
+        reaped = matches!(tokio::time::timeout(grace, child.wait()).await, Ok(Ok(_)));
+    }
+    if !reaped {
+        #[cfg(unix)]
+        if let Some(g) = group {
+            group::signal(g, nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = child.kill().await;
+    }
+    #[cfg(unix)]
+    {
+        if let Some(g) = group {
+            group::end(g, grace).await;
+        }
+        guard.0 = None;
+    }
+    #[cfg(not(unix))]
+    let _ = (group, &mut reaped);
 }
 
 impl Drop for ChildProcess {
@@ -520,14 +646,21 @@ impl Drop for ChildProcess {
         };
         let close_write = self.close_write.clone();
         let grace = self.grace;
+        let group = self.group;
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 // The graceful sequence runs on; if the runtime stops first, dropping the task
-                // drops the child, and kill_on_drop sends SIGKILL.
-                handle.spawn(async move { shutdown_child(&mut child, &close_write, grace).await });
+                // drops the child (kill_on_drop sends SIGKILL) and its guard kills the group.
+                handle.spawn(async move {
+                    shutdown_child(&mut child, &close_write, grace, group).await
+                });
             }
             Err(_) => {
                 let _ = child.start_kill();
+                #[cfg(unix)]
+                if let Some(g) = group {
+                    group::signal(g, nix::sys::signal::Signal::SIGKILL);
+                }
             }
         }
     }
@@ -537,14 +670,23 @@ impl Drop for ChildProcess {
 mod tests {
     use super::*;
 
+    /// The frames `read_lines` makes of `input`, read in chunks of at most 7 bytes.
     async fn frames(input: &'static [u8], max: usize) -> Vec<String> {
+        let (mut w, r) = tokio::io::duplex(7);
+        tokio::spawn(async move {
+            let _ = w.write_all(input).await;
+        });
         let (tx, mut rx) = mpsc::channel(16);
-        tokio::spawn(read_lines(input, max, tx));
+        tokio::spawn(read_lines(r, max, tx));
         let mut out = Vec::new();
         while let Some(item) = rx.recv().await {
             out.push(match item {
                 Inbound::Frame(b) => String::from_utf8_lossy(&b).into_owned(),
-                Inbound::Oversize { len } => format!("<oversize {len}>"),
+                Inbound::Oversize { len, head, tail } => format!(
+                    "<oversize {len} {} {}>",
+                    String::from_utf8_lossy(&head),
+                    String::from_utf8_lossy(&tail)
+                ),
                 Inbound::Failed(e) => format!("<failed {e}>"),
                 other => format!("<unexpected {other:?}>"),
             });
@@ -557,7 +699,30 @@ mod tests {
         assert_eq!(frames(b"a\r\n\nbb\nccc", 16).await, ["a", "bb", "ccc"]);
         assert_eq!(
             frames(b"short\nthis line is far too long\nok\n", 8).await,
-            ["short", "<oversize 25>", "ok"]
+            [
+                "short",
+                "<oversize 25 this line is far too long this line is far too long>",
+                "ok"
+            ]
+        );
+        // A line of 3 * PEEK_BYTES keeps its first and its last PEEK_BYTES, whatever the reads.
+        let mut long = vec![b'a'; PEEK_BYTES];
+        long.extend(vec![b'b'; PEEK_BYTES]);
+        long.extend(vec![b'c'; PEEK_BYTES]);
+        long.extend_from_slice(b"\nnext\n");
+        let long: &'static [u8] = Box::leak(long.into_boxed_slice());
+        let got = frames(long, 100).await;
+        assert_eq!(
+            got,
+            [
+                format!(
+                    "<oversize {} {} {}>",
+                    3 * PEEK_BYTES,
+                    "a".repeat(PEEK_BYTES),
+                    "c".repeat(PEEK_BYTES)
+                ),
+                "next".to_owned()
+            ]
         );
     }
 }

@@ -24,10 +24,16 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 pub enum Inbound {
     /// One complete frame (one line, one text frame, one body), at most the frame bound.
     Frame(Bytes),
-    /// A frame that exceeded the bound and was discarded unread; `len` is how much was seen.
+    /// A frame that exceeded the bound and was discarded; `len` is how much was seen. Its first
+    /// and last few KiB are kept, so the engine can tell which request it answers (or which
+    /// request it is) and fail or answer that one at once.
     Oversize {
         /// Bytes seen before the frame was discarded.
         len: usize,
+        /// The frame's first bytes (at most 4 KiB).
+        head: Bytes,
+        /// The frame's last bytes (at most 4 KiB).
+        tail: Bytes,
     },
     /// The transport failed; the connection is over.
     Failed(String),

@@ -216,7 +216,9 @@ async fn framing_errors_get_the_required_codes() {
     );
     assert_eq!(
         ask(&mut raw, &big).await,
-        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: frame of 360 bytes exceeds the 256-byte limit"}}"#
+        // Discarded unread, but its id is read from its first bytes: the peer learns which
+        // request failed.
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid request: frame of 360 bytes exceeds the 256-byte limit"}}"#
     );
     assert_eq!(
         ask(&mut raw, r#"{"jsonrpc":"2.0","id":7}"#).await,
@@ -785,4 +787,56 @@ async fn a_pipelined_client_is_served_in_order_and_sees_list_changes() {
             r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"registered"}]}}"#
         );
     }
+}
+
+#[tokio::test]
+async fn malformed_responses_fail_their_request_and_are_never_answered() {
+    let (connect, mut raw) = fake_server("2025-11-25").await;
+    raw.recv().await.unwrap(); // notifications/initialized
+    let conn = connect.await.unwrap().unwrap();
+    // A response with a bad envelope fails the request it names, at once.
+    let (res, sent) = tokio::join!(conn.ping(), async {
+        let sent = raw.recv().await.unwrap();
+        raw.send(r#"{"jsonrpc":"1.0","id":1,"result":{}}"#).await;
+        sent
+    });
+    assert_eq!(
+        sent,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}"#
+    );
+    assert_eq!(
+        res.unwrap_err(),
+        Error::Protocol("malformed response: Invalid request: jsonrpc must be \"2.0\"".into())
+    );
+    // An oversize frame whose last bytes name a pending request fails that request.
+    let (res, _) = tokio::join!(conn.ping(), async {
+        raw.recv().await.unwrap();
+        raw.tx
+            .send(purra_protocol::transport::Inbound::Frame(
+                format!(
+                    r#"{{"result":{{"pad":"{}"}},"jsonrpc":"2.0","id":2}}"#,
+                    "x".repeat(5 << 20)
+                )
+                .into_bytes()
+                .into(),
+            ))
+            .await
+            .unwrap();
+    });
+    assert_eq!(
+        res.unwrap_err(),
+        Error::ResponseTooLarge {
+            len: (5 << 20) + 44,
+            limit: 4 << 20
+        }
+    );
+    // Neither was answered with an error: a response is never answered.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(raw.rx.try_recv().is_err());
+    // The connection goes on.
+    let (res, _) = tokio::join!(conn.ping(), async {
+        raw.recv().await.unwrap();
+        raw.send(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#).await;
+    });
+    res.unwrap();
 }

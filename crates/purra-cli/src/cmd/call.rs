@@ -1,12 +1,15 @@
 //! `purra call`: calls one tool, with progress on stderr, and prints its result.
 
+use std::time::Instant;
+
 use purra_protocol::types::{CallToolResult, Content};
-use purra_protocol::RequestOptions;
+use purra_protocol::{Error, RequestOptions};
 
 use crate::cli::CallArgs;
 use crate::exit::Failure;
-use crate::target::{request_timeout, Target};
-use crate::{kv, render};
+use crate::status::Status;
+use crate::target::{request_timeout, seconds, Target};
+use crate::{kv, render, term};
 
 /// Runs `purra call`.
 pub async fn run(args: CallArgs) -> Result<(), Failure> {
@@ -16,25 +19,40 @@ pub async fn run(args: CallArgs) -> Result<(), Failure> {
     };
     let arguments = kv::tool_arguments(args.args_json.as_deref(), pairs)?;
     let timeout = request_timeout(&args.connect)?;
+    let max_time = seconds("--max-time", args.max_time)?;
     let json = args.connect.json;
-    let conn = target.connect(&args.connect).await?;
-    let result = super::with_status(conn, async |conn, status| {
+    let status = Status::new();
+    let conn = target.connect(&args.connect, &status).await?;
+    let result = super::with_status(conn, &status, async |conn, status| {
         let progress = status.clone();
+        // Progress restarts the timeout, but never past --max-time: a server reporting progress
+        // forever cannot keep the call alive forever.
         let options = RequestOptions::default()
             .timeout(timeout)
-            .on_progress(move |p| progress.progress(p), None);
+            .on_progress(move |p| progress.progress(p), Some(max_time));
+        let start = Instant::now();
         conn.call_tool_with(tool, arguments, options)
             .await
-            .map_err(|e| Failure::protocol(format!("calling tool {tool}"), e))
+            .map_err(|e| {
+                let context = if e == Error::Timeout && start.elapsed() >= max_time {
+                    format!(
+                        "calling tool {tool}: no result within --max-time {}s",
+                        args.max_time
+                    )
+                } else {
+                    format!("calling tool {tool}")
+                };
+                Failure::protocol(context, e)
+            })
     })
     .await?;
     if json {
         super::print_json(&serde_json::to_value(&result).unwrap_or_default());
     } else if result.is_error() {
-        eprintln!("purra: tool {tool} reported an error:");
-        eprint!("{}", readable(&result));
+        eprintln!("purra: tool {} reported an error:", term::for_stderr(tool));
+        eprint!("{}", term::for_stderr(&readable(&result)));
     } else {
-        print!("{}", readable(&result));
+        super::print_readable(&readable(&result));
     }
     if result.is_error() {
         Err(Failure::ToolError)

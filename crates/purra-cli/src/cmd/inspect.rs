@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use crate::cli::InspectArgs;
 use crate::exit::Failure;
 use crate::render;
+use crate::status::Status;
 use crate::target::Target;
 
 /// Runs `purra inspect`.
@@ -18,18 +19,22 @@ pub async fn run(args: InspectArgs) -> Result<(), Failure> {
             "unexpected argument {extra:?}: with a command after `--`, inspect takes no URL"
         )));
     }
-    let conn = target.connect(&args.connect).await?;
+    let status = Status::new();
+    let conn = target.connect(&args.connect, &status).await?;
     let json = args.connect.json;
     let schemas = args.schemas;
-    let out = super::with_status(conn, async |conn, _status| {
+    let out = super::with_status(conn, &status, async |conn, _status| {
         Ok(if json {
-            crate::render::pretty(&document(conn))
+            document(conn)
         } else {
-            readable(conn, schemas)
+            Value::String(readable(conn, schemas))
         })
     })
     .await?;
-    print!("{}", render::line(&out));
+    match out {
+        Value::String(text) => super::print_readable(&render::line(&text)),
+        doc => super::print_json(&doc),
+    }
     Ok(())
 }
 

@@ -29,20 +29,30 @@ pub async fn interrupted() {
     }
 }
 
-/// Prints `value` as one pretty JSON document on stdout.
+/// Prints `value` as one pretty JSON document on stdout (exact JSON; on a terminal, the control
+/// characters serde_json leaves as they are are escaped, which means the same JSON).
 pub fn print_json(value: &serde_json::Value) {
-    println!("{}", crate::render::pretty(value));
+    let text = crate::render::pretty(value);
+    if crate::term::stdout_is_terminal() {
+        println!("{}", crate::term::safe_json(&text));
+    } else {
+        println!("{text}");
+    }
+}
+
+/// Prints readable output on stdout as it is, made safe when stdout is a terminal.
+pub fn print_readable(text: &str) {
+    print!("{}", crate::term::for_stdout(text));
 }
 
 /// Runs `work` on an open connection with server logs shown on stderr, then closes the
 /// connection (a stdio server gets end of input, then SIGTERM, then SIGKILL).
-pub async fn with_status<T, F>(conn: Connection, work: F) -> Result<T, Failure>
+pub async fn with_status<T, F>(conn: Connection, status: &Status, work: F) -> Result<T, Failure>
 where
     F: AsyncFnOnce(&Connection, &Status) -> Result<T, Failure>,
 {
-    let status = Status::new();
     status.show_logs(&conn);
-    let result = work(&conn, &status).await;
+    let result = work(&conn, status).await;
     status.finish();
     conn.close().await;
     result

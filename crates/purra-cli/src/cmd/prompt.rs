@@ -4,6 +4,7 @@ use purra_protocol::types::{GetPromptResult, Role};
 
 use crate::cli::PromptArgs;
 use crate::exit::Failure;
+use crate::status::Status;
 use crate::target::Target;
 use crate::{kv, render};
 
@@ -14,8 +15,9 @@ pub async fn run(args: PromptArgs) -> Result<(), Failure> {
         return Err(Failure::usage("no prompt name given"));
     };
     let arguments = kv::prompt_arguments(pairs)?;
-    let conn = target.connect(&args.connect).await?;
-    let result = super::with_status(conn, async |conn, _status| {
+    let status = Status::new();
+    let conn = target.connect(&args.connect, &status).await?;
+    let result = super::with_status(conn, &status, async |conn, _status| {
         conn.get_prompt(name, arguments)
             .await
             .map_err(|e| Failure::protocol(format!("getting prompt {name}"), e))
@@ -24,7 +26,7 @@ pub async fn run(args: PromptArgs) -> Result<(), Failure> {
     if args.connect.json {
         super::print_json(&serde_json::to_value(&result).unwrap_or_default());
     } else {
-        print!("{}", readable(&result));
+        super::print_readable(&readable(&result));
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use purra_protocol::types::ReadResourceResult;
 use crate::cli::ReadArgs;
 use crate::exit::Failure;
 use crate::render;
+use crate::status::Status;
 use crate::target::Target;
 
 /// Runs `purra read`.
@@ -15,8 +16,9 @@ pub async fn run(args: ReadArgs) -> Result<(), Failure> {
         [] => return Err(Failure::usage("no resource URI given")),
         _ => return Err(Failure::usage("give exactly one resource URI")),
     };
-    let conn = target.connect(&args.connect).await?;
-    let result = super::with_status(conn, async |conn, _status| {
+    let status = Status::new();
+    let conn = target.connect(&args.connect, &status).await?;
+    let result = super::with_status(conn, &status, async |conn, _status| {
         conn.read_resource(&uri)
             .await
             .map_err(|e| Failure::protocol(format!("reading {uri}"), e))
@@ -25,7 +27,7 @@ pub async fn run(args: ReadArgs) -> Result<(), Failure> {
     if args.connect.json {
         super::print_json(&serde_json::to_value(&result).unwrap_or_default());
     } else {
-        print!("{}", readable(&result));
+        super::print_readable(&readable(&result));
     }
     Ok(())
 }

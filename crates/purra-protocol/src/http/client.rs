@@ -6,7 +6,8 @@
 //! status is [`Error::Http`], and a response that is not valid MCP over HTTP is
 //! [`Error::InvalidResponse`]. They fail the one request whose POST failed.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,17 +17,43 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::sse::Parser;
+use super::sse::{Item, Parser};
 use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 use crate::error::Error;
 use crate::jsonrpc::{decode_frame, Frame, Message, RequestId};
 use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
-use crate::types::methods;
+use crate::types::{methods, CancelledParams};
 
 /// Supplies headers that change over a connection's life (a refreshed token).
 pub type HeaderProvider = Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>;
 
 /// Options of a Streamable HTTP connection.
+///
+/// The HTTP client is purra's own by default (rustls with the built-in webpki roots, the
+/// `connect_timeout`); give [`root_certificate`](Self::root_certificate) to trust a private CA,
+/// or [`http_client`](Self::http_client) to bring your own `reqwest::Client` (proxies, client
+/// certificates, your own timeouts and roots):
+///
+/// ```no_run
+/// use purra_protocol::http::reqwest;
+/// use purra_protocol::{Client, ClientOptions, HttpClientOptions};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// // Trust the company CA and nothing else.
+/// let ca = reqwest::Certificate::from_pem(&std::fs::read("company-ca.pem")?)?;
+/// let http = HttpClientOptions::default()
+///     .root_certificate(ca)
+///     .built_in_roots(false);
+/// let conn = Client::connect_http("https://mcp.internal/mcp", http, ClientOptions::default()).await?;
+///
+/// // Or a client of your own: a proxy, a client certificate, your timeouts.
+/// let client = reqwest::Client::builder()
+///     .proxy(reqwest::Proxy::https("http://proxy.internal:3128")?)
+///     .build()?;
+/// let http = HttpClientOptions::default().http_client(client);
+/// let other = Client::connect_http("https://mcp.example/mcp", http, ClientOptions::default()).await?;
+/// # drop((conn, other)); Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct HttpClientOptions {
     /// Headers sent with every request of this connection (for example `Authorization`).
@@ -37,12 +64,32 @@ pub struct HttpClientOptions {
     pub max_frame_bytes: usize,
     /// How long to wait before resuming a stream when the server gave no `retry` hint.
     pub default_retry: Duration,
-    /// How many times in a row a stream is resumed before the client gives up on it.
+    /// The shortest wait before resuming a stream, whatever `retry` says (`retry: 0` cannot make
+    /// the client spin).
+    pub min_retry: Duration,
+    /// The longest wait before resuming a stream, whatever `retry` says.
+    pub max_retry: Duration,
+    /// How many times in a row a stream is resumed without delivering a message before the
+    /// client gives up on it (the request it carries then fails).
     pub max_reconnects: u32,
     /// Whether to open the session's standalone GET stream after initialization.
     pub open_get_stream: bool,
-    /// Timeout for connecting (not for the whole response: streams may be long).
+    /// Timeout for connecting (not for the whole response: streams may be long). Applies to
+    /// the client purra builds, not to one given with [`http_client`](Self::http_client).
     pub connect_timeout: Duration,
+    /// How long a POST carrying a notification or a response may take (servers answer them
+    /// 202 at once); one that stalls is abandoned, so it cannot hold back what follows.
+    pub message_timeout: Duration,
+    /// How many times in a row the client re-initializes a session the server forgot (404)
+    /// before it fails requests with the 404 instead.
+    pub max_reinitializations: u32,
+    /// The HTTP client to use; when `None`, purra builds one from `connect_timeout`,
+    /// `root_certificates` and `built_in_roots`.
+    pub http_client: Option<reqwest::Client>,
+    /// Extra TLS root certificates trusted by the client purra builds.
+    pub root_certificates: Vec<reqwest::Certificate>,
+    /// Whether the client purra builds trusts the built-in (webpki) roots too (default true).
+    pub built_in_roots: bool,
 }
 
 impl std::fmt::Debug for HttpClientOptions {
@@ -54,8 +101,16 @@ impl std::fmt::Debug for HttpClientOptions {
             )
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("default_retry", &self.default_retry)
+            .field("min_retry", &self.min_retry)
+            .field("max_retry", &self.max_retry)
             .field("max_reconnects", &self.max_reconnects)
             .field("open_get_stream", &self.open_get_stream)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("message_timeout", &self.message_timeout)
+            .field("max_reinitializations", &self.max_reinitializations)
+            .field("http_client", &self.http_client.is_some())
+            .field("root_certificates", &self.root_certificates.len())
+            .field("built_in_roots", &self.built_in_roots)
             .finish()
     }
 }
@@ -67,9 +122,16 @@ impl Default for HttpClientOptions {
             dynamic_headers: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             default_retry: Duration::from_secs(1),
+            min_retry: Duration::from_millis(100),
+            max_retry: Duration::from_secs(30),
             max_reconnects: 5,
             open_get_stream: true,
             connect_timeout: Duration::from_secs(10),
+            message_timeout: Duration::from_secs(10),
+            max_reinitializations: 3,
+            http_client: None,
+            root_certificates: Vec::new(),
+            built_in_roots: true,
         }
     }
 }
@@ -79,6 +141,43 @@ impl HttpClientOptions {
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
         self
+    }
+    /// Uses `client` for every HTTP request of the connection (its TLS roots, proxies and
+    /// timeouts); `connect_timeout`, `root_certificates` and `built_in_roots` are then unused.
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
+    }
+    /// Trusts `cert` as a TLS root, besides the built-in roots unless
+    /// [`built_in_roots`](Self::built_in_roots) is false.
+    pub fn root_certificate(mut self, cert: reqwest::Certificate) -> Self {
+        self.root_certificates.push(cert);
+        self
+    }
+    /// Whether the built-in (webpki) roots are trusted (default true).
+    pub fn built_in_roots(mut self, yes: bool) -> Self {
+        self.built_in_roots = yes;
+        self
+    }
+
+    /// The wait before resuming when the server asked for `wanted`, within the bounds.
+    fn retry(&self, wanted: Duration) -> Duration {
+        wanted.clamp(self.min_retry, self.max_retry.max(self.min_retry))
+    }
+
+    fn build_client(&self) -> Result<reqwest::Client, Error> {
+        if let Some(client) = &self.http_client {
+            return Ok(client.clone());
+        }
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .tls_built_in_root_certs(self.built_in_roots);
+        for cert in &self.root_certificates {
+            builder = builder.add_root_certificate(cert.clone());
+        }
+        builder
+            .build()
+            .map_err(|e| Error::Transport(format!("HTTP client: {}", error_chain(&e))))
     }
 }
 
@@ -94,6 +193,13 @@ struct State {
     initialized_frame: Mutex<Option<Vec<u8>>>,
     get_started: AtomicBool,
     reinit_seq: AtomicU64,
+    /// One re-initialization at a time: requests that meet the same 404 wait for it and retry.
+    reinit_lock: tokio::sync::Mutex<()>,
+    /// Re-initializations since a POST last succeeded.
+    reinits_in_a_row: AtomicU32,
+    /// Each request's POST (and the stream that answers it), cancelled when the engine gives up
+    /// on the request (`notifications/cancelled` goes out): reading stops, the stream is dropped.
+    requests: Mutex<HashMap<RequestId, CancellationToken>>,
     closed: CancellationToken,
 }
 
@@ -105,10 +211,7 @@ pub fn connect(url: &str, options: HttpClientOptions) -> Result<Transport, Error
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(Error::Transport(format!("not an http(s) URL: {url}")));
     }
-    let http = reqwest::Client::builder()
-        .connect_timeout(options.connect_timeout)
-        .build()
-        .map_err(|e| Error::Transport(format!("HTTP client: {e}")))?;
+    let http = options.build_client()?;
     let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let close = CancellationToken::new();
@@ -123,13 +226,35 @@ pub fn connect(url: &str, options: HttpClientOptions) -> Result<Transport, Error
         initialized_frame: Mutex::new(None),
         get_started: AtomicBool::new(false),
         reinit_seq: AtomicU64::new(0),
+        reinit_lock: tokio::sync::Mutex::new(()),
+        reinits_in_a_row: AtomicU32::new(0),
+        requests: Mutex::new(HashMap::new()),
         closed: CancellationToken::new(),
     });
     tokio::spawn(write_loop(state, out_rx, close.clone()));
     Ok(Transport::from_channels(in_rx, out_tx, close))
 }
 
+/// What the write loop needs to know of an outbound message.
+fn classify(frame: &[u8]) -> (Option<RequestId>, Option<String>, Option<RequestId>) {
+    match decode_frame(frame) {
+        Frame::Single(Ok(Message::Request { id, method, .. })) => (Some(id), Some(method), None),
+        Frame::Single(Ok(Message::Notification { method, params })) => {
+            let cancelled = (method == methods::CANCELLED)
+                .then(|| crate::jsonrpc::from_params::<CancelledParams>(params.as_deref()).ok())
+                .flatten()
+                .map(|p| p.request_id);
+            (None, Some(method), cancelled)
+        }
+        _ => (None, None, None),
+    }
+}
+
 async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: CancellationToken) {
+    // Notifications and responses go out in order on their own task, each POST bounded by
+    // `message_timeout`: one that stalls holds back neither requests nor, for long, what follows.
+    let (ordered_tx, ordered_rx) = mpsc::channel::<Outbound>(CHANNEL_CAPACITY);
+    tokio::spawn(send_in_order(state.clone(), ordered_rx));
     loop {
         let next = tokio::select! {
             biased;
@@ -137,45 +262,44 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
             _ = close.cancelled() => None,
         };
         let Some(out) = next else { break };
-        let (request, method) = match decode_frame(&out.frame) {
-            Frame::Single(Ok(Message::Request { id, method, .. })) => (Some(id), Some(method)),
-            Frame::Single(Ok(Message::Notification { method, .. })) => (None, Some(method)),
-            _ => (None, None),
-        };
+        let (request, method, cancelled) = classify(&out.frame);
+        if let Some(id) = cancelled {
+            // The engine gave up on this request: stop its POST and its stream now, whatever
+            // happens to the notification.
+            let token = state.requests.lock().expect("requests lock").remove(&id);
+            if let Some(token) = token {
+                token.cancel();
+            }
+        }
         match (request, method.as_deref()) {
             (Some(id), m) => {
                 let is_init = m == Some(methods::INITIALIZE);
                 if is_init {
                     *state.init_frame.lock().expect("init lock") = Some(out.frame.clone());
                 }
-                let state = state.clone();
-                let post = async move {
-                    if let Err(error) =
-                        post(&state, &out.frame, &out.headers, Some(&id), is_init).await
-                    {
-                        let _ = state
-                            .inbound
-                            .send(Inbound::RequestFailed { id, error })
-                            .await;
-                    }
-                };
+                let token = CancellationToken::new();
+                state
+                    .requests
+                    .lock()
+                    .expect("requests lock")
+                    .insert(id.clone(), token.clone());
+                let task = request_post(state.clone(), out, id, is_init, token);
                 if is_init {
                     // The session id must be known before anything else is sent.
-                    post.await;
+                    task.await;
                 } else {
-                    tokio::spawn(post);
+                    tokio::spawn(task);
                 }
             }
-            (None, m) => {
-                let initialized = m == Some(methods::INITIALIZED);
-                if initialized {
-                    *state.initialized_frame.lock().expect("init lock") = Some(out.frame.clone());
-                }
-                // Notifications and responses are sent in order; a failure has no request to fail.
-                let _ = post(&state, &out.frame, &out.headers, None, false).await;
-                if initialized
-                    && state.options.open_get_stream
-                    && !state.get_started.swap(true, Ordering::SeqCst)
+            (None, Some(methods::INITIALIZED)) => {
+                *state.initialized_frame.lock().expect("init lock") = Some(out.frame.clone());
+                // Requests wait for this one: the server may refuse them before it.
+                let _ = tokio::time::timeout(
+                    state.options.message_timeout,
+                    post(&state, &out.frame, &out.headers, None, false),
+                )
+                .await;
+                if state.options.open_get_stream && !state.get_started.swap(true, Ordering::SeqCst)
                 {
                     // Open the standalone stream before sending anything else: a server may send
                     // its requests (elicitation, sampling) there as soon as it has a request of
@@ -185,14 +309,19 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
                         _ = close.cancelled() => break,
                     };
                     match opened {
-                        Ok(None) => {} // the server offers no standalone stream
-                        Ok(Some(resp)) => {
+                        Ok(Err(_)) => {} // the server offers no standalone stream
+                        Ok(Ok(resp)) => {
                             tokio::spawn(standalone_stream(state.clone(), Some(resp)));
                         }
                         Err(_) => {
                             tokio::spawn(standalone_stream(state.clone(), None));
                         }
                     }
+                }
+            }
+            (None, _) => {
+                if ordered_tx.send(out).await.is_err() {
+                    break;
                 }
             }
         }
@@ -206,6 +335,41 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
             .headers(base_headers(&state, &[]))
             .header(SESSION_ID_HEADER, id);
         let _ = tokio::time::timeout(Duration::from_secs(2), req.send()).await;
+    }
+}
+
+/// One request's POST and whatever answers it, until the answer is in, the POST fails (which
+/// fails the request), or the engine gives up on the request (`token`).
+async fn request_post(
+    state: Arc<State>,
+    out: Outbound,
+    id: RequestId,
+    is_init: bool,
+    token: CancellationToken,
+) {
+    let result = tokio::select! {
+        r = post(&state, &out.frame, &out.headers, Some(&id), is_init) => r,
+        _ = token.cancelled() => Ok(()),
+    };
+    state.requests.lock().expect("requests lock").remove(&id);
+    if let Err(error) = result {
+        let _ = state
+            .inbound
+            .send(Inbound::RequestFailed { id, error })
+            .await;
+    }
+}
+
+/// Sends notifications and responses in order; a failure has no request to fail.
+async fn send_in_order(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>) {
+    while let Some(out) = rx.recv().await {
+        tokio::select! {
+            _ = tokio::time::timeout(
+                state.options.message_timeout,
+                post(&state, &out.frame, &out.headers, None, false),
+            ) => {}
+            _ = state.closed.cancelled() => return,
+        }
     }
 }
 
@@ -244,6 +408,35 @@ fn base_headers(state: &State, extra: &[(String, String)]) -> HeaderMap {
     h
 }
 
+/// Sends one POST of `frame` on the current session.
+async fn send_post(
+    state: &State,
+    frame: &[u8],
+    extra: &[(String, String)],
+    is_init: bool,
+) -> Result<(Option<String>, reqwest::Response), Error> {
+    let session = state.session_id.lock().expect("session lock").clone();
+    let mut headers = base_headers(state, extra);
+    if is_init {
+        headers.remove(PROTOCOL_VERSION_HEADER);
+    }
+    let mut rb = state
+        .http
+        .post(state.url.clone())
+        .headers(headers)
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json, text/event-stream")
+        .body(frame.to_vec());
+    if let (Some(id), false) = (&session, is_init) {
+        rb = rb.header(SESSION_ID_HEADER, id.as_str());
+    }
+    let resp = rb
+        .send()
+        .await
+        .map_err(|e| Error::Transport(format!("POST {}: {}", state.url, error_chain(&e))))?;
+    Ok((session, resp))
+}
+
 /// POSTs one message and delivers what comes back. Retries once after re-initializing when the
 /// server has forgotten the session (404).
 async fn post(
@@ -255,34 +448,14 @@ async fn post(
 ) -> Result<(), Error> {
     let mut reinitialized = false;
     loop {
-        let session = state.session_id.lock().expect("session lock").clone();
-        let mut headers = base_headers(state, extra);
-        if is_init {
-            headers.remove(PROTOCOL_VERSION_HEADER);
-        }
-        let mut rb = state
-            .http
-            .post(state.url.clone())
-            .headers(headers)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
-            .body(frame.to_vec());
-        if let (Some(id), false) = (&session, is_init) {
-            rb = rb.header(SESSION_ID_HEADER, id.as_str());
-        }
-        let resp = rb
-            .send()
-            .await
-            .map_err(|e| Error::Transport(format!("POST {}: {}", state.url, error_chain(&e))))?;
+        let (session, resp) = send_post(state, frame, extra, is_init).await?;
         let status = resp.status();
-        if status == reqwest::StatusCode::NOT_FOUND
-            && session.is_some()
-            && !is_init
-            && !reinitialized
-        {
-            reinitialized = true;
-            reinitialize(state).await?;
-            continue;
+        if status == reqwest::StatusCode::NOT_FOUND && !is_init && !reinitialized {
+            if let Some(stale) = session {
+                reinitialized = true;
+                recover(state, &stale).await?;
+                continue;
+            }
         }
         if is_init {
             if let Some(id) = resp
@@ -293,9 +466,6 @@ async fn post(
                 *state.session_id.lock().expect("session lock") = Some(id.to_owned());
             }
         }
-        if status == reqwest::StatusCode::ACCEPTED {
-            return Ok(());
-        }
         if !status.is_success() {
             let body = read_bounded(resp, 1024).await.unwrap_or_default();
             return Err(Error::Http {
@@ -303,13 +473,37 @@ async fn post(
                 body: String::from_utf8_lossy(&body).into_owned(),
             });
         }
-        if request.is_none() {
+        if !is_init {
+            state.reinits_in_a_row.store(0, Ordering::Relaxed);
+        }
+        if status == reqwest::StatusCode::ACCEPTED || request.is_none() {
             // A notification or a response is answered 202 with no body; whatever a server
             // sends instead answers nothing of ours and is not a message for the engine.
             return Ok(());
         }
         return receive(state, resp, request, is_init, true).await;
     }
+}
+
+/// After a 404 on session `stale`: re-initializes once for everyone who met it (the others
+/// find a new session and retry), at most `max_reinitializations` times in a row.
+async fn recover(state: &Arc<State>, stale: &str) -> Result<(), Error> {
+    let _one = state.reinit_lock.lock().await;
+    let current = state.session_id.lock().expect("session lock").clone();
+    if current.as_deref() != Some(stale) {
+        return Ok(());
+    }
+    let done = state.reinits_in_a_row.load(Ordering::Relaxed);
+    if done >= state.options.max_reinitializations {
+        return Err(Error::Http {
+            status: 404,
+            body: format!(
+                "the server forgot the session again after {done} re-initializations in a row; not re-initializing"
+            ),
+        });
+    }
+    state.reinits_in_a_row.store(done + 1, Ordering::Relaxed);
+    reinitialize(state).await
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -369,9 +563,10 @@ async fn receive(
                 Error::Transport(format!("reading the response: {}", error_chain(&e)))
             })? {
                 if body.len() + chunk.len() > max {
-                    return Err(Error::InvalidResponse(format!(
-                        "response body exceeds {max} bytes"
-                    )));
+                    return Err(Error::ResponseTooLarge {
+                        len: body.len() + chunk.len(),
+                        limit: max,
+                    });
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -438,9 +633,10 @@ fn note_answer(state: &State, frame: &[u8], request: Option<&RequestId>, is_init
     true
 }
 
-/// Reads an SSE response; if it ends before the answer to `request`, resumes it with GET and
-/// `Last-Event-ID`, waiting `retry` first. A stream that cannot be resumed leaves the request
-/// pending until its timeout.
+/// Reads an SSE response until the answer to `request` is in; if the stream ends or fails
+/// before, resumes it with GET and `Last-Event-ID`, waiting `retry` (within bounds) first. A
+/// stream that cannot be resumed (no event id, refused, given up) fails the request at once, as
+/// does an event over the frame bound.
 async fn read_sse(
     state: &Arc<State>,
     resp: reqwest::Response,
@@ -448,69 +644,84 @@ async fn read_sse(
     is_init: bool,
     forward: bool,
 ) -> Result<(), Error> {
+    let max = state.options.max_frame_bytes;
     let mut resp = resp;
     let mut last_id: Option<String> = None;
-    let mut retry = state.options.default_retry;
+    let mut retry = state.options.retry(state.options.default_retry);
     let mut reconnects = 0u32;
     loop {
-        let mut parser = Parser::new(state.options.max_frame_bytes);
+        let mut parser = Parser::new(max);
         let mut answered = false;
-        loop {
+        let ended = loop {
             let chunk = tokio::select! {
                 c = resp.chunk() => c,
                 _ = state.closed.cancelled() => return Ok(()),
             };
             let bytes = match chunk {
                 Ok(Some(b)) => b,
-                Ok(None) | Err(_) => break,
+                Ok(None) => break None,
+                Err(e) => break Some(error_chain(&e)),
             };
-            let events = parser.feed(&bytes).map_err(|_| {
-                Error::InvalidResponse(format!(
-                    "an SSE event exceeds {} bytes",
-                    state.options.max_frame_bytes
-                ))
-            })?;
-            for ev in events {
+            for item in parser.feed(&bytes) {
+                let ev = match item {
+                    Item::Event(ev) => ev,
+                    // The stream belongs to the request: it cannot go on without this event.
+                    Item::TooLarge => {
+                        return Err(Error::ResponseTooLarge {
+                            len: max + 1,
+                            limit: max,
+                        })
+                    }
+                };
                 if let Some(id) = ev.id {
                     last_id = Some(id);
                 }
                 if let Some(ms) = ev.retry {
-                    retry = Duration::from_millis(ms);
+                    retry = state.options.retry(Duration::from_millis(ms));
                 }
                 if ev.data.trim().is_empty() {
                     continue;
                 }
+                reconnects = 0;
                 let frame = Bytes::from(ev.data.into_bytes());
                 answered |= note_answer(state, &frame, request, is_init);
                 if forward {
                     let _ = state.inbound.send(Inbound::Frame(frame)).await;
                 }
             }
-        }
-        if answered || request.is_none() {
-            return Ok(());
-        }
+            if answered || request.is_none() {
+                // The answer is in: whatever else the server keeps on this stream is for nobody.
+                return Ok(());
+            }
+        };
         let Some(last) = last_id.clone() else {
-            // Nothing to resume from: the request stays pending until its timeout.
-            return Ok(());
+            return Err(match ended {
+                Some(why) => Error::Transport(format!(
+                    "the SSE stream failed before the response ({why}) and cannot be resumed (no event id)"
+                )),
+                None => Error::InvalidResponse(
+                    "the SSE stream ended before the response and cannot be resumed (no event id)"
+                        .into(),
+                ),
+            });
         };
         if reconnects >= state.options.max_reconnects {
-            return Ok(());
+            return Err(Error::Transport(format!(
+                "the SSE stream was lost {reconnects} times in a row before the response; gave up resuming it"
+            )));
         }
         reconnects += 1;
         tokio::select! {
             _ = tokio::time::sleep(retry) => {}
             _ = state.closed.cancelled() => return Ok(()),
         }
-        match resume(state, Some(&last)).await {
-            Some(r) => resp = r,
-            None => return Ok(()),
-        }
+        resp = resume(state, Some(&last)).await?;
     }
 }
 
-/// Opens a GET stream (resuming after `last` if given); `None` when the server offers none.
-async fn resume(state: &Arc<State>, last: Option<&str>) -> Option<reqwest::Response> {
+/// Opens a GET stream (resuming after `last` if given); an error when the server offers none
+/// or refuses it.
+async fn resume(state: &Arc<State>, last: Option<&str>) -> Result<reqwest::Response, Error> {
     let session = state.session_id.lock().expect("session lock").clone();
     let mut rb = state
         .http
@@ -523,30 +734,46 @@ async fn resume(state: &Arc<State>, last: Option<&str>) -> Option<reqwest::Respo
     if let Some(last) = last {
         rb = rb.header("last-event-id", last);
     }
-    let resp = rb.send().await.ok()?;
+    let resp = rb
+        .send()
+        .await
+        .map_err(|e| Error::Transport(format!("GET {}: {}", state.url, error_chain(&e))))?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(Error::Http {
+            status: status.as_u16(),
+            body: "the server refused the SSE stream".into(),
+        });
+    }
     let is_sse = resp
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    (resp.status().is_success() && is_sse).then_some(resp)
+    if !is_sse {
+        return Err(Error::InvalidResponse(
+            "the GET stream is not text/event-stream".into(),
+        ));
+    }
+    Ok(resp)
 }
 
 /// The session's standalone stream: server requests and notifications outside any request.
 /// A server that answers 405 (or 400) offers none; a dropped stream is resumed. `first` is the
-/// stream's response when it was already opened.
+/// stream's response when it was already opened. An event over the frame bound is skipped.
 async fn standalone_stream(state: Arc<State>, mut first: Option<reqwest::Response>) {
     let mut last_id: Option<String> = None;
-    let mut retry = state.options.default_retry;
+    let mut retry = state.options.retry(state.options.default_retry);
     let mut failures = 0u32;
     while !state.closed.is_cancelled() && failures <= state.options.max_reconnects {
         let opened = match first.take() {
-            Some(r) => Some(r),
-            None => resume(&state, last_id.as_deref()).await,
+            Some(r) => r,
+            None => match resume(&state, last_id.as_deref()).await {
+                Ok(r) => r,
+                Err(_) => return,
+            },
         };
-        let Some(mut resp) = opened else {
-            return;
-        };
+        let mut resp = opened;
         failures += 1;
         let mut parser = Parser::new(state.options.max_frame_bytes);
         loop {
@@ -555,18 +782,16 @@ async fn standalone_stream(state: Arc<State>, mut first: Option<reqwest::Respons
                 _ = state.closed.cancelled() => return,
             };
             let Ok(Some(bytes)) = chunk else { break };
-            let Ok(events) = parser.feed(&bytes) else {
-                break;
-            };
-            for ev in events {
-                failures = 0;
+            for item in parser.feed(&bytes) {
+                let Item::Event(ev) = item else { continue };
                 if let Some(id) = ev.id {
                     last_id = Some(id);
                 }
                 if let Some(ms) = ev.retry {
-                    retry = Duration::from_millis(ms);
+                    retry = state.options.retry(Duration::from_millis(ms));
                 }
                 if !ev.data.trim().is_empty() {
+                    failures = 0;
                     let _ = state
                         .inbound
                         .send(Inbound::Frame(Bytes::from(ev.data.into_bytes())))
@@ -601,16 +826,7 @@ async fn reinitialize(state: &Arc<State>) -> Result<(), Error> {
     value["id"] = serde_json::Value::String(private.clone());
     let frame = serde_json::to_vec(&value).expect("JSON");
     *state.session_id.lock().expect("session lock") = None;
-    let resp = state
-        .http
-        .post(state.url.clone())
-        .headers(base_headers(state, &[]))
-        .header(CONTENT_TYPE, "application/json")
-        .header(ACCEPT, "application/json, text/event-stream")
-        .body(frame)
-        .send()
-        .await
-        .map_err(|e| Error::Transport(format!("POST {}: {}", state.url, error_chain(&e))))?;
+    let (_, resp) = send_post(state, &frame, &[], true).await?;
     if !resp.status().is_success() {
         return Err(Error::Http {
             status: resp.status().as_u16(),
@@ -628,7 +844,21 @@ async fn reinitialize(state: &Arc<State>) -> Result<(), Error> {
     receive(state, resp, Some(&id), true, false).await?;
     let initialized = state.initialized_frame.lock().expect("init lock").clone();
     if let Some(n) = initialized {
-        Box::pin(post(state, &n, &[], None, false)).await?;
+        // Sent directly, never through `post`: a 404 here is an error, not another round.
+        let (_, resp) = tokio::time::timeout(
+            state.options.message_timeout,
+            send_post(state, &n, &[], false),
+        )
+        .await
+        .map_err(|_| {
+            Error::Transport("re-initialization: notifications/initialized timed out".into())
+        })??;
+        if !resp.status().is_success() {
+            return Err(Error::Http {
+                status: resp.status().as_u16(),
+                body: "re-initialization: notifications/initialized was refused".into(),
+            });
+        }
     }
     // A new session may list other tools, resources and prompts: say so, so catalogs are
     // refetched and anything authorized against the old lists (purra-mcp registrations) goes

@@ -15,3 +15,7 @@ pub use server::{HttpServerConfig, StreamableHttpServer};
 pub const SESSION_ID_HEADER: &str = "mcp-session-id";
 /// The header carrying the negotiated revision on every request after `initialize`.
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// The HTTP client crate the Streamable HTTP client is built on, for
+/// [`HttpClientOptions::http_client`] and [`HttpClientOptions::root_certificate`].
+#[cfg(feature = "http-client")]
+pub use reqwest;
