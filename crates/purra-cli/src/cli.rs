@@ -67,6 +67,11 @@ Examples:
 #[derive(Debug, Parser)]
 #[command(name = "purra", version, after_help = AFTER_HELP)]
 pub struct Cli {
+    /// Trace on stderr: -v every request and notification (method, id, outcome, duration) and
+    /// why a connection closed; -vv also each notification's arrival and other crates' debug
+    /// output (HTTP, TLS).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

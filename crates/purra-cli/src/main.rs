@@ -22,6 +22,36 @@ use clap::Parser;
 use crate::cli::{Cli, Command};
 use crate::exit::Failure;
 
+/// `-v`: purra's spans and events at debug; `-vv`: purra's at trace, everything else at debug.
+/// Written to stderr (stdout carries only results); nothing is installed without `-v`.
+fn trace(verbose: u8) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let (ours, others) = match verbose {
+        0 => return,
+        1 => (LevelFilter::DEBUG, LevelFilter::OFF),
+        _ => (LevelFilter::TRACE, LevelFilter::DEBUG),
+    };
+    let filter = Targets::new().with_default(others).with_targets(
+        [
+            "purra_protocol",
+            "purra_mcp",
+            "purra_core",
+            "purra_sqlite",
+            "purra",
+        ]
+        .map(|t| (t, ours)),
+    );
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false);
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .init();
+}
+
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -31,6 +61,7 @@ fn main() {
             std::process::exit(if e.use_stderr() { exit::USAGE } else { 0 });
         }
     };
+    trace(cli.verbose);
     let json = match &cli.command {
         Command::Inspect(a) => a.connect.json,
         Command::Call(a) => a.connect.json,

@@ -9,8 +9,10 @@ use purra_core::{
 use purra_protocol::types::{methods, CallToolParams, CallToolResult, Content};
 use purra_protocol::{Connection, Error, RequestOptions};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use crate::codes;
+use crate::discovery::decode_i_json;
 use crate::limits::Limits;
 use crate::monitor::CatalogMonitor;
 
@@ -61,7 +63,24 @@ impl CallTarget {
         Arc::new(move |args: Value, run: RunContext| {
             let target = target.clone();
             Box::pin(async move {
-                match target.call(args, &run).await {
+                // The remote name and run are the host's own data; the outcome is a code.
+                let span = tracing::debug_span!(
+                    "mcp.tool_call",
+                    tool = %target.remote,
+                    run = %run.run_id,
+                    write = target.write
+                );
+                let outcome = target.call(args, &run).instrument(span.clone()).await;
+                tracing::debug!(
+                    parent: &span,
+                    outcome = match &outcome {
+                        CallOutcome::Success(_) => "ok",
+                        CallOutcome::NotSent(c) | CallOutcome::AfterSend(c) => c.as_str(),
+                    },
+                    sent = !matches!(outcome, CallOutcome::NotSent(_)),
+                    "done"
+                );
+                match outcome {
                     CallOutcome::Success(v) => Ok(v),
                     CallOutcome::NotSent(code) => Err(ToolError::not_started(code)),
                     // A read binding is the host's assertion that the tool does not write: its
@@ -130,9 +149,10 @@ impl CallTarget {
         if raw.get().len() as u64 > self.limits.max_result_bytes {
             return CallOutcome::AfterSend(codes::result_too_large());
         }
-        let result: CallToolResult = match serde_json::from_str(raw.get()) {
-            Ok(r) => r,
-            Err(_) => return CallOutcome::AfterSend(codes::result_invalid()),
+        // I-JSON, not serde's last-wins: a result that repeats a member name means two things.
+        let Some(result) = decode_i_json::<CallToolResult>(raw.get(), self.limits.max_result_bytes)
+        else {
+            return CallOutcome::AfterSend(codes::result_invalid());
         };
         match self.judge(result) {
             Ok(v) => CallOutcome::Success(v),

@@ -10,7 +10,7 @@
 //! | `mcp_protocol_error` | the server answered with a JSON-RPC error |
 //! | `mcp_transport_error` | the transport failed (an HTTP connection failure or error status) |
 //! | `mcp_tool_error` | the result had `isError: true` |
-//! | `mcp_result_invalid` | the result is malformed, or its `structuredContent` is missing or fails the output schema |
+//! | `mcp_result_invalid` | the result is malformed or not I-JSON (a repeated member name, a lone surrogate, an inexact number), or its `structuredContent` is missing or fails the output schema |
 //! | `mcp_result_unsupported` | the result holds media, resource contents or links, or the tool requires tasks |
 //! | `mcp_result_too_large` | the result exceeds `max_result_bytes` or `max_content_blocks` |
 //!
@@ -22,6 +22,7 @@
 //! | `mcp_protocol_version_unsupported` | the negotiated revision is not one the adapter supports |
 //! | `mcp_catalog_too_large` | more pages, tools or bytes than the limits allow |
 //! | `mcp_tool_missing` | a selected remote tool is not in the server's list |
+//! | `mcp_catalog_ambiguous` | the server's list names a selected remote tool more than once (no copy is picked) |
 //! | `mcp_schema_unsupported` | a selected tool's schema is outside `purra.output-schema/v1` (never stripped, never fetched) |
 //! | `mcp_schema_too_large` | a selected tool's schema exceeds `max_schema_bytes` |
 //! | `mcp_description_too_large` | a selected tool's description exceeds `max_description_bytes` |
@@ -73,6 +74,8 @@ codes! {
     catalog_too_large = "mcp_catalog_too_large";
     /// `mcp_tool_missing`.
     tool_missing = "mcp_tool_missing";
+    /// `mcp_catalog_ambiguous`.
+    catalog_ambiguous = "mcp_catalog_ambiguous";
     /// `mcp_schema_unsupported`.
     schema_unsupported = "mcp_schema_unsupported";
     /// `mcp_schema_too_large`.

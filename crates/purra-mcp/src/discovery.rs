@@ -5,8 +5,10 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use purra_core::json_text::MAX_DEPTH_CEILING;
 use purra_core::{
-    json_identity, CompiledSchema, Concurrency, JsonIdentity, ScopeCheck, ToolRegistration,
+    json_identity, parse_json, CompiledSchema, Concurrency, JsonIdentity, JsonLimits, ScopeCheck,
+    ToolRegistration,
 };
 use purra_protocol::types::{methods, ListToolsResult, PaginatedParams, Tool};
 use purra_protocol::{Connection, RequestOptions};
@@ -116,8 +118,8 @@ pub(crate) async fn list_tools(
         if bytes > limits.max_catalog_bytes {
             return Err(AdapterError::new(codes::catalog_too_large()));
         }
-        let page: ListToolsResult = serde_json::from_str(raw.get())
-            .map_err(|_| AdapterError::new(codes::result_invalid()))?;
+        let page: ListToolsResult = decode_i_json(raw.get(), limits.max_catalog_bytes)
+            .ok_or_else(|| AdapterError::new(codes::result_invalid()))?;
         tools.extend(page.tools);
         if tools.len() as u64 > u64::from(limits.max_tools) {
             return Err(AdapterError::new(codes::catalog_too_large()));
@@ -132,6 +134,24 @@ pub(crate) async fn list_tools(
         return Err(AdapterError::new(codes::catalog_stale()));
     }
     Ok((tools, generation))
+}
+
+/// Decodes a result of at most `max_bytes` with Core's bounded I-JSON decoder (duplicate member
+/// names, lone surrogates and inexact numbers refused, depth checked before descending), then
+/// into `T`. `None` for anything refused: the caller has one code for it.
+pub(crate) fn decode_i_json<T: serde::de::DeserializeOwned>(
+    text: &str,
+    max_bytes: u64,
+) -> Option<T> {
+    let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+    let limits = JsonLimits {
+        max_bytes,
+        max_depth: MAX_DEPTH_CEILING,
+        // Every value takes at least one byte: the byte bound is the one that binds.
+        max_nodes: max_bytes,
+    };
+    let value = parse_json(text.as_bytes(), &limits).ok()?;
+    serde_json::from_value(value).ok()
 }
 
 /// A selected remote tool, checked against the limits and compiled with the strict profile.
@@ -182,10 +202,15 @@ pub(crate) fn select_bindings<'b, B>(
     }
     let mut selected = Vec::with_capacity(bindings.len());
     for (remote, binding) in bindings {
-        let tool = tools
-            .iter()
-            .find(|t| &t.name == remote)
+        let mut listed = tools.iter().filter(|t| &t.name == remote);
+        let tool = listed
+            .next()
             .ok_or_else(|| AdapterError::new(codes::tool_missing()))?;
+        // Two entries under one name: which one the host reviewed is unknowable, so neither is
+        // picked, whether or not they differ.
+        if listed.next().is_some() {
+            return Err(AdapterError::new(codes::catalog_ambiguous()));
+        }
         selected.push((binding, select(tool, limits)?));
     }
     selected.sort_by(|a, b| local(a.0).cmp(local(b.0)));

@@ -273,6 +273,8 @@ impl ClientService {
 }
 
 impl Service for ClientService {
+    const SIDE: &'static str = "client";
+
     fn notification_received(&self, method: &str, params: Option<&RawValue>) {
         if let Some(kind) = Kind::of(method) {
             self.refetch[kind as usize]
@@ -303,13 +305,13 @@ impl Service for ClientService {
         let this = self.clone();
         Box::pin(async move {
             match method.as_str() {
-                methods::PING => Ok(to_raw(&EmptyResult {})),
+                methods::PING => Ok(to_raw(&EmptyResult {})?),
                 methods::SAMPLING_CREATE_MESSAGE => {
                     let Some(h) = this.options.sampling.clone() else {
                         return Err(ErrorObject::method_not_found(&method));
                     };
                     let p: CreateMessageParams = from_params(params.as_deref())?;
-                    Ok(to_raw(&h(p).await?))
+                    Ok(to_raw(&h(p).await?)?)
                 }
                 methods::ELICITATION_CREATE => {
                     let Some((h, _, url)) = this.options.elicitation.clone() else {
@@ -326,11 +328,11 @@ impl Service for ClientService {
                     if this.options.apply_elicitation_defaults {
                         apply_defaults(&mut res, schema.as_ref());
                     }
-                    Ok(to_raw(&res))
+                    Ok(to_raw(&res)?)
                 }
                 methods::ROOTS_LIST if this.options.roots.is_some() => {
                     let roots = this.roots.read().expect("roots lock").clone();
-                    Ok(to_raw(&ListRootsResult { roots }))
+                    Ok(to_raw(&ListRootsResult { roots })?)
                 }
                 _ => Err(ErrorObject::method_not_found(&method)),
             }

@@ -32,6 +32,9 @@ pub enum Error {
     Protocol(String),
     /// The server answered `initialize` with a revision purra does not speak.
     UnsupportedProtocolVersion(String),
+    /// What this side was to send could not be serialized to JSON (a `Serialize` impl failed);
+    /// nothing was sent.
+    Encode(String),
     /// The response exceeded the frame bound and was discarded unread.
     ResponseTooLarge {
         /// Bytes of it that were seen (all of it on stdio; where reading stopped on HTTP).
@@ -52,6 +55,7 @@ impl fmt::Display for Error {
             Error::Http { status, body } => write!(f, "HTTP status {status}: {body}"),
             Error::InvalidResponse(why) => write!(f, "invalid response: {why}"),
             Error::Protocol(why) => write!(f, "protocol violation: {why}"),
+            Error::Encode(why) => write!(f, "could not encode the message: {why}"),
             Error::UnsupportedProtocolVersion(v) => {
                 write!(
                     f,

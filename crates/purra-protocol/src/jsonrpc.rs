@@ -421,13 +421,36 @@ pub fn encode_error(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
     out
 }
 
-/// Serializes a value into raw JSON once, for a request's params or a result.
-pub fn to_raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
-    serde_json::value::to_raw_value(value).expect("MCP types serialize to JSON")
+/// Serializes a value into raw JSON once, for a request's params or a result. MCP's own types
+/// always serialize; a caller's `Serialize` impl may fail, and that is an [`EncodeError`], never a
+/// panic.
+pub(crate) fn to_raw<T: Serialize + ?Sized>(value: &T) -> Result<Box<RawValue>, EncodeError> {
+    serde_json::value::to_raw_value(value).map_err(EncodeError)
+}
+
+/// A value that could not be serialized to JSON (a `Serialize` impl failed, or a map had
+/// non-string keys). Answering a request with it is -32603; sending it fails the call locally
+/// with [`Error::Encode`](crate::Error::Encode).
+#[derive(Debug)]
+pub(crate) struct EncodeError(serde_json::Error);
+
+impl From<EncodeError> for ErrorObject {
+    fn from(e: EncodeError) -> Self {
+        ErrorObject::internal(format!(
+            "Internal error: the result could not be encoded: {}",
+            e.0
+        ))
+    }
+}
+
+impl From<EncodeError> for crate::Error {
+    fn from(e: EncodeError) -> Self {
+        crate::Error::Encode(e.0.to_string())
+    }
 }
 
 /// Deserializes raw params; absent params are read as `{}`.
-pub fn from_params<T: for<'de> Deserialize<'de>>(
+pub(crate) fn from_params<T: for<'de> Deserialize<'de>>(
     params: Option<&RawValue>,
 ) -> Result<T, ErrorObject> {
     let text = params.map_or("{}", RawValue::get);
@@ -493,7 +516,7 @@ mod tests {
 
     #[test]
     fn encodes_exact_json() {
-        let raw = to_raw(&serde_json::json!({"a": 1}));
+        let raw = to_raw(&serde_json::json!({"a": 1})).unwrap();
         assert_eq!(
             String::from_utf8(encode_request(&RequestId::Number(3), "m", Some(&raw))).unwrap(),
             r#"{"jsonrpc":"2.0","id":3,"method":"m","params":{"a":1}}"#

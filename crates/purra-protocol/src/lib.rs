@@ -18,31 +18,39 @@
 //! }
 //! ```
 //!
-//! The layers, bottom up: [`jsonrpc`] (framing, one-pass decoding), [`transport`] (the channel
-//! boundary every transport produces, and the in-memory pair), [`stdio`] and [`ws`] (WebSocket),
-//! the engine in [`session`] (pending requests, timeouts, cancellation, bounded concurrency), then
-//! [`client`] and [`server`].
+//! The layers, bottom up: the frame codec (one-pass decoding into raw params), the
+//! [`Transport`] boundary every transport produces ([`stdio`], [`http`], [`ws`], [`memory`]),
+//! the engine (pending requests, timeouts, cancellation, bounded concurrency) behind [`Peer`],
+//! then [`Client`] and [`Server`]. The message types are in [`types`], the revisions in
+//! [`version`].
+//!
+//! The public API is what this page lists; ARCHITECTURE.md lists it too, for review. Engine
+//! internals are private. Cargo features pick the sides and transports (all on by default):
+//! `client`, `server`, `stdio`, `http-server`, `http-client`, `ws`, `validation`.
 
 #[cfg(feature = "client")]
-pub mod client;
-pub mod error;
+mod client;
+mod error;
 #[cfg(any(feature = "http-server", feature = "http-client"))]
 pub mod http;
-pub mod jsonrpc;
+mod jsonrpc;
 mod peek;
 #[cfg(feature = "server")]
-pub mod server;
-pub mod session;
+mod server;
+mod session;
 #[cfg(feature = "stdio")]
 pub mod stdio;
-pub mod transport;
+mod transport;
 pub mod types;
 pub mod version;
 #[cfg(feature = "ws")]
 pub mod ws;
 
 #[cfg(feature = "client")]
-pub use client::{Client, ClientOptions, Connection, ListenerHandle, ResourceSubscription};
+pub use client::{
+    Client, ClientOptions, Connection, ElicitationHandler, ListenerHandle, ResourceSubscription,
+    SamplingHandler,
+};
 pub use error::Error;
 #[cfg(feature = "http-client")]
 pub use http::HttpClientOptions;
@@ -51,12 +59,64 @@ pub use http::{HttpServerConfig, StreamableHttpServer};
 pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};
 #[cfg(feature = "server")]
 pub use server::{
-    HandlerError, HandlerResult, RegistrationError, RequestCtx, Server, ServerSession,
+    schema_for, HandlerError, HandlerResult, IntoToolResult, RegistrationError, RequestCtx, Server,
+    ServerBuilder, ServerSession,
 };
-pub use session::{EngineConfig, Peer, RequestOptions};
+pub use session::{BoxFuture, EngineConfig, Peer, ProgressCallback, RequestOptions, Stats};
 #[cfg(feature = "stdio")]
 pub use stdio::{StderrMode, StdioCommand};
 pub use tokio_util::sync::CancellationToken;
-pub use transport::{memory, Transport};
+pub use transport::{
+    memory, Inbound, Outbound, Transport, TransportControl, DEFAULT_MAX_FRAME_BYTES,
+};
 #[cfg(feature = "ws")]
 pub use ws::{WsClientOptions, WsServerOptions};
+
+/// Internals the fuzz targets drive directly: the frame codec, the stdio line reader, the SSE
+/// parser, the Host/Origin and Last-Event-ID helpers. **Unstable:** no semver promise; only with
+/// the non-default `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::jsonrpc::{
+        decode_frame, encode_error, encode_notification, encode_request, encode_response,
+        DecodeError, Frame, Message,
+    };
+
+    /// The stdio line reader: frames of at most `max_frame` bytes from `reader` into `tx`.
+    #[cfg(feature = "stdio")]
+    pub async fn read_lines<R: tokio::io::AsyncRead + Unpin>(
+        reader: R,
+        max_frame: usize,
+        tx: tokio::sync::mpsc::Sender<crate::Inbound>,
+    ) {
+        crate::stdio::read_lines(reader, max_frame, tx).await
+    }
+
+    #[cfg(feature = "http-client")]
+    pub use crate::http::sse::{Event as SseEvent, Item as SseItem, Parser as SseParser};
+
+    /// The host part of an HTTP `Host` header or authority, as the HTTP server reads it.
+    #[cfg(feature = "http-server")]
+    pub fn http_host_of_authority(authority: &str) -> &str {
+        crate::http::server::host_of_authority(authority)
+    }
+
+    /// The stream and sequence number of a `Last-Event-ID` the HTTP server issued.
+    #[cfg(feature = "http-server")]
+    pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
+        crate::http::server::parse_event_id(id)
+    }
+
+    /// Whether the WebSocket handshake accepts this `Host` header against `allowed`.
+    #[cfg(feature = "ws")]
+    pub fn ws_host_allowed(host_header: &str, allowed: &[String]) -> bool {
+        crate::ws::host_allowed(host_header, allowed)
+    }
+
+    /// Whether the WebSocket handshake accepts this `Origin` header against `allowed`.
+    #[cfg(feature = "ws")]
+    pub fn ws_origin_allowed(origin: &str, allowed: &[String]) -> bool {
+        crate::ws::origin_allowed(origin, allowed)
+    }
+}

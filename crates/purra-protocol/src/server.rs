@@ -148,7 +148,8 @@ impl<T> Registry<T> {
         self.items.get(key).cloned()
     }
     fn page(&self, offset: usize, size: usize) -> (Vec<Arc<T>>, Option<usize>) {
-        let end = (offset + size).min(self.order.len());
+        // A cursor is the client's text: any offset must be safe, `purra-ffffffffffffffff` too.
+        let end = offset.saturating_add(size).min(self.order.len());
         let items = self.order[offset.min(end)..end]
             .iter()
             .map(|k| self.items[k].clone())
@@ -188,6 +189,7 @@ struct ServerInner {
     page_size: usize,
     logging: bool,
     enforce_output: bool,
+    max_subscriptions: usize,
     tools: RwLock<Registry<ToolEntry>>,
     resources: RwLock<Registry<ResourceEntry>>,
     templates: RwLock<Registry<TemplateEntry>>,
@@ -198,6 +200,9 @@ struct ServerInner {
     next_session: std::sync::atomic::AtomicU64,
 }
 
+/// The default bound on one session's resource subscriptions.
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1024;
+
 /// Configures a [`Server`].
 #[derive(Debug, Clone)]
 pub struct ServerBuilder {
@@ -207,9 +212,16 @@ pub struct ServerBuilder {
     page_size: usize,
     logging: bool,
     enforce_output: bool,
+    max_subscriptions: usize,
 }
 
 impl ServerBuilder {
+    /// How many resources one session may subscribe to at once (default 1024); one more is
+    /// refused with -32602 until it unsubscribes. Each URI is at most 4 KiB.
+    pub fn max_subscriptions(mut self, n: usize) -> Self {
+        self.max_subscriptions = n;
+        self
+    }
     /// Instructions for the model, sent in the `initialize` result.
     pub fn instructions(mut self, text: impl Into<String>) -> Self {
         self.instructions = Some(text.into());
@@ -246,6 +258,7 @@ impl ServerBuilder {
                 page_size: self.page_size,
                 logging: self.logging,
                 enforce_output: self.enforce_output,
+                max_subscriptions: self.max_subscriptions,
                 tools: RwLock::default(),
                 resources: RwLock::default(),
                 templates: RwLock::default(),
@@ -373,6 +386,7 @@ impl Server {
             page_size: 100,
             logging: false,
             enforce_output: true,
+            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
         }
     }
 
@@ -979,6 +993,25 @@ impl RequestCtx {
     }
 }
 
+/// The longest URI a session may subscribe to.
+pub(crate) const MAX_SUBSCRIPTION_URI_BYTES: usize = 4096;
+
+/// Whether one more subscription to `uri` fits the session's bounds (a repeated subscription is
+/// free: the set already has it).
+fn check_subscription(subs: &HashSet<String>, uri: &str, max: usize) -> Result<(), ErrorObject> {
+    if uri.len() > MAX_SUBSCRIPTION_URI_BYTES {
+        return Err(ErrorObject::invalid_params(format!(
+            "Invalid params: a subscribed URI is at most {MAX_SUBSCRIPTION_URI_BYTES} bytes"
+        )));
+    }
+    if subs.len() >= max && !subs.contains(uri) {
+        return Err(ErrorObject::invalid_params(format!(
+            "Invalid params: this session already has {max} resource subscriptions, the server's limit; unsubscribe from one first"
+        )));
+    }
+    Ok(())
+}
+
 fn encode_cursor(offset: usize) -> String {
     format!("purra-{offset:x}")
 }
@@ -1013,6 +1046,8 @@ fn not_initialized() -> ErrorObject {
 }
 
 impl Service for SessionState {
+    const SIDE: &'static str = "server";
+
     fn request(
         self: &Arc<Self>,
         ctx: RequestContext,
@@ -1053,7 +1088,7 @@ impl SessionState {
             return self.initialize(params.as_deref());
         }
         if method == methods::PING {
-            return Ok(to_raw(&EmptyResult {}));
+            return Ok(to_raw(&EmptyResult {})?);
         }
         if self.init.read().expect("init lock").is_none() {
             return Err(not_initialized());
@@ -1082,7 +1117,7 @@ impl SessionState {
                 Ok(to_raw(&ListToolsResult {
                     tools: items.iter().map(|e| e.tool.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::TOOLS_CALL if advertised.tools.is_some() => {
                 let call: CallToolParams = from_params(p)?;
@@ -1102,7 +1137,7 @@ impl SessionState {
                         "Invalid arguments for tool {}: {}",
                         call.name,
                         errors.join("; ")
-                    ))));
+                    )))?);
                 }
                 let Value::Object(args) = args_value else {
                     unreachable!("built as an object")
@@ -1126,7 +1161,7 @@ impl SessionState {
                         }
                     }
                 }
-                Ok(to_raw(&result))
+                Ok(to_raw(&result)?)
             }
             methods::RESOURCES_LIST if advertised.resources.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1139,7 +1174,7 @@ impl SessionState {
                 Ok(to_raw(&ListResourcesResult {
                     resources: items.iter().map(|e| e.resource.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::RESOURCES_TEMPLATES_LIST if advertised.resources.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1152,7 +1187,7 @@ impl SessionState {
                 Ok(to_raw(&ListResourceTemplatesResult {
                     resource_templates: items.iter().map(|e| e.template.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::RESOURCES_READ if advertised.resources.is_some() => {
                 let UriParams { uri } = from_params(p)?;
@@ -1173,7 +1208,7 @@ impl SessionState {
                     }
                 };
                 let r = handler(uri, vars, ctx).await.map_err(|e| e.0)?;
-                Ok(to_raw(&r))
+                Ok(to_raw(&r)?)
             }
             methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
                 if advertised.resources.is_some() =>
@@ -1181,11 +1216,12 @@ impl SessionState {
                 let UriParams { uri } = from_params(p)?;
                 let mut subs = self.subscriptions.lock().expect("subs lock");
                 if method == methods::RESOURCES_SUBSCRIBE {
+                    check_subscription(&subs, &uri, inner.max_subscriptions)?;
                     subs.insert(uri);
                 } else {
                     subs.remove(&uri);
                 }
-                Ok(to_raw(&EmptyResult {}))
+                Ok(to_raw(&EmptyResult {})?)
             }
             methods::PROMPTS_LIST if advertised.prompts.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1198,7 +1234,7 @@ impl SessionState {
                 Ok(to_raw(&ListPromptsResult {
                     prompts: items.iter().map(|e| e.prompt.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
-                }))
+                })?)
             }
             methods::PROMPTS_GET if advertised.prompts.is_some() => {
                 let get: GetPromptParams = from_params(p)?;
@@ -1220,7 +1256,7 @@ impl SessionState {
                     }
                 }
                 let r = (entry.handler)(args, ctx).await.map_err(|e| e.0)?;
-                Ok(to_raw(&r))
+                Ok(to_raw(&r)?)
             }
             methods::COMPLETION_COMPLETE if advertised.completions.is_some() => {
                 let params: CompleteParams = from_params(p)?;
@@ -1234,12 +1270,12 @@ impl SessionState {
                     c.values.truncate(100);
                     c.has_more = Some(true);
                 }
-                Ok(to_raw(&CompleteResult { completion: c }))
+                Ok(to_raw(&CompleteResult { completion: c })?)
             }
             methods::LOGGING_SET_LEVEL if advertised.logging.is_some() => {
                 let SetLevelParams { level } = from_params(p)?;
                 *self.log_level.lock().expect("level lock") = Some(level);
-                Ok(to_raw(&EmptyResult {}))
+                Ok(to_raw(&EmptyResult {})?)
             }
             _ => Err(ErrorObject::method_not_found(&method)),
         }
@@ -1268,7 +1304,7 @@ impl SessionState {
             capabilities: caps,
             server_info: inner.info.clone(),
             instructions: inner.instructions.clone(),
-        }))
+        })?)
     }
 }
 

@@ -210,7 +210,7 @@ where
         close.clone(),
         flushed.clone(),
     ));
-    let mut t = Transport::from_channels(in_rx, out_tx, close);
+    let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
     t.flushed = Some(flushed);
     t
 }
@@ -257,7 +257,7 @@ pub fn server_transport(max_frame: usize) -> Transport {
             f,
         ))),
     }
-    let mut t = Transport::from_channels(in_rx, out_tx, close);
+    let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
     t.flushed = Some(flushed);
     t
 }
@@ -496,8 +496,10 @@ async fn read_stderr(
 
 /// The captured tail of a child's stderr.
 #[derive(Debug, Clone)]
-pub struct StderrHandle(Arc<Mutex<StderrTail>>);
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+pub(crate) struct StderrHandle(Arc<Mutex<StderrTail>>);
 
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 impl StderrHandle {
     /// The last lines (at most 256, each at most 4 KiB).
     pub fn lines(&self) -> Vec<String> {
@@ -513,7 +515,8 @@ impl StderrHandle {
 
 /// A child server process: shut down gracefully on close, killed when dropped.
 #[derive(Debug)]
-pub struct ChildProcess {
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+pub(crate) struct ChildProcess {
     pid: Option<u32>,
     /// The child's process group (its own pid: it leads a group of its own).
     group: Option<i32>,
@@ -523,15 +526,11 @@ pub struct ChildProcess {
     stderr: Arc<Mutex<StderrTail>>,
 }
 
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 impl ChildProcess {
     /// The child's process id.
     pub fn pid(&self) -> Option<u32> {
         self.pid
-    }
-
-    /// The last lines the child wrote to stderr (captured mode only).
-    pub fn stderr_tail(&self) -> Vec<String> {
-        self.stderr_handle().lines()
     }
 
     /// A handle on the captured stderr lines that outlives the process handle.

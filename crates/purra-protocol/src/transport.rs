@@ -47,19 +47,48 @@ pub enum Inbound {
     },
 }
 
-/// What the engine hands to a transport: one encoded JSON-RPC message.
+/// What the engine hands to a transport: one encoded JSON-RPC message. Only the engine makes
+/// them; a custom transport reads them.
 #[derive(Debug, Default)]
 pub struct Outbound {
     /// The encoded message, without delimiter.
-    pub frame: Vec<u8>,
+    pub(crate) frame: Vec<u8>,
     /// The inbound request this message belongs to, if any (Streamable HTTP routes on it).
-    pub related: Option<RequestId>,
+    pub(crate) related: Option<RequestId>,
     /// Whether this message is the response that completes `related`.
-    pub completes: bool,
+    pub(crate) completes: bool,
     /// The outbound request's own id, when this message is a request.
-    pub request: Option<RequestId>,
+    pub(crate) request: Option<RequestId>,
     /// Extra headers for this message (Streamable HTTP sends them with its POST).
-    pub headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+impl Outbound {
+    /// The encoded message (one JSON-RPC message or batch, without delimiter).
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+    /// The encoded message, owned.
+    pub fn into_frame(self) -> Vec<u8> {
+        self.frame
+    }
+    /// The inbound request this message belongs to (a response, or a notification or request a
+    /// handler sent while serving it), for transports with per-request streams.
+    pub fn related(&self) -> Option<&RequestId> {
+        self.related.as_ref()
+    }
+    /// Whether this message is the response that completes [`related`](Self::related).
+    pub fn completes(&self) -> bool {
+        self.completes
+    }
+    /// The id of the request this message is, when it is an outbound request.
+    pub fn request(&self) -> Option<&RequestId> {
+        self.request.as_ref()
+    }
+    /// Extra headers the caller asked to send with this message (HTTP transports).
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
 }
 
 /// What a transport with per-request streams lets handlers do.
@@ -82,6 +111,8 @@ pub struct Transport {
     /// Cancelled when the writer has written everything and stopped (stdio), so the engine can
     /// return only once its output is out.
     pub(crate) flushed: Option<CancellationToken>,
+    /// What the engine's tracing spans name: the transport kind and, if it has one, the session.
+    pub(crate) label: (&'static str, Option<String>),
 }
 
 impl Transport {
@@ -99,7 +130,14 @@ impl Transport {
             child: None,
             control: None,
             flushed: None,
+            label: ("custom", None),
         }
+    }
+
+    /// Names the transport (and its session) in the engine's tracing spans.
+    pub(crate) fn labeled(mut self, transport: &'static str, session: Option<String>) -> Self {
+        self.label = (transport, session);
+        self
     }
 
     /// Attaches a control that handlers can reach (see [`TransportControl`]).
@@ -192,7 +230,8 @@ pub mod memory {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
         (
-            Transport::from_channels(in_rx, out_tx, CancellationToken::new()),
+            Transport::from_channels(in_rx, out_tx, CancellationToken::new())
+                .labeled("memory", None),
             RawEnd {
                 tx: in_tx,
                 rx: out_rx,

@@ -358,14 +358,14 @@ fn host_of(authority: &str) -> String {
     host.to_ascii_lowercase()
 }
 
-fn host_allowed(host_header: &str, allowed: &[String]) -> bool {
+pub(crate) fn host_allowed(host_header: &str, allowed: &[String]) -> bool {
     let host = host_of(host_header.trim());
     allowed
         .iter()
         .any(|a| !a.contains("://") && a.eq_ignore_ascii_case(&host))
 }
 
-fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+pub(crate) fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     let origin = origin.trim();
     let host = origin
         .split_once("://")
@@ -580,7 +580,7 @@ where
             abort,
         },
     ));
-    Transport::from_channels(in_rx, out_tx, close_write)
+    Transport::from_channels(in_rx, out_tx, close_write).labeled("ws", None)
 }
 
 /// Signals shared by the reader and the writer of one connection.

@@ -254,6 +254,30 @@ fn insert_claim(
 
 static OWNER_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Creates the database file with mode 0600 if it does not exist yet (Unix), so SQLite opens a
+/// private file instead of creating one with the process umask. Special names (`:memory:`, the
+/// empty temporary database, `file:` URIs) are left to SQLite.
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    let special = path.as_os_str().is_empty()
+        || path.as_os_str() == ":memory:"
+        || path.to_str().is_some_and(|p| p.starts_with("file:"));
+    if special {
+        return Ok(());
+    }
+    let mut create = std::fs::OpenOptions::new();
+    create.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut create, 0o600);
+    match create.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Backend(format!(
+            "could not create {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the store in the file at `path` with the default options.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
@@ -262,10 +286,17 @@ impl SqliteStore {
 
     /// Opens (creating if needed) the store in the file at `path`: WAL, `synchronous=FULL`,
     /// `busy_timeout`, `foreign_keys=ON`, migrations, and a new owner with a lease.
+    ///
+    /// The file holds tool arguments and the audit log, so on Unix a new file is created with
+    /// mode 0600 whatever the process umask; SQLite gives its `-wal` and `-shm` files the mode of
+    /// the database file. An existing file keeps its mode: widening it (for an approver in the
+    /// same group, say) is the operator's decision, and purra never changes it.
     pub fn open_with(
         path: impl AsRef<Path>,
         options: SqliteOptions,
     ) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref();
+        create_private(path)?;
         let conn = Connection::open(path).map_err(backend)?;
         SqliteStore::start(conn, options, true)
     }

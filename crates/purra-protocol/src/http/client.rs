@@ -232,7 +232,7 @@ pub fn connect(url: &str, options: HttpClientOptions) -> Result<Transport, Error
         closed: CancellationToken::new(),
     });
     tokio::spawn(write_loop(state, out_rx, close.clone()));
-    Ok(Transport::from_channels(in_rx, out_tx, close))
+    Ok(Transport::from_channels(in_rx, out_tx, close).labeled("http", None))
 }
 
 /// What the write loop needs to know of an outbound message.

@@ -1,15 +1,15 @@
 //! Streamable HTTP (the 2025 revisions' HTTP transport), server and client.
 
 #[cfg(feature = "http-client")]
-pub mod client;
+pub(crate) mod client;
 #[cfg(feature = "http-server")]
-pub mod server;
-mod sse;
+pub(crate) mod server;
+pub(crate) mod sse;
 
 #[cfg(feature = "http-client")]
-pub use client::{connect, HttpClientOptions};
+pub use client::{connect, HeaderProvider, HttpClientOptions};
 #[cfg(feature = "http-server")]
-pub use server::{HttpServerConfig, StreamableHttpServer};
+pub use server::{BoundHttpServer, HttpServerConfig, StreamableHttpServer};
 
 /// The header carrying the session id.
 pub const SESSION_ID_HEADER: &str = "mcp-session-id";

@@ -29,7 +29,7 @@ use crate::server::{Server, ServerSession};
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version;
 
-pub use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
+use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
 /// How a Streamable HTTP server behaves. The defaults are safe for a local server.
 #[derive(Debug, Clone)]
@@ -314,7 +314,7 @@ fn event_id(stream: u64, seq: u64) -> String {
     format!("s{stream}e{seq}")
 }
 
-fn parse_event_id(id: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_event_id(id: &str) -> Option<(u64, u64)> {
     let rest = id.strip_prefix('s')?;
     let (stream, seq) = rest.split_once('e')?;
     Some((stream.parse().ok()?, seq.parse().ok()?))
@@ -326,13 +326,15 @@ impl HttpSession {
         server: &Server,
         config: &HttpServerConfig,
         stateless_version: Option<&str>,
+        id: Option<&str>,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let close_write = CancellationToken::new();
         Arc::new_cyclic(|weak: &std::sync::Weak<HttpSession>| {
             let transport = Transport::from_channels(in_rx, out_tx, close_write.clone())
-                .with_control(Arc::new(HttpSessionControl(weak.clone())));
+                .with_control(Arc::new(HttpSessionControl(weak.clone())))
+                .labeled("http", id.map(str::to_owned));
             let (session, _join) = match stateless_version {
                 Some(v) => server.start_stateless(transport, v),
                 None => server.start(transport),
@@ -575,7 +577,7 @@ impl IntoResponse for Reject {
     }
 }
 
-fn host_of_authority(authority: &str) -> &str {
+pub(crate) fn host_of_authority(authority: &str) -> &str {
     if let Some(rest) = authority.strip_prefix('[') {
         return match rest.find(']') {
             Some(end) => &authority[..end + 2],
@@ -853,7 +855,10 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             return r.into_response();
         }
         let stateless = (!has_initialize).then_some(v);
-        (HttpSession::start(&shared.server, cfg, stateless), None)
+        (
+            HttpSession::start(&shared.server, cfg, stateless, None),
+            None,
+        )
     } else if has_initialize {
         if shared.sessions.lock().expect("sessions lock").len() >= cfg.max_sessions {
             return status(
@@ -862,7 +867,7 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             );
         }
         let id = new_session_id();
-        let s = HttpSession::start(&shared.server, cfg, None);
+        let s = HttpSession::start(&shared.server, cfg, None, Some(&id));
         shared
             .sessions
             .lock()

@@ -28,7 +28,7 @@ pub(crate) fn encode_event(id: &str, retry_ms: Option<u64>, data: &[u8]) -> Byte
 
 /// One parsed event.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Event {
+pub struct Event {
     /// The `id` field, if any.
     pub id: Option<String>,
     /// The `event` field, if any.
@@ -41,7 +41,7 @@ pub(crate) struct Event {
 
 /// What the parser yields.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Item {
+pub enum Item {
     /// A complete event.
     Event(Event),
     /// The current event grew past the bound: its data is dropped, the rest of it is skipped,
@@ -52,7 +52,7 @@ pub(crate) enum Item {
 /// An incremental SSE parser that never buffers more than `max` bytes of one event, and looks at
 /// each byte once however the stream is chunked.
 #[derive(Debug)]
-pub(crate) struct Parser {
+pub struct Parser {
     /// The unterminated line so far.
     line: Vec<u8>,
     current: Event,
@@ -68,7 +68,7 @@ pub(crate) struct Parser {
 
 impl Parser {
     /// A parser bounding one event to `max` bytes.
-    pub(crate) fn new(max: usize) -> Self {
+    pub fn new(max: usize) -> Self {
         Parser {
             line: Vec::new(),
             current: Event::default(),
@@ -81,7 +81,7 @@ impl Parser {
     }
 
     /// Feeds a chunk; returns what it completed.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Vec<Item> {
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<Item> {
         let mut out = Vec::new();
         let mut rest = chunk;
         if std::mem::take(&mut self.pending_cr) && rest.first() == Some(&b'\n') {

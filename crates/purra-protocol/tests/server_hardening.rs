@@ -1,0 +1,142 @@
+//! Server rules against a hostile client, over the raw in-memory transport with exact JSON: a
+//! cursor at the end of the offset range, a handler's panic text, and an unbounded number of
+//! resource subscriptions.
+
+use std::time::Duration;
+
+use purra_protocol::memory::{self, RawEnd};
+use purra_protocol::types::*;
+use purra_protocol::{HandlerResult, RequestCtx, Server};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Nothing {}
+
+fn server(max_subscriptions: usize) -> Server {
+    let server = Server::builder("t", "1")
+        .page_size(2)
+        .max_subscriptions(max_subscriptions)
+        .build();
+    for name in ["a", "b", "c"] {
+        server.tool(name, "a tool", |_: Nothing, _c: RequestCtx| async move {
+            HandlerResult::Ok("ok")
+        });
+    }
+    server.tool(
+        "panics",
+        "panics",
+        |_: Nothing, _c: RequestCtx| async move {
+            if true {
+                panic!("secret at /home/ada/.token");
+            }
+            HandlerResult::Ok("never")
+        },
+    );
+    let resource: Resource =
+        serde_json::from_value(json!({"uri": "mem://r", "name": "r"})).unwrap();
+    server.resource(resource, |uri, _c| async move {
+        HandlerResult::Ok(ReadResourceResult {
+            contents: vec![ResourceContents::text(uri, None, "r")],
+        })
+    });
+    server
+}
+
+async fn initialized(server: &Server) -> RawEnd {
+    let (t, mut raw) = memory::raw();
+    server.start(t);
+    raw.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#)
+        .await;
+    raw.recv().await.unwrap();
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    raw
+}
+
+async fn ask(raw: &mut RawEnd, frame: &str) -> String {
+    raw.send(frame.to_owned()).await;
+    tokio::time::timeout(Duration::from_secs(5), raw.recv())
+        .await
+        .expect("an answer")
+        .expect("open")
+}
+
+#[tokio::test]
+async fn a_cursor_at_the_end_of_the_offset_range_is_an_empty_last_page() {
+    let mut raw = initialized(&server(8)).await;
+    // The cursor format is `purra-<hex offset>`; the largest offset overflowed `offset + size`.
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"purra-ffffffffffffffff"}}"#).await,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#
+    );
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{"cursor":"purra-fffffffffffffffe"}}"#).await,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"resources":[]}}"#
+    );
+    // The connection goes on, and ordinary pages still page.
+    let page = ask(
+        &mut raw,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"purra-2"}}"#,
+    )
+    .await;
+    assert!(
+        page.contains(r#""name":"c""#) && page.contains(r#""nextCursor":"purra-4""#),
+        "{page}"
+    );
+}
+
+#[tokio::test]
+async fn a_handler_panic_is_a_generic_internal_error_and_its_text_stays_here() {
+    let mut raw = initialized(&server(8)).await;
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"panics","arguments":{}}}"#).await,
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}"#
+    );
+    assert_eq!(
+        ask(
+            &mut raw,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","arguments":{}}}"#
+        )
+        .await,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"ok"}]}}"#
+    );
+}
+
+#[tokio::test]
+async fn resource_subscriptions_per_session_are_bounded() {
+    let mut raw = initialized(&server(3)).await;
+    let subscribe = |id: u32, uri: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/subscribe","params":{{"uri":"{uri}"}}}}"#
+        )
+    };
+    for (id, uri) in [(1, "mem://1"), (2, "mem://2"), (3, "mem://3")] {
+        assert_eq!(
+            ask(&mut raw, &subscribe(id, uri)).await,
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)
+        );
+    }
+    let refused = r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"Invalid params: this session already has 3 resource subscriptions, the server's limit; unsubscribe from one first"}}"#;
+    assert_eq!(ask(&mut raw, &subscribe(4, "mem://4")).await, refused);
+    // Subscribing again to a URI it has costs nothing; unsubscribing makes room.
+    assert_eq!(
+        ask(&mut raw, &subscribe(5, "mem://3")).await,
+        r#"{"jsonrpc":"2.0","id":5,"result":{}}"#
+    );
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":6,"method":"resources/unsubscribe","params":{"uri":"mem://1"}}"#).await,
+        r#"{"jsonrpc":"2.0","id":6,"result":{}}"#
+    );
+    assert_eq!(
+        ask(&mut raw, &subscribe(7, "mem://4")).await,
+        r#"{"jsonrpc":"2.0","id":7,"result":{}}"#
+    );
+    // One URI is bounded too (4 KiB).
+    let long = format!("mem://{}", "x".repeat(4096));
+    assert_eq!(
+        ask(&mut raw, &subscribe(8, &long)).await,
+        r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32602,"message":"Invalid params: a subscribed URI is at most 4096 bytes"}}"#
+    );
+}
