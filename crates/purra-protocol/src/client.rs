@@ -445,7 +445,7 @@ where
                 method,
                 Some(to_raw(&PaginatedParams {
                     cursor: cursor.take(),
-                })),
+                })?),
                 RequestOptions::default(),
             )
             .await?;

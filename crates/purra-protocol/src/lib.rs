@@ -31,9 +31,15 @@
 #[cfg(feature = "client")]
 mod client;
 mod error;
+#[cfg(any(feature = "http-server", feature = "ws"))]
+mod host_policy;
 #[cfg(any(feature = "http-server", feature = "http-client"))]
 pub mod http;
+#[cfg(any(feature = "http-server", feature = "ws"))]
+mod http_context;
 mod jsonrpc;
+#[cfg(any(feature = "http-server", feature = "ws"))]
+mod limit;
 mod peek;
 #[cfg(feature = "server")]
 mod server;
@@ -52,10 +58,14 @@ pub use client::{
     SamplingHandler,
 };
 pub use error::Error;
+#[cfg(any(feature = "http-server", feature = "ws"))]
+pub use host_policy::HostPolicy;
 #[cfg(feature = "http-client")]
 pub use http::HttpClientOptions;
 #[cfg(feature = "http-server")]
 pub use http::{HttpServerConfig, StreamableHttpServer};
+#[cfg(any(feature = "http-server", feature = "ws"))]
+pub use http_context::HttpContext;
 pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};
 #[cfg(feature = "server")]
 pub use server::{
@@ -73,7 +83,7 @@ pub use transport::{
 pub use ws::{WsClientOptions, WsServerOptions};
 
 /// Internals the fuzz targets drive directly: the frame codec, the stdio line reader, the SSE
-/// parser, the Host/Origin and Last-Event-ID helpers. **Unstable:** no semver promise; only with
+/// parser and the Last-Event-ID helper (the Host/Origin checks are the public [`HostPolicy`]). **Unstable:** no semver promise; only with
 /// the non-default `fuzzing` feature.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -96,27 +106,9 @@ pub mod __private {
     #[cfg(feature = "http-client")]
     pub use crate::http::sse::{Event as SseEvent, Item as SseItem, Parser as SseParser};
 
-    /// The host part of an HTTP `Host` header or authority, as the HTTP server reads it.
-    #[cfg(feature = "http-server")]
-    pub fn http_host_of_authority(authority: &str) -> &str {
-        crate::http::server::host_of_authority(authority)
-    }
-
     /// The stream and sequence number of a `Last-Event-ID` the HTTP server issued.
     #[cfg(feature = "http-server")]
     pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
         crate::http::server::parse_event_id(id)
-    }
-
-    /// Whether the WebSocket handshake accepts this `Host` header against `allowed`.
-    #[cfg(feature = "ws")]
-    pub fn ws_host_allowed(host_header: &str, allowed: &[String]) -> bool {
-        crate::ws::host_allowed(host_header, allowed)
-    }
-
-    /// Whether the WebSocket handshake accepts this `Origin` header against `allowed`.
-    #[cfg(feature = "ws")]
-    pub fn ws_origin_allowed(origin: &str, allowed: &[String]) -> bool {
-        crate::ws::origin_allowed(origin, allowed)
     }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
-use crate::jsonrpc::{from_params, to_raw, ErrorCode, ErrorObject, RequestId};
+use crate::jsonrpc::{encode_notification, from_params, to_raw, ErrorCode, ErrorObject, RequestId};
 use crate::session::{
     self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
 };
@@ -585,18 +585,24 @@ impl Server {
     }
 
     /// Sends `notifications/resources/updated` to the sessions subscribed to `uri`, and only those.
+    /// It never waits on a session that stopped reading (see
+    /// [`EngineConfig::slow_peer_timeout`]).
     pub async fn notify_resource_updated(&self, uri: &str) {
+        // A URI string always serializes; a failure would be a serde_json bug, so it is logged.
+        let params = match to_raw(&UriParams {
+            uri: uri.to_owned(),
+        }) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = ?e, "resource update notification not encodable");
+                return;
+            }
+        };
+        let frame = encode_notification(methods::RESOURCE_UPDATED, Some(&params));
         for s in self.live_sessions() {
             let subscribed = s.subscriptions.lock().expect("subs lock").contains(uri);
             if let (true, Some(peer)) = (subscribed, s.peer.get()) {
-                let _ = peer
-                    .notify(
-                        methods::RESOURCE_UPDATED,
-                        &UriParams {
-                            uri: uri.to_owned(),
-                        },
-                    )
-                    .await;
+                peer.notify_detached(frame.clone(), self.inner.engine.slow_peer_timeout);
             }
         }
     }
@@ -616,19 +622,19 @@ impl Server {
         if targets.is_empty() {
             return;
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        if tokio::runtime::Handle::try_current().is_err() {
             return;
-        };
+        }
         let method = match kind {
             Kind::Tools => methods::TOOLS_LIST_CHANGED,
             Kind::Resources => methods::RESOURCES_LIST_CHANGED,
             Kind::Prompts => methods::PROMPTS_LIST_CHANGED,
         };
-        rt.spawn(async move {
-            for p in targets {
-                let _ = p.notify_empty(method).await;
-            }
-        });
+        // Each session on its own: one that stopped reading never delays the others.
+        let frame = encode_notification(method, None);
+        for p in targets {
+            p.notify_detached(frame.clone(), self.inner.engine.slow_peer_timeout);
+        }
     }
 
     fn capabilities(&self) -> ServerCapabilities {
@@ -869,6 +875,30 @@ impl RequestCtx {
             .expect("init lock")
             .as_ref()
             .map(|i| i.2.clone())
+    }
+    /// What the transport attached to this request (see
+    /// [`Inbound::FrameWithContext`](crate::transport::Inbound::FrameWithContext)), for custom
+    /// transports; Streamable HTTP's is reached more conveniently with [`http`](Self::http).
+    pub fn transport_context(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.req.transport.as_deref()
+    }
+    /// The HTTP request that carried this request (method, URI, headers, extensions) and its
+    /// session, on Streamable HTTP (the handshake request on WebSocket); `None` on other
+    /// transports.
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn http(&self) -> Option<&crate::HttpContext> {
+        self.transport_context()?.downcast_ref()
+    }
+    /// The Streamable HTTP session id, when the request came with one.
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn session_id(&self) -> Option<&str> {
+        self.http()?.session_id()
+    }
+    /// A value a layer in front of the MCP endpoint put in the HTTP request's extensions
+    /// (an authenticated principal, for instance).
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.http()?.parts().extensions.get::<T>()
     }
     /// Ends the SSE stream carrying this request without cancelling it (SEP-1699): the client
     /// reconnects and receives the rest on the resumed stream. Returns false on transports

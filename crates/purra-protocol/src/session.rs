@@ -32,7 +32,7 @@ use crate::jsonrpc::{
     DecodeError, ErrorCode, ErrorObject, Frame, Message, RequestId,
 };
 use crate::peek::{Peek, PeekId};
-use crate::transport::{Inbound, Outbound, Transport, DEFAULT_MAX_FRAME_BYTES};
+use crate::transport::{Inbound, Outbound, Transport, TransportContext, DEFAULT_MAX_FRAME_BYTES};
 use crate::types::{methods, CancelledParams, ProgressParams};
 
 /// A boxed, sendable future.
@@ -53,6 +53,10 @@ pub struct EngineConfig {
     pub cancel_grace: Duration,
     /// At end of input, how long in-flight requests may finish before they are cancelled.
     pub drain_timeout: Duration,
+    /// How long a broadcast notification (`list_changed`, resource updates) waits for room in
+    /// a connection's full output queue before that peer, which stopped reading, is
+    /// disconnected (default 10 s).
+    pub slow_peer_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -64,6 +68,7 @@ impl Default for EngineConfig {
             request_timeout: Duration::from_secs(60),
             cancel_grace: Duration::from_secs(1),
             drain_timeout: Duration::from_secs(2),
+            slow_peer_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -153,6 +158,7 @@ pub struct Stats {
     unmatched_responses: AtomicU64,
     malformed_frames: AtomicU64,
     cancelled_by_peer: AtomicU64,
+    slow_peer_disconnects: AtomicU64,
 }
 
 impl Stats {
@@ -167,6 +173,11 @@ impl Stats {
     /// Inbound requests cancelled by the peer.
     pub fn cancelled_by_peer(&self) -> u64 {
         self.cancelled_by_peer.load(Ordering::Relaxed)
+    }
+    /// Times the connection was closed because its output stayed full (the peer stopped
+    /// reading) while a broadcast notification waited.
+    pub fn slow_peer_disconnects(&self) -> u64 {
+        self.slow_peer_disconnects.load(Ordering::Relaxed)
     }
 }
 
@@ -201,7 +212,7 @@ impl Shared {
     }
 
     /// Marks the connection closed and stops writing.
-    #[cfg(feature = "client")]
+    #[cfg(any(feature = "client", feature = "server"))]
     pub(crate) fn shutdown(&self) {
         self.closed.cancel();
         self.fail_pending();
@@ -562,6 +573,8 @@ pub(crate) struct RequestContext {
     pub peer: Peer,
     /// Cancelled when the peer cancels the request or the connection closes.
     pub cancel: CancellationToken,
+    /// What the transport attached to the frame that carried the request.
+    pub transport: Option<TransportContext>,
 }
 
 /// What handles the inbound traffic of one connection.
@@ -656,6 +669,49 @@ impl Peer {
             .batches_allowed
             .store(allowed, Ordering::Relaxed);
     }
+
+    /// Whether requests from the peer are being handled.
+    #[cfg(all(feature = "server", feature = "ws"))]
+    pub(crate) fn has_inflight_requests(&self) -> bool {
+        !self
+            .shared
+            .inflight
+            .lock()
+            .expect("inflight lock")
+            .is_empty()
+    }
+
+    /// Sends a notification to one of many peers (a broadcast) without waiting on this one: it
+    /// is queued at once when the connection's queue has room; otherwise a task waits up to
+    /// `patience` for room, and a peer whose output stays full that long (it stopped reading)
+    /// is disconnected. A slow peer never delays the others, and nothing is dropped silently.
+    #[cfg(feature = "server")]
+    pub(crate) fn notify_detached(&self, frame: Vec<u8>, patience: Duration) {
+        let shared = &self.shared;
+        if shared.closed.is_cancelled() {
+            return;
+        }
+        let out = Outbound {
+            frame,
+            ..Outbound::default()
+        };
+        match shared.outbound.try_send(out) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(mpsc::error::TrySendError::Full(out)) => {
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let sent = tokio::time::timeout(patience, shared.outbound.send(out)).await;
+                    if sent.is_err() {
+                        shared
+                            .stats
+                            .slow_peer_disconnects
+                            .fetch_add(1, Ordering::Relaxed);
+                        shared.shutdown();
+                    }
+                });
+            }
+        }
+    }
 }
 
 async fn run<S: Service>(
@@ -715,34 +771,43 @@ async fn run<S: Service>(
             Some(Inbound::Oversize { len, head, tail }) => {
                 if let ControlFlow::Break(e) = engine.oversize(len, Peek::read(&head, &tail)).await
                 {
+                    let reason = format!("protocol violation: {e}");
                     engine.violation(e);
-                    break;
+                    break reason;
                 }
             }
             Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
                 if let ControlFlow::Break(e) =
                     engine.oversize(bytes.len(), Peek::frame(&bytes)).await
                 {
+                    let reason = format!("protocol violation: {e}");
                     engine.violation(e);
-                    break;
+                    break reason;
+                }
+            }
+            Some(Inbound::FrameWithContext { frame: bytes, .. })
+                if bytes.len() > config.max_frame_bytes =>
+            {
+                if let ControlFlow::Break(e) =
+                    engine.oversize(bytes.len(), Peek::frame(&bytes)).await
+                {
+                    let reason = format!("protocol violation: {e}");
+                    engine.violation(e);
+                    break reason;
                 }
             }
             Some(Inbound::Frame(bytes)) => {
-                let flow = match decode_frame(&bytes) {
-                    Frame::Single(Ok(msg)) => match engine.dispatch(msg, false).await {
-                        Dispatched::Send((frame, related)) => {
-                            let _ = shared.send(frame, related).await;
-                            ControlFlow::Continue(())
-                        }
-                        Dispatched::Close(e) => ControlFlow::Break(e),
-                        _ => ControlFlow::Continue(()),
-                    },
-                    Frame::Single(Err(e)) => engine.malformed(&bytes, e).await,
-                    Frame::Batch(items) => engine.batch(items).await,
-                };
-                if let ControlFlow::Break(e) = flow {
+                if let ControlFlow::Break(e) = engine.frame(bytes, None).await {
+                    let reason = format!("protocol violation: {e}");
                     engine.violation(e);
-                    break;
+                    break reason;
+                }
+            }
+            Some(Inbound::FrameWithContext { frame, context }) => {
+                if let ControlFlow::Break(e) = engine.frame(frame, Some(context)).await {
+                    let reason = format!("protocol violation: {e}");
+                    engine.violation(e);
+                    break reason;
                 }
             }
         }
@@ -792,6 +857,26 @@ struct Engine<S> {
 type Out = (Vec<u8>, Option<RequestId>);
 
 impl<S: Service> Engine<S> {
+    /// One frame within the bound, with what its transport attached.
+    async fn frame(
+        &self,
+        bytes: bytes::Bytes,
+        context: Option<TransportContext>,
+    ) -> ControlFlow<Error> {
+        match decode_frame(&bytes) {
+            Frame::Single(Ok(msg)) => match self.dispatch(msg, false, context.as_ref()).await {
+                Dispatched::Send((frame, related)) => {
+                    let _ = self.peer.shared.send(frame, related).await;
+                    ControlFlow::Continue(())
+                }
+                Dispatched::Close(e) => ControlFlow::Break(e),
+                _ => ControlFlow::Continue(()),
+            },
+            Frame::Single(Err(e)) => self.malformed(&bytes, e).await,
+            Frame::Batch(items) => self.batch(items, context.as_ref()).await,
+        }
+    }
+
     async fn reject(&self, e: DecodeError) {
         self.peer
             .shared
@@ -956,7 +1041,11 @@ impl<S: Service> Engine<S> {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    async fn batch(&self, items: Vec<Result<Message, DecodeError>>) -> ControlFlow<Error> {
+    async fn batch(
+        &self,
+        items: Vec<Result<Message, DecodeError>>,
+        context: Option<&TransportContext>,
+    ) -> ControlFlow<Error> {
         if !self.peer.shared.batches_allowed.load(Ordering::Relaxed) {
             self.reject(DecodeError {
                 id: None,
@@ -972,7 +1061,7 @@ impl<S: Service> Engine<S> {
         let mut waits: Vec<tokio::task::JoinHandle<Option<Vec<u8>>>> = Vec::new();
         for item in items {
             match item {
-                Ok(msg) => match self.dispatch(msg, true).await {
+                Ok(msg) => match self.dispatch(msg, true, context).await {
                     Dispatched::Nothing => {}
                     Dispatched::Send((frame, _)) => ready.push(frame),
                     Dispatched::Task(task) => waits.push(task),
@@ -1009,7 +1098,12 @@ impl<S: Service> Engine<S> {
 
     /// Handles one message. Outside a batch, a request's response is sent by its task; inside a
     /// batch, the task returns the encoded response for the batch to collect.
-    async fn dispatch(&self, msg: Message, in_batch: bool) -> Dispatched {
+    async fn dispatch(
+        &self,
+        msg: Message,
+        in_batch: bool,
+        context: Option<&TransportContext>,
+    ) -> Dispatched {
         let shared = &self.peer.shared;
         match msg {
             Message::Request { id, method, params } => {
@@ -1036,6 +1130,7 @@ impl<S: Service> Engine<S> {
                     id: id.clone(),
                     peer: self.peer.related_to(id.clone()),
                     cancel: token.clone(),
+                    transport: context.cloned(),
                 };
                 // `initialize` completes before the next frame is read, so a client that sends
                 // more right behind it finds the session initialized.

@@ -24,6 +24,15 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 pub enum Inbound {
     /// One complete frame (one line, one text frame, one body), at most the frame bound.
     Frame(Bytes),
+    /// One complete frame with what the transport knows of the request that carried it (the
+    /// Streamable HTTP server attaches the HTTP request's parts and the session id); handlers
+    /// reach it through `RequestCtx`. The engine passes it on without looking inside.
+    FrameWithContext {
+        /// The frame.
+        frame: Bytes,
+        /// The transport's data for the requests in this frame.
+        context: TransportContext,
+    },
     /// A frame that exceeded the bound and was discarded; `len` is how much was seen. Its first
     /// and last few KiB are kept, so the engine can tell which request it answers (or which
     /// request it is) and fail or answer that one at once.
@@ -46,6 +55,10 @@ pub enum Inbound {
         error: crate::Error,
     },
 }
+
+/// Per-request data a transport attaches to inbound frames, opaque to the engine (for
+/// Streamable HTTP an `http::HttpContext`).
+pub type TransportContext = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 
 /// What the engine hands to a transport: one encoded JSON-RPC message. Only the engine makes
 /// them; a custom transport reads them.

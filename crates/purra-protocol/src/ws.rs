@@ -24,11 +24,19 @@
 //!   queued; a server shutting down ([`serve`]'s `shutdown`) ends input, lets the engine finish
 //!   and closes with 1001 (going away).
 //!
-//! Handshake rules on the server: the `Host` header (and the `Origin` header, when a browser sends
-//! one) must match the allow-list — by default only `localhost`, `127.0.0.1` and `[::1]`, against
-//! DNS rebinding and cross-site WebSocket hijacking — or the request is refused with **HTTP 403**.
+//! * **Idle**: a server connection that has received no message for `idle_timeout` (default 10
+//!   minutes; pings and pongs do not count) and has no request in flight is closed with code 1000.
+//! * **Connection limit** ([`serve`]): at `max_connections`, a new client takes the slot of the
+//!   connection idle longest (no request in flight), which is closed with code 1013 (try again
+//!   later); only when every connection is busy do new clients wait in the listen backlog.
+//!
+//! Handshake rules on the server: the request's host (and its `Origin`, when a browser sends
+//! one) must pass the [`HostPolicy`] — by default only `localhost`, `127.0.0.1` and `[::1]`,
+//! against DNS rebinding and cross-site WebSocket hijacking, the same policy type the
+//! Streamable HTTP server uses — or the request is refused with **HTTP 403**.
 //! A client that does not offer the `mcp` subprotocol is refused with **HTTP 400**; an accepted
-//! connection is answered with `Sec-WebSocket-Protocol: mcp`.
+//! connection is answered with `Sec-WebSocket-Protocol: mcp`. Handlers see the handshake
+//! request (headers, URI) through `RequestCtx::http`.
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -40,8 +48,6 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 #[cfg(feature = "server")]
 use tokio::net::TcpListener;
-#[cfg(feature = "server")]
-use tokio::sync::Semaphore;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Interval};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -55,9 +61,16 @@ use tokio_tungstenite::{Connector, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::host_policy::HostPolicy;
+use crate::http_context::HttpContext;
+#[cfg(feature = "server")]
+use crate::limit::Limiter;
+use crate::limit::SlotGuard;
 #[cfg(feature = "server")]
 use crate::server::Server;
-use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
+use crate::transport::{
+    Inbound, Outbound, Transport, TransportContext, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES,
+};
 
 /// The WebSocket subprotocol MCP connections use (`Sec-WebSocket-Protocol: mcp`).
 pub const SUBPROTOCOL: &str = "mcp";
@@ -68,7 +81,12 @@ pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(15);
 /// The default time without any frame from the peer after which the connection is closed: 30 s.
 pub const DEFAULT_PONG_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long closing may take (sending the close frame, waiting for the peer's).
+/// The default time a server connection may go without a message (and without a request in
+/// flight) before it is closed: 10 minutes.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long closing may take (sending the close frame, waiting for the peer's, or writing what
+/// is queued once the engine is done).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The close reason sent when a binary frame arrives.
@@ -139,6 +157,7 @@ impl WsClientOptions {
             max_message_bytes: self.max_message_bytes,
             ping_interval: self.ping_interval,
             pong_timeout: self.pong_timeout,
+            idle_timeout: None,
         }
     }
 }
@@ -153,22 +172,19 @@ pub struct WsServerOptions {
     pub ping_interval: Option<Duration>,
     /// With keep-alive on, how long a client may stay silent before its connection is closed.
     pub pong_timeout: Duration,
-    /// How many connections [`serve`] serves at once; further clients wait in the listen backlog.
+    /// How many connections [`serve`] serves at once (default 256). At the limit a new client
+    /// takes the slot of the connection idle longest (no request in flight), which is closed
+    /// with 1013; when every connection is busy, further clients wait in the listen backlog.
     pub max_connections: usize,
     /// The bound on one opening handshake.
     pub handshake_timeout: Duration,
-    /// Allowed `Host` header values, compared without the port and ignoring case (`localhost`,
-    /// `127.0.0.1`, `[::1]`, `example.com`). `None` allows any host.
-    pub allowed_hosts: Option<Vec<String>>,
-    /// Allowed `Origin` header values: an entry with a scheme (`https://app.example.com:8443`)
-    /// must equal the origin; an entry without one (`localhost`) matches the origin's host, any
-    /// scheme and port. Requests without `Origin` (non-browser clients) are always allowed.
-    /// `None` allows any origin.
-    pub allowed_origins: Option<Vec<String>>,
-}
-
-fn loopback_names() -> Vec<String> {
-    vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()]
+    /// How long a connection may go without a message from the client (pings and pongs do not
+    /// count) while no request of it is in flight, before it is closed with 1000 (default 10
+    /// minutes; `None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// Which hosts and browser origins may connect (loopback names by default), the same
+    /// policy as the Streamable HTTP server's.
+    pub host_policy: HostPolicy,
 }
 
 impl Default for WsServerOptions {
@@ -179,8 +195,8 @@ impl Default for WsServerOptions {
             pong_timeout: DEFAULT_PONG_TIMEOUT,
             max_connections: 256,
             handshake_timeout: Duration::from_secs(10),
-            allowed_hosts: Some(loopback_names()),
-            allowed_origins: Some(loopback_names()),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            host_policy: HostPolicy::loopback(),
         }
     }
 }
@@ -203,28 +219,29 @@ impl WsServerOptions {
         self.max_connections = n;
         self
     }
-    /// Adds host names to the `Host` allow-list (and to the `Origin` allow-list, as hosts).
-    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
-        let host = host.into();
-        if let Some(list) = &mut self.allowed_origins {
-            list.push(host.clone());
-        }
-        if let Some(list) = &mut self.allowed_hosts {
-            list.push(host);
-        }
+    /// Sets the idle timeout (`None`: never).
+    pub fn idle_timeout(mut self, t: Option<Duration>) -> Self {
+        self.idle_timeout = t;
         self
     }
-    /// Adds an entry to the `Origin` allow-list.
+    /// Allows a host (and its browser origins); see [`HostPolicy::allow_host`].
+    pub fn allow_host(mut self, host: impl AsRef<str>) -> Self {
+        self.host_policy = self.host_policy.allow_host(host);
+        self
+    }
+    /// Allows a browser origin; see [`HostPolicy::allow_origin`].
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
-        if let Some(list) = &mut self.allowed_origins {
-            list.push(origin.into());
-        }
+        self.host_policy = self.host_policy.allow_origin(origin);
         self
     }
-    /// Turns the `Host` and `Origin` checks off (for servers behind a proxy that checks them).
+    /// Turns the host and origin checks off (for servers behind a proxy that checks them).
     pub fn allow_any_host(mut self) -> Self {
-        self.allowed_hosts = None;
-        self.allowed_origins = None;
+        self.host_policy = HostPolicy::any();
+        self
+    }
+    /// Sets the host and origin policy.
+    pub fn host_policy(mut self, policy: HostPolicy) -> Self {
+        self.host_policy = policy;
         self
     }
     fn settings(&self) -> Settings {
@@ -232,6 +249,7 @@ impl WsServerOptions {
             max_message_bytes: self.max_message_bytes,
             ping_interval: self.ping_interval,
             pong_timeout: self.pong_timeout,
+            idle_timeout: self.idle_timeout,
         }
     }
 }
@@ -242,6 +260,8 @@ struct Settings {
     max_message_bytes: usize,
     ping_interval: Option<Duration>,
     pong_timeout: Duration,
+    /// Server connections: close after this long without a message and without work.
+    idle_timeout: Option<Duration>,
 }
 
 impl Settings {
@@ -339,45 +359,11 @@ pub async fn connect(url: &str, options: WsClientOptions) -> Result<Transport, E
             "the server did not select the {SUBPROTOCOL:?} subprotocol (selected {selected:?})"
         )));
     }
-    Ok(start(ws, settings, CancellationToken::new()))
+    Ok(start(ws, settings, CancellationToken::new(), None, None))
 }
 
 // ---------------------------------------------------------------------------------------------
 // Server
-
-/// The host part of an authority (`host:port`, `[v6]:port`), lower-cased.
-fn host_of(authority: &str) -> String {
-    let host = if authority.starts_with('[') {
-        match authority.find(']') {
-            Some(end) => &authority[..=end],
-            None => authority,
-        }
-    } else {
-        authority.split(':').next().unwrap_or(authority)
-    };
-    host.to_ascii_lowercase()
-}
-
-pub(crate) fn host_allowed(host_header: &str, allowed: &[String]) -> bool {
-    let host = host_of(host_header.trim());
-    allowed
-        .iter()
-        .any(|a| !a.contains("://") && a.eq_ignore_ascii_case(&host))
-}
-
-pub(crate) fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
-    let origin = origin.trim();
-    let host = origin
-        .split_once("://")
-        .map(|(_, rest)| host_of(rest.split('/').next().unwrap_or(rest)));
-    allowed.iter().any(|a| {
-        if a.contains("://") {
-            a.trim_end_matches('/').eq_ignore_ascii_case(origin)
-        } else {
-            host.as_deref().is_some_and(|h| a.eq_ignore_ascii_case(h))
-        }
-    })
-}
 
 fn refuse(status: StatusCode, why: String) -> ErrorResponse {
     let mut resp = ErrorResponse::new(Some(why));
@@ -398,26 +384,8 @@ fn check_handshake(
     options: &WsServerOptions,
 ) -> Result<Response, ErrorResponse> {
     let headers = request.headers();
-    if let Some(allowed) = &options.allowed_hosts {
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        if !host_allowed(host, allowed) {
-            return Err(refuse(
-                StatusCode::FORBIDDEN,
-                format!("purra: Host {host:?} is not allowed"),
-            ));
-        }
-    }
-    if let (Some(allowed), Some(origin)) = (&options.allowed_origins, headers.get(header::ORIGIN)) {
-        let origin = origin.to_str().unwrap_or("");
-        if !origin_allowed(origin, allowed) {
-            return Err(refuse(
-                StatusCode::FORBIDDEN,
-                format!("purra: Origin {origin:?} is not allowed"),
-            ));
-        }
+    if let Err(why) = options.host_policy.check(request.uri(), headers) {
+        return Err(refuse(StatusCode::FORBIDDEN, format!("purra: {why}")));
     }
     let offered = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
@@ -445,20 +413,33 @@ pub async fn accept<S>(stream: S, options: &WsServerOptions) -> Result<Transport
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    accept_with_stop(stream, options, CancellationToken::new()).await
+    accept_with_stop(stream, options, CancellationToken::new(), None).await
 }
 
 async fn accept_with_stop<S>(
     stream: S,
     options: &WsServerOptions,
     stop: CancellationToken,
+    slot: Option<Arc<SlotGuard>>,
 ) -> Result<Transport, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let settings = options.settings();
+    let mut handshake: Option<http::request::Parts> = None;
     #[allow(clippy::result_large_err)] // tungstenite's callback signature
-    let callback = |req: &Request, resp: Response| check_handshake(req, resp, options);
+    let callback = |req: &Request, resp: Response| {
+        let checked = check_handshake(req, resp, options);
+        if checked.is_ok() {
+            let mut parts = http::Request::new(()).into_parts().0;
+            parts.method = req.method().clone();
+            parts.uri = req.uri().clone();
+            parts.version = req.version();
+            parts.headers = req.headers().clone();
+            handshake = Some(parts);
+        }
+        checked
+    };
     let ws = timeout(
         options.handshake_timeout,
         tokio_tungstenite::accept_hdr_async_with_config(
@@ -470,7 +451,9 @@ where
     .await
     .map_err(|_| Error::Transport("WebSocket handshake timed out".into()))?
     .map_err(|e| Error::Transport(format!("WebSocket handshake failed: {e}")))?;
-    Ok(start(ws, settings, stop))
+    let context: Option<TransportContext> =
+        handshake.map(|parts| Arc::new(HttpContext::new(parts, None)) as TransportContext);
+    Ok(start(ws, settings, stop, slot, context))
 }
 
 /// Serves one already-accepted connection (for hosts that run their own accept loop): the
@@ -501,35 +484,42 @@ pub async fn serve(
 ) {
     let options = Arc::new(options);
     let stop = CancellationToken::new();
-    let permits = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let limiter = Limiter::new(options.max_connections);
     let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
+        tokio::select! {
             _ = &mut shutdown => break,
-            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            _ = limiter.ready() => {}
         };
         let stream = tokio::select! {
             _ = &mut shutdown => break,
             r = listener.accept() => match r {
                 Ok((stream, _)) => stream,
-                Err(_) => {
-                    // Out of descriptors and the like: back off instead of spinning.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(e) => {
+                    // Out of descriptors: give up an idle connection's; otherwise back off
+                    // instead of spinning.
+                    if !(crate::limit::out_of_descriptors(&e) && limiter.shed_one()) {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                     continue;
                 }
             },
         };
         let _ = stream.set_nodelay(true);
+        let slot = Arc::new(limiter.admit().await);
         while tasks.try_join_next().is_some() {}
         let server = server.clone();
         let options = options.clone();
         let stop = stop.clone();
         tasks.spawn(async move {
-            if let Ok(transport) = accept_with_stop(stream, &options, stop).await {
-                server.serve(transport).await;
+            let accepted = accept_with_stop(stream, &options, stop, Some(slot.clone())).await;
+            if let Ok(transport) = accepted {
+                let (session, join) = server.start(transport);
+                let peer = session.peer().clone();
+                slot.set_probe(Box::new(move || peer.has_inflight_requests()));
+                let _ = join.await;
             }
-            drop(permit);
         });
     }
     stop.cancel();
@@ -546,7 +536,13 @@ type CloseRequest<S> = (
     oneshot::Sender<SplitSink<WebSocketStream<S>, Message>>,
 );
 
-fn start<S>(ws: WebSocketStream<S>, settings: Settings, stop: CancellationToken) -> Transport
+fn start<S>(
+    ws: WebSocketStream<S>,
+    settings: Settings,
+    stop: CancellationToken,
+    slot: Option<Arc<SlotGuard>>,
+    context: Option<TransportContext>,
+) -> Transport
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -567,6 +563,7 @@ where
             closing: closing.clone(),
             abort: abort.clone(),
         },
+        ServerSide { slot, context },
     ));
     tokio::spawn(write_frames(
         sink,
@@ -581,6 +578,14 @@ where
         },
     ));
     Transport::from_channels(in_rx, out_tx, close_write).labeled("ws", None)
+}
+
+/// What the reader of a server connection has besides the stream.
+struct ServerSide {
+    /// Its place under the connection limit: activity, work in flight, eviction.
+    slot: Option<Arc<SlotGuard>>,
+    /// The handshake request, attached to every inbound frame.
+    context: Option<TransportContext>,
 }
 
 /// Signals shared by the reader and the writer of one connection.
@@ -618,10 +623,13 @@ async fn read_frames<S>(
     ctl: mpsc::Sender<CloseRequest<S>>,
     settings: Settings,
     signals: Signals,
+    side: ServerSide,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let _abort = signals.abort.clone().drop_guard();
+    let evicted = side.slot.as_ref().map(|s| s.evicted().clone());
+    let mut last_message = Instant::now();
     let mut tx = Some(tx);
     // Once the peer has sent a close frame or input has ended for good, only the end of the
     // stream is awaited, within this deadline.
@@ -640,6 +648,10 @@ async fn read_frames<S>(
             (Some(_), None) => Some(Instant::now() + settings.pong_timeout),
             (None, None) => None,
         };
+        let idle_at = match (settings.idle_timeout, drain_until) {
+            (Some(idle), None) => Some(last_message + idle),
+            _ => None,
+        };
         let next = tokio::select! {
             biased;
             _ = signals.stop.cancelled(), if tx.is_some() => {
@@ -647,6 +659,23 @@ async fn read_frames<S>(
                 continue;
             }
             _ = signals.closing.cancelled() => break End::WriterDone,
+            _ = cancelled(evicted.as_ref()), if drain_until.is_none() => {
+                break End::Close(close_frame(
+                    CloseCode::Again,
+                    "purra: the server is at its connection limit and closed this idle connection",
+                ));
+            }
+            _ = sleep_until(idle_at.unwrap_or_else(Instant::now)), if idle_at.is_some() => {
+                if side.slot.as_ref().is_some_and(|s| s.is_busy()) {
+                    // A request is still being handled: idle only once it is done.
+                    last_message = Instant::now();
+                    continue;
+                }
+                break End::Close(close_frame(
+                    CloseCode::Normal,
+                    format!("purra: idle for {:?}", settings.idle_timeout.unwrap_or_default()),
+                ));
+            }
             _ = sleep_until(silence.unwrap_or_else(Instant::now)), if silence.is_some() => {
                 if drain_until.is_some() {
                     break End::Ended;
@@ -661,12 +690,20 @@ async fn read_frames<S>(
         match next {
             None => break End::Ended,
             Some(Ok(Message::Text(text))) => {
+                last_message = Instant::now();
+                if let Some(slot) = &side.slot {
+                    slot.touch();
+                }
                 if let Some(sender) = &tx {
-                    if sender
-                        .send(Inbound::Frame(Bytes::from(text)))
-                        .await
-                        .is_err()
-                    {
+                    let frame = Bytes::from(text);
+                    let inbound = match &side.context {
+                        Some(context) => Inbound::FrameWithContext {
+                            frame,
+                            context: context.clone(),
+                        },
+                        None => Inbound::Frame(frame),
+                    };
+                    if sender.send(inbound).await.is_err() {
                         tx = None;
                     }
                 }
@@ -755,6 +792,33 @@ async fn unless<F: Future>(abort: &CancellationToken, f: F) -> Option<F::Output>
     }
 }
 
+/// Runs a write unless `abort` fires first, or the engine is done (`close`) and the write has
+/// not finished `CLOSE_TIMEOUT` later: a peer that stopped reading cannot hold the connection.
+async fn write_unless<F: Future>(
+    abort: &CancellationToken,
+    close: &CancellationToken,
+    f: F,
+) -> Option<F::Output> {
+    let stuck = async {
+        close.cancelled().await;
+        tokio::time::sleep(CLOSE_TIMEOUT).await;
+    };
+    tokio::select! {
+        biased;
+        _ = abort.cancelled() => None,
+        r = f => Some(r),
+        _ = stuck => None,
+    }
+}
+
+/// Resolves when `token` is cancelled; never without one.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(t) => t.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn tick(ping: &mut Option<Interval>) {
     match ping {
         Some(i) => {
@@ -810,14 +874,14 @@ async fn write_frames<S>(
                     }
                     sink.flush().await
                 };
-                match unless(abort, batch).await {
+                match write_unless(abort, &close, batch).await {
                     Some(Ok(())) => {}
                     _ => return,
                 }
             }
             _ = close.cancelled() => break,
             _ = tick(&mut ping) => {
-                match unless(abort, sink.send(Message::Ping(Bytes::new()))).await {
+                match write_unless(abort, &close, sink.send(Message::Ping(Bytes::new()))).await {
                     Some(Ok(())) => {}
                     _ => return,
                 }
@@ -849,6 +913,7 @@ mod tests {
             max_message_bytes: max,
             ping_interval: ping,
             pong_timeout: timeout,
+            idle_timeout: None,
         }
     }
 
@@ -857,7 +922,10 @@ mod tests {
         let (a, b) = tokio::io::duplex(1 << 20);
         let server = WebSocketStream::from_raw_socket(a, Role::Server, Some(s.ws_config())).await;
         let client = WebSocketStream::from_raw_socket(b, Role::Client, None).await;
-        (start(server, s, CancellationToken::new()), client)
+        (
+            start(server, s, CancellationToken::new(), None, None),
+            client,
+        )
     }
 
     async fn next_close(peer: &mut WebSocketStream<tokio::io::DuplexStream>) -> CloseFrame {
@@ -990,22 +1058,5 @@ mod tests {
         assert!(r.is_err(), "input ended early: {r:?}");
         t.close_write.cancel();
         assert!(reading.await.unwrap() >= 5);
-    }
-
-    #[test]
-    fn host_and_origin_allow_lists() {
-        let allowed = loopback_names();
-        assert!(host_allowed("127.0.0.1:8080", &allowed));
-        assert!(host_allowed("LOCALHOST", &allowed));
-        assert!(host_allowed("[::1]:9", &allowed));
-        assert!(!host_allowed("evil.example:8080", &allowed));
-        assert!(!host_allowed("", &allowed));
-        assert!(origin_allowed("http://localhost:5173", &allowed));
-        assert!(origin_allowed("https://[::1]", &allowed));
-        assert!(!origin_allowed("http://evil.example", &allowed));
-        assert!(!origin_allowed("null", &allowed));
-        let exact = vec!["https://app.example:8443".to_owned()];
-        assert!(origin_allowed("https://app.example:8443", &exact));
-        assert!(!origin_allowed("http://app.example:8443", &exact));
     }
 }

@@ -270,7 +270,7 @@ async fn header_rules() {
     assert_eq!(r.status(), 403);
     assert_eq!(
         r.text().await.unwrap(),
-        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Forbidden: invalid Origin header"}}"#
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Forbidden: Origin \"http://evil.example.com\" is not allowed"}}"#
     );
     let r = send(
         Some("2025-11-25"),
@@ -665,4 +665,244 @@ async fn binds_loopback_by_default_and_shuts_down_with_open_streams() {
         "shutdown hung or failed: {done:?}"
     );
     drop(stream);
+}
+
+/// What an authorization layer in front of the endpoint would put in the request extensions.
+#[derive(Clone)]
+struct Principal(String);
+
+fn whoami_server() -> Server {
+    let server = test_server();
+    server.tool(
+        "whoami",
+        "the request's tenant header, session and principal",
+        |_: Nothing, c: RequestCtx| async move {
+            let tenant = c
+                .http()
+                .and_then(|h| h.headers().get("x-tenant"))
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_owned();
+            let principal = c
+                .extension::<Principal>()
+                .map_or("-".to_owned(), |p| p.0.clone());
+            let method = c.http().map(|h| h.parts().method.to_string());
+            HandlerResult::Ok(format!(
+                "tenant={tenant} session={} principal={principal} method={}",
+                c.session_id().unwrap_or("-"),
+                method.unwrap_or_default()
+            ))
+        },
+    );
+    server
+}
+
+#[tokio::test]
+async fn handlers_see_the_http_request_and_the_session_id_when_mounted() {
+    // The endpoint mounted as a tower service in an existing axum app, behind a layer that
+    // authenticates and leaves a principal in the request extensions.
+    let stop = CancellationToken::new();
+    let mcp = StreamableHttpServer::new(
+        whoami_server(),
+        HttpServerConfig {
+            shutdown: stop.clone(),
+            ..HttpServerConfig::default()
+        },
+    );
+    let app = axum::Router::new()
+        .route_service("/mcp", mcp.clone())
+        .route("/health", axum::routing::get(|| async { "ok" }))
+        .layer(axum::middleware::from_fn(
+            |mut req: axum::extract::Request, next: axum::middleware::Next| async move {
+                let user = req
+                    .headers()
+                    .get("x-user")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                if let Some(user) = user {
+                    req.extensions_mut().insert(Principal(user));
+                }
+                next.run(req).await
+            },
+        ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let token = stop.clone();
+    let serving = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { token.cancelled().await })
+            .await
+    });
+    let id = initialize(&url).await;
+    let mut resp = raw()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("x-tenant", "acme")
+        .header("x-user", "alice")
+        .body(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = read_events(&mut resp, |d| d.contains(r#""id":3"#)).await;
+    assert_eq!(
+        events.last().unwrap().1,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"tenant=acme session={id} principal=alice method=POST"}}]}}}}"#
+        )
+    );
+    // The rest of the app is served as before.
+    let health = raw()
+        .get(url.replace("/mcp", "/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.text().await.unwrap(), "ok");
+    // Graceful shutdown of the app, with the session's GET stream open: the token ends the
+    // stream, so axum's shutdown completes.
+    let stream = raw()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let t = std::time::Instant::now();
+    stop.cancel();
+    let done = tokio::time::timeout(Duration::from_secs(5), serving).await;
+    assert!(matches!(done, Ok(Ok(Ok(())))), "shutdown hung: {done:?}");
+    eprintln!("mounted app shut down in {:?}", t.elapsed());
+    assert_eq!(mcp.session_count(), 0);
+    drop(stream);
+}
+
+#[tokio::test]
+async fn stateless_handlers_see_the_request_without_a_session() {
+    let http = StreamableHttpServer::new(
+        whoami_server(),
+        HttpServerConfig {
+            stateless: true,
+            json_response: true,
+            ..HttpServerConfig::default()
+        },
+    );
+    // The service itself, driven as a tower service (as any server that takes one would).
+    use tower::ServiceExt;
+    let req = axum::http::Request::post("/anywhere")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("x-tenant", "beta")
+        .body(axum::body::Body::from(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}"#,
+        ))
+        .unwrap();
+    let resp = http.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::str::from_utf8(&body).unwrap(),
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"tenant=beta session=- principal=- method=POST"}]}}"#
+    );
+}
+
+#[tokio::test]
+async fn the_authority_is_checked_when_http2_carries_no_host_header() {
+    use tower::ServiceExt;
+    let http = StreamableHttpServer::new(test_server(), HttpServerConfig::default());
+    let ping = |uri: &'static str, host: Option<&'static str>| {
+        let mut b = axum::http::Request::post(uri)
+            .version(axum::http::Version::HTTP_2)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(h) = host {
+            b = b.header("host", h);
+        }
+        b.body(axum::body::Body::from(INIT)).unwrap()
+    };
+    // hyper hands an HTTP/2 request's :authority over as the URI's authority, without Host.
+    let ok = http
+        .clone()
+        .oneshot(ping("http://localhost:3000/mcp", None))
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let evil = http
+        .clone()
+        .oneshot(ping("http://evil.example/mcp", Some("localhost")))
+        .await
+        .unwrap();
+    assert_eq!(evil.status(), 403);
+    let body = axum::body::to_bytes(evil.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::str::from_utf8(&body).unwrap(),
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Forbidden: Host \"evil.example\" is not allowed"}}"#
+    );
+    let none = http.clone().oneshot(ping("/mcp", None)).await.unwrap();
+    assert_eq!(none.status(), 403);
+}
+
+#[tokio::test]
+async fn idle_sse_streams_carry_keep_alive_comments() {
+    let srv = start(HttpServerConfig {
+        sse_keep_alive: Some(Duration::from_millis(100)),
+        ..HttpServerConfig::default()
+    })
+    .await;
+    let id = initialize(&srv.url).await;
+    let mut stream = raw()
+        .get(&srv.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    let t = std::time::Instant::now();
+    while seen.matches(": keep-alive\n\n").count() < 3 {
+        let chunk = tokio::time::timeout(Duration::from_secs(2), stream.chunk())
+            .await
+            .expect("a keep-alive within 2 s")
+            .unwrap()
+            .expect("the stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    // The priming event, then only comments: three of them, about 100 ms apart.
+    assert_eq!(
+        seen,
+        "id: s0e0\nretry: 1000\ndata: \n\n: keep-alive\n\n: keep-alive\n\n: keep-alive\n\n"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_refused_initialize_keeps_no_session() {
+    let srv = start(HttpServerConfig::default()).await;
+    let resp = post(
+        &srv.url,
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#,
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    assert_eq!(
+        resp.text().await.unwrap(),
+        "id: s1e1\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"Invalid params: missing field `clientInfo` at line 1 column 32\"}}\n\n"
+    );
+    assert_eq!(srv.http.session_count(), 0);
+    assert_eq!(srv.http.pending_session_count(), 0);
 }

@@ -791,7 +791,7 @@ async fn malformed_responses_fail_their_request_and_are_never_answered() {
     let (res, _) = tokio::join!(conn.ping(), async {
         raw.recv().await.unwrap();
         raw.tx
-            .send(purra_protocol::transport::Inbound::Frame(
+            .send(purra_protocol::Inbound::Frame(
                 format!(
                     r#"{{"result":{{"pad":"{}"}},"jsonrpc":"2.0","id":2}}"#,
                     "x".repeat(5 << 20)

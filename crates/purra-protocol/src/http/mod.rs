@@ -3,11 +3,21 @@
 #[cfg(feature = "http-client")]
 pub(crate) mod client;
 #[cfg(feature = "http-server")]
+#[cfg(feature = "http-server")]
+mod listen;
+#[cfg(feature = "http-server")]
 pub(crate) mod server;
 pub(crate) mod sse;
 
+#[cfg(feature = "http-server")]
+pub use crate::http_context::HttpContext;
 #[cfg(feature = "http-client")]
 pub use client::{connect, HeaderProvider, HttpClientOptions};
+#[cfg(feature = "http-server")]
+#[cfg(feature = "http-server")]
+pub use listen::{
+    serve, ConnectionLimits, ConnectionStats, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 #[cfg(feature = "http-server")]
 pub use server::{BoundHttpServer, HttpServerConfig, StreamableHttpServer};
 

@@ -10,45 +10,69 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::mpsc;
+use http::request::Parts;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::listen::{self, ConnectionLimits, ConnectionStats};
 use super::sse::encode_event;
+use crate::host_policy::HostPolicy;
+use crate::http_context::HttpContext;
 use crate::jsonrpc::{
     decode_frame, encode_error, ErrorCode, ErrorObject, Frame, Message, RequestId,
 };
+use crate::limit::Limiter;
 use crate::server::{Server, ServerSession};
+use crate::session::BoxFuture;
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version;
 
 use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
-/// How a Streamable HTTP server behaves. The defaults are safe for a local server.
+/// The SSE comment sent on an idle stream so proxies and clients see it is alive.
+const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
+
+/// How long the engine may take to answer `initialize` (it answers at once; this only bounds a
+/// stuck engine).
+const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a Streamable HTTP server behaves. The defaults are safe for a local server; every bound
+/// is listed with its reason in ARCHITECTURE.md ("Defaults").
 #[derive(Debug, Clone)]
 pub struct HttpServerConfig {
     /// The address [`StreamableHttpServer::bind`] listens on (default `127.0.0.1:0`: loopback,
     /// any free port). Bind a public address only behind authentication.
     pub bind: SocketAddr,
-    /// The path of the MCP endpoint (default `/mcp`).
+    /// The path of the MCP endpoint in [`router`](StreamableHttpServer::router) and the
+    /// standalone server (default `/mcp`); the server as a tower service answers any path.
     pub endpoint: String,
-    /// Host names (without port) accepted in the `Host` header; empty accepts any.
-    /// Default: `localhost`, `127.0.0.1`, `[::1]`.
-    pub allowed_hosts: Vec<String>,
-    /// Origins accepted besides those whose host is in `allowed_hosts`
-    /// (exact `scheme://host[:port]` strings).
-    pub allowed_origins: Vec<String>,
+    /// Which hosts (the request's authority) and browser origins are accepted; checked before
+    /// anything else (403). Default: loopback names only.
+    pub host_policy: HostPolicy,
     /// The largest request body accepted (default 4 MiB); larger is 413.
     pub max_body_bytes: usize,
-    /// The most live sessions (default 10 000); an initialize beyond it is 503.
+    /// How long a client may take to send a request's body once its headers are in (default
+    /// 30 s); slower is 408.
+    pub body_read_timeout: Duration,
+    /// The most established sessions (default 10 000): sessions whose `initialize` succeeded
+    /// and that the client used again. An `initialize` beyond it is 503.
     pub max_sessions: usize,
+    /// The most sessions that answered `initialize` and have not been used since (default
+    /// 1024); a new one beyond it closes the oldest. Bare initializations never fill the
+    /// table of established sessions.
+    pub max_pending_sessions: usize,
+    /// How long a session that answered `initialize` waits for its client's next request
+    /// before it is closed (default 30 s).
+    pub pending_session_timeout: Duration,
     /// How long a session may stay idle, with no open stream, before it is closed and its
     /// memory reclaimed (default 10 minutes).
     pub session_idle_timeout: Duration,
@@ -56,13 +80,37 @@ pub struct HttpServerConfig {
     pub max_streams_per_session: usize,
     /// Events each stream keeps for replay (default 256).
     pub replay_events: usize,
+    /// Bytes of events each session keeps for replay across its streams (default 1 MiB); the
+    /// oldest events go first, the newest is always kept. A client asking for events that are
+    /// gone gets 410. It also bounds what is queued for one connection that reads slowly: past
+    /// it, that connection is ended and its client resumes from its last event id.
+    pub replay_bytes: usize,
+    /// How long a POST stream stays resumable after its last response was queued (default
+    /// 60 s): a connection can die unnoticed with that response in flight, so the client may
+    /// come back for it with `Last-Event-ID`. Its events count against `replay_bytes` and
+    /// `max_streams_per_session` meanwhile; then they are dropped.
+    pub resume_window: Duration,
     /// The `retry` hint in milliseconds sent with the priming event (default 1000).
     pub sse_retry_ms: u64,
+    /// How often an idle SSE stream carries a keep-alive comment (default 15 s; `None`:
+    /// never), so proxies do not cut it and dead connections are noticed.
+    pub sse_keep_alive: Option<Duration>,
     /// Answer requests with a JSON body instead of an SSE stream.
     pub json_response: bool,
     /// No sessions: every POST is served on its own, without a handshake (for deployments
     /// behind a load balancer). GET and DELETE answer 405.
     pub stateless: bool,
+    /// In stateless mode, how many POSTs are served at once (default 256); beyond it 503.
+    pub max_stateless_requests: usize,
+    /// The standalone server's connection limits ([`serve`](StreamableHttpServer::serve),
+    /// [`bind`](StreamableHttpServer::bind)); an application that mounts the endpoint passes
+    /// its own to [`http::serve`](super::serve).
+    pub connections: ConnectionLimits,
+    /// Shuts the endpoint down when cancelled: every SSE stream ends, every session closes,
+    /// and later requests are answered 503. [`serve`](StreamableHttpServer::serve) cancels it
+    /// when its shutdown future resolves; an application that mounts the endpoint cancels it
+    /// when its own graceful shutdown begins, so open streams do not hold that shutdown up.
+    pub shutdown: CancellationToken,
 }
 
 impl Default for HttpServerConfig {
@@ -70,22 +118,31 @@ impl Default for HttpServerConfig {
         HttpServerConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             endpoint: "/mcp".into(),
-            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
-            allowed_origins: Vec::new(),
+            host_policy: HostPolicy::loopback(),
             max_body_bytes: crate::transport::DEFAULT_MAX_FRAME_BYTES,
+            body_read_timeout: Duration::from_secs(30),
             max_sessions: 10_000,
+            max_pending_sessions: 1024,
+            pending_session_timeout: Duration::from_secs(30),
             session_idle_timeout: Duration::from_secs(600),
             max_streams_per_session: 64,
             replay_events: 256,
+            replay_bytes: 1024 * 1024,
+            resume_window: Duration::from_secs(60),
             sse_retry_ms: 1000,
+            sse_keep_alive: Some(Duration::from_secs(15)),
             json_response: false,
             stateless: false,
+            max_stateless_requests: 256,
+            connections: ConnectionLimits::default(),
+            shutdown: CancellationToken::new(),
         }
     }
 }
 
-/// A Streamable HTTP front for a [`Server`]: mount [`router`](Self::router) in an axum
-/// application, or run it standalone with [`serve`](Self::serve).
+/// A Streamable HTTP front for a [`Server`]: a `tower::Service` of HTTP requests to mount in
+/// any application (axum's `route_service`, or any server that takes a tower service), an
+/// axum [`router`](Self::router), or a standalone server ([`serve`](Self::serve)).
 #[derive(Clone)]
 pub struct StreamableHttpServer {
     shared: Arc<HttpShared>,
@@ -103,87 +160,133 @@ impl std::fmt::Debug for StreamableHttpServer {
 struct HttpShared {
     server: Server,
     config: HttpServerConfig,
-    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    sessions: Mutex<Sessions>,
     shutdown: CancellationToken,
+    /// Stateless POSTs in flight.
+    stateless: Arc<Semaphore>,
+    /// The standalone server's connections.
+    limiter: Arc<Limiter>,
+    connection_stats: ConnectionStats,
+}
+
+/// Live sessions by id.
+#[derive(Default)]
+struct Sessions {
+    /// Initialized and used again: these count against `max_sessions`.
+    established: HashMap<String, Arc<HttpSession>>,
+    /// Answered `initialize`, not used since: bounded apart, and short-lived.
+    pending: HashMap<String, Arc<HttpSession>>,
+    /// Pending ids, oldest first (ids that left `pending` since are skipped and compacted).
+    pending_order: VecDeque<String>,
 }
 
 impl StreamableHttpServer {
-    /// Wraps `server` with `config`, and starts the idle-session sweeper.
+    /// Wraps `server` with `config`, and starts the sweeper that expires sessions and streams.
     pub fn new(server: Server, config: HttpServerConfig) -> Self {
+        let (connection_stats, limiter) = listen::stats_for(&config.connections);
         let shared = Arc::new(HttpShared {
             server,
+            stateless: Arc::new(Semaphore::new(config.max_stateless_requests.max(1))),
+            shutdown: config.shutdown.clone(),
             config,
-            sessions: Mutex::new(HashMap::new()),
-            shutdown: CancellationToken::new(),
+            sessions: Mutex::new(Sessions::default()),
+            limiter,
+            connection_stats,
         });
         let weak = Arc::downgrade(&shared);
-        let idle = shared.config.session_idle_timeout;
-        let every = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
+        let c = &shared.config;
+        let every = (c
+            .session_idle_timeout
+            .min(c.pending_session_timeout)
+            .min(c.resume_window)
+            / 4)
+        .clamp(Duration::from_millis(10), Duration::from_secs(30));
+        let shutdown = shared.shutdown.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             loop {
-                tick.tick().await;
-                let Some(shared) = weak.upgrade() else { return };
-                if shared.shutdown.is_cancelled() {
-                    return;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shutdown.cancelled() => {
+                        if let Some(shared) = weak.upgrade() {
+                            shared.close_all();
+                        }
+                        return;
+                    }
                 }
-                shared.sweep(idle);
+                let Some(shared) = weak.upgrade() else { return };
+                shared.sweep();
             }
         });
         StreamableHttpServer { shared }
     }
 
-    /// The number of live sessions.
+    /// The number of established sessions: initialized, and used again by their client (what
+    /// [`HttpServerConfig::max_sessions`] bounds).
     pub fn session_count(&self) -> usize {
-        self.shared.sessions.lock().expect("sessions lock").len()
+        self.shared
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .established
+            .len()
     }
 
-    /// Closes idle sessions now (the sweeper also does this periodically).
+    /// The number of sessions that answered `initialize` and have not been used since (what
+    /// [`HttpServerConfig::max_pending_sessions`] bounds).
+    pub fn pending_session_count(&self) -> usize {
+        self.shared
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .pending
+            .len()
+    }
+
+    /// The standalone server's open connections.
+    pub fn connection_stats(&self) -> &ConnectionStats {
+        &self.shared.connection_stats
+    }
+
+    /// Closes expired sessions and streams now (the sweeper also does this periodically).
     pub fn sweep_idle_sessions(&self) {
-        self.shared.sweep(self.shared.config.session_idle_timeout);
+        self.shared.sweep();
     }
 
-    /// An axum router serving the endpoint (POST, GET, DELETE); merge or nest it into an
-    /// existing application.
+    /// Shuts the endpoint down (cancels [`HttpServerConfig::shutdown`]).
+    pub fn shutdown(&self) {
+        self.shared.shutdown.cancel();
+    }
+
+    /// An axum router serving the endpoint at [`HttpServerConfig::endpoint`]; merge or nest it
+    /// into an existing application (or mount the server itself as a service).
     pub fn router(&self) -> axum::Router {
-        axum::Router::new().route(
-            &self.shared.config.endpoint,
-            axum::routing::any(handle).with_state(self.shared.clone()),
-        )
+        axum::Router::new().route_service(&self.shared.config.endpoint, self.clone())
     }
 
-    /// Serves on `listener` until `shutdown` resolves; then ends every stream and session and
-    /// returns when connections have closed.
+    /// Serves on `listener` until `shutdown` resolves, with the configured
+    /// [`connections`](HttpServerConfig::connections) limits and `TCP_NODELAY`; then ends every
+    /// stream and session and returns when connections have closed.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let token = self.shared.shutdown.clone();
-        let shared = self.shared.clone();
-        let app = self.router();
-        // SSE events are small writes: without TCP_NODELAY, Nagle's algorithm holds them back
-        // until the peer's delayed ACK (tens of milliseconds per response).
-        use axum::serve::ListenerExt;
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                token.cancel();
-                let sessions: Vec<Arc<HttpSession>> = shared
-                    .sessions
-                    .lock()
-                    .expect("sessions lock")
-                    .drain()
-                    .map(|(_, s)| s)
-                    .collect();
-                for s in sessions {
-                    s.close();
-                }
-            })
-            .await
+        let limits = self.shared.config.connections.clone();
+        let limiter = self.shared.limiter.clone();
+        let trigger = token.clone();
+        let watch = async move {
+            tokio::select! {
+                _ = shutdown => trigger.cancel(),
+                _ = trigger.cancelled() => {}
+            }
+        };
+        let (served, ()) = tokio::join!(
+            listen::serve_limited(listener, self.router(), limits, limiter, token),
+            watch
+        );
+        served
     }
 
     /// Binds the configured address (`127.0.0.1:0` by default).
@@ -193,6 +296,32 @@ impl StreamableHttpServer {
             server: self,
             listener,
         })
+    }
+}
+
+impl<B> tower_service::Service<http::Request<B>> for StreamableHttpServer
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let shared = self.shared.clone();
+        Box::pin(async move { Ok(handle(shared, req.map(Body::new)).await) })
+    }
+}
+
+/// Shrinks a table that a burst grew far beyond what it holds now.
+fn shrink<V>(map: &mut HashMap<String, V>) {
+    if map.capacity() > 4 * map.len() + 64 {
+        map.shrink_to(2 * map.len());
     }
 }
 
@@ -219,36 +348,114 @@ impl BoundHttpServer {
 }
 
 impl HttpShared {
-    fn sweep(&self, idle: Duration) {
+    fn sweep(&self) {
         let now = Instant::now();
-        let expired: Vec<Arc<HttpSession>> = {
+        let cfg = &self.config;
+        let (expired, live): (Vec<Arc<HttpSession>>, Vec<Arc<HttpSession>>) = {
             let mut sessions = self.sessions.lock().expect("sessions lock");
-            let ids: Vec<String> = sessions
-                .iter()
-                .filter(|(_, s)| s.idle_since(now) >= idle)
-                .map(|(id, _)| id.clone())
-                .collect();
-            ids.iter().filter_map(|id| sessions.remove(id)).collect()
+            let mut expired = Vec::new();
+            sessions.established.retain(|_, s| {
+                let keep = s.idle_since(now) < cfg.session_idle_timeout;
+                if !keep {
+                    expired.push(s.clone());
+                }
+                keep
+            });
+            sessions.pending.retain(|_, s| {
+                let keep = s.idle_since(now) < cfg.pending_session_timeout;
+                if !keep {
+                    expired.push(s.clone());
+                }
+                keep
+            });
+            // Give back what a flood left: stale ids, and room the tables no longer need.
+            let s = &mut *sessions;
+            let pending = &s.pending;
+            s.pending_order.retain(|id| pending.contains_key(id));
+            shrink(&mut s.established);
+            shrink(&mut s.pending);
+            if s.pending_order.capacity() > 4 * s.pending_order.len() + 64 {
+                s.pending_order.shrink_to(2 * s.pending_order.len());
+            }
+            let live = s.established.values().cloned().collect();
+            (expired, live)
         };
         for s in expired {
             s.close();
         }
+        for s in live {
+            s.expire_streams(now, cfg.resume_window);
+        }
     }
+
+    fn close_all(&self) {
+        let all: Vec<Arc<HttpSession>> = {
+            let mut sessions = self.sessions.lock().expect("sessions lock");
+            let s = &mut *sessions;
+            s.pending_order.clear();
+            s.established
+                .drain()
+                .chain(s.pending.drain())
+                .map(|(_, s)| s)
+                .collect()
+        };
+        for s in all {
+            s.close();
+        }
+    }
+
+    /// Keeps a session that answered `initialize` until its client uses it; the oldest such
+    /// session makes room when there are too many.
+    fn add_pending(&self, id: String, session: Arc<HttpSession>) {
+        let victim = {
+            let mut guard = self.sessions.lock().expect("sessions lock");
+            let sessions = &mut *guard;
+            let mut victim = None;
+            if sessions.pending.len() >= self.config.max_pending_sessions.max(1) {
+                while let Some(oldest) = sessions.pending_order.pop_front() {
+                    if let Some(s) = sessions.pending.remove(&oldest) {
+                        victim = Some(s);
+                        break;
+                    }
+                }
+            }
+            if sessions.pending_order.len() > 2 * sessions.pending.len() + 64 {
+                let pending = &sessions.pending;
+                sessions.pending_order.retain(|id| pending.contains_key(id));
+            }
+            sessions.pending_order.push_back(id.clone());
+            sessions.pending.insert(id, session);
+            victim
+        };
+        if let Some(v) = victim {
+            v.close();
+        }
+    }
+}
+
+/// One event kept for replay.
+struct Event {
+    seq: u64,
+    /// Arrival order across the session's streams: the oldest event goes first.
+    arrival: u64,
+    data: Bytes,
 }
 
 /// One stream of SSE events: a POST's response stream, or the standalone stream (id 0).
 struct Stream {
-    /// Recent events for replay: (sequence number, encoded message).
-    events: VecDeque<(u64, Bytes)>,
+    /// Recent events for replay.
+    events: VecDeque<Event>,
     next_seq: u64,
     /// The highest sequence number handed to a live connection.
     delivered: u64,
     /// The connection currently reading this stream, if any.
-    live: Option<mpsc::Sender<Bytes>>,
+    live: Option<Live>,
     /// Requests of this stream still waiting for their response.
     pending: HashSet<RequestId>,
     /// Collects responses instead of streaming (JSON response mode).
     json: bool,
+    /// When its last response was queued: the stream stays resumable for the resume window.
+    finished_at: Option<Instant>,
 }
 
 impl Stream {
@@ -260,6 +467,49 @@ impl Stream {
             live: None,
             pending: HashSet::new(),
             json,
+            finished_at: None,
+        }
+    }
+
+    fn is_live(&self) -> bool {
+        self.live.as_ref().is_some_and(|l| !l.tx.is_closed())
+    }
+}
+
+/// The connection reading a stream: its channel, and the bytes queued in it.
+struct Live {
+    tx: mpsc::Sender<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Live {
+    fn new(capacity: usize) -> (Live, mpsc::Receiver<Bytes>, Arc<AtomicUsize>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let queued = Arc::new(AtomicUsize::new(0));
+        (
+            Live {
+                tx,
+                queued: queued.clone(),
+            },
+            rx,
+            queued,
+        )
+    }
+
+    /// Queues `data` unless the connection is gone or already holds `max_bytes` unread (one
+    /// event is always let through, whatever its size).
+    fn send(&self, data: Bytes, max_bytes: usize) -> bool {
+        let queued = self.queued.load(Ordering::Acquire);
+        if queued > 0 && queued + data.len() > max_bytes {
+            return false;
+        }
+        let len = data.len();
+        match self.tx.try_send(data) {
+            Ok(()) => {
+                self.queued.fetch_add(len, Ordering::AcqRel);
+                true
+            }
+            Err(_) => false,
         }
     }
 }
@@ -269,6 +519,52 @@ struct Streams {
     map: HashMap<u64, Stream>,
     /// Which stream each in-flight request's messages go to.
     by_request: HashMap<RequestId, u64>,
+    /// Bytes of events kept for replay, across streams.
+    bytes: usize,
+    next_arrival: u64,
+}
+
+impl Streams {
+    /// Forgets a stream and its replay events.
+    fn remove(&mut self, id: u64) {
+        if let Some(stream) = self.map.remove(&id) {
+            self.bytes -= stream.events.iter().map(|e| e.data.len()).sum::<usize>();
+            for r in &stream.pending {
+                self.by_request.remove(r);
+            }
+        }
+    }
+
+    /// Keeps `data` as event `seq` of stream `id`, within the per-stream count and the
+    /// session's byte budget (the session's oldest events go first).
+    fn keep(&mut self, id: u64, seq: u64, data: Bytes, max_events: usize, max_bytes: usize) {
+        let arrival = self.next_arrival;
+        self.next_arrival += 1;
+        let Some(stream) = self.map.get_mut(&id) else {
+            return;
+        };
+        self.bytes += data.len();
+        stream.events.push_back(Event { seq, arrival, data });
+        while stream.events.len() > max_events {
+            if let Some(e) = stream.events.pop_front() {
+                self.bytes -= e.data.len();
+            }
+        }
+        while self.bytes > max_bytes {
+            let oldest = self
+                .map
+                .iter()
+                .filter_map(|(id, s)| s.events.front().map(|e| (e.arrival, *id)))
+                .min();
+            // The newest event stays, whatever its size: the last response is resumable.
+            let Some((_, id)) = oldest.filter(|(a, _)| *a != arrival) else {
+                break;
+            };
+            if let Some(e) = self.map.get_mut(&id).and_then(|s| s.events.pop_front()) {
+                self.bytes -= e.data.len();
+            }
+        }
+    }
 }
 
 /// One session: its engine's input, its streams, and its activity clock.
@@ -278,6 +574,7 @@ struct HttpSession {
     last_active: Mutex<Instant>,
     session: ServerSession,
     replay: usize,
+    replay_bytes: usize,
     max_streams: usize,
     closed: CancellationToken,
 }
@@ -320,6 +617,14 @@ pub(crate) fn parse_event_id(id: &str) -> Option<(u64, u64)> {
     Some((stream.parse().ok()?, seq.parse().ok()?))
 }
 
+/// Why a POST's stream could not be opened.
+enum OpenError {
+    /// The session holds too many streams.
+    TooManyStreams,
+    /// A request id of this POST is already in flight in the session (or twice in the POST).
+    DuplicateId(RequestId),
+}
+
 impl HttpSession {
     /// Starts a session's engine and router.
     fn start(
@@ -349,10 +654,13 @@ impl HttpSession {
                     next_id: 1,
                     map,
                     by_request: HashMap::new(),
+                    bytes: 0,
+                    next_arrival: 0,
                 }),
                 last_active: Mutex::new(Instant::now()),
                 session,
                 replay: config.replay_events,
+                replay_bytes: config.replay_bytes,
                 max_streams: config.max_streams_per_session,
                 closed: CancellationToken::new(),
             }
@@ -366,25 +674,37 @@ impl HttpSession {
     /// How long the session has been idle; a session with a live stream is never idle.
     fn idle_since(&self, now: Instant) -> Duration {
         let streams = self.streams.lock().expect("streams lock");
-        if streams
-            .map
-            .values()
-            .any(|s| s.live.as_ref().is_some_and(|l| !l.is_closed()))
-        {
+        if streams.map.values().any(Stream::is_live) {
             return Duration::ZERO;
         }
         now.saturating_duration_since(*self.last_active.lock().expect("activity lock"))
+    }
+
+    /// Forgets finished streams nobody resumed within `window`.
+    fn expire_streams(&self, now: Instant, window: Duration) {
+        let mut streams = self.streams.lock().expect("streams lock");
+        let expired: Vec<u64> = streams
+            .map
+            .iter()
+            .filter(|(_, s)| {
+                s.finished_at
+                    .is_some_and(|t| now.saturating_duration_since(t) >= window)
+                    && !s.is_live()
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            streams.remove(id);
+        }
     }
 
     /// Ends the session: the engine sees end of input, every stream ends.
     fn close(&self) {
         self.closed.cancel();
         let mut streams = self.streams.lock().expect("streams lock");
-        for s in streams.map.values_mut() {
-            s.live = None;
-        }
         streams.map.clear();
         streams.by_request.clear();
+        streams.bytes = 0;
     }
 
     /// Puts one outbound message on its stream.
@@ -403,50 +723,75 @@ impl HttpSession {
             // A JSON response carries only responses; the rest goes on the standalone stream.
             target = STANDALONE;
         }
-        let replay = self.replay;
         let Some(stream) = streams.map.get_mut(&target) else {
             return;
         };
         let seq = stream.next_seq;
         stream.next_seq += 1;
-        let data = if stream.json {
+        let json = stream.json;
+        let data = if json {
             Bytes::from(out.frame)
         } else {
             encode_event(&event_id(target, seq), None, &out.frame)
         };
-        stream.events.push_back((seq, data.clone()));
-        while stream.events.len() > replay {
-            stream.events.pop_front();
-        }
         if let Some(live) = &stream.live {
-            match live.try_send(data) {
-                Ok(()) => stream.delivered = seq,
+            match live.send(data.clone(), self.replay_bytes) {
+                true => stream.delivered = seq,
                 // Too slow or gone: drop the connection; the client resumes from its last id.
-                Err(_) => stream.live = None,
+                false => stream.live = None,
             }
+        }
+        if !json {
+            streams.keep(target, seq, data, self.replay, self.replay_bytes);
         }
         if out.completes {
             if let Some(r) = &out.related {
-                stream.pending.remove(r);
                 streams.by_request.remove(r);
             }
-            if target != STANDALONE && stream.pending.is_empty() {
-                // Every response of this stream is out: end the connection.
-                stream.live = None;
-                if stream.delivered + 1 >= stream.next_seq {
-                    streams.map.remove(&target);
-                }
+            self.finish_request(streams, target, out.related.as_ref());
+        }
+    }
+
+    /// Takes `request` off stream `target`; a POST stream whose requests are all done ends
+    /// its connection once that has written what is queued. Its events stay resumable for the
+    /// resume window: whether they reached the client, only the client knows.
+    fn finish_request(&self, streams: &mut Streams, target: u64, request: Option<&RequestId>) {
+        let Some(stream) = streams.map.get_mut(&target) else {
+            return;
+        };
+        if let Some(r) = request {
+            stream.pending.remove(r);
+        }
+        if target != STANDALONE && stream.pending.is_empty() {
+            stream.live = None;
+            if stream.json {
+                // A JSON response is not resumable.
+                streams.remove(target);
+            } else {
+                stream.finished_at = Some(Instant::now());
             }
         }
     }
 
+    /// The client cancelled `request`: no response will come, so its stream must not wait
+    /// for one.
+    fn cancelled(&self, request: &RequestId) {
+        let mut guard = self.streams.lock().expect("streams lock");
+        let streams = &mut *guard;
+        if let Some(target) = streams.by_request.remove(request) {
+            self.finish_request(streams, target, Some(request));
+        }
+    }
+
     /// Opens a stream for the requests of one POST.
-    fn open_stream(
-        &self,
-        requests: &[RequestId],
-        json: bool,
-    ) -> Result<(u64, mpsc::Receiver<Bytes>), StatusCode> {
+    fn open_stream(&self, requests: &[RequestId], json: bool) -> Result<(u64, Reader), OpenError> {
         let mut streams = self.streams.lock().expect("streams lock");
+        let mut seen = HashSet::new();
+        for r in requests {
+            if streams.by_request.contains_key(r) || !seen.insert(r) {
+                return Err(OpenError::DuplicateId(r.clone()));
+            }
+        }
         if streams.map.len() > self.max_streams {
             // Forget the oldest finished streams first.
             let mut finished: Vec<u64> = streams
@@ -456,35 +801,31 @@ impl HttpSession {
                 .map(|(id, _)| *id)
                 .collect();
             finished.sort_unstable();
-            for id in finished
-                .into_iter()
-                .take(streams.map.len() - self.max_streams)
-            {
-                streams.map.remove(&id);
+            let excess = streams.map.len() - self.max_streams;
+            for id in finished.into_iter().take(excess) {
+                streams.remove(id);
             }
             if streams.map.len() > self.max_streams {
-                return Err(StatusCode::TOO_MANY_REQUESTS);
+                return Err(OpenError::TooManyStreams);
             }
         }
         let id = streams.next_id;
         streams.next_id += 1;
-        let (tx, rx) = mpsc::channel(self.replay.max(16));
+        let (live, rx, queued) = Live::new(self.replay.max(16));
         let mut stream = Stream::new(json);
-        stream.live = Some(tx);
+        stream.live = Some(live);
         stream.pending = requests.iter().cloned().collect();
         streams.map.insert(id, stream);
         for r in requests {
             streams.by_request.insert(r.clone(), id);
         }
-        Ok((id, rx))
+        Ok((id, Reader { rx, queued }))
     }
 
     /// Attaches a GET connection: resumes `last` if given, else the standalone stream.
-    fn attach(
-        &self,
-        last: Option<(u64, u64)>,
-    ) -> Result<(u64, u64, mpsc::Receiver<Bytes>), StatusCode> {
-        let mut streams = self.streams.lock().expect("streams lock");
+    fn attach(&self, last: Option<(u64, u64)>) -> Result<(u64, u64, Reader), StatusCode> {
+        let mut guard = self.streams.lock().expect("streams lock");
+        let streams = &mut *guard;
         let (id, after) = match last {
             Some((id, seq)) => (id, seq),
             None => (STANDALONE, u64::MAX),
@@ -493,13 +834,10 @@ impl HttpSession {
             // The stream is gone (finished and forgotten, or never existed).
             return Err(StatusCode::NOT_FOUND);
         };
-        if id == STANDALONE
-            && last.is_none()
-            && stream.live.as_ref().is_some_and(|l| !l.is_closed())
-        {
+        if id == STANDALONE && last.is_none() && stream.is_live() {
             return Err(StatusCode::CONFLICT);
         }
-        let (tx, rx) = mpsc::channel(self.replay.max(16));
+        let (live, rx, queued) = Live::new(self.replay.max(16));
         // Resuming replays what followed the client's last id; a fresh standalone stream
         // delivers what was queued while no GET stream was open.
         let from = if after == u64::MAX {
@@ -507,33 +845,28 @@ impl HttpSession {
         } else {
             after
         };
-        let oldest_kept = stream.events.front().map_or(stream.next_seq, |e| e.0);
+        let oldest_kept = stream.events.front().map_or(stream.next_seq, |e| e.seq);
         if after != u64::MAX && from + 1 < oldest_kept {
             // Events the client missed have left the replay buffer: it cannot resume losslessly.
             return Err(StatusCode::GONE);
         }
         let mut last_sent = from;
-        for (seq, data) in stream.events.iter().filter(|(seq, _)| *seq > from) {
-            if tx.try_send(data.clone()).is_err() {
+        for e in stream.events.iter().filter(|e| e.seq > from) {
+            // The replay itself is bounded by the replay budget: everything kept fits.
+            if !live.send(e.data.clone(), usize::MAX) {
                 break;
             }
-            last_sent = *seq;
+            last_sent = e.seq;
         }
         stream.delivered = stream.delivered.max(last_sent);
-        let finished = id != STANDALONE && stream.pending.is_empty();
-        if finished {
-            if stream.delivered + 1 >= stream.next_seq {
-                streams.map.remove(&id);
-            }
-        } else {
-            stream.live = Some(tx);
+        let next_seq = stream.next_seq;
+        // A finished stream is replayed and the connection ends there (the stream stays for
+        // the rest of its window); a running one goes on live.
+        if id == STANDALONE || !stream.pending.is_empty() {
+            stream.live = Some(live);
         }
-        Ok((id, stream_next_seq(&streams, id), rx))
+        Ok((id, next_seq, Reader { rx, queued }))
     }
-}
-
-fn stream_next_seq(streams: &Streams, id: u64) -> u64 {
-    streams.map.get(&id).map_or(0, |s| s.next_seq)
 }
 
 /// Moves what the engine writes onto streams until the engine stops.
@@ -577,62 +910,9 @@ impl IntoResponse for Reject {
     }
 }
 
-pub(crate) fn host_of_authority(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        return match rest.find(']') {
-            Some(end) => &authority[..end + 2],
-            None => authority,
-        };
-    }
-    authority.split(':').next().unwrap_or(authority)
-}
-
 impl HttpShared {
-    /// DNS-rebinding protection: the Host and Origin headers must name an allowed host.
-    fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), Reject> {
-        let cfg = &self.config;
-        if !cfg.allowed_hosts.is_empty() {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or("");
-            let name = host_of_authority(host).to_ascii_lowercase();
-            if !cfg
-                .allowed_hosts
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(&name))
-            {
-                return Err(Reject::new(
-                    StatusCode::FORBIDDEN,
-                    "Forbidden: invalid Host header",
-                ));
-            }
-        }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("");
-            let allowed_exact = cfg.allowed_origins.iter().any(|o| o == origin);
-            let by_host = origin
-                .split_once("://")
-                .map(|(scheme, rest)| {
-                    (scheme == "http" || scheme == "https")
-                        && (cfg.allowed_hosts.is_empty()
-                            || cfg.allowed_hosts.iter().any(|h| {
-                                h.eq_ignore_ascii_case(host_of_authority(
-                                    rest.trim_end_matches('/'),
-                                ))
-                            }))
-                })
-                .unwrap_or(false);
-            if !allowed_exact && !by_host {
-                return Err(Reject::new(
-                    StatusCode::FORBIDDEN,
-                    "Forbidden: invalid Origin header",
-                ));
-            }
-        }
-        Ok(())
-    }
-
+    /// The session named by the request; a pending session becomes established on this, its
+    /// first use after `initialize`.
     fn session(&self, headers: &HeaderMap) -> Result<Arc<HttpSession>, Reject> {
         let Some(id) = headers.get(SESSION_ID_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Reject::new(
@@ -640,15 +920,49 @@ impl HttpShared {
                 "Bad Request: missing Mcp-Session-Id header",
             ));
         };
-        let sessions = self.sessions.lock().expect("sessions lock");
-        match sessions.get(id) {
-            Some(s) if !s.closed.is_cancelled() => Ok(s.clone()),
-            _ => Err(Reject::new(
+        let gone = || {
+            Reject::new(
                 StatusCode::NOT_FOUND,
                 "Not Found: unknown or expired session",
-            )),
+            )
+        };
+        let mut sessions = self.sessions.lock().expect("sessions lock");
+        if let Some(s) = sessions.established.get(id) {
+            return match s.closed.is_cancelled() {
+                false => Ok(s.clone()),
+                true => Err(gone()),
+            };
         }
+        let Some(s) = sessions.pending.remove(id) else {
+            return Err(gone());
+        };
+        if s.closed.is_cancelled() {
+            return Err(gone());
+        }
+        if sessions.established.len() >= self.config.max_sessions {
+            drop(sessions);
+            s.close();
+            return Err(too_many_sessions());
+        }
+        sessions.established.insert(id.to_owned(), s.clone());
+        Ok(s)
     }
+
+    fn established_full(&self) -> bool {
+        self.sessions
+            .lock()
+            .expect("sessions lock")
+            .established
+            .len()
+            >= self.config.max_sessions
+    }
+}
+
+fn too_many_sessions() -> Reject {
+    Reject::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Service Unavailable: too many sessions",
+    )
 }
 
 fn accepts(headers: &HeaderMap, mime: &str) -> bool {
@@ -683,14 +997,22 @@ fn new_session_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-async fn handle(State(shared): State<Arc<HttpShared>>, req: Request) -> Response {
-    if let Err(r) = shared.check_host_and_origin(req.headers()) {
-        return r.into_response();
+async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    // DNS rebinding and cross-site requests: before anything else.
+    if let Err(why) = shared.config.host_policy.check(&parts.uri, &parts.headers) {
+        return status(StatusCode::FORBIDDEN, &format!("Forbidden: {why}"));
     }
-    match *req.method() {
-        Method::POST => post(shared, req).await,
-        Method::GET => get(shared, req.headers()),
-        Method::DELETE => delete(shared, req.headers()),
+    if shared.shutdown.is_cancelled() {
+        return status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable: the server is shutting down",
+        );
+    }
+    match parts.method {
+        Method::POST => post(shared, parts, body).await,
+        Method::GET => get(shared, parts),
+        Method::DELETE => delete(shared, &parts.headers),
         _ => (
             StatusCode::METHOD_NOT_ALLOWED,
             [(header::ALLOW, "GET, POST, DELETE")],
@@ -699,27 +1021,57 @@ async fn handle(State(shared): State<Arc<HttpShared>>, req: Request) -> Response
     }
 }
 
-fn sse_response(
+/// The receiving end of a stream's connection.
+struct Reader {
     rx: mpsc::Receiver<Bytes>,
-    priming: Option<Bytes>,
-    session_id: Option<&str>,
+    /// Bytes queued and not yet taken (the sender bounds it).
+    queued: Arc<AtomicUsize>,
+}
+
+impl Reader {
+    async fn recv(&mut self) -> Option<Bytes> {
+        let b = self.rx.recv().await?;
+        self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+        Some(b)
+    }
+}
+
+/// What an SSE response body holds besides its channel.
+struct SseState {
+    rx: Reader,
+    /// Sent before anything from the channel (the priming event, an initialize result).
+    first: VecDeque<Bytes>,
+    keep_alive: Option<Duration>,
     shutdown: CancellationToken,
     closed: CancellationToken,
-) -> Response {
-    let first = priming.map(Ok::<Bytes, Infallible>);
-    let stream = futures_util::stream::unfold((rx, first), move |(mut rx, first)| {
-        let shutdown = shutdown.clone();
-        let closed = closed.clone();
-        async move {
-            if let Some(f) = first {
-                return Some((f, (rx, None)));
+    /// Kept alive as long as the response (a stateless session and its permit).
+    _hold: Option<Hold>,
+}
+
+/// A stateless session lives as long as its response, and holds its place under
+/// `max_stateless_requests` as long.
+struct Hold {
+    _session: Arc<HttpSession>,
+    _permit: OwnedSemaphorePermit,
+}
+
+fn sse_response(state: SseState, session_id: Option<&str>) -> Response {
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        if let Some(f) = st.first.pop_front() {
+            return Some((Ok::<Bytes, Infallible>(f), st));
+        }
+        let keep_alive = async {
+            match st.keep_alive {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
             }
-            tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => None,
-                _ = closed.cancelled() => None,
-                m = rx.recv() => m.map(|b| (Ok(b), (rx, None))),
-            }
+        };
+        tokio::select! {
+            biased;
+            _ = st.shutdown.cancelled() => None,
+            _ = st.closed.cancelled() => None,
+            m = st.rx.recv() => m.map(|b| (Ok(b), st)),
+            _ = keep_alive => Some((Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)), st)),
         }
     });
     let mut resp = Response::new(Body::from_stream(stream));
@@ -746,9 +1098,52 @@ fn priming_event(stream: u64, seq: u64, retry_ms: u64, protocol: Option<&str>) -
     })
 }
 
-async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
-    let headers = req.headers().clone();
-    if !(accepts(&headers, "application/json") && accepts(&headers, "text/event-stream")) {
+fn batch_refused() -> Response {
+    let error = ErrorObject::new(
+        ErrorCode::INVALID_REQUEST,
+        "Invalid request: batches are only allowed in protocol version 2025-03-26",
+    );
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        encode_error(None, &error),
+    )
+        .into_response()
+}
+
+/// One message of a POST: its bytes, its request id (for requests), whether it is
+/// `initialize`, and the request it cancels (for `notifications/cancelled`).
+struct Posted {
+    frame: Bytes,
+    id: Option<RequestId>,
+    initialize: bool,
+    cancels: Option<RequestId>,
+}
+
+impl Posted {
+    fn new(frame: Bytes, m: &Message) -> Self {
+        let cancels = match m {
+            Message::Notification { method, params }
+                if method == crate::types::methods::CANCELLED =>
+            {
+                crate::jsonrpc::from_params::<crate::types::CancelledParams>(params.as_deref())
+                    .ok()
+                    .map(|p| p.request_id)
+            }
+            _ => None,
+        };
+        Posted {
+            frame,
+            id: request_id(m),
+            initialize: is_initialize(m),
+            cancels,
+        }
+    }
+}
+
+async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
+    let headers = &parts.headers;
+    if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
         return status(
             StatusCode::NOT_ACCEPTABLE,
             "Not Acceptable: the client must accept both application/json and text/event-stream",
@@ -770,28 +1165,38 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             "Unsupported Media Type: send application/json",
         );
     }
-    let limit = shared.config.max_body_bytes;
+    let cfg = &shared.config;
+    let limit = cfg.max_body_bytes;
+    let too_large = || {
+        status(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("Payload Too Large: the limit is {limit} bytes"),
+        )
+    };
     if headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
         .is_some_and(|n| n > limit)
     {
-        return status(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("Payload Too Large: the limit is {limit} bytes"),
-        );
+        return too_large();
     }
-    let body = match axum::body::to_bytes(req.into_body(), limit).await {
-        Ok(b) => b,
+    let body = match tokio::time::timeout(cfg.body_read_timeout, axum::body::to_bytes(body, limit))
+        .await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => return too_large(),
         Err(_) => {
             return status(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!("Payload Too Large: the limit is {limit} bytes"),
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "Request Timeout: the body did not arrive within {:?}",
+                    cfg.body_read_timeout
+                ),
             )
         }
     };
-    let messages: Vec<(Bytes, Option<RequestId>, bool)> = match decode_frame(&body) {
-        Frame::Single(Ok(m)) => vec![(body.clone(), request_id(&m), is_initialize(&m))],
+    let (messages, batch): (Vec<Posted>, bool) = match decode_frame(&body) {
+        Frame::Single(Ok(m)) => (vec![Posted::new(body.clone(), &m)], false),
         Frame::Single(Err(e)) => {
             let body = encode_error(e.id.as_ref(), &e.error);
             return (
@@ -808,10 +1213,9 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
             let mut out = Vec::new();
             for (item, raw) in items.into_iter().zip(raw) {
                 match item {
-                    Ok(m) => out.push((
+                    Ok(m) => out.push(Posted::new(
                         Bytes::copy_from_slice(raw.get().as_bytes()),
-                        request_id(&m),
-                        is_initialize(&m),
+                        &m,
                     )),
                     Err(e) => {
                         let body = encode_error(e.id.as_ref(), &e.error);
@@ -824,153 +1228,189 @@ async fn post(shared: Arc<HttpShared>, req: Request) -> Response {
                     }
                 }
             }
-            out
+            (out, true)
         }
     };
-    let has_initialize = messages.iter().any(|m| m.2);
-    // The revision an initialize will settle on, known before the engine has answered it.
-    let initialize_version = has_initialize
-        .then(|| {
-            #[derive(serde::Deserialize)]
-            struct P {
-                params: crate::types::InitializeParams,
-            }
-            serde_json::from_slice::<P>(&body).ok()
-        })
-        .flatten()
-        .map(|p| version::negotiate(&p.params.protocol_version).to_owned());
-    if has_initialize && messages.len() > 1 {
+    let has_initialize = messages.iter().any(|m| m.initialize);
+    if has_initialize && (batch || messages.len() > 1) {
         return status(
             StatusCode::BAD_REQUEST,
             "Bad Request: initialize must be sent alone",
         );
     }
-    let cfg = &shared.config;
+    let mut hold = None;
     let (session, session_id) = if cfg.stateless {
+        if let Err(r) = check_version_header(headers) {
+            return r.into_response();
+        }
         let v = headers
             .get(PROTOCOL_VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or(version::LATEST_HANDSHAKE_VERSION);
-        if let Err(r) = check_version_header(&headers) {
-            return r.into_response();
+            .unwrap_or(version::V2025_03_26);
+        if batch && !version::allows_batches(v) {
+            return batch_refused();
         }
-        let stateless = (!has_initialize).then_some(v);
-        (
-            HttpSession::start(&shared.server, cfg, stateless, None),
-            None,
-        )
-    } else if has_initialize {
-        if shared.sessions.lock().expect("sessions lock").len() >= cfg.max_sessions {
+        let Ok(permit) = shared.stateless.clone().try_acquire_owned() else {
             return status(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "Service Unavailable: too many sessions",
+                "Service Unavailable: too many concurrent requests",
             );
+        };
+        let stateless = (!has_initialize).then_some(v);
+        let session = HttpSession::start(&shared.server, cfg, stateless, None);
+        hold = Some(Hold {
+            _session: session.clone(),
+            _permit: permit,
+        });
+        (session, None)
+    } else if has_initialize {
+        if shared.established_full() {
+            return too_many_sessions().into_response();
         }
         let id = new_session_id();
-        let s = HttpSession::start(&shared.server, cfg, None, Some(&id));
-        shared
-            .sessions
-            .lock()
-            .expect("sessions lock")
-            .insert(id.clone(), s.clone());
-        (s, Some(id))
+        (
+            HttpSession::start(&shared.server, cfg, None, Some(&id)),
+            Some(id),
+        )
     } else {
-        if let Err(r) = check_version_header(&headers) {
+        if let Err(r) = check_version_header(headers) {
             return r.into_response();
         }
-        match shared.session(&headers) {
-            Ok(s) => {
-                let id = headers
-                    .get(SESSION_ID_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                (s, id)
-            }
+        let session = match shared.session(headers) {
+            Ok(s) => s,
             Err(r) => return r.into_response(),
+        };
+        let allowed = session
+            .session
+            .protocol_version()
+            .is_some_and(|v| version::allows_batches(&v));
+        if batch && !allowed {
+            return batch_refused();
         }
+        let id = headers
+            .get(SESSION_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        (session, id)
     };
     session.touch();
-    let requests: Vec<RequestId> = messages.iter().filter_map(|m| m.1.clone()).collect();
+    let requests: Vec<RequestId> = messages.iter().filter_map(|m| m.id.clone()).collect();
     let opened = if requests.is_empty() {
         None
     } else {
         match session.open_stream(&requests, cfg.json_response) {
             Ok(o) => Some(o),
-            Err(code) => {
+            Err(OpenError::TooManyStreams) => {
                 return status(
-                    code,
+                    StatusCode::TOO_MANY_REQUESTS,
                     "Too Many Requests: too many open streams in this session",
                 )
             }
+            Err(OpenError::DuplicateId(id)) => {
+                // The first request with this id keeps its stream and gets its response.
+                let error = ErrorObject::new(
+                    ErrorCode::INVALID_REQUEST,
+                    format!("Invalid request: request id {id} is already in use"),
+                );
+                return (
+                    StatusCode::CONFLICT,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    encode_error(Some(&id), &error),
+                )
+                    .into_response();
+            }
         }
     };
-    for (frame, _, _) in messages {
-        if session.inbound.send(Inbound::Frame(frame)).await.is_err() {
+    let context: crate::transport::TransportContext =
+        Arc::new(HttpContext::new(parts, session_id.clone()));
+    for m in &messages {
+        let inbound = Inbound::FrameWithContext {
+            frame: m.frame.clone(),
+            context: context.clone(),
+        };
+        if session.inbound.send(inbound).await.is_err() {
             return status(StatusCode::NOT_FOUND, "Not Found: the session has ended");
         }
+        if let Some(id) = &m.cancels {
+            session.cancelled(id);
+        }
     }
-    let Some((stream_id, rx)) = opened else {
+    let Some((stream_id, mut rx)) = opened else {
         return StatusCode::ACCEPTED.into_response();
     };
+    let mut first = VecDeque::new();
+    let mut session_id = session_id;
+    if has_initialize && !cfg.stateless {
+        // The session is kept only once its initialize succeeded: wait for the answer (the
+        // engine answers initialize before reading anything else).
+        let answer = tokio::time::timeout(INITIALIZE_TIMEOUT, rx.recv()).await;
+        let Ok(Some(answer)) = answer else {
+            session.close();
+            return status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error: initialize was not answered",
+            );
+        };
+        first.push_back(answer);
+        match (&session_id, session.session.is_initialized()) {
+            (Some(id), true) => shared.add_pending(id.clone(), session.clone()),
+            _ => {
+                // Refused (invalid params, unsupported): answered, and nothing is kept.
+                session.close();
+                session_id = None;
+            }
+        }
+    }
     if cfg.json_response {
-        return json_response(rx, requests.len(), session_id.as_deref(), session).await;
+        return json_response(
+            first,
+            rx,
+            requests.len(),
+            session_id.as_deref(),
+            session,
+            hold,
+        )
+        .await;
     }
     let protocol = session
         .session
         .protocol_version()
-        .or(initialize_version)
-        .or_else(|| {
-            headers
-                .get(PROTOCOL_VERSION_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        });
-    let priming = priming_event(stream_id, 1, cfg.sse_retry_ms, protocol.as_deref());
-    let closed = session.closed.clone();
-    // A stateless session lives as long as its response stream.
-    let keep = cfg.stateless.then_some(session);
-    let resp = sse_response(
-        rx,
-        priming,
-        session_id.as_deref(),
-        shared.shutdown.clone(),
-        closed,
-    );
-    if let Some(s) = keep {
-        tokio::spawn(async move {
-            // Close the stateless session once its stream has completed.
-            loop {
-                let done = {
-                    let streams = s.streams.lock().expect("streams lock");
-                    !streams.map.contains_key(&stream_id)
-                        || streams
-                            .map
-                            .get(&stream_id)
-                            .is_some_and(|st| st.pending.is_empty())
-                };
-                if done || s.closed.is_cancelled() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            s.close();
-        });
+        .or_else(|| headers_version(&context));
+    if let Some(p) = priming_event(stream_id, 1, cfg.sse_retry_ms, protocol.as_deref()) {
+        first.push_front(p);
     }
-    resp
+    let state = SseState {
+        rx,
+        first,
+        keep_alive: cfg.sse_keep_alive,
+        shutdown: shared.shutdown.clone(),
+        closed: session.closed.clone(),
+        _hold: hold,
+    };
+    sse_response(state, session_id.as_deref())
+}
+
+/// The revision the request's header names, if any.
+fn headers_version(context: &crate::transport::TransportContext) -> Option<String> {
+    let http: &HttpContext = context.downcast_ref()?;
+    http.headers()
+        .get(PROTOCOL_VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 async fn json_response(
-    mut rx: mpsc::Receiver<Bytes>,
+    mut frames: VecDeque<Bytes>,
+    mut rx: Reader,
     expected: usize,
     session_id: Option<&str>,
     session: Arc<HttpSession>,
+    _hold: Option<Hold>,
 ) -> Response {
-    let mut frames = Vec::with_capacity(expected);
     while frames.len() < expected {
         tokio::select! {
             m = rx.recv() => match m {
-                Some(f) => frames.push(f),
+                Some(f) => frames.push_back(f),
                 None => break,
             },
             _ = session.closed.cancelled() => break,
@@ -983,7 +1423,7 @@ async fn json_response(
         );
     }
     let body = if expected == 1 {
-        frames.remove(0).to_vec()
+        frames.pop_front().unwrap_or_default().to_vec()
     } else {
         let mut b = vec![b'['];
         for (i, f) in frames.iter().enumerate() {
@@ -1007,7 +1447,8 @@ async fn json_response(
     resp
 }
 
-fn get(shared: Arc<HttpShared>, headers: &HeaderMap) -> Response {
+fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
+    let headers = &parts.headers;
     if shared.config.stateless {
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     }
@@ -1051,13 +1492,15 @@ fn get(shared: Arc<HttpShared>, headers: &HeaderMap) -> Response {
             } else {
                 None
             };
-            sse_response(
+            let state = SseState {
                 rx,
-                priming,
-                None,
-                shared.shutdown.clone(),
-                session.closed.clone(),
-            )
+                first: priming.into_iter().collect(),
+                keep_alive: shared.config.sse_keep_alive,
+                shutdown: shared.shutdown.clone(),
+                closed: session.closed.clone(),
+                _hold: None,
+            };
+            sse_response(state, None)
         }
         Err(StatusCode::CONFLICT) => status(
             StatusCode::CONFLICT,
@@ -1080,7 +1523,9 @@ fn delete(shared: Arc<HttpShared>, headers: &HeaderMap) -> Response {
         Err(r) => return r.into_response(),
     };
     if let Some(id) = headers.get(SESSION_ID_HEADER).and_then(|v| v.to_str().ok()) {
-        shared.sessions.lock().expect("sessions lock").remove(id);
+        let mut sessions = shared.sessions.lock().expect("sessions lock");
+        sessions.established.remove(id);
+        sessions.pending.remove(id);
     }
     session.close();
     StatusCode::OK.into_response()
@@ -1113,10 +1558,48 @@ mod tests {
         assert_eq!(parse_event_id("garbage"), None);
     }
 
+    fn streams_with(ids: &[u64]) -> Streams {
+        let mut map = HashMap::new();
+        for id in ids {
+            map.insert(*id, Stream::new(false));
+        }
+        Streams {
+            next_id: 10,
+            map,
+            by_request: HashMap::new(),
+            bytes: 0,
+            next_arrival: 0,
+        }
+    }
+
     #[test]
-    fn hosts_are_taken_from_authorities() {
-        assert_eq!(host_of_authority("localhost:3000"), "localhost");
-        assert_eq!(host_of_authority("[::1]:3000"), "[::1]");
-        assert_eq!(host_of_authority("127.0.0.1"), "127.0.0.1");
+    fn replay_is_bounded_in_bytes_across_streams_oldest_first() {
+        let mut s = streams_with(&[0, 1]);
+        let ev = |n: usize| Bytes::from(vec![b'x'; n]);
+        s.keep(0, 1, ev(400), 256, 1000);
+        s.keep(1, 1, ev(400), 256, 1000);
+        assert_eq!(s.bytes, 800);
+        // 1200 > 1000: the session's oldest event (stream 0's) goes.
+        s.keep(1, 2, ev(400), 256, 1000);
+        assert_eq!(s.bytes, 800);
+        assert!(s.map[&0].events.is_empty());
+        assert_eq!(
+            s.map[&1].events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        // The per-stream count bound also gives bytes back.
+        s.keep(0, 2, ev(10), 1, 1000);
+        s.keep(0, 3, ev(10), 1, 1000);
+        assert_eq!(s.bytes, 810);
+        // Removing a stream gives back its bytes.
+        s.remove(1);
+        assert_eq!(s.bytes, 10);
+        // The newest event is kept even when it alone exceeds the budget; the rest go.
+        s.keep(0, 4, ev(2000), 256, 1000);
+        assert_eq!(s.bytes, 2000);
+        assert_eq!(
+            s.map[&0].events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [4]
+        );
     }
 }
