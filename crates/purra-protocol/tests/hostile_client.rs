@@ -642,6 +642,12 @@ async fn a_stalled_notification_post_holds_back_nothing_for_long() {
         .notify("notifications/stall", &json!({}))
         .await
         .unwrap();
+    // `notify` returns once the message is queued; wait until the server holds the stalled POST
+    // so the order below is the client's doing, not the scheduler's.
+    let start = Instant::now();
+    while events.lock().unwrap().is_empty() && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     conn.peer()
         .notify("notifications/after", &json!({}))
         .await

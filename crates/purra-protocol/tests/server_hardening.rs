@@ -75,16 +75,30 @@ async fn a_cursor_at_the_end_of_the_offset_range_is_an_empty_last_page() {
         ask(&mut raw, r#"{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{"cursor":"purra-fffffffffffffffe"}}"#).await,
         r#"{"jsonrpc":"2.0","id":2,"result":{"resources":[]}}"#
     );
-    // The connection goes on, and ordinary pages still page.
-    let page = ask(
+    // The connection goes on, and ordinary pages still page: four tools, two per page.
+    let first = ask(
         &mut raw,
-        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"purra-2"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}"#,
     )
     .await;
-    assert!(
-        page.contains(r#""name":"c""#) && page.contains(r#""nextCursor":"purra-4""#),
-        "{page}"
-    );
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(v["result"]["tools"][0]["name"], "a");
+    assert_eq!(v["result"]["tools"][1]["name"], "b");
+    assert_eq!(v["result"]["nextCursor"], "purra-2");
+    let last = ask(
+        &mut raw,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":"purra-2"}}"#,
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+    let names: Vec<_> = v["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c", "panics"]);
+    assert!(v["result"].get("nextCursor").is_none(), "{last}");
 }
 
 #[tokio::test]

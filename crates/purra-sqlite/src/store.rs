@@ -2,8 +2,15 @@
 //!
 //! One writer connection per store sits behind a `std::sync::Mutex`; every operation runs on
 //! `tokio::task::spawn_blocking`, so the lock is never held across an `.await`. Every claim, decision
-//! and outcome is one `BEGIN IMMEDIATE` transaction that also appends its audit row, committed with
-//! `synchronous=FULL` before the call returns.
+//! and outcome is atomic with its audit row and committed with `synchronous=FULL` before the call
+//! returns.
+//!
+//! Group commit: a write is queued, and whichever caller holds the connection runs everything queued
+//! in one `BEGIN IMMEDIATE` transaction, each write inside its own savepoint (a write that fails rolls
+//! back only its own changes), commits once, and only then answers every caller of the group with
+//! its result, or with the commit's failure. Writes of one group run one after another in queue
+//! order and see each other's effects, exactly as if each had been its own transaction; concurrent
+//! runs share one sync instead of queueing one sync each.
 //!
 //! Each open store is an *owner*: a row with a lease that a heartbeat thread renews. Claims record their
 //! owner. [`SqliteStore::reconcile_interrupted_claims`] marks a claim with no outcome `unknown`
@@ -101,6 +108,9 @@ impl std::fmt::Debug for SqliteStore {
 struct Inner {
     /// The one writer connection; also used by the heartbeat thread between operations.
     conn: Arc<Mutex<Connection>>,
+    /// Writes waiting for the next group commit (see the module documentation). The leader holds
+    /// this and `conn`, never `Inner`, so dropping the last handle closes the owner at once.
+    queue: Arc<Mutex<Queue>>,
     /// This store's owner id (claims record it).
     owner: String,
     /// False for `open_in_memory`.
@@ -156,6 +166,17 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     conn.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Writes waiting for a group commit, and whether a leader is serving them.
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    leader: bool,
+}
+
+fn lock_queue(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    queue.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Nanoseconds since the Unix epoch (the stored form of every instant).
 pub(crate) fn to_ns(t: SystemTime) -> Result<i64, StoreError> {
     let d = t
@@ -170,6 +191,62 @@ pub(crate) fn from_ns(ns: i64) -> SystemTime {
 
 fn now_ns() -> Result<i64, StoreError> {
     to_ns(SystemTime::now())
+}
+
+/// One queued write: runs inside its savepoint of a group's transaction (or is told why the group
+/// could not begin) and says whether to keep its changes and how to answer its caller once the
+/// commit's outcome is known.
+type Job = Box<dyn FnOnce(Result<(&Connection, &str), StoreError>) -> Finish + Send>;
+
+/// What a job left to do after running: keep or roll back its savepoint, then answer.
+struct Finish {
+    keep: bool,
+    answer: Box<dyn FnOnce(Result<(), StoreError>) + Send>,
+}
+
+/// Runs `jobs` as one group: one `BEGIN IMMEDIATE`, a savepoint per job, one commit, then every
+/// answer (after the commit, so no caller hears of a write before it is on disk).
+fn commit_group(conn: &mut Connection, owner: &str, jobs: Vec<Job>) {
+    let mut tx = match immediate(conn) {
+        Ok(tx) => tx,
+        Err(e) => {
+            for job in jobs {
+                (job(Err(e.clone())).answer)(Err(e.clone()));
+            }
+            return;
+        }
+    };
+    let mut answers = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let finish = match tx.savepoint() {
+            Ok(mut sp) => {
+                let finish = job(Ok((&sp, owner)));
+                let ended = if finish.keep {
+                    sp.commit()
+                } else {
+                    sp.rollback().and_then(|()| sp.commit())
+                };
+                match ended {
+                    Ok(()) => finish,
+                    // The savepoint could not be ended: the transaction is in an unknown state.
+                    Err(e) => Finish {
+                        keep: false,
+                        answer: {
+                            let answer = finish.answer;
+                            let e = backend(e);
+                            Box::new(move |_| answer(Err(e)))
+                        },
+                    },
+                }
+            }
+            Err(e) => job(Err(backend(e))),
+        };
+        answers.push(finish.answer);
+    }
+    let committed = tx.commit().map_err(backend);
+    for answer in answers {
+        answer(committed.clone());
+    }
 }
 
 fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
@@ -228,7 +305,7 @@ fn read_claim(conn: &Connection, key: &str) -> Result<Option<Option<String>>, St
 
 /// Inserts a claim unless the key exists; true when this call claimed it.
 fn insert_claim(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     key: &str,
     owner: &str,
     approval: Option<i64>,
@@ -367,6 +444,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 conn,
+                queue: Arc::new(Mutex::new(Queue::default())),
                 owner,
                 durable,
                 heartbeat,
@@ -398,6 +476,59 @@ impl SqliteStore {
             })
             .await
             .map_err(|_| StoreError::Backend("store operation panicked".into()))?
+        })
+    }
+
+    /// Queues `op` for the next group commit and answers once that group is on disk (see the
+    /// module documentation). `op` runs inside a savepoint: an `Err` rolls back its changes only.
+    fn write<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &str) -> Result<T, StoreError> + Send + 'static,
+    {
+        let queue = Arc::clone(&self.inner.queue);
+        let conn = Arc::clone(&self.inner.conn);
+        let owner = self.inner.owner.clone();
+        let (send, recv) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let result = conn.and_then(|(conn, me)| op(conn, me));
+            Finish {
+                keep: result.is_ok(),
+                answer: Box::new(move |committed: Result<(), StoreError>| {
+                    let _ = send.send(committed.and(result));
+                }),
+            }
+        });
+        Box::pin(async move {
+            // Queued and led on the first poll, with no await in between: a future dropped
+            // before that never wrote, one dropped after is written all the same.
+            let lead = {
+                let mut queue = lock_queue(&queue);
+                queue.jobs.push(job);
+                // At most one leader: the caller that finds none becomes it and serves every
+                // write queued until it finds the queue empty (checked under the lock that
+                // queues, so no write is left behind).
+                !std::mem::replace(&mut queue.leader, true)
+            };
+            if lead {
+                tokio::task::spawn_blocking(move || loop {
+                    let jobs = {
+                        let mut queue = lock_queue(&queue);
+                        if queue.jobs.is_empty() {
+                            queue.leader = false;
+                            break;
+                        }
+                        std::mem::take(&mut queue.jobs)
+                    };
+                    // A write that panics fails its group (the transaction rolls back, its
+                    // callers' answers are dropped), never the leader.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        commit_group(&mut lock(&conn), &owner, jobs)
+                    }));
+                });
+            }
+            recv.await
+                .map_err(|_| StoreError::Backend("store operation panicked".into()))?
         })
     }
 
@@ -557,11 +688,10 @@ impl ApprovalGateway for SqliteStore {
     }
 
     fn prepare(&self, intent: ApprovalIntent) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |tx, me| {
             let digest = intent.digest();
             let intent_json = serde_json::to_string(&intent).map_err(json_error)?;
             let at = now_ns()?;
-            let tx = immediate(conn)?;
             tx.exec(
                 "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
                                         prepared_by, state)
@@ -578,7 +708,7 @@ impl ApprovalGateway for SqliteStore {
             .map_err(backend)?;
             let id = approval_id(tx.last_insert_rowid());
             append(
-                &tx,
+                tx,
                 at,
                 me,
                 "prepared",
@@ -587,13 +717,12 @@ impl ApprovalGateway for SqliteStore {
                 Some(intent.run_id.as_str()),
                 &json!({"intentDigest": digest.as_str(), "intent": intent.to_json()}),
             )?;
-            tx.commit().map_err(backend)?;
             Ok(id)
         })
     }
 
     fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |tx, me| {
             let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
             let decided_at = to_ns(decision.decided_at)?;
             let expires_at = decision.expires_at.map(to_ns).transpose()?;
@@ -601,7 +730,6 @@ impl ApprovalGateway for SqliteStore {
                 Verdict::Approve => "approve",
                 Verdict::Deny => "deny",
             };
-            let tx = immediate(conn)?;
             let state: Option<String> = tx
                 .row(
                     "SELECT state FROM approvals WHERE seq = ?1",
@@ -623,7 +751,7 @@ impl ApprovalGateway for SqliteStore {
             )
             .map_err(backend)?;
             append(
-                &tx,
+                tx,
                 now_ns()?,
                 me,
                 "decided",
@@ -633,7 +761,7 @@ impl ApprovalGateway for SqliteStore {
                 &json!({"verdict": verdict, "approver": decision.approver,
                         "decidedAtNs": decided_at, "expiresAtNs": expires_at}),
             )?;
-            tx.commit().map_err(backend)
+            Ok(())
         })
     }
 
@@ -703,12 +831,11 @@ impl ApprovalGateway for SqliteStore {
         current_intent: JsonIdentity,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |tx, me| {
             let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
             let now = to_ns(now)?;
             // One IMMEDIATE transaction: the checks, the claim, the approval's state and the audit row
             // commit together, or not at all.
-            let tx = immediate(conn)?;
             let row = tx
                 .row(
                     "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
@@ -729,7 +856,7 @@ impl ApprovalGateway for SqliteStore {
                 return Err(StoreError::NotFound);
             };
             let at = now_ns()?;
-            let refuse = |tx: &Transaction<'_>, verdict: ClaimVerdict, event: &str, why: &str| {
+            let refuse = |tx: &Connection, verdict: ClaimVerdict, event: &str, why: &str| {
                 append(
                     tx,
                     at,
@@ -747,7 +874,7 @@ impl ApprovalGateway for SqliteStore {
                 ("prepared", _) => return Ok(ClaimVerdict::Pending),
                 ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
                 ("claimed" | "refused", _) => refuse(
-                    &tx,
+                    tx,
                     ClaimVerdict::AlreadyClaimed,
                     "claim_refused",
                     "already_claimed",
@@ -759,7 +886,7 @@ impl ApprovalGateway for SqliteStore {
                         params![seq],
                     )
                     .map_err(backend)?;
-                    refuse(&tx, ClaimVerdict::Expired, "refused", "expired")?
+                    refuse(tx, ClaimVerdict::Expired, "refused", "expired")?
                 }
                 _ if digest != current_intent.as_str() => {
                     tx.exec(
@@ -768,17 +895,17 @@ impl ApprovalGateway for SqliteStore {
                         params![seq],
                     )
                     .map_err(backend)?;
-                    refuse(&tx, ClaimVerdict::Mismatch, "refused", "mismatch")?
+                    refuse(tx, ClaimVerdict::Mismatch, "refused", "mismatch")?
                 }
                 _ => {
-                    if insert_claim(&tx, &digest, me, Some(seq), at)? {
+                    if insert_claim(tx, &digest, me, Some(seq), at)? {
                         tx.exec(
                             "UPDATE approvals SET state = 'claimed' WHERE seq = ?1",
                             params![seq],
                         )
                         .map_err(backend)?;
                         append(
-                            &tx,
+                            tx,
                             at,
                             me,
                             "claimed",
@@ -790,7 +917,7 @@ impl ApprovalGateway for SqliteStore {
                         ClaimVerdict::Claimed(IdempotencyKey(digest.clone()))
                     } else {
                         refuse(
-                            &tx,
+                            tx,
                             ClaimVerdict::AlreadyClaimed,
                             "claim_refused",
                             "key_already_claimed",
@@ -798,7 +925,6 @@ impl ApprovalGateway for SqliteStore {
                     }
                 }
             };
-            tx.commit().map_err(backend)?;
             Ok(verdict)
         })
     }
@@ -814,17 +940,16 @@ impl IdempotencyStore for SqliteStore {
     }
 
     fn claim(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<ClaimResult, StoreError>> {
-        self.run(move |conn, me| {
-            let tx = immediate(conn)?;
+        self.write(move |tx, me| {
             let at = now_ns()?;
-            let result = if insert_claim(&tx, &key.0, me, None, at)? {
-                append(&tx, at, me, "claimed", None, Some(&key.0), None, &json!({}))?;
+            let result = if insert_claim(tx, &key.0, me, None, at)? {
+                append(tx, at, me, "claimed", None, Some(&key.0), None, &json!({}))?;
                 ClaimResult::Claimed
             } else {
-                let existing = read_claim(&tx, &key.0)?
+                let existing = read_claim(tx, &key.0)?
                     .ok_or_else(|| StoreError::Backend("claim vanished".into()))?;
                 append(
-                    &tx,
+                    tx,
                     at,
                     me,
                     "claim_refused",
@@ -835,7 +960,6 @@ impl IdempotencyStore for SqliteStore {
                 )?;
                 ClaimResult::Existing(claim_state(existing)?)
             };
-            tx.commit().map_err(backend)?;
             Ok(result)
         })
     }
@@ -845,18 +969,18 @@ impl IdempotencyStore for SqliteStore {
         key: IdempotencyKey,
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.run(move |conn, me| {
+        // `Ok(Err(..))`: a rejected outcome whose audit row is committed all the same.
+        let written = self.write(move |tx, me| {
             let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
-            let tx = immediate(conn)?;
             let at = now_ns()?;
-            match read_claim(&tx, &key.0)? {
+            match read_claim(tx, &key.0)? {
                 None => Err(StoreError::NotFound),
                 Some(Some(existing)) => {
                     // Kept as evidence (for example a late outcome after `interrupted`), never applied.
                     let existing: serde_json::Value =
                         serde_json::from_str(&existing).map_err(json_error)?;
                     append(
-                        &tx,
+                        tx,
                         at,
                         me,
                         "outcome_rejected",
@@ -865,8 +989,10 @@ impl IdempotencyStore for SqliteStore {
                         None,
                         &json!({"stored": existing, "offered": outcome}),
                     )?;
-                    tx.commit().map_err(backend)?;
-                    Err(StoreError::Conflict("the claim already has an outcome"))
+                    // Committed with the group: the rejection stays on record.
+                    Ok(Err(StoreError::Conflict(
+                        "the claim already has an outcome",
+                    )))
                 }
                 Some(None) => {
                     tx.exec(
@@ -876,7 +1002,7 @@ impl IdempotencyStore for SqliteStore {
                     )
                     .map_err(backend)?;
                     append(
-                        &tx,
+                        tx,
                         at,
                         me,
                         "outcome",
@@ -885,10 +1011,11 @@ impl IdempotencyStore for SqliteStore {
                         None,
                         &json!({"outcome": outcome}),
                     )?;
-                    tx.commit().map_err(backend)
+                    Ok(Ok(()))
                 }
             }
-        })
+        });
+        Box::pin(async move { written.await? })
     }
 
     fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>> {
@@ -902,9 +1029,8 @@ impl RunStore for SqliteStore {
     }
 
     fn save_suspended(&self, run: SuspendedRun) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.run(move |conn, me| {
+        self.write(move |tx, me| {
             let run_json = serde_json::to_string(&run).map_err(json_error)?;
-            let tx = immediate(conn)?;
             let at = now_ns()?;
             tx.exec(
                 "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns)
@@ -915,7 +1041,7 @@ impl RunStore for SqliteStore {
             )
             .map_err(backend)?;
             append(
-                &tx,
+                tx,
                 at,
                 me,
                 "run_suspended",
@@ -924,7 +1050,7 @@ impl RunStore for SqliteStore {
                 Some(run.run_id.as_str()),
                 &json!({"intentDigest": run.intent_digest.as_str()}),
             )?;
-            tx.commit().map_err(backend)
+            Ok(())
         })
     }
 
@@ -947,8 +1073,7 @@ impl RunStore for SqliteStore {
     }
 
     fn remove_suspended(&self, run_id: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.run(move |conn, me| {
-            let tx = immediate(conn)?;
+        self.write(move |tx, me| {
             let n = tx
                 .exec(
                     "DELETE FROM suspended_runs WHERE run_id = ?1",
@@ -957,7 +1082,7 @@ impl RunStore for SqliteStore {
                 .map_err(backend)?;
             if n > 0 {
                 append(
-                    &tx,
+                    tx,
                     now_ns()?,
                     me,
                     "run_removed",
@@ -967,7 +1092,7 @@ impl RunStore for SqliteStore {
                     &json!({}),
                 )?;
             }
-            tx.commit().map_err(backend)
+            Ok(())
         })
     }
 }

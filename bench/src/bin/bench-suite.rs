@@ -1,0 +1,983 @@
+//! The side-by-side benchmark suite (`bench/run.sh` builds everything and runs it): purra beside
+//! rmcp 3.11.0, the official TypeScript SDK 1.32.2, the official Python SDK 2.3.0 and a pipe
+//! floor, in interleaved rounds, every call's answer checked by the clients.
+//!
+//! Each round runs, in this order: every stdio pair (a client process against a server process
+//! it starts; sequential calls, then 16 in flight), Streamable HTTP (each server with 1, 16 and
+//! 256 concurrent sessions driven by one raw HTTP client), memory (idle resident size, bytes per
+//! HTTP session and per WebSocket connection), the large catalog through the adapter, and the
+//! durable store. The medians of the rounds, their ratios and SVG charts go into BENCHMARKS.md
+//! (between the `suite` markers) and `bench/charts/`; the raw rounds into
+//! `target/bench/results.json`. A pair whose client reported a wrong or missing answer (or
+//! failed otherwise) is marked FAILED in every table and the suite exits 1.
+//!
+//! Usage: `bench-suite [--rounds R] [--calls N] [--http-calls N] [--quick]` from the repository
+//! root; `--quick` is a smoke run (2 rounds, few calls) that writes nothing.
+
+#![allow(clippy::print_stdout)] // a benchmark program: stdout is its result
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use purra_bench::http::{load, wait_listening, Session};
+use purra_bench::svg::{human, Bar, Chart};
+use purra_bench::{median, rss_of};
+use purra_protocol::{Client, ClientOptions, StderrMode, StdioCommand, WsClientOptions};
+use serde_json::{json, Value};
+
+/// Where the programs are.
+struct Env {
+    release: PathBuf,
+    node: PathBuf,
+    python: PathBuf,
+}
+
+impl Env {
+    fn bin(&self, name: &str) -> String {
+        self.release.join(name).display().to_string()
+    }
+
+    /// The stdio server command of implementation `which`.
+    fn server(&self, which: &str) -> Vec<String> {
+        match which {
+            "purra" => vec![self.bin("purra-bench-server")],
+            "rmcp" => vec![self.bin("rmcp-server")],
+            "rmcp-pipes" => vec![self.bin("rmcp-server"), "--pipes".into()],
+            "ts" => vec![
+                self.node.display().to_string(),
+                "peers/node/bench_server.mjs".into(),
+            ],
+            "py" => vec![
+                self.python.display().to_string(),
+                "peers/python/bench_server.py".into(),
+            ],
+            "floor" => vec![self.bin("floor"), "server".into()],
+            other => unreachable!("server {other}"),
+        }
+    }
+
+    /// The stdio client command of implementation `which`.
+    fn client(&self, which: &str) -> Vec<String> {
+        match which {
+            "purra" => vec![self.bin("bench-client")],
+            "rmcp" => vec![self.bin("rmcp-client")],
+            "ts" => vec![
+                self.node.display().to_string(),
+                "peers/node/bench_client.mjs".into(),
+            ],
+            "py" => vec![
+                self.python.display().to_string(),
+                "peers/python/bench_client.py".into(),
+            ],
+            "floor" => vec![self.bin("floor"), "client".into()],
+            other => unreachable!("client {other}"),
+        }
+    }
+
+    /// The Streamable HTTP server command of implementation `which` on `port`.
+    fn http_server(&self, which: &str, port: u16) -> Vec<String> {
+        let mut cmd = match which {
+            "purra" => self.server("purra"),
+            "rmcp" => self.server("rmcp"),
+            "ts" => self.server("ts"),
+            "py" => self.server("py"),
+            other => unreachable!("http server {other}"),
+        };
+        cmd.extend(["--http".to_owned(), port.to_string()]);
+        cmd
+    }
+}
+
+/// The implementation's name where the transport is not stdio (rmcp has one HTTP server).
+fn http_name(which: &str) -> &'static str {
+    if which == "rmcp" {
+        "rmcp"
+    } else {
+        name(which)
+    }
+}
+
+fn name(which: &str) -> &'static str {
+    match which {
+        "purra" => "purra",
+        "rmcp" => "rmcp stdio()",
+        "rmcp-pipes" => "rmcp stdio_pipes()",
+        "rmcp-client" => "rmcp",
+        "ts" => "TypeScript SDK",
+        "py" => "Python SDK",
+        "floor" => "floor",
+        _ => "?",
+    }
+}
+
+/// The stdio pairs: (client, server).
+const PAIRS: &[(&str, &str)] = &[
+    ("floor", "floor"),
+    ("purra", "purra"),
+    ("rmcp", "rmcp"),
+    ("rmcp", "rmcp-pipes"),
+    ("ts", "ts"),
+    ("py", "py"),
+    ("purra", "rmcp"),
+    ("purra", "rmcp-pipes"),
+    ("purra", "ts"),
+    ("purra", "py"),
+    ("rmcp", "purra"),
+    ("ts", "purra"),
+    ("py", "purra"),
+];
+
+const HTTP_SERVERS: &[&str] = &["purra", "rmcp", "ts", "py"];
+const HTTP_CLIENTS: &[usize] = &[1, 16, 256];
+
+fn pair_label(client: &str, server: &str) -> String {
+    let c = if client == "rmcp" {
+        "rmcp"
+    } else {
+        name(client)
+    };
+    format!("{c} → {}", name(server))
+}
+
+/// Every measurement of every round, keyed by a stable name; `None` is a failed run.
+#[derive(Default)]
+struct Results {
+    values: BTreeMap<String, Vec<Option<f64>>>,
+    failures: BTreeMap<String, String>,
+}
+
+impl Results {
+    fn put(&mut self, key: &str, v: f64) {
+        self.values.entry(key.to_owned()).or_default().push(Some(v));
+    }
+
+    fn fail(&mut self, key: &str, why: String) {
+        eprintln!("bench-suite: FAILED {key}: {why}");
+        self.values.entry(key.to_owned()).or_default().push(None);
+        self.failures.entry(key.to_owned()).or_insert(why);
+    }
+
+    /// The median over rounds, `None` if any round failed or none ran.
+    fn median(&self, key: &str) -> Option<f64> {
+        let v = self.values.get(key)?;
+        let ok: Vec<f64> = v.iter().copied().collect::<Option<Vec<f64>>>()?;
+        (!ok.is_empty()).then(|| median(&ok))
+    }
+
+    /// Whether any key starting with `prefix` failed.
+    fn failed(&self, prefix: &str) -> bool {
+        self.failures.keys().any(|k| k.starts_with(prefix))
+    }
+}
+
+async fn run_json(cmd: &[String], limit: Duration) -> Result<Value, String> {
+    let child = tokio::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", cmd[0]))?;
+    let out = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .map_err(|_| format!("no answer within {limit:?}"))?
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(3).collect();
+        return Err(format!(
+            "{}: {}",
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .ok_or("no result line")?;
+    serde_json::from_str(line).map_err(|e| format!("bad result line {line:?}: {e}"))
+}
+
+fn field(v: &Value, name: &str) -> Result<f64, String> {
+    v.get(name)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| format!("no {name} in {v}"))
+}
+
+async fn stdio_pair(env: &Env, res: &mut Results, client: &str, server: &str, calls: usize) {
+    let key = format!("stdio/{client}/{server}");
+    let mut cmd = env.client(client);
+    cmd.extend([
+        "--calls".into(),
+        calls.to_string(),
+        "--concurrency".into(),
+        "16".into(),
+        "--".into(),
+    ]);
+    cmd.extend(env.server(server));
+    let started = Instant::now();
+    match run_json(&cmd, Duration::from_secs(600))
+        .await
+        .and_then(|v| {
+            Ok([
+                field(&v, "sequential_calls_per_s")?,
+                field(&v, "p50_us")?,
+                field(&v, "p99_us")?,
+                field(&v, "concurrent_calls_per_s")?,
+            ])
+        }) {
+        Ok([seq, p50, p99, conc]) => {
+            eprintln!(
+                "  {:<42} seq {:>7.0}/s p50 {:>5.0} µs p99 {:>6.0} µs | 16 in flight {:>7.0}/s ({:.1} s)",
+                pair_label(client, server),
+                seq,
+                p50,
+                p99,
+                conc,
+                started.elapsed().as_secs_f64()
+            );
+            res.put(&format!("{key}/seq"), seq);
+            res.put(&format!("{key}/p50"), p50);
+            res.put(&format!("{key}/p99"), p99);
+            res.put(&format!("{key}/conc"), conc);
+        }
+        Err(e) => res.fail(&key, e),
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A server process killed when dropped.
+struct Running {
+    child: tokio::process::Child,
+}
+
+impl Running {
+    async fn start(cmd: &[String], port: u16) -> Result<Running, String> {
+        let child = tokio::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", cmd[0]))?;
+        wait_listening(([127, 0, 0, 1], port).into(), Duration::from_secs(30)).await?;
+        Ok(Running { child })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+}
+
+async fn http_round(env: &Env, res: &mut Results, calls: usize) {
+    for &server in HTTP_SERVERS {
+        let port = free_port();
+        let running = match Running::start(&env.http_server(server, port), port).await {
+            Ok(r) => r,
+            Err(e) => {
+                res.fail(&format!("http/{server}"), e);
+                continue;
+            }
+        };
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        for &clients in HTTP_CLIENTS {
+            let n = if server == "py" { calls / 5 } else { calls }.max(clients * 4);
+            let key = format!("http/{server}/{clients}");
+            match tokio::time::timeout(Duration::from_secs(300), load(&url, clients, n)).await {
+                Ok(Ok(r)) => {
+                    eprintln!(
+                        "  HTTP {:<16} {:>3} clients {:>7.0} calls/s p50 {:>6.0} µs p99 {:>7.0} µs",
+                        http_name(server),
+                        clients,
+                        r.calls_per_s,
+                        r.p50_us,
+                        r.p99_us
+                    );
+                    res.put(&format!("{key}/rps"), r.calls_per_s);
+                    res.put(&format!("{key}/p50"), r.p50_us);
+                    res.put(&format!("{key}/p99"), r.p99_us);
+                }
+                Ok(Err(e)) => res.fail(&key, e),
+                Err(_) => res.fail(&key, "no end within 300 s".into()),
+            }
+        }
+        drop(running);
+    }
+}
+
+/// Idle resident size of each one-tool stdio server after one call.
+async fn idle_rss(env: &Env, res: &mut Results) {
+    for which in ["purra", "rmcp", "ts", "py"] {
+        let key = format!("mem/idle/{which}");
+        let cmd = env.server(which);
+        let outcome = async {
+            let conn = Client::connect_stdio(
+                StdioCommand::new(&cmd[0])
+                    .args(&cmd[1..])
+                    .stderr(StderrMode::Null),
+                ClientOptions::default(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let r = conn
+                .call_tool("echo", json!({"text": "idle"}))
+                .await
+                .map_err(|e| e.to_string())?;
+            if r.is_error == Some(true) {
+                return Err("echo failed".to_owned());
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let rss = conn.pid().and_then(rss_of).ok_or("no /proc status")?.0;
+            conn.close().await;
+            Ok::<_, String>(rss as f64)
+        }
+        .await;
+        match outcome {
+            Ok(rss) => {
+                eprintln!(
+                    "  idle {:<16} {:>6.1} MiB",
+                    http_name(which),
+                    rss / 1048576.0
+                );
+                res.put(&key, rss);
+            }
+            Err(e) => res.fail(&key, e),
+        }
+    }
+}
+
+/// Sessions held open to measure bytes per HTTP session.
+const HELD: usize = 500;
+/// WebSocket connections held open (purra's server serves 256 at once by default).
+const HELD_WS: usize = 200;
+
+/// Resident bytes per open (idle, initialized) Streamable HTTP session of each server.
+async fn session_bytes(env: &Env, res: &mut Results) {
+    for &server in HTTP_SERVERS {
+        let key = format!("mem/http-session/{server}");
+        let port = free_port();
+        let outcome = async {
+            let running = Running::start(&env.http_server(server, port), port).await?;
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            let http = purra_bench::http::client();
+            let mut first = Session::open(http.clone(), &url).await?;
+            first.add(1, 2).await?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let before = rss_of(running.pid()).ok_or("no /proc status")?.0;
+            let mut held = Vec::with_capacity(HELD);
+            for _ in 0..HELD {
+                held.push(Session::open(http.clone(), &url).await?);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let after = rss_of(running.pid()).ok_or("no /proc status")?.0;
+            drop(held);
+            Ok::<_, String>((after as f64 - before as f64) / HELD as f64)
+        }
+        .await;
+        match outcome {
+            Ok(b) => {
+                eprintln!("  HTTP session {:<16} {:>7.0} bytes", http_name(server), b);
+                res.put(&key, b);
+            }
+            Err(e) => res.fail(&key, e),
+        }
+    }
+}
+
+/// Resident bytes per open WebSocket connection of purra's server (rmcp has no WebSocket).
+async fn ws_bytes(env: &Env, res: &mut Results) {
+    let key = "mem/ws/purra";
+    let port = free_port();
+    let outcome = async {
+        let cmd = vec![
+            env.bin("purra-bench-server"),
+            "--ws".into(),
+            port.to_string(),
+        ];
+        let running = Running::start(&cmd, port).await?;
+        let url = format!("ws://127.0.0.1:{port}/");
+        let connect =
+            || Client::connect_ws(&url, WsClientOptions::default(), ClientOptions::default());
+        let first = connect().await.map_err(|e| e.to_string())?;
+        first
+            .call_tool("echo", json!({"text": "x"}))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = rss_of(running.pid()).ok_or("no /proc status")?.0;
+        let mut held = Vec::with_capacity(HELD_WS);
+        for _ in 0..HELD_WS {
+            held.push(connect().await.map_err(|e| e.to_string())?);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = rss_of(running.pid()).ok_or("no /proc status")?.0;
+        drop(held);
+        Ok::<_, String>((after as f64 - before as f64) / HELD_WS as f64)
+    }
+    .await;
+    match outcome {
+        Ok(b) => {
+            eprintln!("  WebSocket connection purra {b:>7.0} bytes");
+            res.put(key, b);
+        }
+        Err(e) => res.fail(key, e),
+    }
+}
+
+/// The catalog cases: (tools, schema bytes).
+const CATALOGS: &[(usize, usize)] = &[(256, 16 * 1024), (56, 16 * 1024), (256, 3 * 1024)];
+
+async fn catalog_round(env: &Env, res: &mut Results, notes: &mut BTreeMap<String, String>) {
+    for &(tools, bytes) in CATALOGS {
+        let key = format!("catalog/{tools}x{bytes}");
+        let cmd = vec![
+            env.bin("catalog"),
+            "run".into(),
+            "--tools".into(),
+            tools.to_string(),
+            "--schema-bytes".into(),
+            bytes.to_string(),
+        ];
+        match run_json(&cmd, Duration::from_secs(300)).await {
+            Ok(v) => {
+                let outcome = v["outcome"].as_str().unwrap_or("?").to_owned();
+                eprintln!(
+                    "  catalog {tools} × {bytes} B: connect {:.1} ms, discover {:.1} ms, {outcome}, peak {:.1} MiB",
+                    v["connect_ms"].as_f64().unwrap_or(0.0),
+                    v["discover_ms"].as_f64().unwrap_or(0.0),
+                    v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0
+                );
+                for f in [
+                    "connect_ms",
+                    "discover_ms",
+                    "peak_rss_bytes",
+                    "catalog_bytes",
+                ] {
+                    res.put(&format!("{key}/{f}"), v[f].as_f64().unwrap_or(f64::NAN));
+                }
+                let expected_ok = tools * (bytes + 200) < 1024 * 1024;
+                if (outcome == "ok") != expected_ok {
+                    res.fail(&key, format!("unexpected outcome {outcome}"));
+                }
+                notes.insert(key, outcome);
+            }
+            Err(e) => res.fail(&key, e),
+        }
+    }
+}
+
+async fn store_round(env: &Env, res: &mut Results, seconds: f64) {
+    let dir = Path::new("target/bench/store");
+    let cmd = vec![
+        env.bin("store-bench"),
+        "--dir".into(),
+        dir.display().to_string(),
+        "--seconds".into(),
+        seconds.to_string(),
+    ];
+    match run_json(&cmd, Duration::from_secs(300)).await {
+        Ok(v) => {
+            let f = v["fsync_per_s"].as_f64().unwrap_or(0.0);
+            let one = v["cycles_per_s_1"].as_f64().unwrap_or(0.0);
+            let sixteen = v["cycles_per_s_16"].as_f64().unwrap_or(0.0);
+            eprintln!(
+                "  store: fsync {f:.0}/s, 1 run {one:.0} cycles/s, 16 runs {sixteen:.0} cycles/s"
+            );
+            res.put("store/fsync", f);
+            res.put("store/1", one);
+            res.put("store/16", sixteen);
+            res.put("store/ratio1", one / f);
+            res.put("store/ratio16", sixteen / f);
+        }
+        Err(e) => res.fail("store", e),
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn command_line(cmd: &str, args: &[&str]) -> String {
+    std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn machine(env: &Env) -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("?")
+        .trim()
+        .to_owned();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let kib: f64 = m.lines().next()?.split_whitespace().nth(1)?.parse().ok()?;
+            Some(format!("{:.0} GiB", kib / 1048576.0))
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{cores} cores ({model}), {mem} memory, Linux {}; {}; Node {}; {}",
+        kernel.trim(),
+        command_line("rustc", &["--version"]),
+        command_line(&env.node.display().to_string(), &["--version"]),
+        command_line(&env.python.display().to_string(), &["--version"]),
+    )
+}
+
+struct Options {
+    rounds: usize,
+    calls: usize,
+    http_calls: usize,
+    store_seconds: f64,
+    quick: bool,
+}
+
+fn parse_options() -> Options {
+    let mut o = Options {
+        rounds: 5,
+        calls: 20_000,
+        http_calls: 5_000,
+        store_seconds: 2.0,
+        quick: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut num = || {
+            args.next()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|n| *n > 0)
+        };
+        match a.as_str() {
+            "--rounds" => o.rounds = num().unwrap_or_else(|| usage()),
+            "--calls" => o.calls = num().unwrap_or_else(|| usage()),
+            "--http-calls" => o.http_calls = num().unwrap_or_else(|| usage()),
+            "--quick" => {
+                o.quick = true;
+                o.rounds = 2;
+                o.calls = 1_000;
+                o.http_calls = 300;
+                o.store_seconds = 0.3;
+            }
+            _ => usage(),
+        }
+    }
+    o
+}
+
+fn usage() -> ! {
+    eprintln!("usage: bench-suite [--rounds R] [--calls N] [--http-calls N] [--quick]");
+    std::process::exit(64)
+}
+
+#[tokio::main]
+async fn main() {
+    let o = parse_options();
+    let env = Env {
+        release: PathBuf::from("target/release"),
+        node: PathBuf::from(".peers/bin/node"),
+        python: PathBuf::from(".peers/venv/bin/python"),
+    };
+    let started = Instant::now();
+    let load_before = loadavg();
+    let mut res = Results::default();
+    let mut notes = BTreeMap::new();
+    for round in 0..o.rounds {
+        eprintln!("round {} of {} (load {})", round + 1, o.rounds, loadavg());
+        // Rotate the pair order each round so no pair always runs first or last.
+        for i in 0..PAIRS.len() {
+            let (client, server) = PAIRS[(i + round) % PAIRS.len()];
+            let calls = if client == "py" || server == "py" {
+                o.calls / 10
+            } else {
+                o.calls
+            };
+            stdio_pair(&env, &mut res, client, server, calls.max(16)).await;
+        }
+        http_round(&env, &mut res, o.http_calls).await;
+        idle_rss(&env, &mut res).await;
+        session_bytes(&env, &mut res).await;
+        ws_bytes(&env, &mut res).await;
+        catalog_round(&env, &mut res, &mut notes).await;
+        store_round(&env, &mut res, o.store_seconds).await;
+    }
+    let run = RunInfo {
+        machine: machine(&env),
+        load_before,
+        load_after: loadavg(),
+        minutes: started.elapsed().as_secs_f64() / 60.0,
+        rounds: o.rounds,
+        calls: o.calls,
+        http_calls: o.http_calls,
+        date: command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+    };
+    let report = report(&res, &run, &notes);
+    println!("{report}");
+    if !o.quick {
+        write_outputs(&res, &report);
+    }
+    if !res.failures.is_empty() {
+        eprintln!("bench-suite: {} measurement(s) FAILED", res.failures.len());
+        std::process::exit(1);
+    }
+}
+
+struct RunInfo {
+    machine: String,
+    load_before: String,
+    load_after: String,
+    minutes: f64,
+    rounds: usize,
+    calls: usize,
+    http_calls: usize,
+    date: String,
+}
+
+fn cell(v: Option<f64>) -> String {
+    v.map_or_else(|| "FAILED".to_owned(), human)
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? / b?)
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "—".to_owned(), |r| format!("{r:.2}×"))
+}
+
+fn verdict(r: Option<f64>, at_least: f64) -> &'static str {
+    match r {
+        Some(r) if r >= at_least => "met",
+        Some(_) => "not met",
+        None => "FAILED",
+    }
+}
+
+fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> String {
+    let m = |k: &str| res.median(k);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Measured {} by `bench/run.sh` ({} rounds, {:.0} minutes). Machine: {}.",
+        run.date, run.rounds, run.minutes, run.machine
+    );
+    let _ = writeln!(s, "Load average (1, 5, 15 min) before the run: {}; after: {}. Other engineers' builds share this 2-core machine, so absolute numbers move from run to run; ratios are taken between medians of the same run.", run.load_before, run.load_after);
+    let _ = writeln!(s, "Every number is the median of the rounds; every call's answer was checked (the echoed text, the sum), and a pair with a wrong or missing answer would read FAILED.\n");
+
+    let floor_seq = m("stdio/floor/floor/seq");
+    let floor_conc = m("stdio/floor/floor/conc");
+    let _ = writeln!(s, "### stdio round trips\n");
+    let _ = writeln!(s, "`echo` with a distinct text per call over the pipes of a child process: {} calls one at a time, then {} with 16 in flight on one connection (a tenth of that for pairs with the Python SDK), after 500 warm-up calls. Clients: purra `bench-client`, rmcp `rmcp-client`, `peers/node/bench_client.mjs`, `peers/python/bench_client.py`, `floor client`; servers: `purra-bench-server`, `rmcp-server` (`stdio()`, or `--pipes` for `stdio_pipes()`), `bench_server.mjs`, `bench_server.py`, `floor server`.\n", run.calls, run.calls);
+    let _ = writeln!(s, "| client → server | sequential calls/s | p50 µs | p99 µs | ÷ floor | 16 in flight calls/s | ÷ floor |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    for &(c, sv) in PAIRS {
+        let k = format!("stdio/{c}/{sv}");
+        if res.failed(&k) {
+            let _ = writeln!(
+                s,
+                "| {} | FAILED: {} | | | | | |",
+                pair_label(c, sv),
+                res.failures.get(&k).map_or("", String::as_str)
+            );
+            continue;
+        }
+        let seq = m(&format!("{k}/seq"));
+        let conc = m(&format!("{k}/conc"));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            pair_label(c, sv),
+            cell(seq),
+            cell(m(&format!("{k}/p50"))),
+            cell(m(&format!("{k}/p99"))),
+            fmt_ratio(ratio(seq, floor_seq)),
+            cell(conc),
+            fmt_ratio(ratio(conc, floor_conc)),
+        );
+    }
+    let _ = writeln!(s, "\n![stdio, sequential](bench/charts/stdio-sequential.svg)\n![stdio, 16 in flight](bench/charts/stdio-concurrent.svg)\n![stdio, ratio to the floor](bench/charts/stdio-floor-ratio.svg)\n");
+
+    let _ = writeln!(s, "### Streamable HTTP over loopback\n");
+    let _ = writeln!(s, "One raw HTTP client process (`purra_bench::http`: the same bytes for every server, SSE or JSON answers) opens 1, 16 or 256 sessions (`initialize`, `notifications/initialized`), then each session calls `add {{a, b}}` one call at a time and checks the sum; {} calls in all per run (a fifth of that for the Python SDK). Servers: default configuration of each (`StreamableHttpServer`, rmcp's `StreamableHttpService` with its local session manager on `axum::serve` as rmcp's examples serve it, which leaves Nagle's algorithm on: each of its SSE answers then waits for the client's delayed ACK, about 40 ms per sequential call (purra's server sets `TCP_NODELAY` on accepted sockets), the TypeScript SDK's `StreamableHTTPServerTransport` per session on `node:http`, the Python SDK's `MCPServer.run(\"streamable-http\")` on uvicorn).\n", run.http_calls);
+    let _ = writeln!(
+        s,
+        "| server | sessions | calls/s | p50 µs | p99 µs | calls/s ÷ rmcp |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    for &sv in HTTP_SERVERS {
+        for &c in HTTP_CLIENTS {
+            let k = format!("http/{sv}/{c}");
+            if res.failed(&k)
+                || res.failed(&format!("http/{sv}/")) && m(&format!("{k}/rps")).is_none()
+            {
+                let why = res
+                    .failures
+                    .get(&k)
+                    .or_else(|| res.failures.get(&format!("http/{sv}")))
+                    .map_or("", String::as_str);
+                let _ = writeln!(s, "| {} | {c} | FAILED: {why} | | | |", http_name(sv));
+                continue;
+            }
+            let rps = m(&format!("{k}/rps"));
+            let _ = writeln!(
+                s,
+                "| {} | {c} | {} | {} | {} | {} |",
+                http_name(sv),
+                cell(rps),
+                cell(m(&format!("{k}/p50"))),
+                cell(m(&format!("{k}/p99"))),
+                fmt_ratio(ratio(rps, m(&format!("http/rmcp/{c}/rps")))),
+            );
+        }
+    }
+    let _ = writeln!(s, "\n![Streamable HTTP](bench/charts/http.svg)\n");
+
+    let _ = writeln!(s, "### Memory\n");
+    let _ = writeln!(s, "Idle: resident size (`VmRSS`) of each one-tool stdio server 300 ms after one call. Per session: the server's resident growth after {HELD} more sessions were opened (and left idle, initialized), divided by {HELD}; per WebSocket connection the same with {HELD_WS} connections to purra's WebSocket server (it serves 256 at once by default; rmcp, the TypeScript and the Python SDK have no WebSocket server).\n");
+    let _ = writeln!(
+        s,
+        "| server | idle resident | bytes per HTTP session | bytes per WebSocket connection |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    for sv in ["purra", "rmcp", "ts", "py"] {
+        let ws = if sv == "purra" {
+            cell(m("mem/ws/purra"))
+        } else {
+            "—".into()
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {ws} |",
+            http_name(sv),
+            m(&format!("mem/idle/{sv}"))
+                .map_or_else(|| "FAILED".into(), |b| format!("{:.1} MiB", b / 1048576.0)),
+            cell(m(&format!("mem/http-session/{sv}"))),
+        );
+    }
+
+    let _ = writeln!(s, "\n### A large catalog through the adapter\n");
+    let _ = writeln!(s, "A purra server lists N tools with input schemas of about B bytes (string properties with descriptions and bounds, in Core's strict profile); the client process connects (this includes starting the server process, which compiles every schema at registration, and purra's client fetching every page, 100 tools a page), then `discover_read_tools` binds every tool under the default `Limits` (1 MiB catalog, 64 KiB per schema): pages, the strict-profile compilation of every schema, the snapshot and its digest. Peak is the client process's `VmHWM`.\n");
+    let _ = writeln!(s, "| tools × schema bytes | catalog bytes | connect ms | discover ms | outcome | peak resident |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---|---:|");
+    for &(t, b) in CATALOGS {
+        let k = format!("catalog/{t}x{b}");
+        let _ = writeln!(
+            s,
+            "| {t} × {b} | {} | {} | {} | `{}` | {} |",
+            cell(m(&format!("{k}/catalog_bytes"))),
+            m(&format!("{k}/connect_ms")).map_or_else(|| "FAILED".into(), |v| format!("{v:.1}")),
+            m(&format!("{k}/discover_ms")).map_or_else(|| "FAILED".into(), |v| format!("{v:.1}")),
+            notes.get(&k).map_or("FAILED", String::as_str),
+            m(&format!("{k}/peak_rss_bytes"))
+                .map_or_else(|| "FAILED".into(), |v| format!("{:.1} MiB", v / 1048576.0)),
+        );
+    }
+
+    let _ = writeln!(s, "\n### The durable store under concurrency\n");
+    let _ = writeln!(s, "`store-bench`: the disk's fsync rate (4 KiB written in place and `sync_all`), then approval cycles (`decide`, `check_and_claim`, `complete`: three durable transactions, answers checked and read back) for one run at a time and for 16 concurrent runs on one store, in `target/bench/store`.\n");
+    let _ = writeln!(
+        s,
+        "| fsync/s | 1 run: cycles/s | ÷ fsync rate | 16 runs: cycles/s | ÷ fsync rate |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "| {} | {} | {} | {} | {} |",
+        cell(m("store/fsync")),
+        cell(m("store/1")),
+        fmt_ratio(m("store/ratio1")),
+        cell(m("store/16")),
+        fmt_ratio(m("store/ratio16"))
+    );
+
+    let _ = writeln!(
+        s,
+        "\n### Targets of issue 19 (ratios of this run's medians)\n"
+    );
+    let _ = writeln!(s, "| target | measured | |");
+    let _ = writeln!(s, "|---|---:|---|");
+    let pp = "stdio/purra/purra";
+    let mut target = |what: &str, r: Option<f64>, at_least: f64| {
+        let _ = writeln!(
+            s,
+            "| {what} | {} | {} |",
+            fmt_ratio(r),
+            verdict(r, at_least)
+        );
+    };
+    target(
+        "sequential stdio ≥ 0.8× the floor",
+        ratio(m(&format!("{pp}/seq")), floor_seq),
+        0.8,
+    );
+    target(
+        "16 in flight ≥ 3× rmcp `stdio_pipes()`",
+        ratio(m(&format!("{pp}/conc")), m("stdio/rmcp/rmcp-pipes/conc")),
+        3.0,
+    );
+    target(
+        "16 in flight ≥ 7× the TypeScript SDK",
+        ratio(m(&format!("{pp}/conc")), m("stdio/ts/ts/conc")),
+        7.0,
+    );
+    target(
+        "16 in flight ≥ 50× the Python SDK",
+        ratio(m(&format!("{pp}/conc")), m("stdio/py/py/conc")),
+        50.0,
+    );
+    for c in [16, 256] {
+        target(
+            &format!("HTTP, {c} sessions: ≥ 2× rmcp's calls/s"),
+            ratio(
+                m(&format!("http/purra/{c}/rps")),
+                m(&format!("http/rmcp/{c}/rps")),
+            ),
+            2.0,
+        );
+        target(
+            &format!("HTTP, {c} sessions: p99 no worse than rmcp's (rmcp p99 ÷ purra p99)"),
+            ratio(
+                m(&format!("http/rmcp/{c}/p99")),
+                m(&format!("http/purra/{c}/p99")),
+            ),
+            1.0,
+        );
+    }
+    target(
+        "idle one-tool server ≤ rmcp's resident size (rmcp ÷ purra)",
+        ratio(m("mem/idle/rmcp"), m("mem/idle/purra")),
+        1.0,
+    );
+    target(
+        "idle HTTP session ≤ 8 KiB (8 KiB ÷ purra's bytes)",
+        ratio(Some(8192.0), m("mem/http-session/purra")),
+        1.0,
+    );
+    target(
+        "durable store, 1 run ≥ 0.33× the fsync rate",
+        m("store/ratio1"),
+        0.33,
+    );
+    target(
+        "durable store, 16 runs ≥ 1× the fsync rate",
+        m("store/ratio16"),
+        1.0,
+    );
+    s
+}
+
+fn write_outputs(res: &Results, report: &str) {
+    let m = |k: &str| res.median(k);
+    let _ = std::fs::create_dir_all("target/bench");
+    let raw: BTreeMap<&String, &Vec<Option<f64>>> = res.values.iter().collect();
+    let _ = std::fs::write(
+        "target/bench/results.json",
+        json!({"rounds": raw, "failures": res.failures}).to_string(),
+    );
+    let _ = std::fs::create_dir_all("bench/charts");
+    let pairs = |metric: &str| -> Vec<Bar> {
+        PAIRS
+            .iter()
+            .map(|&(c, sv)| Bar {
+                label: pair_label(c, sv),
+                value: m(&format!("stdio/{c}/{sv}/{metric}")).unwrap_or(0.0),
+                accent: c == "purra" || sv == "purra",
+            })
+            .collect()
+    };
+    let floor_seq = m("stdio/floor/floor/seq").unwrap_or(0.0);
+    let floor_conc = m("stdio/floor/floor/conc").unwrap_or(0.0);
+    let charts = [
+        (
+            "stdio-sequential.svg",
+            Chart {
+                title: "stdio, one call at a time: calls/s (median)".into(),
+                unit: "/s".into(),
+                bars: pairs("seq"),
+                reference: None,
+            },
+        ),
+        (
+            "stdio-concurrent.svg",
+            Chart {
+                title: "stdio, 16 calls in flight: calls/s (median)".into(),
+                unit: "/s".into(),
+                bars: pairs("conc"),
+                reference: None,
+            },
+        ),
+        (
+            "stdio-floor-ratio.svg",
+            Chart {
+                title: "stdio: calls/s ÷ the floor's (sequential, then 16 in flight)".into(),
+                unit: "×".into(),
+                bars: pairs("seq")
+                    .into_iter()
+                    .map(|b| Bar {
+                        label: format!("{} (1)", b.label),
+                        value: b.value / floor_seq.max(1.0),
+                        ..b
+                    })
+                    .chain(pairs("conc").into_iter().map(|b| Bar {
+                        label: format!("{} (16)", b.label),
+                        value: b.value / floor_conc.max(1.0),
+                        ..b
+                    }))
+                    .collect(),
+                reference: Some(("floor = 1×".into(), 1.0)),
+            },
+        ),
+        (
+            "http.svg",
+            Chart {
+                title: "Streamable HTTP over loopback: calls/s (median)".into(),
+                unit: "/s".into(),
+                bars: HTTP_SERVERS
+                    .iter()
+                    .flat_map(|&sv| HTTP_CLIENTS.iter().map(move |&c| (sv, c)))
+                    .map(|(sv, c)| Bar {
+                        label: format!("{}, {c} sessions", http_name(sv)),
+                        value: m(&format!("http/{sv}/{c}/rps")).unwrap_or(0.0),
+                        accent: sv == "purra",
+                    })
+                    .collect(),
+                reference: None,
+            },
+        ),
+    ];
+    for (file, chart) in charts {
+        let _ = std::fs::write(Path::new("bench/charts").join(file), chart.render());
+    }
+    let path = "BENCHMARKS.md";
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (begin, end) = ("<!-- suite:begin -->", "<!-- suite:end -->");
+    let block = format!("{begin}\n{report}{end}");
+    let new = match (text.find(begin), text.find(end)) {
+        (Some(a), Some(b)) if b > a => format!("{}{block}{}", &text[..a], &text[b + end.len()..]),
+        _ => format!("{text}\n## The side-by-side suite\n\n{block}\n"),
+    };
+    let _ = std::fs::write(path, new);
+}
