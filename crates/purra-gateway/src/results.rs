@@ -20,10 +20,10 @@ pub fn success(envelope: &Value) -> CallToolResult {
         Value::Object(o) => Some(Value::Object(o.clone())),
         _ => None,
     };
-    CallToolResult {
-        content,
-        structured_content: structured,
-        ..CallToolResult::default()
+    let result = CallToolResult::new(content);
+    match structured {
+        Some(s) => result.with_structured_content(s),
+        None => result,
     }
 }
 

@@ -16,11 +16,11 @@ use purra_mcp::{
     discover_read_tools, discover_write_tools, AdapterError, CatalogMonitor, Limits, ReadBinding,
     WriteBinding,
 };
-use purra_protocol::types::{JsonObject, Tool};
+use purra_protocol::types::{Tool, ToolAnnotations};
 use purra_protocol::{
     Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand, WsClientOptions,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::config::UpstreamConfig;
@@ -326,19 +326,21 @@ fn downstream_tool(
     let output = object(&entry["outputSchema"]);
     let annotations = if reg.is_confirm() {
         let destructive = entry["effect"] == "destructive";
-        json!({"readOnlyHint": false, "destructiveHint": destructive, "idempotentHint": true})
+        ToolAnnotations::new()
+            .with_read_only(false)
+            .with_destructive(destructive)
+            .with_idempotent(true)
     } else {
-        json!({"readOnlyHint": true})
+        ToolAnnotations::new().with_read_only(true)
     };
-    Tool {
-        name: name.to_owned(),
-        title: title.cloned(),
-        description: Some(reg.description().to_owned()),
-        input_schema: input,
-        output_schema: output,
-        annotations: object(&annotations),
-        execution: None,
-        icons: None,
-        meta: None::<JsonObject>,
+    let mut tool = Tool::new(name, input)
+        .with_description(reg.description())
+        .with_annotations(annotations);
+    if let Some(title) = title {
+        tool = tool.with_title(title.as_str());
     }
+    if let Some(output) = output {
+        tool = tool.with_output_schema(output);
+    }
+    tool
 }

@@ -336,13 +336,7 @@ impl Inner {
             },
             "required": ["decision"]
         });
-        let params = ElicitParams {
-            mode: None,
-            message,
-            requested_schema: schema.as_object().cloned(),
-            url: None,
-            elicitation_id: None,
-        };
+        let params = ElicitParams::form(message, schema.as_object().cloned().unwrap_or_default());
         let Ok(answer) = ctx.elicit(params).await else {
             return;
         };

@@ -30,16 +30,10 @@ fn object(v: Value) -> JsonObject {
 }
 
 fn tool(name: &str, input: Value, output: Option<Value>) -> Tool {
-    Tool {
-        name: name.into(),
-        title: None,
-        description: Some(format!("{name} upstream")),
-        input_schema: object(input),
-        output_schema: output.map(object),
-        annotations: None,
-        execution: None,
-        icons: None,
-        meta: None,
+    let tool = Tool::new(name, object(input)).with_description(format!("{name} upstream"));
+    match output {
+        Some(output) => tool.with_output_schema(object(output)),
+        None => tool,
     }
 }
 
@@ -69,8 +63,8 @@ async fn upstream(writes: Arc<AtomicU64>) -> String {
         .raw_tool(
             tool("explode", json!({"type": "object", "properties": {}}), None),
             |_, _| async {
-                Err(HandlerError(ErrorObject::new(
-                    purra_protocol::ErrorCode(-32000),
+                Err(HandlerError::rpc(ErrorObject::new(
+                    purra_protocol::RpcErrorCode(-32000),
                     "SECRET stack trace",
                 )))
             },
@@ -93,11 +87,8 @@ async fn upstream(writes: Arc<AtomicU64>) -> String {
                     // Slow enough for identical calls to overlap.
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     let v = args["value"].clone();
-                    Ok(CallToolResult {
-                        content: vec![purra_protocol::types::Content::text(format!("stored {v}"))],
-                        structured_content: Some(json!({"stored": v})),
-                        ..CallToolResult::default()
-                    })
+                    Ok(CallToolResult::text(format!("stored {v}"))
+                        .with_structured_content(json!({"stored": v})))
                 }
             },
         )
