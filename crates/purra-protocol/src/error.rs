@@ -33,6 +33,11 @@ pub enum Error {
     Protocol(String),
     /// The server answered `initialize` with a revision purra does not speak.
     UnsupportedProtocolVersion(ProtocolVersion),
+    /// A handler needs a client capability (`sampling`, `elicitation`, `roots`) the client did
+    /// not declare; a handler that returns it answers -32021 naming the capability.
+    MissingClientCapability(String),
+    /// The server kept answering `input_required` past the client's bound on rounds.
+    InputRoundsExceeded(usize),
     /// What this side was to send could not be serialized to JSON (a `Serialize` impl failed);
     /// nothing was sent.
     Encode(String),
@@ -56,6 +61,13 @@ impl fmt::Display for Error {
             Error::Http { status, body } => write!(f, "HTTP status {status}: {body}"),
             Error::InvalidResponse(why) => write!(f, "invalid response: {why}"),
             Error::Protocol(why) => write!(f, "protocol violation: {why}"),
+            Error::MissingClientCapability(c) => {
+                write!(f, "the client did not declare the {c} capability")
+            }
+            Error::InputRoundsExceeded(n) => write!(
+                f,
+                "the server asked for input in more than {n} rounds without completing"
+            ),
             Error::Encode(why) => write!(f, "could not encode the message: {why}"),
             Error::UnsupportedProtocolVersion(v) => {
                 write!(

@@ -50,7 +50,10 @@ mod http_context;
 mod jsonrpc;
 #[cfg(any(feature = "http-server", feature = "ws"))]
 mod limit;
+pub mod modern;
 mod peek;
+#[cfg(feature = "server")]
+pub mod request_state;
 #[cfg(feature = "server")]
 mod server;
 mod session;
@@ -64,8 +67,8 @@ pub mod ws;
 
 #[cfg(feature = "client")]
 pub use client::{
-    Client, ClientOptions, Connection, ElicitationHandler, ListenerHandle, ResourceSubscription,
-    SamplingHandler,
+    CacheMode, Client, ClientOptions, Connection, ElicitationHandler, ListenerHandle, ProtocolMode,
+    ResourceSubscription, SamplingHandler,
 };
 pub use error::Error;
 #[cfg(any(feature = "http-server", feature = "ws"))]

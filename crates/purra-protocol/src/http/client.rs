@@ -201,6 +201,26 @@ struct State {
     /// on the request (`notifications/cancelled` goes out): reading stops, the stream is dropped.
     requests: Mutex<HashMap<RequestId, CancellationToken>>,
     closed: CancellationToken,
+    /// 2026-07-28 requests in flight: closing a request's stream is its cancellation.
+    modern_inflight: Mutex<std::collections::HashMap<RequestId, tokio::task::AbortHandle>>,
+}
+
+/// Whether an outbound message is a 2026-07-28 request (its headers name a modern revision).
+fn is_modern(out: &Outbound) -> bool {
+    out.headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case(PROTOCOL_VERSION_HEADER) && crate::modern::is_modern(v)
+    })
+}
+
+/// The request a `notifications/cancelled` names.
+fn cancelled_request(frame: &[u8]) -> Option<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct N {
+        params: crate::types::CancelledParams,
+    }
+    serde_json::from_slice::<N>(frame)
+        .ok()
+        .map(|n| n.params.request_id)
 }
 
 /// Starts a Streamable HTTP transport to `url` (`http://` or `https://`). Nothing is sent until
@@ -230,6 +250,7 @@ pub fn connect(url: &str, options: HttpClientOptions) -> Result<Transport, Error
         reinits_in_a_row: AtomicU32::new(0),
         requests: Mutex::new(HashMap::new()),
         closed: CancellationToken::new(),
+        modern_inflight: Mutex::new(std::collections::HashMap::new()),
     });
     tokio::spawn(write_loop(state, out_rx, close.clone()));
     Ok(Transport::from_channels(in_rx, out_tx, close).labeled("http", None))
@@ -272,6 +293,52 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
             }
         }
         match (request, method.as_deref()) {
+            (Some(id), _) if is_modern(&out) => {
+                // One POST per request, no session; the task is aborted to cancel it.
+                let task_state = state.clone();
+                let task_id = id.clone();
+                let task = tokio::spawn(async move {
+                    let state = task_state;
+                    let id = task_id;
+                    let r = post_modern(&state, &out.frame, &out.headers, &id).await;
+                    state
+                        .modern_inflight
+                        .lock()
+                        .expect("inflight lock")
+                        .remove(&id);
+                    if let Err(error) = r {
+                        let _ = state
+                            .inbound
+                            .send(Inbound::RequestFailed { id, error })
+                            .await;
+                    }
+                });
+                let mut inflight = state.modern_inflight.lock().expect("inflight lock");
+                if !task.is_finished() {
+                    inflight.insert(id, task.abort_handle());
+                }
+            }
+            (None, Some(methods::CANCELLED))
+                if cancelled_request(&out.frame).is_some_and(|id| {
+                    state
+                        .modern_inflight
+                        .lock()
+                        .expect("inflight lock")
+                        .contains_key(&id)
+                }) =>
+            {
+                // 2026-07-28 over HTTP: closing the request's stream is the cancellation.
+                if let Some(id) = cancelled_request(&out.frame) {
+                    let task = state
+                        .modern_inflight
+                        .lock()
+                        .expect("inflight lock")
+                        .remove(&id);
+                    if let Some(t) = task {
+                        t.abort();
+                    }
+                }
+            }
             (Some(id), m) => {
                 let is_init = m == Some(methods::INITIALIZE);
                 if is_init {
@@ -504,6 +571,45 @@ async fn recover(state: &Arc<State>, stale: &str) -> Result<(), Error> {
     }
     state.reinits_in_a_row.store(done + 1, Ordering::Relaxed);
     reinitialize(state).await
+}
+
+/// POSTs one 2026-07-28 request (no session, no replay): its answer is the response, a JSON
+/// body or a stream scoped to it; an error status that carries the JSON-RPC error answering it
+/// (-32601 is 404, -32602/-32020/-32021/-32022 are 400) is that error, not a transport failure.
+async fn post_modern(
+    state: &Arc<State>,
+    frame: &[u8],
+    extra: &[(String, String)],
+    request: &RequestId,
+) -> Result<(), Error> {
+    let resp = state
+        .http
+        .post(state.url.clone())
+        .headers(base_headers(state, extra))
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json, text/event-stream")
+        .body(frame.to_vec())
+        .send()
+        .await
+        .map_err(|e| Error::Transport(format!("POST {}: {}", state.url, error_chain(&e))))?;
+    let status = resp.status();
+    if status.is_success() {
+        return receive(state, resp, Some(request), false, true).await;
+    }
+    let body = read_bounded(resp, state.options.max_frame_bytes)
+        .await
+        .unwrap_or_default();
+    if let Frame::Single(Ok(Message::Error { id: Some(id), .. })) = decode_frame(&body) {
+        if &id == request {
+            let _ = state.inbound.send(Inbound::Frame(Bytes::from(body))).await;
+            return Ok(());
+        }
+    }
+    let shown = &body[..body.len().min(1024)];
+    Err(Error::Http {
+        status: status.as_u16(),
+        body: String::from_utf8_lossy(shown).into_owned(),
+    })
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -36,6 +36,8 @@ use crate::session::BoxFuture;
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version::ProtocolVersion;
 
+mod modern;
+
 use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
 /// The SSE comment sent on an idle stream so proxies and clients see it is alive.
@@ -162,6 +164,10 @@ struct HttpShared {
     config: HttpServerConfig,
     sessions: Mutex<Sessions>,
     shutdown: CancellationToken,
+    /// Serves 2026-07-28 requests (each POST on its own).
+    exchanges: crate::server::modern::Exchanges,
+    /// Bounds the 2026-07-28 requests in flight (`max_sessions`: each is a one-request session).
+    exchange_permits: Arc<tokio::sync::Semaphore>,
     /// Stateless POSTs in flight.
     stateless: Arc<Semaphore>,
     /// The standalone server's connections.
@@ -185,6 +191,8 @@ impl StreamableHttpServer {
     pub fn new(server: Server, config: HttpServerConfig) -> Self {
         let (connection_stats, limiter) = listen::stats_for(&config.connections);
         let shared = Arc::new(HttpShared {
+            exchanges: server.exchanges(),
+            exchange_permits: Arc::new(tokio::sync::Semaphore::new(config.max_sessions)),
             server,
             stateless: Arc::new(Semaphore::new(config.max_stateless_requests.max(1))),
             shutdown: config.shutdown.clone(),
@@ -1014,6 +1022,8 @@ async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
     }
     match parts.method {
         Method::POST => post(shared, parts, body).await,
+        // 2026-07-28 has no GET stream and no sessions to delete.
+        Method::GET | Method::DELETE if modern::by_header(&parts.headers) => modern::not_allowed(),
         Method::GET => get(shared, parts),
         Method::DELETE => delete(shared, &parts.headers),
         _ => (
@@ -1198,6 +1208,10 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             )
         }
     };
+    // The era is decided per request: a 2026-07-28 request is an exchange of its own.
+    if modern::by_header(headers) || modern::by_body(headers, &body) {
+        return modern::post(shared, parts, body).await;
+    }
     let (messages, batch): (Vec<Posted>, bool) = match decode_frame(&body) {
         Frame::Single(Ok(m)) => (vec![Posted::new(body.clone(), &m)], false),
         Frame::Single(Err(e)) => {
