@@ -39,6 +39,7 @@ Exit codes:
   64  usage error (bad arguments, invalid --args JSON, no target)
   2   also: an unknown approval or run id, or a store that cannot be opened or read
   3   conflict (for example deciding an approval a second time)
+  78  the gateway's configuration file has mistakes (each printed with its line and key)
   130 interrupted (Ctrl-C; the request is cancelled)
 
 Durable writes:
@@ -49,6 +50,8 @@ Durable writes:
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
   Each takes --db PATH (default ./purra.db) and --json.
+  purra gateway --config gateway.toml  serve bound upstream tools to MCP clients; writes
+                                       wait for `purra approvals approve ID` (or elicitation)
 
 Examples:
   purra serve-example --http 127.0.0.1:3000
@@ -119,6 +122,22 @@ pub enum Command {
     /// Run the demo server (`get_note`, `set_note`) over stdio; `purra demo` starts it.
     #[command(hide = true)]
     ServeDemo,
+    /// Serve the bound tools of upstream MCP servers to downstream MCP clients under host
+    /// authority: reads with the adapter's limits and codes, writes only after a durable
+    /// approval (configured in a TOML file; see the README's gateway section).
+    Gateway(GatewayArgs),
+}
+
+/// `purra gateway`.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// The configuration file (TOML): [gateway] settings, [upstreams.ID], [reads.NAME] and
+    /// [writes.NAME] bindings, [limits].
+    #[arg(long, value_name = "FILE")]
+    pub config: std::path::PathBuf,
+    /// Check the configuration against the upstreams, print the bound tools and exit.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Options of every store subcommand.

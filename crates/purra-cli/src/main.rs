@@ -70,6 +70,7 @@ fn main() {
         Command::ServeExample(_)
         | Command::ServeDemo
         | Command::Demo(_)
+        | Command::Gateway(_)
         | Command::Login(_)
         | Command::Logout(_) => false,
         Command::Approvals(a) => a.store_args().json,
@@ -87,7 +88,10 @@ fn main() {
         }
     };
     let outcome = runtime.block_on(async {
-        let serving = matches!(cli.command, Command::ServeExample(_) | Command::ServeDemo);
+        let serving = matches!(
+            cli.command,
+            Command::ServeExample(_) | Command::ServeDemo | Command::Gateway(_)
+        );
         let work = dispatch(cli.command);
         if serving {
             // The server handles SIGINT and SIGTERM itself and stops gracefully.
@@ -134,5 +138,6 @@ async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Approvals(a) => cmd::approvals::run(a).await,
         Command::Runs(a) => cmd::runs::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
+        Command::Gateway(a) => cmd::gateway::run(a).await,
     }
 }

@@ -8,6 +8,7 @@ use purra_protocol::{HttpServerConfig, StreamableHttpServer};
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
+use crate::cmd::interrupted;
 use crate::exit::Failure;
 
 /// Runs `purra serve-example`. Over HTTP and WebSocket it prints `listening on <url>` to stderr
@@ -65,17 +66,4 @@ async fn bind(addr: &str) -> Result<TcpListener, Failure> {
 
 fn io_failure(e: std::io::Error) -> Failure {
     Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string()))
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn interrupted() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }
