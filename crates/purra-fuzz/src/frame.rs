@@ -10,7 +10,9 @@ use serde::de::IgnoredAny;
 
 /// Checks one frame.
 pub fn check(data: &[u8]) {
-    let is_json = serde_json::from_slice::<IgnoredAny>(data).is_ok();
+    // JSON text is UTF-8 (serde_json skips ignored strings without checking it).
+    let is_json = std::str::from_utf8(data)
+        .is_ok_and(|text| serde_json::from_str::<IgnoredAny>(text).is_ok());
     match decode_frame(data) {
         Frame::Single(Err(e)) => {
             let code = e.error.code.0;
