@@ -565,6 +565,8 @@ impl Drop for PendingGuard {
 }
 
 /// The context of one inbound request.
+// Only the server's handlers read it; a client-only build (purra-mcp's) just carries it.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 #[derive(Debug, Clone)]
 pub(crate) struct RequestContext {
     /// The request's id.
