@@ -40,6 +40,10 @@ for t in $targets; do
     fi
     grep -E '^#[0-9]+' "$log" | tail -n 1 || true
     grep -E 'ERROR|SUMMARY|panicked|Test unit written' "$log" || true
+    # The job's exit status does not always reach the parent: the artifacts tell.
+    if ls "artifacts/$t" | grep -qE '^(crash|timeout|leak|oom)-'; then
+        [[ " ${failed[*]-} " == *" $t "* ]] || failed+=("$t")
+    fi
     cp "$log" "artifacts/$t/last-run.log"
     rm -f "$log"
 done

@@ -17,9 +17,12 @@ pub mod schema;
 pub mod sse;
 pub mod stdio_lines;
 
+/// A target's check: panics when an invariant fails.
+pub type Check = fn(&[u8]);
+
 /// Every fuzz target: its name (the `fuzz/fuzz_targets/NAME.rs` file and the `fuzz/corpus/NAME`
 /// directory) and its check.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Check)] = &[
     ("frame", frame::check),
     ("stdio_lines", stdio_lines::check),
     ("sse", sse::check),
