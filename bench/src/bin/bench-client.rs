@@ -20,11 +20,7 @@ async fn call(conn: &Connection, n: usize) -> Result<(), String> {
         .await
         .map_err(|e| format!("call {n}: {e}"))?;
     match res.content.first() {
-        Some(purra_protocol::types::Content::Text { text: got, .. })
-            if *got == text && res.is_error != Some(true) =>
-        {
-            Ok(())
-        }
+        Some(c) if c.as_text() == Some(text.as_str()) && res.is_error != Some(true) => Ok(()),
         other => Err(format!("call {n}: wrong answer {other:?}")),
     }
 }

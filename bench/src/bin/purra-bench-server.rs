@@ -6,7 +6,9 @@
 //! configuration, a multi-thread runtime), `purra-bench-server --ws PORT` (WebSocket on
 //! 127.0.0.1:PORT, multi-thread).
 
-use purra_protocol::{HandlerResult, HttpServerConfig, RequestCtx, Server, StreamableHttpServer};
+use purra_protocol::{
+    HandlerResult, HttpServerConfig, Json, RequestCtx, Server, StreamableHttpServer,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -28,16 +30,22 @@ struct Sum {
 
 fn server() -> Server {
     let server = Server::builder("purra-bench", "0.1.0").build();
-    server.tool(
-        "echo",
-        "Echo the text",
-        |Echo { text }, _ctx: RequestCtx| async move { HandlerResult::Ok(text) },
-    );
-    server.structured_tool(
-        "add",
-        "Add two numbers",
-        |Add { a, b }, _ctx: RequestCtx| async move { HandlerResult::Ok(Sum { sum: a + b }) },
-    );
+    server
+        .tool(
+            "echo",
+            "Echo the text",
+            |Echo { text }, _ctx: RequestCtx| async move { HandlerResult::Ok(text) },
+        )
+        .expect("echo registers");
+    server
+        .tool(
+            "add",
+            "Add two numbers",
+            |Add { a, b }, _ctx: RequestCtx| async move {
+                HandlerResult::Ok(Json(Sum { sum: a + b }))
+            },
+        )
+        .expect("add registers");
     server
 }
 

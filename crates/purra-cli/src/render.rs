@@ -44,36 +44,32 @@ fn media(kind: &str, mime: Option<&str>, data: &str) -> String {
 /// One content block of a tool result or prompt message as text (no trailing newline).
 pub fn content(c: &Content) -> String {
     match c {
-        Content::Text { text, .. } => text.clone(),
-        Content::Image {
-            data, mime_type, ..
-        } => media("image", Some(mime_type), data),
-        Content::Audio {
-            data, mime_type, ..
-        } => media("audio", Some(mime_type), data),
-        Content::ResourceLink {
-            uri,
-            name,
-            mime_type,
-            description,
-        } => {
-            let mut s = format!("[resource link {uri} ({name}");
-            if let Some(m) = mime_type {
+        Content::Text(t) => t.text.clone(),
+        Content::Image(m) => media("image", Some(&m.mime_type), &m.data),
+        Content::Audio(m) => media("audio", Some(&m.mime_type), &m.data),
+        Content::ResourceLink(link) => {
+            let mut s = format!("[resource link {} ({}", link.uri, link.name);
+            if let Some(m) = &link.mime_type {
                 s.push_str(", ");
                 s.push_str(m);
             }
             s.push(')');
-            if let Some(d) = description {
+            if let Some(d) = &link.description {
                 s.push_str(": ");
                 s.push_str(d);
             }
             s.push(']');
             s
         }
-        Content::Resource { resource, .. } => match &resource.text {
-            Some(text) => format!("[resource {}]\n{text}", resource.uri),
-            None => resource_contents(resource),
-        },
+        Content::Resource(embedded) => {
+            let resource = &embedded.resource;
+            match &resource.text {
+                Some(text) => format!("[resource {}]\n{text}", resource.uri),
+                None => resource_contents(resource),
+            }
+        }
+        // A block kind of a later revision: its JSON, as sent.
+        other => serde_json::to_string(other).unwrap_or_default(),
     }
 }
 
@@ -148,11 +144,7 @@ mod tests {
     #[test]
     fn media_is_summarized() {
         let data = "A".repeat(1640); // 1230 bytes
-        let c = Content::Image {
-            data,
-            mime_type: "image/png".into(),
-            annotations: None,
-        };
+        let c = Content::image(data, "image/png");
         assert_eq!(content(&c), "[image image/png, 1.2 KiB]");
     }
 

@@ -74,15 +74,11 @@ pub async fn run(scenario: &str, url: &str) -> Result<(), String> {
         // Accept the elicitation with nothing filled in: the client applies the schema's
         // defaults (SEP-1034) before it answers.
         "elicitation-sep1034-client-defaults" => {
-            let opts = options().apply_elicitation_defaults(true).on_elicitation(
-                false,
-                |_params| async move {
-                    Ok(ElicitResult {
-                        action: ElicitAction::Accept,
-                        content: None,
-                    })
-                },
-            );
+            let opts = options()
+                .apply_elicitation_defaults(true)
+                .on_elicitation(false, |_params| async move {
+                    Ok(ElicitResult::action(ElicitAction::Accept))
+                });
             let conn = connect(url, opts).await?;
             let r = call(&conn, "test_client_elicitation_defaults", json!({})).await;
             conn.close().await;

@@ -1,11 +1,10 @@
 //! The server fixtures of the conformance suite 0.1.16 (the names and behaviours its server
 //! scenarios check, the same as the suite's TypeScript everything-server).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use purra_protocol::types::*;
-use purra_protocol::{HandlerResult, RequestCtx, Server};
+use purra_protocol::{HandlerResult, RegistrationError, RequestCtx, Server};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -36,6 +35,26 @@ struct ElicitationArgs {
     message: String,
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct PromptArgs {
+    /// First test argument
+    arg1: String,
+    /// Second test argument
+    arg2: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct EmbedArgs {
+    /// URI of the resource to embed
+    #[serde(rename = "resourceUri")]
+    resource_uri: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct TemplateVars {
+    id: String,
+}
+
 /// The input schema of `json_schema_2020_12_tool`, served as written (SEP-1613).
 fn json_schema_2020_12_input() -> JsonObject {
     let schema = json!({
@@ -63,54 +82,17 @@ fn json_schema_2020_12_input() -> JsonObject {
 }
 
 fn resource(uri: &str, name: &str, description: &str, mime: &str) -> Resource {
-    Resource {
-        uri: uri.to_owned(),
-        name: name.to_owned(),
-        title: None,
-        description: Some(description.to_owned()),
-        mime_type: Some(mime.to_owned()),
-        size: None,
-        annotations: None,
-    }
-}
-
-fn argument(name: &str, description: &str) -> PromptArgument {
-    PromptArgument {
-        name: name.to_owned(),
-        description: Some(description.to_owned()),
-        required: Some(true),
-    }
-}
-
-fn prompt(name: &str, description: &str, arguments: Option<Vec<PromptArgument>>) -> Prompt {
-    Prompt {
-        name: name.to_owned(),
-        title: None,
-        description: Some(description.to_owned()),
-        arguments,
-    }
-}
-
-fn user(content: Content) -> PromptMessage {
-    PromptMessage {
-        role: Role::User,
-        content,
-    }
+    Resource::new(uri, name)
+        .with_description(description)
+        .with_mime_type(mime)
 }
 
 fn image() -> Content {
-    Content::Image {
-        data: TEST_IMAGE_BASE64.to_owned(),
-        mime_type: "image/png".to_owned(),
-        annotations: None,
-    }
+    Content::image(TEST_IMAGE_BASE64, "image/png")
 }
 
 fn embedded_text(uri: &str, mime: &str, text: &str) -> Content {
-    Content::Resource {
-        resource: ResourceContents::text(uri, Some(mime), text),
-        annotations: None,
-    }
+    Content::embedded(ResourceContents::text(uri, text).with_mime_type(mime))
 }
 
 async fn elicit(
@@ -119,13 +101,10 @@ async fn elicit(
     schema: serde_json::Value,
 ) -> HandlerResult<String> {
     let r = ctx
-        .elicit(ElicitParams {
-            mode: None,
-            message: message.to_owned(),
-            requested_schema: schema.as_object().cloned(),
-            url: None,
-            elicitation_id: None,
-        })
+        .elicit(ElicitParams::form(
+            message,
+            schema.as_object().cloned().unwrap_or_default(),
+        ))
         .await?;
     let action = serde_json::to_value(r.action)?;
     let content = serde_json::Value::Object(r.content.unwrap_or_default());
@@ -141,12 +120,13 @@ pub fn build() -> Server {
     let server = Server::builder("purra-conformance-server", env!("CARGO_PKG_VERSION"))
         .logging()
         .build();
-    add_tools(&server);
-    add_resources(&server);
-    add_prompts(&server);
+    add_tools(&server)
+        .and_then(|()| add_resources(&server))
+        .and_then(|()| add_prompts(&server))
+        .expect("the conformance fixtures are valid definitions");
     server.completion(|p: CompleteParams, _ctx| async move {
         let values = match (&p.reference, p.argument.name.as_str()) {
-            (CompletionReference::Prompt { name }, "arg1" | "arg2")
+            (CompletionReference::Prompt { name, .. }, "arg1" | "arg2")
                 if name == "test_prompt_with_arguments" =>
             {
                 ["testValue1", "testValue2"]
@@ -157,39 +137,31 @@ pub fn build() -> Server {
             }
             _ => Vec::new(),
         };
-        HandlerResult::Ok(Completion {
-            values,
-            total: None,
-            has_more: Some(false),
-        })
+        HandlerResult::Ok(Completion::new(values).with_has_more(false))
     });
     server
 }
 
-fn add_tools(server: &Server) {
+fn add_tools(server: &Server) -> Result<(), RegistrationError> {
     server.tool(
         "test_simple_text",
         "Tests simple text content response",
         |_: NoArgs, _ctx: RequestCtx| async move {
             HandlerResult::Ok("This is a simple text response for testing.")
         },
-    );
+    )?;
     server.tool(
         "test_image_content",
         "Tests image content response",
         |_: NoArgs, _ctx: RequestCtx| async move { HandlerResult::Ok(vec![image()]) },
-    );
+    )?;
     server.tool(
         "test_audio_content",
         "Tests audio content response",
         |_: NoArgs, _ctx: RequestCtx| async move {
-            HandlerResult::Ok(vec![Content::Audio {
-                data: TEST_AUDIO_BASE64.to_owned(),
-                mime_type: "audio/wav".to_owned(),
-                annotations: None,
-            }])
+            HandlerResult::Ok(vec![Content::audio(TEST_AUDIO_BASE64, "audio/wav")])
         },
-    );
+    )?;
     server.tool(
         "test_embedded_resource",
         "Tests embedded resource content response",
@@ -200,7 +172,7 @@ fn add_tools(server: &Server) {
                 "This is an embedded resource content.",
             )])
         },
-    );
+    )?;
     server.tool(
         "test_multiple_content_types",
         "Tests response with multiple content types (text, image, resource)",
@@ -215,7 +187,7 @@ fn add_tools(server: &Server) {
                 ),
             ])
         },
-    );
+    )?;
     server.tool(
         "test_tool_with_logging",
         "Tests tool that emits log messages during execution",
@@ -234,7 +206,7 @@ fn add_tools(server: &Server) {
             }
             HandlerResult::Ok("Tool with logging executed successfully")
         },
-    );
+    )?;
     server.tool(
         "test_tool_with_progress",
         "Tests tool that reports progress notifications",
@@ -263,7 +235,7 @@ fn add_tools(server: &Server) {
                 .unwrap_or_else(|| "no progress token".to_owned());
             HandlerResult::Ok(token)
         },
-    );
+    )?;
     server.tool(
         "test_error_handling",
         "Tests error response handling",
@@ -272,7 +244,7 @@ fn add_tools(server: &Server) {
                 "This tool intentionally returns an error for testing",
             ))
         },
-    );
+    )?;
     server.tool(
         "test_reconnection",
         "Tests SSE stream disconnection and client reconnection (SEP-1699): the server closes \
@@ -285,26 +257,16 @@ fn add_tools(server: &Server) {
                  properly reconnected after stream closure.",
             )
         },
-    );
+    )?;
     server.tool(
         "test_sampling",
         "Tests server-initiated sampling (LLM completion request)",
         |a: SamplingArgs, ctx: RequestCtx| async move {
             let r = ctx
-                .create_message(CreateMessageParams {
-                    messages: vec![SamplingMessage {
-                        role: Role::User,
-                        content: json!({"type": "text", "text": a.prompt}),
-                    }],
-                    max_tokens: 100,
-                    system_prompt: None,
-                    model_preferences: None,
-                    include_context: None,
-                    temperature: None,
-                    stop_sequences: None,
-                    tools: None,
-                    metadata: None,
-                })
+                .create_message(CreateMessageParams::new(
+                    vec![SamplingMessage::text_message(Role::User, a.prompt)],
+                    100,
+                ))
                 .await?;
             let block = match &r.content {
                 serde_json::Value::Array(items) => items.first().cloned().unwrap_or_default(),
@@ -316,7 +278,7 @@ fn add_tools(server: &Server) {
                 .unwrap_or("No response");
             HandlerResult::Ok(format!("LLM response: {text}"))
         },
-    );
+    )?;
     server.tool(
         "test_elicitation",
         "Tests server-initiated elicitation (user input request)",
@@ -328,7 +290,7 @@ fn add_tools(server: &Server) {
             });
             elicit(&ctx, &a.message, schema).await
         },
-    );
+    )?;
     server.tool(
         "test_elicitation_sep1034_defaults",
         "Tests elicitation with default values per SEP-1034",
@@ -356,7 +318,7 @@ fn add_tools(server: &Server) {
             )
             .await
         },
-    );
+    )?;
     server.tool(
         "test_elicitation_sep1330_enums",
         "Tests elicitation with enum schema improvements per SEP-1330",
@@ -409,34 +371,22 @@ fn add_tools(server: &Server) {
             });
             elicit(&ctx, "Please select options from the enum fields", schema).await
         },
-    );
-    server
-        .raw_tool(
-            Tool {
-                name: "json_schema_2020_12_tool".to_owned(),
-                title: None,
-                description: Some(
-                    "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)"
-                        .to_owned(),
-                ),
-                input_schema: json_schema_2020_12_input(),
-                output_schema: None,
-                annotations: None,
-                execution: None,
-                icons: None,
-                meta: None,
-            },
-            |args, _ctx| async move {
-                HandlerResult::Ok(CallToolResult::text(format!(
-                    "JSON Schema 2020-12 tool called with: {}",
-                    serde_json::Value::Object(args)
-                )))
-            },
-        )
-        .expect("the 2020-12 schema compiles");
+    )?;
+    server.raw_tool(
+        Tool::new("json_schema_2020_12_tool", json_schema_2020_12_input()).with_description(
+            "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
+        ),
+        |args, _ctx| async move {
+            HandlerResult::Ok(CallToolResult::text(format!(
+                "JSON Schema 2020-12 tool called with: {}",
+                serde_json::Value::Object(args)
+            )))
+        },
+    )?;
+    Ok(())
 }
 
-fn add_resources(server: &Server) {
+fn add_resources(server: &Server) -> Result<(), RegistrationError> {
     server.resource(
         resource(
             "test://static-text",
@@ -445,13 +395,10 @@ fn add_resources(server: &Server) {
             "text/plain",
         ),
         |uri, _ctx| async move {
-            HandlerResult::Ok(ReadResourceResult {
-                contents: vec![ResourceContents::text(
-                    uri,
-                    Some("text/plain"),
-                    "This is the content of the static text resource.",
-                )],
-            })
+            HandlerResult::Ok(
+                ResourceContents::text(uri, "This is the content of the static text resource.")
+                    .with_mime_type("text/plain"),
+            )
         },
     );
     server.resource(
@@ -462,13 +409,9 @@ fn add_resources(server: &Server) {
             "image/png",
         ),
         |uri, _ctx| async move {
-            HandlerResult::Ok(ReadResourceResult {
-                contents: vec![ResourceContents::blob(
-                    uri,
-                    Some("image/png"),
-                    TEST_IMAGE_BASE64,
-                )],
-            })
+            HandlerResult::Ok(
+                ResourceContents::blob(uri, TEST_IMAGE_BASE64).with_mime_type("image/png"),
+            )
         },
     );
     server.resource(
@@ -479,113 +422,71 @@ fn add_resources(server: &Server) {
             "text/plain",
         ),
         |uri, _ctx| async move {
-            HandlerResult::Ok(ReadResourceResult {
-                contents: vec![ResourceContents::text(
-                    uri,
-                    Some("text/plain"),
-                    "Watched resource content",
-                )],
-            })
+            HandlerResult::Ok(
+                ResourceContents::text(uri, "Watched resource content")
+                    .with_mime_type("text/plain"),
+            )
         },
     );
-    server
-        .resource_template(
-            ResourceTemplate {
-                uri_template: "test://template/{id}/data".to_owned(),
-                name: "template".to_owned(),
-                title: None,
-                description: Some("A resource template with parameter substitution".to_owned()),
-                mime_type: Some("application/json".to_owned()),
-            },
-            |uri, vars: HashMap<String, String>, _ctx| async move {
-                let id = vars.get("id").cloned().unwrap_or_default();
-                let text =
-                    json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
-                HandlerResult::Ok(ReadResourceResult {
-                    contents: vec![ResourceContents::text(
-                        uri,
-                        Some("application/json"),
-                        text.to_string(),
-                    )],
-                })
-            },
-        )
-        .expect("a valid template");
+    server.resource_template(
+        ResourceTemplate::new("test://template/{id}/data", "template")
+            .with_description("A resource template with parameter substitution")
+            .with_mime_type("application/json"),
+        |uri, TemplateVars { id }, _ctx| async move {
+            let text =
+                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+            HandlerResult::Ok(
+                ResourceContents::text(uri, text.to_string()).with_mime_type("application/json"),
+            )
+        },
+    )?;
+    Ok(())
 }
 
-fn add_prompts(server: &Server) {
+fn add_prompts(server: &Server) -> Result<(), RegistrationError> {
     server.prompt(
-        prompt(
-            "test_simple_prompt",
-            "A simple prompt without arguments",
-            None,
-        ),
-        |_args, _ctx| async move {
-            HandlerResult::Ok(GetPromptResult {
-                description: None,
-                messages: vec![user(Content::text("This is a simple prompt for testing."))],
-            })
+        "test_simple_prompt",
+        "A simple prompt without arguments",
+        |(), _ctx: RequestCtx| async move {
+            HandlerResult::Ok(PromptMessage::user("This is a simple prompt for testing."))
         },
-    );
+    )?;
     server.prompt(
-        prompt(
-            "test_prompt_with_arguments",
-            "A prompt with required arguments",
-            Some(vec![
-                argument("arg1", "First test argument"),
-                argument("arg2", "Second test argument"),
-            ]),
-        ),
-        |args, _ctx| async move {
-            let arg = |k: &str| args.get(k).cloned().unwrap_or_default();
-            HandlerResult::Ok(GetPromptResult {
-                description: None,
-                messages: vec![user(Content::text(format!(
-                    "Prompt with arguments: arg1='{}', arg2='{}'",
-                    arg("arg1"),
-                    arg("arg2")
-                )))],
-            })
+        "test_prompt_with_arguments",
+        "A prompt with required arguments",
+        |a: PromptArgs, _ctx: RequestCtx| async move {
+            HandlerResult::Ok(PromptMessage::user(format!(
+                "Prompt with arguments: arg1='{}', arg2='{}'",
+                a.arg1, a.arg2
+            )))
         },
-    );
+    )?;
     server.prompt(
-        prompt(
-            "test_prompt_with_embedded_resource",
-            "A prompt that includes an embedded resource",
-            Some(vec![argument(
-                "resourceUri",
-                "URI of the resource to embed",
-            )]),
-        ),
-        |args, _ctx| async move {
-            let uri = args.get("resourceUri").cloned().unwrap_or_default();
-            HandlerResult::Ok(GetPromptResult {
-                description: None,
-                messages: vec![
-                    user(embedded_text(
-                        &uri,
+        "test_prompt_with_embedded_resource",
+        "A prompt that includes an embedded resource",
+        |a: EmbedArgs, _ctx: RequestCtx| async move {
+            HandlerResult::Ok(vec![
+                PromptMessage::new(
+                    Role::User,
+                    embedded_text(
+                        &a.resource_uri,
                         "text/plain",
                         "Embedded resource content for testing.",
-                    )),
-                    user(Content::text("Please process the embedded resource above.")),
-                ],
-            })
+                    ),
+                ),
+                PromptMessage::user("Please process the embedded resource above."),
+            ])
         },
-    );
+    )?;
     server.prompt(
-        prompt(
-            "test_prompt_with_image",
-            "A prompt that includes image content",
-            None,
-        ),
-        |_args, _ctx| async move {
-            HandlerResult::Ok(GetPromptResult {
-                description: None,
-                messages: vec![
-                    user(image()),
-                    user(Content::text("Please analyze the image above.")),
-                ],
-            })
+        "test_prompt_with_image",
+        "A prompt that includes image content",
+        |(), _ctx: RequestCtx| async move {
+            HandlerResult::Ok(vec![
+                PromptMessage::new(Role::User, image()),
+                PromptMessage::user("Please analyze the image above."),
+            ])
         },
-    );
+    )?;
+    Ok(())
 }

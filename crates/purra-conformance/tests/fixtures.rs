@@ -97,9 +97,7 @@ async fn fixtures_answer_as_the_scenarios_expect() {
         .call_tool("test_audio_content", json!({}))
         .await
         .unwrap();
-    assert!(
-        matches!(&r.content[..], [Content::Audio { mime_type, .. }] if mime_type == "audio/wav")
-    );
+    assert!(matches!(&r.content[..], [Content::Audio(a)] if a.mime_type == "audio/wav"));
     let r = conn
         .call_tool("test_error_handling", json!({}))
         .await

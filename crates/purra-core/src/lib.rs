@@ -68,6 +68,6 @@ pub use schema::{
 };
 pub use store::{BoxFuture, StoreError};
 pub use tool::{
-    ApprovalBinding, Concurrency, Effect, Handler, Policy, RegistrationError, Risk, ScopeCheck,
-    ScopeDecision, ToolCall, ToolError, ToolFuture, ToolRegistration, ToolSpec,
+    ApprovalBinding, Concurrency, Effect, Handler, Policy, Risk, ScopeCheck, ScopeDecision,
+    ToolCall, ToolError, ToolFuture, ToolRegistration, ToolRegistrationError, ToolSpec,
 };

@@ -4,11 +4,11 @@
 //! `async-trait` crate; an implementation writes `Box::pin(async move { … })`.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 
-/// A boxed, `Send` future borrowed for `'a`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed, `Send` future borrowed for `'a`: the `futures` ecosystem's own alias
+/// (`Pin<Box<dyn Future<Output = T> + Send + 'a>>`), which purra-protocol re-exports too, so the
+/// two crates name one type.
+pub use futures_core::future::BoxFuture;
 
 /// A failure of an approval, idempotency or run store.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -219,7 +219,7 @@ pub struct ToolSpec {
 /// Why a registration was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum RegistrationError {
+pub enum ToolRegistrationError {
     /// The name does not match `^[a-z][a-z0-9_]{0,63}$`.
     InvalidName,
     /// A required part was not given (`"description"`, `"input_schema"`, `"policy"`, `"scope"`,
@@ -237,29 +237,29 @@ pub enum RegistrationError {
     Identity(IdentityError),
 }
 
-impl fmt::Display for RegistrationError {
+impl fmt::Display for ToolRegistrationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RegistrationError::InvalidName => {
+            ToolRegistrationError::InvalidName => {
                 f.write_str("tool names must match ^[a-z][a-z0-9_]{0,63}$")
             }
-            RegistrationError::Missing(part) => write!(f, "the registration has no {part}"),
-            RegistrationError::EmptyTitle => f.write_str("policy titles must not be empty"),
-            RegistrationError::MissingApprovalBinding => {
+            ToolRegistrationError::Missing(part) => write!(f, "the registration has no {part}"),
+            ToolRegistrationError::EmptyTitle => f.write_str("policy titles must not be empty"),
+            ToolRegistrationError::MissingApprovalBinding => {
                 f.write_str("confirm-policy tools need a complete approval binding")
             }
-            RegistrationError::BindingOnReadTool => {
+            ToolRegistrationError::BindingOnReadTool => {
                 f.write_str("approval bindings are for confirm-policy tools")
             }
-            RegistrationError::ConcurrentWrite => {
+            ToolRegistrationError::ConcurrentWrite => {
                 f.write_str("confirm-policy tools cannot be concurrency-safe")
             }
-            RegistrationError::Identity(e) => write!(f, "registration has no identity: {e}"),
+            ToolRegistrationError::Identity(e) => write!(f, "registration has no identity: {e}"),
         }
     }
 }
 
-impl std::error::Error for RegistrationError {}
+impl std::error::Error for ToolRegistrationError {}
 
 /// A tool as the host registered it. Immutable once built.
 pub struct ToolRegistration {
@@ -461,35 +461,39 @@ impl ToolBuilder {
     }
 
     /// Checks every part and computes the registration identity.
-    pub fn build(self) -> Result<ToolRegistration, RegistrationError> {
+    pub fn build(self) -> Result<ToolRegistration, ToolRegistrationError> {
         if !is_identifier(&self.name) {
-            return Err(RegistrationError::InvalidName);
+            return Err(ToolRegistrationError::InvalidName);
         }
         let description = self
             .description
-            .ok_or(RegistrationError::Missing("description"))?;
+            .ok_or(ToolRegistrationError::Missing("description"))?;
         let input = self
             .input
-            .ok_or(RegistrationError::Missing("input_schema"))?;
-        let policy = self.policy.ok_or(RegistrationError::Missing("policy"))?;
-        let scope = self.scope.ok_or(RegistrationError::Missing("scope"))?;
+            .ok_or(ToolRegistrationError::Missing("input_schema"))?;
+        let policy = self
+            .policy
+            .ok_or(ToolRegistrationError::Missing("policy"))?;
+        let scope = self.scope.ok_or(ToolRegistrationError::Missing("scope"))?;
         let concurrency = self
             .concurrency
-            .ok_or(RegistrationError::Missing("concurrency"))?;
-        let handler = self.handler.ok_or(RegistrationError::Missing("handler"))?;
+            .ok_or(ToolRegistrationError::Missing("concurrency"))?;
+        let handler = self
+            .handler
+            .ok_or(ToolRegistrationError::Missing("handler"))?;
         let policy_json = match &policy {
             Policy::Read { title } => {
                 if title.is_empty() {
-                    return Err(RegistrationError::EmptyTitle);
+                    return Err(ToolRegistrationError::EmptyTitle);
                 }
                 if self.approval_binding.is_some() {
-                    return Err(RegistrationError::BindingOnReadTool);
+                    return Err(ToolRegistrationError::BindingOnReadTool);
                 }
                 json!({"mode": "read", "title": title})
             }
             Policy::Confirm { title, risk } => {
                 if title.is_empty() {
-                    return Err(RegistrationError::EmptyTitle);
+                    return Err(ToolRegistrationError::EmptyTitle);
                 }
                 let complete = self.approval_binding.as_ref().is_some_and(|b| {
                     ![
@@ -502,10 +506,10 @@ impl ToolBuilder {
                     .any(|s| s.is_empty())
                 });
                 if !complete {
-                    return Err(RegistrationError::MissingApprovalBinding);
+                    return Err(ToolRegistrationError::MissingApprovalBinding);
                 }
                 if concurrency == Concurrency::Safe {
-                    return Err(RegistrationError::ConcurrentWrite);
+                    return Err(ToolRegistrationError::ConcurrentWrite);
                 }
                 let risk = match risk {
                     Risk::Write => "write",
@@ -524,7 +528,7 @@ impl ToolBuilder {
             "concurrencySafe": concurrency == Concurrency::Safe,
             "approvalBinding": self.approval_binding.as_ref().map(|b| b.identity().to_string()),
         });
-        let identity = json_identity(&descriptive).map_err(RegistrationError::Identity)?;
+        let identity = json_identity(&descriptive).map_err(ToolRegistrationError::Identity)?;
         Ok(ToolRegistration {
             name: self.name,
             description,

@@ -36,7 +36,10 @@ fn every_authority_bearing_part_is_explicit() {
         .concurrency(Concurrency::Safe)
         .handler(|_args, _ctx| async { Ok(json!({})) })
         .build();
-    assert_eq!(no_scope.unwrap_err(), RegistrationError::Missing("scope"));
+    assert_eq!(
+        no_scope.unwrap_err(),
+        ToolRegistrationError::Missing("scope")
+    );
     let no_concurrency = ToolRegistration::builder("search")
         .description("d")
         .input_schema(input())
@@ -46,19 +49,19 @@ fn every_authority_bearing_part_is_explicit() {
         .build();
     assert_eq!(
         no_concurrency.unwrap_err(),
-        RegistrationError::Missing("concurrency")
+        ToolRegistrationError::Missing("concurrency")
     );
     assert_eq!(
         base("Search", "d").build().unwrap_err(),
-        RegistrationError::InvalidName
+        ToolRegistrationError::InvalidName
     );
     assert_eq!(
         base(&"a".repeat(65), "d").build().unwrap_err(),
-        RegistrationError::InvalidName
+        ToolRegistrationError::InvalidName
     );
     assert_eq!(
         base("search", "d").read("").build().unwrap_err(),
-        RegistrationError::EmptyTitle
+        ToolRegistrationError::EmptyTitle
     );
     // Writes: a complete binding, never concurrency-safe.
     assert_eq!(
@@ -66,7 +69,7 @@ fn every_authority_bearing_part_is_explicit() {
             .confirm("Update", Risk::Write, binding())
             .build()
             .unwrap_err(),
-        RegistrationError::ConcurrentWrite
+        ToolRegistrationError::ConcurrentWrite
     );
     let mut partial = binding();
     partial.scope_revision.clear();
@@ -76,7 +79,7 @@ fn every_authority_bearing_part_is_explicit() {
             .concurrency(Concurrency::Exclusive)
             .build()
             .unwrap_err(),
-        RegistrationError::MissingApprovalBinding
+        ToolRegistrationError::MissingApprovalBinding
     );
     let write = base("update", "d")
         .confirm("Update", Risk::Destructive, binding())

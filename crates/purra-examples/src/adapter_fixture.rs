@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use purra_protocol::types::*;
-use purra_protocol::{ErrorCode, ErrorObject, HandlerError, HandlerResult, RequestCtx, Server};
+use purra_protocol::{ErrorObject, HandlerError, HandlerResult, RequestCtx, RpcErrorCode, Server};
 use serde_json::{json, Value};
 
 /// How to build the fixture.
@@ -72,16 +72,10 @@ fn obj(v: Value) -> JsonObject {
 }
 
 fn tool(name: &str, description: &str, input: Value, output: Option<Value>) -> Tool {
-    Tool {
-        name: name.into(),
-        title: None,
-        description: Some(description.into()),
-        input_schema: obj(input),
-        output_schema: output.map(obj),
-        annotations: None,
-        execution: None,
-        icons: None,
-        meta: None,
+    let tool = Tool::new(name, obj(input)).with_description(description);
+    match output {
+        Some(o) => tool.with_output_schema(obj(o)),
+        None => tool,
     }
 }
 
@@ -143,11 +137,7 @@ impl AdapterFixture {
             |a, _| {
                 let id = a["id"].as_i64().unwrap_or_default();
                 let sc = json!({"id": id, "name": format!("item {id}")});
-                Ok(CallToolResult {
-                    content: vec![Content::text(sc.to_string())],
-                    structured_content: Some(sc),
-                    ..Default::default()
-                })
+                Ok(CallToolResult::structured(sc))
             },
         );
         // Declares an output schema but answers with JSON-looking text only.
@@ -171,38 +161,23 @@ impl AdapterFixture {
                 int_arg("id"),
                 Some(lookup_out),
             ),
-            |_, _| {
-                Ok(CallToolResult {
-                    structured_content: Some(json!({"id": "one"})),
-                    ..Default::default()
-                })
-            },
+            |_, _| Ok(CallToolResult::default().with_structured_content(json!({"id": "one"}))),
         );
         reg(
             tool("image", "Answers an image", no_args(), None),
             |_, _| {
-                Ok(CallToolResult {
-                    content: vec![Content::Image {
-                        data: "iVBORw0KGgo=".into(),
-                        mime_type: "image/png".into(),
-                        annotations: None,
-                    }],
-                    ..Default::default()
-                })
+                Ok(CallToolResult::new(vec![Content::image(
+                    "iVBORw0KGgo=",
+                    "image/png",
+                )]))
             },
         );
         reg(
             tool("link", "Answers a resource link", no_args(), None),
             |_, _| {
-                Ok(CallToolResult {
-                    content: vec![Content::ResourceLink {
-                        uri: "file:///etc/passwd".into(),
-                        name: "passwd".into(),
-                        description: None,
-                        mime_type: None,
-                    }],
-                    ..Default::default()
-                })
+                Ok(CallToolResult::new(vec![Content::resource_link(
+                    Resource::new("file:///etc/passwd", "passwd"),
+                )]))
             },
         );
         reg(
@@ -213,7 +188,7 @@ impl AdapterFixture {
             tool("rpc_fails", "Fails with a JSON-RPC error", no_args(), None),
             |_, canary| {
                 Err(HandlerError::from(
-                    ErrorObject::new(ErrorCode(-32000), format!("remote says {canary}"))
+                    ErrorObject::new(RpcErrorCode(-32000), format!("remote says {canary}"))
                         .with_data(json!({"detail": canary})),
                 ))
             },
@@ -222,10 +197,9 @@ impl AdapterFixture {
             tool("blocks", "Answers n text blocks", int_arg("n"), None),
             |a, _| {
                 let n = a["n"].as_u64().unwrap_or_default();
-                Ok(CallToolResult {
-                    content: (0..n).map(|i| Content::text(format!("b{i}"))).collect(),
-                    ..Default::default()
-                })
+                Ok(CallToolResult::new(
+                    (0..n).map(|i| Content::text(format!("b{i}"))).collect(),
+                ))
             },
         );
         reg(
@@ -246,7 +220,7 @@ impl AdapterFixture {
             |_, _| Ok(CallToolResult::text("never")),
         );
         let mut tasks = tool("tasks_required", "Runs only as a task", no_args(), None);
-        tasks.execution = Some(obj(json!({"taskSupport": "required"})));
+        tasks.execution = Some(ToolExecution::new().with_task_support(TaskSupport::Required));
         reg(tasks, |_, _| Ok(CallToolResult::text("never")));
         reg(
             tool("exit", "Ends the server process", no_args(), None),

@@ -91,23 +91,22 @@ pub fn fixture_client_options(version: &str) -> ClientOptions {
                 .last()
                 .and_then(SamplingMessage::text)
                 .unwrap_or_default();
-            Ok(CreateMessageResult {
-                role: Role::Assistant,
-                content: json!({"type": "text", "text": format!("echo:{text}")}),
-                model: "fixture-model".into(),
-                stop_reason: Some("endTurn".into()),
-            })
+            Ok(
+                CreateMessageResult::text("fixture-model", format!("echo:{text}"))
+                    .with_stop_reason("endTurn"),
+            )
         })
         .on_elicitation(false, |_p: ElicitParams| async move {
-            Ok(ElicitResult {
-                action: ElicitAction::Accept,
-                content: json!({"name": "purra"}).as_object().cloned(),
-            })
+            Ok(ElicitResult::accept(
+                json!({"name": "purra"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ))
         })
-        .roots(vec![Root {
-            uri: "file:///tmp/fixture-root".into(),
-            name: Some("fixture".into()),
-        }])
+        .roots(vec![
+            Root::new("file:///tmp/fixture-root").with_name("fixture")
+        ])
 }
 
 fn texts(r: &CallToolResult) -> Vec<String> {
@@ -279,13 +278,7 @@ pub async fn run(
         "completion",
         async {
             let c = conn
-                .complete(
-                    CompletionReference::Prompt {
-                        name: "greet".into(),
-                    },
-                    "name",
-                    "al",
-                )
+                .complete(CompletionReference::prompt("greet"), "name", "al")
                 .await
                 .map_err(|e| e.to_string())?;
             expect(c.values == ["alice", "alan"], || {

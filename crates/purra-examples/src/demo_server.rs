@@ -4,12 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use purra_protocol::{HandlerResult, RequestCtx, Server};
+use purra_protocol::{HandlerResult, Json, RequestCtx, Server};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-#[derive(Deserialize, JsonSchema)]
-struct NoArgs {}
 
 #[derive(Deserialize, JsonSchema)]
 struct SetArgs {
@@ -22,7 +19,6 @@ struct Note {
     /// The current note (empty before the first write).
     note: String,
     /// How many `set_note` calls this server process has received.
-    #[schemars(schema_with = "count")]
     writes: u64,
 }
 
@@ -31,14 +27,7 @@ struct Stored {
     /// The note as stored.
     stored: String,
     /// How many `set_note` calls this server process has received, this one included.
-    #[schemars(schema_with = "count")]
     writes: u64,
-}
-
-/// A count: an integer of at least 0 (without the `format` schemars adds, which the strict
-/// schema profile hosts use refuses).
-fn count(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "integer", "minimum": 0})
 }
 
 #[derive(Default)]
@@ -48,38 +37,39 @@ struct State {
 }
 
 /// Builds the demo server: `get_note` reads the note and the write count, `set_note {text}`
-/// replaces the note (state lives in this process only).
+/// replaces the note (state lives in this process only). Both are typed tools: their schemas
+/// come from the types above and pass the strict profile hosts use.
 pub fn build() -> Server {
     let server = Server::builder("purra-demo", "1.0.0")
         .instructions("keeps one note in memory")
         .build();
     let state = Arc::new(Mutex::new(State::default()));
     let s = state.clone();
-    server.structured_tool(
-        "get_note",
-        "Reads the note and how many writes the server received",
-        move |_: NoArgs, _ctx: RequestCtx| {
-            let st = s.lock().unwrap_or_else(|p| p.into_inner());
-            let out = Note {
-                note: st.note.clone(),
-                writes: st.writes,
-            };
-            async move { HandlerResult::Ok(out) }
-        },
-    );
-    server.structured_tool(
-        "set_note",
-        "Replaces the note",
-        move |a: SetArgs, _ctx: RequestCtx| {
-            let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-            st.writes += 1;
-            st.note = a.text;
-            let out = Stored {
-                stored: st.note.clone(),
-                writes: st.writes,
-            };
-            async move { HandlerResult::Ok(out) }
-        },
-    );
+    let read = move |(), _ctx: RequestCtx| {
+        let st = s.lock().unwrap_or_else(|p| p.into_inner());
+        let out = Note {
+            note: st.note.clone(),
+            writes: st.writes,
+        };
+        async move { HandlerResult::Ok(Json(out)) }
+    };
+    let write = move |a: SetArgs, _ctx: RequestCtx| {
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        st.writes += 1;
+        st.note = a.text;
+        let out = Stored {
+            stored: st.note.clone(),
+            writes: st.writes,
+        };
+        async move { HandlerResult::Ok(Json(out)) }
+    };
+    server
+        .tool(
+            "get_note",
+            "Reads the note and how many writes the server received",
+            read,
+        )
+        .and_then(|s| s.tool("set_note", "Replaces the note", write))
+        .expect("the demo's tools are valid");
     server
 }

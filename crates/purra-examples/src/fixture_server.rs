@@ -1,12 +1,11 @@
 //! The fixture server of `peers/FIXTURES.md`, as purra implements it (`fixture-purra`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use purra_protocol::types::*;
-use purra_protocol::{HandlerResult, RequestCtx, Server};
+use purra_protocol::{HandlerResult, Json, RegistrationError, RequestCtx, Server};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -55,22 +54,23 @@ struct UriArgs {
     uri: String,
 }
 
-fn text_resource(uri: &str, name: &str) -> Resource {
-    Resource {
-        uri: uri.to_owned(),
-        name: name.to_owned(),
-        title: None,
-        description: None,
-        mime_type: Some("text/plain".into()),
-        size: None,
-        annotations: None,
-    }
+#[derive(Deserialize, JsonSchema)]
+struct GreetArgs {
+    name: String,
+    style: Option<String>,
 }
 
-fn read_text(uri: String, text: String) -> HandlerResult<ReadResourceResult> {
-    Ok(ReadResourceResult {
-        contents: vec![ResourceContents::text(uri, Some("text/plain"), text)],
-    })
+#[derive(Deserialize, JsonSchema)]
+struct ItemVars {
+    id: String,
+}
+
+fn text_resource(uri: &str, name: &str) -> Resource {
+    Resource::new(uri, name).with_mime_type("text/plain")
+}
+
+fn read_text(uri: String, text: String) -> HandlerResult<ResourceContents> {
+    Ok(ResourceContents::text(uri, text).with_mime_type("text/plain"))
 }
 
 /// Builds the fixture server; `page_size` is 2 as the contract requires.
@@ -80,25 +80,32 @@ pub fn build() -> Server {
         .page_size(2)
         .logging()
         .build();
+    register(&server).expect("the fixture's definitions are valid");
+    server
+}
+
+fn register(server: &Server) -> Result<(), RegistrationError> {
     let cancellations = Arc::new(AtomicU64::new(0));
 
     server.tool(
         "echo",
         "Echoes the text",
         |a: EchoArgs, _ctx: RequestCtx| async move { HandlerResult::Ok(a.text) },
-    );
-    server.structured_tool(
+    )?;
+    server.tool(
         "add",
         "Adds two numbers",
-        |a: AddArgs, _ctx: RequestCtx| async move { HandlerResult::Ok(AddOut { sum: a.a + a.b }) },
-    );
+        |a: AddArgs, _ctx: RequestCtx| async move {
+            HandlerResult::Ok(Json(AddOut { sum: a.a + a.b }))
+        },
+    )?;
     server.tool(
         "fail",
         "Always fails",
         |_: NoArgs, _ctx: RequestCtx| async move {
             HandlerResult::Ok(CallToolResult::error("fixture failure"))
         },
-    );
+    )?;
     server.tool(
         "progress",
         "Reports progress",
@@ -116,7 +123,7 @@ pub fn build() -> Server {
             tokio::time::sleep(Duration::from_millis(20)).await;
             HandlerResult::Ok(format!("done {}", a.steps))
         },
-    );
+    )?;
     let counter = cancellations.clone();
     server.tool("block", "Waits until cancelled", move |_: NoArgs, ctx: RequestCtx| {
         let counter = counter.clone();
@@ -129,7 +136,7 @@ pub fn build() -> Server {
                 _ = tokio::time::sleep(Duration::from_secs(30)) => HandlerResult::Ok("not cancelled".to_owned()),
             }
         }
-    });
+    })?;
     let counter = cancellations.clone();
     server.tool(
         "cancellations",
@@ -138,7 +145,7 @@ pub fn build() -> Server {
             let n = counter.load(Ordering::SeqCst);
             async move { HandlerResult::Ok(n.to_string()) }
         },
-    );
+    )?;
     server.tool(
         "log",
         "Logs at four levels",
@@ -154,26 +161,16 @@ pub fn build() -> Server {
             }
             HandlerResult::Ok("logged")
         },
-    );
+    )?;
     server.tool(
         "sample",
         "Asks the client to sample",
         |a: PromptArgs, ctx: RequestCtx| async move {
             let r = ctx
-                .create_message(CreateMessageParams {
-                    messages: vec![SamplingMessage {
-                        role: Role::User,
-                        content: json!({"type": "text", "text": a.prompt}),
-                    }],
-                    max_tokens: 64,
-                    system_prompt: None,
-                    model_preferences: None,
-                    include_context: None,
-                    temperature: None,
-                    stop_sequences: None,
-                    tools: None,
-                    metadata: None,
-                })
+                .create_message(CreateMessageParams::new(
+                    vec![SamplingMessage::text_message(Role::User, a.prompt)],
+                    64,
+                ))
                 .await?;
             let text = r
                 .content
@@ -182,22 +179,17 @@ pub fn build() -> Server {
                 .unwrap_or_default();
             HandlerResult::Ok(text.to_owned())
         },
-    );
+    )?;
     server.tool("elicit", "Asks the user for a name", |a: MessageArgs, ctx: RequestCtx| async move {
         let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
         let r = ctx
-            .elicit(ElicitParams {
-                mode: None,
-                message: a.message,
-                requested_schema: schema.as_object().cloned(),
-                url: None,
-                elicitation_id: None,
-            })
+            .elicit(ElicitParams::form(a.message, schema.as_object().cloned().unwrap_or_default()))
             .await?;
         let action = match r.action {
             ElicitAction::Accept => "accept",
             ElicitAction::Decline => "decline",
             ElicitAction::Cancel => "cancel",
+            _ => "unknown",
         };
         let name = r
             .content
@@ -206,7 +198,7 @@ pub fn build() -> Server {
             .and_then(|n| n.as_str())
             .unwrap_or_default();
         HandlerResult::Ok(format!("{action}:{name}"))
-    });
+    })?;
     server.tool(
         "roots",
         "Lists the client's roots",
@@ -220,7 +212,7 @@ pub fn build() -> Server {
                     .join(","),
             )
         },
-    );
+    )?;
     let handle = server.clone();
     server.tool(
         "add_tool",
@@ -236,11 +228,11 @@ pub fn build() -> Server {
                         let text = format!("{name} called");
                         async move { HandlerResult::Ok(text) }
                     },
-                );
+                )?;
                 HandlerResult::Ok(format!("added {}", a.name))
             }
         },
-    );
+    )?;
     let handle = server.clone();
     server.tool(
         "touch",
@@ -252,7 +244,7 @@ pub fn build() -> Server {
                 HandlerResult::Ok(format!("touched {}", a.uri))
             }
         },
-    );
+    )?;
 
     for n in 1..=5 {
         server.resource(
@@ -264,58 +256,25 @@ pub fn build() -> Server {
         text_resource("fixture://watched", "watched"),
         |uri, _ctx| async move { read_text(uri, "watched".into()) },
     );
-    server
-        .resource_template(
-            ResourceTemplate {
-                uri_template: "fixture://items/{id}".into(),
-                name: "item".into(),
-                title: None,
-                description: None,
-                mime_type: Some("text/plain".into()),
-            },
-            |uri, vars: HashMap<String, String>, _ctx| async move {
-                let id = vars.get("id").cloned().unwrap_or_default();
-                read_text(uri, format!("item {id}"))
-            },
-        )
-        .expect("a valid template");
+    server.resource_template(
+        ResourceTemplate::new("fixture://items/{id}", "item").with_mime_type("text/plain"),
+        |uri, ItemVars { id }, _ctx| async move { read_text(uri, format!("item {id}")) },
+    )?;
 
     server.prompt(
-        Prompt {
-            name: "greet".into(),
-            title: None,
-            description: Some("Greeting".into()),
-            arguments: Some(vec![
-                PromptArgument {
-                    name: "name".into(),
-                    description: None,
-                    required: Some(true),
-                },
-                PromptArgument {
-                    name: "style".into(),
-                    description: None,
-                    required: Some(false),
-                },
-            ]),
-        },
-        |args, _ctx| async move {
-            let name = args.get("name").cloned().unwrap_or_default();
-            let mut text = format!("Hello, {name}!");
-            if args.get("style").map(String::as_str) == Some("loud") {
+        "greet",
+        "Greeting",
+        |a: GreetArgs, _ctx: RequestCtx| async move {
+            let mut text = format!("Hello, {}!", a.name);
+            if a.style.as_deref() == Some("loud") {
                 text = text.to_uppercase();
             }
-            HandlerResult::Ok(GetPromptResult {
-                description: None,
-                messages: vec![PromptMessage {
-                    role: Role::User,
-                    content: Content::text(text),
-                }],
-            })
+            HandlerResult::Ok(PromptMessage::user(text))
         },
-    );
+    )?;
     server.completion(|p: CompleteParams, _ctx| async move {
         let values = match (&p.reference, p.argument.name.as_str()) {
-            (CompletionReference::Prompt { name }, "name") if name == "greet" => {
+            (CompletionReference::Prompt { name, .. }, "name") if name == "greet" => {
                 ["alice", "alan", "bob"]
                     .iter()
                     .filter(|v| v.starts_with(&p.argument.value))
@@ -324,11 +283,7 @@ pub fn build() -> Server {
             }
             _ => Vec::new(),
         };
-        HandlerResult::Ok(Completion {
-            values,
-            total: None,
-            has_more: None,
-        })
+        HandlerResult::Ok(Completion::new(values))
     });
-    server
+    Ok(())
 }

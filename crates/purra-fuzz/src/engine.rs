@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use purra_protocol::__private::{decode_frame, Frame, Message};
-use purra_protocol::{memory, HandlerError, HandlerResult, Inbound, RequestCtx, Server};
+use purra_protocol::{memory, ErrorObject, HandlerResult, Inbound, RequestCtx, Server};
 use serde_json::{Map, Value};
 
 /// At most this many frames per input.
@@ -24,7 +24,8 @@ pub(crate) fn test_server() -> Server {
         |args: Map<String, Value>, _ctx: RequestCtx| async move {
             HandlerResult::Ok(Value::Object(args).to_string())
         },
-    );
+    )
+    .expect("a valid tool");
     server.tool(
         "slow",
         "Answers after five seconds",
@@ -32,14 +33,16 @@ pub(crate) fn test_server() -> Server {
             tokio::time::sleep(Duration::from_secs(5)).await;
             HandlerResult::Ok("done".to_owned())
         },
-    );
+    )
+    .expect("a valid tool");
     server.tool(
         "fail",
         "Always fails",
         |_: Map<String, Value>, _ctx: RequestCtx| async move {
-            HandlerResult::<String>::Err(HandlerError::internal("failed"))
+            HandlerResult::<String>::Err(ErrorObject::internal("failed").into())
         },
-    );
+    )
+    .expect("a valid tool");
     server
 }
 

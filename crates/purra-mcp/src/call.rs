@@ -120,11 +120,7 @@ impl CallTarget {
         let Value::Object(arguments) = args else {
             return CallOutcome::NotSent(codes::invalid_arguments());
         };
-        let params = CallToolParams {
-            name: self.remote.clone(),
-            arguments: Some(arguments),
-            meta: None,
-        };
+        let params = CallToolParams::new(self.remote.clone()).with_arguments(arguments);
         let mut timeout = self.limits.timeout;
         if let Some(deadline) = run.lease.deadline() {
             timeout = timeout.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
@@ -176,7 +172,7 @@ pub(crate) fn judge_result(
     let mut text = Vec::with_capacity(result.content.len());
     for block in &result.content {
         match block {
-            Content::Text { text: t, .. } => text.push(Value::String(t.clone())),
+            Content::Text(t) => text.push(Value::String(t.text.clone())),
             _ => return Err(codes::result_unsupported()),
         }
     }

@@ -101,10 +101,8 @@ pub(crate) async fn list_tools(
             return Err(AdapterError::new(codes::catalog_too_large()));
         }
         pages += 1;
-        let params = serde_json::value::to_raw_value(&PaginatedParams {
-            cursor: cursor.take(),
-        })
-        .expect("params serialize");
+        let params = serde_json::value::to_raw_value(&PaginatedParams::new(cursor.take()))
+            .expect("params serialize");
         let raw = conn
             .peer()
             .request_raw(
@@ -263,11 +261,7 @@ pub(crate) fn envelope_schema(
 
 /// Whether the tool can only be run as a task (2025-11-25 `execution.taskSupport`).
 pub(crate) fn requires_task(tool: &Tool) -> bool {
-    tool.execution
-        .as_ref()
-        .and_then(|e| e.get("taskSupport"))
-        .and_then(Value::as_str)
-        == Some("required")
+    tool.requires_task()
 }
 
 /// Discovers the remote tools named in `bindings` (remote name → binding) as read tools.

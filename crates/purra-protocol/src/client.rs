@@ -18,7 +18,7 @@ use crate::session::{
 use crate::stdio::{ChildProcess, StderrHandle, StdioCommand};
 use crate::transport::Transport;
 use crate::types::*;
-use crate::version;
+use crate::version::ProtocolVersion;
 #[cfg(not(feature = "stdio"))]
 use std::convert::Infallible as ChildProcess;
 
@@ -40,7 +40,7 @@ pub struct ClientOptions {
     /// Sent in `initialize`.
     pub client_info: Implementation,
     /// The revision to ask for (default: the latest handshake revision).
-    pub protocol_version: String,
+    pub protocol_version: ProtocolVersion,
     /// Engine limits and the default request timeout.
     pub engine: EngineConfig,
     /// The most pages one catalog may take; more is a protocol error.
@@ -70,7 +70,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             client_info: Implementation::new("purra", env!("CARGO_PKG_VERSION")),
-            protocol_version: version::LATEST_HANDSHAKE_VERSION.to_owned(),
+            protocol_version: ProtocolVersion::LATEST_HANDSHAKE,
             engine: EngineConfig::default(),
             max_catalog_pages: 64,
             max_catalog_bytes: 16 * 1024 * 1024,
@@ -89,7 +89,7 @@ impl ClientOptions {
         self
     }
     /// Sets the revision to ask for.
-    pub fn protocol_version(mut self, v: impl Into<String>) -> Self {
+    pub fn protocol_version(mut self, v: impl Into<ProtocolVersion>) -> Self {
         self.protocol_version = v.into();
         self
     }
@@ -130,7 +130,7 @@ impl ClientOptions {
     }
 
     fn capabilities(&self) -> ClientCapabilities {
-        let modern_elicitation = self.protocol_version == version::V2025_11_25;
+        let modern_elicitation = self.protocol_version == ProtocolVersion::V2025_11_25;
         ClientCapabilities {
             roots: self
                 .roots
@@ -332,7 +332,7 @@ impl Service for ClientService {
                 }
                 methods::ROOTS_LIST if this.options.roots.is_some() => {
                     let roots = this.roots.read().expect("roots lock").clone();
-                    Ok(to_raw(&ListRootsResult { roots })?)
+                    Ok(to_raw(&ListRootsResult::new(roots))?)
                 }
                 _ => Err(ErrorObject::method_not_found(&method)),
             }
@@ -443,9 +443,7 @@ where
         let raw = peer
             .request_raw(
                 method,
-                Some(to_raw(&PaginatedParams {
-                    cursor: cursor.take(),
-                })?),
+                Some(to_raw(&PaginatedParams::new(cursor.take()))?),
                 RequestOptions::default(),
             )
             .await?;
@@ -514,7 +512,9 @@ async fn refresh_templates(
     {
         Ok(items) => items,
         // Servers that advertise resources without templates answer -32601; that is no templates.
-        Err(Error::Rpc(e)) if e.code == crate::jsonrpc::ErrorCode::METHOD_NOT_FOUND => Vec::new(),
+        Err(Error::Rpc(e)) if e.code == crate::jsonrpc::RpcErrorCode::METHOD_NOT_FOUND => {
+            Vec::new()
+        }
         Err(e) => return Err(e),
     };
     s.templates.store(gen, items);
@@ -615,12 +615,11 @@ impl Client {
         let conn = Connection {
             peer,
             service,
-            init: InitializeResult {
-                protocol_version: String::new(),
-                capabilities: ServerCapabilities::default(),
-                server_info: Implementation::new("", ""),
-                instructions: None,
-            },
+            init: InitializeResult::new(
+                ProtocolVersion::new(""),
+                ServerCapabilities::default(),
+                Implementation::new("", ""),
+            ),
             child,
             #[cfg(feature = "stdio")]
             pid: None,
@@ -660,11 +659,11 @@ impl Connection {
             self.pid = child.as_ref().and_then(ChildProcess::pid);
             self.stderr = child.as_ref().map(ChildProcess::stderr_handle);
         }
-        let params = InitializeParams {
-            protocol_version: options.protocol_version.clone(),
-            capabilities: options.capabilities(),
-            client_info: options.client_info.clone(),
-        };
+        let params = InitializeParams::new(
+            options.protocol_version.clone(),
+            options.capabilities(),
+            options.client_info.clone(),
+        );
         let init: InitializeResult = match self
             .peer
             .request(methods::INITIALIZE, &params, RequestOptions::default())
@@ -676,12 +675,12 @@ impl Connection {
                 return Err(e);
             }
         };
-        if !version::is_handshake(&init.protocol_version) {
+        if !init.protocol_version.is_handshake() {
             self.close().await;
             return Err(Error::UnsupportedProtocolVersion(init.protocol_version));
         }
         self.peer
-            .set_batches_allowed(version::allows_batches(&init.protocol_version));
+            .set_batches_allowed(init.protocol_version.allows_batches());
         self.init = init;
         if let Err(e) = self.peer.notify_empty(methods::INITIALIZED).await {
             self.close().await;
@@ -748,7 +747,7 @@ impl Connection {
         &self.init.server_info
     }
     /// The negotiated revision.
-    pub fn protocol_version(&self) -> &str {
+    pub fn protocol_version(&self) -> &ProtocolVersion {
         &self.init.protocol_version
     }
     /// The server's capabilities.
@@ -803,6 +802,7 @@ impl Connection {
         let params = CallToolParams {
             name: name.to_owned(),
             arguments,
+            task: None,
             meta: None,
         };
         let result: CallToolResult = self
@@ -881,7 +881,7 @@ impl Connection {
         self.peer
             .request(
                 methods::RESOURCES_LIST,
-                &PaginatedParams { cursor },
+                &PaginatedParams { cursor, meta: None },
                 RequestOptions::default(),
             )
             .await
@@ -892,9 +892,7 @@ impl Connection {
         self.peer
             .request(
                 methods::RESOURCES_READ,
-                &UriParams {
-                    uri: uri.to_owned(),
-                },
+                &UriParams::new(uri),
                 RequestOptions::default(),
             )
             .await
@@ -906,9 +904,7 @@ impl Connection {
             .peer
             .request(
                 methods::RESOURCES_SUBSCRIBE,
-                &UriParams {
-                    uri: uri.to_owned(),
-                },
+                &UriParams::new(uri),
                 RequestOptions::default(),
             )
             .await?;
@@ -928,6 +924,7 @@ impl Connection {
         let params = GetPromptParams {
             name: name.to_owned(),
             arguments: (!arguments.is_empty()).then_some(arguments),
+            meta: None,
         };
         self.peer
             .request(methods::PROMPTS_GET, &params, RequestOptions::default())
@@ -941,14 +938,7 @@ impl Connection {
         argument: &str,
         value: &str,
     ) -> Result<Completion, Error> {
-        let params = CompleteParams {
-            reference,
-            argument: CompletionArgument {
-                name: argument.to_owned(),
-                value: value.to_owned(),
-            },
-            context: None,
-        };
+        let params = CompleteParams::new(reference, CompletionArgument::new(argument, value));
         let r: CompleteResult = self
             .peer
             .request(
@@ -966,7 +956,7 @@ impl Connection {
             .peer
             .request(
                 methods::LOGGING_SET_LEVEL,
-                &SetLevelParams { level },
+                &SetLevelParams::new(level),
                 RequestOptions::default(),
             )
             .await?;
@@ -1102,7 +1092,7 @@ impl ResourceSubscription {
             .peer
             .request(
                 methods::RESOURCES_UNSUBSCRIBE,
-                &UriParams { uri },
+                &UriParams::new(uri),
                 RequestOptions::default(),
             )
             .await?;
@@ -1121,7 +1111,7 @@ impl Drop for ResourceSubscription {
                 let _: Result<EmptyResult, _> = peer
                     .request(
                         methods::RESOURCES_UNSUBSCRIBE,
-                        &UriParams { uri },
+                        &UriParams::new(uri),
                         RequestOptions::default(),
                     )
                     .await;

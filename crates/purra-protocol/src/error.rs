@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::jsonrpc::ErrorObject;
+use crate::version::ProtocolVersion;
 
 /// Why a request or a connection failed. Each kind is distinct so a host can act on it: a
 /// JSON-RPC error came from the peer; a transport failure or a closed connection did not.
@@ -31,7 +32,7 @@ pub enum Error {
     /// The peer broke the protocol: a malformed or unexpected response.
     Protocol(String),
     /// The server answered `initialize` with a revision purra does not speak.
-    UnsupportedProtocolVersion(String),
+    UnsupportedProtocolVersion(ProtocolVersion),
     /// What this side was to send could not be serialized to JSON (a `Serialize` impl failed);
     /// nothing was sent.
     Encode(String),
@@ -59,7 +60,8 @@ impl fmt::Display for Error {
             Error::UnsupportedProtocolVersion(v) => {
                 write!(
                     f,
-                    "the server chose protocol version {v:?}, which this client does not support"
+                    "the server chose protocol version {:?}, which this client does not support",
+                    v.as_str()
                 )
             }
             Error::ResponseTooLarge { len, limit } => write!(

@@ -75,29 +75,30 @@ impl<'de> Deserialize<'de> for RequestId {
     }
 }
 
-/// A JSON-RPC error code. Open: MCP and applications add their own.
+/// A JSON-RPC error code. Open: MCP and applications add their own. (Named apart from
+/// purra-core's `ErrorCode`, the sanitized string codes a model sees.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct ErrorCode(pub i32);
+pub struct RpcErrorCode(pub i32);
 
-impl ErrorCode {
+impl RpcErrorCode {
     /// Invalid JSON was received.
-    pub const PARSE_ERROR: ErrorCode = ErrorCode(-32700);
+    pub const PARSE_ERROR: RpcErrorCode = RpcErrorCode(-32700);
     /// The JSON sent is not a valid request object.
-    pub const INVALID_REQUEST: ErrorCode = ErrorCode(-32600);
+    pub const INVALID_REQUEST: RpcErrorCode = RpcErrorCode(-32600);
     /// The method does not exist or is not available.
-    pub const METHOD_NOT_FOUND: ErrorCode = ErrorCode(-32601);
+    pub const METHOD_NOT_FOUND: RpcErrorCode = RpcErrorCode(-32601);
     /// Invalid method parameters.
-    pub const INVALID_PARAMS: ErrorCode = ErrorCode(-32602);
+    pub const INVALID_PARAMS: RpcErrorCode = RpcErrorCode(-32602);
     /// Internal error.
-    pub const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
+    pub const INTERNAL_ERROR: RpcErrorCode = RpcErrorCode(-32603);
     /// MCP: the resource does not exist (2025 revisions).
-    pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);
+    pub const RESOURCE_NOT_FOUND: RpcErrorCode = RpcErrorCode(-32002);
     /// MCP 2025-11-25: a URL-mode elicitation is required before the request can proceed.
-    pub const URL_ELICITATION_REQUIRED: ErrorCode = ErrorCode(-32042);
+    pub const URL_ELICITATION_REQUIRED: RpcErrorCode = RpcErrorCode(-32042);
 }
 
-impl fmt::Display for ErrorCode {
+impl fmt::Display for RpcErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }
@@ -107,7 +108,7 @@ impl fmt::Display for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorObject {
     /// The error code.
-    pub code: ErrorCode,
+    pub code: RpcErrorCode,
     /// A short description.
     pub message: String,
     /// Additional information, as the sender gave it.
@@ -117,7 +118,7 @@ pub struct ErrorObject {
 
 impl ErrorObject {
     /// An error with a code and a message and no data.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub fn new(code: RpcErrorCode, message: impl Into<String>) -> Self {
         ErrorObject {
             code,
             message: message.into(),
@@ -133,18 +134,18 @@ impl ErrorObject {
 
     /// -32602 with a message.
     pub fn invalid_params(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::INVALID_PARAMS, message)
+        Self::new(RpcErrorCode::INVALID_PARAMS, message)
     }
 
     /// -32603 with a message.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::INTERNAL_ERROR, message)
+        Self::new(RpcErrorCode::INTERNAL_ERROR, message)
     }
 
     /// -32601 naming the method.
     pub fn method_not_found(method: &str) -> Self {
         Self::new(
-            ErrorCode::METHOD_NOT_FOUND,
+            RpcErrorCode::METHOD_NOT_FOUND,
             format!("Method not found: {method}"),
         )
     }
@@ -206,14 +207,14 @@ impl DecodeError {
     fn parse(e: impl fmt::Display) -> Self {
         DecodeError {
             id: None,
-            error: ErrorObject::new(ErrorCode::PARSE_ERROR, format!("Parse error: {e}")),
+            error: ErrorObject::new(RpcErrorCode::PARSE_ERROR, format!("Parse error: {e}")),
         }
     }
     fn invalid(id: Option<RequestId>, why: impl Into<String>) -> Self {
         DecodeError {
             id,
             error: ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
+                RpcErrorCode::INVALID_REQUEST,
                 format!("Invalid request: {}", why.into()),
             ),
         }
@@ -494,24 +495,27 @@ mod tests {
 
     #[test]
     fn rejects_bad_envelopes_with_the_required_codes() {
-        assert_eq!(single("{").unwrap_err().error.code, ErrorCode::PARSE_ERROR);
+        assert_eq!(
+            single("{").unwrap_err().error.code,
+            RpcErrorCode::PARSE_ERROR
+        );
         assert_eq!(
             single("[1,").unwrap_err().error.code,
-            ErrorCode::PARSE_ERROR
+            RpcErrorCode::PARSE_ERROR
         );
         let e = single(r#"{"jsonrpc":"2.0","id":7}"#).unwrap_err();
         assert_eq!(
             (e.id, e.error.code),
-            (Some(RequestId::Number(7)), ErrorCode::INVALID_REQUEST)
+            (Some(RequestId::Number(7)), RpcErrorCode::INVALID_REQUEST)
         );
         let e = single(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#).unwrap_err();
-        assert_eq!(e.error.code, ErrorCode::INVALID_REQUEST);
+        assert_eq!(e.error.code, RpcErrorCode::INVALID_REQUEST);
         let e = single(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#).unwrap_err();
-        assert_eq!((e.id, e.error.code), (None, ErrorCode::INVALID_REQUEST));
+        assert_eq!((e.id, e.error.code), (None, RpcErrorCode::INVALID_REQUEST));
         let e = single(r#"42"#).unwrap_err();
-        assert_eq!(e.error.code, ErrorCode::INVALID_REQUEST);
+        assert_eq!(e.error.code, RpcErrorCode::INVALID_REQUEST);
         let e = single(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).unwrap_err();
-        assert_eq!(e.error.code, ErrorCode::INVALID_REQUEST);
+        assert_eq!(e.error.code, RpcErrorCode::INVALID_REQUEST);
     }
 
     #[test]
@@ -524,7 +528,7 @@ mod tests {
         assert_eq!(
             String::from_utf8(encode_error(
                 None,
-                &ErrorObject::new(ErrorCode::PARSE_ERROR, "p")
+                &ErrorObject::new(RpcErrorCode::PARSE_ERROR, "p")
             ))
             .unwrap(),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"p"}}"#

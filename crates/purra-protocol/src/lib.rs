@@ -2,7 +2,7 @@
 //! transports — usable on its own.
 //!
 //! ```no_run
-//! use purra_protocol::{Server, RequestCtx, HandlerResult};
+//! use purra_protocol::{HandlerResult, RegistrationError, RequestCtx, Server};
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
 //!
@@ -10,13 +10,23 @@
 //! struct Zip { zip: String }
 //!
 //! #[tokio::main(flavor = "current_thread")]
-//! async fn main() {
+//! async fn main() -> Result<(), RegistrationError> {
 //!     let server = Server::builder("weather", "0.1.0").build();
 //!     server.tool("get_temp", "Current temperature for a US ZIP",
-//!         |Zip { zip }, _ctx: RequestCtx| async move { HandlerResult::Ok(format!("{zip}: 72°F")) });
+//!         |Zip { zip }, _ctx: RequestCtx| async move { HandlerResult::Ok(format!("{zip}: 72°F")) })?;
 //!     server.serve_stdio().await;
+//!     Ok(())
 //! }
 //! ```
+//!
+//! The server side: [`Server::tool`] derives the input schema from the arguments type (and the
+//! output schema from [`Json<T>`]); a handler's `Err` is a result with `isError` the model
+//! reads, and only an [`ErrorObject`] a JSON-RPC error ([`HandlerError`]); [`ToolDef`] and
+//! [`PromptDef`] carry titles, annotations, icons, `_meta` and execution hints;
+//! [`macro@handlers`] turns the methods of one shared value into tools and prompts. Registration
+//! returns [`RegistrationError`] values and never panics. The protocol types in [`types`] are
+//! `#[non_exhaustive]`, built with constructors and `with_*` builders; revisions are
+//! [`ProtocolVersion`]s.
 //!
 //! The layers, bottom up: the frame codec (one-pass decoding into raw params), the
 //! [`Transport`] boundary every transport produces ([`stdio`], [`http`], [`ws`], [`memory`]),
@@ -66,11 +76,12 @@ pub use http::HttpClientOptions;
 pub use http::{HttpServerConfig, StreamableHttpServer};
 #[cfg(any(feature = "http-server", feature = "ws"))]
 pub use http_context::HttpContext;
-pub use jsonrpc::{ErrorCode, ErrorObject, RequestId};
+pub use jsonrpc::{ErrorObject, RequestId, RpcErrorCode};
 #[cfg(feature = "server")]
 pub use server::{
-    schema_for, HandlerError, HandlerResult, IntoToolResult, RegistrationError, RequestCtx, Server,
-    ServerBuilder, ServerSession,
+    output_schema_for, schema_for, Args, BoxError, HandlerError, HandlerResult, Handlers,
+    IntoPromptResult, IntoToolResult, Json, PromptDef, RegistrationError, RequestCtx, Server,
+    ServerBuilder, ServerSession, ToolDef,
 };
 pub use session::{BoxFuture, EngineConfig, Peer, ProgressCallback, RequestOptions, Stats};
 #[cfg(feature = "stdio")]
@@ -79,8 +90,95 @@ pub use tokio_util::sync::CancellationToken;
 pub use transport::{
     memory, Inbound, Outbound, Transport, TransportControl, DEFAULT_MAX_FRAME_BYTES,
 };
+pub use version::{Era, ProtocolVersion};
 #[cfg(feature = "ws")]
 pub use ws::{WsClientOptions, WsServerOptions};
+
+/// Registers the `#[tool]` and `#[prompt]` methods of an `impl` block as the tools and prompts
+/// of one value shared by every call: a method-based server for shared state.
+///
+/// ```
+/// use std::sync::atomic::{AtomicI64, Ordering};
+/// use purra_protocol::{Args, Json, RequestCtx, Server};
+///
+/// #[derive(Default)]
+/// struct Counter {
+///     n: AtomicI64,
+/// }
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Step {
+///     /// How much to add (negative to subtract).
+///     by: i64,
+/// }
+///
+/// #[derive(serde::Serialize, schemars::JsonSchema)]
+/// struct Value { value: i64 }
+///
+/// #[purra_protocol::handlers]
+/// impl Counter {
+///     /// Adds `by` to the counter and returns the new value.
+///     #[tool]
+///     fn add(&self, Args(step): Args<Step>) -> Json<Value> {
+///         Json(Value { value: self.n.fetch_add(step.by, Ordering::SeqCst) + step.by })
+///     }
+///
+///     /// The counter's value.
+///     #[tool(read_only, title = "Current value")]
+///     async fn get(&self) -> String {
+///         self.n.load(Ordering::SeqCst).to_string()
+///     }
+///
+///     /// Resets the counter to `to`; refuses negative values (the model reads why).
+///     #[tool(destructive)]
+///     async fn reset(&self, to: i64, _ctx: RequestCtx) -> Result<String, String> {
+///         if to < 0 {
+///             return Err(format!("{to} is negative"));
+///         }
+///         self.n.store(to, Ordering::SeqCst);
+///         Ok(format!("reset to {to}"))
+///     }
+///
+///     /// Asks the model to pick a next step towards `goal`.
+///     #[prompt]
+///     fn plan(&self, goal: i64) -> String {
+///         format!("The counter is at {}; plan the steps to reach {goal}.", self.n.load(Ordering::SeqCst))
+///     }
+/// }
+///
+/// # fn main() -> Result<(), purra_protocol::RegistrationError> {
+/// let server = Server::builder("counter", "1.0.0").build();
+/// server.register(Counter::default())?;
+/// # Ok(()) }
+/// ```
+///
+/// The macro writes an implementation of [`Handlers`]; [`Server::register`] adds its tools and
+/// prompts. Each marked method:
+/// - takes `&self` (the value is shared, in an `Arc`, by every call: keep mutable state behind
+///   atomics or a `Mutex`);
+/// - takes its arguments as parameters (`city: String, days: u8`: each is one argument, its
+///   schema derived from its type), or all of them as one type with `Args(x): Args<T>` (the
+///   fields of `T` are the arguments and their doc comments describe them), plus optionally a
+///   [`RequestCtx`] for progress, logging, cancellation and requests to the client;
+/// - may be `async` or not, and returns anything [`IntoToolResult`] accepts (a tool: text,
+///   content, [`Json<T>`] for structured output with a derived output schema, a `Result` whose
+///   error becomes an `isError` result) or [`IntoPromptResult`] accepts (a prompt);
+/// - is named after the method, and described by its doc comment.
+///
+/// Options: `#[tool(name = "..", title = "..", description = "..", read_only, destructive,
+/// idempotent, open_world)]` (the hints may be given as `= false`) and `#[prompt(name = "..",
+/// title = "..", description = "..")]`. For icons, `_meta` or execution hints, register with
+/// [`Server::add_tool`] and a [`ToolDef`].
+#[cfg(feature = "server")]
+pub use purra_macros::handlers;
+
+#[cfg(feature = "server")]
+#[doc(hidden)]
+pub mod __macro_support {
+    //! What `#[handlers]` expands to refers to, so users need no `serde`/`schemars` of their own.
+    pub use schemars;
+    pub use serde;
+}
 
 /// Internals the fuzz targets (the repository's `fuzz/` crate and `crates/purra-fuzz`) drive
 /// directly: the frame codec, the stdio line reader, the SSE parser and the Last-Event-ID helper

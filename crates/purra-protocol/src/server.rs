@@ -1,6 +1,15 @@
 //! The MCP server: registries of tools, resources, templates and prompts with async handlers;
 //! per-connection sessions; validation of tool input and output; logging, progress,
 //! cancellation, completion, pagination and server-to-client requests from handlers.
+//!
+//! Typed tools and prompts derive their schemas from Rust types ([`schema`]); a handler's
+//! `Err` becomes what [`HandlerError`] says; registration refusals are [`RegistrationError`]
+//! values, never panics.
+
+mod error;
+mod schema;
+mod template;
+mod typed;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
@@ -9,63 +18,30 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use self::error::{BoxError, HandlerError, HandlerResult, RegistrationError};
+pub use self::schema::{output_schema_for, schema_for};
+pub use self::typed::{Args, IntoPromptResult, IntoToolResult, Json, PromptDef, ToolDef};
+
+use self::template::{match_template, parse_template, variables, TemplatePart};
+use self::typed::{decode, string_arguments, tool_arguments, tool_output};
 use crate::error::Error;
-use crate::jsonrpc::{encode_notification, from_params, to_raw, ErrorCode, ErrorObject, RequestId};
+use crate::jsonrpc::{
+    encode_notification, from_params, to_raw, ErrorObject, RequestId, RpcErrorCode,
+};
 use crate::session::{
     self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
 };
 use crate::transport::Transport;
 use crate::types::*;
-use crate::version;
-
-/// A handler's failure. Built from an [`ErrorObject`] it is sent as that JSON-RPC error, code
-/// and data kept; built from anything else it becomes -32603 with the message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HandlerError(pub ErrorObject);
-
-impl HandlerError {
-    /// -32603 with `message`.
-    pub fn internal(message: impl Into<String>) -> Self {
-        HandlerError(ErrorObject::internal(message))
-    }
-}
-
-impl From<ErrorObject> for HandlerError {
-    fn from(e: ErrorObject) -> Self {
-        HandlerError(e)
-    }
-}
-impl From<String> for HandlerError {
-    fn from(e: String) -> Self {
-        HandlerError::internal(e)
-    }
-}
-impl From<&str> for HandlerError {
-    fn from(e: &str) -> Self {
-        HandlerError::internal(e)
-    }
-}
-impl From<Error> for HandlerError {
-    fn from(e: Error) -> Self {
-        HandlerError::internal(e.to_string())
-    }
-}
-impl From<serde_json::Error> for HandlerError {
-    fn from(e: serde_json::Error) -> Self {
-        HandlerError::internal(e.to_string())
-    }
-}
-
-/// What a handler returns.
-pub type HandlerResult<T> = Result<T, HandlerError>;
+use crate::version::ProtocolVersion;
 
 type ToolFn = Arc<
-    dyn Fn(JsonObject, RequestCtx) -> BoxFuture<'static, HandlerResult<CallToolResult>>
+    dyn Fn(JsonObject, RequestCtx) -> BoxFuture<'static, Result<CallToolResult, ErrorObject>>
         + Send
         + Sync,
 >;
@@ -74,7 +50,7 @@ type ReadFn = Arc<
             String,
             HashMap<String, String>,
             RequestCtx,
-        ) -> BoxFuture<'static, HandlerResult<ReadResourceResult>>
+        ) -> BoxFuture<'static, Result<ReadResourceResult, ErrorObject>>
         + Send
         + Sync,
 >;
@@ -82,7 +58,7 @@ type PromptFn = Arc<
     dyn Fn(
             BTreeMap<String, String>,
             RequestCtx,
-        ) -> BoxFuture<'static, HandlerResult<GetPromptResult>>
+        ) -> BoxFuture<'static, Result<GetPromptResult, ErrorObject>>
         + Send
         + Sync,
 >;
@@ -161,27 +137,6 @@ impl<T> Registry<T> {
     }
 }
 
-/// Why a registration was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RegistrationError {
-    /// The input or output schema is not a valid JSON Schema, or its root is not an object schema.
-    InvalidSchema(String),
-    /// The URI template is malformed.
-    InvalidTemplate(String),
-}
-
-impl std::fmt::Display for RegistrationError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RegistrationError::InvalidSchema(why) => write!(f, "invalid schema: {why}"),
-            RegistrationError::InvalidTemplate(why) => write!(f, "invalid URI template: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for RegistrationError {}
-
 struct ServerInner {
     info: Implementation,
     instructions: Option<String>,
@@ -216,6 +171,11 @@ pub struct ServerBuilder {
 }
 
 impl ServerBuilder {
+    /// The server's display name, description, icons or website (sent in `serverInfo`).
+    pub fn info(mut self, info: Implementation) -> Self {
+        self.info = info;
+        self
+    }
     /// How many resources one session may subscribe to at once (default 1024); one more is
     /// refused with -32602 until it unsubscribes. Each URI is at most 4 KiB.
     pub fn max_subscriptions(mut self, n: usize) -> Self {
@@ -273,6 +233,31 @@ impl ServerBuilder {
 
 /// An MCP server: a set of registries shared by every connection it serves. Cloning is cheap
 /// and shares the registries; registering while serving sends the matching `list_changed`.
+///
+/// Registration returns `Result<&Server, RegistrationError>`, so definitions chain with `?`:
+///
+/// ```
+/// use purra_protocol::{HandlerResult, Json, RequestCtx, Server};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Add { a: f64, b: f64 }
+/// #[derive(serde::Serialize, schemars::JsonSchema)]
+/// struct Sum { sum: f64 }
+///
+/// # fn main() -> Result<(), purra_protocol::RegistrationError> {
+/// let server = Server::builder("calc", "1.0.0").build();
+/// server
+///     .tool("add", "Adds two numbers", |Add { a, b }, _ctx: RequestCtx| async move {
+///         Ok(Json(Sum { sum: a + b })) // structured output; the output schema comes from Sum
+///     })?
+///     .tool("div", "Divides a by b", |Add { a, b }, _ctx: RequestCtx| async move {
+///         if b == 0.0 {
+///             return Err("division by zero".into()); // an isError result the model reads
+///         }
+///         HandlerResult::Ok(format!("{}", a / b))
+///     })?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Server {
     inner: Arc<ServerInner>,
@@ -286,46 +271,11 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// Turns a handler's return value into a tool result.
-pub trait IntoToolResult {
-    /// The result.
-    fn into_tool_result(self) -> CallToolResult;
-}
-
-impl IntoToolResult for CallToolResult {
-    fn into_tool_result(self) -> CallToolResult {
-        self
-    }
-}
-impl IntoToolResult for String {
-    fn into_tool_result(self) -> CallToolResult {
-        CallToolResult::text(self)
-    }
-}
-impl IntoToolResult for &'static str {
-    fn into_tool_result(self) -> CallToolResult {
-        CallToolResult::text(self)
-    }
-}
-impl IntoToolResult for Vec<Content> {
-    fn into_tool_result(self) -> CallToolResult {
-        CallToolResult {
-            content: self,
-            ..Default::default()
-        }
-    }
-}
-
-/// A schema for `T`, derived with schemars (JSON Schema 2020-12), as a JSON object.
-pub fn schema_for<T: JsonSchema>() -> JsonObject {
-    let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
-    match schema.to_value() {
-        Value::Object(mut o) => {
-            o.remove("title");
-            o
-        }
-        _ => JsonObject::new(),
-    }
+/// Tools and prompts backed by the methods of one value holding shared state; written by
+/// `#[purra_protocol::handlers]` on an `impl` block, registered with [`Server::register`].
+pub trait Handlers: Send + Sync + 'static {
+    /// Registers every tool and prompt of `self` on `server`.
+    fn register(self: Arc<Self>, server: &Server) -> Result<(), RegistrationError>;
 }
 
 /// A compiled tool schema. With the `validation` feature it is a JSON Schema 2020-12 validator;
@@ -336,9 +286,13 @@ type Validator = jsonschema::Validator;
 #[cfg(not(feature = "validation"))]
 struct Validator;
 
-fn compile(schema: &JsonObject, what: &str) -> Result<Validator, RegistrationError> {
+fn compile(schema: &JsonObject, name: &str, what: &str) -> Result<Validator, RegistrationError> {
+    let invalid = |reason: String| RegistrationError::InvalidSchema {
+        name: name.to_owned(),
+        reason,
+    };
     if schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(RegistrationError::InvalidSchema(format!(
+        return Err(invalid(format!(
             "the {what} schema's root must have type \"object\""
         )));
     }
@@ -346,7 +300,7 @@ fn compile(schema: &JsonObject, what: &str) -> Result<Validator, RegistrationErr
     return jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .build(&Value::Object(schema.clone()))
-        .map_err(|e| RegistrationError::InvalidSchema(format!("{what} schema: {e}")));
+        .map_err(|e| invalid(format!("{what} schema: {e}")));
     #[cfg(not(feature = "validation"))]
     Ok(Validator)
 }
@@ -390,96 +344,84 @@ impl Server {
         }
     }
 
-    /// Registers a tool whose arguments are `A` (the input schema is derived from `A`); the
-    /// handler returns text, content blocks or a whole result.
-    pub fn tool<A, F, Fut, R>(&self, name: &str, description: &str, handler: F) -> &Self
+    /// Registers a tool whose arguments are `A`: the input schema is derived from `A` (and the
+    /// output schema from the return type when it is [`Json<T>`]). The handler returns
+    /// `HandlerResult<R>` where `R` is text, content, a whole result or `Json<T>`
+    /// ([`IntoToolResult`]); an `Err` is an `isError` result (a JSON-RPC error only for an
+    /// [`ErrorObject`]). `()` as `A` means no arguments.
+    pub fn tool<A, F, Fut, R>(
+        &self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: F,
+    ) -> Result<&Self, RegistrationError>
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
         F: Fn(A, RequestCtx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<R>> + Send + 'static,
         R: IntoToolResult,
     {
-        let tool = Tool {
-            name: name.to_owned(),
-            title: None,
-            description: Some(description.to_owned()),
-            input_schema: schema_for::<A>(),
-            output_schema: None,
-            annotations: None,
-            execution: None,
-            icons: None,
-            meta: None,
-        };
-        let handler = Arc::new(handler);
-        self.raw_tool(tool, move |args, ctx| {
-            let handler = handler.clone();
-            async move {
-                let args: A = match serde_json::from_value(Value::Object(args)) {
-                    Ok(a) => a,
-                    Err(e) => return Ok(CallToolResult::error(format!("Invalid arguments: {e}"))),
-                };
-                handler(args, ctx)
-                    .await
-                    .map(IntoToolResult::into_tool_result)
-            }
-        })
-        .expect("schemas derived from types compile");
-        self
+        self.add_tool(ToolDef::new(name).description(description), handler)
     }
 
-    /// Registers a tool with structured output: arguments `A`, output `O`; both schemas are
-    /// derived from the types. The result carries `structuredContent` and mirrors it as text.
-    pub fn structured_tool<A, O, F, Fut>(&self, name: &str, description: &str, handler: F) -> &Self
+    /// Registers a typed tool from its full definition (title, annotations, icons, `_meta`,
+    /// execution): [`Server::tool`] with a [`ToolDef`].
+    pub fn add_tool<A, F, Fut, R>(
+        &self,
+        def: ToolDef,
+        handler: F,
+    ) -> Result<&Self, RegistrationError>
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        O: Serialize + JsonSchema + Send + 'static,
         F: Fn(A, RequestCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult<O>> + Send + 'static,
+        Fut: Future<Output = HandlerResult<R>> + Send + 'static,
+        R: IntoToolResult,
     {
-        let tool = Tool {
-            name: name.to_owned(),
-            title: None,
-            description: Some(description.to_owned()),
-            input_schema: schema_for::<A>(),
-            output_schema: Some(schema_for::<O>()),
-            annotations: None,
-            execution: None,
-            icons: None,
-            meta: None,
-        };
+        let mut tool = def.tool;
+        let (input, shape) = tool_arguments::<A>(&tool.name)?;
+        tool.input_schema = input;
+        if tool.output_schema.is_none() {
+            tool.output_schema = tool_output::<R>(&tool.name)?;
+        }
         let handler = Arc::new(handler);
-        self.raw_tool(tool, move |args, ctx| {
-            let handler = handler.clone();
-            async move {
-                let args: A = match serde_json::from_value(Value::Object(args)) {
-                    Ok(a) => a,
-                    Err(e) => return Ok(CallToolResult::error(format!("Invalid arguments: {e}"))),
-                };
-                let out = serde_json::to_value(handler(args, ctx).await?)?;
-                Ok(CallToolResult {
-                    content: vec![Content::text(out.to_string())],
-                    structured_content: Some(out),
-                    ..Default::default()
+        self.insert_tool(
+            tool,
+            Arc::new(move |args, ctx| {
+                let handler = handler.clone();
+                Box::pin(async move {
+                    match decode::<A>(Value::Object(args), shape) {
+                        Ok(a) => handler(a, ctx).await.into_tool_result(),
+                        Err(e) => Ok(CallToolResult::error(format!("Invalid arguments: {e}"))),
+                    }
                 })
-            }
-        })
-        .expect("schemas derived from types compile");
-        self
+            }),
+        )
     }
 
     /// Registers a tool from its full description and a handler of raw JSON arguments (for
     /// dynamic tools). Arguments are validated against `inputSchema` before the handler runs;
     /// an `outputSchema` is enforced on the handler's structured results.
-    pub fn raw_tool<F, Fut>(&self, tool: Tool, handler: F) -> Result<(), RegistrationError>
+    pub fn raw_tool<F, Fut>(&self, tool: Tool, handler: F) -> Result<&Self, RegistrationError>
     where
         F: Fn(JsonObject, RequestCtx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<CallToolResult>> + Send + 'static,
     {
-        let input = compile(&tool.input_schema, "input")?;
+        let handler = Arc::new(handler);
+        self.insert_tool(
+            tool,
+            Arc::new(move |args, ctx| {
+                let fut = handler(args, ctx);
+                Box::pin(async move { fut.await.into_tool_result() })
+            }),
+        )
+    }
+
+    fn insert_tool(&self, tool: Tool, handler: ToolFn) -> Result<&Self, RegistrationError> {
+        let input = compile(&tool.input_schema, &tool.name, "input")?;
         let output = tool
             .output_schema
             .as_ref()
-            .map(|s| compile(s, "output"))
+            .map(|s| compile(s, &tool.name, "output"))
             .transpose()?;
         let name = tool.name.clone();
         self.inner.tools.write().expect("tools lock").insert(
@@ -488,11 +430,11 @@ impl Server {
                 tool,
                 input,
                 output,
-                handler: Arc::new(move |a, c| Box::pin(handler(a, c))),
+                handler,
             },
         );
         self.list_changed(Kind::Tools);
-        Ok(())
+        Ok(self)
     }
 
     /// Removes a tool; sends `list_changed` if it existed.
@@ -504,11 +446,20 @@ impl Server {
         removed
     }
 
-    /// Registers a resource with a read handler.
-    pub fn resource<F, Fut>(&self, resource: Resource, handler: F) -> &Self
+    /// Registers every tool and prompt of a value written with `#[purra_protocol::handlers]`
+    /// (its methods are the handlers; the value is shared by every call).
+    pub fn register<H: Handlers>(&self, handlers: H) -> Result<&Self, RegistrationError> {
+        Arc::new(handlers).register(self)?;
+        Ok(self)
+    }
+
+    /// Registers a resource with a read handler, which returns a [`ReadResourceResult`] or
+    /// what converts into one (a `ResourceContents`, or a `Vec` of them).
+    pub fn resource<F, Fut, R>(&self, resource: Resource, handler: F) -> &Self
     where
         F: Fn(String, RequestCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult<ReadResourceResult>> + Send + 'static,
+        Fut: Future<Output = HandlerResult<R>> + Send + 'static,
+        R: Into<ReadResourceResult>,
     {
         let uri = resource.uri.clone();
         self.inner
@@ -519,7 +470,10 @@ impl Server {
                 uri,
                 ResourceEntry {
                     resource,
-                    handler: Arc::new(move |u, _, c| Box::pin(handler(u, c))),
+                    handler: Arc::new(move |u, _, c| {
+                        let fut = handler(u, c);
+                        Box::pin(async move { read_result(fut.await) })
+                    }),
                 },
             );
         self.list_changed(Kind::Resources);
@@ -527,18 +481,48 @@ impl Server {
     }
 
     /// Registers a resource template (RFC 6570 simple `{var}` expressions); the handler gets the
-    /// URI and the variables it matched.
-    pub fn resource_template<F, Fut>(
+    /// URI and the variables it matched, decoded into `V` (a struct whose fields are the
+    /// variables, or `HashMap<String, String>`). Every required field of `V` must be a variable
+    /// of the template.
+    pub fn resource_template<V, F, Fut, R>(
         &self,
         template: ResourceTemplate,
         handler: F,
     ) -> Result<&Self, RegistrationError>
     where
-        F: Fn(String, HashMap<String, String>, RequestCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult<ReadResourceResult>> + Send + 'static,
+        V: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(String, V, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<R>> + Send + 'static,
+        R: Into<ReadResourceResult>,
     {
         let parts = parse_template(&template.uri_template)?;
+        let invalid = |reason: String| RegistrationError::InvalidTemplate {
+            template: template.uri_template.clone(),
+            reason,
+        };
+        let (fields, decoder) = string_arguments::<V>(&template.uri_template)
+            .map_err(|e| invalid(format!("the variables type: {e}")))?;
+        let vars: HashSet<&str> = variables(&parts).collect();
+        if let Some(missing) = fields
+            .iter()
+            .find(|f| f.required == Some(true) && !vars.contains(f.name.as_str()))
+        {
+            return Err(invalid(format!(
+                "the variables type requires {:?}, which the template does not have",
+                missing.name
+            )));
+        }
         let key = template.uri_template.clone();
+        let handler = Arc::new(handler);
+        let read: ReadFn = Arc::new(move |uri, vars, ctx| {
+            let handler = handler.clone();
+            let decoded = decoder.decode::<V>(vars);
+            Box::pin(async move {
+                let vars = decoded
+                    .map_err(|e| ErrorObject::invalid_params(format!("Invalid URI {uri}: {e}")))?;
+                read_result(handler(uri, vars, ctx).await)
+            })
+        });
         self.inner
             .templates
             .write()
@@ -548,29 +532,95 @@ impl Server {
                 TemplateEntry {
                     template,
                     parts,
-                    handler: Arc::new(move |u, v, c| Box::pin(handler(u, v, c))),
+                    handler: read,
                 },
             );
         self.list_changed(Kind::Resources);
         Ok(self)
     }
 
-    /// Registers a prompt; arguments marked required are checked before the handler runs.
-    pub fn prompt<F, Fut>(&self, prompt: Prompt, handler: F) -> &Self
+    /// Registers a prompt whose arguments are the fields of `A` (name, description from the
+    /// doc comment, required unless `Option`); string arguments are decoded into `A` (a number
+    /// or boolean field is read as JSON). The handler returns messages or a whole result
+    /// ([`IntoPromptResult`]). `()` as `A` means no arguments.
+    pub fn prompt<A, F, Fut, R>(
+        &self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: F,
+    ) -> Result<&Self, RegistrationError>
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(A, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<R>> + Send + 'static,
+        R: IntoPromptResult,
+    {
+        self.add_prompt(PromptDef::new(name).description(description), handler)
+    }
+
+    /// Registers a typed prompt from its full definition: [`Server::prompt`] with a
+    /// [`PromptDef`].
+    pub fn add_prompt<A, F, Fut, R>(
+        &self,
+        def: PromptDef,
+        handler: F,
+    ) -> Result<&Self, RegistrationError>
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(A, RequestCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<R>> + Send + 'static,
+        R: IntoPromptResult,
+    {
+        let mut prompt = def.prompt;
+        let (arguments, decoder) = string_arguments::<A>(&prompt.name)?;
+        prompt.arguments = (!arguments.is_empty()).then_some(arguments);
+        let name = prompt.name.clone();
+        let handler = Arc::new(handler);
+        self.insert_prompt(
+            prompt,
+            Arc::new(move |args, ctx| {
+                let handler = handler.clone();
+                let decoded = decoder.decode::<A>(args);
+                let name = name.clone();
+                Box::pin(async move {
+                    let args = decoded.map_err(|e| {
+                        ErrorObject::invalid_params(format!(
+                            "Invalid arguments for prompt {name}: {e}"
+                        ))
+                    })?;
+                    handler(args, ctx).await.into_prompt_result()
+                })
+            }),
+        );
+        Ok(self)
+    }
+
+    /// Registers a prompt from its full description and a handler of its string arguments
+    /// (for dynamic prompts); arguments marked required are checked before the handler runs.
+    pub fn raw_prompt<F, Fut, R>(&self, prompt: Prompt, handler: F) -> &Self
     where
         F: Fn(BTreeMap<String, String>, RequestCtx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HandlerResult<GetPromptResult>> + Send + 'static,
+        Fut: Future<Output = HandlerResult<R>> + Send + 'static,
+        R: IntoPromptResult,
     {
-        let name = prompt.name.clone();
-        self.inner.prompts.write().expect("prompts lock").insert(
-            name,
-            PromptEntry {
-                prompt,
-                handler: Arc::new(move |a, c| Box::pin(handler(a, c))),
-            },
+        self.insert_prompt(
+            prompt,
+            Arc::new(move |a, c| {
+                let fut = handler(a, c);
+                Box::pin(async move { fut.await.into_prompt_result() })
+            }),
         );
-        self.list_changed(Kind::Prompts);
         self
+    }
+
+    fn insert_prompt(&self, prompt: Prompt, handler: PromptFn) {
+        let name = prompt.name.clone();
+        self.inner
+            .prompts
+            .write()
+            .expect("prompts lock")
+            .insert(name, PromptEntry { prompt, handler });
+        self.list_changed(Kind::Prompts);
     }
 
     /// Answers `completion/complete` (declares the completions capability).
@@ -589,9 +639,7 @@ impl Server {
     /// [`EngineConfig::slow_peer_timeout`]).
     pub async fn notify_resource_updated(&self, uri: &str) {
         // A URI string always serializes; a failure would be a serde_json bug, so it is logged.
-        let params = match to_raw(&UriParams {
-            uri: uri.to_owned(),
-        }) {
+        let params = match to_raw(&UriParams::new(uri)) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = ?e, "resource update notification not encodable");
@@ -688,12 +736,12 @@ impl Server {
     pub fn start_stateless(
         &self,
         transport: Transport,
-        version: &str,
+        version: impl Into<ProtocolVersion>,
     ) -> (ServerSession, tokio::task::JoinHandle<()>) {
         let (session, join) = self.start(transport);
-        let version = version::negotiate(version);
+        let version = ProtocolVersion::negotiate(&version.into());
         *session.state.init.write().expect("init lock") = Some((
-            version.to_owned(),
+            version,
             ClientCapabilities::default(),
             Implementation::new("stateless", ""),
         ));
@@ -766,7 +814,7 @@ impl ServerSession {
     }
 
     /// The negotiated revision, once initialized.
-    pub fn protocol_version(&self) -> Option<String> {
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         self.state
             .init
             .read()
@@ -783,7 +831,7 @@ struct SessionState {
     peer: OnceLock<Peer>,
     initialized: AtomicBool,
     /// Negotiated version, client capabilities and info.
-    init: RwLock<Option<(String, ClientCapabilities, Implementation)>>,
+    init: RwLock<Option<(ProtocolVersion, ClientCapabilities, Implementation)>>,
     log_level: Mutex<Option<LoggingLevel>>,
     subscriptions: Mutex<HashSet<String>>,
     advertised: RwLock<ServerCapabilities>,
@@ -848,7 +896,7 @@ impl RequestCtx {
         self.req.cancel.cancelled().await
     }
     /// The negotiated revision.
-    pub fn protocol_version(&self) -> String {
+    pub fn protocol_version(&self) -> ProtocolVersion {
         self.session
             .init
             .read()
@@ -931,6 +979,7 @@ impl RequestCtx {
                     progress,
                     total,
                     message: message.map(str::to_owned),
+                    meta: None,
                 },
             )
             .await
@@ -959,6 +1008,7 @@ impl RequestCtx {
                     level,
                     logger: logger.map(str::to_owned),
                     data,
+                    meta: None,
                 },
             )
             .await
@@ -1023,6 +1073,12 @@ impl RequestCtx {
     }
 }
 
+fn read_result<R: Into<ReadResourceResult>>(
+    r: HandlerResult<R>,
+) -> Result<ReadResourceResult, ErrorObject> {
+    r.map(Into::into).map_err(HandlerError::into_error_object)
+}
+
 /// The longest URI a session may subscribe to.
 pub(crate) const MAX_SUBSCRIPTION_URI_BYTES: usize = 4096;
 
@@ -1070,7 +1126,7 @@ struct ProgressMeta {
 
 fn not_initialized() -> ErrorObject {
     ErrorObject::new(
-        ErrorCode::INVALID_REQUEST,
+        RpcErrorCode::INVALID_REQUEST,
         "Invalid request: the session is not initialized; send initialize first",
     )
 }
@@ -1147,6 +1203,7 @@ impl SessionState {
                 Ok(to_raw(&ListToolsResult {
                     tools: items.iter().map(|e| e.tool.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
+                    meta: None,
                 })?)
             }
             methods::TOOLS_CALL if advertised.tools.is_some() => {
@@ -1172,7 +1229,7 @@ impl SessionState {
                 let Value::Object(args) = args_value else {
                     unreachable!("built as an object")
                 };
-                let result = (entry.handler)(args, ctx).await.map_err(|e| e.0)?;
+                let result = (entry.handler)(args, ctx).await?;
                 let enforce = inner.enforce_output && !result.is_error();
                 if let (Some(out), true) = (&entry.output, enforce) {
                     match &result.structured_content {
@@ -1204,6 +1261,7 @@ impl SessionState {
                 Ok(to_raw(&ListResourcesResult {
                     resources: items.iter().map(|e| e.resource.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
+                    meta: None,
                 })?)
             }
             methods::RESOURCES_TEMPLATES_LIST if advertised.resources.is_some() => {
@@ -1217,10 +1275,11 @@ impl SessionState {
                 Ok(to_raw(&ListResourceTemplatesResult {
                     resource_templates: items.iter().map(|e| e.template.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
+                    meta: None,
                 })?)
             }
             methods::RESOURCES_READ if advertised.resources.is_some() => {
-                let UriParams { uri } = from_params(p)?;
+                let UriParams { uri, .. } = from_params(p)?;
                 let exact = inner.resources.read().expect("resources lock").get(&uri);
                 let (handler, vars) = match exact {
                     Some(e) => (e.handler.clone(), HashMap::new()),
@@ -1232,18 +1291,18 @@ impl SessionState {
                         });
                         drop(templates);
                         found.ok_or_else(|| {
-                            ErrorObject::new(ErrorCode::RESOURCE_NOT_FOUND, "Resource not found")
+                            ErrorObject::new(RpcErrorCode::RESOURCE_NOT_FOUND, "Resource not found")
                                 .with_data(serde_json::json!({ "uri": uri }))
                         })?
                     }
                 };
-                let r = handler(uri, vars, ctx).await.map_err(|e| e.0)?;
+                let r = handler(uri, vars, ctx).await?;
                 Ok(to_raw(&r)?)
             }
             methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
                 if advertised.resources.is_some() =>
             {
-                let UriParams { uri } = from_params(p)?;
+                let UriParams { uri, .. } = from_params(p)?;
                 let mut subs = self.subscriptions.lock().expect("subs lock");
                 if method == methods::RESOURCES_SUBSCRIBE {
                     check_subscription(&subs, &uri, inner.max_subscriptions)?;
@@ -1264,6 +1323,7 @@ impl SessionState {
                 Ok(to_raw(&ListPromptsResult {
                     prompts: items.iter().map(|e| e.prompt.clone()).collect(),
                     next_cursor: next.map(encode_cursor),
+                    meta: None,
                 })?)
             }
             methods::PROMPTS_GET if advertised.prompts.is_some() => {
@@ -1285,7 +1345,7 @@ impl SessionState {
                         )));
                     }
                 }
-                let r = (entry.handler)(args, ctx).await.map_err(|e| e.0)?;
+                let r = (entry.handler)(args, ctx).await?;
                 Ok(to_raw(&r)?)
             }
             methods::COMPLETION_COMPLETE if advertised.completions.is_some() => {
@@ -1294,16 +1354,18 @@ impl SessionState {
                 let Some(handler) = handler else {
                     return Err(ErrorObject::method_not_found(&method));
                 };
-                let mut c = handler(params, ctx).await.map_err(|e| e.0)?;
+                let mut c = handler(params, ctx)
+                    .await
+                    .map_err(HandlerError::into_error_object)?;
                 if c.values.len() > 100 {
                     c.total.get_or_insert(c.values.len() as u64);
                     c.values.truncate(100);
                     c.has_more = Some(true);
                 }
-                Ok(to_raw(&CompleteResult { completion: c })?)
+                Ok(to_raw(&CompleteResult::new(c))?)
             }
             methods::LOGGING_SET_LEVEL if advertised.logging.is_some() => {
-                let SetLevelParams { level } = from_params(p)?;
+                let SetLevelParams { level, .. } = from_params(p)?;
                 *self.log_level.lock().expect("level lock") = Some(level);
                 Ok(to_raw(&EmptyResult {})?)
             }
@@ -1316,87 +1378,27 @@ impl SessionState {
         let mut slot = self.init.write().expect("init lock");
         if slot.is_some() {
             return Err(ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
+                RpcErrorCode::INVALID_REQUEST,
                 "Invalid request: the session is already initialized",
             ));
         }
-        let version = version::negotiate(&init.protocol_version);
-        *slot = Some((version.to_owned(), init.capabilities, init.client_info));
+        let version = ProtocolVersion::negotiate(&init.protocol_version);
+        *slot = Some((version.clone(), init.capabilities, init.client_info));
         drop(slot);
         if let Some(peer) = self.peer.get() {
-            peer.set_batches_allowed(version::allows_batches(version));
+            peer.set_batches_allowed(version.allows_batches());
         }
         let caps = self.server.capabilities();
         *self.advertised.write().expect("advertised lock") = caps.clone();
         let inner = &self.server.inner;
         Ok(to_raw(&InitializeResult {
-            protocol_version: version.to_owned(),
+            protocol_version: version,
             capabilities: caps,
             server_info: inner.info.clone(),
             instructions: inner.instructions.clone(),
+            meta: None,
         })?)
     }
-}
-
-/// One piece of a URI template.
-#[derive(Debug, Clone, PartialEq)]
-enum TemplatePart {
-    Literal(String),
-    Var(String),
-}
-
-fn parse_template(t: &str) -> Result<Vec<TemplatePart>, RegistrationError> {
-    let mut parts = Vec::new();
-    let mut rest = t;
-    while let Some(open) = rest.find('{') {
-        if open > 0 {
-            parts.push(TemplatePart::Literal(rest[..open].to_owned()));
-        }
-        let close = rest[open..]
-            .find('}')
-            .ok_or_else(|| RegistrationError::InvalidTemplate(format!("unclosed '{{' in {t}")))?;
-        let name = &rest[open + 1..open + close];
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(RegistrationError::InvalidTemplate(format!(
-                "only simple {{name}} expressions are supported: {t}"
-            )));
-        }
-        if matches!(parts.last(), Some(TemplatePart::Var(_))) {
-            return Err(RegistrationError::InvalidTemplate(format!(
-                "two expressions need a literal between them: {t}"
-            )));
-        }
-        parts.push(TemplatePart::Var(name.to_owned()));
-        rest = &rest[open + close + 1..];
-    }
-    if !rest.is_empty() {
-        parts.push(TemplatePart::Literal(rest.to_owned()));
-    }
-    Ok(parts)
-}
-
-/// Matches `uri` against a parsed template; a variable matches a non-empty run without `/`.
-fn match_template(parts: &[TemplatePart], uri: &str) -> Option<HashMap<String, String>> {
-    let mut vars = HashMap::new();
-    let mut rest = uri;
-    for (i, part) in parts.iter().enumerate() {
-        match part {
-            TemplatePart::Literal(l) => rest = rest.strip_prefix(l.as_str())?,
-            TemplatePart::Var(name) => {
-                let end = match parts.get(i + 1) {
-                    Some(TemplatePart::Literal(next)) => rest.find(next.as_str())?,
-                    _ => rest.len(),
-                };
-                let value = &rest[..end];
-                if value.is_empty() || value.contains('/') {
-                    return None;
-                }
-                vars.insert(name.clone(), value.to_owned());
-                rest = &rest[end..];
-            }
-        }
-    }
-    rest.is_empty().then_some(vars)
 }
 
 #[cfg(test)]
@@ -1404,26 +1406,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn templates_match_simple_expressions() {
-        let parts = parse_template("fixture://items/{id}").unwrap();
-        assert_eq!(
-            match_template(&parts, "fixture://items/42"),
-            Some(HashMap::from([("id".to_owned(), "42".to_owned())]))
-        );
-        assert_eq!(match_template(&parts, "fixture://items/"), None);
-        assert_eq!(match_template(&parts, "fixture://items/4/2"), None);
-        let parts = parse_template("test://template/{id}/data").unwrap();
-        assert!(match_template(&parts, "test://template/123/data").is_some());
-        assert!(parse_template("x://{a}{b}").is_err());
-        assert!(parse_template("x://{a").is_err());
-    }
-
-    #[test]
     fn cursors_are_opaque_and_checked() {
         assert_eq!(decode_cursor(Some(&encode_cursor(300))), Ok(300));
         assert_eq!(
             decode_cursor(Some("garbage")).unwrap_err().code,
-            ErrorCode::INVALID_PARAMS
+            RpcErrorCode::INVALID_PARAMS
         );
     }
 }

@@ -29,14 +29,15 @@ use tracing::{Instrument, Span};
 use crate::error::Error;
 use crate::jsonrpc::{
     decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
-    DecodeError, ErrorCode, ErrorObject, Frame, Message, RequestId,
+    DecodeError, ErrorObject, Frame, Message, RequestId, RpcErrorCode,
 };
 use crate::peek::{Peek, PeekId};
 use crate::transport::{Inbound, Outbound, Transport, TransportContext, DEFAULT_MAX_FRAME_BYTES};
 use crate::types::{methods, CancelledParams, ProgressParams};
 
-/// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed, sendable future: the `futures` ecosystem's own alias, which purra-core re-exports
+/// too, so both crates name one type.
+pub use futures_core::future::BoxFuture;
 
 /// Limits and defaults of one connection's engine.
 #[derive(Debug, Clone)]
@@ -538,10 +539,7 @@ impl PendingGuard {
             .is_some();
         if self.armed && was_pending && !self.shared.closed.is_cancelled() {
             // MCP's own params always serialize.
-            if let Ok(params) = to_raw(&CancelledParams {
-                request_id: self.id.clone(),
-                reason: Some(reason.to_owned()),
-            }) {
+            if let Ok(params) = to_raw(&CancelledParams::new(self.id.clone()).with_reason(reason)) {
                 self.shared
                     .send_nowait(encode_notification(methods::CANCELLED, Some(&params)), None);
             }
@@ -564,10 +562,9 @@ impl Drop for PendingGuard {
     }
 }
 
-/// The context of one inbound request.
-// Only the server's handlers read it; a client-only build (purra-mcp's) just carries it.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
+/// The context of one inbound request (only a server's handlers read it).
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) struct RequestContext {
     /// The request's id.
     pub id: RequestId,
@@ -929,7 +926,7 @@ impl<S: Service> Engine<S> {
         self.reject(DecodeError {
             id,
             error: ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
+                RpcErrorCode::INVALID_REQUEST,
                 format!("Invalid request: frame of {len} bytes exceeds the {limit}-byte limit"),
             ),
         })
@@ -1052,7 +1049,7 @@ impl<S: Service> Engine<S> {
             self.reject(DecodeError {
                 id: None,
                 error: ErrorObject::new(
-                    ErrorCode::INVALID_REQUEST,
+                    RpcErrorCode::INVALID_REQUEST,
                     "Invalid request: batches are only allowed in protocol version 2025-03-26",
                 ),
             })
@@ -1115,7 +1112,7 @@ impl<S: Service> Engine<S> {
                     if inflight.contains_key(&id) {
                         drop(inflight);
                         let err = ErrorObject::new(
-                            ErrorCode::INVALID_REQUEST,
+                            RpcErrorCode::INVALID_REQUEST,
                             format!("Invalid request: request id {id} is already in use"),
                         );
                         return Dispatched::Send((encode_error(Some(&id), &err), Some(id)));

@@ -2,18 +2,135 @@
 //!
 //! Field names follow the specification (camelCase on the wire). Optional members are `Option` and
 //! are skipped when absent, so what purra sends is exactly what the specification shows. Members a
-//! peer sends that purra does not model are ignored on input; members whose shape varies between
-//! revisions (annotations, icons, capability objects) are kept as raw JSON values.
+//! peer sends that purra does not model are ignored on input; capability objects, whose shape
+//! varies between revisions, are kept as raw JSON objects.
+//!
+//! Every type is `#[non_exhaustive]`, so a later revision can add members without breaking code
+//! that uses these types: build them with their constructors and `with_*` builders
+//! (`Tool::new(name, schema).with_title(..)`, `CallToolResult::text(..)`,
+//! `Resource::new(uri, name).with_mime_type(..)`), and match with `..`.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::version::ProtocolVersion;
+
 /// A JSON object.
 pub type JsonObject = Map<String, Value>;
+
+/// Writes the wire names of a unit enum as its `Display`.
+macro_rules! wire_display {
+    ($ty:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self {
+                    $($ty::$variant => $text,)*
+                })
+            }
+        }
+    };
+}
+
+/// Writes `with_*` builders that set optional members.
+macro_rules! builders {
+    ($ty:ident { $($(#[doc = $doc:literal])* $method:ident => $field:ident: $t:ty;)* }) => {
+        impl $ty {
+            $(
+                $(#[doc = $doc])*
+                #[must_use]
+                pub fn $method(mut self, value: impl Into<$t>) -> Self {
+                    self.$field = Some(value.into());
+                    self
+                }
+            )*
+        }
+    };
+}
+
+/// An icon a client may show for an implementation, tool, resource or prompt (2025-11-25).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Icon {
+    /// An `http(s)` URL or a `data:` URI.
+    pub src: String,
+    /// MIME type override (`image/png`, `image/svg+xml`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Sizes it can be shown at (`"48x48"`, `"any"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<Vec<String>>,
+    /// The background it is designed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theme: Option<IconTheme>,
+}
+
+impl Icon {
+    /// An icon at `src`.
+    pub fn new(src: impl Into<String>) -> Self {
+        Icon {
+            src: src.into(),
+            mime_type: None,
+            sizes: None,
+            theme: None,
+        }
+    }
+}
+
+builders!(Icon {
+    /// Sets `mimeType`.
+    with_mime_type => mime_type: String;
+    /// Sets `sizes`.
+    with_sizes => sizes: Vec<String>;
+    /// Sets `theme`.
+    with_theme => theme: IconTheme;
+});
+
+/// The background an icon is designed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum IconTheme {
+    /// A light background.
+    Light,
+    /// A dark background.
+    Dark,
+}
+
+wire_display!(IconTheme { Light => "light", Dark => "dark" });
+
+/// Hints for the client about a resource or a content block: who it is for, how important it
+/// is, when it last changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Annotations {
+    /// Who it is meant for (`user`, `assistant` or both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<Vec<Role>>,
+    /// Importance from 0 (optional) to 1 (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<f64>,
+    /// When it last changed (ISO 8601).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+}
+
+builders!(Annotations {
+    /// Sets `audience`.
+    with_audience => audience: Vec<Role>;
+    /// Sets `priority` (0 to 1).
+    with_priority => priority: f64;
+    /// Sets `lastModified` (ISO 8601).
+    with_last_modified => last_modified: String;
+});
 
 /// Name and version of a client or server implementation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Implementation {
     /// Programmatic name.
     pub name: String,
@@ -22,6 +139,15 @@ pub struct Implementation {
     /// Display name (2025-06-18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// What it does (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Icons (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Vec<Icon>>,
+    /// Its website (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub website_url: Option<String>,
 }
 
 impl Implementation {
@@ -31,13 +157,28 @@ impl Implementation {
             name: name.into(),
             version: version.into(),
             title: None,
+            description: None,
+            icons: None,
+            website_url: None,
         }
     }
 }
 
+builders!(Implementation {
+    /// Sets `title`.
+    with_title => title: String;
+    /// Sets `description`.
+    with_description => description: String;
+    /// Sets `icons`.
+    with_icons => icons: Vec<Icon>;
+    /// Sets `websiteUrl`.
+    with_website_url => website_url: String;
+});
+
 /// What a client can do for the server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ClientCapabilities {
     /// Roots: `{listChanged?}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,9 +197,23 @@ pub struct ClientCapabilities {
     pub tasks: Option<JsonObject>,
 }
 
+builders!(ClientCapabilities {
+    /// Sets `roots`.
+    with_roots => roots: JsonObject;
+    /// Sets `sampling`.
+    with_sampling => sampling: JsonObject;
+    /// Sets `elicitation`.
+    with_elicitation => elicitation: JsonObject;
+    /// Sets `experimental`.
+    with_experimental => experimental: JsonObject;
+    /// Sets `tasks`.
+    with_tasks => tasks: JsonObject;
+});
+
 /// What a server offers.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ServerCapabilities {
     /// Tools: `{listChanged?}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,6 +238,23 @@ pub struct ServerCapabilities {
     pub tasks: Option<JsonObject>,
 }
 
+builders!(ServerCapabilities {
+    /// Sets `tools`.
+    with_tools => tools: JsonObject;
+    /// Sets `resources`.
+    with_resources => resources: JsonObject;
+    /// Sets `prompts`.
+    with_prompts => prompts: JsonObject;
+    /// Sets `logging`.
+    with_logging => logging: JsonObject;
+    /// Sets `completions`.
+    with_completions => completions: JsonObject;
+    /// Sets `experimental`.
+    with_experimental => experimental: JsonObject;
+    /// Sets `tasks`.
+    with_tasks => tasks: JsonObject;
+});
+
 impl ServerCapabilities {
     fn flag(obj: &Option<JsonObject>, key: &str) -> bool {
         obj.as_ref()
@@ -103,22 +275,43 @@ impl ServerCapabilities {
 /// `initialize` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct InitializeParams {
     /// The revision the client asks for.
-    pub protocol_version: String,
+    pub protocol_version: ProtocolVersion,
     /// The client's capabilities.
     #[serde(default)]
     pub capabilities: ClientCapabilities,
     /// The client's name and version.
     pub client_info: Implementation,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+impl InitializeParams {
+    /// Params asking for `protocol_version`.
+    pub fn new(
+        protocol_version: ProtocolVersion,
+        capabilities: ClientCapabilities,
+        client_info: Implementation,
+    ) -> Self {
+        InitializeParams {
+            protocol_version,
+            capabilities,
+            client_info,
+            meta: None,
+        }
+    }
 }
 
 /// `initialize` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct InitializeResult {
     /// The revision the server chose.
-    pub protocol_version: String,
+    pub protocol_version: ProtocolVersion,
     /// The server's capabilities.
     #[serde(default)]
     pub capabilities: ServerCapabilities,
@@ -127,19 +320,135 @@ pub struct InitializeResult {
     /// Instructions for the model, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl InitializeResult {
+    /// A result choosing `protocol_version`.
+    pub fn new(
+        protocol_version: ProtocolVersion,
+        capabilities: ServerCapabilities,
+        server_info: Implementation,
+    ) -> Self {
+        InitializeResult {
+            protocol_version,
+            capabilities,
+            server_info,
+            instructions: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(InitializeResult {
+    /// Sets `instructions`.
+    with_instructions => instructions: String;
+});
 
 /// Params of every `*/list` request.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PaginatedParams {
     /// The cursor from the previous page's `nextCursor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl PaginatedParams {
+    /// The page at `cursor` (the first page for `None`).
+    pub fn new(cursor: Option<String>) -> Self {
+        PaginatedParams { cursor, meta: None }
+    }
+}
+
+/// Hints about a tool's behaviour. Hints are never authority: a host decides for itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ToolAnnotations {
+    /// A display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// It does not modify its environment (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// It may destroy data, when not read-only (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// Calling it again with the same arguments has no further effect (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// It talks to an open world of external entities (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// No hints.
+    pub fn new() -> Self {
+        ToolAnnotations::default()
+    }
+}
+
+builders!(ToolAnnotations {
+    /// Sets `title`.
+    with_title => title: String;
+    /// Sets `readOnlyHint`.
+    with_read_only => read_only_hint: bool;
+    /// Sets `destructiveHint`.
+    with_destructive => destructive_hint: bool;
+    /// Sets `idempotentHint`.
+    with_idempotent => idempotent_hint: bool;
+    /// Sets `openWorldHint`.
+    with_open_world => open_world_hint: bool;
+});
+
+/// Whether a tool runs as a task (2025-11-25 `execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum TaskSupport {
+    /// Never as a task (the default).
+    Forbidden,
+    /// As a task when the client asks.
+    Optional,
+    /// Only as a task.
+    Required,
+}
+
+wire_display!(TaskSupport { Forbidden => "forbidden", Optional => "optional", Required => "required" });
+
+/// How a tool executes (2025-11-25).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ToolExecution {
+    /// Whether it runs as a task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_support: Option<TaskSupport>,
+}
+
+impl ToolExecution {
+    /// No execution properties.
+    pub fn new() -> Self {
+        ToolExecution::default()
+    }
+}
+
+builders!(ToolExecution {
+    /// Sets `taskSupport`.
+    with_task_support => task_support: TaskSupport;
+});
 
 /// A tool's description in `tools/list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Tool {
     /// The tool's name.
     pub name: String,
@@ -156,45 +465,142 @@ pub struct Tool {
     pub output_schema: Option<JsonObject>,
     /// Hints (never authority).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<JsonObject>,
+    pub annotations: Option<ToolAnnotations>,
     /// Execution properties such as `taskSupport` (2025-11-25).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub execution: Option<JsonObject>,
+    pub execution: Option<ToolExecution>,
     /// Icons (2025-11-25).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub icons: Option<Vec<Value>>,
+    pub icons: Option<Vec<Icon>>,
     /// Metadata.
     #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<JsonObject>,
 }
 
+impl Tool {
+    /// A tool with a name and the JSON Schema of its arguments.
+    pub fn new(name: impl Into<String>, input_schema: JsonObject) -> Self {
+        Tool {
+            name: name.into(),
+            title: None,
+            description: None,
+            input_schema,
+            output_schema: None,
+            annotations: None,
+            execution: None,
+            icons: None,
+            meta: None,
+        }
+    }
+    /// Whether the tool can only run as a task (`execution.taskSupport` is `required`).
+    pub fn requires_task(&self) -> bool {
+        self.execution.as_ref().and_then(|e| e.task_support) == Some(TaskSupport::Required)
+    }
+}
+
+builders!(Tool {
+    /// Sets `title`.
+    with_title => title: String;
+    /// Sets `description`.
+    with_description => description: String;
+    /// Sets `outputSchema`.
+    with_output_schema => output_schema: JsonObject;
+    /// Sets `annotations`.
+    with_annotations => annotations: ToolAnnotations;
+    /// Sets `execution`.
+    with_execution => execution: ToolExecution;
+    /// Sets `icons`.
+    with_icons => icons: Vec<Icon>;
+    /// Sets `_meta`.
+    with_meta => meta: JsonObject;
+});
+
 /// `tools/list` result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ListToolsResult {
     /// One page of tools.
     pub tools: Vec<Tool>,
     /// The cursor of the next page, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl ListToolsResult {
+    /// One page of tools.
+    pub fn new(tools: Vec<Tool>) -> Self {
+        ListToolsResult {
+            tools,
+            ..Default::default()
+        }
+    }
+}
+
+builders!(ListToolsResult {
+    /// Sets `nextCursor`.
+    with_next_cursor => next_cursor: String;
+});
+
+/// Asks for a request to run as a task (2025-11-25 `task`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TaskMetadata {
+    /// How long to keep the task after it was created, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u64>,
+}
+
+builders!(TaskMetadata {
+    /// Sets `ttl` (milliseconds).
+    with_ttl => ttl: u64;
+});
 
 /// `tools/call` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CallToolParams {
     /// The tool's name.
     pub name: String,
     /// The arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<JsonObject>,
+    /// Run as a task (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskMetadata>,
     /// Metadata (progress token).
     #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<JsonObject>,
 }
 
+impl CallToolParams {
+    /// A call of the tool `name`, without arguments.
+    pub fn new(name: impl Into<String>) -> Self {
+        CallToolParams {
+            name: name.into(),
+            arguments: None,
+            task: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(CallToolParams {
+    /// Sets `arguments`.
+    with_arguments => arguments: JsonObject;
+    /// Sets `task`.
+    with_task => task: TaskMetadata;
+    /// Sets `_meta`.
+    with_meta => meta: JsonObject;
+});
+
 /// The contents of a resource: text or base64 binary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ResourceContents {
     /// The resource's URI.
     pub uri: String,
@@ -214,24 +620,20 @@ pub struct ResourceContents {
 
 impl ResourceContents {
     /// Text contents for `uri`.
-    pub fn text(uri: impl Into<String>, mime_type: Option<&str>, text: impl Into<String>) -> Self {
+    pub fn text(uri: impl Into<String>, text: impl Into<String>) -> Self {
         ResourceContents {
             uri: uri.into(),
-            mime_type: mime_type.map(str::to_owned),
+            mime_type: None,
             text: Some(text.into()),
             blob: None,
             meta: None,
         }
     }
     /// Binary contents for `uri`, already base64-encoded.
-    pub fn blob(
-        uri: impl Into<String>,
-        mime_type: Option<&str>,
-        base64: impl Into<String>,
-    ) -> Self {
+    pub fn blob(uri: impl Into<String>, base64: impl Into<String>) -> Self {
         ResourceContents {
             uri: uri.into(),
-            mime_type: mime_type.map(str::to_owned),
+            mime_type: None,
             text: None,
             blob: Some(base64.into()),
             meta: None,
@@ -239,83 +641,152 @@ impl ResourceContents {
     }
 }
 
+builders!(ResourceContents {
+    /// Sets `mimeType`.
+    with_mime_type => mime_type: String;
+    /// Sets `_meta`.
+    with_meta => meta: JsonObject;
+});
+
+/// A text block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TextContent {
+    /// The text.
+    pub text: String,
+    /// Annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+/// An image or audio block: base64 data and its MIME type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct MediaContent {
+    /// Base64 data.
+    pub data: String,
+    /// MIME type.
+    pub mime_type: String,
+    /// Annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+/// A resource's contents embedded in a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EmbeddedResource {
+    /// The contents.
+    pub resource: ResourceContents,
+    /// Annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
 /// A content block of a tool result or a prompt message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Content {
     /// Text.
-    Text {
-        /// The text.
-        text: String,
-        /// Annotations.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        annotations: Option<JsonObject>,
-    },
+    Text(TextContent),
     /// An image, base64.
-    Image {
-        /// Base64 data.
-        data: String,
-        /// MIME type.
-        #[serde(rename = "mimeType")]
-        mime_type: String,
-        /// Annotations.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        annotations: Option<JsonObject>,
-    },
+    Image(MediaContent),
     /// Audio, base64 (2025-03-26).
-    Audio {
-        /// Base64 data.
-        data: String,
-        /// MIME type.
-        #[serde(rename = "mimeType")]
-        mime_type: String,
-        /// Annotations.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        annotations: Option<JsonObject>,
-    },
-    /// A link to a resource (2025-06-18).
-    ResourceLink {
-        /// The resource's URI.
-        uri: String,
-        /// Its name.
-        name: String,
-        /// Description.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-        /// MIME type.
-        #[serde(default, rename = "mimeType", skip_serializing_if = "Option::is_none")]
-        mime_type: Option<String>,
-    },
+    Audio(MediaContent),
+    /// A link to a resource (2025-06-18): a [`Resource`] description.
+    ResourceLink(Resource),
     /// An embedded resource.
-    Resource {
-        /// The contents.
-        resource: ResourceContents,
-        /// Annotations.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        annotations: Option<JsonObject>,
-    },
+    Resource(EmbeddedResource),
 }
 
 impl Content {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
-        Content::Text {
+        Content::Text(TextContent {
             text: text.into(),
             annotations: None,
+            meta: None,
+        })
+    }
+    /// An image block (base64 data).
+    pub fn image(base64: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        Content::Image(MediaContent::new(base64, mime_type))
+    }
+    /// An audio block (base64 data).
+    pub fn audio(base64: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        Content::Audio(MediaContent::new(base64, mime_type))
+    }
+    /// A link to a resource.
+    pub fn resource_link(resource: Resource) -> Self {
+        Content::ResourceLink(resource)
+    }
+    /// An embedded resource.
+    pub fn embedded(resource: ResourceContents) -> Self {
+        Content::Resource(EmbeddedResource {
+            resource,
+            annotations: None,
+            meta: None,
+        })
+    }
+    /// The same block with `annotations` (a resource link keeps its own).
+    #[must_use]
+    pub fn with_annotations(mut self, annotations: Annotations) -> Self {
+        match &mut self {
+            Content::Text(c) => c.annotations = Some(annotations),
+            Content::Image(c) | Content::Audio(c) => c.annotations = Some(annotations),
+            Content::ResourceLink(r) => r.annotations = Some(annotations),
+            Content::Resource(c) => c.annotations = Some(annotations),
         }
+        self
     }
     /// The text of a text block.
     pub fn as_text(&self) -> Option<&str> {
         match self {
-            Content::Text { text, .. } => Some(text),
+            Content::Text(t) => Some(&t.text),
             _ => None,
         }
+    }
+}
+
+impl MediaContent {
+    /// Base64 data of a MIME type.
+    pub fn new(base64: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        MediaContent {
+            data: base64.into(),
+            mime_type: mime_type.into(),
+            annotations: None,
+            meta: None,
+        }
+    }
+}
+
+impl From<String> for Content {
+    fn from(text: String) -> Self {
+        Content::text(text)
+    }
+}
+
+impl From<&str> for Content {
+    fn from(text: &str) -> Self {
+        Content::text(text)
     }
 }
 
 /// `tools/call` result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CallToolResult {
     /// Unstructured content.
     #[serde(default)]
@@ -332,18 +803,31 @@ pub struct CallToolResult {
 }
 
 impl CallToolResult {
-    /// A successful result with one text block.
-    pub fn text(text: impl Into<String>) -> Self {
+    /// A successful result with these blocks.
+    pub fn new(content: Vec<Content>) -> Self {
         CallToolResult {
-            content: vec![Content::text(text)],
+            content,
             ..Default::default()
         }
     }
-    /// A failed result (`isError: true`) with one text block.
+    /// A successful result with one text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        CallToolResult::new(vec![Content::text(text)])
+    }
+    /// A failed result (`isError: true`) with one text block, which the model reads.
     pub fn error(text: impl Into<String>) -> Self {
         CallToolResult {
             content: vec![Content::text(text)],
             is_error: Some(true),
+            ..Default::default()
+        }
+    }
+    /// A successful result with `structuredContent`, mirrored as one text block of its JSON
+    /// (for clients older than 2025-06-18).
+    pub fn structured(value: Value) -> Self {
+        CallToolResult {
+            content: vec![Content::text(value.to_string())],
+            structured_content: Some(value),
             ..Default::default()
         }
     }
@@ -357,9 +841,19 @@ impl CallToolResult {
     }
 }
 
-/// A resource in `resources/list`.
+builders!(CallToolResult {
+    /// Sets `structuredContent`.
+    with_structured_content => structured_content: Value;
+    /// Sets `isError`.
+    with_is_error => is_error: bool;
+    /// Sets `_meta`.
+    with_meta => meta: JsonObject;
+});
+
+/// A resource in `resources/list` (and the body of a resource link).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Resource {
     /// The URI.
     pub uri: String,
@@ -379,23 +873,83 @@ pub struct Resource {
     pub size: Option<u64>,
     /// Annotations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<JsonObject>,
+    pub annotations: Option<Annotations>,
+    /// Icons (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Vec<Icon>>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
 
+impl Resource {
+    /// A resource with a URI and a name.
+    pub fn new(uri: impl Into<String>, name: impl Into<String>) -> Self {
+        Resource {
+            uri: uri.into(),
+            name: name.into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            size: None,
+            annotations: None,
+            icons: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(Resource {
+    /// Sets `title`.
+    with_title => title: String;
+    /// Sets `description`.
+    with_description => description: String;
+    /// Sets `mimeType`.
+    with_mime_type => mime_type: String;
+    /// Sets `size` (bytes).
+    with_size => size: u64;
+    /// Sets `annotations`.
+    with_annotations => annotations: Annotations;
+    /// Sets `icons`.
+    with_icons => icons: Vec<Icon>;
+    /// Sets `_meta`.
+    with_meta => meta: JsonObject;
+});
+
 /// `resources/list` result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ListResourcesResult {
     /// One page of resources.
     pub resources: Vec<Resource>,
     /// The cursor of the next page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl ListResourcesResult {
+    /// One page of resources.
+    pub fn new(resources: Vec<Resource>) -> Self {
+        ListResourcesResult {
+            resources,
+            ..Default::default()
+        }
+    }
+}
+
+builders!(ListResourcesResult {
+    /// Sets `nextCursor`.
+    with_next_cursor => next_cursor: String;
+});
 
 /// A resource template (RFC 6570 URI template).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ResourceTemplate {
     /// The URI template.
     pub uri_template: String,
@@ -410,38 +964,145 @@ pub struct ResourceTemplate {
     /// MIME type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    /// Annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Icons (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Vec<Icon>>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
 
+impl ResourceTemplate {
+    /// A template with a URI template and a name.
+    pub fn new(uri_template: impl Into<String>, name: impl Into<String>) -> Self {
+        ResourceTemplate {
+            uri_template: uri_template.into(),
+            name: name.into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            annotations: None,
+            icons: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(ResourceTemplate {
+    /// Sets `title`.
+    with_title => title: String;
+    /// Sets `description`.
+    with_description => description: String;
+    /// Sets `mimeType`.
+    with_mime_type => mime_type: String;
+    /// Sets `annotations`.
+    with_annotations => annotations: Annotations;
+    /// Sets `icons`.
+    with_icons => icons: Vec<Icon>;
+    /// Sets `_meta`.
+    with_meta => meta: JsonObject;
+});
+
 /// `resources/templates/list` result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ListResourceTemplatesResult {
     /// One page of templates.
     pub resource_templates: Vec<ResourceTemplate>,
     /// The cursor of the next page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl ListResourceTemplatesResult {
+    /// One page of templates.
+    pub fn new(resource_templates: Vec<ResourceTemplate>) -> Self {
+        ListResourceTemplatesResult {
+            resource_templates,
+            ..Default::default()
+        }
+    }
+}
+
+builders!(ListResourceTemplatesResult {
+    /// Sets `nextCursor`.
+    with_next_cursor => next_cursor: String;
+});
 
 /// Params naming one resource (`resources/read`, `subscribe`, `unsubscribe`, `updated`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct UriParams {
     /// The resource URI.
     pub uri: String,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+impl UriParams {
+    /// Params naming `uri`.
+    pub fn new(uri: impl Into<String>) -> Self {
+        UriParams {
+            uri: uri.into(),
+            meta: None,
+        }
+    }
 }
 
 /// `resources/read` result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ReadResourceResult {
     /// The contents (one resource may have several parts).
     pub contents: Vec<ResourceContents>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+impl ReadResourceResult {
+    /// A result with these parts.
+    pub fn new(contents: Vec<ResourceContents>) -> Self {
+        ReadResourceResult {
+            contents,
+            meta: None,
+        }
+    }
+    /// A result with one text part.
+    pub fn text(uri: impl Into<String>, text: impl Into<String>) -> Self {
+        ReadResourceResult::new(vec![ResourceContents::text(uri, text)])
+    }
+}
+
+impl From<ResourceContents> for ReadResourceResult {
+    fn from(c: ResourceContents) -> Self {
+        ReadResourceResult::new(vec![c])
+    }
+}
+
+impl From<Vec<ResourceContents>> for ReadResourceResult {
+    fn from(c: Vec<ResourceContents>) -> Self {
+        ReadResourceResult::new(c)
+    }
 }
 
 /// A prompt argument.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PromptArgument {
     /// The argument's name.
     pub name: String,
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// Description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -450,8 +1111,30 @@ pub struct PromptArgument {
     pub required: Option<bool>,
 }
 
+impl PromptArgument {
+    /// An argument named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        PromptArgument {
+            name: name.into(),
+            title: None,
+            description: None,
+            required: None,
+        }
+    }
+}
+
+builders!(PromptArgument {
+    /// Sets `title`.
+    with_title => title: String;
+    /// Sets `description`.
+    with_description => description: String;
+    /// Sets `required`.
+    with_required => required: bool;
+});
+
 /// A prompt in `prompts/list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Prompt {
     /// The name.
     pub name: String,
@@ -464,31 +1147,104 @@ pub struct Prompt {
     /// Arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Vec<PromptArgument>>,
+    /// Icons (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Vec<Icon>>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
 
+impl Prompt {
+    /// A prompt named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Prompt {
+            name: name.into(),
+            title: None,
+            description: None,
+            arguments: None,
+            icons: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(Prompt {
+    /// Sets `title`.
+    with_title => title: String;
+    /// Sets `description`.
+    with_description => description: String;
+    /// Sets `arguments`.
+    with_arguments => arguments: Vec<PromptArgument>;
+    /// Sets `icons`.
+    with_icons => icons: Vec<Icon>;
+    /// Sets `_meta`.
+    with_meta => meta: JsonObject;
+});
+
 /// `prompts/list` result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ListPromptsResult {
     /// One page of prompts.
     pub prompts: Vec<Prompt>,
     /// The cursor of the next page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl ListPromptsResult {
+    /// One page of prompts.
+    pub fn new(prompts: Vec<Prompt>) -> Self {
+        ListPromptsResult {
+            prompts,
+            ..Default::default()
+        }
+    }
+}
+
+builders!(ListPromptsResult {
+    /// Sets `nextCursor`.
+    with_next_cursor => next_cursor: String;
+});
 
 /// `prompts/get` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GetPromptParams {
     /// The prompt's name.
     pub name: String,
     /// String arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arguments: Option<std::collections::BTreeMap<String, String>>,
+    pub arguments: Option<BTreeMap<String, String>>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl GetPromptParams {
+    /// Params getting the prompt `name` without arguments.
+    pub fn new(name: impl Into<String>) -> Self {
+        GetPromptParams {
+            name: name.into(),
+            arguments: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(GetPromptParams {
+    /// Sets `arguments`.
+    with_arguments => arguments: BTreeMap<String, String>;
+});
 
 /// A message of a prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PromptMessage {
     /// `user` or `assistant`.
     pub role: Role,
@@ -496,9 +1252,28 @@ pub struct PromptMessage {
     pub content: Content,
 }
 
+impl PromptMessage {
+    /// A message.
+    pub fn new(role: Role, content: impl Into<Content>) -> Self {
+        PromptMessage {
+            role,
+            content: content.into(),
+        }
+    }
+    /// A user message with one text block.
+    pub fn user(text: impl Into<String>) -> Self {
+        PromptMessage::new(Role::User, Content::text(text))
+    }
+    /// An assistant message with one text block.
+    pub fn assistant(text: impl Into<String>) -> Self {
+        PromptMessage::new(Role::Assistant, Content::text(text))
+    }
+}
+
 /// Who speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Role {
     /// The user.
     User,
@@ -506,36 +1281,94 @@ pub enum Role {
     Assistant,
 }
 
+wire_display!(Role { User => "user", Assistant => "assistant" });
+
 /// `prompts/get` result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GetPromptResult {
     /// Description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The messages.
     pub messages: Vec<PromptMessage>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+impl GetPromptResult {
+    /// A result with these messages.
+    pub fn new(messages: Vec<PromptMessage>) -> Self {
+        GetPromptResult {
+            messages,
+            ..Default::default()
+        }
+    }
+}
+
+builders!(GetPromptResult {
+    /// Sets `description`.
+    with_description => description: String;
+    /// Sets `_meta`.
+    with_meta => meta: JsonObject;
+});
+
+impl From<Vec<PromptMessage>> for GetPromptResult {
+    fn from(messages: Vec<PromptMessage>) -> Self {
+        GetPromptResult::new(messages)
+    }
+}
+
+impl From<PromptMessage> for GetPromptResult {
+    fn from(message: PromptMessage) -> Self {
+        GetPromptResult::new(vec![message])
+    }
 }
 
 /// What `completion/complete` completes: a prompt argument or a resource template variable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
+#[non_exhaustive]
 pub enum CompletionReference {
     /// A prompt, by name.
     #[serde(rename = "ref/prompt")]
+    #[non_exhaustive]
     Prompt {
         /// The prompt's name.
         name: String,
+        /// Its display name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
     },
     /// A resource template, by URI template.
     #[serde(rename = "ref/resource")]
+    #[non_exhaustive]
     Resource {
         /// The URI template.
         uri: String,
     },
 }
 
+impl CompletionReference {
+    /// The prompt `name`.
+    pub fn prompt(name: impl Into<String>) -> Self {
+        CompletionReference::Prompt {
+            name: name.into(),
+            title: None,
+        }
+    }
+    /// The resource template `uri_template`.
+    pub fn resource(uri_template: impl Into<String>) -> Self {
+        CompletionReference::Resource {
+            uri: uri_template.into(),
+        }
+    }
+}
+
 /// The argument being completed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CompletionArgument {
     /// Its name.
     pub name: String,
@@ -543,8 +1376,28 @@ pub struct CompletionArgument {
     pub value: String,
 }
 
+impl CompletionArgument {
+    /// The argument `name`, typed so far as `value`.
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Self {
+        CompletionArgument {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// What the client has already resolved (2025-06-18).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CompletionContext {
+    /// Arguments or template variables already given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<BTreeMap<String, String>>,
+}
+
 /// `completion/complete` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CompleteParams {
     /// What is being completed.
     #[serde(rename = "ref")]
@@ -553,12 +1406,33 @@ pub struct CompleteParams {
     pub argument: CompletionArgument,
     /// Already-resolved arguments (2025-06-18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<JsonObject>,
+    pub context: Option<CompletionContext>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl CompleteParams {
+    /// Completes `argument` of `reference`.
+    pub fn new(reference: CompletionReference, argument: CompletionArgument) -> Self {
+        CompleteParams {
+            reference,
+            argument,
+            context: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(CompleteParams {
+    /// Sets `context`.
+    with_context => context: CompletionContext;
+});
 
 /// The completion values.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Completion {
     /// At most 100 values.
     pub values: Vec<String>,
@@ -570,16 +1444,48 @@ pub struct Completion {
     pub has_more: Option<bool>,
 }
 
+impl Completion {
+    /// These values (the server keeps the first 100 and sets `hasMore` and `total`).
+    pub fn new(values: Vec<String>) -> Self {
+        Completion {
+            values,
+            ..Default::default()
+        }
+    }
+}
+
+builders!(Completion {
+    /// Sets `total`.
+    with_total => total: u64;
+    /// Sets `hasMore`.
+    with_has_more => has_more: bool;
+});
+
 /// `completion/complete` result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CompleteResult {
     /// The completion.
     pub completion: Completion,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+impl CompleteResult {
+    /// A result holding `completion`.
+    pub fn new(completion: Completion) -> Self {
+        CompleteResult {
+            completion,
+            meta: None,
+        }
+    }
 }
 
 /// Log levels (RFC 5424 severities), least severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum LoggingLevel {
     /// Debug.
     Debug,
@@ -599,15 +1505,38 @@ pub enum LoggingLevel {
     Emergency,
 }
 
+wire_display!(LoggingLevel {
+    Debug => "debug",
+    Info => "info",
+    Notice => "notice",
+    Warning => "warning",
+    Error => "error",
+    Critical => "critical",
+    Alert => "alert",
+    Emergency => "emergency",
+});
+
 /// `logging/setLevel` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SetLevelParams {
     /// The least severe level the client wants.
     pub level: LoggingLevel,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+impl SetLevelParams {
+    /// Params setting `level`.
+    pub fn new(level: LoggingLevel) -> Self {
+        SetLevelParams { level, meta: None }
+    }
 }
 
 /// `notifications/message` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LoggingMessageParams {
     /// Severity.
     pub level: LoggingLevel,
@@ -616,7 +1545,27 @@ pub struct LoggingMessageParams {
     pub logger: Option<String>,
     /// Any JSON.
     pub data: Value,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl LoggingMessageParams {
+    /// A message at `level`.
+    pub fn new(level: LoggingLevel, data: Value) -> Self {
+        LoggingMessageParams {
+            level,
+            logger: None,
+            data,
+            meta: None,
+        }
+    }
+}
+
+builders!(LoggingMessageParams {
+    /// Sets `logger`.
+    with_logger => logger: String;
+});
 
 /// A progress token: string or integer.
 pub type ProgressToken = crate::jsonrpc::RequestId;
@@ -624,6 +1573,7 @@ pub type ProgressToken = crate::jsonrpc::RequestId;
 /// `notifications/progress` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ProgressParams {
     /// The token from the request's `_meta.progressToken`.
     pub progress_token: ProgressToken,
@@ -635,29 +1585,92 @@ pub struct ProgressParams {
     /// A message (2025-03-26).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl ProgressParams {
+    /// Progress of the request that sent `progress_token`.
+    pub fn new(progress_token: ProgressToken, progress: f64) -> Self {
+        ProgressParams {
+            progress_token,
+            progress,
+            total: None,
+            message: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(ProgressParams {
+    /// Sets `total`.
+    with_total => total: f64;
+    /// Sets `message`.
+    with_message => message: String;
+});
 
 /// `notifications/cancelled` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CancelledParams {
     /// The id of the request to cancel.
     pub request_id: crate::jsonrpc::RequestId,
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl CancelledParams {
+    /// Cancels the request `request_id`.
+    pub fn new(request_id: crate::jsonrpc::RequestId) -> Self {
+        CancelledParams {
+            request_id,
+            reason: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(CancelledParams {
+    /// Sets `reason`.
+    with_reason => reason: String;
+});
 
 /// A message in `sampling/createMessage`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SamplingMessage {
     /// Who speaks.
     pub role: Role,
     /// The content: a block, or (2025-11-25) an array of blocks; kept as JSON.
     pub content: Value,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
 
 impl SamplingMessage {
+    /// A message with one text block.
+    pub fn text_message(role: Role, text: impl Into<String>) -> Self {
+        SamplingMessage {
+            role,
+            content: serde_json::json!({"type": "text", "text": text.into()}),
+            meta: None,
+        }
+    }
+    /// A message with any content (one block or an array of blocks).
+    pub fn new(role: Role, content: Value) -> Self {
+        SamplingMessage {
+            role,
+            content,
+            meta: None,
+        }
+    }
     /// The message's text, when its content is one text block or begins with one.
     pub fn text(&self) -> Option<&str> {
         let block = match &self.content {
@@ -671,6 +1684,7 @@ impl SamplingMessage {
 /// `sampling/createMessage` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CreateMessageParams {
     /// The conversation.
     pub messages: Vec<SamplingMessage>,
@@ -693,15 +1707,64 @@ pub struct CreateMessageParams {
     pub stop_sequences: Option<Vec<String>>,
     /// Tools the model may use (2025-11-25).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<Value>>,
+    pub tools: Option<Vec<Tool>>,
+    /// How the model may use them: `{mode: auto | required | none}` (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<JsonObject>,
     /// Provider metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// Run as a task (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskMetadata>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl CreateMessageParams {
+    /// Asks for at most `max_tokens` tokens continuing `messages`.
+    pub fn new(messages: Vec<SamplingMessage>, max_tokens: u64) -> Self {
+        CreateMessageParams {
+            messages,
+            max_tokens,
+            system_prompt: None,
+            model_preferences: None,
+            include_context: None,
+            temperature: None,
+            stop_sequences: None,
+            tools: None,
+            tool_choice: None,
+            metadata: None,
+            task: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(CreateMessageParams {
+    /// Sets `systemPrompt`.
+    with_system_prompt => system_prompt: String;
+    /// Sets `modelPreferences`.
+    with_model_preferences => model_preferences: Value;
+    /// Sets `includeContext`.
+    with_include_context => include_context: String;
+    /// Sets `temperature`.
+    with_temperature => temperature: f64;
+    /// Sets `stopSequences`.
+    with_stop_sequences => stop_sequences: Vec<String>;
+    /// Sets `tools`.
+    with_tools => tools: Vec<Tool>;
+    /// Sets `toolChoice`.
+    with_tool_choice => tool_choice: JsonObject;
+    /// Sets `metadata`.
+    with_metadata => metadata: Value;
+});
 
 /// `sampling/createMessage` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CreateMessageResult {
     /// Who speaks (the assistant).
     pub role: Role,
@@ -712,11 +1775,41 @@ pub struct CreateMessageResult {
     /// Why sampling stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
+
+impl CreateMessageResult {
+    /// What `model` answered as `role`.
+    pub fn new(role: Role, content: Value, model: impl Into<String>) -> Self {
+        CreateMessageResult {
+            role,
+            content,
+            model: model.into(),
+            stop_reason: None,
+            meta: None,
+        }
+    }
+    /// An assistant answer of one text block.
+    pub fn text(model: impl Into<String>, text: impl Into<String>) -> Self {
+        CreateMessageResult::new(
+            Role::Assistant,
+            serde_json::json!({"type": "text", "text": text.into()}),
+            model,
+        )
+    }
+}
+
+builders!(CreateMessageResult {
+    /// Sets `stopReason`.
+    with_stop_reason => stop_reason: String;
+});
 
 /// `elicitation/create` params: a form (`requestedSchema`) or, in 2025-11-25, a URL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ElicitParams {
     /// `form` or `url` (absent means form).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -732,18 +1825,59 @@ pub struct ElicitParams {
     /// URL mode: the id of this elicitation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elicitation_id: Option<String>,
+    /// Run as a task (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskMetadata>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
 
 impl ElicitParams {
+    /// A form asking `message`, with the fields of `requested_schema` (no `mode` member, which
+    /// every revision reads as a form).
+    pub fn form(message: impl Into<String>, requested_schema: JsonObject) -> Self {
+        ElicitParams {
+            mode: None,
+            message: message.into(),
+            requested_schema: Some(requested_schema),
+            url: None,
+            elicitation_id: None,
+            task: None,
+            meta: None,
+        }
+    }
+    /// A URL-mode elicitation (2025-11-25): the user opens `url`.
+    pub fn url(
+        message: impl Into<String>,
+        url: impl Into<String>,
+        elicitation_id: impl Into<String>,
+    ) -> Self {
+        ElicitParams {
+            mode: Some("url".into()),
+            message: message.into(),
+            requested_schema: None,
+            url: Some(url.into()),
+            elicitation_id: Some(elicitation_id.into()),
+            task: None,
+            meta: None,
+        }
+    }
     /// Whether this is a URL-mode elicitation.
     pub fn is_url_mode(&self) -> bool {
         self.mode.as_deref() == Some("url")
     }
 }
 
+builders!(ElicitParams {
+    /// Sets `mode` (`form` or `url`).
+    with_mode => mode: String;
+});
+
 /// What the user did with an elicitation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ElicitAction {
     /// Submitted.
     Accept,
@@ -753,35 +1887,92 @@ pub enum ElicitAction {
     Cancel,
 }
 
+wire_display!(ElicitAction { Accept => "accept", Decline => "decline", Cancel => "cancel" });
+
 /// `elicitation/create` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ElicitResult {
     /// What the user did.
     pub action: ElicitAction,
     /// The submitted values (form mode, accept only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<JsonObject>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+impl ElicitResult {
+    /// The user submitted `content` (form mode).
+    pub fn accept(content: JsonObject) -> Self {
+        ElicitResult {
+            action: ElicitAction::Accept,
+            content: Some(content),
+            meta: None,
+        }
+    }
+    /// The user did `action`, with no content (URL mode, decline, cancel).
+    pub fn action(action: ElicitAction) -> Self {
+        ElicitResult {
+            action,
+            content: None,
+            meta: None,
+        }
+    }
 }
 
 /// A root the client exposes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Root {
     /// A `file://` URI.
     pub uri: String,
     /// A name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
 }
 
+impl Root {
+    /// The root at `uri`.
+    pub fn new(uri: impl Into<String>) -> Self {
+        Root {
+            uri: uri.into(),
+            name: None,
+            meta: None,
+        }
+    }
+}
+
+builders!(Root {
+    /// Sets `name`.
+    with_name => name: String;
+});
+
 /// `roots/list` result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ListRootsResult {
     /// The roots.
     pub roots: Vec<Root>,
+    /// Metadata.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+}
+
+impl ListRootsResult {
+    /// These roots.
+    pub fn new(roots: Vec<Root>) -> Self {
+        ListRootsResult { roots, meta: None }
+    }
 }
 
 /// An empty result (`ping`, `logging/setLevel`, subscribe).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EmptyResult {}
 
 /// MCP method names.

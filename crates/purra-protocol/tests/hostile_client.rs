@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use purra_protocol::{
-    Client, ClientOptions, Connection, Error, ErrorCode, ErrorObject, HttpClientOptions,
+    Client, ClientOptions, Connection, Error, ErrorObject, HttpClientOptions, RpcErrorCode,
     StderrMode, StdioCommand,
 };
 use serde_json::{json, Value};
@@ -180,7 +180,7 @@ async fn a_response_with_id_null_fails_the_one_request_in_flight() {
     let err = conn.call_tool("t", json!({})).await.unwrap_err();
     assert_eq!(
         err,
-        Error::Rpc(ErrorObject::new(ErrorCode::PARSE_ERROR, "Parse error"))
+        Error::Rpc(ErrorObject::new(RpcErrorCode::PARSE_ERROR, "Parse error"))
     );
     // Nothing else was failed: the connection goes on.
     conn.ping().await.unwrap();

@@ -117,28 +117,34 @@ fn hostile_server() -> Server {
             ..EngineConfig::default()
         })
         .build();
-    server.tool("noop", "answers ok", |_: Nothing, _c: RequestCtx| async {
-        HandlerResult::Ok("ok")
-    });
-    server.tool(
-        "sleep",
-        "answers after ms",
-        |a: Ms, _c: RequestCtx| async move {
-            tokio::time::sleep(Duration::from_millis(a.ms)).await;
-            HandlerResult::Ok(format!("slept {}", a.ms))
-        },
-    );
-    server.tool(
-        "spam",
-        "logs n messages of size bytes, then answers",
-        |a: Spam, c: RequestCtx| async move {
-            for _ in 0..a.n {
-                c.log(LoggingLevel::Info, None, json!("x".repeat(a.size)))
-                    .await?;
-            }
-            HandlerResult::Ok("spammed")
-        },
-    );
+    server
+        .tool("noop", "answers ok", |_: Nothing, _c: RequestCtx| async {
+            HandlerResult::Ok("ok")
+        })
+        .unwrap();
+    server
+        .tool(
+            "sleep",
+            "answers after ms",
+            |a: Ms, _c: RequestCtx| async move {
+                tokio::time::sleep(Duration::from_millis(a.ms)).await;
+                HandlerResult::Ok(format!("slept {}", a.ms))
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "spam",
+            "logs n messages of size bytes, then answers",
+            |a: Spam, c: RequestCtx| async move {
+                for _ in 0..a.n {
+                    c.log(LoggingLevel::Info, None, json!("x".repeat(a.size)))
+                        .await?;
+                }
+                HandlerResult::Ok("spammed")
+            },
+        )
+        .unwrap();
     let resource: Resource =
         serde_json::from_value(json!({"uri": "res://one", "name": "one"})).unwrap();
     server.resource(resource, |uri, _c: RequestCtx| async move {
@@ -492,9 +498,11 @@ async fn ten_thousand_idle_connections_and_bare_initializations() {
     // Every idle connection is held (the limit is above 10 000, the header timeout longer than
     // the test): the flood is really concurrent. The session bounds are the defaults.
     let server = Server::builder("acceptance", "1").build();
-    server.tool("noop", "answers ok", |_: Nothing, _c: RequestCtx| async {
-        HandlerResult::Ok("ok")
-    });
+    server
+        .tool("noop", "answers ok", |_: Nothing, _c: RequestCtx| async {
+            HandlerResult::Ok("ok")
+        })
+        .unwrap();
     let srv = start_with(
         server,
         HttpServerConfig {

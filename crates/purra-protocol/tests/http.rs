@@ -25,35 +25,41 @@ struct Count {
 
 fn test_server() -> Server {
     let server = Server::builder("http-test", "1").logging().build();
-    server.tool(
-        "echo_headers",
-        "says hi",
-        |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("hi") },
-    );
-    server.tool(
-        "chatty",
-        "logs n messages, 30 ms apart",
-        |a: Count, c: RequestCtx| async move {
-            for i in 1..=a.n {
-                c.log(LoggingLevel::Info, None, json!(format!("m{i}")))
-                    .await?;
-                tokio::time::sleep(Duration::from_millis(30)).await;
-            }
-            HandlerResult::Ok("done")
-        },
-    );
-    server.tool(
-        "hang_up",
-        "closes its stream, then answers",
-        |_: Nothing, c: RequestCtx| async move {
-            c.log(LoggingLevel::Info, None, json!("before")).await?;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            assert!(c.close_sse_stream());
-            c.log(LoggingLevel::Info, None, json!("after")).await?;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            HandlerResult::Ok("answered after the hang-up")
-        },
-    );
+    server
+        .tool(
+            "echo_headers",
+            "says hi",
+            |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("hi") },
+        )
+        .unwrap();
+    server
+        .tool(
+            "chatty",
+            "logs n messages, 30 ms apart",
+            |a: Count, c: RequestCtx| async move {
+                for i in 1..=a.n {
+                    c.log(LoggingLevel::Info, None, json!(format!("m{i}")))
+                        .await?;
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                }
+                HandlerResult::Ok("done")
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "hang_up",
+            "closes its stream, then answers",
+            |_: Nothing, c: RequestCtx| async move {
+                c.log(LoggingLevel::Info, None, json!("before")).await?;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                assert!(c.close_sse_stream());
+                c.log(LoggingLevel::Info, None, json!("after")).await?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                HandlerResult::Ok("answered after the hang-up")
+            },
+        )
+        .unwrap();
     server
 }
 
@@ -673,27 +679,29 @@ struct Principal(String);
 
 fn whoami_server() -> Server {
     let server = test_server();
-    server.tool(
-        "whoami",
-        "the request's tenant header, session and principal",
-        |_: Nothing, c: RequestCtx| async move {
-            let tenant = c
-                .http()
-                .and_then(|h| h.headers().get("x-tenant"))
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("-")
-                .to_owned();
-            let principal = c
-                .extension::<Principal>()
-                .map_or("-".to_owned(), |p| p.0.clone());
-            let method = c.http().map(|h| h.parts().method.to_string());
-            HandlerResult::Ok(format!(
-                "tenant={tenant} session={} principal={principal} method={}",
-                c.session_id().unwrap_or("-"),
-                method.unwrap_or_default()
-            ))
-        },
-    );
+    server
+        .tool(
+            "whoami",
+            "the request's tenant header, session and principal",
+            |_: Nothing, c: RequestCtx| async move {
+                let tenant = c
+                    .http()
+                    .and_then(|h| h.headers().get("x-tenant"))
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-")
+                    .to_owned();
+                let principal = c
+                    .extension::<Principal>()
+                    .map_or("-".to_owned(), |p| p.0.clone());
+                let method = c.http().map(|h| h.parts().method.to_string());
+                HandlerResult::Ok(format!(
+                    "tenant={tenant} session={} principal={principal} method={}",
+                    c.session_id().unwrap_or("-"),
+                    method.unwrap_or_default()
+                ))
+            },
+        )
+        .unwrap();
     server
 }
 

@@ -81,11 +81,13 @@ async fn settle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_idle_sessions_expire_and_memory_returns_to_baseline() {
     let server = Server::builder("mem", "1").build();
-    server.tool(
-        "noop",
-        "does nothing",
-        |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("ok") },
-    );
+    server
+        .tool(
+            "noop",
+            "does nothing",
+            |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("ok") },
+        )
+        .unwrap();
     let config = HttpServerConfig {
         session_idle_timeout: IDLE,
         pending_session_timeout: IDLE,

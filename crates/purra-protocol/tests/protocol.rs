@@ -5,8 +5,8 @@ use std::time::Duration;
 use purra_protocol::memory::{self, RawEnd};
 use purra_protocol::types::*;
 use purra_protocol::{
-    Client, ClientOptions, EngineConfig, Error, ErrorCode, ErrorObject, HandlerError,
-    HandlerResult, RequestCtx, RequestOptions, Server,
+    Client, ClientOptions, EngineConfig, Error, ErrorObject, HandlerError, HandlerResult, Json,
+    RegistrationError, RequestCtx, RequestOptions, RpcErrorCode, Server,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,9 +27,14 @@ struct Sum {
 
 fn test_server(engine: EngineConfig) -> Server {
     let server = Server::builder("t", "1").engine(engine).logging().build();
+    register(&server).expect("the test tools register");
+    server
+}
+
+fn register(server: &Server) -> Result<(), RegistrationError> {
     server.tool("echo", "echo", |a: Text, _c: RequestCtx| async move {
         HandlerResult::Ok(a.text)
-    });
+    })?;
     server.tool(
         "wait",
         "waits until cancelled",
@@ -39,20 +44,20 @@ fn test_server(engine: EngineConfig) -> Server {
                 _ = tokio::time::sleep(Duration::from_millis(300)) => HandlerResult::Ok("waited"),
             }
         },
-    );
+    )?;
     server.tool(
         "rpc_error",
         "fails with a protocol error",
         |_: Nothing, _c: RequestCtx| async move {
             Err::<String, _>(HandlerError::from(
-                ErrorObject::new(ErrorCode(-32042), "need a URL")
+                ErrorObject::new(RpcErrorCode(-32042), "need a URL")
                     .with_data(json!({"url": "https://example.invalid"})),
             ))
         },
-    );
+    )?;
     server.tool("other_error", "fails otherwise", |_: Nothing, _c: RequestCtx| async move {
         Err::<String, _>(HandlerError::from("disk on fire"))
-    });
+    })?;
     server.tool(
         "panics",
         "panics",
@@ -62,37 +67,30 @@ fn test_server(engine: EngineConfig) -> Server {
             }
             HandlerResult::Ok("unreachable")
         },
-    );
-    let mut bad = Tool {
-        name: "bad_output".into(),
-        title: None,
-        description: None,
-        input_schema: json!({"type": "object"}).as_object().cloned().unwrap(),
-        output_schema: json!({"type": "object", "properties": {"sum": {"type": "integer"}}})
+    )?;
+    let bad = Tool::new(
+        "bad_output",
+        json!({"type": "object"}).as_object().cloned().unwrap(),
+    )
+    .with_output_schema(
+        json!({"type": "object", "properties": {"sum": {"type": "integer"}}})
             .as_object()
-            .cloned(),
-        annotations: None,
-        execution: None,
-        icons: None,
-        meta: None,
-    };
-    server
-        .raw_tool(bad.clone(), |_args, _c: RequestCtx| async move {
-            HandlerResult::Ok(CallToolResult {
-                structured_content: Some(json!({"sum": "not a number"})),
-                ..Default::default()
-            })
-        })
-        .unwrap();
-    bad.name = "no_structured".into();
-    server
-        .raw_tool(bad, |_args, _c: RequestCtx| async move {
-            HandlerResult::Ok(CallToolResult::text("plain"))
-        })
-        .unwrap();
-    server.structured_tool("sum", "adds", |_: Nothing, _c: RequestCtx| async move {
-        HandlerResult::Ok(Sum { sum: 3 })
-    });
+            .cloned()
+            .unwrap(),
+    );
+    server.raw_tool(bad.clone(), |_args, _c: RequestCtx| async move {
+        HandlerResult::Ok(
+            CallToolResult::default().with_structured_content(json!({"sum": "not a number"})),
+        )
+    })?;
+    let mut plain = bad;
+    plain.name = "no_structured".into();
+    server.raw_tool(plain, |_args, _c: RequestCtx| async move {
+        HandlerResult::Ok(CallToolResult::text("plain"))
+    })?;
+    server.tool("sum", "adds", |_: Nothing, _c: RequestCtx| async move {
+        HandlerResult::Ok(Json(Sum { sum: 3 }))
+    })?;
     server.tool("log", "logs", |_: Nothing, c: RequestCtx| async move {
         for level in [
             LoggingLevel::Debug,
@@ -102,7 +100,7 @@ fn test_server(engine: EngineConfig) -> Server {
             c.log(level, Some("t"), json!("m")).await?;
         }
         HandlerResult::Ok("logged")
-    });
+    })?;
     server.tool(
         "progress",
         "reports progress",
@@ -111,8 +109,8 @@ fn test_server(engine: EngineConfig) -> Server {
             c.progress(2.0, Some(2.0), None).await?;
             HandlerResult::Ok("done")
         },
-    );
-    server
+    )?;
+    Ok(())
 }
 
 async fn start(server: &Server) -> RawEnd {
@@ -150,9 +148,11 @@ async fn initialize_answers_exactly_and_negotiates() {
     let server = Server::builder("exact", "2")
         .instructions("be nice")
         .build();
-    server.tool("echo", "echo", |a: Text, _c: RequestCtx| async move {
-        HandlerResult::Ok(a.text)
-    });
+    server
+        .tool("echo", "echo", |a: Text, _c: RequestCtx| async move {
+            HandlerResult::Ok(a.text)
+        })
+        .unwrap();
     let mut raw = start(&server).await;
     let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
     assert_eq!(
@@ -249,22 +249,9 @@ async fn framing_errors_get_the_required_codes() {
 #[tokio::test]
 async fn method_params_and_resource_errors() {
     let server = test_server(EngineConfig::default());
-    server.resource(
-        Resource {
-            uri: "mem://a".into(),
-            name: "a".into(),
-            title: None,
-            description: None,
-            mime_type: None,
-            size: None,
-            annotations: None,
-        },
-        |uri, _c| async move {
-            HandlerResult::Ok(ReadResourceResult {
-                contents: vec![ResourceContents::text(uri, None, "A")],
-            })
-        },
-    );
+    server.resource(Resource::new("mem://a", "a"), |uri, _c| async move {
+        HandlerResult::Ok(ReadResourceResult::text(uri, "A"))
+    });
     let mut raw = initialized(&server, "2025-11-25").await;
     assert_eq!(
         ask(
@@ -338,7 +325,7 @@ async fn tool_failures_follow_the_rules() {
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"other_error"}}"#
         )
         .await,
-        r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"disk on fire"}}"#
+        r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"disk on fire"}],"isError":true}}"#
     );
     assert_eq!(
         ask(
@@ -487,22 +474,9 @@ async fn logging_honours_the_level_and_progress_echoes_the_token() {
 #[tokio::test]
 async fn registration_while_serving_pushes_list_changed_and_updates_reach_subscribers_only() {
     let server = test_server(EngineConfig::default());
-    server.resource(
-        Resource {
-            uri: "mem://watched".into(),
-            name: "w".into(),
-            title: None,
-            description: None,
-            mime_type: None,
-            size: None,
-            annotations: None,
-        },
-        |uri, _c| async move {
-            HandlerResult::Ok(ReadResourceResult {
-                contents: vec![ResourceContents::text(uri, None, "w")],
-            })
-        },
-    );
+    server.resource(Resource::new("mem://watched", "w"), |uri, _c| async move {
+        HandlerResult::Ok(ReadResourceResult::text(uri, "w"))
+    });
     let mut subscriber = initialized(&server, "2025-11-25").await;
     let mut other = initialized(&server, "2025-11-25").await;
     assert_eq!(
@@ -514,11 +488,13 @@ async fn registration_while_serving_pushes_list_changed_and_updates_reach_subscr
         subscriber.recv().await.unwrap(),
         r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"mem://watched"}}"#
     );
-    server.tool(
-        "late",
-        "added later",
-        |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("late") },
-    );
+    server
+        .tool(
+            "late",
+            "added later",
+            |_: Nothing, _c: RequestCtx| async move { HandlerResult::Ok("late") },
+        )
+        .unwrap();
     let changed = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
     assert_eq!(subscriber.recv().await.unwrap(), changed);
     // The other session got the list_changed, but never the resource update.
@@ -597,7 +573,7 @@ async fn client_timeouts_cancel_and_late_responses_are_dropped() {
     let (res, ()) = tokio::join!(ping, answer);
     assert_eq!(
         res.unwrap_err(),
-        Error::Rpc(ErrorObject::new(ErrorCode(-32000), "nope").with_data(json!([1])))
+        Error::Rpc(ErrorObject::new(RpcErrorCode(-32000), "nope").with_data(json!([1])))
     );
     assert_eq!(conn.peer().stats().unmatched_responses(), 1);
 }
@@ -686,10 +662,7 @@ async fn client_and_server_over_the_memory_pair() {
 #[tokio::test]
 async fn roots_changes_are_announced_and_served() {
     let (t, mut raw) = memory::raw();
-    let options = ClientOptions::default().roots(vec![Root {
-        uri: "file:///a".into(),
-        name: None,
-    }]);
+    let options = ClientOptions::default().roots(vec![Root::new("file:///a")]);
     let connect = tokio::spawn(Client::connect(t, options));
     let init = raw.recv().await.unwrap();
     assert!(
@@ -699,12 +672,9 @@ async fn roots_changes_are_announced_and_served() {
     raw.send(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"0"}}}"#).await;
     raw.recv().await.unwrap();
     let conn = connect.await.unwrap().unwrap();
-    conn.set_roots(vec![Root {
-        uri: "file:///b".into(),
-        name: Some("b".into()),
-    }])
-    .await
-    .unwrap();
+    conn.set_roots(vec![Root::new("file:///b").with_name("b")])
+        .await
+        .unwrap();
     assert_eq!(
         raw.recv().await.unwrap(),
         r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#
@@ -731,20 +701,22 @@ async fn a_pipelined_client_is_served_in_order_and_sees_list_changes() {
     for _ in 0..20 {
         let server = test_server(EngineConfig::default());
         let adder = server.clone();
-        server.tool(
-            "register",
-            "registers a tool",
-            move |_: Nothing, _c: RequestCtx| {
-                let server = adder.clone();
-                async move {
-                    server.tool("late", "added", |_: Nothing, _c: RequestCtx| async move {
-                        HandlerResult::Ok("late")
-                    });
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    HandlerResult::Ok("registered")
-                }
-            },
-        );
+        server
+            .tool(
+                "register",
+                "registers a tool",
+                move |_: Nothing, _c: RequestCtx| {
+                    let server = adder.clone();
+                    async move {
+                        server.tool("late", "added", |_: Nothing, _c: RequestCtx| async move {
+                            HandlerResult::Ok("late")
+                        })?;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        HandlerResult::Ok("registered")
+                    }
+                },
+            )
+            .unwrap();
         let (t, mut raw) = memory::raw();
         raw.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
         raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)

@@ -9,7 +9,6 @@ use purra_protocol::types::*;
 use purra_protocol::{HandlerResult, RequestCtx, Server};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
 struct Nothing {}
@@ -20,26 +19,27 @@ fn server(max_subscriptions: usize) -> Server {
         .max_subscriptions(max_subscriptions)
         .build();
     for name in ["a", "b", "c"] {
-        server.tool(name, "a tool", |_: Nothing, _c: RequestCtx| async move {
-            HandlerResult::Ok("ok")
-        });
+        server
+            .tool(name, "a tool", |_: Nothing, _c: RequestCtx| async move {
+                HandlerResult::Ok("ok")
+            })
+            .unwrap();
     }
-    server.tool(
-        "panics",
-        "panics",
-        |_: Nothing, _c: RequestCtx| async move {
-            if true {
-                panic!("secret at /home/ada/.token");
-            }
-            HandlerResult::Ok("never")
-        },
-    );
-    let resource: Resource =
-        serde_json::from_value(json!({"uri": "mem://r", "name": "r"})).unwrap();
+    server
+        .tool(
+            "panics",
+            "panics",
+            |_: Nothing, _c: RequestCtx| async move {
+                if true {
+                    panic!("secret at /home/ada/.token");
+                }
+                HandlerResult::Ok("never")
+            },
+        )
+        .unwrap();
+    let resource = Resource::new("mem://r", "r");
     server.resource(resource, |uri, _c| async move {
-        HandlerResult::Ok(ReadResourceResult {
-            contents: vec![ResourceContents::text(uri, None, "r")],
-        })
+        HandlerResult::Ok(ReadResourceResult::text(uri, "r"))
     });
     server
 }

@@ -69,9 +69,8 @@ pub fn readable(result: &CallToolResult) -> String {
         out.push_str(&render::line(&render::pretty(structured)));
     }
     for block in &result.content {
-        if let (Some(structured), Content::Text { text, .. }) = (&result.structured_content, block)
-        {
-            if render::mirrors(text, structured) {
+        if let (Some(structured), Content::Text(t)) = (&result.structured_content, block) {
+            if render::mirrors(&t.text, structured) {
                 continue;
             }
         }

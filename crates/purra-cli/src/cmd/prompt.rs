@@ -1,6 +1,6 @@
 //! `purra prompt`: gets one prompt and prints its messages.
 
-use purra_protocol::types::{GetPromptResult, Role};
+use purra_protocol::types::GetPromptResult;
 
 use crate::cli::PromptArgs;
 use crate::exit::Failure;
@@ -38,10 +38,7 @@ pub fn readable(result: &GetPromptResult) -> String {
         out.push_str(&render::line(&format!("# {d}")));
     }
     for m in &result.messages {
-        let role = match m.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        };
+        let role = m.role;
         out.push_str(&render::line(&format!(
             "{role}: {}",
             render::content(&m.content)

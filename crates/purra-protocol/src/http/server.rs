@@ -28,13 +28,13 @@ use super::sse::encode_event;
 use crate::host_policy::HostPolicy;
 use crate::http_context::HttpContext;
 use crate::jsonrpc::{
-    decode_frame, encode_error, ErrorCode, ErrorObject, Frame, Message, RequestId,
+    decode_frame, encode_error, ErrorObject, Frame, Message, RequestId, RpcErrorCode,
 };
 use crate::limit::Limiter;
 use crate::server::{Server, ServerSession};
 use crate::session::BoxFuture;
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
-use crate::version;
+use crate::version::ProtocolVersion;
 
 use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
@@ -630,7 +630,7 @@ impl HttpSession {
     fn start(
         server: &Server,
         config: &HttpServerConfig,
-        stateless_version: Option<&str>,
+        stateless_version: Option<ProtocolVersion>,
         id: Option<&str>,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
@@ -891,7 +891,10 @@ async fn route(
 }
 
 fn status(code: StatusCode, message: &str) -> Response {
-    let body = encode_error(None, &ErrorObject::new(ErrorCode::INVALID_REQUEST, message));
+    let body = encode_error(
+        None,
+        &ErrorObject::new(RpcErrorCode::INVALID_REQUEST, message),
+    );
     (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -983,7 +986,7 @@ fn check_version_header(headers: &HeaderMap) -> Result<(), Reject> {
         .map(|v| v.to_str().unwrap_or(""))
     {
         None => Ok(()), // absent: the client speaks 2025-03-26
-        Some(v) if version::is_handshake(v) => Ok(()),
+        Some(v) if ProtocolVersion::new(v).is_handshake() => Ok(()),
         Some(v) => Err(Reject::new(
             StatusCode::BAD_REQUEST,
             format!("Bad Request: unsupported MCP-Protocol-Version {v:?}"),
@@ -1089,7 +1092,7 @@ fn sse_response(state: SseState, session_id: Option<&str>) -> Response {
 
 fn priming_event(stream: u64, seq: u64, retry_ms: u64, protocol: Option<&str>) -> Option<Bytes> {
     // The priming event (an id and a retry hint, empty data) is a 2025-11-25 feature.
-    (protocol == Some(version::V2025_11_25)).then(|| {
+    (protocol == Some(ProtocolVersion::V2025_11_25.as_str())).then(|| {
         encode_event(
             &event_id(stream, seq.saturating_sub(1)),
             Some(retry_ms),
@@ -1100,7 +1103,7 @@ fn priming_event(stream: u64, seq: u64, retry_ms: u64, protocol: Option<&str>) -
 
 fn batch_refused() -> Response {
     let error = ErrorObject::new(
-        ErrorCode::INVALID_REQUEST,
+        RpcErrorCode::INVALID_REQUEST,
         "Invalid request: batches are only allowed in protocol version 2025-03-26",
     );
     (
@@ -1246,8 +1249,8 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         let v = headers
             .get(PROTOCOL_VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or(version::V2025_03_26);
-        if batch && !version::allows_batches(v) {
+            .map_or(ProtocolVersion::V2025_03_26, ProtocolVersion::new);
+        if batch && !v.allows_batches() {
             return batch_refused();
         }
         let Ok(permit) = shared.stateless.clone().try_acquire_owned() else {
@@ -1283,7 +1286,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         let allowed = session
             .session
             .protocol_version()
-            .is_some_and(|v| version::allows_batches(&v));
+            .is_some_and(|v| v.allows_batches());
         if batch && !allowed {
             return batch_refused();
         }
@@ -1309,7 +1312,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             Err(OpenError::DuplicateId(id)) => {
                 // The first request with this id keeps its stream and gets its response.
                 let error = ErrorObject::new(
-                    ErrorCode::INVALID_REQUEST,
+                    RpcErrorCode::INVALID_REQUEST,
                     format!("Invalid request: request id {id} is already in use"),
                 );
                 return (
@@ -1391,12 +1394,12 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
 }
 
 /// The revision the request's header names, if any.
-fn headers_version(context: &crate::transport::TransportContext) -> Option<String> {
+fn headers_version(context: &crate::transport::TransportContext) -> Option<ProtocolVersion> {
     let http: &HttpContext = context.downcast_ref()?;
     http.headers()
         .get(PROTOCOL_VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+        .map(ProtocolVersion::new)
 }
 
 async fn json_response(
