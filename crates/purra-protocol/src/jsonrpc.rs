@@ -483,7 +483,7 @@ mod tests {
         ] {
             match decode_frame(frame) {
                 Frame::Single(Err(e)) => {
-                    assert_eq!(e.error.code, ErrorCode::PARSE_ERROR, "{frame:?}");
+                    assert_eq!(e.error.code, RpcErrorCode::PARSE_ERROR, "{frame:?}");
                     assert_eq!(e.id, None);
                 }
                 other => panic!("{frame:?} decoded as {other:?}"),
