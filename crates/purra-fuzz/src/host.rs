@@ -51,10 +51,13 @@ pub fn check(data: &[u8]) {
     } else {
         HostPolicy::loopback()
     };
+    // An entry is trimmed; one with userinfo or a port that is no number is ignored.
     let extra_host = extra
+        .trim()
         .parse::<Authority>()
         .ok()
         .filter(|a| !a.as_str().contains('@'))
+        .filter(|a| a.as_str().len() == a.host().len() || a.port_u16().is_some())
         .map(|a| a.host().to_ascii_lowercase())
         .filter(|_| flags & 8 != 0);
     let allowed_host = |host: &str| {
