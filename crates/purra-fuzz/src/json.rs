@@ -88,7 +88,9 @@ pub(crate) fn nodes(v: &Value) -> usize {
 }
 
 /// Equal values; numbers compare by value (an integer equals the same double), and doubles may
-/// differ by one ulp, since serde_json without `float_roundtrip` may round the last bit differently.
+/// differ by a few ulps: serde_json without `float_roundtrip` is not correctly rounded (the
+/// corpus file `json/serde-json-two-ulps-off` is 2 ulps off; purra's double is the correctly
+/// rounded one, and the `canonical` target checks purra's numbers exactly).
 pub(crate) fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
@@ -100,7 +102,7 @@ pub(crate) fn same(a: &Value, b: &Value) -> bool {
             }
             match (x.as_f64(), y.as_f64()) {
                 (Some(x), Some(y)) => {
-                    x == y || (x.to_bits().abs_diff(y.to_bits()) <= 1 && x.signum() == y.signum())
+                    x == y || (x.to_bits().abs_diff(y.to_bits()) <= 8 && x.signum() == y.signum())
                 }
                 _ => false,
             }
