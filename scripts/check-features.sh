@@ -22,6 +22,7 @@ echo "check-features: server,stdio pulls in none of axum, hyper, reqwest, rustls
 combinations=(
     ""                          # the types and the frame codec only
     "server,stdio"              # a stdio server
+    "client"                    # what purra-mcp asks for
     "client,stdio"              # a stdio client
     "server,http-server"        # a Streamable HTTP server, no client, no validation
     "client,http-client,validation"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): installs the pinned peers, checks formatting,
 # lints and purra-protocol's feature combinations (scripts/check-features.sh), runs every test of
-# the workspace, the MCP conformance suite (scripts/conformance.sh), and the out-of-workspace
+# the workspace (the fuzz corpora replay on stable: crates/purra-fuzz/tests/corpus.rs), the MCP
+# conformance suite (scripts/conformance.sh), and the out-of-workspace
 # consumer project (consumers/host-smoke): its smoke, the durable-write fault scenarios and the
 # crash points.
 set -euo pipefail
@@ -9,6 +10,8 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup-peers.sh
 cargo fmt --all --check
+# The cargo-fuzz crate is outside the workspace; its targets are one line each.
+rustfmt --check --edition 2021 fuzz/fuzz_targets/*.rs
 cargo clippy --workspace --all-targets -- -D warnings
 # purra-protocol's features: a stdio-only server has no HTTP/TLS/WebSocket crate; combinations build.
 bash scripts/check-features.sh

@@ -188,9 +188,10 @@ pub mod __macro_support {
     pub use serde;
 }
 
-/// Internals the fuzz targets drive directly: the frame codec, the stdio line reader, the SSE
-/// parser and the Last-Event-ID helper (the Host/Origin checks are the public [`HostPolicy`]). **Unstable:** no semver promise; only with
-/// the non-default `fuzzing` feature.
+/// Internals the fuzz targets (the repository's `fuzz/` crate and `crates/purra-fuzz`) drive
+/// directly: the frame codec, the stdio line reader, the SSE parser and the Last-Event-ID helper
+/// (the Host/Origin checks are the public [`HostPolicy`]). **Unstable:** no semver promise; only
+/// with the non-default `fuzzing` feature.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod __private {
@@ -209,7 +210,7 @@ pub mod __private {
         crate::stdio::read_lines(reader, max_frame, tx).await
     }
 
-    #[cfg(feature = "http-client")]
+    #[cfg(any(feature = "http-server", feature = "http-client"))]
     pub use crate::http::sse::{Event as SseEvent, Item as SseItem, Parser as SseParser};
 
     /// The stream and sequence number of a `Last-Event-ID` the HTTP server issued.
