@@ -22,11 +22,13 @@ echo "check-features: server,stdio pulls in none of axum, hyper, reqwest, rustls
 combinations=(
     ""                          # the types and the frame codec only
     "server,stdio"              # a stdio server
+    "client"                    # what purra-mcp asks for
     "client,stdio"              # a stdio client
     "server,http-server"        # a Streamable HTTP server, no client, no validation
     "client,http-client,validation"
     "server,client,ws"          # WebSocket both ways
     "fuzzing"
+    "auth"                      # OAuth client and resource-server guard (off by default)
 )
 for features in "${combinations[@]}"; do
     out=$(cargo check -q -p purra-protocol --lib --no-default-features --features "$features" \

@@ -2,9 +2,12 @@
 # Runs the official MCP conformance suite (@modelcontextprotocol/conformance) against purra, in
 # two pinned versions against one purra-conformance-server: 0.1.16 (peers/conformance) for the
 # handshake revisions, the whole server suite (`--suite all`, 32 scenarios, pending ones
-# included) and the client scenarios purra implements; then 0.2.0-alpha.12
+# included), then the client scenarios purra implements against purra-conformance-client: the
+# four core ones one by one, then the authorization ones (`--suite auth`, `--suite backcompat`,
+# the client-credentials extension scenarios and the draft ones: resource mismatch, offline
+# access), each scenario checked for its own check ids; then 0.2.0-alpha.12
 # (peers/conformance-next) with `--spec-version 2026-07-28`: every server scenario of the
-# revision (40) and its client scenarios except authorization (issue 14) and extensions.
+# revision (40) and its client scenarios except authorization and extensions.
 #
 # Builds nothing. The binaries come from $PURRA_CONFORMANCE_SERVER and $PURRA_CONFORMANCE_CLIENT,
 # else from $CARGO_TARGET_DIR/debug (default target/debug); build them first with
@@ -59,6 +62,42 @@ declare -A MODERN_CLIENT_COUNT=(
     [http-standard-headers]=10
     [http-custom-headers]=18
     [http-invalid-tool-headers]=12
+)
+
+# The authorization scenarios, by the run that carries them, each with the checks that must be
+# there and SUCCESS (besides no FAILURE or WARNING anywhere in the scenario).
+AUTH_SUITE=(auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
+    auth/basic-cimd auth/scope-from-www-authenticate auth/scope-from-scopes-supported
+    auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
+    auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
+    auth/pre-registration)
+BACKCOMPAT_SUITE=(auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback)
+AUTH_SINGLES=(auth/client-credentials-jwt auth/client-credentials-basic auth/resource-mismatch
+    auth/offline-access-scope auth/offline-access-not-supported)
+FLOW="authorization-server-metadata authorization-request pkce-code-challenge-sent pkce-s256-method-used token-request pkce-code-verifier-sent pkce-verifier-matches-challenge valid-bearer-token"
+RESOURCE="resource-parameter-in-authorization resource-parameter-in-token resource-parameter-valid-uri resource-parameter-consistency"
+declare -A AUTH_CHECKS=(
+    [auth/metadata-default]="prm-pathbased-requested client-registration $FLOW"
+    [auth/metadata-var1]="prm-pathbased-requested client-registration $FLOW"
+    [auth/metadata-var2]="prm-pathbased-requested client-registration $FLOW"
+    [auth/metadata-var3]="prm-pathbased-requested client-registration $FLOW"
+    [auth/basic-cimd]="prm-pathbased-requested cimd-client-id-used $FLOW"
+    [auth/scope-from-www-authenticate]="scope-from-www-authenticate client-registration $FLOW"
+    [auth/scope-from-scopes-supported]="scope-from-scopes-supported client-registration $FLOW"
+    [auth/scope-omitted-when-undefined]="scope-omitted-when-undefined client-registration $FLOW"
+    [auth/scope-step-up]="scope-step-up-initial scope-step-up-escalation client-registration $FLOW"
+    [auth/scope-retry-limit]="scope-retry-limit authorization-request token-request"
+    [auth/token-endpoint-auth-basic]="token-endpoint-auth-method client-registration $RESOURCE $FLOW"
+    [auth/token-endpoint-auth-post]="token-endpoint-auth-method client-registration $RESOURCE $FLOW"
+    [auth/token-endpoint-auth-none]="token-endpoint-auth-method client-registration $RESOURCE $FLOW"
+    [auth/pre-registration]="pre-registration-auth $FLOW"
+    [auth/2025-03-26-oauth-metadata-backcompat]="client-registration $FLOW"
+    [auth/2025-03-26-oauth-endpoint-fallback]="client-registration authorization-request token-request valid-bearer-token"
+    [auth/client-credentials-jwt]="client-credentials-jwt-verified authorization-server-metadata token-request valid-bearer-token"
+    [auth/client-credentials-basic]="client-credentials-basic-auth authorization-server-metadata token-request valid-bearer-token"
+    [auth/resource-mismatch]="resource-mismatch-rejected prm-pathbased-requested"
+    [auth/offline-access-scope]="sep-2207-offline-access-requested $FLOW"
+    [auth/offline-access-not-supported]="sep-2207-offline-access-not-requested $FLOW"
 )
 
 log() { printf 'conformance: %s\n' "$*"; }
@@ -222,6 +261,55 @@ for scenario in "${MODERN_CLIENT_SCENARIOS[@]}"; do
     want="${MODERN_CLIENT_CHECKS[$scenario]}"
     n="${MODERN_CLIENT_COUNT[$scenario]:-$(wc -w <<<"$want")}"
     client_scenario 2026-07-28 "$CONFORMANCE_NEXT" "$scenario" "$want" "$n" --spec-version 2026-07-28
+done
+
+# ---- authorization scenarios: two suites run by the suite itself (scenarios in parallel), the
+# rest one by one; every scenario's checks.json is read ----
+# check_auth DIR SCENARIO: the scenario's checks, as check_client reads them.
+check_auth() {
+    local dir="$1" scenario="$2" file
+    file="$(find "$dir" -path "$dir/$scenario-[0-9]*/checks.json" 2>/dev/null | head -n1)"
+    if [ -z "$file" ]; then
+        echo "no checks.json"
+        return
+    fi
+    # shellcheck disable=SC2086 # the check ids are one word each
+    check_client "$file" ${AUTH_CHECKS[$scenario]}
+}
+
+auth_run() { # NAME DIR SCENARIOS... -- CONFORMANCE ARGS...
+    local name="$1" dir="$2"
+    shift 2
+    local scenarios=()
+    while [ "$1" != "--" ]; do scenarios+=("$1"); shift; done
+    shift
+    log "client $name: conformance client --command $CLIENT_BIN $*"
+    set +e
+    "$CONFORMANCE" client --command "$CLIENT_BIN" "$@" -o "$dir" >"$dir.log" 2>&1
+    local rc=$?
+    set -e
+    local bad=0 problems
+    for scenario in "${scenarios[@]}"; do
+        problems="$(check_auth "$dir" "$scenario")"
+        if [ -n "$problems" ]; then
+            bad=$((bad + 1))
+            FAILED+=("client $scenario ($problems)")
+        fi
+        log "  $scenario: ${problems:-ok}"
+    done
+    local total
+    total="$(grep -E '^(Total|Passed): ' "$dir.log" | tail -n1 || true)"
+    if [ "$rc" -ne 0 ]; then
+        FAILED+=("client $name (exit $rc; ${total:-no total line}; see $dir.log)")
+    fi
+    SUMMARY+=("client $name: ${#scenarios[@]} scenarios, $bad with problems, ${total:-no total line}, exit $rc")
+}
+
+auth_run "--suite auth" "$OUT/client-auth" "${AUTH_SUITE[@]}" -- --suite auth
+auth_run "--suite backcompat" "$OUT/client-backcompat" "${BACKCOMPAT_SUITE[@]}" -- --suite backcompat
+for scenario in "${AUTH_SINGLES[@]}"; do
+    # Scenarios where the client is expected to fail (resource-mismatch) exit 0 all the same.
+    auth_run "$scenario" "$OUT/client-${scenario//\//-}" "$scenario" -- --scenario "$scenario"
 done
 
 stop_server

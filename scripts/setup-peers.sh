@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages, among them the reference
 # server-everything for the CLI tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
-# $PURRA_PEERS_DIR, and the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28);
-# and Debian's postgresql package for the PostgreSQL store's tests (scripts/postgres.sh install) when it is missing.
+# $PURRA_PEERS_DIR, the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28),
+# and oidc-provider (peers/oidc) for the auth tests; and Debian's postgresql package for the PostgreSQL store's tests
+# (scripts/postgres.sh install) when it is missing.
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
@@ -17,6 +18,7 @@ EVERYTHING_VERSION="2026.8.31"   # @modelcontextprotocol/server-everything; must
 CONFORMANCE_VERSION="0.1.16"   # must match peers/conformance/package.json
 CONFORMANCE_NEXT_VERSION="0.2.0-alpha.12"   # must match peers/conformance-next/package.json
 MCP_TS_V2_VERSION="2.4.0"   # @modelcontextprotocol/client and /server; must match peers/node-v2/package.json
+OIDC_PROVIDER_VERSION="9.13.3"   # the authorization server of the auth tests; must match peers/oidc/package.json
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
@@ -25,6 +27,7 @@ NODE_PEER_DIR="$REPO_ROOT/peers/node"
 CONFORMANCE_DIR="$REPO_ROOT/peers/conformance"
 CONFORMANCE_NEXT_DIR="$REPO_ROOT/peers/conformance-next"
 NODE_V2_DIR="$REPO_ROOT/peers/node-v2"
+OIDC_DIR="$REPO_ROOT/peers/oidc"
 STAMP="$PEERS_DIR/stamp"
 
 log() { printf 'setup-peers: %s\n' "$*"; }
@@ -55,10 +58,14 @@ for pkg in client server; do
         || die "peers/node-v2/package.json does not pin @modelcontextprotocol/$pkg $MCP_TS_V2_VERSION"
 done
 
+[ -f "$OIDC_DIR/package-lock.json" ] || die "peers/oidc/package-lock.json is missing"
+grep -q "\"oidc-provider\": \"$OIDC_PROVIDER_VERSION\"" "$OIDC_DIR/package.json" \
+    || die "peers/oidc/package.json does not pin oidc-provider $OIDC_PROVIDER_VERSION"
+
 # The tests' PostgreSQL server (Debian's postgresql package), installed with apt-get when missing.
 bash "$SCRIPT_DIR/postgres.sh" install
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
+WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
 NODE_BIN="$PEERS_DIR/bin/node"
@@ -72,7 +79,8 @@ installed_ok() {
         && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ] \
         && [ -x "$CONFORMANCE_NEXT_DIR/node_modules/.bin/conformance" ] \
         && [ -d "$NODE_V2_DIR/node_modules/@modelcontextprotocol/client" ] \
-        && [ -d "$NODE_V2_DIR/node_modules/@modelcontextprotocol/server" ]
+        && [ -d "$NODE_V2_DIR/node_modules/@modelcontextprotocol/server" ] \
+        && [ -f "$OIDC_DIR/node_modules/oidc-provider/package.json" ]
 }
 
 summary() {
@@ -148,6 +156,10 @@ log "installing peers/conformance-next packages (npm ci)"
 (cd "$CONFORMANCE_NEXT_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 log "installing peers/node-v2 packages (npm ci)"
 (cd "$NODE_V2_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+# ---- 6. oidc-provider (the auth tests' authorization server) from its committed lockfile ----
+log "installing peers/oidc packages (npm ci)"
+(cd "$OIDC_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 
 printf '%s\n' "$WANT_STAMP" > "$STAMP"
 (cd "$NODE_PEER_DIR" && summary)

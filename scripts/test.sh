@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): installs the pinned peers, checks formatting,
 # lints and purra-protocol's feature combinations (scripts/check-features.sh), runs every test of
-# the workspace, the MCP conformance suite (scripts/conformance.sh), and the out-of-workspace
+# the workspace (the fuzz corpora replay on stable: crates/purra-fuzz/tests/corpus.rs), the MCP
+# conformance suite (scripts/conformance.sh), and the out-of-workspace
 # consumer project (consumers/host-smoke): its smoke, the durable-write fault scenarios and the
 # crash points, on SQLite and on PostgreSQL, and PostgreSQL's own faults. It ends by saying how
 # long the PostgreSQL parts took.
@@ -30,6 +31,8 @@ cleanup() {
 trap cleanup EXIT
 eval "$(bash scripts/postgres.sh start "$pgdir")"
 cargo fmt --all --check
+# The cargo-fuzz crate is outside the workspace; its targets are one line each.
+rustfmt --check --edition 2021 fuzz/fuzz_targets/*.rs
 cargo clippy --workspace --all-targets -- -D warnings
 # purra-protocol's features: a stdio-only server has no HTTP/TLS/WebSocket crate; combinations build.
 bash scripts/check-features.sh

@@ -3,12 +3,20 @@
 //! the suite's mock server: the handshake-era ones in legacy mode, the others in auto mode
 //! (`tools_call`, which both suites run, in auto mode against either).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use purra_protocol::auth::{
+    AuthorizationRequest, AuthorizationResponse, Authorizer, OAuthClient, OAuthConfig,
+    SigningAlgorithm, SigningKey,
+};
+use purra_protocol::http::reqwest;
 use purra_protocol::types::{
     CallToolResult, CreateMessageResult, ElicitAction, ElicitResult, Root,
 };
-use purra_protocol::{Client, ClientOptions, Connection, HttpClientOptions, ProtocolMode};
+use purra_protocol::{
+    AuthError, Client, ClientOptions, Connection, HttpClientOptions, ProtocolMode,
+};
 use serde_json::{json, Value};
 
 /// The scenarios [`run`] knows, by the names the suite gives them.
@@ -25,6 +33,132 @@ pub const SCENARIOS: [&str; 11] = [
     "json-schema-ref-no-deref",
     "json-schema-2020-12-preservation",
 ];
+
+/// The authorization scenarios [`run`] knows: every `auth/` scenario of the suite but SEP-990's
+/// cross-app access.
+pub const AUTH_SCENARIOS: [&str; 21] = [
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/client-credentials-jwt",
+    "auth/client-credentials-basic",
+];
+
+/// The client id URL the suite's `auth/basic-cimd` expects (a Client ID Metadata Document).
+const CIMD_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// Plays the user's browser against the suite's mock authorization server: it answers the
+/// authorization request with a redirect at once, whose `Location` carries the code.
+struct Browser {
+    http: reqwest::Client,
+}
+
+impl Authorizer for Browser {
+    fn redirect_uri(&self) -> String {
+        "http://localhost:3000/callback".to_owned()
+    }
+    fn authorize(
+        &self,
+        request: AuthorizationRequest,
+    ) -> purra_protocol::auth::BoxFuture<'_, Result<AuthorizationResponse, AuthError>> {
+        Box::pin(async move {
+            let resp = self
+                .http
+                .get(request.url.clone())
+                .send()
+                .await
+                .map_err(|e| AuthError::Authorization(format!("GET the authorization URL: {e}")))?;
+            let location = resp
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| {
+                    AuthError::Authorization(format!(
+                        "the authorization endpoint answered {} without a redirect",
+                        resp.status()
+                    ))
+                })?;
+            AuthorizationResponse::from_redirect(location)
+        })
+    }
+}
+
+/// `MCP_CONFORMANCE_CONTEXT`, the JSON object some scenarios pass (client ids, secrets, keys).
+fn context() -> serde_json::Value {
+    std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+fn context_str(ctx: &serde_json::Value, key: &str) -> Result<String, String> {
+    ctx[key]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("MCP_CONFORMANCE_CONTEXT has no {key}"))
+}
+
+/// How the client authorizes in `scenario`.
+fn auth_config(scenario: &str) -> Result<OAuthConfig, String> {
+    let ctx = context();
+    Ok(match scenario {
+        "auth/client-credentials-basic" => OAuthConfig::client_credentials(
+            context_str(&ctx, "client_id")?,
+            context_str(&ctx, "client_secret")?,
+        ),
+        "auth/client-credentials-jwt" => {
+            let alg = ctx["signing_algorithm"].as_str().unwrap_or("ES256");
+            let alg = SigningAlgorithm::from_name(alg)
+                .ok_or_else(|| format!("unknown signing algorithm {alg}"))?;
+            let key = SigningKey::from_pkcs8(context_str(&ctx, "private_key_pem")?.as_bytes(), alg)
+                .map_err(|e| e.to_string())?;
+            OAuthConfig::client_credentials_jwt(context_str(&ctx, "client_id")?, key)
+        }
+        _ => {
+            let http = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| e.to_string())?;
+            let mut config = OAuthConfig::authorization_code(Arc::new(Browser { http }))
+                .client_name("purra-conformance-client")
+                .client_metadata_url(CIMD_URL);
+            if scenario == "auth/pre-registration" {
+                config = config
+                    .client_id(context_str(&ctx, "client_id")?)
+                    .client_secret(context_str(&ctx, "client_secret")?);
+            }
+            config
+        }
+    })
+}
+
+/// Connects with OAuth, lists the tools, calls `test-tool`.
+async fn run_auth(scenario: &str, url: &str) -> Result<(), String> {
+    let auth = OAuthClient::new(url, auth_config(scenario)?).map_err(|e| e.to_string())?;
+    let http = HttpClientOptions::default().auth(auth);
+    let conn = Client::connect_http(url, http, options())
+        .await
+        .map_err(|e| format!("connecting to {url}: {e}"))?;
+    let r = call(&conn, "test-tool", json!({})).await;
+    conn.close().await;
+    r.map(drop)
+}
 
 /// How long one request may take; the suite's own per-scenario timeout is 30 s.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -258,9 +392,11 @@ pub async fn run(scenario: &str, url: &str) -> Result<(), String> {
             conn.close().await;
             r.map(drop)
         }
+        s if AUTH_SCENARIOS.contains(&s) => run_auth(s, url).await,
         other => Err(format!(
-            "unknown scenario {other:?} (known: {})",
-            SCENARIOS.join(", ")
+            "unknown scenario {other:?} (known: {}, {})",
+            SCENARIOS.join(", "),
+            AUTH_SCENARIOS.join(", ")
         )),
     }
 }

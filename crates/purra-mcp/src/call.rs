@@ -142,45 +142,50 @@ impl CallTarget {
             // The catalog changed while the call was in flight: the result is discarded.
             return CallOutcome::AfterSend(codes::catalog_stale());
         }
-        if raw.get().len() as u64 > self.limits.max_result_bytes {
-            return CallOutcome::AfterSend(codes::result_too_large());
-        }
-        // I-JSON, not serde's last-wins: a result that repeats a member name means two things.
-        let Some(result) = decode_i_json::<CallToolResult>(raw.get(), self.limits.max_result_bytes)
-        else {
-            return CallOutcome::AfterSend(codes::result_invalid());
-        };
-        match self.judge(result) {
+        match judge_result(raw.get(), &self.limits, self.output.as_ref()) {
             Ok(v) => CallOutcome::Success(v),
             Err(code) => CallOutcome::AfterSend(code),
         }
     }
+}
 
-    fn judge(&self, result: CallToolResult) -> Result<Value, ErrorCode> {
-        if result.content.len() as u64 > u64::from(self.limits.max_content_blocks) {
-            return Err(codes::result_too_large());
-        }
-        if result.is_error() {
-            return Err(codes::tool_error());
-        }
-        let mut text = Vec::with_capacity(result.content.len());
-        for block in &result.content {
-            match block {
-                Content::Text(t) => text.push(Value::String(t.text.clone())),
-                _ => return Err(codes::result_unsupported()),
-            }
-        }
-        let structured = match (&self.output, result.structured_content) {
-            (Some(schema), Some(sc @ Value::Object(_))) => {
-                schema.validate(&sc).map_err(|_| codes::result_invalid())?;
-                sc
-            }
-            // An output schema needs valid structuredContent; text that looks like JSON is not it.
-            (Some(_), _) => return Err(codes::result_invalid()),
-            (None, Some(sc @ Value::Object(_))) => sc,
-            (None, Some(_)) => return Err(codes::result_invalid()),
-            (None, None) => Value::Null,
-        };
-        Ok(json!({"text": text, "structured": structured}))
+/// Judges a `tools/call` result's raw text against the limits and the output schema: the
+/// `{text, structured}` the model sees, or a code from [`codes`]; no remote text escapes.
+pub(crate) fn judge_result(
+    raw: &str,
+    limits: &Limits,
+    output: Option<&CompiledSchema>,
+) -> Result<Value, ErrorCode> {
+    if raw.len() as u64 > limits.max_result_bytes {
+        return Err(codes::result_too_large());
     }
+    // I-JSON, not serde's last-wins: a result that repeats a member name means two things.
+    let Some(result) = decode_i_json::<CallToolResult>(raw, limits.max_result_bytes) else {
+        return Err(codes::result_invalid());
+    };
+    if result.content.len() as u64 > u64::from(limits.max_content_blocks) {
+        return Err(codes::result_too_large());
+    }
+    if result.is_error() {
+        return Err(codes::tool_error());
+    }
+    let mut text = Vec::with_capacity(result.content.len());
+    for block in &result.content {
+        match block {
+            Content::Text(t) => text.push(Value::String(t.text.clone())),
+            _ => return Err(codes::result_unsupported()),
+        }
+    }
+    let structured = match (output, result.structured_content) {
+        (Some(schema), Some(sc @ Value::Object(_))) => {
+            schema.validate(&sc).map_err(|_| codes::result_invalid())?;
+            sc
+        }
+        // An output schema needs valid structuredContent; text that looks like JSON is not it.
+        (Some(_), _) => return Err(codes::result_invalid()),
+        (None, Some(sc @ Value::Object(_))) => sc,
+        (None, Some(_)) => return Err(codes::result_invalid()),
+        (None, None) => Value::Null,
+    };
+    Ok(json!({"text": text, "structured": structured}))
 }

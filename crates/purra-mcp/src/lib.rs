@@ -50,6 +50,27 @@ pub use write::{
     confirm_bindings_for_all, discover_write_tools, WriteBinding, WriteCatalog, WriteEffect,
 };
 
+/// Internals the fuzz targets (the repository's `fuzz/` crate and `crates/purra-fuzz`) drive
+/// directly. **Unstable:** no semver promise; only with the non-default `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod __private {
+    use purra_core::{CompiledSchema, ErrorCode};
+    use serde_json::Value;
+
+    use crate::Limits;
+
+    /// Judges a `tools/call` result's raw text as a read or write call does once the response
+    /// arrived: the `{text, structured}` the model sees, or a code from [`crate::codes`].
+    pub fn judge_result(
+        raw: &str,
+        limits: &Limits,
+        output: Option<&CompiledSchema>,
+    ) -> Result<Value, ErrorCode> {
+        crate::call::judge_result(raw, limits, output)
+    }
+}
+
 /// A sanitized adapter failure: a code from [`codes`], nothing else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdapterError {

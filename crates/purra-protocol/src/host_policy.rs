@@ -40,6 +40,12 @@ impl HostEntry {
         if authority.as_str().contains('@') {
             return None;
         }
+        // A port that is not a number is an invalid entry, not "any port" (found by the fuzz
+        // target `host`: `api.test:8443x` allowed `api.test` on every port).
+        let has_port = authority.as_str().len() > authority.host().len();
+        if has_port && authority.port_u16().is_none() {
+            return None;
+        }
         Some(HostEntry {
             host: authority.host().to_ascii_lowercase(),
             port: authority.port_u16(),
@@ -204,6 +210,16 @@ mod tests {
             h.insert(header::ORIGIN, HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    #[test]
+    fn an_entry_with_a_port_that_is_no_number_is_ignored() {
+        let p = HostPolicy::loopback().allow_host("api.test:8443s1e1");
+        assert!(check(&p, Some("api.test:443"), None).is_err());
+        assert!(check(&p, Some("api.test"), None).is_err());
+        let p = HostPolicy::loopback().allow_host(" api.test:8443 ");
+        assert_eq!(check(&p, Some("api.test:8443"), None), Ok(()));
+        assert!(check(&p, Some("api.test:443"), None).is_err());
     }
 
     fn check(p: &HostPolicy, host: Option<&str>, origin: Option<&str>) -> Result<(), String> {

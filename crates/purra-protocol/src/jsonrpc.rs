@@ -255,6 +255,15 @@ struct Envelope<'a> {
 
 /// Decodes one frame (one line, one WebSocket text frame, one HTTP body).
 pub fn decode_frame(bytes: &[u8]) -> Frame {
+    // JSON text is UTF-8: a bad byte anywhere, even in a member nobody reads (serde_json skips
+    // those unchecked), makes the frame not JSON. serde_json's own error says where.
+    if let Err(e) = std::str::from_utf8(bytes) {
+        let error = match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Err(e) => DecodeError::parse(e),
+            Ok(_) => DecodeError::parse(e),
+        };
+        return Frame::Single(Err(error));
+    }
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
     if first == Some(b'[') {
         let items: Vec<&RawValue> = match serde_json::from_slice(bytes) {
@@ -468,6 +477,25 @@ pub(crate) fn from_params<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the fuzz target `frame`: invalid UTF-8 in a member the envelope ignores was
+    /// answered -32600 (or decoded), although the frame is not JSON.
+    #[test]
+    fn invalid_utf8_anywhere_is_a_parse_error() {
+        for frame in [
+            &b"{\"jsonrpc\":\"2.0\",\"medhot\":\"\xff\"}"[..],
+            &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\xff\"}"[..],
+            &b"[{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"\xc3\":1}]"[..],
+        ] {
+            match decode_frame(frame) {
+                Frame::Single(Err(e)) => {
+                    assert_eq!(e.error.code, RpcErrorCode::PARSE_ERROR, "{frame:?}");
+                    assert_eq!(e.id, None);
+                }
+                other => panic!("{frame:?} decoded as {other:?}"),
+            }
+        }
+    }
 
     fn single(bytes: &str) -> Result<Message, DecodeError> {
         match decode_frame(bytes.as_bytes()) {

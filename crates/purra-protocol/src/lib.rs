@@ -38,6 +38,8 @@
 //! internals are private. Cargo features pick the sides and transports (all on by default):
 //! `client`, `server`, `stdio`, `http-server`, `http-client`, `ws`, `validation`.
 
+#[cfg(feature = "auth")]
+pub mod auth;
 #[cfg(feature = "client")]
 mod client;
 mod error;
@@ -52,6 +54,7 @@ mod jsonrpc;
 mod limit;
 pub mod modern;
 mod peek;
+mod principal;
 #[cfg(feature = "server")]
 pub mod request_state;
 #[cfg(feature = "server")]
@@ -70,7 +73,7 @@ pub use client::{
     CacheMode, Client, ClientOptions, Connection, ElicitationHandler, ListenerHandle, ProtocolMode,
     ResourceSubscription, SamplingHandler,
 };
-pub use error::Error;
+pub use error::{AuthError, Error};
 #[cfg(any(feature = "http-server", feature = "ws"))]
 pub use host_policy::HostPolicy;
 #[cfg(feature = "http-client")]
@@ -80,6 +83,8 @@ pub use http::{HttpServerConfig, StreamableHttpServer};
 #[cfg(any(feature = "http-server", feature = "ws"))]
 pub use http_context::HttpContext;
 pub use jsonrpc::{ErrorObject, RequestId, RpcErrorCode};
+#[cfg(feature = "server")]
+pub use principal::Principal;
 #[cfg(feature = "server")]
 pub use server::{
     output_schema_for, schema_for, Args, BoxError, HandlerError, HandlerResult, Handlers,
@@ -183,9 +188,10 @@ pub mod __macro_support {
     pub use serde;
 }
 
-/// Internals the fuzz targets drive directly: the frame codec, the stdio line reader, the SSE
-/// parser and the Last-Event-ID helper (the Host/Origin checks are the public [`HostPolicy`]). **Unstable:** no semver promise; only with
-/// the non-default `fuzzing` feature.
+/// Internals the fuzz targets (the repository's `fuzz/` crate and `crates/purra-fuzz`) drive
+/// directly: the frame codec, the stdio line reader, the SSE parser and the Last-Event-ID helper
+/// (the Host/Origin checks are the public [`HostPolicy`]). **Unstable:** no semver promise; only
+/// with the non-default `fuzzing` feature.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod __private {
@@ -204,7 +210,7 @@ pub mod __private {
         crate::stdio::read_lines(reader, max_frame, tx).await
     }
 
-    #[cfg(feature = "http-client")]
+    #[cfg(any(feature = "http-server", feature = "http-client"))]
     pub use crate::http::sse::{Event as SseEvent, Item as SseItem, Parser as SseParser};
 
     /// The stream and sequence number of a `Last-Event-ID` the HTTP server issued.

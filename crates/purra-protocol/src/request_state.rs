@@ -30,14 +30,6 @@ const ENVELOPE_VERSION: u64 = 1;
 /// How far in the future an issue time may lie (clock skew between instances sharing a key).
 const FUTURE_SKEW_MS: u64 = 60_000;
 
-/// The authenticated identity a `requestState` is bound to. An authentication layer in front of
-/// the Streamable HTTP server puts one into the HTTP request's extensions
-/// (`request.extensions_mut().insert(RequestPrincipal(subject))`); state minted for one principal
-/// is then refused to every other. Without one (stdio, unauthenticated HTTP) state is bound to
-/// nobody, and state minted for a principal is refused there too.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RequestPrincipal(pub String);
-
 /// Why keys for [`RequestStateSecurity`] were refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

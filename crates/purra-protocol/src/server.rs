@@ -1062,6 +1062,14 @@ impl RequestCtx {
     pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
         self.http()?.parts().extensions.get::<T>()
     }
+    /// Who is calling: the [`Principal`](crate::Principal) an authentication layer in front
+    /// of the endpoint (the `auth` feature's `AuthLayer`, or a host's own) put in the HTTP
+    /// request's extensions; `None` when there is none. Per-caller state (a session, a
+    /// request state) binds to [`Principal::binding_key`](crate::Principal::binding_key).
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn principal(&self) -> Option<&crate::Principal> {
+        self.extension::<crate::Principal>()
+    }
     /// Ends the SSE stream carrying this request without cancelling it (SEP-1699): the client
     /// reconnects and receives the rest on the resumed stream. Returns false on transports
     /// without per-request streams.
@@ -1240,12 +1248,6 @@ impl RequestCtx {
         if let Some(r) = self.modern.as_ref().and_then(|m| m.round.as_ref()) {
             r.set_next_state(state);
         }
-    }
-
-    /// The authenticated principal of this request, when an authentication layer named one
-    /// (see [`RequestPrincipal`](crate::request_state::RequestPrincipal)).
-    pub fn principal(&self) -> Option<&str> {
-        self.modern.as_ref().and_then(|m| m.principal.as_deref())
     }
 }
 

@@ -23,9 +23,10 @@ use crate::peek::PEEK_BYTES;
 use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
 
 /// Reads newline-delimited frames from `reader` into `tx`, never buffering more than
-/// `max_frame` bytes of one line: a longer line is discarded and reported as
-/// [`Inbound::Oversize`], with its first and last few KiB so the engine can tell what it was.
-/// A final line without a newline is delivered at EOF.
+/// `max_frame` bytes of one line: a longer line (its `\r` included, blank or not) is discarded
+/// and reported as [`Inbound::Oversize`], with its first and last few KiB so the engine can tell
+/// what it was. Otherwise a trailing `\r` is dropped and a blank line skipped. A final line
+/// without a newline is delivered at EOF. How the bytes are chunked changes nothing.
 pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
     mut reader: R,
     max_frame: usize,
@@ -48,15 +49,16 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
                 }
                 continue;
             }
-            if line.last() == Some(&b'\r') {
-                line.truncate(line.len() - 1);
-            }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
+            // The bound applies before anything is dropped, as it does to a line still arriving.
             let item = if line.len() > max_frame {
                 Discard::of(&line).finish()
             } else {
+                if line.last() == Some(&b'\r') {
+                    line.truncate(line.len() - 1);
+                }
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
                 Inbound::Frame(line.freeze())
             };
             if tx.send(item).await.is_err() {
@@ -89,9 +91,17 @@ pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
                         d.push(&buf);
                         Some(d.finish())
                     }
-                    None if buf.iter().all(u8::is_ascii_whitespace) => None,
                     None if buf.len() > max_frame => Some(Discard::of(&buf).finish()),
-                    None => Some(Inbound::Frame(buf.split().freeze())),
+                    None => {
+                        if buf.last() == Some(&b'\r') {
+                            buf.truncate(buf.len() - 1);
+                        }
+                        if buf.iter().all(u8::is_ascii_whitespace) {
+                            None
+                        } else {
+                            Some(Inbound::Frame(buf.split().freeze()))
+                        }
+                    }
                 };
                 if let Some(item) = item {
                     let _ = tx.send(item).await;
@@ -703,6 +713,18 @@ mod tests {
                 "<oversize 25 this line is far too long this line is far too long>",
                 "ok"
             ]
+        );
+        // The bound counts the `\r`, and blank lines alike, so a line read in pieces (here 7
+        // bytes, past the bound of 6, before its `\n`) and the same line read at once are
+        // treated the same (the fuzz target `stdio_lines` checks chunking independence).
+        assert_eq!(
+            frames(b"abcdef\r\nabcde\r\n", 6).await,
+            ["<oversize 7 abcdef\r abcdef\r>", "abcde"]
+        );
+        let blank = format!("<oversize 7 {0} {0}>", " ".repeat(7));
+        assert_eq!(
+            frames(b"       \n \r\nok\r", 6).await,
+            [blank.as_str(), "ok"]
         );
         // A line of 3 * PEEK_BYTES keeps its first and its last PEEK_BYTES, whatever the reads.
         let mut long = vec![b'a'; PEEK_BYTES];

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use purra_protocol::modern::InputRequest;
-use purra_protocol::request_state::RequestPrincipal;
 use purra_protocol::types::*;
+use purra_protocol::Principal;
 use purra_protocol::{HandlerResult, HttpServerConfig, RequestCtx, Server, StreamableHttpServer};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -64,7 +64,7 @@ fn server() -> Server {
                 c.input("confirm", InputRequest::Elicit(form)).await?;
                 HandlerResult::Ok(format!(
                     "confirmed by {}",
-                    c.principal().unwrap_or("nobody")
+                    c.principal().map_or("nobody", |p| p.subject.as_str())
                 ))
             },
         )
@@ -115,7 +115,7 @@ async fn start() -> Running {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             if let Some(user) = user {
-                req.extensions_mut().insert(RequestPrincipal(user));
+                req.extensions_mut().insert(Principal::new(user));
             }
             next.run(req).await
         },

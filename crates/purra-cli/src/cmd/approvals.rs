@@ -71,12 +71,18 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             )
             .await?;
             report(&db, id, json_out, "approved").await?;
+            if !json_out {
+                println!("a gateway call waiting on it sends the write once; otherwise the same call made again does (for the demo: `purra demo` on the same --db)");
+            }
         }
         ApprovalsCommand::Deny {
             id, approver, note, ..
         } => {
             decide(&db, id, Verdict::Deny, approver, note.clone(), None).await?;
             report(&db, id, json_out, "denied").await?;
+            if !json_out {
+                println!("the call is never sent");
+            }
         }
     }
     Ok(())
@@ -135,7 +141,6 @@ async fn report(db: &Store, id: &str, json_out: bool, what: &str) -> Result<(), 
             text(&view["tool"]),
             text(&view["runId"])
         );
-        println!("the run dispatches the call when it resumes (for the demo: `purra demo` on the same --db)");
     }
     Ok(())
 }

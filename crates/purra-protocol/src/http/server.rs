@@ -585,6 +585,10 @@ struct HttpSession {
     replay_bytes: usize,
     max_streams: usize,
     closed: CancellationToken,
+    /// The [`Principal::binding_key`](crate::Principal::binding_key) of the principal that
+    /// created the session, when a layer in front put one in the request: only that principal
+    /// may use the session.
+    owner: Option<String>,
 }
 
 impl std::fmt::Debug for HttpSession {
@@ -640,6 +644,7 @@ impl HttpSession {
         config: &HttpServerConfig,
         stateless_version: Option<ProtocolVersion>,
         id: Option<&str>,
+        owner: Option<String>,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
@@ -671,6 +676,7 @@ impl HttpSession {
                 replay_bytes: config.replay_bytes,
                 max_streams: config.max_streams_per_session,
                 closed: CancellationToken::new(),
+                owner,
             }
         })
     }
@@ -923,8 +929,11 @@ impl IntoResponse for Reject {
 
 impl HttpShared {
     /// The session named by the request; a pending session becomes established on this, its
-    /// first use after `initialize`.
-    fn session(&self, headers: &HeaderMap) -> Result<Arc<HttpSession>, Reject> {
+    /// first use after `initialize`. A session created by one principal is not found for
+    /// another (404, as for an unknown id: its existence is not revealed).
+    fn session(&self, parts: &Parts) -> Result<Arc<HttpSession>, Reject> {
+        let headers = &parts.headers;
+        let caller = owner_of(parts);
         let Some(id) = headers.get(SESSION_ID_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Reject::new(
                 StatusCode::BAD_REQUEST,
@@ -939,10 +948,13 @@ impl HttpShared {
         };
         let mut sessions = self.sessions.lock().expect("sessions lock");
         if let Some(s) = sessions.established.get(id) {
-            return match s.closed.is_cancelled() {
+            return match s.closed.is_cancelled() || s.owner != caller {
                 false => Ok(s.clone()),
                 true => Err(gone()),
             };
+        }
+        if sessions.pending.get(id).is_some_and(|s| s.owner != caller) {
+            return Err(gone());
         }
         let Some(s) = sessions.pending.remove(id) else {
             return Err(gone());
@@ -967,6 +979,14 @@ impl HttpShared {
             .len()
             >= self.config.max_sessions
     }
+}
+
+/// The binding key of the principal a layer in front put in the request's extensions.
+fn owner_of(parts: &Parts) -> Option<String> {
+    parts
+        .extensions
+        .get::<crate::principal::Principal>()
+        .map(crate::principal::Principal::binding_key)
 }
 
 fn too_many_sessions() -> Reject {
@@ -1025,7 +1045,7 @@ async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
         // 2026-07-28 has no GET stream and no sessions to delete.
         Method::GET | Method::DELETE if modern::by_header(&parts.headers) => modern::not_allowed(),
         Method::GET => get(shared, parts),
-        Method::DELETE => delete(shared, &parts.headers),
+        Method::DELETE => delete(shared, &parts),
         _ => (
             StatusCode::METHOD_NOT_ALLOWED,
             [(header::ALLOW, "GET, POST, DELETE")],
@@ -1274,7 +1294,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             );
         };
         let stateless = (!has_initialize).then_some(v);
-        let session = HttpSession::start(&shared.server, cfg, stateless, None);
+        let session = HttpSession::start(&shared.server, cfg, stateless, None, None);
         hold = Some(Hold {
             _session: session.clone(),
             _permit: permit,
@@ -1286,14 +1306,14 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         }
         let id = new_session_id();
         (
-            HttpSession::start(&shared.server, cfg, None, Some(&id)),
+            HttpSession::start(&shared.server, cfg, None, Some(&id), owner_of(&parts)),
             Some(id),
         )
     } else {
         if let Err(r) = check_version_header(headers) {
             return r.into_response();
         }
-        let session = match shared.session(headers) {
+        let session = match shared.session(&parts) {
             Ok(s) => s,
             Err(r) => return r.into_response(),
         };
@@ -1478,7 +1498,7 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     if let Err(r) = check_version_header(headers) {
         return r.into_response();
     }
-    let session = match shared.session(headers) {
+    let session = match shared.session(&parts) {
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };
@@ -1531,11 +1551,12 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     }
 }
 
-fn delete(shared: Arc<HttpShared>, headers: &HeaderMap) -> Response {
+fn delete(shared: Arc<HttpShared>, parts: &Parts) -> Response {
+    let headers = &parts.headers;
     if shared.config.stateless {
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     }
-    let session = match shared.session(headers) {
+    let session = match shared.session(parts) {
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };

@@ -34,8 +34,6 @@ pub(crate) struct Scope {
     pub method: String,
     /// The multi round-trip state, on the methods that may answer `input_required`.
     pub round: Option<Arc<Round>>,
-    /// The authenticated principal, when an authentication layer named one.
-    pub principal: Option<String>,
     /// How many unnamed input calls the handler made (their keys count up).
     pub input_calls: AtomicUsize,
 }
@@ -113,7 +111,7 @@ async fn serve(
             &method,
             params.as_deref(),
             &info.name,
-            extras.principal.clone(),
+            extras.principal,
             envelope.client_capabilities.clone(),
         )?))
     } else {
@@ -124,7 +122,6 @@ async fn serve(
         envelope,
         method: method.clone(),
         round: round.clone(),
-        principal: extras.principal,
         input_calls: AtomicUsize::new(0),
     });
     let ctx = RequestCtx {

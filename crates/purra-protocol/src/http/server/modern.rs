@@ -138,8 +138,8 @@ pub(super) async fn post(shared: Arc<HttpShared>, parts: Parts, body: Bytes) -> 
     let headers = &parts.headers;
     let principal = parts
         .extensions
-        .get::<crate::request_state::RequestPrincipal>()
-        .map(|p| p.0.clone());
+        .get::<crate::Principal>()
+        .map(crate::Principal::binding_key);
     let (id, method, params) = match decode_frame(&body) {
         Frame::Single(Ok(Message::Request { id, method, params })) => (id, method, params),
         Frame::Single(Ok(Message::Notification { .. })) => {

@@ -1,0 +1,194 @@
+//! What the gateway needs of a durable store, behind one small seam.
+//!
+//! The gateway keeps every write in purra-core's contracts: the approval (with its decision and
+//! claim) in an [`ApprovalGateway`], the claim's outcome in its receipt store, and the waiting
+//! call (tool, arguments, approval id, intent digest) as a suspended run in a [`RunStore`]; a
+//! restarted gateway lists the suspended runs and marks claims of a killed process `unknown`
+//! through the store's [`OperatorStore`] view. [`GatewayStore`] is implemented for
+//! [`SqliteStore`], [`PostgresStore`] and [`AnyStore`] (either, by the configuration's `db`).
+//!
+//! Waiting for a decision is [`Decisions`]: an in-process wake-up (a decision made through this
+//! gateway, by elicitation or by an embedding host) plus the store's event stream
+//! ([`ApprovalGateway::subscribe`]): PostgreSQL hears another process's decision at once by
+//! `LISTEN`; a SQLite file cannot notify, so its store polls the file for the stream (every
+//! `SqliteOptions::event_poll`, 200 ms by default).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use purra_core::{
+    ApprovalGateway, ApprovalId, ApprovalRecord, ApprovalState, BoxFuture, OperatorStore, RunId,
+    RunStore, StoreError, StoreEvent,
+};
+use purra_postgres::PostgresStore;
+use purra_sqlite::SqliteStore;
+use purra_store::AnyStore;
+use tokio::sync::Notify;
+
+/// A durable store the gateway keeps its writes in.
+pub trait GatewayStore: Send + Sync {
+    /// The approval gateway (durable).
+    fn approvals(&self) -> Arc<dyn ApprovalGateway>;
+    /// The run store the waiting calls are saved in (durable).
+    fn runs(&self) -> Arc<dyn RunStore>;
+    /// The ids of every saved suspended run.
+    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>>;
+    /// Marks claims without outcome whose owner is gone as `unknown` (`interrupted`); returns
+    /// how many.
+    fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>>;
+}
+
+/// Lists the suspended runs of an operator's view.
+fn suspended(store: &dyn OperatorStore) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+    store.suspended_run_ids()
+}
+
+/// Reconciles the interrupted claims of an operator's view; returns how many.
+fn reconcile(
+    store: &dyn OperatorStore,
+    now: SystemTime,
+) -> BoxFuture<'_, Result<usize, StoreError>> {
+    Box::pin(async move {
+        Ok(store
+            .reconcile_interrupted_claims(now)
+            .await?
+            .interrupted
+            .len())
+    })
+}
+
+impl GatewayStore for SqliteStore {
+    fn approvals(&self) -> Arc<dyn ApprovalGateway> {
+        Arc::new(self.clone())
+    }
+
+    fn runs(&self) -> Arc<dyn RunStore> {
+        Arc::new(self.clone())
+    }
+
+    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        suspended(self)
+    }
+
+    fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>> {
+        reconcile(self, now)
+    }
+}
+
+impl GatewayStore for PostgresStore {
+    fn approvals(&self) -> Arc<dyn ApprovalGateway> {
+        Arc::new(self.clone())
+    }
+
+    fn runs(&self) -> Arc<dyn RunStore> {
+        Arc::new(self.clone())
+    }
+
+    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        suspended(self)
+    }
+
+    fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>> {
+        reconcile(self, now)
+    }
+}
+
+impl GatewayStore for AnyStore {
+    fn approvals(&self) -> Arc<dyn ApprovalGateway> {
+        self.gateway()
+    }
+
+    fn runs(&self) -> Arc<dyn RunStore> {
+        AnyStore::runs(self)
+    }
+
+    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        suspended(self.ops())
+    }
+
+    fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>> {
+        reconcile(self.ops(), now)
+    }
+}
+
+/// How often a waiting call reads the store when the store cannot tell it of changes (and how
+/// often a claim in flight is looked at again).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Wakes calls waiting for decisions.
+#[derive(Debug, Default)]
+pub struct Decisions {
+    notify: Notify,
+}
+
+impl Decisions {
+    /// Tells every waiting call to look at the store again (a decision was just recorded).
+    pub fn wake(&self) {
+        self.notify.notify_waiters();
+    }
+
+    /// Reads the record of `id` until it is no longer `Prepared`, or `until` passes; returns the
+    /// last record read. Reads again at once on [`Decisions::wake`] and on every store event about
+    /// `id`; only after the store's event stream ends or resyncs does it also read every
+    /// [`POLL_INTERVAL`].
+    pub async fn wait(
+        &self,
+        approvals: &dyn ApprovalGateway,
+        id: &ApprovalId,
+        until: tokio::time::Instant,
+    ) -> Result<ApprovalRecord, StoreError> {
+        let mut events = Some(approvals.subscribe());
+        let mut resynced = false;
+        loop {
+            // Registered (and subscribed) before reading, so a decision between the read and the
+            // wait is not lost.
+            let woken = self.notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let record = approvals
+                .record(id.clone())
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let now = tokio::time::Instant::now();
+            if record.state != ApprovalState::Prepared || now >= until {
+                return Ok(record);
+            }
+            let poll = if events.is_some() && !resynced {
+                until
+            } else {
+                (now + POLL_INTERVAL).min(until)
+            };
+            tokio::select! {
+                () = &mut woken => {}
+                () = tokio::time::sleep_until(poll) => {}
+                event = next_about(&mut events, id) => {
+                    // A missed stretch, or a store whose stream could not start: from now on
+                    // also read every POLL_INTERVAL.
+                    resynced |= event == Some(StoreEvent::Resync);
+                }
+            }
+        }
+    }
+}
+
+/// The next event of `events` about `id` (or a resync); `None`, and `events` cleared, once the
+/// stream ends; pending forever without a stream.
+async fn next_about(
+    events: &mut Option<purra_core::StoreEvents>,
+    id: &ApprovalId,
+) -> Option<StoreEvent> {
+    let Some(stream) = events.as_mut() else {
+        return std::future::pending().await;
+    };
+    loop {
+        match stream.next().await {
+            None => {
+                *events = None;
+                return None;
+            }
+            Some(StoreEvent::Resync) => return Some(StoreEvent::Resync),
+            Some(e) if e.approval_id() == Some(id) => return Some(e),
+            Some(_) => {}
+        }
+    }
+}
