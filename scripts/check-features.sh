@@ -28,6 +28,7 @@ combinations=(
     "client,http-client,validation"
     "server,client,ws"          # WebSocket both ways
     "fuzzing"
+    "auth"                      # OAuth client and resource-server guard (off by default)
 )
 for features in "${combinations[@]}"; do
     out=$(cargo check -q -p purra-protocol --lib --no-default-features --features "$features" \

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite (@modelcontextprotocol/conformance, pinned in
-# peers/conformance) against purra: the whole server suite (`--suite all`, 32 scenarios, pending
-# ones included) against purra-conformance-server, then the client scenarios purra implements
-# against purra-conformance-client.
+# Runs the official MCP conformance suite (@modelcontextprotocol/conformance) against purra, in
+# two pinned versions against one purra-conformance-server: 0.1.16 (peers/conformance) for the
+# handshake revisions, the whole server suite (`--suite all`, 32 scenarios, pending ones
+# included), then the client scenarios purra implements against purra-conformance-client: the
+# four core ones one by one, then the authorization ones (`--suite auth`, `--suite backcompat`,
+# the client-credentials extension scenarios and the draft ones: resource mismatch, offline
+# access), each scenario checked for its own check ids; then 0.2.0-alpha.12
+# (peers/conformance-next) with `--spec-version 2026-07-28`: every server scenario of the
+# revision (40) and its client scenarios except authorization and extensions.
 #
 # Builds nothing. The binaries come from $PURRA_CONFORMANCE_SERVER and $PURRA_CONFORMANCE_CLIENT,
 # else from $CARGO_TARGET_DIR/debug (default target/debug); build them first with
@@ -26,8 +31,11 @@ CLIENT_BIN="${PURRA_CONFORMANCE_CLIENT:-$TARGET_DIR/debug/purra-conformance-clie
 CONFORMANCE="$REPO_ROOT/peers/conformance/node_modules/.bin/conformance"
 OUT="${PURRA_CONFORMANCE_OUT:-$TARGET_DIR/conformance}"
 
-# What the pinned suite (0.1.16) runs: 32 server scenarios; these client scenarios, each with the
-# checks that must all be SUCCESS.
+CONFORMANCE_NEXT="$REPO_ROOT/peers/conformance-next/node_modules/.bin/conformance"
+
+# What each pinned suite runs: its server scenarios; its client scenarios, each with the check ids
+# that must all be SUCCESS and how many SUCCESS checks it reports (a client that does nothing
+# passes with 0/0, so both are asserted).
 SERVER_SCENARIOS=32
 CLIENT_SCENARIOS=(initialize tools_call elicitation-sep1034-client-defaults sse-retry)
 declare -A CLIENT_CHECKS=(
@@ -35,6 +43,61 @@ declare -A CLIENT_CHECKS=(
     [tools_call]="tool-add-numbers"
     [elicitation-sep1034-client-defaults]="client-elicitation-sep1034-string-default client-elicitation-sep1034-integer-default client-elicitation-sep1034-number-default client-elicitation-sep1034-enum-default client-elicitation-sep1034-boolean-default"
     [sse-retry]="client-sse-graceful-reconnect client-sse-retry-timing client-sse-last-event-id"
+)
+MODERN_SERVER_SCENARIOS=40
+MODERN_CLIENT_SCENARIOS=(tools_call request-metadata sep-2322-client-request-state http-standard-headers
+    http-custom-headers http-invalid-tool-headers json-schema-ref-no-deref json-schema-2020-12-preservation)
+declare -A MODERN_CLIENT_CHECKS=(
+    [tools_call]="tool-add-numbers wire-schema-valid"
+    [request-metadata]="sep-2575-http-client-sends-version-header sep-2575-client-populates-meta sep-2575-client-sends-client-info sep-2575-http-version-header-matches-meta sep-2575-client-declares-roots-capability sep-2575-client-declares-sampling-capability sep-2575-client-declares-elicitation-capability sep-2575-client-retry-supported-version"
+    [sep-2322-client-request-state]="sep-2322-client-request-state-echoed sep-2322-client-jsonrpc-id-different sep-2322-client-parallel-isolation sep-2322-client-no-state-omitted sep-2322-default-result-type-complete"
+    [http-standard-headers]="sep-2243-client-includes-standard-headers"
+    [http-custom-headers]="sep-2243-client-supports-custom-headers sep-2243-client-mirrors-designated-params sep-2243-client-encode-values sep-2243-client-base64-unsafe sep-2243-client-omit-null"
+    [http-invalid-tool-headers]="sep-2243-client-reject-invalid-tool sep-2243-x-mcp-header-not-empty sep-2243-x-mcp-header-primitive-only sep-2243-x-mcp-header-unique sep-2243-x-mcp-header-charset"
+    [json-schema-ref-no-deref]="sep-2106-no-network-ref-deref"
+    [json-schema-2020-12-preservation]="json-schema-2020-12-client-tool-found json-schema-2020-12-client-echo-completed json-schema-2020-12-client-\$schema-preserved json-schema-2020-12-client-\$defs-preserved json-schema-2020-12-client-additionalProperties-preserved sep-2106-client-composition-keywords-preserved sep-2106-client-conditional-keywords-preserved sep-2106-client-anchor-keyword-preserved wire-schema-valid"
+)
+# Scenarios that report one check id several times: the SUCCESS count to expect.
+declare -A MODERN_CLIENT_COUNT=(
+    [http-standard-headers]=10
+    [http-custom-headers]=18
+    [http-invalid-tool-headers]=12
+)
+
+# The authorization scenarios, by the run that carries them, each with the checks that must be
+# there and SUCCESS (besides no FAILURE or WARNING anywhere in the scenario).
+AUTH_SUITE=(auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
+    auth/basic-cimd auth/scope-from-www-authenticate auth/scope-from-scopes-supported
+    auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
+    auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
+    auth/pre-registration)
+BACKCOMPAT_SUITE=(auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback)
+AUTH_SINGLES=(auth/client-credentials-jwt auth/client-credentials-basic auth/resource-mismatch
+    auth/offline-access-scope auth/offline-access-not-supported)
+FLOW="authorization-server-metadata authorization-request pkce-code-challenge-sent pkce-s256-method-used token-request pkce-code-verifier-sent pkce-verifier-matches-challenge valid-bearer-token"
+RESOURCE="resource-parameter-in-authorization resource-parameter-in-token resource-parameter-valid-uri resource-parameter-consistency"
+declare -A AUTH_CHECKS=(
+    [auth/metadata-default]="prm-pathbased-requested client-registration $FLOW"
+    [auth/metadata-var1]="prm-pathbased-requested client-registration $FLOW"
+    [auth/metadata-var2]="prm-pathbased-requested client-registration $FLOW"
+    [auth/metadata-var3]="prm-pathbased-requested client-registration $FLOW"
+    [auth/basic-cimd]="prm-pathbased-requested cimd-client-id-used $FLOW"
+    [auth/scope-from-www-authenticate]="scope-from-www-authenticate client-registration $FLOW"
+    [auth/scope-from-scopes-supported]="scope-from-scopes-supported client-registration $FLOW"
+    [auth/scope-omitted-when-undefined]="scope-omitted-when-undefined client-registration $FLOW"
+    [auth/scope-step-up]="scope-step-up-initial scope-step-up-escalation client-registration $FLOW"
+    [auth/scope-retry-limit]="scope-retry-limit authorization-request token-request"
+    [auth/token-endpoint-auth-basic]="token-endpoint-auth-method client-registration $RESOURCE $FLOW"
+    [auth/token-endpoint-auth-post]="token-endpoint-auth-method client-registration $RESOURCE $FLOW"
+    [auth/token-endpoint-auth-none]="token-endpoint-auth-method client-registration $RESOURCE $FLOW"
+    [auth/pre-registration]="pre-registration-auth $FLOW"
+    [auth/2025-03-26-oauth-metadata-backcompat]="client-registration $FLOW"
+    [auth/2025-03-26-oauth-endpoint-fallback]="client-registration authorization-request token-request valid-bearer-token"
+    [auth/client-credentials-jwt]="client-credentials-jwt-verified authorization-server-metadata token-request valid-bearer-token"
+    [auth/client-credentials-basic]="client-credentials-basic-auth authorization-server-metadata token-request valid-bearer-token"
+    [auth/resource-mismatch]="resource-mismatch-rejected prm-pathbased-requested"
+    [auth/offline-access-scope]="sep-2207-offline-access-requested $FLOW"
+    [auth/offline-access-not-supported]="sep-2207-offline-access-not-requested $FLOW"
 )
 
 log() { printf 'conformance: %s\n' "$*"; }
@@ -49,6 +112,7 @@ CLIENT_BIN="$(abs "$CLIENT_BIN")"
 [ -x "$CLIENT_BIN" ] || die "no client binary at $CLIENT_BIN (cargo build -p purra-conformance --bins, or set PURRA_CONFORMANCE_CLIENT)"
 [ -x "$PEERS_DIR/bin/node" ] || die "no Node 22 at $PEERS_DIR/bin/node (run scripts/setup-peers.sh)"
 [ -x "$CONFORMANCE" ] || die "the conformance suite is not installed (run scripts/setup-peers.sh)"
+[ -x "$CONFORMANCE_NEXT" ] || die "the 2026-07-28 conformance suite is not installed (run scripts/setup-peers.sh)"
 export PATH="$PEERS_DIR/bin:$PATH"
 NODE="$PEERS_DIR/bin/node"
 
@@ -102,33 +166,40 @@ log "server: $SERVER_BIN at $URL (pid $SERVER_PID)"
 FAILED=()
 SUMMARY=()
 
-# ---- server suite ----
-log "server suite: conformance server --url $URL --suite all"
-set +e
-"$CONFORMANCE" server --url "$URL" --suite all -o "$OUT/server" 2>&1 | tee "$OUT/server-suite.log"
-rc=${PIPESTATUS[0]}
-set -e
-scenarios="$(sed -n '/=== SUMMARY ===/,$p' "$OUT/server-suite.log" | grep -cE '^[[:space:]]*(✓|✗) ' || true)"
-crossed="$(sed -n '/=== SUMMARY ===/,$p' "$OUT/server-suite.log" | grep -cE '^[[:space:]]*✗ ' || true)"
-total="$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$OUT/server-suite.log" | tail -n1 || true)"
-# server-sse-polling reports a server that does not resume streams only with WARNINGs, and the
-# suite does not fail on those: count them.
-warnings="$(find "$OUT/server" -name checks.json -print0 2>/dev/null | xargs -0 -r "$NODE" -e '
-    let n = 0;
-    for (const f of process.argv.slice(1))
-        for (const c of JSON.parse(require("fs").readFileSync(f, "utf8")))
-            if (c.status === "WARNING") { n++; console.error(`WARNING ${f}: ${c.id} ${c.errorMessage ?? ""}`); }
-    console.log(n);
-')"
-if [ "$rc" -ne 0 ] || [ "$scenarios" -ne "$SERVER_SCENARIOS" ] || [ "$crossed" -ne 0 ] \
-    || [ "${warnings:-0}" != 0 ] || ! [[ "$total" =~ ^Total:\ [1-9][0-9]*\ passed,\ 0\ failed ]]; then
-    FAILED+=("server suite (exit $rc, $scenarios/$SERVER_SCENARIOS scenarios, $crossed failed, ${warnings:-?} warnings; ${total:-no total})")
-fi
-SUMMARY+=("server suite --suite all: $scenarios scenarios, ${total:-no total line}, ${warnings:-?} warnings, exit $rc")
+# ---- server suites ----
+# server_suite LABEL BIN EXPECTED_SCENARIOS [suite args...]
+server_suite() {
+    local label="$1" bin="$2" expected="$3"
+    shift 3
+    local out="$OUT/$label-server"
+    log "$label server suite: conformance server --url $URL $*"
+    set +e
+    "$bin" server --url "$URL" "$@" -o "$out" 2>&1 | tee "$out.log"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    local scenarios crossed total warnings
+    scenarios="$(sed -n '/=== SUMMARY ===/,$p' "$out.log" | grep -cE '^[[:space:]]*(✓|✗) ' || true)"
+    crossed="$(sed -n '/=== SUMMARY ===/,$p' "$out.log" | grep -cE '^[[:space:]]*✗ ' || true)"
+    total="$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$out.log" | tail -n1 || true)"
+    # server-sse-polling reports a server that does not resume streams only with WARNINGs, and
+    # the suite does not fail on those: count them.
+    warnings="$(find "$out" -name checks.json -print0 2>/dev/null | xargs -0 -r "$NODE" -e '
+        let n = 0;
+        for (const f of process.argv.slice(1))
+            for (const c of JSON.parse(require("fs").readFileSync(f, "utf8")))
+                if (c.status === "WARNING") { n++; console.error(`WARNING ${f}: ${c.id} ${c.errorMessage ?? ""}`); }
+        console.log(n);
+    ')"
+    if [ "$rc" -ne 0 ] || [ "$scenarios" -ne "$expected" ] || [ "$crossed" -ne 0 ] \
+        || [ "${warnings:-0}" != 0 ] || ! [[ "$total" =~ ^Total:\ [1-9][0-9]*\ passed,\ 0\ failed ]]; then
+        FAILED+=("$label server suite (exit $rc, $scenarios/$expected scenarios, $crossed failed, ${warnings:-?} warnings; ${total:-no total})")
+    fi
+    SUMMARY+=("$label server suite $*: $scenarios scenarios, ${total:-no total line}, ${warnings:-?} warnings, exit $rc")
+}
 
 # ---- client scenarios ----
-# Reads a scenario's checks.json: every expected check id present and SUCCESS, no FAILURE or
-# WARNING anywhere; prints what is wrong, or nothing.
+# Reads a scenario's checks.json: every expected check id present and SUCCESS (or SKIPPED beside
+# a SUCCESS), no FAILURE or WARNING anywhere; prints what is wrong, or nothing.
 check_client() {
     "$NODE" -e '
         const fs = require("fs");
@@ -138,7 +209,12 @@ check_client() {
         for (const id of want) {
             const got = checks.filter((c) => c.id === id);
             if (got.length === 0) problems.push(`check ${id} missing`);
-            for (const c of got) if (c.status !== "SUCCESS") problems.push(`${id}: ${c.status} ${c.errorMessage ?? ""}`);
+            // SKIPPED: not applicable to this client (a 2026-07-28 client sends no initialize);
+            // the SUCCESS count is asserted separately.
+            for (const c of got)
+                if (c.status !== "SUCCESS" && c.status !== "SKIPPED")
+                    problems.push(`${id}: ${c.status} ${c.errorMessage ?? ""}`);
+            if (!got.some((c) => c.status === "SUCCESS")) problems.push(`check ${id} never succeeded`);
         }
         for (const c of checks) {
             if (!want.includes(c.id) && (c.status === "FAILURE" || c.status === "WARNING"))
@@ -148,27 +224,92 @@ check_client() {
     ' "$@"
 }
 
-for scenario in "${CLIENT_SCENARIOS[@]}"; do
-    dir="$OUT/client-$scenario"
-    log "client scenario $scenario: conformance client --command $CLIENT_BIN --scenario $scenario"
+# client_scenario LABEL BIN SCENARIO "CHECK IDS" EXPECTED_COUNT [suite args...]
+client_scenario() {
+    local label="$1" bin="$2" scenario="$3" want="$4" n_want="$5"
+    shift 5
+    local dir="$OUT/$label-client-${scenario//\//_}"
+    log "$label client scenario $scenario: conformance client --command $CLIENT_BIN --scenario $scenario $*"
     set +e
-    "$CONFORMANCE" client --command "$CLIENT_BIN" --scenario "$scenario" -o "$dir" 2>&1 | tee "$dir.log"
-    rc=${PIPESTATUS[0]}
+    "$bin" client --command "$CLIENT_BIN" --scenario "$scenario" "$@" -o "$dir" 2>&1 | tee "$dir.log"
+    local rc=${PIPESTATUS[0]}
     set -e
+    local passed checks_file problems
     passed="$(grep -E '^Passed: [0-9]+/[0-9]+' "$dir.log" | tail -n1 || true)"
     checks_file="$(find "$dir" -name checks.json 2>/dev/null | head -n1)"
     if [ -z "$checks_file" ]; then
         problems="no checks.json"
     else
         # shellcheck disable=SC2086 # the check ids are one word each
-        problems="$(check_client "$checks_file" ${CLIENT_CHECKS[$scenario]})"
+        problems="$(check_client "$checks_file" $want)"
     fi
-    n_want="$(wc -w <<<"${CLIENT_CHECKS[$scenario]}")"
     if [ "$rc" -ne 0 ] || [ -n "$problems" ] \
         || ! [[ "$passed" =~ ^Passed:\ $n_want/$n_want,\ 0\ failed,\ 0\ warnings ]]; then
-        FAILED+=("client $scenario (exit $rc; ${passed:-no Passed line}; ${problems:-checks ok})")
+        FAILED+=("$label client $scenario (exit $rc; ${passed:-no Passed line}; ${problems:-checks ok})")
     fi
-    SUMMARY+=("client $scenario: ${passed:-no Passed line}, exit $rc")
+    SUMMARY+=("$label client $scenario: ${passed:-no Passed line}, exit $rc")
+}
+
+server_suite 0.1.16 "$CONFORMANCE" "$SERVER_SCENARIOS" --suite all
+for scenario in "${CLIENT_SCENARIOS[@]}"; do
+    want="${CLIENT_CHECKS[$scenario]}"
+    client_scenario 0.1.16 "$CONFORMANCE" "$scenario" "$want" "$(wc -w <<<"$want")"
+done
+
+server_suite 2026-07-28 "$CONFORMANCE_NEXT" "$MODERN_SERVER_SCENARIOS" --suite all --spec-version 2026-07-28
+for scenario in "${MODERN_CLIENT_SCENARIOS[@]}"; do
+    want="${MODERN_CLIENT_CHECKS[$scenario]}"
+    n="${MODERN_CLIENT_COUNT[$scenario]:-$(wc -w <<<"$want")}"
+    client_scenario 2026-07-28 "$CONFORMANCE_NEXT" "$scenario" "$want" "$n" --spec-version 2026-07-28
+done
+
+# ---- authorization scenarios: two suites run by the suite itself (scenarios in parallel), the
+# rest one by one; every scenario's checks.json is read ----
+# check_auth DIR SCENARIO: the scenario's checks, as check_client reads them.
+check_auth() {
+    local dir="$1" scenario="$2" file
+    file="$(find "$dir" -path "$dir/$scenario-[0-9]*/checks.json" 2>/dev/null | head -n1)"
+    if [ -z "$file" ]; then
+        echo "no checks.json"
+        return
+    fi
+    # shellcheck disable=SC2086 # the check ids are one word each
+    check_client "$file" ${AUTH_CHECKS[$scenario]}
+}
+
+auth_run() { # NAME DIR SCENARIOS... -- CONFORMANCE ARGS...
+    local name="$1" dir="$2"
+    shift 2
+    local scenarios=()
+    while [ "$1" != "--" ]; do scenarios+=("$1"); shift; done
+    shift
+    log "client $name: conformance client --command $CLIENT_BIN $*"
+    set +e
+    "$CONFORMANCE" client --command "$CLIENT_BIN" "$@" -o "$dir" >"$dir.log" 2>&1
+    local rc=$?
+    set -e
+    local bad=0 problems
+    for scenario in "${scenarios[@]}"; do
+        problems="$(check_auth "$dir" "$scenario")"
+        if [ -n "$problems" ]; then
+            bad=$((bad + 1))
+            FAILED+=("client $scenario ($problems)")
+        fi
+        log "  $scenario: ${problems:-ok}"
+    done
+    local total
+    total="$(grep -E '^(Total|Passed): ' "$dir.log" | tail -n1 || true)"
+    if [ "$rc" -ne 0 ]; then
+        FAILED+=("client $name (exit $rc; ${total:-no total line}; see $dir.log)")
+    fi
+    SUMMARY+=("client $name: ${#scenarios[@]} scenarios, $bad with problems, ${total:-no total line}, exit $rc")
+}
+
+auth_run "--suite auth" "$OUT/client-auth" "${AUTH_SUITE[@]}" -- --suite auth
+auth_run "--suite backcompat" "$OUT/client-backcompat" "${BACKCOMPAT_SUITE[@]}" -- --suite backcompat
+for scenario in "${AUTH_SINGLES[@]}"; do
+    # Scenarios where the client is expected to fail (resource-mismatch) exit 0 all the same.
+    auth_run "$scenario" "$OUT/client-${scenario//\//-}" "$scenario" -- --scenario "$scenario"
 done
 
 stop_server

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages, among them the reference
-# server-everything for the CLI tests) under $PURRA_PEERS_DIR,
-# and the pinned MCP conformance suite (peers/conformance).
+# server-everything for the CLI tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
+# $PURRA_PEERS_DIR, the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28),
+# and oidc-provider (peers/oidc) for the auth tests.
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
@@ -14,12 +15,18 @@ NODE22_VERSION="22.23.5"
 MCP_TS_VERSION="1.32.2"   # must match peers/node/package.json
 EVERYTHING_VERSION="2026.8.31"   # @modelcontextprotocol/server-everything; must match peers/node/package.json
 CONFORMANCE_VERSION="0.1.16"   # must match peers/conformance/package.json
+CONFORMANCE_NEXT_VERSION="0.2.0-alpha.12"   # must match peers/conformance-next/package.json
+MCP_TS_V2_VERSION="2.4.0"   # @modelcontextprotocol/client and /server; must match peers/node-v2/package.json
+OIDC_PROVIDER_VERSION="9.13.3"   # the authorization server of the auth tests; must match peers/oidc/package.json
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 PEERS_DIR="${PURRA_PEERS_DIR:-$REPO_ROOT/.peers}"
 NODE_PEER_DIR="$REPO_ROOT/peers/node"
 CONFORMANCE_DIR="$REPO_ROOT/peers/conformance"
+CONFORMANCE_NEXT_DIR="$REPO_ROOT/peers/conformance-next"
+NODE_V2_DIR="$REPO_ROOT/peers/node-v2"
+OIDC_DIR="$REPO_ROOT/peers/oidc"
 STAMP="$PEERS_DIR/stamp"
 
 log() { printf 'setup-peers: %s\n' "$*"; }
@@ -41,8 +48,20 @@ grep -q "\"@modelcontextprotocol/server-everything\": \"$EVERYTHING_VERSION\"" "
 [ -f "$CONFORMANCE_DIR/package-lock.json" ] || die "peers/conformance/package-lock.json is missing"
 grep -q "\"@modelcontextprotocol/conformance\": \"$CONFORMANCE_VERSION\"" "$CONFORMANCE_DIR/package.json" \
     || die "peers/conformance/package.json does not pin @modelcontextprotocol/conformance $CONFORMANCE_VERSION"
+[ -f "$CONFORMANCE_NEXT_DIR/package-lock.json" ] || die "peers/conformance-next/package-lock.json is missing"
+grep -q "\"@modelcontextprotocol/conformance\": \"$CONFORMANCE_NEXT_VERSION\"" "$CONFORMANCE_NEXT_DIR/package.json" \
+    || die "peers/conformance-next/package.json does not pin @modelcontextprotocol/conformance $CONFORMANCE_NEXT_VERSION"
+[ -f "$NODE_V2_DIR/package-lock.json" ] || die "peers/node-v2/package-lock.json is missing"
+for pkg in client server; do
+    grep -q "\"@modelcontextprotocol/$pkg\": \"$MCP_TS_V2_VERSION\"" "$NODE_V2_DIR/package.json" \
+        || die "peers/node-v2/package.json does not pin @modelcontextprotocol/$pkg $MCP_TS_V2_VERSION"
+done
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
+[ -f "$OIDC_DIR/package-lock.json" ] || die "peers/oidc/package-lock.json is missing"
+grep -q "\"oidc-provider\": \"$OIDC_PROVIDER_VERSION\"" "$OIDC_DIR/package.json" \
+    || die "peers/oidc/package.json does not pin oidc-provider $OIDC_PROVIDER_VERSION"
+
+WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
 NODE_BIN="$PEERS_DIR/bin/node"
@@ -53,7 +72,11 @@ installed_ok() {
         && [ -x "$VENV/bin/python" ] && [ -x "$NODE_BIN" ] \
         && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ] \
         && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
-        && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ]
+        && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ] \
+        && [ -x "$CONFORMANCE_NEXT_DIR/node_modules/.bin/conformance" ] \
+        && [ -d "$NODE_V2_DIR/node_modules/@modelcontextprotocol/client" ] \
+        && [ -d "$NODE_V2_DIR/node_modules/@modelcontextprotocol/server" ] \
+        && [ -f "$OIDC_DIR/node_modules/oidc-provider/package.json" ]
 }
 
 summary() {
@@ -61,6 +84,8 @@ summary() {
     log "node: $NODE_BIN ($("$NODE_BIN" --version))"
     log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'), @modelcontextprotocol/server-everything $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-everything/package.json").version'))"
     log "conformance suite: peers/conformance/node_modules/.bin/conformance (@modelcontextprotocol/conformance $(cd "$CONFORMANCE_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/conformance/package.json").version'))"
+    log "conformance suite (2026-07-28): peers/conformance-next/node_modules/.bin/conformance (@modelcontextprotocol/conformance $(cd "$CONFORMANCE_NEXT_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/conformance/package.json").version'))"
+    log "node v2 peer packages: peers/node-v2/node_modules (@modelcontextprotocol/client $(cd "$NODE_V2_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/client/package.json").version'), @modelcontextprotocol/server $(cd "$NODE_V2_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server/package.json").version'))"
 }
 
 if installed_ok; then
@@ -121,6 +146,16 @@ log "installing peers/node packages (npm ci)"
 # ---- 4. the MCP conformance suite from its committed lockfile ----
 log "installing peers/conformance packages (npm ci)"
 (cd "$CONFORMANCE_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+# ---- 5. the 2026-07-28 conformance suite and the TypeScript SDK v2 packages ----
+log "installing peers/conformance-next packages (npm ci)"
+(cd "$CONFORMANCE_NEXT_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+log "installing peers/node-v2 packages (npm ci)"
+(cd "$NODE_V2_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+# ---- 6. oidc-provider (the auth tests' authorization server) from its committed lockfile ----
+log "installing peers/oidc packages (npm ci)"
+(cd "$OIDC_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 
 printf '%s\n' "$WANT_STAMP" > "$STAMP"
 (cd "$NODE_PEER_DIR" && summary)

@@ -80,5 +80,5 @@ async fn every_typed_tool_binds_under_the_strict_profile() {
         ]
     );
     let demo = bind_every_tool(purra_examples::demo_server::build(), "demo").await;
-    assert_eq!(demo, ["get_note", "set_note"]);
+    assert_eq!(demo, ["clear_note", "get_note", "set_note"]);
 }

@@ -39,6 +39,7 @@ Exit codes:
   64  usage error (bad arguments, invalid --args JSON, no target)
   2   also: an unknown approval or run id, or a store that cannot be opened or read
   3   conflict (for example deciding an approval a second time)
+  78  the gateway's configuration file has mistakes (each printed with its line and key)
   130 interrupted (Ctrl-C; the request is cancelled)
 
 Durable writes:
@@ -49,6 +50,8 @@ Durable writes:
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
   Each takes --db PATH (default ./purra.db) and --json.
+  purra gateway --config gateway.toml  serve bound upstream tools to MCP clients; writes
+                                       wait for `purra approvals approve ID` (or elicitation)
 
 Examples:
   purra serve-example --http 127.0.0.1:3000
@@ -101,6 +104,12 @@ pub enum Command {
     /// Run purra's example MCP server (tools, resources, templates, prompts, completion,
     /// logging, progress) over stdio (default), Streamable HTTP or WebSocket.
     ServeExample(ServeArgs),
+    /// Authorize purra at a Streamable HTTP server that requires OAuth: prints the
+    /// authorization URL, waits for the browser on a loopback redirect, and stores the tokens
+    /// for that server (inspect, call, read and prompt then use and refresh them).
+    Login(LoginArgs),
+    /// Forget the tokens stored for a server.
+    Logout(LogoutArgs),
     /// List, show, approve or deny the approvals in a store.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
@@ -113,6 +122,22 @@ pub enum Command {
     /// Run the demo server (`get_note`, `set_note`) over stdio; `purra demo` starts it.
     #[command(hide = true)]
     ServeDemo,
+    /// Serve the bound tools of upstream MCP servers to downstream MCP clients under host
+    /// authority: reads with the adapter's limits and codes, writes only after a durable
+    /// approval (configured in a TOML file; see the README's gateway section).
+    Gateway(GatewayArgs),
+}
+
+/// `purra gateway`.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// The configuration file (TOML): [gateway] settings, [upstreams.ID], [reads.NAME] and
+    /// [writes.NAME] bindings, [limits].
+    #[arg(long, value_name = "FILE")]
+    pub config: std::path::PathBuf,
+    /// Check the configuration against the upstreams, print the bound tools and exit.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Options of every store subcommand.
@@ -228,6 +253,48 @@ pub struct ConnectArgs {
     /// Ask the server to send log messages at this level and above (logging/setLevel).
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,
+    /// The token file `purra login` wrote (default: $PURRA_TOKENS, else
+    /// $XDG_CONFIG_HOME/purra/tokens.json, else ~/.config/purra/tokens.json).
+    #[arg(long, value_name = "PATH")]
+    pub tokens: Option<std::path::PathBuf>,
+}
+
+/// `purra login`.
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The server's Streamable HTTP URL.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// A client id registered with the authorization server (else a Client ID Metadata
+    /// Document URL or dynamic registration).
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// The secret of a confidential pre-registered client.
+    #[arg(long, value_name = "SECRET")]
+    pub client_secret: Option<String>,
+    /// A Client ID Metadata Document URL (https) that identifies purra as the client.
+    #[arg(long, value_name = "URL")]
+    pub client_metadata_url: Option<String>,
+    /// The scopes to ask for (repeatable; default: what the server names).
+    #[arg(long = "scope", value_name = "SCOPE")]
+    pub scopes: Vec<String>,
+    /// The loopback address the redirect comes back to (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub redirect: String,
+    /// The token file (see `purra inspect --help`).
+    #[arg(long, value_name = "PATH")]
+    pub tokens: Option<std::path::PathBuf>,
+}
+
+/// `purra logout`.
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    /// The server's Streamable HTTP URL.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// The token file (see `purra inspect --help`).
+    #[arg(long, value_name = "PATH")]
+    pub tokens: Option<std::path::PathBuf>,
 }
 
 /// `purra inspect`.
@@ -305,10 +372,9 @@ pub struct PromptArgs {
 
 /// `purra serve-example`.
 #[derive(Debug, Args)]
-#[group(multiple = false)]
 pub struct ServeArgs {
     /// Serve over stdin/stdout (the default).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["http", "ws"])]
     pub stdio: bool,
     /// Serve Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:3000; port 0 picks a free
     /// port). Prints `listening on <url>` to stderr; stops on SIGINT or SIGTERM.
@@ -316,8 +382,16 @@ pub struct ServeArgs {
     pub http: Option<String>,
     /// Serve WebSocket at ws://ADDR. Prints `listening on <url>` to stderr; stops on SIGINT or
     /// SIGTERM.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", conflicts_with = "http")]
     pub ws: Option<String>,
+    /// Require OAuth access tokens from this authorization server (its issuer URL) on the
+    /// HTTP endpoint: JWTs checked against its JWKS, for the resource http://ADDR/mcp; serves
+    /// the protected resource metadata. Needs --http.
+    #[arg(long, value_name = "URL", requires = "http")]
+    pub auth_issuer: Option<String>,
+    /// A scope every request needs (repeatable; with --auth-issuer).
+    #[arg(long = "auth-scope", value_name = "SCOPE", requires = "auth_issuer")]
+    pub auth_scopes: Vec<String>,
 }
 
 /// A log level for `--log-level`.

@@ -13,6 +13,8 @@ pub const PROTOCOL_ERROR: i32 = 2;
 pub const CONFLICT: i32 = 3;
 /// Bad arguments (BSD `EX_USAGE`).
 pub const USAGE: i32 = 64;
+/// A configuration file with mistakes (BSD `EX_CONFIG`).
+pub const CONFIG: i32 = 78;
 /// Interrupted by Ctrl-C (128 + SIGINT).
 pub const INTERRUPTED: i32 = 130;
 
@@ -37,6 +39,8 @@ pub enum Failure {
         /// What went wrong, for a person.
         message: String,
     },
+    /// The gateway's configuration has mistakes (the text lists each).
+    Config(String),
     /// Ctrl-C.
     Interrupted,
 }
@@ -71,6 +75,7 @@ impl Failure {
             Failure::ToolError => TOOL_ERROR,
             Failure::Store { kind, .. } if *kind == "conflict" => CONFLICT,
             Failure::Store { .. } => PROTOCOL_ERROR,
+            Failure::Config(_) => CONFIG,
             Failure::Interrupted => INTERRUPTED,
         }
     }
@@ -120,6 +125,7 @@ impl fmt::Display for Failure {
             Failure::Protocol { context, error } => write!(f, "{context}: {error}"),
             Failure::ToolError => f.write_str("the tool reported an error"),
             Failure::Store { message, .. } => f.write_str(message),
+            Failure::Config(text) => f.write_str(text),
             Failure::Interrupted => f.write_str("interrupted"),
         }
     }

@@ -67,7 +67,12 @@ fn main() {
         Command::Call(a) => a.connect.json,
         Command::Read(a) => a.connect.json,
         Command::Prompt(a) => a.connect.json,
-        Command::ServeExample(_) | Command::ServeDemo | Command::Demo(_) => false,
+        Command::ServeExample(_)
+        | Command::ServeDemo
+        | Command::Demo(_)
+        | Command::Gateway(_)
+        | Command::Login(_)
+        | Command::Logout(_) => false,
         Command::Approvals(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
     };
@@ -83,7 +88,10 @@ fn main() {
         }
     };
     let outcome = runtime.block_on(async {
-        let serving = matches!(cli.command, Command::ServeExample(_) | Command::ServeDemo);
+        let serving = matches!(
+            cli.command,
+            Command::ServeExample(_) | Command::ServeDemo | Command::Gateway(_)
+        );
         let work = dispatch(cli.command);
         if serving {
             // The server handles SIGINT and SIGTERM itself and stops gracefully.
@@ -121,6 +129,8 @@ async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Read(a) => cmd::read::run(a).await,
         Command::Prompt(a) => cmd::prompt::run(a).await,
         Command::ServeExample(a) => cmd::serve_example::run(a).await,
+        Command::Login(a) => cmd::login::login(a).await,
+        Command::Logout(a) => cmd::login::logout(a).await,
         Command::ServeDemo => {
             purra_examples::demo_server::build().serve_stdio().await;
             Ok(())
@@ -128,5 +138,6 @@ async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Approvals(a) => cmd::approvals::run(a).await,
         Command::Runs(a) => cmd::runs::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
+        Command::Gateway(a) => cmd::gateway::run(a).await,
     }
 }

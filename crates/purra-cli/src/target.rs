@@ -74,10 +74,17 @@ impl Target {
         let headers = parse_headers(&args.headers)?;
         let conn = match self {
             Target::Http(url) => {
-                let http = HttpClientOptions {
+                let explicit = headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+                let mut http = HttpClientOptions {
                     headers,
                     ..HttpClientOptions::default()
                 };
+                if !explicit {
+                    // The tokens `purra login` stored, if any (an Authorization header wins).
+                    http = crate::cmd::login::with_stored_tokens(url, args.tokens.as_ref(), http)?;
+                }
                 Client::connect_http(url, http, options).await
             }
             Target::Ws(url) => {
@@ -100,7 +107,15 @@ impl Target {
                 Client::connect_stdio(command, options).await
             }
         }
-        .map_err(|e| Failure::protocol(format!("connecting to {self}"), e))?;
+        .map_err(|e| {
+            let hint = match (&e, self) {
+                (purra_protocol::Error::Auth(purra_protocol::AuthError::Required { .. }), _) => {
+                    format!(" (run `purra login {self}` first)")
+                }
+                _ => String::new(),
+            };
+            Failure::protocol(format!("connecting to {self}{hint}"), e)
+        })?;
         if let Some(level) = args.log_level {
             if conn.server_capabilities().logging.is_some() {
                 conn.set_logging_level(level.into())

@@ -1,5 +1,6 @@
-//! The durable-store subcommands run as a user runs them: `purra demo` (complete, stopped at the
-//! approval, interactive, run twice), `purra approvals` and `purra runs` on the store it leaves.
+//! The durable-store subcommands run as a user runs them: `purra demo` (a gateway over the demo
+//! server and a scripted client: complete, stopped at the approval, denied, interactive, run
+//! twice), `purra approvals` and `purra runs` on the store it leaves.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -92,53 +93,68 @@ fn has_prefix(text: &str, prefix: &str) -> String {
         .to_owned()
 }
 
-const RECEIPT: &str = r#"receipt: {"stored":"hello from purra","writes":1}"#;
+/// The demo's write call, as the gateway identifies it (gateway, tool, caller and arguments).
+const RUN: &str = "demo:set_note:fa9b9607bbb5e847";
+const SENT: &str = r#"client: set_note -> {"stored":"hello from purra","writes":1}"#;
+const AGAIN: &str = r#"client: set_note again, same arguments -> {"stored":"hello from purra","writes":1} (the stored receipt)"#;
 
 #[test]
 fn demo_writes_once_and_a_second_run_sends_nothing() {
     let tmp = TempDir::new("demo");
     let db = tmp.db();
     let first = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
-    has_line(
-        &first,
-        "discovered: get_note (read), set_note (write: needs an approval)",
-    );
+    has_line(&first, "client: tools/list -> get_note, set_note");
+    has_line(&first, r#"client: get_note -> {"note":"","writes":0}"#);
     has_line(&first, "pending approval: approval-1");
-    has_line(&first, "  tool: set_note");
-    has_line(&first, r#"  arguments: {"text":"hello from purra"}"#);
-    assert!(has_prefix(&first, "  intent digest: sha256:").len() > 30);
-    has_line(&first, "  state: pending");
-    has_line(&first, "decision: approved (by purra demo)");
-    has_line(&first, RECEIPT);
-    has_line(&first, "effect: committed");
+    let approving = has_prefix(&first, "approving: `");
+    assert!(
+        approving.ends_with(&format!(
+            " approvals approve approval-1 --db {db}` (another process, as an operator would)"
+        )),
+        "{approving}"
+    );
+    has_line(&first, SENT);
+    has_line(&first, AGAIN);
     has_line(
         &first,
-        r#"server: note = "hello from purra", write requests received = 1"#,
+        "server: write requests this server process received = 1",
+    );
+    has_line(
+        &first,
+        &format!("sent once: the claim was recorded in {db} before the request left the gateway."),
     );
 
     let second = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    assert!(!second.contains("pending approval"), "{second}");
+    has_line(&second, SENT);
+    has_line(&second, AGAIN);
     has_line(
         &second,
-        "already done: run demo finished; its set_note call (approval-1) was claimed and sent once (effect committed).",
+        "server: write requests this server process received = 0",
     );
-    has_line(&second, RECEIPT);
     has_line(
         &second,
-        "not sending it again: this run sent 0 write requests.",
+        &format!("already done: an earlier run sent this write; its receipt is in {db}, so nothing was sent now."),
     );
-    assert!(!second.contains("server: started"), "{second}");
 
-    // The store agrees: one approval, one claim, committed.
+    // The store agrees: one approval, one claim, committed, decided by `purra approvals`.
     let run = json_of(&purra(
         &tmp.0,
-        &["runs", "show", "demo", "--db", &db, "--json"],
+        &["runs", "show", RUN, "--db", &db, "--json"],
     ));
     assert_eq!(run["state"], "finished");
     let approvals = run["approvals"].as_array().expect("approvals");
     assert_eq!(approvals.len(), 1, "{run}");
     assert_eq!(approvals[0]["dispatches"], 1);
     assert_eq!(approvals[0]["effect"], "committed");
-    assert_eq!(approvals[0]["receipt"]["structured"]["writes"], 1);
+    assert_eq!(approvals[0]["decision"]["approver"], "purra demo");
+    assert_eq!(
+        approvals[0]["receipt"],
+        serde_json::json!({
+            "text": [r#"{"stored":"hello from purra","writes":1}"#],
+            "structured": {"stored": "hello from purra", "writes": 1}
+        })
+    );
 }
 
 #[test]
@@ -147,10 +163,21 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     let db = tmp.db();
     let prep = expect_code(&purra(&tmp.0, &["demo", "--no-approve", "--db", &db]), 0);
     has_line(&prep, "pending approval: approval-1");
-    has_line(&prep, "left pending. Decide it with:");
-    assert!(!prep.contains("dispatched"), "{prep}");
-    let digest = has_prefix(&prep, "  intent digest: ")
-        .trim_start_matches("  intent digest: ")
+    let result = has_prefix(&prep, "client: set_note -> ");
+    assert!(
+        result.starts_with("client: set_note -> set_note was not sent: approval approval-1 is pending (intent sha256:"),
+        "{result}"
+    );
+    has_prefix(&prep, "left pending. Decide it with `");
+    has_line(
+        &prep,
+        "server: write requests this server process received = 0",
+    );
+    let digest = result
+        .split("(intent ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .expect("digest")
         .to_owned();
 
     // approvals list / show, readable and JSON.
@@ -162,7 +189,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     assert_eq!(rows[0], ["ID", "STATE", "TOOL", "RUN", "EFFECT"], "{list}");
     assert_eq!(
         rows[1],
-        ["approval-1", "pending", "set_note", "demo", "-"],
+        ["approval-1", "pending", "set_note", RUN, "-"],
         "{list}"
     );
     assert_eq!(rows.len(), 2, "{list}");
@@ -182,7 +209,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     has_line(&show, "state: pending");
     has_line(&show, "tool: set_note");
     has_line(&show, r#"arguments: {"text":"hello from purra"}"#);
-    has_line(&show, "run: demo");
+    has_line(&show, &format!("run: {RUN}"));
     has_line(&show, &format!("intent digest: {digest}"));
     has_line(&show, "dispatches: 0");
     let show = json_of(&purra(
@@ -202,24 +229,24 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
         rows,
         [
             vec!["ID", "STATE", "APPROVALS"],
-            vec!["demo", "suspended", "approval-1"]
+            vec![RUN, "suspended", "approval-1"]
         ]
     );
-    let run = expect_code(&purra(&tmp.0, &["runs", "show", "demo", "--db", &db]), 0);
+    let run = expect_code(&purra(&tmp.0, &["runs", "show", RUN, "--db", &db]), 0);
     has_line(&run, "state: suspended");
-    has_line(&run, "agent: demo_writer");
+    has_line(&run, "agent: demo");
     has_line(
         &run,
         r#"waiting for: approval-1 to call set_note {"text":"hello from purra"}"#,
     );
     let run = json_of(&purra(
         &tmp.0,
-        &["runs", "show", "demo", "--db", &db, "--json"],
+        &["runs", "show", RUN, "--db", &db, "--json"],
     ));
     assert_eq!(run["state"], "suspended");
     assert_eq!(run["pendingCall"]["approvalId"], "approval-1");
     let runs = json_of(&purra(&tmp.0, &["runs", "list", "--db", &db, "--json"]));
-    assert_eq!(runs["runs"][0]["id"], "demo");
+    assert_eq!(runs["runs"][0]["id"], RUN);
 
     // Unknown ids: exit 2 with a message.
     for args in [
@@ -258,7 +285,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
         ),
         0,
     );
-    has_line(&approved, "approved: approval-1 (set_note demo)");
+    has_line(&approved, &format!("approved: approval-1 (set_note {RUN})"));
     for verb in ["deny", "approve"] {
         let again = purra(
             &tmp.0,
@@ -280,18 +307,15 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     assert_eq!(show["decision"]["verdict"], "approve");
     assert_eq!(show["decision"]["approver"], "operator (note: looks right)");
 
-    // The demo resumes the run and dispatches once.
+    // The demo makes the same call again: the gateway claims the approval and sends it once.
     let resumed = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    assert!(!resumed.contains("pending approval"), "{resumed}");
+    has_line(&resumed, SENT);
+    has_line(&resumed, AGAIN);
     has_line(
         &resumed,
-        "resuming run demo: it stopped earlier at approval-1",
+        "server: write requests this server process received = 1",
     );
-    has_line(
-        &resumed,
-        "decision: approved (by operator (note: looks right))",
-    );
-    has_line(&resumed, RECEIPT);
-    has_line(&resumed, "effect: committed");
     let list = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
     let row: Vec<&str> = list
         .lines()
@@ -301,13 +325,13 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
         .collect();
     assert_eq!(
         row,
-        ["approval-1", "claimed", "set_note", "demo", "committed"],
+        ["approval-1", "claimed", "set_note", RUN, "committed"],
         "{list}"
     );
     let runs = expect_code(&purra(&tmp.0, &["runs", "list", "--db", &db]), 0);
     assert!(
         runs.lines()
-            .any(|l| l.split_whitespace().eq(["demo", "finished", "approval-1"])),
+            .any(|l| l.split_whitespace().eq([RUN, "finished", "approval-1"])),
         "{runs}"
     );
 }
@@ -320,9 +344,12 @@ fn help_lists_the_store_subcommands() {
         "approvals",
         "runs",
         "demo",
+        "gateway",
         "  3   conflict",
+        "  78  the gateway's configuration file has mistakes",
         "purra approvals list|show ID|approve ID|deny ID [--note TEXT]",
         "purra runs list|show ID",
+        "purra gateway --config gateway.toml",
     ] {
         assert!(
             help.contains(needle),
@@ -347,6 +374,13 @@ fn help_lists_the_store_subcommands() {
     }
     let both = purra(&tmp.0, &["demo", "--no-approve", "--interactive"]);
     expect_code(&both, 64);
+    let gateway = expect_code(&purra(&tmp.0, &["gateway", "--help"]), 0);
+    for needle in ["--config <FILE>", "--check"] {
+        assert!(
+            gateway.contains(needle),
+            "{needle:?} missing from gateway --help:\n{gateway}"
+        );
+    }
 }
 
 #[test]
@@ -371,14 +405,19 @@ fn a_denied_demo_write_is_never_sent() {
     let out = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
     has_line(
         &out,
-        "not dispatched: approval-1 was denied; nothing was sent",
+        "client: set_note -> set_note was not sent: approval approval-1 was denied by operator (note: not today) (approval_denied)",
     );
-    has_line(&out, r#"server: note = "", write requests received = 0"#);
-    let again = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
     has_line(
-        &again,
-        "already done: run demo finished without dispatching set_note (approval-1 is denied).",
+        &out,
+        "server: write requests this server process received = 0",
     );
+    assert!(!out.contains("approving"), "{out}");
+    let shown = json_of(&purra(
+        &tmp.0,
+        &["approvals", "show", "approval-1", "--db", &db, "--json"],
+    ));
+    assert_eq!(shown["state"], "denied");
+    assert_eq!(shown["dispatches"], 0);
 }
 
 #[test]
@@ -454,7 +493,15 @@ fn interactive_demo_waits_for_an_approval_from_another_process() {
         waiting.ends_with(&format!(" approvals approve {id} --db {db}` (or deny it)")),
         "{waiting}"
     );
-    has_line(&text, "decision: approved (by operator)");
-    has_line(&text, RECEIPT);
-    has_line(&text, "effect: committed");
+    has_line(&text, SENT);
+    has_line(
+        &text,
+        "server: write requests this server process received = 1",
+    );
+    let shown = json_of(&purra(
+        &tmp.0,
+        &["approvals", "show", &id, "--db", &db, "--json"],
+    ));
+    assert_eq!(shown["decision"]["approver"], "operator");
+    assert_eq!(shown["effect"], "committed");
 }

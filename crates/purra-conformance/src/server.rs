@@ -55,13 +55,15 @@ struct TemplateVars {
     id: String,
 }
 
-/// The input schema of `json_schema_2020_12_tool`, served as written (SEP-1613).
+/// The input schema of `json_schema_2020_12_tool`, served as written: the suite's canonical
+/// fixture (SEP-1613, and SEP-2106's composition, conditional and anchor keywords).
 fn json_schema_2020_12_input() -> JsonObject {
     let schema = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
         "$defs": {
             "address": {
+                "$anchor": "addressDef",
                 "type": "object",
                 "properties": {
                     "street": {"type": "string"},
@@ -71,8 +73,18 @@ fn json_schema_2020_12_input() -> JsonObject {
         },
         "properties": {
             "name": {"type": "string"},
-            "address": {"$ref": "#/$defs/address"}
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"}
         },
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {
+            "properties": {"contactMethod": {"const": "phone"}},
+            "required": ["contactMethod"]
+        },
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
         "additionalProperties": false
     });
     match schema {
@@ -123,6 +135,7 @@ pub fn build() -> Server {
     add_tools(&server)
         .and_then(|()| add_resources(&server))
         .and_then(|()| add_prompts(&server))
+        .and_then(|()| crate::modern_server::add(&server))
         .expect("the conformance fixtures are valid definitions");
     server.completion(|p: CompleteParams, _ctx| async move {
         let values = match (&p.reference, p.argument.name.as_str()) {

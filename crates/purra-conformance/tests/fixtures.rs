@@ -29,18 +29,32 @@ async fn every_fixture_is_listed_with_a_description() {
         [
             "json_schema_2020_12_tool",
             "test_audio_content",
+            "test_custom_headers",
             "test_elicitation",
             "test_elicitation_sep1034_defaults",
             "test_elicitation_sep1330_enums",
             "test_embedded_resource",
             "test_error_handling",
             "test_image_content",
+            "test_input_required_result_capabilities",
+            "test_input_required_result_elicitation",
+            "test_input_required_result_list_roots",
+            "test_input_required_result_multi_round",
+            "test_input_required_result_multiple_inputs",
+            "test_input_required_result_request_state",
+            "test_input_required_result_sampling",
+            "test_input_required_result_tampered_state",
+            "test_logging_tool",
+            "test_missing_capability",
             "test_multiple_content_types",
             "test_reconnection",
             "test_sampling",
             "test_simple_text",
+            "test_streaming_elicitation",
             "test_tool_with_logging",
             "test_tool_with_progress",
+            "test_trigger_prompt_change",
+            "test_trigger_tool_change",
         ]
     );
     assert!(tools.iter().all(|t| t.description.is_some()));
@@ -56,10 +70,13 @@ async fn every_fixture_is_listed_with_a_description() {
     assert_eq!(
         schema.get("$defs").and_then(|d| d.get("address")),
         Some(
-            &json!({"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}})
+            &json!({"$anchor": "addressDef", "type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}})
         )
     );
     assert_eq!(schema.get("additionalProperties"), Some(&json!(false)));
+    for keyword in ["allOf", "if", "then", "else"] {
+        assert!(schema.contains_key(keyword), "{keyword} is served");
+    }
 
     let prompts = conn.prompts();
     let mut names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
@@ -67,6 +84,7 @@ async fn every_fixture_is_listed_with_a_description() {
     assert_eq!(
         names,
         [
+            "test_input_required_result_prompt",
             "test_prompt_with_arguments",
             "test_prompt_with_embedded_resource",
             "test_prompt_with_image",

@@ -1,6 +1,7 @@
 //! The demo server `purra demo` runs: one note kept in the server's memory, a read tool
-//! (`get_note`) and a write tool with a side effect (`set_note`). Not part of the fixture
-//! contract of `peers/FIXTURES.md`.
+//! (`get_note`), a write tool with a side effect (`set_note`), and a second write
+//! (`clear_note`) that the demo's gateway does not bind, so clients never see it. Not part of
+//! the fixture contract of `peers/FIXTURES.md`.
 
 use std::sync::{Arc, Mutex};
 
@@ -37,8 +38,8 @@ struct State {
 }
 
 /// Builds the demo server: `get_note` reads the note and the write count, `set_note {text}`
-/// replaces the note (state lives in this process only). Both are typed tools: their schemas
-/// come from the types above and pass the strict profile hosts use.
+/// replaces the note, `clear_note` clears it (state lives in this process only). All are typed
+/// tools: their schemas come from the types above and pass the strict profile hosts use.
 pub fn build() -> Server {
     let server = Server::builder("purra-demo", "1.0.0")
         .instructions("keeps one note in memory")
@@ -52,6 +53,13 @@ pub fn build() -> Server {
             writes: st.writes,
         };
         async move { HandlerResult::Ok(Json(out)) }
+    };
+    let s = state.clone();
+    let clear = move |(), _ctx: RequestCtx| {
+        let mut st = s.lock().unwrap_or_else(|p| p.into_inner());
+        st.writes += 1;
+        st.note.clear();
+        async move { HandlerResult::Ok("cleared") }
     };
     let write = move |a: SetArgs, _ctx: RequestCtx| {
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
@@ -69,6 +77,7 @@ pub fn build() -> Server {
             "Reads the note and how many writes the server received",
             read,
         )
+        .and_then(|s| s.tool("clear_note", "Clears the note", clear))
         .and_then(|s| s.tool("set_note", "Replaces the note", write))
         .expect("the demo's tools are valid");
     server

@@ -3,74 +3,14 @@
 //! fixture servers, and their fixture clients against purra's example server. The peers are
 //! installed by `scripts/setup-peers.sh`; every check is listed in `peers/FIXTURES.md`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use purra_examples::checks::CHECKS;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
-fn peers_dir() -> PathBuf {
-    std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"))
-}
-
-fn peer_tool(rel: &str) -> PathBuf {
-    let p = peers_dir().join(rel);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
-        p.display()
-    );
-    p
-}
-
-fn python() -> PathBuf {
-    peer_tool("venv/bin/python")
-}
-
-fn node() -> PathBuf {
-    peer_tool("bin/node")
-}
-
-fn script(rel: &str) -> String {
-    repo_root()
-        .join("peers")
-        .join(rel)
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Runs a command to completion with a time limit, killing it past the limit.
-fn run(mut cmd: Command, limit: Duration) -> Output {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+mod support;
+use support::*;
 
 /// Asserts that a fixture client passed every check for both versions and closed with the
 /// exact summary line.
@@ -154,49 +94,6 @@ fn python_sdk_client_with_purra_server() {
 fn typescript_sdk_client_with_purra_server() {
     let out = peer_client(node(), "node/client.mjs");
     assert_all_checks(&out);
-}
-
-/// A server process on a free local port, killed when dropped.
-struct HttpPeer {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for HttpPeer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts `program args... <port-arg>` and waits until the port accepts connections.
-fn http_server(mut cmd: Command, port_arg: impl Fn(u16) -> String) -> HttpPeer {
-    let port = free_port();
-    cmd.arg(port_arg(port))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let child = cmd.spawn().expect("spawn server");
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "server on port {port} did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    HttpPeer {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
 }
 
 fn purra_http_server() -> HttpPeer {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -21,6 +21,9 @@ use crate::types::*;
 use crate::version::ProtocolVersion;
 #[cfg(not(feature = "stdio"))]
 use std::convert::Infallible as ChildProcess;
+
+mod modern;
+pub use modern::{CacheMode, ProtocolMode};
 
 /// Answers `sampling/createMessage`.
 pub type SamplingHandler = Arc<
@@ -45,6 +48,10 @@ pub struct ClientOptions {
     pub engine: EngineConfig,
     /// The most pages one catalog may take; more is a protocol error.
     pub max_catalog_pages: usize,
+    /// Which revision to speak and how to find out (default: the handshake).
+    pub mode: ProtocolMode,
+    /// The most `input_required` rounds one 2026-07-28 call may take (default 10).
+    pub max_input_rounds: usize,
     /// The most bytes one catalog's pages may take together (each page is also bounded by the
     /// frame size); more is a protocol error.
     pub max_catalog_bytes: usize,
@@ -59,6 +66,7 @@ impl std::fmt::Debug for ClientOptions {
         f.debug_struct("ClientOptions")
             .field("client_info", &self.client_info)
             .field("protocol_version", &self.protocol_version)
+            .field("mode", &self.mode)
             .field("sampling", &self.sampling.is_some())
             .field("elicitation", &self.elicitation.is_some())
             .field("roots", &self.roots)
@@ -73,6 +81,8 @@ impl Default for ClientOptions {
             protocol_version: ProtocolVersion::LATEST_HANDSHAKE,
             engine: EngineConfig::default(),
             max_catalog_pages: 64,
+            mode: ProtocolMode::Legacy,
+            max_input_rounds: 10,
             max_catalog_bytes: 16 * 1024 * 1024,
             sampling: None,
             elicitation: None,
@@ -91,6 +101,17 @@ impl ClientOptions {
     /// Sets the revision to ask for.
     pub fn protocol_version(mut self, v: impl Into<ProtocolVersion>) -> Self {
         self.protocol_version = v.into();
+        self
+    }
+    /// Sets how the revision is chosen: the handshake, the auto probe, or a pinned modern
+    /// revision.
+    pub fn mode(mut self, mode: ProtocolMode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// Sets the bound on `input_required` rounds of one 2026-07-28 call.
+    pub fn max_input_rounds(mut self, n: usize) -> Self {
+        self.max_input_rounds = n;
         self
     }
     /// Sets the default request timeout.
@@ -130,7 +151,13 @@ impl ClientOptions {
     }
 
     fn capabilities(&self) -> ClientCapabilities {
-        let modern_elicitation = self.protocol_version == ProtocolVersion::V2025_11_25;
+        self.capabilities_at(&self.protocol_version)
+    }
+
+    /// The capabilities declared at revision `v` (elicitation's form/URL split is 2025-11-25's).
+    fn capabilities_at(&self, v: &str) -> ClientCapabilities {
+        let modern_elicitation =
+            v == ProtocolVersion::V2025_11_25.as_str() || crate::modern::is_modern(v);
         ClientCapabilities {
             roots: self
                 .roots
@@ -242,9 +269,46 @@ struct ClientService {
     next_listener: AtomicU64,
     #[cfg(feature = "validation")]
     output_validators: Mutex<HashMap<String, Option<Arc<jsonschema::Validator>>>>,
+    /// Set once the connection speaks 2026-07-28.
+    modern: OnceLock<Arc<modern::Modern>>,
+    /// Whether the transport is Streamable HTTP (where `x-mcp-header` rules apply).
+    http: bool,
 }
 
 impl ClientService {
+    /// Sends a request in the connection's era: as is in a handshake revision; with the
+    /// envelope, the headers, the cache and the `input_required` rounds in 2026-07-28.
+    async fn call(
+        self: &Arc<Self>,
+        peer: &Peer,
+        method: &str,
+        params: &(impl serde::Serialize + ?Sized),
+        options: RequestOptions,
+        cache: CacheMode,
+    ) -> Result<Box<RawValue>, Error> {
+        match self.modern.get() {
+            Some(m) => modern::call(self, m, peer, method, params, options, cache).await,
+            None => {
+                peer.request_raw(method, Some(to_raw(params)?), options)
+                    .await
+            }
+        }
+    }
+
+    /// [`call`](Self::call) with a typed result.
+    async fn call_typed<R: serde::de::DeserializeOwned>(
+        self: &Arc<Self>,
+        peer: &Peer,
+        method: &str,
+        params: &(impl serde::Serialize + ?Sized),
+        options: RequestOptions,
+        cache: CacheMode,
+    ) -> Result<R, Error> {
+        let raw = self.call(peer, method, params, options, cache).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| Error::Protocol(format!("invalid {method} result: {e}")))
+    }
+
     fn fan_out_early(&self, method: &str, params: &Value) {
         let ls: Vec<Listener> = self
             .early_listeners
@@ -302,6 +366,27 @@ impl Service for ClientService {
         method: String,
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        self.answer(method, params)
+    }
+
+    fn notification(
+        self: &Arc<Self>,
+        peer: &Peer,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, ()> {
+        self.handle_notification(peer, method, params)
+    }
+}
+
+impl ClientService {
+    /// Answers a server's request, or (2026-07-28) one input request of an `input_required`
+    /// result: the same handlers in both eras.
+    fn answer(
+        self: &Arc<Self>,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
         let this = self.clone();
         Box::pin(async move {
             match method.as_str() {
@@ -339,7 +424,7 @@ impl Service for ClientService {
         })
     }
 
-    fn notification(
+    fn handle_notification(
         self: &Arc<Self>,
         peer: &Peer,
         method: String,
@@ -352,6 +437,12 @@ impl Service for ClientService {
                 .as_deref()
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or(Value::Null);
+            if let Some(m) = this.modern.get() {
+                m.invalidate(&method, Some(&value));
+                if method == crate::modern::methods::SUBSCRIPTIONS_ACKNOWLEDGED {
+                    m.acknowledged(&value);
+                }
+            }
             let Some(kind) = Kind::of(&method) else {
                 this.fan_out(&method, &value);
                 return;
@@ -370,6 +461,30 @@ impl Service for ClientService {
             // then tell the listeners.
             tokio::spawn(refetch_loop(this, peer, kind, method));
         })
+    }
+}
+
+/// Acts as if the server had sent `list_changed` for each kind `filter` follows: early
+/// listeners see it at once, the catalog is refetched, then the listeners run. For what may
+/// have changed unseen (a subscription that was reopened).
+fn synthesize_list_changed(
+    service: &Arc<ClientService>,
+    peer: &Peer,
+    filter: &crate::modern::SubscriptionFilter,
+) {
+    let kinds = [
+        (filter.tools_list_changed, methods::TOOLS_LIST_CHANGED),
+        (filter.prompts_list_changed, methods::PROMPTS_LIST_CHANGED),
+        (
+            filter.resources_list_changed,
+            methods::RESOURCES_LIST_CHANGED,
+        ),
+    ];
+    for (on, method) in kinds {
+        if on == Some(true) {
+            service.notification_received(method, None);
+            tokio::spawn(service.handle_notification(peer, method.to_owned(), None));
+        }
     }
 }
 
@@ -427,6 +542,7 @@ fn apply_defaults(res: &mut ElicitResult, schema: Option<&JsonObject>) {
 }
 
 async fn fetch_all<R, T>(
+    s: &Arc<ClientService>,
     peer: &Peer,
     method: &str,
     options: &ClientOptions,
@@ -440,11 +556,13 @@ where
     let mut cursor: Option<String> = None;
     let mut bytes = 0usize;
     for _ in 0..max_pages {
-        let raw = peer
-            .request_raw(
+        let raw = s
+            .call(
+                peer,
                 method,
-                Some(to_raw(&PaginatedParams::new(cursor.take()))?),
+                &PaginatedParams::new(cursor.take()),
                 RequestOptions::default(),
+                CacheMode::Refresh,
             )
             .await?;
         bytes += raw.get().len();
@@ -469,24 +587,36 @@ where
     )))
 }
 
-async fn refresh_tools(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Tool>>, Error> {
+async fn refresh_tools(s: &Arc<ClientService>, peer: &Peer) -> Result<Arc<Vec<Tool>>, Error> {
     let gen = s.tools.begin();
     let items = fetch_all(
+        s,
         peer,
         methods::TOOLS_LIST,
         &s.options,
         |r: ListToolsResult| (r.tools, r.next_cursor),
     )
     .await?;
+    // Over Streamable HTTP in 2026-07-28 a tool with invalid x-mcp-header annotations cannot be
+    // called correctly: it is not offered.
+    let items = if s.http && s.modern.get().is_some() {
+        modern::drop_invalid_header_tools(items)
+    } else {
+        items
+    };
     #[cfg(feature = "validation")]
     s.output_validators.lock().expect("validators lock").clear();
     s.tools.store(gen, items);
     Ok(s.tools.get())
 }
 
-async fn refresh_resources(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Resource>>, Error> {
+async fn refresh_resources(
+    s: &Arc<ClientService>,
+    peer: &Peer,
+) -> Result<Arc<Vec<Resource>>, Error> {
     let gen = s.resources.begin();
     let items = fetch_all(
+        s,
         peer,
         methods::RESOURCES_LIST,
         &s.options,
@@ -498,11 +628,12 @@ async fn refresh_resources(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Res
 }
 
 async fn refresh_templates(
-    s: &ClientService,
+    s: &Arc<ClientService>,
     peer: &Peer,
 ) -> Result<Arc<Vec<ResourceTemplate>>, Error> {
     let gen = s.templates.begin();
     let items = match fetch_all(
+        s,
         peer,
         methods::RESOURCES_TEMPLATES_LIST,
         &s.options,
@@ -521,9 +652,10 @@ async fn refresh_templates(
     Ok(s.templates.get())
 }
 
-async fn refresh_prompts(s: &ClientService, peer: &Peer) -> Result<Arc<Vec<Prompt>>, Error> {
+async fn refresh_prompts(s: &Arc<ClientService>, peer: &Peer) -> Result<Arc<Vec<Prompt>>, Error> {
     let gen = s.prompts.begin();
     let items = fetch_all(
+        s,
         peer,
         methods::PROMPTS_LIST,
         &s.options,
@@ -559,7 +691,7 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Connection, Error> {
         let transport = crate::http::connect(url, http)?;
-        Self::connect(transport, options).await
+        Self::connect_inner(transport, options, true).await
     }
 
     /// Connects to a WebSocket server at `url` (`ws://` or `wss://`, the `mcp` subprotocol); see
@@ -574,11 +706,21 @@ impl Client {
         Self::connect(transport, options).await
     }
 
-    /// Connects over a started transport: `initialize`, `notifications/initialized`, then the
-    /// catalogs the server advertises, every page.
+    /// Connects over a started transport: settles the revision as `options.mode` says (the
+    /// `initialize` handshake; or 2026-07-28 with `server/discover`, probed in auto mode), then
+    /// fetches every page of the catalogs the server advertises. In 2026-07-28 a
+    /// `subscriptions/listen` stream for the lists the server says can change is opened first.
     pub async fn connect(
+        transport: Transport,
+        options: ClientOptions,
+    ) -> Result<Connection, Error> {
+        Self::connect_inner(transport, options, false).await
+    }
+
+    async fn connect_inner(
         mut transport: Transport,
         options: ClientOptions,
+        http: bool,
     ) -> Result<Connection, Error> {
         let child = transport.child.take();
         let service = Arc::new(ClientService {
@@ -594,6 +736,8 @@ impl Client {
             next_listener: AtomicU64::new(0),
             #[cfg(feature = "validation")]
             output_validators: Mutex::new(HashMap::new()),
+            modern: OnceLock::new(),
+            http,
         });
         let (peer, _join) = session::start(transport, service.clone(), options.engine.clone());
         let child = Arc::new(Mutex::new(child));
@@ -625,8 +769,9 @@ impl Client {
             pid: None,
             #[cfg(feature = "stdio")]
             stderr: None,
+            discover: None,
         };
-        conn.handshake(options).await
+        conn.settle(options).await
     }
 }
 
@@ -634,7 +779,10 @@ impl Client {
 pub struct Connection {
     peer: Peer,
     service: Arc<ClientService>,
+    /// The handshake's result, or (2026-07-28) the same facts from `server/discover`.
     init: InitializeResult,
+    /// The `server/discover` result, in 2026-07-28.
+    discover: Option<crate::modern::DiscoverResult>,
     child: Arc<Mutex<Option<ChildProcess>>>,
     #[cfg(feature = "stdio")]
     pid: Option<u32>,
@@ -652,40 +800,187 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    async fn handshake(mut self, options: ClientOptions) -> Result<Connection, Error> {
+    /// Settles the revision as `options.mode` says, then fetches the catalogs.
+    async fn settle(mut self, options: ClientOptions) -> Result<Connection, Error> {
         #[cfg(feature = "stdio")]
         {
             let child = self.child.lock().expect("child lock");
             self.pid = child.as_ref().and_then(ChildProcess::pid);
             self.stderr = child.as_ref().map(ChildProcess::stderr_handle);
         }
+        let outcome = match options.mode.clone() {
+            ProtocolMode::Legacy => Ok(None),
+            ProtocolMode::Pinned(v) if v.is_modern() => self
+                .pinned_discover(&options, v.as_str().to_owned())
+                .await
+                .map(Some),
+            // Only a modern revision can be pinned; a handshake revision is legacy mode's.
+            ProtocolMode::Pinned(v) => Err(Error::UnsupportedProtocolVersion(v)),
+            ProtocolMode::Auto => self.auto(&options).await,
+        };
+        match outcome {
+            Ok(Some((v, d))) => self.adopt(&options, v, d).await,
+            Ok(None) => self.handshake(options).await,
+            Err(e) => {
+                self.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// `server/discover` at the pinned revision; an error is the connection's error.
+    async fn pinned_discover(
+        &self,
+        options: &ClientOptions,
+        v: String,
+    ) -> Result<(String, crate::modern::DiscoverResult), Error> {
+        let m = modern::Modern::new(
+            v.clone(),
+            options.client_info.clone(),
+            options.capabilities_at(&v),
+            0,
+        );
+        let raw = modern::discover(&m, &self.peer, options.engine.request_timeout).await?;
+        let d = serde_json::from_str(raw.get())
+            .map_err(|e| Error::Protocol(format!("invalid server/discover result: {e}")))?;
+        Ok((v, d))
+    }
+
+    /// The auto mode: the probe, and the handshake when it finds no modern server. A
+    /// handshake refused with -32022 (a server that took the probe late and chose the modern
+    /// revision) is modern evidence: probed once more.
+    async fn auto(
+        &mut self,
+        options: &ClientOptions,
+    ) -> Result<Option<(String, crate::modern::DiscoverResult)>, Error> {
+        let newest = ProtocolVersion::MODERN[ProtocolVersion::MODERN.len() - 1].as_str();
+        let timeout = options.engine.request_timeout.min(modern::PROBE_TIMEOUT);
+        match modern::probe(
+            &options.client_info,
+            &options.capabilities_at(newest),
+            &self.peer,
+            timeout,
+        )
+        .await?
+        {
+            modern::Probe::Modern(v, d) => Ok(Some((v, *d))),
+            modern::Probe::Legacy => match self.initialize(options).await {
+                Ok(()) => Ok(None),
+                Err(Error::Rpc(e))
+                    if e.code == crate::jsonrpc::RpcErrorCode::UNSUPPORTED_PROTOCOL_VERSION =>
+                {
+                    match modern::mutual_versions(&e) {
+                        Some((mutual, _)) if !mutual.is_empty() => self
+                            .pinned_discover(options, mutual[mutual.len() - 1].clone())
+                            .await
+                            .map(Some),
+                        _ => Err(Error::Rpc(e)),
+                    }
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// Speaks the modern revision `v` from now on: opens the subscription for the lists the
+    /// server says can change (and waits for its acknowledgment), then fetches the catalogs.
+    async fn adopt(
+        mut self,
+        options: &ClientOptions,
+        v: String,
+        d: crate::modern::DiscoverResult,
+    ) -> Result<Connection, Error> {
+        let m = Arc::new(modern::Modern::new(
+            v.clone(),
+            options.client_info.clone(),
+            options.capabilities_at(&v),
+            options.max_input_rounds,
+        ));
+        let _ = self.service.modern.set(m.clone());
+        let mut init = InitializeResult::new(
+            ProtocolVersion::new(v),
+            d.capabilities.clone(),
+            d.server_info()
+                .unwrap_or_else(|| Implementation::new("", "")),
+        );
+        init.instructions = d.instructions.clone();
+        self.init = init;
+        self.discover = Some(d);
+        let caps = self.init.capabilities.clone();
+        let flag = |o: &Option<JsonObject>| {
+            o.as_ref()
+                .and_then(|o| o.get("listChanged"))
+                .and_then(Value::as_bool)
+                .filter(|b| *b)
+        };
+        let filter = crate::modern::SubscriptionFilter {
+            tools_list_changed: flag(&caps.tools),
+            prompts_list_changed: flag(&caps.prompts),
+            resources_list_changed: flag(&caps.resources),
+            resource_subscriptions: None,
+        };
+        if !filter.is_empty() {
+            let seen_before = m.listens.load(Ordering::Relaxed);
+            modern::keep_listening(self.service.clone(), m.clone(), self.peer.clone(), filter);
+            // The catalogs are fetched once the stream is open, so no change is missed between.
+            let deadline = tokio::time::Instant::now() + options.engine.request_timeout;
+            while m.listens.load(Ordering::Relaxed) == seen_before
+                && tokio::time::Instant::now() < deadline
+                && !self.peer.is_closed()
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        }
+        if let Err(e) = self.fetch_catalogs().await {
+            self.close().await;
+            return Err(e);
+        }
+        Ok(self)
+    }
+
+    /// `initialize` and `notifications/initialized` (the handshake without the catalogs).
+    async fn initialize(&mut self, options: &ClientOptions) -> Result<(), Error> {
         let params = InitializeParams::new(
             options.protocol_version.clone(),
             options.capabilities(),
             options.client_info.clone(),
         );
-        let init: InitializeResult = match self
+        let init: InitializeResult = self
             .peer
             .request(methods::INITIALIZE, &params, RequestOptions::default())
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                self.close().await;
-                return Err(e);
-            }
-        };
+            .await?;
         if !init.protocol_version.is_handshake() {
-            self.close().await;
             return Err(Error::UnsupportedProtocolVersion(init.protocol_version));
         }
         self.peer
             .set_batches_allowed(init.protocol_version.allows_batches());
         self.init = init;
-        if let Err(e) = self.peer.notify_empty(methods::INITIALIZED).await {
-            self.close().await;
-            return Err(e);
+        self.peer.notify_empty(methods::INITIALIZED).await
+    }
+
+    /// The handshake, then the catalogs.
+    async fn handshake(mut self, options: ClientOptions) -> Result<Connection, Error> {
+        // (The auto mode has already run `initialize` when it fell back.)
+        let initialized = !self.init.protocol_version.is_empty();
+        let mut r = if initialized {
+            Ok(())
+        } else {
+            self.initialize(&options).await
+        };
+        if r.is_ok() {
+            r = self.fetch_catalogs().await;
         }
+        match r {
+            Ok(()) => Ok(self),
+            Err(e) => {
+                self.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Fetches every page of the catalogs the server advertises.
+    async fn fetch_catalogs(&self) -> Result<(), Error> {
         let caps = &self.init.capabilities;
         let s = &self.service;
         let p = &self.peer;
@@ -719,11 +1014,7 @@ impl Connection {
                 }
             },
         );
-        if let Err(e) = t.and(r).and(rt).and(pr) {
-            self.close().await;
-            return Err(e);
-        }
-        Ok(self)
+        t.and(r).and(rt).and(pr)
     }
 
     /// The tools, as of the last fetch (kept in sync on `list_changed`).
@@ -799,6 +1090,13 @@ impl Connection {
                 ))
             }
         };
+        let mut options = options;
+        if self.service.modern.get().is_some() {
+            let args = arguments.clone().map(Value::Object).unwrap_or(Value::Null);
+            options
+                .headers
+                .extend(modern::param_headers(&self.tools(), name, &args));
+        }
         let params = CallToolParams {
             name: name.to_owned(),
             arguments,
@@ -806,8 +1104,14 @@ impl Connection {
             meta: None,
         };
         let result: CallToolResult = self
-            .peer
-            .request(methods::TOOLS_CALL, &params, options)
+            .service
+            .call_typed(
+                &self.peer,
+                methods::TOOLS_CALL,
+                &params,
+                options,
+                CacheMode::Bypass,
+            )
             .await?;
         #[cfg(feature = "validation")]
         if !result.is_error() {
@@ -878,28 +1182,59 @@ impl Connection {
         &self,
         cursor: Option<String>,
     ) -> Result<ListResourcesResult, Error> {
-        self.peer
-            .request(
+        self.service
+            .call_typed(
+                &self.peer,
                 methods::RESOURCES_LIST,
                 &PaginatedParams { cursor, meta: None },
                 RequestOptions::default(),
+                CacheMode::Use,
             )
             .await
     }
 
-    /// Reads a resource.
+    /// Reads a resource. In 2026-07-28 a result read within its `ttlMs` (and not invalidated
+    /// by an update notification) is answered from the cache.
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, Error> {
-        self.peer
-            .request(
+        self.read_resource_with(uri, CacheMode::Use).await
+    }
+
+    /// Reads a resource, choosing how the cache is used (2026-07-28; a handshake revision has
+    /// no caching hints and always asks the server).
+    pub async fn read_resource_with(
+        &self,
+        uri: &str,
+        cache: CacheMode,
+    ) -> Result<ReadResourceResult, Error> {
+        self.service
+            .call_typed(
+                &self.peer,
                 methods::RESOURCES_READ,
                 &UriParams::new(uri),
                 RequestOptions::default(),
+                cache,
             )
             .await
     }
 
-    /// Subscribes to a resource's updates; the handle unsubscribes.
+    /// Subscribes to a resource's updates; the handle unsubscribes. In 2026-07-28 this is a
+    /// `subscriptions/listen` stream of its own, open once the server acknowledged it.
     pub async fn subscribe_resource(&self, uri: &str) -> Result<ResourceSubscription, Error> {
+        if let Some(m) = self.service.modern.get() {
+            let stop = modern::subscribe_resource(
+                self.service.clone(),
+                m.clone(),
+                self.peer.clone(),
+                uri.to_owned(),
+                self.service.options.engine.request_timeout,
+            )
+            .await?;
+            return Ok(ResourceSubscription {
+                peer: self.peer.clone(),
+                uri: Some(uri.to_owned()),
+                listen: Some(stop),
+            });
+        }
         let _: EmptyResult = self
             .peer
             .request(
@@ -911,6 +1246,7 @@ impl Connection {
         Ok(ResourceSubscription {
             peer: self.peer.clone(),
             uri: Some(uri.to_owned()),
+            listen: None,
         })
     }
 
@@ -926,8 +1262,14 @@ impl Connection {
             arguments: (!arguments.is_empty()).then_some(arguments),
             meta: None,
         };
-        self.peer
-            .request(methods::PROMPTS_GET, &params, RequestOptions::default())
+        self.service
+            .call_typed(
+                &self.peer,
+                methods::PROMPTS_GET,
+                &params,
+                RequestOptions::default(),
+                CacheMode::Bypass,
+            )
             .await
     }
 
@@ -940,18 +1282,25 @@ impl Connection {
     ) -> Result<Completion, Error> {
         let params = CompleteParams::new(reference, CompletionArgument::new(argument, value));
         let r: CompleteResult = self
-            .peer
-            .request(
+            .service
+            .call_typed(
+                &self.peer,
                 methods::COMPLETION_COMPLETE,
                 &params,
                 RequestOptions::default(),
+                CacheMode::Bypass,
             )
             .await?;
         Ok(r.completion)
     }
 
-    /// Sets the least severe log level the server should send.
+    /// Sets the least severe log level the server should send. In 2026-07-28 (where
+    /// `logging/setLevel` is gone) every later request asks for it in its `_meta`.
     pub async fn set_logging_level(&self, level: LoggingLevel) -> Result<(), Error> {
+        if let Some(m) = self.service.modern.get() {
+            *m.log_level.lock().expect("level lock") = Some(level);
+            return Ok(());
+        }
         let _: EmptyResult = self
             .peer
             .request(
@@ -963,8 +1312,12 @@ impl Connection {
         Ok(())
     }
 
-    /// Pings the server.
+    /// Pings the server. In 2026-07-28 (where `ping` is gone) this is an uncached
+    /// `server/discover`.
     pub async fn ping(&self) -> Result<(), Error> {
+        if self.service.modern.get().is_some() {
+            return self.discover(CacheMode::Bypass).await.map(drop);
+        }
         let _: EmptyResult = self
             .peer
             .request(methods::PING, &EmptyResult {}, RequestOptions::default())
@@ -1024,12 +1377,81 @@ impl Connection {
             ));
         }
         *self.service.roots.write().expect("roots lock") = roots;
+        if self.service.modern.get().is_some() {
+            // 2026-07-28 has no roots notification: the next roots input request gets them.
+            return Ok(());
+        }
         self.peer.notify_empty(methods::ROOTS_LIST_CHANGED).await
+    }
+
+    /// Sends one request in this connection's revision (in 2026-07-28 with the envelope and the
+    /// HTTP headers) and returns its raw result, whatever it is: an `input_required` result is
+    /// returned, not answered, so a caller can drive the rounds itself (send `inputResponses`
+    /// and the `requestState` byte for byte in `params`).
+    pub async fn request_raw(
+        &self,
+        method: &str,
+        params: Value,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>, Error> {
+        match self.service.modern.get() {
+            Some(m) => {
+                modern::send(
+                    &self.service,
+                    m,
+                    &self.peer,
+                    method,
+                    &params,
+                    options,
+                    CacheMode::Bypass,
+                    false,
+                )
+                .await
+            }
+            None => {
+                self.peer
+                    .request_raw(method, Some(to_raw(&params)?), options)
+                    .await
+            }
+        }
+    }
+
+    /// Whether this connection speaks the 2026-07-28 revision (no handshake).
+    pub fn is_modern(&self) -> bool {
+        self.service.modern.get().is_some()
+    }
+
+    /// The server's `server/discover` result as of the connection (2026-07-28 only).
+    pub fn discover_result(&self) -> Option<&crate::modern::DiscoverResult> {
+        self.discover.as_ref()
+    }
+
+    /// Asks `server/discover` again (2026-07-28 only; honours its `ttlMs` with
+    /// [`CacheMode::Use`]).
+    pub async fn discover(&self, cache: CacheMode) -> Result<crate::modern::DiscoverResult, Error> {
+        if self.service.modern.get().is_none() {
+            return Err(Error::Protocol(
+                "server/discover is a 2026-07-28 request; this connection speaks a handshake revision"
+                    .into(),
+            ));
+        }
+        self.service
+            .call_typed(
+                &self.peer,
+                crate::modern::methods::DISCOVER,
+                &serde_json::json!({}),
+                RequestOptions::default(),
+                cache,
+            )
+            .await
     }
 
     /// Closes the connection: stops writing, lets a child exit (SIGTERM, then SIGKILL if it
     /// lingers), and fails pending requests. Idempotent.
     pub async fn close(&self) {
+        if let Some(m) = self.service.modern.get() {
+            m.stop.cancel();
+        }
         let child = self.child.lock().expect("child lock").take();
         #[cfg(feature = "stdio")]
         if let Some(mut child) = child {
@@ -1043,6 +1465,9 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        if let Some(m) = self.service.modern.get() {
+            m.stop.cancel();
+        }
         self.peer.shared.shutdown();
         // The child (if any) is dropped with its graceful shutdown running in the background.
     }
@@ -1077,6 +1502,8 @@ impl ListenerHandle {
 pub struct ResourceSubscription {
     peer: Peer,
     uri: Option<String>,
+    /// Ends the subscription's own listen stream (2026-07-28).
+    listen: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl ResourceSubscription {
@@ -1085,9 +1512,13 @@ impl ResourceSubscription {
         self.uri.as_deref().unwrap_or_default()
     }
 
-    /// Sends `resources/unsubscribe`.
+    /// Sends `resources/unsubscribe` (2026-07-28: ends the subscription's listen stream).
     pub async fn unsubscribe(mut self) -> Result<(), Error> {
         let uri = self.uri.take().expect("subscribed");
+        if let Some(stop) = self.listen.take() {
+            stop.cancel();
+            return Ok(());
+        }
         let _: EmptyResult = self
             .peer
             .request(
@@ -1102,6 +1533,10 @@ impl ResourceSubscription {
 
 impl Drop for ResourceSubscription {
     fn drop(&mut self) {
+        if let Some(stop) = self.listen.take() {
+            stop.cancel();
+            return;
+        }
         if let (Some(uri), Ok(rt)) = (self.uri.take(), tokio::runtime::Handle::try_current()) {
             if self.peer.is_closed() {
                 return;

@@ -33,6 +33,11 @@ pub enum Error {
     Protocol(String),
     /// The server answered `initialize` with a revision purra does not speak.
     UnsupportedProtocolVersion(ProtocolVersion),
+    /// A handler needs a client capability (`sampling`, `elicitation`, `roots`) the client did
+    /// not declare; a handler that returns it answers -32021 naming the capability.
+    MissingClientCapability(String),
+    /// The server kept answering `input_required` past the client's bound on rounds.
+    InputRoundsExceeded(usize),
     /// What this side was to send could not be serialized to JSON (a `Serialize` impl failed);
     /// nothing was sent.
     Encode(String),
@@ -43,6 +48,99 @@ pub enum Error {
         /// The bound it exceeded.
         limit: usize,
     },
+    /// The server requires authorization and it could not be obtained (OAuth 2.1; the `auth`
+    /// feature). Never carries a token.
+    Auth(AuthError),
+}
+
+/// Why authorization failed. The messages name URLs, statuses and the authorization server's
+/// `error` codes, never a token, a code or a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// The server asked for authorization and nothing can obtain it here: no authorization
+    /// callback and no client credentials, or a stored login is missing or no longer valid.
+    Required {
+        /// The MCP server's URL.
+        resource: String,
+        /// The scope the server asked for, if it named one.
+        scope: Option<String>,
+    },
+    /// Metadata (protected resource or authorization server) is missing or malformed.
+    Discovery(String),
+    /// The protected resource metadata names another resource than the server being reached.
+    ResourceMismatch {
+        /// The URL the client connects to.
+        expected: String,
+        /// The `resource` the metadata names.
+        found: String,
+    },
+    /// The client could not be registered with the authorization server.
+    Registration(String),
+    /// The authorization step failed (refused, state mismatch, no code, callback error).
+    Authorization(String),
+    /// The token endpoint refused the request (`error` and `error_description` as sent).
+    Token {
+        /// The OAuth `error` code (or the HTTP status when the body had none).
+        error: String,
+        /// The `error_description`, if any (bounded).
+        description: Option<String>,
+    },
+    /// The server kept asking for scope the client already requested (`insufficient_scope`),
+    /// or for more step-ups than the bound allows.
+    InsufficientScope {
+        /// The scope the server asked for last.
+        scope: Option<String>,
+    },
+    /// The token store failed.
+    Store(String),
+    /// Client configuration that cannot work (a key that does not parse, a bad URL).
+    Config(String),
+}
+
+impl fmt::Display for AuthError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuthError::Required { resource, scope } => {
+                write!(f, "{resource} requires authorization")?;
+                if let Some(scope) = scope {
+                    write!(f, " (scope {scope:?})")?;
+                }
+                Ok(())
+            }
+            AuthError::Discovery(why) => write!(f, "authorization discovery failed: {why}"),
+            AuthError::ResourceMismatch { expected, found } => write!(
+                f,
+                "the protected resource metadata is for {found:?}, not for {expected:?}; refusing to authorize"
+            ),
+            AuthError::Registration(why) => write!(f, "client registration failed: {why}"),
+            AuthError::Authorization(why) => write!(f, "authorization failed: {why}"),
+            AuthError::Token { error, description } => {
+                write!(f, "the token endpoint refused the request: {error}")?;
+                if let Some(d) = description {
+                    write!(f, " ({d})")?;
+                }
+                Ok(())
+            }
+            AuthError::InsufficientScope { scope } => {
+                f.write_str("the server refused the token for insufficient scope")?;
+                if let Some(scope) = scope {
+                    write!(f, " (it asks for {scope:?})")?;
+                }
+                f.write_str(" and asking again cannot help")
+            }
+            AuthError::Store(why) => write!(f, "token store: {why}"),
+            AuthError::Config(why) => write!(f, "authorization configuration: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for AuthError {}
+
+impl From<AuthError> for Error {
+    fn from(e: AuthError) -> Self {
+        Error::Auth(e)
+    }
 }
 
 impl fmt::Display for Error {
@@ -56,6 +154,13 @@ impl fmt::Display for Error {
             Error::Http { status, body } => write!(f, "HTTP status {status}: {body}"),
             Error::InvalidResponse(why) => write!(f, "invalid response: {why}"),
             Error::Protocol(why) => write!(f, "protocol violation: {why}"),
+            Error::MissingClientCapability(c) => {
+                write!(f, "the client did not declare the {c} capability")
+            }
+            Error::InputRoundsExceeded(n) => write!(
+                f,
+                "the server asked for input in more than {n} rounds without completing"
+            ),
             Error::Encode(why) => write!(f, "could not encode the message: {why}"),
             Error::UnsupportedProtocolVersion(v) => {
                 write!(
@@ -68,6 +173,7 @@ impl fmt::Display for Error {
                 f,
                 "the response exceeds the {limit}-byte frame limit ({len} bytes read); it was discarded"
             ),
+            Error::Auth(e) => write!(f, "{e}"),
         }
     }
 }

@@ -96,6 +96,12 @@ impl RpcErrorCode {
     pub const RESOURCE_NOT_FOUND: RpcErrorCode = RpcErrorCode(-32002);
     /// MCP 2025-11-25: a URL-mode elicitation is required before the request can proceed.
     pub const URL_ELICITATION_REQUIRED: RpcErrorCode = RpcErrorCode(-32042);
+    /// MCP 2026-07-28: the HTTP headers do not match the body, or a required header is missing.
+    pub const HEADER_MISMATCH: RpcErrorCode = RpcErrorCode(-32020);
+    /// MCP 2026-07-28: the request needs a client capability the request did not declare.
+    pub const MISSING_REQUIRED_CLIENT_CAPABILITY: RpcErrorCode = RpcErrorCode(-32021);
+    /// MCP 2026-07-28: the request's protocol version is not served (data names those that are).
+    pub const UNSUPPORTED_PROTOCOL_VERSION: RpcErrorCode = RpcErrorCode(-32022);
 }
 
 impl fmt::Display for RpcErrorCode {

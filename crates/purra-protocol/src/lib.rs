@@ -38,6 +38,8 @@
 //! internals are private. Cargo features pick the sides and transports (all on by default):
 //! `client`, `server`, `stdio`, `http-server`, `http-client`, `ws`, `validation`.
 
+#[cfg(feature = "auth")]
+pub mod auth;
 #[cfg(feature = "client")]
 mod client;
 mod error;
@@ -50,7 +52,11 @@ mod http_context;
 mod jsonrpc;
 #[cfg(any(feature = "http-server", feature = "ws"))]
 mod limit;
+pub mod modern;
 mod peek;
+mod principal;
+#[cfg(feature = "server")]
+pub mod request_state;
 #[cfg(feature = "server")]
 mod server;
 mod session;
@@ -64,10 +70,10 @@ pub mod ws;
 
 #[cfg(feature = "client")]
 pub use client::{
-    Client, ClientOptions, Connection, ElicitationHandler, ListenerHandle, ResourceSubscription,
-    SamplingHandler,
+    CacheMode, Client, ClientOptions, Connection, ElicitationHandler, ListenerHandle, ProtocolMode,
+    ResourceSubscription, SamplingHandler,
 };
-pub use error::Error;
+pub use error::{AuthError, Error};
 #[cfg(any(feature = "http-server", feature = "ws"))]
 pub use host_policy::HostPolicy;
 #[cfg(feature = "http-client")]
@@ -77,6 +83,8 @@ pub use http::{HttpServerConfig, StreamableHttpServer};
 #[cfg(any(feature = "http-server", feature = "ws"))]
 pub use http_context::HttpContext;
 pub use jsonrpc::{ErrorObject, RequestId, RpcErrorCode};
+#[cfg(feature = "server")]
+pub use principal::Principal;
 #[cfg(feature = "server")]
 pub use server::{
     output_schema_for, schema_for, Args, BoxError, HandlerError, HandlerResult, Handlers,

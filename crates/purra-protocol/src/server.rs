@@ -13,7 +13,7 @@ mod typed;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use schemars::JsonSchema;
@@ -33,12 +33,18 @@ use crate::error::Error;
 use crate::jsonrpc::{
     encode_notification, from_params, to_raw, ErrorObject, RequestId, RpcErrorCode,
 };
+use crate::modern::{CacheHint, InputRequest, InputResponse};
+use crate::request_state::RequestStateSecurity;
 use crate::session::{
     self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
 };
 use crate::transport::Transport;
 use crate::types::*;
 use crate::version::ProtocolVersion;
+
+mod listen;
+pub(crate) mod modern;
+mod mrtr;
 
 type ToolFn = Arc<
     dyn Fn(JsonObject, RequestCtx) -> BoxFuture<'static, Result<CallToolResult, ErrorObject>>
@@ -72,6 +78,8 @@ struct ToolEntry {
     tool: Tool,
     input: Validator,
     output: Option<Validator>,
+    /// The arguments mirrored into `Mcp-Param-*` headers over 2026-07-28 Streamable HTTP.
+    param_headers: Vec<crate::modern::headers::ParamHeader>,
     handler: ToolFn,
 }
 
@@ -150,6 +158,12 @@ struct ServerInner {
     templates: RwLock<Registry<TemplateEntry>>,
     prompts: RwLock<Registry<PromptEntry>>,
     completion: RwLock<Option<CompleteFn>>,
+    /// Seals and opens the `requestState` of 2026-07-28 multi round-trip requests.
+    request_state: RequestStateSecurity,
+    /// Caching hints of 2026-07-28 results, by method.
+    cache_hints: HashMap<&'static str, CacheHint>,
+    /// Open `subscriptions/listen` streams.
+    listeners: listen::Listeners,
     /// Live sessions by a private key; each removes itself when dropped.
     sessions: Mutex<HashMap<u64, Weak<SessionState>>>,
     next_session: std::sync::atomic::AtomicU64,
@@ -168,6 +182,8 @@ pub struct ServerBuilder {
     logging: bool,
     enforce_output: bool,
     max_subscriptions: usize,
+    request_state: Option<RequestStateSecurity>,
+    cache_hints: HashMap<&'static str, CacheHint>,
 }
 
 impl ServerBuilder {
@@ -208,6 +224,27 @@ impl ServerBuilder {
         self.engine = config;
         self
     }
+    /// How the `requestState` of 2026-07-28 multi round-trip requests is protected (default: a
+    /// key made at build time, known to this process only; instances behind one load balancer
+    /// must share keys).
+    pub fn request_state_security(mut self, security: RequestStateSecurity) -> Self {
+        self.request_state = Some(security);
+        self
+    }
+    /// The caching hint (`ttlMs`, `cacheScope`) of 2026-07-28 results of `method`, one of
+    /// `server/discover`, `tools/list`, `prompts/list`, `resources/list`,
+    /// `resources/templates/list` and `resources/read` (default for each: immediately stale and
+    /// private). Another method is refused with `InvalidCacheMethod`.
+    pub fn cache_hint(mut self, method: &str, hint: CacheHint) -> Result<Self, RegistrationError> {
+        let Some(m) = crate::modern::CACHEABLE_METHODS
+            .iter()
+            .find(|m| **m == method)
+        else {
+            return Err(RegistrationError::InvalidCacheMethod(method.to_owned()));
+        };
+        self.cache_hints.insert(m, hint);
+        Ok(self)
+    }
     /// Builds the server.
     pub fn build(self) -> Server {
         Server {
@@ -224,6 +261,11 @@ impl ServerBuilder {
                 templates: RwLock::default(),
                 prompts: RwLock::default(),
                 completion: RwLock::new(None),
+                request_state: self
+                    .request_state
+                    .unwrap_or_else(RequestStateSecurity::ephemeral),
+                cache_hints: self.cache_hints,
+                listeners: listen::Listeners::default(),
                 sessions: Mutex::new(HashMap::new()),
                 next_session: std::sync::atomic::AtomicU64::new(0),
             }),
@@ -341,6 +383,8 @@ impl Server {
             logging: false,
             enforce_output: true,
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
+            request_state: None,
+            cache_hints: HashMap::new(),
         }
     }
 
@@ -418,6 +462,12 @@ impl Server {
 
     fn insert_tool(&self, tool: Tool, handler: ToolFn) -> Result<&Self, RegistrationError> {
         let input = compile(&tool.input_schema, &tool.name, "input")?;
+        let param_headers =
+            crate::modern::headers::param_headers(&Value::Object(tool.input_schema.clone()))
+                .map_err(|why| RegistrationError::InvalidSchema {
+                    name: tool.name.clone(),
+                    reason: format!("input schema: {why}"),
+                })?;
         let output = tool
             .output_schema
             .as_ref()
@@ -430,6 +480,7 @@ impl Server {
                 tool,
                 input,
                 output,
+                param_headers,
                 handler,
             },
         );
@@ -442,6 +493,20 @@ impl Server {
         let removed = self.inner.tools.write().expect("tools lock").remove(name);
         if removed {
             self.list_changed(Kind::Tools);
+        }
+        removed
+    }
+
+    /// Removes a prompt; sends `list_changed` if it existed.
+    pub fn remove_prompt(&self, name: &str) -> bool {
+        let removed = self
+            .inner
+            .prompts
+            .write()
+            .expect("prompts lock")
+            .remove(name);
+        if removed {
+            self.list_changed(Kind::Prompts);
         }
         removed
     }
@@ -634,10 +699,12 @@ impl Server {
         self
     }
 
-    /// Sends `notifications/resources/updated` to the sessions subscribed to `uri`, and only those.
+    /// Sends `notifications/resources/updated` to the sessions subscribed to `uri`, and only those,
+    /// and to the `subscriptions/listen` streams (2026-07-28) that asked for `uri`.
     /// It never waits on a session that stopped reading (see
     /// [`EngineConfig::slow_peer_timeout`]).
     pub async fn notify_resource_updated(&self, uri: &str) {
+        self.inner.listeners.resource_updated(uri);
         // A URI string always serializes; a failure would be a serde_json bug, so it is logged.
         let params = match to_raw(&UriParams::new(uri)) {
             Ok(p) => p,
@@ -661,6 +728,7 @@ impl Server {
     }
 
     fn list_changed(&self, kind: Kind) {
+        self.inner.listeners.list_changed(kind);
         let targets: Vec<Peer> = self
             .live_sessions()
             .into_iter()
@@ -746,6 +814,7 @@ impl Server {
             Implementation::new("stateless", ""),
         ));
         *session.state.advertised.write().expect("advertised lock") = self.capabilities();
+        session.state.era.store(ERA_HANDSHAKE, Ordering::Release);
         session.state.initialized.store(true, Ordering::Release);
         (session, join)
     }
@@ -762,6 +831,7 @@ impl Server {
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(HashSet::new()),
             advertised: RwLock::new(ServerCapabilities::default()),
+            era: AtomicU8::new(ERA_UNDECIDED),
         });
         // The session is findable (by list_changed and resource updates) with its peer before
         // the engine reads its first frame: a handler can never run before that.
@@ -835,7 +905,16 @@ struct SessionState {
     log_level: Mutex<Option<LoggingLevel>>,
     subscriptions: Mutex<HashSet<String>>,
     advertised: RwLock<ServerCapabilities>,
+    /// The connection's era, decided by its first request: undecided, handshake or modern.
+    era: AtomicU8,
 }
+
+/// [`SessionState::era`]: no request yet.
+const ERA_UNDECIDED: u8 = 0;
+/// [`SessionState::era`]: the first request was not a 2026-07-28 request (an `initialize`).
+const ERA_HANDSHAKE: u8 = 1;
+/// [`SessionState::era`]: the first request carried the 2026-07-28 envelope.
+const ERA_MODERN: u8 = 2;
 
 impl Drop for SessionState {
     fn drop(&mut self) {
@@ -847,6 +926,30 @@ impl Drop for SessionState {
 }
 
 impl SessionState {
+    /// Whether this request is served in the 2026-07-28 revision. The first request decides for
+    /// the whole connection (called in the reader, so in arrival order): a request other than
+    /// `initialize` carrying the modern envelope makes it modern, anything else handshake-era.
+    fn is_modern(&self, method: &str, params: Option<&RawValue>) -> bool {
+        let era = self.era.load(Ordering::Acquire);
+        if era != ERA_UNDECIDED {
+            return era == ERA_MODERN;
+        }
+        let decided = if method != methods::INITIALIZE
+            && crate::modern::envelope::has_modern_envelope(params)
+        {
+            ERA_MODERN
+        } else {
+            ERA_HANDSHAKE
+        };
+        match self
+            .era
+            .compare_exchange(ERA_UNDECIDED, decided, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => decided == ERA_MODERN,
+            Err(now) => now == ERA_MODERN,
+        }
+    }
+
     fn advertised(&self, kind: Kind) -> bool {
         let a = self.advertised.read().expect("advertised lock");
         match kind {
@@ -863,6 +966,8 @@ pub struct RequestCtx {
     req: RequestContext,
     session: Arc<SessionState>,
     progress_token: Option<ProgressToken>,
+    /// The request's own envelope and input round when it is a 2026-07-28 request.
+    modern: Option<Arc<modern::Scope>>,
 }
 
 impl std::fmt::Debug for RequestCtx {
@@ -895,8 +1000,11 @@ impl RequestCtx {
     pub async fn cancelled(&self) {
         self.req.cancel.cancelled().await
     }
-    /// The negotiated revision.
+    /// The revision of this request: the negotiated one, or the one a 2026-07-28 request declared.
     pub fn protocol_version(&self) -> ProtocolVersion {
+        if let Some(m) = &self.modern {
+            return ProtocolVersion::new(m.envelope.protocol_version.clone());
+        }
         self.session
             .init
             .read()
@@ -905,8 +1013,11 @@ impl RequestCtx {
             .map(|i| i.0.clone())
             .unwrap_or_default()
     }
-    /// The client's capabilities.
+    /// The client's capabilities (declared at the handshake, or on this very request).
     pub fn client_capabilities(&self) -> ClientCapabilities {
+        if let Some(m) = &self.modern {
+            return m.envelope.client_capabilities.clone();
+        }
         self.session
             .init
             .read()
@@ -917,6 +1028,9 @@ impl RequestCtx {
     }
     /// The client's name and version.
     pub fn client_info(&self) -> Option<Implementation> {
+        if let Some(m) = &self.modern {
+            return m.envelope.client_info.clone();
+        }
         self.session
             .init
             .read()
@@ -947,6 +1061,14 @@ impl RequestCtx {
     #[cfg(any(feature = "http-server", feature = "ws"))]
     pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
         self.http()?.parts().extensions.get::<T>()
+    }
+    /// Who is calling: the [`Principal`](crate::Principal) an authentication layer in front
+    /// of the endpoint (the `auth` feature's `AuthLayer`, or a host's own) put in the HTTP
+    /// request's extensions; `None` when there is none. Per-caller state (a session, a
+    /// request state) binds to [`Principal::binding_key`](crate::Principal::binding_key).
+    #[cfg(any(feature = "http-server", feature = "ws"))]
+    pub fn principal(&self) -> Option<&crate::Principal> {
+        self.extension::<crate::Principal>()
     }
     /// Ends the SSE stream carrying this request without cancelling it (SEP-1699): the client
     /// reconnects and receives the rest on the resumed stream. Returns false on transports
@@ -996,7 +1118,14 @@ impl RequestCtx {
         if !self.session.server.inner.logging {
             return Ok(());
         }
-        let min = *self.session.log_level.lock().expect("level lock");
+        let min = match &self.modern {
+            // 2026-07-28: only a request that asked for a level gets log messages.
+            Some(m) => match m.envelope.log_level {
+                Some(l) => Some(l),
+                None => return Ok(()),
+            },
+            None => *self.session.log_level.lock().expect("level lock"),
+        };
         if min.is_some_and(|m| level < m) {
             return Ok(());
         }
@@ -1018,58 +1147,107 @@ impl RequestCtx {
         RequestOptions::default().cancel_with(self.req.cancel.clone())
     }
 
-    /// Asks the client to sample an LLM (`sampling/createMessage`).
+    /// Asks the client to sample an LLM (`sampling/createMessage`). In the 2026-07-28 revision
+    /// the request travels in an `input_required` result (see [`input`](Self::input)).
     pub async fn create_message(
         &self,
         params: CreateMessageParams,
     ) -> Result<CreateMessageResult, Error> {
-        if self.client_capabilities().sampling.is_none() {
-            return Err(Error::Protocol(
-                "the client did not declare sampling".into(),
-            ));
+        let key = self.next_input_key("sampling");
+        match self.input(&key, InputRequest::Sample(params)).await? {
+            InputResponse::Sample(r) => Ok(r),
+            _ => unreachable!("a sampling request is answered by a sampling result"),
         }
-        self.req
-            .peer
-            .request(
-                methods::SAMPLING_CREATE_MESSAGE,
-                &params,
-                self.sub_request_options(),
-            )
-            .await
     }
 
-    /// Asks the client to elicit input from the user (`elicitation/create`).
+    /// Asks the client to elicit input from the user (`elicitation/create`). In the 2026-07-28
+    /// revision the request travels in an `input_required` result (see [`input`](Self::input)).
     pub async fn elicit(&self, params: ElicitParams) -> Result<ElicitResult, Error> {
-        if self.client_capabilities().elicitation.is_none() {
-            return Err(Error::Protocol(
-                "the client did not declare elicitation".into(),
-            ));
+        let key = self.next_input_key("elicitation");
+        match self.input(&key, InputRequest::Elicit(params)).await? {
+            InputResponse::Elicit(r) => Ok(r),
+            _ => unreachable!("an elicitation is answered by an elicitation result"),
         }
-        self.req
-            .peer
-            .request(
-                methods::ELICITATION_CREATE,
-                &params,
-                self.sub_request_options(),
-            )
-            .await
     }
 
-    /// Asks the client for its roots (`roots/list`).
+    /// Asks the client for its roots (`roots/list`). In the 2026-07-28 revision the request
+    /// travels in an `input_required` result (see [`input`](Self::input)).
     pub async fn list_roots(&self) -> Result<Vec<Root>, Error> {
-        if self.client_capabilities().roots.is_none() {
-            return Err(Error::Protocol("the client did not declare roots".into()));
+        let key = self.next_input_key("roots");
+        match self.input(&key, InputRequest::ListRoots).await? {
+            InputResponse::Roots(r) => Ok(r.roots),
+            _ => unreachable!("roots/list is answered by a roots result"),
         }
-        let r: ListRootsResult = self
-            .req
-            .peer
-            .request(
-                methods::ROOTS_LIST,
-                &EmptyResult {},
-                self.sub_request_options(),
-            )
-            .await?;
-        Ok(r.roots)
+    }
+
+    /// The key of the next unnamed input call: `{kind}-{n}`, n counting this request's calls.
+    fn next_input_key(&self, kind: &str) -> String {
+        match &self.modern {
+            Some(m) => format!("{kind}-{}", m.input_calls.fetch_add(1, Ordering::Relaxed)),
+            None => String::new(),
+        }
+    }
+
+    /// Asks the client for input under `key` (sampling, elicitation or roots), in either era.
+    ///
+    /// In a handshake revision this sends the request to the client and waits for its answer
+    /// (`key` is not used). In 2026-07-28, on `tools/call`, `prompts/get` and `resources/read`,
+    /// the answer comes from the client's retry: the first time, the request is returned to the
+    /// client in an `input_required` result under `key` and the handler is run again from the
+    /// start when the client retries with the answer, so everything before this call runs once
+    /// per round. Keys name questions: use a stable key per question. A request the client did
+    /// not declare the capability for fails with [`Error::MissingClientCapability`] (returned
+    /// from the handler it answers -32021).
+    pub async fn input(&self, key: &str, request: InputRequest) -> Result<InputResponse, Error> {
+        if let Some(m) = &self.modern {
+            let Some(round) = &m.round else {
+                return Err(Error::Protocol(format!(
+                    "{} cannot ask the client for input in the 2026-07-28 revision",
+                    m.method
+                )));
+            };
+            return round.input(key, request).await;
+        }
+        if !request.declared_by(&self.client_capabilities()) {
+            return Err(Error::MissingClientCapability(
+                request.capability().to_owned(),
+            ));
+        }
+        let options = self.sub_request_options();
+        let peer = &self.req.peer;
+        match request {
+            InputRequest::Sample(p) => peer
+                .request(methods::SAMPLING_CREATE_MESSAGE, &p, options)
+                .await
+                .map(InputResponse::Sample),
+            InputRequest::Elicit(p) => peer
+                .request(methods::ELICITATION_CREATE, &p, options)
+                .await
+                .map(InputResponse::Elicit),
+            InputRequest::ListRoots => peer
+                .request(methods::ROOTS_LIST, &EmptyResult {}, options)
+                .await
+                .map(InputResponse::Roots),
+        }
+    }
+
+    /// The state this handler carried from the previous round of a 2026-07-28 multi round-trip
+    /// request (see [`set_request_state`](Self::set_request_state)); verified, never what the
+    /// client made up. `None` in the first round and in handshake revisions.
+    pub fn request_state(&self) -> Option<Value> {
+        self.modern
+            .as_ref()
+            .and_then(|m| m.round.as_ref())
+            .and_then(|r| r.prior_state().cloned())
+    }
+
+    /// Carries `state` to the next round of this 2026-07-28 request, sealed in its `requestState`
+    /// (for example a handle the server minted). Ignored when the request completes in this
+    /// round, and in handshake revisions.
+    pub fn set_request_state(&self, state: Value) {
+        if let Some(r) = self.modern.as_ref().and_then(|m| m.round.as_ref()) {
+            r.set_next_state(state);
+        }
     }
 }
 
@@ -1122,6 +1300,9 @@ struct MetaOnly {
 struct ProgressMeta {
     #[serde(default, rename = "progressToken")]
     progress_token: Option<ProgressToken>,
+    /// The modern envelope's version key: never on a handshake-era request.
+    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
+    modern: Option<serde::de::IgnoredAny>,
 }
 
 fn not_initialized() -> ErrorObject {
@@ -1141,6 +1322,9 @@ impl Service for SessionState {
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
         let this = self.clone();
+        if self.is_modern(&method, params.as_deref()) {
+            return Box::pin(modern::serve_on_connection(this, ctx, method, params));
+        }
         Box::pin(async move { this.handle(ctx, method, params).await })
     }
 
@@ -1168,8 +1352,6 @@ impl SessionState {
         method: String,
         params: Option<Box<RawValue>>,
     ) -> Result<Box<RawValue>, ErrorObject> {
-        let server = self.server.clone();
-        let inner = &server.inner;
         if method == methods::INITIALIZE {
             return self.initialize(params.as_deref());
         }
@@ -1179,18 +1361,40 @@ impl SessionState {
         if self.init.read().expect("init lock").is_none() {
             return Err(not_initialized());
         }
-        let progress_token = params
+        let meta = params
             .as_deref()
             .and_then(|p| serde_json::from_str::<MetaOnly>(p.get()).ok())
-            .and_then(|m| m.meta)
-            .and_then(|m| m.progress_token);
+            .and_then(|m| m.meta);
+        if meta.as_ref().is_some_and(|m| m.modern.is_some()) {
+            return Err(ErrorObject::new(
+                RpcErrorCode::INVALID_REQUEST,
+                "Invalid request: this connection speaks a handshake revision; requests carrying the 2026-07-28 envelope are not accepted on it",
+            ));
+        }
+        let progress_token = meta.and_then(|m| m.progress_token);
         let ctx = RequestCtx {
             req,
             session: self.clone(),
             progress_token,
+            modern: None,
         };
-        let p = params.as_deref();
         let advertised = self.advertised.read().expect("advertised lock").clone();
+        self.serve(ctx, method, params, advertised).await
+    }
+
+    /// Answers a request of a feature (tools, resources, prompts, completion, logging) in either
+    /// era; `advertised` is what this request may use.
+    async fn serve(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        method: String,
+        params: Option<Box<RawValue>>,
+        advertised: ServerCapabilities,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        let server = self.server.clone();
+        let inner = &server.inner;
+        let legacy = ctx.modern.is_none();
+        let p = params.as_deref();
         match method.as_str() {
             methods::TOOLS_LIST if advertised.tools.is_some() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1300,7 +1504,7 @@ impl SessionState {
                 Ok(to_raw(&r)?)
             }
             methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
-                if advertised.resources.is_some() =>
+                if legacy && advertised.resources.is_some() =>
             {
                 let UriParams { uri, .. } = from_params(p)?;
                 let mut subs = self.subscriptions.lock().expect("subs lock");
@@ -1364,7 +1568,7 @@ impl SessionState {
                 }
                 Ok(to_raw(&CompleteResult::new(c))?)
             }
-            methods::LOGGING_SET_LEVEL if advertised.logging.is_some() => {
+            methods::LOGGING_SET_LEVEL if legacy && advertised.logging.is_some() => {
                 let SetLevelParams { level, .. } = from_params(p)?;
                 *self.log_level.lock().expect("level lock") = Some(level);
                 Ok(to_raw(&EmptyResult {})?)

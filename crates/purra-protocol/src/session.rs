@@ -192,6 +192,8 @@ pub(crate) struct Shared {
     /// The peer's input ended: outbound requests can no longer be answered, but responses and
     /// notifications are still written until in-flight handlers have drained.
     input_done: AtomicBool,
+    /// Cancelled when the peer's input ends (long-lived requests such as a subscription end).
+    input_closed: CancellationToken,
     batches_allowed: AtomicBool,
     request_timeout: Duration,
     pub(crate) control: Option<Arc<dyn crate::transport::TransportControl>>,
@@ -293,6 +295,12 @@ impl Peer {
     /// Resolves when the connection closes.
     pub async fn closed(&self) {
         self.shared.closed.cancelled().await
+    }
+
+    /// Resolves when the peer's input has ended (it can send nothing more), which may be before
+    /// the connection closes: responses still go out while in-flight handlers drain.
+    pub async fn input_closed(&self) {
+        self.shared.input_closed.cancelled().await
     }
 
     /// Ends the stream carrying this peer's request, if the transport has such streams (see
@@ -646,6 +654,7 @@ pub(crate) fn start_with<S: Service>(
         next_id: AtomicI64::new(0),
         closed: CancellationToken::new(),
         input_done: AtomicBool::new(false),
+        input_closed: CancellationToken::new(),
         batches_allowed: AtomicBool::new(false),
         request_timeout: config.request_timeout,
         control,
@@ -659,6 +668,35 @@ pub(crate) fn start_with<S: Service>(
     before_reading(&peer);
     let join = tokio::spawn(run(peer.clone(), inbound, service, config, flushed));
     (peer, join)
+}
+
+#[cfg(feature = "http-server")]
+/// A peer with no engine behind it, for one exchange that a transport serves itself (a
+/// 2026-07-28 request over Streamable HTTP): what it sends goes to `outbound`; it cannot send
+/// requests (there is no reader for their answers); `input_closed` ends its long-lived requests.
+pub(crate) fn detached_peer(
+    outbound: mpsc::Sender<Outbound>,
+    related: RequestId,
+    input_closed: CancellationToken,
+) -> Peer {
+    Peer {
+        shared: Arc::new(Shared {
+            outbound,
+            close_write: CancellationToken::new(),
+            pending: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(0),
+            closed: CancellationToken::new(),
+            input_done: AtomicBool::new(true),
+            input_closed,
+            batches_allowed: AtomicBool::new(false),
+            request_timeout: Duration::from_secs(60),
+            control: None,
+            stats: Stats::default(),
+            span: Span::none(),
+        }),
+        related: Some(related),
+    }
 }
 
 impl Peer {
@@ -814,6 +852,7 @@ async fn run<S: Service>(
     // End of input: no new work, and pending outbound requests fail now (no answer can come).
     // Output stays open while in-flight handlers drain, so their responses still go out.
     shared.input_done.store(true, Ordering::Release);
+    shared.input_closed.cancel();
     shared.fail_pending();
     drop(engine);
     let all = config.max_concurrent_requests as u32;

@@ -929,9 +929,10 @@ async fn stuck_ws_client(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_never_blocks_notifications_to_others() {
     let _serial = SERIAL.lock().await;
-    // 1 KiB notifications, 7.7 MB in all: more than the kernel's buffers (up to 4 MiB) and the
-    // connection's queue (1024 messages) hold for the client that stops reading.
-    const N: usize = 7000;
+    // 1 KiB notifications, 15 MB in all: well over what the kernel's buffers (up to 4 MiB
+    // sending, 4 KiB receiving here) and the connection's queue (1024 messages) hold for the
+    // client that stops reading, so it is disconnected on every run, however fast it drains.
+    const N: usize = 14_000;
     let server = hostile_server();
     // One server, over WebSocket and Streamable HTTP.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

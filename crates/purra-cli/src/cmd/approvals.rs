@@ -72,12 +72,18 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             )
             .await?;
             report(&db, id, json_out, "approved").await?;
+            if !json_out {
+                println!("a gateway call waiting on it sends the write once; otherwise the same call made again does (for the demo: `purra demo` on the same --db)");
+            }
         }
         ApprovalsCommand::Deny {
             id, approver, note, ..
         } => {
             decide(&db, id, Verdict::Deny, approver, note.as_deref(), None).await?;
             report(&db, id, json_out, "denied").await?;
+            if !json_out {
+                println!("the call is never sent");
+            }
         }
     }
     Ok(())
@@ -136,7 +142,6 @@ async fn report(
             text(&view["tool"]),
             text(&view["runId"])
         );
-        println!("the run dispatches the call when it resumes (for the demo: `purra demo` on the same --db)");
     }
     Ok(())
 }

@@ -1,377 +1,286 @@
-//! `purra demo`: a durable, approval-gated write from start to receipt.
+//! `purra demo`: the gateway as people run it, with a scripted client in place of an assistant.
 //!
-//! Starts the demo server (`purra serve-demo`) as a child process over stdio, discovers its
-//! `get_note` as a read tool and `set_note` as an approval-gated write through host bindings
-//! (with scope checks), and runs a scripted agent that reads the note and then asks to set it.
-//! The run suspends with a durable pending approval in the store; the demo shows it, approves
-//! it (or leaves it, or waits for a decision made elsewhere), resumes the run, which claims the
-//! approval and dispatches the write once, and prints the receipt. Run again on the same store,
-//! it finds the completed claim and sends nothing.
+//! Writes a gateway configuration binding the demo server's `get_note` as a read and `set_note`
+//! as an approval-gated write (its `clear_note` is not bound), starts `purra gateway` on it as a
+//! child process (which starts `purra serve-demo` as its upstream), and connects to the gateway
+//! over stdio as a downstream MCP client: it lists the tools, reads the note, and asks to set it.
+//! The gateway holds the write until its durable approval is decided: the demo approves it with
+//! `purra approvals approve` in another process (or leaves it with `--no-approve`, or waits for a
+//! decision made elsewhere with `--interactive`); the write is sent once and its receipt kept in
+//! the store. The same call made again, in this run or a later one, is answered from the store
+//! and sends nothing.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use purra_core::{
-    Agent, ApprovalGateway, ApprovalId, ApprovalState, Catalog, Concurrency, Decision, Lease, Risk,
-    RunId, RunOutcome, RunRequest, RunStore, ScopeCheck, ScopeDecision, ScriptedModel, Verdict,
-};
-use purra_mcp::{
-    discover_read_tools, discover_write_tools, CatalogMonitor, Limits, ReadBinding, WriteBinding,
-    WriteEffect,
-};
-use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand};
-use purra_sqlite::SqliteStore;
+use purra_protocol::types::CallToolResult;
+use purra_protocol::{Client, ClientOptions, Connection, RequestOptions, StderrMode, StdioCommand};
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
 use crate::cli::DemoArgs;
-use crate::cmd::store;
 use crate::exit::Failure;
 
-/// The demo's run id.
-pub const RUN_ID: &str = "demo";
-/// The demo agent's name (the scope checks allow only it).
-const AGENT: &str = "demo_writer";
-/// The note the agent asks to write.
+/// The note the client asks to write.
 pub const NOTE: &str = "hello from purra";
 
 /// Runs `purra demo`.
 pub async fn run(args: DemoArgs) -> Result<(), Failure> {
+    let exe = std::env::current_exe().map_err(|e| io("finding the purra binary", &e))?;
+    let db = absolute(&args.db)?;
     let db_text = args.db.display().to_string();
-    let db = Arc::new(store::open(&args.db, true)?);
+    let dir = TempDir::new()?;
+    let config = dir.0.join("gateway.toml");
+    let wait = if args.interactive {
+        "1h"
+    } else if args.no_approve {
+        "1s"
+    } else {
+        "2m"
+    };
+    std::fs::write(&config, gateway_config(&exe, &db, wait))
+        .map_err(|e| io("writing the gateway configuration", &e))?;
     println!("store: {db_text} (SQLite: approvals, claims and receipts survive restarts)");
-    // A host reconciles on startup: claims left without outcome by a process that is gone
-    // become `unknown` (never sent again).
-    let reconciled = db
-        .reconcile_interrupted_claims(SystemTime::now())
-        .await
-        .map_err(|e| store::failure("reconciling interrupted claims", e))?;
-    for key in &reconciled.interrupted {
-        println!(
-            "interrupted: a claim left by a process that stopped is now unknown ({})",
-            key.0
-        );
-    }
-    let run_id = RunId::new(RUN_ID);
-    let log = store::audit(&db).await?;
-    let suspended = db
-        .load_suspended(run_id.clone())
-        .await
-        .map_err(|e| store::failure("loading the demo run", e))?;
-    let earlier = store::run_approvals(&log, &run_id);
+    println!("gateway: `purra gateway` over the demo server `purra serve-demo` (get_note, set_note, clear_note),");
+    println!("  binding get_note as a read and set_note as a write that needs an approval; clear_note is not bound");
 
-    if suspended.is_none() {
-        if let Some(id) = earlier.last() {
-            return finished_before(&db, &log, id).await;
-        }
-    }
-
-    let conn = start_server().await?;
-    let result = drive(&args, &db, &db_text, &conn, suspended.is_some()).await;
-    // End of input, then SIGTERM, then SIGKILL: the server child does not outlive the demo.
+    let command = StdioCommand::new(&exe)
+        .args(["gateway", "--config"])
+        .args([config.as_os_str()])
+        .stderr(StderrMode::Null);
+    let mut options = ClientOptions::default();
+    options.client_info =
+        purra_protocol::types::Implementation::new("purra-demo", env!("CARGO_PKG_VERSION"));
+    let conn = Client::connect_stdio(command, options)
+        .await
+        .map_err(|e| Failure::protocol("starting the gateway", e))?;
+    println!("client: connected to the gateway over stdio (MCP), as an assistant would");
+    let result = script(&args, &exe, &db_text, &conn).await;
     conn.close().await;
     result
 }
 
-/// The demo run is over: say what became of its write and send nothing.
-async fn finished_before(
-    db: &SqliteStore,
-    log: &[purra_sqlite::AuditEntry],
-    id: &ApprovalId,
-) -> Result<(), Failure> {
-    let rec = store::record(db, &id.0).await?;
-    let digest = rec.intent_digest.as_str();
-    let effect = store::effect(db, digest).await?;
-    let n = store::dispatches(log, digest);
-    match &effect {
-        Some(state) => {
-            let times = if n == 1 {
-                "once".to_owned()
-            } else {
-                format!("{n} times")
-            };
-            println!(
-                "already done: run {RUN_ID} finished; its {} call ({}) was claimed and sent {times} (effect {}).",
-                rec.intent.tool,
-                id.0,
-                store::effect_word(state)
-            );
-            if let Some(r) = store::receipt(state) {
-                println!("receipt: {}", shown_receipt(r));
-            }
-        }
-        None => println!(
-            "already done: run {RUN_ID} finished without dispatching {} ({} is {}).",
-            rec.intent.tool,
-            id.0,
-            store::state_word(&rec.state)
-        ),
-    }
-    println!("not sending it again: this run sent 0 write requests.");
-    println!("(to start over, use a new --db)");
-    Ok(())
-}
-
-/// Starts `purra serve-demo` as a child process and connects over stdio.
-async fn start_server() -> Result<Arc<Connection>, Failure> {
-    let exe = std::env::current_exe().map_err(|e| {
-        Failure::protocol(
-            "finding the purra binary",
-            purra_protocol::Error::Transport(e.to_string()),
-        )
-    })?;
-    let cmd = StdioCommand::new(exe)
-        .args(["serve-demo"])
-        .stderr(StderrMode::Null);
-    let conn = Client::connect_stdio(cmd, ClientOptions::default())
-        .await
-        .map_err(|e| Failure::protocol("starting the demo server", e))?;
-    println!("server: started `purra serve-demo` as a child process (MCP over stdio)");
-    Ok(Arc::new(conn))
-}
-
-/// Builds the demo agent over the discovered tools; `script` is what the model answers.
-async fn agent(
-    conn: &Arc<Connection>,
-    db: &Arc<SqliteStore>,
-    script: Vec<purra_core::ModelResponse>,
-) -> Result<Agent, Failure> {
-    let monitor = CatalogMonitor::attach(conn);
-    let reads = BTreeMap::from([(
-        "get_note".to_owned(),
-        ReadBinding {
-            local_name: "get_note".into(),
-            title: "Read the note".into(),
-            // Only the demo agent may read.
-            scope: ScopeCheck::check(|_, run| {
-                if run.agent == AGENT {
-                    ScopeDecision::Allow
-                } else {
-                    ScopeDecision::Deny
-                }
-            }),
-            concurrency: Concurrency::Safe,
-        },
-    )]);
-    let writes = BTreeMap::from([(
-        "set_note".to_owned(),
-        WriteBinding {
-            local_name: "set_note".into(),
-            title: "Replace the note".into(),
-            risk: Risk::Write,
-            effect: WriteEffect::Write,
-            // Only the demo agent, only a short note.
-            scope: ScopeCheck::check(|args, run| {
-                let short = args["text"]
-                    .as_str()
-                    .is_some_and(|t| t.chars().count() <= 200);
-                if run.agent == AGENT && short {
-                    ScopeDecision::Allow
-                } else {
-                    ScopeDecision::Deny
-                }
-            }),
-            binding_id: "demo-notes".into(),
-            binding_revision: "demo-1".into(),
-            scope_id: "demo-notes".into(),
-            scope_revision: "demo-1".into(),
-        },
-    )]);
-    let read = discover_read_tools(conn, "demo", &reads, &monitor, Limits::default())
-        .await
-        .map_err(|e| adapter("discovering read tools", &e))?;
-    let write = discover_write_tools(conn, "demo", &writes, &monitor, Limits::default())
-        .await
-        .map_err(|e| adapter("discovering write tools", &e))?;
-    let mut registrations = read.registrations;
-    registrations.extend(write.registrations);
-    let catalog = Arc::new(
-        Catalog::new(registrations)
-            .map_err(|e| Failure::store("store", format!("building the catalog: {e}")))?,
-    );
-    let model = Arc::new(ScriptedModel::new("scripted", script));
-    Agent::builder(AGENT, model, catalog)
-        .instructions("read the note, then set it")
-        .approval(db.clone())
-        .run_store(db.clone())
-        .tool_checkpoint_names(["set_note"])
-        .build()
-        .map_err(|e| Failure::store("store", format!("building the agent: {e}")))
-}
-
-fn adapter(context: &str, e: &impl std::fmt::Display) -> Failure {
-    Failure::protocol(context, purra_protocol::Error::Protocol(e.to_string()))
-}
-
-async fn drive(
+async fn script(
     args: &DemoArgs,
-    db: &Arc<SqliteStore>,
+    exe: &Path,
     db_text: &str,
-    conn: &Arc<Connection>,
-    resuming: bool,
+    conn: &Connection,
 ) -> Result<(), Failure> {
-    let run_id = RunId::new(RUN_ID);
-    let (approval_id, digest) = if resuming {
-        let s = db
-            .load_suspended(run_id.clone())
-            .await
-            .map_err(|e| store::failure("loading the demo run", e))?
-            .ok_or_else(|| Failure::store("store", "the demo run is no longer suspended"))?;
-        println!(
-            "resuming run {RUN_ID}: it stopped earlier at {}",
-            s.approval_id.0
+    let names: Vec<String> = conn.tools().iter().map(|t| t.name.clone()).collect();
+    println!("client: tools/list -> {}", names.join(", "));
+    let read = call(conn, "get_note", json!({}), RequestOptions::default()).await?;
+    println!("client: get_note -> {}", shown(&read));
+    let before = read.structured_content.clone().unwrap_or(Value::Null);
+
+    println!(
+        "client: set_note {{\"text\":\"{NOTE}\"}} (the gateway holds a write until it is approved)"
+    );
+    // The gateway's first progress notification names the approval it waits for.
+    let (tx, mut approvals) = mpsc::unbounded_channel::<String>();
+    let sent = Arc::new(Mutex::new(false));
+    let progress = RequestOptions::default()
+        .timeout(Duration::from_secs(3600))
+        .on_progress(
+            move |p| {
+                let id = p
+                    .message
+                    .as_deref()
+                    .and_then(|m| m.strip_prefix("waiting for approval "));
+                let mut once = sent.lock().unwrap_or_else(|e| e.into_inner());
+                if let (Some(id), false) = (id, *once) {
+                    *once = true;
+                    let _ = tx.send(id.to_owned());
+                }
+            },
+            None,
         );
-        (s.approval_id, s.intent_digest)
-    } else {
-        let agent = agent(
-            conn,
-            db,
-            vec![
-                ScriptedModel::calls(&[("r1", "get_note", json!({}))]),
-                ScriptedModel::calls(&[("w1", "set_note", json!({ "text": NOTE }))]),
-                ScriptedModel::text("the note is set"),
-            ],
-        )
-        .await?;
-        println!("discovered: get_note (read), set_note (write: needs an approval)");
-        println!("agent: reads the note with get_note, then asks to call set_note");
-        let outcome = agent
-            .run(RunRequest {
-                run_id: run_id.clone(),
-                root_run_id: None,
-                input: "set the note".into(),
-                lease: Lease::unbounded(),
-            })
-            .await;
-        match outcome {
-            RunOutcome::Suspended {
-                approval_id,
-                intent_digest,
-            } => {
-                println!("run {RUN_ID}: suspended, nothing written yet");
-                (approval_id, intent_digest)
-            }
-            other => {
-                return Err(Failure::store(
-                    "store",
-                    format!("the demo run did not stop for approval: {other:?}"),
-                ))
+    let write = call(conn, "set_note", json!({ "text": NOTE }), progress);
+    tokio::pin!(write);
+    let purra = self_command();
+    let result = loop {
+        tokio::select! {
+            r = &mut write => break r?,
+            Some(id) = approvals.recv() => {
+                println!("pending approval: {id}");
+                if args.interactive {
+                    println!(
+                        "waiting: approve it from another terminal with `{purra} approvals approve {id} --db {db_text}` (or deny it)"
+                    );
+                } else if !args.no_approve {
+                    println!("approving: `{purra} approvals approve {id} --db {db_text}` (another process, as an operator would)");
+                    approve(exe, &id, db_text).await?;
+                }
             }
         }
     };
-    let rec = store::record(db, &approval_id.0).await?;
-    let arguments = store::pending_arguments(db, &rec)
-        .await
-        .unwrap_or(Value::Null);
-    if rec.state == ApprovalState::Prepared {
-        println!("pending approval: {}", approval_id.0);
-    } else {
-        println!("approval: {}", approval_id.0);
-    }
-    println!("  tool: {}", rec.intent.tool);
-    println!("  arguments: {arguments}");
-    println!("  intent digest: {}", digest.as_str());
-    println!("  state: {}", store::state_word(&rec.state));
-
-    if rec.state == ApprovalState::Prepared {
-        if args.no_approve {
-            let purra = self_command();
-            println!("left pending. Decide it with:");
+    let text = result.texts().next().unwrap_or("").to_owned();
+    if result.is_error() {
+        println!("client: set_note -> {text}");
+        if text.contains("is pending") {
+            println!("left pending. Decide it with `{purra} approvals approve ID --db {db_text}` (ID as above),");
             println!(
-                "  {purra} approvals approve {} --db {db_text}",
-                approval_id.0
+                "then run `{purra} demo --db {db_text}` again: the same call is then sent, once."
             );
-            println!("then run `{purra} demo --db {db_text}` to dispatch it.");
-            return Ok(());
         }
-        if args.interactive {
-            println!(
-                "waiting: approve it from another terminal with `{} approvals approve {} --db {db_text}` (or deny it)",
-                self_command(),
-                approval_id.0
-            );
-            wait_decided(db, &approval_id).await?;
-        } else {
-            db.decide(
-                approval_id.clone(),
-                Decision {
-                    verdict: Verdict::Approve,
-                    approver: "purra demo".into(),
-                    decided_at: SystemTime::now(),
-                    expires_at: Some(SystemTime::now() + Duration::from_secs(600)),
-                },
-            )
-            .await
-            .map_err(|e| store::failure(&format!("approving {}", approval_id.0), e))?;
-        }
-    }
-    let rec = store::record(db, &approval_id.0).await?;
-    println!(
-        "decision: {} ({})",
-        store::state_word(&rec.state),
-        approver(&rec.state)
-    );
-
-    // A resumed agent's model continues the stored transcript: only its last turn is left.
-    let agent = agent(conn, db, vec![ScriptedModel::text("the note is set")]).await?;
-    let claimed_before = store::effect(db, digest.as_str()).await?;
-    let outcome = agent.resume(run_id, Lease::unbounded()).await;
-    let effect = store::effect(db, digest.as_str()).await?;
-    let sent = match (&outcome, &effect) {
-        (RunOutcome::Completed { .. }, Some(state)) if claimed_before.is_some() => {
-            println!(
-                "not sent again: {} was claimed by an earlier process (effect {})",
-                approval_id.0,
-                store::effect_word(state)
-            );
-            false
-        }
-        (RunOutcome::Completed { .. }, Some(state)) => {
-            println!("dispatched: set_note, once (the claim was recorded before sending)");
-            if let Some(r) = store::receipt(state) {
-                println!("receipt: {}", shown_receipt(r));
-            }
-            println!("effect: {}", store::effect_word(state));
-            true
-        }
-        (RunOutcome::Completed { .. }, None) => {
-            let rec = store::record(db, &approval_id.0).await?;
-            println!(
-                "not dispatched: {} was {}; nothing was sent",
-                approval_id.0,
-                store::state_word(&rec.state)
-            );
-            false
-        }
-        (other, _) => {
-            return Err(Failure::store(
-                "store",
-                format!("the resumed run ended with {other:?}"),
-            ))
-        }
-    };
-    let seen = server_note(conn).await?;
-    println!(
-        "server: note = {}, write requests received = {}",
-        seen["note"], seen["writes"]
-    );
-    if sent {
+        let after = call(conn, "get_note", json!({}), RequestOptions::default()).await?;
         println!(
-            "run {RUN_ID}: completed. Run `{} demo --db {db_text}` again: the write is not sent twice.",
-            self_command()
+            "server: write requests this server process received = {}",
+            after.structured_content.unwrap_or(Value::Null)["writes"]
         );
+        return Ok(());
+    }
+    println!("client: set_note -> {}", shown(&result));
+    let again = call(
+        conn,
+        "set_note",
+        json!({ "text": NOTE }),
+        RequestOptions::default(),
+    )
+    .await?;
+    println!(
+        "client: set_note again, same arguments -> {} (the stored receipt)",
+        shown(&again)
+    );
+    let after = call(conn, "get_note", json!({}), RequestOptions::default()).await?;
+    let writes = after.structured_content.unwrap_or(Value::Null)["writes"]
+        .as_u64()
+        .unwrap_or(0);
+    let earlier = before["writes"].as_u64().unwrap_or(0);
+    println!(
+        "server: write requests this server process received = {}",
+        writes - earlier.min(writes)
+    );
+    if writes == earlier {
+        println!("already done: an earlier run sent this write; its receipt is in {db_text}, so nothing was sent now.");
     } else {
-        println!("run {RUN_ID}: completed without the write.");
+        println!(
+            "sent once: the claim was recorded in {db_text} before the request left the gateway."
+        );
+        println!("Run `{purra} demo --db {db_text}` again: the same call is answered from the store and nothing is sent.");
     }
     Ok(())
 }
 
-fn approver(state: &ApprovalState) -> String {
-    match state {
-        ApprovalState::Prepared => "undecided".into(),
-        ApprovalState::Decided(d) | ApprovalState::Claimed(d) | ApprovalState::Refused(d) => {
-            format!("by {}", d.approver)
-        }
+/// One tool call; a protocol failure ends the demo.
+async fn call(
+    conn: &Connection,
+    tool: &str,
+    args: Value,
+    options: RequestOptions,
+) -> Result<CallToolResult, Failure> {
+    conn.call_tool_with(tool, args, options)
+        .await
+        .map_err(|e| Failure::protocol(format!("calling {tool}"), e))
+}
+
+/// A successful result as one line: its structured content, else its text.
+fn shown(r: &CallToolResult) -> String {
+    match &r.structured_content {
+        Some(v) => v.to_string(),
+        None => r.texts().collect::<Vec<_>>().join(" "),
+    }
+}
+
+/// `purra approvals approve ID --db DB --approver "purra demo"`, as a separate process.
+async fn approve(exe: &Path, id: &str, db: &str) -> Result<(), Failure> {
+    let out = tokio::process::Command::new(exe)
+        .args([
+            "approvals",
+            "approve",
+            id,
+            "--db",
+            db,
+            "--approver",
+            "purra demo",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| io("running purra approvals approve", &e))?;
+    if !out.status.success() {
+        return Err(Failure::store(
+            "store",
+            format!(
+                "purra approvals approve {id} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The demo's gateway configuration.
+fn gateway_config(exe: &Path, db: &Path, wait: &str) -> String {
+    format!(
+        r#"[gateway]
+name = "demo"
+db = {db}
+approval_wait = "{wait}"
+progress_interval = "10s"
+
+[upstreams.notes]
+command = [{exe}, "serve-demo"]
+
+[reads.get_note]
+upstream = "notes"
+title = "Read the note"
+concurrency = "safe"
+scope = "open"
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace the note"
+effect = "write"
+binding_id = "demo-notes"
+binding_revision = "1"
+scope_id = "demo-notes"
+scope_revision = "1"
+
+[writes.set_note.scope]
+clients = ["purra-demo"]
+arguments = ["len(text) <= 200"]
+"#,
+        db = toml_string(&db.display().to_string()),
+        exe = toml_string(&exe.display().to_string()),
+    )
+}
+
+/// A TOML basic string (a JSON string is one).
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, Failure> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    let cwd = std::env::current_dir().map_err(|e| io("finding the current directory", &e))?;
+    Ok(cwd.join(p))
+}
+
+fn io(context: &str, e: &std::io::Error) -> Failure {
+    Failure::protocol(context, purra_protocol::Error::Transport(e.to_string()))
+}
+
+/// A directory for the demo's gateway configuration, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, Failure> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("purra-demo-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| io("making a temporary directory", &e))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -393,29 +302,4 @@ fn self_command() -> String {
         Some(rel) => format!("./{}", rel.display()),
         None => exe.display().to_string(),
     }
-}
-
-/// Polls the store until the approval is decided (by another process).
-async fn wait_decided(db: &SqliteStore, id: &ApprovalId) -> Result<(), Failure> {
-    loop {
-        let rec = store::record(db, &id.0).await?;
-        if rec.state != ApprovalState::Prepared {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// The structured part of a receipt when it has one.
-fn shown_receipt(r: &Value) -> &Value {
-    r.get("structured").filter(|v| !v.is_null()).unwrap_or(r)
-}
-
-/// What the server itself reports (a direct read, outside the agent).
-async fn server_note(conn: &Connection) -> Result<Value, Failure> {
-    let result = conn
-        .call_tool("get_note", json!({}))
-        .await
-        .map_err(|e| Failure::protocol("reading the note", e))?;
-    Ok(result.structured_content.unwrap_or(Value::Null))
 }

@@ -3,7 +3,9 @@
 pub mod approvals;
 pub mod call;
 pub mod demo;
+pub mod gateway;
 pub mod inspect;
+pub mod login;
 pub mod prompt;
 pub mod read;
 pub mod runs;
@@ -14,6 +16,19 @@ use purra_protocol::Connection;
 
 use crate::exit::Failure;
 use crate::status::Status;
+
+/// Completes on SIGINT or SIGTERM (the servers stop gracefully on either).
+pub async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
 
 /// Prints `value` as one pretty JSON document on stdout (exact JSON; on a terminal, the control
 /// characters serde_json leaves as they are are escaped, which means the same JSON).

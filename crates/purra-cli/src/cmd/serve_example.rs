@@ -1,11 +1,14 @@
 //! `purra serve-example`: purra's example server (`purra_examples::fixture_server`, the surface
 //! of `peers/FIXTURES.md`) over stdio, Streamable HTTP or WebSocket.
 
+use purra_protocol::auth::{AuthLayer, JwtValidator};
+use purra_protocol::http::serve;
 use purra_protocol::ws::{self, WsServerOptions};
 use purra_protocol::{HttpServerConfig, StreamableHttpServer};
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
+use crate::cmd::interrupted;
 use crate::exit::Failure;
 
 /// Runs `purra serve-example`. Over HTTP and WebSocket it prints `listening on <url>` to stderr
@@ -15,11 +18,35 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
     if let Some(addr) = &args.http {
         let listener = bind(addr).await?;
         let local = listener.local_addr().map_err(io_failure)?;
-        eprintln!("listening on http://{local}/mcp");
-        StreamableHttpServer::new(server, HttpServerConfig::default())
-            .serve(listener, interrupted())
-            .await
-            .map_err(io_failure)?;
+        let url = format!("http://{local}/mcp");
+        eprintln!("listening on {url}");
+        match &args.auth_issuer {
+            None => StreamableHttpServer::new(server, HttpServerConfig::default())
+                .serve(listener, interrupted())
+                .await
+                .map_err(io_failure)?,
+            Some(issuer) => {
+                // The guard in front of the endpoint; one token ends the accept loop and the
+                // endpoint's open streams.
+                let validator = JwtValidator::new(issuer, &url);
+                let guard = AuthLayer::new(&url, issuer, validator)
+                    .map_err(|e| Failure::usage(format!("--auth-issuer: {e}")))?
+                    .required_scopes(args.auth_scopes.iter().cloned());
+                eprintln!("protected resource metadata at {}", guard.metadata_url());
+                let config = HttpServerConfig::default();
+                let stop = config.shutdown.clone();
+                let limits = config.connections.clone();
+                let endpoint = StreamableHttpServer::new(server, config).router();
+                let trigger = stop.clone();
+                tokio::spawn(async move {
+                    interrupted().await;
+                    trigger.cancel();
+                });
+                serve(listener, guard.layer(endpoint), limits, stop)
+                    .await
+                    .map_err(io_failure)?;
+            }
+        }
     } else if let Some(addr) = &args.ws {
         let listener = bind(addr).await?;
         let local = listener.local_addr().map_err(io_failure)?;
@@ -39,17 +66,4 @@ async fn bind(addr: &str) -> Result<TcpListener, Failure> {
 
 fn io_failure(e: std::io::Error) -> Failure {
     Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string()))
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn interrupted() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE,
+};
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -21,11 +23,42 @@ use super::sse::{Item, Parser};
 use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 use crate::error::Error;
 use crate::jsonrpc::{decode_frame, Frame, Message, RequestId};
+use crate::session::BoxFuture;
 use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
 use crate::types::{methods, CancelledParams};
 
 /// Supplies headers that change over a connection's life (a refreshed token).
 pub type HeaderProvider = Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>;
+
+/// What the server answered when it refused a request with 401 or 403 (see
+/// [`HttpAuth::challenged`]).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct AuthChallenge<'a> {
+    /// 401 or 403.
+    pub status: u16,
+    /// The `WWW-Authenticate` header, if any.
+    pub www_authenticate: Option<&'a str>,
+    /// The `Authorization` value the refused request carried, if any.
+    pub sent: Option<&'a str>,
+    /// How many times this request was refused and retried before.
+    pub attempt: u32,
+}
+
+/// Authorization of a Streamable HTTP connection's requests: a bearer token on every request,
+/// and what to do when the server refuses one. [`auth::OAuthClient`](crate::auth::OAuthClient)
+/// implements it (OAuth 2.1, the `auth` feature). The futures are boxed so `Arc<dyn HttpAuth>`
+/// works.
+pub trait HttpAuth: Send + Sync + 'static {
+    /// The `Authorization` header value for the next request (`Bearer ...`), or none.
+    fn authorization(&self) -> BoxFuture<'_, Result<Option<String>, Error>>;
+    /// The server refused a request (401, or 403): `Ok` to send it again with a new
+    /// [`authorization`](Self::authorization), `Err` to fail the request with that error.
+    fn challenged<'a>(&'a self, challenge: AuthChallenge<'a>) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+/// The bound on refusals one HTTP request goes through, whatever its [`HttpAuth`] says.
+const MAX_AUTH_ROUNDS: u32 = 8;
 
 /// Options of a Streamable HTTP connection.
 ///
@@ -60,6 +93,8 @@ pub struct HttpClientOptions {
     pub headers: Vec<(String, String)>,
     /// Called before every HTTP request for headers that change (a refreshed token).
     pub dynamic_headers: Option<HeaderProvider>,
+    /// Authorization (OAuth): the bearer token of every request, and the answer to 401/403.
+    pub auth: Option<Arc<dyn HttpAuth>>,
     /// The bound on one response body or one SSE event.
     pub max_frame_bytes: usize,
     /// How long to wait before resuming a stream when the server gave no `retry` hint.
@@ -99,6 +134,7 @@ impl std::fmt::Debug for HttpClientOptions {
                 "headers",
                 &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
+            .field("auth", &self.auth.is_some())
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("default_retry", &self.default_retry)
             .field("min_retry", &self.min_retry)
@@ -120,6 +156,7 @@ impl Default for HttpClientOptions {
         HttpClientOptions {
             headers: Vec::new(),
             dynamic_headers: None,
+            auth: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             default_retry: Duration::from_secs(1),
             min_retry: Duration::from_millis(100),
@@ -140,6 +177,13 @@ impl HttpClientOptions {
     /// Adds a header sent with every request.
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
+        self
+    }
+    /// Authorizes every request with `auth` (an [`OAuthClient`](crate::auth::OAuthClient)):
+    /// its bearer token goes on each request, and a 401 or 403 goes to it before the request
+    /// is sent again or fails.
+    pub fn auth(mut self, auth: impl HttpAuth) -> Self {
+        self.auth = Some(Arc::new(auth));
         self
     }
     /// Uses `client` for every HTTP request of the connection (its TLS roots, proxies and
@@ -201,6 +245,26 @@ struct State {
     /// on the request (`notifications/cancelled` goes out): reading stops, the stream is dropped.
     requests: Mutex<HashMap<RequestId, CancellationToken>>,
     closed: CancellationToken,
+    /// 2026-07-28 requests in flight: closing a request's stream is its cancellation.
+    modern_inflight: Mutex<std::collections::HashMap<RequestId, tokio::task::AbortHandle>>,
+}
+
+/// Whether an outbound message is a 2026-07-28 request (its headers name a modern revision).
+fn is_modern(out: &Outbound) -> bool {
+    out.headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case(PROTOCOL_VERSION_HEADER) && crate::modern::is_modern(v)
+    })
+}
+
+/// The request a `notifications/cancelled` names.
+fn cancelled_request(frame: &[u8]) -> Option<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct N {
+        params: crate::types::CancelledParams,
+    }
+    serde_json::from_slice::<N>(frame)
+        .ok()
+        .map(|n| n.params.request_id)
 }
 
 /// Starts a Streamable HTTP transport to `url` (`http://` or `https://`). Nothing is sent until
@@ -230,6 +294,7 @@ pub fn connect(url: &str, options: HttpClientOptions) -> Result<Transport, Error
         reinits_in_a_row: AtomicU32::new(0),
         requests: Mutex::new(HashMap::new()),
         closed: CancellationToken::new(),
+        modern_inflight: Mutex::new(std::collections::HashMap::new()),
     });
     tokio::spawn(write_loop(state, out_rx, close.clone()));
     Ok(Transport::from_channels(in_rx, out_tx, close).labeled("http", None))
@@ -272,6 +337,52 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
             }
         }
         match (request, method.as_deref()) {
+            (Some(id), _) if is_modern(&out) => {
+                // One POST per request, no session; the task is aborted to cancel it.
+                let task_state = state.clone();
+                let task_id = id.clone();
+                let task = tokio::spawn(async move {
+                    let state = task_state;
+                    let id = task_id;
+                    let r = post_modern(&state, &out.frame, &out.headers, &id).await;
+                    state
+                        .modern_inflight
+                        .lock()
+                        .expect("inflight lock")
+                        .remove(&id);
+                    if let Err(error) = r {
+                        let _ = state
+                            .inbound
+                            .send(Inbound::RequestFailed { id, error })
+                            .await;
+                    }
+                });
+                let mut inflight = state.modern_inflight.lock().expect("inflight lock");
+                if !task.is_finished() {
+                    inflight.insert(id, task.abort_handle());
+                }
+            }
+            (None, Some(methods::CANCELLED))
+                if cancelled_request(&out.frame).is_some_and(|id| {
+                    state
+                        .modern_inflight
+                        .lock()
+                        .expect("inflight lock")
+                        .contains_key(&id)
+                }) =>
+            {
+                // 2026-07-28 over HTTP: closing the request's stream is the cancellation.
+                if let Some(id) = cancelled_request(&out.frame) {
+                    let task = state
+                        .modern_inflight
+                        .lock()
+                        .expect("inflight lock")
+                        .remove(&id);
+                    if let Some(t) = task {
+                        t.abort();
+                    }
+                }
+            }
             (Some(id), m) => {
                 let is_init = m == Some(methods::INITIALIZE);
                 if is_init {
@@ -329,12 +440,17 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
     state.closed.cancel();
     let session = state.session_id.lock().expect("session lock").clone();
     if let Some(id) = session {
-        let req = state
-            .http
-            .delete(state.url.clone())
-            .headers(base_headers(&state, &[]))
-            .header(SESSION_ID_HEADER, id);
-        let _ = tokio::time::timeout(Duration::from_secs(2), req.send()).await;
+        let close = async {
+            let mut headers = base_headers(&state, &[]);
+            set_authorization(&mut headers, authorization(&state).await.ok().flatten());
+            let req = state
+                .http
+                .delete(state.url.clone())
+                .headers(headers)
+                .header(SESSION_ID_HEADER, id);
+            let _ = req.send().await;
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), close).await;
     }
 }
 
@@ -408,18 +524,67 @@ fn base_headers(state: &State, extra: &[(String, String)]) -> HeaderMap {
     h
 }
 
-/// Sends one POST of `frame` on the current session.
+/// The `Authorization` value for the next request, when the connection has [`HttpAuth`].
+async fn authorization(state: &State) -> Result<Option<String>, Error> {
+    match &state.options.auth {
+        Some(auth) => auth.authorization().await,
+        None => Ok(None),
+    }
+}
+
+/// Puts `value` in `headers` as `Authorization`, marked sensitive (never logged).
+fn set_authorization(headers: &mut HeaderMap, value: Option<String>) {
+    if let Some(mut v) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        v.set_sensitive(true);
+        headers.insert(AUTHORIZATION, v);
+    }
+}
+
+/// After a 401 or 403: whether the connection's [`HttpAuth`] cleared the request to be sent
+/// again (`Ok(true)`), or the status stands (`Ok(false)`: no auth, or the bound is reached).
+async fn challenged(
+    state: &State,
+    resp: &reqwest::Response,
+    sent: Option<&str>,
+    rounds: &mut u32,
+) -> Result<bool, Error> {
+    let status = resp.status().as_u16();
+    let Some(auth) = &state.options.auth else {
+        return Ok(false);
+    };
+    if (status != 401 && status != 403) || *rounds >= MAX_AUTH_ROUNDS {
+        return Ok(false);
+    }
+    let www = resp
+        .headers()
+        .get(WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok());
+    auth.challenged(AuthChallenge {
+        status,
+        www_authenticate: www,
+        sent,
+        attempt: *rounds,
+    })
+    .await?;
+    *rounds += 1;
+    Ok(true)
+}
+
+/// Sends one POST of `frame` on the current session; also returns the `Authorization` it
+/// carried.
 async fn send_post(
     state: &State,
     frame: &[u8],
     extra: &[(String, String)],
     is_init: bool,
-) -> Result<(Option<String>, reqwest::Response), Error> {
+) -> Result<(Option<String>, reqwest::Response, Option<String>), Error> {
     let session = state.session_id.lock().expect("session lock").clone();
     let mut headers = base_headers(state, extra);
     if is_init {
         headers.remove(PROTOCOL_VERSION_HEADER);
     }
+    let sent = authorization(state).await?;
+    set_authorization(&mut headers, sent.clone());
     let mut rb = state
         .http
         .post(state.url.clone())
@@ -434,7 +599,7 @@ async fn send_post(
         .send()
         .await
         .map_err(|e| Error::Transport(format!("POST {}: {}", state.url, error_chain(&e))))?;
-    Ok((session, resp))
+    Ok((session, resp, sent))
 }
 
 /// POSTs one message and delivers what comes back. Retries once after re-initializing when the
@@ -447,8 +612,12 @@ async fn post(
     is_init: bool,
 ) -> Result<(), Error> {
     let mut reinitialized = false;
+    let mut auth_rounds = 0;
     loop {
-        let (session, resp) = send_post(state, frame, extra, is_init).await?;
+        let (session, resp, sent) = send_post(state, frame, extra, is_init).await?;
+        if challenged(state, &resp, sent.as_deref(), &mut auth_rounds).await? {
+            continue;
+        }
         let status = resp.status();
         if status == reqwest::StatusCode::NOT_FOUND && !is_init && !reinitialized {
             if let Some(stale) = session {
@@ -506,7 +675,56 @@ async fn recover(state: &Arc<State>, stale: &str) -> Result<(), Error> {
     reinitialize(state).await
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// POSTs one 2026-07-28 request (no session, no replay), authorized like every other POST: its answer is the response, a JSON
+/// body or a stream scoped to it; an error status that carries the JSON-RPC error answering it
+/// (-32601 is 404, -32602/-32020/-32021/-32022 are 400) is that error, not a transport failure.
+async fn post_modern(
+    state: &Arc<State>,
+    frame: &[u8],
+    extra: &[(String, String)],
+    request: &RequestId,
+) -> Result<(), Error> {
+    let mut auth_rounds = 0;
+    let resp = loop {
+        let mut headers = base_headers(state, extra);
+        let sent = authorization(state).await?;
+        set_authorization(&mut headers, sent.clone());
+        let resp = state
+            .http
+            .post(state.url.clone())
+            .headers(headers)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(frame.to_vec())
+            .send()
+            .await
+            .map_err(|e| Error::Transport(format!("POST {}: {}", state.url, error_chain(&e))))?;
+        if !challenged(state, &resp, sent.as_deref(), &mut auth_rounds).await? {
+            break resp;
+        }
+    };
+    let status = resp.status();
+    if status.is_success() {
+        return receive(state, resp, Some(request), false, true).await;
+    }
+    let body = read_bounded(resp, state.options.max_frame_bytes)
+        .await
+        .unwrap_or_default();
+    if let Frame::Single(Ok(Message::Error { id: Some(id), .. })) = decode_frame(&body) {
+        if &id == request {
+            let _ = state.inbound.send(Inbound::Frame(Bytes::from(body))).await;
+            return Ok(());
+        }
+    }
+    let shown = &body[..body.len().min(1024)];
+    Err(Error::Http {
+        status: status.as_u16(),
+        body: String::from_utf8_lossy(shown).into_owned(),
+    })
+}
+
+/// An error and its sources, `: `-separated.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -722,22 +940,31 @@ async fn read_sse(
 /// Opens a GET stream (resuming after `last` if given); an error when the server offers none
 /// or refuses it.
 async fn resume(state: &Arc<State>, last: Option<&str>) -> Result<reqwest::Response, Error> {
-    let session = state.session_id.lock().expect("session lock").clone();
-    let mut rb = state
-        .http
-        .get(state.url.clone())
-        .headers(base_headers(state, &[]))
-        .header(ACCEPT, "text/event-stream");
-    if let Some(id) = session {
-        rb = rb.header(SESSION_ID_HEADER, id);
-    }
-    if let Some(last) = last {
-        rb = rb.header("last-event-id", last);
-    }
-    let resp = rb
-        .send()
-        .await
-        .map_err(|e| Error::Transport(format!("GET {}: {}", state.url, error_chain(&e))))?;
+    let mut auth_rounds = 0;
+    let resp = loop {
+        let session = state.session_id.lock().expect("session lock").clone();
+        let mut headers = base_headers(state, &[]);
+        let sent = authorization(state).await?;
+        set_authorization(&mut headers, sent.clone());
+        let mut rb = state
+            .http
+            .get(state.url.clone())
+            .headers(headers)
+            .header(ACCEPT, "text/event-stream");
+        if let Some(id) = session {
+            rb = rb.header(SESSION_ID_HEADER, id);
+        }
+        if let Some(last) = last {
+            rb = rb.header("last-event-id", last);
+        }
+        let resp = rb
+            .send()
+            .await
+            .map_err(|e| Error::Transport(format!("GET {}: {}", state.url, error_chain(&e))))?;
+        if !challenged(state, &resp, sent.as_deref(), &mut auth_rounds).await? {
+            break resp;
+        }
+    };
     let status = resp.status();
     if !status.is_success() {
         return Err(Error::Http {
@@ -826,7 +1053,7 @@ async fn reinitialize(state: &Arc<State>) -> Result<(), Error> {
     value["id"] = serde_json::Value::String(private.clone());
     let frame = serde_json::to_vec(&value).expect("JSON");
     *state.session_id.lock().expect("session lock") = None;
-    let (_, resp) = send_post(state, &frame, &[], true).await?;
+    let (_, resp, _) = send_post(state, &frame, &[], true).await?;
     if !resp.status().is_success() {
         return Err(Error::Http {
             status: resp.status().as_u16(),
@@ -845,7 +1072,7 @@ async fn reinitialize(state: &Arc<State>) -> Result<(), Error> {
     let initialized = state.initialized_frame.lock().expect("init lock").clone();
     if let Some(n) = initialized {
         // Sent directly, never through `post`: a 404 here is an error, not another round.
-        let (_, resp) = tokio::time::timeout(
+        let (_, resp, _) = tokio::time::timeout(
             state.options.message_timeout,
             send_post(state, &n, &[], false),
         )

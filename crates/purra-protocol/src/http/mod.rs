@@ -12,7 +12,7 @@ pub(crate) mod sse;
 #[cfg(feature = "http-server")]
 pub use crate::http_context::HttpContext;
 #[cfg(feature = "http-client")]
-pub use client::{connect, HeaderProvider, HttpClientOptions};
+pub use client::{connect, AuthChallenge, HeaderProvider, HttpAuth, HttpClientOptions};
 #[cfg(feature = "http-server")]
 #[cfg(feature = "http-server")]
 pub use listen::{

@@ -36,6 +36,8 @@ use crate::session::BoxFuture;
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version::ProtocolVersion;
 
+mod modern;
+
 use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
 /// The SSE comment sent on an idle stream so proxies and clients see it is alive.
@@ -162,6 +164,10 @@ struct HttpShared {
     config: HttpServerConfig,
     sessions: Mutex<Sessions>,
     shutdown: CancellationToken,
+    /// Serves 2026-07-28 requests (each POST on its own).
+    exchanges: crate::server::modern::Exchanges,
+    /// Bounds the 2026-07-28 requests in flight (`max_sessions`: each is a one-request session).
+    exchange_permits: Arc<tokio::sync::Semaphore>,
     /// Stateless POSTs in flight.
     stateless: Arc<Semaphore>,
     /// The standalone server's connections.
@@ -185,6 +191,8 @@ impl StreamableHttpServer {
     pub fn new(server: Server, config: HttpServerConfig) -> Self {
         let (connection_stats, limiter) = listen::stats_for(&config.connections);
         let shared = Arc::new(HttpShared {
+            exchanges: server.exchanges(),
+            exchange_permits: Arc::new(tokio::sync::Semaphore::new(config.max_sessions)),
             server,
             stateless: Arc::new(Semaphore::new(config.max_stateless_requests.max(1))),
             shutdown: config.shutdown.clone(),
@@ -577,6 +585,10 @@ struct HttpSession {
     replay_bytes: usize,
     max_streams: usize,
     closed: CancellationToken,
+    /// The [`Principal::binding_key`](crate::Principal::binding_key) of the principal that
+    /// created the session, when a layer in front put one in the request: only that principal
+    /// may use the session.
+    owner: Option<String>,
 }
 
 impl std::fmt::Debug for HttpSession {
@@ -632,6 +644,7 @@ impl HttpSession {
         config: &HttpServerConfig,
         stateless_version: Option<ProtocolVersion>,
         id: Option<&str>,
+        owner: Option<String>,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
@@ -663,6 +676,7 @@ impl HttpSession {
                 replay_bytes: config.replay_bytes,
                 max_streams: config.max_streams_per_session,
                 closed: CancellationToken::new(),
+                owner,
             }
         })
     }
@@ -915,8 +929,11 @@ impl IntoResponse for Reject {
 
 impl HttpShared {
     /// The session named by the request; a pending session becomes established on this, its
-    /// first use after `initialize`.
-    fn session(&self, headers: &HeaderMap) -> Result<Arc<HttpSession>, Reject> {
+    /// first use after `initialize`. A session created by one principal is not found for
+    /// another (404, as for an unknown id: its existence is not revealed).
+    fn session(&self, parts: &Parts) -> Result<Arc<HttpSession>, Reject> {
+        let headers = &parts.headers;
+        let caller = owner_of(parts);
         let Some(id) = headers.get(SESSION_ID_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Reject::new(
                 StatusCode::BAD_REQUEST,
@@ -931,10 +948,13 @@ impl HttpShared {
         };
         let mut sessions = self.sessions.lock().expect("sessions lock");
         if let Some(s) = sessions.established.get(id) {
-            return match s.closed.is_cancelled() {
+            return match s.closed.is_cancelled() || s.owner != caller {
                 false => Ok(s.clone()),
                 true => Err(gone()),
             };
+        }
+        if sessions.pending.get(id).is_some_and(|s| s.owner != caller) {
+            return Err(gone());
         }
         let Some(s) = sessions.pending.remove(id) else {
             return Err(gone());
@@ -959,6 +979,14 @@ impl HttpShared {
             .len()
             >= self.config.max_sessions
     }
+}
+
+/// The binding key of the principal a layer in front put in the request's extensions.
+fn owner_of(parts: &Parts) -> Option<String> {
+    parts
+        .extensions
+        .get::<crate::principal::Principal>()
+        .map(crate::principal::Principal::binding_key)
 }
 
 fn too_many_sessions() -> Reject {
@@ -1014,8 +1042,10 @@ async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
     }
     match parts.method {
         Method::POST => post(shared, parts, body).await,
+        // 2026-07-28 has no GET stream and no sessions to delete.
+        Method::GET | Method::DELETE if modern::by_header(&parts.headers) => modern::not_allowed(),
         Method::GET => get(shared, parts),
-        Method::DELETE => delete(shared, &parts.headers),
+        Method::DELETE => delete(shared, &parts),
         _ => (
             StatusCode::METHOD_NOT_ALLOWED,
             [(header::ALLOW, "GET, POST, DELETE")],
@@ -1198,6 +1228,10 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             )
         }
     };
+    // The era is decided per request: a 2026-07-28 request is an exchange of its own.
+    if modern::by_header(headers) || modern::by_body(headers, &body) {
+        return modern::post(shared, parts, body).await;
+    }
     let (messages, batch): (Vec<Posted>, bool) = match decode_frame(&body) {
         Frame::Single(Ok(m)) => (vec![Posted::new(body.clone(), &m)], false),
         Frame::Single(Err(e)) => {
@@ -1260,7 +1294,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             );
         };
         let stateless = (!has_initialize).then_some(v);
-        let session = HttpSession::start(&shared.server, cfg, stateless, None);
+        let session = HttpSession::start(&shared.server, cfg, stateless, None, None);
         hold = Some(Hold {
             _session: session.clone(),
             _permit: permit,
@@ -1272,14 +1306,14 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         }
         let id = new_session_id();
         (
-            HttpSession::start(&shared.server, cfg, None, Some(&id)),
+            HttpSession::start(&shared.server, cfg, None, Some(&id), owner_of(&parts)),
             Some(id),
         )
     } else {
         if let Err(r) = check_version_header(headers) {
             return r.into_response();
         }
-        let session = match shared.session(headers) {
+        let session = match shared.session(&parts) {
             Ok(s) => s,
             Err(r) => return r.into_response(),
         };
@@ -1464,7 +1498,7 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     if let Err(r) = check_version_header(headers) {
         return r.into_response();
     }
-    let session = match shared.session(headers) {
+    let session = match shared.session(&parts) {
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };
@@ -1517,11 +1551,12 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     }
 }
 
-fn delete(shared: Arc<HttpShared>, headers: &HeaderMap) -> Response {
+fn delete(shared: Arc<HttpShared>, parts: &Parts) -> Response {
+    let headers = &parts.headers;
     if shared.config.stateless {
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     }
-    let session = match shared.session(headers) {
+    let session = match shared.session(parts) {
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };

@@ -57,11 +57,31 @@ pub type HandlerResult<T> = Result<T, HandlerError>;
 
 impl<E: Into<BoxError>> From<E> for HandlerError {
     fn from(e: E) -> Self {
-        match e.into().downcast::<ErrorObject>() {
-            Ok(rpc) => HandlerError(Repr::Rpc(*rpc)),
+        let other = match e.into().downcast::<ErrorObject>() {
+            Ok(rpc) => return HandlerError(Repr::Rpc(*rpc)),
+            Err(other) => other,
+        };
+        // A `RequestCtx` call that needs a capability the client did not declare is a protocol
+        // failure of the request (-32021 naming it), not the tool's.
+        match other.downcast::<crate::Error>() {
+            Ok(e) => match *e {
+                crate::Error::MissingClientCapability(c) => {
+                    HandlerError(Repr::Rpc(missing_capability(&c)))
+                }
+                e => HandlerError(Repr::Failed(Box::new(e))),
+            },
             Err(other) => HandlerError(Repr::Failed(other)),
         }
     }
+}
+
+/// -32021 with the capability in `data.requiredCapabilities`.
+fn missing_capability(c: &str) -> ErrorObject {
+    ErrorObject::new(
+        crate::jsonrpc::RpcErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!("Missing required client capability: {c}"),
+    )
+    .with_data(serde_json::json!({ "requiredCapabilities": { c: {} } }))
 }
 
 impl HandlerError {
@@ -179,6 +199,8 @@ pub enum RegistrationError {
         /// What is wrong.
         reason: String,
     },
+    /// A caching hint was given for a method whose results are not cacheable.
+    InvalidCacheMethod(String),
 }
 
 impl fmt::Display for RegistrationError {
@@ -201,6 +223,9 @@ impl fmt::Display for RegistrationError {
             ),
             RegistrationError::InvalidTemplate { template, reason } => {
                 write!(f, "invalid URI template {template:?}: {reason}")
+            }
+            RegistrationError::InvalidCacheMethod(m) => {
+                write!(f, "{m} has no cacheable results (no caching hint applies)")
             }
         }
     }

@@ -1,0 +1,1005 @@
+//! `purra gateway` end to end, as people run it: the official TypeScript and Python SDK clients
+//! as downstream clients (over stdio, where they start the gateway, and over Streamable HTTP),
+//! an upstream written with the official Python SDK whose fsynced ledger records every request
+//! it received (`peers/python/gateway_upstream.py`), approvals decided by `purra approvals` in
+//! another process or by the client's own elicitation handler, and the faults: the gateway
+//! killed with SIGKILL while a write waits and while it dispatches, the upstream exiting
+//! mid-call, the upstream's tool list changing between approval and dispatch. Each proves one
+//! request at most reached the upstream, and that the recorded effect is the conservative one.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+/// Generous bound on any one wait (Python SDK processes start slowly on a loaded machine).
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn peers_dir() -> PathBuf {
+    std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+}
+
+fn peer(p: PathBuf) -> String {
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p.to_string_lossy().into_owned()
+}
+
+fn python() -> String {
+    peer(peers_dir().join("venv/bin/python"))
+}
+
+fn purra_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_purra")
+}
+
+/// A fresh directory for one scenario (removed when dropped): config, store, upstream ledger.
+struct Scenario {
+    dir: PathBuf,
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        if !self.dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// How a scenario's gateway is configured.
+#[derive(Clone)]
+struct Setup {
+    listen: &'static str,
+    approval_wait: &'static str,
+    elicitation: bool,
+    run_decided_without_caller: bool,
+    lease: &'static str,
+    scenario: &'static str,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            listen: "stdio",
+            approval_wait: "90s",
+            elicitation: false,
+            run_decided_without_caller: false,
+            lease: "60s",
+            scenario: "normal",
+        }
+    }
+}
+
+impl Scenario {
+    fn new(name: &str) -> Scenario {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "purra-gateway-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Scenario { dir }
+    }
+
+    /// No scenario (for clients of a gateway the test started: they need no configuration).
+    fn none() -> Scenario {
+        Scenario {
+            dir: PathBuf::new(),
+        }
+    }
+
+    /// Asserts what the store says of approval `id`: its effect and how many claims it had.
+    fn assert_effect(&self, id: &str, effect: &str, dispatches: u64) {
+        let shown = self.approvals(&["show", id]);
+        assert_eq!(shown["effect"], effect, "{shown}");
+        assert_eq!(shown["dispatches"], dispatches, "{shown}");
+    }
+
+    fn db(&self) -> String {
+        self.dir.join("gateway.db").to_string_lossy().into_owned()
+    }
+
+    fn config(&self) -> String {
+        self.dir.join("gateway.toml").to_string_lossy().into_owned()
+    }
+
+    /// Writes the configuration: one upstream (the Python SDK server), `get_value` bound as a
+    /// read, `set_value` as a write for the two test clients; `admin_reset` is not bound.
+    fn write_config(&self, s: &Setup) {
+        let upstream = peer(repo_root().join("peers/python/gateway_upstream.py"));
+        let text = format!(
+            r#"[gateway]
+name = "gw"
+db = "gateway.db"
+listen = "{listen}"
+approval_wait = "{wait}"
+progress_interval = "1s"
+elicitation = {elicitation}
+approval_ttl = "10m"
+run_decided_without_caller = {run}
+lease = "{lease}"
+
+[upstreams.values]
+command = [{python:?}, {upstream:?}, "--dir", {dir:?}, "--scenario", "{scenario}"]
+
+[reads.get_value]
+upstream = "values"
+title = "Read the value"
+concurrency = "safe"
+scope = "open"
+
+[writes.set_value]
+upstream = "values"
+title = "Set the value"
+effect = "write"
+binding_id = "values"
+binding_revision = "1"
+scope_id = "values-clients"
+scope_revision = "1"
+
+[writes.set_value.scope]
+clients = ["gateway-client-python", "gateway-client-node"]
+arguments = ["len(value) <= 40"]
+"#,
+            listen = s.listen,
+            wait = s.approval_wait,
+            elicitation = s.elicitation,
+            run = s.run_decided_without_caller,
+            lease = s.lease,
+            python = python(),
+            dir = self.dir.to_string_lossy(),
+            scenario = s.scenario,
+        );
+        std::fs::write(self.config(), text).expect("config");
+    }
+
+    /// The upstream's ledger, one event per line.
+    fn ledger(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("ledger.txt"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// How many `set_value` requests reached the upstream.
+    fn writes(&self) -> usize {
+        self.ledger()
+            .iter()
+            .filter(|l| l.starts_with("call set_value"))
+            .count()
+    }
+
+    /// Waits until the ledger has a line starting with `prefix`.
+    fn wait_ledger(&self, prefix: &str) {
+        let start = Instant::now();
+        while !self.ledger().iter().any(|l| l.starts_with(prefix)) {
+            assert!(
+                start.elapsed() < LIMIT,
+                "no ledger line {prefix:?}: {:?}",
+                self.ledger()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `purra approvals ARGS --db DB --json`.
+    fn approvals(&self, args: &[&str]) -> Value {
+        let db = self.db();
+        let mut all: Vec<&str> = vec!["approvals"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--db", &db, "--json"]);
+        let out = purra(&all);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "purra {all:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    }
+
+    /// Waits until an approval is pending in the store; returns its id.
+    fn wait_pending(&self) -> String {
+        let start = Instant::now();
+        loop {
+            if Path::new(&self.db()).exists() {
+                let list = self.approvals(&["list"]);
+                let pending = list["approvals"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a["state"] == "pending");
+                if let Some(a) = pending {
+                    return a["id"].as_str().expect("id").to_owned();
+                }
+            }
+            assert!(start.elapsed() < LIMIT, "no pending approval appeared");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Approves `id` from another process, as an operator does.
+    fn approve(&self, id: &str) -> Value {
+        self.approvals(&["approve", id, "--approver", "ada"])
+    }
+
+    fn trigger_catalog_change(&self) {
+        std::fs::write(self.dir.join("change-catalog"), "").expect("trigger");
+    }
+}
+
+/// A scenario with `setup` and its gateway started on Streamable HTTP.
+fn served(name: &str, setup: Setup) -> (Scenario, Gateway) {
+    let sc = Scenario::new(name);
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        ..setup
+    });
+    let gateway = Gateway::start(&sc);
+    (sc, gateway)
+}
+
+/// Every row of the store's audit log.
+fn audit(db: &str) -> Vec<purra_sqlite::AuditEntry> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let store = purra_sqlite::SqliteStore::open(db).expect("store");
+        store.audit(0, 100_000).await.expect("audit")
+    })
+}
+
+/// Runs `purra ARGS` to completion.
+fn purra(args: &[&str]) -> Output {
+    let out = Command::new(purra_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run purra");
+    out
+}
+
+/// A gateway started by the test (Streamable HTTP), killed when dropped.
+struct Gateway {
+    child: Child,
+    url: String,
+}
+
+impl Gateway {
+    fn start(sc: &Scenario) -> Gateway {
+        let mut child = Command::new(purra_bin())
+            .args(["gateway", "--config", &sc.config()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gateway");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[gateway] {line}");
+                let _ = tx.send(line);
+            }
+        });
+        let start = Instant::now();
+        let url = loop {
+            let line = rx
+                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
+                .expect("the gateway did not say where it serves");
+            if let Some(url) = line.strip_prefix("purra gateway: serving ") {
+                break url.to_owned();
+            }
+        };
+        Gateway { child, url }
+    }
+
+    /// SIGKILL: no cleanup of any kind.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sdk {
+    Python,
+    Node,
+}
+
+/// A downstream client process: its JSON lines arrive on a channel as it prints them.
+struct Client {
+    child: Child,
+    lines: Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Client {
+    /// Starts `sdk`'s client with `steps`, on `url` or (None) starting the gateway over stdio.
+    fn start(
+        sdk: Sdk,
+        sc: &Scenario,
+        url: Option<&str>,
+        elicit: Option<&str>,
+        steps: Value,
+    ) -> Client {
+        let mut cmd = match sdk {
+            Sdk::Python => {
+                let mut c = Command::new(python());
+                c.arg(peer(repo_root().join("peers/python/gateway_client.py")));
+                c
+            }
+            Sdk::Node => {
+                let mut c = Command::new(peer(peers_dir().join("bin/node")));
+                c.arg(peer(repo_root().join("peers/node/gateway_client.mjs")));
+                c
+            }
+        };
+        if let Some(e) = elicit {
+            cmd.args(["--elicit", e]);
+        }
+        cmd.args(["--steps", &steps.to_string()]);
+        match url {
+            Some(u) => {
+                cmd.args(["--http", u]);
+            }
+            None => {
+                cmd.args(["--", purra_bin(), "gateway", "--config", &sc.config()]);
+            }
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn client");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("client printed non-JSON ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Client {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// A client of the gateway `g` over Streamable HTTP, without elicitation.
+    fn http(sdk: Sdk, g: &Gateway, steps: Value) -> Client {
+        Client::start(sdk, &Scenario::none(), Some(&g.url), None, steps)
+    }
+
+    /// Waits for a line matching `pred`; returns it.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+            return v.clone();
+        }
+        let start = Instant::now();
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
+                .unwrap_or_else(|_| {
+                    panic!("the client printed no {what}; it printed {:?}", self.seen)
+                });
+            self.seen.push(v.clone());
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+
+    /// Waits for the client to finish; returns every line it printed.
+    fn finish(mut self) -> Vec<Value> {
+        self.wait_for("done", |v| v["event"] == "done");
+        let _ = self.child.wait();
+        std::mem::take(&mut self.seen)
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn steps_of(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l.get("step").is_some()).collect()
+}
+
+fn call(tool: &str, args: Value) -> Value {
+    json!({"call": tool, "args": args})
+}
+
+/// The text of a call step's result, and whether it is an error.
+fn result_text(step: &Value) -> (String, bool) {
+    let r = &step["result"];
+    assert!(r.is_object(), "not a result: {step}");
+    let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
+    (text, r["isError"] == true)
+}
+
+/// What the two SDK clients list: exactly the bound tools, under their local names, with the
+/// strict-profile schemas and the binding titles.
+fn expected_tools() -> Value {
+    json!([
+        {
+            "name": "get_value",
+            "title": "Read the value",
+            "description": "Reads the stored value",
+            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
+            "outputSchema": {
+                "type": "object",
+                "properties": {"value": {"type": "string"}},
+                "required": ["value"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true}
+        },
+        {
+            "name": "set_value",
+            "title": "Set the value",
+            "description": "Sets the stored value",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"value": {"type": "string"}},
+                "required": ["value"],
+                "additionalProperties": false
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {"stored": {"type": "string"}},
+                "required": ["stored"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true}
+        }
+    ])
+}
+
+/// Acceptance 1 for one SDK and one transport: only bound tools, a read through, a write sent
+/// once after `purra approvals approve` from another process, the same call again answered
+/// from the stored receipt.
+fn write_once_after_cli_approval(sdk: Sdk, http: bool) {
+    let sc = Scenario::new(&format!("a1-{sdk:?}-{http}"));
+    sc.write_config(&Setup {
+        listen: if http { "127.0.0.1:0" } else { "stdio" },
+        ..Setup::default()
+    });
+    let gateway = http.then(|| Gateway::start(&sc));
+    let value = format!("v-{sdk:?}-{http}");
+    let client = Client::start(
+        sdk,
+        &sc,
+        gateway.as_ref().map(|g| g.url.as_str()),
+        None,
+        json!([
+            {"list": true},
+            call("get_value", json!({})),
+            call("set_value", json!({"value": value})),
+            call("set_value", json!({"value": value})),
+            call("get_value", json!({})),
+        ]),
+    );
+    let id = sc.wait_pending();
+    assert_eq!(id, "approval-1");
+    // The write waits; nothing reached the upstream yet.
+    assert_eq!(sc.writes(), 0);
+    let approved = sc.approve(&id);
+    assert_eq!(approved["state"], "approved");
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 5, "{lines:?}");
+    assert_eq!(steps[0]["tools"], expected_tools(), "{sdk:?}");
+    assert_eq!(
+        steps[1]["result"]["structuredContent"],
+        json!({"value": ""})
+    );
+    for i in [2, 3] {
+        assert_eq!(
+            steps[i]["result"]["structuredContent"],
+            json!({"stored": value}),
+            "{sdk:?} http={http} step {i}: {}",
+            steps[i]
+        );
+        assert_eq!(
+            steps[i]["result"]["content"],
+            json!([{"type": "text", "text": format!("stored {value}")}])
+        );
+    }
+    assert_eq!(
+        steps[4]["result"]["structuredContent"],
+        json!({"value": value})
+    );
+    // Progress came while the write waited for the decision.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "progress" && l["message"] == "waiting for approval approval-1"),
+        "{lines:?}"
+    );
+    // The upstream's fsynced ledger: one request, though the call was made twice.
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    assert!(!sc.ledger().iter().any(|l| l.contains("admin_reset")));
+    let shown = sc.approvals(&["show", "approval-1"]);
+    assert_eq!(shown["state"], "claimed");
+    assert_eq!(shown["effect"], "committed");
+    assert_eq!(shown["dispatches"], 1);
+    assert_eq!(shown["tool"], "set_value");
+    assert_eq!(
+        shown["receipt"],
+        json!({"text": [format!("stored {value}")], "structured": {"stored": value}})
+    );
+    drop(gateway);
+}
+
+#[test]
+fn python_client_over_stdio_and_http_writes_once_after_cli_approval() {
+    write_once_after_cli_approval(Sdk::Python, false);
+    write_once_after_cli_approval(Sdk::Python, true);
+}
+
+#[test]
+fn typescript_client_over_stdio_and_http_writes_once_after_cli_approval() {
+    write_once_after_cli_approval(Sdk::Node, false);
+    write_once_after_cli_approval(Sdk::Node, true);
+}
+
+/// Acceptance 2: the client that declared elicitation approves from its own handler.
+#[test]
+fn elicitation_approve_and_deny_from_the_clients_own_handler() {
+    for (sdk, answer, http) in [
+        (Sdk::Python, "approve", false),
+        (Sdk::Node, "deny", true),
+        (Sdk::Node, "approve", false),
+        (Sdk::Python, "deny", true),
+    ] {
+        let sc = Scenario::new(&format!("a2-{sdk:?}-{answer}"));
+        sc.write_config(&Setup {
+            listen: if http { "127.0.0.1:0" } else { "stdio" },
+            elicitation: true,
+            ..Setup::default()
+        });
+        let gateway = http.then(|| Gateway::start(&sc));
+        let client = Client::start(
+            sdk,
+            &sc,
+            gateway.as_ref().map(|g| g.url.as_str()),
+            Some(answer),
+            json!([call("set_value", json!({"value": "asked"}))]),
+        );
+        let lines = client.finish();
+        let asked: Vec<&Value> = lines.iter().filter(|l| l["event"] == "elicit").collect();
+        assert_eq!(asked.len(), 1, "{lines:?}");
+        let message = asked[0]["message"].as_str().expect("message");
+        let shown = sc.approvals(&["show", "approval-1"]);
+        let digest = shown["intentDigest"].as_str().expect("digest");
+        assert_eq!(
+            message,
+            format!(
+                "Approve this write?\ntool: set_value (upstream \"values\", remote tool \"set_value\")\narguments: {{\"value\":\"asked\"}}\nintent digest: {digest}\napproval: approval-1 (gateway gw)"
+            )
+        );
+        let steps = steps_of(&lines);
+        let client_name = match sdk {
+            Sdk::Python => "gateway-client-python",
+            Sdk::Node => "gateway-client-node",
+        };
+        let note = match sdk {
+            Sdk::Python => "from the python client",
+            Sdk::Node => "from the node client",
+        };
+        let approver = format!("{client_name} (elicitation) (note: {note})");
+        assert_eq!(shown["decision"]["approver"], approver.as_str());
+        if answer == "approve" {
+            assert_eq!(
+                steps[0]["result"]["structuredContent"],
+                json!({"stored": "asked"}),
+                "{lines:?}"
+            );
+            assert_eq!(shown["effect"], "committed");
+            assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+        } else {
+            assert_eq!(
+                result_text(steps[0]),
+                (
+                    format!(
+                        "set_value was not sent: approval approval-1 was denied by {approver} (approval_denied)"
+                    ),
+                    true
+                )
+            );
+            assert_eq!(shown["state"], "denied");
+            assert_eq!(shown["effect"], Value::Null);
+            assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
+        }
+    }
+}
+
+/// Acceptance 3: the gateway killed with SIGKILL while a write waits for its decision; the
+/// approval made while it is down is dispatched once when the same call is made again.
+#[test]
+fn killed_while_a_write_waits_then_the_repeated_call_sends_once() {
+    let (sc, gateway) = served("kill-wait", Setup { ..Setup::default() });
+    let mut client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "survives"}))]),
+    );
+    let id = sc.wait_pending();
+    gateway.kill();
+    let failed = client.wait_for("the failed call", |l| l["step"] == "call");
+    assert!(failed["error"].is_string(), "{failed}");
+    drop(client);
+    sc.approve(&id);
+    assert_eq!(sc.writes(), 0);
+
+    let gateway = Gateway::start(&sc);
+    let client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([
+            call("set_value", json!({"value": "survives"})),
+            call("set_value", json!({"value": "survives"}))
+        ]),
+    );
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    for step in &steps {
+        assert_eq!(
+            step["result"]["structuredContent"],
+            json!({"stored": "survives"}),
+            "{lines:?}"
+        );
+    }
+    assert_eq!(steps.len(), 2);
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    sc.assert_effect(&id, "committed", 1);
+    drop(gateway);
+}
+
+/// Acceptance 3: a decided write whose caller has gone (the gateway was killed) is dispatched
+/// after a restart only when the configuration says so, and then once.
+#[test]
+fn a_decided_write_without_its_caller_runs_only_when_configured() {
+    let (sc, gateway) = served("no-caller", Setup { ..Setup::default() });
+    let mut client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "later"}))]),
+    );
+    let id = sc.wait_pending();
+    gateway.kill();
+    client.wait_for("the failed call", |l| l["step"] == "call");
+    drop(client);
+    sc.approve(&id);
+
+    // Default: a restarted gateway does not send it without a caller.
+    let gateway = Gateway::start(&sc);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
+    assert_eq!(sc.approvals(&["show", &id])["state"], "approved");
+    drop(gateway);
+
+    // Configured to run decided writes without a caller: sent once, by the gateway itself.
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        run_decided_without_caller: true,
+        ..Setup::default()
+    });
+    let gateway = Gateway::start(&sc);
+    sc.wait_ledger("responded");
+    let start = Instant::now();
+    while sc.approvals(&["show", &id])["effect"] != "committed" {
+        assert!(start.elapsed() < LIMIT);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The caller comes back: the stored receipt, nothing sent again.
+    let client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "later"}))]),
+    );
+    let lines = client.finish();
+    assert_eq!(
+        steps_of(&lines)[0]["result"]["structuredContent"],
+        json!({"stored": "later"}),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    drop(gateway);
+}
+
+/// Acceptance 3: the gateway killed with SIGKILL while the upstream is handling the write. The
+/// restarted gateway never sends it again; once the dead gateway's lease lapsed its claim is
+/// `unknown` (`interrupted`), and that is what the repeated call answers.
+#[test]
+fn killed_while_a_write_dispatches_it_is_never_sent_again() {
+    let (sc, gateway) = served(
+        "kill-dispatch",
+        Setup {
+            lease: "1s",
+            scenario: "slow-write",
+            ..Setup::default()
+        },
+    );
+    let mut client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "cut"}))]),
+    );
+    let id = sc.wait_pending();
+    sc.approve(&id);
+    sc.wait_ledger("call set_value cut");
+    gateway.kill();
+    client.wait_for("the failed call", |l| l["step"] == "call");
+    drop(client);
+
+    // Restarted with an upstream that would answer at once: still nothing is sent again.
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        lease: "1s",
+        approval_wait: "20s",
+        ..Setup::default()
+    });
+    let gateway = Gateway::start(&sc);
+    let client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "cut"}))]),
+    );
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(
+        result_text(steps[0]),
+        (
+            "set_value was claimed once (intent ".to_owned()
+                + sc.approvals(&["show", &id])["intentDigest"]
+                    .as_str()
+                    .unwrap_or("")
+                + ") and its effect is unknown: interrupted. It is never sent again; an operator reconciles it with evidence.",
+            true
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    sc.assert_effect(&id, "unknown", 1);
+    drop(gateway);
+}
+
+/// Acceptance 3: the upstream exits in the middle of the call. The effect is `unknown` (the
+/// request was sent), kept with its claim; the same call again is answered from the store; the
+/// gateway restarts the upstream for the next call.
+#[test]
+fn upstream_exits_mid_call_the_effect_is_unknown_and_kept() {
+    let (sc, gateway) = served(
+        "upstream-exit",
+        Setup {
+            scenario: "exit-on-call",
+            ..Setup::default()
+        },
+    );
+    let client = Client::http(
+        Sdk::Node,
+        &gateway,
+        json!([
+            call("set_value", json!({"value": "lost"})),
+            call("set_value", json!({"value": "lost"})),
+            call("get_value", json!({})),
+        ]),
+    );
+    let id = sc.wait_pending();
+    sc.approve(&id);
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 3, "{lines:?}");
+    assert_eq!(
+        result_text(steps[0]),
+        (
+            "set_value was claimed once (approval approval-1) and its effect is unknown: mcp_connection_closed. It is never sent again; an operator reconciles it with evidence.".to_owned(),
+            true
+        )
+    );
+    let digest = sc.approvals(&["show", &id])["intentDigest"]
+        .as_str()
+        .expect("digest")
+        .to_owned();
+    assert_eq!(
+        result_text(steps[1]),
+        (
+            format!("set_value was claimed once (intent {digest}) and its effect is unknown: mcp_connection_closed. It is never sent again; an operator reconciles it with evidence."),
+            true
+        )
+    );
+    // The upstream was started again for the read; the value it wrote before exiting is there.
+    assert_eq!(
+        steps[2]["result"]["structuredContent"],
+        json!({"value": "lost"})
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    let ledger = sc.ledger();
+    assert_eq!(
+        ledger.iter().filter(|l| l.starts_with("started")).count(),
+        2,
+        "{ledger:?}"
+    );
+    sc.assert_effect(&id, "unknown", 1);
+    drop(gateway);
+}
+
+/// Acceptance 3: the upstream's tool list changes between the approval and the dispatch. The
+/// gateway rediscovers and tells the downstream client (`list_changed`); the approval prepared
+/// for the old binding is refused as a mismatch (recorded in the audit log) and nothing is sent;
+/// calling again asks for a new approval, which is sent once.
+#[test]
+fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
+    let (sc, gateway) = served(
+        "list-change",
+        Setup {
+            approval_wait: "2s",
+            ..Setup::default()
+        },
+    );
+    let client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "changed"}))]),
+    );
+    let lines = client.finish();
+    assert_eq!(
+        result_text(steps_of(&lines)[0]).0,
+        format!(
+            "set_value was not sent: approval approval-1 is pending (intent {}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once, a denied one never.",
+            sc.approvals(&["show", "approval-1"])["intentDigest"].as_str().unwrap_or("")
+        )
+    );
+    sc.approve("approval-1");
+
+    let mut client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([
+            {"list": true},
+            {"wait_list_changed": true},
+            {"list": true},
+            call("set_value", json!({"value": "changed"})),
+        ]),
+    );
+    client.wait_for("the first list", |l| l["step"] == "list");
+    sc.trigger_catalog_change();
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 4, "{lines:?}");
+    assert_eq!(steps[1]["step"], "list_changed");
+    assert_eq!(
+        steps[2]["tools"][1]["description"],
+        "Sets the stored value (revision 2)"
+    );
+    assert_eq!(
+        result_text(steps[3]),
+        (
+            "set_value was not sent: approval approval-1 was for an earlier binding of the tool, which changed since (approval_mismatch); call set_value again to ask for a new approval".to_owned(),
+            true
+        )
+    );
+    assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
+    let shown = sc.approvals(&["show", "approval-1"]);
+    assert_eq!(shown["state"], "refused");
+    assert_eq!(shown["dispatches"], 0);
+    // The audit log says why: a binding mismatch, nothing started.
+    let refusals: Vec<Value> = audit(&sc.db())
+        .into_iter()
+        .filter(|e| e.event == "refused" && e.approval_id.as_deref() == Some("approval-1"))
+        .map(|e| e.detail)
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0]["reason"], "mismatch");
+    assert_eq!(refusals[0]["effect"], "not_started");
+    assert_ne!(refusals[0]["currentIntent"], shown["intentDigest"]);
+
+    // Again: a new approval for the new binding, sent once.
+    let client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "changed"}))]),
+    );
+    let id = sc.wait_pending();
+    assert_eq!(id, "approval-2");
+    sc.approve(&id);
+    let lines = client.finish();
+    assert_eq!(
+        steps_of(&lines)[0]["result"]["structuredContent"],
+        json!({"stored": "changed"}),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    drop(gateway);
+}
+
+/// Acceptance 4: a configuration with every kind of mistake is refused before anything starts,
+/// with one message per mistake naming the file, the line and the key.
+#[test]
+fn a_configuration_with_every_kind_of_mistake_is_refused_before_anything_starts() {
+    let sc = Scenario::new("config");
+    let upstream = peer(repo_root().join("peers/python/gateway_upstream.py"));
+    let text = format!(
+        r#"[gateway]
+name = "gw"
+db = "gateway.db"
+aproval_wait = "30s"
+
+[upstreams.values]
+command = [{python:?}, {upstream:?}, "--dir", {dir:?}]
+
+[reads.get_value]
+upstream = "values"
+tool = "get_valeu"
+title = "Read the value"
+scope = "open"
+
+[writes.set_value]
+upstream = "values"
+title = "Set the value"
+effect = "write"
+binding_id = "values"
+scope_id = "values"
+
+[writes.set_value.scope]
+arguments = ["len(value) <== 40"]
+"#,
+        python = python(),
+        dir = sc.dir.to_string_lossy(),
+    );
+    std::fs::write(sc.config(), text).expect("config");
+    let out = purra(&["gateway", "--config", &sc.config()]);
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let file = sc.config();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "purra: the configuration has 5 mistakes:
+  {file}:4: gateway.aproval_wait: unknown key (expected one of: approval_ttl, approval_wait, db, elicitation, lease, listen, name, principal, progress_interval, run_decided_without_caller)
+  {file}:11: reads.get_value.tool: upstream \"values\" has no tool \"get_valeu\" (it lists: get_value, set_value, admin_reset)
+  {file}:15: writes.set_value.binding_revision: a write binding needs its binding revision (change it whenever the authorization changes)
+  {file}:15: writes.set_value.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)
+  {file}:23: writes.set_value.scope.arguments[0]: cannot parse \"len(value) <== 40\": unknown operator \"<==\" (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with or ends_with, followed by a space)
+"
+        )
+    );
+    // Nothing started: no store, and the upstream (asked only for its tool list) got no call.
+    assert!(!sc.dir.join("gateway.db").exists());
+    assert_eq!(sc.ledger(), ["started normal"]);
+}

@@ -1,0 +1,116 @@
+//! What the interop tests share: where the installed peers are, running a process with a time
+//! limit, and HTTP servers on free local ports.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+pub fn peers_dir() -> PathBuf {
+    std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+}
+
+pub fn peer_tool(rel: &str) -> PathBuf {
+    let p = peers_dir().join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p
+}
+
+pub fn python() -> PathBuf {
+    peer_tool("venv/bin/python")
+}
+
+pub fn node() -> PathBuf {
+    peer_tool("bin/node")
+}
+
+pub fn script(rel: &str) -> String {
+    repo_root()
+        .join("peers")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Runs a command to completion with a time limit, killing it past the limit.
+pub fn run(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A server process on a free local port, killed when dropped.
+pub struct HttpPeer {
+    /// The server process.
+    pub child: std::process::Child,
+    /// Its MCP endpoint.
+    pub url: String,
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `program args... <port-arg>` and waits until the port accepts connections.
+pub fn http_server(mut cmd: Command, port_arg: impl Fn(u16) -> String) -> HttpPeer {
+    let port = free_port();
+    cmd.arg(port_arg(port))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let child = cmd.spawn().expect("spawn server");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "server on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    HttpPeer {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}

@@ -1,0 +1,657 @@
+//! The gateway's configuration as data: settings, limits, upstream servers, and one read or write
+//! binding per upstream tool a downstream client may use.
+//!
+//! These types derive serde (`deny_unknown_fields`), so an embedding host can build them in code
+//! or deserialize them from any format; [`crate::load`] reads them from a TOML file and reports
+//! every mistake with its file, line and key. [`GatewayConfig::check`] is the part of the
+//! validation that needs no file (names, scope rules, write authorizations); both paths run it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use purra_core::{Concurrency, Risk};
+use purra_mcp::{Limits, WriteEffect};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::scope::ArgumentRule;
+
+/// A whole gateway configuration.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Settings of the gateway itself.
+    #[serde(default)]
+    pub gateway: Settings,
+    /// Bounds on upstream discovery and calls.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Upstream servers by id.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// Read bindings by local name.
+    #[serde(default)]
+    pub reads: BTreeMap<String, ReadConfig>,
+    /// Write bindings by local name.
+    #[serde(default)]
+    pub writes: BTreeMap<String, WriteConfig>,
+}
+
+/// Settings of the gateway itself (the `[gateway]` table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// The gateway's name: part of every write's run id, so two gateways on one store never
+    /// share a call (default `gateway`).
+    pub name: String,
+    /// The SQLite store (default `purra.db`); a relative path is relative to the configuration
+    /// file's directory.
+    pub db: PathBuf,
+    /// Where downstream clients connect: `stdio` (default) or an address for Streamable HTTP
+    /// (the endpoint is `/mcp`).
+    pub listen: Listen,
+    /// The principal downstream callers act as (default `local`), matched by scope rules'
+    /// `principals`.
+    pub principal: String,
+    /// How long a write call waits for a decision before it returns a result naming the
+    /// pending approval (default 30 s).
+    pub approval_wait: Dur,
+    /// How often a waiting write call sends a progress notification (default 5 s).
+    pub progress_interval: Dur,
+    /// Whether a write may be approved or denied by the downstream client's user through an
+    /// elicitation form, when that client declared elicitation (default false).
+    pub elicitation: bool,
+    /// How long an approval made through elicitation authorizes dispatch (default 10 min).
+    pub approval_ttl: Dur,
+    /// Whether an approved write whose caller has gone (its call ended undecided, or the
+    /// gateway restarted) is dispatched anyway (default false: it waits for the same call to
+    /// be repeated, and expires).
+    pub run_decided_without_caller: bool,
+    /// The store owner's lease: claims a killed gateway left become `unknown` once it lapsed
+    /// (default 60 s).
+    pub lease: Dur,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            name: "gateway".into(),
+            db: PathBuf::from("purra.db"),
+            listen: Listen::Stdio,
+            principal: "local".into(),
+            approval_wait: Dur(Duration::from_secs(30)),
+            progress_interval: Dur(Duration::from_secs(5)),
+            elicitation: false,
+            approval_ttl: Dur(Duration::from_secs(600)),
+            run_decided_without_caller: false,
+            lease: Dur(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// Where the gateway serves downstream clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    /// This process's stdin and stdout.
+    Stdio,
+    /// Streamable HTTP on this address, endpoint `/mcp`.
+    Http(SocketAddr),
+}
+
+impl Serialize for Listen {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Listen::Stdio => s.serialize_str("stdio"),
+            Listen::Http(a) => s.serialize_str(&a.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Listen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == "stdio" {
+            return Ok(Listen::Stdio);
+        }
+        text.parse().map(Listen::Http).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "expected \"stdio\" or an address such as \"127.0.0.1:8787\", found {text:?}"
+            ))
+        })
+    }
+}
+
+/// A duration written as a number and a unit: `500ms`, `30s`, `10m`, `1h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dur(pub Duration);
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms % 3_600_000 == 0 && ms > 0 {
+            write!(f, "{}h", ms / 3_600_000)
+        } else if ms % 60_000 == 0 && ms > 0 {
+            write!(f, "{}m", ms / 60_000)
+        } else if ms % 1000 == 0 {
+            write!(f, "{}s", ms / 1000)
+        } else {
+            write!(f, "{ms}ms")
+        }
+    }
+}
+
+impl std::str::FromStr for Dur {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (n, unit) = text.split_at(split);
+        let n: u64 = n
+            .parse()
+            .map_err(|_| format!("expected a duration such as \"30s\", found {text:?}"))?;
+        let ms = match unit {
+            "ms" => Some(n),
+            "s" => n.checked_mul(1000),
+            "m" => n.checked_mul(60_000),
+            "h" => n.checked_mul(3_600_000),
+            _ => {
+                return Err(format!(
+                "expected a duration with a unit ms, s, m or h (such as \"30s\"), found {text:?}"
+            ))
+            }
+        };
+        ms.map(|ms| Dur(Duration::from_millis(ms)))
+            .ok_or_else(|| format!("the duration {text:?} is too long"))
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Bounds on upstream discovery and calls (the `[limits]` table); each may be lowered from
+/// purra-mcp's default, the timeout raised to 300 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Pages of `tools/list`.
+    pub max_pages: Option<u32>,
+    /// Tools across all pages.
+    pub max_tools: Option<u32>,
+    /// Bytes of all `tools/list` results together.
+    pub max_catalog_bytes: Option<u64>,
+    /// Bytes of one selected schema.
+    pub max_schema_bytes: Option<u64>,
+    /// Bytes of one selected description.
+    pub max_description_bytes: Option<u64>,
+    /// Bytes of one result (also bounds the encoded arguments).
+    pub max_result_bytes: Option<u64>,
+    /// Content blocks of one result.
+    pub max_content_blocks: Option<u32>,
+    /// Per-request timeout of upstream calls.
+    pub timeout: Option<Dur>,
+}
+
+impl LimitsConfig {
+    /// The adapter's limits: the defaults with what is set here.
+    pub fn limits(&self) -> Limits {
+        let d = Limits::default();
+        Limits {
+            max_pages: self.max_pages.unwrap_or(d.max_pages),
+            max_tools: self.max_tools.unwrap_or(d.max_tools),
+            max_catalog_bytes: self.max_catalog_bytes.unwrap_or(d.max_catalog_bytes),
+            max_schema_bytes: self.max_schema_bytes.unwrap_or(d.max_schema_bytes),
+            max_description_bytes: self
+                .max_description_bytes
+                .unwrap_or(d.max_description_bytes),
+            max_result_bytes: self.max_result_bytes.unwrap_or(d.max_result_bytes),
+            max_content_blocks: self.max_content_blocks.unwrap_or(d.max_content_blocks),
+            timeout: self.timeout.map_or(d.timeout, |t| t.0),
+        }
+    }
+}
+
+/// One upstream server: a stdio command, or an `http(s)://` or `ws(s)://` URL.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// The program and its arguments, started as a child process speaking MCP over stdio.
+    pub command: Option<Vec<String>>,
+    /// Environment variables for the command (added to the gateway's own).
+    pub env: BTreeMap<String, String>,
+    /// The command's working directory (relative to the configuration file's directory).
+    pub cwd: Option<PathBuf>,
+    /// A Streamable HTTP (`http://`, `https://`) or WebSocket (`ws://`, `wss://`) URL.
+    pub url: Option<String>,
+    /// Headers sent with every HTTP request (for example `Authorization`).
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A binding's scope: explicitly open (reads only), or rules.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScopeConfig {
+    /// `scope = "open"`: no scope check (an explicit opt-out; writes cannot opt out).
+    Open,
+    /// Caller and argument rules; every rule must hold.
+    Rules(ScopeRules),
+}
+
+impl Serialize for ScopeConfig {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ScopeConfig::Open => s.serialize_str("open"),
+            ScopeConfig::Rules(r) => r.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ScopeConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Word(String),
+            Rules(ScopeRules),
+        }
+        match Either::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "expected \"open\" or a table of principals, clients and arguments rules",
+            )
+        })? {
+            Either::Word(w) if w == "open" => Ok(ScopeConfig::Open),
+            Either::Word(w) => Err(serde::de::Error::custom(format!(
+                "expected \"open\" or a table of rules, found {w:?}"
+            ))),
+            Either::Rules(r) => Ok(ScopeConfig::Rules(r)),
+        }
+    }
+}
+
+/// Scope rules: who may call, and what the arguments must satisfy.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScopeRules {
+    /// Principals allowed to call (absent: any).
+    pub principals: Option<Vec<String>>,
+    /// Downstream client names (`clientInfo.name`) allowed to call (absent: any).
+    pub clients: Option<Vec<String>>,
+    /// Argument rules such as `len(text) <= 200` (see [`crate::scope`]).
+    pub arguments: Vec<String>,
+}
+
+/// How calls of a read tool may overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ConcurrencyConfig {
+    /// May run beside other safe calls.
+    Safe,
+    /// Runs alone (the default).
+    #[default]
+    Exclusive,
+}
+
+impl From<ConcurrencyConfig> for Concurrency {
+    fn from(c: ConcurrencyConfig) -> Self {
+        match c {
+            ConcurrencyConfig::Safe => Concurrency::Safe,
+            ConcurrencyConfig::Exclusive => Concurrency::Exclusive,
+        }
+    }
+}
+
+/// A read binding (a `[reads.LOCAL_NAME]` table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadConfig {
+    /// The upstream's id.
+    pub upstream: String,
+    /// The upstream tool's name (default: the local name).
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// The title of the read policy.
+    pub title: String,
+    /// Whether calls may overlap (default exclusive).
+    #[serde(default)]
+    pub concurrency: ConcurrencyConfig,
+    /// The scope: `"open"` or rules. Required: authority is never defaulted.
+    pub scope: ScopeConfig,
+}
+
+/// What a write does, as the host declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectConfig {
+    /// Changes state.
+    Write,
+    /// Destroys state.
+    Destructive,
+}
+
+impl EffectConfig {
+    /// The adapter's effect.
+    pub fn effect(self) -> WriteEffect {
+        match self {
+            EffectConfig::Write => WriteEffect::Write,
+            EffectConfig::Destructive => WriteEffect::Destructive,
+        }
+    }
+
+    /// Core's risk.
+    pub fn risk(self) -> Risk {
+        match self {
+            EffectConfig::Write => Risk::Write,
+            EffectConfig::Destructive => Risk::Destructive,
+        }
+    }
+
+    /// `write` or `destructive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectConfig::Write => "write",
+            EffectConfig::Destructive => "destructive",
+        }
+    }
+}
+
+/// A write binding (a `[writes.LOCAL_NAME]` table): the host's explicit authorization of one
+/// upstream tool as an approval-gated write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteConfig {
+    /// The upstream's id.
+    pub upstream: String,
+    /// The upstream tool's name (default: the local name).
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// The title the approver sees.
+    pub title: String,
+    /// What the write does.
+    pub effect: EffectConfig,
+    /// The risk the approver is told about (default: the effect; must match it).
+    #[serde(default)]
+    pub risk: Option<EffectConfig>,
+    /// The host's binding identifier.
+    pub binding_id: String,
+    /// The binding's revision: change it whenever the authorization changes.
+    pub binding_revision: String,
+    /// The scope identifier.
+    pub scope_id: String,
+    /// The scope's revision: change it whenever the scope rules change.
+    pub scope_revision: String,
+    /// The scope rules (writes cannot opt out).
+    pub scope: ScopeRules,
+}
+
+/// One configuration mistake: where it is and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file (empty for a configuration built in code).
+    pub file: String,
+    /// The 1-based line, when the mistake has a place in a file.
+    pub line: Option<usize>,
+    /// The dotted key, such as `writes.set_note.binding_revision`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.file.is_empty(), self.line) {
+            (false, Some(line)) => write!(f, "{}:{line}: ", self.file)?,
+            (false, None) => write!(f, "{}: ", self.file)?,
+            (true, _) => {}
+        }
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+/// Every mistake of one configuration, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        writeln!(
+            f,
+            "the configuration has {n} mistake{}:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for (i, e) in self.0.iter().enumerate() {
+            if i + 1 < n {
+                writeln!(f, "  {e}")?;
+            } else {
+                write!(f, "  {e}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// A mistake found by [`GatewayConfig::check`]: the dotted key and the message.
+pub type Problem = (String, String);
+
+fn identifier(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+}
+
+impl GatewayConfig {
+    /// The checks that need no file and no upstream: names, upstream references, scope rules,
+    /// write authorizations and limits. Each problem names its dotted key.
+    pub fn check(&self) -> Vec<Problem> {
+        let mut out: Vec<Problem> = Vec::new();
+        let g = &self.gateway;
+        if !identifier(&g.name) {
+            out.push((
+                "gateway.name".into(),
+                "must match ^[a-z][a-z0-9_]{0,63}$".into(),
+            ));
+        }
+        if g.principal.is_empty() {
+            out.push(("gateway.principal".into(), "must not be empty".into()));
+        }
+        for (key, d) in [
+            ("approval_wait", g.approval_wait),
+            ("progress_interval", g.progress_interval),
+            ("approval_ttl", g.approval_ttl),
+            ("lease", g.lease),
+        ] {
+            if d.0 < Duration::from_millis(10) {
+                out.push((format!("gateway.{key}"), "must be at least 10ms".into()));
+            }
+        }
+        if self.limits.limits().validate().is_err() {
+            out.push((
+                "limits".into(),
+                "each limit must be at least 1 and at most its default, the timeout at most 300s"
+                    .into(),
+            ));
+        }
+        for (id, u) in &self.upstreams {
+            let key = format!("upstreams.{id}");
+            if !identifier(id) {
+                out.push((
+                    key.clone(),
+                    "upstream ids must match ^[a-z][a-z0-9_]{0,63}$".into(),
+                ));
+            }
+            match (&u.command, &u.url) {
+                (Some(_), Some(_)) => {
+                    out.push((key.clone(), "give either command or url, not both".into()))
+                }
+                (None, None) => out.push((key.clone(), "needs a command or a url".into())),
+                (Some(c), None) if c.is_empty() || c[0].is_empty() => out.push((
+                    format!("{key}.command"),
+                    "needs at least the program".into(),
+                )),
+                (None, Some(url)) => {
+                    let scheme_ok = ["http://", "https://", "ws://", "wss://"]
+                        .iter()
+                        .any(|s| url.starts_with(s));
+                    if !scheme_ok {
+                        out.push((
+                            format!("{key}.url"),
+                            "must start with http://, https://, ws:// or wss://".into(),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+            if u.url.is_none() && !u.headers.is_empty() {
+                out.push((
+                    format!("{key}.headers"),
+                    "headers are for url upstreams".into(),
+                ));
+            }
+            if u.command.is_none() && (!u.env.is_empty() || u.cwd.is_some()) {
+                out.push((key.clone(), "env and cwd are for command upstreams".into()));
+            }
+        }
+        let mut remote_seen: BTreeMap<(&str, &str), String> = BTreeMap::new();
+        let bindings = self
+            .reads
+            .iter()
+            .map(|(n, r)| ("reads", n, &r.upstream, r.tool.as_deref()))
+            .chain(
+                self.writes
+                    .iter()
+                    .map(|(n, w)| ("writes", n, &w.upstream, w.tool.as_deref())),
+            );
+        for (table, name, upstream, tool) in bindings {
+            let key = format!("{table}.{name}");
+            if !identifier(name) {
+                out.push((
+                    key.clone(),
+                    "local names must match ^[a-z][a-z0-9_]{0,63}$".into(),
+                ));
+            }
+            if table == "writes" && self.reads.contains_key(name) {
+                out.push((
+                    key.clone(),
+                    format!("the local name {name:?} is also a read binding"),
+                ));
+            }
+            if !self.upstreams.contains_key(upstream) {
+                out.push((
+                    format!("{key}.upstream"),
+                    format!("no upstream {upstream:?} is configured"),
+                ));
+            }
+            let remote = tool.unwrap_or(name);
+            if let Some(other) = remote_seen.insert((upstream, remote), key.clone()) {
+                out.push((
+                    key.clone(),
+                    format!("binds the same upstream tool {remote:?} as {other}"),
+                ));
+            }
+        }
+        for (name, r) in &self.reads {
+            let key = format!("reads.{name}");
+            if r.title.is_empty() {
+                out.push((format!("{key}.title"), "must not be empty".into()));
+            }
+            if let ScopeConfig::Rules(rules) = &r.scope {
+                check_rules(&format!("{key}.scope"), rules, &mut out);
+            }
+        }
+        for (name, w) in &self.writes {
+            let key = format!("writes.{name}");
+            if w.title.is_empty() {
+                out.push((format!("{key}.title"), "must not be empty".into()));
+            }
+            if w.risk.is_some_and(|r| r != w.effect) {
+                out.push((
+                    format!("{key}.risk"),
+                    format!("the risk must match the effect ({})", w.effect.as_str()),
+                ));
+            }
+            for (field, value) in [
+                ("binding_id", &w.binding_id),
+                ("binding_revision", &w.binding_revision),
+                ("scope_id", &w.scope_id),
+                ("scope_revision", &w.scope_revision),
+            ] {
+                if value.trim().is_empty() {
+                    out.push((format!("{key}.{field}"), "must not be empty".into()));
+                }
+            }
+            check_rules(&format!("{key}.scope"), &w.scope, &mut out);
+        }
+        out
+    }
+}
+
+pub(crate) fn check_rules(key: &str, rules: &ScopeRules, out: &mut Vec<Problem>) {
+    for (field, list) in [
+        ("principals", &rules.principals),
+        ("clients", &rules.clients),
+    ] {
+        if list.as_ref().is_some_and(|l| l.is_empty()) {
+            out.push((
+                format!("{key}.{field}"),
+                "an empty list allows no caller; leave it out to allow any".into(),
+            ));
+        }
+    }
+    for (i, rule) in rules.arguments.iter().enumerate() {
+        if let Err(why) = ArgumentRule::parse(rule) {
+            out.push((
+                format!("{key}.arguments[{i}]"),
+                format!("cannot parse {rule:?}: {why}"),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_print() {
+        assert_eq!("30s".parse::<Dur>(), Ok(Dur(Duration::from_secs(30))));
+        assert_eq!("250ms".parse::<Dur>(), Ok(Dur(Duration::from_millis(250))));
+        assert_eq!("10m".parse::<Dur>(), Ok(Dur(Duration::from_secs(600))));
+        assert_eq!("2h".parse::<Dur>(), Ok(Dur(Duration::from_secs(7200))));
+        assert_eq!(
+            "30".parse::<Dur>(),
+            Err(
+                "expected a duration with a unit ms, s, m or h (such as \"30s\"), found \"30\""
+                    .into()
+            )
+        );
+        assert_eq!(
+            "s".parse::<Dur>(),
+            Err("expected a duration such as \"30s\", found \"s\"".into())
+        );
+        for text in ["250ms", "30s", "10m", "2h", "1500ms"] {
+            assert_eq!(text.parse::<Dur>().unwrap().to_string(), text);
+        }
+    }
+}

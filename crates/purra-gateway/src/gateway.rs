@@ -1,0 +1,610 @@
+//! The gateway: one MCP server whose tools are the bound upstream tools, under their local names.
+//!
+//! Starting connects every upstream and discovers its bindings (an upstream tool that is not
+//! listed, or whose schema is outside the strict profile, is a configuration mistake reported
+//! before anything is served). Each bound tool is registered on a purra-protocol [`Server`] with
+//! its strict-profile schemas; nothing else upstream is visible. Reads run through Core's
+//! `execute` and the adapter's bounded call; writes go through durable approvals ([`crate::write`]).
+//!
+//! An upstream's `tools/list_changed` makes its registrations stale at once (the adapter's
+//! monitor); the gateway rediscovers in the background and between calls, replaces the
+//! registrations whole, and changes the downstream tool list (which sends downstream
+//! `list_changed`). An upstream whose connection closed is reconnected with backoff.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use purra_core::{
+    execute, ApprovalGateway, ErrorCode, Execution, Lease, RunContext, RunId, RunStore,
+    ScheduleLimits, StoreError,
+};
+use purra_mcp::{Limits, ReadBinding, WriteBinding};
+use purra_protocol::types::{methods, CallToolResult, JsonObject, Tool};
+use purra_protocol::{HttpServerConfig, RequestCtx, Server, StreamableHttpServer};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ConfigError, ConfigErrors, EffectConfig, GatewayConfig, Settings};
+use crate::load::ConfigSource;
+use crate::results;
+use crate::scope::{Caller, Scope};
+use crate::store::{Decisions, GatewayStore};
+use crate::upstream::{Bound, Upstream, UpstreamError};
+
+/// One bound tool as configured.
+pub(crate) struct Binding {
+    pub upstream: Arc<Upstream>,
+    pub local: String,
+    pub remote: String,
+    pub scope: Scope,
+    /// `Some` for writes.
+    pub effect: Option<EffectConfig>,
+    /// The dotted key of the binding in the configuration.
+    pub key: String,
+}
+
+/// Why the gateway did not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration has mistakes (each with its file, line and key).
+    Config(ConfigErrors),
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => e.fmt(f),
+            StartError::Store(e) => write!(f, "the store failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Receives the gateway's operational messages (an upstream that cannot be reached, a store
+/// that failed in the background); a library never prints on its own.
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Options of [`Gateway::start_with`].
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct StartOptions {
+    /// Where operational messages go (default: nowhere).
+    pub log: Option<Log>,
+}
+
+impl StartOptions {
+    /// Sends operational messages to `log`.
+    pub fn log(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.log = Some(Arc::new(log));
+        self
+    }
+}
+
+impl std::fmt::Debug for StartOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartOptions")
+            .field("log", &self.log.is_some())
+            .finish()
+    }
+}
+
+/// A running gateway. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("name", &self.inner.settings.name)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub settings: Settings,
+    pub limits: Limits,
+    pub store: Arc<dyn GatewayStore>,
+    pub approvals: Arc<dyn ApprovalGateway>,
+    pub runs: Arc<dyn RunStore>,
+    pub server: Server,
+    pub bindings: BTreeMap<String, Arc<Binding>>,
+    pub upstreams: BTreeMap<String, Arc<Upstream>>,
+    pub decisions: Decisions,
+    /// Write runs a caller in this process is waiting on (the sweeper leaves them alone).
+    pub waiting: Mutex<HashSet<RunId>>,
+    /// One flow at a time per write run (identical concurrent calls queue).
+    pub run_locks: Mutex<HashMap<RunId, Arc<tokio::sync::Mutex<()>>>>,
+    /// What downstream clients are shown now, by local name.
+    shown: Mutex<BTreeMap<String, Tool>>,
+    /// Stops the background tasks.
+    pub stop: CancellationToken,
+    log: Option<Log>,
+    weak: Weak<Inner>,
+}
+
+/// The longest pause between two reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How often the sweeper looks at waiting writes whose caller has gone.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Gateway {
+    /// Starts a gateway: checks the configuration, reconciles claims a killed process left,
+    /// connects every upstream and discovers its bindings. Every mistake, including bound tools
+    /// an upstream does not list, is reported at once (placed with `source`). Nothing is served
+    /// yet: see [`Gateway::serve_stdio`] and [`Gateway::serve_http`].
+    pub async fn start(
+        config: GatewayConfig,
+        source: &ConfigSource,
+        store: Arc<dyn GatewayStore>,
+    ) -> Result<Gateway, StartError> {
+        Gateway::start_with(config, source, store, StartOptions::default()).await
+    }
+
+    /// [`Gateway::start`] with options.
+    pub async fn start_with(
+        config: GatewayConfig,
+        source: &ConfigSource,
+        store: Arc<dyn GatewayStore>,
+        options: StartOptions,
+    ) -> Result<Gateway, StartError> {
+        let problems = config.check();
+        if !problems.is_empty() {
+            return Err(StartError::Config(ConfigErrors(
+                problems
+                    .into_iter()
+                    .map(|(k, m)| source.error(&k, m))
+                    .collect(),
+            )));
+        }
+        let limits = config.limits.limits();
+        let mut upstreams = BTreeMap::new();
+        let mut bindings = BTreeMap::new();
+        for (id, u) in &config.upstreams {
+            let mut reads = BTreeMap::new();
+            let mut writes = BTreeMap::new();
+            let mut scopes = Vec::new();
+            for (local, r) in config.reads.iter().filter(|(_, r)| &r.upstream == id) {
+                let scope = Scope::compile(&r.scope).map_err(|e| {
+                    StartError::Config(ConfigErrors(vec![
+                        source.error(&format!("reads.{local}.scope"), e)
+                    ]))
+                })?;
+                let remote = r.tool.clone().unwrap_or_else(|| local.clone());
+                reads.insert(
+                    remote.clone(),
+                    ReadBinding {
+                        local_name: local.clone(),
+                        title: r.title.clone(),
+                        scope: scope.scope_check(),
+                        concurrency: r.concurrency.into(),
+                    },
+                );
+                scopes.push((format!("reads.{local}"), local.clone(), remote, scope, None));
+            }
+            for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
+                let scope = Scope::from_rules(&w.scope).map_err(|e| {
+                    StartError::Config(ConfigErrors(vec![
+                        source.error(&format!("writes.{local}.scope"), e)
+                    ]))
+                })?;
+                let remote = w.tool.clone().unwrap_or_else(|| local.clone());
+                writes.insert(
+                    remote.clone(),
+                    WriteBinding {
+                        local_name: local.clone(),
+                        title: w.title.clone(),
+                        risk: w.effect.risk(),
+                        effect: w.effect.effect(),
+                        scope: scope.scope_check(),
+                        binding_id: w.binding_id.clone(),
+                        binding_revision: w.binding_revision.clone(),
+                        scope_id: w.scope_id.clone(),
+                        scope_revision: w.scope_revision.clone(),
+                    },
+                );
+                scopes.push((
+                    format!("writes.{local}"),
+                    local.clone(),
+                    remote,
+                    scope,
+                    Some(w.effect),
+                ));
+            }
+            let upstream = Arc::new(Upstream::new(id.clone(), u.clone(), limits, reads, writes));
+            for (key, local, remote, scope, effect) in scopes {
+                bindings.insert(
+                    local.clone(),
+                    Arc::new(Binding {
+                        upstream: upstream.clone(),
+                        local,
+                        remote,
+                        scope,
+                        effect,
+                        key,
+                    }),
+                );
+            }
+            upstreams.insert(id.clone(), upstream);
+        }
+
+        // Discover everything before serving anything; collect every mistake.
+        let mut errors = Vec::new();
+        for upstream in upstreams.values() {
+            if let Err(e) = upstream.current().await {
+                errors.extend(start_errors(upstream, &bindings, source, &e).await);
+            }
+        }
+        if !errors.is_empty() {
+            for u in upstreams.values() {
+                u.close().await;
+            }
+            errors.sort_by_key(|e: &ConfigError| e.line.unwrap_or(0));
+            return Err(StartError::Config(ConfigErrors(errors)));
+        }
+
+        store
+            .reconcile_interrupted(std::time::SystemTime::now())
+            .await
+            .map_err(StartError::Store)?;
+        let server = Server::builder(
+            format!("purra-gateway-{}", config.gateway.name),
+            env!("CARGO_PKG_VERSION"),
+        )
+        .instructions(
+            "Tools of upstream MCP servers under host authority. Writes wait for a durable approval; \
+             a write that returns a pending approval can be called again with the same arguments \
+             once it is decided.",
+        )
+        .build();
+        let inner = Arc::new_cyclic(|weak| Inner {
+            settings: config.gateway.clone(),
+            limits,
+            approvals: store.approvals(),
+            runs: store.runs(),
+            store,
+            server,
+            bindings,
+            upstreams,
+            decisions: Decisions::default(),
+            waiting: Mutex::new(HashSet::new()),
+            run_locks: Mutex::new(HashMap::new()),
+            shown: Mutex::new(BTreeMap::new()),
+            stop: CancellationToken::new(),
+            log: options.log,
+            weak: weak.clone(),
+        });
+        inner.publish();
+        for upstream in inner.upstreams.values() {
+            inner.watch(upstream.clone());
+        }
+        tokio::spawn(inner.clone().sweeper());
+        Ok(Gateway { inner })
+    }
+
+    /// The MCP server downstream clients are served by (to serve it over another transport).
+    pub fn server(&self) -> &Server {
+        &self.inner.server
+    }
+
+    /// The names downstream clients see now, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.inner.lock_shown().keys().cloned().collect()
+    }
+
+    /// Serves one downstream client over this process's stdin and stdout; returns at EOF.
+    pub async fn serve_stdio(&self) {
+        self.inner.server.serve_stdio().await;
+    }
+
+    /// A Streamable HTTP server for downstream clients (endpoint `/mcp`) on `addr`; mount
+    /// [`StreamableHttpServer::router`] beside other routes (an approver page) or bind it.
+    pub fn http_server(&self, addr: std::net::SocketAddr) -> StreamableHttpServer {
+        StreamableHttpServer::new(
+            self.inner.server.clone(),
+            HttpServerConfig {
+                bind: addr,
+                ..HttpServerConfig::default()
+            },
+        )
+    }
+
+    /// Records a decision made outside the store's other writers (an approver page, an
+    /// embedding host) and wakes the calls waiting in this process at once.
+    pub async fn decide(
+        &self,
+        id: purra_core::ApprovalId,
+        decision: purra_core::Decision,
+    ) -> Result<(), StoreError> {
+        self.inner.approvals.decide(id, decision).await?;
+        self.inner.decisions.wake();
+        Ok(())
+    }
+
+    /// Stops the background tasks and closes every upstream connection.
+    pub async fn shutdown(&self) {
+        self.inner.stop.cancel();
+        for u in self.inner.upstreams.values() {
+            u.close().await;
+        }
+    }
+}
+
+/// The configuration mistakes behind a failed discovery of `upstream`.
+async fn start_errors(
+    upstream: &Arc<Upstream>,
+    bindings: &BTreeMap<String, Arc<Binding>>,
+    source: &ConfigSource,
+    e: &UpstreamError,
+) -> Vec<ConfigError> {
+    let mine: Vec<&Arc<Binding>> = bindings
+        .values()
+        .filter(|b| Arc::ptr_eq(&b.upstream, upstream))
+        .collect();
+    let key = format!("upstreams.{}", upstream.id);
+    match e {
+        UpstreamError::Connect(why) => vec![source.error(&key, format!("cannot connect: {why}"))],
+        UpstreamError::Discovery(err) if err.code == purra_mcp::codes::tool_missing() => {
+            let listed = upstream.probe().await.unwrap_or_default();
+            let missing: Vec<ConfigError> = mine
+                .iter()
+                .filter(|b| !listed.contains(&b.remote))
+                .map(|b| {
+                    let at = if source.keys.contains_key(&format!("{}.tool", b.key)) {
+                        format!("{}.tool", b.key)
+                    } else {
+                        b.key.clone()
+                    };
+                    source.error(
+                        &at,
+                        crate::upstream::missing_tool(&upstream.id, &b.remote, &listed),
+                    )
+                })
+                .collect();
+            if missing.is_empty() {
+                vec![source.error(&key, format!("discovery failed: {}", err.code))]
+            } else {
+                missing
+            }
+        }
+        UpstreamError::Discovery(err) => vec![source.error(
+            &key,
+            format!(
+                "discovery failed: {} (a bound tool's schema or description is outside the limits or the strict schema profile)",
+                err.code
+            ),
+        )],
+    }
+}
+
+impl Inner {
+    pub(crate) fn log(&self, message: &str) {
+        if let Some(log) = &self.log {
+            log(message);
+        }
+    }
+
+    fn lock_shown(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Tool>> {
+        self.shown.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes the downstream tool list what the upstreams' current registrations say: changed
+    /// and new tools are registered, tools no longer bound are removed (each change sends
+    /// downstream `list_changed`).
+    pub(crate) fn publish(&self) {
+        let mut want: BTreeMap<String, Tool> = BTreeMap::new();
+        for u in self.upstreams.values() {
+            if let Some(live) = u.live() {
+                for (name, bound) in &live.tools {
+                    want.insert(name.clone(), bound.tool.clone());
+                }
+            }
+        }
+        let mut shown = self.lock_shown();
+        let gone: Vec<String> = shown
+            .keys()
+            .filter(|k| !want.contains_key(*k))
+            .cloned()
+            .collect();
+        for name in gone {
+            shown.remove(&name);
+            self.server.remove_tool(&name);
+        }
+        for (name, tool) in want {
+            if shown.get(&name) == Some(&tool) {
+                continue;
+            }
+            let weak = self.weak.clone();
+            let local = name.clone();
+            let registered = self.server.raw_tool(tool.clone(), move |args, ctx| {
+                let weak = weak.clone();
+                let local = local.clone();
+                async move {
+                    let Some(inner) = weak.upgrade() else {
+                        return Ok(results::failed(
+                            &local,
+                            &results::stopping(),
+                            "nothing was sent",
+                        ));
+                    };
+                    Ok(inner.call(&local, args, ctx).await)
+                }
+            });
+            if registered.is_ok() {
+                shown.insert(name, tool);
+            }
+        }
+    }
+
+    /// Watches an upstream: a tool list change triggers a rediscovery, a closed connection a
+    /// reconnection with backoff.
+    fn watch(&self, upstream: Arc<Upstream>) {
+        let Some(live) = upstream.live() else {
+            return;
+        };
+        let weak = self.weak.clone();
+        let u = upstream.clone();
+        let _listener = live.conn.on(methods::TOOLS_LIST_CHANGED, move |_| {
+            if let Some(inner) = weak.upgrade() {
+                let u = u.clone();
+                tokio::spawn(async move { inner.refresh(u).await });
+            }
+        });
+        let weak = self.weak.clone();
+        let peer = live.conn.peer().clone();
+        tokio::spawn(async move {
+            peer.closed().await;
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.stop.is_cancelled() {
+                    return;
+                }
+                if inner.refresh(upstream.clone()).await {
+                    return;
+                }
+                let stop = inner.stop.clone();
+                drop(inner);
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        });
+    }
+
+    /// Brings an upstream up to date; true when it is usable. A new connection gets watched.
+    async fn refresh(&self, upstream: Arc<Upstream>) -> bool {
+        let before = upstream.live().map(|l| Arc::as_ptr(&l.conn) as usize);
+        let result = upstream.current().await;
+        self.publish();
+        match result {
+            Ok((live, _)) => {
+                if before != Some(Arc::as_ptr(&live.conn) as usize) {
+                    self.watch(upstream);
+                }
+                true
+            }
+            Err(e) => {
+                self.log(&format!("upstream {}: {e}", upstream.id));
+                false
+            }
+        }
+    }
+
+    /// The current registration of a binding, rediscovering first when its upstream's list
+    /// changed or its connection closed.
+    pub(crate) async fn registration(&self, b: &Binding) -> Result<Arc<BoundTool>, ErrorCode> {
+        let before = b.upstream.live().map(|l| Arc::as_ptr(&l.conn) as usize);
+        let (live, changed) = match b.upstream.current().await {
+            Ok(r) => r,
+            Err(UpstreamError::Connect(_)) => {
+                return Err(purra_mcp::codes::connection_closed());
+            }
+            Err(UpstreamError::Discovery(e)) => {
+                self.publish();
+                return Err(e.code);
+            }
+        };
+        if changed {
+            self.publish();
+            if before != Some(Arc::as_ptr(&live.conn) as usize) {
+                self.watch(b.upstream.clone());
+            }
+        }
+        let bound: &Bound = live
+            .tools
+            .get(&b.local)
+            .ok_or_else(purra_mcp::codes::tool_missing)?;
+        Ok(Arc::new(BoundTool {
+            registration: bound.registration.clone(),
+        }))
+    }
+
+    /// Who is calling.
+    pub(crate) fn caller(&self, ctx: &RequestCtx) -> Caller {
+        Caller {
+            principal: self.settings.principal.clone(),
+            client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
+        }
+    }
+
+    pub(crate) fn schedule_limits(&self) -> ScheduleLimits {
+        ScheduleLimits {
+            max_concurrency: 1,
+            max_result_bytes: usize::try_from(self.limits.max_result_bytes).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// One downstream `tools/call` of a bound tool.
+    async fn call(&self, local: &str, args: JsonObject, ctx: RequestCtx) -> CallToolResult {
+        let Some(binding) = self.bindings.get(local).cloned() else {
+            return results::failed(local, &purra_mcp::codes::tool_missing(), "nothing was sent");
+        };
+        if binding.effect.is_some() {
+            return self.call_write(&binding, args, ctx).await;
+        }
+        self.call_read(&binding, args, &ctx).await
+    }
+
+    async fn call_read(&self, b: &Binding, args: JsonObject, ctx: &RequestCtx) -> CallToolResult {
+        if !b.scope.allows_caller(&self.caller(ctx)) {
+            return results::failed(&b.local, &ErrorCode::SCOPE_DENIED, "nothing was sent");
+        }
+        let bound = match self.registration(b).await {
+            Ok(r) => r,
+            Err(code) => return results::failed(&b.local, &code, "nothing was sent"),
+        };
+        let run = RunContext {
+            run_id: RunId::new(format!("{}:read", self.settings.name)),
+            root_run_id: RunId::new(format!("{}:read", self.settings.name)),
+            agent: self.settings.name.clone(),
+            lease: Lease::new(None, ctx.cancellation().clone()),
+        };
+        match execute(
+            bound.registration.clone(),
+            Value::Object(args),
+            run,
+            self.schedule_limits(),
+        )
+        .await
+        {
+            Execution::Succeeded(v) => results::success(&v),
+            // A read binding asserts no write: whatever happened, nothing was written.
+            Execution::Failed { code, .. } => {
+                results::failed(&b.local, &code, "nothing was written")
+            }
+        }
+    }
+
+    /// Looks at the waiting writes no caller in this process waits on: an approved one runs when
+    /// the configuration says decided writes run without a caller; one whose approval expired is
+    /// refused (recorded) and dropped.
+    async fn sweeper(self: Arc<Self>) {
+        let weak = Arc::downgrade(&self);
+        let stop = self.stop.clone();
+        drop(self);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(SWEEP_INTERVAL) => {}
+            }
+            let Some(inner) = weak.upgrade() else { return };
+            if let Err(e) = inner.sweep().await {
+                inner.log(&format!("looking at waiting writes failed: {e}"));
+            }
+        }
+    }
+}
+
+/// A binding's current registration, held for one call.
+pub(crate) struct BoundTool {
+    pub registration: Arc<purra_core::ToolRegistration>,
+}

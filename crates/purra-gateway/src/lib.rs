@@ -1,0 +1,57 @@
+//! purra-gateway: an MCP server that puts upstream MCP servers under host authority.
+//!
+//! A configuration ([`GatewayConfig`], read from TOML by [`load`]) names upstream servers (stdio
+//! commands, Streamable HTTP or WebSocket URLs) and, per upstream tool a downstream client may
+//! use, a read binding or a write binding exactly as purra-mcp's discovery takes them: local
+//! name, title, scope rules (data: principals, client names, argument rules), concurrency; for
+//! writes the effect and the host's binding and scope ids and revisions. [`Gateway::start`]
+//! connects and discovers everything, then serves one MCP server whose tools are only the bound
+//! ones, under their local names, with strict-profile schemas.
+//!
+//! - Reads go through Core's `execute` and the adapter's bounded call: its limits, its codes,
+//!   never remote error text.
+//! - Writes wait for a durable approval bound to the intent, decided by the downstream client's
+//!   user (elicitation) when allowed, or by anyone deciding on the store (`purra approvals
+//!   approve`, an approver page, [`Gateway::decide`]); an approved write is claimed before it is
+//!   sent, sent once, and its outcome recorded; the same call made again returns the decided
+//!   outcome or the stored receipt without sending again (see [`write`](crate#writes)).
+//! - An upstream `tools/list_changed` makes its registrations stale at once; the gateway
+//!   rediscovers, replaces the downstream tool list (downstream `list_changed`), and an approval
+//!   prepared for the old binding can no longer be claimed.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! let loaded = purra_gateway::load(std::path::Path::new("gateway.toml"))?;
+//! let store = Arc::new(purra_sqlite::SqliteStore::open(&loaded.config.gateway.db)?);
+//! let gateway = purra_gateway::Gateway::start(loaded.config, &loaded.source, store).await?;
+//! gateway.serve_stdio().await; // or gateway.http_server(addr).bind().await?.serve(shutdown)
+//! # Ok(()) }
+//! ```
+//!
+//! # Writes
+//!
+//! A write call is identified by the gateway's name, the tool, the caller and the arguments; its
+//! approval's intent is Core's `ApprovalIntent` (its binding revision is the upstream write
+//! catalog's digest). The same call again finds the same records: a completed claim answers
+//! with its stored outcome; a pending approval is waited for again; a decided one is claimed.
+//! A decided approval whose caller has gone is dispatched only when
+//! `run_decided_without_caller` is set; otherwise it waits for the call to be made again, and
+//! once it expires it is refused (recorded) and dropped.
+
+pub mod config;
+mod gateway;
+mod load;
+pub mod results;
+pub mod scope;
+pub mod store;
+mod upstream;
+mod write;
+
+pub use config::{
+    ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig, LimitsConfig, Listen, ReadConfig,
+    ScopeConfig, ScopeRules, Settings, UpstreamConfig, WriteConfig,
+};
+pub use gateway::{Gateway, Log, StartError, StartOptions};
+pub use load::{from_toml_serde, load, load_reporting_all, load_str, ConfigSource, Loaded};
+pub use store::{Decisions, GatewayStore};

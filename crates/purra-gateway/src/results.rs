@@ -1,0 +1,95 @@
+//! What downstream clients receive: upstream results rebuilt from the adapter's envelope, and
+//! failures as `isError` results whose text names a sanitized code (never remote text) and what
+//! became of the write.
+
+use purra_core::{ErrorCode, JsonIdentity};
+use purra_protocol::types::{CallToolResult, Content};
+use serde_json::Value;
+
+/// A successful result from the adapter's envelope `{text: [..], structured}` (a live result or
+/// a stored receipt): the text blocks, and the structured content when there is any.
+pub fn success(envelope: &Value) -> CallToolResult {
+    let content = envelope["text"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(Content::text)
+        .collect();
+    let structured = match &envelope["structured"] {
+        Value::Object(o) => Some(Value::Object(o.clone())),
+        _ => None,
+    };
+    let result = CallToolResult::new(content);
+    match structured {
+        Some(s) => result.with_structured_content(s),
+        None => result,
+    }
+}
+
+/// `TOOL failed: CODE (WHAT)`, with `isError`.
+pub fn failed(tool: &str, code: &ErrorCode, what: &str) -> CallToolResult {
+    CallToolResult::error(format!("{tool} failed: {code} ({what})"))
+}
+
+/// The code of a call refused because the gateway is stopping.
+pub fn stopping() -> ErrorCode {
+    ErrorCode::new("gateway_stopping").unwrap_or(ErrorCode::TOOL_FAILED)
+}
+
+/// The write waits for a decision.
+pub fn pending(tool: &str, approval: &str, digest: &JsonIdentity) -> CallToolResult {
+    CallToolResult::error(format!(
+        "{tool} was not sent: approval {approval} is pending (intent {digest}). \
+         Once it is decided (purra approvals approve {approval}), call {tool} again with the \
+         same arguments: an approved call is sent once, a denied one never."
+    ))
+}
+
+/// The approver denied the write.
+pub fn denied(tool: &str, approval: &str, approver: &str) -> CallToolResult {
+    CallToolResult::error(format!(
+        "{tool} was not sent: approval {approval} was denied by {approver} (approval_denied)"
+    ))
+}
+
+/// The approval expired before the write could be claimed.
+pub fn expired(tool: &str, approval: &str) -> CallToolResult {
+    CallToolResult::error(format!(
+        "{tool} was not sent: approval {approval} expired before dispatch (approval_expired)"
+    ))
+}
+
+/// The binding changed since the approval was prepared.
+pub fn mismatch(tool: &str, approval: &str) -> CallToolResult {
+    CallToolResult::error(format!(
+        "{tool} was not sent: approval {approval} was for an earlier binding of the tool, which \
+         changed since (approval_mismatch); call {tool} again to ask for a new approval"
+    ))
+}
+
+/// The write was claimed (`claim` names the approval or the intent) and its effect is unknown:
+/// kept with its claim, never sent again.
+pub fn unknown(tool: &str, claim: &str, code: &ErrorCode) -> CallToolResult {
+    CallToolResult::error(format!(
+        "{tool} was claimed once ({claim}) and its effect is unknown: {code}. It is never sent \
+         again; an operator reconciles it with evidence."
+    ))
+}
+
+/// The write was claimed and refused before anything was sent.
+pub fn not_started(tool: &str, claim: &str, code: Option<&ErrorCode>) -> CallToolResult {
+    let why = code.map_or_else(|| "not_started".to_owned(), |c| c.to_string());
+    CallToolResult::error(format!(
+        "{tool} was not sent ({claim}): {why}; its claim is used, so this exact call is never \
+         sent"
+    ))
+}
+
+/// The write is being sent by another call, or its earlier sending has no recorded outcome yet.
+pub fn in_flight(tool: &str, claim: &str) -> CallToolResult {
+    CallToolResult::error(format!(
+        "{tool} was claimed ({claim}) and has no recorded outcome yet; it is never sent twice: \
+         call {tool} again later for its outcome"
+    ))
+}

@@ -1,0 +1,346 @@
+//! One upstream server: its connection, its catalog monitor, and the registrations discovered
+//! from it through purra-mcp's read and write discovery.
+//!
+//! The live state (connection, registrations, the generation they were discovered at) is an
+//! immutable [`Live`] behind an `Arc`, swapped whole; a call takes the current `Arc` and never
+//! sees half a refresh. A refresh (reconnect when the connection closed, rediscovery when the
+//! tool list changed) runs one at a time behind a one-permit gate; calls in flight keep the
+//! registrations they started with, whose handlers answer `mcp_catalog_stale` once the list
+//! changed (a registration never widens itself).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use purra_core::ToolRegistration;
+use purra_mcp::{
+    discover_read_tools, discover_write_tools, AdapterError, CatalogMonitor, Limits, ReadBinding,
+    WriteBinding,
+};
+use purra_protocol::types::{Tool, ToolAnnotations};
+use purra_protocol::{
+    Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand, WsClientOptions,
+};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::config::UpstreamConfig;
+
+/// A bound tool as discovered: its registration and what downstream clients are shown.
+pub(crate) struct Bound {
+    /// Core's registration (its handler makes one bounded `tools/call`).
+    pub registration: Arc<ToolRegistration>,
+    /// The downstream tool: local name, title, strict-profile schemas.
+    pub tool: Tool,
+}
+
+/// One discovery's result on one connection.
+pub(crate) struct Live {
+    /// The connection.
+    pub conn: Arc<Connection>,
+    /// Its monitor.
+    pub monitor: CatalogMonitor,
+    /// The monitor's generation when this was discovered.
+    pub generation: u64,
+    /// Bound tools by local name.
+    pub tools: BTreeMap<String, Bound>,
+}
+
+impl Live {
+    /// Whether this is still current: connection open, tool list unchanged.
+    pub fn is_current(&self) -> bool {
+        !self.monitor.is_closed()
+            && !self.conn.peer().is_closed()
+            && self.monitor.generation() == self.generation
+    }
+}
+
+/// Why an upstream could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UpstreamError {
+    /// Connecting failed (the text is for the operator's log, never for a client).
+    Connect(String),
+    /// Discovery failed with an adapter code.
+    Discovery(AdapterError),
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamError::Connect(why) => write!(f, "cannot connect: {why}"),
+            UpstreamError::Discovery(e) => write!(f, "discovery failed: {}", e.code),
+        }
+    }
+}
+
+/// An upstream server and its bindings.
+pub(crate) struct Upstream {
+    /// The upstream's id in the configuration.
+    pub id: String,
+    config: UpstreamConfig,
+    limits: Limits,
+    /// Read bindings by remote name.
+    reads: BTreeMap<String, ReadBinding>,
+    /// Write bindings by remote name.
+    writes: BTreeMap<String, WriteBinding>,
+    /// Titles by local name (the downstream tool's title).
+    titles: BTreeMap<String, String>,
+    live: RwLock<Option<Arc<Live>>>,
+    /// One refresh at a time.
+    gate: Semaphore,
+}
+
+impl Upstream {
+    pub fn new(
+        id: String,
+        config: UpstreamConfig,
+        limits: Limits,
+        reads: BTreeMap<String, ReadBinding>,
+        writes: BTreeMap<String, WriteBinding>,
+    ) -> Upstream {
+        let titles = reads
+            .values()
+            .map(|b| (b.local_name.clone(), b.title.clone()))
+            .chain(
+                writes
+                    .values()
+                    .map(|b| (b.local_name.clone(), b.title.clone())),
+            )
+            .collect();
+        Upstream {
+            id,
+            config,
+            limits,
+            reads,
+            writes,
+            titles,
+            live: RwLock::new(None),
+            gate: Semaphore::new(1),
+        }
+    }
+
+    /// The current live state, if any (possibly no longer current).
+    pub fn live(&self) -> Option<Arc<Live>> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_live(&self, live: Option<Arc<Live>>) {
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+    }
+
+    /// The current state, refreshed first when the connection closed or the tool list changed.
+    /// `Ok(None)` is never returned with `refresh`; the error says why the upstream is unusable.
+    /// `changed` is true when this call replaced the registrations.
+    pub async fn current(&self) -> Result<(Arc<Live>, bool), UpstreamError> {
+        if let Some(live) = self.live().filter(|l| l.is_current()) {
+            return Ok((live, false));
+        }
+        // Whoever holds the gate refreshes; the others find its result.
+        let _permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|_| UpstreamError::Connect("the gateway is stopping".into()))?;
+        if let Some(live) = self.live().filter(|l| l.is_current()) {
+            return Ok((live, false));
+        }
+        let reuse = self
+            .live()
+            .filter(|l| !l.monitor.is_closed() && !l.conn.peer().is_closed())
+            .map(|l| (l.conn.clone(), l.monitor.clone()));
+        let (conn, monitor) = match reuse {
+            Some(c) => c,
+            None => {
+                let conn = Arc::new(self.connect().await?);
+                let monitor = CatalogMonitor::attach(&conn);
+                (conn, monitor)
+            }
+        };
+        match self.discover(&conn, &monitor).await {
+            Ok(live) => {
+                let live = Arc::new(live);
+                self.set_live(Some(live.clone()));
+                Ok((live, true))
+            }
+            Err(e) => {
+                // Unusable until the next refresh; nothing stale stays callable.
+                self.set_live(None);
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes the connection (the child process, if any, is shut down).
+    pub async fn close(&self) {
+        let live = self.live.write().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(live) = live {
+            live.monitor.close();
+            live.conn.close().await;
+        }
+    }
+
+    async fn connect(&self) -> Result<Connection, UpstreamError> {
+        let mut options = ClientOptions::default();
+        options.client_info =
+            purra_protocol::types::Implementation::new("purra-gateway", env!("CARGO_PKG_VERSION"));
+        let result = match (&self.config.command, &self.config.url) {
+            (Some(command), _) => {
+                let mut cmd = StdioCommand::new(&command[0])
+                    .args(&command[1..])
+                    .stderr(StderrMode::Inherit);
+                for (k, v) in &self.config.env {
+                    cmd = cmd.env(k, v);
+                }
+                if let Some(dir) = &self.config.cwd {
+                    cmd = cmd.cwd(dir);
+                }
+                Client::connect_stdio(cmd, options).await
+            }
+            (None, Some(url)) if url.starts_with("ws://") || url.starts_with("wss://") => {
+                Client::connect_ws(url, WsClientOptions::default(), options).await
+            }
+            (None, Some(url)) => {
+                let http = HttpClientOptions {
+                    headers: self
+                        .config
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    ..HttpClientOptions::default()
+                };
+                Client::connect_http(url, http, options).await
+            }
+            (None, None) => return Err(UpstreamError::Connect("no command and no url".into())),
+        };
+        result.map_err(|e| UpstreamError::Connect(e.to_string()))
+    }
+
+    /// Lists the upstream's tools (names only), for configuration messages.
+    async fn listed(conn: &Connection) -> Vec<String> {
+        conn.tools().iter().map(|t| t.name.clone()).collect()
+    }
+
+    async fn discover(
+        &self,
+        conn: &Arc<Connection>,
+        monitor: &CatalogMonitor,
+    ) -> Result<Live, UpstreamError> {
+        let generation = monitor.generation();
+        let err = UpstreamError::Discovery;
+        let read = if self.reads.is_empty() {
+            None
+        } else {
+            Some(
+                discover_read_tools(conn, &self.id, &self.reads, monitor, self.limits)
+                    .await
+                    .map_err(err)?,
+            )
+        };
+        let write = if self.writes.is_empty() {
+            None
+        } else {
+            Some(
+                discover_write_tools(conn, &self.id, &self.writes, monitor, self.limits)
+                    .await
+                    .map_err(err)?,
+            )
+        };
+        if monitor.generation() != generation {
+            return Err(err(AdapterError::new(purra_mcp::codes::catalog_stale())));
+        }
+        let mut tools = BTreeMap::new();
+        let snapshots = read
+            .as_ref()
+            .map(|r| &r.snapshot)
+            .into_iter()
+            .chain(write.as_ref().map(|w| &w.snapshot));
+        let mut entries: BTreeMap<String, Value> = BTreeMap::new();
+        for s in snapshots {
+            for e in s.as_json()["entries"].as_array().into_iter().flatten() {
+                if let Some(name) = e["localName"].as_str() {
+                    entries.insert(name.to_owned(), e.clone());
+                }
+            }
+        }
+        let registrations = read
+            .map(|r| r.registrations)
+            .unwrap_or_default()
+            .into_iter()
+            .chain(write.map(|w| w.registrations).unwrap_or_default());
+        for reg in registrations {
+            let name = reg.name().to_owned();
+            let entry = entries.get(&name).cloned().unwrap_or(Value::Null);
+            let tool = downstream_tool(&name, self.titles.get(&name), &reg, &entry);
+            tools.insert(
+                name,
+                Bound {
+                    registration: Arc::new(reg),
+                    tool,
+                },
+            );
+        }
+        Ok(Live {
+            conn: conn.clone(),
+            monitor: monitor.clone(),
+            generation,
+            tools,
+        })
+    }
+
+    /// Connects and lists the upstream's tool names without binding anything (for the start
+    /// checks of the configuration).
+    pub async fn probe(&self) -> Result<Vec<String>, UpstreamError> {
+        let conn = self.connect().await?;
+        let names = Self::listed(&conn).await;
+        conn.close().await;
+        Ok(names)
+    }
+}
+
+/// The message for a bound tool the upstream does not list.
+pub(crate) fn missing_tool(upstream: &str, remote: &str, listed: &[String]) -> String {
+    format!(
+        "upstream {upstream:?} has no tool {remote:?} (it lists: {})",
+        if listed.is_empty() {
+            "no tools".to_owned()
+        } else {
+            listed.join(", ")
+        }
+    )
+}
+
+/// What downstream clients are shown for a bound tool: the local name, the binding's title, the
+/// upstream description, the strict-profile input schema and the upstream's output schema, and
+/// hints that say what the host declared (hints only: the gateway enforces the policy).
+fn downstream_tool(
+    name: &str,
+    title: Option<&String>,
+    reg: &ToolRegistration,
+    entry: &Value,
+) -> Tool {
+    let object = |v: &Value| match v {
+        Value::Object(o) => Some(o.clone()),
+        _ => None,
+    };
+    let input = object(reg.input_schema().source()).unwrap_or_default();
+    let output = object(&entry["outputSchema"]);
+    let annotations = if reg.is_confirm() {
+        let destructive = entry["effect"] == "destructive";
+        ToolAnnotations::new()
+            .with_read_only(false)
+            .with_destructive(destructive)
+            .with_idempotent(true)
+    } else {
+        ToolAnnotations::new().with_read_only(true)
+    };
+    let mut tool = Tool::new(name, input)
+        .with_description(reg.description())
+        .with_annotations(annotations);
+    if let Some(title) = title {
+        tool = tool.with_title(title.as_str());
+    }
+    if let Some(output) = output {
+        tool = tool.with_output_schema(output);
+    }
+    tool
+}

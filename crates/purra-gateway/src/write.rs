@@ -1,0 +1,578 @@
+//! Approval-gated writes: a durable approval bound to the exact call, a decision (from the
+//! downstream client's user by elicitation, or from anyone who can decide on the store), one
+//! claim, one dispatch, one recorded outcome.
+//!
+//! A write call is identified without any state of its own: its run id is the gateway's name,
+//! the local tool and a digest of the caller (principal, client name) and the arguments, so the
+//! same call made again, after its wait ended, after the client reconnected or after the gateway
+//! restarted, finds the same durable records:
+//!
+//! 1. a completed claim for the intent: the stored outcome is returned (committed: the stored
+//!    receipt), nothing is sent;
+//! 2. otherwise the call's approval (the suspended run names it) or a new one: the intent is Core's
+//!    [`ApprovalIntent`] (tool, arguments digest, approval binding whose revision is the upstream
+//!    write catalog's digest, run, gateway preset), prepared in the store and saved with the
+//!    arguments as a suspended run;
+//! 3. the decision: asked of the downstream client's user with an elicitation form when it
+//!    declared elicitation and the configuration allows it, else waited for (progress
+//!    notifications every `progress_interval`) up to `approval_wait`; undecided, the call returns
+//!    a result naming the pending approval;
+//! 4. the claim, against the *current* registration (rediscovered first if the upstream's list
+//!    changed): `check_and_claim` re-checks decision, expiry and the intent digest and commits the
+//!    claim before anything is sent; the dispatch runs in its own task, so a caller that goes away
+//!    never cuts it short, and its outcome (`committed` with the receipt, `not_started`,
+//!    `unknown`) is recorded before the result is returned.
+//!
+//! Denied, expired and mismatched approvals are refused without sending (the store's audit log
+//! records the refusal) and the call's run is dropped, so calling again asks for a new approval.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use purra_core::{
+    execute, json_identity, preset_fingerprint, ApprovalId, ApprovalIntent, ApprovalRecord,
+    ApprovalState, ClaimState, ClaimVerdict, Decision, EffectOutcome, ErrorCode, Execution,
+    IdempotencyKey, Lease, RunContext, RunId, StoreError, SuspendedRun, ToolCall, ToolRegistration,
+    Verdict,
+};
+use purra_protocol::types::{CallToolResult, ElicitAction, ElicitParams, JsonObject};
+use purra_protocol::RequestCtx;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::gateway::{Binding, Inner};
+use crate::results;
+use crate::scope::Caller;
+use crate::store::POLL_INTERVAL;
+
+/// The checkpoint call id of every gateway write (the run id already identifies the call).
+const CALL_ID: &str = "call";
+
+fn store_failed(tool: &str) -> CallToolResult {
+    results::failed(tool, &ErrorCode::STORE_FAILED, "nothing was sent")
+}
+
+impl Inner {
+    /// The run id of a write call: `GATEWAY:TOOL:DIGEST16`.
+    fn write_run_id(&self, b: &Binding, caller: &Caller, args: &Value) -> Option<RunId> {
+        let id = json_identity(&json!({
+            "profile": "purra.gateway-call/v1",
+            "principal": caller.principal,
+            "client": caller.client,
+            "arguments": args,
+        }))
+        .ok()?;
+        let hex = id.as_str().trim_start_matches("sha256:");
+        Some(RunId::new(format!(
+            "{}:{}:{}",
+            self.settings.name,
+            b.local,
+            &hex[..16.min(hex.len())]
+        )))
+    }
+
+    /// The intent of `args` for the registration as it is now.
+    fn intent(
+        &self,
+        reg: &ToolRegistration,
+        run_id: &RunId,
+        args: &Value,
+    ) -> Result<ApprovalIntent, ErrorCode> {
+        let binding = reg
+            .approval_binding()
+            .ok_or(ErrorCode::APPROVAL_MISMATCH)?
+            .identity();
+        let preset = preset_fingerprint("purra-gateway", &self.settings.name, &binding)
+            .map_err(|_| ErrorCode::INVALID_ARGUMENTS)?;
+        let call = ToolCall {
+            id: CALL_ID.into(),
+            name: reg.name().to_owned(),
+            arguments: args.clone(),
+        };
+        ApprovalIntent::new(reg, &call, run_id.clone(), preset)
+            .map_err(|_| ErrorCode::INVALID_ARGUMENTS)
+    }
+
+    /// Locks one write run for this process (identical calls queue behind each other).
+    async fn lock_run(&self, run_id: &RunId) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.run_locks.lock().unwrap_or_else(|p| p.into_inner());
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+            locks.entry(run_id.clone()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+
+    fn set_waiting(&self, run_id: &RunId, waiting: bool) {
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if waiting {
+            w.insert(run_id.clone());
+        } else {
+            w.remove(run_id);
+        }
+    }
+
+    /// One downstream call of a write tool.
+    pub(crate) async fn call_write(
+        &self,
+        b: &Binding,
+        args: JsonObject,
+        ctx: RequestCtx,
+    ) -> CallToolResult {
+        let tool = b.local.as_str();
+        let caller = self.caller(&ctx);
+        let args = Value::Object(args);
+        if !b.scope.allows_caller(&caller) {
+            return results::failed(tool, &ErrorCode::SCOPE_DENIED, "nothing was sent");
+        }
+        if !b.scope.allows_arguments(&args) {
+            return results::failed(tool, &purra_mcp::codes::scope_denied(), "nothing was sent");
+        }
+        let bound = match self.registration(b).await {
+            Ok(r) => r,
+            Err(code) => return results::failed(tool, &code, "nothing was sent"),
+        };
+        let reg = &bound.registration;
+        if reg.input_schema().validate(&args).is_err() {
+            return results::failed(tool, &ErrorCode::INVALID_ARGUMENTS, "nothing was sent");
+        }
+        let Some(run_id) = self.write_run_id(b, &caller, &args) else {
+            return results::failed(tool, &ErrorCode::INVALID_ARGUMENTS, "nothing was sent");
+        };
+        let _guard = self.lock_run(&run_id).await;
+        let intent = match self.intent(reg, &run_id, &args) {
+            Ok(i) => i,
+            Err(code) => return results::failed(tool, &code, "nothing was sent"),
+        };
+        let digest = intent.digest();
+
+        // 1. Done before: the stored outcome, nothing sent.
+        let receipts = self.approvals.receipts();
+        match receipts.state(IdempotencyKey(digest.to_string())).await {
+            Ok(Some(state)) => {
+                return self
+                    .outcome_of(tool, &format!("intent {digest}"), &digest, state)
+                    .await
+            }
+            Ok(None) => {}
+            Err(_) => return store_failed(tool),
+        }
+
+        // 2. The call's approval: found from an earlier call, or prepared now.
+        let approval = match self.runs.load_suspended(run_id.clone()).await {
+            Err(_) => return store_failed(tool),
+            Ok(Some(s)) if s.intent_digest == digest => s.approval_id,
+            Ok(Some(s)) => {
+                // Prepared under an earlier binding: decided, it is refused (recorded); pending,
+                // it is replaced.
+                match self.approvals.record(s.approval_id.clone()).await {
+                    Ok(Some(r)) if r.state != ApprovalState::Prepared => {
+                        return self.settle(b, &run_id, &s.approval_id, &args).await;
+                    }
+                    Ok(_) => match self.prepare(intent, &run_id, &args).await {
+                        Ok(id) => id,
+                        Err(_) => return store_failed(tool),
+                    },
+                    Err(_) => return store_failed(tool),
+                }
+            }
+            Ok(None) => match self.prepare(intent, &run_id, &args).await {
+                Ok(id) => id,
+                Err(_) => return store_failed(tool),
+            },
+        };
+
+        // 3. The decision.
+        self.set_waiting(&run_id, true);
+        let record = self.decision(b, &approval, &digest, &args, &ctx).await;
+        self.set_waiting(&run_id, false);
+        match record {
+            Ok(r) if r.state == ApprovalState::Prepared => {
+                return results::pending(tool, &approval.0, &digest)
+            }
+            Ok(_) => {}
+            Err(_) => return store_failed(tool),
+        }
+
+        // 4. Claim and dispatch.
+        self.settle(b, &run_id, &approval, &args).await
+    }
+
+    async fn prepare(
+        &self,
+        intent: ApprovalIntent,
+        run_id: &RunId,
+        args: &Value,
+    ) -> Result<ApprovalId, StoreError> {
+        let digest = intent.digest();
+        let preset = intent.preset_fingerprint.clone();
+        let tool = intent.tool.clone();
+        let id = self.approvals.prepare(intent).await?;
+        self.runs
+            .save_suspended(SuspendedRun {
+                run_id: run_id.clone(),
+                root_run_id: run_id.clone(),
+                agent: self.settings.name.clone(),
+                preset_fingerprint: preset,
+                transcript: Vec::new(),
+                pending_call: ToolCall {
+                    id: CALL_ID.into(),
+                    name: tool,
+                    arguments: args.clone(),
+                },
+                approval_id: id.clone(),
+                intent_digest: digest,
+                turns_used: 0,
+            })
+            .await?;
+        Ok(id)
+    }
+
+    /// Waits for the decision of `approval`: asks the client's user first when allowed, and
+    /// reads the store (woken by in-process decisions) until `approval_wait` passes, sending
+    /// progress. Returns the record as last read.
+    async fn decision(
+        &self,
+        b: &Binding,
+        approval: &ApprovalId,
+        digest: &purra_core::JsonIdentity,
+        args: &Value,
+        ctx: &RequestCtx,
+    ) -> Result<ApprovalRecord, StoreError> {
+        let until = Instant::now() + self.settings.approval_wait.0;
+        let record = self
+            .approvals
+            .record(approval.clone())
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        if record.state != ApprovalState::Prepared {
+            return Ok(record);
+        }
+        let waited = self.wait_with_progress(approval, until, ctx);
+        tokio::pin!(waited);
+        let ask = self.settings.elicitation && ctx.client_capabilities().elicitation.is_some();
+        if ask {
+            let question = self.elicit(b, approval, digest, args, ctx);
+            tokio::select! {
+                r = &mut waited => return r,
+                () = question => {}
+                () = ctx.cancelled() => {}
+            }
+        }
+        tokio::select! {
+            r = &mut waited => r,
+            () = ctx.cancelled() => self
+                .approvals
+                .record(approval.clone())
+                .await?
+                .ok_or(StoreError::NotFound),
+        }
+    }
+
+    /// Waits for the decision until `until`, with a progress notification at once (it names the
+    /// approval) and then every `progress_interval`.
+    async fn wait_with_progress(
+        &self,
+        approval: &ApprovalId,
+        until: Instant,
+        ctx: &RequestCtx,
+    ) -> Result<ApprovalRecord, StoreError> {
+        let start = Instant::now();
+        let total = (until - start).as_secs_f64();
+        let interval = self.settings.progress_interval.0;
+        let message = format!("waiting for approval {}", approval.0);
+        let mut next = start;
+        loop {
+            if Instant::now() >= next {
+                // A client that stopped listening does not stop the wait.
+                let _ = ctx
+                    .progress(
+                        (Instant::now() - start).as_secs_f64().min(total),
+                        Some(total),
+                        Some(&message),
+                    )
+                    .await;
+                next += interval;
+            }
+            let record = self
+                .decisions
+                .wait(self.approvals.as_ref(), approval, next.min(until))
+                .await?;
+            if record.state != ApprovalState::Prepared || Instant::now() >= until {
+                return Ok(record);
+            }
+        }
+    }
+
+    /// Asks the downstream client's user to approve or deny with an elicitation form, and
+    /// records the answer (approve, deny, or decline as a denial; cancel or no answer decides
+    /// nothing). A decision made elsewhere first wins (the store refuses a second one).
+    async fn elicit(
+        &self,
+        b: &Binding,
+        approval: &ApprovalId,
+        digest: &purra_core::JsonIdentity,
+        args: &Value,
+        ctx: &RequestCtx,
+    ) {
+        let message = format!(
+            "Approve this write?\n\
+             tool: {} (upstream {:?}, remote tool {:?})\n\
+             arguments: {}\n\
+             intent digest: {}\n\
+             approval: {} (gateway {})",
+            b.local, b.upstream.id, b.remote, args, digest, approval.0, self.settings.name
+        );
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "decision": {
+                    "type": "string",
+                    "title": "Decision",
+                    "enum": ["approve", "deny"],
+                    "description": "approve: the write is sent once; deny: it is never sent"
+                },
+                "note": {"type": "string", "title": "Note"}
+            },
+            "required": ["decision"]
+        });
+        let params = ElicitParams::form(message, schema.as_object().cloned().unwrap_or_default());
+        let Ok(answer) = ctx.elicit(params).await else {
+            return;
+        };
+        let content = answer.content.unwrap_or_default();
+        let verdict = match answer.action {
+            ElicitAction::Accept => match content.get("decision").and_then(Value::as_str) {
+                Some("approve") => Verdict::Approve,
+                Some("deny") => Verdict::Deny,
+                _ => return,
+            },
+            ElicitAction::Decline => Verdict::Deny,
+            _ => return,
+        };
+        let client = ctx
+            .client_info()
+            .map(|i| i.name)
+            .unwrap_or_else(|| "client".into());
+        let mut approver = format!("{client} (elicitation)");
+        if let Some(note) = content.get("note").and_then(Value::as_str) {
+            if !note.is_empty() {
+                approver = format!("{approver} (note: {note})");
+            }
+        }
+        let now = SystemTime::now();
+        let decision = Decision {
+            verdict,
+            approver,
+            decided_at: now,
+            expires_at: (verdict == Verdict::Approve).then(|| now + self.settings.approval_ttl.0),
+        };
+        if self
+            .approvals
+            .decide(approval.clone(), decision)
+            .await
+            .is_ok()
+        {
+            self.decisions.wake();
+        }
+    }
+
+    /// Claims a decided approval against the current registration and dispatches once; or
+    /// reports why not. Used by waiting callers and by the sweeper.
+    pub(crate) async fn settle(
+        &self,
+        b: &Binding,
+        run_id: &RunId,
+        approval: &ApprovalId,
+        args: &Value,
+    ) -> CallToolResult {
+        let tool = b.local.as_str();
+        let label = format!("approval {}", approval.0);
+        // The safe boundary: a changed tool list is rediscovered before anything is claimed.
+        let bound = match self.registration(b).await {
+            Ok(r) => r,
+            Err(code) => {
+                return results::failed(tool, &code, &format!("nothing was sent; {label} is kept"))
+            }
+        };
+        let current = match self.intent(&bound.registration, run_id, args) {
+            Ok(i) => i.digest(),
+            Err(code) => return results::failed(tool, &code, "nothing was sent"),
+        };
+        let Ok(Some(record)) = self.approvals.record(approval.clone()).await else {
+            return store_failed(tool);
+        };
+        let verdict = match self
+            .approvals
+            .check_and_claim(approval.clone(), current, SystemTime::now())
+            .await
+        {
+            Ok(v) => v,
+            Err(_) => return store_failed(tool),
+        };
+        let approver = match &record.state {
+            ApprovalState::Decided(d) | ApprovalState::Claimed(d) | ApprovalState::Refused(d) => {
+                d.approver.clone()
+            }
+            ApprovalState::Prepared => String::new(),
+        };
+        let refused = |r: CallToolResult| async move {
+            // The caller is told; the call's run is over (a new call asks for a new approval).
+            let _ = self.runs.remove_suspended(run_id.clone()).await;
+            r
+        };
+        let key = match verdict {
+            ClaimVerdict::Claimed(key) => key,
+            ClaimVerdict::Pending => {
+                return results::pending(tool, &approval.0, &record.intent_digest)
+            }
+            ClaimVerdict::Denied => {
+                return refused(results::denied(tool, &approval.0, &approver)).await
+            }
+            ClaimVerdict::Expired => return refused(results::expired(tool, &approval.0)).await,
+            ClaimVerdict::Mismatch => return refused(results::mismatch(tool, &approval.0)).await,
+            ClaimVerdict::AlreadyClaimed => {
+                let receipts = self.approvals.receipts();
+                return match receipts
+                    .state(IdempotencyKey(record.intent_digest.to_string()))
+                    .await
+                {
+                    Ok(Some(state)) => {
+                        self.outcome_of(tool, &label, &record.intent_digest, state)
+                            .await
+                    }
+                    Ok(None) => refused(results::mismatch(tool, &approval.0)).await,
+                    Err(_) => store_failed(tool),
+                };
+            }
+        };
+        // Claimed: the claim is on disk. Dispatch in a task of its own, so that the outcome is
+        // recorded even if the caller goes away.
+        let registration = bound.registration.clone();
+        let receipts = self.approvals.receipts();
+        let runs = self.runs.clone();
+        let context = RunContext {
+            run_id: run_id.clone(),
+            root_run_id: run_id.clone(),
+            agent: self.settings.name.clone(),
+            lease: Lease::unbounded(),
+        };
+        let limits = self.schedule_limits();
+        let args = args.clone();
+        let run = run_id.clone();
+        let dispatch = tokio::spawn(async move {
+            let execution = execute(registration, args, context, limits).await;
+            let outcome = match &execution {
+                Execution::Succeeded(v) => EffectOutcome::Committed { receipt: v.clone() },
+                Execution::Failed {
+                    effect: purra_core::Effect::NotStarted,
+                    ..
+                } => EffectOutcome::NotStarted,
+                Execution::Failed { code, .. } => EffectOutcome::Unknown {
+                    reason: code.clone(),
+                },
+            };
+            let recorded = receipts.complete(key, outcome.clone()).await;
+            let _ = runs.remove_suspended(run).await;
+            (execution, outcome, recorded)
+        });
+        match dispatch.await {
+            Ok((_, EffectOutcome::Committed { receipt }, Ok(()))) => results::success(&receipt),
+            Ok((execution, EffectOutcome::NotStarted, Ok(()))) => {
+                let code = match execution {
+                    Execution::Failed { code, .. } => Some(code),
+                    Execution::Succeeded(_) => None,
+                };
+                results::not_started(tool, &label, code.as_ref())
+            }
+            Ok((_, EffectOutcome::Unknown { reason }, Ok(()))) => {
+                results::unknown(tool, &label, &reason)
+            }
+            // The outcome could not be recorded: the claim stays without one and becomes
+            // `unknown` when reconciled; it is never sent again.
+            _ => results::in_flight(tool, &label),
+        }
+    }
+
+    /// The result of a claim found in the store: the stored outcome; a claim without one is
+    /// waited for up to `approval_wait` (another call may be sending it), and its claimant, if
+    /// it was killed, is found gone once its lease lapsed: the claim is then `unknown`
+    /// (`interrupted`), never sent again.
+    async fn outcome_of(
+        &self,
+        tool: &str,
+        label: &str,
+        digest: &purra_core::JsonIdentity,
+        mut state: ClaimState,
+    ) -> CallToolResult {
+        let until = Instant::now() + self.settings.approval_wait.0;
+        let key = IdempotencyKey(digest.to_string());
+        let receipts = self.approvals.receipts();
+        loop {
+            if let ClaimState::Completed { outcome } = state {
+                return match outcome {
+                    EffectOutcome::Committed { receipt } => results::success(&receipt),
+                    EffectOutcome::NotStarted => results::not_started(tool, label, None),
+                    EffectOutcome::Unknown { reason } => results::unknown(tool, label, &reason),
+                };
+            }
+            if Instant::now() >= until {
+                return results::in_flight(tool, label);
+            }
+            let _ = self.store.reconcile_interrupted(SystemTime::now()).await;
+            state = match receipts.state(key.clone()).await {
+                Ok(Some(s @ ClaimState::Completed { .. })) => s,
+                Ok(Some(ClaimState::InFlight)) => {
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                    ClaimState::InFlight
+                }
+                _ => return store_failed(tool),
+            };
+        }
+    }
+
+    /// One look at the waiting writes of this gateway that no caller here waits on.
+    pub(crate) async fn sweep(&self) -> Result<(), StoreError> {
+        let prefix = format!("{}:", self.settings.name);
+        for run_id in self.store.suspended_run_ids().await? {
+            if !run_id.as_str().starts_with(&prefix) {
+                continue;
+            }
+            if self
+                .waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&run_id)
+            {
+                continue;
+            }
+            let Some(run) = self.runs.load_suspended(run_id.clone()).await? else {
+                continue;
+            };
+            let Some(b) = self.bindings.get(&run.pending_call.name).cloned() else {
+                continue;
+            };
+            let Some(record) = self.approvals.record(run.approval_id.clone()).await? else {
+                continue;
+            };
+            let ApprovalState::Decided(d) = &record.state else {
+                continue;
+            };
+            let expired = d.expires_at.is_some_and(|e| e <= SystemTime::now());
+            let run_now = d.verdict == Verdict::Approve
+                && (expired || self.settings.run_decided_without_caller);
+            if !run_now {
+                continue;
+            }
+            let _guard = self.lock_run(&run_id).await;
+            // Looked at again under the lock: a caller may have settled it meanwhile.
+            if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
+            {
+                let _ = self
+                    .settle(&b, &run_id, &run.approval_id, &run.pending_call.arguments)
+                    .await;
+            }
+        }
+        Ok(())
+    }
+}

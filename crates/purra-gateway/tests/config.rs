@@ -1,0 +1,236 @@
+//! Configuration files: every mistake found at once, each with its exact message, line and key;
+//! the file reader and plain serde read a correct file into the same configuration.
+
+use std::time::Duration;
+
+use purra_gateway::{
+    from_toml_serde, load_str, ConfigError, Dur, EffectConfig, GatewayConfig, Listen, ScopeConfig,
+};
+
+const GOOD: &str = r#"
+[gateway]
+name = "notes_gw"
+db = "notes.db"
+listen = "127.0.0.1:8787"
+principal = "ada"
+approval_wait = "45s"
+progress_interval = "2s"
+elicitation = true
+approval_ttl = "5m"
+run_decided_without_caller = true
+lease = "20s"
+
+[limits]
+timeout = "10s"
+max_result_bytes = 32768
+
+[upstreams.notes]
+command = ["python3", "notes.py", "--flag"]
+env = { NOTES_MODE = "test" }
+
+[upstreams.remote]
+url = "http://127.0.0.1:9000/mcp"
+headers = { Authorization = "Bearer x" }
+
+[reads.get_note]
+upstream = "notes"
+title = "Read the note"
+concurrency = "safe"
+scope = "open"
+
+[reads.search]
+upstream = "remote"
+tool = "remote.search"
+title = "Search"
+scope = { clients = ["claude-code"], arguments = ["len(query) <= 100"] }
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace the note"
+effect = "write"
+risk = "write"
+binding_id = "notes"
+binding_revision = "3"
+scope_id = "notes-writers"
+scope_revision = "7"
+
+[writes.set_note.scope]
+principals = ["ada", "grace"]
+arguments = ["len(text) <= 200", "text matches \"^[^<>]*$\""]
+"#;
+
+fn errors(text: &str) -> Vec<String> {
+    load_str("g.toml", text)
+        .expect_err("mistakes")
+        .0
+        .iter()
+        .map(ConfigError::to_string)
+        .collect()
+}
+
+#[test]
+fn a_correct_file_reads_the_same_with_the_reader_and_with_serde() {
+    let loaded = load_str("g.toml", GOOD).expect("no mistakes");
+    let c = &loaded.config;
+    assert_eq!(c.gateway.name, "notes_gw");
+    assert_eq!(
+        c.gateway.listen,
+        Listen::Http("127.0.0.1:8787".parse().unwrap())
+    );
+    assert_eq!(c.gateway.approval_wait, Dur(Duration::from_secs(45)));
+    assert_eq!(c.limits.limits().timeout, Duration::from_secs(10));
+    assert_eq!(c.limits.limits().max_result_bytes, 32768);
+    assert_eq!(c.limits.limits().max_pages, 32);
+    assert_eq!(c.reads["get_note"].scope, ScopeConfig::Open);
+    assert_eq!(c.writes["set_note"].effect, EffectConfig::Write);
+    assert_eq!(
+        c.writes["set_note"].scope.principals,
+        Some(vec!["ada".to_owned(), "grace".to_owned()])
+    );
+    assert_eq!(from_toml_serde(GOOD).expect("serde"), *c);
+    // And back: the configuration serializes to TOML that reads the same.
+    let text = toml::to_string(c).expect("serialize");
+    assert_eq!(load_str("again.toml", &text).expect("reads").config, *c);
+    // Every key's line is known, to place mistakes found later (at start).
+    assert_eq!(loaded.source.keys["writes.set_note.binding_revision"], 44);
+    assert_eq!(loaded.source.keys["reads.search"], 32);
+}
+
+#[test]
+fn an_empty_file_is_a_gateway_with_nothing_bound() {
+    let c = load_str("g.toml", "").expect("empty is fine").config;
+    assert_eq!(c, GatewayConfig::default());
+    assert_eq!(c.gateway.listen, Listen::Stdio);
+    assert_eq!(c.gateway.approval_wait, Dur(Duration::from_secs(30)));
+}
+
+#[test]
+fn wrong_types_and_values_are_each_reported_with_their_line() {
+    let text = r#"[gateway]
+name = 7
+listen = "everywhere"
+approval_wait = "30"
+elicitation = "yes"
+
+[limits]
+max_pages = 1000
+
+[upstreams.notes]
+command = "python3 notes.py"
+
+[reads.get_note]
+upstream = "notes"
+title = "Read"
+concurrency = "sometimes"
+scope = "closed"
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "g.toml:2: gateway.name: invalid type: integer `7`, expected a string",
+            "g.toml:3: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\", found \"everywhere\"",
+            "g.toml:4: gateway.approval_wait: expected a duration with a unit ms, s, m or h (such as \"30s\"), found \"30\"",
+            "g.toml:5: gateway.elicitation: invalid type: string \"yes\", expected a boolean",
+            "g.toml:11: upstreams.notes.command: invalid type: string \"python3 notes.py\", expected a sequence",
+            "g.toml:16: reads.get_note.concurrency: unknown variant `sometimes`, expected `safe` or `exclusive`",
+            "g.toml:17: reads.get_note.scope: expected \"open\" or a table of rules (principals, clients, arguments)",
+        ]
+    );
+}
+
+#[test]
+fn semantic_mistakes_name_their_keys() {
+    let text = r#"[gateway]
+name = "Notes Gateway"
+approval_wait = "5ms"
+
+[limits]
+max_pages = 1000
+
+[upstreams.notes]
+command = ["python3"]
+url = "http://127.0.0.1:1/mcp"
+
+[upstreams.other]
+
+[reads.get_note]
+upstream = "nowhere"
+title = ""
+scope = { clients = [] }
+
+[writes.get_note]
+upstream = "notes"
+tool = "get_note"
+title = "Write"
+effect = "destructive"
+risk = "write"
+binding_id = " "
+binding_revision = "1"
+scope_id = "s"
+scope_revision = "1"
+scope = { arguments = ["text == 1"] }
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "g.toml:2: gateway.name: must match ^[a-z][a-z0-9_]{0,63}$",
+            "g.toml:3: gateway.approval_wait: must be at least 10ms",
+            "g.toml:5: limits: each limit must be at least 1 and at most its default, the timeout at most 300s",
+            "g.toml:8: upstreams.notes: give either command or url, not both",
+            "g.toml:12: upstreams.other: needs a command or a url",
+            "g.toml:15: reads.get_note.upstream: no upstream \"nowhere\" is configured",
+            "g.toml:16: reads.get_note.title: must not be empty",
+            "g.toml:17: reads.get_note.scope.clients: an empty list allows no caller; leave it out to allow any",
+            "g.toml:19: writes.get_note: the local name \"get_note\" is also a read binding",
+            "g.toml:24: writes.get_note.risk: the risk must match the effect (destructive)",
+            "g.toml:25: writes.get_note.binding_id: must not be empty",
+        ]
+    );
+}
+
+#[test]
+fn writes_cannot_opt_out_and_need_every_authorization_key() {
+    let text = r#"[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace"
+effect = "write"
+scope = "open"
+colour = "blue"
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "g.toml:4: writes.set_note.binding_id: required",
+            "g.toml:4: writes.set_note.binding_revision: a write binding needs its binding revision (change it whenever the authorization changes)",
+            "g.toml:4: writes.set_note.scope_id: required",
+            "g.toml:4: writes.set_note.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)",
+            "g.toml:8: writes.set_note.scope: writes cannot opt out of scope rules: give a table (principals, clients, arguments)",
+            "g.toml:9: writes.set_note.colour: unknown key (expected one of: binding_id, binding_revision, effect, risk, scope, scope_id, scope_revision, title, tool, upstream)",
+        ]
+    );
+}
+
+#[test]
+fn a_read_without_scope_is_refused_authority_is_never_defaulted() {
+    let text = r#"[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[reads.get_note]
+upstream = "notes"
+title = "Read"
+"#;
+    assert_eq!(
+        errors(text),
+        ["g.toml:4: reads.get_note.scope: required: scope rules, or \"open\" to opt out explicitly"]
+    );
+}
+
+#[test]
+fn invalid_toml_is_reported_with_its_line() {
+    let errs = errors("[gateway]\nname = \"gw\"\nlisten = \n");
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("g.toml:3: invalid TOML: "), "{errs:?}");
+}

@@ -1,0 +1,365 @@
+//! The gateway as a library, in one process: an upstream purra server on loopback Streamable
+//! HTTP, the gateway started from a configuration built in code on a SQLite file, and purra's
+//! client as the downstream client over an in-memory transport. Exact results for what the
+//! end-to-end tests do not reach cheaply: remote error text never passing through, scope
+//! refusals before anything is prepared, identical calls racing, expiry, in-process decisions.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use purra_core::{ApprovalGateway, ApprovalId, Decision, Verdict};
+use purra_gateway::{
+    ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig, ReadConfig, ScopeConfig, ScopeRules,
+    UpstreamConfig, WriteConfig,
+};
+use purra_protocol::types::{CallToolResult, JsonObject, Tool};
+use purra_protocol::{
+    memory, Client, ClientOptions, Connection, ErrorObject, HandlerError, HttpServerConfig, Server,
+    StreamableHttpServer,
+};
+use purra_sqlite::SqliteStore;
+use serde_json::{json, Value};
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+fn tool(name: &str, input: Value, output: Option<Value>) -> Tool {
+    let tool = Tool::new(name, object(input)).with_description(format!("{name} upstream"));
+    match output {
+        Some(output) => tool.with_output_schema(object(output)),
+        None => tool,
+    }
+}
+
+/// The upstream: `get_value`, `leak` (an `isError` result full of internal text), `explode` (a
+/// JSON-RPC error with internal text) and `set_value`, which counts its calls.
+async fn upstream(writes: Arc<AtomicU64>) -> String {
+    let server = Server::builder("upstream", "1.0.0").build();
+    let value_schema = json!({"type": "object", "properties": {"value": {"type": "string"}},
+        "required": ["value"], "additionalProperties": false});
+    server
+        .raw_tool(
+            tool(
+                "get_value",
+                json!({"type": "object", "properties": {}}),
+                None,
+            ),
+            |_, _| async { Ok(CallToolResult::text("v")) },
+        )
+        .expect("tool");
+    server
+        .raw_tool(
+            tool("leak", json!({"type": "object", "properties": {}}), None),
+            |_, _| async { Ok(CallToolResult::error("SECRET: /srv/db password=hunter2")) },
+        )
+        .expect("tool");
+    server
+        .raw_tool(
+            tool("explode", json!({"type": "object", "properties": {}}), None),
+            |_, _| async {
+                Err(HandlerError::rpc(ErrorObject::new(
+                    purra_protocol::RpcErrorCode(-32000),
+                    "SECRET stack trace",
+                )))
+            },
+        )
+        .expect("tool");
+    server
+        .raw_tool(
+            tool(
+                "set_value",
+                value_schema,
+                Some(
+                    json!({"type": "object", "properties": {"stored": {"type": "string"}},
+                    "required": ["stored"], "additionalProperties": false}),
+                ),
+            ),
+            move |args, _| {
+                let writes = writes.clone();
+                async move {
+                    writes.fetch_add(1, Ordering::SeqCst);
+                    // Slow enough for identical calls to overlap.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let v = args["value"].clone();
+                    Ok(CallToolResult::text(format!("stored {v}"))
+                        .with_structured_content(json!({"stored": v})))
+                }
+            },
+        )
+        .expect("tool");
+    let bound = StreamableHttpServer::new(server, HttpServerConfig::default())
+        .bind()
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", bound.local_addr().expect("addr"));
+    tokio::spawn(bound.serve(std::future::pending()));
+    url
+}
+
+struct Fixture {
+    gateway: Gateway,
+    store: SqliteStore,
+    writes: Arc<AtomicU64>,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
+    let mut c = GatewayConfig::default();
+    c.gateway.name = "flow".into();
+    c.gateway.db = db;
+    c.gateway.approval_wait = Dur(wait);
+    c.upstreams.insert(
+        "up".into(),
+        UpstreamConfig {
+            url: Some(url.into()),
+            ..UpstreamConfig::default()
+        },
+    );
+    for name in ["get_value", "leak", "explode"] {
+        c.reads.insert(
+            name.into(),
+            ReadConfig {
+                upstream: "up".into(),
+                tool: None,
+                title: name.into(),
+                concurrency: Default::default(),
+                scope: ScopeConfig::Open,
+            },
+        );
+    }
+    c.writes.insert(
+        "set_value".into(),
+        WriteConfig {
+            upstream: "up".into(),
+            tool: None,
+            title: "Set".into(),
+            effect: EffectConfig::Write,
+            risk: None,
+            binding_id: "b".into(),
+            binding_revision: "1".into(),
+            scope_id: "s".into(),
+            scope_revision: "1".into(),
+            scope: ScopeRules {
+                principals: Some(vec!["local".into()]),
+                clients: Some(vec!["flow-client".into()]),
+                arguments: vec!["len(value) <= 5".into()],
+            },
+        },
+    );
+    c
+}
+
+async fn fixture(name: &str, wait: Duration) -> Fixture {
+    let writes = Arc::new(AtomicU64::new(0));
+    let url = upstream(writes.clone()).await;
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "purra-gw-flow-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let db = dir.join("flow.db");
+    let store = SqliteStore::open(&db).expect("store");
+    let gateway = Gateway::start(
+        config(&url, db, wait),
+        &ConfigSource::default(),
+        Arc::new(store.clone()),
+    )
+    .await
+    .expect("start");
+    Fixture {
+        gateway,
+        store,
+        writes,
+        _dir: TempDir(dir),
+    }
+}
+
+async fn client(gateway: &Gateway, name: &str) -> Connection {
+    let (a, b) = memory::pair();
+    let server = gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let mut options = ClientOptions::default();
+    options.client_info = purra_protocol::types::Implementation::new(name, "1");
+    Client::connect(b, options).await.expect("connect")
+}
+
+fn text(r: &CallToolResult) -> (String, bool) {
+    (r.texts().collect::<Vec<_>>().join(""), r.is_error())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_bound_tools_and_no_remote_error_text() {
+    let fx = fixture("reads", Duration::from_secs(1)).await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let names: Vec<String> = conn.tools().iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["explode", "get_value", "leak", "set_value"]);
+    let ok = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(text(&ok), ("v".to_owned(), false));
+    let leak = conn.call_tool("leak", json!({})).await.expect("call");
+    assert_eq!(
+        text(&leak),
+        (
+            "leak failed: mcp_tool_error (nothing was written)".to_owned(),
+            true
+        )
+    );
+    let explode = conn.call_tool("explode", json!({})).await.expect("call");
+    assert_eq!(
+        text(&explode),
+        (
+            "explode failed: mcp_protocol_error (nothing was written)".to_owned(),
+            true
+        )
+    );
+    fx.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scope_refusals_prepare_nothing() {
+    let fx = fixture("scope", Duration::from_secs(1)).await;
+    let stranger = client(&fx.gateway, "stranger").await;
+    let r = stranger
+        .call_tool("set_value", json!({"value": "a"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            true
+        )
+    );
+    let known = client(&fx.gateway, "flow-client").await;
+    let r = known
+        .call_tool("set_value", json!({"value": "toolong"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "set_value failed: mcp_scope_denied (nothing was sent)".to_owned(),
+            true
+        )
+    );
+    assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
+    assert_eq!(
+        fx.store.record(ApprovalId("approval-1".into())).await,
+        Ok(None)
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_calls_racing_send_once_after_an_in_process_decision() {
+    let fx = fixture("race", Duration::from_secs(30)).await;
+    let conn = Arc::new(client(&fx.gateway, "flow-client").await);
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let conn = conn.clone();
+            tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "x"})).await })
+        })
+        .collect();
+    // One approval for the three identical calls.
+    let id = ApprovalId("approval-1".into());
+    while fx.store.record(id.clone()).await.expect("record").is_none() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let now = SystemTime::now();
+    fx.gateway
+        .decide(
+            id.clone(),
+            Decision {
+                verdict: Verdict::Approve,
+                approver: "page".into(),
+                decided_at: now,
+                expires_at: Some(now + Duration::from_secs(60)),
+            },
+        )
+        .await
+        .expect("decide");
+    for c in calls {
+        let r = c.await.expect("join").expect("call");
+        assert_eq!(r.structured_content, Some(json!({"stored": "x"})), "{r:?}");
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        fx.store.record(ApprovalId("approval-2".into())).await,
+        Ok(None)
+    );
+    fx.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_that_expired_is_refused_and_never_sent() {
+    let fx = fixture("expiry", Duration::from_millis(300)).await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let r = conn
+        .call_tool("set_value", json!({"value": "late"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&r).0.contains("approval approval-1 is pending"),
+        "{r:?}"
+    );
+    let now = SystemTime::now();
+    fx.store
+        .decide(
+            ApprovalId("approval-1".into()),
+            Decision {
+                verdict: Verdict::Approve,
+                approver: "ada".into(),
+                decided_at: now,
+                expires_at: Some(now + Duration::from_millis(100)),
+            },
+        )
+        .await
+        .expect("decide");
+    // No caller waits: the sweeper finds it expired, records the refusal and drops the run.
+    let start = std::time::Instant::now();
+    while !fx.store.suspended_run_ids().await.expect("runs").is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the sweeper did not expire it"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rec = fx
+        .store
+        .record(ApprovalId("approval-1".into()))
+        .await
+        .expect("record")
+        .expect("exists");
+    assert!(
+        matches!(rec.state, purra_core::ApprovalState::Refused(_)),
+        "{rec:?}"
+    );
+    // Calling again asks for a new approval; nothing was ever sent.
+    let again = conn
+        .call_tool("set_value", json!({"value": "late"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&again).0.contains("approval approval-2 is pending"),
+        "{again:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}

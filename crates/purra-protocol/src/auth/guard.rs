@@ -1,0 +1,1162 @@
+//! The resource-server guard: a tower layer ([`AuthLayer`]) in front of the Streamable HTTP
+//! server (or any axum service) that serves the protected resource metadata (RFC 9728), checks
+//! the bearer token of every other request with a [`TokenValidator`] ([`JwtValidator`]:
+//! signature against the issuer's JWKS, issuer, audience, expiry; [`Introspection`]: RFC 7662),
+//! answers 401/403 with the challenges MCP clients follow, enforces per-tool scopes, and puts
+//! the [`Principal`] into the request's extensions.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::{header, HeaderMap, Method, Request, Response, StatusCode};
+use reqwest::Url;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::jwt::{self, Jwk, JwkSet, SigningAlgorithm};
+use super::metadata::{
+    authorization_server_metadata_urls, first_found, AuthorizationServerMetadata,
+};
+use super::{
+    b64, bounded, error_chain, get_json, now_secs, read_body, BearerChallenge,
+    ProtectedResourceMetadata,
+};
+use crate::error::AuthError;
+use crate::principal::Principal;
+use crate::session::BoxFuture;
+
+/// Why a token was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenRejection {
+    /// The token is not valid here (401 `invalid_token`); the text goes to the client as
+    /// `error_description` and never contains the token.
+    Invalid(String),
+    /// The token could not be checked now (the JWKS or the introspection endpoint is
+    /// unreachable): 503, so a client does not throw a good token away.
+    Unavailable(String),
+}
+
+impl fmt::Display for TokenRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenRejection::Invalid(why) => write!(f, "invalid token: {why}"),
+            TokenRejection::Unavailable(why) => write!(f, "token validation unavailable: {why}"),
+        }
+    }
+}
+
+/// Turns a bearer token into a [`Principal`], or refuses it. The futures are boxed so
+/// `Arc<dyn TokenValidator>` works.
+pub trait TokenValidator: Send + Sync + 'static {
+    /// Validates `token`.
+    fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, TokenRejection>>;
+}
+
+/// The scopes of a token's claims: `scope` (space-separated) or `scp` (an array or a string).
+fn claim_scopes(claims: &Map<String, Value>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for key in ["scope", "scp"] {
+        match claims.get(key) {
+            Some(Value::String(s)) => out.extend(s.split_ascii_whitespace().map(str::to_owned)),
+            Some(Value::Array(a)) => {
+                out.extend(a.iter().filter_map(Value::as_str).map(str::to_owned))
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn claim_u64(claims: &Map<String, Value>, key: &str) -> Option<u64> {
+    match claims.get(key)? {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64)),
+        _ => None,
+    }
+}
+
+fn audience_matches(claims: &Map<String, Value>, wanted: &[String]) -> bool {
+    let norm = |s: &str| s.trim_end_matches('/').to_owned();
+    let wanted: Vec<String> = wanted.iter().map(|w| norm(w)).collect();
+    let has = |a: &str| wanted.contains(&norm(a));
+    match claims.get("aud") {
+        Some(Value::String(a)) => has(a),
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).any(has),
+        _ => false,
+    }
+}
+
+/// The principal of validated claims: subject (`sub`, else the client id), scopes, client id
+/// (`client_id`, else `azp`), issuer, expiry.
+fn principal_of(claims: Map<String, Value>) -> Result<Principal, TokenRejection> {
+    let s = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_owned);
+    let client_id = s("client_id").or_else(|| s("azp"));
+    let subject = s("sub")
+        .or_else(|| client_id.clone())
+        .ok_or_else(|| TokenRejection::Invalid("the token names no subject".into()))?;
+    let mut p = Principal::new(subject);
+    p.issuer = s("iss");
+    p.scopes = claim_scopes(&claims);
+    p.client_id = client_id;
+    p.expires_at = claim_u64(&claims, "exp");
+    p.claims = claims;
+    Ok(p)
+}
+
+/// The time checks shared by both validators: `exp` (required for JWTs), `nbf`, with `leeway`.
+fn check_times(
+    claims: &Map<String, Value>,
+    leeway: Duration,
+    exp_required: bool,
+) -> Result<(), TokenRejection> {
+    let now = now_secs();
+    let leeway = leeway.as_secs();
+    match claim_u64(claims, "exp") {
+        Some(exp) if now >= exp.saturating_add(leeway) => {
+            return Err(TokenRejection::Invalid("the token has expired".into()))
+        }
+        None if exp_required => {
+            return Err(TokenRejection::Invalid("the token has no expiry".into()))
+        }
+        _ => {}
+    }
+    if claim_u64(claims, "nbf").is_some_and(|nbf| nbf > now + leeway) {
+        return Err(TokenRejection::Invalid("the token is not valid yet".into()));
+    }
+    Ok(())
+}
+
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client with rustls")
+}
+
+struct JwksCache {
+    keys: Arc<Vec<Jwk>>,
+    fetched: Option<Instant>,
+    jwks_uri: Option<Url>,
+}
+
+/// Validates JWT access tokens (RFC 9068) against the authorization server's JWKS: the
+/// signature (asymmetric algorithms only), `iss`, `aud` (must name this resource), `exp` and
+/// `nbf` within a bounded clock skew. The JWKS is fetched on first use (from `jwks_uri`, or the
+/// issuer's metadata), cached for `jwks_max_age`, and fetched again when a token names a key it
+/// does not hold (rotation), at most once per `jwks_min_refresh`.
+pub struct JwtValidator {
+    issuer: String,
+    audience: Vec<String>,
+    algorithms: Vec<SigningAlgorithm>,
+    leeway: Duration,
+    jwks_max_age: Duration,
+    jwks_min_refresh: Duration,
+    require_at_jwt: bool,
+    http: reqwest::Client,
+    cache: Mutex<JwksCache>,
+    /// One JWKS fetch at a time (a gate held across the fetch; it guards no data).
+    fetching: tokio::sync::Mutex<()>,
+}
+
+impl fmt::Debug for JwtValidator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JwtValidator")
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("algorithms", &self.algorithms)
+            .field("leeway", &self.leeway)
+            .finish()
+    }
+}
+
+impl JwtValidator {
+    /// Accepts tokens issued by `issuer` for `audience` (the resource identifier, the MCP
+    /// server's URL).
+    pub fn new(issuer: impl Into<String>, audience: impl Into<String>) -> Self {
+        JwtValidator {
+            issuer: issuer.into(),
+            audience: vec![audience.into()],
+            algorithms: vec![
+                SigningAlgorithm::RS256,
+                SigningAlgorithm::RS384,
+                SigningAlgorithm::RS512,
+                SigningAlgorithm::PS256,
+                SigningAlgorithm::PS384,
+                SigningAlgorithm::PS512,
+                SigningAlgorithm::ES256,
+                SigningAlgorithm::ES384,
+                SigningAlgorithm::EdDSA,
+            ],
+            leeway: Duration::from_secs(30),
+            jwks_max_age: Duration::from_secs(600),
+            jwks_min_refresh: Duration::from_secs(10),
+            require_at_jwt: false,
+            http: http_client(),
+            cache: Mutex::new(JwksCache {
+                keys: Arc::new(Vec::new()),
+                fetched: None,
+                jwks_uri: None,
+            }),
+            fetching: tokio::sync::Mutex::new(()),
+        }
+    }
+    /// The JWKS URL (otherwise read from the issuer's metadata).
+    pub fn jwks_uri(self, url: &str) -> Result<Self, AuthError> {
+        let u = Url::parse(url).map_err(|e| AuthError::Config(format!("jwks_uri {url:?}: {e}")))?;
+        self.cache.lock().expect("jwks lock").jwks_uri = Some(u);
+        Ok(self)
+    }
+    /// Another accepted audience.
+    pub fn also_audience(mut self, audience: impl Into<String>) -> Self {
+        self.audience.push(audience.into());
+        self
+    }
+    /// The signature algorithms accepted (default: every asymmetric one purra knows).
+    pub fn algorithms(mut self, algorithms: impl IntoIterator<Item = SigningAlgorithm>) -> Self {
+        self.algorithms = algorithms.into_iter().collect();
+        self
+    }
+    /// The clock skew allowed on `exp` and `nbf` (default 30 s).
+    pub fn leeway(mut self, d: Duration) -> Self {
+        self.leeway = d;
+        self
+    }
+    /// How long a fetched JWKS is used before it is fetched again (default 10 minutes).
+    pub fn jwks_max_age(mut self, d: Duration) -> Self {
+        self.jwks_max_age = d;
+        self
+    }
+    /// The shortest interval between two fetches prompted by unknown keys (default 10 s): a
+    /// stream of tokens naming made-up keys cannot make the guard hammer the JWKS endpoint.
+    pub fn jwks_min_refresh(mut self, d: Duration) -> Self {
+        self.jwks_min_refresh = d;
+        self
+    }
+    /// Whether the header's `typ` must be `at+jwt` (RFC 9068; default false, as several
+    /// authorization servers do not set it).
+    pub fn require_at_jwt(mut self, yes: bool) -> Self {
+        self.require_at_jwt = yes;
+        self
+    }
+    /// The HTTP client for the JWKS and metadata.
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http = client;
+        self
+    }
+
+    /// The keys, fetched again when `stale` says the cache is not good enough.
+    async fn keys(&self, unknown_key: bool) -> Result<Arc<Vec<Jwk>>, TokenRejection> {
+        let fresh_enough = |c: &JwksCache| match c.fetched {
+            None => false,
+            Some(at) if unknown_key => at.elapsed() < self.jwks_min_refresh,
+            Some(at) => at.elapsed() < self.jwks_max_age,
+        };
+        {
+            let c = self.cache.lock().expect("jwks lock");
+            if fresh_enough(&c) {
+                return Ok(c.keys.clone());
+            }
+        }
+        let _one = self.fetching.lock().await;
+        let jwks_uri = {
+            let c = self.cache.lock().expect("jwks lock");
+            if fresh_enough(&c) {
+                return Ok(c.keys.clone());
+            }
+            c.jwks_uri.clone()
+        };
+        let jwks_uri = match jwks_uri {
+            Some(u) => u,
+            None => {
+                let issuer = Url::parse(&self.issuer)
+                    .map_err(|_| TokenRejection::Unavailable("the issuer is not a URL".into()))?;
+                let meta = first_found::<AuthorizationServerMetadata>(
+                    &self.http,
+                    &authorization_server_metadata_urls(&issuer),
+                    None,
+                )
+                .await
+                .map_err(|e| TokenRejection::Unavailable(e.to_string()))?
+                .ok_or_else(|| {
+                    TokenRejection::Unavailable("the issuer publishes no metadata".into())
+                })?
+                .1;
+                let uri = meta.jwks_uri.ok_or_else(|| {
+                    TokenRejection::Unavailable("the issuer's metadata has no jwks_uri".into())
+                })?;
+                let u = Url::parse(&uri).map_err(|_| {
+                    TokenRejection::Unavailable("the issuer's jwks_uri is not a URL".into())
+                })?;
+                self.cache.lock().expect("jwks lock").jwks_uri = Some(u.clone());
+                u
+            }
+        };
+        let set = get_json::<JwkSet>(&self.http, &jwks_uri, &[])
+            .await
+            .map_err(TokenRejection::Unavailable)?
+            .ok_or_else(|| TokenRejection::Unavailable("the JWKS could not be fetched".into()))?;
+        let keys = Arc::new(set.keys);
+        let mut c = self.cache.lock().expect("jwks lock");
+        c.keys = keys.clone();
+        c.fetched = Some(Instant::now());
+        Ok(keys)
+    }
+
+    async fn check(&self, token: &str) -> Result<Principal, TokenRejection> {
+        let d = jwt::decode(token).map_err(|e| TokenRejection::Invalid(e.into()))?;
+        let alg = SigningAlgorithm::from_name(&d.header.alg)
+            .filter(|a| self.algorithms.contains(a))
+            .ok_or_else(|| {
+                TokenRejection::Invalid("the token's algorithm is not accepted".into())
+            })?;
+        if d.header.crit.is_some() {
+            return Err(TokenRejection::Invalid(
+                "the token has critical header parameters".into(),
+            ));
+        }
+        if self.require_at_jwt
+            && !matches!(
+                d.header
+                    .typ
+                    .as_deref()
+                    .map(str::to_ascii_lowercase)
+                    .as_deref(),
+                Some("at+jwt" | "application/at+jwt")
+            )
+        {
+            return Err(TokenRejection::Invalid(
+                "the token is not an access token (typ)".into(),
+            ));
+        }
+        let input = &token.as_bytes()[..d.signing_input_len];
+        let candidates = |keys: &[Jwk]| -> Vec<Jwk> {
+            keys.iter()
+                .filter(|k| d.header.kid.is_none() || k.kid == d.header.kid)
+                .filter(|k| k.fits(alg))
+                .cloned()
+                .collect()
+        };
+        let mut keys = candidates(&self.keys(false).await?);
+        if keys.is_empty() {
+            // A key this cache does not hold: the issuer may have rotated its keys.
+            keys = candidates(&self.keys(true).await?);
+        }
+        if keys.is_empty() {
+            return Err(TokenRejection::Invalid(
+                "the token is signed with an unknown key".into(),
+            ));
+        }
+        if !keys.iter().any(|k| k.verify(alg, input, &d.signature)) {
+            return Err(TokenRejection::Invalid(
+                "the token's signature is invalid".into(),
+            ));
+        }
+        let claims = d.claims;
+        if claims.get("iss").and_then(Value::as_str) != Some(self.issuer.as_str()) {
+            return Err(TokenRejection::Invalid(
+                "the token is from another issuer".into(),
+            ));
+        }
+        if !audience_matches(&claims, &self.audience) {
+            return Err(TokenRejection::Invalid(
+                "the token is for another resource".into(),
+            ));
+        }
+        check_times(&claims, self.leeway, true)?;
+        principal_of(claims)
+    }
+}
+
+impl TokenValidator for JwtValidator {
+    fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, TokenRejection>> {
+        Box::pin(self.check(token))
+    }
+}
+
+/// Validates tokens by asking the authorization server (RFC 7662 token introspection), as a
+/// client of its own (HTTP Basic). The answer must be `active`, name this resource in `aud`
+/// (unless [`require_audience`](Self::require_audience) is off), and not be expired.
+pub struct Introspection {
+    endpoint: String,
+    client_id: String,
+    client_secret: String,
+    audience: Vec<String>,
+    issuer: Option<String>,
+    require_audience: bool,
+    leeway: Duration,
+    http: reqwest::Client,
+}
+
+impl fmt::Debug for Introspection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Introspection")
+            .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .field("audience", &self.audience)
+            .finish()
+    }
+}
+
+impl Introspection {
+    /// Introspects at `endpoint`, authenticating as `client_id` / `client_secret`, for tokens
+    /// whose audience is `audience`.
+    pub fn new(
+        endpoint: impl Into<String>,
+        client_id: impl Into<String>,
+        client_secret: impl Into<String>,
+        audience: impl Into<String>,
+    ) -> Self {
+        Introspection {
+            endpoint: endpoint.into(),
+            client_id: client_id.into(),
+            client_secret: client_secret.into(),
+            audience: vec![audience.into()],
+            issuer: None,
+            require_audience: true,
+            leeway: Duration::from_secs(30),
+            http: http_client(),
+        }
+    }
+    /// Requires the answer's `iss` (when present) to be `issuer`.
+    pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
+        self.issuer = Some(issuer.into());
+        self
+    }
+    /// Whether the answer must name this resource in `aud` (default true).
+    pub fn require_audience(mut self, yes: bool) -> Self {
+        self.require_audience = yes;
+        self
+    }
+    /// The clock skew allowed on `exp` and `nbf` (default 30 s).
+    pub fn leeway(mut self, d: Duration) -> Self {
+        self.leeway = d;
+        self
+    }
+    /// The HTTP client for introspection requests.
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http = client;
+        self
+    }
+
+    async fn check(&self, token: &str) -> Result<Principal, TokenRejection> {
+        if token.len() > jwt::MAX_TOKEN_BYTES {
+            return Err(TokenRejection::Invalid("the token is too long".into()));
+        }
+        let mut auth = reqwest::header::HeaderValue::from_str(&format!(
+            "Basic {}",
+            b64(format!("{}:{}", self.client_id, self.client_secret).as_bytes())
+        ))
+        .map_err(|_| TokenRejection::Unavailable("bad introspection credentials".into()))?;
+        auth.set_sensitive(true);
+        let resp = self
+            .http
+            .post(&self.endpoint)
+            .header("authorization", auth)
+            .header("accept", "application/json")
+            .form(&[("token", token), ("token_type_hint", "access_token")])
+            .send()
+            .await
+            .map_err(|e| {
+                TokenRejection::Unavailable(format!("introspection: {}", error_chain(&e)))
+            })?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(TokenRejection::Unavailable(format!(
+                "introspection answered {}",
+                status.as_u16()
+            )));
+        }
+        let body = read_body(resp)
+            .await
+            .map_err(|e| TokenRejection::Unavailable(format!("introspection: {e}")))?;
+        let claims: Map<String, Value> = serde_json::from_slice(&body).map_err(|_| {
+            TokenRejection::Unavailable("introspection answered something that is not JSON".into())
+        })?;
+        if claims.get("active") != Some(&Value::Bool(true)) {
+            return Err(TokenRejection::Invalid("the token is not active".into()));
+        }
+        if let (Some(want), Some(iss)) = (&self.issuer, claims.get("iss").and_then(Value::as_str)) {
+            if iss != want {
+                return Err(TokenRejection::Invalid(
+                    "the token is from another issuer".into(),
+                ));
+            }
+        }
+        if self.require_audience && !audience_matches(&claims, &self.audience) {
+            return Err(TokenRejection::Invalid(
+                "the token is for another resource".into(),
+            ));
+        }
+        check_times(&claims, self.leeway, false)?;
+        principal_of(claims)
+    }
+}
+
+impl TokenValidator for Introspection {
+    fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, TokenRejection>> {
+        Box::pin(self.check(token))
+    }
+}
+
+struct GuardConfig {
+    resource: String,
+    metadata_path: String,
+    metadata_url: String,
+    metadata_json: Bytes,
+    validator: Arc<dyn TokenValidator>,
+    required_scopes: BTreeSet<String>,
+    tool_scopes: HashMap<String, BTreeSet<String>>,
+    challenge_scope: Option<String>,
+    max_body_bytes: usize,
+    body_timeout: Duration,
+}
+
+/// The tower layer that guards an MCP endpoint (see the module documentation):
+///
+/// ```no_run
+/// use purra_protocol::auth::{AuthLayer, JwtValidator};
+/// use purra_protocol::{HttpServerConfig, Server, StreamableHttpServer};
+///
+/// # fn run(server: Server) -> Result<(), Box<dyn std::error::Error>> {
+/// let resource = "https://mcp.example/mcp";
+/// let issuer = "https://auth.example";
+/// let guard = AuthLayer::new(resource, issuer, JwtValidator::new(issuer, resource))?
+///     .required_scopes(["mcp:read"])
+///     .tool_scopes("delete_file", ["mcp:write"]);
+/// let app = StreamableHttpServer::new(server, HttpServerConfig::default())
+///     .router()
+///     .layer(guard);
+/// # drop(app); Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AuthLayer {
+    resource: String,
+    metadata_path: String,
+    metadata_url: String,
+    metadata: ProtectedResourceMetadata,
+    validator: Arc<dyn TokenValidator>,
+    required_scopes: BTreeSet<String>,
+    tool_scopes: HashMap<String, BTreeSet<String>>,
+    max_body_bytes: usize,
+    body_timeout: Duration,
+}
+
+impl fmt::Debug for AuthLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthLayer")
+            .field("resource", &self.resource)
+            .field("metadata_url", &self.metadata_url)
+            .field("required_scopes", &self.required_scopes)
+            .field("tool_scopes", &self.tool_scopes)
+            .finish()
+    }
+}
+
+impl AuthLayer {
+    /// Guards the resource `resource` (the MCP endpoint's public URL, which tokens must name as
+    /// their audience) with tokens from `authorization_server` (its issuer URL), checked by
+    /// `validator`.
+    pub fn new(
+        resource: &str,
+        authorization_server: &str,
+        validator: impl TokenValidator,
+    ) -> Result<Self, AuthError> {
+        let url = Url::parse(resource)
+            .map_err(|e| AuthError::Config(format!("resource {resource:?}: {e}")))?;
+        if url.fragment().is_some() || url.query().is_some() {
+            return Err(AuthError::Config(format!(
+                "the resource {resource:?} must have no query or fragment"
+            )));
+        }
+        let path = url.path().trim_end_matches('/');
+        let metadata_path = format!("/.well-known/oauth-protected-resource{path}");
+        let metadata_url = format!("{}{metadata_path}", super::metadata::origin(&url));
+        let resource = resource.trim_end_matches('/').to_owned();
+        Ok(AuthLayer {
+            metadata: ProtectedResourceMetadata::new(
+                resource.clone(),
+                vec![authorization_server.to_owned()],
+            ),
+            resource,
+            metadata_path,
+            metadata_url,
+            validator: Arc::new(validator),
+            required_scopes: BTreeSet::new(),
+            tool_scopes: HashMap::new(),
+            max_body_bytes: crate::transport::DEFAULT_MAX_FRAME_BYTES,
+            body_timeout: Duration::from_secs(30),
+        })
+    }
+
+    /// Scopes every request needs; a token without them is refused 403 `insufficient_scope`.
+    /// They are also the `scope` of the 401 challenge.
+    pub fn required_scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.required_scopes
+            .extend(scopes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Scopes a `tools/call` of `tool` needs besides the required ones; a token without them
+    /// is refused 403 `insufficient_scope` naming every scope the call needs.
+    pub fn tool_scopes<I, S>(mut self, tool: impl Into<String>, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.tool_scopes
+            .entry(tool.into())
+            .or_default()
+            .extend(scopes.into_iter().map(Into::into));
+        self
+    }
+
+    /// The `scopes_supported` of the protected resource metadata; also the 401 challenge's
+    /// `scope` when no scope is required.
+    pub fn scopes_supported<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.metadata.scopes_supported = Some(scopes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// A name for people in the metadata.
+    pub fn resource_name(mut self, name: impl Into<String>) -> Self {
+        self.metadata.resource_name = Some(name.into());
+        self
+    }
+
+    /// The bound on a request body the guard reads to find the tools called (only when
+    /// per-tool scopes are set; default 4 MiB, like the server's).
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.max_body_bytes = n;
+        self
+    }
+
+    /// The URL of the protected resource metadata (what 401 challenges point to).
+    pub fn metadata_url(&self) -> &str {
+        &self.metadata_url
+    }
+
+    /// The path the metadata is served at (`/.well-known/oauth-protected-resource` + the
+    /// resource's path).
+    pub fn metadata_path(&self) -> &str {
+        &self.metadata_path
+    }
+
+    /// Guards `inner` (what [`tower_layer::Layer::layer`] does, without the trait in scope).
+    pub fn layer<S>(&self, inner: S) -> AuthService<S> {
+        let challenge_scope = if !self.required_scopes.is_empty() {
+            Some(
+                self.required_scopes
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
+        } else {
+            self.metadata
+                .scopes_supported
+                .as_ref()
+                .filter(|s| !s.is_empty())
+                .map(|s| s.join(" "))
+        };
+        AuthService {
+            inner,
+            config: Arc::new(GuardConfig {
+                resource: self.resource.clone(),
+                metadata_path: self.metadata_path.clone(),
+                metadata_url: self.metadata_url.clone(),
+                metadata_json: Bytes::from(serde_json::to_vec(&self.metadata).expect("JSON")),
+                validator: self.validator.clone(),
+                required_scopes: self.required_scopes.clone(),
+                tool_scopes: self.tool_scopes.clone(),
+                challenge_scope,
+                max_body_bytes: self.max_body_bytes,
+                body_timeout: self.body_timeout,
+            }),
+        }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+    fn layer(&self, inner: S) -> AuthService<S> {
+        AuthLayer::layer(self, inner)
+    }
+}
+
+/// The service [`AuthLayer`] wraps around an MCP endpoint.
+#[derive(Clone)]
+pub struct AuthService<S> {
+    inner: S,
+    config: Arc<GuardConfig>,
+}
+
+impl<S> fmt::Debug for AuthService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthService")
+            .field("resource", &self.config.resource)
+            .finish()
+    }
+}
+
+/// A JSON response with `status`, the body, and extra headers.
+fn json_response(
+    status: StatusCode,
+    body: Value,
+    headers: &[(header::HeaderName, String)],
+) -> Response<Body> {
+    let mut resp = Response::new(Body::from(body.to_string()));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    for (k, v) in headers {
+        if let Ok(v) = header::HeaderValue::from_str(v) {
+            h.insert(k.clone(), v);
+        }
+    }
+    resp
+}
+
+impl GuardConfig {
+    /// 401: no token (no `error`, RFC 6750 section 3.1) or an invalid one.
+    fn unauthorized(&self, why: Option<&str>) -> Response<Body> {
+        let c = BearerChallenge {
+            error: why.map(|_| "invalid_token".to_owned()),
+            error_description: why.map(str::to_owned),
+            scope: self.challenge_scope.clone(),
+            resource_metadata: Some(self.metadata_url.clone()),
+        };
+        json_response(
+            StatusCode::UNAUTHORIZED,
+            json!({
+                "error": if why.is_some() { "invalid_token" } else { "unauthorized" },
+                "error_description": why.unwrap_or("authorization required"),
+            }),
+            &[(header::WWW_AUTHENTICATE, c.to_header())],
+        )
+    }
+
+    /// 403 `insufficient_scope`, naming every scope the request needs.
+    fn insufficient(&self, needed: &BTreeSet<String>) -> Response<Body> {
+        let scope = needed.iter().cloned().collect::<Vec<_>>().join(" ");
+        let c = BearerChallenge {
+            error: Some("insufficient_scope".into()),
+            error_description: Some(format!("this request needs scope {scope:?}")),
+            scope: Some(scope.clone()),
+            resource_metadata: Some(self.metadata_url.clone()),
+        };
+        json_response(
+            StatusCode::FORBIDDEN,
+            json!({
+                "error": "insufficient_scope",
+                "error_description": format!("this request needs scope {scope:?}"),
+            }),
+            &[(header::WWW_AUTHENTICATE, c.to_header())],
+        )
+    }
+
+    fn metadata(&self) -> Response<Body> {
+        let mut resp = Response::new(Body::from(self.metadata_json.clone()));
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            header::HeaderValue::from_static("*"),
+        );
+        h.insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("max-age=3600"),
+        );
+        resp
+    }
+}
+
+/// The bearer token of `Authorization`; `Err` for a header that is present but not a bearer
+/// token (or several of them).
+fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err("several Authorization headers");
+    }
+    let v = v
+        .to_str()
+        .map_err(|_| "the Authorization header is not text")?;
+    let (scheme, token) = v
+        .split_once(' ')
+        .ok_or("the Authorization header is not a bearer token")?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err("the Authorization header is not a bearer token");
+    }
+    let token = token.trim();
+    if token.is_empty() {
+        return Err("the bearer token is empty");
+    }
+    Ok(Some(token))
+}
+
+/// The tools a JSON-RPC body calls (`tools/call`), one message or a batch; none when it is not
+/// JSON (the server answers that).
+fn tools_called(body: &[u8]) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Params {
+        name: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Msg {
+        method: Option<String>,
+        params: Option<Params>,
+    }
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    let msgs: Vec<Msg> = match first {
+        Some(b'[') => serde_json::from_slice(body).unwrap_or_default(),
+        _ => serde_json::from_slice::<Msg>(body)
+            .map(|m| vec![m])
+            .unwrap_or_default(),
+    };
+    msgs.into_iter()
+        .filter(|m| m.method.as_deref() == Some(crate::types::methods::TOOLS_CALL))
+        .filter_map(|m| m.params.and_then(|p| p.name))
+        .collect()
+}
+
+/// Reads `body` whole within `max` bytes and `timeout`.
+async fn collect<B>(body: B, max: usize, timeout: Duration) -> Result<Bytes, StatusCode>
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let limited = http_body_util_limited(body, max);
+    match tokio::time::timeout(timeout, limited).await {
+        Err(_) => Err(StatusCode::REQUEST_TIMEOUT),
+        Ok(r) => r,
+    }
+}
+
+async fn http_body_util_limited<B>(body: B, max: usize) -> Result<Bytes, StatusCode>
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut out = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.map_err(|_| StatusCode::BAD_REQUEST)?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > max {
+                return Err(StatusCode::PAYLOAD_TOO_LARGE);
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
+impl<S, B> tower_service::Service<Request<B>> for AuthService<S>
+where
+    S: tower_service::Service<Request<Body>, Response = Response<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The service that was polled ready takes this request; its clone waits for the next.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let config = self.config.clone();
+        Box::pin(async move {
+            let (mut parts, body) = req.into_parts();
+            if parts.uri.path() == config.metadata_path {
+                if parts.method == Method::GET || parts.method == Method::HEAD {
+                    return Ok(config.metadata());
+                }
+                if parts.method == Method::OPTIONS {
+                    let mut resp = Response::new(Body::empty());
+                    *resp.status_mut() = StatusCode::NO_CONTENT;
+                    let h = resp.headers_mut();
+                    h.insert(
+                        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                        header::HeaderValue::from_static("*"),
+                    );
+                    h.insert(
+                        header::ACCESS_CONTROL_ALLOW_METHODS,
+                        header::HeaderValue::from_static("GET, OPTIONS"),
+                    );
+                    return Ok(resp);
+                }
+            }
+            let token = match bearer(&parts.headers) {
+                Ok(Some(t)) => t,
+                Ok(None) => return Ok(config.unauthorized(None)),
+                Err(why) => return Ok(config.unauthorized(Some(why))),
+            };
+            let principal = match config.validator.validate(token).await {
+                Ok(p) => p,
+                Err(TokenRejection::Invalid(why)) => {
+                    return Ok(config.unauthorized(Some(&bounded(&why, 200))))
+                }
+                Err(TokenRejection::Unavailable(_)) => {
+                    return Ok(json_response(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        json!({"error": "temporarily_unavailable",
+                               "error_description": "the token cannot be checked now"}),
+                        &[(header::RETRY_AFTER, "5".to_owned())],
+                    ))
+                }
+            };
+            if !config.required_scopes.is_subset(&principal.scopes) {
+                return Ok(config.insufficient(&config.required_scopes));
+            }
+            let body = if !config.tool_scopes.is_empty() && parts.method == Method::POST {
+                let bytes = match collect(body, config.max_body_bytes, config.body_timeout).await {
+                    Ok(b) => b,
+                    Err(status) => {
+                        return Ok(json_response(
+                            status,
+                            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
+                                   "message": "the request body could not be read"}}),
+                            &[],
+                        ))
+                    }
+                };
+                let mut needed = config.required_scopes.clone();
+                for tool in tools_called(&bytes) {
+                    if let Some(s) = config.tool_scopes.get(&tool) {
+                        needed.extend(s.iter().cloned());
+                    }
+                }
+                if !needed.is_subset(&principal.scopes) {
+                    return Ok(config.insufficient(&needed));
+                }
+                Body::from(bytes)
+            } else {
+                Body::new(body)
+            };
+            parts.extensions.insert(principal);
+            inner.call(Request::from_parts(parts, body)).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::b64url;
+
+    #[test]
+    fn tools_in_bodies() {
+        assert_eq!(
+            tools_called(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm","arguments":{}}}"#),
+            ["rm"]
+        );
+        assert_eq!(
+            tools_called(br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"b"}}]"#),
+            ["a", "b"]
+        );
+        assert!(tools_called(b"not json").is_empty());
+        assert!(tools_called(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).is_empty());
+    }
+
+    #[test]
+    fn bearer_headers() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), Ok(None));
+        h.insert(header::AUTHORIZATION, "Bearer abc".parse().unwrap());
+        assert_eq!(bearer(&h), Ok(Some("abc")));
+        h.insert(header::AUTHORIZATION, "bearer  abc ".parse().unwrap());
+        assert_eq!(bearer(&h), Ok(Some("abc")));
+        h.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert!(bearer(&h).is_err());
+        h.insert(header::AUTHORIZATION, "Bearer ".parse().unwrap());
+        assert!(bearer(&h).is_err());
+    }
+
+    #[test]
+    fn claims_checks() {
+        let claims: Map<String, Value> = serde_json::from_value(json!({
+            "sub": "ada", "iss": "http://as", "aud": ["http://x/mcp/", "other"],
+            "scope": "a b", "scp": ["c"], "client_id": "cli", "exp": now_secs() + 100,
+        }))
+        .unwrap();
+        assert!(audience_matches(&claims, &["http://x/mcp".into()]));
+        assert!(!audience_matches(&claims, &["http://y/mcp".into()]));
+        assert_eq!(check_times(&claims, Duration::ZERO, true), Ok(()));
+        let p = principal_of(claims).unwrap();
+        assert_eq!(p.subject, "ada");
+        assert_eq!(p.scopes.iter().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(p.client_id.as_deref(), Some("cli"));
+        assert_eq!(p.binding_key(), "http://as\0ada");
+        let old: Map<String, Value> =
+            serde_json::from_value(json!({"exp": now_secs() - 10})).unwrap();
+        assert_eq!(
+            check_times(&old, Duration::ZERO, true),
+            Err(TokenRejection::Invalid("the token has expired".into()))
+        );
+        assert_eq!(check_times(&old, Duration::from_secs(60), true), Ok(()));
+    }
+
+    const ISS: &str = "https://as.example";
+    const AUD: &str = "https://rs.example/mcp";
+
+    fn es256() -> jwt::PrivateKey {
+        let rng = ring::rand::SystemRandom::new();
+        let doc = ring::signature::EcdsaKeyPair::generate_pkcs8(
+            &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &rng,
+        )
+        .unwrap();
+        jwt::PrivateKey::from_pkcs8(doc.as_ref(), SigningAlgorithm::ES256).unwrap()
+    }
+
+    /// A validator for `ISS`/`AUD` holding `key`'s public half as kid `k1`, fetched just now
+    /// (so it never goes to the network), with a 5 s clock skew.
+    fn validator(key: &jwt::PrivateKey) -> JwtValidator {
+        let v = JwtValidator::new(ISS, AUD).leeway(Duration::from_secs(5));
+        let jwk: Jwk = serde_json::from_value(key.public_jwk(Some("k1"))).unwrap();
+        {
+            let mut c = v.cache.lock().unwrap();
+            c.keys = Arc::new(vec![jwk]);
+            c.fetched = Some(Instant::now());
+        }
+        v
+    }
+
+    fn claims(iss: &str, aud: &str, exp: u64) -> Value {
+        json!({"iss": iss, "aud": aud, "sub": "ada", "exp": exp, "iat": now_secs(),
+               "scope": "mcp:read", "client_id": "cli"})
+    }
+
+    /// Validates `token`, and checks the refusal, when there is one, never quotes it.
+    async fn validate(v: &JwtValidator, token: &str) -> Result<Principal, TokenRejection> {
+        let r = v.validate(token).await;
+        if let Err(e) = &r {
+            for part in token.split('.').filter(|p| p.len() >= 8) {
+                assert!(!e.to_string().contains(part), "{e} quotes the token");
+                assert!(!format!("{e:?}").contains(part), "{e:?} quotes the token");
+            }
+        }
+        r
+    }
+
+    fn invalid(why: &str) -> Result<String, TokenRejection> {
+        Err(TokenRejection::Invalid(why.into()))
+    }
+
+    #[tokio::test]
+    async fn jwt_validation_failures() {
+        let key = es256();
+        let v = validator(&key);
+        let later = now_secs() + 300;
+        let subject = |r: Result<Principal, TokenRejection>| r.map(|p| p.subject);
+
+        let good = key.sign(Some("k1"), &claims(ISS, AUD, later)).unwrap();
+        let p = validate(&v, &good).await.unwrap();
+        assert_eq!(p.subject, "ada");
+        assert_eq!(p.issuer.as_deref(), Some(ISS));
+        assert_eq!(p.client_id.as_deref(), Some("cli"));
+        assert_eq!(p.scopes.iter().collect::<Vec<_>>(), ["mcp:read"]);
+
+        // Expired beyond the skew; expired within it passes.
+        let expired = key
+            .sign(Some("k1"), &claims(ISS, AUD, now_secs() - 60))
+            .unwrap();
+        assert_eq!(
+            subject(validate(&v, &expired).await),
+            invalid("the token has expired")
+        );
+        let skewed = key
+            .sign(Some("k1"), &claims(ISS, AUD, now_secs() - 2))
+            .unwrap();
+        assert_eq!(subject(validate(&v, &skewed).await), Ok("ada".into()));
+
+        let wrong_aud = key
+            .sign(Some("k1"), &claims(ISS, "https://other.example/mcp", later))
+            .unwrap();
+        assert_eq!(
+            subject(validate(&v, &wrong_aud).await),
+            invalid("the token is for another resource")
+        );
+
+        let wrong_iss = key
+            .sign(Some("k1"), &claims("https://evil.example", AUD, later))
+            .unwrap();
+        assert_eq!(
+            subject(validate(&v, &wrong_iss).await),
+            invalid("the token is from another issuer")
+        );
+
+        // Signed by another key under the same kid; a payload changed after signing.
+        let forged = es256().sign(Some("k1"), &claims(ISS, AUD, later)).unwrap();
+        assert_eq!(
+            subject(validate(&v, &forged).await),
+            invalid("the token's signature is invalid")
+        );
+        let (head, rest) = good.split_once('.').unwrap();
+        let sig = rest.split_once('.').unwrap().1;
+        let mut widened = claims(ISS, AUD, later);
+        widened["scope"] = json!("mcp:read mcp:admin");
+        let tampered = format!("{head}.{}.{sig}", b64url(widened.to_string().as_bytes()));
+        assert_eq!(
+            subject(validate(&v, &tampered).await),
+            invalid("the token's signature is invalid")
+        );
+
+        // alg none, with and without a signature; an HMAC algorithm.
+        let payload = b64url(claims(ISS, AUD, later).to_string().as_bytes());
+        for alg in ["none", "None", "HS256"] {
+            let header = b64url(format!(r#"{{"alg":"{alg}","kid":"k1"}}"#).as_bytes());
+            for signature in ["", sig] {
+                let token = format!("{header}.{payload}.{signature}");
+                assert_eq!(
+                    subject(validate(&v, &token).await),
+                    invalid("the token's algorithm is not accepted"),
+                    "alg {alg}"
+                );
+            }
+        }
+
+        // Not yet valid (nbf beyond the skew).
+        let mut early = claims(ISS, AUD, later);
+        early["nbf"] = json!(now_secs() + 120);
+        let early = key.sign(Some("k1"), &early).unwrap();
+        assert_eq!(
+            subject(validate(&v, &early).await),
+            invalid("the token is not valid yet")
+        );
+    }
+}

@@ -1,0 +1,177 @@
+# Upstream server for purra gateway's end-to-end tests, on the official Python MCP SDK 2.3.0 (stdio).
+"""Gateway upstream `gateway-upstream-python`.
+
+Usage: gateway_upstream.py --dir DIR [--scenario NAME]
+
+Tools:
+  get_value {}          the stored value (a read)
+  set_value {value}     stores the value (a write)
+  admin_reset {}        clears the value (never bound by the tests: a gateway must not show it)
+
+Every event is appended to DIR/ledger.txt, flushed and fsynced, so the tests see what really
+reached the server whatever the gateway believes: `started SCENARIO`, `call set_value V`,
+`wrote V`, `responded`, `catalog changed N`, ...
+
+Scenarios (what set_value does after logging the call):
+  normal        write, answer
+  slow-write    wait 5 s, then write and answer (time to kill the gateway while it dispatches)
+  exit-on-call  write, then exit without answering (the upstream exits mid-call)
+
+Catalog changes: when the file DIR/change-catalog appears, it is removed, set_value's description
+gets the next revision number, `catalog changed N` is logged and notifications/tools/list_changed
+is sent on the session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import warnings
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+
+DIR = "."
+SCENARIO = "normal"
+SCENARIOS = ["normal", "slow-write", "exit-on-call"]
+REVISION = 1
+SESSION: Any = None
+
+
+def event(text: str) -> None:
+    with open(os.path.join(DIR, "ledger.txt"), "a", encoding="utf-8") as f:
+        f.write(text + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def value_path() -> str:
+    return os.path.join(DIR, "value.txt")
+
+
+def read_value() -> str:
+    try:
+        with open(value_path(), encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def write_value(value: str) -> None:
+    with open(value_path(), "w", encoding="utf-8") as f:
+        f.write(value)
+        f.flush()
+        os.fsync(f.fileno())
+    event(f"wrote {value}")
+
+
+def tools() -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "get_value",
+            "description": "Reads the stored value",
+            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+            "outputSchema": {
+                "type": "object",
+                "properties": {"value": {"type": "string"}},
+                "required": ["value"],
+                "additionalProperties": False,
+            },
+        },
+        {
+            "name": "set_value",
+            "description": "Sets the stored value" + ("" if REVISION == 1 else f" (revision {REVISION})"),
+            "inputSchema": {
+                "type": "object",
+                "properties": {"value": {"type": "string"}},
+                "required": ["value"],
+                "additionalProperties": False,
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {"stored": {"type": "string"}},
+                "required": ["stored"],
+                "additionalProperties": False,
+            },
+        },
+        {
+            "name": "admin_reset",
+            "description": "Clears the stored value",
+            "inputSchema": {"type": "object", "properties": {}},
+        },
+    ]
+
+
+async def list_tools(ctx: Any, params: Any) -> dict[str, Any]:
+    global SESSION
+    SESSION = ctx.session
+    return {"tools": tools()}
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
+    args = dict(params.arguments or {})
+    if params.name == "get_value":
+        event("call get_value")
+        value = read_value()
+        return {"content": [{"type": "text", "text": value}], "structuredContent": {"value": value}}
+    if params.name == "admin_reset":
+        event("call admin_reset")
+        write_value("")
+        return {"content": [{"type": "text", "text": "reset"}]}
+    if params.name != "set_value":
+        return {"content": [{"type": "text", "text": "unknown tool"}], "isError": True}
+    value = str(args.get("value"))
+    event(f"call set_value {value}")
+    if SCENARIO == "slow-write":
+        await anyio.sleep(5)
+    write_value(value)
+    if SCENARIO == "exit-on-call":
+        event("exit mid-call")
+        os._exit(5)
+    event("responded")
+    return {"content": [{"type": "text", "text": f"stored {value}"}], "structuredContent": {"stored": value}}
+
+
+async def watch_catalog() -> None:
+    global REVISION
+    trigger = os.path.join(DIR, "change-catalog")
+    while True:
+        await anyio.sleep(0.05)
+        if not os.path.exists(trigger) or SESSION is None:
+            continue
+        os.remove(trigger)
+        REVISION += 1
+        event(f"catalog changed {REVISION}")
+        await SESSION.send_notification(types.ToolListChangedNotification())
+
+
+async def run_stdio() -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = Server("gateway-upstream-python", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+    async with stdio_server() as (read, write):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch_catalog)
+            await server.run(read, write, options)
+            tg.cancel_scope.cancel()
+
+
+def main() -> None:
+    global DIR, SCENARIO
+    parser = argparse.ArgumentParser(description="purra gateway test upstream (official Python SDK)")
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--scenario", default="normal", choices=SCENARIOS)
+    opts = parser.parse_args()
+    DIR, SCENARIO = opts.dir, opts.scenario
+    event(f"started {SCENARIO}")
+    anyio.run(run_stdio)
+
+
+if __name__ == "__main__":
+    main()
