@@ -18,31 +18,34 @@ const MAX_FRAMES: usize = 32;
 /// A server with tools that answer at once, after a while, and with an error.
 pub(crate) fn test_server() -> Server {
     let server = Server::builder("fuzz", "0.1.0").build();
-    server.tool(
-        "echo",
-        "Echoes its arguments",
-        |args: Map<String, Value>, _ctx: RequestCtx| async move {
-            HandlerResult::Ok(Value::Object(args).to_string())
-        },
-    )
-    .expect("a valid tool");
-    server.tool(
-        "slow",
-        "Answers after five seconds",
-        |_: Map<String, Value>, _ctx: RequestCtx| async move {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            HandlerResult::Ok("done".to_owned())
-        },
-    )
-    .expect("a valid tool");
-    server.tool(
-        "fail",
-        "Always fails",
-        |_: Map<String, Value>, _ctx: RequestCtx| async move {
-            HandlerResult::<String>::Err(ErrorObject::internal("failed").into())
-        },
-    )
-    .expect("a valid tool");
+    server
+        .tool(
+            "echo",
+            "Echoes its arguments",
+            |args: Map<String, Value>, _ctx: RequestCtx| async move {
+                HandlerResult::Ok(Value::Object(args).to_string())
+            },
+        )
+        .expect("a valid tool");
+    server
+        .tool(
+            "slow",
+            "Answers after five seconds",
+            |_: Map<String, Value>, _ctx: RequestCtx| async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                HandlerResult::Ok("done".to_owned())
+            },
+        )
+        .expect("a valid tool");
+    server
+        .tool(
+            "fail",
+            "Always fails",
+            |_: Map<String, Value>, _ctx: RequestCtx| async move {
+                HandlerResult::<String>::Err(ErrorObject::internal("failed").into())
+            },
+        )
+        .expect("a valid tool");
     server
 }
 
