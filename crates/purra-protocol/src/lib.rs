@@ -54,6 +54,8 @@ mod jsonrpc;
 mod limit;
 pub mod modern;
 mod peek;
+// Exported with the server; a client-only build (purra-mcp's) compiles it unused.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 mod principal;
 #[cfg(feature = "server")]
 pub mod request_state;
