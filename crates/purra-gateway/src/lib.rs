@@ -23,7 +23,9 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! let loaded = purra_gateway::load(std::path::Path::new("gateway.toml"))?;
-//! let store = Arc::new(purra_sqlite::SqliteStore::open(&loaded.config.gateway.db)?);
+//! // `db`: a SQLite file or a `postgres://` URL (a fleet of gateways sharing one database).
+//! let db = loaded.config.gateway.db.display().to_string();
+//! let store = Arc::new(purra_store::AnyStore::open(&purra_store::StoreLocation::parse(&db)?, None).await?);
 //! let gateway = purra_gateway::Gateway::start(loaded.config, &loaded.source, store).await?;
 //! gateway.serve_stdio().await; // or gateway.http_server(addr).bind().await?.serve(shutdown)
 //! # Ok(()) }
