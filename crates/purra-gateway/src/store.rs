@@ -57,41 +57,34 @@ fn reconcile(
     })
 }
 
-impl GatewayStore for SqliteStore {
-    fn approvals(&self) -> Arc<dyn ApprovalGateway> {
-        Arc::new(self.clone())
-    }
+/// `GatewayStore` for a store type that is each contract itself (cloning shares it).
+macro_rules! gateway_store {
+    ($store:ty) => {
+        impl GatewayStore for $store {
+            fn approvals(&self) -> Arc<dyn ApprovalGateway> {
+                Arc::new(self.clone())
+            }
 
-    fn runs(&self) -> Arc<dyn RunStore> {
-        Arc::new(self.clone())
-    }
+            fn runs(&self) -> Arc<dyn RunStore> {
+                Arc::new(self.clone())
+            }
 
-    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
-        suspended(self)
-    }
+            fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+                suspended(self)
+            }
 
-    fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>> {
-        reconcile(self, now)
-    }
+            fn reconcile_interrupted(
+                &self,
+                now: SystemTime,
+            ) -> BoxFuture<'_, Result<usize, StoreError>> {
+                reconcile(self, now)
+            }
+        }
+    };
 }
 
-impl GatewayStore for PostgresStore {
-    fn approvals(&self) -> Arc<dyn ApprovalGateway> {
-        Arc::new(self.clone())
-    }
-
-    fn runs(&self) -> Arc<dyn RunStore> {
-        Arc::new(self.clone())
-    }
-
-    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
-        suspended(self)
-    }
-
-    fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>> {
-        reconcile(self, now)
-    }
-}
+gateway_store!(SqliteStore);
+gateway_store!(PostgresStore);
 
 impl GatewayStore for AnyStore {
     fn approvals(&self) -> Arc<dyn ApprovalGateway> {
