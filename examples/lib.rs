@@ -4,7 +4,11 @@
 //! - `weather`: a stdio server with three typed tools (one with structured output), a
 //!   resource, a resource template and a typed prompt;
 //! - `counter`: a stateful server whose tools and prompt are methods of one shared value
-//!   (`#[purra_protocol::handlers]`).
+//!   (`#[purra_protocol::handlers]`);
+//! - `axum_app`: the Streamable HTTP endpoint nested at `/mcp` in an axum app with a route of its
+//!   own, served with graceful shutdown that ends the open SSE streams;
+//! - `tls_client`: a Streamable HTTP client that trusts a CA loaded from a PEM file.
 //!
 //! `tests/bind.rs` checks that every typed tool they declare binds through purra-mcp's strict
-//! read discovery unchanged.
+//! read discovery unchanged; `tests/axum_app.rs` and `tests/tls_client.rs` run the two HTTP
+//! examples as child processes over real sockets.
