@@ -2,7 +2,8 @@
 # What the hardening cost: purra's stdio and Streamable HTTP round trips at a baseline commit
 # (default c2f7b53, main before the second wave: no input bounds beyond the line limit, no
 # connection limits, no hostile-peer defences) beside the working tree, both built in release.
-#   bench/hardening.sh [--rounds R] [--calls N] [--http-calls N] [BASE]
+#   bench/hardening.sh [--rounds R] [--calls N] [--http-calls N] [--tree DIR] [BASE]
+# (--tree: an existing checkout of BASE to build, instead of a temporary worktree.)
 # The same program serves on both sides (purra-example-server, the fixture surface); stdio is
 # measured with each side's own client (the baseline's stdio-echo, today's bench-client: the
 # same echo calls, sequential and 16 in flight), HTTP with one raw client for both (http-load:
@@ -10,25 +11,35 @@
 # interleaved; medians and the ratio today ÷ baseline are printed. Never run in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=5 calls=20000 http_calls=5000 base=c2f7b53
+rounds=5 calls=20000 http_calls=5000 base=c2f7b53 tree=
 while [[ $# -gt 0 ]]; do
     case $1 in
         --rounds) rounds=$2; shift 2 ;;
         --calls) calls=$2; shift 2 ;;
         --http-calls) http_calls=$2; shift 2 ;;
-        -*) echo "usage: bench/hardening.sh [--rounds R] [--calls N] [--http-calls N] [BASE]" >&2; exit 64 ;;
+        --tree) tree=$2; shift 2 ;;
+        -*) echo "usage: bench/hardening.sh [--rounds R] [--calls N] [--http-calls N] [--tree DIR] [BASE]" >&2; exit 64 ;;
         *) base=$1; shift ;;
     esac
 done
 root=$PWD
-tree=$(mktemp -d)
 out=$(mktemp -d)
+own_tree=
+if [[ -z $tree ]]; then
+    tree=$(mktemp -d)
+    own_tree=1
+    git worktree add --detach --quiet "$tree" "$base"
+elif [[ $(git -C "$tree" rev-parse HEAD) != $(git rev-parse "$base^{commit}") ]]; then
+    echo "hardening.sh: $tree is not at $base" >&2
+    exit 64
+fi
 cleanup() {
-    git -C "$root" worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+    if [[ -n $own_tree ]]; then
+        git -C "$root" worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+    fi
     rm -rf "$out"
 }
 trap cleanup EXIT
-git worktree add --detach --quiet "$tree" "$base"
 # The baseline builds in its own target directory so its binaries never replace today's.
 (cd "$tree" && cargo build --release --quiet --target-dir "$root/target/baseline" \
     -p purra-bench --bin stdio-echo -p purra-examples --bin purra-example-server)
