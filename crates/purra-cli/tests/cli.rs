@@ -744,6 +744,16 @@ fn python_sdk_fixture_server_over_stdio() {
     check_logs(&target);
     check_read(&target);
     check_prompt(&target);
+    // By default (auto) the SDK's answer to `server/discover` makes it 2026-07-28.
+    let auto = Target::Stdio(python_stdio());
+    let doc = json_of(&run_on(&auto, "inspect", &["--json"]));
+    assert_eq!(
+        [&doc["protocolVersion"], &doc["era"], &doc["protocolChoice"]],
+        ["2026-07-28", "modern", "auto"],
+        "{doc}"
+    );
+    let out = run_on(&auto, "read", &["fixture://static/1"]);
+    assert_eq!(expect_code(&out, 0), "static 1\n");
     // The Python fixture answers an unknown tool with an isError result (not a JSON-RPC
     // error), so it is a tool error: exit 1.
     let out = run_on(&target, "call", &["nope"]);
