@@ -170,6 +170,30 @@ fn parse_headers(headers: &[String]) -> Result<Vec<(String, String)>, Failure> {
         .collect()
 }
 
+/// The client's mode for `--protocol-version`: `auto`, a handshake revision (the handshake at
+/// that revision) or a 2026-07-28 revision (pinned); anything else is a usage error.
+pub fn protocol_mode(v: &str) -> Result<(ProtocolMode, Option<ProtocolVersion>), Failure> {
+    if v == "auto" {
+        return Ok((ProtocolMode::Auto, None));
+    }
+    let version = ProtocolVersion::new(v);
+    match version.era() {
+        Some(Era::Handshake) => Ok((ProtocolMode::Legacy, Some(version))),
+        Some(Era::Modern) => Ok((ProtocolMode::Pinned(version), None)),
+        _ => {
+            let known: Vec<&str> = ProtocolVersion::HANDSHAKE
+                .iter()
+                .chain(ProtocolVersion::MODERN)
+                .map(ProtocolVersion::as_str)
+                .collect();
+            Err(Failure::usage(format!(
+                "--protocol-version {v:?} is not a revision purra speaks: use auto or one of {}",
+                known.join(", ")
+            )))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,29 +231,5 @@ mod tests {
             vec![("Authorization".to_owned(), "Bearer t".to_owned())]
         );
         assert!(parse_headers(&s(&["nocolon"])).is_err());
-    }
-}
-
-/// The client's mode for `--protocol-version`: `auto`, a handshake revision (the handshake at
-/// that revision) or a 2026-07-28 revision (pinned); anything else is a usage error.
-pub fn protocol_mode(v: &str) -> Result<(ProtocolMode, Option<ProtocolVersion>), Failure> {
-    if v == "auto" {
-        return Ok((ProtocolMode::Auto, None));
-    }
-    let version = ProtocolVersion::new(v);
-    match version.era() {
-        Some(Era::Handshake) => Ok((ProtocolMode::Legacy, Some(version))),
-        Some(Era::Modern) => Ok((ProtocolMode::Pinned(version), None)),
-        _ => {
-            let known: Vec<&str> = ProtocolVersion::HANDSHAKE
-                .iter()
-                .chain(ProtocolVersion::MODERN)
-                .map(ProtocolVersion::as_str)
-                .collect();
-            Err(Failure::usage(format!(
-                "--protocol-version {v:?} is not a revision purra speaks: use auto or one of {}",
-                known.join(", ")
-            )))
-        }
     }
 }

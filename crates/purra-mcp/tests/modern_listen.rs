@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 const SUB: &str = "io.modelcontextprotocol/subscriptionId";
 
 const LIST: &str = r#"{"resultType":"complete","tools":[{"name":"search","description":"Searches","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"],"additionalProperties":false}}]}"#;
+const DISCOVER: &str = r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"scripted","version":"1"}}}"#;
 const FOUND: &str = r#"{"resultType":"complete","content":[{"type":"text","text":"found"}]}"#;
 const INPUT_REQUIRED: &str = r#"{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Sure?","requestedSchema":{"type":"object","properties":{}}}}},"requestState":"opaque"}"#;
 
@@ -69,9 +70,7 @@ fn scripted(mut raw: RawEnd, script: Arc<Mutex<Script>>, mut cmds: mpsc::Receive
                     };
                     let mut s = script.lock().unwrap();
                     match msg["method"].as_str().unwrap() {
-                        "server/discover" => reply(&format!(
-                            r#"{{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{{"tools":{{"listChanged":true}}}},"_meta":{{"io.modelcontextprotocol/serverInfo":{{"name":"scripted","version":"1"}}}}}}"#
-                        )),
+                        "server/discover" => reply(DISCOVER),
                         "subscriptions/listen" => {
                             s.listens += 1;
                             let ack = s.ack;
