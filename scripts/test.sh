@@ -40,7 +40,9 @@ bash scripts/check-features.sh
 # CLI's PostgreSQL tests (the demo and the store subcommands on a postgres:// URL) run inside
 # purra-cli's tests/durable.rs.
 cargo test --workspace 2>&1 | tee "$work/cargo-test.log"
-timings+=("purra-postgres contract suite: $(awk '/Running tests\/postgres.rs/ { on = 1 }
+# (purra-gateway has a tests/postgres.rs too: the one after purra-postgres's unit tests is meant.)
+timings+=("purra-postgres contract suite: $(awk '/deps\/purra_postgres-/ { crate = 1 }
+    crate && /Running tests\/postgres.rs/ { on = 1 }
     on && /^test result:/ { print $NF; exit }' "$work/cargo-test.log")")
 cargo build -p purra-conformance --bins
 bash scripts/conformance.sh
