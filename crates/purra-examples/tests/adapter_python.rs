@@ -89,33 +89,49 @@ fn rand_suffix() -> u128 {
         .as_nanos()
 }
 
+/// Starts `python ARGS` (the arguments made for a free port) serving Streamable HTTP, waits until
+/// it accepts, and returns it with its endpoint's URL.
+async fn serve_http(
+    args: impl FnOnce(u16) -> Vec<std::ffi::OsString>,
+) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(python())
+        .args(args(port))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "python server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
 async fn start(http: bool) -> Peer {
     let dir = TempDir::new("adapter-py");
     let ledger = dir.0.join("ledger.txt");
     let script = repo().join("peers/python/adapter_server.py");
     let (conn, child) = if http {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = std::process::Command::new(python())
-            .arg(&script)
-            .args(["--http", &port.to_string(), "--ledger"])
-            .arg(&ledger)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "python server did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let url = format!("http://127.0.0.1:{port}/mcp");
+        let (child, url) = serve_http(|port| {
+            vec![
+                script.clone().into(),
+                "--http".into(),
+                port.to_string().into(),
+                "--ledger".into(),
+                ledger.clone().into(),
+            ]
+        })
+        .await;
         (
             Client::connect_http(&url, HttpClientOptions::default(), ClientOptions::default())
                 .await
@@ -296,28 +312,15 @@ async fn against_python_modern(http: bool) {
     let options =
         ClientOptions::default().mode(ProtocolMode::Pinned(ProtocolVersion::new("2026-07-28")));
     let (conn, mut child) = if http {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = std::process::Command::new(python())
-            .arg(&script)
-            .args(["server", "--http", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "python server did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let url = format!("http://127.0.0.1:{port}/mcp");
+        let (child, url) = serve_http(|port| {
+            vec![
+                script.clone().into(),
+                "server".into(),
+                "--http".into(),
+                port.to_string().into(),
+            ]
+        })
+        .await;
         let conn = Client::connect_http(&url, HttpClientOptions::default(), options)
             .await
             .unwrap();

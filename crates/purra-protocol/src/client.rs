@@ -472,38 +472,35 @@ fn synthesize_list_changed(
     peer: &Peer,
     filter: &crate::modern::SubscriptionFilter,
 ) {
-    let kinds = [
+    for method in followed_lists(filter) {
+        service.notification_received(method, None);
+        tokio::spawn(service.handle_notification(peer, method.to_owned(), None));
+    }
+}
+
+/// The `list_changed` methods of the lists `filter` follows.
+fn followed_lists(
+    filter: &crate::modern::SubscriptionFilter,
+) -> impl Iterator<Item = &'static str> {
+    [
         (filter.tools_list_changed, methods::TOOLS_LIST_CHANGED),
         (filter.prompts_list_changed, methods::PROMPTS_LIST_CHANGED),
         (
             filter.resources_list_changed,
             methods::RESOURCES_LIST_CHANGED,
         ),
-    ];
-    for (on, method) in kinds {
-        if on == Some(true) {
-            service.notification_received(method, None);
-            tokio::spawn(service.handle_notification(peer, method.to_owned(), None));
-        }
-    }
+    ]
+    .into_iter()
+    .filter(|(on, _)| *on == Some(true))
+    .map(|(_, method)| method)
 }
 
 /// Tells the early listeners ([`Connection::on_received`]) of each kind `filter` follows that
 /// the list may change unseen from now on (the subscription ended): they hear a `list_changed`
 /// with null params; the catalogs are refetched when the subscription reopens.
 fn signal_unfollowed(service: &ClientService, filter: &crate::modern::SubscriptionFilter) {
-    let kinds = [
-        (filter.tools_list_changed, methods::TOOLS_LIST_CHANGED),
-        (filter.prompts_list_changed, methods::PROMPTS_LIST_CHANGED),
-        (
-            filter.resources_list_changed,
-            methods::RESOURCES_LIST_CHANGED,
-        ),
-    ];
-    for (on, method) in kinds {
-        if on == Some(true) {
-            service.fan_out_early(method, &Value::Null);
-        }
+    for method in followed_lists(filter) {
+        service.fan_out_early(method, &Value::Null);
     }
 }
 
