@@ -1,7 +1,9 @@
 //! A raw Streamable HTTP client for load: the same bytes against every server (purra, rmcp, the
 //! TypeScript and Python SDKs), so the server is what differs. One session per simulated client:
 //! `initialize`, `notifications/initialized`, then `tools/call add` requests one at a time, each
-//! answer (JSON body or SSE stream) checked for the exact sum.
+//! answer (JSON body or SSE stream) checked for the exact sum. A 2026-07-28 client has no
+//! session: every request is a self-contained POST carrying the `_meta` envelope and the
+//! `Mcp-Method`/`Mcp-Name` headers.
 
 use std::time::{Duration, Instant};
 
@@ -10,35 +12,68 @@ use serde_json::{json, Value};
 /// The revision every session asks for (all four servers speak it).
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
 
-/// One MCP session over Streamable HTTP.
+/// The stateless revision: no session, the context in every request's `_meta`.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// Which revision a load run speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// A session (`initialize`, then the session id on every request) at this handshake revision.
+    Session(&'static str),
+    /// 2026-07-28: every request stands alone.
+    Stateless,
+}
+
+/// One MCP session over Streamable HTTP (or, in 2026-07-28, a client without one).
 #[derive(Debug)]
 pub struct Session {
     http: reqwest::Client,
     url: String,
     id: Option<String>,
     next_id: u64,
+    version: &'static str,
+    stateless: bool,
 }
 
 /// What went wrong with a session or a call.
 pub type HttpError = String;
 
 impl Session {
-    /// Opens a session: `initialize` and `notifications/initialized`.
+    /// Opens a session at [`PROTOCOL_VERSION`]: `initialize` and `notifications/initialized`.
     pub async fn open(http: reqwest::Client, url: &str) -> Result<Session, HttpError> {
+        Session::open_era(http, url, Era::Session(PROTOCOL_VERSION)).await
+    }
+
+    /// Opens a session at a handshake revision, or a stateless 2026-07-28 client (nothing is
+    /// sent until the first request).
+    pub async fn open_era(
+        http: reqwest::Client,
+        url: &str,
+        era: Era,
+    ) -> Result<Session, HttpError> {
+        let (version, stateless) = match era {
+            Era::Session(v) => (v, false),
+            Era::Stateless => (MODERN_VERSION, true),
+        };
         let mut s = Session {
             http,
             url: url.to_owned(),
             id: None,
             next_id: 1,
+            version,
+            stateless,
         };
+        if stateless {
+            return Ok(s);
+        }
         let init = s
             .request(
                 "initialize",
-                json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                json!({"protocolVersion": version, "capabilities": {},
                        "clientInfo": {"name": "purra-bench-http", "version": "1"}}),
             )
             .await?;
-        if init.pointer("/result/protocolVersion") != Some(&json!(PROTOCOL_VERSION)) {
+        if init.pointer("/result/protocolVersion") != Some(&json!(version)) {
             return Err(format!("initialize answered {init}"));
         }
         let body = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
@@ -53,13 +88,24 @@ impl Session {
         &self,
         body: String,
     ) -> impl std::future::Future<Output = Result<reqwest::Response, HttpError>> {
+        self.post_with(body, &[])
+    }
+
+    fn post_with(
+        &self,
+        body: String,
+        headers: &[(&str, &str)],
+    ) -> impl std::future::Future<Output = Result<reqwest::Response, HttpError>> {
         let mut req = self
             .http
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", PROTOCOL_VERSION)
+            .header("mcp-protocol-version", self.version)
             .body(body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
         if let Some(id) = &self.id {
             req = req.header("mcp-session-id", id);
         }
@@ -70,8 +116,25 @@ impl Session {
     pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, HttpError> {
         let id = self.next_id;
         self.next_id += 1;
+        let mut params = params;
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let mut headers = Vec::new();
+        if self.stateless {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": self.version,
+                "io.modelcontextprotocol/clientInfo": {"name": "purra-bench-http", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            });
+            headers.push(("mcp-method", method));
+            if let Some(n) = &name {
+                headers.push(("mcp-name", n.as_str()));
+            }
+        }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let mut resp = self.post(body.to_string()).await?;
+        let mut resp = self.post_with(body.to_string(), &headers).await?;
         if !resp.status().is_success() {
             return Err(format!("{method}: HTTP {}", resp.status()));
         }
@@ -129,6 +192,11 @@ impl Session {
         {
             return Err(format!("add {a} {b}: wrong answer {msg}"));
         }
+        if self.stateless && msg.pointer("/result/resultType") != Some(&json!("complete")) {
+            return Err(format!(
+                "add {a} {b}: not a complete 2026-07-28 result {msg}"
+            ));
+        }
         Ok(())
     }
 }
@@ -179,10 +247,21 @@ pub struct LoadResult {
 /// `clients` sessions, each making `calls / clients` `add` calls one at a time; every answer is
 /// checked. Sessions are opened before the clock starts.
 pub async fn load(url: &str, clients: usize, calls: usize) -> Result<LoadResult, HttpError> {
+    load_era(url, clients, calls, Era::Session(PROTOCOL_VERSION)).await
+}
+
+/// [`load`] in `era`: sessions at a handshake revision, or stateless 2026-07-28 clients (each
+/// call one self-contained POST).
+pub async fn load_era(
+    url: &str,
+    clients: usize,
+    calls: usize,
+    era: Era,
+) -> Result<LoadResult, HttpError> {
     let http = client();
     let mut sessions = Vec::with_capacity(clients);
     for _ in 0..clients {
-        sessions.push(Session::open(http.clone(), url).await?);
+        sessions.push(Session::open_era(http.clone(), url, era).await?);
     }
     // Warm-up: every session makes a few calls.
     for (k, s) in sessions.iter_mut().enumerate() {

@@ -24,6 +24,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 # The SDK marks logging, sampling, roots and resources/subscribe as deprecated for the
 # 2026-07-28 revision; the fixture speaks 2025-06-18 / 2025-11-25 where they are current.
@@ -305,20 +306,38 @@ class FixtureServer(Server):
         )
 
 
+def dual(handler: Any, cacheable: bool = False) -> Any:
+    """The handler, with a 2026-07-28 request's result completed as that revision requires
+    (`resultType`, and `ttlMs`/`cacheScope` on cacheable results; nothing cached). The SDK answers
+    `server/discover` for every server, so a client that probes (purra's auto mode) speaks that
+    revision here; the contract's server-to-client requests (sampling, elicitation, roots) and
+    notifications remain handshake-era features of this fixture."""
+
+    async def wrapped(ctx: Any, params: Any) -> dict[str, Any]:
+        res = await handler(ctx, params)
+        if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+            res = {**res, "resultType": "complete"}
+            if cacheable:
+                res.update(ttlMs=0, cacheScope="private")
+        return res
+
+    return wrapped
+
+
 def build_server() -> FixtureServer:
     return FixtureServer(
         "fixture-python",
         version="1.0.0",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
+        on_list_tools=dual(list_tools, cacheable=True),
+        on_call_tool=dual(call_tool),
+        on_list_resources=dual(list_resources, cacheable=True),
+        on_list_resource_templates=dual(list_templates, cacheable=True),
+        on_read_resource=dual(read_resource, cacheable=True),
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_completion=complete,
+        on_list_prompts=dual(list_prompts, cacheable=True),
+        on_get_prompt=dual(get_prompt),
+        on_completion=dual(complete),
         on_set_logging_level=set_level,
     )
 

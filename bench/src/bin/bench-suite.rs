@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use purra_bench::http::{load, wait_listening, Session};
+use purra_bench::http::{load, load_era, wait_listening, Era, Session};
 use purra_bench::svg::{human, Bar, Chart};
 use purra_bench::{median, rss_of};
 use purra_protocol::{Client, ClientOptions, StderrMode, StdioCommand, WsClientOptions};
@@ -132,6 +132,13 @@ const PAIRS: &[(&str, &str)] = &[
 
 const HTTP_SERVERS: &[&str] = &["purra", "rmcp", "ts", "py"];
 const HTTP_CLIENTS: &[usize] = &[1, 16, 256];
+/// Clients of the era pair on purra's HTTP server: one round trip at a time, and 16 at once.
+const ERA_CLIENTS: &[usize] = &[1, 16];
+/// The era pair: (key, era) — a 2025-11-25 session request and a stateless 2026-07-28 request.
+const ERAS: &[(&str, Era)] = &[
+    ("session", Era::Session("2025-11-25")),
+    ("stateless", Era::Stateless),
+];
 
 fn pair_label(client: &str, server: &str) -> String {
     let c = if client == "rmcp" {
@@ -314,7 +321,36 @@ async fn http_round(env: &Env, res: &mut Results, calls: usize) {
                 Err(_) => res.fail(&key, "no end within 300 s".into()),
             }
         }
+        if server == "purra" {
+            era_pair(res, &url, calls).await;
+        }
         drop(running);
+    }
+}
+
+/// The same purra server process, the same raw client and `add` calls: 2025-11-25 session
+/// requests, then stateless 2026-07-28 requests, for each of [`ERA_CLIENTS`].
+async fn era_pair(res: &mut Results, url: &str, calls: usize) {
+    for &clients in ERA_CLIENTS {
+        let n = calls.max(clients * 4);
+        for &(which, era) in ERAS {
+            let key = format!("http-era/{which}/{clients}");
+            match tokio::time::timeout(Duration::from_secs(300), load_era(url, clients, n, era))
+                .await
+            {
+                Ok(Ok(r)) => {
+                    eprintln!(
+                        "  HTTP purra {which:<9} {clients:>3} clients {:>7.0} calls/s p50 {:>6.0} µs p99 {:>7.0} µs",
+                        r.calls_per_s, r.p50_us, r.p99_us
+                    );
+                    res.put(&format!("{key}/rps"), r.calls_per_s);
+                    res.put(&format!("{key}/p50"), r.p50_us);
+                    res.put(&format!("{key}/p99"), r.p99_us);
+                }
+                Ok(Err(e)) => res.fail(&key, e),
+                Err(_) => res.fail(&key, "no end within 300 s".into()),
+            }
+        }
     }
 }
 
@@ -754,6 +790,33 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
         }
     }
     let _ = writeln!(s, "\n![Streamable HTTP](bench/charts/http.svg)\n");
+
+    let _ = writeln!(
+        s,
+        "### 2026-07-28 stateless requests beside 2025-11-25 sessions\n"
+    );
+    let _ = writeln!(s, "The same raw client against the same `purra-bench-server --http` process, right after the table above: {} `add` calls from 1 or 16 clients, each one call at a time, either in 2025-11-25 sessions (opened before the clock starts; every call carries the session id) or as stateless 2026-07-28 requests (every call a self-contained POST with the `_meta` envelope and the `Mcp-Method` and `Mcp-Name` headers; the answer checked for `resultType: complete` and the sum).\n", run.http_calls);
+    let _ = writeln!(
+        s,
+        "| clients | session calls/s | p50 µs | p99 µs | stateless calls/s | p50 µs | p99 µs | stateless ÷ session (calls/s) |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &c in ERA_CLIENTS {
+        let session = m(&format!("http-era/session/{c}/rps"));
+        let stateless = m(&format!("http-era/stateless/{c}/rps"));
+        let _ = writeln!(
+            s,
+            "| {c} | {} | {} | {} | {} | {} | {} | {} |",
+            cell(session),
+            cell(m(&format!("http-era/session/{c}/p50"))),
+            cell(m(&format!("http-era/session/{c}/p99"))),
+            cell(stateless),
+            cell(m(&format!("http-era/stateless/{c}/p50"))),
+            cell(m(&format!("http-era/stateless/{c}/p99"))),
+            fmt_ratio(ratio(stateless, session)),
+        );
+    }
+    let _ = writeln!(s);
 
     let _ = writeln!(s, "### Memory\n");
     let _ = writeln!(s, "Idle: resident size (`VmRSS`) of each one-tool stdio server 300 ms after one call. Per session: the server's resident growth after {HELD} more sessions were opened (and left idle, initialized), divided by {HELD}; per WebSocket connection the same with {HELD_WS} connections to purra's WebSocket server (it serves 256 at once by default; rmcp, the TypeScript and the Python SDK have no WebSocket server).\n");

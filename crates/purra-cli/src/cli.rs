@@ -248,9 +248,12 @@ pub struct ConnectArgs {
     /// An HTTP header for a URL target, `Name: value` (repeatable), e.g. an Authorization header.
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
-    /// The protocol revision to ask for (default: the latest purra speaks).
-    #[arg(long, value_name = "VERSION")]
-    pub protocol_version: Option<String>,
+    /// The protocol revision: `auto` (the default: 2026-07-28 when the server answers
+    /// `server/discover`, else the handshake at 2025-11-25), a handshake revision (2024-11-05,
+    /// 2025-03-26, 2025-06-18, 2025-11-25: the handshake only, asking for it) or 2026-07-28 (that
+    /// revision only, no fallback).
+    #[arg(long, value_name = "VERSION", default_value = "auto")]
+    pub protocol_version: String,
     /// Ask the server to send log messages at this level and above (logging/setLevel).
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use purra_protocol::{
-    Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand, WsClientOptions,
+    Client, ClientOptions, Connection, Era, HttpClientOptions, ProtocolMode, ProtocolVersion,
+    StderrMode, StdioCommand, WsClientOptions,
 };
 
 use crate::cli::ConnectArgs;
@@ -68,9 +69,10 @@ impl Target {
         let mut options = ClientOptions::default()
             .client_info("purra-cli", env!("CARGO_PKG_VERSION"))
             .request_timeout(timeout);
-        if let Some(v) = &args.protocol_version {
-            options = options.protocol_version(v.clone());
-        }
+        options = match protocol_mode(&args.protocol_version)? {
+            (mode, Some(v)) => options.mode(mode).protocol_version(v),
+            (mode, None) => options.mode(mode),
+        };
         let headers = parse_headers(&args.headers)?;
         let conn = match self {
             Target::Http(url) => {
@@ -166,6 +168,30 @@ fn parse_headers(headers: &[String]) -> Result<Vec<(String, String)>, Failure> {
             ))),
         })
         .collect()
+}
+
+/// The client's mode for `--protocol-version`: `auto`, a handshake revision (the handshake at
+/// that revision) or a 2026-07-28 revision (pinned); anything else is a usage error.
+pub fn protocol_mode(v: &str) -> Result<(ProtocolMode, Option<ProtocolVersion>), Failure> {
+    if v == "auto" {
+        return Ok((ProtocolMode::Auto, None));
+    }
+    let version = ProtocolVersion::new(v);
+    match version.era() {
+        Some(Era::Handshake) => Ok((ProtocolMode::Legacy, Some(version))),
+        Some(Era::Modern) => Ok((ProtocolMode::Pinned(version), None)),
+        _ => {
+            let known: Vec<&str> = ProtocolVersion::HANDSHAKE
+                .iter()
+                .chain(ProtocolVersion::MODERN)
+                .map(ProtocolVersion::as_str)
+                .collect();
+            Err(Failure::usage(format!(
+                "--protocol-version {v:?} is not a revision purra speaks: use auto or one of {}",
+                known.join(", ")
+            )))
+        }
+    }
 }
 
 #[cfg(test)]

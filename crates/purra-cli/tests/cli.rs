@@ -107,6 +107,11 @@ fn run_on(target: &Target, sub: &str, words: &[&str]) -> Output {
             args.extend(words.iter().map(|s| (*s).to_owned()));
             args.extend(command.iter().cloned());
         }
+        Target::Pinned(inner, version) => {
+            let mut pinned = vec!["--protocol-version", version];
+            pinned.extend_from_slice(words);
+            return run_on(inner, sub, &pinned);
+        }
     }
     purra(&args)
 }
@@ -143,6 +148,8 @@ fn json_of(out: &Output) -> Value {
 enum Target {
     Url(String),
     Stdio(Vec<String>),
+    /// The same server with `--protocol-version` given.
+    Pinned(Box<Target>, &'static str),
 }
 
 /// A server process serving on a port it announced with `listening on <url>` on stderr;
@@ -227,14 +234,37 @@ fn tool_names(doc: &Value) -> Vec<String> {
         .collect()
 }
 
+/// What `inspect` reports of the protocol: the revision, its era and how it was chosen.
+struct Spoken {
+    revision: &'static str,
+    era: &'static str,
+    choice: &'static str,
+}
+
+/// `auto` against a server that answers `server/discover`.
+const AUTO_MODERN: Spoken = Spoken {
+    revision: "2026-07-28",
+    era: "modern",
+    choice: "auto",
+};
+
+/// `--protocol-version 2025-11-25`.
+const PINNED_HANDSHAKE: Spoken = Spoken {
+    revision: "2025-11-25",
+    era: "handshake",
+    choice: "pinned",
+};
+
 /// `inspect --json` against a fixture server: exact server info, version and catalogs.
-fn check_inspect_json(target: &Target, server_name: &str) {
+fn check_inspect_json(target: &Target, server_name: &str, spoken: &Spoken) {
     let out = run_on(target, "inspect", &["--json"]);
     expect_code(&out, 0);
     let doc = json_of(&out);
     assert_eq!(doc["serverInfo"]["name"], server_name, "{doc}");
     assert_eq!(doc["serverInfo"]["version"], "1.0.0", "{doc}");
-    assert_eq!(doc["protocolVersion"], "2025-11-25", "{doc}");
+    assert_eq!(doc["protocolVersion"], spoken.revision, "{doc}");
+    assert_eq!(doc["era"], spoken.era, "{doc}");
+    assert_eq!(doc["protocolChoice"], spoken.choice, "{doc}");
     let mut names = tool_names(&doc);
     names.sort();
     let mut want: Vec<String> = FIXTURE_TOOLS.iter().map(|s| (*s).to_owned()).collect();
@@ -268,7 +298,7 @@ fn check_inspect_json(target: &Target, server_name: &str) {
 }
 
 /// `inspect` (readable) against a fixture server.
-fn check_inspect_readable(target: &Target, server_name: &str) {
+fn check_inspect_readable(target: &Target, server_name: &str, spoken: &Spoken) {
     let out = run_on(target, "inspect", &[]);
     let text = expect_code(&out, 0);
     let lines: Vec<&str> = text.lines().collect();
@@ -277,7 +307,18 @@ fn check_inspect_readable(target: &Target, server_name: &str) {
         format!("server:       {server_name} 1.0.0"),
         "{text}"
     );
-    assert!(lines.contains(&"protocol:     2025-11-25"), "{text}");
+    let how = match spoken.choice {
+        "auto" => "auto",
+        _ => "pinned by --protocol-version",
+    };
+    assert_eq!(
+        lines[1..3],
+        [
+            format!("protocol:     {}", spoken.revision),
+            format!("era:          {} ({how})", spoken.era),
+        ],
+        "{text}"
+    );
     let caps = lines
         .iter()
         .find(|l| l.starts_with("capabilities: "))
@@ -567,8 +608,8 @@ fn transport_failure_exits_2() {
 #[test]
 fn example_server_over_stdio() {
     let target = Target::Stdio(example_stdio());
-    check_inspect_json(&target, "fixture-purra");
-    check_inspect_readable(&target, "fixture-purra");
+    check_inspect_json(&target, "fixture-purra", &AUTO_MODERN);
+    check_inspect_readable(&target, "fixture-purra", &AUTO_MODERN);
     check_call(&target);
     check_progress(&target);
     check_logs(&target);
@@ -584,6 +625,57 @@ fn example_server_over_stdio() {
     let doc = json_of(&out);
     assert_eq!(doc["error"]["kind"], "rpc");
     assert_eq!(doc["error"]["code"], -32602);
+}
+
+/// `--protocol-version`: `auto` (the default), a handshake revision (the handshake at it) or
+/// 2026-07-28 (pinned), against purra's example server, which speaks both eras; `inspect` says
+/// which era and revision were used.
+#[test]
+fn protocol_version_chooses_the_era() {
+    let stdio = || Target::Stdio(example_stdio());
+    for (given, spoken) in [
+        (None, AUTO_MODERN),
+        (Some("auto"), AUTO_MODERN),
+        (
+            Some("2026-07-28"),
+            Spoken {
+                revision: "2026-07-28",
+                era: "modern",
+                choice: "pinned",
+            },
+        ),
+        (
+            Some("2025-06-18"),
+            Spoken {
+                revision: "2025-06-18",
+                era: "handshake",
+                choice: "pinned",
+            },
+        ),
+        (Some("2025-11-25"), PINNED_HANDSHAKE),
+    ] {
+        let target = match given {
+            Some(v) => Target::Pinned(Box::new(stdio()), v),
+            None => stdio(),
+        };
+        check_inspect_json(&target, "fixture-purra", &spoken);
+        check_inspect_readable(&target, "fixture-purra", &spoken);
+        // The other subcommands speak it too.
+        let out = run_on(&target, "call", &["echo", "text=both eras"]);
+        assert_eq!(expect_code(&out, 0), "both eras\n");
+    }
+    // Anything else is a usage error, before any server is started.
+    let target = Target::Pinned(Box::new(stdio()), "2099-01-01");
+    let out = run_on(&target, "inspect", &[]);
+    expect_code(&out, 64);
+    assert_eq!(
+        stderr(&out),
+        "purra: --protocol-version \"2099-01-01\" is not a revision purra speaks: use auto or one \
+         of 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28\n\
+         Try 'purra --help' for more information.\n",
+        "{}",
+        describe(&out)
+    );
 }
 
 #[test]
@@ -610,8 +702,8 @@ fn example_server_over_http() {
     let served = Served::example("--http");
     assert!(served.url.starts_with("http://127.0.0.1:") && served.url.ends_with("/mcp"));
     let target = served.target();
-    check_inspect_json(&target, "fixture-purra");
-    check_inspect_readable(&target, "fixture-purra");
+    check_inspect_json(&target, "fixture-purra", &AUTO_MODERN);
+    check_inspect_readable(&target, "fixture-purra", &AUTO_MODERN);
     check_call(&target);
     check_progress(&target);
     check_logs(&target);
@@ -629,8 +721,8 @@ fn example_server_over_websocket() {
     let served = Served::example("--ws");
     assert!(served.url.starts_with("ws://127.0.0.1:"), "{}", served.url);
     let target = served.target();
-    check_inspect_json(&target, "fixture-purra");
-    check_inspect_readable(&target, "fixture-purra");
+    check_inspect_json(&target, "fixture-purra", &AUTO_MODERN);
+    check_inspect_readable(&target, "fixture-purra", &AUTO_MODERN);
     check_call(&target);
     check_progress(&target);
     check_logs(&target);
@@ -642,14 +734,26 @@ fn example_server_over_websocket() {
 
 #[test]
 fn python_sdk_fixture_server_over_stdio() {
-    let target = Target::Stdio(python_stdio());
-    check_inspect_json(&target, "fixture-python");
-    check_inspect_readable(&target, "fixture-python");
+    // The fixture's handlers are the handshake era's (server-to-client requests, results without
+    // `resultType`), though the SDK answers `server/discover`: pinned to the handshake.
+    let target = Target::Pinned(Box::new(Target::Stdio(python_stdio())), "2025-11-25");
+    check_inspect_json(&target, "fixture-python", &PINNED_HANDSHAKE);
+    check_inspect_readable(&target, "fixture-python", &PINNED_HANDSHAKE);
     check_call(&target);
     check_progress(&target);
     check_logs(&target);
     check_read(&target);
     check_prompt(&target);
+    // By default (auto) the SDK's answer to `server/discover` makes it 2026-07-28.
+    let auto = Target::Stdio(python_stdio());
+    let doc = json_of(&run_on(&auto, "inspect", &["--json"]));
+    assert_eq!(
+        [&doc["protocolVersion"], &doc["era"], &doc["protocolChoice"]],
+        ["2026-07-28", "modern", "auto"],
+        "{doc}"
+    );
+    let out = run_on(&auto, "read", &["fixture://static/1"]);
+    assert_eq!(expect_code(&out, 0), "static 1\n");
     // The Python fixture answers an unknown tool with an isError result (not a JSON-RPC
     // error), so it is a tool error: exit 1.
     let out = run_on(&target, "call", &["nope"]);
@@ -671,8 +775,8 @@ fn python_sdk_fixture_server_over_http() {
     let python = peer_file(peers_dir().join("venv/bin/python"));
     let script = peer_file(repo_root().join("peers/python/server.py"));
     let served = Served::start(&python, &[&script, "--http", &port]);
-    let target = served.target();
-    check_inspect_json(&target, "fixture-python");
+    let target = Target::Pinned(Box::new(served.target()), "2025-11-25");
+    check_inspect_json(&target, "fixture-python", &PINNED_HANDSHAKE);
     check_call(&target);
     check_progress(&target);
     check_read(&target);

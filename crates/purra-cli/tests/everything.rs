@@ -79,7 +79,10 @@ fn inspect_lists_the_reference_servers_tools() {
     let out = purra("inspect", &["--json"]);
     let doc: Value = serde_json::from_str(&ok_stdout(&out)).expect("one JSON document");
     assert_eq!(doc["serverInfo"]["name"], "mcp-servers/everything", "{doc}");
+    // It speaks only the handshake era: auto's `server/discover` probe falls back to it.
     assert_eq!(doc["protocolVersion"], "2025-11-25");
+    assert_eq!(doc["era"], "handshake");
+    assert_eq!(doc["protocolChoice"], "auto");
     let names: Vec<&str> = doc["tools"]
         .as_array()
         .expect("tools")
@@ -109,6 +112,16 @@ fn inspect_lists_the_reference_servers_tools() {
     let text = ok_stdout(&purra("inspect", &[]));
     assert!(
         text.starts_with("server:       mcp-servers/everything "),
+        "{text}"
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[1..4],
+        [
+            "title:        Everything Reference Server",
+            "protocol:     2025-11-25",
+            "era:          handshake (auto)"
+        ],
         "{text}"
     );
     assert!(

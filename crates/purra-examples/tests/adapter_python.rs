@@ -1,7 +1,9 @@
 //! The MCP host adapter's read half against an official Python SDK 2.3.0 server process
 //! (`peers/python/adapter_server.py`), over stdio and Streamable HTTP: discovery, a schema with
 //! `default` refused with no `tools/call` sent (checked on the server's ledger), a list change
-//! arriving during a call, and no remote error text reaching the model through Core's agent.
+//! arriving during a call, and no remote error text reaching the model through Core's agent; and
+//! in 2026-07-28 against the SDK's `MCPServer` (`peers/python/modern.py`), a list change learned
+//! through `subscriptions/listen`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,7 +17,8 @@ use purra_core::{
 };
 use purra_mcp::{codes, discover_read_tools, CatalogMonitor, Limits, ReadBinding, ReadCatalog};
 use purra_protocol::{
-    Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand,
+    Client, ClientOptions, Connection, HttpClientOptions, ProtocolMode, ProtocolVersion,
+    StderrMode, StdioCommand,
 };
 use serde_json::{json, Value};
 
@@ -86,33 +89,49 @@ fn rand_suffix() -> u128 {
         .as_nanos()
 }
 
+/// Starts `python ARGS` (the arguments made for a free port) serving Streamable HTTP, waits until
+/// it accepts, and returns it with its endpoint's URL.
+async fn serve_http(
+    args: impl FnOnce(u16) -> Vec<std::ffi::OsString>,
+) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(python())
+        .args(args(port))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "python server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
 async fn start(http: bool) -> Peer {
     let dir = TempDir::new("adapter-py");
     let ledger = dir.0.join("ledger.txt");
     let script = repo().join("peers/python/adapter_server.py");
     let (conn, child) = if http {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = std::process::Command::new(python())
-            .arg(&script)
-            .args(["--http", &port.to_string(), "--ledger"])
-            .arg(&ledger)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "python server did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let url = format!("http://127.0.0.1:{port}/mcp");
+        let (child, url) = serve_http(|port| {
+            vec![
+                script.clone().into(),
+                "--http".into(),
+                port.to_string().into(),
+                "--ledger".into(),
+                ledger.clone().into(),
+            ]
+        })
+        .await;
         (
             Client::connect_http(&url, HttpClientOptions::default(), ClientOptions::default())
                 .await
@@ -283,6 +302,101 @@ async fn stdio_adapter_against_the_python_sdk() {
 #[tokio::test]
 async fn http_adapter_against_the_python_sdk() {
     against_python(true).await;
+}
+
+/// The adapter on a 2026-07-28 connection to the Python SDK's `MCPServer`
+/// (`peers/python/modern.py server`): the monitor accepts the revision, and a tool added at
+/// runtime, announced on `subscriptions/listen`, makes the registrations stale.
+async fn against_python_modern(http: bool) {
+    let script = repo().join("peers/python/modern.py");
+    let options =
+        ClientOptions::default().mode(ProtocolMode::Pinned(ProtocolVersion::new("2026-07-28")));
+    let (conn, mut child) = if http {
+        let (child, url) = serve_http(|port| {
+            vec![
+                script.clone().into(),
+                "server".into(),
+                "--http".into(),
+                port.to_string().into(),
+            ]
+        })
+        .await;
+        let conn = Client::connect_http(&url, HttpClientOptions::default(), options)
+            .await
+            .unwrap();
+        (conn, Some(child))
+    } else {
+        let cmd = StdioCommand::new(python())
+            .args([script.as_os_str(), "server".as_ref()])
+            .stderr(StderrMode::Null);
+        (Client::connect_stdio(cmd, options).await.unwrap(), None)
+    };
+    let conn = Arc::new(conn);
+    let monitor = CatalogMonitor::attach(&conn);
+    assert!(conn.is_modern());
+    assert_eq!(conn.server_info().name, "fixture-python-modern");
+    assert_eq!(monitor.protocol_version().as_deref(), Some("2026-07-28"));
+    let cat = discover_read_tools(
+        &conn,
+        "python",
+        &bindings(&[("echo", "echo")]),
+        &monitor,
+        Limits::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(cat.snapshot.as_json()["protocolVersion"], "2026-07-28");
+    assert_eq!(
+        call(&cat, "echo", json!({"text": "hi"})).await.unwrap(),
+        json!({"text": ["hi"], "structured": {"result": "hi"}})
+    );
+    // The host's own client adds a tool; the change arrives on the listen stream.
+    conn.call_tool("add_tool", json!({"name": "late"}))
+        .await
+        .unwrap();
+    let start = std::time::Instant::now();
+    while monitor.generation() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no list change reached the monitor"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        call(&cat, "echo", json!({"text": "hi"}))
+            .await
+            .unwrap_err()
+            .code,
+        codes::catalog_stale()
+    );
+    let fresh = discover_read_tools(
+        &conn,
+        "python",
+        &bindings(&[("echo", "echo"), ("late", "late")]),
+        &monitor,
+        Limits::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        call(&fresh, "late", json!({})).await.unwrap(),
+        json!({"text": ["late called"], "structured": {"result": "late called"}})
+    );
+    conn.close().await;
+    if let Some(c) = &mut child {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+#[tokio::test]
+async fn stdio_adapter_against_the_python_sdk_in_2026_07_28() {
+    against_python_modern(false).await;
+}
+
+#[tokio::test]
+async fn http_adapter_against_the_python_sdk_in_2026_07_28() {
+    against_python_modern(true).await;
 }
 
 #[tokio::test]

@@ -16,7 +16,8 @@ use purra_mcp::{
 };
 use purra_protocol::types::methods;
 use purra_protocol::{
-    Client, ClientOptions, Connection, HttpClientOptions, RequestOptions, StdioCommand,
+    Client, ClientOptions, Connection, HttpClientOptions, ProtocolMode, ProtocolVersion,
+    RequestOptions, StdioCommand,
 };
 use serde_json::{json, Value};
 
@@ -58,7 +59,15 @@ fn fixture_args(page_size: usize, pad_tools: usize, pad_description_bytes: usize
 }
 
 async fn connect_with(via: Via, args: Vec<String>, version: &str) -> Fixture {
-    let options = ClientOptions::default().protocol_version(version);
+    connect_opts(
+        via,
+        args,
+        ClientOptions::default().protocol_version(version),
+    )
+    .await
+}
+
+async fn connect_opts(via: Via, args: Vec<String>, options: ClientOptions) -> Fixture {
     let bin = env!("CARGO_BIN_EXE_purra-adapter-fixture");
     let (conn, http) = match via {
         Via::Stdio => {
@@ -407,7 +416,10 @@ async fn http_scope_and_cancellation() {
 }
 
 async fn staleness(via: Via) {
-    let fx = connect(via).await;
+    staleness_of(connect(via).await).await;
+}
+
+async fn staleness_of(fx: Fixture) {
     let cat = discover(
         &fx,
         &[("search", "search"), ("change_list", "change_list")],
@@ -446,6 +458,37 @@ async fn stdio_staleness() {
 #[tokio::test]
 async fn http_staleness() {
     staleness(Via::Http).await;
+}
+
+/// The fixture server in 2026-07-28 (pinned, no handshake): the monitor accepts the revision,
+/// the snapshot records it, and the list change reaches the monitor through
+/// `subscriptions/listen` with the same outcome as in the handshake era.
+async fn modern_staleness(via: Via) {
+    let options =
+        ClientOptions::default().mode(ProtocolMode::Pinned(ProtocolVersion::new("2026-07-28")));
+    let fx = connect_opts(via, fixture_args(100, 0, 8), options).await;
+    assert!(fx.conn.is_modern());
+    assert!(fx.conn.follows_list_changes());
+    assert_eq!(fx.monitor.protocol_version().as_deref(), Some("2026-07-28"));
+    let cat = discover(&fx, &[("search", "search")], Limits::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        cat.snapshot.as_json()["protocolVersion"],
+        json!("2026-07-28")
+    );
+    assert_eq!(fx.monitor.generation(), 0);
+    staleness_of(fx).await;
+}
+
+#[tokio::test]
+async fn stdio_modern_staleness() {
+    modern_staleness(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn http_modern_staleness() {
+    modern_staleness(Via::Http).await;
 }
 
 #[tokio::test]

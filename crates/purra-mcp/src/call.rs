@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tracing::Instrument;
 
 use crate::codes;
-use crate::discovery::decode_i_json;
+use crate::discovery::{decode_i_json, is_complete};
 use crate::limits::Limits;
 use crate::monitor::CatalogMonitor;
 
@@ -99,7 +99,7 @@ impl CallTarget {
         if self.monitor.is_closed() || self.conn.peer().is_closed() {
             return CallOutcome::NotSent(codes::connection_closed());
         }
-        if self.monitor.generation() != self.generation {
+        if self.monitor.generation() != self.generation || !self.conn.follows_list_changes() {
             return CallOutcome::NotSent(codes::catalog_stale());
         }
         let encoded = serde_json::to_vec(&args)
@@ -128,11 +128,12 @@ impl CallTarget {
         let options = RequestOptions::default()
             .timeout(timeout)
             .cancel_with(run.lease.cancellation().clone());
-        let params = serde_json::value::to_raw_value(&params).expect("params serialize");
+        let params = serde_json::to_value(&params).expect("params serialize");
+        // In 2026-07-28 an `input_required` result comes back as it is (this path installs no
+        // input handlers) and is unsupported below.
         let raw = match self
             .conn
-            .peer()
-            .request_raw(methods::TOOLS_CALL, Some(params), options)
+            .request_raw(methods::TOOLS_CALL, params, options)
             .await
         {
             Ok(raw) => raw,
@@ -141,6 +142,9 @@ impl CallTarget {
         if self.monitor.generation() != self.generation {
             // The catalog changed while the call was in flight: the result is discarded.
             return CallOutcome::AfterSend(codes::catalog_stale());
+        }
+        if !is_complete(&self.conn, &raw) {
+            return CallOutcome::AfterSend(codes::result_unsupported());
         }
         match judge_result(raw.get(), &self.limits, self.output.as_ref()) {
             Ok(v) => CallOutcome::Success(v),

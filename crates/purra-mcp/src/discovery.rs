@@ -10,6 +10,7 @@ use purra_core::{
     json_identity, parse_json, CompiledSchema, Concurrency, JsonIdentity, JsonLimits, ScopeCheck,
     ToolRegistration,
 };
+use purra_protocol::modern::RESULT_COMPLETE;
 use purra_protocol::types::{methods, ListToolsResult, PaginatedParams, Tool};
 use purra_protocol::{Connection, RequestOptions};
 use serde_json::{json, Value};
@@ -91,6 +92,10 @@ pub(crate) async fn list_tools(
         Some(v) if SUPPORTED_VERSIONS.contains(&v.as_str()) => {}
         _ => return Err(AdapterError::new(codes::protocol_version_unsupported())),
     }
+    if !conn.follows_list_changes() {
+        // 2026-07-28 without an open subscription: a change could go unseen.
+        return Err(AdapterError::new(codes::catalog_stale()));
+    }
     let generation = monitor.generation();
     let mut tools = Vec::new();
     let mut bytes = 0u64;
@@ -101,13 +106,13 @@ pub(crate) async fn list_tools(
             return Err(AdapterError::new(codes::catalog_too_large()));
         }
         pages += 1;
-        let params = serde_json::value::to_raw_value(&PaginatedParams::new(cursor.take()))
-            .expect("params serialize");
+        let params =
+            serde_json::to_value(PaginatedParams::new(cursor.take())).expect("params serialize");
+        // The connection's revision: in 2026-07-28 with the request envelope, never cached.
         let raw = conn
-            .peer()
             .request_raw(
                 methods::TOOLS_LIST,
-                Some(params),
+                params,
                 RequestOptions::default().timeout(limits.timeout),
             )
             .await
@@ -115,6 +120,9 @@ pub(crate) async fn list_tools(
         bytes += raw.get().len() as u64;
         if bytes > limits.max_catalog_bytes {
             return Err(AdapterError::new(codes::catalog_too_large()));
+        }
+        if !is_complete(conn, &raw) {
+            return Err(AdapterError::new(codes::result_invalid()));
         }
         let page: ListToolsResult = decode_i_json(raw.get(), limits.max_catalog_bytes)
             .ok_or_else(|| AdapterError::new(codes::result_invalid()))?;
@@ -132,6 +140,12 @@ pub(crate) async fn list_tools(
         return Err(AdapterError::new(codes::catalog_stale()));
     }
     Ok((tools, generation))
+}
+
+/// Whether `raw` is a final result: in 2026-07-28 its `resultType` is `complete` (absent counts
+/// as `complete`); a handshake revision has no other kind.
+pub(crate) fn is_complete(conn: &Connection, raw: &serde_json::value::RawValue) -> bool {
+    !conn.is_modern() || purra_protocol::modern::result::result_type(raw) == RESULT_COMPLETE
 }
 
 /// Decodes a result of at most `max_bytes` with Core's bounded I-JSON decoder (duplicate member

@@ -1,6 +1,8 @@
-//! The catalog monitor: the negotiated revision from the actual handshake, a generation that every
-//! `tools/list_changed` advances, and a closed flag. Registrations remember the generation they
-//! were discovered at; any change makes them stale.
+//! The catalog monitor: the revision the connection actually speaks (negotiated by the handshake,
+//! or 2026-07-28 found by `server/discover`), a generation that every `tools/list_changed`
+//! advances (in 2026-07-28 they arrive on the `subscriptions/listen` stream, and the stream's end
+//! counts as one), and a closed flag. Registrations remember the generation they were discovered
+//! at; any change makes them stale.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,7 +11,7 @@ use purra_protocol::types::methods;
 use purra_protocol::Connection;
 
 /// Revisions the adapter supports.
-pub const SUPPORTED_VERSIONS: [&str; 2] = ["2025-06-18", "2025-11-25"];
+pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-06-18", "2025-11-25", "2026-07-28"];
 
 #[derive(Debug, Default)]
 struct State {
@@ -32,9 +34,11 @@ impl CatalogMonitor {
         Self::default()
     }
 
-    /// A monitor attached to a purra connection: it takes the revision the handshake negotiated,
+    /// A monitor attached to a purra connection: it takes the revision the connection speaks,
     /// listens for `tools/list_changed` on arrival (beside the host's own listeners, which it
-    /// does not replace), and closes when the connection closes.
+    /// does not replace; in 2026-07-28 they come through `subscriptions/listen`, and the end of
+    /// that stream is heard as one, since later changes would go unseen), and closes when the
+    /// connection closes.
     pub fn attach(conn: &Connection) -> Self {
         let monitor = Self::new();
         monitor.accept_protocol_version(conn.protocol_version());
@@ -55,7 +59,8 @@ impl CatalogMonitor {
         monitor
     }
 
-    /// Records the revision the handshake negotiated (never a configured guess).
+    /// Records the revision the connection speaks: the handshake's result, or the 2026-07-28
+    /// revision `server/discover` agreed (never a configured guess).
     pub fn accept_protocol_version(&self, version: &str) {
         *self.state.version.lock().expect("monitor lock") = Some(version.to_owned());
     }

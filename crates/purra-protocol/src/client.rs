@@ -472,19 +472,35 @@ fn synthesize_list_changed(
     peer: &Peer,
     filter: &crate::modern::SubscriptionFilter,
 ) {
-    let kinds = [
+    for method in followed_lists(filter) {
+        service.notification_received(method, None);
+        tokio::spawn(service.handle_notification(peer, method.to_owned(), None));
+    }
+}
+
+/// The `list_changed` methods of the lists `filter` follows.
+fn followed_lists(
+    filter: &crate::modern::SubscriptionFilter,
+) -> impl Iterator<Item = &'static str> {
+    [
         (filter.tools_list_changed, methods::TOOLS_LIST_CHANGED),
         (filter.prompts_list_changed, methods::PROMPTS_LIST_CHANGED),
         (
             filter.resources_list_changed,
             methods::RESOURCES_LIST_CHANGED,
         ),
-    ];
-    for (on, method) in kinds {
-        if on == Some(true) {
-            service.notification_received(method, None);
-            tokio::spawn(service.handle_notification(peer, method.to_owned(), None));
-        }
+    ]
+    .into_iter()
+    .filter(|(on, _)| *on == Some(true))
+    .map(|(_, method)| method)
+}
+
+/// Tells the early listeners ([`Connection::on_received`]) of each kind `filter` follows that
+/// the list may change unseen from now on (the subscription ended): they hear a `list_changed`
+/// with null params; the catalogs are refetched when the subscription reopens.
+fn signal_unfollowed(service: &ClientService, filter: &crate::modern::SubscriptionFilter) {
+    for method in followed_lists(filter) {
+        service.fan_out_early(method, &Value::Null);
     }
 }
 
@@ -919,7 +935,10 @@ impl Connection {
             resources_list_changed: flag(&caps.resources),
             resource_subscriptions: None,
         };
-        if !filter.is_empty() {
+        if filter.is_empty() {
+            // No list can change: there is nothing to follow.
+            m.following.store(true, Ordering::SeqCst);
+        } else {
             let seen_before = m.listens.load(Ordering::Relaxed);
             modern::keep_listening(self.service.clone(), m.clone(), self.peer.clone(), filter);
             // The catalogs are fetched once the stream is open, so no change is missed between.
@@ -1419,6 +1438,18 @@ impl Connection {
     /// Whether this connection speaks the 2026-07-28 revision (no handshake).
     pub fn is_modern(&self) -> bool {
         self.service.modern.get().is_some()
+    }
+
+    /// Whether the server's list changes reach this connection now. In a handshake revision they
+    /// arrive on the session itself: always. In 2026-07-28 only while the `subscriptions/listen`
+    /// stream for the lists the server says can change is acknowledged and open (trivially when
+    /// it names none); when the stream ends, the listeners of [`on_received`](Self::on_received)
+    /// hear a `list_changed` with null params, and when it reopens the catalogs are refetched.
+    pub fn follows_list_changes(&self) -> bool {
+        self.service
+            .modern
+            .get()
+            .is_none_or(|m| m.following.load(Ordering::SeqCst))
     }
 
     /// The server's `server/discover` result as of the connection (2026-07-28 only).

@@ -1,5 +1,8 @@
 //! Protocol rules over the raw in-memory transport: every answer is asserted as exact JSON.
 
+mod support;
+use support::{ask, initialized, start};
+
 use std::time::Duration;
 
 use purra_protocol::memory::{self, RawEnd};
@@ -111,36 +114,6 @@ fn register(server: &Server) -> Result<(), RegistrationError> {
         },
     )?;
     Ok(())
-}
-
-async fn start(server: &Server) -> RawEnd {
-    let (t, raw) = memory::raw();
-    server.start(t);
-    raw
-}
-
-async fn initialized(server: &Server, version: &str) -> RawEnd {
-    let mut raw = start(server).await;
-    raw.send(format!(
-        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"c","version":"1"}}}}}}"#
-    ))
-    .await;
-    let init = raw.recv().await.unwrap();
-    assert!(
-        init.contains(&format!(r#""protocolVersion":"{version}""#)),
-        "{init}"
-    );
-    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
-    raw
-}
-
-async fn ask(raw: &mut RawEnd, frame: &str) -> String {
-    raw.send(frame.to_owned()).await;
-    tokio::time::timeout(Duration::from_secs(5), raw.recv())
-        .await
-        .expect("an answer")
-        .expect("open")
 }
 
 #[tokio::test]

@@ -2,9 +2,9 @@
 //! cursor at the end of the offset range, a handler's panic text, and an unbounded number of
 //! resource subscriptions.
 
-use std::time::Duration;
+mod support;
+use support::ask;
 
-use purra_protocol::memory::{self, RawEnd};
 use purra_protocol::types::*;
 use purra_protocol::{HandlerResult, RequestCtx, Server};
 use schemars::JsonSchema;
@@ -44,28 +44,9 @@ fn server(max_subscriptions: usize) -> Server {
     server
 }
 
-async fn initialized(server: &Server) -> RawEnd {
-    let (t, mut raw) = memory::raw();
-    server.start(t);
-    raw.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#)
-        .await;
-    raw.recv().await.unwrap();
-    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
-    raw
-}
-
-async fn ask(raw: &mut RawEnd, frame: &str) -> String {
-    raw.send(frame.to_owned()).await;
-    tokio::time::timeout(Duration::from_secs(5), raw.recv())
-        .await
-        .expect("an answer")
-        .expect("open")
-}
-
 #[tokio::test]
 async fn a_cursor_at_the_end_of_the_offset_range_is_an_empty_last_page() {
-    let mut raw = initialized(&server(8)).await;
+    let mut raw = support::initialized(&server(8), "2025-11-25").await;
     // The cursor format is `purra-<hex offset>`; the largest offset overflowed `offset + size`.
     assert_eq!(
         ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"purra-ffffffffffffffff"}}"#).await,
@@ -103,7 +84,7 @@ async fn a_cursor_at_the_end_of_the_offset_range_is_an_empty_last_page() {
 
 #[tokio::test]
 async fn a_handler_panic_is_a_generic_internal_error_and_its_text_stays_here() {
-    let mut raw = initialized(&server(8)).await;
+    let mut raw = support::initialized(&server(8), "2025-11-25").await;
     assert_eq!(
         ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"panics","arguments":{}}}"#).await,
         r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}"#
@@ -120,7 +101,7 @@ async fn a_handler_panic_is_a_generic_internal_error_and_its_text_stays_here() {
 
 #[tokio::test]
 async fn resource_subscriptions_per_session_are_bounded() {
-    let mut raw = initialized(&server(3)).await;
+    let mut raw = support::initialized(&server(3), "2025-11-25").await;
     let subscribe = |id: u32, uri: &str| {
         format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/subscribe","params":{{"uri":"{uri}"}}}}"#

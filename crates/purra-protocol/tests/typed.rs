@@ -2,9 +2,11 @@
 //! `prompts/list` show them, registration refusals as values (never panics), and the
 //! method-based server of `#[handlers]`; exact JSON over the raw in-memory transport.
 
+mod support;
+use support::ask;
+
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use purra_protocol::memory::{self, RawEnd};
 use purra_protocol::types::*;
@@ -21,14 +23,6 @@ async fn session(server: &Server) -> RawEnd {
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned())
         .await;
     raw
-}
-
-async fn ask(raw: &mut RawEnd, frame: &str) -> String {
-    raw.send(frame.to_owned()).await;
-    tokio::time::timeout(Duration::from_secs(5), raw.recv())
-        .await
-        .expect("an answer")
-        .expect("open")
 }
 
 async fn ask_json(raw: &mut RawEnd, frame: &str) -> Value {

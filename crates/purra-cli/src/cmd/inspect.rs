@@ -1,14 +1,15 @@
-//! `purra inspect`: what a server is and offers, from the handshake and its catalogs.
+//! `purra inspect`: what a server is and offers, from the handshake (or `server/discover`) and its
+//! catalogs, and which era and revision the connection speaks.
 
 use purra_protocol::types::{JsonObject, ServerCapabilities};
-use purra_protocol::Connection;
+use purra_protocol::{Connection, ProtocolMode};
 use serde_json::{json, Value};
 
 use crate::cli::InspectArgs;
 use crate::exit::Failure;
 use crate::render;
 use crate::status::Status;
-use crate::target::Target;
+use crate::target::{protocol_mode, Target};
 
 /// Runs `purra inspect`.
 pub async fn run(args: InspectArgs) -> Result<(), Failure> {
@@ -19,15 +20,16 @@ pub async fn run(args: InspectArgs) -> Result<(), Failure> {
             "unexpected argument {extra:?}: with a command after `--`, inspect takes no URL"
         )));
     }
+    let (mode, _) = protocol_mode(&args.connect.protocol_version)?;
     let status = Status::new();
     let conn = target.connect(&args.connect, &status).await?;
     let json = args.connect.json;
     let schemas = args.schemas;
     let out = super::with_status(conn, &status, async |conn, _status| {
         Ok(if json {
-            document(conn)
+            document(conn, &mode)
         } else {
-            Value::String(readable(conn, schemas))
+            Value::String(readable(conn, &mode, schemas))
         })
     })
     .await?;
@@ -38,12 +40,31 @@ pub async fn run(args: InspectArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The machine form: server info, negotiated version, capabilities, instructions and the full
-/// catalogs (tools with their schemas).
-pub fn document(conn: &Connection) -> Value {
+/// The era the connection speaks (`handshake` or `modern`) and how it was chosen: `auto`, or
+/// `pinned` by `--protocol-version`.
+fn era_and_choice(conn: &Connection, mode: &ProtocolMode) -> (&'static str, &'static str) {
+    let era = if conn.is_modern() {
+        "modern"
+    } else {
+        "handshake"
+    };
+    let choice = match mode {
+        ProtocolMode::Auto => "auto",
+        _ => "pinned",
+    };
+    (era, choice)
+}
+
+/// The machine form: server info, the revision spoken, its era (`handshake` or `modern`) and how
+/// it was chosen (`auto` or `pinned`), capabilities, instructions and the full catalogs (tools with
+/// their schemas).
+pub fn document(conn: &Connection, mode: &ProtocolMode) -> Value {
+    let (era, choice) = era_and_choice(conn, mode);
     json!({
         "serverInfo": conn.server_info(),
         "protocolVersion": conn.protocol_version(),
+        "era": era,
+        "protocolChoice": choice,
         "capabilities": conn.server_capabilities(),
         "instructions": conn.instructions(),
         "tools": *conn.tools(),
@@ -113,10 +134,11 @@ fn indent(s: &str, n: usize) -> String {
     s.lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
-/// The readable form: server, title, protocol and capabilities, then tools (with `schemas`,
+/// The readable form: server, title, protocol, era and capabilities, then tools (with `schemas`,
 /// each tool's input and output schema), resources, resource templates, prompts, and last the
 /// server's instructions.
-pub fn readable(conn: &Connection, schemas: bool) -> String {
+pub fn readable(conn: &Connection, mode: &ProtocolMode, schemas: bool) -> String {
+    let (era, choice) = era_and_choice(conn, mode);
     let info = conn.server_info();
     let mut out = String::new();
     let mut field = |label: &str, value: &str| {
@@ -127,6 +149,13 @@ pub fn readable(conn: &Connection, schemas: bool) -> String {
         field("title", title);
     }
     field("protocol", conn.protocol_version());
+    field(
+        "era",
+        &match choice {
+            "auto" => format!("{era} (auto)"),
+            _ => format!("{era} (pinned by --protocol-version)"),
+        },
+    );
     field("capabilities", &capabilities(conn.server_capabilities()));
 
     let tools = conn.tools();

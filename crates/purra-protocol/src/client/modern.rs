@@ -4,7 +4,7 @@
 //! `subscriptions/listen` stream that keeps the catalogs in sync.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -100,6 +100,9 @@ pub(crate) struct Modern {
     pub stop: CancellationToken,
     /// How often the catalog subscription was (re)established.
     pub listens: AtomicU64,
+    /// Whether list changes reach the client now: the catalog subscription is acknowledged and
+    /// has not ended (or the server declares no list that can change).
+    pub following: AtomicBool,
 }
 
 impl Modern {
@@ -120,6 +123,7 @@ impl Modern {
             acked: Notify::new(),
             stop: CancellationToken::new(),
             listens: AtomicU64::new(0),
+            following: AtomicBool::new(false),
         }
     }
 
@@ -571,6 +575,7 @@ pub(super) fn keep_listening(
                 a = modern.wait_ack(seen, |f| covers(f, &filter), Duration::from_secs(60)) => a.is_some(),
             };
             if acked {
+                modern.following.store(true, Ordering::SeqCst);
                 modern.listens.fetch_add(1, Ordering::Relaxed);
                 if !first {
                     super::synthesize_list_changed(&service, &peer, &filter);
@@ -580,6 +585,12 @@ pub(super) fn keep_listening(
                 tokio::select! {
                     _ = modern.stop.cancelled() => return,
                     _ = &mut listen => {}
+                }
+                // From here on changes go unseen until the stream reopens: the early listeners
+                // hear of it now (a host that must not act on a list it cannot follow).
+                modern.following.store(false, Ordering::SeqCst);
+                if !peer.is_closed() {
+                    super::signal_unfollowed(&service, &filter);
                 }
             }
             if peer.is_closed() {
