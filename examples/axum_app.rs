@@ -3,23 +3,25 @@
 #![allow(clippy::print_stdout)] // it prints the address it listens on
 
 use axum::{routing::get, Router};
-use purra_protocol::{HandlerResult, RequestCtx, Server, StreamableHttpServer};
+use purra_protocol::{HandlerResult, RegistrationError, RequestCtx, Server, StreamableHttpServer};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Echo {
     text: String,
 }
 
-async fn echo(e: Echo, _: RequestCtx) -> HandlerResult<String> {
-    Ok(e.text)
+/// The MCP server the app mounts.
+pub fn server() -> Result<Server, RegistrationError> {
+    let server = Server::builder("axum-app", "1.0.0").build();
+    let echo = |e: Echo, _: RequestCtx| async move { HandlerResult::Ok(e.text) };
+    server.tool("echo", "Says the text back", echo)?;
+    Ok(server)
 }
 
 /// Serves the app on ADDR (default 127.0.0.1:8000) until ctrl-c, then shuts down gracefully.
 #[tokio::main(flavor = "current_thread")]
 pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = Server::builder("axum-app", "1.0.0").build();
-    server.tool("echo", "Says the text back", echo)?;
-    let mcp = StreamableHttpServer::new(server, Default::default());
+    let mcp = StreamableHttpServer::new(server()?, Default::default());
     let app = Router::new()
         .route("/health", get(|| async { "ok" }))
         .nest_service("/mcp", mcp.clone());

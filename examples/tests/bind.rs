@@ -17,6 +17,10 @@ mod weather;
 #[path = "../counter.rs"]
 mod counter;
 
+#[allow(dead_code)]
+#[path = "../axum_app.rs"]
+mod axum_app;
+
 /// Binds every tool `server` lists as a read tool under its own name; returns the names.
 async fn bind_every_tool(server: Server, catalog: &str) -> Vec<String> {
     let (ours, theirs) = memory::pair();
@@ -61,6 +65,8 @@ async fn every_typed_tool_binds_under_the_strict_profile() {
     assert_eq!(weather, ["alerts", "forecast", "temperature"]);
     let counter = bind_every_tool(counter::server().unwrap(), "counter").await;
     assert_eq!(counter, ["decrement", "get", "increment", "set"]);
+    let axum_app = bind_every_tool(axum_app::server().unwrap(), "axum_app").await;
+    assert_eq!(axum_app, ["echo"]);
     let fixture = bind_every_tool(purra_examples::fixture_server::build(), "fixture").await;
     assert_eq!(
         fixture,
