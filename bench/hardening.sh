@@ -52,7 +52,7 @@ start_http() {
     "$1/purra-example-server" --http 127.0.0.1:0 2>"$out/server.err" &
     server_pid=$!
     for _ in $(seq 1 200); do
-        url=$(sed -nE 's/^listening on (http:[^ ]+)$/\1/p' "$out/server.err")
+        url=$(sed -nE 's|^listening on (http:[^ ]+/mcp)$|\1|p' "$out/server.err")
         [[ -n $url ]] && return 0
         sleep 0.05
     done

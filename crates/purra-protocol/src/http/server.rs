@@ -7,7 +7,7 @@
 //! recent events for replay, so a client that lost a stream resumes it with GET and
 //! `Last-Event-ID`; a dropped connection is never a cancellation.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -524,7 +524,8 @@ impl Live {
 
 struct Streams {
     next_id: u64,
-    map: HashMap<u64, Stream>,
+    /// By id, which is also the order of opening: the oldest come first when room is made.
+    map: BTreeMap<u64, Stream>,
     /// Which stream each in-flight request's messages go to.
     by_request: HashMap<RequestId, u64>,
     /// Bytes of events kept for replay, across streams.
@@ -657,7 +658,7 @@ impl HttpSession {
                 Some(v) => server.start_stateless(transport, v),
                 None => server.start(transport),
             };
-            let mut map = HashMap::new();
+            let mut map = BTreeMap::new();
             map.insert(STANDALONE, Stream::new(false));
             let weak = weak.clone();
             tokio::spawn(route(weak, out_rx, close_write));
@@ -807,16 +808,17 @@ impl HttpSession {
             }
         }
         if streams.map.len() > self.max_streams {
-            // Forget the oldest finished streams first.
-            let mut finished: Vec<u64> = streams
+            // Forget the oldest finished streams first (the map is in opening order, so this
+            // stops at the first `excess` finished ones instead of sorting them all).
+            let excess = streams.map.len() - self.max_streams;
+            let finished: Vec<u64> = streams
                 .map
                 .iter()
                 .filter(|(id, s)| **id != STANDALONE && s.pending.is_empty())
                 .map(|(id, _)| *id)
+                .take(excess)
                 .collect();
-            finished.sort_unstable();
-            let excess = streams.map.len() - self.max_streams;
-            for id in finished.into_iter().take(excess) {
+            for id in finished {
                 streams.remove(id);
             }
             if streams.map.len() > self.max_streams {
@@ -1597,7 +1599,7 @@ mod tests {
     }
 
     fn streams_with(ids: &[u64]) -> Streams {
-        let mut map = HashMap::new();
+        let mut map = BTreeMap::new();
         for id in ids {
             map.insert(*id, Stream::new(false));
         }
