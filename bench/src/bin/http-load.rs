@@ -1,21 +1,25 @@
 //! Streamable HTTP load against a running server, the suite's raw client on its own:
-//! `http-load --url URL [--clients K] [--calls N]` opens K sessions, makes N `add` calls spread
-//! over them (every answer checked for the exact sum) and prints one JSON line
-//! (`calls_per_s`, `p50_us`, `p99_us`). `bench/hardening.sh` runs it against two builds.
+//! `http-load --url URL [--clients K] [--calls N] [--era REVISION]` opens K sessions, makes N `add`
+//! calls spread over them (every answer checked for the exact sum) and prints one JSON line
+//! (`calls_per_s`, `p50_us`, `p99_us`). `--era 2026-07-28` makes each call a stateless request of
+//! that revision instead (no session); a handshake revision opens the sessions at that revision
+//! (without `--era`, 2025-06-18 through the suite's `load`). `bench/hardening.sh` runs it against
+//! two builds.
 
 #![allow(clippy::print_stdout)] // a benchmark program: stdout is its result
 
-use purra_bench::http::load;
+use purra_bench::http::{load, load_era, Era};
 use serde_json::json;
 
 fn usage() -> ! {
-    eprintln!("usage: http-load --url URL [--clients K] [--calls N]");
+    eprintln!("usage: http-load --url URL [--clients K] [--calls N] [--era REVISION]");
     std::process::exit(64)
 }
 
 #[tokio::main]
 async fn main() {
     let (mut url, mut clients, mut calls) = (None, 1usize, 5_000usize);
+    let mut era = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| usage());
@@ -23,6 +27,16 @@ async fn main() {
             "--url" => url = Some(value()),
             "--clients" => clients = value().parse().unwrap_or_else(|_| usage()),
             "--calls" => calls = value().parse().unwrap_or_else(|_| usage()),
+            "--era" => {
+                era = Some(match value().as_str() {
+                    "2026-07-28" => Era::Stateless,
+                    "2024-11-05" => Era::Session("2024-11-05"),
+                    "2025-03-26" => Era::Session("2025-03-26"),
+                    "2025-06-18" => Era::Session("2025-06-18"),
+                    "2025-11-25" => Era::Session("2025-11-25"),
+                    _ => usage(),
+                })
+            }
             _ => usage(),
         }
     }
@@ -30,7 +44,11 @@ async fn main() {
     if clients == 0 {
         usage()
     }
-    match load(&url, clients, calls).await {
+    let result = match era {
+        None => load(&url, clients, calls).await,
+        Some(era) => load_era(&url, clients, calls, era).await,
+    };
+    match result {
         Ok(r) => println!(
             "{}",
             json!({
