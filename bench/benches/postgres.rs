@@ -12,49 +12,13 @@
 //!
 //! It prints cycles per second and commits per second at the same concurrency, and their ratio.
 
-use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalIntent, ClaimVerdict, Decision, EffectOutcome,
-    IdempotencyStore, Verdict,
-};
+use purra_core::ApprovalGateway;
 use purra_postgres::{PostgresOptions, PostgresStore};
-use serde_json::json;
 use std::time::{Duration, Instant, SystemTime};
 
 fn url() -> String {
     std::env::var("PURRA_TEST_POSTGRES")
         .expect("PURRA_TEST_POSTGRES: start a server with scripts/postgres.sh start DIR")
-}
-
-async fn cycle(store: &PostgresStore, id: ApprovalId, intent: &ApprovalIntent) {
-    store
-        .decide(
-            id.clone(),
-            Decision {
-                verdict: Verdict::Approve,
-                approver: "alice".into(),
-                decided_at: SystemTime::now(),
-                expires_at: None,
-                note: None,
-            },
-        )
-        .await
-        .unwrap();
-    let ClaimVerdict::Claimed(key) = store
-        .check_and_claim(id, intent.digest(), SystemTime::now())
-        .await
-        .unwrap()
-    else {
-        panic!("not claimed")
-    };
-    store
-        .complete(
-            key,
-            EffectOutcome::Committed {
-                receipt: json!({"updated": intent.checkpoint_call.call_id}),
-            },
-        )
-        .await
-        .unwrap();
 }
 
 /// `runs` concurrent runs of `per_run` cycles each on `store`; cycles per second.
@@ -71,7 +35,9 @@ async fn cycles(store: &PostgresStore, runs: usize, per_run: usize, tag: &str) -
         let (store, chunk) = (store.clone(), chunk.to_vec());
         tasks.push(tokio::spawn(async move {
             for (id, intent) in chunk {
-                cycle(&store, id, &intent).await;
+                purra_bench::approve_claim_commit(&store, id, &intent)
+                    .await
+                    .expect("a cycle");
             }
         }));
     }
@@ -136,7 +102,9 @@ async fn child(schema: &str, per_run: usize, start_ns: u128) {
         tokio::time::sleep(wait).await;
     }
     for (id, intent) in prepared {
-        cycle(&store, id, &intent).await;
+        purra_bench::approve_claim_commit(&store, id, &intent)
+            .await
+            .expect("a cycle");
     }
 }
 

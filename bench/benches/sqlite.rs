@@ -17,46 +17,13 @@
 //! interleaved ratio is the number to compare.
 
 use criterion::{BatchSize, Criterion};
-use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalIntent, ClaimVerdict, Decision, EffectOutcome,
-    IdempotencyStore, Verdict,
-};
+use purra_core::{ApprovalGateway, ApprovalId, ApprovalIntent};
 use purra_sqlite::SqliteStore;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
-
-fn approve() -> Decision {
-    Decision {
-        verdict: Verdict::Approve,
-        approver: "alice".into(),
-        decided_at: SystemTime::now(),
-        expires_at: None,
-        note: None,
-    }
-}
-
-async fn approve_claim_commit(store: &SqliteStore, id: ApprovalId, intent: &ApprovalIntent) {
-    store.decide(id.clone(), approve()).await.unwrap();
-    let ClaimVerdict::Claimed(key) = store
-        .check_and_claim(id, intent.digest(), SystemTime::now())
-        .await
-        .unwrap()
-    else {
-        panic!("not claimed")
-    };
-    store
-        .complete(
-            key,
-            EffectOutcome::Committed {
-                receipt: json!({"updated": intent.checkpoint_call.call_id}),
-            },
-        )
-        .await
-        .unwrap();
-}
+use std::time::{Duration, Instant};
 
 /// The store, the raw file and the runtime every workload uses.
 struct Fixture {
@@ -108,7 +75,9 @@ impl Fixture {
         store: &SqliteStore,
         (id, intent): (ApprovalId, ApprovalIntent),
     ) {
-        self.rt.block_on(approve_claim_commit(store, id, &intent));
+        self.rt
+            .block_on(purra_bench::approve_claim_commit(store, id, &intent))
+            .expect("a cycle");
     }
 }
 

@@ -173,3 +173,43 @@ pub fn fresh_request(tag: &str) -> purra_core::ApprovalRequest {
         labels: Default::default(),
     }
 }
+
+/// One approve-claim-commit cycle on an approval prepared before: `decide` (approve),
+/// `check_and_claim`, then `complete` (committed with a small receipt), the three durable
+/// transactions a resumed run makes for one approved write. The store benchmarks of every backend
+/// time this; it returns the claimed key.
+pub async fn approve_claim_commit<S>(
+    store: &S,
+    id: purra_core::ApprovalId,
+    intent: &purra_core::ApprovalIntent,
+) -> Result<purra_core::IdempotencyKey, String>
+where
+    S: purra_core::ApprovalGateway + purra_core::IdempotencyStore,
+{
+    use purra_core::{ClaimVerdict, Decision, EffectOutcome, Verdict};
+    use std::time::SystemTime;
+    let decision = Decision {
+        verdict: Verdict::Approve,
+        approver: "alice".into(),
+        decided_at: SystemTime::now(),
+        expires_at: None,
+        note: None,
+    };
+    store
+        .decide(id.clone(), decision)
+        .await
+        .map_err(|e| e.to_string())?;
+    let key = match store
+        .check_and_claim(id, intent.digest(), SystemTime::now())
+        .await
+    {
+        Ok(ClaimVerdict::Claimed(key)) => key,
+        other => return Err(format!("claim: {other:?}")),
+    };
+    let receipt = serde_json::json!({"updated": intent.checkpoint_call.call_id});
+    store
+        .complete(key.clone(), EffectOutcome::Committed { receipt })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(key)
+}

@@ -14,12 +14,9 @@
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalIntent, ClaimState, ClaimVerdict, Decision, EffectOutcome,
-    IdempotencyKey, IdempotencyStore, Verdict,
-};
+use purra_core::{ApprovalGateway, ClaimState, EffectOutcome, IdempotencyStore};
 use purra_sqlite::SqliteStore;
 use serde_json::json;
 
@@ -41,37 +38,6 @@ fn fsync_rate(dir: &Path, seconds: f64) -> Result<f64, String> {
         n += 1;
     }
     Ok(n as f64 / start.elapsed().as_secs_f64())
-}
-
-async fn cycle(
-    store: &SqliteStore,
-    id: ApprovalId,
-    intent: &ApprovalIntent,
-) -> Result<IdempotencyKey, String> {
-    let decision = Decision {
-        verdict: Verdict::Approve,
-        approver: "alice".into(),
-        decided_at: SystemTime::now(),
-        expires_at: None,
-        note: None,
-    };
-    store
-        .decide(id.clone(), decision)
-        .await
-        .map_err(|e| e.to_string())?;
-    let key = match store
-        .check_and_claim(id, intent.digest(), SystemTime::now())
-        .await
-    {
-        Ok(ClaimVerdict::Claimed(key)) => key,
-        other => return Err(format!("claim: {other:?}")),
-    };
-    let receipt = json!({"updated": intent.checkpoint_call.call_id});
-    store
-        .complete(key.clone(), EffectOutcome::Committed { receipt })
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(key)
 }
 
 /// `runs` concurrent runs, each doing cycles one after another for `seconds`; cycles per second.
@@ -99,7 +65,7 @@ async fn cycles(store: &SqliteStore, runs: usize, seconds: f64) -> Result<f64, S
                 if start.elapsed() >= deadline {
                     break;
                 }
-                keys.push(cycle(&store, id, &intent).await?);
+                keys.push(purra_bench::approve_claim_commit(&store, id, &intent).await?);
             }
             Ok::<_, String>(keys)
         });
