@@ -994,6 +994,7 @@ async fn a_client_that_stops_reading_never_blocks_notifications_to_others() {
         server.notify_resource_updated(&uri).await;
     }
     let sent = t.elapsed();
+    let flood_end = Instant::now();
     eprintln!("{N} notifications sent in {sent:?}");
     // Without a stuck client this takes about as long; with one waited on, forever.
     assert!(sent < Duration::from_secs(30), "sending took {sent:?}");
@@ -1009,7 +1010,12 @@ async fn a_client_that_stops_reading_never_blocks_notifications_to_others() {
         t.elapsed()
     );
     // The WebSocket client that stopped reading was disconnected after the slow-peer timeout
-    // (1 s here): reading again, it finds its connection ending before all N arrived.
+    // (1 s here): reading again, it finds its connection ending before all N arrived. Its
+    // queue was full before the flood ended, so the wait for room that gives up first began
+    // before `flood_end`; the client reads only well after that wait's 1 s ran out. Reading
+    // earlier would make room and rightly keep the connection: a reader that resumes within
+    // the timeout is slow, not stuck.
+    tokio::time::sleep_until((flood_end + Duration::from_secs(3)).into()).await;
     let mut got = 0;
     let ended = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
