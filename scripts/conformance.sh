@@ -7,7 +7,8 @@
 # the client-credentials extension scenarios and the draft ones: resource mismatch, offline
 # access), each scenario checked for its own check ids; then 0.2.0-alpha.12
 # (peers/conformance-next) with `--spec-version 2026-07-28`: every server scenario of the
-# revision (40) and its client scenarios except authorization and extensions.
+# revision (40), the tasks extension's ten server scenarios one by one, and the revision's
+# client scenarios except authorization and extensions.
 #
 # Builds nothing. The binaries come from $PURRA_CONFORMANCE_SERVER and $PURRA_CONFORMANCE_CLIENT,
 # else from $CARGO_TARGET_DIR/debug (default target/debug); build them first with
@@ -45,6 +46,18 @@ declare -A CLIENT_CHECKS=(
     [sse-retry]="client-sse-graceful-reconnect client-sse-retry-timing client-sse-last-event-id"
 )
 MODERN_SERVER_SCENARIOS=40
+# The tasks extension's server scenarios (io.modelcontextprotocol/tasks on 2026-07-28), run one by
+# one (`--suite all` leaves extensions out), each with the number of checks it reports, all to
+# pass (tasks-status-notifications is pending in the suite itself: 0 checks).
+TASKS_SCENARIOS=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
+    tasks-request-state-removal tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope
+    tasks-status-notifications tasks-required-task-error tasks-mrtr-composition)
+declare -A TASKS_CHECKS=(
+    [tasks-lifecycle]=9 [tasks-capability-negotiation]=5 [tasks-wire-fields]=4
+    [tasks-request-state-removal]=3 [tasks-mrtr-input]=4 [tasks-request-headers]=5
+    [tasks-dispatch-and-envelope]=9 [tasks-status-notifications]=0 [tasks-required-task-error]=3
+    [tasks-mrtr-composition]=2
+)
 MODERN_CLIENT_SCENARIOS=(tools_call request-metadata sep-2322-client-request-state http-standard-headers
     http-custom-headers http-invalid-tool-headers json-schema-ref-no-deref json-schema-2020-12-preservation)
 declare -A MODERN_CLIENT_CHECKS=(
@@ -197,6 +210,24 @@ server_suite() {
     SUMMARY+=("$label server suite $*: $scenarios scenarios, ${total:-no total line}, ${warnings:-?} warnings, exit $rc")
 }
 
+# extension_scenario LABEL BIN SCENARIO EXPECTED_CHECKS: one server scenario of an extension (its
+# revision is the suite's default for extensions), every check passed, none warned.
+extension_scenario() {
+    local label="$1" bin="$2" scenario="$3" n_want="$4"
+    local dir="$OUT/$label-server-$scenario"
+    log "$label server scenario $scenario: conformance server --url $URL --scenario $scenario"
+    set +e
+    "$bin" server --url "$URL" --scenario "$scenario" -o "$dir" 2>&1 | tee "$dir.log"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    local passed
+    passed="$(grep -E '^Passed: [0-9]+/[0-9]+' "$dir.log" | tail -n1 || true)"
+    if [ "$rc" -ne 0 ] || ! [[ "$passed" == "Passed: $n_want/$n_want, 0 failed, 0 warnings" ]]; then
+        FAILED+=("$label server $scenario (exit $rc; ${passed:-no Passed line}; want $n_want/$n_want)")
+    fi
+    SUMMARY+=("$label server $scenario: ${passed:-no Passed line}, exit $rc")
+}
+
 # ---- client scenarios ----
 # Reads a scenario's checks.json: every expected check id present and SUCCESS (or SKIPPED beside
 # a SUCCESS), no FAILURE or WARNING anywhere; prints what is wrong, or nothing.
@@ -257,6 +288,9 @@ for scenario in "${CLIENT_SCENARIOS[@]}"; do
 done
 
 server_suite 2026-07-28 "$CONFORMANCE_NEXT" "$MODERN_SERVER_SCENARIOS" --suite all --spec-version 2026-07-28
+for scenario in "${TASKS_SCENARIOS[@]}"; do
+    extension_scenario 2026-07-28 "$CONFORMANCE_NEXT" "$scenario" "${TASKS_CHECKS[$scenario]}"
+done
 for scenario in "${MODERN_CLIENT_SCENARIOS[@]}"; do
     want="${MODERN_CLIENT_CHECKS[$scenario]}"
     n="${MODERN_CLIENT_COUNT[$scenario]:-$(wc -w <<<"$want")}"

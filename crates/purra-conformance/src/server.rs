@@ -136,6 +136,7 @@ pub fn build() -> Server {
         .and_then(|()| add_resources(&server))
         .and_then(|()| add_prompts(&server))
         .and_then(|()| crate::modern_server::add(&server))
+        .and_then(|()| crate::tasks_server::add(&server))
         .expect("the conformance fixtures are valid definitions");
     server.completion(|p: CompleteParams, _ctx| async move {
         let values = match (&p.reference, p.argument.name.as_str()) {

@@ -179,6 +179,7 @@ impl ClientOptions {
             }),
             experimental: None,
             tasks: None,
+            extensions: None,
         }
     }
 }

@@ -43,6 +43,7 @@ pub mod auth;
 #[cfg(feature = "client")]
 mod client;
 mod error;
+pub mod extensions;
 #[cfg(any(feature = "http-server", feature = "ws"))]
 mod host_policy;
 #[cfg(any(feature = "http-server", feature = "http-client"))]
@@ -64,6 +65,7 @@ mod server;
 mod session;
 #[cfg(feature = "stdio")]
 pub mod stdio;
+pub mod tasks;
 mod transport;
 pub mod types;
 pub mod version;
@@ -91,7 +93,7 @@ pub use principal::Principal;
 pub use server::{
     output_schema_for, schema_for, Args, BoxError, HandlerError, HandlerResult, Handlers,
     IntoPromptResult, IntoToolResult, Json, PromptDef, RegistrationError, RequestCtx, Server,
-    ServerBuilder, ServerSession, ToolDef,
+    ServerBuilder, ServerSession, TaskOptions, ToolDef,
 };
 pub use session::{BoxFuture, EngineConfig, Peer, ProgressCallback, RequestOptions, Stats};
 #[cfg(feature = "stdio")]

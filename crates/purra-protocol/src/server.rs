@@ -45,6 +45,9 @@ use crate::version::ProtocolVersion;
 mod listen;
 pub(crate) mod modern;
 mod mrtr;
+mod tasks;
+
+pub use self::tasks::TaskOptions;
 
 type ToolFn = Arc<
     dyn Fn(JsonObject, RequestCtx) -> BoxFuture<'static, Result<CallToolResult, ErrorObject>>
@@ -80,6 +83,8 @@ struct ToolEntry {
     output: Option<Validator>,
     /// The arguments mirrored into `Mcp-Param-*` headers over 2026-07-28 Streamable HTTP.
     param_headers: Vec<crate::modern::headers::ParamHeader>,
+    /// The task starts when the handler calls `start_task` (see `ToolDef::input_before_task`).
+    input_before_task: bool,
     handler: ToolFn,
 }
 
@@ -164,6 +169,10 @@ struct ServerInner {
     cache_hints: HashMap<&'static str, CacheHint>,
     /// Open `subscriptions/listen` streams.
     listeners: listen::Listeners,
+    /// Extensions the server declares itself (tasks' is added while a tool may run as a task).
+    extensions: crate::extensions::Extensions,
+    /// Running tasks and their store.
+    tasks: tasks::Engine,
     /// Live sessions by a private key; each removes itself when dropped.
     sessions: Mutex<HashMap<u64, Weak<SessionState>>>,
     next_session: std::sync::atomic::AtomicU64,
@@ -184,9 +193,31 @@ pub struct ServerBuilder {
     max_subscriptions: usize,
     request_state: Option<RequestStateSecurity>,
     cache_hints: HashMap<&'static str, CacheHint>,
+    extensions: crate::extensions::Extensions,
+    tasks: TaskOptions,
 }
 
 impl ServerBuilder {
+    /// Declares the extension `name` (reverse-DNS, `com.example/feature`) with its `settings`
+    /// under `capabilities.extensions` (see [`crate::extensions`]). A malformed name is refused
+    /// with `InvalidExtension`; the tasks extension is declared by the server itself while a
+    /// tool may run as a task.
+    pub fn extension(
+        mut self,
+        name: &str,
+        settings: JsonObject,
+    ) -> Result<Self, RegistrationError> {
+        if !crate::extensions::is_valid_name(name) || name == crate::extensions::TASKS {
+            return Err(RegistrationError::InvalidExtension(name.to_owned()));
+        }
+        self.extensions.insert(name.to_owned(), settings);
+        Ok(self)
+    }
+    /// How tasks are run and kept (default: [`TaskOptions::default`], an in-memory store).
+    pub fn tasks(mut self, options: TaskOptions) -> Self {
+        self.tasks = options;
+        self
+    }
     /// The server's display name, description, icons or website (sent in `serverInfo`).
     pub fn info(mut self, info: Implementation) -> Self {
         self.info = info;
@@ -266,6 +297,8 @@ impl ServerBuilder {
                     .unwrap_or_else(RequestStateSecurity::ephemeral),
                 cache_hints: self.cache_hints,
                 listeners: listen::Listeners::default(),
+                extensions: self.extensions,
+                tasks: tasks::Engine::new(self.tasks),
                 sessions: Mutex::new(HashMap::new()),
                 next_session: std::sync::atomic::AtomicU64::new(0),
             }),
@@ -385,6 +418,8 @@ impl Server {
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             request_state: None,
             cache_hints: HashMap::new(),
+            extensions: crate::extensions::Extensions::new(),
+            tasks: TaskOptions::default(),
         }
     }
 
@@ -422,6 +457,7 @@ impl Server {
         R: IntoToolResult,
     {
         let mut tool = def.tool;
+        let input_before_task = def.input_before_task;
         let (input, shape) = tool_arguments::<A>(&tool.name)?;
         tool.input_schema = input;
         if tool.output_schema.is_none() {
@@ -430,6 +466,7 @@ impl Server {
         let handler = Arc::new(handler);
         self.insert_tool(
             tool,
+            input_before_task,
             Arc::new(move |args, ctx| {
                 let handler = handler.clone();
                 Box::pin(async move {
@@ -453,6 +490,7 @@ impl Server {
         let handler = Arc::new(handler);
         self.insert_tool(
             tool,
+            false,
             Arc::new(move |args, ctx| {
                 let fut = handler(args, ctx);
                 Box::pin(async move { fut.await.into_tool_result() })
@@ -460,7 +498,12 @@ impl Server {
         )
     }
 
-    fn insert_tool(&self, tool: Tool, handler: ToolFn) -> Result<&Self, RegistrationError> {
+    fn insert_tool(
+        &self,
+        tool: Tool,
+        input_before_task: bool,
+        handler: ToolFn,
+    ) -> Result<&Self, RegistrationError> {
         let input = compile(&tool.input_schema, &tool.name, "input")?;
         let param_headers =
             crate::modern::headers::param_headers(&Value::Object(tool.input_schema.clone()))
@@ -481,6 +524,7 @@ impl Server {
                 input,
                 output,
                 param_headers,
+                input_before_task,
                 handler,
             },
         );
@@ -762,6 +806,11 @@ impl Server {
         };
         let has_resources = !i.resources.read().expect("lock").is_empty()
             || !i.templates.read().expect("lock").is_empty();
+        let offers_tasks = self.offers_tasks();
+        let mut extensions = i.extensions.clone();
+        if offers_tasks {
+            extensions.insert(crate::extensions::TASKS.to_owned(), JsonObject::new());
+        }
         ServerCapabilities {
             tools: (!i.tools.read().expect("lock").is_empty()).then(list_changed),
             resources: has_resources.then(|| {
@@ -778,7 +827,14 @@ impl Server {
                 .is_some()
                 .then(JsonObject::new),
             experimental: None,
-            tasks: None,
+            tasks: offers_tasks.then(|| {
+                let o = |v: Value| match v {
+                    Value::Object(o) => o,
+                    _ => JsonObject::new(),
+                };
+                o(serde_json::json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}))
+            }),
+            extensions: (!extensions.is_empty()).then_some(extensions),
         }
     }
 
@@ -968,6 +1024,8 @@ pub struct RequestCtx {
     progress_token: Option<ProgressToken>,
     /// The request's own envelope and input round when it is a 2026-07-28 request.
     modern: Option<Arc<modern::Scope>>,
+    /// The task this handler runs in, when the request was task-augmented.
+    task: Option<Arc<tasks::Live>>,
 }
 
 impl std::fmt::Debug for RequestCtx {
@@ -1025,6 +1083,54 @@ impl RequestCtx {
             .as_ref()
             .map(|i| i.1.clone())
             .unwrap_or_default()
+    }
+    /// The extensions negotiated for this request: those the server declares and the client
+    /// declared (at the handshake, or on this very 2026-07-28 request), in name order.
+    pub fn negotiated_extensions(&self) -> Vec<String> {
+        let mut server = self.session.server.capabilities();
+        if self.modern.is_none() {
+            if let Some(e) = &mut server.extensions {
+                e.remove(crate::extensions::TASKS);
+            }
+        }
+        crate::extensions::negotiated(&server, &self.client_capabilities())
+    }
+    /// The settings the client declared for the extension `name`, when it declared it.
+    pub fn client_extension(&self, name: &str) -> Option<JsonObject> {
+        self.client_capabilities()
+            .extensions
+            .and_then(|mut e| e.remove(name))
+    }
+    /// The id of the task this handler runs in, when the request was task-augmented.
+    pub fn task_id(&self) -> Option<String> {
+        self.task_of().map(|t| t.id().to_owned())
+    }
+
+    /// The task this handler runs in: the one it started with, or the one
+    /// [`start_task`](Self::start_task) made.
+    fn task_of(&self) -> Option<Arc<tasks::Live>> {
+        self.task.clone().or_else(|| {
+            self.modern
+                .as_ref()
+                .and_then(|m| m.escalation.as_ref())
+                .and_then(|e| e.task.get().cloned())
+        })
+    }
+
+    /// Makes this call a task from here on, for a tool declared with
+    /// [`ToolDef::input_before_task`] called with the 2026-07-28 tasks extension: the client is
+    /// answered with the new task at once, and the handler runs on in it (its later questions
+    /// are the task's). Elsewhere it returns at once: the call already is a task, or runs as
+    /// an ordinary request.
+    pub async fn start_task(&self) -> Result<(), Error> {
+        let Some(e) = self.modern.as_ref().and_then(|m| m.escalation.as_ref()) else {
+            return Ok(());
+        };
+        e.requested.store(true, Ordering::Release);
+        while e.task.get().is_none() {
+            e.ready.notified().await;
+        }
+        Ok(())
     }
     /// The client's name and version.
     pub fn client_info(&self) -> Option<Implementation> {
@@ -1199,6 +1305,9 @@ impl RequestCtx {
     /// not declare the capability for fails with [`Error::MissingClientCapability`] (returned
     /// from the handler it answers -32021).
     pub async fn input(&self, key: &str, request: InputRequest) -> Result<InputResponse, Error> {
+        if let (Some(t), Some(_)) = (self.task_of(), &self.modern) {
+            return t.ask(key, request).await;
+        }
         if let Some(m) = &self.modern {
             let Some(round) = &m.round else {
                 return Err(Error::Protocol(format!(
@@ -1215,17 +1324,54 @@ impl RequestCtx {
         }
         let options = self.sub_request_options();
         let peer = &self.req.peer;
+        if let Some(t) = &self.task {
+            let key = if key.is_empty() {
+                request.method()
+            } else {
+                key
+            };
+            let asked = request.clone();
+            let fut = Box::pin(self.send_input(peer, request, options));
+            return t.around_legacy_input(key, &asked, fut).await;
+        }
+        self.send_input(peer, request, options).await
+    }
+
+    async fn send_input(
+        &self,
+        peer: &Peer,
+        request: InputRequest,
+        options: RequestOptions,
+    ) -> Result<InputResponse, Error> {
+        // A request made in a task's name says so (2025-11-25 `related-task`).
+        let params = |p: Value| match (&self.task, p) {
+            (Some(t), Value::Object(mut o)) => {
+                let meta = o
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(JsonObject::new()));
+                if let Value::Object(m) = meta {
+                    m.insert(
+                        crate::tasks::RELATED_TASK_META.into(),
+                        serde_json::json!({ "taskId": t.id() }),
+                    );
+                }
+                Value::Object(o)
+            }
+            (_, p) => p,
+        };
+        let method = request.method();
+        let p = params(request.to_value()["params"].clone());
         match request {
-            InputRequest::Sample(p) => peer
-                .request(methods::SAMPLING_CREATE_MESSAGE, &p, options)
+            InputRequest::Sample(_) => peer
+                .request(method, &p, options)
                 .await
                 .map(InputResponse::Sample),
-            InputRequest::Elicit(p) => peer
-                .request(methods::ELICITATION_CREATE, &p, options)
+            InputRequest::Elicit(_) => peer
+                .request(method, &p, options)
                 .await
                 .map(InputResponse::Elicit),
             InputRequest::ListRoots => peer
-                .request(methods::ROOTS_LIST, &EmptyResult {}, options)
+                .request(method, &p, options)
                 .await
                 .map(InputResponse::Roots),
         }
@@ -1372,11 +1518,33 @@ impl SessionState {
             ));
         }
         let progress_token = meta.and_then(|m| m.progress_token);
+        #[cfg(any(feature = "http-server", feature = "ws"))]
+        let principal = req
+            .transport
+            .as_deref()
+            .and_then(|t| t.downcast_ref::<crate::HttpContext>())
+            .and_then(|h| h.parts().extensions.get::<crate::Principal>())
+            .map(crate::Principal::binding_key);
+        #[cfg(not(any(feature = "http-server", feature = "ws")))]
+        let principal: Option<String> = None;
+        if let Some(r) = tasks::route_legacy(
+            &self,
+            &req,
+            &method,
+            params.as_deref(),
+            progress_token.as_ref(),
+            principal.as_deref(),
+        )
+        .await
+        {
+            return r;
+        }
         let ctx = RequestCtx {
             req,
             session: self.clone(),
             progress_token,
             modern: None,
+            task: None,
         };
         let advertised = self.advertised.read().expect("advertised lock").clone();
         self.serve(ctx, method, params, advertised).await
@@ -1592,7 +1760,14 @@ impl SessionState {
         if let Some(peer) = self.peer.get() {
             peer.set_batches_allowed(version.allows_batches());
         }
-        let caps = self.server.capabilities();
+        let mut caps = self.server.capabilities();
+        // The tasks extension is 2026-07-28's; a handshake session has the `tasks` capability.
+        if let Some(e) = &mut caps.extensions {
+            e.remove(crate::extensions::TASKS);
+            if e.is_empty() {
+                caps.extensions = None;
+            }
+        }
         *self.advertised.write().expect("advertised lock") = caps.clone();
         let inner = &self.server.inner;
         Ok(to_raw(&InitializeResult {

@@ -195,6 +195,10 @@ pub struct ClientCapabilities {
     /// Tasks (2025-11-25).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<JsonObject>,
+    /// Extensions, keyed by reverse-DNS name, each with its settings (see
+    /// [`crate::extensions`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<crate::extensions::Extensions>,
 }
 
 builders!(ClientCapabilities {
@@ -208,6 +212,8 @@ builders!(ClientCapabilities {
     with_experimental => experimental: JsonObject;
     /// Sets `tasks`.
     with_tasks => tasks: JsonObject;
+    /// Sets `extensions`.
+    with_extensions => extensions: crate::extensions::Extensions;
 });
 
 /// What a server offers.
@@ -236,6 +242,10 @@ pub struct ServerCapabilities {
     /// Tasks (2025-11-25).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<JsonObject>,
+    /// Extensions, keyed by reverse-DNS name, each with its settings (see
+    /// [`crate::extensions`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<crate::extensions::Extensions>,
 }
 
 builders!(ServerCapabilities {
@@ -253,6 +263,8 @@ builders!(ServerCapabilities {
     with_experimental => experimental: JsonObject;
     /// Sets `tasks`.
     with_tasks => tasks: JsonObject;
+    /// Sets `extensions`.
+    with_extensions => extensions: crate::extensions::Extensions;
 });
 
 impl ServerCapabilities {

@@ -12,7 +12,7 @@ use crate::types::methods;
 
 /// `Mcp-Method`: the request's method.
 pub const METHOD_HEADER: &str = "mcp-method";
-/// `Mcp-Name`: the tool or prompt name, or the resource URI.
+/// `Mcp-Name`: the tool or prompt name, the resource URI, or the task id.
 pub const NAME_HEADER: &str = "mcp-name";
 /// The prefix of the headers mirrored from tool arguments.
 pub const PARAM_HEADER_PREFIX: &str = "mcp-param-";
@@ -27,6 +27,9 @@ pub fn name_param(method: &str) -> Option<&'static str> {
     match method {
         methods::TOOLS_CALL | methods::PROMPTS_GET => Some("name"),
         methods::RESOURCES_READ => Some("uri"),
+        crate::tasks::methods::GET
+        | crate::tasks::methods::UPDATE
+        | crate::tasks::methods::CANCEL => Some("taskId"),
         _ => None,
     }
 }

@@ -201,6 +201,8 @@ pub enum RegistrationError {
     },
     /// A caching hint was given for a method whose results are not cacheable.
     InvalidCacheMethod(String),
+    /// An extension name is not `reverse.dns/name`, or is one the server declares itself.
+    InvalidExtension(String),
 }
 
 impl fmt::Display for RegistrationError {
@@ -227,6 +229,10 @@ impl fmt::Display for RegistrationError {
             RegistrationError::InvalidCacheMethod(m) => {
                 write!(f, "{m} has no cacheable results (no caching hint applies)")
             }
+            RegistrationError::InvalidExtension(n) => write!(
+                f,
+                "{n:?} cannot be declared as an extension: a name is reverse-DNS/name (com.example/feature), and the tasks extension is declared by the server itself"
+            ),
         }
     }
 }

@@ -36,6 +36,19 @@ pub(crate) struct Scope {
     pub round: Option<Arc<Round>>,
     /// How many unnamed input calls the handler made (their keys count up).
     pub input_calls: AtomicUsize,
+    /// Where a call of an `input_before_task` tool becomes a task (see `RequestCtx::start_task`).
+    pub escalation: Option<Arc<Escalation>>,
+}
+
+/// A call that may become a task midway: the handler asks, the server creates the task.
+#[derive(Debug, Default)]
+pub(crate) struct Escalation {
+    /// The handler asked for the task.
+    pub requested: std::sync::atomic::AtomicBool,
+    /// The task, once created.
+    pub task: std::sync::OnceLock<Arc<super::tasks::Live>>,
+    /// Wakes the handler when the task exists.
+    pub ready: tokio::sync::Notify,
 }
 
 /// What only a Streamable HTTP request brings: its `Mcp-Param-*` headers and its principal.
@@ -105,6 +118,28 @@ async fn serve(
     if let (Some(sent), methods::TOOLS_CALL) = (&extras.param_headers, method.as_str()) {
         check_param_headers(&session, params.as_deref(), sent)?;
     }
+    if method.starts_with("tasks/") || method == methods::TOOLS_CALL {
+        let scope = Arc::new(Scope {
+            envelope: envelope.clone(),
+            method: method.clone(),
+            round: None,
+            input_calls: AtomicUsize::new(0),
+            escalation: None,
+        });
+        let principal = extras.principal.as_deref();
+        if let Some(r) = super::tasks::route_extension(
+            &session,
+            &req,
+            &method,
+            params.as_deref(),
+            &scope,
+            principal,
+        )
+        .await
+        {
+            return r.map(|r| result::complete(r, Some(info), None));
+        }
+    }
     let round = if INPUT_REQUIRED_METHODS.contains(&method.as_str()) {
         Some(Arc::new(Round::open(
             &inner.request_state,
@@ -123,12 +158,14 @@ async fn serve(
         method: method.clone(),
         round: round.clone(),
         input_calls: AtomicUsize::new(0),
+        escalation: None,
     });
     let ctx = RequestCtx {
         req,
         session: session.clone(),
         progress_token,
         modern: Some(scope),
+        task: None,
     };
     let caps = server.capabilities();
     let fut = session.serve(ctx, method.clone(), params, caps);
@@ -171,9 +208,12 @@ fn discover(
     caps: &crate::types::ServerCapabilities,
     instructions: Option<String>,
 ) -> Box<RawValue> {
+    // The handshake era's `tasks` capability is the extension's here.
+    let mut caps = caps.clone();
+    caps.tasks = None;
     raw(&DiscoverResult {
         supported_versions: crate::modern::modern_versions(),
-        capabilities: caps.clone(),
+        capabilities: caps,
         instructions,
         ttl_ms: None,
         cache_scope: None,

@@ -317,3 +317,52 @@ where
     round.ended.cancel();
     outcome
 }
+
+/// How a round of a call that may become a task midway ended.
+pub(crate) enum Step<F> {
+    /// Like [`run`]: complete, `input_required`, or an error.
+    Done(Result<Outcome, ErrorObject>),
+    /// The handler asked to become a task: its future, to run on as one.
+    Escalate(F),
+}
+
+/// [`run`] for a handler that may call `start_task`: as soon as it asks (and waits on no
+/// unanswered input), its future is handed back to run on as a task.
+pub(crate) async fn run_or_escalate<F>(
+    round: Arc<Round>,
+    mut fut: F,
+    escalation: &super::modern::Escalation,
+) -> Step<F>
+where
+    F: Future<Output = Result<Box<RawValue>, ErrorObject>> + Unpin,
+{
+    let step = std::future::poll_fn(|cx| {
+        let polled = std::pin::Pin::new(&mut fut).poll(cx);
+        if let Some(e) = round.failure.lock().expect("failure lock").clone() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        match polled {
+            Poll::Ready(Ok(v)) => Poll::Ready(Some(Ok(Outcome::Complete(v)))),
+            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+            Poll::Pending if !round.pending.lock().expect("pending lock").is_empty() => {
+                Poll::Ready(Some(Ok(Outcome::InputRequired(round.input_required()))))
+            }
+            Poll::Pending
+                if escalation
+                    .requested
+                    .load(std::sync::atomic::Ordering::Acquire) =>
+            {
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await;
+    match step {
+        Some(r) => {
+            round.ended.cancel();
+            Step::Done(r)
+        }
+        None => Step::Escalate(fut),
+    }
+}

@@ -123,6 +123,7 @@ pub struct Args<T>(pub T);
 #[must_use]
 pub struct ToolDef {
     pub(crate) tool: Tool,
+    pub(crate) input_before_task: bool,
 }
 
 impl ToolDef {
@@ -130,6 +131,7 @@ impl ToolDef {
     pub fn new(name: impl Into<String>) -> Self {
         ToolDef {
             tool: Tool::new(name, JsonObject::new()),
+            input_before_task: false,
         }
     }
     /// The tool's name.
@@ -169,6 +171,14 @@ impl ToolDef {
     /// Whether it runs as a task (`execution.taskSupport`).
     pub fn task_support(self, support: TaskSupport) -> Self {
         self.execution(ToolExecution::new().with_task_support(support))
+    }
+    /// For a task tool called in the 2026-07-28 tasks extension: the task is created only when
+    /// the handler calls [`RequestCtx::start_task`](crate::RequestCtx::start_task); the
+    /// questions it asks before are `input_required` rounds of the call itself (SEP-2663's
+    /// composition of the two). Elsewhere the task starts with the call, as usual.
+    pub fn input_before_task(mut self) -> Self {
+        self.input_before_task = true;
+        self
     }
     /// An explicit `outputSchema`, for a handler that builds `structuredContent` itself (a
     /// handler returning [`Json<T>`] declares `T`'s schema without this).
