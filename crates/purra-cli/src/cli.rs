@@ -91,6 +91,10 @@ pub enum Command {
                           purra call [OPTIONS] <TOOL> [KEY=VALUE]... -- <COMMAND> [ARGS]..."
     )]
     Call(CallArgs),
+    /// List, show or cancel the tasks a server runs for this client (2025-11-25 tasks; tasks
+    /// belong to the session or principal that created them).
+    #[command(subcommand)]
+    Tasks(TasksCommand),
     /// Read a resource and print its contents.
     #[command(override_usage = "purra read [OPTIONS] <URL> <URI>\n       \
                                 purra read [OPTIONS] <URI> -- <COMMAND> [ARGS]...")]
@@ -327,6 +331,10 @@ pub struct CallArgs {
     /// The most seconds the call may take in all: progress restarts --timeout, never this.
     #[arg(long, value_name = "SECS", default_value_t = 600.0)]
     pub max_time: f64,
+    /// Run the call as a task (2025-11-25 tasks), with its status on stderr; a tool whose
+    /// taskSupport is required always runs as one.
+    #[arg(long)]
+    pub task: bool,
     /// Connection and output options.
     #[command(flatten)]
     pub connect: ConnectArgs,
@@ -336,6 +344,48 @@ pub struct CallArgs {
         required = true,
         help = "[URL] TOOL [KEY=VALUE]..."
     )]
+    pub positional: Vec<String>,
+    /// The stdio server command and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `purra tasks`.
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// List this client's tasks on the server.
+    #[command(override_usage = "purra tasks list [OPTIONS] <URL>\n       \
+                                purra tasks list [OPTIONS] -- <COMMAND> [ARGS]...")]
+    List(TasksArgs),
+    /// Show one task.
+    #[command(override_usage = "purra tasks get [OPTIONS] <URL> <TASK_ID>\n       \
+                                purra tasks get [OPTIONS] <TASK_ID> -- <COMMAND> [ARGS]...")]
+    Get(TasksArgs),
+    /// Cancel one task.
+    #[command(
+        override_usage = "purra tasks cancel [OPTIONS] <URL> <TASK_ID>\n       \
+                                purra tasks cancel [OPTIONS] <TASK_ID> -- <COMMAND> [ARGS]..."
+    )]
+    Cancel(TasksArgs),
+}
+
+impl TasksCommand {
+    /// The arguments, whichever the subcommand.
+    pub fn args(&self) -> &TasksArgs {
+        match self {
+            TasksCommand::List(a) | TasksCommand::Get(a) | TasksCommand::Cancel(a) => a,
+        }
+    }
+}
+
+/// `purra tasks list|get|cancel`.
+#[derive(Debug, Args)]
+pub struct TasksArgs {
+    /// Connection and output options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The positional words: an optional URL, then the task id (get, cancel).
+    #[arg(value_name = "ARGS", help = "[URL] [TASK_ID]")]
     pub positional: Vec<String>,
     /// The stdio server command and its arguments.
     #[arg(last = true, value_name = "COMMAND")]

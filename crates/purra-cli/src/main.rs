@@ -66,6 +66,7 @@ fn main() {
         Command::Inspect(a) => a.connect.json,
         Command::Call(a) => a.connect.json,
         Command::Read(a) => a.connect.json,
+        Command::Tasks(a) => a.args().connect.json,
         Command::Prompt(a) => a.connect.json,
         Command::ServeExample(_)
         | Command::ServeDemo
@@ -127,6 +128,7 @@ async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Inspect(a) => cmd::inspect::run(a).await,
         Command::Call(a) => cmd::call::run(a).await,
         Command::Read(a) => cmd::read::run(a).await,
+        Command::Tasks(a) => cmd::tasks::run(a).await,
         Command::Prompt(a) => cmd::prompt::run(a).await,
         Command::ServeExample(a) => cmd::serve_example::run(a).await,
         Command::Login(a) => cmd::login::login(a).await,

@@ -180,3 +180,90 @@ fn progress_from_a_long_running_operation_reaches_stderr() {
     assert!(progress[0].starts_with("progress 1/2"), "{stderr}");
     assert!(progress[1].starts_with("progress 2/2"), "{stderr}");
 }
+
+/// Checks a `purra call simulate-research-query topic=rust` run: the report on stdout, the
+/// task's statuses on stderr (one task id, working first, completed last).
+fn check_research_task(out: &Output) {
+    let stdout = ok_stdout(out);
+    assert!(
+        stdout.starts_with("# Research Report: rust\n"),
+        "{}",
+        describe(out)
+    );
+    assert!(
+        stdout.contains("3. Status progressed: `working` → `completed`"),
+        "{}",
+        describe(out)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("purra: task "))
+        .collect();
+    assert!(lines.len() >= 2, "{}", describe(out));
+    let id = lines[0]["purra: task ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(id.len(), 32, "the server's 32-hex-digit id: {id}");
+    for l in &lines {
+        assert!(l.starts_with(&format!("purra: task {id} ")), "{l}");
+    }
+    assert!(
+        lines[0].starts_with(&format!("purra: task {id} working")),
+        "{}",
+        describe(out)
+    );
+    assert_eq!(
+        lines[lines.len() - 1],
+        format!("purra: task {id} completed: Generating report..."),
+        "{}",
+        describe(out)
+    );
+}
+
+#[test]
+fn call_runs_a_task_required_tool_as_a_task_over_stdio() {
+    check_research_task(&purra("call", &["simulate-research-query", "topic=rust"]));
+}
+
+#[test]
+fn call_runs_a_task_required_tool_as_a_task_over_streamable_http() {
+    let node = existing(peers_dir().join("bin/node"));
+    let server = existing(
+        repo_root()
+            .join("peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+    );
+    // The server prints the port it was given, not the one it got: pick a free one.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(&node)
+        .args([&server, "streamableHttp"])
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn server-everything");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "server-everything did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let out = Command::new(env!("CARGO_BIN_EXE_purra"))
+        .args(["call", &url, "simulate-research-query", "topic=rust"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run purra");
+    let _ = child.kill();
+    let _ = child.wait();
+    check_research_task(&out);
+}

@@ -23,6 +23,7 @@ use crate::version::ProtocolVersion;
 use std::convert::Infallible as ChildProcess;
 
 mod modern;
+mod tasks;
 pub use modern::{CacheMode, ProtocolMode};
 
 /// Answers `sampling/createMessage`.

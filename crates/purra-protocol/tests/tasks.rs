@@ -622,3 +622,77 @@ async fn a_2025_11_25_task_asks_the_client_in_its_name() {
         json!([{"type": "text", "text": "ok=false"}])
     );
 }
+
+#[tokio::test]
+async fn the_client_runs_tasks_answers_their_questions_and_cancels() {
+    use purra_protocol::{Client, ClientOptions, Error};
+    let (tx, mut observed) = mpsc::channel(4);
+    let server = server(
+        TaskOptions::default().poll_interval(Duration::from_millis(20)),
+        tx,
+    );
+    let (a, b) = memory::pair();
+    tokio::spawn({
+        let server = server.clone();
+        async move { server.serve(b).await }
+    });
+    let options = ClientOptions::default().on_elicitation(false, |p: ElicitParams| async move {
+        assert_eq!(p.message, "Sure?");
+        Ok(ElicitResult::accept(
+            json!({"ok": true}).as_object().cloned().unwrap(),
+        ))
+    });
+    let conn = Client::connect(a, options).await.unwrap();
+    assert!(conn.supports_tool_tasks());
+
+    // A required-task tool to completion, every status seen.
+    let mut seen = Vec::new();
+    let r = conn
+        .run_tool_task("big", json!({"bytes": 4}), None, |t| seen.push(t.status))
+        .await
+        .unwrap();
+    assert_eq!(r.content, vec![Content::text("xxxx")]);
+    assert_eq!(seen.first(), Some(&TaskStatus::Working));
+    // A task with a question: the elicitation handler answers it in the task's name.
+    let r = conn
+        .run_tool_task("confirm", json!({}), Some(Duration::from_secs(60)), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(r.content, vec![Content::text("ok=true")]);
+
+    // Listing, then cancelling a running one.
+    let t = conn
+        .call_tool_as_task("wait", json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(t.status, TaskStatus::Working);
+    assert_eq!(t.ttl_ms, Some(600_000));
+    assert_eq!(t.poll_interval_ms, Some(20));
+    let (all, next) = conn.list_tasks(None).await.unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(next, None);
+    let cancelled = conn.cancel_task(&t.id).await.unwrap();
+    assert_eq!(cancelled.status, TaskStatus::Cancelled);
+    let seen = tokio::time::timeout(Duration::from_secs(5), observed.recv()).await;
+    assert_eq!(seen.unwrap(), Some("cancelled"));
+    let err = conn.task_result(&t.id).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "JSON-RPC error -32600: Invalid request: task {:?} was cancelled",
+            t.id
+        )
+    );
+    // A plain tool cannot run as a task.
+    let err = conn
+        .call_tool_as_task("plain", json!({}), None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::Rpc(purra_protocol::ErrorObject::new(
+            purra_protocol::RpcErrorCode::METHOD_NOT_FOUND,
+            "Method not found: tool plain cannot run as a task (taskSupport: forbidden)"
+        ))
+    );
+}

@@ -31,6 +31,36 @@ pub async fn run(args: CallArgs) -> Result<(), Failure> {
             .timeout(timeout)
             .on_progress(move |p| progress.progress(p), Some(max_time));
         let start = Instant::now();
+        let required = conn
+            .tools()
+            .iter()
+            .any(|t| t.name == *tool && t.requires_task());
+        if args.task || required {
+            let shown = status.clone();
+            let run = conn.run_tool_task(tool, arguments, None, move |t| {
+                shown.print_line(&format!(
+                    "purra: task {} {}{}",
+                    t.id,
+                    t.status,
+                    t.status_message
+                        .as_deref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                ));
+            });
+            return match tokio::time::timeout(max_time, run).await {
+                Ok(r) => {
+                    r.map_err(|e| Failure::protocol(format!("running tool {tool} as a task"), e))
+                }
+                Err(_) => Err(Failure::protocol(
+                    format!(
+                        "running tool {tool} as a task: no result within --max-time {}s",
+                        args.max_time
+                    ),
+                    Error::Timeout,
+                )),
+            };
+        }
         conn.call_tool_with(tool, arguments, options)
             .await
             .map_err(|e| {

@@ -11,6 +11,7 @@ pub mod read;
 pub mod runs;
 pub mod serve_example;
 pub mod store;
+pub mod tasks;
 
 use purra_protocol::Connection;
 

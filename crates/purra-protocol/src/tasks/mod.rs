@@ -124,3 +124,63 @@ mod tests {
         assert_eq!(rfc3339(1_785_240_000_000), "2026-07-28T12:00:00.000Z");
     }
 }
+
+/// A task as a server reports it, in either wire form.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Task {
+    /// The task's id.
+    pub id: String,
+    /// Where it is.
+    pub status: TaskStatus,
+    /// The server's note on the status.
+    pub status_message: Option<String>,
+    /// When it was created (RFC 3339), as the server wrote it.
+    pub created_at: Option<String>,
+    /// When it last changed (RFC 3339), as the server wrote it.
+    pub last_updated_at: Option<String>,
+    /// How long the server keeps it, in milliseconds (`None`: unlimited).
+    pub ttl_ms: Option<u64>,
+    /// How often the server would like to be polled, in milliseconds.
+    pub poll_interval_ms: Option<u64>,
+}
+
+impl Task {
+    /// Reads a task object of either form (`ttl`/`pollInterval` of 2025-11-25, `ttlMs`/
+    /// `pollIntervalMs` of the extension); what is missing or malformed is named.
+    pub fn from_wire(v: &serde_json::Value) -> Result<Task, String> {
+        let id = v
+            .get("taskId")
+            .and_then(serde_json::Value::as_str)
+            .ok_or("a task needs a string taskId")?
+            .to_owned();
+        let status = v
+            .get("status")
+            .cloned()
+            .ok_or("a task needs a status")
+            .and_then(|s| {
+                serde_json::from_value::<TaskStatus>(s).map_err(|_| "unknown task status")
+            })?;
+        let text = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        let ms = |a: &str, b: &str| {
+            v.get(a)
+                .or_else(|| v.get(b))
+                .and_then(serde_json::Value::as_f64)
+                .filter(|n| *n >= 0.0)
+                .map(|n| n as u64)
+        };
+        Ok(Task {
+            id,
+            status,
+            status_message: text("statusMessage"),
+            created_at: text("createdAt"),
+            last_updated_at: text("lastUpdatedAt"),
+            ttl_ms: ms("ttlMs", "ttl"),
+            poll_interval_ms: ms("pollIntervalMs", "pollInterval"),
+        })
+    }
+}
