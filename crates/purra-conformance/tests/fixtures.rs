@@ -27,7 +27,13 @@ async fn every_fixture_is_listed_with_a_description() {
     assert_eq!(
         names,
         [
+            "confirm_delete",
+            "failing_job",
+            "greet",
             "json_schema_2020_12_tool",
+            "multi_input",
+            "protocol_error_job",
+            "slow_compute",
             "test_audio_content",
             "test_custom_headers",
             "test_elicitation",
@@ -53,6 +59,7 @@ async fn every_fixture_is_listed_with_a_description() {
             "test_streaming_elicitation",
             "test_tool_with_logging",
             "test_tool_with_progress",
+            "test_tool_with_task",
             "test_trigger_prompt_change",
             "test_trigger_tool_change",
         ]

@@ -696,3 +696,63 @@ async fn the_client_runs_tasks_answers_their_questions_and_cancels() {
         ))
     );
 }
+
+#[tokio::test]
+async fn a_2026_07_28_client_follows_extension_tasks_and_answers_their_questions() {
+    use purra_protocol::{Client, ClientOptions, Error, ProtocolMode, ProtocolVersion};
+    let (tx, mut observed) = mpsc::channel(4);
+    let server = server(
+        TaskOptions::default().poll_interval(Duration::from_millis(20)),
+        tx,
+    );
+    let (a, b) = memory::pair();
+    tokio::spawn({
+        let server = server.clone();
+        async move { server.serve(b).await }
+    });
+    let options = ClientOptions::default()
+        .mode(ProtocolMode::Pinned(ProtocolVersion::new("2026-07-28")))
+        .on_elicitation(false, |_p: ElicitParams| async move {
+            Ok(ElicitResult::accept(
+                json!({"ok": false}).as_object().cloned().unwrap(),
+            ))
+        });
+    let conn = Client::connect(a, options).await.unwrap();
+    assert!(conn.is_modern());
+    let mut seen = Vec::new();
+    let r = conn
+        .run_tool_task("confirm", json!({}), None, |t| seen.push(t.status))
+        .await
+        .unwrap();
+    assert_eq!(r.content, vec![Content::text("ok=false")]);
+    assert_eq!(seen.first(), Some(&TaskStatus::Working));
+    assert_eq!(seen.last(), Some(&TaskStatus::Completed));
+    assert!(seen.contains(&TaskStatus::InputRequired));
+    // A result over no bound, read through the task.
+    let r = conn
+        .run_tool_task("big", json!({"bytes": 2}), None, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(r.content, vec![Content::text("xx")]);
+    // Cancelling: the task reads cancelled, the handler observed it, its result is an error.
+    let t = conn
+        .call_tool_as_task("wait", json!({}), None)
+        .await
+        .unwrap();
+    let c = conn.cancel_task(&t.id).await.unwrap();
+    assert_eq!(c.status, TaskStatus::Cancelled);
+    let seen = tokio::time::timeout(Duration::from_secs(5), observed.recv()).await;
+    assert_eq!(seen.unwrap(), Some("cancelled"));
+    let err = conn.task_result(&t.id).await.unwrap_err();
+    assert_eq!(
+        err,
+        Error::Protocol(format!(
+            "task {} ended cancelled: The task was cancelled by the client",
+            t.id
+        ))
+    );
+    assert_eq!(
+        conn.list_tasks(None).await.unwrap_err(),
+        Error::Protocol("the 2026-07-28 tasks extension has no tasks/list".into())
+    );
+}

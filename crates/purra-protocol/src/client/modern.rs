@@ -138,6 +138,22 @@ impl Modern {
         let mut m = request_meta(&self.version, &self.client_info, &self.capabilities, level);
         if let Some(Value::Object(existing)) = obj.remove("_meta") {
             for (k, v) in existing {
+                // Extensions the caller declares for this one request join the capabilities.
+                if let (meta::CLIENT_CAPABILITIES, Some(Value::Object(ext))) =
+                    (k.as_str(), v.get("extensions"))
+                {
+                    if let Some(Value::Object(caps)) = m.get_mut(meta::CLIENT_CAPABILITIES) {
+                        let mine = caps
+                            .entry("extensions")
+                            .or_insert_with(|| Value::Object(Default::default()));
+                        if let Value::Object(mine) = mine {
+                            for (name, settings) in ext {
+                                mine.entry(name.clone()).or_insert(settings.clone());
+                            }
+                        }
+                    }
+                    continue;
+                }
                 m.entry(k).or_insert(v);
             }
         }
@@ -358,7 +374,10 @@ pub(super) async fn send(
         if !drive {
             return Ok(raw);
         }
-        if kind == RESULT_COMPLETE {
+        // A task (the tasks extension) is the caller's to follow, as a complete result is.
+        if kind == RESULT_COMPLETE
+            || (kind == "task" && method == crate::types::methods::TOOLS_CALL)
+        {
             if let Some(k) = key {
                 modern.store(k, &raw);
             }
@@ -405,7 +424,7 @@ pub(super) async fn send(
 
 /// Answers every input request with the client's handlers, concurrently; the first refusal
 /// fails the call.
-async fn answer_all(
+pub(super) async fn answer_all(
     service: &Arc<ClientService>,
     requests: serde_json::Map<String, Value>,
 ) -> Result<serde_json::Map<String, Value>, Error> {

@@ -1,15 +1,23 @@
 //! Tasks from the client: task-augmented `tools/call`, `tasks/get`, `tasks/result`, `tasks/list`,
 //! `tasks/cancel`, and [`Connection::run_tool_task`], which drives one task to its end polling at
-//! the server's interval. The 2025-11-25 form (a handshake session at that revision or later);
-//! the server's requests made in the task's name (elicitation, sampling) reach the connection's
+//! the server's interval, in the connection's form.
+//!
+//! 2025-11-25 (a handshake session at that revision or later): the client asks with `task`; the
+//! server's requests made in the task's name (elicitation, sampling) reach the connection's
 //! handlers as any other request does, while `tasks/result` waits.
+//! 2026-07-28: the task calls declare the `io.modelcontextprotocol/tasks` extension on the request
+//! and the server decides; a task's questions (`inputRequests` on `tasks/get`) are answered with
+//! the same handlers through `tasks/update`; the result is inlined in `tasks/get`; there is no
+//! `tasks/list`.
 
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::Connection;
+use super::{CacheMode, Connection};
 use crate::error::Error;
+use crate::jsonrpc::ErrorObject;
+use crate::modern::meta;
 use crate::session::RequestOptions;
 use crate::tasks::{methods as task_methods, Task, TaskStatus};
 use crate::types::{methods, CallToolResult};
@@ -28,10 +36,7 @@ fn read_task(v: &Value) -> Result<Task, Error> {
 impl Connection {
     fn check_task_form(&self) -> Result<(), Error> {
         if self.is_modern() {
-            return Err(Error::Protocol(
-                "this connection speaks 2026-07-28, where the server creates tasks (the io.modelcontextprotocol/tasks extension); the client's task methods speak the 2025-11-25 form"
-                    .into(),
-            ));
+            return Ok(());
         }
         if self.protocol_version().as_str() < crate::ProtocolVersion::V2025_11_25.as_str() {
             return Err(Error::Protocol(format!(
@@ -40,6 +45,70 @@ impl Connection {
             )));
         }
         Ok(())
+    }
+
+    /// A 2026-07-28 request declaring the tasks extension, its `input_required` rounds driven.
+    async fn extension_request(&self, method: &str, mut params: Value) -> Result<Value, Error> {
+        let Some(m) = self.service.modern.get() else {
+            return Err(Error::Protocol("not a 2026-07-28 connection".into()));
+        };
+        params["_meta"] = json!({
+            meta::CLIENT_CAPABILITIES: { "extensions": { crate::extensions::TASKS: {} } }
+        });
+        let raw = super::modern::send(
+            &self.service,
+            m,
+            &self.peer,
+            method,
+            &params,
+            RequestOptions::default(),
+            CacheMode::Bypass,
+            true,
+        )
+        .await?;
+        serde_json::from_str(raw.get()).map_err(|e| Error::Protocol(format!("{method}: {e}")))
+    }
+
+    /// Answers a 2026-07-28 task's questions with the connection's handlers (`tasks/update`).
+    async fn answer_task(&self, id: &str, requests: &Map<String, Value>) -> Result<(), Error> {
+        let answers = super::modern::answer_all(&self.service, requests.clone()).await?;
+        self.extension_request(
+            task_methods::UPDATE,
+            json!({ "taskId": id, "inputResponses": answers }),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// The tool result inlined in a terminal 2026-07-28 task, or its error.
+    fn inlined_result(v: &Value, task: &Task) -> Result<CallToolResult, Error> {
+        match task.status {
+            TaskStatus::Completed => {
+                let r = v
+                    .get("result")
+                    .cloned()
+                    .ok_or_else(|| Error::Protocol("a completed task without its result".into()))?;
+                serde_json::from_value(r).map_err(|e| {
+                    Error::Protocol(format!("the task's result is not a tool result: {e}"))
+                })
+            }
+            TaskStatus::Failed => match v
+                .get("error")
+                .cloned()
+                .map(serde_json::from_value::<ErrorObject>)
+            {
+                Some(Ok(e)) => Err(Error::Rpc(e)),
+                _ => Err(Error::Protocol(format!("task {} failed", task.id))),
+            },
+            other => Err(Error::Protocol(format!(
+                "task {} ended {other}{}",
+                task.id,
+                task.status_message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ))),
+        }
     }
 
     async fn task_request(&self, method: &str, params: Value) -> Result<Value, Error> {
@@ -71,7 +140,7 @@ impl Connection {
         ttl: Option<Duration>,
     ) -> Result<Task, Error> {
         self.check_task_form()?;
-        if !self.supports_tool_tasks() {
+        if !self.is_modern() && !self.supports_tool_tasks() {
             return Err(Error::Protocol(
                 "the server does not accept task-augmented tools/call (no tasks.requests.tools.call capability)"
                     .into(),
@@ -93,6 +162,15 @@ impl Connection {
                 ))
             }
         }
+        if self.is_modern() {
+            let v = self.extension_request(methods::TOOLS_CALL, params).await?;
+            if v.get("resultType").and_then(Value::as_str) != Some("task") {
+                return Err(Error::Protocol(format!(
+                    "the server ran {name} at once instead of as a task (use run_tool_task, which takes either)"
+                )));
+            }
+            return read_task(&v);
+        }
         let v = self.task_request(methods::TOOLS_CALL, params).await?;
         let Some(t) = v.get("task") else {
             return Err(Error::Protocol(
@@ -104,6 +182,12 @@ impl Connection {
 
     /// The task `id` now (`tasks/get`).
     pub async fn get_task(&self, id: &str) -> Result<Task, Error> {
+        if self.is_modern() {
+            let v = self
+                .extension_request(task_methods::GET, json!({ "taskId": id }))
+                .await?;
+            return read_task(&v);
+        }
         let v = self
             .task_request(task_methods::GET, json!({ "taskId": id }))
             .await?;
@@ -112,6 +196,12 @@ impl Connection {
 
     /// Cancels the task `id` (`tasks/cancel`); the task as the server left it.
     pub async fn cancel_task(&self, id: &str) -> Result<Task, Error> {
+        if self.is_modern() {
+            // The extension acknowledges with an empty result: read the task after.
+            self.extension_request(task_methods::CANCEL, json!({ "taskId": id }))
+                .await?;
+            return self.get_task(id).await;
+        }
         let v = self
             .task_request(task_methods::CANCEL, json!({ "taskId": id }))
             .await?;
@@ -127,6 +217,11 @@ impl Connection {
             Some(c) => json!({ "cursor": c }),
             None => json!({}),
         };
+        if self.is_modern() {
+            return Err(Error::Protocol(
+                "the 2026-07-28 tasks extension has no tasks/list".into(),
+            ));
+        }
         let v = self.task_request(task_methods::LIST, params).await?;
         let tasks = v
             .get("tasks")
@@ -146,6 +241,9 @@ impl Connection {
     /// requests in its name are answered meanwhile by the connection's handlers.
     pub async fn task_result(&self, id: &str) -> Result<CallToolResult, Error> {
         self.check_task_form()?;
+        if self.is_modern() {
+            return self.follow_extension_task(id, &mut |_| {}).await;
+        }
         let raw = self
             .request_raw(
                 task_methods::RESULT,
@@ -168,6 +266,27 @@ impl Connection {
         ttl: Option<Duration>,
         mut on_status: impl FnMut(&Task),
     ) -> Result<CallToolResult, Error> {
+        if self.is_modern() {
+            let mut params = json!({ "name": name });
+            match arguments {
+                Value::Null => {}
+                Value::Object(o) => params["arguments"] = Value::Object(o),
+                _ => {
+                    return Err(Error::Protocol(
+                        "tool arguments must be a JSON object".into(),
+                    ))
+                }
+            }
+            let v = self.extension_request(methods::TOOLS_CALL, params).await?;
+            if v.get("resultType").and_then(Value::as_str) != Some("task") {
+                // The server answered at once: that is the result.
+                return serde_json::from_value(v)
+                    .map_err(|e| Error::Protocol(format!("tools/call: {e}")));
+            }
+            let task = read_task(&v)?;
+            on_status(&task);
+            return self.follow_extension_task(&task.id, &mut on_status).await;
+        }
         let mut task = self.call_tool_as_task(name, arguments, ttl).await?;
         on_status(&task);
         loop {
@@ -199,6 +318,51 @@ impl Connection {
                 on_status(&now);
             }
             task = now;
+        }
+    }
+
+    /// Polls a 2026-07-28 task to its end at the server's interval, answering its questions.
+    async fn follow_extension_task(
+        &self,
+        id: &str,
+        on_status: &mut dyn FnMut(&Task),
+    ) -> Result<CallToolResult, Error> {
+        let mut last: Option<Task> = None;
+        let mut answered: Vec<String> = Vec::new();
+        loop {
+            let v = self
+                .extension_request(task_methods::GET, json!({ "taskId": id }))
+                .await?;
+            let task = read_task(&v)?;
+            if last.as_ref() != Some(&task) {
+                on_status(&task);
+            }
+            if task.status.is_terminal() {
+                return Self::inlined_result(&v, &task);
+            }
+            if let (TaskStatus::InputRequired, Some(Value::Object(q))) =
+                (task.status, v.get("inputRequests"))
+            {
+                // Each question once: a key already answered is the server's to clear.
+                let fresh: Map<String, Value> = q
+                    .iter()
+                    .filter(|(k, _)| !answered.contains(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if !fresh.is_empty() {
+                    self.answer_task(id, &fresh).await?;
+                    answered.extend(fresh.keys().cloned());
+                    last = Some(task);
+                    continue;
+                }
+            }
+            let every = task
+                .poll_interval_ms
+                .map(Duration::from_millis)
+                .unwrap_or(DEFAULT_POLL)
+                .clamp(MIN_POLL, MAX_POLL);
+            last = Some(task);
+            tokio::time::sleep(every).await;
         }
     }
 }
