@@ -267,3 +267,21 @@ fn call_runs_a_task_required_tool_as_a_task_over_streamable_http() {
     let _ = child.wait();
     check_research_task(&out);
 }
+
+#[test]
+fn tasks_lists_and_gets_against_the_reference_server() {
+    // A fresh stdio server has no task of this session.
+    let out = purra("tasks", &["list", "--json"]);
+    assert_eq!(ok_stdout(&out), "[]\n");
+    let out = purra("tasks", &["get", "nope"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "purra: getting task nope: JSON-RPC error -32602: MCP error -32602: Failed to retrieve task: Task not found"
+        ),
+        "{}",
+        describe(&out)
+    );
+    let out = purra("tasks", &["list", "extra"]);
+    assert_eq!(out.status.code(), Some(64), "{}", describe(&out));
+}

@@ -242,7 +242,7 @@ impl Connection {
     pub async fn task_result(&self, id: &str) -> Result<CallToolResult, Error> {
         self.check_task_form()?;
         if self.is_modern() {
-            return self.follow_extension_task(id, &mut |_| {}).await;
+            return self.follow_extension_task(id, None, &mut |_| {}).await;
         }
         let raw = self
             .request_raw(
@@ -285,7 +285,10 @@ impl Connection {
             }
             let task = read_task(&v)?;
             on_status(&task);
-            return self.follow_extension_task(&task.id, &mut on_status).await;
+            let id = task.id.clone();
+            return self
+                .follow_extension_task(&id, Some(task), &mut on_status)
+                .await;
         }
         let mut task = self.call_tool_as_task(name, arguments, ttl).await?;
         on_status(&task);
@@ -325,9 +328,9 @@ impl Connection {
     async fn follow_extension_task(
         &self,
         id: &str,
+        mut last: Option<Task>,
         on_status: &mut dyn FnMut(&Task),
     ) -> Result<CallToolResult, Error> {
-        let mut last: Option<Task> = None;
         let mut answered: Vec<String> = Vec::new();
         loop {
             let v = self
