@@ -1111,6 +1111,13 @@ impl RequestCtx {
         self.task_of().map(|t| t.id().to_owned())
     }
 
+    /// Whether this handler runs in a task of the 2026-07-28 extension, whose request has been
+    /// answered: its progress and log messages have nowhere to go and are dropped (the client
+    /// follows the task with `tasks/get`).
+    fn in_extension_task(&self) -> bool {
+        self.modern.is_some() && self.task_of().is_some()
+    }
+
     /// The task this handler runs in: the one it started with, or the one
     /// [`start_task`](Self::start_task) made.
     fn task_of(&self) -> Option<Arc<tasks::Live>> {
@@ -1193,7 +1200,8 @@ impl RequestCtx {
         self.progress_token.as_ref()
     }
 
-    /// Sends `notifications/progress` if the client asked for progress; otherwise does nothing.
+    /// Sends `notifications/progress` if the client asked for progress; otherwise does nothing
+    /// (nor in a task of the 2026-07-28 tasks extension).
     pub async fn progress(
         &self,
         progress: f64,
@@ -1203,6 +1211,9 @@ impl RequestCtx {
         let Some(token) = &self.progress_token else {
             return Ok(());
         };
+        if self.in_extension_task() {
+            return Ok(());
+        }
         self.req
             .peer
             .notify(
@@ -1237,7 +1248,7 @@ impl RequestCtx {
             },
             None => *self.session.log_level.lock().expect("level lock"),
         };
-        if min.is_some_and(|m| level < m) {
+        if min.is_some_and(|m| level < m) || self.in_extension_task() {
             return Ok(());
         }
         self.req

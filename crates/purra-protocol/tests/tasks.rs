@@ -33,7 +33,10 @@ struct Size {
 /// A server with a task tool that waits until cancelled (reporting it on `observed`), one that
 /// asks for a confirmation, one that returns `bytes` bytes, a required one and a plain one.
 fn server(options: TaskOptions, observed: mpsc::Sender<&'static str>) -> Server {
-    let server = Server::builder("tasks", "1").tasks(options).build();
+    let server = Server::builder("tasks", "1")
+        .logging()
+        .tasks(options)
+        .build();
     server
         .add_tool(
             ToolDef::new("wait")
@@ -78,6 +81,18 @@ fn server(options: TaskOptions, observed: mpsc::Sender<&'static str>) -> Server 
                 .description("returns `bytes` bytes of text")
                 .task_support(TaskSupport::Required),
             |Size { bytes }, _ctx: RequestCtx| async move { HandlerResult::Ok("x".repeat(bytes)) },
+        )
+        .unwrap();
+    server
+        .add_tool(
+            ToolDef::new("chatty")
+                .description("reports progress and logs, then answers")
+                .task_support(TaskSupport::Optional),
+            |_: Nothing, ctx: RequestCtx| async move {
+                ctx.progress(1.0, Some(2.0), Some("half")).await?;
+                ctx.log(LoggingLevel::Info, None, json!("working")).await?;
+                HandlerResult::Ok("said")
+            },
         )
         .unwrap();
     server
@@ -184,7 +199,7 @@ async fn extension_form_creates_inlines_and_isolates() {
     let got = ask(&mut a, modern(1, "server/discover", json!({}), true)).await;
     assert_eq!(
         got["result"]["capabilities"],
-        json!({"tools": {"listChanged": true}, "extensions": {TASKS_EXT: {}}})
+        json!({"tools": {"listChanged": true}, "logging": {}, "extensions": {TASKS_EXT: {}}})
     );
 
     // The server decides: a task-supporting tool called with the extension is a task.
@@ -277,6 +292,25 @@ async fn extension_form_creates_inlines_and_isolates() {
         json!([{"type": "text", "text": "plain"}])
     );
     assert_eq!(got["result"]["resultType"], "complete");
+}
+
+#[tokio::test]
+async fn an_extension_tasks_progress_and_logs_go_nowhere_and_fail_nothing() {
+    let (tx, _observed) = mpsc::channel(4);
+    let server = server(TaskOptions::default(), tx);
+    let mut a = start(&server);
+    let mut call = modern(1, "tools/call", json!({"name": "chatty"}), true);
+    call["params"]["_meta"]["progressToken"] = json!("p");
+    call["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
+    let mut notes = Vec::new();
+    let created = ask_noting(&mut a, call, &mut notes).await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let done = until(&mut a, &id, "completed").await;
+    assert_eq!(
+        done["result"]["result"],
+        json!({"content": [{"type": "text", "text": "said"}]})
+    );
+    assert_eq!(notes, Vec::<Value>::new());
 }
 
 #[tokio::test]
@@ -448,7 +482,7 @@ async fn handshake(raw: &mut RawEnd) {
     .await;
     assert_eq!(
         got["result"]["capabilities"],
-        json!({"tools": {"listChanged": true},
+        json!({"tools": {"listChanged": true}, "logging": {},
             "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}})
     );
     raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
