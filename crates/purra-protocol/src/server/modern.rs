@@ -119,20 +119,13 @@ async fn serve(
         check_param_headers(&session, params.as_deref(), sent)?;
     }
     if method.starts_with("tasks/") || method == methods::TOOLS_CALL {
-        let scope = Arc::new(Scope {
-            envelope: envelope.clone(),
-            method: method.clone(),
-            round: None,
-            input_calls: AtomicUsize::new(0),
-            escalation: None,
-        });
         let principal = extras.principal.as_deref();
         if let Some(r) = super::tasks::route_extension(
             &session,
             &req,
             &method,
             params.as_deref(),
-            &scope,
+            &envelope,
             principal,
         )
         .await

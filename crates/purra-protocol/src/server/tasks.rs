@@ -24,6 +24,7 @@ use super::{RequestCtx, Server, SessionState};
 use crate::error::Error;
 use crate::extensions;
 use crate::jsonrpc::{encode_notification, from_params, ErrorObject, RpcErrorCode};
+use crate::modern::envelope::RequestEnvelope;
 use crate::modern::{raw, InputRequest, InputResponse};
 use crate::session::{Peer, RequestContext};
 use crate::tasks::{
@@ -588,13 +589,14 @@ pub(crate) async fn route_extension(
     req: &RequestContext,
     method: &str,
     params: Option<&RawValue>,
-    scope: &Arc<super::modern::Scope>,
+    envelope: &RequestEnvelope,
     principal: Option<&str>,
 ) -> Option<Result<Box<RawValue>, ErrorObject>> {
     let server = &session.server;
-    let offered = server.offers_tasks();
-    let caps = &scope.envelope.client_capabilities;
-    let declared = offered && extensions::client_declares(caps, extensions::TASKS);
+    let caps = &envelope.client_capabilities;
+    // (tools/call checks the tool itself: a task tool means the server offers tasks.)
+    let declared = extensions::client_declares(caps, extensions::TASKS)
+        && (method == methods::TOOLS_CALL || server.offers_tasks());
     let owner = || owner_of(session, principal);
     let ack = || Ok(raw(&json!({ "resultType": "complete" })));
     let missing = || {
@@ -674,12 +676,12 @@ pub(crate) async fn route_extension(
                 (TaskSupport::Forbidden, _) => None,
                 (TaskSupport::Required, false) => Some(missing()),
                 (_, false) => None,
-                (_, true) if deferred => {
-                    Some(escalating(session, req, method, params, scope, principal, owner()).await)
-                }
+                (_, true) if deferred => Some(
+                    escalating(session, req, method, params, envelope, principal, owner()).await,
+                ),
                 (_, true) => {
                     let modern = Arc::new(super::modern::Scope {
-                        envelope: scope.envelope.clone(),
+                        envelope: envelope.clone(),
                         method: method.to_owned(),
                         round: None,
                         input_calls: Default::default(),
@@ -689,7 +691,7 @@ pub(crate) async fn route_extension(
                         session: session.clone(),
                         req: req.clone(),
                         ctx_modern: Some(modern),
-                        progress_token: scope.envelope.progress_token.clone(),
+                        progress_token: envelope.progress_token.clone(),
                         params: params.map(|p| p.to_owned()),
                         owner: owner(),
                         form: Form::Extension,
@@ -718,13 +720,13 @@ async fn escalating(
     req: &RequestContext,
     method: &str,
     params: Option<&RawValue>,
-    scope: &Arc<super::modern::Scope>,
+    envelope: &RequestEnvelope,
     principal: Option<&str>,
     owner: String,
 ) -> Result<Box<RawValue>, ErrorObject> {
     let server = session.server.clone();
     let inner = &server.inner;
-    let caps = scope.envelope.client_capabilities.clone();
+    let caps = envelope.client_capabilities.clone();
     let round = Arc::new(super::mrtr::Round::open(
         &inner.request_state,
         method,
@@ -735,7 +737,7 @@ async fn escalating(
     )?);
     let escalation = Arc::new(super::modern::Escalation::default());
     let modern = Arc::new(super::modern::Scope {
-        envelope: scope.envelope.clone(),
+        envelope: envelope.clone(),
         method: method.to_owned(),
         round: Some(round.clone()),
         input_calls: Default::default(),
@@ -751,7 +753,7 @@ async fn escalating(
             transport: req.transport.clone(),
         },
         session: session.clone(),
-        progress_token: scope.envelope.progress_token.clone(),
+        progress_token: envelope.progress_token.clone(),
         modern: Some(modern),
         task: None,
     };
@@ -789,6 +791,11 @@ pub(crate) async fn route_legacy(
     progress_token: Option<&crate::types::ProgressToken>,
     principal: Option<&str>,
 ) -> Option<Result<Box<RawValue>, ErrorObject>> {
+    // Every handshake-era request passes here: anything else leaves at once.
+    let tasks_method = method.starts_with("tasks/");
+    if !tasks_method && method != methods::TOOLS_CALL {
+        return None;
+    }
     let server = &session.server;
     let version = session
         .init
@@ -797,7 +804,7 @@ pub(crate) async fn route_legacy(
         .as_ref()
         .map(|i| i.0.as_str() >= crate::ProtocolVersion::V2025_11_25.as_str())
         .unwrap_or(false);
-    if !version || !server.offers_tasks() {
+    if !version || (tasks_method && !server.offers_tasks()) {
         return None;
     }
     let owner = || owner_of(session, principal);
@@ -858,11 +865,27 @@ pub(crate) async fn route_legacy(
         ),
         task_methods::RESULT => Some(result(server, req, &owner(), params).await),
         methods::TOOLS_CALL => {
+            // A look at the name and whether `task` is there (malformed params are the ordinary
+            // path's -32602); the whole params only for a task.
+            #[derive(serde::Deserialize)]
+            struct Peek<'a> {
+                #[serde(borrow)]
+                name: std::borrow::Cow<'a, str>,
+                #[serde(default)]
+                task: Option<serde::de::IgnoredAny>,
+            }
+            let peek = serde_json::from_str::<Peek<'_>>(params?.get()).ok()?;
+            let support = server.task_support(&peek.name);
+            match (peek.task.is_some(), support) {
+                (false, TaskSupport::Optional | TaskSupport::Forbidden) => return None,
+                // A server with no task tool ignores `task` (it declared no tasks capability).
+                (true, TaskSupport::Forbidden) if !server.offers_tasks() => return None,
+                _ => {}
+            }
             let call: CallToolParams = match from_params(params) {
                 Ok(c) => c,
                 Err(e) => return Some(Err(e)),
             };
-            let support = server.task_support(&call.name);
             let known = server
                 .inner
                 .tools
