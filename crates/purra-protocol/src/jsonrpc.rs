@@ -253,6 +253,11 @@ struct Envelope<'a> {
     error: Option<serde_json::Value>,
 }
 
+/// A map keyed by request id. The ids come from the peer, so the hash is seeded (per process);
+/// every such map is bounded by an in-flight limit, and a seeded fast hash (foldhash) serves
+/// there at a fraction of SipHash's cost per request.
+pub(crate) type IdMap<V> = std::collections::HashMap<RequestId, V, foldhash::fast::RandomState>;
+
 /// Decodes one frame (one line, one WebSocket text frame, one HTTP body).
 pub fn decode_frame(bytes: &[u8]) -> Frame {
     // JSON text is UTF-8: a bad byte anywhere, even in a member nobody reads (serde_json skips
