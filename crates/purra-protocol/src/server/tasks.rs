@@ -147,6 +147,11 @@ impl Engine {
             live: Mutex::new(HashMap::new()),
         }
     }
+
+    /// The task `id` when its handler runs in this process.
+    fn running(&self, id: &str) -> Option<Arc<Live>> {
+        self.live.lock().expect("live lock").get(id).cloned()
+    }
 }
 
 fn store_error(e: TaskStoreError) -> ErrorObject {
@@ -545,13 +550,7 @@ async fn cancel(server: &Server, owner: &str, id: &str) -> Result<TaskRecord, Er
     if before.status.is_terminal() {
         return Ok(before);
     }
-    let live = server
-        .engine()
-        .live
-        .lock()
-        .expect("live lock")
-        .get(id)
-        .cloned();
+    let live = server.engine().running(id);
     let after = match &live {
         Some(l) => {
             let _w = l.writer.lock().await;
@@ -645,13 +644,7 @@ pub(crate) async fn route_extension(
                     }
                 };
                 let r = get(server, &owner(), &p.task_id).await?;
-                let live = server
-                    .engine()
-                    .live
-                    .lock()
-                    .expect("live lock")
-                    .get(&r.id)
-                    .cloned();
+                let live = server.engine().running(&r.id);
                 if let Some(l) = live {
                     l.answer(&responses).await?;
                 }
@@ -955,13 +948,7 @@ async fn result(
     let p: TaskIdParams = from_params(params)?;
     let mut r = get(server, owner, &p.task_id).await?;
     while !r.status.is_terminal() {
-        let live = server
-            .engine()
-            .live
-            .lock()
-            .expect("live lock")
-            .get(&r.id)
-            .cloned();
+        let live = server.engine().running(&r.id);
         match live {
             Some(l) => {
                 let mut done = l.done.subscribe();
