@@ -170,7 +170,7 @@ impl Inner {
                     Ok(Some(r)) if r.state != ApprovalState::Prepared => {
                         return self.settle(b, &run_id, &s.approval_id, &args).await;
                     }
-                    Ok(_) => match self.prepare(intent, reg, &caller, &run_id, &args).await {
+                    Ok(_) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
                         Ok(id) => id,
                         Err(_) => return store_failed(tool),
                     },

@@ -7,6 +7,8 @@
   if (!list || !view) return;
   let queued = false;
   let timer = null;
+  // The list as last fetched: an unchanged list is not replaced (focus and selection stay).
+  let last = null;
 
   // A note being written is never replaced under the writer's hands: updates wait until it is
   // sent or emptied and left.
@@ -40,10 +42,22 @@
     document.body.classList.remove('held');
     const r = await fetch('/fragment/' + view, { credentials: 'same-origin' });
     if (r.status === 200) {
-      list.innerHTML = await r.text();
-      tick();
-    } else if (r.status === 401) {
-      location.href = '/login';
+      const html = await r.text();
+      if (html !== last) {
+        last = html;
+        list.innerHTML = html;
+        tick();
+      }
+      document.body.dataset.synced = 'yes';
+    } else if (r.status === 401 && !document.getElementById('signed-out')) {
+      // The session ended: say so (what the status says stays) and link to the sign-in form.
+      const p = document.createElement('p');
+      p.id = 'signed-out';
+      const a = document.createElement('a');
+      a.href = '/login';
+      a.textContent = 'Your session has ended: sign in again';
+      p.appendChild(a);
+      status.after(p);
     }
   }
 
