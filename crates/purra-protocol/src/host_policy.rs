@@ -34,6 +34,12 @@ struct HostEntry {
     port: Option<u16>,
 }
 
+/// The last `Host` header a server's policy allowed (see
+/// [`HostPolicy::check_remembering`]).
+#[cfg(feature = "http-server")]
+#[derive(Debug, Default)]
+pub(crate) struct AllowedHost(std::sync::Mutex<Option<http::HeaderValue>>);
+
 impl HostEntry {
     fn parse(entry: &str) -> Option<HostEntry> {
         let authority: Authority = entry.trim().parse().ok()?;
@@ -168,6 +174,34 @@ impl HostPolicy {
             if !self.origin_allowed(origins, origin.trim()) {
                 return Err(HostRejection::Origin(origin.into_owned()));
             }
+        }
+        Ok(())
+    }
+
+    /// [`check`](Self::check), remembering the last `Host` it allowed in `memo`: a request
+    /// with that same `Host`, no URI authority and no `Origin` passes without parsing it again
+    /// (a keep-alive client sends the same `Host` on every request). Sound because the check
+    /// is a pure function of the URI's authority and the `Host` and `Origin` headers, and a
+    /// memo belongs to one server whose policy never changes.
+    #[cfg(feature = "http-server")]
+    pub(crate) fn check_remembering(
+        &self,
+        memo: &AllowedHost,
+        uri: &Uri,
+        headers: &HeaderMap,
+    ) -> Result<(), HostRejection> {
+        let host = match headers.get(header::HOST) {
+            Some(h) if uri.authority().is_none() && !headers.contains_key(header::ORIGIN) => h,
+            _ => return self.check(uri, headers),
+        };
+        if memo.0.lock().expect("host memo lock").as_ref() == Some(host) {
+            return Ok(());
+        }
+        self.check(uri, headers)?;
+        // A copy: the parsed value shares the connection's read buffer, which the memo must
+        // not keep alive.
+        if let Ok(copy) = http::HeaderValue::from_bytes(host.as_bytes()) {
+            *memo.0.lock().expect("host memo lock") = Some(copy);
         }
         Ok(())
     }
@@ -315,5 +349,44 @@ mod tests {
             Ok(())
         );
         assert!(check(&p, Some("x.example"), Some("null")).is_err());
+    }
+
+    #[cfg(feature = "http-server")]
+    #[test]
+    fn a_remembered_host_skips_only_what_it_may() {
+        let p = HostPolicy::loopback();
+        let memo = AllowedHost::default();
+        let mcp = Uri::from_static("/mcp");
+        let check = |host: Option<&str>, origin: Option<&str>| {
+            p.check_remembering(&memo, &mcp, &headers(host, origin))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(check(Some("localhost:3000"), None), Ok(()));
+        let remembered = |memo: &AllowedHost| {
+            let v = memo.0.lock().unwrap();
+            v.as_ref().map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(remembered(&memo).as_deref(), Some("localhost:3000"));
+        // The same host again passes; another one is checked in full and refused, and the
+        // memo keeps the host it allowed.
+        assert_eq!(check(Some("localhost:3000"), None), Ok(()));
+        assert_eq!(
+            check(Some("evil.example"), None),
+            Err(r#"Host "evil.example" is not allowed"#.into())
+        );
+        assert_eq!(remembered(&memo).as_deref(), Some("localhost:3000"));
+        // An Origin is always checked, even beside a remembered host.
+        assert_eq!(
+            check(Some("localhost:3000"), Some("http://evil.example")),
+            Err(r#"Origin "http://evil.example" is not allowed"#.into())
+        );
+        // So is a URI authority, which wins over Host.
+        let evil = Uri::from_static("http://evil.example/mcp");
+        assert_eq!(
+            p.check_remembering(&memo, &evil, &headers(Some("localhost:3000"), None)),
+            Err(HostRejection::Host("evil.example".into()))
+        );
+        // No Host at all is refused, not taken for the remembered one.
+        assert_eq!(check(None, None), Err("the request names no host".into()));
     }
 }

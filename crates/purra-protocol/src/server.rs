@@ -349,6 +349,11 @@ fn compile(schema: &JsonObject, name: &str, what: &str) -> Result<Validator, Reg
 
 /// The first eight validation errors of `instance`, each with its instance path.
 fn validation_errors(validator: &Validator, instance: &Value) -> Vec<String> {
+    // Valid is the common case: `is_valid` stops early and builds no error values.
+    #[cfg(feature = "validation")]
+    if validator.is_valid(instance) {
+        return Vec::new();
+    }
     #[cfg(feature = "validation")]
     return validator
         .iter_errors(instance)

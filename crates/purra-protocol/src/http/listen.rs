@@ -227,26 +227,65 @@ where
 {
     type Response = Response<Tracked<B>>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+    type Future = TrackedCall<S, S::Future>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
-        let busy = self.slot.enter();
-        let mut svc = self.inner.clone();
-        Box::pin(async move {
-            std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
-            let resp = svc.call(req).await?;
-            Ok(resp.map(|body| Tracked {
-                inner: Box::pin(body),
-                _busy: busy,
-            }))
-        })
+        TrackedCall {
+            svc: self.inner.clone(),
+            req: Some(req),
+            busy: Some(self.slot.enter()),
+            fut: None,
+        }
     }
 }
 
-/// A response body that keeps its connection busy until it is dropped.
-struct Tracked<B> {
-    inner: Pin<Box<B>>,
-    _busy: BusyGuard,
+pin_project_lite::pin_project! {
+    /// One request's call: waits for the service to be ready, calls it, and hands the busy
+    /// guard to the response body. A named future, so hyper holds it in place (no box).
+    pub(crate) struct TrackedCall<S, F> {
+        svc: S,
+        req: Option<Request<Incoming>>,
+        busy: Option<BusyGuard>,
+        #[pin]
+        fut: Option<F>,
+    }
+}
+
+impl<S, B> Future for TrackedCall<S, S::Future>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>,
+{
+    type Output = Result<Response<Tracked<B>>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if this.fut.is_none() {
+            std::task::ready!(this.svc.poll_ready(cx))?;
+            let req = this
+                .req
+                .take()
+                .expect("TrackedCall polled after it finished");
+            this.fut.set(Some(this.svc.call(req)));
+        }
+        let Some(fut) = this.fut.as_pin_mut() else {
+            unreachable!("the call was just made")
+        };
+        let resp = std::task::ready!(fut.poll(cx))?;
+        let busy = this
+            .busy
+            .take()
+            .expect("TrackedCall polled after it finished");
+        Poll::Ready(Ok(resp.map(|inner| Tracked { inner, _busy: busy })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that keeps its connection busy until it is dropped.
+    pub(crate) struct Tracked<B> {
+        #[pin]
+        inner: B,
+        _busy: BusyGuard,
+    }
 }
 
 impl<B: http_body::Body> http_body::Body for Tracked<B> {
@@ -254,10 +293,10 @@ impl<B: http_body::Body> http_body::Body for Tracked<B> {
     type Error = B::Error;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        self.inner.as_mut().poll_frame(cx)
+        self.project().inner.poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {

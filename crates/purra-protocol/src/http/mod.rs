@@ -25,6 +25,13 @@ pub use server::{BoundHttpServer, HttpServerConfig, StreamableHttpServer};
 pub const SESSION_ID_HEADER: &str = "mcp-session-id";
 /// The header carrying the negotiated revision on every request after `initialize`.
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// [`SESSION_ID_HEADER`] as a header name: a lookup by it skips parsing the name.
+#[cfg(feature = "http-server")]
+pub(crate) const SESSION_ID: http::HeaderName = http::HeaderName::from_static(SESSION_ID_HEADER);
+/// [`PROTOCOL_VERSION_HEADER`] as a header name.
+#[cfg(feature = "http-server")]
+pub(crate) const PROTOCOL_VERSION: http::HeaderName =
+    http::HeaderName::from_static(PROTOCOL_VERSION_HEADER);
 /// The HTTP client crate the Streamable HTTP client is built on, for
 /// [`HttpClientOptions::http_client`] and [`HttpClientOptions::root_certificate`].
 #[cfg(feature = "http-client")]

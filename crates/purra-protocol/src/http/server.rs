@@ -38,7 +38,10 @@ use crate::version::ProtocolVersion;
 
 mod modern;
 
-use super::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
+use super::{PROTOCOL_VERSION, SESSION_ID};
+
+/// `Last-Event-ID` as a header name (lookups by it skip parsing the name).
+const LAST_EVENT_ID: http::HeaderName = http::HeaderName::from_static("last-event-id");
 
 /// The SSE comment sent on an idle stream so proxies and clients see it is alive.
 const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
@@ -173,6 +176,8 @@ struct HttpShared {
     /// The standalone server's connections.
     limiter: Arc<Limiter>,
     connection_stats: ConnectionStats,
+    /// The last `Host` the policy allowed, so keep-alive requests skip re-parsing it.
+    allowed_host: crate::host_policy::AllowedHost,
 }
 
 /// Live sessions by id.
@@ -200,6 +205,7 @@ impl StreamableHttpServer {
             sessions: Mutex::new(Sessions::default()),
             limiter,
             connection_stats,
+            allowed_host: Default::default(),
         });
         let weak = Arc::downgrade(&shared);
         let c = &shared.config;
@@ -459,7 +465,7 @@ struct Stream {
     /// The connection currently reading this stream, if any.
     live: Option<Live>,
     /// Requests of this stream still waiting for their response.
-    pending: HashSet<RequestId>,
+    pending: Pending,
     /// Collects responses instead of streaming (JSON response mode).
     json: bool,
     /// When its last response was queued: the stream stays resumable for the resume window.
@@ -473,7 +479,7 @@ impl Stream {
             next_seq: 1,
             delivered: 0,
             live: None,
-            pending: HashSet::new(),
+            pending: Pending::None,
             json,
             finished_at: None,
         }
@@ -481,6 +487,51 @@ impl Stream {
 
     fn is_live(&self) -> bool {
         self.live.as_ref().is_some_and(|l| !l.tx.is_closed())
+    }
+}
+
+/// The requests of a stream still waiting for their response. Most POSTs carry one, kept as
+/// is; a batch's go in a set, so each response's removal stays O(1) however large the batch.
+enum Pending {
+    None,
+    One(RequestId),
+    Many(HashSet<RequestId>),
+}
+
+impl Pending {
+    fn of(requests: &[RequestId]) -> Pending {
+        match requests {
+            [] => Pending::None,
+            [r] => Pending::One(r.clone()),
+            rs => Pending::Many(rs.iter().cloned().collect()),
+        }
+    }
+
+    fn remove(&mut self, request: &RequestId) {
+        match self {
+            Pending::One(r) if r == request => *self = Pending::None,
+            Pending::Many(set) => {
+                set.remove(request);
+            }
+            _ => {}
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Pending::None => true,
+            Pending::One(_) => false,
+            Pending::Many(set) => set.is_empty(),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &RequestId> {
+        let (one, many) = match self {
+            Pending::None => (None, None),
+            Pending::One(r) => (Some(r), None),
+            Pending::Many(set) => (None, Some(set.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
     }
 }
 
@@ -538,7 +589,7 @@ impl Streams {
     fn remove(&mut self, id: u64) {
         if let Some(stream) = self.map.remove(&id) {
             self.bytes -= stream.events.iter().map(|e| e.data.len()).sum::<usize>();
-            for r in &stream.pending {
+            for r in stream.pending.iter() {
                 self.by_request.remove(r);
             }
         }
@@ -801,9 +852,11 @@ impl HttpSession {
     /// Opens a stream for the requests of one POST.
     fn open_stream(&self, requests: &[RequestId], json: bool) -> Result<(u64, Reader), OpenError> {
         let mut streams = self.streams.lock().expect("streams lock");
+        // Twice in the POST: a lone request needs no set (and allocates none).
         let mut seen = HashSet::new();
         for r in requests {
-            if streams.by_request.contains_key(r) || !seen.insert(r) {
+            let twice = requests.len() > 1 && !seen.insert(r);
+            if streams.by_request.contains_key(r) || twice {
                 return Err(OpenError::DuplicateId(r.clone()));
             }
         }
@@ -830,7 +883,7 @@ impl HttpSession {
         let (live, rx, queued) = Live::new(self.replay.max(16));
         let mut stream = Stream::new(json);
         stream.live = Some(live);
-        stream.pending = requests.iter().cloned().collect();
+        stream.pending = Pending::of(requests);
         streams.map.insert(id, stream);
         for r in requests {
             streams.by_request.insert(r.clone(), id);
@@ -936,7 +989,7 @@ impl HttpShared {
     fn session(&self, parts: &Parts) -> Result<Arc<HttpSession>, Reject> {
         let headers = &parts.headers;
         let caller = owner_of(parts);
-        let Some(id) = headers.get(SESSION_ID_HEADER).and_then(|v| v.to_str().ok()) else {
+        let Some(id) = headers.get(&SESSION_ID).and_then(|v| v.to_str().ok()) else {
             return Err(Reject::new(
                 StatusCode::BAD_REQUEST,
                 "Bad Request: missing Mcp-Session-Id header",
@@ -1012,11 +1065,11 @@ fn accepts(headers: &HeaderMap, mime: &str) -> bool {
 
 fn check_version_header(headers: &HeaderMap) -> Result<(), Reject> {
     match headers
-        .get(PROTOCOL_VERSION_HEADER)
+        .get(&PROTOCOL_VERSION)
         .map(|v| v.to_str().unwrap_or(""))
     {
         None => Ok(()), // absent: the client speaks 2025-03-26
-        Some(v) if ProtocolVersion::new(v).is_handshake() => Ok(()),
+        Some(v) if crate::modern::is_handshake(v) => Ok(()),
         Some(v) => Err(Reject::new(
             StatusCode::BAD_REQUEST,
             format!("Bad Request: unsupported MCP-Protocol-Version {v:?}"),
@@ -1033,7 +1086,8 @@ fn new_session_id() -> String {
 async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     // DNS rebinding and cross-site requests: before anything else.
-    if let Err(why) = shared.config.host_policy.check(&parts.uri, &parts.headers) {
+    let policy = &shared.config.host_policy;
+    if let Err(why) = policy.check_remembering(&shared.allowed_host, &parts.uri, &parts.headers) {
         return status(StatusCode::FORBIDDEN, &format!("Forbidden: {why}"));
     }
     if shared.shutdown.is_cancelled() {
@@ -1117,7 +1171,7 @@ fn sse_response(state: SseState, session_id: Option<&str>) -> Response {
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Some(id) = session_id.and_then(|id| HeaderValue::from_str(id).ok()) {
-        h.insert(SESSION_ID_HEADER, id);
+        h.insert(SESSION_ID, id);
     }
     resp
 }
@@ -1283,7 +1337,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             return r.into_response();
         }
         let v = headers
-            .get(PROTOCOL_VERSION_HEADER)
+            .get(&PROTOCOL_VERSION)
             .and_then(|v| v.to_str().ok())
             .map_or(ProtocolVersion::V2025_03_26, ProtocolVersion::new);
         if batch && !v.allows_batches() {
@@ -1327,7 +1381,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             return batch_refused();
         }
         let id = headers
-            .get(SESSION_ID_HEADER)
+            .get(&SESSION_ID)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         (session, id)
@@ -1433,7 +1487,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
 fn headers_version(context: &crate::transport::TransportContext) -> Option<ProtocolVersion> {
     let http: &HttpContext = context.downcast_ref()?;
     http.headers()
-        .get(PROTOCOL_VERSION_HEADER)
+        .get(&PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .map(ProtocolVersion::new)
 }
@@ -1481,7 +1535,7 @@ async fn json_response(
     )
         .into_response();
     if let Some(id) = session_id.and_then(|id| HeaderValue::from_str(id).ok()) {
-        resp.headers_mut().insert(SESSION_ID_HEADER, id);
+        resp.headers_mut().insert(SESSION_ID, id);
     }
     resp
 }
@@ -1506,7 +1560,7 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     };
     session.touch();
     let last = headers
-        .get("last-event-id")
+        .get(&LAST_EVENT_ID)
         .and_then(|v| v.to_str().ok())
         .map(|v| parse_event_id(v).ok_or(()));
     let last = match last {
@@ -1562,7 +1616,7 @@ fn delete(shared: Arc<HttpShared>, parts: &Parts) -> Response {
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };
-    if let Some(id) = headers.get(SESSION_ID_HEADER).and_then(|v| v.to_str().ok()) {
+    if let Some(id) = headers.get(&SESSION_ID).and_then(|v| v.to_str().ok()) {
         let mut sessions = shared.sessions.lock().expect("sessions lock");
         sessions.established.remove(id);
         sessions.pending.remove(id);

@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{status, HttpShared, PROTOCOL_VERSION_HEADER};
+use super::{status, HttpShared, PROTOCOL_VERSION};
+use crate::http::PROTOCOL_VERSION_HEADER;
 use crate::http_context::HttpContext;
 use crate::jsonrpc::{
     decode_frame, encode_error, encode_response, ErrorObject, Frame, Message, RequestId,
@@ -41,19 +42,19 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// handshake-era session (answered -32022 there; inside a session, the session's own rules).
 pub(super) fn by_header(headers: &HeaderMap) -> bool {
     let Some(v) = headers
-        .get(PROTOCOL_VERSION_HEADER)
+        .get(&PROTOCOL_VERSION)
         .map(|v| v.to_str().unwrap_or("").trim())
     else {
         return false;
     };
     crate::modern::is_modern(v)
-        || (!crate::modern::is_handshake(v) && !headers.contains_key(super::SESSION_ID_HEADER))
+        || (!crate::modern::is_handshake(v) && !headers.contains_key(&super::SESSION_ID))
 }
 
 /// Whether a POST without a version header is still a modern request: one request, not
 /// `initialize`, carrying the modern envelope (answered -32020 for the missing header).
 pub(super) fn by_body(headers: &HeaderMap, body: &[u8]) -> bool {
-    if headers.contains_key(PROTOCOL_VERSION_HEADER)
+    if headers.contains_key(&PROTOCOL_VERSION)
         || memchr::memmem::find(body, crate::modern::meta::PROTOCOL_VERSION.as_bytes()).is_none()
     {
         return false;
