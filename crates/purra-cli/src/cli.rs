@@ -50,8 +50,11 @@ Durable writes:
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
   Each takes --db PATH|URL (a SQLite file, default ./purra.db, or a postgres:// URL) and --json.
+  purra approvals serve                the approver page on 127.0.0.1:8470 (sign-in tokens
+                                       printed; --page-approver NAME, repeatable)
   purra gateway --config gateway.toml  serve bound upstream tools to MCP clients; writes
-                                       wait for `purra approvals approve ID` (or elicitation)
+                                       wait for `purra approvals approve ID` (or elicitation;
+                                       or the approver page beside it with --page)
 
 Examples:
   purra serve-example --http 127.0.0.1:3000

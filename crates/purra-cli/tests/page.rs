@@ -4,7 +4,8 @@
 //! `purra approvals serve --db` on a store another process writes. A pending write appears
 //! without a reload, is approved (or denied) on the page and its effect becomes `committed`
 //! with exactly one request upstream; a forged cross-site POST and a request without the session
-//! cookie are refused; two browser sessions racing to decide one approval: exactly one wins.
+//! cookie are refused; two browser sessions racing to decide one approval: exactly one wins; a
+//! page in another process than the gateway, on PostgreSQL, wakes the gateway's waiting write.
 //!
 //! With `PURRA_SCREENSHOTS=1` the approval test also writes the screenshots of the README
 //! (`docs/approver-page-pending.png`, `docs/approver-page-history.png`).
@@ -45,6 +46,8 @@ fn python() -> String {
 /// A fresh directory (removed when dropped): configuration, store, upstream ledger.
 struct Scenario {
     dir: PathBuf,
+    /// The store: `gateway.db` in the directory, or a fresh PostgreSQL schema.
+    db: String,
 }
 
 impl Drop for Scenario {
@@ -61,11 +64,25 @@ impl Scenario {
         let dir =
             std::env::temp_dir().join(format!("purra-page-{name}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        Scenario { dir }
+        let db = dir.join("gateway.db").to_string_lossy().into_owned();
+        Scenario { dir, db }
+    }
+
+    /// A scenario whose store is a fresh schema of the test command's PostgreSQL server.
+    fn on_postgres(name: &str) -> Scenario {
+        let url = std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
+            panic!("PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh")
+        });
+        let mut sc = Scenario::new(name);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+        sc.db = format!("{url}?schema=page_{name}_{}_{nanos}", std::process::id());
+        sc
     }
 
     fn db(&self) -> String {
-        self.dir.join("gateway.db").to_string_lossy().into_owned()
+        self.db.clone()
     }
 
     /// A gateway over the Python SDK upstream: `set_value` bound as a write for the Python client.
@@ -74,7 +91,7 @@ impl Scenario {
         let text = format!(
             r#"[gateway]
 name = "gw"
-db = "gateway.db"
+db = {db:?}
 listen = "127.0.0.1:0"
 approval_wait = "90s"
 progress_interval = "1s"
@@ -98,6 +115,7 @@ arguments = ["len(value) <= 40"]
 "#,
             python = python(),
             dir = self.dir.to_string_lossy(),
+            db = self.db,
         );
         let path = self.dir.join("gateway.toml");
         std::fs::write(&path, text).expect("config");
@@ -219,6 +237,14 @@ fn gateway(sc: &Scenario) -> (Purra, String, String, String) {
     let token = p.line("purra gateway: sign-in token for ada: ");
     let mcp = p.line("purra gateway: serving ");
     (p, mcp, page, token)
+}
+
+/// `purra gateway` for `sc` without a page: (process, MCP URL).
+fn gateway_alone(sc: &Scenario) -> (Purra, String) {
+    let config = sc.write_config();
+    let p = Purra::start(&["gateway", "--config", &config]);
+    let mcp = p.line("purra gateway: serving ");
+    (p, mcp)
 }
 
 /// `purra approvals serve` on `sc`'s store for ada and bob: (process, page URL, tokens).
@@ -529,4 +555,31 @@ fn two_sessions_racing_to_decide_one_approval_exactly_one_wins() {
         );
     }
     assert_eq!(wins[0] + wins[1], 3);
+}
+
+#[test]
+fn a_decision_on_a_page_in_another_process_wakes_a_gateway_on_postgresql() {
+    let sc = Scenario::on_postgres("wake");
+    let (_gw, mcp) = gateway_alone(&sc);
+    // The page is another process on the same PostgreSQL schema: it hears of the pending
+    // write, and the gateway of the decision, through the store's notifications.
+    let (_page, page, ada, _bob) = approvals_serve(&sc);
+    let b = Browser::new(1000, 800);
+    sign_in(&b, &page, &ada, "ada");
+    let client = Client::set_value(&mcp, "over-postgres");
+    b.wait_for("#approve-approval-1");
+    b.click_css("#approve-approval-1");
+    b.wait_text("#status", "approval-1 approved by ada");
+    let result = client.result();
+    assert_eq!(
+        result["structuredContent"],
+        json!({"stored": "over-postgres"})
+    );
+    b.goto(&format!("{page}history"));
+    b.wait_text("#effect-approval-1", "committed");
+    assert_eq!(sc.writes(), 1);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["effect"], "committed");
+    assert_eq!(shown["dispatches"], 1);
+    assert_eq!(shown["decision"]["approver"], "ada");
 }
