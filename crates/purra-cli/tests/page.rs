@@ -173,6 +173,24 @@ arguments = ["len(value) <= 40"]
     }
 }
 
+/// The lines `from` prints, as `keep` maps them (None: dropped), on a channel as they come.
+fn lines_of<T: Send + 'static>(
+    from: impl Read + Send + 'static,
+    keep: impl Fn(String) -> Option<T> + Send + 'static,
+) -> Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if let Some(v) = keep(line) {
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
 /// A `purra` process the test started, its stderr lines on a channel; killed when dropped.
 struct Purra {
     child: Child,
@@ -188,15 +206,11 @@ impl Purra {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn purra");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[purra] {line}");
-                let _ = tx.send(line);
-            }
+        let lines = lines_of(child.stderr.take().expect("stderr"), |line| {
+            eprintln!("[purra] {line}");
+            Some(line)
         });
-        Purra { child, lines: rx }
+        Purra { child, lines }
     }
 
     /// Waits for a stderr line starting with `prefix`; the rest of it.
@@ -284,16 +298,10 @@ impl Client {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn client");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
+        let lines = lines_of(child.stdout.take().expect("stdout"), |line| {
+            serde_json::from_str::<Value>(&line).ok()
         });
-        Client { child, lines: rx }
+        Client { child, lines }
     }
 
     /// The result of its call.

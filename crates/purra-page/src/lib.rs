@@ -600,19 +600,12 @@ async fn decide(page: &Inner, parts: &Parts, body: Body, id: &str) -> Response {
         );
     }
     let aid = ApprovalId(id.to_owned());
-    match page.store.approval(aid.clone()).await {
-        Ok(Some(v)) if v.state != ApprovalState::Prepared => {
+    match view(page, parts, id).await {
+        Ok(v) if v.state != ApprovalState::Prepared => {
             return answer(parts, StatusCode::CONFLICT, &already(&v))
         }
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return answer(
-                parts,
-                StatusCode::NOT_FOUND,
-                &format!("unknown approval id: {id}"),
-            )
-        }
-        Err(e) => return store_failed(parts, &e),
+        Ok(_) => {}
+        Err(resp) => return resp,
     }
     let now = SystemTime::now();
     let decision = Decision {
@@ -650,6 +643,19 @@ async fn decide(page: &Inner, parts: &Parts, body: Body, id: &str) -> Response {
             &format!("conflict: {id}: {why}"),
         ),
         Err(e) => store_failed(parts, &e),
+    }
+}
+
+/// The approval `id`, or the answer saying it is unknown (404) or unreadable (503).
+async fn view(page: &Inner, parts: &Parts, id: &str) -> Result<ApprovalView, Response> {
+    match page.store.approval(ApprovalId(id.to_owned())).await {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(answer(
+            parts,
+            StatusCode::NOT_FOUND,
+            &format!("unknown approval id: {id}"),
+        )),
+        Err(e) => Err(store_failed(parts, &e)),
     }
 }
 
@@ -693,16 +699,9 @@ async fn reconcile(page: &Inner, parts: &Parts, body: Body, id: &str) -> Respons
             &format!("refused: a reconciliation needs evidence (1 to {MAX_EVIDENCE} characters)"),
         );
     }
-    let view = match page.store.approval(ApprovalId(id.to_owned())).await {
-        Ok(Some(v)) => v,
-        Ok(None) => {
-            return answer(
-                parts,
-                StatusCode::NOT_FOUND,
-                &format!("unknown approval id: {id}"),
-            )
-        }
-        Err(e) => return store_failed(parts, &e),
+    let view = match view(page, parts, id).await {
+        Ok(v) => v,
+        Err(resp) => return resp,
     };
     let outcome = match field(&fields, "outcome") {
         Some("committed") => EffectOutcome::Committed {
