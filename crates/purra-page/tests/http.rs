@@ -19,7 +19,6 @@ use serde_json::{json, Value};
 struct Served {
     store: SqliteStore,
     url: String,
-    port: u16,
     tokens: Vec<(String, String)>,
     http: reqwest::Client,
     _dir: TempDir,
@@ -34,6 +33,10 @@ impl Drop for TempDir {
 }
 
 async fn served(name: &str) -> Served {
+    served_with(name, PageConfig::default()).await
+}
+
+async fn served_with(name: &str, config: PageConfig) -> Served {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -43,7 +46,7 @@ async fn served(name: &str) -> Served {
     let store = SqliteStore::open(dir.join("page.db")).unwrap();
     let page = Page::new(
         Arc::new(store.clone()),
-        PageConfig::default().approver("ada").approver("bob"),
+        config.approver("ada").approver("bob"),
     );
     let tokens = page.tokens().to_vec();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -52,7 +55,6 @@ async fn served(name: &str) -> Served {
     Served {
         store,
         url: format!("http://127.0.0.1:{port}"),
-        port,
         tokens,
         http: reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -295,7 +297,6 @@ async fn host_origin_and_cross_site_requests_are_refused() {
         );
     }
     assert_eq!(s.state(&id).await, ApprovalState::Prepared);
-    let _ = s.port;
 }
 
 #[tokio::test]
@@ -661,4 +662,31 @@ async fn history_shows_effects_receipts_trails_and_reconciles_unknown_only_with_
     let (_, page) = s.get("/fragment/history", Some(&ada.cookie)).await;
     assert_eq!(page.matches("class=\"reconcile\"").count(), 0);
     assert!(page.contains(&format!("id=\"effect-{}\">not_started</span>", lost.0)));
+}
+
+#[tokio::test]
+async fn live_update_streams_are_bounded_in_number() {
+    let mut config = PageConfig::default();
+    config.max_streams = 2;
+    let s = served_with("streams", config).await;
+    let ada = s.login("ada").await;
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let r = s
+            .http
+            .get(format!("{}/events", s.url))
+            .header("cookie", &ada.cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        open.push(r);
+    }
+    let (status, body) = s.get("/events", Some(&ada.cookie)).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (503, "too many live-update streams are open")
+    );
+    // The pages themselves still answer.
+    assert_eq!(s.get("/", Some(&ada.cookie)).await.0, 200);
 }
