@@ -340,7 +340,7 @@ fn session(page: &Inner, parts: &Parts) -> Option<(String, Session)> {
 }
 
 /// A state-changing request must come from the page itself: its `Origin`, when sent, is exactly
-/// the page's own (`http://` and the `Host` the request names), and a browser's
+/// the page's own (`http://` or `https://` and the `Host` the request names), and a browser's
 /// `Sec-Fetch-Site` says `same-origin` (or `none`: typed by the user).
 fn same_origin(parts: &Parts) -> Result<(), &'static str> {
     if let Some(site) = parts.headers.get("sec-fetch-site") {
@@ -354,8 +354,10 @@ fn same_origin(parts: &Parts) -> Result<(), &'static str> {
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or("");
-        let own = format!("http://{host}");
-        if origin.to_str().ok() != Some(own.as_str()) {
+        // `https://` too: behind a proxy that terminates TLS the page's origin is that.
+        let own = |scheme: &str| format!("{scheme}://{host}");
+        let origin = origin.to_str().unwrap_or("");
+        if host.is_empty() || (origin != own("http") && origin != own("https")) {
             return Err("refused: the request does not come from this page's origin");
         }
     }

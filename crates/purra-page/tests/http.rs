@@ -297,6 +297,12 @@ async fn host_origin_and_cross_site_requests_are_refused() {
         );
     }
     assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    // Its own host under https (a proxy terminating TLS in front) is the page's origin too.
+    let https = s.url.replacen("http://", "https://", 1);
+    let (status, _) = s
+        .post(&decide, Some(&ada.cookie), &form, &[("origin", &https)])
+        .await;
+    assert_eq!(status, 200);
 }
 
 #[tokio::test]
