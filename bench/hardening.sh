@@ -2,8 +2,11 @@
 # What the hardening cost: purra's stdio and Streamable HTTP round trips at a baseline commit
 # (default c2f7b53, main before the second wave: no input bounds beyond the line limit, no
 # connection limits, no hostile-peer defences) beside the working tree, both built in release.
-#   bench/hardening.sh [--rounds R] [--calls N] [--http-calls N] [--tree DIR] [BASE]
+#   bench/hardening.sh [--rounds R] [--calls N] [--http-calls N] [--tree DIR] [--instructions] [BASE]
 # (--tree: an existing checkout of BASE to build, instead of a temporary worktree.)
+# --instructions counts instead of timing: the server's instructions per call under callgrind (the
+# marginal cost between 1 000 and 3 000 calls, so start-up cancels out), on one tokio worker thread
+# (with two, scheduling alone moves the count by ~5 % between runs); needs valgrind.
 # The same program serves on both sides (purra-example-server, the fixture surface); stdio is
 # measured with each side's own client (the baseline's stdio-echo, today's bench-client: the
 # same echo calls, sequential and 16 in flight), HTTP with one raw client for both (http-load:
@@ -11,14 +14,15 @@
 # interleaved; medians and the ratio today ÷ baseline are printed. Never run in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=5 calls=20000 http_calls=5000 base=c2f7b53 tree=
+rounds=5 calls=20000 http_calls=5000 base=c2f7b53 tree= instructions=
 while [[ $# -gt 0 ]]; do
     case $1 in
         --rounds) rounds=$2; shift 2 ;;
         --calls) calls=$2; shift 2 ;;
         --http-calls) http_calls=$2; shift 2 ;;
         --tree) tree=$2; shift 2 ;;
-        -*) echo "usage: bench/hardening.sh [--rounds R] [--calls N] [--http-calls N] [--tree DIR] [BASE]" >&2; exit 64 ;;
+        --instructions) instructions=1; shift ;;
+        -*) echo "usage: bench/hardening.sh [--rounds R] [--calls N] [--http-calls N] [--tree DIR] [--instructions] [BASE]" >&2; exit 64 ;;
         *) base=$1; shift ;;
     esac
 done
@@ -64,6 +68,54 @@ stop_http() {
     wait "$server_pid" || true
 }
 field() { sed -E "s/.*\"$2\":([0-9.]+).*/\1/" <<<"$1"; }
+
+if [[ -n $instructions ]]; then
+    # Instructions the server ran for $3 calls: `cg SIDE-DIR CLIENT-KIND N [CLIENTS]`.
+    cg() {
+        local dir=$1 kind=$2 n=$3 k=${4:-1} prof="$out/cg.$RANDOM"
+        if [[ $kind == stdio ]]; then
+            printf '#!/bin/sh\nTOKIO_WORKER_THREADS=1 exec valgrind --tool=callgrind --callgrind-out-file=%s %s 2>/dev/null\n' \
+                "$prof" "$root/$dir/purra-example-server" >"$out/wrap.sh"
+            chmod +x "$out/wrap.sh"
+            if [[ $dir == "$old" ]]; then
+                "$old/stdio-echo" --calls "$n" -- "$out/wrap.sh" >/dev/null
+            else
+                "$new/bench-client" --calls "$n" -- "$out/wrap.sh" >/dev/null
+            fi
+        else
+            TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$prof" \
+                "$dir/purra-example-server" --http 127.0.0.1:0 2>"$out/server.err" &
+            server_pid=$!
+            url=
+            for _ in $(seq 1 600); do
+                url=$(sed -nE 's|^listening on (http:[^ ]+/mcp)$|\1|p' "$out/server.err")
+                [[ -n $url ]] && break
+                sleep 0.1
+            done
+            "$new/http-load" --url "$url" --clients "$k" --calls "$n" >/dev/null
+            stop_http
+        fi
+        sleep 0.5
+        grep -m1 '^summary:\|^totals:' "$prof" | awk '{ print $2 }'
+    }
+    # Marginal instructions per call: (I(3N) - I(N)) / 2N; a stdio run makes each call twice
+    # (sequential, then 16 in flight).
+    per_call() {
+        local lo hi calls_per=$3
+        lo=$(cg "$1" "$2" 1000 "${4:-1}")
+        hi=$(cg "$1" "$2" 3000 "${4:-1}")
+        echo $(( (hi - lo) / (2000 * calls_per) ))
+    }
+    echo "| server instructions per call | baseline | today | today ÷ baseline |"
+    echo "|---|---:|---:|---:|"
+    for spec in "stdio echo:stdio:2:1" "HTTP add, 1 session:http:1:1" "HTTP add, 16 sessions:http:1:16"; do
+        IFS=: read -r label kind per k <<<"$spec"
+        b=$(per_call "$old" "$kind" "$per" "$k")
+        t=$(per_call "$new" "$kind" "$per" "$k")
+        awk -v l="$label" -v b="$b" -v t="$t" 'BEGIN { printf "| %s | %d | %d | %.3f |\n", l, b, t, t / b }'
+    done
+    exit 0
+fi
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq 1 "$rounds"); do
