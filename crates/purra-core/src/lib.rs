@@ -41,6 +41,7 @@ pub mod run_store;
 pub mod schedule;
 pub mod schema;
 pub mod store;
+pub mod stored;
 pub mod tool;
 
 pub use admission::{admit_batch, Admission, AdmissionLimits, AdmittedCall, Rejection};

@@ -20,6 +20,9 @@
 use crate::listen::Listener;
 use crate::migrate::{migrate, MigrateError, MIGRATIONS};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use purra_core::stored::{
+    approval_id, approval_seq, claim_state, from_ns, json_error, outcome_kind, to_ns,
+};
 use purra_core::{
     check_reconciliation, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalQuery,
     ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalStatus, ApprovalView, AuditEntry,
@@ -32,7 +35,7 @@ use serde_json::{json, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -244,50 +247,8 @@ fn db_text(e: &tokio_postgres::Error) -> String {
     }
 }
 
-fn json_error(e: serde_json::Error) -> StoreError {
-    StoreError::Backend(format!("stored JSON: {e}"))
-}
-
-/// Nanoseconds since the Unix epoch (the stored form of every instant).
-fn to_ns(t: SystemTime) -> Result<i64, StoreError> {
-    let d = t
-        .duration_since(UNIX_EPOCH)
-        .map_err(|_| StoreError::Backend("instant before 1970".into()))?;
-    i64::try_from(d.as_nanos()).map_err(|_| StoreError::Backend("instant after 2262".into()))
-}
-
-fn from_ns(ns: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
-}
-
 fn now_ns() -> i64 {
     to_ns(SystemTime::now()).unwrap_or(0)
-}
-
-fn approval_seq(id: &ApprovalId) -> Option<i64> {
-    let n: i64 = id.0.strip_prefix("approval-")?.parse().ok()?;
-    (format!("approval-{n}") == id.0).then_some(n)
-}
-
-fn approval_id(seq: i64) -> ApprovalId {
-    ApprovalId(format!("approval-{seq}"))
-}
-
-fn outcome_kind(outcome: &EffectOutcome) -> &'static str {
-    match outcome {
-        EffectOutcome::Committed { .. } => "committed",
-        EffectOutcome::NotStarted => "not_started",
-        EffectOutcome::Unknown { .. } => "unknown",
-    }
-}
-
-fn claim_state(outcome_json: Option<String>) -> Result<ClaimState, StoreError> {
-    Ok(match outcome_json {
-        None => ClaimState::InFlight,
-        Some(text) => ClaimState::Completed {
-            outcome: serde_json::from_str(&text).map_err(json_error)?,
-        },
-    })
 }
 
 /// One transaction on a pooled connection.
@@ -1598,21 +1559,6 @@ impl OperatorStore for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn approval_ids_round_trip_and_reject_other_spellings() {
-        assert_eq!(approval_seq(&approval_id(42)), Some(42));
-        for bad in [
-            "approval-",
-            "approval-01",
-            "approval-+1",
-            "approval-x",
-            "42",
-            "",
-        ] {
-            assert_eq!(approval_seq(&ApprovalId(bad.into())), None, "{bad}");
-        }
-    }
 
     #[test]
     fn urls_give_their_schema_and_hide_their_password() {

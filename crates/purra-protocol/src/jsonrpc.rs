@@ -253,20 +253,29 @@ struct Envelope<'a> {
     error: Option<serde_json::Value>,
 }
 
+/// A map keyed by request id. The ids come from the peer, so the hash is seeded (per process);
+/// every such map is bounded by an in-flight limit, and a seeded fast hash (foldhash) serves
+/// there at a fraction of SipHash's cost per request.
+pub(crate) type IdMap<V> = std::collections::HashMap<RequestId, V, foldhash::fast::RandomState>;
+
 /// Decodes one frame (one line, one WebSocket text frame, one HTTP body).
 pub fn decode_frame(bytes: &[u8]) -> Frame {
     // JSON text is UTF-8: a bad byte anywhere, even in a member nobody reads (serde_json skips
-    // those unchecked), makes the frame not JSON. serde_json's own error says where.
-    if let Err(e) = std::str::from_utf8(bytes) {
-        let error = match serde_json::from_slice::<serde_json::Value>(bytes) {
-            Err(e) => DecodeError::parse(e),
-            Ok(_) => DecodeError::parse(e),
-        };
-        return Frame::Single(Err(error));
-    }
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    // those unchecked), makes the frame not JSON. serde_json's own error says where. Checked
+    // once, here: the frame is then parsed as `str`, which serde_json does not check again.
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let error = match serde_json::from_slice::<serde_json::Value>(bytes) {
+                Err(e) => DecodeError::parse(e),
+                Ok(_) => DecodeError::parse(e),
+            };
+            return Frame::Single(Err(error));
+        }
+    };
+    let first = text.bytes().find(|b| !b.is_ascii_whitespace());
     if first == Some(b'[') {
-        let items: Vec<&RawValue> = match serde_json::from_slice(bytes) {
+        let items: Vec<&RawValue> = match serde_json::from_str(text) {
             Ok(items) => items,
             Err(e) => return Frame::Single(Err(DecodeError::parse(e))),
         };
@@ -276,21 +285,21 @@ pub fn decode_frame(bytes: &[u8]) -> Frame {
         return Frame::Batch(
             items
                 .into_iter()
-                .map(|raw| decode_value(raw.get().as_bytes()))
+                .map(|raw| decode_value(raw.get()))
                 .collect(),
         );
     }
-    Frame::Single(decode_value(bytes))
+    Frame::Single(decode_value(text))
 }
 
-fn decode_value(bytes: &[u8]) -> Result<Message, DecodeError> {
+fn decode_value(text: &str) -> Result<Message, DecodeError> {
     // Syntax first: a frame that is not JSON at all is a parse error, whatever its shape.
-    let env: Envelope<'_> = match serde_json::from_slice(bytes) {
+    let env: Envelope<'_> = match serde_json::from_str(text) {
         Ok(env) => env,
         Err(e) if e.is_syntax() || e.is_eof() => return Err(DecodeError::parse(e)),
         Err(_) => {
             // Valid JSON of the wrong shape (not an object, or a field of a wrong type).
-            return match serde_json::from_slice::<IgnoredAny>(bytes) {
+            return match serde_json::from_str::<IgnoredAny>(text) {
                 Ok(_) => Err(DecodeError::invalid(None, "not a JSON-RPC object")),
                 Err(e) => Err(DecodeError::parse(e)),
             };

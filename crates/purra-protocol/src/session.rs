@@ -8,7 +8,6 @@
 // Without `client` or `server` nothing starts an engine; the crate then only offers the types.
 #![cfg_attr(not(any(feature = "client", feature = "server")), allow(dead_code))]
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
@@ -29,7 +28,7 @@ use tracing::{Instrument, Span};
 use crate::error::Error;
 use crate::jsonrpc::{
     decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
-    DecodeError, ErrorObject, Frame, Message, RequestId, RpcErrorCode,
+    DecodeError, ErrorObject, Frame, IdMap, Message, RequestId, RpcErrorCode,
 };
 use crate::peek::{Peek, PeekId};
 use crate::transport::{Inbound, Outbound, Transport, TransportContext, DEFAULT_MAX_FRAME_BYTES};
@@ -185,8 +184,8 @@ impl Stats {
 pub(crate) struct Shared {
     outbound: mpsc::Sender<Outbound>,
     close_write: CancellationToken,
-    pending: Mutex<HashMap<RequestId, PendingEntry>>,
-    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+    pending: Mutex<IdMap<PendingEntry>>,
+    inflight: Mutex<IdMap<CancellationToken>>,
     next_id: AtomicI64,
     closed: CancellationToken,
     /// The peer's input ended: outbound requests can no longer be answered, but responses and
@@ -649,8 +648,8 @@ pub(crate) fn start_with<S: Service>(
     let shared = Arc::new(Shared {
         outbound,
         close_write,
-        pending: Mutex::new(HashMap::new()),
-        inflight: Mutex::new(HashMap::new()),
+        pending: Mutex::new(IdMap::default()),
+        inflight: Mutex::new(IdMap::default()),
         next_id: AtomicI64::new(0),
         closed: CancellationToken::new(),
         input_done: AtomicBool::new(false),
@@ -683,8 +682,8 @@ pub(crate) fn detached_peer(
         shared: Arc::new(Shared {
             outbound,
             close_write: CancellationToken::new(),
-            pending: Mutex::new(HashMap::new()),
-            inflight: Mutex::new(HashMap::new()),
+            pending: Mutex::new(IdMap::default()),
+            inflight: Mutex::new(IdMap::default()),
             next_id: AtomicI64::new(0),
             closed: CancellationToken::new(),
             input_done: AtomicBool::new(true),

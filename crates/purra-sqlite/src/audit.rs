@@ -4,7 +4,8 @@
 //! Rows are only ever inserted (by [`append`], inside the transaction whose change they record); triggers
 //! in the schema abort any `UPDATE` or `DELETE` on the table, whoever issues it.
 
-use crate::store::{backend, from_ns};
+use crate::store::backend;
+use purra_core::stored::from_ns;
 use purra_core::{AuditEntry, StoreError};
 use rusqlite::{params, Connection};
 use serde_json::Value;

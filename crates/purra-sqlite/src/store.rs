@@ -25,6 +25,9 @@
 
 use crate::audit::append;
 use crate::migrate::{configure, migrate};
+use purra_core::stored::{
+    approval_id, approval_seq, claim_state, from_ns, json_error, outcome_kind, to_ns,
+};
 use purra_core::{
     check_reconciliation, ApprovalBinding, ApprovalGateway, ApprovalId, ApprovalIntent,
     ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalStatus, ApprovalView,
@@ -40,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// Options of [`SqliteStore::open_with`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,10 +188,6 @@ pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-fn json_error(e: serde_json::Error) -> StoreError {
-    StoreError::Backend(format!("stored JSON: {e}"))
-}
-
 fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     conn.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -202,18 +201,6 @@ struct Queue {
 
 fn lock_queue(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
     queue.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Nanoseconds since the Unix epoch (the stored form of every instant).
-pub(crate) fn to_ns(t: SystemTime) -> Result<i64, StoreError> {
-    let d = t
-        .duration_since(UNIX_EPOCH)
-        .map_err(|_| StoreError::Backend("instant before 1970".into()))?;
-    i64::try_from(d.as_nanos()).map_err(|_| StoreError::Backend("instant after 2262".into()))
-}
-
-pub(crate) fn from_ns(ns: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
 }
 
 fn now_ns() -> Result<i64, StoreError> {
@@ -291,32 +278,6 @@ fn close_owner(conn: &mut Connection, owner: &str) -> Result<(), StoreError> {
     .map_err(backend)?;
     append(&tx, at, owner, "closed", None, None, None, &json!({}))?;
     tx.commit().map_err(backend)
-}
-
-fn approval_seq(id: &ApprovalId) -> Option<i64> {
-    let n: i64 = id.0.strip_prefix("approval-")?.parse().ok()?;
-    (format!("approval-{n}") == id.0).then_some(n)
-}
-
-fn approval_id(seq: i64) -> ApprovalId {
-    ApprovalId(format!("approval-{seq}"))
-}
-
-fn outcome_kind(outcome: &EffectOutcome) -> &'static str {
-    match outcome {
-        EffectOutcome::Committed { .. } => "committed",
-        EffectOutcome::NotStarted => "not_started",
-        EffectOutcome::Unknown { .. } => "unknown",
-    }
-}
-
-fn claim_state(outcome_json: Option<String>) -> Result<ClaimState, StoreError> {
-    Ok(match outcome_json {
-        None => ClaimState::InFlight,
-        Some(text) => ClaimState::Completed {
-            outcome: serde_json::from_str(&text).map_err(json_error)?,
-        },
-    })
 }
 
 /// The row of one claim: `None` if never claimed, `Some(None)` if in flight.
@@ -1444,29 +1405,6 @@ impl RunStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn approval_ids_round_trip_and_reject_other_spellings() {
-        assert_eq!(approval_seq(&approval_id(42)), Some(42));
-        for bad in [
-            "approval-",
-            "approval-01",
-            "approval-+1",
-            "approval-x",
-            "42",
-            "",
-        ] {
-            assert_eq!(approval_seq(&ApprovalId(bad.into())), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn instants_are_stored_to_the_nanosecond() {
-        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
-        assert_eq!(to_ns(t), Ok(1_700_000_000_123_456_789));
-        assert_eq!(from_ns(to_ns(t).unwrap()), t);
-        assert!(to_ns(UNIX_EPOCH - Duration::from_secs(1)).is_err());
-    }
 
     #[tokio::test]
     async fn the_in_memory_store_keeps_the_contract_but_is_not_durable() {

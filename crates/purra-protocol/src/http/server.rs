@@ -28,7 +28,7 @@ use super::sse::encode_event;
 use crate::host_policy::HostPolicy;
 use crate::http_context::HttpContext;
 use crate::jsonrpc::{
-    decode_frame, encode_error, ErrorObject, Frame, Message, RequestId, RpcErrorCode,
+    decode_frame, encode_error, ErrorObject, Frame, IdMap, Message, RequestId, RpcErrorCode,
 };
 use crate::limit::Limiter;
 use crate::server::{Server, ServerSession};
@@ -578,7 +578,7 @@ struct Streams {
     /// By id, which is also the order of opening: the oldest come first when room is made.
     map: BTreeMap<u64, Stream>,
     /// Which stream each in-flight request's messages go to.
-    by_request: HashMap<RequestId, u64>,
+    by_request: IdMap<u64>,
     /// Bytes of events kept for replay, across streams.
     bytes: usize,
     next_arrival: u64,
@@ -718,7 +718,7 @@ impl HttpSession {
                 streams: Mutex::new(Streams {
                     next_id: 1,
                     map,
-                    by_request: HashMap::new(),
+                    by_request: IdMap::default(),
                     bytes: 0,
                     next_arrival: 0,
                 }),
@@ -1660,7 +1660,7 @@ mod tests {
         Streams {
             next_id: 10,
             map,
-            by_request: HashMap::new(),
+            by_request: IdMap::default(),
             bytes: 0,
             next_arrival: 0,
         }
