@@ -3,7 +3,8 @@
 # server-everything for the CLI tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
 # $PURRA_PEERS_DIR, the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28),
 # and oidc-provider (peers/oidc) for the auth tests; and Debian's postgresql package for the PostgreSQL store's tests
-# (scripts/postgres.sh install) when it is missing.
+# (scripts/postgres.sh install) and Debian's chromium and chromium-driver for the approver page's browser tests
+# (scripts/chromium.sh install) when they are missing.
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
@@ -64,6 +65,9 @@ grep -q "\"oidc-provider\": \"$OIDC_PROVIDER_VERSION\"" "$OIDC_DIR/package.json"
 
 # The tests' PostgreSQL server (Debian's postgresql package), installed with apt-get when missing.
 bash "$SCRIPT_DIR/postgres.sh" install
+# Headless Chromium and chromedriver for the approver page's browser tests, installed with apt-get
+# when missing.
+bash "$SCRIPT_DIR/chromium.sh" install
 
 WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 

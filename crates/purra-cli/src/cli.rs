@@ -50,8 +50,11 @@ Durable writes:
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
   Each takes --db PATH|URL (a SQLite file, default ./purra.db, or a postgres:// URL) and --json.
+  purra approvals serve                the approver page on 127.0.0.1:8470 (sign-in tokens
+                                       printed; --page-approver NAME, repeatable)
   purra gateway --config gateway.toml  serve bound upstream tools to MCP clients; writes
-                                       wait for `purra approvals approve ID` (or elicitation)
+                                       wait for `purra approvals approve ID` (or elicitation;
+                                       or the approver page beside it with --page)
 
 Examples:
   purra serve-example --http 127.0.0.1:3000
@@ -142,6 +145,32 @@ pub struct GatewayArgs {
     /// Check the configuration against the upstreams, print the bound tools and exit.
     #[arg(long)]
     pub check: bool,
+    /// Also serve the approver page on this address (loopback: 127.0.0.1:8470); decisions made
+    /// there wake this gateway's waiting calls at once.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8470")]
+    pub page: Option<std::net::SocketAddr>,
+    /// The approver page's options.
+    #[command(flatten)]
+    pub page_options: PageArgs,
+}
+
+/// Options of the approver page (`purra approvals serve`, `purra gateway --page`).
+#[derive(Debug, Clone, Args)]
+pub struct PageArgs {
+    /// Who may sign in to the page (repeatable; `operator` when none): each gets a random access
+    /// token, printed on stderr at start, recorded as the approver of their decisions.
+    #[arg(long = "page-approver", value_name = "NAME")]
+    pub approvers: Vec<String>,
+    /// Another host name the page is reached under, besides the loopback names (repeatable).
+    #[arg(long = "page-allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Seconds an approval made on the page authorizes dispatch.
+    #[arg(
+        long = "page-approval-ttl",
+        value_name = "SECS",
+        default_value_t = 3600
+    )]
+    pub approval_ttl: u64,
 }
 
 /// Options of every store subcommand.
@@ -186,6 +215,19 @@ pub enum ApprovalsCommand {
         /// Seconds the approval authorizes dispatch.
         #[arg(long, value_name = "SECS", default_value_t = 3600)]
         ttl: u64,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Serve the approver page for the store: pending approvals updated live, approve or deny
+    /// with a note, the history with effects, receipts and audit trails.
+    Serve {
+        /// Where to listen (loopback by default).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8470")]
+        listen: std::net::SocketAddr,
+        /// The page's options.
+        #[command(flatten)]
+        page: PageArgs,
         /// The store and output options.
         #[command(flatten)]
         store: StoreArgs,
@@ -491,7 +533,8 @@ impl ApprovalsCommand {
             ApprovalsCommand::List { store }
             | ApprovalsCommand::Show { store, .. }
             | ApprovalsCommand::Approve { store, .. }
-            | ApprovalsCommand::Deny { store, .. } => store,
+            | ApprovalsCommand::Deny { store, .. }
+            | ApprovalsCommand::Serve { store, .. } => store,
         }
     }
 }

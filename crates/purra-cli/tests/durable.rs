@@ -349,6 +349,7 @@ fn help_lists_the_store_subcommands() {
         "  3   conflict",
         "  78  the gateway's configuration file has mistakes",
         "purra approvals list|show ID|approve ID|deny ID [--note TEXT]",
+        "purra approvals serve                the approver page on 127.0.0.1:8470",
         "purra runs list|show ID",
         "purra gateway --config gateway.toml",
     ] {
@@ -376,7 +377,12 @@ fn help_lists_the_store_subcommands() {
     let both = purra(&tmp.0, &["demo", "--no-approve", "--interactive"]);
     expect_code(&both, 64);
     let gateway = expect_code(&purra(&tmp.0, &["gateway", "--help"]), 0);
-    for needle in ["--config <FILE>", "--check"] {
+    for needle in [
+        "--config <FILE>",
+        "--check",
+        "--page [<ADDR>]",
+        "--page-approver <NAME>",
+    ] {
         assert!(
             gateway.contains(needle),
             "{needle:?} missing from gateway --help:\n{gateway}"

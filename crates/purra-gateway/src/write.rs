@@ -170,14 +170,14 @@ impl Inner {
                     Ok(Some(r)) if r.state != ApprovalState::Prepared => {
                         return self.settle(b, &run_id, &s.approval_id, &args).await;
                     }
-                    Ok(_) => match self.prepare(intent, reg, &caller, &run_id, &args).await {
+                    Ok(_) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
                         Ok(id) => id,
                         Err(_) => return store_failed(tool),
                     },
                     Err(_) => return store_failed(tool),
                 }
             }
-            Ok(None) => match self.prepare(intent, reg, &caller, &run_id, &args).await {
+            Ok(None) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
                 Ok(id) => id,
                 Err(_) => return store_failed(tool),
             },
@@ -203,6 +203,7 @@ impl Inner {
         &self,
         intent: ApprovalIntent,
         reg: &ToolRegistration,
+        b: &Binding,
         caller: &Caller,
         run_id: &RunId,
         args: &Value,
@@ -226,7 +227,12 @@ impl Inner {
             requested_by,
             requested_at: SystemTime::now(),
             expires_at: None,
-            labels: BTreeMap::from([("gateway".to_owned(), self.settings.name.clone())]),
+            // What an approver is shown besides the intent: where the call goes.
+            labels: BTreeMap::from([
+                ("gateway".to_owned(), self.settings.name.clone()),
+                ("upstream".to_owned(), b.upstream.id.clone()),
+                ("upstream_tool".to_owned(), b.remote.clone()),
+            ]),
         };
         let id = self.approvals.prepare(request).await?;
         self.runs

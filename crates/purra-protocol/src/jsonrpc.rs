@@ -285,17 +285,23 @@ pub fn decode_frame(bytes: &[u8]) -> Frame {
         return Frame::Batch(
             items
                 .into_iter()
-                .map(|raw| decode_value(raw.get()))
+                .map(|raw| decode_value(raw.get(), true))
                 .collect(),
         );
     }
-    Frame::Single(decode_value(text))
+    Frame::Single(decode_value(text, false))
 }
 
-fn decode_value(text: &str) -> Result<Message, DecodeError> {
-    // Syntax first: a frame that is not JSON at all is a parse error, whatever its shape.
+/// Decodes one message; `in_json` says the text is already known to be JSON (a batch element,
+/// read as part of a JSON array).
+fn decode_value(text: &str, in_json: bool) -> Result<Message, DecodeError> {
+    // Syntax first: a frame that is not JSON at all is a parse error, whatever its shape. An
+    // element of a batch is JSON by then: if serde_json still cannot read it (a number beyond a
+    // double's range, which RFC 8259 lets a parser refuse), it is no JSON-RPC message (-32600),
+    // never a parse error inside a batch that parsed (found by the fuzz target `frame`).
     let env: Envelope<'_> = match serde_json::from_str(text) {
         Ok(env) => env,
+        Err(_) if in_json => return Err(DecodeError::invalid(None, "not a JSON-RPC object")),
         Err(e) if e.is_syntax() || e.is_eof() => return Err(DecodeError::parse(e)),
         Err(_) => {
             // Valid JSON of the wrong shape (not an object, or a field of a wrong type).
@@ -486,6 +492,28 @@ pub(crate) fn from_params<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the fuzz target `frame`: a batch element serde_json cannot read although the
+    /// batch is JSON (a number beyond a double's range) was answered as a parse error.
+    #[test]
+    fn an_unreadable_batch_element_is_an_invalid_request() {
+        let Frame::Batch(items) = decode_frame(b"[2e1000 ]\n\r") else {
+            panic!("not a batch");
+        };
+        assert_eq!(items.len(), 1);
+        let e = items[0].as_ref().unwrap_err();
+        assert_eq!(e.error.code, RpcErrorCode::INVALID_REQUEST);
+        assert_eq!(e.id, None);
+        // Beside a good element, which still decodes.
+        let Frame::Batch(items) =
+            decode_frame(br#"[{"jsonrpc":"2.0","method":"ping","id":1},{"method":1e999}]"#)
+        else {
+            panic!("not a batch");
+        };
+        assert!(matches!(&items[0], Ok(Message::Request { method, .. }) if method == "ping"));
+        let e = items[1].as_ref().unwrap_err();
+        assert_eq!(e.error.code, RpcErrorCode::INVALID_REQUEST);
+    }
 
     /// Found by the fuzz target `frame`: invalid UTF-8 in a member the envelope ignores was
     /// answered -32600 (or decoded), although the frame is not JSON.

@@ -115,6 +115,14 @@ impl AnyStore {
         }
     }
 
+    /// The operator's view, shared (an approver page holds it).
+    pub fn operator(&self) -> Arc<dyn OperatorStore> {
+        match self {
+            AnyStore::Sqlite(s) => s.clone(),
+            AnyStore::Postgres(s) => s.clone(),
+        }
+    }
+
     /// The store as an agent's approval gateway.
     pub fn gateway(&self) -> Arc<dyn ApprovalGateway> {
         match self {

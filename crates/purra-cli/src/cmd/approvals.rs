@@ -1,4 +1,5 @@
-//! `purra approvals list | show ID | approve ID | deny ID`: the approvals in a store.
+//! `purra approvals list | show ID | approve ID | deny ID | serve`: the approvals in a store, and
+//! the approver page over it.
 
 use std::time::{Duration, SystemTime};
 
@@ -83,6 +84,13 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             if !json_out {
                 println!("the call is never sent");
             }
+        }
+        ApprovalsCommand::Serve { listen, page, .. } => {
+            let bound =
+                crate::cmd::page::bind(db.operator(), None, *listen, page, "purra approvals")
+                    .await?;
+            eprintln!("purra approvals: store {}", location.shown());
+            bound.serve(crate::cmd::interrupted()).await?;
         }
     }
     Ok(())

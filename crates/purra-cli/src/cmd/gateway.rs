@@ -4,6 +4,9 @@
 //! The configuration is read and checked first; every mistake is printed with its file, line
 //! and key, and the command exits 78 before anything is served. Operational messages go to
 //! stderr, prefixed `purra gateway:`; over HTTP the first line is `purra gateway: serving URL`.
+//! With `--page`, the approver page is served beside it (`purra gateway: approver page at URL`,
+//! then one sign-in token per approver); its decisions go through [`Gateway::decide`], which wakes
+//! this process's waiting calls at once.
 
 use std::sync::Arc;
 
@@ -21,6 +24,8 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Config(e.to_string()))?;
     let settings = loaded.config.gateway.clone();
+    // The approver page (`--page`) reads the same store through its operator view.
+    let mut operator: Option<Arc<dyn purra_core::OperatorStore>> = None;
     let store: Arc<dyn GatewayStore> =
         if args.check {
             // A check touches no store.
@@ -36,6 +41,7 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
                 .map_err(|e| {
                     Failure::store("store", format!("cannot open the store {location}: {e}"))
                 })?;
+            operator = Some(store.operator());
             Arc::new(store)
         };
     let options = StartOptions::default().log(|m| eprintln!("purra gateway: {m}"));
@@ -62,6 +68,37 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         tools.join(", "),
         shown_db(&settings.db)
     );
+    // The page decides through the gateway, so its waiting calls wake at once.
+    let page_stop = purra_protocol::CancellationToken::new();
+    let page_task = match (args.page, operator) {
+        (Some(addr), Some(store)) => {
+            let g = gateway.clone();
+            let decide: purra_page::Decide = Arc::new(move |id, decision| {
+                let g = g.clone();
+                Box::pin(async move { g.decide(id, decision).await })
+            });
+            let bound = match crate::cmd::page::bind(
+                store,
+                Some(decide),
+                addr,
+                &args.page_options,
+                "purra gateway",
+            )
+            .await
+            {
+                Ok(b) => b,
+                Err(e) => {
+                    gateway.shutdown().await;
+                    return Err(e);
+                }
+            };
+            let stop = page_stop.clone();
+            Some(tokio::spawn(
+                bound.serve(async move { stop.cancelled().await }),
+            ))
+        }
+        _ => None,
+    };
     let result = match settings.listen {
         Listen::Stdio => {
             tokio::select! {
@@ -71,6 +108,10 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         }
         Listen::Http(addr) => serve_http(&gateway, addr).await,
     };
+    page_stop.cancel();
+    if let Some(task) = page_task {
+        let _ = task.await;
+    }
     gateway.shutdown().await;
     result
 }

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod gateway;
 pub mod inspect;
 pub mod login;
+pub mod page;
 pub mod prompt;
 pub mod read;
 pub mod runs;

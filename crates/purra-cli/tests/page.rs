@@ -1,0 +1,593 @@
+//! The approver page in a real headless Chromium (Debian's `chromium`, driven through
+//! `chromedriver` over WebDriver): served by `purra gateway --page` in front of the official
+//! Python SDK upstream with its fsynced ledger and a Python SDK downstream client, and by
+//! `purra approvals serve --db` on a store another process writes. A pending write appears
+//! without a reload, is approved (or denied) on the page and its effect becomes `committed`
+//! with exactly one request upstream; a forged cross-site POST and a request without the session
+//! cookie are refused; two browser sessions racing to decide one approval: exactly one wins; a
+//! page in another process than the gateway, on PostgreSQL, wakes the gateway's waiting write.
+//!
+//! With `PURRA_SCREENSHOTS=1` the approval test also writes the screenshots of the README
+//! (`docs/approver-page-pending.png`, `docs/approver-page-history.png`).
+
+#[path = "support/webdriver.rs"]
+mod webdriver;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use purra_core::{ApprovalGateway, ApprovalId, ApprovalState, Verdict};
+use serde_json::{json, Value};
+use webdriver::{Browser, WAIT};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn peer(p: PathBuf) -> String {
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p.to_string_lossy().into_owned()
+}
+
+fn python() -> String {
+    let peers = std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"));
+    peer(peers.join("venv/bin/python"))
+}
+
+/// A fresh directory (removed when dropped): configuration, store, upstream ledger.
+struct Scenario {
+    dir: PathBuf,
+    /// The store: `gateway.db` in the directory, or a fresh PostgreSQL schema.
+    db: String,
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Scenario {
+    fn new(name: &str) -> Scenario {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("purra-page-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let db = dir.join("gateway.db").to_string_lossy().into_owned();
+        Scenario { dir, db }
+    }
+
+    /// A scenario whose store is a fresh schema of the test command's PostgreSQL server.
+    fn on_postgres(name: &str) -> Scenario {
+        let url = std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
+            panic!("PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh")
+        });
+        let mut sc = Scenario::new(name);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+        sc.db = format!("{url}?schema=page_{name}_{}_{nanos}", std::process::id());
+        sc
+    }
+
+    fn db(&self) -> String {
+        self.db.clone()
+    }
+
+    /// A gateway over the Python SDK upstream: `set_value` bound as a write for the Python client.
+    fn write_config(&self) -> String {
+        let upstream = peer(repo_root().join("peers/python/gateway_upstream.py"));
+        let text = format!(
+            r#"[gateway]
+name = "gw"
+db = {db:?}
+listen = "127.0.0.1:0"
+approval_wait = "90s"
+progress_interval = "1s"
+approval_ttl = "10m"
+
+[upstreams.values]
+command = [{python:?}, {upstream:?}, "--dir", {dir:?}, "--scenario", "normal"]
+
+[writes.set_value]
+upstream = "values"
+title = "Set the value"
+effect = "write"
+binding_id = "values"
+binding_revision = "1"
+scope_id = "values-clients"
+scope_revision = "1"
+
+[writes.set_value.scope]
+clients = ["gateway-client-python"]
+arguments = ["len(value) <= 40"]
+"#,
+            python = python(),
+            dir = self.dir.to_string_lossy(),
+            db = self.db,
+        );
+        let path = self.dir.join("gateway.toml");
+        std::fs::write(&path, text).expect("config");
+        path.to_string_lossy().into_owned()
+    }
+
+    /// How many `set_value` requests reached the upstream (its fsynced ledger).
+    fn writes(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("ledger.txt"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("call set_value"))
+            .count()
+    }
+
+    /// `purra approvals show ID --db DB --json`.
+    fn show(&self, id: &str) -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_purra"))
+            .args(["approvals", "show", id, "--db", &self.db(), "--json"])
+            .output()
+            .expect("purra approvals show");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        serde_json::from_slice(&out.stdout).expect("json")
+    }
+
+    /// Prepares an approval in the store from this process (as a gateway elsewhere would).
+    fn prepare(&self, value: &str) -> ApprovalId {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let store = purra_sqlite::SqliteStore::open(self.db()).expect("store");
+            store
+                .prepare(purra_store_tests::request(value))
+                .await
+                .expect("prepare")
+        })
+    }
+
+    fn state(&self, id: &ApprovalId) -> ApprovalState {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let store = purra_sqlite::SqliteStore::open(self.db()).expect("store");
+            store
+                .record(id.clone())
+                .await
+                .expect("record")
+                .expect("exists")
+                .state
+        })
+    }
+}
+
+/// The lines `from` prints, as `keep` maps them (None: dropped), on a channel as they come.
+fn lines_of<T: Send + 'static>(
+    from: impl Read + Send + 'static,
+    keep: impl Fn(String) -> Option<T> + Send + 'static,
+) -> Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if let Some(v) = keep(line) {
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// A `purra` process the test started, its stderr lines on a channel; killed when dropped.
+struct Purra {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Purra {
+    fn start(args: &[&str]) -> Purra {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn purra");
+        let lines = lines_of(child.stderr.take().expect("stderr"), |line| {
+            eprintln!("[purra] {line}");
+            Some(line)
+        });
+        Purra { child, lines }
+    }
+
+    /// Waits for a stderr line starting with `prefix`; the rest of it.
+    fn line(&self, prefix: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(WAIT.saturating_sub(start.elapsed()))
+                .unwrap_or_else(|_| panic!("purra never printed {prefix:?}"));
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_owned();
+            }
+        }
+    }
+}
+
+impl Drop for Purra {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `purra gateway --page` for `sc`: (process, MCP URL, page URL, ada's token).
+fn gateway(sc: &Scenario) -> (Purra, String, String, String) {
+    let config = sc.write_config();
+    let p = Purra::start(&[
+        "gateway",
+        "--config",
+        &config,
+        "--page",
+        "127.0.0.1:0",
+        "--page-approver",
+        "ada",
+    ]);
+    let page = p.line("purra gateway: approver page at ");
+    let token = p.line("purra gateway: sign-in token for ada: ");
+    let mcp = p.line("purra gateway: serving ");
+    (p, mcp, page, token)
+}
+
+/// `purra gateway` for `sc` without a page: (process, MCP URL).
+fn gateway_alone(sc: &Scenario) -> (Purra, String) {
+    let config = sc.write_config();
+    let p = Purra::start(&["gateway", "--config", &config]);
+    let mcp = p.line("purra gateway: serving ");
+    (p, mcp)
+}
+
+/// `purra approvals serve` on `sc`'s store for ada and bob: (process, page URL, tokens).
+fn approvals_serve(sc: &Scenario) -> (Purra, String, String, String) {
+    let p = Purra::start(&[
+        "approvals",
+        "serve",
+        "--db",
+        &sc.db(),
+        "--listen",
+        "127.0.0.1:0",
+        "--page-approver",
+        "ada",
+        "--page-approver",
+        "bob",
+    ]);
+    let page = p.line("purra approvals: approver page at ");
+    let ada = p.line("purra approvals: sign-in token for ada: ");
+    let bob = p.line("purra approvals: sign-in token for bob: ");
+    (p, page, ada, bob)
+}
+
+/// The Python SDK client calling `set_value` through the gateway; its printed lines.
+struct Client {
+    child: Child,
+    lines: Receiver<Value>,
+}
+
+impl Client {
+    fn set_value(mcp: &str, value: &str) -> Client {
+        let steps = json!([{"call": "set_value", "args": {"value": value}}]);
+        let mut child = Command::new(python())
+            .arg(peer(repo_root().join("peers/python/gateway_client.py")))
+            .args(["--steps", &steps.to_string(), "--http", mcp])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn client");
+        let lines = lines_of(child.stdout.take().expect("stdout"), |line| {
+            serde_json::from_str::<Value>(&line).ok()
+        });
+        Client { child, lines }
+    }
+
+    /// The result of its call.
+    fn result(&self) -> Value {
+        let start = Instant::now();
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(WAIT.saturating_sub(start.elapsed()))
+                .expect("the client printed no result");
+            if v["step"] == "call" {
+                return v["result"].clone();
+            }
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Signs in on `page` with `token`; waits for the pending list and its live updates.
+fn sign_in(b: &Browser, page: &str, token: &str, who: &str) {
+    b.goto(&format!("{page}login"));
+    b.type_css("#token", token);
+    b.click_css("#login");
+    b.wait_text("#approver", who);
+    // The live-update stream is open and the list read since.
+    b.wait_for("body[data-synced=yes]");
+}
+
+/// Writes a screenshot to docs/ with `PURRA_SCREENSHOTS=1`; checks it is a PNG either way.
+fn screenshot(b: &Browser, name: &str) {
+    let png = b.screenshot();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    if std::env::var_os("PURRA_SCREENSHOTS").is_some_and(|v| v == "1") {
+        std::fs::write(repo_root().join("docs").join(name), png).expect("write screenshot");
+    }
+}
+
+#[test]
+fn a_pending_write_appears_without_reload_is_approved_on_the_page_and_commits_once() {
+    let sc = Scenario::new("approve");
+    let (_gw, mcp, page, token) = gateway(&sc);
+    // Tall enough for the history's audit trail in the screenshot.
+    let b = Browser::new(1100, 1500);
+    sign_in(&b, &page, &token, "ada");
+    b.wait_text("#count", "0");
+    // The session cookie: HttpOnly, SameSite=Strict.
+    let cookies = b.cookies();
+    let session = cookies
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "purra_page_session"))
+        .unwrap_or_else(|| panic!("no session cookie in {cookies}"));
+    assert_eq!(session["httpOnly"], true);
+    assert_eq!(session["sameSite"], "Strict");
+    assert_eq!(b.script("return document.cookie"), json!(""));
+    // A marker a reload would erase.
+    b.script("window.purraMarker = 'still here'; return null");
+
+    let client = Client::set_value(&mcp, "from-the-page");
+    b.wait_for("#approve-approval-1");
+    assert_eq!(b.script("return window.purraMarker"), json!("still here"));
+    assert_eq!(b.url(), page);
+    let card = b.text_css("#pending-approval-1");
+    for shown in [
+        "set_value approval-1",
+        "Upstream\nvalues",
+        "Upstream tool\nset_value",
+        "(gateway-client-python)",
+        "value\nfrom-the-page",
+        "Binding\nvalues @",
+        "Scope\nvalues-clients @ 1",
+    ] {
+        assert!(card.contains(shown), "{shown:?} not in {card:?}");
+    }
+    screenshot(&b, "approver-page-pending.png");
+    b.type_css("#note-approval-1", "checked with the owner");
+    b.click_css("#approve-approval-1");
+    b.wait_text("#status", "approval-1 approved by ada");
+    // The waiting call woke, claimed and sent the write once.
+    let result = client.result();
+    assert_eq!(
+        result["structuredContent"],
+        json!({"stored": "from-the-page"})
+    );
+    b.wait_text("#count", "0");
+
+    b.goto(&format!("{page}history"));
+    b.wait_for("body[data-synced=yes]");
+    b.wait_text("#effect-approval-1", "committed");
+    let card = b.text_css("#history-approval-1");
+    assert!(
+        card.contains("approved by ada at ") && card.contains(" UTC: checked with the owner\n"),
+        "{card:?}"
+    );
+    b.click_css("#history-approval-1 details.trail summary");
+    screenshot(&b, "approver-page-history.png");
+    assert_eq!(sc.writes(), 1);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["effect"], "committed");
+    assert_eq!(shown["dispatches"], 1);
+    assert_eq!(shown["decision"]["approver"], "ada");
+    assert_eq!(shown["decision"]["note"], "checked with the owner");
+}
+
+#[test]
+fn a_write_denied_on_the_page_is_never_sent() {
+    let sc = Scenario::new("deny");
+    let (_gw, mcp, page, token) = gateway(&sc);
+    let b = Browser::new(1100, 1000);
+    sign_in(&b, &page, &token, "ada");
+    let client = Client::set_value(&mcp, "not-this");
+    b.wait_for("#deny-approval-1");
+    b.type_css("#note-approval-1", "wrong value");
+    b.click_css("#deny-approval-1");
+    b.wait_text("#status", "approval-1 denied by ada");
+    let result = client.result();
+    assert_eq!(result["isError"], true);
+    assert_eq!(
+        result["content"][0]["text"],
+        "set_value was not sent: approval approval-1 was denied by ada (note: wrong value) (approval_denied)"
+    );
+    b.goto(&format!("{page}history"));
+    b.wait_text("#effect-approval-1", "never_dispatched");
+    assert_eq!(sc.writes(), 0);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["state"], "denied");
+    assert_eq!(shown["decision"]["note"], "wrong value");
+}
+
+/// Serves `html` to every request on a new loopback port (the attacker's site); its port.
+fn attacker_site(html: String) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{html}",
+                html.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn a_forged_cross_site_post_and_a_request_without_the_session_cookie_are_refused() {
+    let sc = Scenario::new("forged");
+    let id = sc.prepare("forge-me");
+    let (_p, page, ada, _bob) = approvals_serve(&sc);
+    let b = Browser::new(1000, 800);
+    sign_in(&b, &page, &ada, "ada");
+    b.wait_for("#approve-approval-1");
+
+    // Another site (localhost is another site than 127.0.0.1) posts a decision form at the page.
+    let forged = format!(
+        "<!doctype html><form id=f method=post action=\"{page}approvals/approval-1/decide\">\
+         <input name=verdict value=approve><input name=csrf value=guessed></form>\
+         <script>document.getElementById('f').submit()</script>"
+    );
+    let port = attacker_site(forged);
+    b.goto(&format!("http://localhost:{port}/"));
+    let start = Instant::now();
+    while !b.url().starts_with(&page) {
+        assert!(start.elapsed() < WAIT, "the forged form was never posted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    b.wait_text(
+        "#message",
+        "refused: a cross-site request cannot change anything here",
+    );
+    assert_eq!(sc.state(&id), ApprovalState::Prepared);
+
+    // The page again, then the session cookie removed: the page's own request is refused.
+    b.goto(&page);
+    b.wait_for("body[data-synced=yes]");
+    b.wait_for("#approve-approval-1");
+    b.delete_cookies();
+    b.click_css("#approve-approval-1");
+    b.wait_text("#status", "refused: sign in first (no session)");
+    assert_eq!(sc.state(&id), ApprovalState::Prepared);
+    // The page itself then finds the session gone and offers to sign in again.
+    b.click_css("#signed-out a");
+    b.wait_for("#token");
+    assert_eq!(b.url(), format!("{page}login"));
+}
+
+#[test]
+fn two_sessions_racing_to_decide_one_approval_exactly_one_wins() {
+    let sc = Scenario::new("race");
+    // The store exists before the page starts; approvals arrive from another process.
+    sc.prepare("round-0");
+    let (_p, page, ada_token, bob_token) = approvals_serve(&sc);
+    let ada = Browser::new(1000, 800);
+    let bob = Browser::new(1000, 800);
+    sign_in(&ada, &page, &ada_token, "ada");
+    sign_in(&bob, &page, &bob_token, "bob");
+    let mut wins = [0usize; 2];
+    for round in 1..=3 {
+        let id = sc.prepare(&format!("round-{round}"));
+        let sel = format!("#approve-{}", id.0);
+        for b in [&ada, &bob] {
+            b.wait_for(&sel);
+            // Writing a note holds live updates back, so both forms stay as they were.
+            b.type_css(&format!("#note-{}", id.0), "mine");
+            b.script("document.getElementById('status').textContent = ''; return null");
+        }
+        let ada_button = ada.wait_for(&sel);
+        let bob_button = bob.wait_for(&format!("#deny-{}", id.0));
+        std::thread::scope(|s| {
+            s.spawn(|| ada.click(&ada_button));
+            s.spawn(|| bob.click(&bob_button));
+        });
+        let read = |b: &Browser| {
+            let start = Instant::now();
+            loop {
+                let t = b.text_css("#status");
+                if !t.is_empty() {
+                    return t;
+                }
+                assert!(start.elapsed() < WAIT, "no answer shown");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+        let (a, bo) = (read(&ada), read(&bob));
+        let ApprovalState::Decided(d) = sc.state(&id) else {
+            panic!("round {round}: not decided")
+        };
+        let (winner, loser, word) = match d.verdict {
+            Verdict::Approve => (&a, &bo, "approved"),
+            Verdict::Deny => (&bo, &a, "denied"),
+        };
+        let who = if d.verdict == Verdict::Approve {
+            "ada"
+        } else {
+            "bob"
+        };
+        wins[usize::from(who == "bob")] += 1;
+        assert_eq!(d.approver, who);
+        assert_eq!(
+            winner,
+            &format!("{} {word} by {who}", id.0),
+            "round {round}"
+        );
+        assert_eq!(
+            loser,
+            &format!(
+                "conflict: {} was already decided: {word} by {who} ({word})",
+                id.0
+            ),
+            "round {round}"
+        );
+    }
+    assert_eq!(wins[0] + wins[1], 3);
+}
+
+#[test]
+fn a_decision_on_a_page_in_another_process_wakes_a_gateway_on_postgresql() {
+    let sc = Scenario::on_postgres("wake");
+    let (_gw, mcp) = gateway_alone(&sc);
+    // The page is another process on the same PostgreSQL schema: it hears of the pending
+    // write, and the gateway of the decision, through the store's notifications.
+    let (_page, page, ada, _bob) = approvals_serve(&sc);
+    let b = Browser::new(1000, 800);
+    sign_in(&b, &page, &ada, "ada");
+    let client = Client::set_value(&mcp, "over-postgres");
+    b.wait_for("#approve-approval-1");
+    b.click_css("#approve-approval-1");
+    b.wait_text("#status", "approval-1 approved by ada");
+    let result = client.result();
+    assert_eq!(
+        result["structuredContent"],
+        json!({"stored": "over-postgres"})
+    );
+    b.goto(&format!("{page}history"));
+    b.wait_text("#effect-approval-1", "committed");
+    assert_eq!(sc.writes(), 1);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["effect"], "committed");
+    assert_eq!(shown["dispatches"], 1);
+    assert_eq!(shown["decision"]["approver"], "ada");
+}

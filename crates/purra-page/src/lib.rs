@@ -1,0 +1,750 @@
+//! purra-page: the approver page, served over any purra store (SQLite or PostgreSQL).
+//!
+//! A person who approves writes signs in with a random access token (one per approver, printed by
+//! whoever starts the page) and gets a session in an `HttpOnly`, `SameSite=Strict` cookie. The page
+//! lists pending approvals with everything the approver approves (tool, upstream, arguments readably
+//! and as exact JSON, intent digest, binding and scope revisions, who asked and when, time left),
+//! updates live from the store's events (server-sent events, no reload), approves or denies with a
+//! note (the approver's identity goes into the decision), and shows the history: decisions, effects
+//! (`committed`, `not_started`, `unknown`), receipts and audit trails, with the reconciliation of an
+//! `unknown` outcome, only with evidence.
+//!
+//! Every request passes the MCP endpoints' Host and Origin policy ([`HostPolicy`], loopback by
+//! default); every state-changing request must come from the page's own origin and repeat the
+//! session's CSRF token. The HTML is rendered on the server; one small script (live updates, time
+//! left, decisions without leaving the page) and one style sheet are served by the page itself.
+//!
+//! ```no_run
+//! # async fn run(store: std::sync::Arc<dyn purra_core::OperatorStore>) -> std::io::Result<()> {
+//! let page = purra_page::Page::new(store, purra_page::PageConfig::default().approver("ada"));
+//! for (approver, token) in page.tokens() {
+//!     eprintln!("sign-in token for {approver}: {token}");
+//! }
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! page.serve(listener, std::future::pending()).await
+//! # }
+//! ```
+
+mod render;
+mod session;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{header, HeaderValue, Method, StatusCode};
+use purra_core::{
+    ApprovalId, ApprovalQuery, ApprovalState, ApprovalStatus, ApprovalView, BoxFuture, Decision,
+    EffectOutcome, OperatorStore, StoreError, Verdict,
+};
+use purra_protocol::CancellationToken;
+pub use purra_protocol::HostPolicy;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use render::{Item, View};
+use session::{Session, Sessions};
+
+/// How a decision is recorded: the store's own `decide` by default; a gateway in the same process
+/// records it through itself so its waiting calls wake at once.
+pub type Decide =
+    Arc<dyn Fn(ApprovalId, Decision) -> BoxFuture<'static, Result<(), StoreError>> + Send + Sync>;
+
+/// The page's settings.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct PageConfig {
+    /// Who may sign in (each gets an access token); `operator` when none is named.
+    pub approvers: Vec<String>,
+    /// The Host and Origin policy (loopback names by default).
+    pub host_policy: HostPolicy,
+    /// How long an approval made on the page authorizes dispatch.
+    pub approval_ttl: Duration,
+    /// How long a session lasts.
+    pub session_ttl: Duration,
+    /// The most sessions open at once (the oldest is closed to make room).
+    pub max_sessions: usize,
+    /// The most live-update streams open at once (beyond: 503).
+    pub max_streams: usize,
+    /// The most history entries shown (the newest).
+    pub history_limit: usize,
+}
+
+impl Default for PageConfig {
+    fn default() -> Self {
+        PageConfig {
+            approvers: Vec::new(),
+            host_policy: HostPolicy::loopback(),
+            approval_ttl: Duration::from_secs(3600),
+            session_ttl: Duration::from_secs(12 * 3600),
+            max_sessions: 256,
+            max_streams: 64,
+            history_limit: 200,
+        }
+    }
+}
+
+impl PageConfig {
+    /// Adds an approver who may sign in.
+    pub fn approver(mut self, name: impl Into<String>) -> Self {
+        self.approvers.push(name.into());
+        self
+    }
+
+    /// Replaces the Host and Origin policy.
+    pub fn host_policy(mut self, policy: HostPolicy) -> Self {
+        self.host_policy = policy;
+        self
+    }
+
+    /// How long an approval made on the page authorizes dispatch.
+    pub fn approval_ttl(mut self, ttl: Duration) -> Self {
+        self.approval_ttl = ttl;
+        self
+    }
+}
+
+/// The longest request body the page reads (forms are small).
+const MAX_BODY: usize = 16 * 1024;
+/// The longest note kept with a decision, in characters.
+const MAX_NOTE: usize = 2000;
+/// The longest reconciliation evidence, in characters.
+const MAX_EVIDENCE: usize = 4000;
+/// A comment on an idle live-update stream this often (and a check that its session still lives).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+const SCRIPT: &str = include_str!("page.js");
+const STYLE: &str = include_str!("page.css");
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The approver page over one store. Cheap to clone.
+#[derive(Clone)]
+pub struct Page {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Page {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Page")
+            .field("approvers", &self.inner.config.approvers)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    store: Arc<dyn OperatorStore>,
+    decide: Decide,
+    config: PageConfig,
+    /// (approver, access token), in the configuration's order.
+    tokens: Vec<(String, String)>,
+    sessions: Sessions,
+    streams: Arc<Semaphore>,
+    stop: CancellationToken,
+}
+
+impl Page {
+    /// A page over `store`, deciding with the store's own `decide`; one fresh access token per
+    /// approver.
+    pub fn new(store: Arc<dyn OperatorStore>, config: PageConfig) -> Page {
+        let decider = store.clone();
+        let decide: Decide = Arc::new(move |id, decision| {
+            let store = decider.clone();
+            Box::pin(async move { store.decide(id, decision).await })
+        });
+        Page::with_decide(store, config, decide)
+    }
+
+    /// A page over `store` whose decisions are recorded by `decide` (a gateway's, which also
+    /// wakes the calls waiting in its process).
+    pub fn with_decide(
+        store: Arc<dyn OperatorStore>,
+        mut config: PageConfig,
+        decide: Decide,
+    ) -> Page {
+        if config.approvers.is_empty() {
+            config.approvers.push("operator".to_owned());
+        }
+        config.approvers.dedup();
+        let tokens = config
+            .approvers
+            .iter()
+            .map(|a| (a.clone(), session::random_token()))
+            .collect();
+        Page {
+            inner: Arc::new(Inner {
+                store,
+                decide,
+                sessions: Sessions::new(config.max_sessions, config.session_ttl),
+                streams: Arc::new(Semaphore::new(config.max_streams)),
+                config,
+                tokens,
+                stop: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Each approver's access token (show them to the approvers, nowhere else).
+    pub fn tokens(&self) -> &[(String, String)] {
+        &self.inner.tokens
+    }
+
+    /// The page as a router (mount it or serve it).
+    pub fn router(&self) -> axum::Router {
+        axum::Router::new()
+            .fallback(handle)
+            .with_state(self.inner.clone())
+    }
+
+    /// Serves the page on `listener` until `shutdown` completes (live-update streams end then too).
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let stop = self.inner.stop.clone();
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                stop.cancel();
+            })
+            .await
+    }
+}
+
+async fn handle(State(page): State<Arc<Inner>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let mut resp = route(&page, &parts, body).await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+async fn route(page: &Arc<Inner>, parts: &Parts, body: Body) -> Response {
+    if let Err(e) = page.config.host_policy.check(&parts.uri, &parts.headers) {
+        return refusal(parts, StatusCode::FORBIDDEN, &format!("refused: {e}"));
+    }
+    let path = parts.uri.path();
+    let get = parts.method == Method::GET;
+    let post = parts.method == Method::POST;
+    match path {
+        "/page.js" if get => asset(SCRIPT, "text/javascript; charset=utf-8"),
+        "/page.css" if get => asset(STYLE, "text/css; charset=utf-8"),
+        "/login" if get => html(StatusCode::OK, render::login(None)),
+        "/login" if post => login(page, parts, body).await,
+        "/logout" if post => logout(page, parts, body).await,
+        "/" if get => whole(page, parts, View::Pending).await,
+        "/history" if get => whole(page, parts, View::History).await,
+        "/fragment/pending" if get => fragment(page, parts, View::Pending).await,
+        "/fragment/history" if get => fragment(page, parts, View::History).await,
+        "/events" if get => events(page, parts),
+        _ if path.starts_with("/approvals/") && post => {
+            let rest = &path["/approvals/".len()..];
+            match rest.rsplit_once('/') {
+                Some((id, "decide")) if !id.is_empty() => decide(page, parts, body, id).await,
+                Some((id, "reconcile")) if !id.is_empty() => reconcile(page, parts, body, id).await,
+                _ => not_found(),
+            }
+        }
+        "/page.js" | "/page.css" | "/login" | "/logout" | "/" | "/history"
+        | "/fragment/pending" | "/fragment/history" | "/events" => {
+            text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+        }
+        _ => not_found(),
+    }
+}
+
+fn not_found() -> Response {
+    text(StatusCode::NOT_FOUND, "not found")
+}
+
+fn text(status: StatusCode, body: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body.to_owned(),
+    )
+        .into_response()
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+fn asset(body: &'static str, kind: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
+}
+
+fn see_other(to: &'static str) -> Response {
+    (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response()
+}
+
+/// Whether the client asked for JSON (the page's script does).
+fn wants_json(parts: &Parts) -> bool {
+    parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/json"))
+}
+
+/// A refusal or an answer to a state-changing request: JSON `{ok, message}` for the script, a
+/// small page for a form posted without it.
+fn answer(parts: &Parts, status: StatusCode, message: &str) -> Response {
+    if wants_json(parts) {
+        let body = json!({"ok": status.is_success(), "message": message}).to_string();
+        (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    } else {
+        let title = if status.is_success() {
+            "Done"
+        } else {
+            "Refused"
+        };
+        html(status, render::message(title, message))
+    }
+}
+
+fn refusal(parts: &Parts, status: StatusCode, message: &str) -> Response {
+    answer(parts, status, message)
+}
+
+/// The session of the request's cookie, if it is live.
+fn session(page: &Inner, parts: &Parts) -> Option<(String, Session)> {
+    let id = session::cookie_session(&parts.headers)?;
+    let s = page.sessions.get(&id)?;
+    Some((id, s))
+}
+
+/// A state-changing request must come from the page itself: its `Origin`, when sent, is exactly
+/// the page's own (`http://` or `https://` and the `Host` the request names), and a browser's
+/// `Sec-Fetch-Site` says `same-origin` (or `none`: typed by the user).
+fn same_origin(parts: &Parts) -> Result<(), &'static str> {
+    if let Some(site) = parts.headers.get("sec-fetch-site") {
+        if !matches!(site.to_str(), Ok("same-origin" | "none")) {
+            return Err("refused: a cross-site request cannot change anything here");
+        }
+    }
+    if let Some(origin) = parts.headers.get(header::ORIGIN) {
+        let host = parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        // `https://` too: behind a proxy that terminates TLS the page's origin is that.
+        let own = |scheme: &str| format!("{scheme}://{host}");
+        let origin = origin.to_str().unwrap_or("");
+        if host.is_empty() || (origin != own("http") && origin != own("https")) {
+            return Err("refused: the request does not come from this page's origin");
+        }
+    }
+    Ok(())
+}
+
+/// Reads a form body (bounded) into its fields.
+async fn form(body: Body) -> Result<Vec<(String, String)>, &'static str> {
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| "refused: the form is too large")?;
+    Ok(form_urlencoded::parse(&bytes).into_owned().collect())
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// The checks every state-changing request passes: same origin, a live session, its CSRF token.
+async fn checked(
+    page: &Inner,
+    parts: &Parts,
+    body: Body,
+) -> Result<(String, Session, Vec<(String, String)>), Response> {
+    same_origin(parts).map_err(|m| refusal(parts, StatusCode::FORBIDDEN, m))?;
+    let Some((id, s)) = session(page, parts) else {
+        return Err(refusal(
+            parts,
+            StatusCode::UNAUTHORIZED,
+            "refused: sign in first (no session)",
+        ));
+    };
+    let fields = form(body)
+        .await
+        .map_err(|m| refusal(parts, StatusCode::PAYLOAD_TOO_LARGE, m))?;
+    let csrf_ok = field(&fields, "csrf").is_some_and(|t| session::same_secret(t, &s.csrf));
+    if !csrf_ok {
+        return Err(refusal(
+            parts,
+            StatusCode::FORBIDDEN,
+            "refused: the form's CSRF token is missing or wrong (reload the page)",
+        ));
+    }
+    Ok((id, s, fields))
+}
+
+async fn login(page: &Inner, parts: &Parts, body: Body) -> Response {
+    if let Err(m) = same_origin(parts) {
+        return html(StatusCode::FORBIDDEN, render::login(Some(m)));
+    }
+    let fields = match form(body).await {
+        Ok(f) => f,
+        Err(m) => return html(StatusCode::PAYLOAD_TOO_LARGE, render::login(Some(m))),
+    };
+    let given = field(&fields, "token").unwrap_or("").trim();
+    // Every token is compared, so the time taken does not tell which approver nearly matched.
+    let mut found = None;
+    for (approver, token) in &page.tokens {
+        if session::same_secret(given, token) {
+            found = Some(approver.clone());
+        }
+    }
+    let Some(approver) = found else {
+        return html(
+            StatusCode::UNAUTHORIZED,
+            render::login(Some("That access token is not valid.")),
+        );
+    };
+    let id = page.sessions.open(&approver);
+    let cookie = format!(
+        "{}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        session::COOKIE,
+        page.config.session_ttl.as_secs()
+    );
+    let mut resp = see_other("/");
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+async fn logout(page: &Inner, parts: &Parts, body: Body) -> Response {
+    match checked(page, parts, body).await {
+        Ok((id, _, _)) => {
+            page.sessions.close(&id);
+            let mut resp = see_other("/login");
+            let cookie = format!(
+                "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+                session::COOKIE
+            );
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                resp.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            resp
+        }
+        Err(resp) => resp,
+    }
+}
+
+/// The items of `view`: pending approvals oldest first; decided ones newest first, with trails.
+async fn items(page: &Inner, view: View) -> Result<Vec<Item>, StoreError> {
+    match view {
+        View::Pending => Ok(page
+            .store
+            .approvals(ApprovalQuery::all().status(ApprovalStatus::Pending))
+            .await?
+            .into_iter()
+            .map(|view| Item {
+                view,
+                trail: Vec::new(),
+            })
+            .collect()),
+        View::History => {
+            let mut decided: Vec<ApprovalView> = Vec::new();
+            let mut query = ApprovalQuery::all();
+            loop {
+                let batch = page.store.approvals(query.clone()).await?;
+                let last = batch.last().map(|v| v.id.clone());
+                let full = batch.len() as u32 >= query.limit;
+                decided.extend(
+                    batch
+                        .into_iter()
+                        .filter(|v| v.status() != ApprovalStatus::Pending),
+                );
+                match last {
+                    Some(id) if full => query = ApprovalQuery::all().after(id),
+                    _ => break,
+                }
+            }
+            decided.reverse();
+            decided.truncate(page.config.history_limit);
+            let mut out = Vec::with_capacity(decided.len());
+            for view in decided {
+                let trail = page.store.approval_audit(view.id.clone()).await?;
+                out.push(Item { view, trail });
+            }
+            Ok(out)
+        }
+    }
+}
+
+async fn list_html(page: &Inner, view: View, csrf: &str) -> Result<String, Response> {
+    match items(page, view).await {
+        Ok(items) => Ok(render::list(view, &items, csrf, SystemTime::now())),
+        Err(e) => Err(text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the store could not be read: {e}"),
+        )),
+    }
+}
+
+async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
+    let Some((_, s)) = session(page, parts) else {
+        return see_other("/login");
+    };
+    match list_html(page, view, &s.csrf).await {
+        Ok(list) => {
+            let main = format!(
+                "<div id=\"list\">{list}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
+                 <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
+                render::esc(&s.csrf)
+            );
+            let title = match view {
+                View::Pending => "Pending",
+                View::History => "History",
+            };
+            html(
+                StatusCode::OK,
+                render::layout(title, Some(view), Some(&s.approver), &main),
+            )
+        }
+        Err(resp) => resp,
+    }
+}
+
+async fn fragment(page: &Inner, parts: &Parts, view: View) -> Response {
+    let Some((_, s)) = session(page, parts) else {
+        return text(StatusCode::UNAUTHORIZED, "sign in first (no session)");
+    };
+    match list_html(page, view, &s.csrf).await {
+        Ok(list) => html(StatusCode::OK, list),
+        Err(resp) => resp,
+    }
+}
+
+/// Server-sent events: one `change` event per store event (its name, or `resync`); the script
+/// re-reads the list on each. Ends when the session ends or the page stops.
+fn events(page: &Arc<Inner>, parts: &Parts) -> Response {
+    let Some((sid, _)) = session(page, parts) else {
+        return text(StatusCode::UNAUTHORIZED, "sign in first (no session)");
+    };
+    let Ok(permit) = page.streams.clone().try_acquire_owned() else {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live-update streams are open",
+        );
+    };
+    let state = (page.store.subscribe(), page.clone(), sid, permit);
+    let stream =
+        futures_util::stream::unfold(state, |(mut events, page, sid, permit)| async move {
+            let event = tokio::select! {
+                () = page.stop.cancelled() => return None,
+                e = events.next() => match e {
+                    Some(e) => Event::default().event("change").data(e.to_string()),
+                    None => return None,
+                },
+                () = tokio::time::sleep(KEEP_ALIVE) => {
+                    page.sessions.get(&sid)?;
+                    Event::default().comment("keep-alive")
+                }
+            };
+            Some((Ok::<_, Infallible>(event), (events, page, sid, permit)))
+        });
+    Sse::new(stream).into_response()
+}
+
+async fn decide(page: &Inner, parts: &Parts, body: Body, id: &str) -> Response {
+    let (_, s, fields) = match checked(page, parts, body).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
+    let verdict = match field(&fields, "verdict") {
+        Some("approve") => Verdict::Approve,
+        Some("deny") => Verdict::Deny,
+        _ => {
+            return answer(
+                parts,
+                StatusCode::BAD_REQUEST,
+                "refused: the verdict must be approve or deny",
+            )
+        }
+    };
+    let note = field(&fields, "note").map(str::trim).unwrap_or("");
+    if note.chars().count() > MAX_NOTE {
+        return answer(
+            parts,
+            StatusCode::BAD_REQUEST,
+            &format!("refused: a note is at most {MAX_NOTE} characters"),
+        );
+    }
+    let aid = ApprovalId(id.to_owned());
+    match view(page, parts, id).await {
+        Ok(v) if v.state != ApprovalState::Prepared => {
+            return answer(parts, StatusCode::CONFLICT, &already(&v))
+        }
+        Ok(_) => {}
+        Err(resp) => return resp,
+    }
+    let now = SystemTime::now();
+    let decision = Decision {
+        verdict,
+        approver: s.approver.clone(),
+        decided_at: now,
+        expires_at: (verdict == Verdict::Approve).then(|| now + page.config.approval_ttl),
+        note: (!note.is_empty()).then(|| note.to_owned()),
+    };
+    match (page.decide)(aid.clone(), decision).await {
+        Ok(()) => {
+            let word = match verdict {
+                Verdict::Approve => "approved",
+                Verdict::Deny => "denied",
+            };
+            let message = format!("{id} {word} by {}", s.approver);
+            if wants_json(parts) {
+                answer(parts, StatusCode::OK, &message)
+            } else {
+                see_other("/")
+            }
+        }
+        // Another decision won the race since the state was read.
+        Err(StoreError::Conflict("already decided")) => match page.store.approval(aid).await {
+            Ok(Some(v)) => answer(parts, StatusCode::CONFLICT, &already(&v)),
+            _ => answer(
+                parts,
+                StatusCode::CONFLICT,
+                &format!("conflict: {id} was already decided"),
+            ),
+        },
+        Err(StoreError::Conflict(why)) => answer(
+            parts,
+            StatusCode::CONFLICT,
+            &format!("conflict: {id}: {why}"),
+        ),
+        Err(e) => store_failed(parts, &e),
+    }
+}
+
+/// The approval `id`, or the answer saying it is unknown (404) or unreadable (503).
+async fn view(page: &Inner, parts: &Parts, id: &str) -> Result<ApprovalView, Response> {
+    match page.store.approval(ApprovalId(id.to_owned())).await {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(answer(
+            parts,
+            StatusCode::NOT_FOUND,
+            &format!("unknown approval id: {id}"),
+        )),
+        Err(e) => Err(store_failed(parts, &e)),
+    }
+}
+
+/// The conflict message for a decided approval: who decided it and how.
+fn already(v: &ApprovalView) -> String {
+    match render::decision(&v.state) {
+        Some(d) => {
+            let word = match d.verdict {
+                Verdict::Approve => "approved",
+                Verdict::Deny => "denied",
+            };
+            format!(
+                "conflict: {} was already decided: {word} by {} ({})",
+                v.id.0,
+                d.approver,
+                v.status()
+            )
+        }
+        None => format!("conflict: {} was already decided", v.id.0),
+    }
+}
+
+fn store_failed(parts: &Parts, e: &StoreError) -> Response {
+    answer(
+        parts,
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!("the store failed: {e}"),
+    )
+}
+
+async fn reconcile(page: &Inner, parts: &Parts, body: Body, id: &str) -> Response {
+    let (_, s, fields) = match checked(page, parts, body).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
+    let evidence = field(&fields, "evidence").map(str::trim).unwrap_or("");
+    if evidence.is_empty() || evidence.chars().count() > MAX_EVIDENCE {
+        return answer(
+            parts,
+            StatusCode::BAD_REQUEST,
+            &format!("refused: a reconciliation needs evidence (1 to {MAX_EVIDENCE} characters)"),
+        );
+    }
+    let view = match view(page, parts, id).await {
+        Ok(v) => v,
+        Err(resp) => return resp,
+    };
+    let outcome = match field(&fields, "outcome") {
+        Some("committed") => EffectOutcome::Committed {
+            receipt: json!({"reconciled": {"by": s.approver, "evidence": evidence}}),
+        },
+        Some("not_started") => EffectOutcome::NotStarted,
+        _ => {
+            return answer(
+                parts,
+                StatusCode::BAD_REQUEST,
+                "refused: the outcome must be committed or not_started",
+            )
+        }
+    };
+    let Some(claim) = view.claim else {
+        return answer(
+            parts,
+            StatusCode::CONFLICT,
+            &format!("conflict: {id} was never dispatched; there is nothing to reconcile"),
+        );
+    };
+    // The audit log keeps who reconciled, with their evidence.
+    let recorded = format!("{} (on the approver page): {evidence}", s.approver);
+    match page
+        .store
+        .reconcile_unknown(claim.key, recorded, outcome)
+        .await
+    {
+        Ok(()) => {
+            let message = format!("{id} reconciled by {}", s.approver);
+            if wants_json(parts) {
+                answer(parts, StatusCode::OK, &message)
+            } else {
+                see_other("/history")
+            }
+        }
+        Err(StoreError::Conflict(why)) => answer(
+            parts,
+            StatusCode::CONFLICT,
+            &format!("conflict: {id}: {why}"),
+        ),
+        Err(e) => store_failed(parts, &e),
+    }
+}

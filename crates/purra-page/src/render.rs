@@ -1,0 +1,421 @@
+//! The page's HTML, rendered on the server: the layout, the login form, the pending list and the
+//! history (decisions, effects, receipts, audit trails, the reconciliation form of an `unknown`).
+//!
+//! Everything taken from the store is escaped ([`esc`]); the page loads only its own script and
+//! style sheet (no external assets).
+
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use purra_core::{ApprovalState, ApprovalStatus, ApprovalView, AuditEntry, Decision, Verdict};
+use serde_json::Value;
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Milliseconds since the Unix epoch (0 before it).
+pub fn millis(t: SystemTime) -> u128 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days to a civil date (Howard Hinnant's algorithm), for dates after 1970.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn time(t: SystemTime) -> String {
+    format!("<time data-ms=\"{}\">{}</time>", millis(t), esc(&utc(t)))
+}
+
+/// Which list a page shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// Approvals waiting for a decision.
+    Pending,
+    /// Decided approvals with their effects.
+    History,
+}
+
+impl View {
+    /// `pending` or `history` (also the fragment's path segment).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            View::Pending => "pending",
+            View::History => "history",
+        }
+    }
+}
+
+/// A whole page around `main`.
+pub fn layout(title: &str, view: Option<View>, approver: Option<&str>, main: &str) -> String {
+    let mut nav = String::new();
+    if let Some(approver) = approver {
+        let current = |v: View| {
+            if view == Some(v) {
+                " aria-current=\"page\""
+            } else {
+                ""
+            }
+        };
+        let _ = write!(
+            nav,
+            "<nav><a href=\"/\"{}>Pending</a> <a href=\"/history\"{}>History</a>\
+             <span class=\"who\">Signed in as <b id=\"approver\">{}</b></span></nav>",
+            current(View::Pending),
+            current(View::History),
+            esc(approver)
+        );
+    }
+    let view_attr = view.map_or("", View::as_str);
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{title} · purra approvals</title>\
+         <link rel=\"stylesheet\" href=\"/page.css\"><script src=\"/page.js\" defer></script>\
+         </head><body data-view=\"{view_attr}\"><header><h1>purra approvals</h1>{nav}</header>\
+         <p id=\"status\" role=\"status\" aria-live=\"polite\"></p><main>{main}</main></body></html>\n",
+        title = esc(title),
+    )
+}
+
+/// The login form, with `message` (a refusal) above it.
+pub fn login(message: Option<&str>) -> String {
+    let message = message.map_or(String::new(), |m| {
+        format!("<p class=\"error\" id=\"login-error\">{}</p>", esc(m))
+    });
+    layout(
+        "Sign in",
+        None,
+        None,
+        &format!(
+            "<h2>Sign in</h2>{message}<form method=\"post\" action=\"/login\" class=\"login\">\
+             <label for=\"token\">Access token (printed when the page started)</label>\
+             <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required autofocus>\
+             <button type=\"submit\" id=\"login\">Sign in</button></form>"
+        ),
+    )
+}
+
+/// A page that only says `message` (after a form posted without JavaScript, or a refusal).
+pub fn message(title: &str, message: &str) -> String {
+    layout(
+        title,
+        None,
+        None,
+        &format!(
+            "<h2>{}</h2><p id=\"message\">{}</p><p><a href=\"/\">Back to the approvals</a></p>",
+            esc(title),
+            esc(message)
+        ),
+    )
+}
+
+/// The list inside a page (also the fragment the script fetches on every store event).
+pub fn list(view: View, items: &[Item], csrf: &str, now: SystemTime) -> String {
+    let mut out = String::new();
+    match view {
+        View::Pending => {
+            let _ = write!(
+                out,
+                "<h2>Pending approvals <span id=\"count\">{}</span></h2>",
+                items.len()
+            );
+            if items.is_empty() {
+                out.push_str("<p class=\"empty\" id=\"empty\">Nothing waits for a decision.</p>");
+            }
+            for item in items {
+                pending(&mut out, &item.view, csrf, now);
+            }
+        }
+        View::History => {
+            let _ = write!(
+                out,
+                "<h2>History <span id=\"count\">{}</span></h2>",
+                items.len()
+            );
+            if items.is_empty() {
+                out.push_str("<p class=\"empty\" id=\"empty\">No decision yet.</p>");
+            }
+            for item in items {
+                history(&mut out, item, csrf);
+            }
+        }
+    }
+    out
+}
+
+/// One approval and (in the history) its audit trail.
+#[derive(Debug)]
+pub struct Item {
+    /// The approval.
+    pub view: ApprovalView,
+    /// Its audit trail, oldest first (empty in the pending list).
+    pub trail: Vec<AuditEntry>,
+}
+
+/// The facts of a request shared by both lists.
+fn request(out: &mut String, v: &ApprovalView) {
+    let r = &v.request;
+    let _ = write!(
+        out,
+        "<dl class=\"facts\"><dt>Tool</dt><dd class=\"tool\">{}</dd>",
+        esc(&r.intent.tool)
+    );
+    for (k, val) in &r.labels {
+        let _ = write!(
+            out,
+            "<dt>{}</dt><dd class=\"label-{}\">{}</dd>",
+            esc(&label_title(k)),
+            esc(k),
+            esc(val)
+        );
+    }
+    let _ = write!(
+        out,
+        "<dt>Asked by</dt><dd class=\"asked-by\">{}</dd><dt>Asked at</dt><dd>{}</dd>\
+         <dt>Intent digest</dt><dd><code class=\"digest\">{}</code></dd>\
+         <dt>Binding</dt><dd><code>{} @ {}</code></dd><dt>Scope</dt><dd><code>{} @ {}</code></dd>\
+         <dt>Run</dt><dd><code>{}</code></dd></dl>",
+        esc(&r.requested_by),
+        time(r.requested_at),
+        esc(v.intent_digest.as_str()),
+        esc(&r.binding.binding_id),
+        esc(&r.binding.binding_revision),
+        esc(&r.binding.scope_id),
+        esc(&r.binding.scope_revision),
+        esc(&r.intent.run_id.0),
+    );
+    out.push_str("<h4>Arguments</h4>");
+    arguments(out, &r.arguments);
+    let exact = serde_json::to_string(&r.arguments).unwrap_or_default();
+    let _ = write!(
+        out,
+        "<details><summary>Exact JSON</summary><pre class=\"exact-json\">{}</pre></details>",
+        esc(&exact)
+    );
+}
+
+fn label_title(key: &str) -> String {
+    match key {
+        "gateway" => "Gateway".into(),
+        "upstream" => "Upstream".into(),
+        "upstream_tool" => "Upstream tool".into(),
+        other => other.replace('_', " "),
+    }
+}
+
+/// The arguments, readably: one row per member (text as text, anything else as JSON).
+fn arguments(out: &mut String, args: &Value) {
+    match args {
+        Value::Object(members) if !members.is_empty() => {
+            out.push_str("<dl class=\"arguments\">");
+            for (k, v) in members {
+                let shown = match v {
+                    Value::String(s) => esc(s),
+                    other => format!(
+                        "<code>{}</code>",
+                        esc(&serde_json::to_string_pretty(other).unwrap_or_default())
+                    ),
+                };
+                let _ = write!(out, "<dt>{}</dt><dd>{shown}</dd>", esc(k));
+            }
+            out.push_str("</dl>");
+        }
+        Value::Object(_) => out.push_str("<p class=\"arguments\">(no arguments)</p>"),
+        other => {
+            let _ = write!(
+                out,
+                "<pre class=\"arguments\">{}</pre>",
+                esc(&serde_json::to_string_pretty(other).unwrap_or_default())
+            );
+        }
+    }
+}
+
+fn pending(out: &mut String, v: &ApprovalView, csrf: &str, now: SystemTime) {
+    let id = esc(&v.id.0);
+    let expired = v.request.expired_at(now);
+    let _ = write!(
+        out,
+        "<article class=\"approval\" id=\"pending-{id}\" data-id=\"{id}\" data-status=\"pending\">\
+         <h3>{tool} <small>{id}</small></h3>",
+        tool = esc(&v.request.intent.tool)
+    );
+    let expiry = match v.request.expires_at {
+        Some(at) => format!(
+            "<span class=\"expires\" data-expires-ms=\"{}\">{}</span>",
+            millis(at),
+            if expired {
+                "expired".to_owned()
+            } else {
+                format!("expires {}", esc(&utc(at)))
+            }
+        ),
+        None => "<span class=\"expires\">does not expire</span>".to_owned(),
+    };
+    let _ = write!(out, "<p class=\"time-left\">{expiry}</p>");
+    request(out, v);
+    if expired {
+        out.push_str(
+            "<p class=\"error\">This request expired: a decision is no longer accepted.</p>",
+        );
+    } else {
+        let _ = write!(
+            out,
+            "<form class=\"decide\" method=\"post\" action=\"/approvals/{id}/decide\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <label for=\"note-{id}\">Note (optional)</label>\
+             <textarea id=\"note-{id}\" name=\"note\" rows=\"2\" maxlength=\"2000\"></textarea>\
+             <div class=\"buttons\"><button type=\"submit\" name=\"verdict\" value=\"approve\" \
+             id=\"approve-{id}\" class=\"approve\">Approve</button>\
+             <button type=\"submit\" name=\"verdict\" value=\"deny\" id=\"deny-{id}\" \
+             class=\"deny\">Deny</button></div></form>",
+            csrf = esc(csrf)
+        );
+    }
+    out.push_str("</article>");
+}
+
+/// The decision of a decided state.
+pub fn decision(state: &ApprovalState) -> Option<&Decision> {
+    match state {
+        ApprovalState::Prepared => None,
+        ApprovalState::Decided(d) | ApprovalState::Claimed(d) | ApprovalState::Refused(d) => {
+            Some(d)
+        }
+    }
+}
+
+/// What became of the call: the claim's effect, or why there is none.
+pub fn effect(v: &ApprovalView) -> &'static str {
+    if let Some(c) = &v.claim {
+        return c.effect_word();
+    }
+    match v.status() {
+        ApprovalStatus::Approved => "not_dispatched_yet",
+        ApprovalStatus::Refused => "refused_never_dispatched",
+        _ => "never_dispatched",
+    }
+}
+
+fn history(out: &mut String, item: &Item, csrf: &str) {
+    let v = &item.view;
+    let id = esc(&v.id.0);
+    let status = v.status();
+    let effect = effect(v);
+    let _ = write!(
+        out,
+        "<article class=\"approval\" id=\"history-{id}\" data-id=\"{id}\" data-status=\"{status}\" \
+         data-effect=\"{effect}\"><h3>{tool} <small>{id}</small> \
+         <span class=\"badge status-{status}\">{status}</span> \
+         <span class=\"badge effect effect-{effect}\" id=\"effect-{id}\">{effect}</span></h3>",
+        tool = esc(&v.request.intent.tool)
+    );
+    if let Some(d) = decision(&v.state) {
+        let verdict = match d.verdict {
+            Verdict::Approve => "approved",
+            Verdict::Deny => "denied",
+        };
+        let _ = write!(
+            out,
+            "<p class=\"decision\">{verdict} by <b class=\"decided-by\">{}</b> at {}",
+            esc(&d.approver),
+            time(d.decided_at)
+        );
+        if let Some(note) = &d.note {
+            let _ = write!(out, ": <q class=\"note\">{}</q>", esc(note));
+        }
+        out.push_str("</p>");
+    }
+    request(out, v);
+    if let Some(receipt) = v.claim.as_ref().and_then(|c| c.receipt()) {
+        let _ = write!(
+            out,
+            "<h4>Receipt</h4><pre class=\"receipt\">{}</pre>",
+            esc(&serde_json::to_string_pretty(receipt).unwrap_or_default())
+        );
+    }
+    if effect == "unknown" {
+        let _ = write!(
+            out,
+            "<form class=\"reconcile\" method=\"post\" action=\"/approvals/{id}/reconcile\">\
+             <p>Whether this call took effect is unknown. Record what independent evidence shows; \
+             the call is never sent again either way.</p>\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <label for=\"outcome-{id}\">Outcome</label><select id=\"outcome-{id}\" name=\"outcome\">\
+             <option value=\"committed\">committed</option>\
+             <option value=\"not_started\">not_started</option></select>\
+             <label for=\"evidence-{id}\">Evidence (required)</label>\
+             <textarea id=\"evidence-{id}\" name=\"evidence\" rows=\"2\" maxlength=\"4000\" required></textarea>\
+             <div class=\"buttons\"><button type=\"submit\" id=\"reconcile-{id}\">Record</button></div></form>",
+            csrf = esc(csrf)
+        );
+    }
+    let _ = write!(
+        out,
+        "<details class=\"trail\"><summary>Audit trail ({} entries)</summary><table>\
+         <thead><tr><th>#</th><th>Time</th><th>Event</th><th>By</th><th>Detail</th></tr></thead><tbody>",
+        item.trail.len()
+    );
+    for e in &item.trail {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"event\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            e.seq,
+            time(e.at),
+            esc(&e.event),
+            esc(&e.owner),
+            esc(&serde_json::to_string(&e.detail).unwrap_or_default())
+        );
+    }
+    out.push_str("</tbody></table></details></article>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn text_is_escaped_and_times_are_civil() {
+        assert_eq!(
+            esc("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(utc(UNIX_EPOCH), "1970-01-01 00:00:00 UTC");
+        assert_eq!(
+            utc(UNIX_EPOCH + Duration::from_secs(1_709_210_096)),
+            "2024-02-29 12:34:56 UTC"
+        );
+    }
+}

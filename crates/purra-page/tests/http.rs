@@ -1,0 +1,698 @@
+//! The approver page over real HTTP, on a real SQLite store: sign-in and the session cookie, the
+//! Host/Origin/same-origin checks, CSRF, decisions with the approver's identity and note, conflicts
+//! and races, live updates by server-sent events, the history with effects, receipts, audit trails
+//! and the reconciliation of `unknown` only with evidence. Exact statuses and bodies throughout.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use purra_core::{
+    ApprovalGateway, ApprovalId, ApprovalState, ClaimVerdict, IdempotencyStore, OperatorStore,
+    Verdict,
+};
+use purra_page::{Page, PageConfig};
+use purra_sqlite::SqliteStore;
+use purra_store_tests::{request, unknown};
+use serde_json::{json, Value};
+
+/// A page on a fresh store, served on a loopback port for the test's life.
+struct Served {
+    store: SqliteStore,
+    url: String,
+    tokens: Vec<(String, String)>,
+    http: reqwest::Client,
+    _dir: TempDir,
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn served(name: &str) -> Served {
+    served_with(name, PageConfig::default()).await
+}
+
+async fn served_with(name: &str, config: PageConfig) -> Served {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir =
+        std::env::temp_dir().join(format!("purra-page-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = SqliteStore::open(dir.join("page.db")).unwrap();
+    let page = Page::new(
+        Arc::new(store.clone()),
+        config.approver("ada").approver("bob"),
+    );
+    let tokens = page.tokens().to_vec();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { page.serve(listener, std::future::pending()).await });
+    Served {
+        store,
+        url: format!("http://127.0.0.1:{port}"),
+        tokens,
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+        _dir: TempDir(dir),
+    }
+}
+
+/// A signed-in browser: its cookie header and its CSRF token.
+struct Signed {
+    cookie: String,
+    csrf: String,
+}
+
+impl Served {
+    fn token(&self, who: &str) -> &str {
+        &self.tokens.iter().find(|(a, _)| a == who).unwrap().1
+    }
+
+    async fn login(&self, who: &str) -> Signed {
+        let r = self
+            .http
+            .post(format!("{}/login", self.url))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", &self.url)
+            .body(format!("token={}", self.token(who)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303);
+        assert_eq!(r.headers()["location"], "/");
+        let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+        let cookie = set.split(';').next().unwrap().to_owned();
+        let page = self.get("/", Some(&cookie)).await;
+        assert_eq!(page.0, 200);
+        let csrf = between(&page.1, "name=\"csrf\" value=\"", "\"").to_owned();
+        assert_eq!(csrf.len(), 43);
+        Signed { cookie, csrf }
+    }
+
+    async fn get(&self, path: &str, cookie: Option<&str>) -> (u16, String) {
+        let mut req = self.http.get(format!("{}{path}", self.url));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        let r = req.send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    /// POSTs a form as the page's script does (JSON answer), with extra headers.
+    async fn post(
+        &self,
+        path: &str,
+        cookie: Option<&str>,
+        form: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(body);
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or_else(|_| json!({ "text": text })),
+        )
+    }
+
+    async fn decide(&self, s: &Signed, id: &str, verdict: &str, note: &str) -> (u16, Value) {
+        self.post(
+            &format!("/approvals/{id}/decide"),
+            Some(&s.cookie),
+            &[("csrf", &s.csrf), ("verdict", verdict), ("note", note)],
+            &[("origin", &self.url), ("sec-fetch-site", "same-origin")],
+        )
+        .await
+    }
+
+    async fn prepare(&self, args: &str) -> ApprovalId {
+        ApprovalGateway::prepare(&self.store, request(args))
+            .await
+            .unwrap()
+    }
+
+    async fn state(&self, id: &ApprovalId) -> ApprovalState {
+        ApprovalGateway::record(&self.store, id.clone())
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+    }
+}
+
+fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
+    let from = text
+        .find(start)
+        .unwrap_or_else(|| panic!("{start:?} not in {text}"))
+        + start.len();
+    let len = text[from..].find(end).unwrap();
+    &text[from..from + len]
+}
+
+#[tokio::test]
+async fn sign_in_sets_a_strict_httponly_cookie_and_bad_tokens_are_refused() {
+    let s = served("login").await;
+    // Without a session every view sends the browser to the sign-in form.
+    let r = s.http.get(format!("{}/", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/login");
+    assert_eq!(
+        r.headers()["content-security-policy"],
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+         img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    );
+    assert_eq!(r.headers()["x-frame-options"], "DENY");
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    for path in ["/history", "/fragment/pending", "/events"] {
+        let (status, _) = s.get(path, None).await;
+        assert_eq!(status, if path == "/history" { 303 } else { 401 }, "{path}");
+    }
+    // A wrong token, and a session id that was never issued.
+    let r = s
+        .http
+        .post(format!("{}/login", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("token=not-the-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("set-cookie").is_none());
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("That access token is not valid."));
+    assert_eq!(s.get("/", Some("purra_page_session=forged")).await.0, 303);
+    // The right token: a session cookie that scripts cannot read and other sites never send.
+    let r = s
+        .http
+        .post(format!("{}/login", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={}", s.token("ada")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let set = r.headers()["set-cookie"].to_str().unwrap();
+    let (pair, attrs) = set.split_once("; ").unwrap();
+    let (name, value) = pair.split_once('=').unwrap();
+    assert_eq!(name, "purra_page_session");
+    assert_eq!(value.len(), 43);
+    assert_eq!(attrs, "Path=/; HttpOnly; SameSite=Strict; Max-Age=43200");
+    let (status, body) = s.get("/", Some(pair)).await;
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("Signed in as <b id=\"approver\">ada</b>"),
+        "{body}"
+    );
+    assert!(body.contains("Nothing waits for a decision."));
+    // Each approver has their own token.
+    assert_ne!(s.token("ada"), s.token("bob"));
+    let bob = s.login("bob").await;
+    let (_, body) = s.get("/", Some(&bob.cookie)).await;
+    assert!(body.contains("Signed in as <b id=\"approver\">bob</b>"));
+    // Signing out ends the session.
+    let (status, _) = s
+        .post(
+            "/logout",
+            Some(&bob.cookie),
+            &[("csrf", &bob.csrf)],
+            &[("origin", &s.url)],
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(s.get("/", Some(&bob.cookie)).await.0, 303);
+}
+
+#[tokio::test]
+async fn host_origin_and_cross_site_requests_are_refused() {
+    let s = served("origin").await;
+    let ada = s.login("ada").await;
+    let id = s.prepare("\"v1\"").await;
+    // DNS rebinding: a Host that is not a loopback name.
+    let r = s
+        .http
+        .get(format!("{}/", s.url))
+        .header("host", "attacker.example")
+        .header("cookie", &ada.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("refused: Host &quot;attacker.example&quot; is not allowed"));
+    let decide = format!("/approvals/{}/decide", id.0);
+    let form = [("csrf", ada.csrf.as_str()), ("verdict", "approve")];
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (
+            &[("origin", "http://attacker.example")],
+            "refused: Origin \"http://attacker.example\" is not allowed",
+        ),
+        // A loopback origin on another port passes the shared policy but is not this page.
+        (
+            &[("origin", "http://localhost:9")],
+            "refused: the request does not come from this page's origin",
+        ),
+        (
+            &[("sec-fetch-site", "cross-site")],
+            "refused: a cross-site request cannot change anything here",
+        ),
+        (
+            &[("sec-fetch-site", "same-site")],
+            "refused: a cross-site request cannot change anything here",
+        ),
+    ];
+    for (headers, message) in cases {
+        let (status, body) = s.post(&decide, Some(&ada.cookie), &form, headers).await;
+        assert_eq!(
+            (status, body),
+            (403, json!({"ok": false, "message": message})),
+            "{headers:?}"
+        );
+    }
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    // Its own host under https (a proxy terminating TLS in front) is the page's origin too.
+    let https = s.url.replacen("http://", "https://", 1);
+    let (status, _) = s
+        .post(&decide, Some(&ada.cookie), &form, &[("origin", &https)])
+        .await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn decisions_need_the_session_and_its_csrf_token_and_record_the_approver() {
+    let s = served("csrf").await;
+    let ada = s.login("ada").await;
+    let id = s.prepare("\"v1\"").await;
+    let path = format!("/approvals/{}/decide", id.0);
+    let own = [("origin", s.url.as_str())];
+    let (status, body) = s
+        .post(
+            &path,
+            None,
+            &[("csrf", &ada.csrf), ("verdict", "approve")],
+            &own,
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            401,
+            json!({"ok": false, "message": "refused: sign in first (no session)"})
+        )
+    );
+    let csrf_refusal = json!({
+        "ok": false,
+        "message": "refused: the form's CSRF token is missing or wrong (reload the page)"
+    });
+    let (status, body) = s
+        .post(&path, Some(&ada.cookie), &[("verdict", "approve")], &own)
+        .await;
+    assert_eq!((status, &body), (403, &csrf_refusal));
+    let bob = s.login("bob").await;
+    // Another session's token is not this session's.
+    let (status, body) = s
+        .post(
+            &path,
+            Some(&ada.cookie),
+            &[("csrf", &bob.csrf), ("verdict", "approve")],
+            &own,
+        )
+        .await;
+    assert_eq!((status, &body), (403, &csrf_refusal));
+    let (status, body) = s.decide(&ada, &id.0, "maybe", "").await;
+    assert_eq!(
+        (status, body),
+        (
+            400,
+            json!({"ok": false, "message": "refused: the verdict must be approve or deny"})
+        )
+    );
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    let (status, body) = s.decide(&ada, "approval-99", "approve", "").await;
+    assert_eq!(
+        (status, body),
+        (
+            404,
+            json!({"ok": false, "message": "unknown approval id: approval-99"})
+        )
+    );
+
+    let (status, body) = s
+        .decide(&ada, &id.0, "approve", "  checked with ops  ")
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"ok": true, "message": format!("{} approved by ada", id.0)})
+        )
+    );
+    let ApprovalState::Decided(d) = s.state(&id).await else {
+        panic!("not decided")
+    };
+    assert_eq!(d.verdict, Verdict::Approve);
+    assert_eq!(d.approver, "ada");
+    assert_eq!(d.note.as_deref(), Some("checked with ops"));
+    let ttl = d.expires_at.unwrap().duration_since(d.decided_at).unwrap();
+    assert_eq!(ttl, Duration::from_secs(3600));
+    // A decision is final: the next one is a conflict naming the first.
+    let (status, body) = s.decide(&bob, &id.0, "deny", "").await;
+    assert_eq!(
+        (status, body),
+        (
+            409,
+            json!({"ok": false, "message": format!("conflict: {} was already decided: approved by ada (approved)", id.0)})
+        )
+    );
+    // A denial, without a note; no expiry.
+    let id2 = s.prepare("\"v2\"").await;
+    let (status, _) = s.decide(&bob, &id2.0, "deny", "").await;
+    assert_eq!(status, 200);
+    let ApprovalState::Decided(d) = s.state(&id2).await else {
+        panic!("not decided")
+    };
+    assert_eq!(
+        (d.verdict, d.approver.as_str(), d.note, d.expires_at),
+        (Verdict::Deny, "bob", None, None)
+    );
+    // Without JavaScript a form post answers with a redirect back to the list.
+    let id3 = s.prepare("\"v3\"").await;
+    let body = format!("csrf={}&verdict=approve&note=", ada.csrf);
+    let r = s
+        .http
+        .post(format!("{}/approvals/{}/decide", s.url, id3.0))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("cookie", &ada.cookie)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/");
+    // An oversized form is refused before it is read.
+    let huge = "x".repeat(20_000);
+    let (status, _) = s
+        .post(&path, Some(&ada.cookie), &[("note", &huge)], &own)
+        .await;
+    assert_eq!(status, 413);
+}
+
+#[tokio::test]
+async fn racing_sessions_exactly_one_decision_wins_each_time() {
+    let s = Arc::new(served("race").await);
+    let ada = s.login("ada").await;
+    let bob = s.login("bob").await;
+    for round in 0..20 {
+        let id = s.prepare(&format!("\"race-{round}\"")).await;
+        let (a, b) = tokio::join!(
+            s.decide(&ada, &id.0, "approve", ""),
+            s.decide(&bob, &id.0, "deny", "")
+        );
+        let mut statuses = [a.0, b.0];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 409], "round {round}: {a:?} {b:?}");
+        let (winner, loser) = if a.0 == 200 {
+            (&a.1, &b.1)
+        } else {
+            (&b.1, &a.1)
+        };
+        let ApprovalState::Decided(d) = s.state(&id).await else {
+            panic!("not decided")
+        };
+        let word = if d.verdict == Verdict::Approve {
+            "approved"
+        } else {
+            "denied"
+        };
+        assert_eq!(
+            winner["message"],
+            format!("{} {word} by {}", id.0, d.approver)
+        );
+        assert_eq!(
+            loser["message"],
+            format!(
+                "conflict: {} was already decided: {word} by {} ({word})",
+                id.0, d.approver
+            )
+        );
+    }
+}
+
+/// Reads server-sent events until one has `data`; returns the events read.
+async fn read_until(resp: &mut reqwest::Response, data: &str) -> String {
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !seen.contains(&format!("data: {data}\n")) {
+        let chunk = tokio::time::timeout_at(deadline, resp.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no event {data:?}; saw {seen:?}"))
+            .unwrap()
+            .expect("stream ended");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    seen
+}
+
+#[tokio::test]
+async fn the_page_shows_a_request_exactly_and_streams_store_events() {
+    let s = served("events").await;
+    let ada = s.login("ada").await;
+    let mut events = s
+        .http
+        .get(format!("{}/events", s.url))
+        .header("cookie", &ada.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    assert_eq!(events.headers()["content-type"], "text/event-stream");
+    let id = s.prepare("<b>v1</b>").await;
+    let seen = read_until(&mut events, &format!("prepared {}", id.0)).await;
+    assert!(seen.contains("event: change\n"), "{seen}");
+    let (status, list) = s.get("/fragment/pending", Some(&ada.cookie)).await;
+    assert_eq!(status, 200);
+    let digest = ApprovalGateway::record(&s.store, id.clone())
+        .await
+        .unwrap()
+        .unwrap()
+        .intent_digest;
+    for shown in [
+        "<span id=\"count\">1</span>".to_owned(),
+        format!("<article class=\"approval\" id=\"pending-{0}\" data-id=\"{0}\" data-status=\"pending\">", id.0),
+        "<dt>Tool</dt><dd class=\"tool\">update</dd>".to_owned(),
+        "<dt>Upstream</dt><dd class=\"label-upstream\">documents</dd>".to_owned(),
+        "<dt>Asked by</dt><dd class=\"asked-by\">writer</dd>".to_owned(),
+        "<time data-ms=\"5000\">1970-01-01 00:00:05 UTC</time>".to_owned(),
+        format!("<code class=\"digest\">{}</code>", digest.as_str()),
+        "<code>document-service @ host-config-1</code>".to_owned(),
+        "<code>sandbox-documents @ scope-1</code>".to_owned(),
+        // Escaped, readably and as exact JSON.
+        "<pre class=\"arguments\">&quot;&lt;b&gt;v1&lt;/b&gt;&quot;</pre>".to_owned(),
+        "<pre class=\"exact-json\">&quot;&lt;b&gt;v1&lt;/b&gt;&quot;</pre>".to_owned(),
+        "<span class=\"expires\">does not expire</span>".to_owned(),
+        format!("<button type=\"submit\" name=\"verdict\" value=\"approve\" id=\"approve-{}\"", id.0),
+    ] {
+        assert!(list.contains(&shown), "{shown} not in {list}");
+    }
+    assert!(!list.contains("<b>v1</b>"));
+    let (status, _) = s.decide(&ada, &id.0, "deny", "no").await;
+    assert_eq!(status, 200);
+    read_until(&mut events, &format!("denied {}", id.0)).await;
+    let (_, list) = s.get("/fragment/pending", Some(&ada.cookie)).await;
+    assert!(list.contains("Nothing waits for a decision."));
+}
+
+#[tokio::test]
+async fn history_shows_effects_receipts_trails_and_reconciles_unknown_only_with_evidence() {
+    let s = served("history").await;
+    let ada = s.login("ada").await;
+    let store = &s.store;
+    // One committed, one unknown, one denied.
+    let committed = s.prepare("\"c\"").await;
+    let lost = s.prepare("\"u\"").await;
+    let denied = s.prepare("\"d\"").await;
+    for id in [&committed, &lost] {
+        assert_eq!(s.decide(&ada, &id.0, "approve", "ok").await.0, 200);
+    }
+    assert_eq!(s.decide(&ada, &denied.0, "deny", "not now").await.0, 200);
+    let now = SystemTime::now();
+    for (id, outcome) in [
+        (
+            &committed,
+            purra_core::EffectOutcome::Committed {
+                receipt: json!({"stored": "c"}),
+            },
+        ),
+        (&lost, unknown("transport_lost")),
+    ] {
+        let digest = ApprovalGateway::record(store, id.clone())
+            .await
+            .unwrap()
+            .unwrap()
+            .intent_digest;
+        let ClaimVerdict::Claimed(key) = store
+            .check_and_claim(id.clone(), digest, now)
+            .await
+            .unwrap()
+        else {
+            panic!("not claimed")
+        };
+        IdempotencyStore::complete(store, key, outcome)
+            .await
+            .unwrap();
+    }
+    let (status, page) = s.get("/history", Some(&ada.cookie)).await;
+    assert_eq!(status, 200);
+    for shown in [
+        "<span id=\"count\">3</span>".to_owned(),
+        format!("id=\"effect-{}\">committed</span>", committed.0),
+        format!("id=\"effect-{}\">unknown</span>", lost.0),
+        format!("id=\"effect-{}\">never_dispatched</span>", denied.0),
+        "denied by <b class=\"decided-by\">ada</b>".to_owned(),
+        "<q class=\"note\">not now</q>".to_owned(),
+        "<pre class=\"receipt\">{\n  &quot;stored&quot;: &quot;c&quot;\n}</pre>".to_owned(),
+        "<summary>Audit trail (4 entries)</summary>".to_owned(),
+        format!("action=\"/approvals/{}/reconcile\"", lost.0),
+    ] {
+        assert!(page.contains(&shown), "{shown} not in {page}");
+    }
+    // Only the unknown outcome offers a reconciliation.
+    assert_eq!(page.matches("class=\"reconcile\"").count(), 1);
+    // The newest first.
+    let order: Vec<usize> = [&denied, &lost, &committed]
+        .iter()
+        .map(|id| page.find(&format!("id=\"history-{}\"", id.0)).unwrap())
+        .collect();
+    assert!(order[0] < order[1] && order[1] < order[2], "{order:?}");
+
+    let path = format!("/approvals/{}/reconcile", lost.0);
+    let own = [("origin", s.url.as_str())];
+    let (status, body) = s
+        .post(
+            &path,
+            Some(&ada.cookie),
+            &[
+                ("csrf", &ada.csrf),
+                ("outcome", "committed"),
+                ("evidence", "  "),
+            ],
+            &own,
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            400,
+            json!({"ok": false, "message": "refused: a reconciliation needs evidence (1 to 4000 characters)"})
+        )
+    );
+    let (status, body) = s
+        .post(
+            &format!("/approvals/{}/reconcile", committed.0),
+            Some(&ada.cookie),
+            &[
+                ("csrf", &ada.csrf),
+                ("outcome", "not_started"),
+                ("evidence", "x"),
+            ],
+            &own,
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    let (status, body) = s
+        .post(
+            &path,
+            Some(&ada.cookie),
+            &[
+                ("csrf", &ada.csrf),
+                ("outcome", "not_started"),
+                ("evidence", "upstream log shows no request"),
+            ],
+            &own,
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"ok": true, "message": format!("{} reconciled by ada", lost.0)})
+        )
+    );
+    let view = OperatorStore::approval(store, lost.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.claim.unwrap().effect_word(), "not_started");
+    let trail = OperatorStore::approval_audit(store, lost.clone())
+        .await
+        .unwrap();
+    let reconciled = trail
+        .iter()
+        .find(|e| e.event == "reconciled")
+        .expect("reconciled row");
+    assert!(
+        reconciled
+            .detail
+            .to_string()
+            .contains("ada (on the approver page): upstream log shows no request"),
+        "{}",
+        reconciled.detail
+    );
+    let (_, page) = s.get("/fragment/history", Some(&ada.cookie)).await;
+    assert_eq!(page.matches("class=\"reconcile\"").count(), 0);
+    assert!(page.contains(&format!("id=\"effect-{}\">not_started</span>", lost.0)));
+}
+
+#[tokio::test]
+async fn live_update_streams_are_bounded_in_number() {
+    let mut config = PageConfig::default();
+    config.max_streams = 2;
+    let s = served_with("streams", config).await;
+    let ada = s.login("ada").await;
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let r = s
+            .http
+            .get(format!("{}/events", s.url))
+            .header("cookie", &ada.cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        open.push(r);
+    }
+    let (status, body) = s.get("/events", Some(&ada.cookie)).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (503, "too many live-update streams are open")
+    );
+    // The pages themselves still answer.
+    assert_eq!(s.get("/", Some(&ada.cookie)).await.0, 200);
+}
