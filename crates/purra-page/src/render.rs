@@ -31,26 +31,12 @@ pub fn millis(t: SystemTime) -> u128 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
 }
 
-/// `YYYY-MM-DD HH:MM:SS UTC`.
+/// `YYYY-MM-DD HH:MM:SS UTC` (the protocol crate's RFC 3339 form, shown without `T` and
+/// milliseconds).
 pub fn utc(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Days to a civil date (Howard Hinnant's algorithm), for dates after 1970.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let ms = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let stamp = purra_protocol::tasks::rfc3339(u64::try_from(ms).unwrap_or(u64::MAX));
+    format!("{} {} UTC", &stamp[..10], &stamp[11..19])
 }
 
 fn time(t: SystemTime) -> String {
