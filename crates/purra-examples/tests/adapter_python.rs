@@ -91,6 +91,12 @@ fn rand_suffix() -> u128 {
 
 /// Starts `python ARGS` (the arguments made for a free port) serving Streamable HTTP, waits until
 /// it accepts, and returns it with its endpoint's URL.
+/// Held by a test while its Python HTTP server lives. `serve_http` picks a free port by binding
+/// and releasing it; two servers started at once could be handed the same port, and the second
+/// would fail to bind while its test connected to the first's (seen once in CI as a refused
+/// connection once the other test ended). One HTTP server at a time in this binary rules it out.
+static HTTP_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn serve_http(
     args: impl FnOnce(u16) -> Vec<std::ffi::OsString>,
 ) -> (std::process::Child, String) {
@@ -218,6 +224,11 @@ async fn call(cat: &ReadCatalog, local: &str, args: Value) -> Result<Value, Tool
 }
 
 async fn against_python(http: bool) {
+    let _one_server = if http {
+        Some(HTTP_SERVER.lock().await)
+    } else {
+        None
+    };
     let p = start(http).await;
     assert_eq!(p.conn.server_info().name, "adapter-python");
     let cat = discover(&p, &[("search", "search"), ("lookup", "lookup")])
@@ -308,6 +319,11 @@ async fn http_adapter_against_the_python_sdk() {
 /// (`peers/python/modern.py server`): the monitor accepts the revision, and a tool added at
 /// runtime, announced on `subscriptions/listen`, makes the registrations stale.
 async fn against_python_modern(http: bool) {
+    let _one_server = if http {
+        Some(HTTP_SERVER.lock().await)
+    } else {
+        None
+    };
     let script = repo().join("peers/python/modern.py");
     let options =
         ClientOptions::default().mode(ProtocolMode::Pinned(ProtocolVersion::new("2026-07-28")));
