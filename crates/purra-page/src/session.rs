@@ -103,13 +103,18 @@ impl Sessions {
 
 /// The session id in a `Cookie` header, if any.
 pub fn cookie_session(headers: &http::HeaderMap) -> Option<String> {
+    cookie(headers, COOKIE)
+}
+
+/// The value of the cookie `name` in the `Cookie` headers, if any.
+pub fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(http::header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_owned())
 }
 

@@ -19,6 +19,7 @@ mod guard;
 mod jwt;
 mod loopback;
 mod metadata;
+mod oidc;
 mod store;
 
 pub use client::{
@@ -31,6 +32,7 @@ pub use guard::{
 pub use jwt::SigningAlgorithm;
 pub use loopback::LoopbackAuthorizer;
 pub use metadata::{AuthorizationServerMetadata, ProtectedResourceMetadata};
+pub use oidc::{OidcConfig, OidcIdentity, OidcProvider, PendingLogin};
 pub use store::{
     ClientRegistration, FileTokenStore, MemoryTokenStore, StoredAuth, TokenStore, Tokens,
 };
