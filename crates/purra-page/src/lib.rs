@@ -616,7 +616,14 @@ async fn oidc_start(page: &Inner, parts: &Parts) -> Response {
         .headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok());
-    if let (Some(own), Some(u)) = (own, &callback) {
+    // Only for a callback on a loopback address (the page's own, typically): behind a proxy the
+    // Host the page sees may differ from the public name by design, and sending the browser
+    // there again would loop.
+    let loopback = callback
+        .as_ref()
+        .and_then(|u| u.host())
+        .is_some_and(|h| h == "127.0.0.1" || h == "[::1]" || h == "localhost");
+    if let (Some(own), Some(u), true) = (own, &callback, loopback) {
         if host != Some(own) {
             let to = format!("{}://{own}/login/oidc", u.scheme_str().unwrap_or("http"));
             return redirect_to(&to);

@@ -133,7 +133,9 @@ pub fn approver_name(who: &OidcIdentity) -> String {
         (None, Some(e)) => format!("{e}, "),
         (None, None) => String::new(),
     };
-    format!("{display}sub {} at {}", who.subject, who.issuer)
+    let text = format!("{display}sub {} at {}", who.subject, who.issuer);
+    // The provider's text goes into the audit log: one line, no control characters.
+    text.chars().filter(|c| !c.is_control()).collect()
 }
 
 struct Started {

@@ -434,6 +434,19 @@ async fn a_listed_subject_signs_in_and_decides_under_their_oidc_identity() {
 #[tokio::test]
 async fn unknown_replayed_and_foreign_states_are_refused_without_a_session() {
     let s = served("state").await;
+    // A browser on another name for the page goes to the callback's name first, so the
+    // pre-login cookie is set where the callback will look for it.
+    let port = s.url.rsplit(':').next().unwrap();
+    let r = s
+        .http
+        .get(format!("{}/login/oidc", s.url))
+        .header("host", format!("localhost:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], format!("{}/login/oidc", s.url));
+    assert!(r.headers().get("set-cookie").is_none());
     let unknown = "Refused: this sign-in is unknown, expired or already used. Start again.";
     // A state the page never issued.
     let a = s.callback("code=x&state=made-up", None).await;

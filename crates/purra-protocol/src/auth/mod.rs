@@ -13,6 +13,10 @@
 //! authorization server's JWKS, or RFC 7662 introspection), answers 401/403 with the
 //! `WWW-Authenticate` challenges MCP clients follow, enforces per-tool scopes, and puts the
 //! [`Principal`](crate::Principal) into the request for the handlers.
+//!
+//! For a web page that signs people in (purra's approver page), [`OidcProvider`] is an OpenID
+//! Connect relying party: discovery, the code flow with PKCE, `state` and `nonce`, and the ID
+//! token's checks (through [`JwtValidator`]).
 
 mod client;
 mod guard;
