@@ -561,6 +561,20 @@ fn a_decision_on_a_page_in_another_process_wakes_a_gateway_on_postgresql() {
     assert_eq!(shown["decision"]["approver"], "ada");
 }
 
+/// Signs in on `page` as `user` through the OpenID Connect provider: the page offers only the
+/// provider (token sign-in is off), and the provider's own login and consent forms are filled
+/// in the browser.
+fn oidc_sign_in(b: &Browser, page: &str, user: &str) {
+    b.goto(&format!("{page}login"));
+    assert_eq!(b.find("#token"), None);
+    b.click_css("#login-oidc");
+    b.type_css("input[name=login]", user);
+    b.type_css("input[name=password]", "any");
+    b.click_css("button.login-submit");
+    b.wait_for("input[name=prompt][value=consent]");
+    b.click_css("button.login-submit");
+}
+
 #[test]
 fn a_sign_in_through_openid_connect_decides_under_the_oidc_identity() {
     let issuer = peers::oidc_issuer();
@@ -590,15 +604,7 @@ require_claim = "groups=approvers"
     let mcp = gw.line("purra gateway: serving ");
 
     let b = Browser::new(1100, 1000);
-    b.goto(&format!("{page}login"));
-    assert_eq!(b.find("#token"), None);
-    b.click_css("#login-oidc");
-    // The provider's own forms, in the browser.
-    b.type_css("input[name=login]", "alice");
-    b.type_css("input[name=password]", "any");
-    b.click_css("button.login-submit");
-    b.wait_for("input[name=prompt][value=consent]");
-    b.click_css("button.login-submit");
+    oidc_sign_in(&b, &page, "alice");
     let who = format!("alice (test) <alice@example.com>, sub alice at {issuer}");
     b.wait_text("#approver", &who);
     b.wait_for("body[data-synced=yes]");
@@ -654,13 +660,7 @@ require_claim = "groups=approvers"
 
     // bob is a listed subject without the required group: refused, and no session.
     let other = Browser::new(1100, 1000);
-    other.goto(&format!("{page}login"));
-    other.click_css("#login-oidc");
-    other.type_css("input[name=login]", "bob");
-    other.type_css("input[name=password]", "any");
-    other.click_css("button.login-submit");
-    other.wait_for("input[name=prompt][value=consent]");
-    other.click_css("button.login-submit");
+    oidc_sign_in(&other, &page, "bob");
     other.wait_text(
         "#login-error",
         &format!(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use purra_protocol::auth::{OidcConfig, OidcIdentity, PendingLogin};
 use serde_json::Value;
 
-use crate::session::{random_token, same_secret};
+use crate::session::{make_room, random_token, same_secret};
 
 /// The pre-login cookie's name: set when a sign-in starts, required at its callback.
 pub const LOGIN_COOKIE: &str = "purra_page_login";
@@ -164,17 +164,7 @@ impl Pending {
     pub fn start(&self, login: PendingLogin) -> String {
         let browser = random_token();
         let mut open = self.open.lock().expect("pending lock");
-        open.retain(|_, s| s.at.elapsed() < LOGIN_TTL);
-        while open.len() >= MAX_PENDING {
-            let oldest = open
-                .iter()
-                .min_by_key(|(_, s)| s.at)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => open.remove(&k),
-                None => break,
-            };
-        }
+        make_room(&mut open, MAX_PENDING, LOGIN_TTL, |s| s.at);
         open.insert(
             login.state.clone(),
             Started {

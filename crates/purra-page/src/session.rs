@@ -29,6 +29,27 @@ pub fn same_secret(a: &str, b: &str) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Drops the entries of `map` older than `ttl`, then the oldest until fewer than `max` remain
+/// (room for one more); `opened` says when an entry was made.
+pub fn make_room<V>(
+    map: &mut HashMap<String, V>,
+    max: usize,
+    ttl: Duration,
+    opened: impl Fn(&V) -> Instant,
+) {
+    map.retain(|_, v| opened(v).elapsed() < ttl);
+    while map.len() >= max.max(1) {
+        let oldest = map
+            .iter()
+            .min_by_key(|(_, v)| opened(v))
+            .map(|(k, _)| k.clone());
+        match oldest {
+            Some(k) => map.remove(&k),
+            None => break,
+        };
+    }
+}
+
 /// One logged-in browser.
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -66,18 +87,7 @@ impl Sessions {
             opened: Instant::now(),
         };
         let mut open = self.open.lock().expect("sessions lock");
-        let ttl = self.ttl;
-        open.retain(|_, s| s.opened.elapsed() < ttl);
-        while open.len() >= self.max {
-            let oldest = open
-                .iter()
-                .min_by_key(|(_, s)| s.opened)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => open.remove(&k),
-                None => break,
-            };
-        }
+        make_room(&mut open, self.max, self.ttl, |s| s.opened);
         open.insert(id.clone(), session);
         id
     }
