@@ -168,8 +168,13 @@ struct Purra {
 
 impl Purra {
     fn start(args: &[&str]) -> Purra {
+        Purra::start_with_env(args, &[])
+    }
+
+    fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Purra {
         let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -566,7 +571,6 @@ fn a_decision_on_a_page_in_another_process_wakes_a_gateway_on_postgresql() {
 /// in the browser.
 fn oidc_sign_in(b: &Browser, page: &str, user: &str) {
     b.goto(&format!("{page}login"));
-    assert_eq!(b.find("#token"), None);
     b.click_css("#login-oidc");
     b.type_css("input[name=login]", user);
     b.type_css("input[name=password]", "any");
@@ -604,6 +608,8 @@ require_claim = "groups=approvers"
     let mcp = gw.line("purra gateway: serving ");
 
     let b = Browser::new(1100, 1000);
+    b.goto(&format!("{page}login"));
+    assert_eq!(b.find("#token"), None);
     oidc_sign_in(&b, &page, "alice");
     let who = format!("alice (test) <alice@example.com>, sub alice at {issuer}");
     b.wait_text("#approver", &who);
@@ -680,4 +686,92 @@ require_claim = "groups=approvers"
     );
     other.goto(&page);
     assert_eq!(other.url(), format!("{page}login"));
+}
+
+#[test]
+fn approvals_serve_signs_in_through_openid_connect_by_flags_beside_the_tokens() {
+    let issuer = peers::oidc_issuer();
+    let sc = Scenario::new("oidc-flags");
+    sc.prepare("\"v1\"");
+    let p = Purra::start_with_env(
+        &[
+            "approvals",
+            "serve",
+            "--db",
+            &sc.db(),
+            "--listen",
+            "127.0.0.1:0",
+            "--page-approver",
+            "ada",
+            "--page-oidc-issuer",
+            issuer,
+            "--page-oidc-client-id",
+            "purra-page",
+            "--page-oidc-client-secret-env",
+            "PURRA_TEST_PAGE_SECRET",
+            "--page-allow-email",
+            "carol@example.com",
+        ],
+        &[("PURRA_TEST_PAGE_SECRET", "page-secret")],
+    );
+    let page = p.line("purra approvals: approver page at ");
+    assert_eq!(
+        p.line("purra approvals: OpenID Connect sign-in, callback "),
+        format!("{page}login/callback")
+    );
+    // Token sign-in stays on beside the provider.
+    let token = p.line("purra approvals: sign-in token for ada: ");
+    assert_eq!(token.len(), 43);
+    let b = Browser::new(1100, 1000);
+    b.goto(&format!("{page}login"));
+    b.wait_for("#token");
+    b.wait_text("#login-oidc", "Sign in with OpenID Connect");
+    oidc_sign_in(&b, &page, "carol");
+    b.wait_text(
+        "#approver",
+        &format!("carol (test) <carol@example.com>, sub carol at {issuer}"),
+    );
+    b.wait_for("#approve-approval-1");
+
+    // Options that cannot work are refused before anything is served.
+    for (args, code, message) in [
+        (
+            &["--page-allow-subject", "alice"][..],
+            64,
+            "the --page-oidc-* and --page-allow-* options need --page-oidc-issuer",
+        ),
+        (
+            &["--page-no-token-login"][..],
+            78,
+            "token sign-in can be turned off only when OpenID Connect sign-in is configured",
+        ),
+        (
+            &["--page-oidc-issuer", issuer, "--page-oidc-client-id", "purra-page"][..],
+            78,
+            "OpenID Connect sign-in needs an allow-list: subjects, emails or a required claim",
+        ),
+        (
+            &[
+                "--page-oidc-issuer",
+                issuer,
+                "--page-oidc-client-id",
+                "purra-page",
+                "--page-oidc-client-secret-file",
+                "/nonexistent/secret",
+                "--page-allow-subject",
+                "alice",
+            ][..],
+            78,
+            "cannot read the client secret file /nonexistent/secret: No such file or directory (os error 2)",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_purra"))
+            .args(["approvals", "serve", "--db", &sc.db(), "--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .expect("purra");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
 }
