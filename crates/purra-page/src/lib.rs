@@ -1,7 +1,9 @@
 //! purra-page: the approver page, served over any purra store (SQLite or PostgreSQL).
 //!
 //! A person who approves writes signs in with a random access token (one per approver, printed by
-//! whoever starts the page) and gets a session in an `HttpOnly`, `SameSite=Strict` cookie. The page
+//! whoever starts the page), or through an OpenID Connect provider ([`OidcLogin`]: the code flow
+//! with PKCE, `state` bound to the browser, `nonce`, the ID token checked, an [`AllowList`] of who
+//! may approve), and gets a session in an `HttpOnly`, `SameSite=Strict` cookie. The page
 //! lists pending approvals with everything the approver approves (tool, upstream, arguments readably
 //! and as exact JSON, intent digest, binding and scope revisions, who asked and when, time left),
 //! updates live from the store's events (server-sent events, no reload), approves or denies with a
