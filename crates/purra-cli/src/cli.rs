@@ -196,7 +196,7 @@ pub struct PageArgs {
     /// A subject (`sub`) who may approve (repeatable).
     #[arg(long = "page-allow-subject", value_name = "SUB")]
     pub allow_subjects: Vec<String>,
-    /// An email who may approve (repeatable; not if the provider marks it unverified).
+    /// An email who may approve (repeatable; only when the provider says it is verified).
     #[arg(long = "page-allow-email", value_name = "EMAIL")]
     pub allow_emails: Vec<String>,
     /// A claim every approver must carry, NAME=VALUE (a list claim must contain VALUE).

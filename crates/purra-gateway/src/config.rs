@@ -91,7 +91,7 @@ pub struct PageOidc {
     /// Subjects (`sub`) who may approve.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_subjects: Vec<String>,
-    /// Emails (not marked unverified by the provider) who may approve.
+    /// Emails who may approve (only when the ID token says `email_verified: true`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_emails: Vec<String>,
     /// `NAME=VALUE`: a claim every approver must carry (a list claim must contain the value).

@@ -23,15 +23,15 @@ pub const LOGIN_TTL: Duration = Duration::from_secs(600);
 /// The most sign-ins under way at once (the oldest is dropped to make room).
 const MAX_PENDING: usize = 256;
 
-/// Who may approve after signing in with the provider: anyone whose subject or (verified)
-/// email is listed, and who has the required claim value when one is set.
+/// Who may approve after signing in with the provider: anyone whose subject or verified email
+/// is listed, and who has the required claim value when one is set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AllowList {
     /// Subjects (`sub`) allowed.
     pub subjects: Vec<String>,
-    /// Emails allowed (compared without regard to case; only when the provider does not say
-    /// the email is unverified).
+    /// Emails allowed (compared without regard to case; only when the ID token says
+    /// `email_verified: true`: some providers let users set an email they do not own).
     pub emails: Vec<String>,
     /// A claim every approver must carry: (name, value); a list claim must contain the value.
     pub claim: Option<(String, String)>,
@@ -68,7 +68,7 @@ impl AllowList {
         }
         let listed = self.subjects.is_empty() && self.emails.is_empty()
             || self.subjects.contains(&who.subject)
-            || (who.email_verified != Some(false)
+            || (who.email_verified == Some(true)
                 && who
                     .email
                     .as_deref()
@@ -214,7 +214,7 @@ mod tests {
             .email("Bob@Example.com");
         assert!(list.admits(&who("alice", None, None, json!({}))));
         assert!(list.admits(&who("b", Some("bob@example.com"), Some(true), json!({}))));
-        assert!(list.admits(&who("b", Some("bob@example.com"), None, json!({}))));
+        assert!(!list.admits(&who("b", Some("bob@example.com"), None, json!({}))));
         assert!(!list.admits(&who("b", Some("bob@example.com"), Some(false), json!({}))));
         assert!(!list.admits(&who("eve", Some("eve@example.com"), Some(true), json!({}))));
         let grouped = list.clone().require_claim("groups", "approvers");

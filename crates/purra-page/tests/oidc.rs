@@ -412,7 +412,7 @@ async fn a_listed_subject_signs_in_and_decides_under_their_oidc_identity() {
     );
     assert_eq!(again.cookies, [CLEAR]);
 
-    // A listed (and not unverified) email admits another subject.
+    // A listed email the provider says is verified admits another subject.
     let (_, a) = s
         .sign_in(
             "c2",
@@ -559,6 +559,12 @@ async fn bad_id_tokens_and_unlisted_people_get_no_session() {
         (
             "dave",
             json!({"email": "carol@example.com", "email_verified": false}),
+            403,
+            "Refused: carol@example.com, sub dave at ISS may not approve here.",
+        ),
+        (
+            "dave",
+            json!({"email": "carol@example.com"}),
             403,
             "Refused: carol@example.com, sub dave at ISS may not approve here.",
         ),
