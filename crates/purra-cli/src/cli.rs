@@ -448,6 +448,10 @@ pub struct ReadArgs {
     /// The positional words: an optional URL, then the resource URI.
     #[arg(value_name = "ARGS", required = true, help = "[URL] URI")]
     pub positional: Vec<String>,
+    /// Write the resource's contents to FILE as they are (text, or a blob decoded) instead of
+    /// printing them: an MCP App's HTML (`ui://...`), an image. One content only.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<std::path::PathBuf>,
     /// The stdio server command and its arguments.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

@@ -840,3 +840,51 @@ fn legacy_http_sse_servers_of_both_sdks() {
         describe(&out)
     );
 }
+
+/// `purra` against an MCP Apps server of the official Python SDK (`mcp.server.apps`): `inspect`
+/// shows the negotiated-able extension and which tool has a UI, and `read --save` writes the UI's
+/// HTML to a file as it is.
+#[test]
+fn a_python_sdk_apps_server_is_seen_as_such() {
+    let python = peer_file(peers_dir().join("venv/bin/python"));
+    let script = peer_file(repo_root().join("peers/python/apps_server.py"));
+    let target = Target::Stdio(vec!["--".into(), python, script]);
+    let out = run_on(&target, "inspect", &[]);
+    let text = expect_code(&out, 0);
+    assert!(
+        text.contains("\nextensions:   io.modelcontextprotocol/ui\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\n  get_time  The time on the fixture's clock  [app: ui://clock/app.html]\n"
+        ),
+        "{text}"
+    );
+    let doc = json_of(&run_on(&target, "inspect", &["--json"]));
+    assert_eq!(
+        doc["tools"][0]["_meta"]["ui"]["resourceUri"], "ui://clock/app.html",
+        "{doc}"
+    );
+    let dir = std::env::temp_dir().join(format!("purra-apps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("clock.html");
+    let out = run_on(
+        &target,
+        "read",
+        &["ui://clock/app.html", "--save", file.to_str().unwrap()],
+    );
+    assert_eq!(expect_code(&out, 0), "");
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "saved 36 bytes (text/html;profile=mcp-app) to {}",
+            file.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "<!doctype html><p id=clock>12:00</p>"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -60,6 +60,7 @@ pub struct ClientOptions {
     elicitation: Option<(ElicitationHandler, bool, bool)>,
     apply_elicitation_defaults: bool,
     roots: Option<Vec<Root>>,
+    extensions: crate::extensions::Extensions,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -89,6 +90,7 @@ impl Default for ClientOptions {
             elicitation: None,
             apply_elicitation_defaults: true,
             roots: None,
+            extensions: Default::default(),
         }
     }
 }
@@ -150,6 +152,26 @@ impl ClientOptions {
         self.roots = Some(roots);
         self
     }
+    /// Declares the extension `name` (reverse-DNS, `com.example/feature`) with its `settings`
+    /// under `capabilities.extensions`; a malformed name is refused, before anything connects.
+    pub fn extension(mut self, name: &str, settings: JsonObject) -> Result<Self, Error> {
+        if !crate::extensions::is_valid_name(name) {
+            return Err(Error::Protocol(format!(
+                "{name:?} is not an extension name (reverse-DNS/name, such as com.example/feature)"
+            )));
+        }
+        self.extensions.insert(name.to_owned(), settings);
+        Ok(self)
+    }
+    /// Declares that this client renders MCP Apps (`io.modelcontextprotocol/ui` with the app
+    /// MIME type; see [`crate::apps`]).
+    pub fn apps(mut self) -> Self {
+        self.extensions.insert(
+            crate::apps::EXTENSION_ID.to_owned(),
+            crate::apps::client_settings(),
+        );
+        self
+    }
 
     fn capabilities(&self) -> ClientCapabilities {
         self.capabilities_at(&self.protocol_version)
@@ -180,7 +202,7 @@ impl ClientOptions {
             }),
             experimental: None,
             tasks: None,
-            extensions: None,
+            extensions: (!self.extensions.is_empty()).then(|| self.extensions.clone()),
         }
     }
 }
@@ -1111,6 +1133,13 @@ impl Connection {
     /// The server's capabilities.
     pub fn server_capabilities(&self) -> &ServerCapabilities {
         &self.init.capabilities
+    }
+    /// The extensions both sides declared (see [`crate::extensions`]), in name order.
+    pub fn negotiated_extensions(&self) -> Vec<String> {
+        crate::extensions::negotiated(
+            self.server_capabilities(),
+            &self.service.options.capabilities(),
+        )
     }
     /// The server's instructions, if any.
     pub fn instructions(&self) -> Option<&str> {
