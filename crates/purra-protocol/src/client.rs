@@ -23,8 +23,10 @@ use crate::version::ProtocolVersion;
 use std::convert::Infallible as ChildProcess;
 
 mod modern;
+mod receiver;
 mod tasks;
 pub use modern::{CacheMode, ProtocolMode};
+pub use receiver::ClientTaskOptions;
 
 /// Answers `sampling/createMessage`.
 pub type SamplingHandler = Arc<
@@ -60,6 +62,7 @@ pub struct ClientOptions {
     elicitation: Option<(ElicitationHandler, bool, bool)>,
     apply_elicitation_defaults: bool,
     roots: Option<Vec<Root>>,
+    server_tasks: Option<ClientTaskOptions>,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -71,6 +74,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("sampling", &self.sampling.is_some())
             .field("elicitation", &self.elicitation.is_some())
             .field("roots", &self.roots)
+            .field("server_tasks", &self.server_tasks)
             .finish()
     }
 }
@@ -89,6 +93,7 @@ impl Default for ClientOptions {
             elicitation: None,
             apply_elicitation_defaults: true,
             roots: None,
+            server_tasks: None,
         }
     }
 }
@@ -151,6 +156,44 @@ impl ClientOptions {
         self
     }
 
+    /// Runs the server's task-augmented `sampling/createMessage` and `elicitation/create` as
+    /// tasks of this client (2025-11-25 handshake sessions): declares
+    /// `tasks.requests.sampling.createMessage` and `tasks.requests.elicitation.create` for the
+    /// handlers given, with `tasks.list` and `tasks.cancel`. Such a request is answered at once
+    /// with a task while its handler runs on; the server reads it with `tasks/get`,
+    /// `tasks/result`, `tasks/list` and may `tasks/cancel` it, which drops the handler's future
+    /// at once. Each connection keeps its tasks in a store bounded by `options`.
+    pub fn run_server_tasks(mut self, options: ClientTaskOptions) -> Self {
+        self.server_tasks = Some(options);
+        self
+    }
+
+    /// The `tasks` capability at revision `v`: only in a 2025-11-25 or later handshake revision,
+    /// only when opted in, and only for the request kinds this client has handlers for.
+    fn tasks_capability(&self, v: &str) -> Option<JsonObject> {
+        if self.server_tasks.is_none()
+            || crate::modern::is_modern(v)
+            || v < ProtocolVersion::V2025_11_25.as_str()
+        {
+            return None;
+        }
+        let mut requests = JsonObject::new();
+        if self.sampling.is_some() {
+            requests.insert("sampling".into(), serde_json::json!({"createMessage": {}}));
+        }
+        if self.elicitation.is_some() {
+            requests.insert("elicitation".into(), serde_json::json!({"create": {}}));
+        }
+        if requests.is_empty() {
+            return None;
+        }
+        Some(obj(serde_json::json!({
+            "list": {},
+            "cancel": {},
+            "requests": requests,
+        })))
+    }
+
     fn capabilities(&self) -> ClientCapabilities {
         self.capabilities_at(&self.protocol_version)
     }
@@ -179,7 +222,7 @@ impl ClientOptions {
                 o
             }),
             experimental: None,
-            tasks: None,
+            tasks: self.tasks_capability(v),
             extensions: None,
         }
     }
@@ -275,6 +318,8 @@ struct ClientService {
     modern: OnceLock<Arc<modern::Modern>>,
     /// Whether the transport is Streamable HTTP (where `x-mcp-header` rules apply).
     http: bool,
+    /// The tasks this client runs for the server, once a handshake declared them.
+    receiver: OnceLock<Arc<receiver::Receiver>>,
 }
 
 impl ClientService {
@@ -364,10 +409,17 @@ impl Service for ClientService {
 
     fn request(
         self: &Arc<Self>,
-        _ctx: RequestContext,
+        ctx: RequestContext,
         method: String,
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let params = match self.receiver.get() {
+            Some(r) => match receiver::route(self, r, &ctx.peer, &method, params) {
+                Ok(task) => return task,
+                Err(params) => params,
+            },
+            None => params,
+        };
         self.answer(method, params)
     }
 
@@ -756,6 +808,7 @@ impl Client {
             output_validators: Mutex::new(HashMap::new()),
             modern: OnceLock::new(),
             http,
+            receiver: OnceLock::new(),
         });
         let (peer, _join) = session::start(transport, service.clone(), options.engine.clone());
         let child = Arc::new(Mutex::new(child));
@@ -975,6 +1028,18 @@ impl Connection {
         }
         self.peer
             .set_batches_allowed(init.protocol_version.allows_batches());
+        // The server may ask for tasks once it has our capabilities: before `initialized`.
+        if let Some(t) = options.server_tasks {
+            if options
+                .tasks_capability(init.protocol_version.as_str())
+                .is_some()
+            {
+                let _ = self
+                    .service
+                    .receiver
+                    .set(Arc::new(receiver::Receiver::new(t)));
+            }
+        }
         self.init = init;
         self.peer.notify_empty(methods::INITIALIZED).await
     }

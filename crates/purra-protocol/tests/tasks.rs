@@ -266,7 +266,7 @@ async fn extension_form_creates_inlines_and_isolates() {
     assert_eq!(got["result"]["status"], "cancelled");
     assert_eq!(
         got["result"]["statusMessage"],
-        "The task was cancelled by the client"
+        "The task was cancelled by its requestor"
     );
     assert!(got["result"].get("result").is_none());
 
@@ -781,7 +781,7 @@ async fn a_2026_07_28_client_follows_extension_tasks_and_answers_their_questions
     assert_eq!(
         err,
         Error::Protocol(format!(
-            "task {} ended cancelled: The task was cancelled by the client",
+            "task {} ended cancelled: The task was cancelled by its requestor",
             t.id
         ))
     );

@@ -28,8 +28,8 @@ use crate::modern::envelope::RequestEnvelope;
 use crate::modern::{raw, InputRequest, InputResponse};
 use crate::session::{Peer, RequestContext};
 use crate::tasks::{
-    methods as task_methods, rfc3339, InMemoryTaskStore, TaskChange, TaskOutcome, TaskRecord,
-    TaskStatus, TaskStore, TaskStoreError, RELATED_TASK_META,
+    methods as task_methods, InMemoryTaskStore, TaskChange, TaskOutcome, TaskRecord, TaskStatus,
+    TaskStore, TaskStoreError, RELATED_TASK_META,
 };
 use crate::types::{methods, CallToolParams, ClientCapabilities, JsonObject, TaskSupport};
 
@@ -169,13 +169,6 @@ fn unknown_task(id: &str) -> ErrorObject {
         .with_data(json!({ "taskId": id }))
 }
 
-/// A fresh unguessable task id (128 random bits, hex).
-fn mint_id() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the OS random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Who owns the tasks a request creates: its principal, else its session (or stream
 /// connection); stateless HTTP requests without a principal share the anonymous owner (their
 /// task ids, unguessable, are then the only key).
@@ -189,24 +182,7 @@ pub(crate) fn owner_of(session: &SessionState, principal: Option<&str>) -> Strin
 
 /// The task as the wire shows it (without result, error or questions).
 fn task_json(r: &TaskRecord, form: Form) -> Map<String, Value> {
-    let mut o = Map::new();
-    o.insert("taskId".into(), Value::String(r.id.clone()));
-    o.insert("status".into(), Value::String(r.status.as_str().into()));
-    if let Some(m) = &r.status_message {
-        o.insert("statusMessage".into(), Value::String(m.clone()));
-    }
-    o.insert("createdAt".into(), Value::String(rfc3339(r.created_at)));
-    o.insert(
-        "lastUpdatedAt".into(),
-        Value::String(rfc3339(r.last_updated_at)),
-    );
-    let (ttl, poll) = match form {
-        Form::Legacy => ("ttl", "pollInterval"),
-        Form::Extension => ("ttlMs", "pollIntervalMs"),
-    };
-    o.insert(ttl.into(), json!(r.ttl_ms));
-    o.insert(poll.into(), json!(r.poll_interval_ms));
-    o
+    crate::tasks::wire(r, form == Form::Extension)
 }
 
 /// The 2026-07-28 `tasks/get` result: the task with its questions, result or error inlined.
@@ -446,7 +422,12 @@ pub(crate) async fn create(
         .unwrap_or(o.default_ttl.as_millis() as u64)
         .min(o.max_ttl.as_millis() as u64)
         .max(1);
-    let record = TaskRecord::new(mint_id(), owner, ttl, o.poll_interval.as_millis() as u64);
+    let record = TaskRecord::new(
+        crate::tasks::mint_id(),
+        owner,
+        ttl,
+        o.poll_interval.as_millis() as u64,
+    );
     o.store.create(record.clone()).await.map_err(store_error)?;
     let (done, _) = watch::channel(false);
     let live = Arc::new(Live {
@@ -964,23 +945,5 @@ async fn result(
         }
         r = get(server, owner, &p.task_id).await?;
     }
-    let related = json!({ "taskId": r.id });
-    match r.outcome {
-        Some(TaskOutcome::Result(Value::Object(mut o))) => {
-            let meta = o
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(m) = meta {
-                m.insert(RELATED_TASK_META.into(), related);
-            }
-            Ok(raw(&Value::Object(o)))
-        }
-        Some(TaskOutcome::Result(other)) => Ok(raw(&other)),
-        Some(TaskOutcome::Error(e)) => Err(e),
-        None => Err(ErrorObject::new(
-            RpcErrorCode::INVALID_REQUEST,
-            format!("Invalid request: task {:?} was cancelled", r.id),
-        )
-        .with_data(json!({ "taskId": r.id, "status": r.status.as_str() }))),
-    }
+    crate::tasks::final_response(r).map(|v| raw(&v))
 }
