@@ -190,15 +190,18 @@ fn task_of(params: Option<&RawValue>) -> Option<TaskParams> {
         .and_then(|p| p.task)
 }
 
-/// Serves a task method or a task-augmented request; `None` when the request is neither (or
-/// the client runs no tasks for its kind) and is answered as usual.
+/// The answer to one of the server's requests.
+type Answer = BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>;
+
+/// Serves a task method or a task-augmented request; the params back when the request is
+/// neither (or the client runs no tasks for its kind) and is answered as usual.
 pub(super) fn route(
     service: &Arc<ClientService>,
     receiver: &Arc<Receiver>,
     peer: &Peer,
     method: &str,
     params: Option<Box<RawValue>>,
-) -> Result<BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>, Option<Box<RawValue>>> {
+) -> Result<Answer, Option<Box<RawValue>>> {
     let receiver = receiver.clone();
     let peer = peer.clone();
     match method {
@@ -289,7 +292,7 @@ async fn start(
     receiver: Arc<Receiver>,
     peer: Peer,
     task: TaskParams,
-    handler: BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>,
+    handler: Answer,
 ) -> Result<Box<RawValue>, ErrorObject> {
     let o = &receiver.options;
     let ttl = task
