@@ -35,12 +35,8 @@ async fn bind_every_tool(server: Server, catalog: &str) -> Vec<String> {
     let bindings: BTreeMap<String, ReadBinding> = names
         .iter()
         .map(|n| {
-            let binding = ReadBinding {
-                local_name: n.clone(),
-                title: format!("{catalog} {n}"),
-                scope: ScopeCheck::OptOut,
-                concurrency: Concurrency::Safe,
-            };
+            let binding = ReadBinding::new(n.clone(), format!("{catalog} {n}"), ScopeCheck::OptOut)
+                .concurrency(Concurrency::Safe);
             (n.clone(), binding)
         })
         .collect();

@@ -82,12 +82,8 @@ async fn run(tools: usize, bytes: usize) -> Result<Value, String> {
         .map(|i| {
             (
                 tool_name(i),
-                ReadBinding {
-                    local_name: tool_name(i),
-                    title: format!("Search {i}"),
-                    scope: ScopeCheck::OptOut,
-                    concurrency: Concurrency::Safe,
-                },
+                ReadBinding::new(tool_name(i), format!("Search {i}"), ScopeCheck::OptOut)
+                    .concurrency(Concurrency::Safe),
             )
         })
         .collect();

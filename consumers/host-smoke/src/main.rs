@@ -42,18 +42,18 @@ async fn smoke(server: &str) -> Result<String, String> {
     let monitor = CatalogMonitor::attach(&conn);
     let bindings = BTreeMap::from([(
         "echo".to_owned(),
-        ReadBinding {
-            local_name: "echo_text".into(),
-            title: "Echo text".into(),
-            scope: ScopeCheck::check(|_args, run| {
+        ReadBinding::new(
+            "echo_text",
+            "Echo text",
+            ScopeCheck::check(|_args, run| {
                 if run.agent == "smoke" {
                     ScopeDecision::Allow
                 } else {
                     ScopeDecision::Deny
                 }
             }),
-            concurrency: Concurrency::Safe,
-        },
+        )
+        .concurrency(Concurrency::Safe),
     )]);
     let catalog = discover_read_tools(&conn, "example", &bindings, &monitor, Limits::default())
         .await

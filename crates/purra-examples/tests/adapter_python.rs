@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use purra_core::{
-    Agent, Catalog, Concurrency, Lease, Message, RunContext, RunId, RunOutcome, RunRequest,
-    ScopeCheck, ScriptedModel, ToolError,
+    Agent, Catalog, Lease, Message, RunContext, RunId, RunOutcome, RunRequest, ScopeCheck,
+    ScriptedModel, ToolError,
 };
 use purra_mcp::{codes, discover_read_tools, CatalogMonitor, Limits, ReadBinding, ReadCatalog};
 use purra_protocol::{
@@ -180,12 +180,7 @@ fn bindings(pairs: &[(&str, &str)]) -> BTreeMap<String, ReadBinding> {
         .map(|(remote, local)| {
             (
                 (*remote).to_owned(),
-                ReadBinding {
-                    local_name: (*local).into(),
-                    title: format!("Title of {local}"),
-                    scope: ScopeCheck::OptOut,
-                    concurrency: Concurrency::Exclusive,
-                },
+                ReadBinding::new(*local, format!("Title of {local}"), ScopeCheck::OptOut),
             )
         })
         .collect()

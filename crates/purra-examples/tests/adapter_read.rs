@@ -118,12 +118,8 @@ async fn connect(via: Via) -> Fixture {
 }
 
 fn binding(local: &str) -> ReadBinding {
-    ReadBinding {
-        local_name: local.into(),
-        title: format!("Title of {local}"),
-        scope: ScopeCheck::OptOut,
-        concurrency: Concurrency::Safe,
-    }
+    ReadBinding::new(local, format!("Title of {local}"), ScopeCheck::OptOut)
+        .concurrency(Concurrency::Safe)
 }
 
 fn bindings(pairs: &[(&str, &str)]) -> BTreeMap<String, ReadBinding> {

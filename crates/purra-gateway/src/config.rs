@@ -329,6 +329,10 @@ pub struct ReadConfig {
     pub concurrency: ConcurrencyConfig,
     /// The scope: `"open"` or rules. Required: authority is never defaulted.
     pub scope: ScopeConfig,
+    /// Whether a tool the upstream runs only as a task may run, as a task (default false: it
+    /// fails closed). Writes have no such key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tasks: bool,
 }
 
 /// What a write does, as the host declares it.

@@ -179,12 +179,9 @@ impl Gateway {
                 let remote = r.tool.clone().unwrap_or_else(|| local.clone());
                 reads.insert(
                     remote.clone(),
-                    ReadBinding {
-                        local_name: local.clone(),
-                        title: r.title.clone(),
-                        scope: scope.scope_check(),
-                        concurrency: r.concurrency.into(),
-                    },
+                    ReadBinding::new(local.clone(), r.title.clone(), scope.scope_check())
+                        .concurrency(r.concurrency.into())
+                        .run_tasks(r.tasks),
                 );
                 scopes.push((format!("reads.{local}"), local.clone(), remote, scope, None));
             }

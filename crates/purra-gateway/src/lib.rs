@@ -3,7 +3,8 @@
 //! A configuration ([`GatewayConfig`], read from TOML by [`load`]) names upstream servers (stdio
 //! commands, Streamable HTTP or WebSocket URLs) and, per upstream tool a downstream client may
 //! use, a read binding or a write binding exactly as purra-mcp's discovery takes them: local
-//! name, title, scope rules (data: principals, client names, argument rules), concurrency; for
+//! name, title, scope rules (data: principals, client names, argument rules), concurrency, and
+//! whether a task-only tool may run as a task (reads only); for
 //! writes the effect and the host's binding and scope ids and revisions. [`Gateway::start`]
 //! connects and discovers everything, then serves one MCP server whose tools are only the bound
 //! ones, under their local names, with strict-profile schemas.

@@ -354,6 +354,7 @@ impl Cx {
             let title = f.req("title");
             let concurrency = f.opt("concurrency").unwrap_or_default();
             let scope = f.scope(false);
+            let tasks = f.opt("tasks").unwrap_or(false);
             f.finish();
             cx.reference(key, upstream.as_ref(), tool.as_ref());
             Some(ReadConfig {
@@ -362,6 +363,7 @@ impl Cx {
                 title: title?,
                 concurrency,
                 scope: scope?,
+                tasks,
             })
         });
         let writes = t.map("writes", |cx, table, key, span| {

@@ -43,6 +43,7 @@ upstream = "remote"
 tool = "remote.search"
 title = "Search"
 scope = { clients = ["claude-code"], arguments = ["len(query) <= 100"] }
+tasks = true
 
 [writes.set_note]
 upstream = "notes"
@@ -82,6 +83,8 @@ fn a_correct_file_reads_the_same_with_the_reader_and_with_serde() {
     assert_eq!(c.limits.limits().max_result_bytes, 32768);
     assert_eq!(c.limits.limits().max_pages, 32);
     assert_eq!(c.reads["get_note"].scope, ScopeConfig::Open);
+    assert!(c.reads["search"].tasks);
+    assert!(!c.reads["get_note"].tasks);
     assert_eq!(c.writes["set_note"].effect, EffectConfig::Write);
     assert_eq!(
         c.writes["set_note"].scope.principals,
@@ -92,7 +95,7 @@ fn a_correct_file_reads_the_same_with_the_reader_and_with_serde() {
     let text = toml::to_string(c).expect("serialize");
     assert_eq!(load_str("again.toml", &text).expect("reads").config, *c);
     // Every key's line is known, to place mistakes found later (at start).
-    assert_eq!(loaded.source.keys["writes.set_note.binding_revision"], 44);
+    assert_eq!(loaded.source.keys["writes.set_note.binding_revision"], 45);
     assert_eq!(loaded.source.keys["reads.search"], 32);
 }
 
@@ -123,6 +126,7 @@ upstream = "notes"
 title = "Read"
 concurrency = "sometimes"
 scope = "closed"
+tasks = "yes"
 "#;
     assert_eq!(
         errors(text),
@@ -134,6 +138,7 @@ scope = "closed"
             "g.toml:11: upstreams.notes.command: invalid type: string \"python3 notes.py\", expected a sequence",
             "g.toml:16: reads.get_note.concurrency: unknown variant `sometimes`, expected `safe` or `exclusive`",
             "g.toml:17: reads.get_note.scope: expected \"open\" or a table of rules (principals, clients, arguments)",
+            "g.toml:18: reads.get_note.tasks: invalid type: string \"yes\", expected a boolean",
         ]
     );
 }
@@ -198,7 +203,7 @@ upstream = "notes"
 title = "Replace"
 effect = "write"
 scope = "open"
-colour = "blue"
+tasks = true
 "#;
     assert_eq!(
         errors(text),
@@ -208,7 +213,7 @@ colour = "blue"
             "g.toml:4: writes.set_note.scope_id: required",
             "g.toml:4: writes.set_note.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)",
             "g.toml:8: writes.set_note.scope: writes cannot opt out of scope rules: give a table (principals, clients, arguments)",
-            "g.toml:9: writes.set_note.colour: unknown key (expected one of: binding_id, binding_revision, effect, risk, scope, scope_id, scope_revision, title, tool, upstream)",
+            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: binding_id, binding_revision, effect, risk, scope, scope_id, scope_revision, title, tool, upstream)",
         ]
     );
 }

@@ -138,6 +138,7 @@ fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
                 title: name.into(),
                 concurrency: Default::default(),
                 scope: ScopeConfig::Open,
+                tasks: false,
             },
         );
     }

@@ -6,9 +6,14 @@ use std::sync::Arc;
 use purra_core::{
     CompiledSchema, ErrorCode, Handler, RunContext, ScopeCheck, ScopeDecision, ToolError,
 };
+use std::time::Duration;
+
+use purra_protocol::tasks::TaskStatus;
 use purra_protocol::types::{methods, CallToolParams, CallToolResult, Content};
 use purra_protocol::{Connection, Error, RequestOptions};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::codes;
@@ -42,10 +47,28 @@ pub(crate) struct CallTarget {
     pub input: CompiledSchema,
     pub output: Option<CompiledSchema>,
     pub scope: ScopeCheck,
-    pub requires_task: bool,
+    pub task: TaskUse,
     /// Writes classify failures after sending as `unknown`; reads never write.
     pub write: bool,
 }
+
+/// How a call treats its remote tool's `execution.taskSupport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TaskUse {
+    /// The tool runs as a plain request (no task support, or optional).
+    Never,
+    /// The tool runs only as a task and the binding did not opt in: refused before sending.
+    Refuse,
+    /// The tool runs only as a task and the read binding opted in: run as one.
+    Run,
+}
+
+/// Task polling never runs faster than this, whatever the server asks.
+const MIN_POLL: Duration = Duration::from_millis(50);
+/// Nor slower than this.
+const MAX_POLL: Duration = Duration::from_secs(5);
+/// How long an abandoned task's remote cancellation may take.
+const CANCEL_WITHIN: Duration = Duration::from_secs(5);
 
 /// The outcome of one call, before it is turned into a handler result.
 pub(crate) enum CallOutcome {
@@ -111,8 +134,14 @@ impl CallTarget {
         if !matches!(self.scope.evaluate(&args, run), ScopeDecision::Allow) {
             return CallOutcome::NotSent(codes::scope_denied());
         }
-        if self.requires_task {
-            return CallOutcome::NotSent(codes::result_unsupported());
+        match self.task {
+            TaskUse::Never => {}
+            TaskUse::Refuse => return CallOutcome::NotSent(codes::result_unsupported()),
+            // A handshake server must have offered task-augmented calls.
+            TaskUse::Run if !self.conn.is_modern() && !self.conn.supports_tool_tasks() => {
+                return CallOutcome::NotSent(codes::result_unsupported())
+            }
+            TaskUse::Run => {}
         }
         if run.lease.check().is_err() {
             return CallOutcome::NotSent(ErrorCode::RUN_CANCELLED);
@@ -120,11 +149,18 @@ impl CallTarget {
         let Value::Object(arguments) = args else {
             return CallOutcome::NotSent(codes::invalid_arguments());
         };
-        let params = CallToolParams::new(self.remote.clone()).with_arguments(arguments);
         let mut timeout = self.limits.timeout;
         if let Some(deadline) = run.lease.deadline() {
-            timeout = timeout.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+            timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
         }
+        if self.task == TaskUse::Run {
+            return match self.run_task(arguments, timeout, run).await {
+                // A completed task's result is the tool's: no `resultType` round to check.
+                Ok(raw) => self.judge(&raw, false),
+                Err(code) => CallOutcome::AfterSend(code),
+            };
+        }
+        let params = CallToolParams::new(self.remote.clone()).with_arguments(arguments);
         let options = RequestOptions::default()
             .timeout(timeout)
             .cancel_with(run.lease.cancellation().clone());
@@ -139,17 +175,109 @@ impl CallTarget {
             Ok(raw) => raw,
             Err(e) => return CallOutcome::AfterSend(map_error(&e)),
         };
+        self.judge(&raw, true)
+    }
+
+    /// Judges a result that came back: stale catalog, incomplete result (`check_complete`: a
+    /// 2026-07-28 `tools/call` answer), limits, schema.
+    fn judge(&self, raw: &RawValue, check_complete: bool) -> CallOutcome {
         if self.monitor.generation() != self.generation {
             // The catalog changed while the call was in flight: the result is discarded.
             return CallOutcome::AfterSend(codes::catalog_stale());
         }
-        if !is_complete(&self.conn, &raw) {
+        if check_complete && !is_complete(&self.conn, raw) {
             return CallOutcome::AfterSend(codes::result_unsupported());
         }
         match judge_result(raw.get(), &self.limits, self.output.as_ref()) {
             Ok(v) => CallOutcome::Success(v),
             Err(code) => CallOutcome::AfterSend(code),
         }
+    }
+}
+
+impl CallTarget {
+    /// Runs the remote tool as a task within `timeout`: creates it, polls `tasks/get` at the
+    /// server's interval (clamped to 50 ms..5 s), and fetches the raw result once it ended. A
+    /// task that asks for input (this path answers no questions) is unsupported; the timeout
+    /// and the run's cancellation cancel the remote task. Every failure is an after-send code.
+    async fn run_task(
+        &self,
+        arguments: serde_json::Map<String, Value>,
+        timeout: Duration,
+        run: &RunContext,
+    ) -> Result<Box<RawValue>, ErrorCode> {
+        let deadline = Instant::now() + timeout;
+        let cancel = run.lease.cancellation();
+        // The task outlives an abandoned call by a little at most: the store sweeps it then.
+        let ttl = timeout + Duration::from_secs(30);
+        let created = tokio::select! {
+            r = tokio::time::timeout_at(
+                deadline,
+                self.conn.call_tool_as_task(&self.remote, Value::Object(arguments), Some(ttl)),
+            ) => r,
+            () = cancel.cancelled() => return Err(ErrorCode::RUN_CANCELLED),
+        };
+        let mut task = match created {
+            Ok(Ok(task)) => task,
+            Ok(Err(e)) => return Err(map_error(&e)),
+            Err(_) => return Err(codes::timeout()),
+        };
+        let id = task.id.clone();
+        loop {
+            match task.status {
+                TaskStatus::Working => {}
+                TaskStatus::Completed | TaskStatus::Failed => break,
+                TaskStatus::InputRequired => {
+                    self.cancel_remote(&id);
+                    return Err(codes::result_unsupported());
+                }
+                // The server ended the task without a result: the tool did not succeed.
+                _ => return Err(codes::tool_error()),
+            }
+            let every = task
+                .poll_interval_ms
+                .map(Duration::from_millis)
+                .unwrap_or(MAX_POLL)
+                .clamp(MIN_POLL, MAX_POLL);
+            let polled = tokio::select! {
+                r = async {
+                    tokio::time::sleep_until(deadline.min(Instant::now() + every)).await;
+                    if Instant::now() >= deadline {
+                        return None;
+                    }
+                    tokio::time::timeout_at(deadline, self.conn.get_task(&id)).await.ok()
+                } => r,
+                () = cancel.cancelled() => {
+                    self.cancel_remote(&id);
+                    return Err(ErrorCode::RUN_CANCELLED);
+                }
+            };
+            task = match polled {
+                Some(Ok(t)) if t.id == id => t,
+                Some(Ok(_)) => return Err(codes::result_invalid()),
+                Some(Err(e)) => return Err(map_error(&e)),
+                None => {
+                    self.cancel_remote(&id);
+                    return Err(codes::timeout());
+                }
+            };
+        }
+        let options = RequestOptions::default()
+            .timeout(deadline.saturating_duration_since(Instant::now()))
+            .cancel_with(cancel.clone());
+        self.conn
+            .task_result_raw(&id, options)
+            .await
+            .map_err(|e| map_error(&e))
+    }
+
+    /// Cancels the remote task `id`, best effort and detached: the call has already failed.
+    fn cancel_remote(&self, id: &str) {
+        let conn = self.conn.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(CANCEL_WITHIN, conn.cancel_task(&id)).await;
+        });
     }
 }
 

@@ -15,14 +15,15 @@ use purra_protocol::types::{methods, ListToolsResult, PaginatedParams, Tool};
 use purra_protocol::{Connection, RequestOptions};
 use serde_json::{json, Value};
 
-use crate::call::{map_error, CallTarget};
+use crate::call::{map_error, CallTarget, TaskUse};
 use crate::codes;
 use crate::limits::Limits;
 use crate::monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
 use crate::AdapterError;
 
-/// The host's authorization of one remote tool as a read tool.
+/// The host's authorization of one remote tool as a read tool, built with [`ReadBinding::new`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadBinding {
     /// The local name the agent sees (`^[a-z][a-z0-9_]{0,63}$`).
     pub local_name: String,
@@ -33,6 +34,40 @@ pub struct ReadBinding {
     pub scope: ScopeCheck,
     /// Whether calls may overlap (a declaration; Core's scheduler decides).
     pub concurrency: Concurrency,
+    /// Whether a tool the server runs only as a task (`execution.taskSupport: "required"`) may
+    /// run: as a task, polled within the call's limits and cancelled remotely when the call
+    /// times out or its run is cancelled. Off by default: such a tool then fails closed with
+    /// `mcp_result_unsupported`, sending nothing. Write bindings have no such opt-in.
+    pub tasks: bool,
+}
+
+impl ReadBinding {
+    /// A binding of a read tool under `local_name`, with its policy `title` and the host's
+    /// `scope` check; calls run alone ([`Concurrency::Exclusive`]) and task-only tools are
+    /// refused until [`ReadBinding::run_tasks`] opts in.
+    pub fn new(local_name: impl Into<String>, title: impl Into<String>, scope: ScopeCheck) -> Self {
+        ReadBinding {
+            local_name: local_name.into(),
+            title: title.into(),
+            scope,
+            concurrency: Concurrency::Exclusive,
+            tasks: false,
+        }
+    }
+
+    /// Declares whether calls may overlap with other concurrency-safe calls.
+    pub fn concurrency(mut self, concurrency: Concurrency) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Opts in to running a task-only remote tool as a task (see [`ReadBinding::tasks`]). The
+    /// snapshot records the opt-in in the entry's policy, so it is part of what the host
+    /// reviewed.
+    pub fn run_tasks(mut self, yes: bool) -> Self {
+        self.tasks = yes;
+        self
+    }
 }
 
 /// What read discovery produced: the snapshot and the registrations to hand to Core.
@@ -299,7 +334,11 @@ pub async fn discover_read_tools(
         .iter()
         .map(|(b, s)| {
             let mut e = base_entry(&b.local_name, s);
-            e.insert("policy".into(), json!({"mode": "read", "title": b.title}));
+            let mut policy = json!({"mode": "read", "title": b.title});
+            if b.tasks {
+                policy["tasks"] = json!(true);
+            }
+            e.insert("policy".into(), policy);
             e.insert(
                 "concurrencySafe".into(),
                 json!(b.concurrency == Concurrency::Safe),
@@ -324,7 +363,11 @@ pub async fn discover_read_tools(
             input: s.input.clone(),
             output: s.output.clone(),
             scope: binding.scope.clone(),
-            requires_task: requires_task(&s.tool),
+            task: match (requires_task(&s.tool), binding.tasks) {
+                (false, _) => TaskUse::Never,
+                (true, false) => TaskUse::Refuse,
+                (true, true) => TaskUse::Run,
+            },
             write: false,
         });
         let builder = ToolRegistration::builder(binding.local_name.clone())

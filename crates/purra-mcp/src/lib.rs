@@ -5,7 +5,9 @@
 //! [`Limits`], compiles every selected schema with Core's strict profile, and returns an
 //! immutable [`Snapshot`] and Core registrations. A registration's handler makes one bounded
 //! `tools/call` and turns every failure into a code from [`codes`]; no remote text reaches the
-//! model. A [`CatalogMonitor`] makes registrations stale as soon as the tool list changes.
+//! model. A [`CatalogMonitor`] makes registrations stale as soon as the tool list changes. A
+//! remote tool that runs only as a task fails closed unless its read binding opts in
+//! ([`ReadBinding::run_tasks`]); write bindings never run tasks.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -19,15 +21,15 @@
 //! let monitor = CatalogMonitor::attach(&conn);
 //! let bindings = BTreeMap::from([(
 //!     "remote.search".to_owned(),
-//!     ReadBinding {
-//!         local_name: "search_documents".into(),
-//!         title: "Search documents".into(),
+//!     ReadBinding::new(
+//!         "search_documents",
+//!         "Search documents",
 //!         // Replace with the application's real authorization.
-//!         scope: ScopeCheck::check(|_args, run| {
+//!         ScopeCheck::check(|_args, run| {
 //!             if run.run_id.as_str().is_empty() { ScopeDecision::Deny } else { ScopeDecision::Allow }
 //!         }),
-//!         concurrency: Concurrency::Safe,
-//!     },
+//!     )
+//!     .concurrency(Concurrency::Safe),
 //! )]);
 //! let catalog = discover_read_tools(&conn, "documents", &bindings, &monitor, Limits::default()).await?;
 //! // Hand catalog.registrations to a purra_core::Catalog while the connection stays open.

@@ -12,7 +12,7 @@ use purra_core::{ApprovalBinding, Concurrency, Risk, ScopeCheck, ToolRegistratio
 use purra_protocol::Connection;
 use serde_json::{json, Value};
 
-use crate::call::CallTarget;
+use crate::call::{CallTarget, TaskUse};
 use crate::codes;
 use crate::discovery::{
     base_entry, envelope_schema, list_tools, requires_task, select_bindings, Snapshot,
@@ -147,7 +147,12 @@ pub async fn discover_write_tools(
             input: s.input.clone(),
             output: s.output.clone(),
             scope: binding.scope.clone(),
-            requires_task: requires_task(&s.tool),
+            // A write never runs as a task: a task-only tool fails closed, sending nothing.
+            task: if requires_task(&s.tool) {
+                TaskUse::Refuse
+            } else {
+                TaskUse::Never
+            },
             write: true,
         });
         let approval = ApprovalBinding {

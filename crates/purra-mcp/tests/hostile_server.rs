@@ -58,12 +58,7 @@ async fn discover(
 ) -> Result<ReadCatalog, ErrorCode> {
     let bindings = BTreeMap::from([(
         "search".to_owned(),
-        ReadBinding {
-            local_name: "search".into(),
-            title: "Search".into(),
-            scope: ScopeCheck::OptOut,
-            concurrency: Concurrency::Safe,
-        },
+        ReadBinding::new("search", "Search", ScopeCheck::OptOut).concurrency(Concurrency::Safe),
     )]);
     discover_read_tools(conn, "scripted", &bindings, monitor, Limits::default())
         .await

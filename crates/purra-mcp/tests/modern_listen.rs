@@ -132,12 +132,7 @@ fn scripted(mut raw: RawEnd, script: Arc<Mutex<Script>>, mut cmds: mpsc::Receive
 fn bindings() -> BTreeMap<String, ReadBinding> {
     BTreeMap::from([(
         "search".to_owned(),
-        ReadBinding {
-            local_name: "search".into(),
-            title: "Search".into(),
-            scope: ScopeCheck::OptOut,
-            concurrency: Concurrency::Safe,
-        },
+        ReadBinding::new("search", "Search", ScopeCheck::OptOut).concurrency(Concurrency::Safe),
     )])
 }
 

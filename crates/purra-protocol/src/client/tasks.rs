@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::{CacheMode, Connection};
@@ -253,6 +254,52 @@ impl Connection {
             .await?;
         serde_json::from_str(raw.get())
             .map_err(|e| Error::Protocol(format!("tasks/result is not a tool result: {e}")))
+    }
+
+    /// The raw result of the tool task `id`, for callers that decode result text themselves
+    /// (under their own bounds, with their own JSON rules). 2025-11-25: `tasks/result` under
+    /// `options` (it waits while the task runs). 2026-07-28: one `tasks/get`, whose inlined
+    /// result is returned once the task completed. A failed task is its JSON-RPC error
+    /// ([`Error::Rpc`]); a task still running (2026-07-28) or cancelled is [`Error::Protocol`].
+    pub async fn task_result_raw(
+        &self,
+        id: &str,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>, Error> {
+        self.check_task_form()?;
+        if !self.is_modern() {
+            return self
+                .request_raw(task_methods::RESULT, json!({ "taskId": id }), options)
+                .await;
+        }
+        let mut params = json!({ "taskId": id });
+        params["_meta"] = json!({
+            meta::CLIENT_CAPABILITIES: { "extensions": { crate::extensions::TASKS: {} } }
+        });
+        let raw = self.request_raw(task_methods::GET, params, options).await?;
+        #[derive(serde::Deserialize)]
+        struct Inlined<'a> {
+            #[serde(borrow, default)]
+            result: Option<&'a RawValue>,
+            #[serde(default)]
+            error: Option<ErrorObject>,
+        }
+        let inlined: Inlined<'_> = serde_json::from_str(raw.get())
+            .map_err(|e| Error::Protocol(format!("tasks/get: {e}")))?;
+        let v: Value = serde_json::from_str(raw.get())
+            .map_err(|e| Error::Protocol(format!("tasks/get: {e}")))?;
+        let task = read_task(&v)?;
+        match (task.status, inlined.result, inlined.error) {
+            (TaskStatus::Completed, Some(r), _) => Ok(r.to_owned()),
+            (TaskStatus::Completed, None, _) => Err(Error::Protocol(
+                "a completed task without its result".into(),
+            )),
+            (TaskStatus::Failed, _, Some(e)) => Err(Error::Rpc(e)),
+            (status, _, _) => Err(Error::Protocol(format!(
+                "task {} is {status}, not completed",
+                task.id
+            ))),
+        }
     }
 
     /// Runs the tool `name` as a task to its end: creates it, polls `tasks/get` at the server's
