@@ -27,6 +27,7 @@ mod receiver;
 mod tasks;
 pub use modern::{CacheMode, ProtocolMode};
 pub use receiver::ClientTaskOptions;
+pub use tasks::TaskSubscription;
 
 /// Answers `sampling/createMessage`.
 pub type SamplingHandler = Arc<
@@ -989,6 +990,7 @@ impl Connection {
             prompts_list_changed: flag(&caps.prompts),
             resources_list_changed: flag(&caps.resources),
             resource_subscriptions: None,
+            task_ids: None,
         };
         if filter.is_empty() {
             // No list can change: there is nothing to follow.

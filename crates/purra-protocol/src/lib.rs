@@ -75,7 +75,7 @@ pub mod ws;
 #[cfg(feature = "client")]
 pub use client::{
     CacheMode, Client, ClientOptions, ClientTaskOptions, Connection, ElicitationHandler,
-    ListenerHandle, ProtocolMode, ResourceSubscription, SamplingHandler,
+    ListenerHandle, ProtocolMode, ResourceSubscription, SamplingHandler, TaskSubscription,
 };
 pub use error::{AuthError, Error};
 #[cfg(any(feature = "http-server", feature = "ws"))]

@@ -124,6 +124,9 @@ pub(crate) struct Live {
     store: Arc<dyn TaskStore>,
     /// The session's peer, for 2025-11-25 status notifications.
     peer: Option<Peer>,
+    /// The server, for the extension's notifications on listen streams (weak: the server
+    /// holds this task).
+    server: std::sync::Weak<super::ServerInner>,
     patience: Duration,
     done: watch::Sender<bool>,
 }
@@ -242,9 +245,20 @@ impl Live {
         self.write(TaskChange::Finish(outcome)).await;
     }
 
-    /// Sends `notifications/tasks/status` (2025-11-25 form only).
+    /// Sends `notifications/tasks/status` (2025-11-25 form), or queues `notifications/tasks` to
+    /// the listen streams that follow the task (the extension's form).
     fn notify(&self, r: &TaskRecord) {
-        let (Form::Legacy, Some(peer)) = (self.form, &self.peer) else {
+        if self.form == Form::Extension {
+            if let Some(server) = self.server.upgrade() {
+                let mut task = detailed(r);
+                if let Value::Object(o) = &mut task {
+                    o.remove("resultType");
+                }
+                server.listeners.task_changed(&self.owner, &self.id, &task);
+            }
+            return;
+        }
+        let Some(peer) = &self.peer else {
             return;
         };
         let params = raw(&Value::Object(task_json(r, Form::Legacy)));
@@ -345,6 +359,11 @@ impl Server {
         &self.inner.tasks
     }
 
+    /// Where this server keeps its tasks.
+    pub(crate) fn tasks_store(&self) -> &Arc<dyn TaskStore> {
+        &self.engine().options.store
+    }
+
     /// Whether any registered tool may run as a task.
     pub(crate) fn offers_tasks(&self) -> bool {
         let tools = self.inner.tools.read().expect("tools lock");
@@ -440,6 +459,7 @@ pub(crate) async fn create(
         writer: tokio::sync::Mutex::new(()),
         store: o.store.clone(),
         peer: session.peer.get().cloned(),
+        server: Arc::downgrade(&server.inner),
         patience: server.inner.engine.slow_peer_timeout,
         done,
     });

@@ -79,6 +79,9 @@ pub mod methods {
     pub const UPDATE: &str = "tasks/update";
     /// `notifications/tasks/status` (2025-11-25).
     pub const STATUS: &str = "notifications/tasks/status";
+    /// `notifications/tasks` (2026-07-28 extension): a followed task changed, on a
+    /// `subscriptions/listen` stream.
+    pub const NOTIFICATION: &str = "notifications/tasks";
 }
 
 /// The `_meta` key that ties a message to its task (2025-11-25).
