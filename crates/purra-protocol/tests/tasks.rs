@@ -919,7 +919,7 @@ async fn a_2026_07_28_client_follows_task_notifications() {
         .await
         .unwrap();
     let sub = conn.follow_tasks(&[&t.id, "nope"]).await.unwrap();
-    assert_eq!(sub.tasks(), [t.id.clone()]);
+    assert_eq!(sub.tasks(), std::slice::from_ref(&t.id));
     // Answering the question (tasks/update, driven by task_result) moves it on to its end.
     let r = conn.task_result(&t.id).await.unwrap();
     assert_eq!(r.content, vec![Content::text("ok=true")]);
