@@ -122,14 +122,18 @@ rm -f "$STAMP"
 
 # ---- 1. Python venv with the official Python SDK ----
 PY_VERSION="$(python3 -c 'import sys; print(sys.version)')"
-if [ -x "$VENV/bin/python" ] && [ "$("$VENV/bin/python" -c 'import sys; print(sys.version)' 2>/dev/null)" != "$PY_VERSION" ]; then
-    log "python3 changed since the venv was made: recreating it"
-    rm -rf "$VENV"
-fi
-if [ ! -x "$VENV/bin/python" ]; then
-    log "creating python venv"
-    python3 -m venv "$VENV" || die "python3 -m venv failed (on Debian's python3, apt-get install python3-venv)"
-fi
+# Makes the venv $1 (named $2 in the log), remade when python3 changed since it was made.
+ensure_venv() {
+    if [ -x "$1/bin/python" ] && [ "$("$1/bin/python" -c 'import sys; print(sys.version)' 2>/dev/null)" != "$PY_VERSION" ]; then
+        log "python3 changed since the $2 was made: recreating it"
+        rm -rf "$1"
+    fi
+    if [ ! -x "$1/bin/python" ]; then
+        log "creating the $2"
+        python3 -m venv "$1" || die "python3 -m venv failed (on Debian's python3, apt-get install python3-venv)"
+    fi
+}
+ensure_venv "$VENV" "python venv"
 have_py_pkgs() {
     "$VENV/bin/python" - "$MCP_PY_VERSION" "$WEBSOCKETS_VERSION" <<'EOF' 2>/dev/null
 import importlib.metadata as m, sys
@@ -143,14 +147,7 @@ if ! have_py_pkgs; then
 fi
 
 # ---- 1b. a second venv with the Python SDK 1.x, whose tasks client 2.x no longer has ----
-if [ -x "$VENV_TASKS/bin/python" ] && [ "$("$VENV_TASKS/bin/python" -c 'import sys; print(sys.version)' 2>/dev/null)" != "$PY_VERSION" ]; then
-    log "python3 changed since the tasks venv was made: recreating it"
-    rm -rf "$VENV_TASKS"
-fi
-if [ ! -x "$VENV_TASKS/bin/python" ]; then
-    log "creating the tasks python venv"
-    python3 -m venv "$VENV_TASKS" || die "python3 -m venv failed (on Debian's python3, apt-get install python3-venv)"
-fi
+ensure_venv "$VENV_TASKS" "tasks python venv"
 if ! "$VENV_TASKS/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("mcp") == sys.argv[1] else 1)' \
     "$MCP_PY_TASKS_VERSION" 2>/dev/null; then
     log "installing mcp==$MCP_PY_TASKS_VERSION (tasks venv)"
