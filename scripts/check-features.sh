@@ -26,6 +26,8 @@ combinations=(
     "client,stdio"              # a stdio client
     "server,http-server"        # a Streamable HTTP server, no client, no validation
     "client,http-client,validation"
+    "server,http-server,legacy-sse"   # the HTTP+SSE endpoints beside Streamable HTTP
+    "client,http-client,legacy-sse"   # the HTTP+SSE client and its fallback
     "server,client,ws"          # WebSocket both ways
     "fuzzing"
     "auth"                      # OAuth client and resource-server guard (off by default)

@@ -2,6 +2,7 @@
 //
 // Usage: node client.mjs [--protocol-version V]... -- <server command> [args...]
 //        node client.mjs [--protocol-version V]... --http URL
+//        node client.mjs [--protocol-version V]... --sse URL   (HTTP+SSE of 2024-11-05)
 //
 // With no --protocol-version the checks run for 2025-11-25, then 2025-06-18. Over stdio each run
 // spawns a fresh server process. Prints `ok <check>` per check, `FAIL <check>: <why>` (exit 1) on
@@ -14,6 +15,7 @@ import { z } from 'zod';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
@@ -321,6 +323,8 @@ async function runOnce(opts, version, index) {
   const inbox = { notes: [], logs: [] };
   const inner = opts.http
     ? new StreamableHTTPClientTransport(new URL(opts.http))
+    : opts.sse
+    ? new SSEClientTransport(new URL(opts.sse))
     : new StdioClientTransport({ command: opts.command[0], args: opts.command.slice(1), env: { ...process.env }, stderr: 'inherit' });
   const transport = new VersionPinningTransport(inner, version);
   const client = makeClient(inbox);
@@ -330,7 +334,7 @@ async function runOnce(opts, version, index) {
     RUN_TIMEOUT,
   );
   try {
-    for (const [name, check] of checks({ client, inbox, transport, version, index, freshServer: !opts.http })) {
+    for (const [name, check] of checks({ client, inbox, transport, version, index, freshServer: !(opts.http || opts.sse) })) {
       state.current = name;
       await check();
       process.stdout.write(`ok ${name}\n`);
@@ -351,20 +355,21 @@ async function runOnce(opts, version, index) {
 }
 
 function parseArgs(argv) {
-  const usage = 'usage: client.mjs [--protocol-version V]... (-- <server command> [args...] | --http URL)';
+  const usage = 'usage: client.mjs [--protocol-version V]... (-- <server command> [args...] | --http URL | --sse URL)';
   const cut = argv.indexOf('--');
   const command = cut >= 0 ? argv.slice(cut + 1) : [];
   const own = cut >= 0 ? argv.slice(0, cut) : argv;
-  const opts = { versions: [], http: undefined, command };
+  const opts = { versions: [], http: undefined, sse: undefined, command };
   for (let i = 0; i < own.length; i++) {
     if (own[i] === '--protocol-version' && i + 1 < own.length) opts.versions.push(own[++i]);
     else if (own[i] === '--http' && i + 1 < own.length) opts.http = own[++i];
+    else if (own[i] === '--sse' && i + 1 < own.length) opts.sse = own[++i];
     else {
       process.stderr.write(`${usage}\n`);
       process.exit(2);
     }
   }
-  if (Boolean(opts.http) === command.length > 0) {
+  if ([Boolean(opts.http), Boolean(opts.sse), command.length > 0].filter(Boolean).length !== 1) {
     process.stderr.write(`${usage}\n`);
     process.exit(2);
   }

@@ -2,6 +2,7 @@
 //
 // Usage: node server.mjs              (stdio)
 //        node server.mjs --http PORT  (Streamable HTTP on 127.0.0.1:PORT, endpoint /mcp)
+//        node server.mjs --sse PORT   (HTTP+SSE of 2024-11-05: GET /sse, POST /messages)
 //
 // Tools and the greet prompt (with its completion) use McpServer; resources use low-level
 // handlers on McpServer.server, since McpServer cannot paginate resources/list nor answer
@@ -13,6 +14,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import {
   CreateMessageResultSchema,
   ErrorCode,
@@ -300,9 +302,53 @@ function serveHttp(port) {
   http.listen(port, '127.0.0.1', () => process.stderr.write(`fixture-node: listening on http://127.0.0.1:${port}/mcp\n`));
 }
 
+// The deprecated HTTP+SSE transport: one SSEServerTransport per GET /sse, found again by the
+// sessionId of each POST /messages. Anything else (a Streamable HTTP POST) is 405 or 404.
+function serveSse(port) {
+  const transports = new Map(); // sessionId -> transport
+  const http = createServer(async (req, res) => {
+    try {
+      const url = new URL(req.url, 'http://127.0.0.1');
+      if (url.pathname === '/sse') {
+        if (req.method !== 'GET') {
+          res.writeHead(405, { allow: 'GET' }).end();
+          return;
+        }
+        const transport = new SSEServerTransport('/messages', res);
+        transports.set(transport.sessionId, transport);
+        res.on('close', () => transports.delete(transport.sessionId));
+        await buildServer().connect(transport);
+        return;
+      }
+      if (url.pathname === '/messages' && req.method === 'POST') {
+        const transport = transports.get(url.searchParams.get('sessionId'));
+        if (!transport) {
+          res.writeHead(404).end('unknown session');
+          return;
+        }
+        await transport.handlePostMessage(req, res);
+        return;
+      }
+      res.writeHead(404).end();
+    } catch (err) {
+      process.stderr.write(`fixture-node: ${err?.stack ?? err}\n`);
+      if (!res.headersSent) res.writeHead(500).end();
+    }
+  });
+  http.listen(port, '127.0.0.1', () => process.stderr.write(`fixture-node: listening on http://127.0.0.1:${port}/sse\n`));
+}
+
 const args = process.argv.slice(2);
 const httpAt = args.indexOf('--http');
-if (httpAt >= 0) {
+const sseAt = args.indexOf('--sse');
+if (sseAt >= 0) {
+  const port = Number(args[sseAt + 1]);
+  if (!Number.isInteger(port) || port <= 0) {
+    process.stderr.write('usage: server.mjs [--http PORT | --sse PORT]\n');
+    process.exit(2);
+  }
+  serveSse(port);
+} else if (httpAt >= 0) {
   const port = Number(args[httpAt + 1]);
   if (!Number.isInteger(port) || port <= 0) {
     process.stderr.write('usage: server.mjs [--http PORT]\n');

@@ -3,6 +3,7 @@
 
 Usage: client.py [--protocol-version V]... -- <server command> [args...]
        client.py [--protocol-version V]... --http URL
+       client.py [--protocol-version V]... --sse URL   (HTTP+SSE of 2024-11-05: the stream's URL)
 
 With no --protocol-version the checks run for 2025-11-25, then 2025-06-18. Over stdio each run
 spawns a fresh server process. Prints `ok <check>` per check, `FAIL <check>: <why>` (exit 1) on
@@ -418,6 +419,10 @@ async def run_once(opts: argparse.Namespace, version: str, index: int) -> int:
                     from mcp.client.streamable_http import streamable_http_client
 
                     read, write = await stack.enter_async_context(streamable_http_client(opts.http))
+                elif opts.sse:
+                    from mcp.client.sse import sse_client
+
+                    read, write = await stack.enter_async_context(sse_client(opts.sse))
                 else:
                     params = StdioServerParameters(
                         command=opts.command[0], args=opts.command[1:], env=dict(os.environ)
@@ -434,7 +439,7 @@ async def run_once(opts: argparse.Namespace, version: str, index: int) -> int:
                         message_handler=inbox.on_message,
                     )
                 )
-                run = Run(session, inbox, version, index, fresh_server=not opts.http)
+                run = Run(session, inbox, version, index, fresh_server=not (opts.http or opts.sse))
                 for name, check in run.checks():
                     current = name
                     await check()
@@ -461,14 +466,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         argv, command = argv[:cut], argv[cut + 1 :]
     parser = argparse.ArgumentParser(
         description="purra interop fixture client (official Python SDK)",
-        usage="client.py [--protocol-version V]... (-- <server command> [args...] | --http URL)",
+        usage="client.py [--protocol-version V]... (-- <server command> [args...] | --http URL | --sse URL)",
     )
     parser.add_argument("--protocol-version", action="append", dest="versions", metavar="V")
     parser.add_argument("--http", metavar="URL", help="connect to a Streamable HTTP endpoint instead of spawning")
+    parser.add_argument("--sse", metavar="URL", help="connect to an HTTP+SSE server's event stream instead")
     opts = parser.parse_args(argv)
     opts.command = command
-    if bool(opts.http) == bool(command):
-        parser.error("give exactly one of `-- <server command>` or `--http URL`")
+    if [bool(opts.http), bool(opts.sse), bool(command)].count(True) != 1:
+        parser.error("give exactly one of `-- <server command>`, `--http URL` or `--sse URL`")
     opts.versions = opts.versions or DEFAULT_VERSIONS
     return opts
 

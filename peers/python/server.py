@@ -3,6 +3,7 @@
 
 Usage: server.py            (stdio)
        server.py --http PORT (Streamable HTTP on 127.0.0.1:PORT, endpoint /mcp)
+       server.py --sse PORT  (HTTP+SSE of 2024-11-05 on 127.0.0.1:PORT: GET /sse, POST /messages/)
 
 Built on `mcp.server.lowlevel.Server` rather than `MCPServer`: the contract needs paginated
 resources/list (2 per page), resources/subscribe, completion/complete, logging/setLevel with
@@ -358,11 +359,38 @@ def run_http(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
+def run_sse(port: int) -> None:
+    """The deprecated HTTP+SSE transport, as the SDK's `mcp.server.sse` documents it."""
+    import uvicorn
+    from mcp.server.sse import SseServerTransport
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Mount, Route
+
+    server = build_server()
+    sse = SseServerTransport("/messages/")
+
+    async def handle_sse(request: Request) -> Response:
+        async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return Response()
+
+    app = Starlette(
+        routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)]
+    )
+    print(f"fixture-python: listening on http://127.0.0.1:{port}/sse", file=sys.stderr, flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="purra interop fixture server (official Python SDK)")
     parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on 127.0.0.1:PORT/mcp")
+    parser.add_argument("--sse", type=int, metavar="PORT", help="serve HTTP+SSE on 127.0.0.1:PORT (GET /sse)")
     opts = parser.parse_args()
-    if opts.http is not None:
+    if opts.sse is not None:
+        run_sse(opts.sse)
+    elif opts.http is not None:
         run_http(opts.http)
     else:
         anyio.run(run_stdio)

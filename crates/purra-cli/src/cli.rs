@@ -303,6 +303,11 @@ pub struct ConnectArgs {
     /// Ask the server to send log messages at this level and above (logging/setLevel).
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,
+    /// The HTTP transport for an http(s) URL: `auto` (Streamable HTTP, falling back to the
+    /// HTTP+SSE transport of 2024-11-05 when the server answers its POST with a 4xx as an
+    /// HTTP+SSE server does), `streamable-http`, or `sse` (the URL is the event stream's).
+    #[arg(long, value_name = "TRANSPORT", default_value = "auto")]
+    pub transport: HttpTransportArg,
     /// The token file `purra login` wrote (default: $PURRA_TOKENS, else
     /// $XDG_CONFIG_HOME/purra/tokens.json, else ~/.config/purra/tokens.json).
     #[arg(long, value_name = "PATH")]
@@ -443,6 +448,10 @@ pub struct ReadArgs {
     /// The positional words: an optional URL, then the resource URI.
     #[arg(value_name = "ARGS", required = true, help = "[URL] URI")]
     pub positional: Vec<String>,
+    /// Write the resource's contents to FILE as they are (text, or a blob decoded) instead of
+    /// printing them: an MCP App's HTML (`ui://...`), an image. One content only.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<std::path::PathBuf>,
     /// The stdio server command and its arguments.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -488,6 +497,27 @@ pub struct ServeArgs {
     /// A scope every request needs (repeatable; with --auth-issuer).
     #[arg(long = "auth-scope", value_name = "SCOPE", requires = "auth_issuer")]
     pub auth_scopes: Vec<String>,
+}
+
+/// An HTTP transport for `--transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HttpTransportArg {
+    /// Streamable HTTP, falling back to HTTP+SSE.
+    Auto,
+    /// Streamable HTTP only.
+    StreamableHttp,
+    /// HTTP+SSE (2024-11-05) only.
+    Sse,
+}
+
+impl From<HttpTransportArg> for purra_protocol::http::HttpTransport {
+    fn from(t: HttpTransportArg) -> Self {
+        match t {
+            HttpTransportArg::Auto => purra_protocol::http::HttpTransport::Auto,
+            HttpTransportArg::StreamableHttp => purra_protocol::http::HttpTransport::Streamable,
+            HttpTransportArg::Sse => purra_protocol::http::HttpTransport::Sse,
+        }
+    }
 }
 
 /// A log level for `--log-level`.

@@ -82,12 +82,18 @@ impl Target {
                 let mut http = HttpClientOptions {
                     headers,
                     ..HttpClientOptions::default()
-                };
+                }
+                .transport(args.transport.into());
                 if !explicit {
                     // The tokens `purra login` stored, if any (an Authorization header wins).
                     http = crate::cmd::login::with_stored_tokens(url, args.tokens.as_ref(), http)?;
                 }
                 Client::connect_http(url, http, options).await
+            }
+            Target::Ws(_) | Target::Command(_)
+                if args.transport != crate::cli::HttpTransportArg::Auto =>
+            {
+                return Err(Failure::usage("--transport applies to http(s) URLs only"));
             }
             Target::Ws(url) => {
                 let mut ws = WsClientOptions::default();

@@ -782,3 +782,109 @@ fn python_sdk_fixture_server_over_http() {
     check_read(&target);
     check_prompt(&target);
 }
+
+/// `purra` against the official SDKs' servers on the HTTP+SSE transport of 2024-11-05 only: by
+/// default Streamable HTTP is tried first (they refuse its POST with 405) and the CLI falls back;
+/// `--transport sse` goes there directly; `--transport streamable-http` does not fall back.
+#[test]
+fn legacy_http_sse_servers_of_both_sdks() {
+    let port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+            .to_string()
+    };
+    let python = peer_file(peers_dir().join("venv/bin/python"));
+    let script = peer_file(repo_root().join("peers/python/server.py"));
+    let py = Served::start(&python, &[&script, "--sse", &port()]);
+    assert!(py.url.ends_with("/sse"), "{}", py.url);
+    let node = peer_file(peers_dir().join("bin/node"));
+    let script = peer_file(repo_root().join("peers/node/server.mjs"));
+    let ts = Served::start(&node, &[&script, "--sse", &port()]);
+    let handshake = Spoken {
+        revision: "2025-11-25",
+        era: "handshake",
+        choice: "auto",
+    };
+    for (served, name) in [(&py, "fixture-python"), (&ts, "fixture-node")] {
+        let target = served.target();
+        check_inspect_json(&target, name, &handshake);
+        check_call(&target);
+        check_read(&target);
+        check_prompt(&target);
+        let out = run_on(
+            &target,
+            "call",
+            &["--transport", "sse", "echo", "text=direct"],
+        );
+        assert_eq!(expect_code(&out, 0), "direct\n");
+        let out = run_on(
+            &target,
+            "call",
+            &["--transport", "streamable-http", "echo", "text=x"],
+        );
+        expect_code(&out, 2);
+        assert!(
+            stderr(&out).contains("HTTP status 405"),
+            "{}",
+            describe(&out)
+        );
+    }
+    // `--transport` belongs to http(s) URLs.
+    let out = purra(&["call", "--transport", "sse", "ws://127.0.0.1:1/", "echo"]);
+    assert_eq!(expect_code(&out, 64), "");
+    assert!(
+        stderr(&out).contains("--transport applies to http(s) URLs only"),
+        "{}",
+        describe(&out)
+    );
+}
+
+/// `purra` against an MCP Apps server of the official Python SDK (`mcp.server.apps`): `inspect`
+/// shows the negotiated-able extension and which tool has a UI, and `read --save` writes the UI's
+/// HTML to a file as it is.
+#[test]
+fn a_python_sdk_apps_server_is_seen_as_such() {
+    let python = peer_file(peers_dir().join("venv/bin/python"));
+    let script = peer_file(repo_root().join("peers/python/apps_server.py"));
+    let target = Target::Stdio(vec!["--".into(), python, script]);
+    let out = run_on(&target, "inspect", &[]);
+    let text = expect_code(&out, 0);
+    assert!(
+        text.contains("\nextensions:   io.modelcontextprotocol/ui\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\n  get_time  The time on the fixture's clock  [app: ui://clock/app.html]\n"
+        ),
+        "{text}"
+    );
+    let doc = json_of(&run_on(&target, "inspect", &["--json"]));
+    assert_eq!(
+        doc["tools"][0]["_meta"]["ui"]["resourceUri"], "ui://clock/app.html",
+        "{doc}"
+    );
+    let dir = std::env::temp_dir().join(format!("purra-apps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("clock.html");
+    let out = run_on(
+        &target,
+        "read",
+        &["ui://clock/app.html", "--save", file.to_str().unwrap()],
+    );
+    assert_eq!(expect_code(&out, 0), "");
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "saved 36 bytes (text/html;profile=mcp-app) to {}",
+            file.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "<!doctype html><p id=clock>12:00</p>"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,4 +1,5 @@
-//! Interop with the official SDKs over real stdio pipes and Streamable HTTP, in both directions: purra's example
+//! Interop with the official SDKs over real stdio pipes, Streamable HTTP and the HTTP+SSE transport of
+//! 2024-11-05, in both directions: purra's example
 //! client against the Python (`mcp` 2.3.0) and TypeScript (`@modelcontextprotocol/sdk` 1.32.2)
 //! fixture servers, and their fixture clients against purra's example server. The peers are
 //! installed by `scripts/setup-peers.sh`; every check is listed in `peers/FIXTURES.md`.
@@ -148,4 +149,56 @@ fn http_python_sdk_client_with_purra_server() {
 fn http_typescript_sdk_client_with_purra_server() {
     let server = purra_http_server();
     assert_all_checks(&peer_client_http(node(), "node/client.mjs", &server.url));
+}
+
+/// The SSE URL of an HTTP peer started on `port` (its event stream is at `/sse`).
+fn sse_url(peer: &HttpPeer) -> String {
+    peer.url.replace("/mcp", "/sse")
+}
+
+fn peer_client_sse(program: PathBuf, client_script: &str, url: &str) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.arg(script(client_script))
+        .args(["--sse", url])
+        .env("FIXTURE_SERVER_IS_PURRA", "1");
+    run(cmd, Duration::from_secs(120))
+}
+
+// HTTP+SSE (2024-11-05). purra's client is given the legacy-only peers' stream URLs with the
+// default transport: Streamable HTTP first, whose POST they refuse (405), then HTTP+SSE.
+
+#[test]
+fn sse_purra_client_falls_back_to_the_python_sdk_legacy_server() {
+    let mut cmd = Command::new(python());
+    cmd.args([script("python/server.py"), "--sse".into()]);
+    let server = http_server(cmd, |port| port.to_string());
+    assert_all_checks(&purra_client_http(&sse_url(&server)));
+}
+
+#[test]
+fn sse_purra_client_falls_back_to_the_typescript_sdk_legacy_server() {
+    let mut cmd = Command::new(node());
+    cmd.args([script("node/server.mjs"), "--sse".into()]);
+    let server = http_server(cmd, |port| port.to_string());
+    assert_all_checks(&purra_client_http(&sse_url(&server)));
+}
+
+#[test]
+fn sse_python_sdk_client_with_purra_legacy_server() {
+    let server = purra_http_server();
+    assert_all_checks(&peer_client_sse(
+        python(),
+        "python/client.py",
+        &sse_url(&server),
+    ));
+}
+
+#[test]
+fn sse_typescript_sdk_client_with_purra_legacy_server() {
+    let server = purra_http_server();
+    assert_all_checks(&peer_client_sse(
+        node(),
+        "node/client.mjs",
+        &sse_url(&server),
+    ));
 }

@@ -64,6 +64,7 @@ pub struct ClientOptions {
     apply_elicitation_defaults: bool,
     roots: Option<Vec<Root>>,
     server_tasks: Option<ClientTaskOptions>,
+    extensions: crate::extensions::Extensions,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -95,6 +96,7 @@ impl Default for ClientOptions {
             apply_elicitation_defaults: true,
             roots: None,
             server_tasks: None,
+            extensions: Default::default(),
         }
     }
 }
@@ -154,6 +156,26 @@ impl ClientOptions {
     /// Offers these roots (declares the roots capability with `listChanged`).
     pub fn roots(mut self, roots: Vec<Root>) -> Self {
         self.roots = Some(roots);
+        self
+    }
+    /// Declares the extension `name` (reverse-DNS, `com.example/feature`) with its `settings`
+    /// under `capabilities.extensions`; a malformed name is refused, before anything connects.
+    pub fn extension(mut self, name: &str, settings: JsonObject) -> Result<Self, Error> {
+        if !crate::extensions::is_valid_name(name) {
+            return Err(Error::Protocol(format!(
+                "{name:?} is not an extension name (reverse-DNS/name, such as com.example/feature)"
+            )));
+        }
+        self.extensions.insert(name.to_owned(), settings);
+        Ok(self)
+    }
+    /// Declares that this client renders MCP Apps (`io.modelcontextprotocol/ui` with the app
+    /// MIME type; see [`crate::apps`]).
+    pub fn apps(mut self) -> Self {
+        self.extensions.insert(
+            crate::apps::EXTENSION_ID.to_owned(),
+            crate::apps::client_settings(),
+        );
         self
     }
 
@@ -224,7 +246,7 @@ impl ClientOptions {
             }),
             experimental: None,
             tasks: self.tasks_capability(v),
-            extensions: None,
+            extensions: (!self.extensions.is_empty()).then(|| self.extensions.clone()),
         }
     }
 }
@@ -754,15 +776,61 @@ impl Client {
         Self::connect(transport, options).await
     }
 
-    /// Connects to a Streamable HTTP endpoint (`http://` or `https://`).
+    /// Connects to an MCP server over HTTP (`http://` or `https://`): Streamable HTTP, falling
+    /// back to the HTTP+SSE transport of 2024-11-05 when the server answers the `initialize`
+    /// POST as an HTTP+SSE server does (see [`HttpTransport`](crate::http::HttpTransport),
+    /// which [`HttpClientOptions::transport`](crate::http::HttpClientOptions::transport) sets).
     #[cfg(feature = "http-client")]
     pub async fn connect_http(
         url: &str,
         http: crate::http::HttpClientOptions,
         options: ClientOptions,
     ) -> Result<Connection, Error> {
+        #[cfg(feature = "legacy-sse")]
+        match http.transport {
+            crate::http::HttpTransport::Sse => return Self::connect_sse(url, http, options).await,
+            crate::http::HttpTransport::Auto => {
+                let transport = crate::http::connect(url, http.clone())?;
+                return match Self::connect_inner(transport, options.clone(), true).await {
+                    Err(e) if crate::http::legacy_client::means_legacy(&e) => {
+                        tracing::debug!(%e, "Streamable HTTP refused; trying HTTP+SSE");
+                        match Self::connect_sse(url, http, options).await {
+                            Ok(conn) => Ok(conn),
+                            Err(legacy) => Err(crate::http::legacy_client::both_failed(e, &legacy)),
+                        }
+                    }
+                    other => other,
+                };
+            }
+            _ => {}
+        }
         let transport = crate::http::connect(url, http)?;
         Self::connect_inner(transport, options, true).await
+    }
+
+    /// Connects to an HTTP+SSE server of 2024-11-05 whose event stream is at `url`; see
+    /// [`http::connect_sse`](crate::http::connect_sse).
+    ///
+    /// The transport carries the handshake revisions only: [`ProtocolMode::Auto`] speaks the
+    /// handshake here without probing, and a modern revision pinned is refused before connecting.
+    #[cfg(all(feature = "http-client", feature = "legacy-sse"))]
+    pub async fn connect_sse(
+        url: &str,
+        http: crate::http::HttpClientOptions,
+        mut options: ClientOptions,
+    ) -> Result<Connection, Error> {
+        match &options.mode {
+            ProtocolMode::Pinned(v) if crate::modern::is_modern(v.as_str()) => {
+                return Err(Error::Protocol(format!(
+                    "{} is not spoken over the HTTP+SSE transport, which carries the handshake revisions only",
+                    v.as_str()
+                )))
+            }
+            ProtocolMode::Auto => options.mode = ProtocolMode::Legacy,
+            _ => {}
+        }
+        let transport = crate::http::connect_sse(url, http).await?;
+        Self::connect_inner(transport, options, false).await
     }
 
     /// Connects to a WebSocket server at `url` (`ws://` or `wss://`, the `mcp` subprotocol); see
@@ -1132,6 +1200,13 @@ impl Connection {
     /// The server's capabilities.
     pub fn server_capabilities(&self) -> &ServerCapabilities {
         &self.init.capabilities
+    }
+    /// The extensions both sides declared (see [`crate::extensions`]), in name order.
+    pub fn negotiated_extensions(&self) -> Vec<String> {
+        crate::extensions::negotiated(
+            self.server_capabilities(),
+            &self.service.options.capabilities(),
+        )
     }
     /// The server's instructions, if any.
     pub fn instructions(&self) -> Option<&str> {

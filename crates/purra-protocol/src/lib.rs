@@ -38,6 +38,7 @@
 //! internals are private. Cargo features pick the sides and transports (all on by default):
 //! `client`, `server`, `stdio`, `http-server`, `http-client`, `ws`, `validation`.
 
+pub mod apps;
 #[cfg(feature = "auth")]
 pub mod auth;
 #[cfg(feature = "client")]

@@ -213,6 +213,13 @@ impl ServerBuilder {
         self.extensions.insert(name.to_owned(), settings);
         Ok(self)
     }
+    /// Declares MCP Apps (`io.modelcontextprotocol/ui`, see [`crate::apps`]): tools bound to a
+    /// UI with [`ToolDef::ui`], UIs served with [`Server::add_app`].
+    pub fn apps(mut self) -> Self {
+        self.extensions
+            .insert(crate::apps::EXTENSION_ID.to_owned(), JsonObject::new());
+        self
+    }
     /// How tasks are run and kept (default: [`TaskOptions::default`], an in-memory store).
     pub fn tasks(mut self, options: TaskOptions) -> Self {
         self.tasks = options;
@@ -509,6 +516,19 @@ impl Server {
         input_before_task: bool,
         handler: ToolFn,
     ) -> Result<&Self, RegistrationError> {
+        if let Some(uri) = tool
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("ui"))
+            .map(|ui| ui.get("resourceUri").and_then(Value::as_str))
+        {
+            if !uri.is_some_and(crate::apps::is_app_uri) {
+                return Err(RegistrationError::InvalidAppUri {
+                    name: tool.name.clone(),
+                    uri: uri.unwrap_or_default().to_owned(),
+                });
+            }
+        }
         let input = compile(&tool.input_schema, &tool.name, "input")?;
         let param_headers =
             crate::modern::headers::param_headers(&Value::Object(tool.input_schema.clone()))
@@ -565,6 +585,23 @@ impl Server {
     pub fn register<H: Handlers>(&self, handlers: H) -> Result<&Self, RegistrationError> {
         Arc::new(handlers).register(self)?;
         Ok(self)
+    }
+
+    /// Serves an MCP App: its HTML as a `ui://` resource with the app MIME type and its `_meta.ui`
+    /// (CSP domains, domain, border), for tools bound with [`ToolDef::ui`]. A URI without the
+    /// `ui://` scheme is refused.
+    pub fn add_app(&self, app: crate::apps::AppResource) -> Result<&Self, RegistrationError> {
+        if !crate::apps::is_app_uri(&app.uri) {
+            return Err(RegistrationError::InvalidAppUri {
+                name: app.name.clone(),
+                uri: app.uri.clone(),
+            });
+        }
+        let contents = app.contents();
+        Ok(self.resource(app.resource(), move |_uri, _ctx| {
+            let contents = contents.clone();
+            async move { HandlerResult::Ok(contents) }
+        }))
     }
 
     /// Registers a resource with a read handler, which returns a [`ReadResourceResult`] or
@@ -1099,6 +1136,11 @@ impl RequestCtx {
             }
         }
         crate::extensions::negotiated(&server, &self.client_capabilities())
+    }
+    /// Whether the client renders MCP Apps: it declared `io.modelcontextprotocol/ui` with the app
+    /// MIME type. An Apps tool still answers text for the others.
+    pub fn client_supports_apps(&self) -> bool {
+        crate::apps::settings_render_apps(self.client_extension(crate::apps::EXTENSION_ID).as_ref())
     }
     /// The settings the client declared for the extension `name`, when it declared it.
     pub fn client_extension(&self, name: &str) -> Option<JsonObject> {

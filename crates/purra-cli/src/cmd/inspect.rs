@@ -157,6 +157,15 @@ pub fn readable(conn: &Connection, mode: &ProtocolMode, schemas: bool) -> String
         },
     );
     field("capabilities", &capabilities(conn.server_capabilities()));
+    if let Some(e) = conn
+        .server_capabilities()
+        .extensions
+        .as_ref()
+        .filter(|e| !e.is_empty())
+    {
+        let names: Vec<&str> = e.keys().map(String::as_str).collect();
+        field("extensions", &names.join(", "));
+    }
 
     let tools = conn.tools();
     if schemas {
@@ -166,6 +175,9 @@ pub fn readable(conn: &Connection, mode: &ProtocolMode, schemas: bool) -> String
             let d = first_line(t.description.as_deref());
             if !d.is_empty() {
                 out.push_str(&format!("  {d}"));
+            }
+            if let Some(ui) = purra_protocol::apps::tool_ui(t) {
+                out.push_str(&format!("  [app: {ui}]"));
             }
             out.push('\n');
             out.push_str("    input schema:\n");
@@ -182,10 +194,12 @@ pub fn readable(conn: &Connection, mode: &ProtocolMode, schemas: bool) -> String
         let rows: Vec<(String, String)> = tools
             .iter()
             .map(|t| {
-                (
-                    t.name.clone(),
-                    first_line(t.description.as_deref()).to_owned(),
-                )
+                let mut text = first_line(t.description.as_deref()).to_owned();
+                // A tool bound to an MCP App: `purra read URL UI_URI --save FILE` saves it.
+                if let Some(ui) = purra_protocol::apps::tool_ui(t) {
+                    text.push_str(&format!("  [app: {ui}]"));
+                }
+                (t.name.clone(), text)
             })
             .collect();
         section(&mut out, "tools", &rows);

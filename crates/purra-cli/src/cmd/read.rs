@@ -24,11 +24,44 @@ pub async fn run(args: ReadArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::protocol(format!("reading {uri}"), e))
     })
     .await?;
+    if let Some(path) = &args.save {
+        return save(&result, path);
+    }
     if args.connect.json {
         super::print_json(&serde_json::to_value(&result).unwrap_or_default());
     } else {
         super::print_readable(&readable(&result));
     }
+    Ok(())
+}
+
+/// Writes the one content's bytes to `path`; says what it wrote on stderr.
+fn save(result: &ReadResourceResult, path: &std::path::Path) -> Result<(), Failure> {
+    use base64::Engine as _;
+    let [c] = result.contents.as_slice() else {
+        return Err(Failure::usage(format!(
+            "--save takes a resource with one content; this one has {}",
+            result.contents.len()
+        )));
+    };
+    let bytes = match (&c.text, &c.blob) {
+        (Some(t), _) => t.as_bytes().to_vec(),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map_err(|e| Failure::usage(format!("the resource's blob is not base64: {e}")))?,
+        (None, None) => Vec::new(),
+    };
+    std::fs::write(path, &bytes)
+        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))?;
+    eprintln!(
+        "saved {} bytes{} to {}",
+        bytes.len(),
+        c.mime_type
+            .as_deref()
+            .map(|m| format!(" ({})", crate::term::for_stderr(m)))
+            .unwrap_or_default(),
+        path.display()
+    );
     Ok(())
 }
 

@@ -1,8 +1,9 @@
 //! `purra serve-example`: purra's example server (`purra_examples::fixture_server`, the surface
-//! of `peers/FIXTURES.md`) over stdio, Streamable HTTP or WebSocket.
+//! of `peers/FIXTURES.md`) over stdio, Streamable HTTP (with the HTTP+SSE transport of
+//! 2024-11-05 beside it, at `/sse`) or WebSocket.
 
 use purra_protocol::auth::{AuthLayer, JwtValidator};
-use purra_protocol::http::serve;
+use purra_protocol::http::{serve, LegacySse};
 use purra_protocol::ws::{self, WsServerOptions};
 use purra_protocol::{HttpServerConfig, StreamableHttpServer};
 use tokio::net::TcpListener;
@@ -20,8 +21,13 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
         let local = listener.local_addr().map_err(io_failure)?;
         let url = format!("http://{local}/mcp");
         eprintln!("listening on {url}");
+        eprintln!("and for HTTP+SSE (2024-11-05) clients on http://{local}/sse");
+        let config = || HttpServerConfig {
+            legacy_sse: Some(LegacySse::default()),
+            ..HttpServerConfig::default()
+        };
         match &args.auth_issuer {
-            None => StreamableHttpServer::new(server, HttpServerConfig::default())
+            None => StreamableHttpServer::new(server, config())
                 .serve(listener, interrupted())
                 .await
                 .map_err(io_failure)?,
@@ -33,7 +39,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
                     .map_err(|e| Failure::usage(format!("--auth-issuer: {e}")))?
                     .required_scopes(args.auth_scopes.iter().cloned());
                 eprintln!("protected resource metadata at {}", guard.metadata_url());
-                let config = HttpServerConfig::default();
+                let config = config();
                 let stop = config.shutdown.clone();
                 let limits = config.connections.clone();
                 let endpoint = StreamableHttpServer::new(server, config).router();

@@ -1,8 +1,10 @@
 //! The example MCP server: the fixture surface of `peers/FIXTURES.md`, over stdio (default),
-//! Streamable HTTP (`--http ADDR`, endpoint `/mcp`) or WebSocket (`--ws ADDR`; it prints
+//! Streamable HTTP (`--http ADDR`, endpoint `/mcp`, and beside it the HTTP+SSE transport of
+//! 2024-11-05 at `/sse` and `/messages`) or WebSocket (`--ws ADDR`; it prints
 //! `listening on ws://ADDR` to stderr, serves every connection with one shared fixture server
 //! and stops on SIGINT or SIGTERM). In stdio mode nothing but protocol goes to stdout.
 
+use purra_protocol::http::LegacySse;
 use purra_protocol::ws::{self, WsServerOptions};
 use purra_protocol::{HttpServerConfig, StreamableHttpServer};
 
@@ -27,7 +29,11 @@ async fn main() {
             };
             let local = listener.local_addr().expect("bound address");
             eprintln!("listening on http://{local}/mcp");
-            let http = StreamableHttpServer::new(server, HttpServerConfig::default());
+            let config = HttpServerConfig {
+                legacy_sse: Some(LegacySse::default()),
+                ..HttpServerConfig::default()
+            };
+            let http = StreamableHttpServer::new(server, config);
             let shutdown = async {
                 let _ = tokio::signal::ctrl_c().await;
             };

@@ -125,6 +125,38 @@ pub struct HttpClientOptions {
     pub root_certificates: Vec<reqwest::Certificate>,
     /// Whether the client purra builds trusts the built-in (webpki) roots too (default true).
     pub built_in_roots: bool,
+    /// Which HTTP transport [`Client::connect_http`](crate::Client::connect_http) speaks
+    /// (default [`HttpTransport::Auto`]).
+    #[cfg(feature = "legacy-sse")]
+    pub transport: HttpTransport,
+}
+
+/// Which HTTP transport a connection speaks.
+#[cfg(feature = "legacy-sse")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HttpTransport {
+    /// Streamable HTTP first; when its `initialize` POST is answered with a 4xx status other
+    /// than 401 and 403 (an HTTP+SSE server answers 404 or 405), a GET of the same URL for the
+    /// HTTP+SSE transport of 2024-11-05, as the specification's backwards-compatibility section
+    /// describes. A server that speaks Streamable HTTP is never downgraded.
+    #[default]
+    Auto,
+    /// Streamable HTTP only.
+    Streamable,
+    /// The HTTP+SSE transport of 2024-11-05 only (the URL is the event stream's).
+    Sse,
+}
+
+#[cfg(feature = "legacy-sse")]
+impl std::fmt::Display for HttpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HttpTransport::Auto => "auto",
+            HttpTransport::Streamable => "streamable-http",
+            HttpTransport::Sse => "sse",
+        })
+    }
 }
 
 impl std::fmt::Debug for HttpClientOptions {
@@ -147,7 +179,7 @@ impl std::fmt::Debug for HttpClientOptions {
             .field("http_client", &self.http_client.is_some())
             .field("root_certificates", &self.root_certificates.len())
             .field("built_in_roots", &self.built_in_roots)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -169,6 +201,8 @@ impl Default for HttpClientOptions {
             http_client: None,
             root_certificates: Vec::new(),
             built_in_roots: true,
+            #[cfg(feature = "legacy-sse")]
+            transport: HttpTransport::Auto,
         }
     }
 }
@@ -203,13 +237,19 @@ impl HttpClientOptions {
         self.built_in_roots = yes;
         self
     }
+    /// Which HTTP transport to speak (default [`HttpTransport::Auto`]).
+    #[cfg(feature = "legacy-sse")]
+    pub fn transport(mut self, transport: HttpTransport) -> Self {
+        self.transport = transport;
+        self
+    }
 
     /// The wait before resuming when the server asked for `wanted`, within the bounds.
     fn retry(&self, wanted: Duration) -> Duration {
         wanted.clamp(self.min_retry, self.max_retry.max(self.min_retry))
     }
 
-    fn build_client(&self) -> Result<reqwest::Client, Error> {
+    pub(crate) fn build_client(&self) -> Result<reqwest::Client, Error> {
         if let Some(client) = &self.http_client {
             return Ok(client.clone());
         }
@@ -442,7 +482,10 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
     if let Some(id) = session {
         let close = async {
             let mut headers = base_headers(&state, &[]);
-            set_authorization(&mut headers, authorization(&state).await.ok().flatten());
+            set_authorization(
+                &mut headers,
+                authorization(&state.options).await.ok().flatten(),
+            );
             let req = state
                 .http
                 .delete(state.url.clone())
@@ -489,16 +532,15 @@ async fn send_in_order(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>) {
     }
 }
 
-fn base_headers(state: &State, extra: &[(String, String)]) -> HeaderMap {
+/// The connection's configured headers (fixed, dynamic, then `extra`), valid ones only.
+pub(crate) fn option_headers(options: &HttpClientOptions, extra: &[(String, String)]) -> HeaderMap {
     let mut h = HeaderMap::new();
-    let dynamic = state
-        .options
+    let dynamic = options
         .dynamic_headers
         .as_ref()
         .map(|f| f())
         .unwrap_or_default();
-    for (k, v) in state
-        .options
+    for (k, v) in options
         .headers
         .iter()
         .chain(dynamic.iter())
@@ -511,6 +553,11 @@ fn base_headers(state: &State, extra: &[(String, String)]) -> HeaderMap {
             h.insert(k, v);
         }
     }
+    h
+}
+
+fn base_headers(state: &State, extra: &[(String, String)]) -> HeaderMap {
+    let mut h = option_headers(&state.options, extra);
     if let Some(v) = state
         .protocol_version
         .lock()
@@ -525,15 +572,15 @@ fn base_headers(state: &State, extra: &[(String, String)]) -> HeaderMap {
 }
 
 /// The `Authorization` value for the next request, when the connection has [`HttpAuth`].
-async fn authorization(state: &State) -> Result<Option<String>, Error> {
-    match &state.options.auth {
+pub(crate) async fn authorization(options: &HttpClientOptions) -> Result<Option<String>, Error> {
+    match &options.auth {
         Some(auth) => auth.authorization().await,
         None => Ok(None),
     }
 }
 
 /// Puts `value` in `headers` as `Authorization`, marked sensitive (never logged).
-fn set_authorization(headers: &mut HeaderMap, value: Option<String>) {
+pub(crate) fn set_authorization(headers: &mut HeaderMap, value: Option<String>) {
     if let Some(mut v) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
         v.set_sensitive(true);
         headers.insert(AUTHORIZATION, v);
@@ -542,14 +589,14 @@ fn set_authorization(headers: &mut HeaderMap, value: Option<String>) {
 
 /// After a 401 or 403: whether the connection's [`HttpAuth`] cleared the request to be sent
 /// again (`Ok(true)`), or the status stands (`Ok(false)`: no auth, or the bound is reached).
-async fn challenged(
-    state: &State,
+pub(crate) async fn challenged(
+    options: &HttpClientOptions,
     resp: &reqwest::Response,
     sent: Option<&str>,
     rounds: &mut u32,
 ) -> Result<bool, Error> {
     let status = resp.status().as_u16();
-    let Some(auth) = &state.options.auth else {
+    let Some(auth) = &options.auth else {
         return Ok(false);
     };
     if (status != 401 && status != 403) || *rounds >= MAX_AUTH_ROUNDS {
@@ -583,7 +630,7 @@ async fn send_post(
     if is_init {
         headers.remove(PROTOCOL_VERSION_HEADER);
     }
-    let sent = authorization(state).await?;
+    let sent = authorization(&state.options).await?;
     set_authorization(&mut headers, sent.clone());
     let mut rb = state
         .http
@@ -615,7 +662,7 @@ async fn post(
     let mut auth_rounds = 0;
     loop {
         let (session, resp, sent) = send_post(state, frame, extra, is_init).await?;
-        if challenged(state, &resp, sent.as_deref(), &mut auth_rounds).await? {
+        if challenged(&state.options, &resp, sent.as_deref(), &mut auth_rounds).await? {
             continue;
         }
         let status = resp.status();
@@ -687,7 +734,7 @@ async fn post_modern(
     let mut auth_rounds = 0;
     let resp = loop {
         let mut headers = base_headers(state, extra);
-        let sent = authorization(state).await?;
+        let sent = authorization(&state.options).await?;
         set_authorization(&mut headers, sent.clone());
         let resp = state
             .http
@@ -699,7 +746,7 @@ async fn post_modern(
             .send()
             .await
             .map_err(|e| Error::Transport(format!("POST {}: {}", state.url, error_chain(&e))))?;
-        if !challenged(state, &resp, sent.as_deref(), &mut auth_rounds).await? {
+        if !challenged(&state.options, &resp, sent.as_deref(), &mut auth_rounds).await? {
             break resp;
         }
     };
@@ -735,7 +782,10 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-async fn read_bounded(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>, Error> {
+pub(crate) async fn read_bounded(
+    mut resp: reqwest::Response,
+    max: usize,
+) -> Result<Vec<u8>, Error> {
     let mut body = Vec::new();
     while let Some(chunk) = resp
         .chunk()
@@ -944,7 +994,7 @@ async fn resume(state: &Arc<State>, last: Option<&str>) -> Result<reqwest::Respo
     let resp = loop {
         let session = state.session_id.lock().expect("session lock").clone();
         let mut headers = base_headers(state, &[]);
-        let sent = authorization(state).await?;
+        let sent = authorization(&state.options).await?;
         set_authorization(&mut headers, sent.clone());
         let mut rb = state
             .http
@@ -961,7 +1011,7 @@ async fn resume(state: &Arc<State>, last: Option<&str>) -> Result<reqwest::Respo
             .send()
             .await
             .map_err(|e| Error::Transport(format!("GET {}: {}", state.url, error_chain(&e))))?;
-        if !challenged(state, &resp, sent.as_deref(), &mut auth_rounds).await? {
+        if !challenged(&state.options, &resp, sent.as_deref(), &mut auth_rounds).await? {
             break resp;
         }
     };

@@ -2,6 +2,8 @@
 
 #[cfg(feature = "http-client")]
 pub(crate) mod client;
+#[cfg(all(feature = "http-client", feature = "legacy-sse"))]
+pub(crate) mod legacy_client;
 #[cfg(feature = "http-server")]
 #[cfg(feature = "http-server")]
 mod listen;
@@ -11,13 +13,19 @@ pub(crate) mod sse;
 
 #[cfg(feature = "http-server")]
 pub use crate::http_context::HttpContext;
+#[cfg(all(feature = "http-client", feature = "legacy-sse"))]
+pub use client::HttpTransport;
 #[cfg(feature = "http-client")]
 pub use client::{connect, AuthChallenge, HeaderProvider, HttpAuth, HttpClientOptions};
+#[cfg(all(feature = "http-client", feature = "legacy-sse"))]
+pub use legacy_client::connect_sse;
 #[cfg(feature = "http-server")]
 #[cfg(feature = "http-server")]
 pub use listen::{
     serve, ConnectionLimits, ConnectionStats, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
+#[cfg(all(feature = "http-server", feature = "legacy-sse"))]
+pub use server::LegacySse;
 #[cfg(feature = "http-server")]
 pub use server::{BoundHttpServer, HttpServerConfig, StreamableHttpServer};
 

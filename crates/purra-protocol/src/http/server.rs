@@ -36,7 +36,12 @@ use crate::session::BoxFuture;
 use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
 use crate::version::ProtocolVersion;
 
+#[cfg(feature = "legacy-sse")]
+mod legacy;
 mod modern;
+
+#[cfg(feature = "legacy-sse")]
+pub use legacy::LegacySse;
 
 use super::{PROTOCOL_VERSION, SESSION_ID};
 
@@ -111,6 +116,11 @@ pub struct HttpServerConfig {
     /// [`bind`](StreamableHttpServer::bind)); an application that mounts the endpoint passes
     /// its own to [`http::serve`](super::serve).
     pub connections: ConnectionLimits,
+    /// Also serve the HTTP+SSE transport of 2024-11-05 at these paths (default `None`): for
+    /// clients that speak only it. Its sessions count against `max_sessions`, and every check
+    /// of the Streamable HTTP endpoint applies to it.
+    #[cfg(feature = "legacy-sse")]
+    pub legacy_sse: Option<LegacySse>,
     /// Shuts the endpoint down when cancelled: every SSE stream ends, every session closes,
     /// and later requests are answered 503. [`serve`](StreamableHttpServer::serve) cancels it
     /// when its shutdown future resolves; an application that mounts the endpoint cancels it
@@ -140,6 +150,8 @@ impl Default for HttpServerConfig {
             stateless: false,
             max_stateless_requests: 256,
             connections: ConnectionLimits::default(),
+            #[cfg(feature = "legacy-sse")]
+            legacy_sse: None,
             shutdown: CancellationToken::new(),
         }
     }
@@ -178,6 +190,9 @@ struct HttpShared {
     connection_stats: ConnectionStats,
     /// The last `Host` the policy allowed, so keep-alive requests skip re-parsing it.
     allowed_host: crate::host_policy::AllowedHost,
+    /// HTTP+SSE (2024-11-05) sessions by id.
+    #[cfg(feature = "legacy-sse")]
+    legacy: Mutex<HashMap<String, Arc<legacy::LegacySession>>>,
 }
 
 /// Live sessions by id.
@@ -206,6 +221,8 @@ impl StreamableHttpServer {
             limiter,
             connection_stats,
             allowed_host: Default::default(),
+            #[cfg(feature = "legacy-sse")]
+            legacy: Mutex::new(HashMap::new()),
         });
         let weak = Arc::downgrade(&shared);
         let c = &shared.config;
@@ -257,6 +274,12 @@ impl StreamableHttpServer {
             .len()
     }
 
+    /// The number of open HTTP+SSE (2024-11-05) sessions: each lives as long as its stream.
+    #[cfg(feature = "legacy-sse")]
+    pub fn legacy_session_count(&self) -> usize {
+        legacy::count(&self.shared)
+    }
+
     /// The standalone server's open connections.
     pub fn connection_stats(&self) -> &ConnectionStats {
         &self.shared.connection_stats
@@ -275,7 +298,14 @@ impl StreamableHttpServer {
     /// An axum router serving the endpoint at [`HttpServerConfig::endpoint`]; merge or nest it
     /// into an existing application (or mount the server itself as a service).
     pub fn router(&self) -> axum::Router {
-        axum::Router::new().route_service(&self.shared.config.endpoint, self.clone())
+        let router = axum::Router::new().route_service(&self.shared.config.endpoint, self.clone());
+        #[cfg(feature = "legacy-sse")]
+        if let Some(l) = &self.shared.config.legacy_sse {
+            return router
+                .route_service(&l.sse_path, self.clone())
+                .route_service(&l.messages_path, self.clone());
+        }
+        router
     }
 
     /// Serves on `listener` until `shutdown` resolves, with the configured
@@ -1017,7 +1047,7 @@ impl HttpShared {
         if s.closed.is_cancelled() {
             return Err(gone());
         }
-        if sessions.established.len() >= self.config.max_sessions {
+        if sessions.established.len() + self.legacy_count() >= self.config.max_sessions {
             drop(sessions);
             s.close();
             return Err(too_many_sessions());
@@ -1027,12 +1057,23 @@ impl HttpShared {
     }
 
     fn established_full(&self) -> bool {
+        self.established_count() + self.legacy_count() >= self.config.max_sessions
+    }
+
+    fn established_count(&self) -> usize {
         self.sessions
             .lock()
             .expect("sessions lock")
             .established
             .len()
-            >= self.config.max_sessions
+    }
+
+    /// Open HTTP+SSE sessions, which count against `max_sessions` too.
+    fn legacy_count(&self) -> usize {
+        #[cfg(feature = "legacy-sse")]
+        return legacy::count(self);
+        #[cfg(not(feature = "legacy-sse"))]
+        0
     }
 }
 
@@ -1095,6 +1136,12 @@ async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             "Service Unavailable: the server is shutting down",
         );
+    }
+    #[cfg(feature = "legacy-sse")]
+    match legacy::route(&shared, parts.uri.path()) {
+        Some(legacy::Route::Stream) => return legacy::open(shared, parts),
+        Some(legacy::Route::Messages) => return legacy::post(shared, parts, body).await,
+        None => {}
     }
     match parts.method {
         Method::POST => post(shared, parts, body).await,
@@ -1230,14 +1277,14 @@ impl Posted {
     }
 }
 
-async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
-    let headers = &parts.headers;
-    if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
-        return status(
-            StatusCode::NOT_ACCEPTABLE,
-            "Not Acceptable: the client must accept both application/json and text/event-stream",
-        );
-    }
+/// Reads a POST's body under the endpoint's bounds: JSON content type (415), at most
+/// `max_body_bytes` (413, refused from `Content-Length` before reading), within
+/// `body_read_timeout` (408).
+async fn read_body(
+    shared: &HttpShared,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, Response> {
     let json_ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -1249,10 +1296,10 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
                 .eq_ignore_ascii_case("application/json")
         });
     if !json_ct {
-        return status(
+        return Err(status(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Unsupported Media Type: send application/json",
-        );
+        ));
     }
     let cfg = &shared.config;
     let limit = cfg.max_body_bytes;
@@ -1267,23 +1314,34 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
         .is_some_and(|n| n > limit)
     {
-        return too_large();
+        return Err(too_large());
     }
-    let body = match tokio::time::timeout(cfg.body_read_timeout, axum::body::to_bytes(body, limit))
-        .await
-    {
-        Ok(Ok(b)) => b,
-        Ok(Err(_)) => return too_large(),
-        Err(_) => {
-            return status(
-                StatusCode::REQUEST_TIMEOUT,
-                &format!(
-                    "Request Timeout: the body did not arrive within {:?}",
-                    cfg.body_read_timeout
-                ),
-            )
-        }
+    match tokio::time::timeout(cfg.body_read_timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(_)) => Err(too_large()),
+        Err(_) => Err(status(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "Request Timeout: the body did not arrive within {:?}",
+                cfg.body_read_timeout
+            ),
+        )),
+    }
+}
+
+async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
+    let headers = &parts.headers;
+    if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
+        return status(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: the client must accept both application/json and text/event-stream",
+        );
+    }
+    let body = match read_body(&shared, headers, body).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
     };
+    let cfg = &shared.config;
     // The era is decided per request: a 2026-07-28 request is an exchange of its own.
     if modern::by_header(headers) || modern::by_body(headers, &body) {
         return modern::post(shared, parts, body).await;

@@ -203,6 +203,13 @@ pub enum RegistrationError {
     InvalidCacheMethod(String),
     /// An extension name is not `reverse.dns/name`, or is one the server declares itself.
     InvalidExtension(String),
+    /// An MCP App's URI (a tool's `_meta.ui.resourceUri`, or an app resource's) is not `ui://`.
+    InvalidAppUri {
+        /// The tool or the resource.
+        name: String,
+        /// The URI given.
+        uri: String,
+    },
 }
 
 impl fmt::Display for RegistrationError {
@@ -229,6 +236,10 @@ impl fmt::Display for RegistrationError {
             RegistrationError::InvalidCacheMethod(m) => {
                 write!(f, "{m} has no cacheable results (no caching hint applies)")
             }
+            RegistrationError::InvalidAppUri { name, uri } => write!(
+                f,
+                "{name:?}: the MCP App URI {uri:?} must use the ui:// scheme"
+            ),
             RegistrationError::InvalidExtension(n) => write!(
                 f,
                 "{n:?} cannot be declared as an extension: a name is reverse-DNS/name (com.example/feature), and the tasks extension is declared by the server itself"

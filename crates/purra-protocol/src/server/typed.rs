@@ -163,6 +163,22 @@ impl ToolDef {
         self.tool.meta = Some(meta);
         self
     }
+    /// Binds the tool to the MCP App at `resource_uri` (`ui://...`, served with
+    /// [`Server::add_app`](crate::Server::add_app)): sets `_meta.ui.resourceUri`, beside any other
+    /// `_meta`. A URI without the `ui://` scheme is refused at registration.
+    pub fn ui(mut self, resource_uri: impl Into<String>) -> Self {
+        let meta = self.tool.meta.get_or_insert_with(JsonObject::new);
+        let ui = meta
+            .entry("ui")
+            .or_insert_with(|| Value::Object(JsonObject::new()));
+        if !ui.is_object() {
+            *ui = Value::Object(JsonObject::new());
+        }
+        ui.as_object_mut()
+            .expect("made an object")
+            .insert("resourceUri".into(), Value::String(resource_uri.into()));
+        self
+    }
     /// Execution properties.
     pub fn execution(mut self, execution: ToolExecution) -> Self {
         self.tool.execution = Some(execution);
