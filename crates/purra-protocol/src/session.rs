@@ -731,7 +731,7 @@ impl Peer {
     /// is queued at once when the connection's queue has room; otherwise a task waits up to
     /// `patience` for room, and a peer whose output stays full that long (it stopped reading)
     /// is disconnected. A slow peer never delays the others, and nothing is dropped silently.
-    #[cfg(feature = "server")]
+    #[cfg(any(feature = "server", feature = "client"))]
     pub(crate) fn notify_detached(&self, frame: Vec<u8>, patience: Duration) {
         let shared = &self.shared;
         if shared.closed.is_cancelled() {
