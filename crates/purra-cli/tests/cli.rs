@@ -704,6 +704,8 @@ fn example_server_over_http() {
     let target = served.target();
     check_inspect_json(&target, "fixture-purra", &AUTO_MODERN);
     check_inspect_readable(&target, "fixture-purra", &AUTO_MODERN);
+    let doc = json_of(&run_on(&target, "inspect", &["--json"]));
+    assert_eq!(doc["transport"], "http", "{doc}");
     check_call(&target);
     check_progress(&target);
     check_logs(&target);
@@ -810,6 +812,11 @@ fn legacy_http_sse_servers_of_both_sdks() {
     for (served, name) in [(&py, "fixture-python"), (&ts, "fixture-node")] {
         let target = served.target();
         check_inspect_json(&target, name, &handshake);
+        let text = expect_code(&run_on(&target, "inspect", &[]), 0);
+        assert!(
+            text.contains("\ntransport:    HTTP+SSE (2024-11-05)\n"),
+            "{text}"
+        );
         check_call(&target);
         check_read(&target);
         check_prompt(&target);

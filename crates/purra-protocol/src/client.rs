@@ -23,8 +23,11 @@ use crate::version::ProtocolVersion;
 use std::convert::Infallible as ChildProcess;
 
 mod modern;
+mod receiver;
 mod tasks;
 pub use modern::{CacheMode, ProtocolMode};
+pub use receiver::ClientTaskOptions;
+pub use tasks::TaskSubscription;
 
 /// Answers `sampling/createMessage`.
 pub type SamplingHandler = Arc<
@@ -60,6 +63,7 @@ pub struct ClientOptions {
     elicitation: Option<(ElicitationHandler, bool, bool)>,
     apply_elicitation_defaults: bool,
     roots: Option<Vec<Root>>,
+    server_tasks: Option<ClientTaskOptions>,
     extensions: crate::extensions::Extensions,
 }
 
@@ -72,6 +76,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("sampling", &self.sampling.is_some())
             .field("elicitation", &self.elicitation.is_some())
             .field("roots", &self.roots)
+            .field("server_tasks", &self.server_tasks)
             .finish()
     }
 }
@@ -90,6 +95,7 @@ impl Default for ClientOptions {
             elicitation: None,
             apply_elicitation_defaults: true,
             roots: None,
+            server_tasks: None,
             extensions: Default::default(),
         }
     }
@@ -173,6 +179,44 @@ impl ClientOptions {
         self
     }
 
+    /// Runs the server's task-augmented `sampling/createMessage` and `elicitation/create` as
+    /// tasks of this client (2025-11-25 handshake sessions): declares
+    /// `tasks.requests.sampling.createMessage` and `tasks.requests.elicitation.create` for the
+    /// handlers given, with `tasks.list` and `tasks.cancel`. Such a request is answered at once
+    /// with a task while its handler runs on; the server reads it with `tasks/get`,
+    /// `tasks/result`, `tasks/list` and may `tasks/cancel` it, which drops the handler's future
+    /// at once. Each connection keeps its tasks in a store bounded by `options`.
+    pub fn run_server_tasks(mut self, options: ClientTaskOptions) -> Self {
+        self.server_tasks = Some(options);
+        self
+    }
+
+    /// The `tasks` capability at revision `v`: only in a 2025-11-25 or later handshake revision,
+    /// only when opted in, and only for the request kinds this client has handlers for.
+    fn tasks_capability(&self, v: &str) -> Option<JsonObject> {
+        if self.server_tasks.is_none()
+            || crate::modern::is_modern(v)
+            || v < ProtocolVersion::V2025_11_25.as_str()
+        {
+            return None;
+        }
+        let mut requests = JsonObject::new();
+        if self.sampling.is_some() {
+            requests.insert("sampling".into(), serde_json::json!({"createMessage": {}}));
+        }
+        if self.elicitation.is_some() {
+            requests.insert("elicitation".into(), serde_json::json!({"create": {}}));
+        }
+        if requests.is_empty() {
+            return None;
+        }
+        Some(obj(serde_json::json!({
+            "list": {},
+            "cancel": {},
+            "requests": requests,
+        })))
+    }
+
     fn capabilities(&self) -> ClientCapabilities {
         self.capabilities_at(&self.protocol_version)
     }
@@ -201,7 +245,7 @@ impl ClientOptions {
                 o
             }),
             experimental: None,
-            tasks: None,
+            tasks: self.tasks_capability(v),
             extensions: (!self.extensions.is_empty()).then(|| self.extensions.clone()),
         }
     }
@@ -297,6 +341,8 @@ struct ClientService {
     modern: OnceLock<Arc<modern::Modern>>,
     /// Whether the transport is Streamable HTTP (where `x-mcp-header` rules apply).
     http: bool,
+    /// The tasks this client runs for the server, once a handshake declared them.
+    receiver: OnceLock<Arc<receiver::Receiver>>,
 }
 
 impl ClientService {
@@ -386,10 +432,17 @@ impl Service for ClientService {
 
     fn request(
         self: &Arc<Self>,
-        _ctx: RequestContext,
+        ctx: RequestContext,
         method: String,
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let params = match self.receiver.get() {
+            Some(r) => match receiver::route(self, r, &ctx.peer, &method, params) {
+                Ok(task) => return task,
+                Err(params) => params,
+            },
+            None => params,
+        };
         self.answer(method, params)
     }
 
@@ -824,6 +877,7 @@ impl Client {
             output_validators: Mutex::new(HashMap::new()),
             modern: OnceLock::new(),
             http,
+            receiver: OnceLock::new(),
         });
         let (peer, _join) = session::start(transport, service.clone(), options.engine.clone());
         let child = Arc::new(Mutex::new(child));
@@ -1004,6 +1058,7 @@ impl Connection {
             prompts_list_changed: flag(&caps.prompts),
             resources_list_changed: flag(&caps.resources),
             resource_subscriptions: None,
+            task_ids: None,
         };
         if filter.is_empty() {
             // No list can change: there is nothing to follow.
@@ -1043,6 +1098,18 @@ impl Connection {
         }
         self.peer
             .set_batches_allowed(init.protocol_version.allows_batches());
+        // The server may ask for tasks once it has our capabilities: before `initialized`.
+        if let Some(t) = options.server_tasks {
+            if options
+                .tasks_capability(init.protocol_version.as_str())
+                .is_some()
+            {
+                let _ = self
+                    .service
+                    .receiver
+                    .set(Arc::new(receiver::Receiver::new(t)));
+            }
+        }
         self.init = init;
         self.peer.notify_empty(methods::INITIALIZED).await
     }

@@ -75,8 +75,8 @@ pub mod ws;
 
 #[cfg(feature = "client")]
 pub use client::{
-    CacheMode, Client, ClientOptions, Connection, ElicitationHandler, ListenerHandle, ProtocolMode,
-    ResourceSubscription, SamplingHandler,
+    CacheMode, Client, ClientOptions, ClientTaskOptions, Connection, ElicitationHandler,
+    ListenerHandle, ProtocolMode, ResourceSubscription, SamplingHandler, TaskSubscription,
 };
 pub use error::{AuthError, Error};
 #[cfg(any(feature = "http-server", feature = "ws"))]

@@ -200,6 +200,8 @@ pub(crate) struct Shared {
     /// The connection's span (side, transport, session): every request and notification span is
     /// its child. Disabled, and free, when no subscriber listens.
     span: Span,
+    /// The transport's kind (`stdio`, `http`, `sse`, `ws`, `memory`, `custom`).
+    transport: &'static str,
 }
 
 impl Shared {
@@ -289,6 +291,12 @@ impl Peer {
     /// Whether the connection is closed.
     pub fn is_closed(&self) -> bool {
         self.shared.closed.is_cancelled()
+    }
+
+    /// The transport's kind: `stdio`, `http` (Streamable HTTP), `sse` (HTTP+SSE of 2024-11-05),
+    /// `ws`, `memory`, or `custom` (a transport built with `Transport::from_channels`).
+    pub fn transport(&self) -> &'static str {
+        self.shared.transport
     }
 
     /// Resolves when the connection closes.
@@ -659,6 +667,7 @@ pub(crate) fn start_with<S: Service>(
         control,
         stats: Stats::default(),
         span,
+        transport: transport_kind,
     });
     let peer = Peer {
         shared: shared.clone(),
@@ -693,6 +702,7 @@ pub(crate) fn detached_peer(
             control: None,
             stats: Stats::default(),
             span: Span::none(),
+            transport: "http",
         }),
         related: Some(related),
     }
@@ -721,7 +731,7 @@ impl Peer {
     /// is queued at once when the connection's queue has room; otherwise a task waits up to
     /// `patience` for room, and a peer whose output stays full that long (it stopped reading)
     /// is disconnected. A slow peer never delays the others, and nothing is dropped silently.
-    #[cfg(feature = "server")]
+    #[cfg(any(feature = "server", feature = "client"))]
     pub(crate) fn notify_detached(&self, frame: Vec<u8>, patience: Duration) {
         let shared = &self.shared;
         if shared.closed.is_cancelled() {

@@ -950,9 +950,19 @@ async fn a_client_that_stops_reading_never_blocks_notifications_to_others() {
         )
         .await
     });
-    let srv = start_with(server.clone(), HttpServerConfig::default()).await;
+    let srv = start_with(
+        server.clone(),
+        HttpServerConfig {
+            legacy_sse: Some(purra_protocol::http::LegacySse::default()),
+            ..HttpServerConfig::default()
+        },
+    )
+    .await;
     let uri = format!("res://{}", "u".repeat(1024));
     let heap = Heap::start();
+    // An HTTP+SSE (2024-11-05) session subscribed, whose stream is never read after its
+    // `endpoint` event.
+    let mut stuck_sse = stuck_sse_client(srv.addr, &uri).await;
 
     let mut stuck_ws = stuck_ws_client(ws_addr, &uri).await;
     // An HTTP session subscribed, whose GET stream is open and never read.
@@ -1030,11 +1040,97 @@ async fn a_client_that_stops_reading_never_blocks_notifications_to_others() {
     assert!(ended.is_ok(), "the stuck client's connection is still open");
     eprintln!("the stuck client got {got} of {N} before its connection ended");
     assert!(got < N, "the stuck client got everything");
-    heap.assert_peak_below(64 * MIB, "two clients that stopped reading");
+    // So was the HTTP+SSE client: its session is gone at once, and its stream, read again,
+    // ends (the chunked body's last chunk) before all N arrived.
+    for _ in 0..200 {
+        if srv.http.legacy_session_count() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        srv.http.legacy_session_count(),
+        0,
+        "the stuck HTTP+SSE session is open"
+    );
+    let mut drained = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut tail: Vec<u8> = Vec::new();
+    let sse_ended = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match stuck_sse.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    drained += n;
+                    tail.extend_from_slice(&buf[..n]);
+                    let keep = tail.len().saturating_sub(16);
+                    tail.drain(..keep);
+                    if tail.ends_with(b"\r\n0\r\n\r\n") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(sse_ended.is_ok(), "the stuck HTTP+SSE stream is still open");
+    assert!(
+        drained < N * 1024,
+        "the stuck HTTP+SSE client got everything"
+    );
+    heap.assert_peak_below(64 * MIB, "three clients that stopped reading");
     drop(stuck_http);
     good.close().await;
     stop.cancel();
     let _ = ws_task.await;
+}
+
+/// An HTTP+SSE client over a raw socket: opens the stream, reads up to its `endpoint` event,
+/// initializes and subscribes to `uri` through it, then never reads again.
+async fn stuck_sse_client(addr: SocketAddr, uri: &str) -> TcpStream {
+    let mut sock = TcpStream::connect(addr).await.unwrap();
+    sock.write_all(b"GET /sse HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    let endpoint = loop {
+        let n = sock.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the stream ended before its endpoint event");
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        if let Some(at) = text.find("event: endpoint\ndata: ") {
+            let rest = &text[at + "event: endpoint\ndata: ".len()..];
+            if let Some(end) = rest.find('\n') {
+                break rest[..end].to_owned();
+            }
+        }
+    };
+    let url = format!("http://{addr}{endpoint}");
+    let client = reqwest::Client::new();
+    let sub =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": uri}});
+    for body in [
+        INIT.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        sub.to_string(),
+    ] {
+        let r = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    // The subscription holds once its answer is on the stream: read up to it, no further.
+    while !String::from_utf8_lossy(&seen).contains(r#""id":2,"result""#) {
+        let n = sock.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the stream ended before the subscription's answer");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    sock
 }
 
 /// A WebSocket client that answers pings and otherwise stays silent; resolves to the close

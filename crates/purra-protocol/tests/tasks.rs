@@ -3,7 +3,7 @@
 //! acks, the -32021 gate) and the 2025-11-25 form (`task` on `tools/call`, `tasks/result`,
 //! `tasks/list`, status notifications); one session's task invisible to another; the store's
 //! bounds (tasks per owner, result bytes, the ttl sweep); a cancelled handler observing its
-//! cancellation. Answers are asserted as exact JSON, the random task id and the timestamps
+//! cancellation; the extension's `notifications/tasks` on a `subscriptions/listen` stream. Answers are asserted as exact JSON, the random task id and the timestamps
 //! replaced by placeholders first.
 
 use std::sync::Arc;
@@ -266,7 +266,7 @@ async fn extension_form_creates_inlines_and_isolates() {
     assert_eq!(got["result"]["status"], "cancelled");
     assert_eq!(
         got["result"]["statusMessage"],
-        "The task was cancelled by the client"
+        "The task was cancelled by its requestor"
     );
     assert!(got["result"].get("result").is_none());
 
@@ -781,12 +781,176 @@ async fn a_2026_07_28_client_follows_extension_tasks_and_answers_their_questions
     assert_eq!(
         err,
         Error::Protocol(format!(
-            "task {} ended cancelled: The task was cancelled by the client",
+            "task {} ended cancelled: The task was cancelled by its requestor",
             t.id
         ))
     );
     assert_eq!(
         conn.list_tasks(None).await.unwrap_err(),
         Error::Protocol("the 2026-07-28 tasks extension has no tasks/list".into())
+    );
+}
+
+#[tokio::test]
+async fn a_listen_stream_follows_extension_tasks() {
+    let (tx, _observed) = mpsc::channel(4);
+    let server = server(TaskOptions::default(), tx);
+    let mut raw = start(&server);
+    let created = ask(
+        &mut raw,
+        modern(1, "tools/call", json!({"name": "wait"}), true),
+    )
+    .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // Task notifications need the extension declared (-32021).
+    let refused = ask(
+        &mut raw,
+        modern(
+            2,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [id]}}),
+            false,
+        ),
+    )
+    .await;
+    assert_eq!(
+        refused["error"],
+        json!({
+            "code": -32021,
+            "message": "Missing required client capability: the io.modelcontextprotocol/tasks extension (task notifications)",
+            "data": {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}},
+        })
+    );
+    // Acknowledged for the tasks this client has; an unknown one is left out.
+    raw.send(
+        modern(
+            3,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [id, "nope"]}}),
+            true,
+        )
+        .to_string(),
+    )
+    .await;
+    let ack = recv(&mut raw).await;
+    assert_eq!(
+        ack,
+        json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {
+                "notifications": {"taskIds": [id]},
+                "_meta": {"io.modelcontextprotocol/subscriptionId": 3},
+            },
+        })
+    );
+    // Another session cannot follow this one's task.
+    let mut other = start(&server);
+    other
+        .send(
+            modern(
+                1,
+                "subscriptions/listen",
+                json!({"notifications": {"taskIds": [id]}}),
+                true,
+            )
+            .to_string(),
+        )
+        .await;
+    let ack = recv(&mut other).await;
+    assert_eq!(ack["params"]["notifications"], json!({}));
+    // A change is pushed as the task tasks/get would show, tagged with the subscription.
+    let mut notes = Vec::new();
+    let cancelled = ask_noting(
+        &mut raw,
+        modern(4, "tasks/cancel", json!({"taskId": id}), true),
+        &mut notes,
+    )
+    .await;
+    assert_eq!(cancelled["result"]["resultType"], "complete");
+    while notes.is_empty() {
+        notes.push(recv(&mut raw).await);
+    }
+    assert_eq!(
+        norm(notes.remove(0)),
+        json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/tasks",
+            "params": {
+                "taskId": "<id>",
+                "status": "cancelled",
+                "statusMessage": "The task was cancelled by its requestor",
+                "createdAt": "<time>",
+                "lastUpdatedAt": "<time>",
+                "ttlMs": 600000,
+                "pollIntervalMs": 500,
+                "_meta": {"io.modelcontextprotocol/subscriptionId": 3},
+            },
+        })
+    );
+    let quiet = tokio::time::timeout(Duration::from_millis(200), other.recv()).await;
+    assert!(quiet.is_err(), "the other session heard {quiet:?}");
+}
+
+#[tokio::test]
+async fn a_2026_07_28_client_follows_task_notifications() {
+    use purra_protocol::{Client, ClientOptions, Error, ProtocolMode, ProtocolVersion};
+    let (tx, _observed) = mpsc::channel(4);
+    let server = server(TaskOptions::default(), tx);
+    let (a, b) = memory::pair();
+    tokio::spawn({
+        let server = server.clone();
+        async move { server.serve(b).await }
+    });
+    let options = ClientOptions::default()
+        .mode(ProtocolMode::Pinned(ProtocolVersion::new("2026-07-28")))
+        .on_elicitation(false, |_p: ElicitParams| async move {
+            Ok(ElicitResult::accept(
+                json!({"ok": true}).as_object().cloned().unwrap(),
+            ))
+        });
+    let conn = Client::connect(a, options).await.unwrap();
+    let (heard_tx, mut heard) = mpsc::unbounded_channel();
+    let _l = conn.on(purra_protocol::tasks::methods::NOTIFICATION, move |p| {
+        let _ = heard_tx.send(p.clone());
+    });
+    let t = conn
+        .call_tool_as_task("confirm", json!({}), None)
+        .await
+        .unwrap();
+    let sub = conn.follow_tasks(&[&t.id, "nope"]).await.unwrap();
+    assert_eq!(sub.tasks(), std::slice::from_ref(&t.id));
+    // Answering the question (tasks/update, driven by task_result) moves it on to its end.
+    let r = conn.task_result(&t.id).await.unwrap();
+    assert_eq!(r.content, vec![Content::text("ok=true")]);
+    let mut statuses = Vec::new();
+    let last = loop {
+        let p = tokio::time::timeout(Duration::from_secs(5), heard.recv())
+            .await
+            .expect("a notification within 5 s")
+            .unwrap();
+        statuses.push(p["status"].as_str().unwrap().to_owned());
+        if p["status"] == "completed" {
+            break p;
+        }
+    };
+    // (input_required is heard when the question was parked after the stream opened.)
+    assert!(
+        statuses.ends_with(&["working".to_owned(), "completed".to_owned()]),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        last["result"],
+        json!({"content": [{"type": "text", "text": "ok=true"}]})
+    );
+    assert_eq!(last["taskId"], json!(t.id));
+    sub.end();
+    // A handshake connection has no listen streams.
+    let (a, b) = memory::pair();
+    tokio::spawn(async move { server.serve(b).await });
+    let conn = Client::connect(a, ClientOptions::default()).await.unwrap();
+    assert_eq!(
+        conn.follow_tasks(&["x"]).await.unwrap_err(),
+        Error::Protocol("task notifications over subscriptions/listen are a 2026-07-28 feature; this connection speaks a handshake revision".into())
     );
 }

@@ -65,6 +65,7 @@ pub fn document(conn: &Connection, mode: &ProtocolMode) -> Value {
         "protocolVersion": conn.protocol_version(),
         "era": era,
         "protocolChoice": choice,
+        "transport": conn.peer().transport(),
         "capabilities": conn.server_capabilities(),
         "instructions": conn.instructions(),
         "tools": *conn.tools(),
@@ -154,6 +155,15 @@ pub fn readable(conn: &Connection, mode: &ProtocolMode, schemas: bool) -> String
         &match choice {
             "auto" => format!("{era} (auto)"),
             _ => format!("{era} (pinned by --protocol-version)"),
+        },
+    );
+    field(
+        "transport",
+        match conn.peer().transport() {
+            "http" => "Streamable HTTP",
+            "sse" => "HTTP+SSE (2024-11-05)",
+            "ws" => "WebSocket",
+            other => other,
         },
     );
     field("capabilities", &capabilities(conn.server_capabilities()));

@@ -1,12 +1,13 @@
 //! `purra-conformance-server`: the conformance fixtures over Streamable HTTP at
 //! `http://127.0.0.1:PORT/mcp` (`--port N`, else env `PORT`, else 3000); stops on SIGTERM or
-//! SIGINT.
+//! SIGINT. With `--stdio` it serves one client over its stdin and stdout instead, until stdin ends.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
 use purra_protocol::{HttpServerConfig, StreamableHttpServer};
 
-const USAGE: &str = "usage: purra-conformance-server [--port N]   (default: env PORT, else 3000)";
+const USAGE: &str =
+    "usage: purra-conformance-server [--port N | --stdio]   (default: env PORT, else 3000)";
 
 fn port() -> Result<u16, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -36,6 +37,10 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
 
 #[tokio::main]
 async fn main() {
+    if std::env::args().skip(1).collect::<Vec<_>>() == ["--stdio"] {
+        purra_conformance::server::build().serve_stdio().await;
+        return;
+    }
     let port = match port() {
         Ok(p) => p,
         Err(e) => {

@@ -637,9 +637,13 @@ fn covers(ack: &SubscriptionFilter, wanted: &SubscriptionFilter) -> bool {
                     .is_some_and(|a| a.contains(u))
             })
         })
+        // A task the server does not know is left out of its acknowledgment: any answer to a
+        // task request settles it.
+        && (wanted.task_ids.is_none() || ack.task_ids.is_some() || ack.is_empty())
 }
 
-/// One `subscriptions/listen` request: resolves when the server ends it (or it fails).
+/// One `subscriptions/listen` request: resolves when the server ends it (or it fails). A filter
+/// that follows tasks declares the tasks extension on the request.
 async fn send_listen(
     service: &Arc<ClientService>,
     modern: &Modern,
@@ -649,12 +653,18 @@ async fn send_listen(
     // The answer comes only when the stream ends: no timeout (closing the connection, or
     // dropping this future, cancels it).
     let options = RequestOptions::default().timeout(Duration::from_secs(100 * 365 * 24 * 3600));
+    let mut params = serde_json::json!({ "notifications": filter });
+    if filter.task_ids.is_some() {
+        params["_meta"] = serde_json::json!({
+            meta::CLIENT_CAPABILITIES: { "extensions": { crate::extensions::TASKS: {} } }
+        });
+    }
     call(
         service,
         modern,
         peer,
         modern_methods::SUBSCRIPTIONS_LISTEN,
-        &serde_json::json!({ "notifications": filter }),
+        &params,
         options,
         CacheMode::Bypass,
     )
@@ -673,6 +683,20 @@ pub(super) async fn subscribe_resource(
         resource_subscriptions: Some(vec![uri]),
         ..Default::default()
     };
+    subscribe(service, modern, peer, filter, timeout)
+        .await
+        .map(|(stop, _)| stop)
+}
+
+/// A listen stream of its own for `filter`, open once the server acknowledged it: the token that
+/// ends it and what the server acknowledged.
+pub(super) async fn subscribe(
+    service: Arc<ClientService>,
+    modern: Arc<Modern>,
+    peer: Peer,
+    filter: SubscriptionFilter,
+    timeout: Duration,
+) -> Result<(CancellationToken, SubscriptionFilter), Error> {
     let stop = CancellationToken::new();
     let seen = modern.acks_seen();
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
@@ -694,7 +718,7 @@ pub(super) async fn subscribe_resource(
     }
     tokio::select! {
         ack = modern.wait_ack(seen, |f| covers(f, &filter), timeout) => match ack {
-            Some(_) => Ok(stop),
+            Some(ack) => Ok((stop, ack)),
             None => {
                 stop.cancel();
                 Err(Error::Timeout)

@@ -8,7 +8,8 @@
 //! 2026-07-28: the task calls declare the `io.modelcontextprotocol/tasks` extension on the request
 //! and the server decides; a task's questions (`inputRequests` on `tasks/get`) are answered with
 //! the same handlers through `tasks/update`; the result is inlined in `tasks/get`; there is no
-//! `tasks/list`.
+//! `tasks/list`; [`Connection::follow_tasks`] opens a `subscriptions/listen` stream on which the
+//! server pushes `notifications/tasks` for the tasks named.
 
 use std::time::Duration;
 
@@ -34,7 +35,63 @@ fn read_task(v: &Value) -> Result<Task, Error> {
     Task::from_wire(v).map_err(|why| Error::Protocol(format!("malformed task: {why}")))
 }
 
+/// A `subscriptions/listen` stream following tasks (2026-07-28); ended by
+/// [`end`](Self::end) or by dropping it.
+#[derive(Debug)]
+pub struct TaskSubscription {
+    tasks: Vec<String>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl TaskSubscription {
+    /// The tasks the server agreed to send notifications for (those it knows of this client).
+    pub fn tasks(&self) -> &[String] {
+        &self.tasks
+    }
+
+    /// Ends the stream.
+    pub fn end(self) {}
+}
+
+impl Drop for TaskSubscription {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 impl Connection {
+    /// Follows tasks without polling (the 2026-07-28 tasks extension): opens a
+    /// `subscriptions/listen` stream asking for `notifications/tasks` of `ids`, declaring the
+    /// extension, and returns once the server acknowledged it. Each notification carries the task
+    /// as `tasks/get` shows it (with its result or error once it ended) and reaches the listeners
+    /// of [`on`](Self::on) for [`methods::NOTIFICATION`](crate::tasks::methods::NOTIFICATION).
+    /// A handshake session has no listen streams: its server sends `notifications/tasks/status`
+    /// unasked.
+    pub async fn follow_tasks(&self, ids: &[&str]) -> Result<TaskSubscription, Error> {
+        let Some(m) = self.service.modern.get() else {
+            return Err(Error::Protocol(
+                "task notifications over subscriptions/listen are a 2026-07-28 feature; this connection speaks a handshake revision"
+                    .into(),
+            ));
+        };
+        let filter = crate::modern::SubscriptionFilter {
+            task_ids: Some(ids.iter().map(|s| (*s).to_owned()).collect()),
+            ..Default::default()
+        };
+        let (stop, ack) = super::modern::subscribe(
+            self.service.clone(),
+            m.clone(),
+            self.peer.clone(),
+            filter,
+            self.service.options.engine.request_timeout,
+        )
+        .await?;
+        Ok(TaskSubscription {
+            tasks: ack.task_ids.unwrap_or_default(),
+            stop,
+        })
+    }
+
     fn check_task_form(&self) -> Result<(), Error> {
         if self.is_modern() {
             return Ok(());

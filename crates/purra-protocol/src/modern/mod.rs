@@ -174,6 +174,9 @@ pub struct SubscriptionFilter {
     /// `notifications/resources/updated` for these URIs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_subscriptions: Option<Vec<String>>,
+    /// `notifications/tasks` for these tasks (the `io.modelcontextprotocol/tasks` extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_ids: Option<Vec<String>>,
 }
 
 impl SubscriptionFilter {
@@ -186,6 +189,7 @@ impl SubscriptionFilter {
                 .resource_subscriptions
                 .as_ref()
                 .is_none_or(|v| v.is_empty())
+            && self.task_ids.as_ref().is_none_or(|v| v.is_empty())
     }
 }
 

@@ -5,16 +5,22 @@
 //! change produces are queued to it without waiting (a bounded queue per stream; a stream that
 //! does not keep up loses notifications, never blocks a registration), and the listen request's
 //! own task writes them out in order, after the acknowledgment that opens the stream.
+//!
+//! With the `io.modelcontextprotocol/tasks` extension a stream may also follow tasks
+//! (`taskIds`): each change of a task this server runs, of the stream's own owner, is sent as
+//! `notifications/tasks` carrying the task as `tasks/get` would show it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use super::{Kind, Server};
-use crate::jsonrpc::{from_params, ErrorObject};
+use super::{Kind, Server, SessionState};
+use crate::extensions;
+use crate::jsonrpc::{from_params, ErrorObject, RpcErrorCode};
+use crate::modern::envelope::RequestEnvelope;
 use crate::modern::raw;
 use crate::modern::result::with_meta;
 use crate::modern::{meta, methods as modern_methods, ListenParams, SubscriptionFilter};
@@ -26,11 +32,13 @@ const QUEUE: usize = 64;
 /// How many streams may be open on one server.
 pub(super) const MAX_LISTENERS: usize = 10_000;
 
-/// One queued notification: its method and, for a resource update, the URI.
-type News = (&'static str, Option<String>);
+/// One queued notification: its method and params (without the subscription's id).
+type News = (&'static str, Box<RawValue>);
 
 struct Listener {
     filter: SubscriptionFilter,
+    /// Whose tasks the stream may follow.
+    owner: String,
     tx: mpsc::Sender<News>,
 }
 
@@ -56,7 +64,7 @@ impl Listeners {
                 Kind::Prompts => f.prompts_list_changed == Some(true),
             },
             method,
-            None,
+            || raw(&serde_json::json!({})),
         );
     }
 
@@ -69,21 +77,37 @@ impl Listeners {
                     .is_some_and(|u| u.iter().any(|s| s == uri))
             },
             methods::RESOURCE_UPDATED,
-            Some(uri),
+            || raw(&UriParams::new(uri)),
         );
+    }
+
+    /// Queues `notifications/tasks` (the task as `tasks/get` shows it, `task`) to every stream
+    /// of `owner` that follows the task `id`.
+    pub(crate) fn task_changed(&self, owner: &str, id: &str, task: &serde_json::Value) {
+        let streams = self.streams.lock().expect("listeners lock");
+        for l in streams.values().filter(|l| {
+            l.owner == owner
+                && l.filter
+                    .task_ids
+                    .as_ref()
+                    .is_some_and(|t| t.iter().any(|x| x == id))
+        }) {
+            let _ =
+                l.tx.try_send((crate::tasks::methods::NOTIFICATION, raw(task)));
+        }
     }
 
     fn fan_out(
         &self,
         wants: impl Fn(&SubscriptionFilter) -> bool,
         method: &'static str,
-        uri: Option<&str>,
+        params: impl Fn() -> Box<RawValue>,
     ) {
         let streams = self.streams.lock().expect("listeners lock");
         for l in streams.values().filter(|l| wants(&l.filter)) {
             // A full queue already holds news of the same kind (a list changed) or its stream is
             // not being read: drop rather than block the registration.
-            let _ = l.tx.try_send((method, uri.map(str::to_owned)));
+            let _ = l.tx.try_send((method, params()));
         }
     }
 
@@ -107,7 +131,7 @@ impl Drop for Registration {
 }
 
 /// The part of `filter` this server honours: list changes of the kinds it has, resource updates
-/// when it has resources.
+/// when it has resources (the tasks are settled by the caller).
 fn acknowledged(filter: SubscriptionFilter, caps: &ServerCapabilities) -> SubscriptionFilter {
     let yes = |asked: Option<bool>, has: bool| (asked == Some(true) && has).then_some(true);
     SubscriptionFilter {
@@ -117,24 +141,59 @@ fn acknowledged(filter: SubscriptionFilter, caps: &ServerCapabilities) -> Subscr
         resource_subscriptions: filter
             .resource_subscriptions
             .filter(|u| caps.resources.is_some() && !u.is_empty()),
+        task_ids: None,
     }
+}
+
+/// The tasks of `asked` that `owner` has in this server's store (the ones a stream may follow).
+async fn known_tasks(server: &Server, owner: &str, asked: Vec<String>) -> Option<Vec<String>> {
+    let store = server.tasks_store();
+    let mut known = Vec::new();
+    for id in asked {
+        if let Ok(Some(_)) = store.get(owner, &id).await {
+            if !known.contains(&id) {
+                known.push(id);
+            }
+        }
+    }
+    (!known.is_empty()).then_some(known)
 }
 
 /// Serves one `subscriptions/listen`: acknowledges, then writes what the registry queues until
 /// the client cancels, the connection's input ends or the server shuts the stream down; the
 /// graceful ends answer the request with an empty complete result.
 pub(super) async fn listen(
-    server: &Server,
+    session: &Arc<SessionState>,
     req: &RequestContext,
     params: Option<&RawValue>,
+    envelope: &RequestEnvelope,
+    principal: Option<&str>,
 ) -> Result<Box<RawValue>, ErrorObject> {
+    let server = &session.server;
     let ListenParams { notifications } = from_params(params)?;
+    let asked_tasks = notifications.task_ids.clone().filter(|t| !t.is_empty());
+    if asked_tasks.is_some()
+        && !extensions::client_declares(&envelope.client_capabilities, extensions::TASKS)
+    {
+        return Err(ErrorObject::new(
+            RpcErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            format!(
+                "Missing required client capability: the {} extension (task notifications)",
+                extensions::TASKS
+            ),
+        )
+        .with_data(extensions::required_data(extensions::TASKS)));
+    }
     if server.inner.listeners.len() >= MAX_LISTENERS {
         return Err(ErrorObject::internal(format!(
             "Too many open subscriptions (the limit is {MAX_LISTENERS})"
         )));
     }
-    let filter = acknowledged(notifications, &server.capabilities());
+    let owner = super::tasks::owner_of(session, principal);
+    let mut filter = acknowledged(notifications, &server.capabilities());
+    if let Some(asked) = asked_tasks {
+        filter.task_ids = known_tasks(server, &owner, asked).await;
+    }
     let (tx, mut rx) = mpsc::channel(QUEUE);
     let id = server.inner.listeners.next.fetch_add(1, Ordering::Relaxed);
     let subscription = raw(&req.id);
@@ -153,7 +212,7 @@ pub(super) async fn listen(
         .streams
         .lock()
         .expect("listeners lock")
-        .insert(id, Listener { filter, tx });
+        .insert(id, Listener { filter, owner, tx });
     let _registration = Registration {
         server: server.clone(),
         id,
@@ -171,11 +230,7 @@ pub(super) async fn listen(
             }
             _ = peer.input_closed() => break,
             news = rx.recv() => {
-                let Some((method, uri)) = news else { break };
-                let params = match uri {
-                    Some(uri) => raw(&UriParams::new(uri)),
-                    None => raw(&serde_json::json!({})),
-                };
+                let Some((method, params)) = news else { break };
                 let params = with_meta(params, meta::SUBSCRIPTION_ID, subscription.clone());
                 if peer.notify(method, &params).await.is_err() {
                     break;

@@ -112,7 +112,14 @@ async fn serve(
         ));
     }
     if method == modern_methods::SUBSCRIPTIONS_LISTEN {
-        let r = listen::listen(&server, &req, params.as_deref()).await?;
+        let r = listen::listen(
+            &session,
+            &req,
+            params.as_deref(),
+            &envelope,
+            extras.principal.as_deref(),
+        )
+        .await?;
         return Ok(result::complete(r, Some(info), None));
     }
     if let (Some(sent), methods::TOOLS_CALL) = (&extras.param_headers, method.as_str()) {

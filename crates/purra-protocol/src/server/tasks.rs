@@ -28,8 +28,8 @@ use crate::modern::envelope::RequestEnvelope;
 use crate::modern::{raw, InputRequest, InputResponse};
 use crate::session::{Peer, RequestContext};
 use crate::tasks::{
-    methods as task_methods, rfc3339, InMemoryTaskStore, TaskChange, TaskOutcome, TaskRecord,
-    TaskStatus, TaskStore, TaskStoreError, RELATED_TASK_META,
+    methods as task_methods, InMemoryTaskStore, TaskChange, TaskOutcome, TaskRecord, TaskStatus,
+    TaskStore, TaskStoreError, RELATED_TASK_META,
 };
 use crate::types::{methods, CallToolParams, ClientCapabilities, JsonObject, TaskSupport};
 
@@ -124,6 +124,9 @@ pub(crate) struct Live {
     store: Arc<dyn TaskStore>,
     /// The session's peer, for 2025-11-25 status notifications.
     peer: Option<Peer>,
+    /// The server, for the extension's notifications on listen streams (weak: the server
+    /// holds this task).
+    server: std::sync::Weak<super::ServerInner>,
     patience: Duration,
     done: watch::Sender<bool>,
 }
@@ -169,13 +172,6 @@ fn unknown_task(id: &str) -> ErrorObject {
         .with_data(json!({ "taskId": id }))
 }
 
-/// A fresh unguessable task id (128 random bits, hex).
-fn mint_id() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the OS random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Who owns the tasks a request creates: its principal, else its session (or stream
 /// connection); stateless HTTP requests without a principal share the anonymous owner (their
 /// task ids, unguessable, are then the only key).
@@ -189,24 +185,7 @@ pub(crate) fn owner_of(session: &SessionState, principal: Option<&str>) -> Strin
 
 /// The task as the wire shows it (without result, error or questions).
 fn task_json(r: &TaskRecord, form: Form) -> Map<String, Value> {
-    let mut o = Map::new();
-    o.insert("taskId".into(), Value::String(r.id.clone()));
-    o.insert("status".into(), Value::String(r.status.as_str().into()));
-    if let Some(m) = &r.status_message {
-        o.insert("statusMessage".into(), Value::String(m.clone()));
-    }
-    o.insert("createdAt".into(), Value::String(rfc3339(r.created_at)));
-    o.insert(
-        "lastUpdatedAt".into(),
-        Value::String(rfc3339(r.last_updated_at)),
-    );
-    let (ttl, poll) = match form {
-        Form::Legacy => ("ttl", "pollInterval"),
-        Form::Extension => ("ttlMs", "pollIntervalMs"),
-    };
-    o.insert(ttl.into(), json!(r.ttl_ms));
-    o.insert(poll.into(), json!(r.poll_interval_ms));
-    o
+    crate::tasks::wire(r, form == Form::Extension)
 }
 
 /// The 2026-07-28 `tasks/get` result: the task with its questions, result or error inlined.
@@ -266,9 +245,20 @@ impl Live {
         self.write(TaskChange::Finish(outcome)).await;
     }
 
-    /// Sends `notifications/tasks/status` (2025-11-25 form only).
+    /// Sends `notifications/tasks/status` (2025-11-25 form), or queues `notifications/tasks` to
+    /// the listen streams that follow the task (the extension's form).
     fn notify(&self, r: &TaskRecord) {
-        let (Form::Legacy, Some(peer)) = (self.form, &self.peer) else {
+        if self.form == Form::Extension {
+            if let Some(server) = self.server.upgrade() {
+                let mut task = detailed(r);
+                if let Value::Object(o) = &mut task {
+                    o.remove("resultType");
+                }
+                server.listeners.task_changed(&self.owner, &self.id, &task);
+            }
+            return;
+        }
+        let Some(peer) = &self.peer else {
             return;
         };
         let params = raw(&Value::Object(task_json(r, Form::Legacy)));
@@ -369,6 +359,11 @@ impl Server {
         &self.inner.tasks
     }
 
+    /// Where this server keeps its tasks.
+    pub(crate) fn tasks_store(&self) -> &Arc<dyn TaskStore> {
+        &self.engine().options.store
+    }
+
     /// Whether any registered tool may run as a task.
     pub(crate) fn offers_tasks(&self) -> bool {
         let tools = self.inner.tools.read().expect("tools lock");
@@ -446,7 +441,12 @@ pub(crate) async fn create(
         .unwrap_or(o.default_ttl.as_millis() as u64)
         .min(o.max_ttl.as_millis() as u64)
         .max(1);
-    let record = TaskRecord::new(mint_id(), owner, ttl, o.poll_interval.as_millis() as u64);
+    let record = TaskRecord::new(
+        crate::tasks::mint_id(),
+        owner,
+        ttl,
+        o.poll_interval.as_millis() as u64,
+    );
     o.store.create(record.clone()).await.map_err(store_error)?;
     let (done, _) = watch::channel(false);
     let live = Arc::new(Live {
@@ -459,6 +459,7 @@ pub(crate) async fn create(
         writer: tokio::sync::Mutex::new(()),
         store: o.store.clone(),
         peer: session.peer.get().cloned(),
+        server: Arc::downgrade(&server.inner),
         patience: server.inner.engine.slow_peer_timeout,
         done,
     });
@@ -964,23 +965,5 @@ async fn result(
         }
         r = get(server, owner, &p.task_id).await?;
     }
-    let related = json!({ "taskId": r.id });
-    match r.outcome {
-        Some(TaskOutcome::Result(Value::Object(mut o))) => {
-            let meta = o
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(m) = meta {
-                m.insert(RELATED_TASK_META.into(), related);
-            }
-            Ok(raw(&Value::Object(o)))
-        }
-        Some(TaskOutcome::Result(other)) => Ok(raw(&other)),
-        Some(TaskOutcome::Error(e)) => Err(e),
-        None => Err(ErrorObject::new(
-            RpcErrorCode::INVALID_REQUEST,
-            format!("Invalid request: task {:?} was cancelled", r.id),
-        )
-        .with_data(json!({ "taskId": r.id, "status": r.status.as_str() }))),
-    }
+    crate::tasks::final_response(r).map(|v| raw(&v))
 }

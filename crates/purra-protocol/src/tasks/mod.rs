@@ -18,6 +18,9 @@ pub use store::{
 };
 
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::jsonrpc::{ErrorObject, RpcErrorCode};
 
 /// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -76,6 +79,9 @@ pub mod methods {
     pub const UPDATE: &str = "tasks/update";
     /// `notifications/tasks/status` (2025-11-25).
     pub const STATUS: &str = "notifications/tasks/status";
+    /// `notifications/tasks` (2026-07-28 extension): a followed task changed, on a
+    /// `subscriptions/listen` stream.
+    pub const NOTIFICATION: &str = "notifications/tasks";
 }
 
 /// The `_meta` key that ties a message to its task (2025-11-25).
@@ -111,6 +117,65 @@ pub(crate) fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// A fresh unguessable task id (128 random bits, hex).
+#[cfg(any(feature = "server", feature = "client"))]
+pub(crate) fn mint_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The task as the wire shows it, without result, error or questions: `ttl`/`pollInterval` in
+/// the 2025-11-25 form, `ttlMs`/`pollIntervalMs` in the extension's (`extension`).
+#[cfg_attr(not(any(feature = "server", feature = "client")), allow(dead_code))]
+pub(crate) fn wire(r: &TaskRecord, extension: bool) -> Map<String, Value> {
+    let mut o = Map::new();
+    o.insert("taskId".into(), Value::String(r.id.clone()));
+    o.insert("status".into(), Value::String(r.status.as_str().into()));
+    if let Some(m) = &r.status_message {
+        o.insert("statusMessage".into(), Value::String(m.clone()));
+    }
+    o.insert("createdAt".into(), Value::String(rfc3339(r.created_at)));
+    o.insert(
+        "lastUpdatedAt".into(),
+        Value::String(rfc3339(r.last_updated_at)),
+    );
+    let (ttl, poll) = if extension {
+        ("ttlMs", "pollIntervalMs")
+    } else {
+        ("ttl", "pollInterval")
+    };
+    o.insert(ttl.into(), json!(r.ttl_ms));
+    o.insert(poll.into(), json!(r.poll_interval_ms));
+    o
+}
+
+/// The 2025-11-25 `tasks/result` answer of a terminal task: what the request would have
+/// answered (its result, with the task named in `_meta`, or its error); a cancelled task is an
+/// invalid request naming its status.
+#[cfg_attr(not(any(feature = "server", feature = "client")), allow(dead_code))]
+pub(crate) fn final_response(r: TaskRecord) -> Result<Value, ErrorObject> {
+    let related = json!({ "taskId": r.id });
+    match r.outcome {
+        Some(TaskOutcome::Result(Value::Object(mut o))) => {
+            let meta = o
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(m) = meta {
+                m.insert(RELATED_TASK_META.into(), related);
+            }
+            Ok(Value::Object(o))
+        }
+        Some(TaskOutcome::Result(other)) => Ok(other),
+        Some(TaskOutcome::Error(e)) => Err(e),
+        None => Err(ErrorObject::new(
+            RpcErrorCode::INVALID_REQUEST,
+            format!("Invalid request: task {:?} was cancelled", r.id),
+        )
+        .with_data(json!({ "taskId": r.id, "status": r.status.as_str() }))),
+    }
 }
 
 #[cfg(test)]

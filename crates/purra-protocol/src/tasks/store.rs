@@ -113,7 +113,7 @@ impl TaskRecord {
             TaskChange::Cancel => {
                 self.input_requests.clear();
                 self.status = TaskStatus::Cancelled;
-                self.status_message = Some("The task was cancelled by the client".into());
+                self.status_message = Some("The task was cancelled by its requestor".into());
             }
         }
         self.last_updated_at = now_ms().max(self.last_updated_at);

@@ -101,13 +101,15 @@ struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.shared
-            .legacy
-            .lock()
-            .expect("legacy lock")
-            .remove(&self.id);
+        forget(&self.shared, &self.id);
         self.close.cancel();
     }
+}
+
+/// Removes the session `id` from the table: its POSTs are 404 from now on, and its place under
+/// `max_sessions` is free.
+fn forget(shared: &HttpShared, id: &str) {
+    shared.legacy.lock().expect("legacy lock").remove(id);
 }
 
 /// What the stream's body holds.
@@ -166,6 +168,19 @@ pub(super) fn open(shared: Arc<HttpShared>, parts: Parts) -> Response {
     let transport =
         Transport::from_channels(in_rx, out_tx, close.clone()).labeled("sse", Some(id.clone()));
     let _ = shared.server.start(transport);
+    // The engine may end the connection while its stream is not being polled (a client that
+    // stopped reading is cut off after the slow-peer timeout, and hyper polls a body only when
+    // the socket takes more): the session leaves the table then, not when the socket goes.
+    {
+        let weak = Arc::downgrade(&shared);
+        let (close, id) = (close.clone(), id.clone());
+        tokio::spawn(async move {
+            close.cancelled().await;
+            if let Some(shared) = weak.upgrade() {
+                forget(&shared, &id);
+            }
+        });
+    }
     let messages = &shared
         .config
         .legacy_sse
