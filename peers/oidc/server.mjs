@@ -11,6 +11,12 @@
 //   purra-service  confidential (client_secret_basic, secret "service-secret"), client credentials
 //   purra-other    the same as purra-service (another principal)
 //   purra-short    the same as purra-service, its access tokens live 1 second
+//   purra-page     the approver page's OpenID Connect sign-in: confidential (client_secret_basic,
+//                  secret "page-secret"), authorization code, redirect
+//                  http://127.0.0.1/login/callback (native: any loopback port)
+// Every account SUB has the claims email SUB@example.com (verified), name "SUB (test)" and
+// groups ["approvers"] for sub alice, else [] (scopes email, profile, groups); ID tokens carry
+// the claims their scopes ask for.
 // Every resource indicator is accepted; the audience is the indicator, scopes mcp:read mcp:write.
 import http from 'node:http';
 import crypto from 'node:crypto';
@@ -42,14 +48,38 @@ const serviceClient = (clientId) => ({
   redirect_uris: [],
 });
 
+const pageClient = {
+  client_id: 'purra-page',
+  client_secret: 'page-secret',
+  token_endpoint_auth_method: 'client_secret_basic',
+  application_type: 'native',
+  grant_types: ['authorization_code'],
+  response_types: ['code'],
+  redirect_uris: ['http://127.0.0.1/login/callback'],
+};
+
 const provider = new Provider(issuer, {
   clients: [publicClient('purra-public'), publicClient('purra-ts'),
-    serviceClient('purra-service'), serviceClient('purra-other'), serviceClient('purra-short')],
+    serviceClient('purra-service'), serviceClient('purra-other'), serviceClient('purra-short'),
+    pageClient],
   jwks: { keys: [signing] },
   clientDefaults: { id_token_signed_response_alg: 'ES256' },
   cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
   scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write'],
-  findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub }) }),
+  claims: {
+    openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'],
+  },
+  conformIdTokenClaims: false,
+  findAccount: (_ctx, sub) => ({
+    accountId: sub,
+    claims: () => ({
+      sub,
+      email: `${sub}@example.com`,
+      email_verified: true,
+      name: `${sub} (test)`,
+      groups: sub === 'alice' ? ['approvers'] : [],
+    }),
+  }),
   issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
   features: {
     devInteractions: { enabled: true },

@@ -171,6 +171,40 @@ pub struct PageArgs {
         default_value_t = 3600
     )]
     pub approval_ttl: u64,
+    /// Sign approvers in through this OpenID Connect provider (its issuer URL; discovery
+    /// finds the rest); the callback is http://ADDR/login/callback on the page's address.
+    #[arg(long = "page-oidc-issuer", value_name = "URL")]
+    pub oidc_issuer: Option<String>,
+    /// The page's client id at the provider.
+    #[arg(long = "page-oidc-client-id", value_name = "ID")]
+    pub oidc_client_id: Option<String>,
+    /// A file holding the client secret (a confidential client); none for a public client.
+    #[arg(long = "page-oidc-client-secret-file", value_name = "FILE")]
+    pub oidc_secret_file: Option<std::path::PathBuf>,
+    /// An environment variable holding the client secret.
+    #[arg(long = "page-oidc-client-secret-env", value_name = "VAR")]
+    pub oidc_secret_env: Option<String>,
+    /// The callback URL registered with the provider, when not http://ADDR/login/callback.
+    #[arg(long = "page-oidc-redirect-uri", value_name = "URL")]
+    pub oidc_redirect_uri: Option<String>,
+    /// A scope to ask for (repeatable; default openid email profile).
+    #[arg(long = "page-oidc-scope", value_name = "SCOPE")]
+    pub oidc_scopes: Vec<String>,
+    /// The provider's name on the sign-in button.
+    #[arg(long = "page-oidc-label", value_name = "NAME")]
+    pub oidc_label: Option<String>,
+    /// A subject (`sub`) who may approve (repeatable).
+    #[arg(long = "page-allow-subject", value_name = "SUB")]
+    pub allow_subjects: Vec<String>,
+    /// An email who may approve (repeatable; only when the provider says it is verified).
+    #[arg(long = "page-allow-email", value_name = "EMAIL")]
+    pub allow_emails: Vec<String>,
+    /// A claim every approver must carry, NAME=VALUE (a list claim must contain VALUE).
+    #[arg(long = "page-require-claim", value_name = "NAME=VALUE")]
+    pub require_claim: Option<String>,
+    /// Turn sign-in with the printed access tokens off (only with an OpenID Connect provider).
+    #[arg(long = "page-no-token-login")]
+    pub no_token_login: bool,
 }
 
 /// Options of every store subcommand.
@@ -225,9 +259,9 @@ pub enum ApprovalsCommand {
         /// Where to listen (loopback by default).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8470")]
         listen: std::net::SocketAddr,
-        /// The page's options.
+        /// The page's options (boxed: they outweigh every other subcommand's).
         #[command(flatten)]
-        page: PageArgs,
+        page: Box<PageArgs>,
         /// The store and output options.
         #[command(flatten)]
         store: StoreArgs,

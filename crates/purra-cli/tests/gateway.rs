@@ -7,39 +7,20 @@
 //! mid-call, the upstream's tool list changing between approval and dispatch. Each proves one
 //! request at most reached the upstream, and that the recorded effect is the conservative one.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 /// Generous bound on any one wait (Python SDK processes start slowly on a loaded machine).
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+#[path = "support/peers.rs"]
+mod peers;
 
-fn peers_dir() -> PathBuf {
-    std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"))
-}
-
-fn peer(p: PathBuf) -> String {
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
-        p.display()
-    );
-    p.to_string_lossy().into_owned()
-}
-
-fn python() -> String {
-    peer(peers_dir().join("venv/bin/python"))
-}
+use peers::{fresh_dir, lines_of, peer, peers_dir, python, repo_root};
 
 fn purra_bin() -> &'static str {
     env!("CARGO_BIN_EXE_purra")
@@ -84,15 +65,9 @@ impl Default for Setup {
 
 impl Scenario {
     fn new(name: &str) -> Scenario {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "purra-gateway-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Scenario { dir }
+        Scenario {
+            dir: fresh_dir("gateway", name),
+        }
     }
 
     /// No scenario (for clients of a gateway the test started: they need no configuration).
@@ -293,13 +268,9 @@ impl Gateway {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn gateway");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[gateway] {line}");
-                let _ = tx.send(line);
-            }
+        let rx = lines_of(child.stderr.take().expect("stderr"), |line| {
+            eprintln!("[gateway] {line}");
+            Some(line)
         });
         let start = Instant::now();
         let url = loop {
@@ -379,16 +350,10 @@ impl Client {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn client");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("client printed non-JSON ({e}): {line}"));
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
+        let rx = lines_of(child.stdout.take().expect("stdout"), |line| {
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("client printed non-JSON ({e}): {line}"));
+            Some(v)
         });
         Client {
             child,

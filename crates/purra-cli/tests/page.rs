@@ -7,41 +7,28 @@
 //! cookie are refused; two browser sessions racing to decide one approval: exactly one wins; a
 //! page in another process than the gateway, on PostgreSQL, wakes the gateway's waiting write.
 //!
+//! An approver signs in through a real OpenID Connect provider (oidc-provider, its login and
+//! consent forms filled in the browser) and approves under their OIDC identity; someone the
+//! allow-list does not name gets the refusal and no session.
+//!
 //! With `PURRA_SCREENSHOTS=1` the approval test also writes the screenshots of the README
 //! (`docs/approver-page-pending.png`, `docs/approver-page-history.png`).
 
+#[path = "support/peers.rs"]
+mod peers;
 #[path = "support/webdriver.rs"]
 mod webdriver;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use peers::{fresh_dir, lines_of, peer, python, repo_root};
 use purra_core::{ApprovalGateway, ApprovalId, ApprovalState, Verdict};
 use serde_json::{json, Value};
 use webdriver::{Browser, WAIT};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn peer(p: PathBuf) -> String {
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
-        p.display()
-    );
-    p.to_string_lossy().into_owned()
-}
-
-fn python() -> String {
-    let peers = std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"));
-    peer(peers.join("venv/bin/python"))
-}
 
 /// A fresh directory (removed when dropped): configuration, store, upstream ledger.
 struct Scenario {
@@ -58,12 +45,7 @@ impl Drop for Scenario {
 
 impl Scenario {
     fn new(name: &str) -> Scenario {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir =
-            std::env::temp_dir().join(format!("purra-page-{name}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let dir = fresh_dir("page", name);
         let db = dir.join("gateway.db").to_string_lossy().into_owned();
         Scenario { dir, db }
     }
@@ -87,6 +69,11 @@ impl Scenario {
 
     /// A gateway over the Python SDK upstream: `set_value` bound as a write for the Python client.
     fn write_config(&self) -> String {
+        self.write_config_with("")
+    }
+
+    /// The gateway's configuration with `extra` tables at its end.
+    fn write_config_with(&self, extra: &str) -> String {
         let upstream = peer(repo_root().join("peers/python/gateway_upstream.py"));
         let text = format!(
             r#"[gateway]
@@ -112,7 +99,7 @@ scope_revision = "1"
 [writes.set_value.scope]
 clients = ["gateway-client-python"]
 arguments = ["len(value) <= 40"]
-"#,
+{extra}"#,
             python = python(),
             dir = self.dir.to_string_lossy(),
             db = self.db,
@@ -173,24 +160,6 @@ arguments = ["len(value) <= 40"]
     }
 }
 
-/// The lines `from` prints, as `keep` maps them (None: dropped), on a channel as they come.
-fn lines_of<T: Send + 'static>(
-    from: impl Read + Send + 'static,
-    keep: impl Fn(String) -> Option<T> + Send + 'static,
-) -> Receiver<T> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(from).lines().map_while(Result::ok) {
-            if let Some(v) = keep(line) {
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    rx
-}
-
 /// A `purra` process the test started, its stderr lines on a channel; killed when dropped.
 struct Purra {
     child: Child,
@@ -199,8 +168,13 @@ struct Purra {
 
 impl Purra {
     fn start(args: &[&str]) -> Purra {
+        Purra::start_with_env(args, &[])
+    }
+
+    fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Purra {
         let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -590,4 +564,214 @@ fn a_decision_on_a_page_in_another_process_wakes_a_gateway_on_postgresql() {
     assert_eq!(shown["effect"], "committed");
     assert_eq!(shown["dispatches"], 1);
     assert_eq!(shown["decision"]["approver"], "ada");
+}
+
+/// Signs in on `page` as `user` through the OpenID Connect provider: the page offers only the
+/// provider (token sign-in is off), and the provider's own login and consent forms are filled
+/// in the browser.
+fn oidc_sign_in(b: &Browser, page: &str, user: &str) {
+    b.goto(&format!("{page}login"));
+    b.click_css("#login-oidc");
+    b.type_css("input[name=login]", user);
+    b.type_css("input[name=password]", "any");
+    b.click_css("button.login-submit");
+    b.wait_for("input[name=prompt][value=consent]");
+    b.click_css("button.login-submit");
+}
+
+#[test]
+fn a_sign_in_through_openid_connect_decides_under_the_oidc_identity() {
+    let issuer = peers::oidc_issuer();
+    let sc = Scenario::new("oidc");
+    // The secret in a file beside the configuration (never in the file itself).
+    std::fs::write(sc.dir.join("page-secret.txt"), "page-secret\n").expect("secret");
+    let config = sc.write_config_with(&format!(
+        r#"
+[page]
+token_login = false
+
+[page.oidc]
+issuer = {issuer:?}
+client_id = "purra-page"
+client_secret_file = "page-secret.txt"
+scopes = ["openid", "email", "profile", "groups"]
+label = "the test provider"
+allow_subjects = ["alice", "bob"]
+require_claim = "groups=approvers"
+"#
+    ));
+    let gw = Purra::start(&["gateway", "--config", &config, "--page", "127.0.0.1:0"]);
+    let page = gw.line("purra gateway: approver page at ");
+    let callback = gw.line("purra gateway: OpenID Connect sign-in, callback ");
+    assert_eq!(callback, format!("{page}login/callback"));
+    // With token sign-in off no token is printed: the next line is the MCP endpoint's.
+    let mcp = gw.line("purra gateway: serving ");
+
+    let b = Browser::new(1100, 1000);
+    b.goto(&format!("{page}login"));
+    assert_eq!(b.find("#token"), None);
+    oidc_sign_in(&b, &page, "alice");
+    let who = format!("alice (test) <alice@example.com>, sub alice at {issuer}");
+    b.wait_text("#approver", &who);
+    b.wait_for("body[data-synced=yes]");
+    assert_eq!(b.url(), page);
+    let cookies = b.cookies();
+    let names: Vec<&str> = cookies
+        .as_array()
+        .expect("cookies")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .filter(|n| n.starts_with("purra_page"))
+        .collect();
+    assert_eq!(names, ["purra_page_session"], "{cookies}");
+    let session = cookies
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "purra_page_session"))
+        .expect("session cookie");
+    assert_eq!(session["httpOnly"], true);
+    assert_eq!(session["sameSite"], "Strict");
+
+    let client = Client::set_value(&mcp, "signed-in-elsewhere");
+    b.wait_for("#approve-approval-1");
+    b.click_css("#approve-approval-1");
+    b.wait_text("#status", &format!("approval-1 approved by {who}"));
+    assert_eq!(
+        client.result()["structuredContent"],
+        json!({"stored": "signed-in-elsewhere"})
+    );
+    b.goto(&format!("{page}history"));
+    b.wait_for("body[data-synced=yes]");
+    b.wait_text("#effect-approval-1", "committed");
+    assert!(b
+        .text_css("#history-approval-1")
+        .contains(&format!("approved by {who} at ")));
+    assert_eq!(sc.writes(), 1);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["effect"], "committed");
+    assert_eq!(shown["dispatches"], 1);
+    assert_eq!(shown["decision"]["approver"], who.as_str());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let trail = rt.block_on(async {
+        let store = purra_sqlite::SqliteStore::open(sc.db()).expect("store");
+        purra_core::OperatorStore::approval_audit(&store, ApprovalId("approval-1".into()))
+            .await
+            .expect("audit")
+    });
+    let decided: Vec<_> = trail.iter().filter(|e| e.event == "decided").collect();
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0].detail["approver"], who.as_str());
+
+    // bob is a listed subject without the required group: refused, and no session.
+    let other = Browser::new(1100, 1000);
+    oidc_sign_in(&other, &page, "bob");
+    other.wait_text(
+        "#login-error",
+        &format!(
+            "Refused: bob (test) <bob@example.com>, sub bob at {issuer} may not approve here."
+        ),
+    );
+    let cookies = other.cookies();
+    assert!(
+        !cookies
+            .as_array()
+            .expect("cookies")
+            .iter()
+            .any(|c| c["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("purra_page"))),
+        "{cookies}"
+    );
+    other.goto(&page);
+    assert_eq!(other.url(), format!("{page}login"));
+}
+
+#[test]
+fn approvals_serve_signs_in_through_openid_connect_by_flags_beside_the_tokens() {
+    let issuer = peers::oidc_issuer();
+    let sc = Scenario::new("oidc-flags");
+    sc.prepare("\"v1\"");
+    let p = Purra::start_with_env(
+        &[
+            "approvals",
+            "serve",
+            "--db",
+            &sc.db(),
+            "--listen",
+            "127.0.0.1:0",
+            "--page-approver",
+            "ada",
+            "--page-oidc-issuer",
+            issuer,
+            "--page-oidc-client-id",
+            "purra-page",
+            "--page-oidc-client-secret-env",
+            "PURRA_TEST_PAGE_SECRET",
+            "--page-allow-email",
+            "carol@example.com",
+        ],
+        &[("PURRA_TEST_PAGE_SECRET", "page-secret")],
+    );
+    let page = p.line("purra approvals: approver page at ");
+    assert_eq!(
+        p.line("purra approvals: OpenID Connect sign-in, callback "),
+        format!("{page}login/callback")
+    );
+    // Token sign-in stays on beside the provider.
+    let token = p.line("purra approvals: sign-in token for ada: ");
+    assert_eq!(token.len(), 43);
+    let b = Browser::new(1100, 1000);
+    b.goto(&format!("{page}login"));
+    b.wait_for("#token");
+    b.wait_text("#login-oidc", "Sign in with OpenID Connect");
+    oidc_sign_in(&b, &page, "carol");
+    b.wait_text(
+        "#approver",
+        &format!("carol (test) <carol@example.com>, sub carol at {issuer}"),
+    );
+    b.wait_for("#approve-approval-1");
+
+    // Options that cannot work are refused before anything is served.
+    for (args, code, message) in [
+        (
+            &["--page-allow-subject", "alice"][..],
+            64,
+            "the --page-oidc-* and --page-allow-* options need --page-oidc-issuer",
+        ),
+        (
+            &["--page-no-token-login"][..],
+            78,
+            "token sign-in can be turned off only when OpenID Connect sign-in is configured",
+        ),
+        (
+            &["--page-oidc-issuer", issuer, "--page-oidc-client-id", "purra-page"][..],
+            78,
+            "OpenID Connect sign-in needs an allow-list: subjects, emails or a required claim",
+        ),
+        (
+            &[
+                "--page-oidc-issuer",
+                issuer,
+                "--page-oidc-client-id",
+                "purra-page",
+                "--page-oidc-client-secret-file",
+                "/nonexistent/secret",
+                "--page-allow-subject",
+                "alice",
+            ][..],
+            78,
+            "cannot read the client secret file /nonexistent/secret: No such file or directory (os error 2)",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_purra"))
+            .args(["approvals", "serve", "--db", &sc.db(), "--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .expect("purra");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
 }

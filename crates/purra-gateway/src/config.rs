@@ -37,6 +37,85 @@ pub struct GatewayConfig {
     /// Write bindings by local name.
     #[serde(default)]
     pub writes: BTreeMap<String, WriteConfig>,
+    /// The approver page's sign-in, when the gateway serves the page (`--page`).
+    #[serde(default)]
+    pub page: PageSettings,
+}
+
+/// The approver page's sign-in (the `[page]` table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PageSettings {
+    /// Whether the access tokens printed at start sign in (default true); may be false only
+    /// with `[page.oidc]`.
+    pub token_login: bool,
+    /// Sign-in through an OpenID Connect provider.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<PageOidc>,
+}
+
+impl Default for PageSettings {
+    fn default() -> Self {
+        PageSettings {
+            token_login: true,
+            oidc: None,
+        }
+    }
+}
+
+/// Sign-in to the approver page through an OpenID Connect provider (the `[page.oidc]` table).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageOidc {
+    /// The provider's issuer URL (its discovery document is read from it).
+    pub issuer: String,
+    /// The page's client id at the provider.
+    pub client_id: String,
+    /// A file holding the client secret of a confidential client (relative to the
+    /// configuration file's directory). Never the secret itself in this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_file: Option<PathBuf>,
+    /// An environment variable holding the client secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// The callback URL registered with the provider (default: `http://ADDR/login/callback` on
+    /// the page's address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_uri: Option<String>,
+    /// The scopes asked for (default `openid email profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// The provider's name on the sign-in button.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Subjects (`sub`) who may approve.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_subjects: Vec<String>,
+    /// Emails who may approve (only when the ID token says `email_verified: true`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_emails: Vec<String>,
+    /// `NAME=VALUE`: a claim every approver must carry (a list claim must contain the value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_claim: Option<String>,
+}
+
+impl PageOidc {
+    /// `require_claim` split into its name and value.
+    pub fn required_claim(&self) -> Option<Result<(String, String), String>> {
+        self.require_claim.as_deref().map(parse_claim)
+    }
+}
+
+/// `NAME=VALUE` as a required claim: a non-empty name and value.
+pub fn parse_claim(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((n, v)) if !n.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((n.trim().to_owned(), v.trim().to_owned()))
+        }
+        _ => Err(format!(
+            "expected NAME=VALUE (e.g. groups=approvers), found {text:?}"
+        )),
+    }
 }
 
 /// Settings of the gateway itself (the `[gateway]` table).
@@ -456,6 +535,58 @@ impl std::error::Error for ConfigErrors {}
 /// A mistake found by [`GatewayConfig::check`]: the dotted key and the message.
 pub type Problem = (String, String);
 
+impl GatewayConfig {
+    fn check_page(&self, out: &mut Vec<Problem>) {
+        let Some(o) = &self.page.oidc else {
+            if !self.page.token_login {
+                out.push((
+                    "page.token_login".into(),
+                    "token sign-in can be turned off only with [page.oidc]".into(),
+                ));
+            }
+            return;
+        };
+        let http_url = |u: &str| {
+            let rest = u
+                .strip_prefix("https://")
+                .or_else(|| u.strip_prefix("http://"));
+            rest.is_some_and(|r| {
+                let authority = r.split(['/', '?', '#']).next().unwrap_or("");
+                !authority.is_empty() && !r.contains(char::is_whitespace)
+            })
+        };
+        if !http_url(&o.issuer) {
+            out.push(("page.oidc.issuer".into(), "must be an http(s) URL".into()));
+        }
+        if o.client_id.is_empty() {
+            out.push(("page.oidc.client_id".into(), "must not be empty".into()));
+        }
+        if o.client_secret_file.is_some() && o.client_secret_env.is_some() {
+            out.push((
+                "page.oidc.client_secret_env".into(),
+                "name the secret's file or its environment variable, not both".into(),
+            ));
+        }
+        if let Some(uri) = &o.redirect_uri {
+            if !http_url(uri) || !uri.ends_with("/login/callback") {
+                out.push((
+                    "page.oidc.redirect_uri".into(),
+                    "must be an http(s) URL whose path is /login/callback".into(),
+                ));
+            }
+        }
+        if let Some(Err(why)) = o.required_claim() {
+            out.push(("page.oidc.require_claim".into(), why));
+        }
+        if o.allow_subjects.is_empty() && o.allow_emails.is_empty() && o.require_claim.is_none() {
+            out.push((
+                "page.oidc".into(),
+                "needs an allow-list: allow_subjects, allow_emails or require_claim".into(),
+            ));
+        }
+    }
+}
+
 fn identifier(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
@@ -490,6 +621,7 @@ impl GatewayConfig {
                 out.push((format!("gateway.{key}"), "must be at least 10ms".into()));
             }
         }
+        self.check_page(&mut out);
         if self.limits.limits().validate().is_err() {
             out.push((
                 "limits".into(),

@@ -52,8 +52,9 @@ mod upstream;
 mod write;
 
 pub use config::{
-    ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig, LimitsConfig, Listen, ReadConfig,
-    ScopeConfig, ScopeRules, Settings, UpstreamConfig, WriteConfig,
+    parse_claim, ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig, LimitsConfig, Listen,
+    PageOidc, PageSettings, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig,
+    WriteConfig,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use load::{from_toml_serde, load, load_reporting_all, load_str, ConfigSource, Loaded};

@@ -16,8 +16,8 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
 use crate::config::{
-    ConfigError, ConfigErrors, GatewayConfig, LimitsConfig, ReadConfig, ScopeConfig, ScopeRules,
-    Settings, UpstreamConfig, WriteConfig,
+    ConfigError, ConfigErrors, GatewayConfig, LimitsConfig, PageOidc, PageSettings, ReadConfig,
+    ScopeConfig, ScopeRules, Settings, UpstreamConfig, WriteConfig,
 };
 
 /// Whether a `db` setting is a PostgreSQL URL (kept as written) rather than a file path.
@@ -42,6 +42,16 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
     let base = base_dir(path);
     if config.gateway.db.is_relative() && !is_postgres_url(&config.gateway.db) {
         config.gateway.db = base.join(&config.gateway.db);
+    }
+    if let Some(f) = config
+        .page
+        .oidc
+        .as_mut()
+        .and_then(|o| o.client_secret_file.as_mut())
+    {
+        if f.is_relative() {
+            *f = base.join(&*f);
+        }
     }
     for u in config.upstreams.values_mut() {
         if let Some(cwd) = &u.cwd {
@@ -402,8 +412,40 @@ impl Cx {
                 scope: scope?,
             })
         });
+        let page = t.table("page", |cx, table, key, span| {
+            let mut f = Fields::new(cx, table, key, span);
+            let token_login = f.opt("token_login");
+            let oidc = f.table("oidc", |cx, table, key, span| {
+                let mut f = Fields::new(cx, table, key, span);
+                let issuer = f.req("issuer");
+                let client_id = f.req("client_id");
+                let o = PageOidc {
+                    issuer: issuer?,
+                    client_id: client_id?,
+                    client_secret_file: f.opt("client_secret_file"),
+                    client_secret_env: f.opt("client_secret_env"),
+                    redirect_uri: f.opt("redirect_uri"),
+                    scopes: f.opt("scopes"),
+                    label: f.opt("label"),
+                    allow_subjects: f.opt("allow_subjects").unwrap_or_default(),
+                    allow_emails: f.opt("allow_emails").unwrap_or_default(),
+                    require_claim: f.opt("require_claim"),
+                };
+                f.finish();
+                Some(o)
+            });
+            f.finish();
+            Some(PageSettings {
+                token_login: token_login.unwrap_or(true),
+                oidc: match oidc {
+                    Some(o) => Some(o?),
+                    None => None,
+                },
+            })
+        });
         t.finish();
         Some(GatewayConfig {
+            page: page.unwrap_or_else(|| Some(PageSettings::default()))?,
             gateway: gateway.unwrap_or_else(|| Some(Settings::default()))?,
             limits: limits.unwrap_or_else(|| Some(LimitsConfig::default()))?,
             upstreams: upstreams?,

@@ -239,3 +239,66 @@ fn invalid_toml_is_reported_with_its_line() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].starts_with("g.toml:3: invalid TOML: "), "{errs:?}");
 }
+
+#[test]
+fn the_page_sign_in_is_read_and_its_mistakes_named_with_their_lines() {
+    let good = r#"[page]
+token_login = false
+
+[page.oidc]
+issuer = "https://id.example/realms/ops"
+client_id = "purra-page"
+client_secret_file = "page-secret.txt"
+allow_subjects = ["alice"]
+allow_emails = ["bob@example.com"]
+require_claim = "groups=approvers"
+label = "Example ID"
+"#;
+    let c = load_str("g.toml", good).expect("no mistakes").config;
+    let o = c.page.oidc.as_ref().unwrap();
+    assert!(!c.page.token_login);
+    assert_eq!(o.issuer, "https://id.example/realms/ops");
+    assert_eq!(
+        o.required_claim(),
+        Some(Ok(("groups".to_owned(), "approvers".to_owned())))
+    );
+    assert_eq!(from_toml_serde(good).expect("serde"), c);
+    let text = toml::to_string(&c).expect("serialize");
+    assert_eq!(load_str("again.toml", &text).expect("reads").config, c);
+
+    let bad = r#"[page]
+token_login = false
+
+[page.oidc]
+issuer = "id.example"
+client_id = ""
+client_secret_file = "s.txt"
+client_secret_env = "PAGE_SECRET"
+redirect_uri = "http://127.0.0.1:8470/callback"
+require_claim = "groups"
+client_secret = "inline"
+"#;
+    assert_eq!(
+        errors(bad),
+        [
+            "g.toml:5: page.oidc.issuer: must be an http(s) URL",
+            "g.toml:6: page.oidc.client_id: must not be empty",
+            "g.toml:8: page.oidc.client_secret_env: name the secret's file or its environment variable, not both",
+            "g.toml:9: page.oidc.redirect_uri: must be an http(s) URL whose path is /login/callback",
+            "g.toml:10: page.oidc.require_claim: expected NAME=VALUE (e.g. groups=approvers), found \"groups\"",
+            "g.toml:11: page.oidc.client_secret: unknown key (expected one of: allow_emails, allow_subjects, client_id, client_secret_env, client_secret_file, issuer, label, redirect_uri, require_claim, scopes)",
+        ]
+    );
+    assert_eq!(
+        errors("[page]\ntoken_login = false\n"),
+        ["g.toml:2: page.token_login: token sign-in can be turned off only with [page.oidc]"]
+    );
+    assert_eq!(
+        errors("\n[page.oidc]\nissuer = \"https://id.example\"\nclient_id = \"x\"\n"),
+        ["g.toml:2: page.oidc: needs an allow-list: allow_subjects, allow_emails or require_claim"]
+    );
+    assert_eq!(
+        errors("[page.oidc]\nclient_id = \"x\"\nallow_subjects = [\"a\"]\n"),
+        ["g.toml:1: page.oidc.issuer: required"]
+    );
+}

@@ -1,7 +1,9 @@
 //! purra-page: the approver page, served over any purra store (SQLite or PostgreSQL).
 //!
 //! A person who approves writes signs in with a random access token (one per approver, printed by
-//! whoever starts the page) and gets a session in an `HttpOnly`, `SameSite=Strict` cookie. The page
+//! whoever starts the page), or through an OpenID Connect provider ([`OidcLogin`]: the code flow
+//! with PKCE, `state` bound to the browser, `nonce`, the ID token checked, an [`AllowList`] of who
+//! may approve), and gets a session in an `HttpOnly`, `SameSite=Strict` cookie. The page
 //! lists pending approvals with everything the approver approves (tool, upstream, arguments readably
 //! and as exact JSON, intent digest, binding and scope revisions, who asked and when, time left),
 //! updates live from the store's events (server-sent events, no reload), approves or denies with a
@@ -25,12 +27,13 @@
 //! # }
 //! ```
 
+mod oidc;
 mod render;
 mod session;
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
@@ -39,10 +42,13 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{header, HeaderValue, Method, StatusCode};
+pub use oidc::{AllowList, OidcLogin};
 use purra_core::{
     ApprovalId, ApprovalQuery, ApprovalState, ApprovalStatus, ApprovalView, BoxFuture, Decision,
     EffectOutcome, OperatorStore, StoreError, Verdict,
 };
+pub use purra_protocol::auth::OidcConfig;
+use purra_protocol::auth::OidcProvider;
 use purra_protocol::CancellationToken;
 pub use purra_protocol::HostPolicy;
 use serde_json::json;
@@ -74,6 +80,11 @@ pub struct PageConfig {
     pub max_streams: usize,
     /// The most history entries shown (the newest).
     pub history_limit: usize,
+    /// Sign-in through an OpenID Connect provider, when configured.
+    pub oidc: Option<OidcLogin>,
+    /// Whether the printed access tokens sign in (default true; may be turned off only when
+    /// [`oidc`](PageConfig::oidc) is configured).
+    pub token_login: bool,
 }
 
 impl Default for PageConfig {
@@ -86,6 +97,8 @@ impl Default for PageConfig {
             max_sessions: 256,
             max_streams: 64,
             history_limit: 200,
+            oidc: None,
+            token_login: true,
         }
     }
 }
@@ -107,6 +120,54 @@ impl PageConfig {
     pub fn approval_ttl(mut self, ttl: Duration) -> Self {
         self.approval_ttl = ttl;
         self
+    }
+
+    /// Signs approvers in through an OpenID Connect provider too.
+    pub fn oidc(mut self, login: OidcLogin) -> Self {
+        self.oidc = Some(login);
+        self
+    }
+
+    /// Whether the printed access tokens sign in.
+    pub fn token_login(mut self, yes: bool) -> Self {
+        self.token_login = yes;
+        self
+    }
+
+    /// The mistakes that would leave the page unusable or open: no way to sign in, an empty
+    /// allow-list (it would admit no one), a redirect URI that is not an http(s) URL ending in
+    /// the page's callback path.
+    pub fn check(&self) -> Result<(), String> {
+        let Some(o) = &self.oidc else {
+            return if self.token_login {
+                Ok(())
+            } else {
+                Err("token sign-in can be turned off only when OpenID Connect sign-in is configured".into())
+            };
+        };
+        if o.allow.is_empty() {
+            return Err(
+                "OpenID Connect sign-in needs an allow-list: subjects, emails or a required claim"
+                    .into(),
+            );
+        }
+        if o.provider.client_id.is_empty() {
+            return Err("OpenID Connect sign-in needs a client id".into());
+        }
+        if let Some(uri) = &o.redirect_uri {
+            let ok = http::Uri::try_from(uri.as_str()).is_ok_and(|u| {
+                matches!(u.scheme_str(), Some("http" | "https"))
+                    && u.path() == oidc::CALLBACK
+                    && u.query().is_none()
+            });
+            if !ok {
+                return Err(format!(
+                    "the redirect URI {uri:?} must be an http(s) URL whose path is {}",
+                    oidc::CALLBACK
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -147,6 +208,12 @@ struct Inner {
     sessions: Sessions,
     streams: Arc<Semaphore>,
     stop: CancellationToken,
+    /// The OpenID Connect provider, discovered on first use (or by [`Page::discover`]).
+    provider: tokio::sync::OnceCell<Arc<OidcProvider>>,
+    /// The sign-ins through the provider under way.
+    pending: oidc::Pending,
+    /// The callback URL: configured, or the bound address's.
+    redirect_uri: OnceLock<String>,
 }
 
 impl Page {
@@ -162,7 +229,8 @@ impl Page {
     }
 
     /// A page over `store` whose decisions are recorded by `decide` (a gateway's, which also
-    /// wakes the calls waiting in its process).
+    /// wakes the calls waiting in its process). Run [`PageConfig::check`] first: with token
+    /// sign-in off, no access token is made.
     pub fn with_decide(
         store: Arc<dyn OperatorStore>,
         mut config: PageConfig,
@@ -172,11 +240,19 @@ impl Page {
             config.approvers.push("operator".to_owned());
         }
         config.approvers.dedup();
-        let tokens = config
-            .approvers
-            .iter()
-            .map(|a| (a.clone(), session::random_token()))
-            .collect();
+        let tokens = if config.token_login {
+            config
+                .approvers
+                .iter()
+                .map(|a| (a.clone(), session::random_token()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let redirect_uri = OnceLock::new();
+        if let Some(uri) = config.oidc.as_ref().and_then(|o| o.redirect_uri.clone()) {
+            let _ = redirect_uri.set(uri);
+        }
         Page {
             inner: Arc::new(Inner {
                 store,
@@ -186,13 +262,34 @@ impl Page {
                 config,
                 tokens,
                 stop: CancellationToken::new(),
+                provider: tokio::sync::OnceCell::new(),
+                pending: oidc::Pending::default(),
+                redirect_uri,
             }),
         }
     }
 
-    /// Each approver's access token (show them to the approvers, nowhere else).
+    /// Each approver's access token (show them to the approvers, nowhere else); none when token
+    /// sign-in is off.
     pub fn tokens(&self) -> &[(String, String)] {
         &self.inner.tokens
+    }
+
+    /// Finds the OpenID Connect provider (its discovery document and keys' address) now, so a
+    /// mistake shows before the page serves; without it the first sign-in does this. `Ok` when
+    /// no provider is configured.
+    pub async fn discover(&self) -> Result<(), String> {
+        if self.inner.config.oidc.is_none() {
+            return Ok(());
+        }
+        self.inner.provider().await.map(|_| ())
+    }
+
+    /// The callback URL to register with the OpenID Connect provider: the configured one, or
+    /// `http://ADDR/login/callback` for the address [`serve`](Page::serve) was given (`None`
+    /// before that).
+    pub fn redirect_uri(&self) -> Option<&str> {
+        self.inner.redirect_uri.get().map(String::as_str)
     }
 
     /// The page as a router (mount it or serve it).
@@ -208,6 +305,19 @@ impl Page {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        if self.inner.config.oidc.is_some() && self.inner.redirect_uri.get().is_none() {
+            let addr = listener.local_addr()?;
+            if addr.ip().is_unspecified() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("the page listens on {addr}, every address: name its OpenID Connect redirect URI"),
+                ));
+            }
+            let _ = self
+                .inner
+                .redirect_uri
+                .set(format!("http://{addr}{}", oidc::CALLBACK));
+        }
         let stop = self.inner.stop.clone();
         axum::serve(listener, self.router())
             .with_graceful_shutdown(async move {
@@ -249,8 +359,10 @@ async fn route(page: &Arc<Inner>, parts: &Parts, body: Body) -> Response {
     match path {
         "/page.js" if get => asset(SCRIPT, "text/javascript; charset=utf-8"),
         "/page.css" if get => asset(STYLE, "text/css; charset=utf-8"),
-        "/login" if get => html(StatusCode::OK, render::login(None)),
+        "/login" if get => login_page(page, StatusCode::OK, None),
         "/login" if post => login(page, parts, body).await,
+        "/login/oidc" if get && page.config.oidc.is_some() => oidc_start(page, parts).await,
+        oidc::CALLBACK if get && page.config.oidc.is_some() => oidc_callback(page, parts).await,
         "/logout" if post => logout(page, parts, body).await,
         "/" if get => whole(page, parts, View::Pending).await,
         "/history" if get => whole(page, parts, View::History).await,
@@ -264,6 +376,9 @@ async fn route(page: &Arc<Inner>, parts: &Parts, body: Body) -> Response {
                 Some((id, "reconcile")) if !id.is_empty() => reconcile(page, parts, body, id).await,
                 _ => not_found(),
             }
+        }
+        "/login/oidc" | oidc::CALLBACK if page.config.oidc.is_some() => {
+            text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
         "/page.js" | "/page.css" | "/login" | "/logout" | "/" | "/history"
         | "/fragment/pending" | "/fragment/history" | "/events" => {
@@ -407,13 +522,40 @@ async fn checked(
     Ok((id, s, fields))
 }
 
+/// The sign-in page with what this page offers, and `message` above it.
+fn login_page(page: &Inner, status: StatusCode, message: Option<&str>) -> Response {
+    let label = page.config.oidc.as_ref().map(|o| o.label.as_str());
+    html(
+        status,
+        render::login(message, page.config.token_login, label),
+    )
+}
+
+/// The session cookie of a new session for `approver`.
+fn session_cookie(page: &Inner, approver: &str) -> Option<HeaderValue> {
+    let id = page.sessions.open(approver);
+    let cookie = format!(
+        "{}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        session::COOKIE,
+        page.config.session_ttl.as_secs()
+    );
+    HeaderValue::from_str(&cookie).ok()
+}
+
 async fn login(page: &Inner, parts: &Parts, body: Body) -> Response {
+    if !page.config.token_login {
+        return login_page(
+            page,
+            StatusCode::FORBIDDEN,
+            Some("Sign-in with an access token is turned off here."),
+        );
+    }
     if let Err(m) = same_origin(parts) {
-        return html(StatusCode::FORBIDDEN, render::login(Some(m)));
+        return login_page(page, StatusCode::FORBIDDEN, Some(m));
     }
     let fields = match form(body).await {
         Ok(f) => f,
-        Err(m) => return html(StatusCode::PAYLOAD_TOO_LARGE, render::login(Some(m))),
+        Err(m) => return login_page(page, StatusCode::PAYLOAD_TOO_LARGE, Some(m)),
     };
     let given = field(&fields, "token").unwrap_or("").trim();
     // Every token is compared, so the time taken does not tell which approver nearly matched.
@@ -424,22 +566,195 @@ async fn login(page: &Inner, parts: &Parts, body: Body) -> Response {
         }
     }
     let Some(approver) = found else {
-        return html(
+        return login_page(
+            page,
             StatusCode::UNAUTHORIZED,
-            render::login(Some("That access token is not valid.")),
+            Some("That access token is not valid."),
         );
     };
-    let id = page.sessions.open(&approver);
-    let cookie = format!(
-        "{}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-        session::COOKIE,
-        page.config.session_ttl.as_secs()
-    );
     let mut resp = see_other("/");
+    if let Some(v) = session_cookie(page, &approver) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+impl Inner {
+    /// The OpenID Connect provider, discovered once (a failed discovery is tried again next time).
+    async fn provider(&self) -> Result<Arc<OidcProvider>, String> {
+        let Some(o) = &self.config.oidc else {
+            return Err("OpenID Connect sign-in is not configured".into());
+        };
+        self.provider
+            .get_or_try_init(|| async {
+                OidcProvider::discover(o.provider.clone())
+                    .await
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .cloned()
+    }
+}
+
+/// Starts a sign-in with the provider: remembers its `state`, `nonce` and PKCE verifier, bound to
+/// this browser by a pre-login cookie, and sends the browser to the provider. A browser that
+/// reached the page under another name than the callback's is first sent to that name, so the
+/// cookie and the callback meet.
+async fn oidc_start(page: &Inner, parts: &Parts) -> Response {
+    let Some(redirect_uri) = page.redirect_uri.get() else {
+        return login_page(
+            page,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("Sign-in with the provider is not ready: the page has no callback address."),
+        );
+    };
+    let callback = redirect_uri.parse::<http::Uri>().ok();
+    let own = callback
+        .as_ref()
+        .and_then(|u| u.authority())
+        .map(|a| a.as_str());
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    // Only for a callback on a loopback address (the page's own, typically): behind a proxy the
+    // Host the page sees may differ from the public name by design, and sending the browser
+    // there again would loop.
+    let loopback = callback
+        .as_ref()
+        .and_then(|u| u.host())
+        .is_some_and(|h| h == "127.0.0.1" || h == "[::1]" || h == "localhost");
+    if let (Some(own), Some(u), true) = (own, &callback, loopback) {
+        if host != Some(own) {
+            let to = format!("{}://{own}/login/oidc", u.scheme_str().unwrap_or("http"));
+            return redirect_to(&to);
+        }
+    }
+    let provider = match page.provider().await {
+        Ok(p) => p,
+        Err(e) => {
+            return login_page(
+                page,
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some(&format!("The sign-in provider cannot be used now: {e}")),
+            )
+        }
+    };
+    let (url, login) = provider.begin(redirect_uri);
+    let browser = page.pending.start(login);
+    let mut resp = redirect_to(url.as_str());
+    // Lax, not Strict: it must come back with the provider's redirect, a cross-site navigation.
+    let cookie = format!(
+        "{}={browser}; Path=/login; HttpOnly; SameSite=Lax; Max-Age={}",
+        oidc::LOGIN_COOKIE,
+        oidc::LOGIN_TTL.as_secs()
+    );
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
+}
+
+fn redirect_to(to: &str) -> Response {
+    match HeaderValue::from_str(to) {
+        Ok(v) => (StatusCode::SEE_OTHER, [(header::LOCATION, v)]).into_response(),
+        Err(_) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "a redirect that is not a URL",
+        ),
+    }
+}
+
+/// Ends a sign-in with the provider on the browser's side: its pre-login cookie goes.
+fn clear_login_cookie(mut resp: Response) -> Response {
+    let clear = format!(
+        "{}=; Path=/login; HttpOnly; SameSite=Lax; Max-Age=0",
+        oidc::LOGIN_COOKIE
+    );
+    if let Ok(v) = HeaderValue::from_str(&clear) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+/// The provider's redirect back: the `state` must be a live sign-in started by this browser
+/// (single use), the code is exchanged and the ID token checked, and the person must be on the
+/// allow-list; then the same session as a token sign-in opens, in the person's name.
+async fn oidc_callback(page: &Inner, parts: &Parts) -> Response {
+    let Some(o) = &page.config.oidc else {
+        return not_found();
+    };
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    // The sign-in is over either way: the pre-login cookie goes.
+    let refused = |status: StatusCode, message: &str| {
+        clear_login_cookie(login_page(page, status, Some(message)))
+    };
+    let Some(state) = field(&query, "state") else {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "Refused: the sign-in came back without its state.",
+        );
+    };
+    let login = match page.pending.take(
+        state,
+        session::cookie(&parts.headers, oidc::LOGIN_COOKIE).as_deref(),
+    ) {
+        Ok(l) => l,
+        Err(oidc::StateRefusal::Unknown) => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                "Refused: this sign-in is unknown, expired or already used. Start again.",
+            )
+        }
+        Err(oidc::StateRefusal::OtherBrowser) => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                "Refused: this sign-in was not started in this browser. Start again.",
+            )
+        }
+    };
+    if let Some(error) = field(&query, "error") {
+        let error: String = error.chars().filter(|c| !c.is_control()).take(64).collect();
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            &format!("The provider did not sign you in: {error}."),
+        );
+    }
+    let Some(code) = field(&query, "code") else {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "Refused: the sign-in came back without a code.",
+        );
+    };
+    let provider = match page.provider().await {
+        Ok(p) => p,
+        Err(e) => {
+            return refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("The sign-in provider cannot be used now: {e}"),
+            )
+        }
+    };
+    let who = match provider.finish(&login, code, field(&query, "iss")).await {
+        Ok(who) => who,
+        Err(e) => return refused(StatusCode::UNAUTHORIZED, &format!("Refused: {e}.")),
+    };
+    let approver = oidc::approver_name(&who);
+    if !o.allow.admits(&who) {
+        return refused(
+            StatusCode::FORBIDDEN,
+            &format!("Refused: {approver} may not approve here."),
+        );
+    }
+    let mut resp = html(StatusCode::OK, render::signed_in(&approver));
+    if let Some(v) = session_cookie(page, &approver) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    clear_login_cookie(resp)
 }
 
 async fn logout(page: &Inner, parts: &Parts, body: Body) -> Response {

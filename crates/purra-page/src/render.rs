@@ -94,20 +94,42 @@ pub fn layout(title: &str, view: Option<View>, approver: Option<&str>, main: &st
     )
 }
 
-/// The login form, with `message` (a refusal) above it.
-pub fn login(message: Option<&str>) -> String {
+/// The sign-in page, with `message` (a refusal) above it: the access-token form when `token`,
+/// and a "Sign in with …" link to the provider named `oidc` when one is configured.
+pub fn login(message: Option<&str>, token: bool, oidc: Option<&str>) -> String {
     let message = message.map_or(String::new(), |m| {
         format!("<p class=\"error\" id=\"login-error\">{}</p>", esc(m))
     });
+    let mut main = format!("<h2>Sign in</h2>{message}");
+    if let Some(label) = oidc {
+        let _ = write!(
+            main,
+            "<p><a class=\"button\" id=\"login-oidc\" href=\"/login/oidc\">Sign in with {}</a></p>",
+            esc(label)
+        );
+    }
+    if token {
+        main.push_str(
+            "<form method=\"post\" action=\"/login\" class=\"login\">\
+             <label for=\"token\">Access token (printed when the page started)</label>\
+             <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required autofocus>\
+             <button type=\"submit\" id=\"login\">Sign in</button></form>",
+        );
+    }
+    layout("Sign in", None, None, &main)
+}
+
+/// The page a provider's sign-in lands on: it names who signed in and moves on to the list at
+/// once (a navigation from the page itself, so the `SameSite=Strict` session cookie goes along).
+pub fn signed_in(approver: &str) -> String {
     layout(
-        "Sign in",
+        "Signed in",
         None,
         None,
         &format!(
-            "<h2>Sign in</h2>{message}<form method=\"post\" action=\"/login\" class=\"login\">\
-             <label for=\"token\">Access token (printed when the page started)</label>\
-             <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required autofocus>\
-             <button type=\"submit\" id=\"login\">Sign in</button></form>"
+            "<meta http-equiv=\"refresh\" content=\"0;url=/\"><h2>Signed in</h2>\
+             <p id=\"message\">Signed in as {}.</p><p><a href=\"/\">Go to the approvals</a></p>",
+            esc(approver)
         ),
     )
 }

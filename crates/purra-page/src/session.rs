@@ -29,6 +29,27 @@ pub fn same_secret(a: &str, b: &str) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Drops the entries of `map` older than `ttl`, then the oldest until fewer than `max` remain
+/// (room for one more); `opened` says when an entry was made.
+pub fn make_room<V>(
+    map: &mut HashMap<String, V>,
+    max: usize,
+    ttl: Duration,
+    opened: impl Fn(&V) -> Instant,
+) {
+    map.retain(|_, v| opened(v).elapsed() < ttl);
+    while map.len() >= max.max(1) {
+        let oldest = map
+            .iter()
+            .min_by_key(|(_, v)| opened(v))
+            .map(|(k, _)| k.clone());
+        match oldest {
+            Some(k) => map.remove(&k),
+            None => break,
+        };
+    }
+}
+
 /// One logged-in browser.
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -66,18 +87,7 @@ impl Sessions {
             opened: Instant::now(),
         };
         let mut open = self.open.lock().expect("sessions lock");
-        let ttl = self.ttl;
-        open.retain(|_, s| s.opened.elapsed() < ttl);
-        while open.len() >= self.max {
-            let oldest = open
-                .iter()
-                .min_by_key(|(_, s)| s.opened)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => open.remove(&k),
-                None => break,
-            };
-        }
+        make_room(&mut open, self.max, self.ttl, |s| s.opened);
         open.insert(id.clone(), session);
         id
     }
@@ -103,13 +113,18 @@ impl Sessions {
 
 /// The session id in a `Cookie` header, if any.
 pub fn cookie_session(headers: &http::HeaderMap) -> Option<String> {
+    cookie(headers, COOKIE)
+}
+
+/// The value of the cookie `name` in the `Cookie` headers, if any.
+pub fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(http::header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_owned())
 }
 

@@ -87,7 +87,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
         }
         ApprovalsCommand::Serve { listen, page, .. } => {
             let bound =
-                crate::cmd::page::bind(db.operator(), None, *listen, page, "purra approvals")
+                crate::cmd::page::bind(db.operator(), None, *listen, page, None, "purra approvals")
                     .await?;
             eprintln!("purra approvals: store {}", location.shown());
             bound.serve(crate::cmd::interrupted()).await?;

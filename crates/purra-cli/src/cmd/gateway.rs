@@ -24,6 +24,8 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Config(e.to_string()))?;
     let settings = loaded.config.gateway.clone();
+    let page_settings = loaded.config.page.clone();
+    let source = loaded.source.clone();
     // The approver page (`--page`) reads the same store through its operator view.
     let mut operator: Option<Arc<dyn purra_core::OperatorStore>> = None;
     let store: Arc<dyn GatewayStore> =
@@ -82,6 +84,10 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
                 Some(decide),
                 addr,
                 &args.page_options,
+                Some(crate::cmd::page::FilePage {
+                    page: &page_settings,
+                    source: &source,
+                }),
                 "purra gateway",
             )
             .await

@@ -1,13 +1,16 @@
 //! The approver page as the CLI serves it (`purra approvals serve`, `purra gateway --page`): binds
 //! the address, prints where it serves and each approver's sign-in token on stderr, and serves
-//! until interrupted.
+//! until interrupted. With an OpenID Connect provider (flags, or the gateway file's `[page.oidc]`),
+//! the provider is discovered before anything is served, and the callback URL is printed too.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use purra_core::OperatorStore;
-use purra_page::{Decide, HostPolicy, Page, PageConfig};
+use purra_gateway::{ConfigSource, PageSettings};
+use purra_page::{AllowList, Decide, HostPolicy, OidcConfig, OidcLogin, Page, PageConfig};
 
 use crate::cli::PageArgs;
 use crate::exit::Failure;
@@ -18,22 +21,207 @@ pub struct Bound {
     listener: tokio::net::TcpListener,
 }
 
+/// The gateway file's `[page]` table and where its keys are.
+pub struct FilePage<'a> {
+    /// The table.
+    pub page: &'a PageSettings,
+    /// The file's keys and lines, for mistakes found now (an unreadable secret file).
+    pub source: &'a ConfigSource,
+}
+
+/// The longest client secret file read.
+const MAX_SECRET_BYTES: u64 = 4096;
+
+/// The client secret in `file` (its first line) or in the environment variable `env`.
+fn secret(file: Option<&Path>, env: Option<&str>) -> Result<Option<String>, String> {
+    use std::io::Read;
+    let text = match (file, env) {
+        (Some(f), _) => {
+            let mut text = String::new();
+            std::fs::File::open(f)
+                .and_then(|h| h.take(MAX_SECRET_BYTES + 1).read_to_string(&mut text))
+                .map_err(|e| format!("cannot read the client secret file {}: {e}", f.display()))?;
+            if text.len() as u64 > MAX_SECRET_BYTES {
+                return Err(format!(
+                    "the client secret file {} is over {MAX_SECRET_BYTES} bytes",
+                    f.display()
+                ));
+            }
+            text
+        }
+        (None, Some(var)) => std::env::var(var)
+            .map_err(|_| format!("the environment variable {var} holds no client secret"))?,
+        (None, None) => return Ok(None),
+    };
+    let line = text.lines().next().unwrap_or("").trim().to_owned();
+    if line.is_empty() {
+        return Err("the client secret is empty".into());
+    }
+    Ok(Some(line))
+}
+
+/// The OpenID Connect sign-in of the flags or of the file's `[page.oidc]` (not both), and
+/// whether token sign-in stays on.
+fn oidc(
+    args: &PageArgs,
+    file: Option<&FilePage<'_>>,
+) -> Result<(Option<OidcLogin>, bool), Failure> {
+    let flagged = args.oidc_client_id.is_some()
+        || args.oidc_secret_file.is_some()
+        || args.oidc_secret_env.is_some()
+        || args.oidc_redirect_uri.is_some()
+        || !args.oidc_scopes.is_empty()
+        || args.oidc_label.is_some()
+        || !args.allow_subjects.is_empty()
+        || !args.allow_emails.is_empty()
+        || args.require_claim.is_some();
+    let token_login = !args.no_token_login && file.is_none_or(|f| f.page.token_login);
+    let from_file = file.and_then(|f| f.page.oidc.as_ref().map(|o| (o, f.source)));
+    let Some(issuer) = &args.oidc_issuer else {
+        if flagged {
+            return Err(Failure::Usage(
+                "the --page-oidc-* and --page-allow-* options need --page-oidc-issuer".into(),
+            ));
+        }
+        let Some((o, source)) = from_file else {
+            return Ok((None, token_login));
+        };
+        let secret = secret(
+            o.client_secret_file.as_deref(),
+            o.client_secret_env.as_deref(),
+        )
+        .map_err(|why| {
+            let key = if o.client_secret_file.is_some() {
+                "page.oidc.client_secret_file"
+            } else {
+                "page.oidc.client_secret_env"
+            };
+            Failure::Config(source.error(key, why).to_string())
+        })?;
+        let mut allow = AllowList::default();
+        allow.subjects.clone_from(&o.allow_subjects);
+        allow.emails.clone_from(&o.allow_emails);
+        allow.claim = o.required_claim().and_then(Result::ok);
+        let login = login(
+            issuer_config(&o.issuer, &o.client_id, secret, o.scopes.clone()),
+            allow,
+            o.label.clone(),
+            o.redirect_uri.clone(),
+        );
+        return Ok((Some(login), token_login));
+    };
+    if from_file.is_some() {
+        return Err(Failure::Usage(
+            "OpenID Connect sign-in is configured in the file's [page.oidc]; \
+             drop --page-oidc-issuer or that table"
+                .into(),
+        ));
+    }
+    let Some(client_id) = &args.oidc_client_id else {
+        return Err(Failure::Usage(
+            "--page-oidc-issuer needs --page-oidc-client-id".into(),
+        ));
+    };
+    if args.oidc_secret_file.is_some() && args.oidc_secret_env.is_some() {
+        return Err(Failure::Usage(
+            "name the client secret's file or its environment variable, not both".into(),
+        ));
+    }
+    let secret = secret(
+        args.oidc_secret_file.as_deref(),
+        args.oidc_secret_env.as_deref(),
+    )
+    .map_err(Failure::Config)?;
+    let mut allow = AllowList::default();
+    allow.subjects.clone_from(&args.allow_subjects);
+    allow.emails.clone_from(&args.allow_emails);
+    if let Some(c) = &args.require_claim {
+        let (name, value) = purra_gateway::parse_claim(c)
+            .map_err(|why| Failure::Usage(format!("--page-require-claim: {why}")))?;
+        allow = allow.require_claim(name, value);
+    }
+    let scopes = (!args.oidc_scopes.is_empty()).then(|| args.oidc_scopes.clone());
+    let login = login(
+        issuer_config(issuer, client_id, secret, scopes),
+        allow,
+        args.oidc_label.clone(),
+        args.oidc_redirect_uri.clone(),
+    );
+    Ok((Some(login), token_login))
+}
+
+fn issuer_config(
+    issuer: &str,
+    client_id: &str,
+    secret: Option<String>,
+    scopes: Option<Vec<String>>,
+) -> OidcConfig {
+    let mut c = OidcConfig::new(issuer, client_id);
+    if let Some(s) = secret {
+        c = c.client_secret(s);
+    }
+    if let Some(s) = scopes {
+        c = c.scopes(s);
+    }
+    c
+}
+
+fn login(
+    provider: OidcConfig,
+    allow: AllowList,
+    label: Option<String>,
+    redirect_uri: Option<String>,
+) -> OidcLogin {
+    let mut login = OidcLogin::new(provider, allow);
+    if let Some(l) = label {
+        login = login.label(l);
+    }
+    if let Some(r) = redirect_uri {
+        login = login.redirect_uri(r);
+    }
+    login
+}
+
 /// Builds the page over `store` (deciding with `decide` when given), binds `addr` and prints, on
-/// stderr prefixed `prefix`, the URL and one sign-in token per approver.
+/// stderr prefixed `prefix`, the URL, the OpenID Connect callback when a provider is configured
+/// (after discovering it: a provider that cannot be used stops the start), and one sign-in token
+/// per approver.
 pub async fn bind(
     store: Arc<dyn OperatorStore>,
     decide: Option<Decide>,
     addr: SocketAddr,
     args: &PageArgs,
+    file: Option<FilePage<'_>>,
     prefix: &str,
 ) -> Result<Bound, Failure> {
     let mut policy = HostPolicy::loopback();
     for host in &args.allow_hosts {
         policy = policy.allow_host(host);
     }
+    let (mut oidc, token_login) = oidc(args, file.as_ref())?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Failure::Config(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener.local_addr().map_err(|e| {
+        Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string()))
+    })?;
+    if let Some(o) = oidc.as_mut().filter(|o| o.redirect_uri.is_none()) {
+        if local.ip().is_unspecified() {
+            return Err(Failure::Config(format!(
+                "the page listens on {local}, every address: name its OpenID Connect callback URL \
+                 (--page-oidc-redirect-uri or [page.oidc] redirect_uri)"
+            )));
+        }
+        o.redirect_uri = Some(format!("http://{local}/login/callback"));
+    }
     let mut config = PageConfig::default()
         .host_policy(policy)
-        .approval_ttl(Duration::from_secs(args.approval_ttl));
+        .approval_ttl(Duration::from_secs(args.approval_ttl))
+        .token_login(token_login);
+    if let Some(o) = oidc {
+        config = config.oidc(o);
+    }
+    config.check().map_err(Failure::Config)?;
     for a in &args.approvers {
         config = config.approver(a.clone());
     }
@@ -41,13 +229,13 @@ pub async fn bind(
         Some(d) => Page::with_decide(store, config, d),
         None => Page::new(store, config),
     };
-    let listener = tokio::net::TcpListener::bind(addr)
+    page.discover()
         .await
-        .map_err(|e| Failure::Config(format!("cannot listen on {addr}: {e}")))?;
-    let local = listener.local_addr().map_err(|e| {
-        Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string()))
-    })?;
+        .map_err(|e| Failure::Config(format!("the OpenID Connect provider cannot be used: {e}")))?;
     eprintln!("{prefix}: approver page at http://{local}/");
+    if let Some(uri) = page.redirect_uri() {
+        eprintln!("{prefix}: OpenID Connect sign-in, callback {uri}");
+    }
     for (approver, token) in page.tokens() {
         eprintln!("{prefix}: sign-in token for {approver}: {token}");
     }

@@ -196,6 +196,13 @@ impl SigningKey {
     pub fn public_jwk(&self) -> serde_json::Value {
         self.key.public_jwk(self.kid.as_deref())
     }
+    /// Signs `claims` as a compact JWS (header `alg`, `typ: JWT`, and the `kid` when named): a
+    /// client assertion, or a token for a test's own issuer.
+    pub fn sign(&self, claims: &serde_json::Value) -> Result<String, AuthError> {
+        self.key
+            .sign(self.kid.as_deref(), claims)
+            .map_err(config_error)
+    }
 }
 
 #[derive(Clone)]
@@ -1341,7 +1348,7 @@ impl OAuthClient {
 
 /// `application/x-www-form-urlencoded` encoding of one value (RFC 6749 section 2.3.1 wants the
 /// Basic credentials encoded this way).
-fn url_encode(s: &str) -> String {
+pub(super) fn url_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {

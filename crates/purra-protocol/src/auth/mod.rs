@@ -13,12 +13,17 @@
 //! authorization server's JWKS, or RFC 7662 introspection), answers 401/403 with the
 //! `WWW-Authenticate` challenges MCP clients follow, enforces per-tool scopes, and puts the
 //! [`Principal`](crate::Principal) into the request for the handlers.
+//!
+//! For a web page that signs people in (purra's approver page), [`OidcProvider`] is an OpenID
+//! Connect relying party: discovery, the code flow with PKCE, `state` and `nonce`, and the ID
+//! token's checks (through [`JwtValidator`]).
 
 mod client;
 mod guard;
 mod jwt;
 mod loopback;
 mod metadata;
+mod oidc;
 mod store;
 
 pub use client::{
@@ -31,6 +36,7 @@ pub use guard::{
 pub use jwt::SigningAlgorithm;
 pub use loopback::LoopbackAuthorizer;
 pub use metadata::{AuthorizationServerMetadata, ProtectedResourceMetadata};
+pub use oidc::{OidcConfig, OidcIdentity, OidcProvider, PendingLogin};
 pub use store::{
     ClientRegistration, FileTokenStore, MemoryTokenStore, StoredAuth, TokenStore, Tokens,
 };

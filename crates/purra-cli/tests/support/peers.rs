@@ -1,0 +1,108 @@
+//! The set-up the CLI's end-to-end tests share (`gateway.rs`, `page.rs`): the repository's root,
+//! the pinned peers `scripts/setup-peers.sh` installs (the Python SDK's venv, Node 22, the
+//! OpenID Connect provider), a fresh scenario directory, and a child's output lines on a
+//! channel as they come.
+
+// Each test binary includes this file and uses a part of it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn peers_dir() -> PathBuf {
+    std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+}
+
+/// `p`, which must exist (a peer the test command installs).
+pub fn peer(p: PathBuf) -> String {
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p.to_string_lossy().into_owned()
+}
+
+/// The Python of the venv with the pinned Python SDK.
+pub fn python() -> String {
+    peer(peers_dir().join("venv/bin/python"))
+}
+
+/// A fresh, empty directory `purra-{kind}-{name}-PID-NANOS` under the temporary directory.
+pub fn fresh_dir(kind: &str, name: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "purra-{kind}-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// The lines `from` prints, as `keep` maps them (None: dropped), on a channel as they come.
+pub fn lines_of<T: Send + 'static>(
+    from: impl Read + Send + 'static,
+    keep: impl Fn(String) -> Option<T> + Send + 'static,
+) -> Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if let Some(v) = keep(line) {
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The issuer URL of the OpenID Connect provider (`peers/oidc/server.mjs`, oidc-provider),
+/// started on first use and living as long as this test binary (it exits when its stdin
+/// closes).
+pub fn oidc_issuer() -> &'static str {
+    static OIDC: OnceLock<(String, Mutex<Child>)> = OnceLock::new();
+    &OIDC
+        .get_or_init(|| {
+            let node = peer(peers_dir().join("bin/node"));
+            let dir = repo_root().join("peers/oidc");
+            peer(dir.join("node_modules/oidc-provider"));
+            let mut child = Command::new(node)
+                .arg("server.mjs")
+                .current_dir(&dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("start peers/oidc/server.mjs");
+            let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            let issuer = loop {
+                let line = lines
+                    .next()
+                    .expect("the provider ended before printing its issuer")
+                    .expect("a line");
+                if let Some(v) = line
+                    .starts_with('{')
+                    .then(|| serde_json::from_str::<serde_json::Value>(&line).ok())
+                    .flatten()
+                {
+                    break v["issuer"].as_str().expect("issuer").to_owned();
+                }
+            };
+            std::thread::spawn(move || lines.for_each(drop));
+            (issuer, Mutex::new(child))
+        })
+        .0
+}

@@ -1,0 +1,634 @@
+//! Sign-in through an OpenID Connect provider, over real HTTP, with exact statuses and bodies: a
+//! small issuer in the test (discovery, JWKS, a token endpoint that checks PKCE, the client's
+//! secret and the redirect URI, and answers ID tokens signed with the protocol crate's JWT code)
+//! stands in for the provider, so each refusal can be provoked on purpose: an unknown or replayed
+//! `state`, a callback without the pre-login cookie, a subject off the allow-list, an ID token for
+//! another audience or with another nonce. The real provider (oidc-provider) and a real browser
+//! are the CLI's browser test.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use axum::extract::{Form, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::Json;
+use base64::Engine as _;
+use purra_core::{ApprovalGateway, ApprovalState, OperatorStore, Verdict};
+use purra_page::{AllowList, OidcConfig, OidcLogin, Page, PageConfig};
+use purra_protocol::auth::{SigningAlgorithm, SigningKey};
+use purra_sqlite::SqliteStore;
+use purra_store_tests::request;
+use serde_json::{json, Value};
+
+const CLIENT: &str = "purra-page";
+const SECRET: &str = "page-secret";
+
+/// What the token endpoint does to the next ID tokens: claims merged over the genuine ones.
+#[derive(Default)]
+struct Issuer {
+    url: String,
+    key: Option<SigningKey>,
+    /// code -> (claims of its ID token, PKCE challenge, redirect URI)
+    codes: HashMap<String, (Value, String, String)>,
+}
+
+type Shared = Arc<Mutex<Issuer>>;
+
+async fn discovery(State(i): State<Shared>) -> Json<Value> {
+    let url = i.lock().unwrap().url.clone();
+    Json(json!({
+        "issuer": url,
+        "authorization_endpoint": format!("{url}/auth"),
+        "token_endpoint": format!("{url}/token"),
+        "jwks_uri": format!("{url}/jwks"),
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+        "id_token_signing_alg_values_supported": ["ES256"],
+    }))
+}
+
+async fn jwks(State(i): State<Shared>) -> Json<Value> {
+    let key = i.lock().unwrap().key.clone().unwrap();
+    Json(json!({"keys": [key.public_jwk()]}))
+}
+
+/// The token endpoint: the code once, its PKCE verifier, the redirect URI it was issued for,
+/// and the client's secret (Basic).
+async fn token(
+    State(i): State<Shared>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> axum::response::Response {
+    let refuse =
+        |error: &str| (StatusCode::BAD_REQUEST, Json(json!({"error": error}))).into_response();
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{CLIENT}:{SECRET}"));
+    if headers.get("authorization").and_then(|v| v.to_str().ok())
+        != Some(format!("Basic {basic}").as_str())
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "invalid_client"})),
+        )
+            .into_response();
+    }
+    let mut issuer = i.lock().unwrap();
+    let Some((claims, challenge, redirect)) = issuer
+        .codes
+        .remove(form.get("code").map_or("", String::as_str))
+    else {
+        return refuse("invalid_grant");
+    };
+    let verifier = form.get("code_verifier").cloned().unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    if base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest) != challenge
+        || form.get("redirect_uri") != Some(&redirect)
+        || form.get("grant_type").map(String::as_str) != Some("authorization_code")
+    {
+        return refuse("invalid_grant");
+    }
+    let id_token = issuer.key.as_ref().unwrap().sign(&claims).unwrap();
+    Json(json!({"access_token": "at", "token_type": "Bearer", "expires_in": 60, "id_token": id_token}))
+        .into_response()
+}
+
+async fn issuer() -> Shared {
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(
+        &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        &rng,
+    )
+    .unwrap();
+    let key = SigningKey::from_pkcs8(pkcs8.as_ref(), SigningAlgorithm::ES256)
+        .unwrap()
+        .with_kid("k1");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let shared: Shared = Arc::new(Mutex::new(Issuer {
+        url: format!("http://{}", listener.local_addr().unwrap()),
+        key: Some(key),
+        codes: HashMap::new(),
+    }));
+    let app = axum::Router::new()
+        .route("/.well-known/openid-configuration", get(discovery))
+        .route("/jwks", get(jwks))
+        .route("/token", post(token))
+        .with_state(shared.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    shared
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Served {
+    issuer: Shared,
+    iss: String,
+    store: SqliteStore,
+    url: String,
+    page: Page,
+    http: reqwest::Client,
+    _dir: TempDir,
+}
+
+/// A page allowing subject `alice` and `carol@example.com`, signing in at the test's issuer.
+async fn served(name: &str) -> Served {
+    let issuer = issuer().await;
+    let iss = issuer.lock().unwrap().url.clone();
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "purra-page-oidc-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = SqliteStore::open(dir.join("page.db")).unwrap();
+    let login = OidcLogin::new(
+        OidcConfig::new(iss.clone(), CLIENT).client_secret(SECRET),
+        AllowList::default()
+            .subject("alice")
+            .email("carol@example.com"),
+    )
+    .label("Test ID");
+    let config = PageConfig::default().oidc(login).token_login(false);
+    config.check().unwrap();
+    let page = Page::new(Arc::new(store.clone()), config);
+    page.discover().await.unwrap();
+    assert!(page.tokens().is_empty());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let serving = page.clone();
+    tokio::spawn(async move { serving.serve(listener, std::future::pending()).await });
+    while page.redirect_uri().is_none() {
+        tokio::task::yield_now().await;
+    }
+    Served {
+        issuer,
+        iss,
+        store,
+        url,
+        page,
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+        _dir: TempDir(dir),
+    }
+}
+
+/// A sign-in started by a browser: its pre-login cookie and what the provider was asked.
+struct Started {
+    cookie: String,
+    state: String,
+    nonce: String,
+    challenge: String,
+}
+
+struct Answer {
+    status: u16,
+    cookies: Vec<String>,
+    body: String,
+}
+
+impl Served {
+    async fn start(&self) -> Started {
+        let r = self
+            .http
+            .get(format!("{}/login/oidc", self.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303);
+        let location = r.headers()["location"].to_str().unwrap().to_owned();
+        let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+        let (pair, attrs) = set.split_once("; ").unwrap();
+        assert_eq!(attrs, "Path=/login; HttpOnly; SameSite=Lax; Max-Age=600");
+        let url = reqwest::Url::parse(&location).unwrap();
+        assert_eq!(
+            &location[..location.find('?').unwrap()],
+            format!("{}/auth", self.iss)
+        );
+        let q: HashMap<String, String> = url.query_pairs().into_owned().collect();
+        assert_eq!(q["response_type"], "code");
+        assert_eq!(q["client_id"], CLIENT);
+        assert_eq!(q["redirect_uri"], format!("{}/login/callback", self.url));
+        assert_eq!(q["scope"], "openid email profile");
+        assert_eq!(q["code_challenge_method"], "S256");
+        assert_eq!(q.len(), 8, "{q:?}");
+        Started {
+            cookie: pair.to_owned(),
+            state: q["state"].clone(),
+            nonce: q["nonce"].clone(),
+            challenge: q["code_challenge"].clone(),
+        }
+    }
+
+    /// What the provider signs for `sub` after sign-in `s`, with `over` merged in.
+    fn issue(&self, s: &Started, code: &str, sub: &str, over: Value) {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let mut claims = json!({
+            "iss": self.iss, "sub": sub, "aud": CLIENT, "iat": now, "exp": now + 300,
+            "nonce": s.nonce,
+        });
+        for (k, v) in over.as_object().unwrap() {
+            if v.is_null() {
+                claims.as_object_mut().unwrap().remove(k);
+            } else {
+                claims[k] = v.clone();
+            }
+        }
+        self.issuer.lock().unwrap().codes.insert(
+            code.to_owned(),
+            (
+                claims,
+                s.challenge.clone(),
+                format!("{}/login/callback", self.url),
+            ),
+        );
+    }
+
+    async fn callback(&self, query: &str, cookie: Option<&str>) -> Answer {
+        let mut req = self
+            .http
+            .get(format!("{}/login/callback?{query}", self.url));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        let r = req.send().await.unwrap();
+        let cookies = r
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
+        Answer {
+            status: r.status().as_u16(),
+            cookies,
+            body: r.text().await.unwrap(),
+        }
+    }
+
+    /// Signs `sub` in (with `over` in its ID token) through a whole sign-in.
+    async fn sign_in(&self, code: &str, sub: &str, over: Value) -> (Started, Answer) {
+        let s = self.start().await;
+        self.issue(&s, code, sub, over);
+        let a = self
+            .callback(&format!("code={code}&state={}", s.state), Some(&s.cookie))
+            .await;
+        (s, a)
+    }
+}
+
+fn error_of(body: &str) -> &str {
+    let from = body.find("<p class=\"error\" id=\"login-error\">").unwrap() + 34;
+    &body[from..from + body[from..].find("</p>").unwrap()]
+}
+
+const CLEAR: &str = "purra_page_login=; Path=/login; HttpOnly; SameSite=Lax; Max-Age=0";
+
+#[tokio::test]
+async fn a_listed_subject_signs_in_and_decides_under_their_oidc_identity() {
+    let s = served("ok").await;
+    // The sign-in page offers only the provider (token sign-in is off).
+    let r = s.http.get(format!("{}/login", s.url)).send().await.unwrap();
+    let body = r.text().await.unwrap();
+    assert!(body.contains(
+        "<a class=\"button\" id=\"login-oidc\" href=\"/login/oidc\">Sign in with Test ID</a>"
+    ));
+    assert!(!body.contains("name=\"token\""));
+    let r = s
+        .http
+        .post(format!("{}/login", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("token=anything")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(
+        error_of(&r.text().await.unwrap()),
+        "Sign-in with an access token is turned off here."
+    );
+
+    let (started, a) = s
+        .sign_in(
+            "c1",
+            "alice",
+            json!({"email": "alice@example.com", "name": "Alice Liddell"}),
+        )
+        .await;
+    let who = format!(
+        "Alice Liddell &lt;alice@example.com&gt;, sub alice at {}",
+        s.iss
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(
+        a.body
+            .contains(&format!("<p id=\"message\">Signed in as {who}.</p>")),
+        "{}",
+        a.body
+    );
+    assert!(a
+        .body
+        .contains("<meta http-equiv=\"refresh\" content=\"0;url=/\">"));
+    assert_eq!(a.cookies.len(), 2);
+    let (pair, attrs) = a.cookies[0].split_once("; ").unwrap();
+    assert_eq!(attrs, "Path=/; HttpOnly; SameSite=Strict; Max-Age=43200");
+    assert!(pair.starts_with("purra_page_session="));
+    assert_eq!(a.cookies[1], CLEAR);
+
+    // The session works as a token sign-in's: the list, then a decision in the person's name.
+    let r = s
+        .http
+        .get(format!("{}/", s.url))
+        .header("cookie", pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let page = r.text().await.unwrap();
+    assert!(page.contains(&format!("Signed in as <b id=\"approver\">{who}</b>")));
+    let from = page.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let csrf = &page[from..from + 43];
+    let id = ApprovalGateway::prepare(&s.store, request("\"v1\""))
+        .await
+        .unwrap();
+    let r = s
+        .http
+        .post(format!("{}/approvals/{}/decide", s.url, id.0))
+        .header("cookie", pair)
+        .header("origin", &s.url)
+        .header("accept", "application/json")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&verdict=approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let approver = format!("Alice Liddell <alice@example.com>, sub alice at {}", s.iss);
+    assert_eq!(
+        serde_json::from_str::<Value>(&r.text().await.unwrap()).unwrap(),
+        json!({"ok": true, "message": format!("{} approved by {approver}", id.0)})
+    );
+    match ApprovalGateway::record(&s.store, id.clone())
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+    {
+        ApprovalState::Decided(d) => {
+            assert_eq!(d.verdict, Verdict::Approve);
+            assert_eq!(d.approver, approver);
+        }
+        other => panic!("{other:?}"),
+    }
+    let trail = OperatorStore::approval_audit(&s.store, id).await.unwrap();
+    let decided: Vec<_> = trail.iter().filter(|e| e.event == "decided").collect();
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0].detail["approver"], approver.as_str());
+
+    // The same callback again: its state was used.
+    let again = s
+        .callback(
+            &format!("code=c1&state={}", started.state),
+            Some(&started.cookie),
+        )
+        .await;
+    assert_eq!(again.status, 400);
+    assert_eq!(
+        error_of(&again.body),
+        "Refused: this sign-in is unknown, expired or already used. Start again."
+    );
+    assert_eq!(again.cookies, [CLEAR]);
+
+    // A listed email the provider says is verified admits another subject.
+    let (_, a) = s
+        .sign_in(
+            "c2",
+            "carol-sub",
+            json!({"email": "carol@example.com", "email_verified": true}),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.body.contains(&format!(
+        "Signed in as carol@example.com, sub carol-sub at {}.",
+        s.iss
+    )));
+    assert_eq!(
+        s.page.redirect_uri(),
+        Some(format!("{}/login/callback", s.url).as_str())
+    );
+}
+
+#[tokio::test]
+async fn unknown_replayed_and_foreign_states_are_refused_without_a_session() {
+    let s = served("state").await;
+    // A browser on another name for the page goes to the callback's name first, so the
+    // pre-login cookie is set where the callback will look for it.
+    let port = s.url.rsplit(':').next().unwrap();
+    let r = s
+        .http
+        .get(format!("{}/login/oidc", s.url))
+        .header("host", format!("localhost:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], format!("{}/login/oidc", s.url));
+    assert!(r.headers().get("set-cookie").is_none());
+    let unknown = "Refused: this sign-in is unknown, expired or already used. Start again.";
+    // A state the page never issued.
+    let a = s.callback("code=x&state=made-up", None).await;
+    assert_eq!((a.status, error_of(&a.body)), (400, unknown));
+    assert_eq!(a.cookies, [CLEAR]);
+    // No state at all.
+    let a = s.callback("code=x", None).await;
+    assert_eq!(
+        (a.status, error_of(&a.body)),
+        (400, "Refused: the sign-in came back without its state.")
+    );
+    // A real state brought by a browser without the pre-login cookie (a login injected into
+    // another browser), or with another sign-in's cookie: refused, and the state is spent.
+    let first = s.start().await;
+    let second = s.start().await;
+    s.issue(&first, "c1", "alice", json!({}));
+    let foreign = "Refused: this sign-in was not started in this browser. Start again.";
+    let a = s
+        .callback(&format!("code=c1&state={}", first.state), None)
+        .await;
+    assert_eq!((a.status, error_of(&a.body)), (400, foreign));
+    assert_eq!(a.cookies, [CLEAR]);
+    let a = s
+        .callback(
+            &format!("code=c1&state={}", first.state),
+            Some(&first.cookie),
+        )
+        .await;
+    assert_eq!((a.status, error_of(&a.body)), (400, unknown));
+    let a = s
+        .callback(
+            &format!("code=c1&state={}", second.state),
+            Some(&first.cookie),
+        )
+        .await;
+    assert_eq!((a.status, error_of(&a.body)), (400, foreign));
+    // The provider's own refusal ends the sign-in too.
+    let third = s.start().await;
+    let a = s
+        .callback(
+            &format!("error=access_denied&state={}", third.state),
+            Some(&third.cookie),
+        )
+        .await;
+    assert_eq!(
+        (a.status, error_of(&a.body)),
+        (401, "The provider did not sign you in: access_denied.")
+    );
+    assert_eq!(a.cookies, [CLEAR]);
+}
+
+#[tokio::test]
+async fn bad_id_tokens_and_unlisted_people_get_no_session() {
+    let s = served("tokens").await;
+    let cases = [
+        (
+            "alice",
+            json!({"aud": "another-client"}),
+            401,
+            "Refused: authorization failed: the ID token is refused: it is for another client (aud).",
+        ),
+        (
+            "alice",
+            json!({"nonce": "another-nonce"}),
+            401,
+            "Refused: authorization failed: the ID token is refused: its nonce is not this sign-in&#39;s.",
+        ),
+        (
+            "alice",
+            json!({"nonce": null}),
+            401,
+            "Refused: authorization failed: the ID token is refused: its nonce is not this sign-in&#39;s.",
+        ),
+        (
+            "alice",
+            json!({"aud": [CLIENT, "another-client"], "azp": "another-client"}),
+            401,
+            "Refused: authorization failed: the ID token is refused: it was issued to another party (azp).",
+        ),
+        (
+            "alice",
+            json!({"aud": [CLIENT, "another-client"]}),
+            401,
+            "Refused: authorization failed: the ID token is refused: it was issued to another party (azp).",
+        ),
+        (
+            "alice",
+            json!({"iss": "http://127.0.0.1:9"}),
+            401,
+            "Refused: authorization failed: the ID token is refused: the token is from another issuer.",
+        ),
+        (
+            "alice",
+            json!({"exp": 1_000_000}),
+            401,
+            "Refused: authorization failed: the ID token is refused: the token has expired.",
+        ),
+        (
+            "alice",
+            json!({"iat": null}),
+            401,
+            "Refused: authorization failed: the ID token is refused: it has no iat.",
+        ),
+        (
+            "eve",
+            json!({"email": "eve@example.com", "email_verified": true}),
+            403,
+            "Refused: eve@example.com, sub eve at ISS may not approve here.",
+        ),
+        (
+            "dave",
+            json!({"email": "carol@example.com", "email_verified": false}),
+            403,
+            "Refused: carol@example.com, sub dave at ISS may not approve here.",
+        ),
+        (
+            "dave",
+            json!({"email": "carol@example.com"}),
+            403,
+            "Refused: carol@example.com, sub dave at ISS may not approve here.",
+        ),
+    ];
+    for (i, (sub, over, status, message)) in cases.into_iter().enumerate() {
+        let (_, a) = s.sign_in(&format!("c{i}"), sub, over.clone()).await;
+        let message = message.replace("ISS", &s.iss);
+        assert_eq!(
+            (a.status, error_of(&a.body)),
+            (status, message.as_str()),
+            "{over}"
+        );
+        assert_eq!(a.cookies, [CLEAR], "{over}");
+    }
+    // A code the provider does not know (or refuses) is the token endpoint's refusal.
+    let started = s.start().await;
+    let a = s
+        .callback(
+            &format!("code=never-issued&state={}", started.state),
+            Some(&started.cookie),
+        )
+        .await;
+    assert_eq!(
+        (a.status, error_of(&a.body)),
+        (
+            401,
+            "Refused: the token endpoint refused the request: invalid_grant."
+        )
+    );
+}
+
+#[test]
+fn configurations_that_cannot_work_are_refused() {
+    let provider = OidcConfig::new("https://id.example", CLIENT);
+    let cases = [
+        (
+            PageConfig::default().token_login(false),
+            "token sign-in can be turned off only when OpenID Connect sign-in is configured",
+        ),
+        (
+            PageConfig::default().oidc(OidcLogin::new(provider.clone(), AllowList::default())),
+            "OpenID Connect sign-in needs an allow-list: subjects, emails or a required claim",
+        ),
+        (
+            PageConfig::default().oidc(
+                OidcLogin::new(provider.clone(), AllowList::default().subject("a"))
+                    .redirect_uri("http://127.0.0.1:8470/callback"),
+            ),
+            "the redirect URI \"http://127.0.0.1:8470/callback\" must be an http(s) URL whose path is /login/callback",
+        ),
+    ];
+    for (config, message) in cases {
+        assert_eq!(config.check(), Err(message.to_owned()));
+    }
+    assert_eq!(
+        PageConfig::default()
+            .oidc(
+                OidcLogin::new(
+                    provider,
+                    AllowList::default().require_claim("groups", "ops")
+                )
+                .redirect_uri("https://approvals.example/login/callback")
+            )
+            .check(),
+        Ok(())
+    );
+}
