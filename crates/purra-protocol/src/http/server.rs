@@ -1172,16 +1172,30 @@ impl Reader {
     }
 }
 
-/// What an SSE response body holds besides its channel.
-struct SseState {
-    rx: Reader,
-    /// Sent before anything from the channel (the priming event, an initialize result).
-    first: VecDeque<Bytes>,
-    keep_alive: Option<Duration>,
-    shutdown: CancellationToken,
-    closed: CancellationToken,
-    /// Kept alive as long as the response (a stateless session and its permit).
-    _hold: Option<Hold>,
+/// Where a long-lived event stream's events come from, already encoded.
+pub(super) trait EventSource: Send + 'static {
+    /// The next event; `None` once the source is done.
+    fn next_event(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send;
+}
+
+impl EventSource for Reader {
+    fn next_event(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {
+        self.recv()
+    }
+}
+
+/// What an SSE response body holds besides its source.
+pub(super) struct SseState<R, H> {
+    pub(super) rx: R,
+    /// Sent before anything from the source (the priming event, an initialize result, the
+    /// legacy `endpoint` event).
+    pub(super) first: VecDeque<Bytes>,
+    pub(super) keep_alive: Option<Duration>,
+    pub(super) shutdown: CancellationToken,
+    pub(super) closed: CancellationToken,
+    /// Kept alive as long as the response (a stateless session and its permit, a legacy
+    /// session's place in its table).
+    pub(super) _hold: H,
 }
 
 /// A stateless session lives as long as its response, and holds its place under
@@ -1191,7 +1205,12 @@ struct Hold {
     _permit: OwnedSemaphorePermit,
 }
 
-fn sse_response(state: SseState, session_id: Option<&str>) -> Response {
+/// A `text/event-stream` response: the state's first events, then its source's, a keep-alive
+/// comment after each quiet `keep_alive`, until the server shuts down or `closed` is cancelled.
+pub(super) fn sse_response<R: EventSource, H: Send + 'static>(
+    state: SseState<R, H>,
+    session_id: Option<&str>,
+) -> Response {
     let stream = futures_util::stream::unfold(state, |mut st| async move {
         if let Some(f) = st.first.pop_front() {
             return Some((Ok::<Bytes, Infallible>(f), st));
@@ -1206,7 +1225,7 @@ fn sse_response(state: SseState, session_id: Option<&str>) -> Response {
             biased;
             _ = st.shutdown.cancelled() => None,
             _ = st.closed.cancelled() => None,
-            m = st.rx.recv() => m.map(|b| (Ok(b), st)),
+            m = st.rx.next_event() => m.map(|b| (Ok(b), st)),
             _ = keep_alive => Some((Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)), st)),
         }
     });
@@ -1649,7 +1668,7 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
                 keep_alive: shared.config.sse_keep_alive,
                 shutdown: shared.shutdown.clone(),
                 closed: session.closed.clone(),
-                _hold: None,
+                _hold: (),
             };
             sse_response(state, None)
         }

@@ -26,6 +26,20 @@ pub(crate) fn encode_event(id: &str, retry_ms: Option<u64>, data: &[u8]) -> Byte
     out.freeze()
 }
 
+/// Encodes one event without an id: an optional `event` name and `data` (one JSON message).
+pub(crate) fn data_event(event: Option<&str>, data: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(data.len() + 24);
+    if let Some(name) = event {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\n");
+    }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    out.freeze()
+}
+
 /// One parsed event.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Event {

@@ -8,19 +8,20 @@
 //! and the principal a session was opened by. A legacy session counts against
 //! `max_sessions` with the established Streamable HTTP sessions; it ends when its stream does.
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::BytesMut;
 use http::request::Parts;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{accepts, new_session_id, owner_of, read_body, status, HttpShared};
+use super::{
+    accepts, new_session_id, owner_of, read_body, sse_response, status, EventSource, HttpShared,
+    SseState,
+};
+use crate::http::sse::data_event;
 use crate::http_context::HttpContext;
 use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY};
 
@@ -112,21 +113,16 @@ fn forget(shared: &HttpShared, id: &str) {
     shared.legacy.lock().expect("legacy lock").remove(id);
 }
 
-/// What the stream's body holds.
-struct StreamState {
-    first: Option<Bytes>,
-    outbound: mpsc::Receiver<Outbound>,
-    keep_alive: Option<Duration>,
-    shutdown: CancellationToken,
-    _guard: Guard,
-}
+/// The session's outbound messages as `message` events.
+struct Messages(mpsc::Receiver<Outbound>);
 
-fn message_event(frame: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(frame.len() + 24);
-    out.extend_from_slice(b"event: message\ndata: ");
-    out.extend_from_slice(frame);
-    out.extend_from_slice(b"\n\n");
-    out.freeze()
+impl EventSource for Messages {
+    fn next_event(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {
+        async move {
+            let out = self.0.recv().await?;
+            Some(data_event(Some("message"), out.frame()))
+        }
+    }
 }
 
 /// GET on the SSE path: a new session and its stream, opening with the `endpoint` event.
@@ -188,48 +184,19 @@ pub(super) fn open(shared: Arc<HttpShared>, parts: Parts) -> Response {
         .expect("routed here only when configured")
         .messages_path;
     let endpoint = format!("{}{messages}?sessionId={id}", mount_prefix(&parts));
-    let state = StreamState {
-        first: Some(Bytes::from(format!(
-            "event: endpoint\ndata: {endpoint}\n\n"
-        ))),
-        outbound: out_rx,
+    let state = SseState {
+        rx: Messages(out_rx),
+        first: [data_event(Some("endpoint"), endpoint.as_bytes())].into(),
         keep_alive: shared.config.sse_keep_alive,
         shutdown: shared.shutdown.clone(),
-        _guard: Guard {
+        closed: close.clone(),
+        _hold: Guard {
             shared: shared.clone(),
             id,
-            close: close.clone(),
+            close,
         },
     };
-    let stream = futures_util::stream::unfold(state, move |mut st| {
-        let close = close.clone();
-        async move {
-            if let Some(f) = st.first.take() {
-                return Some((Ok::<Bytes, Infallible>(f), st));
-            }
-            let keep_alive = async {
-                match st.keep_alive {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                _ = st.shutdown.cancelled() => None,
-                _ = close.cancelled() => None,
-                m = st.outbound.recv() => m.map(|out| (Ok(message_event(out.frame())), st)),
-                _ = keep_alive => Some((Ok(Bytes::from_static(super::KEEP_ALIVE_COMMENT)), st)),
-            }
-        }
-    });
-    let mut resp = Response::new(Body::from_stream(stream));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    resp
+    sse_response(state, None)
 }
 
 /// POST on the messages path: the message goes to its session's engine; 202 once queued.

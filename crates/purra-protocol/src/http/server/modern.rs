@@ -275,11 +275,7 @@ struct State {
 }
 
 fn event(frame: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(frame.len() + 8);
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(frame);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
+    crate::http::sse::data_event(None, frame)
 }
 
 async fn next_event(mut s: State) -> Option<(Result<Bytes, Infallible>, State)> {
