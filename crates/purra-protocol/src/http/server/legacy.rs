@@ -117,11 +117,9 @@ fn forget(shared: &HttpShared, id: &str) {
 struct Messages(mpsc::Receiver<Outbound>);
 
 impl EventSource for Messages {
-    fn next_event(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {
-        async move {
-            let out = self.0.recv().await?;
-            Some(data_event(Some("message"), out.frame()))
-        }
+    async fn next_event(&mut self) -> Option<Bytes> {
+        let out = self.0.recv().await?;
+        Some(data_event(Some("message"), out.frame()))
     }
 }
 
