@@ -254,6 +254,9 @@ impl WsServerOptions {
     }
 }
 
+/// The read buffer of each connection (tungstenite's default is 128 KiB).
+const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 /// What both sides of a connection need after the handshake.
 #[derive(Debug, Clone, Copy)]
 struct Settings {
@@ -266,7 +269,11 @@ struct Settings {
 
 impl Settings {
     fn ws_config(&self) -> WebSocketConfig {
+        // tungstenite allocates its read buffer eagerly, 128 KiB per connection by default: most
+        // of an idle connection's memory. 8 KiB reads a typical message at once; larger ones
+        // take more reads into a buffer that grows as they need.
         WebSocketConfig::default()
+            .read_buffer_size(READ_BUFFER_BYTES)
             .max_message_size(Some(self.max_message_bytes))
             .max_frame_size(Some(self.max_message_bytes))
     }
