@@ -103,6 +103,18 @@ fn an_app_uri_outside_ui_is_refused_at_registration() {
         .add_app(AppResource::new("ui://", "<p>"))
         .expect_err("refused");
     assert!(matches!(e, RegistrationError::InvalidAppUri { .. }), "{e}");
+    // An app-only tool names no resource: `_meta.ui` with only its visibility registers.
+    server
+        .add_tool(
+            ToolDef::new("app_only").meta(
+                json!({"ui": {"visibility": ["app"]}})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+            ),
+            |_: (), _ctx: RequestCtx| async move { HandlerResult::Ok("x") },
+        )
+        .expect("registers");
     // The binding sits beside other `_meta` and execution settings.
     server
         .add_tool(

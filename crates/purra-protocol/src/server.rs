@@ -516,11 +516,14 @@ impl Server {
         input_before_task: bool,
         handler: ToolFn,
     ) -> Result<&Self, RegistrationError> {
+        // `_meta.ui` may carry only a visibility (an app-only tool); a resource it names must be
+        // an app's.
         if let Some(uri) = tool
             .meta
             .as_ref()
             .and_then(|m| m.get("ui"))
-            .map(|ui| ui.get("resourceUri").and_then(Value::as_str))
+            .and_then(|ui| ui.get("resourceUri"))
+            .map(Value::as_str)
         {
             if !uri.is_some_and(crate::apps::is_app_uri) {
                 return Err(RegistrationError::InvalidAppUri {
