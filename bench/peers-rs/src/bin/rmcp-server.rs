@@ -2,8 +2,10 @@
 //! `Parameters`, `Json`): `echo {text}` and `add {a, b}` (structured `{sum}`).
 //!
 //! Usage: `rmcp-server` (stdio with `stdio()`), `rmcp-server --pipes` (stdio with
-//! `stdio_pipes()`), `rmcp-server --http PORT` (Streamable HTTP on 127.0.0.1:PORT at `/mcp`,
-//! rmcp's default configuration and local session manager, served with `axum::serve` as rmcp's examples do).
+//! `stdio_pipes()`), `rmcp-server --http PORT [--nodelay]` (Streamable HTTP on 127.0.0.1:PORT at
+//! `/mcp`, rmcp's default configuration and local session manager, served with `axum::serve` as
+//! rmcp's examples do; `--nodelay` sets `TCP_NODELAY` on every accepted socket, as a tuned
+//! deployment would).
 
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -69,9 +71,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 StreamableHttpServerConfig::default(),
             );
             let router = axum::Router::new().nest_service("/mcp", service);
-            // As rmcp's examples serve it: `axum::serve` leaves Nagle's algorithm on (no TCP_NODELAY).
+            // As rmcp's examples serve it, `axum::serve` leaves Nagle's algorithm on (no
+            // TCP_NODELAY); `--nodelay` turns it off on every accepted socket.
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
-            axum::serve(listener, router).await?;
+            if args.get(2).map(String::as_str) == Some("--nodelay") {
+                use axum::serve::ListenerExt;
+                let listener = listener.tap_io(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
+                axum::serve(listener, router).await?;
+            } else {
+                axum::serve(listener, router).await?;
+            }
             return Ok(());
         }
         Some(other) => return Err(format!("unknown argument {other}").into()),
