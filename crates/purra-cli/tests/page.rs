@@ -11,8 +11,12 @@
 //! consent forms filled in the browser) and approves under their OIDC identity; someone the
 //! allow-list does not name gets the refusal and no session.
 //!
-//! With `PURRA_SCREENSHOTS=1` the approval test also writes the screenshots of the README
-//! (`docs/approver-page-pending.png`, `docs/approver-page-history.png`).
+//! The gateway's approval view (MCP Apps) runs in a sandboxed iframe of a page whose host side
+//! the test plays over purra's client: a waiting write is approved in the view and sent once.
+//!
+//! With `PURRA_SCREENSHOTS=1` the approval tests also write the screenshots of the README
+//! (`docs/approver-page-pending.png`, `docs/approver-page-history.png`,
+//! `docs/approval-app-pending.png`).
 
 #[path = "support/peers.rs"]
 mod peers;
@@ -774,4 +778,220 @@ fn approvals_serve_signs_in_through_openid_connect_by_flags_beside_the_tokens() 
         assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
+}
+
+/// An MCP Apps host for the test: purra's client (declaring Apps) connected to the gateway, and a
+/// page in Chromium holding the view in a sandboxed iframe under the specification's restrictive
+/// default CSP; every message the view posts is read here and answered as a host answers it,
+/// its `tools/call` requests forwarded over the client's own connection.
+struct AppHost<'b> {
+    browser: &'b Browser,
+    rt: tokio::runtime::Runtime,
+    conn: std::sync::Arc<purra_protocol::Connection>,
+    arguments: Value,
+    /// The `status` of every `purra_approval` answer forwarded to the view, in order.
+    statuses: Vec<String>,
+}
+
+impl AppHost<'_> {
+    /// Posts `message` to the view.
+    fn to_view(&self, message: Value) {
+        self.browser.script_with(
+            "document.getElementById('view').contentWindow.postMessage(arguments[0], '*'); return null;",
+            json!([message]),
+        );
+    }
+
+    /// Answers what the view posted since the last look.
+    fn pump(&mut self) {
+        let posted = self.browser.script("return window.fromView.splice(0);");
+        for m in posted.as_array().cloned().unwrap_or_default() {
+            let id = m.get("id").cloned();
+            match (m["method"].as_str(), id) {
+                (Some("ui/initialize"), Some(id)) => self.to_view(json!({
+                    "jsonrpc": "2.0", "id": id, "result": {
+                        "protocolVersion": "2026-01-26",
+                        "hostInfo": {"name": "purra-test-host", "version": "1"},
+                        "hostCapabilities": {"serverTools": {}},
+                        "hostContext": {"toolInfo": {"tool": {"name": "set_value"}}}
+                    }
+                })),
+                (Some("ui/notifications/initialized"), None) => self.to_view(json!({
+                    "jsonrpc": "2.0", "method": "ui/notifications/tool-input",
+                    "params": {"arguments": self.arguments}
+                })),
+                (Some("tools/call"), Some(id)) => {
+                    let name = m["params"]["name"].as_str().unwrap_or_default().to_owned();
+                    let args = m["params"]["arguments"].clone();
+                    let conn = self.conn.clone();
+                    let result = self
+                        .rt
+                        .block_on(async move { conn.call_tool(&name, args).await })
+                        .expect("the view's tools/call");
+                    if let Some(s) = result.structured_content.as_ref() {
+                        self.statuses
+                            .push(s["status"].as_str().unwrap_or_default().to_owned());
+                    }
+                    self.to_view(json!({
+                        "jsonrpc": "2.0", "id": id,
+                        "result": serde_json::to_value(&result).expect("result")
+                    }));
+                }
+                (Some(method), Some(id)) => self.to_view(json!({
+                    "jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32601, "message": format!("no {method} in this host")}
+                })),
+                _ => {}
+            }
+        }
+    }
+
+    /// Answers the view until it was told `status`.
+    fn pump_until(&mut self, status: &str) {
+        let start = Instant::now();
+        while !self.statuses.iter().any(|s| s == status) {
+            assert!(
+                start.elapsed() < WAIT,
+                "the view was never told {status:?}: {:?}",
+                self.statuses
+            );
+            self.pump();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn the_approval_app_in_a_host_decides_the_waiting_write_and_it_is_sent_once() {
+    let sc = Scenario::new("app");
+    let config = sc.write_config();
+    let text = std::fs::read_to_string(&config)
+        .expect("config")
+        .replacen("[gateway]\n", "[gateway]\napps = true\n", 1)
+        .replace(
+            r#"clients = ["gateway-client-python"]"#,
+            r#"clients = ["purra-app-host"]"#,
+        );
+    std::fs::write(&config, text).expect("config");
+    let gw = Purra::start(&["gateway", "--config", &config]);
+    let mcp = gw.line("purra gateway: serving ");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut options = purra_protocol::ClientOptions::default().apps();
+    options.client_info = purra_protocol::types::Implementation::new("purra-app-host", "1");
+    let conn = std::sync::Arc::new(
+        rt.block_on(purra_protocol::Client::connect_http(
+            &mcp,
+            purra_protocol::http::HttpClientOptions::default(),
+            options,
+        ))
+        .expect("connect"),
+    );
+    // The host reads the view the write tool names.
+    let tools = conn.tools();
+    let tool = tools
+        .iter()
+        .find(|t| t.name == "set_value")
+        .expect("set_value");
+    let uri = purra_protocol::apps::tool_ui(tool)
+        .expect("a view")
+        .to_owned();
+    assert_eq!(uri, "ui://purra-gateway/approval/set_value");
+    let read = rt.block_on(conn.read_resource(&uri)).expect("read");
+    assert_eq!(
+        read.contents[0].mime_type.as_deref(),
+        Some(purra_protocol::apps::APP_MIME_TYPE)
+    );
+    let csp = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+               script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; \
+               connect-src 'none'; object-src 'none'\">";
+    let html =
+        read.contents[0]
+            .text
+            .clone()
+            .expect("html")
+            .replacen("<head>", &format!("<head>{csp}"), 1);
+
+    // The model's call waits for its approval; the host shows the view meanwhile.
+    let arguments = json!({"value": "from-the-app"});
+    let call = {
+        let conn = conn.clone();
+        let args = arguments.clone();
+        rt.spawn(async move { conn.call_tool("set_value", args).await })
+    };
+    let b = Browser::new(900, 900);
+    b.goto("about:blank");
+    b.script_with(
+        "window.fromView = [];\
+         const f = document.createElement('iframe');\
+         f.id = 'view'; f.setAttribute('sandbox', 'allow-scripts');\
+         f.style.width = '860px'; f.style.height = '820px';\
+         window.addEventListener('message', e => {\
+           if (e.source === f.contentWindow) window.fromView.push(e.data);\
+         });\
+         f.srcdoc = arguments[0];\
+         document.body.appendChild(f);\
+         return null;",
+        json!([html]),
+    );
+    let mut host = AppHost {
+        browser: &b,
+        rt,
+        conn: conn.clone(),
+        arguments,
+        statuses: Vec::new(),
+    };
+    host.pump_until("pending");
+    b.enter_frame("#view");
+    b.wait_text("#status", "pending");
+    assert_eq!(b.text_css("#approval"), "approval-1");
+    assert_eq!(
+        b.text_css("#target"),
+        "set_value on upstream values (gateway gw)"
+    );
+    assert!(b
+        .text_css("#arguments")
+        .contains("\"value\": \"from-the-app\""));
+    assert!(b.text_css("#digest").starts_with("sha256:"));
+    screenshot(&b, "approval-app-pending.png");
+    b.type_css("#note", "seen in the conversation");
+    b.click_css("#approve");
+    b.leave_frame();
+    // The view's decision reaches the gateway; the waiting call wakes and sends once.
+    let start = Instant::now();
+    while !call.is_finished() {
+        assert!(start.elapsed() < WAIT, "the write never finished");
+        host.pump();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let result = host
+        .rt
+        .block_on(call)
+        .expect("join")
+        .expect("the model's call");
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"stored": "from-the-app"}))
+    );
+    host.to_view(json!({
+        "jsonrpc": "2.0", "method": "ui/notifications/tool-result",
+        "params": serde_json::to_value(&result).expect("result")
+    }));
+    host.pump_until("committed");
+    b.enter_frame("#view");
+    b.wait_text("#status", "committed");
+    assert_eq!(
+        b.text_css("#decided-by"),
+        "purra-app-host (app) (note: seen in the conversation)"
+    );
+    b.leave_frame();
+    assert_eq!(sc.writes(), 1);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["effect"], "committed");
+    assert_eq!(shown["decision"]["approver"], "purra-app-host (app)");
+    assert_eq!(shown["decision"]["note"], "seen in the conversation");
+    drop(gw);
 }

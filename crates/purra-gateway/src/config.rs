@@ -142,8 +142,14 @@ pub struct Settings {
     /// Whether a write may be approved or denied by the downstream client's user through an
     /// elicitation form, when that client declared elicitation (default false).
     pub elicitation: bool,
-    /// How long an approval made through elicitation authorizes dispatch (default 10 min).
+    /// How long an approval made through elicitation or the approval view authorizes dispatch
+    /// (default 10 min).
     pub approval_ttl: Dur,
+    /// Whether write tools carry their approval prompt as an MCP App (`io.modelcontextprotocol/ui`)
+    /// that a host rendering Apps shows while the call waits, and in which its user may approve
+    /// or deny through the app-only `purra_approval` tool (default false; like `elicitation`,
+    /// it trusts the downstream host's interface).
+    pub apps: bool,
     /// Whether an approved write whose caller has gone (its call ended undecided, or the
     /// gateway restarted) is dispatched anyway (default false: it waits for the same call to
     /// be repeated, and expires).
@@ -164,6 +170,7 @@ impl Default for Settings {
             progress_interval: Dur(Duration::from_secs(5)),
             elicitation: false,
             approval_ttl: Dur(Duration::from_secs(600)),
+            apps: false,
             run_decided_without_caller: false,
             lease: Dur(Duration::from_secs(60)),
         }
@@ -685,6 +692,15 @@ impl GatewayConfig {
                 out.push((
                     key.clone(),
                     "local names must match ^[a-z][a-z0-9_]{0,63}$".into(),
+                ));
+            }
+            if g.apps && name == crate::app::APPROVAL_TOOL {
+                out.push((
+                    key.clone(),
+                    format!(
+                        "the local name {name:?} is the gateway's own approval tool while \
+                         gateway.apps is on"
+                    ),
                 ));
             }
             if table == "writes" && self.reads.contains_key(name) {

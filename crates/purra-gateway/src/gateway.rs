@@ -250,7 +250,7 @@ impl Gateway {
             .reconcile_interrupted(std::time::SystemTime::now())
             .await
             .map_err(StartError::Store)?;
-        let server = Server::builder(
+        let mut builder = Server::builder(
             format!("purra-gateway-{}", config.gateway.name),
             env!("CARGO_PKG_VERSION"),
         )
@@ -258,8 +258,11 @@ impl Gateway {
             "Tools of upstream MCP servers under host authority. Writes wait for a durable approval; \
              a write that returns a pending approval can be called again with the same arguments \
              once it is decided.",
-        )
-        .build();
+        );
+        if config.gateway.apps {
+            builder = builder.apps();
+        }
+        let server = builder.build();
         let inner = Arc::new_cyclic(|weak| Inner {
             settings: config.gateway.clone(),
             limits,
@@ -277,6 +280,9 @@ impl Gateway {
             log: options.log,
             weak: weak.clone(),
         });
+        if inner.settings.apps {
+            inner.serve_approval_views(source)?;
+        }
         inner.publish();
         for upstream in inner.upstreams.values() {
             inner.watch(upstream.clone());
@@ -387,6 +393,38 @@ impl Inner {
         }
     }
 
+    /// Serves the approval view of every write binding and the app-only tool behind it.
+    fn serve_approval_views(&self, source: &ConfigSource) -> Result<(), StartError> {
+        let failed = |e: purra_protocol::RegistrationError| {
+            StartError::Config(ConfigErrors(vec![source.error(
+                "gateway.apps",
+                format!("the approval view cannot be served: {e}"),
+            )]))
+        };
+        for b in self.bindings.values().filter(|b| b.effect.is_some()) {
+            self.server
+                .add_app(crate::app::app_resource(&b.local))
+                .map_err(failed)?;
+        }
+        let weak = self.weak.clone();
+        self.server
+            .raw_tool(crate::app::approval_tool(), move |args, ctx| {
+                let weak = weak.clone();
+                async move {
+                    let Some(inner) = weak.upgrade() else {
+                        return Ok(results::failed(
+                            crate::app::APPROVAL_TOOL,
+                            &results::stopping(),
+                            "nothing was decided",
+                        ));
+                    };
+                    Ok(inner.approval_view(args, ctx).await)
+                }
+            })
+            .map_err(failed)?;
+        Ok(())
+    }
+
     fn lock_shown(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Tool>> {
         self.shown.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -399,7 +437,13 @@ impl Inner {
         for u in self.upstreams.values() {
             if let Some(live) = u.live() {
                 for (name, bound) in &live.tools {
-                    want.insert(name.clone(), bound.tool.clone());
+                    let is_write = self.bindings.get(name).is_some_and(|b| b.effect.is_some());
+                    let tool = if is_write && self.settings.apps {
+                        crate::app::with_view(bound.tool.clone())
+                    } else {
+                        bound.tool.clone()
+                    };
+                    want.insert(name.clone(), tool);
                 }
             }
         }

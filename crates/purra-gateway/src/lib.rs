@@ -42,6 +42,7 @@
 //! `run_decided_without_caller` is set; otherwise it waits for the call to be made again, and
 //! once it expires it is refused (recorded) and dropped.
 
+mod app;
 pub mod config;
 mod gateway;
 mod load;
@@ -51,6 +52,7 @@ pub mod store;
 mod upstream;
 mod write;
 
+pub use app::{app_uri, APPROVAL_TOOL};
 pub use config::{
     parse_claim, ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig, LimitsConfig, Listen,
     PageOidc, PageSettings, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig,

@@ -55,7 +55,7 @@ fn store_failed(tool: &str) -> CallToolResult {
 
 impl Inner {
     /// The run id of a write call: `GATEWAY:TOOL:DIGEST16`.
-    fn write_run_id(&self, b: &Binding, caller: &Caller, args: &Value) -> Option<RunId> {
+    pub(crate) fn write_run_id(&self, b: &Binding, caller: &Caller, args: &Value) -> Option<RunId> {
         let id = json_identity(&json!({
             "profile": "purra.gateway-call/v1",
             "principal": caller.principal,
@@ -73,7 +73,7 @@ impl Inner {
     }
 
     /// The intent of `args` for the registration as it is now.
-    fn intent(
+    pub(crate) fn intent(
         &self,
         reg: &ToolRegistration,
         run_id: &RunId,

@@ -16,6 +16,7 @@ principal = "ada"
 approval_wait = "45s"
 progress_interval = "2s"
 elicitation = true
+apps = true
 approval_ttl = "5m"
 run_decided_without_caller = true
 lease = "20s"
@@ -79,6 +80,7 @@ fn a_correct_file_reads_the_same_with_the_reader_and_with_serde() {
         Listen::Http("127.0.0.1:8787".parse().unwrap())
     );
     assert_eq!(c.gateway.approval_wait, Dur(Duration::from_secs(45)));
+    assert!(c.gateway.apps && c.gateway.elicitation);
     assert_eq!(c.limits.limits().timeout, Duration::from_secs(10));
     assert_eq!(c.limits.limits().max_result_bytes, 32768);
     assert_eq!(c.limits.limits().max_pages, 32);
@@ -95,8 +97,8 @@ fn a_correct_file_reads_the_same_with_the_reader_and_with_serde() {
     let text = toml::to_string(c).expect("serialize");
     assert_eq!(load_str("again.toml", &text).expect("reads").config, *c);
     // Every key's line is known, to place mistakes found later (at start).
-    assert_eq!(loaded.source.keys["writes.set_note.binding_revision"], 45);
-    assert_eq!(loaded.source.keys["reads.search"], 32);
+    assert_eq!(loaded.source.keys["writes.set_note.binding_revision"], 46);
+    assert_eq!(loaded.source.keys["reads.search"], 33);
 }
 
 #[test]
@@ -191,6 +193,27 @@ scope = { arguments = ["text == 1"] }
             "g.toml:25: writes.get_note.binding_id: must not be empty",
         ]
     );
+}
+
+#[test]
+fn with_apps_on_no_binding_takes_the_approval_tools_name() {
+    let text = r#"[gateway]
+apps = true
+
+[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[reads.purra_approval]
+upstream = "notes"
+title = "Read"
+scope = "open"
+"#;
+    assert_eq!(
+        errors(text),
+        ["g.toml:7: reads.purra_approval: the local name \"purra_approval\" is the gateway's own approval tool while gateway.apps is on"]
+    );
+    // Without apps the name is an ordinary local name.
+    assert!(load_str("g.toml", &text.replace("apps = true", "apps = false")).is_ok());
 }
 
 #[test]

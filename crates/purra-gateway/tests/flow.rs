@@ -11,13 +11,13 @@ use std::time::{Duration, SystemTime};
 
 use purra_core::{ApprovalGateway, ApprovalId, Decision, OperatorStore, Verdict};
 use purra_gateway::{
-    ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig, ReadConfig, ScopeConfig, ScopeRules,
-    UpstreamConfig, WriteConfig,
+    app_uri, ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig, ReadConfig, ScopeConfig,
+    ScopeRules, UpstreamConfig, WriteConfig, APPROVAL_TOOL,
 };
 use purra_protocol::types::{CallToolResult, JsonObject, Tool};
 use purra_protocol::{
-    memory, Client, ClientOptions, Connection, ErrorObject, HandlerError, HttpServerConfig, Server,
-    StreamableHttpServer,
+    apps, memory, Client, ClientOptions, Connection, ErrorObject, HandlerError, HttpServerConfig,
+    Server, StreamableHttpServer,
 };
 use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
@@ -165,6 +165,14 @@ fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
 }
 
 async fn fixture(name: &str, wait: Duration) -> Fixture {
+    fixture_with(name, wait, |_| {}).await
+}
+
+async fn fixture_with(
+    name: &str,
+    wait: Duration,
+    edit: impl FnOnce(&mut GatewayConfig),
+) -> Fixture {
     let writes = Arc::new(AtomicU64::new(0));
     let url = upstream(writes.clone()).await;
     let nanos = SystemTime::now()
@@ -177,13 +185,11 @@ async fn fixture(name: &str, wait: Duration) -> Fixture {
     std::fs::create_dir_all(&dir).expect("dir");
     let db = dir.join("flow.db");
     let store = SqliteStore::open(&db).expect("store");
-    let gateway = Gateway::start(
-        config(&url, db, wait),
-        &ConfigSource::default(),
-        Arc::new(store.clone()),
-    )
-    .await
-    .expect("start");
+    let mut c = config(&url, db, wait);
+    edit(&mut c);
+    let gateway = Gateway::start(c, &ConfigSource::default(), Arc::new(store.clone()))
+        .await
+        .expect("start");
     Fixture {
         gateway,
         store,
@@ -193,10 +199,13 @@ async fn fixture(name: &str, wait: Duration) -> Fixture {
 }
 
 async fn client(gateway: &Gateway, name: &str) -> Connection {
+    client_with(gateway, name, ClientOptions::default()).await
+}
+
+async fn client_with(gateway: &Gateway, name: &str, mut options: ClientOptions) -> Connection {
     let (a, b) = memory::pair();
     let server = gateway.server().clone();
     tokio::spawn(async move { server.serve(a).await });
-    let mut options = ClientOptions::default();
     options.client_info = purra_protocol::types::Implementation::new(name, "1");
     Client::connect(b, options).await.expect("connect")
 }
@@ -364,5 +373,259 @@ async fn an_approval_that_expired_is_refused_and_never_sent() {
         "{again:?}"
     );
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// Asks the approval view's tool about the `set_value` call with `value`, with `extra` fields.
+async fn view(conn: &Connection, value: &str, extra: Value) -> CallToolResult {
+    let mut args = json!({"tool": "set_value", "arguments": {"value": value}});
+    if let (Some(a), Value::Object(e)) = (args.as_object_mut(), extra) {
+        a.extend(e);
+    }
+    conn.call_tool(APPROVAL_TOOL, args).await.expect("call")
+}
+
+fn status(r: &CallToolResult) -> String {
+    r.structured_content
+        .as_ref()
+        .and_then(|s| s["status"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn view_until(conn: &Connection, value: &str, want: &str) -> CallToolResult {
+    let start = std::time::Instant::now();
+    loop {
+        let r = view(conn, value, json!({})).await;
+        if status(&r) == want {
+            return r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never {want}: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn apps_on(c: &mut GatewayConfig) {
+    c.gateway.apps = true;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_view_shows_and_decides_the_callers_own_write_once() {
+    let fx = fixture_with("app", Duration::from_secs(30), apps_on).await;
+    let conn =
+        Arc::new(client_with(&fx.gateway, "flow-client", ClientOptions::default().apps()).await);
+    assert_eq!(conn.negotiated_extensions(), [apps::EXTENSION_ID]);
+    // Write tools name their view; reads do not; the view's tool is for the app alone.
+    let tools = conn.tools();
+    let by_name = |n: &str| tools.iter().find(|t| t.name == n).expect("listed").clone();
+    assert_eq!(
+        apps::tool_ui(&by_name("set_value")),
+        Some("ui://purra-gateway/approval/set_value")
+    );
+    assert_eq!(apps::tool_ui(&by_name("get_value")), None);
+    assert_eq!(
+        by_name(APPROVAL_TOOL).meta,
+        Some(object(json!({"ui": {"visibility": ["app"]}})))
+    );
+    // The view: the app MIME type, self-contained (no external asset), naming its tool.
+    let read = conn
+        .read_resource(&app_uri("set_value"))
+        .await
+        .expect("read");
+    let html = &read.contents[0];
+    assert_eq!(html.mime_type.as_deref(), Some(apps::APP_MIME_TYPE));
+    assert_eq!(
+        html.meta,
+        Some(object(json!({"ui": {"csp": {}, "prefersBorder": true}})))
+    );
+    let text_of = html.text.as_deref().expect("text");
+    assert!(text_of.contains(r#"<meta name="purra-tool" content="set_value">"#));
+    assert!(!text_of.contains("src=") && !text_of.contains("href="));
+
+    // Before the call there is nothing to decide.
+    let before = view(&conn, "x", json!({"decision": "approve"})).await;
+    assert_eq!(
+        text(&before),
+        (
+            "set_value: none (no approval asked for this call); nothing was decided: no approval \
+             was asked for this call yet"
+                .to_owned(),
+            true
+        )
+    );
+    let call = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "x"})).await })
+    };
+    let pending = view_until(&conn, "x", "pending").await;
+    let digest = fx
+        .store
+        .record(ApprovalId("approval-1".into()))
+        .await
+        .expect("record")
+        .expect("prepared")
+        .intent_digest;
+    assert_eq!(
+        pending.structured_content,
+        Some(json!({
+            "gateway": "flow", "tool": "set_value", "upstream": "up", "upstreamTool": "set_value",
+            "arguments": {"value": "x"}, "intentDigest": digest.to_string(),
+            "approval": "approval-1", "status": "pending", "decidedBy": null, "note": null
+        }))
+    );
+    assert_eq!(
+        text(&pending),
+        (
+            "approval approval-1 of set_value: pending".to_owned(),
+            false
+        )
+    );
+    // Other arguments are another call, with nothing to show.
+    assert_eq!(status(&view(&conn, "y", json!({})).await), "none");
+    // A session without Apps, and a caller outside the write's scope, decide nothing.
+    let plain = client(&fx.gateway, "flow-client").await;
+    let r = plain
+        .call_tool(
+            APPROVAL_TOOL,
+            json!({"tool": "set_value", "arguments": {"value": "x"}, "decision": "approve"}),
+        )
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "purra_approval failed: app_unsupported (only the approval view of a host that \
+             renders MCP Apps calls it; nothing was decided)"
+                .to_owned(),
+            true
+        )
+    );
+    let stranger = client_with(&fx.gateway, "stranger", ClientOptions::default().apps()).await;
+    let r = view(&stranger, "x", json!({"decision": "approve"})).await;
+    assert_eq!(
+        text(&r),
+        (
+            "purra_approval failed: scope_denied (nothing was decided)".to_owned(),
+            true
+        )
+    );
+    assert_eq!(status(&view(&conn, "x", json!({})).await), "pending");
+
+    // Approved in the view: the waiting call is woken and sends once.
+    let decided = view(
+        &conn,
+        "x",
+        json!({"decision": "approve", "note": " looks right "}),
+    )
+    .await;
+    assert!(!decided.is_error(), "{decided:?}");
+    assert!(text(&decided).0.ends_with("(decided here)"), "{decided:?}");
+    let s = decided.structured_content.expect("structured");
+    assert_eq!(s["decidedBy"], "flow-client (app)");
+    assert_eq!(s["note"], "looks right");
+    let done = call.await.expect("join").expect("call");
+    assert_eq!(
+        done.structured_content,
+        Some(json!({"stored": "x"})),
+        "{done:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    // Its effect, found by the call itself; a second decision is refused.
+    assert_eq!(status(&view(&conn, "x", json!({})).await), "committed");
+    let again = view(
+        &conn,
+        "x",
+        json!({"approval": "approval-1", "decision": "deny"}),
+    )
+    .await;
+    assert_eq!(
+        text(&again),
+        (
+            "approval approval-1 of set_value: committed; nothing was decided: the approval is \
+             not pending any more"
+                .to_owned(),
+            true
+        )
+    );
+    let view_rec = fx
+        .store
+        .approval(ApprovalId("approval-1".into()))
+        .await
+        .expect("view")
+        .expect("exists");
+    let purra_core::ApprovalState::Claimed(d) = view_rec.state else {
+        panic!("{view_rec:?}");
+    };
+    assert_eq!(
+        (d.verdict, d.approver.as_str(), d.note.as_deref()),
+        (Verdict::Approve, "flow-client (app)", Some("looks right"))
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denied_in_the_view_it_is_never_sent_and_an_approval_after_the_wait_sends_once() {
+    let fx = fixture_with("app-deny", Duration::from_millis(300), apps_on).await;
+    let conn = client_with(&fx.gateway, "flow-client", ClientOptions::default().apps()).await;
+    // The call returns its pending result after the wait; the view still decides it.
+    let first = conn
+        .call_tool("set_value", json!({"value": "no"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&first).0.contains("approval approval-1 is pending"),
+        "{first:?}"
+    );
+    let r = view(&conn, "no", json!({"decision": "deny"})).await;
+    assert_eq!(status(&r), "denied", "{r:?}");
+    let again = conn
+        .call_tool("set_value", json!({"value": "no"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&again),
+        (
+            "set_value was not sent: approval approval-1 was denied by flow-client (app) \
+             (approval_denied)"
+                .to_owned(),
+            true
+        )
+    );
+    // The run is over; the view, told the approval, still shows the denial.
+    assert_eq!(status(&view(&conn, "no", json!({})).await), "none");
+    assert_eq!(
+        status(&view(&conn, "no", json!({"approval": "approval-1"})).await),
+        "denied"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+
+    // Another call, approved in the view after its wait ended, is sent when called again.
+    let first = conn
+        .call_tool("set_value", json!({"value": "yes"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&first).0.contains("approval approval-2 is pending"),
+        "{first:?}"
+    );
+    assert_eq!(
+        status(&view(&conn, "yes", json!({"decision": "approve"})).await),
+        "approved"
+    );
+    let sent = conn
+        .call_tool("set_value", json!({"value": "yes"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        sent.structured_content,
+        Some(json!({"stored": "yes"})),
+        "{sent:?}"
+    );
+    assert_eq!(status(&view(&conn, "yes", json!({})).await), "committed");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
     fx.gateway.shutdown().await;
 }

@@ -326,11 +326,27 @@ impl Browser {
 
     /// Runs `js` in the page; its return value.
     pub fn script(&self, js: &str) -> Value {
+        self.script_with(js, json!([]))
+    }
+
+    /// Runs `js` in the page with `args` (a JSON array, `arguments` in the script).
+    pub fn script_with(&self, js: &str, args: Value) -> Value {
         self.cmd(
             "POST",
             "/execute/sync",
-            Some(json!({"script": js, "args": []})),
+            Some(json!({"script": js, "args": args})),
         )
+    }
+
+    /// Makes the frame element matching `css` the context of the commands that follow.
+    pub fn enter_frame(&self, css: &str) {
+        let element = self.wait_for(css);
+        self.cmd("POST", "/frame", Some(json!({"id": {ELEMENT: element}})));
+    }
+
+    /// Makes the enclosing page the context again.
+    pub fn leave_frame(&self) {
+        self.cmd("POST", "/frame/parent", Some(json!({})));
     }
 
     /// The current URL.
