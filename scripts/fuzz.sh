@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the cargo-fuzz targets (fuzz/fuzz_targets) on nightly: `scripts/fuzz.sh TARGET|all SECONDS`.
-# Each target runs alone (one libFuzzer job, one worker) for SECONDS, niced so other work keeps
+# Runs the cargo-fuzz targets (fuzz/fuzz_targets) on nightly:
+# `scripts/fuzz.sh TARGET|all|"T1 T2 ..." SECONDS [RUNS]`.
+# Each target runs alone (one libFuzzer job, one worker) for SECONDS (or until RUNS executions, when
+# given: with a long SECONDS, a run of a fixed number of executions), niced so other work keeps
 # priority, starting from the committed seeds (fuzz/corpus/TARGET, read only) and the working
 # corpus of earlier runs (fuzz/work/TARGET, git-ignored, where new inputs go). A crash, a timeout
 # (10 s per input) or a leak stops the target and is saved under fuzz/artifacts/TARGET; the
@@ -10,12 +12,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-if [[ $# -ne 2 ]]; then
-    echo "usage: scripts/fuzz.sh TARGET|all SECONDS" >&2
+if [[ $# -ne 2 && $# -ne 3 ]]; then
+    echo "usage: scripts/fuzz.sh TARGET|all|\"T1 T2 ...\" SECONDS [RUNS]" >&2
     exit 2
 fi
 target=$1
 seconds=$2
+runs=()
+if [[ $# -eq 3 ]]; then
+    runs=(-runs="$3")
+fi
 if [[ $target == all ]]; then
     targets=$(ls fuzz_targets | sed 's/\.rs$//')
 else
@@ -27,9 +33,9 @@ failed=()
 for t in $targets; do
     mkdir -p "work/$t" "artifacts/$t"
     log=$(mktemp)
-    echo "== $t: $seconds s"
+    echo "== $t: $seconds s${runs[*]:+, ${runs[*]}}"
     if ! nice -n 15 cargo +nightly fuzz run "$t" "work/$t" "corpus/$t" -- \
-        -max_total_time="$seconds" -timeout=10 -jobs=1 -workers=1 \
+        -max_total_time="$seconds" "${runs[@]}" -timeout=10 -jobs=1 -workers=1 \
         -artifact_prefix="artifacts/$t/" -print_final_stats=1 >"$log" 2>&1; then
         failed+=("$t")
     fi
