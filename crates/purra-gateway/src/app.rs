@@ -63,16 +63,8 @@ pub(crate) fn app_resource(local: &str) -> AppResource {
 
 /// `tool` with `_meta.ui.resourceUri` naming its approval view (other `_meta` kept).
 pub(crate) fn with_view(mut tool: Tool) -> Tool {
-    let meta = tool.meta.get_or_insert_with(JsonObject::new);
-    let ui = meta
-        .entry("ui")
-        .or_insert_with(|| Value::Object(JsonObject::new()));
-    if !ui.is_object() {
-        *ui = Value::Object(JsonObject::new());
-    }
-    if let Some(ui) = ui.as_object_mut() {
-        ui.insert("resourceUri".into(), Value::String(app_uri(&tool.name)));
-    }
+    let uri = app_uri(&tool.name);
+    purra_protocol::apps::set_tool_ui(&mut tool, uri);
     tool
 }
 

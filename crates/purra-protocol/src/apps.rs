@@ -175,6 +175,22 @@ pub fn tool_ui(tool: &Tool) -> Option<&str> {
     tool.meta.as_ref()?.get("ui")?.get("resourceUri")?.as_str()
 }
 
+/// Binds `tool` to the app at `resource_uri`: sets `_meta.ui.resourceUri`, keeping the rest of
+/// `_meta` and of `_meta.ui` (a visibility, say). For tools built as data (`raw_tool`, a proxy
+/// re-serving another server's tools); typed tools use [`ToolDef::ui`](crate::ToolDef::ui).
+pub fn set_tool_ui(tool: &mut Tool, resource_uri: impl Into<String>) {
+    let meta = tool.meta.get_or_insert_with(JsonObject::new);
+    let ui = meta
+        .entry("ui")
+        .or_insert_with(|| Value::Object(JsonObject::new()));
+    if !ui.is_object() {
+        *ui = Value::Object(JsonObject::new());
+    }
+    if let Some(ui) = ui.as_object_mut() {
+        ui.insert("resourceUri".into(), Value::String(resource_uri.into()));
+    }
+}
+
 /// The settings a client declares for the extension: the MIME types it renders.
 pub fn client_settings() -> JsonObject {
     let mut s = JsonObject::new();

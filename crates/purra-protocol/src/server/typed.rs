@@ -167,16 +167,7 @@ impl ToolDef {
     /// [`Server::add_app`](crate::Server::add_app)): sets `_meta.ui.resourceUri`, beside any other
     /// `_meta`. A URI without the `ui://` scheme is refused at registration.
     pub fn ui(mut self, resource_uri: impl Into<String>) -> Self {
-        let meta = self.tool.meta.get_or_insert_with(JsonObject::new);
-        let ui = meta
-            .entry("ui")
-            .or_insert_with(|| Value::Object(JsonObject::new()));
-        if !ui.is_object() {
-            *ui = Value::Object(JsonObject::new());
-        }
-        ui.as_object_mut()
-            .expect("made an object")
-            .insert("resourceUri".into(), Value::String(resource_uri.into()));
+        crate::apps::set_tool_ui(&mut self.tool, resource_uri);
         self
     }
     /// Execution properties.
