@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the cargo-fuzz targets (fuzz/fuzz_targets) on nightly:
 # `scripts/fuzz.sh TARGET|all|"T1 T2 ..." SECONDS [RUNS]`.
-# Each target runs alone (one libFuzzer job, one worker) for SECONDS (or until RUNS executions, when
+# Each target runs alone (one libFuzzer process, its output in its own log, so two invocations
+# can run side by side) for SECONDS (or until RUNS executions, when
 # given: with a long SECONDS, a run of a fixed number of executions), niced so other work keeps
 # priority, starting from the committed seeds (fuzz/corpus/TARGET, read only) and the working
 # corpus of earlier runs (fuzz/work/TARGET, git-ignored, where new inputs go). A crash, a timeout
@@ -35,18 +36,13 @@ for t in $targets; do
     log=$(mktemp)
     echo "== $t: $seconds s${runs[*]:+, ${runs[*]}}"
     if ! nice -n 15 cargo +nightly fuzz run "$t" "work/$t" "corpus/$t" -- \
-        -max_total_time="$seconds" "${runs[@]}" -timeout=10 -jobs=1 -workers=1 \
+        -max_total_time="$seconds" "${runs[@]}" -timeout=10 \
         -artifact_prefix="artifacts/$t/" -print_final_stats=1 >"$log" 2>&1; then
         failed+=("$t")
     fi
-    # With -jobs, libFuzzer writes the run's own output to fuzz-0.log.
-    if [[ -f fuzz-0.log ]]; then
-        cat fuzz-0.log >>"$log"
-        rm -f fuzz-0.log
-    fi
     grep -E '^#[0-9]+' "$log" | tail -n 1 || true
     grep -E 'ERROR|SUMMARY|panicked|Test unit written' "$log" || true
-    # The job's exit status does not always reach the parent: the artifacts tell.
+    # The artifacts tell too (a crash, timeout, leak or out-of-memory input).
     if ls "artifacts/$t" | grep -qE '^(crash|timeout|leak|oom)-'; then
         [[ " ${failed[*]-} " == *" $t "* ]] || failed+=("$t")
     fi
