@@ -17,8 +17,6 @@
 //! negotiate Apps is refused (`app_unsupported`). Like elicitation, this trusts the downstream
 //! host's interface: it is off by default.
 
-use std::time::SystemTime;
-
 use purra_core::{
     ApprovalId, ApprovalState, ClaimState, Decision, EffectOutcome, ErrorCode, IdempotencyKey,
     StoreError, Verdict,
@@ -151,21 +149,8 @@ impl Inner {
             .map(|a| ApprovalId(a.to_owned()));
 
         let caller = self.caller(&ctx);
-        if !b.scope.allows_caller(&caller) {
-            return refused(ErrorCode::SCOPE_DENIED.as_str(), "nothing was decided");
-        }
-        let bound = match self.registration(&b).await {
-            Ok(r) => r,
-            Err(code) => return refused(code.as_str(), "nothing was decided"),
-        };
-        let (Some(run_id), true) = (
-            self.write_run_id(&b, &caller, &call_args),
-            call_args.is_object(),
-        ) else {
-            return refused(ErrorCode::INVALID_ARGUMENTS.as_str(), "nothing was decided");
-        };
-        let digest = match self.intent(&bound.registration, &run_id, &call_args) {
-            Ok(i) => i.digest(),
+        let (run_id, digest) = match self.identify(&b, &caller, &call_args).await {
+            Ok(call) => (call.run_id, call.intent.digest()),
             Err(code) => return refused(code.as_str(), "nothing was decided"),
         };
 
@@ -177,24 +162,9 @@ impl Inner {
         if let Some(verdict) = decision {
             outcome = Some(match (&view.approval, view.status) {
                 (Some(id), "pending") => {
-                    let client = ctx
-                        .client_info()
-                        .map(|i| i.name)
-                        .unwrap_or_else(|| "client".into());
-                    let now = SystemTime::now();
-                    let d = Decision {
-                        verdict,
-                        approver: format!("{client} (app)"),
-                        decided_at: now,
-                        expires_at: (verdict == Verdict::Approve)
-                            .then(|| now + self.settings.approval_ttl.0),
-                        note,
-                    };
-                    match self.approvals.decide(id.clone(), d).await {
-                        Ok(()) => {
-                            self.decisions.wake();
-                            Ok(())
-                        }
+                    let d = self.user_decision(&ctx, verdict, "app", note);
+                    match self.decide(id.clone(), d).await {
+                        Ok(()) => Ok(()),
                         // Decided elsewhere first: the view shows that decision.
                         Err(StoreError::Conflict(_)) => {
                             Err("the approval was decided elsewhere first")

@@ -325,9 +325,7 @@ impl Gateway {
         id: purra_core::ApprovalId,
         decision: purra_core::Decision,
     ) -> Result<(), StoreError> {
-        self.inner.approvals.decide(id, decision).await?;
-        self.inner.decisions.wake();
-        Ok(())
+        self.inner.decide(id, decision).await
     }
 
     /// Stops the background tasks and closes every upstream connection.

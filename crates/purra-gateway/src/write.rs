@@ -41,10 +41,18 @@ use purra_protocol::RequestCtx;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::gateway::{Binding, Inner};
+use crate::gateway::{Binding, BoundTool, Inner};
 use crate::results;
 use crate::scope::Caller;
 use crate::store::POLL_INTERVAL;
+
+/// A write call identified ([`Inner::identify`]): the registration it is checked against, its
+/// run id and its intent.
+pub(crate) struct WriteCall {
+    pub bound: Arc<BoundTool>,
+    pub run_id: RunId,
+    pub intent: ApprovalIntent,
+}
 
 /// The checkpoint call id of every gateway write (the run id already identifies the call).
 const CALL_ID: &str = "call";
@@ -113,6 +121,72 @@ impl Inner {
         }
     }
 
+    /// Which write call `caller` makes with `args`: the checks every look at a write call makes
+    /// first (the caller's and the arguments' scope, the current registration, the input
+    /// schema), then its run id and its intent for the registration as it is now. The refusals
+    /// are codes; nothing is read from or written to the store.
+    pub(crate) async fn identify(
+        &self,
+        b: &Binding,
+        caller: &Caller,
+        args: &Value,
+    ) -> Result<WriteCall, ErrorCode> {
+        if !b.scope.allows_caller(caller) {
+            return Err(ErrorCode::SCOPE_DENIED);
+        }
+        if !b.scope.allows_arguments(args) {
+            return Err(purra_mcp::codes::scope_denied());
+        }
+        let bound = self.registration(b).await?;
+        if bound.registration.input_schema().validate(args).is_err() {
+            return Err(ErrorCode::INVALID_ARGUMENTS);
+        }
+        let run_id = self
+            .write_run_id(b, caller, args)
+            .ok_or(ErrorCode::INVALID_ARGUMENTS)?;
+        let intent = self.intent(&bound.registration, &run_id, args)?;
+        Ok(WriteCall {
+            bound,
+            run_id,
+            intent,
+        })
+    }
+
+    /// A decision by the downstream client's user, made through `via` (`elicitation`, `app`):
+    /// the approver is the client's name with `via`; an approval authorizes dispatch for
+    /// `approval_ttl`.
+    pub(crate) fn user_decision(
+        &self,
+        ctx: &RequestCtx,
+        verdict: Verdict,
+        via: &str,
+        note: Option<String>,
+    ) -> Decision {
+        let client = ctx
+            .client_info()
+            .map(|i| i.name)
+            .unwrap_or_else(|| "client".into());
+        let now = SystemTime::now();
+        Decision {
+            verdict,
+            approver: format!("{client} ({via})"),
+            decided_at: now,
+            expires_at: (verdict == Verdict::Approve).then(|| now + self.settings.approval_ttl.0),
+            note,
+        }
+    }
+
+    /// Records a decision and wakes the calls of this process waiting on it.
+    pub(crate) async fn decide(
+        &self,
+        approval: ApprovalId,
+        decision: Decision,
+    ) -> Result<(), StoreError> {
+        self.approvals.decide(approval, decision).await?;
+        self.decisions.wake();
+        Ok(())
+    }
+
     /// One downstream call of a write tool.
     pub(crate) async fn call_write(
         &self,
@@ -123,28 +197,16 @@ impl Inner {
         let tool = b.local.as_str();
         let caller = self.caller(&ctx);
         let args = Value::Object(args);
-        if !b.scope.allows_caller(&caller) {
-            return results::failed(tool, &ErrorCode::SCOPE_DENIED, "nothing was sent");
-        }
-        if !b.scope.allows_arguments(&args) {
-            return results::failed(tool, &purra_mcp::codes::scope_denied(), "nothing was sent");
-        }
-        let bound = match self.registration(b).await {
-            Ok(r) => r,
+        let WriteCall {
+            bound,
+            run_id,
+            intent,
+        } = match self.identify(b, &caller, &args).await {
+            Ok(call) => call,
             Err(code) => return results::failed(tool, &code, "nothing was sent"),
         };
         let reg = &bound.registration;
-        if reg.input_schema().validate(&args).is_err() {
-            return results::failed(tool, &ErrorCode::INVALID_ARGUMENTS, "nothing was sent");
-        }
-        let Some(run_id) = self.write_run_id(b, &caller, &args) else {
-            return results::failed(tool, &ErrorCode::INVALID_ARGUMENTS, "nothing was sent");
-        };
         let _guard = self.lock_run(&run_id).await;
-        let intent = match self.intent(reg, &run_id, &args) {
-            Ok(i) => i,
-            Err(code) => return results::failed(tool, &code, "nothing was sent"),
-        };
         let digest = intent.digest();
 
         // 1. Done before: the stored outcome, nothing sent.
@@ -377,32 +439,14 @@ impl Inner {
             ElicitAction::Decline => Verdict::Deny,
             _ => return,
         };
-        let client = ctx
-            .client_info()
-            .map(|i| i.name)
-            .unwrap_or_else(|| "client".into());
-        let approver = format!("{client} (elicitation)");
         let note = content
             .get("note")
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
             .map(str::to_owned);
-        let now = SystemTime::now();
-        let decision = Decision {
-            verdict,
-            approver,
-            decided_at: now,
-            expires_at: (verdict == Verdict::Approve).then(|| now + self.settings.approval_ttl.0),
-            note,
-        };
-        if self
-            .approvals
-            .decide(approval.clone(), decision)
-            .await
-            .is_ok()
-        {
-            self.decisions.wake();
-        }
+        let decision = self.user_decision(ctx, verdict, "elicitation", note);
+        // A decision made elsewhere first stands; the wait reads it.
+        let _ = self.decide(approval.clone(), decision).await;
     }
 
     /// Claims a decided approval against the current registration and dispatches once; or
