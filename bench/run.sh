@@ -4,7 +4,7 @@
 # project that the workspace and CI never build) in release mode, then runs bench-suite from the
 # repository root: every pair in interleaved rounds, every answer checked; it prints the tables and
 # rewrites the suite's part of BENCHMARKS.md and bench/charts/*.svg. Arguments go to bench-suite:
-#   bench/run.sh [--rounds R] [--calls N] [--http-calls N] [--quick]
+#   bench/run.sh [--rounds R] [--calls N] [--http-calls N] [--quick] [--memory]
 # Benchmarks never run in CI. Run it on a quiet machine (the load average is recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -11,8 +11,9 @@
 //! `target/bench/results.json`. A pair whose client reported a wrong or missing answer (or
 //! failed otherwise) is marked FAILED in every table and the suite exits 1.
 //!
-//! Usage: `bench-suite [--rounds R] [--calls N] [--http-calls N] [--quick]` from the repository
-//! root; `--quick` is a smoke run (2 rounds, few calls) that writes nothing.
+//! Usage: `bench-suite [--rounds R] [--calls N] [--http-calls N] [--quick] [--memory]` from the repository
+//! root; `--quick` is a smoke run (2 rounds, few calls) that writes nothing; `--memory` runs only the
+//! memory measurements and writes nothing.
 
 #![allow(clippy::print_stdout)] // a benchmark program: stdout is its result
 
@@ -595,6 +596,9 @@ struct Options {
     calls: usize,
     http_calls: usize,
     store_seconds: f64,
+    /// Only the memory measurements (idle, per HTTP session, per WebSocket connection), printed and
+    /// not written to BENCHMARKS.md: the quick check after a change to what a connection holds.
+    memory: bool,
     quick: bool,
 }
 
@@ -605,6 +609,7 @@ fn parse_options() -> Options {
         http_calls: 5_000,
         store_seconds: 2.0,
         quick: false,
+        memory: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -617,6 +622,7 @@ fn parse_options() -> Options {
             "--rounds" => o.rounds = num().unwrap_or_else(|| usage()),
             "--calls" => o.calls = num().unwrap_or_else(|| usage()),
             "--http-calls" => o.http_calls = num().unwrap_or_else(|| usage()),
+            "--memory" => o.memory = true,
             "--quick" => {
                 o.quick = true;
                 o.rounds = 2;
@@ -631,7 +637,7 @@ fn parse_options() -> Options {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: bench-suite [--rounds R] [--calls N] [--http-calls N] [--quick]");
+    eprintln!("usage: bench-suite [--rounds R] [--calls N] [--http-calls N] [--quick] [--memory]");
     std::process::exit(64)
 }
 
@@ -649,6 +655,12 @@ async fn main() {
     let mut notes = BTreeMap::new();
     for round in 0..o.rounds {
         eprintln!("round {} of {} (load {})", round + 1, o.rounds, loadavg());
+        if o.memory {
+            idle_rss(&env, &mut res).await;
+            session_bytes(&env, &mut res).await;
+            ws_bytes(&env, &mut res).await;
+            continue;
+        }
         // Rotate the pair order each round so no pair always runs first or last.
         for i in 0..PAIRS.len() {
             let (client, server) = PAIRS[(i + round) % PAIRS.len()];
@@ -678,7 +690,7 @@ async fn main() {
     };
     let report = report(&res, &run, &notes);
     println!("{report}");
-    if !o.quick {
+    if !o.quick && !o.memory {
         write_outputs(&res, &report);
     }
     if !res.failures.is_empty() {
