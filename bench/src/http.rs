@@ -300,8 +300,12 @@ pub async fn load_era(
 pub async fn wait_listening(addr: std::net::SocketAddr, limit: Duration) -> Result<(), HttpError> {
     let start = Instant::now();
     loop {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return Ok(());
+        // A connection that was given the port as its own source and connected to itself (TCP
+        // simultaneous open on an ephemeral port nothing listens on) does not count.
+        if let Ok(s) = tokio::net::TcpStream::connect(addr).await {
+            if s.local_addr().ok() != s.peer_addr().ok() {
+                return Ok(());
+            }
         }
         if start.elapsed() > limit {
             return Err(format!("nothing listens on {addr} after {limit:?}"));

@@ -250,7 +250,7 @@ fn call_runs_a_task_required_tool_as_a_task_over_streamable_http() {
         .spawn()
         .expect("spawn server-everything");
     let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !accepting(port) {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "server-everything did not listen on {port}"
@@ -284,4 +284,12 @@ fn tasks_lists_and_gets_against_the_reference_server() {
     );
     let out = purra("tasks", &["list", "extra"]);
     assert_eq!(out.status.code(), Some(64), "{}", describe(&out));
+}
+
+/// Whether a server accepts connections on the local `port`; a connection that was given `port`
+/// as its own source and connected to itself (TCP simultaneous open, possible on an ephemeral
+/// port nothing listens on) does not count.
+fn accepting(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port))
+        .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
 }

@@ -5,6 +5,8 @@
 //! in 2026-07-28 against the SDK's `MCPServer` (`peers/python/modern.py`), a list change learned
 //! through `subscriptions/listen`.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -113,7 +115,7 @@ async fn serve_http(
         .spawn()
         .unwrap();
     let start = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !support::accepting(port) {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "python server did not start"

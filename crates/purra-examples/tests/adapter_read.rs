@@ -2,6 +2,8 @@
 //! over stdio and over Streamable HTTP: discovery, the snapshot, every error code, and every
 //! limit at its edge (at the limit passes, one over fails).
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -90,7 +92,7 @@ async fn connect_opts(via: Via, args: Vec<String>, options: ClientOptions) -> Fi
                 .spawn()
                 .unwrap();
             let start = std::time::Instant::now();
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            while !support::accepting(port) {
                 assert!(
                     start.elapsed() < Duration::from_secs(20),
                     "fixture did not start"

@@ -214,7 +214,7 @@ async fn the_reference_servers_async_tools_run_client_tasks_over_streamable_http
             .expect("spawn server-everything"),
     );
     let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !accepting(port) {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "server-everything did not listen on {port}"
@@ -231,4 +231,12 @@ async fn the_reference_servers_async_tools_run_client_tasks_over_streamable_http
     .expect("connect over Streamable HTTP");
     run_both(&conn, &asked).await;
     conn.close().await;
+}
+
+/// Whether a server accepts connections on the local `port`; a connection that was given `port`
+/// as its own source and connected to itself (TCP simultaneous open, possible on an ephemeral
+/// port nothing listens on) does not count.
+fn accepting(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port))
+        .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
 }

@@ -85,12 +85,32 @@ impl Drop for HttpPeer {
     }
 }
 
+/// A free local port for a server process to bind, never the same twice in one test binary: a
+/// port is free only until somebody binds it, and two servers started at once by parallel tests
+/// could otherwise be handed the same one (the second fails to bind while its test talks to the
+/// first's, and is refused once that test ends: seen in CI).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
+}
+
+/// Whether a server accepts connections on the local `port`. A connection to a port of the
+/// ephemeral range that nothing listens on can be given that same port as its source and connect
+/// to itself (TCP simultaneous open); that one does not count, or a test would go on before its
+/// server is up.
+pub fn accepting(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port))
+        .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
 }
 
 /// Starts `program args... <port-arg>` and waits until the port accepts connections.
@@ -102,7 +122,7 @@ pub fn http_server(mut cmd: Command, port_arg: impl Fn(u16) -> String) -> HttpPe
         .stderr(Stdio::inherit());
     let child = cmd.spawn().expect("spawn server");
     let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !accepting(port) {
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "server on port {port} did not start"
