@@ -31,7 +31,9 @@ use crate::jsonrpc::{
     DecodeError, ErrorObject, Frame, IdMap, Message, RequestId, RpcErrorCode,
 };
 use crate::peek::{Peek, PeekId};
-use crate::transport::{Inbound, Outbound, Transport, TransportContext, DEFAULT_MAX_FRAME_BYTES};
+use crate::transport::{
+    Inbound, Outbound, OutboundRequest, Transport, TransportContext, DEFAULT_MAX_FRAME_BYTES,
+};
 use crate::types::{methods, CancelledParams, ProgressParams};
 
 /// A boxed, sendable future: the `futures` ecosystem's own alias, which purra-core re-exports
@@ -439,8 +441,10 @@ impl Peer {
             frame,
             related: self.related.clone(),
             completes: false,
-            request: Some(id.clone()),
-            headers: options.headers.clone(),
+            request: Some(Box::new(OutboundRequest {
+                id: id.clone(),
+                headers: options.headers.clone(),
+            })),
         };
         if let Err(e) = shared.send_out(out).await {
             guard.disarm();

@@ -70,8 +70,17 @@ pub struct Outbound {
     pub(crate) related: Option<RequestId>,
     /// Whether this message is the response that completes `related`.
     pub(crate) completes: bool,
-    /// The outbound request's own id, when this message is a request.
-    pub(crate) request: Option<RequestId>,
+    /// The outbound request's own id and extra headers, when this message is a request. Boxed:
+    /// most messages are responses and notifications, and the engine's outbound channel
+    /// allocates 32 slots of this struct per connection up front, idle or not.
+    pub(crate) request: Option<Box<OutboundRequest>>,
+}
+
+/// What only an outbound request carries.
+#[derive(Debug)]
+pub(crate) struct OutboundRequest {
+    /// The request's own id.
+    pub(crate) id: RequestId,
     /// Extra headers for this message (Streamable HTTP sends them with its POST).
     pub(crate) headers: Vec<(String, String)>,
 }
@@ -96,11 +105,11 @@ impl Outbound {
     }
     /// The id of the request this message is, when it is an outbound request.
     pub fn request(&self) -> Option<&RequestId> {
-        self.request.as_ref()
+        self.request.as_ref().map(|r| &r.id)
     }
     /// Extra headers the caller asked to send with this message (HTTP transports).
     pub fn headers(&self) -> &[(String, String)] {
-        &self.headers
+        self.request.as_ref().map_or(&[], |r| &r.headers)
     }
 }
 

@@ -291,7 +291,7 @@ struct State {
 
 /// Whether an outbound message is a 2026-07-28 request (its headers name a modern revision).
 fn is_modern(out: &Outbound) -> bool {
-    out.headers.iter().any(|(k, v)| {
+    out.headers().iter().any(|(k, v)| {
         k.eq_ignore_ascii_case(PROTOCOL_VERSION_HEADER) && crate::modern::is_modern(v)
     })
 }
@@ -384,7 +384,7 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
                 let task = tokio::spawn(async move {
                     let state = task_state;
                     let id = task_id;
-                    let r = post_modern(&state, &out.frame, &out.headers, &id).await;
+                    let r = post_modern(&state, &out.frame, out.headers(), &id).await;
                     state
                         .modern_inflight
                         .lock()
@@ -447,7 +447,7 @@ async fn write_loop(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>, close: 
                 // Requests wait for this one: the server may refuse them before it.
                 let _ = tokio::time::timeout(
                     state.options.message_timeout,
-                    post(&state, &out.frame, &out.headers, None, false),
+                    post(&state, &out.frame, out.headers(), None, false),
                 )
                 .await;
                 if state.options.open_get_stream && !state.get_started.swap(true, Ordering::SeqCst)
@@ -507,7 +507,7 @@ async fn request_post(
     token: CancellationToken,
 ) {
     let result = tokio::select! {
-        r = post(&state, &out.frame, &out.headers, Some(&id), is_init) => r,
+        r = post(&state, &out.frame, out.headers(), Some(&id), is_init) => r,
         _ = token.cancelled() => Ok(()),
     };
     state.requests.lock().expect("requests lock").remove(&id);
@@ -525,7 +525,7 @@ async fn send_in_order(state: Arc<State>, mut rx: mpsc::Receiver<Outbound>) {
         tokio::select! {
             _ = tokio::time::timeout(
                 state.options.message_timeout,
-                post(&state, &out.frame, &out.headers, None, false),
+                post(&state, &out.frame, out.headers(), None, false),
             ) => {}
             _ = state.closed.cancelled() => return,
         }
