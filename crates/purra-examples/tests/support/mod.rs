@@ -113,6 +113,25 @@ pub fn accepting(port: u16) -> bool {
         .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
 }
 
+/// Whether an HTTP server answers on the local `port`: a `GET /` that gets any HTTP status line
+/// back. Stricter than [`accepting`]: only a server that reads requests passes.
+pub fn answering_http(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    if s.local_addr().ok() == s.peer_addr().ok() {
+        return false;
+    }
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    if s.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 5];
+    s.read_exact(&mut head).is_ok() && &head == b"HTTP/"
+}
+
 /// Starts `program args... <port-arg>` and waits until the port accepts connections.
 pub fn http_server(mut cmd: Command, port_arg: impl Fn(u16) -> String) -> HttpPeer {
     let port = free_port();
@@ -120,9 +139,12 @@ pub fn http_server(mut cmd: Command, port_arg: impl Fn(u16) -> String) -> HttpPe
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    let child = cmd.spawn().expect("spawn server");
+    let mut child = cmd.spawn().expect("spawn server");
     let start = Instant::now();
-    while !accepting(port) {
+    while !answering_http(port) {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("server for port {port} exited before it answered: {status}");
+        }
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "server on port {port} did not start"
