@@ -52,6 +52,7 @@ pub mod http;
 #[cfg(any(feature = "http-server", feature = "ws"))]
 mod http_context;
 mod jsonrpc;
+mod lane;
 #[cfg(any(feature = "http-server", feature = "ws"))]
 mod limit;
 pub mod modern;

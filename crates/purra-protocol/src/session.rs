@@ -142,6 +142,8 @@ enum Reply {
     Err(ErrorObject),
     Failed(Error),
     Closed,
+    /// The request's deadline passed ([`Sweeper`]); the caller tells the peer it is cancelled.
+    TimedOut,
 }
 
 struct ProgressState {
@@ -152,6 +154,81 @@ struct ProgressState {
 struct PendingEntry {
     tx: oneshot::Sender<Reply>,
     progress: Option<Arc<ProgressState>>,
+    /// When the request times out; set once it is sent (the clock starts then).
+    deadline: Option<Deadline>,
+    /// Whether the peer is told with `notifications/cancelled` when it times out (not for
+    /// `initialize`, which MCP forbids cancelling).
+    tell_on_timeout: bool,
+}
+
+/// An outbound request's timeout: `timeout` after it was sent, or after its last progress
+/// notification when progress resets it, never past the hard maximum.
+#[derive(Clone, Copy)]
+struct Deadline {
+    start: Instant,
+    timeout: Duration,
+    hard: Option<Instant>,
+    reset_on_progress: bool,
+}
+
+/// The [`Sweeper`]'s task: sleeps until the armed deadline (or until woken to re-arm), then
+/// expires what is due. Ends with the connection; holds it weakly.
+async fn sweep(
+    shared: std::sync::Weak<Shared>,
+    wake: Arc<tokio::sync::Notify>,
+    closed: CancellationToken,
+) {
+    loop {
+        let armed = match shared.upgrade() {
+            Some(s) => s.sweeper.lock().expect("sweeper lock").armed,
+            None => return,
+        };
+        match armed {
+            None => tokio::select! {
+                _ = wake.notified() => continue,
+                _ = closed.cancelled() => return,
+            },
+            Some(at) => tokio::select! {
+                _ = tokio::time::sleep_until(at) => {}
+                _ = wake.notified() => continue,
+                _ = closed.cancelled() => return,
+            },
+        }
+        match shared.upgrade() {
+            Some(s) => s.expire(Instant::now()),
+            None => return,
+        }
+    }
+}
+
+impl PendingEntry {
+    /// When this request times out, as of now (progress may have moved it later).
+    fn due(&self) -> Option<Instant> {
+        let d = self.deadline?;
+        let base = match (&self.progress, d.reset_on_progress) {
+            (Some(p), true) => *p.last.lock().expect("progress lock"),
+            _ => d.start,
+        };
+        let due = base + d.timeout;
+        Some(d.hard.map_or(due, |h| due.min(h)))
+    }
+}
+
+/// The connection's timer for its outbound requests' deadlines: one task, started with the
+/// first request, that sleeps until the earliest deadline, fails what is due, and sleeps again.
+///
+/// Why not a timer per request: arming a tokio timer from a thread outside the runtime's workers
+/// (a client called from `#[tokio::main]`'s body) wakes the thread parked in the I/O driver
+/// whenever the new deadline is the earliest, which it is whenever no other request is pending:
+/// a thread wake-up per sequential call. With one deadline per connection, a request whose
+/// deadline is no earlier than the one armed (every request, with one timeout for all) touches
+/// no timer at all.
+#[derive(Default)]
+struct Sweeper {
+    /// The deadline the task sleeps until; never later than any pending request's.
+    armed: Option<Instant>,
+    /// Wakes the task to re-arm earlier; `None` until the task is started.
+    wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// Counters of one connection, for hosts and tests.
@@ -185,8 +262,12 @@ impl Stats {
 
 pub(crate) struct Shared {
     outbound: mpsc::Sender<Outbound>,
+    /// The transport's lane, when it has one: every send goes through it ([`crate::lane`]).
+    lane: Option<Arc<crate::lane::Lane>>,
     close_write: CancellationToken,
     pending: Mutex<IdMap<PendingEntry>>,
+    /// The outbound requests' timer (lock order: `sweeper`, then `pending`).
+    sweeper: Mutex<Sweeper>,
     inflight: Mutex<IdMap<CancellationToken>>,
     next_id: AtomicI64,
     closed: CancellationToken,
@@ -217,6 +298,68 @@ impl Shared {
         }
     }
 
+    /// Starts request `id`'s clock: it times out at `deadline` unless answered first.
+    fn start_clock(self: &Arc<Self>, id: &RequestId, deadline: Deadline) {
+        let due = {
+            let mut pending = self.pending.lock().expect("pending lock");
+            let Some(entry) = pending.get_mut(id) else {
+                return;
+            };
+            entry.deadline = Some(deadline);
+            entry.due()
+        };
+        let Some(due) = due else { return };
+        let mut sweeper = self.sweeper.lock().expect("sweeper lock");
+        if sweeper.armed.is_some_and(|armed| armed <= due) {
+            return;
+        }
+        sweeper.armed = Some(due);
+        match &sweeper.wake {
+            Some(wake) => wake.notify_one(),
+            None => {
+                let wake = Arc::new(tokio::sync::Notify::new());
+                sweeper.wake = Some(wake.clone());
+                tokio::spawn(sweep(Arc::downgrade(self), wake, self.closed.clone()));
+            }
+        }
+    }
+
+    /// Fails every pending request whose deadline has passed, tells the peer, and re-arms for
+    /// the earliest deadline left.
+    fn expire(self: &Arc<Self>, now: Instant) {
+        let mut sweeper = self.sweeper.lock().expect("sweeper lock");
+        let mut due = Vec::new();
+        let mut next: Option<Instant> = None;
+        {
+            let mut pending = self.pending.lock().expect("pending lock");
+            for (id, entry) in pending.iter() {
+                match entry.due() {
+                    Some(at) if at <= now => due.push(id.clone()),
+                    Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                    None => {}
+                }
+            }
+            due.retain(|id| match pending.remove(id) {
+                Some(entry) => {
+                    let _ = entry.tx.send(Reply::TimedOut);
+                    entry.tell_on_timeout
+                }
+                None => false,
+            });
+        }
+        sweeper.armed = next;
+        drop(sweeper);
+        for id in due {
+            if self.closed.is_cancelled() {
+                break;
+            }
+            // MCP's own params always serialize.
+            if let Ok(params) = to_raw(&CancelledParams::new(id).with_reason("timeout")) {
+                self.send_nowait(encode_notification(methods::CANCELLED, Some(&params)), None);
+            }
+        }
+    }
+
     /// Marks the connection closed and stops writing.
     #[cfg(any(feature = "client", feature = "server"))]
     pub(crate) fn shutdown(&self) {
@@ -238,10 +381,23 @@ impl Shared {
         if self.closed.is_cancelled() {
             return Err(Error::ConnectionClosed);
         }
-        self.outbound
-            .send(out)
-            .await
-            .map_err(|_| Error::ConnectionClosed)
+        self.queue(out).await.map_err(|_| Error::ConnectionClosed)
+    }
+
+    /// Hands `out` to the transport, through its lane when it has one; waits for room.
+    async fn queue(&self, out: Outbound) -> Result<(), Outbound> {
+        match &self.lane {
+            Some(lane) => lane.send(out).await,
+            None => self.outbound.send(out).await.map_err(|e| e.0),
+        }
+    }
+
+    /// [`queue`](Self::queue) without waiting.
+    fn try_queue(&self, out: Outbound) -> Result<(), mpsc::error::TrySendError<Outbound>> {
+        match &self.lane {
+            Some(lane) => lane.try_send(out),
+            None => self.outbound.try_send(out),
+        }
     }
 
     fn send_nowait(self: &Arc<Self>, frame: Vec<u8>, related: Option<RequestId>) {
@@ -250,12 +406,12 @@ impl Shared {
             related,
             ..Outbound::default()
         };
-        match self.outbound.try_send(out) {
+        match self.try_queue(out) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(m)) => {
-                let tx = self.outbound.clone();
+                let shared = self.clone();
                 tokio::spawn(async move {
-                    let _ = tx.send(m).await;
+                    let _ = shared.queue(m).await;
                 });
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {}
@@ -425,6 +581,8 @@ impl Peer {
             PendingEntry {
                 tx,
                 progress: progress.clone(),
+                deadline: None,
+                tell_on_timeout: method != methods::INITIALIZE,
             },
         );
         let mut guard = PendingGuard {
@@ -450,17 +608,16 @@ impl Peer {
             guard.disarm();
             return Err(e);
         }
-        let timeout = options.timeout.unwrap_or(shared.request_timeout);
         let start = Instant::now();
-        let hard = options.max_total_timeout.map(|m| start + m);
-        let deadline = || {
-            let base = match (&progress, options.reset_timeout_on_progress) {
-                (Some(p), true) => *p.last.lock().expect("progress lock"),
-                _ => start,
-            };
-            let d = base + timeout;
-            hard.map_or(d, |h| d.min(h))
-        };
+        shared.start_clock(
+            &id,
+            Deadline {
+                start,
+                timeout: options.timeout.unwrap_or(shared.request_timeout),
+                hard: options.max_total_timeout.map(|m| start + m),
+                reset_on_progress: options.reset_timeout_on_progress,
+            },
+        );
         let cancel = options.cancel.clone();
         let cancelled = async move {
             match cancel {
@@ -469,29 +626,24 @@ impl Peer {
             }
         };
         tokio::pin!(cancelled);
-        loop {
-            let until = deadline();
-            tokio::select! {
-                reply = &mut rx => {
-                    guard.disarm();
-                    return match reply {
-                        Ok(Reply::Ok(v)) => Ok(v),
-                        Ok(Reply::Err(e)) => Err(Error::Rpc(e)),
-                        Ok(Reply::Failed(e)) => Err(e),
-                        Ok(Reply::Closed) | Err(_) => Err(Error::ConnectionClosed),
-                    };
-                }
-                _ = tokio::time::sleep_until(until) => {
-                    if Instant::now() < deadline() {
-                        continue;
-                    }
-                    guard.cancel("timeout");
+        tokio::select! {
+            reply = &mut rx => {
+                if let Ok(Reply::TimedOut) = reply {
+                    // The sweeper took it off the map and told the peer.
+                    guard.armed = false;
                     return Err(Error::Timeout);
                 }
-                _ = &mut cancelled => {
-                    guard.cancel("cancelled");
-                    return Err(Error::Cancelled);
+                guard.disarm();
+                match reply {
+                    Ok(Reply::Ok(v)) => Ok(v),
+                    Ok(Reply::Err(e)) => Err(Error::Rpc(e)),
+                    Ok(Reply::Failed(e)) => Err(e),
+                    Ok(Reply::Closed | Reply::TimedOut) | Err(_) => Err(Error::ConnectionClosed),
                 }
+            }
+            _ = &mut cancelled => {
+                guard.cancel("cancelled");
+                Err(Error::Cancelled)
             }
         }
     }
@@ -649,6 +801,7 @@ pub(crate) fn start_with<S: Service>(
         control,
         flushed,
         label: (transport_kind, session_id),
+        lane,
         ..
     } = transport;
     let span = tracing::debug_span!(
@@ -659,8 +812,10 @@ pub(crate) fn start_with<S: Service>(
     );
     let shared = Arc::new(Shared {
         outbound,
+        lane,
         close_write,
         pending: Mutex::new(IdMap::default()),
+        sweeper: Mutex::new(Sweeper::default()),
         inflight: Mutex::new(IdMap::default()),
         next_id: AtomicI64::new(0),
         closed: CancellationToken::new(),
@@ -694,8 +849,10 @@ pub(crate) fn detached_peer(
     Peer {
         shared: Arc::new(Shared {
             outbound,
+            lane: None,
             close_write: CancellationToken::new(),
             pending: Mutex::new(IdMap::default()),
+            sweeper: Mutex::new(Sweeper::default()),
             inflight: Mutex::new(IdMap::default()),
             next_id: AtomicI64::new(0),
             closed: CancellationToken::new(),
@@ -745,12 +902,12 @@ impl Peer {
             frame,
             ..Outbound::default()
         };
-        match shared.outbound.try_send(out) {
+        match shared.try_queue(out) {
             Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
             Err(mpsc::error::TrySendError::Full(out)) => {
                 let shared = shared.clone();
                 tokio::spawn(async move {
-                    let sent = tokio::time::timeout(patience, shared.outbound.send(out)).await;
+                    let sent = tokio::time::timeout(patience, shared.queue(out)).await;
                     if sent.is_err() {
                         shared
                             .stats

@@ -19,6 +19,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(unix)]
+use crate::lane::{InlineWrite, Lane};
 use crate::peek::PEEK_BYTES;
 use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
 
@@ -225,6 +227,144 @@ where
     t
 }
 
+/// The write side of a lane ([`crate::lane`]): written inline by senders outside the runtime's
+/// tasks while idle, and by [`write_lane`] otherwise.
+#[cfg(unix)]
+pub(crate) trait LaneWrite: InlineWrite + AsyncWrite + Unpin + 'static {
+    /// Waits until the write side can take more.
+    fn writable(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+}
+
+#[cfg(unix)]
+impl InlineWrite for tokio::net::unix::pipe::Sender {
+    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        tokio::net::unix::pipe::Sender::try_write_vectored(self, bufs)
+    }
+}
+
+#[cfg(unix)]
+impl LaneWrite for tokio::net::unix::pipe::Sender {
+    fn writable(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        tokio::net::unix::pipe::Sender::writable(self)
+    }
+}
+
+#[cfg(unix)]
+impl InlineWrite for tokio::net::UnixStream {
+    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        tokio::net::UnixStream::try_write_vectored(self, bufs)
+    }
+}
+
+#[cfg(unix)]
+impl LaneWrite for tokio::net::UnixStream {
+    fn writable(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        tokio::net::UnixStream::writable(self)
+    }
+}
+
+/// Writes all of `buf` through `w`'s non-blocking writes, waiting for room as needed.
+#[cfg(unix)]
+async fn write_all_ready<W: LaneWrite>(w: &W, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        w.writable().await?;
+        match w.try_write_vectored(&[std::io::IoSlice::new(buf)]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// [`write_lines`] for a lane's write side: the same batching and the same close, and after
+/// each write it tells the lane whether it is idle, so senders outside the runtime's tasks may
+/// write inline ([`crate::lane`]). The lane is held weakly: it holds the channel's sender, and
+/// the writer must see the channel close when the last sender goes.
+#[cfg(unix)]
+async fn write_lane<W: LaneWrite>(
+    w: Arc<W>,
+    lane: std::sync::Weak<Lane>,
+    mut rx: mpsc::Receiver<Outbound>,
+    close: CancellationToken,
+    flushed: CancellationToken,
+) {
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let push = |buf: &mut Vec<u8>, m: Outbound| {
+        buf.extend_from_slice(&m.frame);
+        buf.push(b'\n');
+    };
+    'wait: loop {
+        let first = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = close.cancelled() => None,
+        };
+        let Some(first) = first else { break };
+        push(&mut buf, first);
+        loop {
+            while buf.len() < 1024 * 1024 {
+                match rx.try_recv() {
+                    Ok(m) => push(&mut buf, m),
+                    Err(_) => break,
+                }
+            }
+            if write_all_ready(&*w, &buf).await.is_err() {
+                if let Some(lane) = lane.upgrade() {
+                    lane.stop();
+                }
+                flushed.cancel();
+                return;
+            }
+            buf.clear();
+            let next = match lane.upgrade() {
+                Some(lane) => lane.idle(&mut rx),
+                None => rx.try_recv().ok(),
+            };
+            match next {
+                Some(m) => push(&mut buf, m),
+                None => continue 'wait,
+            }
+        }
+    }
+    // Closing: inline writes end here; what is queued is still written, then the side is shut.
+    if let Some(lane) = lane.upgrade() {
+        lane.stop();
+    }
+    while let Ok(m) = rx.try_recv() {
+        push(&mut buf, m);
+    }
+    if !buf.is_empty() {
+        let _ = write_all_ready(&*w, &buf).await;
+    }
+    if let Ok(mut w) = Arc::try_unwrap(w) {
+        let _ = w.shutdown().await;
+    }
+    flushed.cancel();
+}
+
+/// Starts a transport whose write side is a lane over `writer` ([`crate::lane`]).
+#[cfg(unix)]
+fn lane_transport<W: LaneWrite>(writer: W, in_rx: mpsc::Receiver<Inbound>) -> Transport {
+    let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let close = CancellationToken::new();
+    let flushed = CancellationToken::new();
+    let writer = Arc::new(writer);
+    let lane = Arc::new(Lane::new(out_tx.clone(), writer.clone()));
+    tokio::spawn(write_lane(
+        writer,
+        Arc::downgrade(&lane),
+        out_rx,
+        close.clone(),
+        flushed.clone(),
+    ));
+    let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
+    t.flushed = Some(flushed);
+    t.lane = Some(lane);
+    t
+}
+
 async fn write_then_signal<W: AsyncWrite + Unpin>(
     writer: W,
     rx: mpsc::Receiver<Outbound>,
@@ -240,8 +380,6 @@ async fn write_then_signal<W: AsyncWrite + Unpin>(
 /// platform) tokio's blocking stdio is used.
 pub fn server_transport(max_frame: usize) -> Transport {
     let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
-    let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
-    let close = CancellationToken::new();
     match nonblocking_stdin() {
         #[cfg(unix)]
         Some(NonBlocking::Pipe(r)) => drop(tokio::spawn(read_lines(r, max_frame, in_tx))),
@@ -253,23 +391,26 @@ pub fn server_transport(max_frame: usize) -> Transport {
             in_tx,
         ))),
     }
-    let flushed = CancellationToken::new();
-    let (c, f) = (close.clone(), flushed.clone());
     match nonblocking_stdout() {
         #[cfg(unix)]
-        Some(NonBlockingOut::Pipe(w)) => drop(tokio::spawn(write_then_signal(w, out_rx, c, f))),
+        Some(NonBlockingOut::Pipe(w)) => lane_transport(w, in_rx),
         #[cfg(unix)]
-        Some(NonBlockingOut::Socket(s)) => drop(tokio::spawn(write_then_signal(s, out_rx, c, f))),
-        None => drop(tokio::spawn(write_then_signal(
-            tokio::io::stdout(),
-            out_rx,
-            c,
-            f,
-        ))),
+        Some(NonBlockingOut::Socket(s)) => lane_transport(s, in_rx),
+        None => {
+            let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
+            let close = CancellationToken::new();
+            let flushed = CancellationToken::new();
+            tokio::spawn(write_then_signal(
+                tokio::io::stdout(),
+                out_rx,
+                close.clone(),
+                flushed.clone(),
+            ));
+            let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
+            t.flushed = Some(flushed);
+            t
+        }
     }
-    let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
-    t.flushed = Some(flushed);
-    t
 }
 
 #[cfg(unix)]
@@ -454,6 +595,16 @@ impl StdioCommand {
         if let (Some(err), StderrMode::Capture(cb)) = (child.stderr.take(), &self.stderr) {
             tokio::spawn(read_stderr(err, tail.clone(), cb.clone()));
         }
+        // The child's stdin as a lane, so a caller outside the runtime's tasks writes its
+        // request inline instead of waking a worker ([`crate::lane`]).
+        #[cfg(unix)]
+        let mut t = {
+            let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
+            tokio::spawn(read_lines(stdout, self.max_frame_bytes, in_tx));
+            let stdin = tokio::net::unix::pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?;
+            lane_transport(stdin, in_rx)
+        };
+        #[cfg(not(unix))]
         let mut t = transport(stdout, stdin, self.max_frame_bytes);
         t.child = Some(ChildProcess {
             pid: child.id(),
@@ -678,6 +829,71 @@ impl Drop for ChildProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One sender that moves between the caller's thread (inline writes) and tasks (the
+    /// writer's channel), over a real pipe whose reader is slow enough to fill it (partial and
+    /// refused inline writes): every frame arrives whole, once, in the order it was sent.
+    #[cfg(unix)]
+    #[test]
+    fn a_lane_keeps_send_order_across_inline_writes_and_the_writer() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (tx_pipe, rx_pipe) = rt
+            .block_on(async { tokio::net::unix::pipe::pipe() })
+            .unwrap();
+        let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let t = rt.block_on(async { lane_transport(tx_pipe, in_rx) });
+        drop(in_tx);
+        let lane = t.lane.clone().expect("a pipe gets a lane");
+        let reader = rt.spawn(async move {
+            let (tx, mut rx) = mpsc::channel(16);
+            tokio::spawn(read_lines(rx_pipe, 1 << 20, tx));
+            let mut got = Vec::new();
+            let mut n = 0u32;
+            while let Some(Inbound::Frame(b)) = rx.recv().await {
+                got.push(b);
+                n += 1;
+                if n % 64 == 0 {
+                    // A slow reader: the pipe fills, inline writes are cut short or refused.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            got
+        });
+        let frame = |i: usize| {
+            // Sizes from a few bytes to 40 KiB: some exceed what a pipe takes at once.
+            let len = (i * 7919) % (40 * 1024) + 1;
+            let mut f = format!("{i}:").into_bytes();
+            f.resize(len.max(f.len()), b'a' + (i % 26) as u8);
+            f
+        };
+        let total = 600;
+        for i in 0..total {
+            let out = Outbound {
+                frame: frame(i),
+                ..Outbound::default()
+            };
+            if i % 3 == 0 {
+                let lane = lane.clone();
+                rt.block_on(async move { tokio::spawn(async move { lane.send(out).await }).await })
+                    .unwrap()
+                    .unwrap();
+            } else {
+                rt.block_on(lane.send(out)).unwrap();
+            }
+        }
+        t.close_write.cancel();
+        drop(t);
+        drop(lane);
+        let got = rt.block_on(reader).unwrap();
+        assert_eq!(got.len(), total);
+        for (i, f) in got.iter().enumerate() {
+            assert!(f[..] == frame(i)[..], "frame {i} differs");
+        }
+    }
 
     /// The frames `read_lines` makes of `input`, read in chunks of at most 7 bytes.
     async fn frames(input: &'static [u8], max: usize) -> Vec<String> {

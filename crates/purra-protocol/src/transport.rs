@@ -135,6 +135,9 @@ pub struct Transport {
     pub(crate) flushed: Option<CancellationToken>,
     /// What the engine's tracing spans name: the transport kind and, if it has one, the session.
     pub(crate) label: (&'static str, Option<String>),
+    /// The write side as a lane (stdio over pipes and sockets): every send goes through it,
+    /// inline when that saves a thread wake-up ([`crate::lane`]).
+    pub(crate) lane: Option<std::sync::Arc<crate::lane::Lane>>,
 }
 
 impl Transport {
@@ -153,6 +156,7 @@ impl Transport {
             control: None,
             flushed: None,
             label: ("custom", None),
+            lane: None,
         }
     }
 

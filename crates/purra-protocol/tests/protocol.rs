@@ -552,6 +552,52 @@ async fn client_timeouts_cancel_and_late_responses_are_dropped() {
 }
 
 #[tokio::test]
+async fn a_shorter_timeout_behind_a_longer_one_fires_first_and_the_longer_one_survives() {
+    let (connect, mut raw) = fake_server("2025-11-25").await;
+    raw.recv().await.unwrap();
+    let conn = connect.await.unwrap().unwrap();
+    let call = |name: &str, ms: u64| {
+        conn.peer().request_raw(
+            "tools/call",
+            Some(serde_json::value::to_raw_value(&json!({ "name": name })).unwrap()),
+            RequestOptions::default().timeout(Duration::from_millis(ms)),
+        )
+    };
+    // The connection's one timer is armed for the first request's 30 s; the second's 100 ms
+    // must re-arm it earlier, and the first must still be waiting for its answer afterwards.
+    let long = call("long", 30_000);
+    let short = async {
+        let started = tokio::time::Instant::now();
+        let res = call("short", 100).await;
+        (res, started.elapsed())
+    };
+    let server = async {
+        assert_eq!(
+            raw.recv().await.unwrap(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"long"}}"#
+        );
+        assert_eq!(
+            raw.recv().await.unwrap(),
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"short"}}"#
+        );
+        assert_eq!(
+            raw.recv().await.unwrap(),
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"timeout"}}"#
+        );
+        raw.send(r#"{"jsonrpc":"2.0","id":1,"result":{"ok":true}}"#)
+            .await;
+    };
+    let (long, (short, took), ()) = tokio::join!(long, short, server);
+    assert_eq!(short.unwrap_err(), Error::Timeout);
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    assert_eq!(long.unwrap().get(), r#"{"ok":true}"#);
+    assert_eq!(conn.peer().stats().unmatched_responses(), 0);
+}
+
+#[tokio::test]
 async fn progress_restarts_the_timeout_up_to_the_hard_maximum() {
     let (connect, mut raw) = fake_server("2025-11-25").await;
     raw.recv().await.unwrap();
