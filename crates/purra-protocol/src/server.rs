@@ -159,6 +159,9 @@ struct ServerInner {
     enforce_output: bool,
     max_subscriptions: usize,
     tools: RwLock<Registry<ToolEntry>>,
+    /// Whether any tool may run as a task (optional or required task support): kept with every
+    /// change of `tools`, under its lock, so every request can ask without walking the tools.
+    task_tools: std::sync::atomic::AtomicBool,
     resources: RwLock<Registry<ResourceEntry>>,
     templates: RwLock<Registry<TemplateEntry>>,
     prompts: RwLock<Registry<PromptEntry>>,
@@ -295,6 +298,7 @@ impl ServerBuilder {
                 enforce_output: self.enforce_output,
                 max_subscriptions: self.max_subscriptions,
                 tools: RwLock::default(),
+                task_tools: std::sync::atomic::AtomicBool::new(false),
                 resources: RwLock::default(),
                 templates: RwLock::default(),
                 prompts: RwLock::default(),
@@ -545,28 +549,50 @@ impl Server {
             .map(|s| compile(s, &tool.name, "output"))
             .transpose()?;
         let name = tool.name.clone();
-        self.inner.tools.write().expect("tools lock").insert(
-            name,
-            ToolEntry {
-                tool,
-                input,
-                output,
-                param_headers,
-                input_before_task,
-                handler,
-            },
-        );
+        {
+            let mut tools = self.inner.tools.write().expect("tools lock");
+            tools.insert(
+                name,
+                ToolEntry {
+                    tool,
+                    input,
+                    output,
+                    param_headers,
+                    input_before_task,
+                    handler,
+                },
+            );
+            self.note_task_tools(&tools);
+        }
         self.list_changed(Kind::Tools);
         Ok(self)
     }
 
     /// Removes a tool; sends `list_changed` if it existed.
     pub fn remove_tool(&self, name: &str) -> bool {
-        let removed = self.inner.tools.write().expect("tools lock").remove(name);
+        let removed = {
+            let mut tools = self.inner.tools.write().expect("tools lock");
+            let removed = tools.remove(name);
+            self.note_task_tools(&tools);
+            removed
+        };
         if removed {
             self.list_changed(Kind::Tools);
         }
         removed
+    }
+
+    /// Records whether any tool of `tools` (the registry, under its write lock) may run as a task.
+    fn note_task_tools(&self, tools: &Registry<ToolEntry>) {
+        let any = tools.items.values().any(|e| {
+            matches!(
+                e.tool.execution.as_ref().and_then(|x| x.task_support),
+                Some(crate::types::TaskSupport::Optional | crate::types::TaskSupport::Required)
+            )
+        });
+        self.inner
+            .task_tools
+            .store(any, std::sync::atomic::Ordering::Release);
     }
 
     /// Removes a prompt; sends `list_changed` if it existed.

@@ -366,13 +366,9 @@ impl Server {
 
     /// Whether any registered tool may run as a task.
     pub(crate) fn offers_tasks(&self) -> bool {
-        let tools = self.inner.tools.read().expect("tools lock");
-        tools.items.values().any(|e| {
-            matches!(
-                e.tool.execution.as_ref().and_then(|x| x.task_support),
-                Some(TaskSupport::Optional | TaskSupport::Required)
-            )
-        })
+        self.inner
+            .task_tools
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The tool's task support (forbidden when it declares none or does not exist).
@@ -858,6 +854,9 @@ pub(crate) async fn route_legacy(
             .await,
         ),
         task_methods::RESULT => Some(result(server, req, &owner(), params).await),
+        // With no tool that may run as a task, every tool's support is forbidden and a `task`
+        // is ignored (no tasks capability was declared): the ordinary path, without a look.
+        methods::TOOLS_CALL if !server.offers_tasks() => None,
         methods::TOOLS_CALL => {
             // A look at the name and whether `task` is there (malformed params are the ordinary
             // path's -32602); the whole params only for a task.
