@@ -391,50 +391,56 @@ enum IdField {
     Id(RequestId),
 }
 
+// The encoders write the envelope's fixed bytes directly: the same compact JSON serde_json's map
+// serializer writes (member order `jsonrpc`, `id`, `method`/`result`, `params`), without escaping
+// constant keys again for every message. Ids and methods still go through serde_json.
+
+/// Writes `id` as JSON (an integer, or an escaped string).
+fn put_id(out: &mut Vec<u8>, id: &RequestId) {
+    serde_json::to_writer(&mut *out, id).expect("in-memory write");
+}
+
+/// Writes `s` as a JSON string.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(&mut *out, s).expect("in-memory write");
+}
+
 /// Encodes a request. `params` is already-serialized JSON.
 pub fn encode_request(id: &RequestId, method: &str, params: Option<&RawValue>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, |p| p.get().len()));
-    let mut ser = serde_json::Serializer::new(&mut out);
-    let mut map = ser.serialize_map(None).expect("in-memory write");
-    map.serialize_entry("jsonrpc", "2.0")
-        .expect("in-memory write");
-    map.serialize_entry("id", id).expect("in-memory write");
-    map.serialize_entry("method", method)
-        .expect("in-memory write");
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    put_id(&mut out, id);
+    out.extend_from_slice(br#","method":"#);
+    put_str(&mut out, method);
     if let Some(p) = params {
-        map.serialize_entry("params", p).expect("in-memory write");
+        out.extend_from_slice(br#","params":"#);
+        out.extend_from_slice(p.get().as_bytes());
     }
-    SerializeMap::end(map).expect("in-memory write");
+    out.push(b'}');
     out
 }
 
 /// Encodes a notification.
 pub fn encode_notification(method: &str, params: Option<&RawValue>) -> Vec<u8> {
     let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, |p| p.get().len()));
-    let mut ser = serde_json::Serializer::new(&mut out);
-    let mut map = ser.serialize_map(None).expect("in-memory write");
-    map.serialize_entry("jsonrpc", "2.0")
-        .expect("in-memory write");
-    map.serialize_entry("method", method)
-        .expect("in-memory write");
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
+    put_str(&mut out, method);
     if let Some(p) = params {
-        map.serialize_entry("params", p).expect("in-memory write");
+        out.extend_from_slice(br#","params":"#);
+        out.extend_from_slice(p.get().as_bytes());
     }
-    SerializeMap::end(map).expect("in-memory write");
+    out.push(b'}');
     out
 }
 
 /// Encodes a successful response.
 pub fn encode_response(id: &RequestId, result: &RawValue) -> Vec<u8> {
     let mut out = Vec::with_capacity(40 + result.get().len());
-    let mut ser = serde_json::Serializer::new(&mut out);
-    let mut map = ser.serialize_map(None).expect("in-memory write");
-    map.serialize_entry("jsonrpc", "2.0")
-        .expect("in-memory write");
-    map.serialize_entry("id", id).expect("in-memory write");
-    map.serialize_entry("result", result)
-        .expect("in-memory write");
-    SerializeMap::end(map).expect("in-memory write");
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    put_id(&mut out, id);
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(result.get().as_bytes());
+    out.push(b'}');
     out
 }
 
@@ -604,5 +610,81 @@ mod tests {
             .unwrap(),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"p"}}"#
         );
+    }
+
+    /// The envelope written byte by byte is exactly what serde_json's map serializer writes
+    /// (the encoders before they wrote bytes), with ids and methods that need escaping.
+    #[test]
+    fn the_direct_encoders_write_what_serde_json_writes() {
+        fn reference(members: &[(&str, &dyn erased::Ser)]) -> Vec<u8> {
+            let mut out = Vec::new();
+            let mut ser = serde_json::Serializer::new(&mut out);
+            let mut map = ser.serialize_map(None).unwrap();
+            for (k, v) in members {
+                map.serialize_entry(k, v).unwrap();
+            }
+            SerializeMap::end(map).unwrap();
+            out
+        }
+        mod erased {
+            pub trait Ser {
+                fn json(&self) -> serde_json::Value;
+            }
+            impl<T: serde::Serialize> Ser for T {
+                fn json(&self) -> serde_json::Value {
+                    serde_json::to_value(self).unwrap()
+                }
+            }
+            impl serde::Serialize for dyn Ser + '_ {
+                fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    self.json().serialize(s)
+                }
+            }
+        }
+        let raw = to_raw(&serde_json::json!({"x": ["\u{1}", "é\"\\"]})).unwrap();
+        let params: serde_json::Value = serde_json::from_str(raw.get()).unwrap();
+        let ids = [
+            RequestId::Number(0),
+            RequestId::Number(-7),
+            RequestId::Number(i64::MAX),
+            RequestId::String("".into()),
+            RequestId::String("a\"b\\c\n\u{7f}é😀".into()),
+        ];
+        let methods = ["tools/call", "", "we\"ird\\\t\u{0}"];
+        for id in &ids {
+            assert_eq!(
+                encode_response(id, &raw),
+                reference(&[("jsonrpc", &"2.0"), ("id", id), ("result", &params)])
+            );
+            for method in methods {
+                assert_eq!(
+                    encode_request(id, method, None),
+                    reference(&[("jsonrpc", &"2.0"), ("id", id), ("method", &method)])
+                );
+                assert_eq!(
+                    encode_request(id, method, Some(&raw)),
+                    reference(&[
+                        ("jsonrpc", &"2.0"),
+                        ("id", id),
+                        ("method", &method),
+                        ("params", &params)
+                    ])
+                );
+            }
+        }
+        for method in methods {
+            assert_eq!(
+                encode_notification(method, None),
+                reference(&[("jsonrpc", &"2.0"), ("method", &method)])
+            );
+            assert_eq!(
+                encode_notification(method, Some(&raw)),
+                reference(&[
+                    ("jsonrpc", &"2.0"),
+                    ("method", &method),
+                    ("params", &params)
+                ])
+            );
+        }
     }
 }
