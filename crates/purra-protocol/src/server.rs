@@ -1542,6 +1542,9 @@ impl Service for SessionState {
         }
     }
 
+    /// Everything a server does with a notification is done in the reader (above).
+    const HANDLES_NOTIFICATIONS: bool = false;
+
     fn notification(
         self: &Arc<Self>,
         _peer: &Peer,
