@@ -606,7 +606,8 @@ impl Live {
 struct Streams {
     next_id: u64,
     /// By id, which is also the order of opening: the oldest come first when room is made.
-    map: BTreeMap<u64, Stream>,
+    /// Boxed: a B-tree node holds eleven values inline, and an idle session has two streams.
+    map: BTreeMap<u64, Box<Stream>>,
     /// Which stream each in-flight request's messages go to.
     by_request: IdMap<u64>,
     /// Bytes of events kept for replay, across streams.
@@ -740,7 +741,7 @@ impl HttpSession {
                 None => server.start(transport),
             };
             let mut map = BTreeMap::new();
-            map.insert(STANDALONE, Stream::new(false));
+            map.insert(STANDALONE, Box::new(Stream::new(false)));
             let weak = weak.clone();
             tokio::spawn(route(weak, out_rx, close_write));
             HttpSession {
@@ -770,7 +771,7 @@ impl HttpSession {
     /// How long the session has been idle; a session with a live stream is never idle.
     fn idle_since(&self, now: Instant) -> Duration {
         let streams = self.streams.lock().expect("streams lock");
-        if streams.map.values().any(Stream::is_live) {
+        if streams.map.values().any(|s| s.is_live()) {
             return Duration::ZERO;
         }
         now.saturating_duration_since(*self.last_active.lock().expect("activity lock"))
@@ -911,7 +912,7 @@ impl HttpSession {
         let id = streams.next_id;
         streams.next_id += 1;
         let (live, rx, queued) = Live::new(self.replay.max(16));
-        let mut stream = Stream::new(json);
+        let mut stream = Box::new(Stream::new(json));
         stream.live = Some(live);
         stream.pending = Pending::of(requests);
         streams.map.insert(id, stream);
@@ -1732,7 +1733,7 @@ mod tests {
     fn streams_with(ids: &[u64]) -> Streams {
         let mut map = BTreeMap::new();
         for id in ids {
-            map.insert(*id, Stream::new(false));
+            map.insert(*id, Box::new(Stream::new(false)));
         }
         Streams {
             next_id: 10,
