@@ -32,7 +32,8 @@ use crate::jsonrpc::{
 };
 use crate::peek::{Peek, PeekId};
 use crate::transport::{
-    Inbound, Outbound, OutboundRequest, Transport, TransportContext, DEFAULT_MAX_FRAME_BYTES,
+    Inbound, Outbound, OutboundRequest, OutboundSink, Transport, TransportContext,
+    DEFAULT_MAX_FRAME_BYTES,
 };
 use crate::types::{methods, CancelledParams, ProgressParams};
 
@@ -184,8 +185,7 @@ impl Stats {
 }
 
 pub(crate) struct Shared {
-    outbound: mpsc::Sender<Outbound>,
-    close_write: CancellationToken,
+    outbound: OutboundSink,
     pending: Mutex<IdMap<PendingEntry>>,
     inflight: Mutex<IdMap<CancellationToken>>,
     next_id: AtomicI64,
@@ -222,7 +222,7 @@ impl Shared {
     pub(crate) fn shutdown(&self) {
         self.closed.cancel();
         self.fail_pending();
-        self.close_write.cancel();
+        self.outbound.close();
     }
 
     async fn send(&self, frame: Vec<u8>, related: Option<RequestId>) -> Result<(), Error> {
@@ -650,7 +650,6 @@ pub(crate) fn start_with<S: Service>(
     let Transport {
         inbound,
         outbound,
-        close_write,
         control,
         flushed,
         label: (transport_kind, session_id),
@@ -664,7 +663,6 @@ pub(crate) fn start_with<S: Service>(
     );
     let shared = Arc::new(Shared {
         outbound,
-        close_write,
         pending: Mutex::new(IdMap::default()),
         inflight: Mutex::new(IdMap::default()),
         next_id: AtomicI64::new(0),
@@ -705,8 +703,10 @@ pub(crate) fn detached_peer(
 ) -> Peer {
     Peer {
         shared: Arc::new(Shared {
-            outbound,
-            close_write: CancellationToken::new(),
+            outbound: OutboundSink::Channel {
+                tx: outbound,
+                close: CancellationToken::new(),
+            },
             pending: Mutex::new(IdMap::default()),
             inflight: Mutex::new(IdMap::default()),
             next_id: AtomicI64::new(0),
@@ -876,7 +876,7 @@ async fn run<S: Service>(
     }
     shared.closed.cancel();
     shared.fail_pending();
-    shared.close_write.cancel();
+    shared.outbound.close();
     // Return only once the output is written: a stdio server exits when this returns.
     if let Some(flushed) = flushed {
         let _ = tokio::time::timeout(config.drain_timeout, flushed.cancelled()).await;

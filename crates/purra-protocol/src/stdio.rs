@@ -459,7 +459,11 @@ impl StdioCommand {
             pid: child.id(),
             group: child.id().and_then(|p| i32::try_from(p).ok()),
             child: Some(child),
-            close_write: t.close_write.clone(),
+            close_write: t
+                .outbound
+                .close_token()
+                .expect("a stdio transport is a channel")
+                .clone(),
             grace: self.shutdown_grace,
             stderr: tail,
         });
