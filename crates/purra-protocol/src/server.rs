@@ -847,7 +847,7 @@ impl Server {
         let targets: Vec<Peer> = self
             .live_sessions()
             .into_iter()
-            .filter(|s| s.initialized.load(Ordering::Acquire) && s.advertised(kind))
+            .filter(|s| s.initialized.load(Ordering::Acquire) && s.advertised().kind(kind))
             .filter_map(|s| s.peer.get().cloned())
             .collect();
         if targets.is_empty() {
@@ -940,7 +940,10 @@ impl Server {
             ClientCapabilities::default(),
             Implementation::new("stateless", ""),
         ));
-        *session.state.advertised.write().expect("advertised lock") = self.capabilities();
+        session
+            .state
+            .advertised
+            .store(Advertised::of(&self.capabilities()).0, Ordering::Release);
         session.state.era.store(ERA_HANDSHAKE, Ordering::Release);
         session.state.initialized.store(true, Ordering::Release);
         (session, join)
@@ -957,7 +960,7 @@ impl Server {
             init: RwLock::new(None),
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(HashSet::new()),
-            advertised: RwLock::new(ServerCapabilities::default()),
+            advertised: AtomicU8::new(Advertised::NONE.0),
             era: AtomicU8::new(ERA_UNDECIDED),
         });
         // The session is findable (by list_changed and resource updates) with its peer before
@@ -1031,7 +1034,10 @@ struct SessionState {
     init: RwLock<Option<(ProtocolVersion, ClientCapabilities, Implementation)>>,
     log_level: Mutex<Option<LoggingLevel>>,
     subscriptions: Mutex<HashSet<String>>,
-    advertised: RwLock<ServerCapabilities>,
+    /// Which features the handshake advertised: what this session's requests may use and which
+    /// `list_changed` it is told about. A bitset, not the capabilities object: every session kept
+    /// a copy of that (its JSON maps, about 0.6 KiB) and cloned it on every request.
+    advertised: AtomicU8,
     /// The connection's era, decided by its first request: undecided, handshake or modern.
     era: AtomicU8,
 }
@@ -1077,13 +1083,59 @@ impl SessionState {
         }
     }
 
-    fn advertised(&self, kind: Kind) -> bool {
-        let a = self.advertised.read().expect("advertised lock");
+    fn advertised(&self) -> Advertised {
+        Advertised(self.advertised.load(Ordering::Acquire))
+    }
+}
+
+/// The features a server's capabilities advertise, as bits: what a request may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Advertised(u8);
+
+impl Advertised {
+    const NONE: Advertised = Advertised(0);
+    const TOOLS: u8 = 1;
+    const RESOURCES: u8 = 1 << 1;
+    const PROMPTS: u8 = 1 << 2;
+    const COMPLETIONS: u8 = 1 << 3;
+    const LOGGING: u8 = 1 << 4;
+
+    /// What `caps` advertises.
+    pub(crate) fn of(caps: &ServerCapabilities) -> Advertised {
+        let bit = |on: bool, b: u8| if on { b } else { 0 };
+        Advertised(
+            bit(caps.tools.is_some(), Self::TOOLS)
+                | bit(caps.resources.is_some(), Self::RESOURCES)
+                | bit(caps.prompts.is_some(), Self::PROMPTS)
+                | bit(caps.completions.is_some(), Self::COMPLETIONS)
+                | bit(caps.logging.is_some(), Self::LOGGING),
+        )
+    }
+
+    fn has(self, b: u8) -> bool {
+        self.0 & b != 0
+    }
+    fn kind(self, kind: Kind) -> bool {
         match kind {
-            Kind::Tools => a.tools.is_some(),
-            Kind::Resources => a.resources.is_some(),
-            Kind::Prompts => a.prompts.is_some(),
+            Kind::Tools => self.tools(),
+            Kind::Resources => self.resources(),
+            Kind::Prompts => self.prompts(),
         }
+    }
+    fn tools(self) -> bool {
+        self.has(Self::TOOLS)
+    }
+    fn resources(self) -> bool {
+        self.has(Self::RESOURCES)
+    }
+    fn prompts(self) -> bool {
+        self.has(Self::PROMPTS)
+    }
+    fn completions(self) -> bool {
+        self.has(Self::COMPLETIONS)
+    }
+    fn logging(self) -> bool {
+        self.has(Self::LOGGING)
     }
 }
 
@@ -1568,6 +1620,9 @@ impl Service for SessionState {
         }
     }
 
+    /// Everything a server does with a notification is done in the reader (above).
+    const HANDLES_NOTIFICATIONS: bool = false;
+
     fn notification(
         self: &Arc<Self>,
         _peer: &Peer,
@@ -1633,7 +1688,7 @@ impl SessionState {
             modern: None,
             task: None,
         };
-        let advertised = self.advertised.read().expect("advertised lock").clone();
+        let advertised = self.advertised();
         self.serve(ctx, method, params, advertised).await
     }
 
@@ -1644,14 +1699,14 @@ impl SessionState {
         ctx: RequestCtx,
         method: String,
         params: Option<Box<RawValue>>,
-        advertised: ServerCapabilities,
+        advertised: Advertised,
     ) -> Result<Box<RawValue>, ErrorObject> {
         let server = self.server.clone();
         let inner = &server.inner;
         let legacy = ctx.modern.is_none();
         let p = params.as_deref();
         match method.as_str() {
-            methods::TOOLS_LIST if advertised.tools.is_some() => {
+            methods::TOOLS_LIST if advertised.tools() => {
                 let page: PaginatedParams = from_params(p)?;
                 let offset = decode_cursor(page.cursor.as_deref())?;
                 let (items, next) = inner
@@ -1665,7 +1720,7 @@ impl SessionState {
                     meta: None,
                 })?)
             }
-            methods::TOOLS_CALL if advertised.tools.is_some() => {
+            methods::TOOLS_CALL if advertised.tools() => {
                 let call: CallToolParams = from_params(p)?;
                 let entry = inner
                     .tools
@@ -1709,7 +1764,7 @@ impl SessionState {
                 }
                 Ok(to_raw(&result)?)
             }
-            methods::RESOURCES_LIST if advertised.resources.is_some() => {
+            methods::RESOURCES_LIST if advertised.resources() => {
                 let page: PaginatedParams = from_params(p)?;
                 let offset = decode_cursor(page.cursor.as_deref())?;
                 let (items, next) = inner
@@ -1723,7 +1778,7 @@ impl SessionState {
                     meta: None,
                 })?)
             }
-            methods::RESOURCES_TEMPLATES_LIST if advertised.resources.is_some() => {
+            methods::RESOURCES_TEMPLATES_LIST if advertised.resources() => {
                 let page: PaginatedParams = from_params(p)?;
                 let offset = decode_cursor(page.cursor.as_deref())?;
                 let (items, next) = inner
@@ -1737,7 +1792,7 @@ impl SessionState {
                     meta: None,
                 })?)
             }
-            methods::RESOURCES_READ if advertised.resources.is_some() => {
+            methods::RESOURCES_READ if advertised.resources() => {
                 let UriParams { uri, .. } = from_params(p)?;
                 let exact = inner.resources.read().expect("resources lock").get(&uri);
                 let (handler, vars) = match exact {
@@ -1759,7 +1814,7 @@ impl SessionState {
                 Ok(to_raw(&r)?)
             }
             methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
-                if legacy && advertised.resources.is_some() =>
+                if legacy && advertised.resources() =>
             {
                 let UriParams { uri, .. } = from_params(p)?;
                 let mut subs = self.subscriptions.lock().expect("subs lock");
@@ -1771,7 +1826,7 @@ impl SessionState {
                 }
                 Ok(to_raw(&EmptyResult {})?)
             }
-            methods::PROMPTS_LIST if advertised.prompts.is_some() => {
+            methods::PROMPTS_LIST if advertised.prompts() => {
                 let page: PaginatedParams = from_params(p)?;
                 let offset = decode_cursor(page.cursor.as_deref())?;
                 let (items, next) = inner
@@ -1785,7 +1840,7 @@ impl SessionState {
                     meta: None,
                 })?)
             }
-            methods::PROMPTS_GET if advertised.prompts.is_some() => {
+            methods::PROMPTS_GET if advertised.prompts() => {
                 let get: GetPromptParams = from_params(p)?;
                 let entry = inner
                     .prompts
@@ -1807,7 +1862,7 @@ impl SessionState {
                 let r = (entry.handler)(args, ctx).await?;
                 Ok(to_raw(&r)?)
             }
-            methods::COMPLETION_COMPLETE if advertised.completions.is_some() => {
+            methods::COMPLETION_COMPLETE if advertised.completions() => {
                 let params: CompleteParams = from_params(p)?;
                 let handler = inner.completion.read().expect("completion lock").clone();
                 let Some(handler) = handler else {
@@ -1823,7 +1878,7 @@ impl SessionState {
                 }
                 Ok(to_raw(&CompleteResult::new(c))?)
             }
-            methods::LOGGING_SET_LEVEL if legacy && advertised.logging.is_some() => {
+            methods::LOGGING_SET_LEVEL if legacy && advertised.logging() => {
                 let SetLevelParams { level, .. } = from_params(p)?;
                 *self.log_level.lock().expect("level lock") = Some(level);
                 Ok(to_raw(&EmptyResult {})?)
@@ -1855,7 +1910,8 @@ impl SessionState {
                 caps.extensions = None;
             }
         }
-        *self.advertised.write().expect("advertised lock") = caps.clone();
+        self.advertised
+            .store(Advertised::of(&caps).0, Ordering::Release);
         let inner = &self.server.inner;
         Ok(to_raw(&InitializeResult {
             protocol_version: version,

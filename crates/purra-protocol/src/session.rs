@@ -13,7 +13,7 @@ use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -32,7 +32,8 @@ use crate::jsonrpc::{
 };
 use crate::peek::{Peek, PeekId};
 use crate::transport::{
-    Inbound, Outbound, OutboundRequest, Transport, TransportContext, DEFAULT_MAX_FRAME_BYTES,
+    Inbound, Outbound, OutboundRequest, OutboundSink, Transport, TransportContext,
+    DEFAULT_MAX_FRAME_BYTES,
 };
 use crate::types::{methods, CancelledParams, ProgressParams};
 
@@ -261,10 +262,8 @@ impl Stats {
 }
 
 pub(crate) struct Shared {
-    outbound: mpsc::Sender<Outbound>,
-    /// The transport's lane, when it has one: every send goes through it ([`crate::lane`]).
-    lane: Option<Arc<crate::lane::Lane>>,
-    close_write: CancellationToken,
+    /// Where the engine writes: a channel, a lane ([`crate::lane`]) or the transport itself.
+    outbound: OutboundSink,
     pending: Mutex<IdMap<PendingEntry>>,
     /// The outbound requests' timer (lock order: `sweeper`, then `pending`).
     sweeper: Mutex<Sweeper>,
@@ -365,7 +364,7 @@ impl Shared {
     pub(crate) fn shutdown(&self) {
         self.closed.cancel();
         self.fail_pending();
-        self.close_write.cancel();
+        self.outbound.close();
     }
 
     async fn send(&self, frame: Vec<u8>, related: Option<RequestId>) -> Result<(), Error> {
@@ -384,20 +383,14 @@ impl Shared {
         self.queue(out).await.map_err(|_| Error::ConnectionClosed)
     }
 
-    /// Hands `out` to the transport, through its lane when it has one; waits for room.
+    /// Hands `out` to the transport; waits for room.
     async fn queue(&self, out: Outbound) -> Result<(), Outbound> {
-        match &self.lane {
-            Some(lane) => lane.send(out).await,
-            None => self.outbound.send(out).await.map_err(|e| e.0),
-        }
+        self.outbound.send(out).await
     }
 
     /// [`queue`](Self::queue) without waiting.
     fn try_queue(&self, out: Outbound) -> Result<(), mpsc::error::TrySendError<Outbound>> {
-        match &self.lane {
-            Some(lane) => lane.try_send(out),
-            None => self.outbound.try_send(out),
-        }
+        self.outbound.try_send(out)
     }
 
     fn send_nowait(self: &Arc<Self>, frame: Vec<u8>, related: Option<RequestId>) {
@@ -764,6 +757,11 @@ pub(crate) trait Service: Send + Sync + 'static {
     /// response that followed it on the wire is completed after this returns). Must not block.
     fn notification_received(&self, _method: &str, _params: Option<&RawValue>) {}
 
+    /// Whether [`notification`](Self::notification) does anything. A service whose handler
+    /// does nothing (the server's: everything it needs it does in `notification_received`)
+    /// says so, and its connections get no notification queue and no task to run it.
+    const HANDLES_NOTIFICATIONS: bool = true;
+
     /// Handles one notification; notifications are handled one at a time, in order.
     fn notification(
         self: &Arc<Self>,
@@ -797,11 +795,9 @@ pub(crate) fn start_with<S: Service>(
     let Transport {
         inbound,
         outbound,
-        close_write,
         control,
         flushed,
         label: (transport_kind, session_id),
-        lane,
         ..
     } = transport;
     let span = tracing::debug_span!(
@@ -812,8 +808,6 @@ pub(crate) fn start_with<S: Service>(
     );
     let shared = Arc::new(Shared {
         outbound,
-        lane,
-        close_write,
         pending: Mutex::new(IdMap::default()),
         sweeper: Mutex::new(Sweeper::default()),
         inflight: Mutex::new(IdMap::default()),
@@ -833,7 +827,14 @@ pub(crate) fn start_with<S: Service>(
         related: None,
     };
     before_reading(&peer);
-    let join = tokio::spawn(run(peer.clone(), inbound, service, config, flushed));
+    let engine = Engine {
+        peer: peer.clone(),
+        permits: Arc::new(Semaphore::new(config.max_concurrent_requests)),
+        service,
+        config,
+        notes: OnceLock::new(),
+    };
+    let join = tokio::spawn(run(engine, inbound, flushed));
     (peer, join)
 }
 
@@ -848,9 +849,10 @@ pub(crate) fn detached_peer(
 ) -> Peer {
     Peer {
         shared: Arc::new(Shared {
-            outbound,
-            lane: None,
-            close_write: CancellationToken::new(),
+            outbound: OutboundSink::Channel {
+                tx: outbound,
+                close: CancellationToken::new(),
+            },
             pending: Mutex::new(IdMap::default()),
             sweeper: Mutex::new(Sweeper::default()),
             inflight: Mutex::new(IdMap::default()),
@@ -921,44 +923,17 @@ impl Peer {
     }
 }
 
+/// The engine's loop: reads until the input ends, then drains. Its future lives as long as the
+/// connection (idle or not), so everything it holds is held once: the engine owns the peer, the
+/// service and the configuration, and the rarely taken paths (oversize frames, malformed
+/// frames, batches, refusals) are boxed where they are awaited.
 async fn run<S: Service>(
-    peer: Peer,
+    engine: Engine<S>,
     mut inbound: mpsc::Receiver<Inbound>,
-    service: Arc<S>,
-    config: EngineConfig,
     flushed: Option<CancellationToken>,
 ) {
-    let shared = peer.shared.clone();
-    let permits = Arc::new(Semaphore::new(config.max_concurrent_requests));
-    let (note_tx, mut note_rx) = mpsc::channel::<Note>(config.notification_queue);
-    let notes = {
-        let service = service.clone();
-        let peer = peer.clone();
-        tokio::spawn(async move {
-            while let Some(note) = note_rx.recv().await {
-                let (method, params, span) = *note;
-                let started = (!span.is_disabled()).then(std::time::Instant::now);
-                service
-                    .notification(&peer, method, params)
-                    .instrument(span.clone())
-                    .await;
-                if let Some(started) = started {
-                    tracing::debug!(
-                        parent: &span,
-                        duration_us = started.elapsed().as_micros() as u64,
-                        "handled"
-                    );
-                }
-            }
-        })
-    };
-    let engine = Engine {
-        peer: peer.clone(),
-        service: service.clone(),
-        permits: permits.clone(),
-        config: config.clone(),
-        notes: note_tx,
-    };
+    let shared = &engine.peer.shared;
+    let config = &engine.config;
     tracing::debug!(parent: &shared.span, "connection open");
     let reason = loop {
         let item = tokio::select! {
@@ -976,7 +951,8 @@ async fn run<S: Service>(
                 }
             }
             Some(Inbound::Oversize { len, head, tail }) => {
-                if let ControlFlow::Break(e) = engine.oversize(len, Peek::read(&head, &tail)).await
+                if let ControlFlow::Break(e) =
+                    Box::pin(engine.oversize(len, Peek::read(&head, &tail))).await
                 {
                     let reason = format!("protocol violation: {e}");
                     engine.violation(e);
@@ -985,7 +961,7 @@ async fn run<S: Service>(
             }
             Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
                 if let ControlFlow::Break(e) =
-                    engine.oversize(bytes.len(), Peek::frame(&bytes)).await
+                    Box::pin(engine.oversize(bytes.len(), Peek::frame(&bytes))).await
                 {
                     let reason = format!("protocol violation: {e}");
                     engine.violation(e);
@@ -996,7 +972,7 @@ async fn run<S: Service>(
                 if bytes.len() > config.max_frame_bytes =>
             {
                 if let ControlFlow::Break(e) =
-                    engine.oversize(bytes.len(), Peek::frame(&bytes)).await
+                    Box::pin(engine.oversize(bytes.len(), Peek::frame(&bytes))).await
                 {
                     let reason = format!("protocol violation: {e}");
                     engine.violation(e);
@@ -1024,9 +1000,10 @@ async fn run<S: Service>(
     shared.input_done.store(true, Ordering::Release);
     shared.input_closed.cancel();
     shared.fail_pending();
-    drop(engine);
+    // The notification queue closes here; its task ends after what is queued.
+    let notes = engine.notes.into_inner().map(|(_, task)| task);
     let all = config.max_concurrent_requests as u32;
-    if tokio::time::timeout(config.drain_timeout, permits.acquire_many(all))
+    if tokio::time::timeout(config.drain_timeout, engine.permits.acquire_many(all))
         .await
         .is_err()
     {
@@ -1041,16 +1018,18 @@ async fn run<S: Service>(
             t.cancel();
         }
     }
-    let _ = notes.await;
+    if let Some(notes) = notes {
+        let _ = notes.await;
+    }
     shared.closed.cancel();
     shared.fail_pending();
-    shared.close_write.cancel();
+    shared.outbound.close();
     // Return only once the output is written: a stdio server exits when this returns.
     if let Some(flushed) = flushed {
         let _ = tokio::time::timeout(config.drain_timeout, flushed.cancelled()).await;
     }
     tracing::debug!(parent: &shared.span, reason = %reason, "connection closed");
-    service.closed();
+    engine.service.closed();
 }
 
 /// A notification for the service's handler: method, params and its span. Boxed, because a
@@ -1064,7 +1043,45 @@ struct Engine<S> {
     service: Arc<S>,
     permits: Arc<Semaphore>,
     config: EngineConfig,
-    notes: mpsc::Sender<Note>,
+    /// The notification queue and the task that handles it, started by the first notification
+    /// the service's handler must see: a connection that receives none (and every server
+    /// connection, whose handler does nothing) costs neither the queue's block of slots nor the
+    /// task.
+    notes: OnceLock<(mpsc::Sender<Note>, tokio::task::JoinHandle<()>)>,
+}
+
+impl<S: Service> Engine<S> {
+    /// Hands a notification to the service's handler, in order behind the earlier ones.
+    async fn handle_notification(&self, method: String, params: Option<Box<RawValue>>, span: Span) {
+        if !S::HANDLES_NOTIFICATIONS {
+            tracing::debug!(parent: &span, duration_us = 0u64, "handled");
+            return;
+        }
+        let (notes, _) = self.notes.get_or_init(|| {
+            let (tx, mut rx) = mpsc::channel::<Note>(self.config.notification_queue);
+            let service = self.service.clone();
+            let peer = self.peer.clone();
+            let task = tokio::spawn(async move {
+                while let Some(note) = rx.recv().await {
+                    let (method, params, span) = *note;
+                    let started = (!span.is_disabled()).then(std::time::Instant::now);
+                    service
+                        .notification(&peer, method, params)
+                        .instrument(span.clone())
+                        .await;
+                    if let Some(started) = started {
+                        tracing::debug!(
+                            parent: &span,
+                            duration_us = started.elapsed().as_micros() as u64,
+                            "handled"
+                        );
+                    }
+                }
+            });
+            (tx, task)
+        });
+        let _ = notes.send(Box::new((method, params, span))).await;
+    }
 }
 
 /// An encoded frame and the request it belongs to.
@@ -1080,14 +1097,14 @@ impl<S: Service> Engine<S> {
         match decode_frame(&bytes) {
             Frame::Single(Ok(msg)) => match self.dispatch(msg, false, context.as_ref()).await {
                 Dispatched::Send((frame, related)) => {
-                    let _ = self.peer.shared.send(frame, related).await;
+                    let _ = Box::pin(self.peer.shared.send(frame, related)).await;
                     ControlFlow::Continue(())
                 }
                 Dispatched::Close(e) => ControlFlow::Break(e),
                 _ => ControlFlow::Continue(()),
             },
-            Frame::Single(Err(e)) => self.malformed(&bytes, e).await,
-            Frame::Batch(items) => self.batch(items, context.as_ref()).await,
+            Frame::Single(Err(e)) => Box::pin(self.malformed(&bytes, e)).await,
+            Frame::Batch(items) => Box::pin(self.batch(items, context.as_ref())).await,
         }
     }
 
@@ -1471,7 +1488,7 @@ impl<S: Service> Engine<S> {
                 }
                 self.service
                     .notification_received(&method, params.as_deref());
-                let _ = self.notes.send(Box::new((method, params, span))).await;
+                self.handle_notification(method, params, span).await;
                 Dispatched::Nothing
             }
             Message::Response { id, result } => {

@@ -359,9 +359,9 @@ fn lane_transport<W: LaneWrite>(writer: W, in_rx: mpsc::Receiver<Inbound>) -> Tr
         close.clone(),
         flushed.clone(),
     ));
-    let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
+    let mut t = Transport::from_channels(in_rx, out_tx, close.clone()).labeled("stdio", None);
+    t.outbound = crate::transport::OutboundSink::Lane { lane, close };
     t.flushed = Some(flushed);
-    t.lane = Some(lane);
     t
 }
 
@@ -610,7 +610,11 @@ impl StdioCommand {
             pid: child.id(),
             group: child.id().and_then(|p| i32::try_from(p).ok()),
             child: Some(child),
-            close_write: t.close_write.clone(),
+            close_write: t
+                .outbound
+                .close_token()
+                .expect("a stdio transport is a channel")
+                .clone(),
             grace: self.shutdown_grace,
             stderr: tail,
         });
@@ -847,7 +851,10 @@ mod tests {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
         let t = rt.block_on(async { lane_transport(tx_pipe, in_rx) });
         drop(in_tx);
-        let lane = t.lane.clone().expect("a pipe gets a lane");
+        let crate::transport::OutboundSink::Lane { lane, .. } = &t.outbound else {
+            panic!("a pipe gets a lane");
+        };
+        let lane = lane.clone();
         let reader = rt.spawn(async move {
             let (tx, mut rx) = mpsc::channel(16);
             tokio::spawn(read_lines(rx_pipe, 1 << 20, tx));
@@ -885,7 +892,7 @@ mod tests {
                 rt.block_on(lane.send(out)).unwrap();
             }
         }
-        t.close_write.cancel();
+        t.outbound.close();
         drop(t);
         drop(lane);
         let got = rt.block_on(reader).unwrap();

@@ -120,13 +120,99 @@ pub trait TransportControl: Send + Sync + std::fmt::Debug {
     fn close_request_stream(&self, request: &RequestId) -> bool;
 }
 
-/// A started transport: the two channels, a signal that closes the write side, and the child
-/// process it may own.
+/// A transport that takes the engine's messages as they are sent, with no queue and no task
+/// between them: for transports whose delivery never waits (the Streamable HTTP server's
+/// sessions put each message on a stream under a lock, and drop a connection that reads too
+/// slowly rather than wait for it).
+pub(crate) trait DeliverOutbound: Send + Sync + std::fmt::Debug {
+    /// Takes one message, in the order the engine sends them; false when the transport is gone
+    /// (the engine's send then fails, as on a closed channel).
+    fn deliver(&self, out: Outbound) -> bool;
+    /// The engine stopped writing (what cancelling `close_write` tells a channel's reader).
+    fn close(&self);
+}
+
+/// Where the engine writes.
+#[derive(Debug, Clone)]
+pub(crate) enum OutboundSink {
+    /// A channel that the transport's writer drains, and the signal that closes its write side.
+    Channel {
+        tx: mpsc::Sender<Outbound>,
+        close: CancellationToken,
+    },
+    /// A channel whose writer also lets senders outside the runtime's tasks write inline while
+    /// it is idle (stdio over pipes and sockets, [`crate::lane`]), and the signal that closes it.
+    #[cfg_attr(not(all(unix, feature = "stdio")), allow(dead_code))]
+    Lane {
+        lane: std::sync::Arc<crate::lane::Lane>,
+        close: CancellationToken,
+    },
+    /// The transport itself (see [`DeliverOutbound`]).
+    #[cfg_attr(not(feature = "http-server"), allow(dead_code))]
+    Direct(std::sync::Arc<dyn DeliverOutbound>),
+}
+
+impl OutboundSink {
+    /// Sends one message, waiting for room in a channel; gives it back when the transport is
+    /// gone.
+    pub(crate) async fn send(&self, out: Outbound) -> Result<(), Outbound> {
+        match self {
+            OutboundSink::Channel { tx, .. } => tx.send(out).await.map_err(|e| e.0),
+            OutboundSink::Lane { lane, .. } => lane.send(out).await,
+            OutboundSink::Direct(d) => {
+                if d.deliver(out) {
+                    Ok(())
+                } else {
+                    Err(Outbound::default())
+                }
+            }
+        }
+    }
+
+    /// Sends one message if there is room now (a direct transport always has room).
+    pub(crate) fn try_send(
+        &self,
+        out: Outbound,
+    ) -> Result<(), mpsc::error::TrySendError<Outbound>> {
+        match self {
+            OutboundSink::Channel { tx, .. } => tx.try_send(out),
+            OutboundSink::Lane { lane, .. } => lane.try_send(out),
+            OutboundSink::Direct(d) => {
+                if d.deliver(out) {
+                    Ok(())
+                } else {
+                    Err(mpsc::error::TrySendError::Closed(Outbound::default()))
+                }
+            }
+        }
+    }
+
+    /// Closes the write side: the transport writes what it was given, then stops.
+    pub(crate) fn close(&self) {
+        match self {
+            OutboundSink::Channel { close, .. } | OutboundSink::Lane { close, .. } => {
+                close.cancel()
+            }
+            OutboundSink::Direct(d) => d.close(),
+        }
+    }
+
+    /// The signal that closes a channel's write side (`None` for a direct transport).
+    #[cfg_attr(not(any(feature = "stdio", test)), allow(dead_code))]
+    pub(crate) fn close_token(&self) -> Option<&CancellationToken> {
+        match self {
+            OutboundSink::Channel { close, .. } | OutboundSink::Lane { close, .. } => Some(close),
+            OutboundSink::Direct(_) => None,
+        }
+    }
+}
+
+/// A started transport: the inbound channel, where the engine writes (a channel and the signal
+/// that closes its write side, or the transport itself), and the child process it may own.
 #[derive(Debug)]
 pub struct Transport {
     pub(crate) inbound: mpsc::Receiver<Inbound>,
-    pub(crate) outbound: mpsc::Sender<Outbound>,
-    pub(crate) close_write: CancellationToken,
+    pub(crate) outbound: OutboundSink,
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) child: Option<ChildProcess>,
     pub(crate) control: Option<std::sync::Arc<dyn TransportControl>>,
@@ -135,9 +221,6 @@ pub struct Transport {
     pub(crate) flushed: Option<CancellationToken>,
     /// What the engine's tracing spans name: the transport kind and, if it has one, the session.
     pub(crate) label: (&'static str, Option<String>),
-    /// The write side as a lane (stdio over pipes and sockets): every send goes through it,
-    /// inline when that saves a thread wake-up ([`crate::lane`]).
-    pub(crate) lane: Option<std::sync::Arc<crate::lane::Lane>>,
 }
 
 impl Transport {
@@ -150,13 +233,30 @@ impl Transport {
     ) -> Self {
         Transport {
             inbound,
-            outbound,
-            close_write,
+            outbound: OutboundSink::Channel {
+                tx: outbound,
+                close: close_write,
+            },
             child: None,
             control: None,
             flushed: None,
             label: ("custom", None),
-            lane: None,
+        }
+    }
+
+    /// A transport that the engine writes to directly (see [`DeliverOutbound`]).
+    #[cfg(feature = "http-server")]
+    pub(crate) fn direct(
+        inbound: mpsc::Receiver<Inbound>,
+        sink: std::sync::Arc<dyn DeliverOutbound>,
+    ) -> Self {
+        Transport {
+            inbound,
+            outbound: OutboundSink::Direct(sink),
+            child: None,
+            control: None,
+            flushed: None,
+            label: ("custom", None),
         }
     }
 
@@ -184,8 +284,9 @@ pub mod memory {
     pub fn pair() -> (Transport, Transport) {
         let (a, a_raw) = raw();
         let (b, b_raw) = raw();
-        forward(a_raw.rx, b_raw.tx, a.close_write.clone());
-        forward(b_raw.rx, a_raw.tx, b.close_write.clone());
+        let close = |t: &Transport| t.outbound.close_token().expect("a channel").clone();
+        forward(a_raw.rx, b_raw.tx, close(&a));
+        forward(b_raw.rx, a_raw.tx, close(&b));
         (a, b)
     }
 

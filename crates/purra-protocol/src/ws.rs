@@ -983,7 +983,7 @@ mod tests {
             })
             .await
             .unwrap();
-        t.close_write.cancel();
+        t.outbound.close();
         match peer.next().await {
             Some(Ok(Message::Text(s))) => assert_eq!(s.as_str(), "{}"),
             other => panic!("got {other:?}"),
@@ -1063,7 +1063,7 @@ mod tests {
         // Three times the timeout without any frame but pongs: still open.
         let r = timeout(Duration::from_millis(1200), t.inbound.recv()).await;
         assert!(r.is_err(), "input ended early: {r:?}");
-        t.close_write.cancel();
+        t.outbound.close();
         assert!(reading.await.unwrap() >= 5);
     }
 }

@@ -33,7 +33,9 @@ use crate::jsonrpc::{
 use crate::limit::Limiter;
 use crate::server::{Server, ServerSession};
 use crate::session::BoxFuture;
-use crate::transport::{Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY};
+use crate::transport::{
+    DeliverOutbound, Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY,
+};
 use crate::version::ProtocolVersion;
 
 #[cfg(feature = "legacy-sse")]
@@ -606,7 +608,8 @@ impl Live {
 struct Streams {
     next_id: u64,
     /// By id, which is also the order of opening: the oldest come first when room is made.
-    map: BTreeMap<u64, Stream>,
+    /// Boxed: a B-tree node holds eleven values inline, and an idle session has two streams.
+    map: BTreeMap<u64, Box<Stream>>,
     /// Which stream each in-flight request's messages go to.
     by_request: IdMap<u64>,
     /// Bytes of events kept for replay, across streams.
@@ -695,9 +698,28 @@ impl TransportControl for HttpSessionControl {
     }
 }
 
-/// The session's control, held weakly by its engine.
+/// The session's control and output, held weakly by its engine.
 #[derive(Debug)]
 struct HttpSessionControl(std::sync::Weak<HttpSession>);
+
+impl DeliverOutbound for HttpSessionControl {
+    fn deliver(&self, out: Outbound) -> bool {
+        match self.0.upgrade() {
+            Some(s) => {
+                s.deliver(out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The engine stopped: every stream ends.
+    fn close(&self) {
+        if let Some(s) = self.0.upgrade() {
+            s.close();
+        }
+    }
+}
 
 const STANDALONE: u64 = 0;
 
@@ -729,20 +751,19 @@ impl HttpSession {
         owner: Option<String>,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let close_write = CancellationToken::new();
         Arc::new_cyclic(|weak: &std::sync::Weak<HttpSession>| {
-            let transport = Transport::from_channels(in_rx, out_tx, close_write.clone())
-                .with_control(Arc::new(HttpSessionControl(weak.clone())))
+            // The engine puts each message on its stream itself: delivery never waits, so a
+            // queue and a task to drain it would only cost every session their memory.
+            let control = Arc::new(HttpSessionControl(weak.clone()));
+            let transport = Transport::direct(in_rx, control.clone())
+                .with_control(control)
                 .labeled("http", id.map(str::to_owned));
             let (session, _join) = match stateless_version {
                 Some(v) => server.start_stateless(transport, v),
                 None => server.start(transport),
             };
             let mut map = BTreeMap::new();
-            map.insert(STANDALONE, Stream::new(false));
-            let weak = weak.clone();
-            tokio::spawn(route(weak, out_rx, close_write));
+            map.insert(STANDALONE, Box::new(Stream::new(false)));
             HttpSession {
                 inbound: in_tx,
                 streams: Mutex::new(Streams {
@@ -770,7 +791,7 @@ impl HttpSession {
     /// How long the session has been idle; a session with a live stream is never idle.
     fn idle_since(&self, now: Instant) -> Duration {
         let streams = self.streams.lock().expect("streams lock");
-        if streams.map.values().any(Stream::is_live) {
+        if streams.map.values().any(|s| s.is_live()) {
             return Duration::ZERO;
         }
         now.saturating_duration_since(*self.last_active.lock().expect("activity lock"))
@@ -911,7 +932,7 @@ impl HttpSession {
         let id = streams.next_id;
         streams.next_id += 1;
         let (live, rx, queued) = Live::new(self.replay.max(16));
-        let mut stream = Stream::new(json);
+        let mut stream = Box::new(Stream::new(json));
         stream.live = Some(live);
         stream.pending = Pending::of(requests);
         streams.map.insert(id, stream);
@@ -965,27 +986,6 @@ impl HttpSession {
             stream.live = Some(live);
         }
         Ok((id, next_seq, Reader { rx, queued }))
-    }
-}
-
-/// Moves what the engine writes onto streams until the engine stops.
-async fn route(
-    session: std::sync::Weak<HttpSession>,
-    mut out_rx: mpsc::Receiver<Outbound>,
-    close_write: CancellationToken,
-) {
-    loop {
-        let next = tokio::select! {
-            biased;
-            m = out_rx.recv() => m,
-            _ = close_write.cancelled() => None,
-        };
-        let Some(out) = next else { break };
-        let Some(s) = session.upgrade() else { break };
-        s.deliver(out);
-    }
-    if let Some(s) = session.upgrade() {
-        s.close();
     }
 }
 
@@ -1732,7 +1732,7 @@ mod tests {
     fn streams_with(ids: &[u64]) -> Streams {
         let mut map = BTreeMap::new();
         for id in ids {
-            map.insert(*id, Stream::new(false));
+            map.insert(*id, Box::new(Stream::new(false)));
         }
         Streams {
             next_id: 10,

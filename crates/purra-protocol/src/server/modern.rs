@@ -167,7 +167,7 @@ async fn serve(
         modern: Some(scope),
         task: None,
     };
-    let caps = server.capabilities();
+    let caps = super::Advertised::of(&server.capabilities());
     let fut = session.serve(ctx, method.clone(), params, caps);
     let outcome = match round {
         Some(round) => mrtr::run(round, fut).await,
@@ -270,7 +270,7 @@ impl super::Server {
                 init: std::sync::RwLock::new(None),
                 log_level: std::sync::Mutex::new(None),
                 subscriptions: std::sync::Mutex::new(Default::default()),
-                advertised: std::sync::RwLock::new(Default::default()),
+                advertised: std::sync::atomic::AtomicU8::new(0),
                 era: std::sync::atomic::AtomicU8::new(super::ERA_MODERN),
             }),
         }

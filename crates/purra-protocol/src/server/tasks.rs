@@ -413,7 +413,7 @@ pub(crate) async fn start(c: Creation) -> Result<TaskRecord, ErrorObject> {
         modern: c.ctx_modern,
         task: Some(live.clone()),
     };
-    let caps = server.capabilities();
+    let caps = super::Advertised::of(&server.capabilities());
     let handler = c
         .session
         .serve(ctx, methods::TOOLS_CALL.to_owned(), c.params, caps);
@@ -751,7 +751,7 @@ async fn escalating(
         ctx,
         method.to_owned(),
         params.map(|p| p.to_owned()),
-        server.capabilities(),
+        super::Advertised::of(&server.capabilities()),
     ));
     match super::mrtr::run_or_escalate(round, fut, &escalation).await {
         super::mrtr::Step::Done(Ok(super::mrtr::Outcome::Complete(r)))
