@@ -32,7 +32,7 @@ use crate::jsonrpc::{
 };
 use crate::peek::{Peek, PeekId};
 use crate::transport::{
-    Inbound, Outbound, OutboundRequest, OutboundSink, Transport, TransportContext,
+    Inbound, InboundSource, Outbound, OutboundRequest, OutboundSink, Transport, TransportContext,
     DEFAULT_MAX_FRAME_BYTES,
 };
 use crate::types::{methods, CancelledParams, ProgressParams};
@@ -929,7 +929,7 @@ impl Peer {
 /// frames, batches, refusals) are boxed where they are awaited.
 async fn run<S: Service>(
     engine: Engine<S>,
-    mut inbound: mpsc::Receiver<Inbound>,
+    mut inbound: InboundSource,
     flushed: Option<CancellationToken>,
 ) {
     let shared = &engine.peer.shared;

@@ -207,11 +207,149 @@ impl OutboundSink {
     }
 }
 
+/// Where the engine reads.
+#[derive(Debug)]
+pub(crate) enum InboundSource {
+    /// A tokio channel (custom transports, stdio, WebSocket, memory).
+    Channel(mpsc::Receiver<Inbound>),
+    /// A queue that allocates as it fills (see [`queue`]).
+    #[cfg_attr(not(feature = "http-server"), allow(dead_code))]
+    Queue(queue::Receiver<Inbound>),
+}
+
+impl InboundSource {
+    /// The next item; `None` once every sender is gone and nothing is left. Cancel-safe.
+    pub(crate) async fn recv(&mut self) -> Option<Inbound> {
+        match self {
+            InboundSource::Channel(rx) => rx.recv().await,
+            InboundSource::Queue(rx) => rx.recv().await,
+        }
+    }
+}
+
+/// A bounded queue with one receiver that allocates as it fills, for transports that keep
+/// many idle connections (the Streamable HTTP server's sessions): a tokio channel allocates a
+/// block of 32 slots and its cache-padded state when it is made, about 3 KiB for `Inbound`,
+/// used or not.
+#[cfg_attr(not(feature = "http-server"), allow(dead_code))]
+pub(crate) mod queue {
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use tokio::sync::{Notify, Semaphore};
+
+    struct Shared<T> {
+        items: Mutex<VecDeque<T>>,
+        /// One permit per free place; closed when the receiver is gone.
+        room: Semaphore,
+        /// The receiver waits here for an item or the last sender's end.
+        ready: Notify,
+        senders: AtomicUsize,
+    }
+
+    /// Sends into the queue.
+    pub(crate) struct Sender<T>(Arc<Shared<T>>);
+
+    /// The queue's one receiver.
+    pub(crate) struct Receiver<T>(Arc<Shared<T>>);
+
+    impl<T> std::fmt::Debug for Sender<T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("queue::Sender").finish_non_exhaustive()
+        }
+    }
+
+    impl<T> std::fmt::Debug for Receiver<T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("queue::Receiver").finish_non_exhaustive()
+        }
+    }
+
+    /// A queue of at most `capacity` items.
+    pub(crate) fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+        let shared = Arc::new(Shared {
+            items: Mutex::new(VecDeque::new()),
+            room: Semaphore::new(capacity),
+            ready: Notify::new(),
+            senders: AtomicUsize::new(1),
+        });
+        (Sender(shared.clone()), Receiver(shared))
+    }
+
+    impl<T> Sender<T> {
+        /// Queues `item`, waiting for room; gives it back when the receiver is gone.
+        pub(crate) async fn send(&self, item: T) -> Result<(), T> {
+            match self.0.room.acquire().await {
+                Ok(permit) => permit.forget(),
+                Err(_) => return Err(item),
+            }
+            self.0.items.lock().expect("queue lock").push_back(item);
+            self.0.ready.notify_one();
+            Ok(())
+        }
+    }
+
+    impl<T> Clone for Sender<T> {
+        fn clone(&self) -> Self {
+            self.0.senders.fetch_add(1, Ordering::Relaxed);
+            Sender(self.0.clone())
+        }
+    }
+
+    impl<T> Drop for Sender<T> {
+        fn drop(&mut self) {
+            if self.0.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+                self.0.ready.notify_one();
+            }
+        }
+    }
+
+    impl<T> Receiver<T> {
+        fn pop(&self) -> Option<T> {
+            let mut items = self.0.items.lock().expect("queue lock");
+            let item = items.pop_front()?;
+            // Give back what a burst grew, once it has drained.
+            if items.is_empty() && items.capacity() > 64 {
+                items.shrink_to(4);
+            }
+            drop(items);
+            self.0.room.add_permits(1);
+            Some(item)
+        }
+
+        /// The next item, in order; `None` once every sender is gone and the queue is empty.
+        /// Cancel-safe: an item is taken only when it is returned.
+        pub(crate) async fn recv(&mut self) -> Option<T> {
+            loop {
+                if let Some(item) = self.pop() {
+                    return Some(item);
+                }
+                if self.0.senders.load(Ordering::Acquire) == 0 {
+                    // Whatever the last senders queued before they left is here now.
+                    return self.pop();
+                }
+                // `notify_one` keeps a permit when nobody waits, so an item queued since the
+                // check above wakes this at once.
+                self.0.ready.notified().await;
+            }
+        }
+    }
+
+    impl<T> Drop for Receiver<T> {
+        fn drop(&mut self) {
+            self.0.room.close();
+            let items = std::mem::take(&mut *self.0.items.lock().expect("queue lock"));
+            drop(items);
+        }
+    }
+}
+
 /// A started transport: the inbound channel, where the engine writes (a channel and the signal
 /// that closes its write side, or the transport itself), and the child process it may own.
 #[derive(Debug)]
 pub struct Transport {
-    pub(crate) inbound: mpsc::Receiver<Inbound>,
+    pub(crate) inbound: InboundSource,
     pub(crate) outbound: OutboundSink,
     #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) child: Option<ChildProcess>,
@@ -232,7 +370,7 @@ impl Transport {
         close_write: CancellationToken,
     ) -> Self {
         Transport {
-            inbound,
+            inbound: InboundSource::Channel(inbound),
             outbound: OutboundSink::Channel {
                 tx: outbound,
                 close: close_write,
@@ -247,11 +385,11 @@ impl Transport {
     /// A transport that the engine writes to directly (see [`DeliverOutbound`]).
     #[cfg(feature = "http-server")]
     pub(crate) fn direct(
-        inbound: mpsc::Receiver<Inbound>,
+        inbound: queue::Receiver<Inbound>,
         sink: std::sync::Arc<dyn DeliverOutbound>,
     ) -> Self {
         Transport {
-            inbound,
+            inbound: InboundSource::Queue(inbound),
             outbound: OutboundSink::Direct(sink),
             child: None,
             control: None,
@@ -364,5 +502,65 @@ pub mod memory {
                 rx: out_rx,
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod queue_tests {
+    use super::queue;
+
+    #[tokio::test]
+    async fn items_come_out_in_order_and_the_end_after_the_last() {
+        let (tx, mut rx) = queue::bounded(4);
+        let tx2 = tx.clone();
+        tx.send(1).await.unwrap();
+        tx2.send(2).await.unwrap();
+        drop(tx);
+        tx2.send(3).await.unwrap();
+        drop(tx2);
+        assert_eq!(rx.recv().await, Some(1));
+        assert_eq!(rx.recv().await, Some(2));
+        assert_eq!(rx.recv().await, Some(3));
+        assert_eq!(rx.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_the_sender_wait_for_room() {
+        let (tx, mut rx) = queue::bounded(2);
+        tx.send(1).await.unwrap();
+        tx.send(2).await.unwrap();
+        let waiting = tokio::spawn(async move { tx.send(3).await });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        assert_eq!(rx.recv().await, Some(1));
+        waiting.await.unwrap().unwrap();
+        assert_eq!(rx.recv().await, Some(2));
+        assert_eq!(rx.recv().await, Some(3));
+        assert_eq!(rx.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_receiver_is_woken_by_an_item_and_by_the_end() {
+        let (tx, mut rx) = queue::bounded(2);
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(i) = rx.recv().await {
+                got.push(i);
+            }
+            got
+        });
+        tokio::task::yield_now().await;
+        tx.send(7).await.unwrap();
+        tokio::task::yield_now().await;
+        tx.send(8).await.unwrap();
+        drop(tx);
+        assert_eq!(reader.await.unwrap(), vec![7, 8]);
+    }
+
+    #[tokio::test]
+    async fn sending_to_a_dropped_receiver_gives_the_item_back() {
+        let (tx, rx) = queue::bounded(2);
+        drop(rx);
+        assert_eq!(tx.send(5).await, Err(5));
     }
 }

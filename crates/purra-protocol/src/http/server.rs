@@ -34,7 +34,7 @@ use crate::limit::Limiter;
 use crate::server::{Server, ServerSession};
 use crate::session::BoxFuture;
 use crate::transport::{
-    DeliverOutbound, Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY,
+    queue, DeliverOutbound, Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY,
 };
 use crate::version::ProtocolVersion;
 
@@ -662,7 +662,7 @@ impl Streams {
 
 /// One session: its engine's input, its streams, and its activity clock.
 struct HttpSession {
-    inbound: mpsc::Sender<Inbound>,
+    inbound: queue::Sender<Inbound>,
     streams: Mutex<Streams>,
     last_active: Mutex<Instant>,
     session: ServerSession,
@@ -750,7 +750,7 @@ impl HttpSession {
         id: Option<&str>,
         owner: Option<String>,
     ) -> Arc<HttpSession> {
-        let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let (in_tx, in_rx) = queue::bounded(CHANNEL_CAPACITY);
         Arc::new_cyclic(|weak: &std::sync::Weak<HttpSession>| {
             // The engine puts each message on its stream itself: delivery never waits, so a
             // queue and a task to drain it would only cost every session their memory.
