@@ -197,14 +197,25 @@ mod tests {
         v
     }
 
-    #[test]
-    fn outside_a_task_an_idle_lane_writes_inline_and_a_busy_one_queues() {
+    /// A current-thread runtime, a sink, a lane over it and the writer's end of its channel.
+    fn fixture() -> (
+        tokio::runtime::Runtime,
+        Arc<Sink>,
+        Lane,
+        mpsc::Receiver<Outbound>,
+    ) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let sink = Arc::new(Sink::default());
-        let (tx, mut rx) = mpsc::channel(4);
+        let (tx, rx) = mpsc::channel(4);
         let lane = Lane::new(tx, sink.clone());
+        (rt, sink, lane, rx)
+    }
+
+    #[test]
+    fn outside_a_task_an_idle_lane_writes_inline_and_a_busy_one_queues() {
+        let (rt, sink, lane, mut rx) = fixture();
         rt.block_on(async {
             lane.send(out("a")).await.unwrap();
             assert_eq!(*sink.written.lock().unwrap(), b"a\n");
@@ -226,12 +237,7 @@ mod tests {
 
     #[test]
     fn a_partial_inline_write_queues_the_rest_first() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let sink = Arc::new(Sink::default());
-        let (tx, mut rx) = mpsc::channel(4);
-        let lane = Lane::new(tx, sink.clone());
+        let (rt, sink, lane, mut rx) = fixture();
         rt.block_on(async {
             sink.room.lock().unwrap().push(2);
             lane.send(out("hello")).await.unwrap();
@@ -248,12 +254,8 @@ mod tests {
 
     #[test]
     fn inside_a_task_frames_go_to_the_writer() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let sink = Arc::new(Sink::default());
-        let (tx, mut rx) = mpsc::channel(4);
-        let lane = Arc::new(Lane::new(tx, sink.clone()));
+        let (rt, sink, lane, mut rx) = fixture();
+        let lane = Arc::new(lane);
         let l = lane.clone();
         rt.block_on(
             async move { tokio::spawn(async move { l.send(out("t")).await.unwrap() }).await },
@@ -265,12 +267,7 @@ mod tests {
 
     #[test]
     fn a_stopped_lane_queues_and_a_closed_channel_refuses() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let sink = Arc::new(Sink::default());
-        let (tx, mut rx) = mpsc::channel(4);
-        let lane = Lane::new(tx, sink.clone());
+        let (rt, sink, lane, mut rx) = fixture();
         rt.block_on(async {
             lane.stop();
             lane.send(out("q")).await.unwrap();
