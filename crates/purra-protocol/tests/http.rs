@@ -914,3 +914,150 @@ async fn a_refused_initialize_keeps_no_session() {
     assert_eq!(srv.http.session_count(), 0);
     assert_eq!(srv.http.pending_session_count(), 0);
 }
+
+/// A server with `hi` (answers at once) and `gated` (answers once the test adds a permit).
+fn gated_server(gate: Arc<tokio::sync::Semaphore>) -> Server {
+    let server = Server::builder("http-test", "1").build();
+    server
+        .tool("hi", "says hi", |_: Nothing, _c: RequestCtx| async move {
+            HandlerResult::Ok("hi")
+        })
+        .unwrap();
+    server
+        .tool(
+            "gated",
+            "answers when let through",
+            move |_: Nothing, _c: RequestCtx| {
+                let gate = gate.clone();
+                async move {
+                    gate.acquire().await.unwrap().forget();
+                    HandlerResult::Ok("through")
+                }
+            },
+        )
+        .unwrap();
+    server
+}
+
+async fn post_at(url: &str, session: Option<&str>, version: &str, body: &str) -> reqwest::Response {
+    let mut rb = raw()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", version)
+        .body(body.to_owned());
+    if let Some(s) = session {
+        rb = rb.header("mcp-session-id", s);
+    }
+    tokio::time::timeout(Duration::from_secs(5), rb.send())
+        .await
+        .expect("the response head within 5 s")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_quick_answer_leaves_with_its_head_and_a_slow_one_gets_its_head_first() {
+    let (url, gate, _stop) = serve_gated(Duration::from_millis(100)).await;
+
+    let v = "2025-06-18";
+    let init = INIT.replace("2025-11-25", v);
+    let resp = post_at(&url, None, v, &init).await;
+    let session = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // Complete at once: one body of known length, not a chunked stream.
+    assert!(resp.headers().get("transfer-encoding").is_none());
+    let body = resp.text().await.unwrap();
+    assert!(body.starts_with("id: s1e1\ndata: {"), "{body}");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(
+        post_at(&url, Some(&session), v, initialized).await.status(),
+        202
+    );
+
+    let call = |id: u32, name: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#
+        )
+    };
+    let resp = post_at(&url, Some(&session), v, &call(2, "hi")).await;
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let want = "id: s2e1\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\n\n";
+    assert_eq!(resp.content_length(), Some(want.len() as u64));
+    assert_eq!(resp.text().await.unwrap(), want);
+
+    // Not answered within the wait: the head comes while the tool is still held, as a stream,
+    // and the answer follows once the tool is let through.
+    let mut resp = post_at(&url, Some(&session), v, &call(3, "gated")).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["transfer-encoding"], "chunked");
+    assert_eq!(gate.available_permits(), 0);
+    gate.add_permits(1);
+    let events = read_events(&mut resp, |d| d.contains(r#""id":3"#)).await;
+    assert_eq!(
+        events,
+        [(
+            "s3e1".to_owned(),
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"through"}]}}"#
+                .to_owned()
+        )]
+    );
+
+    // 2025-11-25 asks for the priming event at once: with a wait far longer than the test's
+    // 5 s bound, the head and that event still come while the tool is held.
+    let (url, gate, _stop) = serve_gated(Duration::from_secs(600)).await;
+    let init = INIT.to_owned();
+    let resp = post_at(&url, None, "2025-11-25", &init).await;
+    let session = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(resp
+        .text()
+        .await
+        .unwrap()
+        .starts_with("id: s1e0\nretry: 1000\ndata: \n\nid: s1e1\ndata: {"));
+    assert_eq!(
+        post_at(&url, Some(&session), "2025-11-25", initialized)
+            .await
+            .status(),
+        202
+    );
+    let mut resp = post_at(&url, Some(&session), "2025-11-25", &call(4, "gated")).await;
+    let primed = tokio::time::timeout(Duration::from_secs(5), resp.chunk())
+        .await
+        .expect("the priming event while the tool is held")
+        .unwrap()
+        .unwrap();
+    assert_eq!(&primed[..], b"id: s2e0\nretry: 1000\ndata: \n\n");
+    assert_eq!(gate.available_permits(), 0);
+    gate.add_permits(1);
+    let events = read_events(&mut resp, |d| d.contains(r#""id":4"#)).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].0, "s2e1");
+}
+
+/// Serves [`gated_server`] with `sse_head_wait`; the guard stops it.
+async fn serve_gated(
+    wait: Duration,
+) -> (
+    String,
+    Arc<tokio::sync::Semaphore>,
+    tokio_util::sync::DropGuard,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let http = StreamableHttpServer::new(
+        gated_server(gate.clone()),
+        HttpServerConfig {
+            sse_head_wait: wait,
+            ..HttpServerConfig::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move { http.serve(listener, token.cancelled_owned()).await });
+    (url, gate, stop.drop_guard())
+}

@@ -107,6 +107,14 @@ pub struct HttpServerConfig {
     /// How often an idle SSE stream carries a keep-alive comment (default 15 s; `None`:
     /// never), so proxies do not cut it and dead connections are noticed.
     pub sse_keep_alive: Option<Duration>,
+    /// How long a POST's SSE response holds its head back waiting for its first message
+    /// (default 1 s). A request answered within it leaves in one write: the head, the answer
+    /// and the end of the stream together, instead of the head first and the answer in a
+    /// second write (and a second wake-up of the client). A slower request gets its head
+    /// when the wait ends, and its messages as they come. `Duration::ZERO`: the head at once.
+    /// A 2025-11-25 stream never waits: its priming event (the id a client resumes from) is
+    /// sent at once, as that revision asks.
+    pub sse_head_wait: Duration,
     /// Answer requests with a JSON body instead of an SSE stream.
     pub json_response: bool,
     /// No sessions: every POST is served on its own, without a handshake (for deployments
@@ -148,6 +156,7 @@ impl Default for HttpServerConfig {
             resume_window: Duration::from_secs(60),
             sse_retry_ms: 1000,
             sse_keep_alive: Some(Duration::from_secs(15)),
+            sse_head_wait: Duration::from_secs(1),
             json_response: false,
             stateless: false,
             max_stateless_requests: 256,
@@ -1170,6 +1179,21 @@ impl Reader {
         self.queued.fetch_sub(b.len(), Ordering::AcqRel);
         Some(b)
     }
+
+    /// Takes what is queued now into `into`; true once the stream has ended (its last
+    /// response queued, or the session gone), false if more may come.
+    fn drain(&mut self, into: &mut VecDeque<Bytes>) -> bool {
+        loop {
+            match self.rx.try_recv() {
+                Ok(b) => {
+                    self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+                    into.push_back(b);
+                }
+                Err(mpsc::error::TryRecvError::Empty) => return false,
+                Err(mpsc::error::TryRecvError::Disconnected) => return true,
+            }
+        }
+    }
 }
 
 /// Where a long-lived event stream's events come from, already encoded.
@@ -1230,7 +1254,23 @@ pub(super) fn sse_response<R: EventSource, H: Send + 'static>(
         }
     });
     let mut resp = Response::new(Body::from_stream(stream));
-    let h = resp.headers_mut();
+    sse_headers(resp.headers_mut(), session_id);
+    resp
+}
+
+/// A `text/event-stream` response whose every event is already known: one body with its
+/// length, written with the head (no chunked framing, no stream to poll).
+fn sse_complete(events: VecDeque<Bytes>, session_id: Option<&str>) -> Response {
+    let body = match events.len() {
+        1 => events.into_iter().next().unwrap_or_default(),
+        _ => Bytes::from(events.into_iter().flatten().collect::<Vec<u8>>()),
+    };
+    let mut resp = Response::new(Body::from(body));
+    sse_headers(resp.headers_mut(), session_id);
+    resp
+}
+
+fn sse_headers(h: &mut HeaderMap, session_id: Option<&str>) {
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
@@ -1239,7 +1279,6 @@ pub(super) fn sse_response<R: EventSource, H: Send + 'static>(
     if let Some(id) = session_id.and_then(|id| HeaderValue::from_str(id).ok()) {
         h.insert(SESSION_ID, id);
     }
-    resp
 }
 
 fn priming_event(stream: u64, seq: u64, retry_ms: u64, protocol: Option<&str>) -> Option<Bytes> {
@@ -1546,8 +1585,25 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         .session
         .protocol_version()
         .or_else(|| headers_version(&context));
-    if let Some(p) = priming_event(stream_id, 1, cfg.sse_retry_ms, protocol.as_deref()) {
+    let priming = priming_event(stream_id, 1, cfg.sse_retry_ms, protocol.as_deref());
+    if first.is_empty() && priming.is_none() && !cfg.sse_head_wait.is_zero() {
+        // Hold the head back for the first message: a quick answer then leaves with it. Not
+        // in 2025-11-25, whose priming event (the id to resume from) goes out at once.
+        tokio::select! {
+            biased;
+            m = rx.recv() => first.extend(m),
+            _ = session.closed.cancelled() => {}
+            _ = shared.shutdown.cancelled() => {}
+            _ = tokio::time::sleep(cfg.sse_head_wait) => {}
+        }
+    }
+    let complete = !first.is_empty() && rx.drain(&mut first);
+    if let Some(p) = priming {
         first.push_front(p);
+    }
+    if complete {
+        // Everything this stream will carry is here: one body of known length.
+        return sse_complete(first, session_id.as_deref());
     }
     let state = SseState {
         rx,
