@@ -706,7 +706,11 @@ pub struct EmbeddedResource {
 }
 
 /// A content block of a tool result or a prompt message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// On the wire an object tagged by its `type` member. Deserializing reads a block whose `type`
+/// comes first (as every SDK writes it) straight into its variant; a block with `type`
+/// elsewhere is buffered first, as serde's internally tagged enums always do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Content {
@@ -720,6 +724,136 @@ pub enum Content {
     ResourceLink(Resource),
     /// An embedded resource.
     Resource(EmbeddedResource),
+}
+
+/// The `type` of each [`Content`] variant, as serialized.
+const CONTENT_TYPES: &[&str] = &["text", "image", "audio", "resource_link", "resource"];
+
+/// A [`Content`] block's `type`, read without allocating.
+#[derive(Clone, Copy)]
+enum ContentType {
+    Text,
+    Image,
+    Audio,
+    ResourceLink,
+    Resource,
+}
+
+impl ContentType {
+    fn of<E: serde::de::Error>(tag: &str) -> Result<Self, E> {
+        Ok(match tag {
+            "text" => ContentType::Text,
+            "image" => ContentType::Image,
+            "audio" => ContentType::Audio,
+            "resource_link" => ContentType::ResourceLink,
+            "resource" => ContentType::Resource,
+            other => return Err(E::unknown_variant(other, CONTENT_TYPES)),
+        })
+    }
+
+    /// The block of this type, deserialized from the block's other members.
+    fn read<'de, D: serde::Deserializer<'de>>(self, rest: D) -> Result<Content, D::Error> {
+        Ok(match self {
+            ContentType::Text => Content::Text(TextContent::deserialize(rest)?),
+            ContentType::Image => Content::Image(MediaContent::deserialize(rest)?),
+            ContentType::Audio => Content::Audio(MediaContent::deserialize(rest)?),
+            ContentType::ResourceLink => Content::ResourceLink(Resource::deserialize(rest)?),
+            ContentType::Resource => Content::Resource(EmbeddedResource::deserialize(rest)?),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Tag;
+        impl serde::de::Visitor<'_> for Tag {
+            type Value = ContentType;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a content type")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ContentType, E> {
+                ContentType::of(v)
+            }
+        }
+        d.deserialize_str(Tag)
+    }
+}
+
+/// A member name of a content block: its tag, or any other (kept only when buffering).
+enum BlockKey {
+    Type,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for BlockKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = BlockKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BlockKey, E> {
+                Ok(match v {
+                    "type" => BlockKey::Type,
+                    other => BlockKey::Other(other.to_owned()),
+                })
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<BlockKey, E> {
+                Ok(match v.as_str() {
+                    "type" => BlockKey::Type,
+                    _ => BlockKey::Other(v),
+                })
+            }
+        }
+        d.deserialize_identifier(Key)
+    }
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Block;
+        impl<'de> serde::de::Visitor<'de> for Block {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a content block (an object with a `type`)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Content, A::Error> {
+                use serde::de::Error as _;
+                let mut block = Map::new();
+                let mut tag = None;
+                match map.next_key::<BlockKey>()? {
+                    // The common case: the tag first, the rest read straight into its variant.
+                    Some(BlockKey::Type) => {
+                        let tag: ContentType = map.next_value()?;
+                        return tag.read(serde::de::value::MapAccessDeserializer::new(map));
+                    }
+                    Some(BlockKey::Other(k)) => {
+                        block.insert(k, map.next_value()?);
+                    }
+                    None => return Err(A::Error::missing_field("type")),
+                }
+                // The tag later: buffer the other members, then read them into its variant.
+                while let Some(k) = map.next_key::<BlockKey>()? {
+                    match k {
+                        BlockKey::Type if tag.is_some() => {
+                            return Err(A::Error::duplicate_field("type"))
+                        }
+                        BlockKey::Type => tag = Some(map.next_value::<ContentType>()?),
+                        BlockKey::Other(k) => {
+                            block.insert(k, map.next_value()?);
+                        }
+                    }
+                }
+                let tag = tag.ok_or_else(|| A::Error::missing_field("type"))?;
+                tag.read(Value::Object(block)).map_err(A::Error::custom)
+            }
+        }
+        d.deserialize_map(Block)
+    }
 }
 
 impl Content {
@@ -2041,4 +2175,76 @@ pub mod methods {
     pub const ROOTS_LIST_CHANGED: &str = "notifications/roots/list_changed";
     /// `notifications/elicitation/complete` (2025-11-25).
     pub const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One block of every content type, as SDKs write them (`type` first).
+    const BLOCKS: &[&str] = &[
+        r#"{"type":"text","text":"hi \"there\"","annotations":{"priority":0.5},"_meta":{"k":1}}"#,
+        r#"{"type":"image","data":"aGk=","mimeType":"image/png"}"#,
+        r#"{"type":"audio","data":"aGk=","mimeType":"audio/wav"}"#,
+        r#"{"type":"resource_link","uri":"file:///a","name":"a","mimeType":"text/plain"}"#,
+        r#"{"type":"resource","resource":{"uri":"file:///a","text":"x"}}"#,
+    ];
+
+    /// `block` with its `type` member moved to the end.
+    fn tag_last(block: &str) -> String {
+        let (tag, rest) = block[1..].split_once(',').unwrap();
+        format!("{{{},{tag}}}", rest.strip_suffix('}').unwrap())
+    }
+
+    #[test]
+    fn every_block_reads_the_same_with_its_type_first_or_last_and_writes_back_as_read() {
+        let kinds = ["Text", "Image", "Audio", "ResourceLink", "Resource"];
+        for (block, kind) in BLOCKS.iter().zip(kinds) {
+            let first: Content = serde_json::from_str(block).unwrap();
+            assert!(format!("{first:?}").starts_with(kind), "{first:?}");
+            let moved = tag_last(block);
+            assert!(
+                moved.ends_with(&format!(r#","type":"{}"}}"#, tag_of(&first))),
+                "{moved}"
+            );
+            let last: Content = serde_json::from_str(&moved).unwrap();
+            let value: Content =
+                serde_json::from_value(serde_json::from_str(&moved).unwrap()).unwrap();
+            assert_eq!(first, last);
+            assert_eq!(first, value);
+            assert_eq!(serde_json::to_string(&first).unwrap(), *block);
+        }
+    }
+
+    fn tag_of(c: &Content) -> &'static str {
+        match c {
+            Content::Text(_) => "text",
+            Content::Image(_) => "image",
+            Content::Audio(_) => "audio",
+            Content::ResourceLink(_) => "resource_link",
+            Content::Resource(_) => "resource",
+        }
+    }
+
+    #[test]
+    fn bad_blocks_are_refused_with_the_reason() {
+        let err = |json: &str| {
+            serde_json::from_str::<Content>(json)
+                .unwrap_err()
+                .to_string()
+        };
+        let unknown = "unknown variant `video`, expected one of `text`, `image`, `audio`, `resource_link`, `resource`";
+        assert!(err(r#"{"type":"video","data":"x"}"#).starts_with(unknown));
+        assert!(err(r#"{"data":"x","type":"video"}"#).starts_with(unknown));
+        assert!(err(r#"{"text":"x"}"#).starts_with("missing field `type`"));
+        assert!(err(r#"{}"#).starts_with("missing field `type`"));
+        assert!(err(r#"{"type":"text"}"#).starts_with("missing field `text`"));
+        assert!(err(r#"{"text":"x","type":"text","type":"text"}"#)
+            .starts_with("duplicate field `type`"));
+        assert!(err(r#"{"type":7,"text":"x"}"#).starts_with("invalid type: integer `7`"));
+        assert!(err(r#"["text"]"#).starts_with("invalid type: sequence"));
+        // In a result, the error names where it is.
+        let r = serde_json::from_str::<CallToolResult>(r#"{"content":[{"type":"text"}]}"#);
+        assert!(r.unwrap_err().to_string().contains("missing field `text`"));
+    }
 }
