@@ -9,6 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-peers.sh >/dev/null
+# The server without JSON Schema validation first (the memory table's feature-equal row), then
+# everything with purra's default features.
+cargo build --release --quiet -p purra-bench --bin purra-bench-server --no-default-features
+cp target/release/purra-bench-server target/release/purra-bench-server-novalidation
 cargo build --release --quiet -p purra-bench --bins
 cargo build --release --quiet --manifest-path bench/peers-rs/Cargo.toml --target-dir target
 exec target/release/bench-suite "$@"

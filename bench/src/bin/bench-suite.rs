@@ -45,6 +45,7 @@ impl Env {
     fn server(&self, which: &str) -> Vec<String> {
         match which {
             "purra" => vec![self.bin("purra-bench-server")],
+            "purra-novalidation" => vec![self.bin("purra-bench-server-novalidation")],
             "rmcp" => vec![self.bin("rmcp-server")],
             "rmcp-pipes" => vec![self.bin("rmcp-server"), "--pipes".into()],
             "ts" => vec![
@@ -107,6 +108,7 @@ fn http_name(which: &str) -> &'static str {
 fn name(which: &str) -> &'static str {
     match which {
         "purra" => "purra",
+        "purra-novalidation" => "purra without `validation`",
         "rmcp" => "rmcp stdio()",
         "rmcp-pipes" => "rmcp stdio_pipes()",
         "rmcp-client" => "rmcp",
@@ -362,7 +364,7 @@ async fn era_pair(res: &mut Results, url: &str, calls: usize) {
 
 /// Idle resident size of each one-tool stdio server after one call.
 async fn idle_rss(env: &Env, res: &mut Results) {
-    for which in ["purra", "rmcp", "ts", "py"] {
+    for which in ["purra", "purra-novalidation", "rmcp", "ts", "py"] {
         let key = format!("mem/idle/{which}");
         let cmd = env.server(which);
         let outcome = async {
@@ -838,17 +840,22 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
     let _ = writeln!(s);
 
     let _ = writeln!(s, "### Memory\n");
-    let _ = writeln!(s, "Idle: resident size (`VmRSS`) of each one-tool stdio server 300 ms after one call. Per session: the server's resident growth after {HELD} more sessions were opened (and left idle, initialized), divided by {HELD}; per WebSocket connection the same with {HELD_WS} connections to purra's WebSocket server (it serves 256 at once by default; rmcp, the TypeScript and the Python SDK have no WebSocket server).\n");
+    let _ = writeln!(s, "Idle: resident size (`VmRSS`) of each one-tool stdio server 300 ms after one call; `purra without validation` is the same server built without purra-protocol's `validation` feature (JSON Schema 2020-12 validation of every tool's arguments; rmcp 3.11 has no JSON Schema validator and checks arguments by their `Deserialize` alone, as purra does without the feature), so that row and rmcp's compare feature for feature. Per session: the server's resident growth after {HELD} more sessions were opened (and left idle, initialized), divided by {HELD}; per WebSocket connection the same with {HELD_WS} connections to purra's WebSocket server (it serves 256 at once by default; rmcp, the TypeScript and the Python SDK have no WebSocket server).\n");
     let _ = writeln!(
         s,
         "| server | idle resident | bytes per HTTP session | bytes per WebSocket connection |"
     );
     let _ = writeln!(s, "|---|---:|---:|---:|");
-    for sv in ["purra", "rmcp", "ts", "py"] {
+    for sv in ["purra", "purra-novalidation", "rmcp", "ts", "py"] {
         let ws = if sv == "purra" {
             cell(m("mem/ws/purra"))
         } else {
             "—".into()
+        };
+        let session = if sv == "purra-novalidation" {
+            "—".into()
+        } else {
+            cell(m(&format!("mem/http-session/{sv}")))
         };
         let _ = writeln!(
             s,
@@ -856,7 +863,7 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
             http_name(sv),
             m(&format!("mem/idle/{sv}"))
                 .map_or_else(|| "FAILED".into(), |b| format!("{:.1} MiB", b / 1048576.0)),
-            cell(m(&format!("mem/http-session/{sv}"))),
+            session,
         );
     }
 
@@ -953,6 +960,11 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
     target(
         "idle one-tool server ≤ rmcp's resident size (rmcp ÷ purra)",
         ratio(m("mem/idle/rmcp"), m("mem/idle/purra")),
+        1.0,
+    );
+    target(
+        "the same, feature-equal: purra without `validation` (rmcp ÷ purra)",
+        ratio(m("mem/idle/rmcp"), m("mem/idle/purra-novalidation")),
         1.0,
     );
     target(
