@@ -112,8 +112,9 @@ pub struct HttpServerConfig {
     /// and the end of the stream together, instead of the head first and the answer in a
     /// second write (and a second wake-up of the client). A slower request gets its head
     /// when the wait ends, and its messages as they come. `Duration::ZERO`: the head at once.
-    /// A 2025-11-25 stream never waits: its priming event (the id a client resumes from) is
-    /// sent at once, as that revision asks.
+    /// A 2025-11-25 stream does not wait: its priming event (the id a client resumes from) is
+    /// sent at once, as that revision asks, after one turn of the scheduler in which a quick
+    /// handler may answer (the answer then leaves with it).
     pub sse_head_wait: Duration,
     /// Answer requests with a JSON body instead of an SSE stream.
     pub json_response: bool,
@@ -1596,6 +1597,12 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             _ = shared.shutdown.cancelled() => {}
             _ = tokio::time::sleep(cfg.sse_head_wait) => {}
         }
+    }
+    if first.is_empty() && priming.is_some() && !cfg.sse_head_wait.is_zero() {
+        // The priming event goes out at once; one turn of the scheduler first lets a quick
+        // handler answer, so that the answer can leave with it.
+        tokio::task::yield_now().await;
+        rx.drain(&mut first);
     }
     let complete = !first.is_empty() && rx.drain(&mut first);
     if let Some(p) = priming {
