@@ -799,12 +799,6 @@ impl<'de> Deserialize<'de> for BlockKey {
                     other => BlockKey::Other(other.to_owned()),
                 })
             }
-            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<BlockKey, E> {
-                Ok(match v.as_str() {
-                    "type" => BlockKey::Type,
-                    _ => BlockKey::Other(v),
-                })
-            }
         }
         d.deserialize_identifier(Key)
     }

@@ -1262,9 +1262,14 @@ pub(super) fn sse_response<R: EventSource, H: Send + 'static>(
 /// A `text/event-stream` response whose every event is already known: one body with its
 /// length, written with the head (no chunked framing, no stream to poll).
 fn sse_complete(events: VecDeque<Bytes>, session_id: Option<&str>) -> Response {
-    let body = match events.len() {
-        1 => events.into_iter().next().unwrap_or_default(),
-        _ => Bytes::from(events.into_iter().flatten().collect::<Vec<u8>>()),
+    let body = if events.len() == 1 {
+        events.into_iter().next().unwrap_or_default()
+    } else {
+        let mut body = Vec::with_capacity(events.iter().map(Bytes::len).sum());
+        for e in &events {
+            body.extend_from_slice(e);
+        }
+        Bytes::from(body)
     };
     let mut resp = Response::new(Body::from(body));
     sse_headers(resp.headers_mut(), session_id);
@@ -1587,24 +1592,24 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         .protocol_version()
         .or_else(|| headers_version(&context));
     let priming = priming_event(stream_id, 1, cfg.sse_retry_ms, protocol.as_deref());
-    if first.is_empty() && priming.is_none() && !cfg.sse_head_wait.is_zero() {
-        // Hold the head back for the first message: a quick answer then leaves with it. Not
-        // in 2025-11-25, whose priming event (the id to resume from) goes out at once.
-        tokio::select! {
-            biased;
-            m = rx.recv() => first.extend(m),
-            _ = session.closed.cancelled() => {}
-            _ = shared.shutdown.cancelled() => {}
-            _ = tokio::time::sleep(cfg.sse_head_wait) => {}
+    if first.is_empty() && !cfg.sse_head_wait.is_zero() {
+        if priming.is_none() {
+            // Hold the head back for the first message: a quick answer then leaves with it.
+            tokio::select! {
+                biased;
+                m = rx.recv() => first.extend(m),
+                _ = session.closed.cancelled() => {}
+                _ = shared.shutdown.cancelled() => {}
+                _ = tokio::time::sleep(cfg.sse_head_wait) => {}
+            }
+        } else {
+            // 2025-11-25: the priming event (the id to resume from) goes out at once; one turn
+            // of the scheduler first lets a quick handler answer, so the answer leaves with it.
+            tokio::task::yield_now().await;
         }
     }
-    if first.is_empty() && priming.is_some() && !cfg.sse_head_wait.is_zero() {
-        // The priming event goes out at once; one turn of the scheduler first lets a quick
-        // handler answer, so that the answer can leave with it.
-        tokio::task::yield_now().await;
-        rx.drain(&mut first);
-    }
-    let complete = !first.is_empty() && rx.drain(&mut first);
+    let ended = rx.drain(&mut first);
+    let complete = ended && !first.is_empty();
     if let Some(p) = priming {
         first.push_front(p);
     }
