@@ -417,14 +417,16 @@ async fn session_bytes(env: &Env, res: &mut Results) {
         let outcome = async {
             let running = Running::start(&env.http_server(server, port), port).await?;
             let url = format!("http://127.0.0.1:{port}/mcp");
-            let http = purra_bench::http::client();
-            let mut first = Session::open(http.clone(), &url).await?;
+            let mut first = Session::open(&url).await?;
             first.add(1, 2).await?;
             tokio::time::sleep(Duration::from_millis(300)).await;
             let before = rss_of(running.pid()).ok_or("no /proc status")?.0;
             let mut held = Vec::with_capacity(HELD);
             for _ in 0..HELD {
-                held.push(Session::open(http.clone(), &url).await?);
+                // A session, not a connection: each held session's connection is closed.
+                let mut s = Session::open(&url).await?;
+                s.disconnect();
+                held.push(s);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
             let after = rss_of(running.pid()).ok_or("no /proc status")?.0;
