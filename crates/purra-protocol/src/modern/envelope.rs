@@ -157,8 +157,16 @@ pub fn classify(
     if !super::is_modern(&version) {
         return Err(unsupported_version(&version));
     }
-    let client_capabilities: ClientCapabilities =
-        match serde_json::from_str::<Value>(caps_raw.get()) {
+    // An object reads straight into its type; anything else (or an object that does not read)
+    // goes the long way, which words the error.
+    let quick = caps_raw
+        .get()
+        .starts_with('{')
+        .then(|| serde_json::from_str::<ClientCapabilities>(caps_raw.get()).ok())
+        .flatten();
+    let client_capabilities: ClientCapabilities = match quick {
+        Some(c) => c,
+        None => match serde_json::from_str::<Value>(caps_raw.get()) {
             Ok(v @ Value::Object(_)) => serde_json::from_value(v).map_err(|e| {
                 invalid_params(format!(
                     "Invalid params: {} is malformed: {e}",
@@ -171,7 +179,8 @@ pub fn classify(
                     meta::CLIENT_CAPABILITIES
                 )))
             }
-        };
+        },
+    };
     // clientInfo is a SHOULD: a malformed one is treated as absent, never a reason to refuse.
     let client_info = fields
         .client_info
@@ -196,6 +205,37 @@ pub fn classify(
         log_level,
         progress_token,
     })
+}
+
+/// The string member `key` of a params object, as `Value::get(key).as_str()` would give it,
+/// without building a `Value` when the object reads as plain members (the last of duplicate
+/// keys wins either way).
+fn string_member(params: &RawValue, key: &str) -> Option<String> {
+    struct Seek<'k>(&'k str);
+    impl<'de> serde::de::Visitor<'de> for Seek<'_> {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if k == self.0 {
+                    let v: &RawValue = map.next_value()?;
+                    found = serde_json::from_str::<String>(v.get()).ok();
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    use serde::Deserializer as _;
+    let mut de = serde_json::Deserializer::from_str(params.get());
+    de.deserialize_map(Seek(key)).ok().flatten()
 }
 
 /// The HTTP rung: `MCP-Protocol-Version` equals the envelope's version, `Mcp-Method` the body's
@@ -239,9 +279,7 @@ fn check_headers(
         }
     }
     if let Some(key) = headers::name_param(method) {
-        let body_value = params
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-            .and_then(|v| v.get(key).and_then(Value::as_str).map(str::to_owned));
+        let body_value = params.and_then(|p| string_member(p, key));
         if let Some(body_value) = body_value {
             match &h.name {
                 None => {
@@ -303,6 +341,44 @@ mod tests {
     }
 
     const OK: &str = r#"{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/logLevel":"info","progressToken":7}}"#;
+
+    #[test]
+    fn a_string_member_reads_as_a_value_would() {
+        let member = |s: &str, k: &str| {
+            let v: Value = serde_json::from_str(s).unwrap();
+            let expected = v.get(k).and_then(Value::as_str).map(str::to_owned);
+            assert_eq!(string_member(&raw(s), k), expected, "{s}");
+            expected
+        };
+        assert_eq!(member(r#"{"name":"t"}"#, "name").as_deref(), Some("t"));
+        assert_eq!(
+            member(r#"{"na\u006de":"t\n"}"#, "name").as_deref(),
+            Some("t\n")
+        );
+        assert_eq!(
+            member(r#"{"name":"a","name":"b"}"#, "name").as_deref(),
+            Some("b")
+        );
+        assert_eq!(member(r#"{"name":"a","name":5}"#, "name"), None);
+        assert_eq!(member(r#"{"uri":"x"}"#, "name"), None);
+        assert_eq!(member(r#"["name"]"#, "name"), None);
+    }
+
+    #[test]
+    fn capabilities_read_the_same_by_either_path() {
+        let caps = |c: &str| {
+            let params = OK.replace(r#"{"sampling":{}}"#, c);
+            classify("tools/call", Some(&raw(&params)), None).map(|e| e.client_capabilities)
+        };
+        assert!(caps(r#"{"elicitation":{}}"#).unwrap().elicitation.is_some());
+        // A duplicate key goes the long way: the last one wins, as it did.
+        let dup = caps(r#"{"sampling":null,"sampling":{}}"#).unwrap();
+        assert!(dup.sampling.is_some());
+        assert!(caps("[]")
+            .unwrap_err()
+            .message
+            .ends_with("clientCapabilities must be an object"));
+    }
 
     #[test]
     fn a_complete_envelope_is_read() {

@@ -3,6 +3,7 @@
 //! (`resultType`, `_meta.serverInfo`, `ttlMs`, `cacheScope`) are added where the handler left them
 //! out, and the object is written back. Nested values are copied as the bytes they were.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -13,21 +14,26 @@ use super::{meta, CacheHint, RESULT_COMPLETE};
 use crate::modern::raw;
 use crate::types::Implementation;
 
-/// The top-level members of a JSON object, in order, values raw.
-struct Members(Vec<(String, Box<RawValue>)>);
+/// One member: its key and its value as the bytes it was (or a new value), borrowed from the
+/// object being read where they can be.
+type Member<'a> = (Cow<'a, str>, Cow<'a, RawValue>);
 
-impl<'de> Deserialize<'de> for Members {
+/// The top-level members of a JSON object, in order, values raw.
+struct Members<'a>(Vec<Member<'a>>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Members;
+            type Value = Members<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
-                    out.push((k, v));
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+                    let v: &'de RawValue = map.next_value()?;
+                    out.push((k, Cow::Borrowed(v)));
                 }
                 Ok(Members(out))
             }
@@ -36,24 +42,47 @@ impl<'de> Deserialize<'de> for Members {
     }
 }
 
-fn write(members: &[(String, Box<RawValue>)]) -> Box<RawValue> {
-    let mut out = String::with_capacity(
+/// A member's key, borrowed unless it had escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+fn write(members: &[Member<'_>]) -> Box<RawValue> {
+    let mut out = Vec::with_capacity(
         members
             .iter()
             .map(|(k, v)| k.len() + v.get().len() + 4)
             .sum::<usize>()
             + 2,
     );
-    out.push('{');
+    out.push(b'{');
     for (i, (k, v)) in members.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str(&serde_json::to_string(k).expect("keys serialize"));
-        out.push(':');
-        out.push_str(v.get());
+        serde_json::to_writer(&mut out, k.as_ref()).expect("keys serialize");
+        out.push(b':');
+        out.extend_from_slice(v.get().as_bytes());
     }
-    out.push('}');
+    out.push(b'}');
+    let out = String::from_utf8(out).expect("written from strings");
     RawValue::from_string(out).expect("written from valid members")
 }
 
@@ -73,17 +102,16 @@ pub fn complete(
     let Ok(Members(mut members)) = serde_json::from_str::<Members>(result.get()) else {
         return result;
     };
-    let has =
-        |members: &[(String, Box<RawValue>)], key: &str| members.iter().any(|(k, _)| k == key);
+    let has = |members: &[Member<'_>], key: &str| members.iter().any(|(k, _)| k == key);
     if !has(&members, "resultType") {
-        members.push(("resultType".into(), raw_str(RESULT_COMPLETE)));
+        members.push(("resultType".into(), Cow::Owned(raw_str(RESULT_COMPLETE))));
     }
     if let Some(hint) = cache {
         if !has(&members, "ttlMs") {
-            members.push(("ttlMs".into(), raw(&hint.ttl_ms)));
+            members.push(("ttlMs".into(), Cow::Owned(raw(&hint.ttl_ms))));
         }
         if !has(&members, "cacheScope") {
-            members.push(("cacheScope".into(), raw(&hint.scope)));
+            members.push(("cacheScope".into(), Cow::Owned(raw(&hint.scope))));
         }
     }
     if let Some(info) = server_info {
@@ -93,26 +121,25 @@ pub fn complete(
 }
 
 /// Puts `key: value` into the `_meta` member (created when absent) unless it is already there.
-pub(crate) fn stamp_meta(
-    members: &mut Vec<(String, Box<RawValue>)>,
-    key: &str,
-    value: Box<RawValue>,
-) {
+fn stamp_meta(members: &mut Vec<Member<'_>>, key: &str, value: Box<RawValue>) {
     match members.iter_mut().find(|(k, _)| k == "_meta") {
         None => {
-            let m = write(&[(key.to_owned(), value)]);
-            members.push(("_meta".into(), m));
+            let m = write(&[(Cow::Borrowed(key), Cow::Owned(value))]);
+            members.push(("_meta".into(), Cow::Owned(m)));
         }
         Some((_, existing)) => {
-            let Ok(Members(mut inner)) = serde_json::from_str::<Members>(existing.get()) else {
-                return;
+            let stamped = {
+                let Ok(Members(mut inner)) = serde_json::from_str::<Members>(existing.get()) else {
+                    return;
+                };
+                if inner.iter().any(|(k, v)| k == key && v.get() != "null") {
+                    return;
+                }
+                inner.retain(|(k, _)| k != key);
+                inner.push((Cow::Borrowed(key), Cow::Owned(value)));
+                write(&inner)
             };
-            if inner.iter().any(|(k, v)| k == key && v.get() != "null") {
-                return;
-            }
-            inner.retain(|(k, _)| k != key);
-            inner.push((key.to_owned(), value));
-            *existing = write(&inner);
+            *existing = Cow::Owned(stamped);
         }
     }
 }
@@ -160,6 +187,19 @@ mod tests {
         assert_eq!(
             out.get(),
             r#"{"tools":[{"name":"a","inputSchema":{"b":1,"a":2}}],"resultType":"complete","ttlMs":5,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}"#
+        );
+    }
+
+    #[test]
+    fn escaped_keys_and_nested_bytes_are_kept() {
+        let out = complete(
+            raw(r#"{"a\u0062":{"x" : [1, 2]},"_meta":{"k\"":null}}"#),
+            Some(&Implementation::new("s", "1")),
+            None,
+        );
+        assert_eq!(
+            out.get(),
+            r#"{"ab":{"x" : [1, 2]},"_meta":{"k\"":null,"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}},"resultType":"complete"}"#
         );
     }
 

@@ -41,8 +41,9 @@ struct Answer {
 pub(crate) struct Round {
     security: RequestStateSecurity,
     method: String,
-    /// The request's params as JSON (what the state is bound to).
-    params: Value,
+    /// The request's params as they came (what the state is bound to), read into a `Value` only
+    /// when a round ends `input_required` and its state is sealed.
+    params: Option<Box<RawValue>>,
     audience: String,
     principal: Option<String>,
     caps: ClientCapabilities,
@@ -88,6 +89,47 @@ fn digest_of(request: &InputRequest) -> String {
     short_digest(canonical_json(&request.to_value()).as_bytes(), 16)
 }
 
+/// What a round starts from: the answers and questions of earlier rounds, this request's
+/// answers, the handler's carried state.
+#[derive(Default)]
+struct RoundInputs {
+    answers: BTreeMap<String, Answer>,
+    asked_before: BTreeMap<String, String>,
+    fresh: BTreeMap<String, Value>,
+    prior_state: Option<Value>,
+}
+
+/// The request's params as a `Value` (no params: an empty object).
+fn params_value(params: Option<&RawValue>) -> Result<Value, ErrorObject> {
+    match params {
+        Some(p) => {
+            serde_json::from_str(p.get()).map_err(|e| invalid(format!("Invalid params: {e}")))
+        }
+        None => Ok(Value::Object(Default::default())),
+    }
+}
+
+/// Whether the params may carry `inputResponses` or `requestState` (other than `null`): read
+/// without building a `Value`. Anything this quick read does not understand (a duplicate key, a
+/// params that is not an object) answers true, and the full reading decides.
+fn has_round_keys(params: Option<&RawValue>) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Keys<'a> {
+        #[serde(borrow, default, rename = "inputResponses")]
+        input_responses: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "requestState")]
+        request_state: Option<&'a RawValue>,
+    }
+    let Some(p) = params else { return false };
+    if !p.get().trim_start().starts_with('{') {
+        return true;
+    }
+    match serde_json::from_str::<Keys<'_>>(p.get()) {
+        Ok(k) => k.input_responses.is_some() || k.request_state.is_some(),
+        Err(_) => true,
+    }
+}
+
 impl Round {
     /// Opens the round of one request: verifies its `requestState` (if any) and reads its
     /// `inputResponses` (if any).
@@ -99,11 +141,20 @@ impl Round {
         principal: Option<String>,
         caps: ClientCapabilities,
     ) -> Result<Round, ErrorObject> {
-        let params: Value = match params {
-            Some(p) => serde_json::from_str(p.get())
-                .map_err(|e| invalid(format!("Invalid params: {e}")))?,
-            None => Value::Object(Default::default()),
-        };
+        let kept = params.map(ToOwned::to_owned);
+        if !has_round_keys(params) {
+            // The usual request: no answers, no state; its params are not read further here.
+            return Ok(Round::new(
+                security,
+                method,
+                kept,
+                audience,
+                principal,
+                caps,
+                RoundInputs::default(),
+            ));
+        }
+        let params = params_value(params)?;
         let fresh = match params.get("inputResponses") {
             None | Some(Value::Null) => BTreeMap::new(),
             Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -148,22 +199,47 @@ impl Round {
             }
             Some(_) => return Err(crate::request_state::Rejected("not a string").to_error()),
         }
-        Ok(Round {
+        Ok(Round::new(
+            security,
+            method,
+            kept,
+            audience,
+            principal,
+            caps,
+            RoundInputs {
+                answers,
+                asked_before,
+                fresh,
+                prior_state,
+            },
+        ))
+    }
+
+    fn new(
+        security: &RequestStateSecurity,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        audience: &str,
+        principal: Option<String>,
+        caps: ClientCapabilities,
+        inputs: RoundInputs,
+    ) -> Round {
+        Round {
             security: security.clone(),
             method: method.to_owned(),
             params,
             audience: audience.to_owned(),
             principal,
             caps,
-            answers: Mutex::new(answers),
-            asked_before,
-            fresh,
-            prior_state,
+            answers: Mutex::new(inputs.answers),
+            asked_before: inputs.asked_before,
+            fresh: inputs.fresh,
+            prior_state: inputs.prior_state,
             next_state: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             ended: CancellationToken::new(),
-        })
+        }
     }
 
     /// The handler's state carried from the previous round.
@@ -268,9 +344,11 @@ impl Round {
             "asked": asked,
             "handler": handler,
         });
+        // The params were read when the round opened, so they read again.
+        let params = params_value(self.params.as_deref()).unwrap_or(Value::Null);
         let binding = Binding::of(
             &self.method,
-            &self.params,
+            &params,
             &self.audience,
             self.principal.as_deref(),
         );
@@ -364,5 +442,51 @@ where
             Step::Done(r)
         }
         None => Step::Escalate(fut),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn only_params_that_may_carry_a_round_take_the_full_reading() {
+        let quick = |s: &str| has_round_keys(Some(&raw(s)));
+        assert!(!has_round_keys(None));
+        assert!(!quick(
+            r#"{"name":"t","arguments":{"requestState":"inside"}}"#
+        ));
+        assert!(!quick(
+            r#"{"name":"t","inputResponses":null,"requestState":null}"#
+        ));
+        assert!(quick(r#"{"name":"t","inputResponses":{}}"#));
+        assert!(quick(r#"{"requestState":"v1.x","name":"t"}"#));
+        // Not understood by the quick reading: the full one decides.
+        assert!(!quick(r#"{"name":"t","name":"u"}"#));
+        assert!(quick(r#"{"requestState":null,"requestState":"v1.x"}"#));
+        assert!(quick(r#"[1]"#));
+    }
+
+    #[test]
+    fn a_malformed_round_is_refused_whichever_reading_sees_it() {
+        let sec = RequestStateSecurity::ephemeral();
+        let caps = ClientCapabilities::default();
+        let open = |s: &str| {
+            Round::open(&sec, "tools/call", Some(&raw(s)), "srv", None, caps.clone()).map(|_| ())
+        };
+        assert!(open(r#"{"name":"t"}"#).is_ok());
+        assert!(open(r#"{"name":"t","inputResponses":null}"#).is_ok());
+        assert_eq!(
+            open(r#"{"name":"t","inputResponses":[1]}"#)
+                .unwrap_err()
+                .message,
+            "Invalid params: inputResponses must be an object"
+        );
+        assert!(open(r#"{"name":"t","requestState":5}"#).is_err());
+        assert!(open(r#"{"name":"t","requestState":"v1.forged"}"#).is_err());
     }
 }
