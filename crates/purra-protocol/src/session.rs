@@ -1378,66 +1378,71 @@ impl<S: Service> Engine<S> {
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
                 let traced = span.clone();
-                let task = tokio::spawn(
-                    async move {
-                        let _permit = permit;
-                        let mut fut = CatchUnwind(fut);
-                        let res = tokio::select! {
-                            biased;
-                            r = &mut fut => Some(r),
-                            _ = token.cancelled() => None,
+                let task = async move {
+                    let _permit = permit;
+                    let mut fut = CatchUnwind(fut);
+                    let res = tokio::select! {
+                        biased;
+                        r = &mut fut => Some(r),
+                        _ = token.cancelled() => None,
+                    };
+                    shared.inflight.lock().expect("inflight lock").remove(&id);
+                    if let Some(started) = started {
+                        let outcome = match &res {
+                            _ if token.is_cancelled() => "cancelled".to_owned(),
+                            Some(Ok(Ok(_))) => "ok".to_owned(),
+                            Some(Ok(Err(e))) => format!("error {}", e.code),
+                            Some(Err(_)) => "panic".to_owned(),
+                            None => "cancelled".to_owned(),
                         };
-                        shared.inflight.lock().expect("inflight lock").remove(&id);
-                        if let Some(started) = started {
-                            let outcome = match &res {
-                                _ if token.is_cancelled() => "cancelled".to_owned(),
-                                Some(Ok(Ok(_))) => "ok".to_owned(),
-                                Some(Ok(Err(e))) => format!("error {}", e.code),
-                                Some(Err(_)) => "panic".to_owned(),
-                                None => "cancelled".to_owned(),
-                            };
-                            tracing::debug!(
-                                parent: &traced,
-                                outcome,
-                                duration_us = started.elapsed().as_micros() as u64,
-                                "answered"
-                            );
+                        tracing::debug!(
+                            parent: &traced,
+                            outcome,
+                            duration_us = started.elapsed().as_micros() as u64,
+                            "answered"
+                        );
+                    }
+                    // A handler that saw its cancellation and returned is still cancelled: the
+                    // peer gets no response after a cancel.
+                    if res.is_some() && token.is_cancelled() {
+                        return None;
+                    }
+                    let frame = match res {
+                        Some(Ok(Ok(v))) => encode_response(&id, &v),
+                        Some(Ok(Err(e))) => encode_error(Some(&id), &e),
+                        Some(Err(panic)) => {
+                            // The panic text is the handler's business (paths, values): it goes
+                            // to the host's log, and the peer learns only that it failed.
+                            tracing::error!(%id, panic = %panic, "request handler panicked");
+                            encode_error(Some(&id), &ErrorObject::internal("Internal error"))
                         }
-                        // A handler that saw its cancellation and returned is still cancelled: the
-                        // peer gets no response after a cancel.
-                        if res.is_some() && token.is_cancelled() {
+                        None => {
+                            // Cancelled: let the handler observe it, then drop it. No response.
+                            let _ = Box::pin(tokio::time::timeout(grace, &mut fut)).await;
                             return None;
                         }
-                        let frame = match res {
-                            Some(Ok(Ok(v))) => encode_response(&id, &v),
-                            Some(Ok(Err(e))) => encode_error(Some(&id), &e),
-                            Some(Err(panic)) => {
-                                // The panic text is the handler's business (paths, values): it goes
-                                // to the host's log, and the peer learns only that it failed.
-                                tracing::error!(%id, panic = %panic, "request handler panicked");
-                                encode_error(Some(&id), &ErrorObject::internal("Internal error"))
-                            }
-                            None => {
-                                // Cancelled: let the handler observe it, then drop it. No response.
-                                let _ = tokio::time::timeout(grace, &mut fut).await;
-                                return None;
-                            }
-                        };
-                        if in_batch {
-                            return Some(frame);
-                        }
-                        let _ = shared
-                            .send_out(Outbound {
-                                frame,
-                                related: Some(id),
-                                completes: true,
-                                ..Outbound::default()
-                            })
-                            .await;
-                        None
+                    };
+                    if in_batch {
+                        return Some(frame);
                     }
-                    .instrument(span),
-                );
+                    let out = Outbound {
+                        frame,
+                        related: Some(id),
+                        completes: true,
+                        ..Outbound::default()
+                    };
+                    // Queued at once when there is room (the usual case); only a full queue
+                    // waits, in a future of its own, so that this task stays small: it is
+                    // moved into its task cell, and every byte of it is copied per request.
+                    if !shared.closed.is_cancelled() {
+                        if let Err(mpsc::error::TrySendError::Full(out)) = shared.try_queue(out) {
+                            let _ = Box::pin(shared.send_out(out)).await;
+                        }
+                    }
+                    None
+                }
+                .instrument(span);
+                let task = tokio::spawn(task);
                 if handshake {
                     let _ = task.await;
                     return Dispatched::Nothing;
