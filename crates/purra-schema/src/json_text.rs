@@ -6,7 +6,7 @@
 //! checks depth *before* descending into an array or object and counts nodes as it goes, so a
 //! 10 000-deep document costs at most `max_depth` stack frames and ends in [`JsonErrorKind::TooDeep`].
 //!
-//! I-JSON rules enforced here (and by [`crate::identity`] for values built in memory):
+//! I-JSON rules enforced here (and by purra-core's `identity` module for values built in memory):
 //! - object member names are unique ([`JsonErrorKind::DuplicateKey`]);
 //! - strings are valid Unicode: no lone surrogate escapes ([`JsonErrorKind::LoneSurrogate`]);
 //! - numbers are IEEE-754 doubles: an integer literal (no fraction, no exponent) must be exactly
@@ -125,7 +125,8 @@ fn i128_is_exact_double_text(literal: &str, f: f64) -> bool {
 }
 
 /// Whether an integer is exactly representable as an IEEE-754 double.
-pub(crate) fn i128_is_exact_double(n: i128) -> bool {
+#[doc(hidden)] // for purra-core's `identity`, not a public item of this crate
+pub fn i128_is_exact_double(n: i128) -> bool {
     let f = n as f64;
     f.is_finite() && f.abs() < 1.7e38 && (f as i128) == n
 }
