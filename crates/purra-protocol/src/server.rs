@@ -367,10 +367,30 @@ pub trait Handlers: Send + Sync + 'static {
 /// A compiled tool schema. With the `validation` feature it is a JSON Schema 2020-12 validator;
 /// without it only the root (`type: "object"`) is checked, and typed tools' arguments are
 /// checked by their `Deserialize` impl alone.
+///
+/// A schema inside purra's strict profile (`purra-schema`: every schema derived from a Rust type,
+/// and most hand-written tool schemas) is validated by that profile's compiled form, the same
+/// verdict with a fraction of the memory; the `jsonschema` crate compiles it only when an
+/// instance fails (to word the errors) or exceeds the profile's budgets (to decide it). Any other
+/// schema is compiled by `jsonschema` at registration, as before.
 #[cfg(feature = "validation")]
-type Validator = jsonschema::Validator;
+enum Validator {
+    Strict {
+        schema: purra_schema::CompiledSchema,
+        full: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
+    },
+    Full(jsonschema::Validator),
+}
 #[cfg(not(feature = "validation"))]
 struct Validator;
+
+#[cfg(feature = "validation")]
+fn full_validator(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(schema)
+        .map_err(|e| e.to_string())
+}
 
 fn compile(schema: &JsonObject, name: &str, what: &str) -> Result<Validator, RegistrationError> {
     let invalid = |reason: String| RegistrationError::InvalidSchema {
@@ -383,34 +403,71 @@ fn compile(schema: &JsonObject, name: &str, what: &str) -> Result<Validator, Reg
         )));
     }
     #[cfg(feature = "validation")]
-    return jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(&Value::Object(schema.clone()))
-        .map_err(|e| invalid(format!("{what} schema: {e}")));
+    {
+        let value = Value::Object(schema.clone());
+        if let Ok(schema) = purra_schema::CompiledSchema::compile_mcp(&value) {
+            return Ok(Validator::Strict {
+                schema,
+                full: std::sync::OnceLock::new(),
+            });
+        }
+        full_validator(&value)
+            .map(Validator::Full)
+            .map_err(|e| invalid(format!("{what} schema: {e}")))
+    }
     #[cfg(not(feature = "validation"))]
     Ok(Validator)
 }
 
 /// The first eight validation errors of `instance`, each with its instance path.
 fn validation_errors(validator: &Validator, instance: &Value) -> Vec<String> {
-    // Valid is the common case: `is_valid` stops early and builds no error values.
     #[cfg(feature = "validation")]
-    if validator.is_valid(instance) {
-        return Vec::new();
-    }
-    #[cfg(feature = "validation")]
-    return validator
-        .iter_errors(instance)
-        .take(8)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
+    {
+        let words = |full: &jsonschema::Validator| -> Vec<String> {
+            full.iter_errors(instance)
+                .take(8)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
+                })
+                .collect()
+        };
+        match validator {
+            // `is_valid` stops early and builds no error values.
+            Validator::Full(full) if full.is_valid(instance) => Vec::new(),
+            Validator::Full(full) => words(full),
+            Validator::Strict { schema, full } => {
+                // The profile's verdict decides; valid is the common case, and it builds nothing.
+                let verdict = schema.verdict(instance);
+                if verdict == Ok(true) {
+                    return Vec::new();
+                }
+                let full = full.get_or_init(|| full_validator(schema.source()));
+                match (verdict, full) {
+                    // Over the profile's budgets: the full validator decides.
+                    (Err(_), Ok(full)) if full.is_valid(instance) => Vec::new(),
+                    (Err(_), Ok(full)) => words(full),
+                    // Invalid: worded as the full validator words it, or, where it sees nothing
+                    // wrong (their regular expressions differ on line terminators; the profile's
+                    // follow ECMA-262), as the profile does.
+                    (_, full) => {
+                        let worded = full.as_ref().map(words).unwrap_or_default();
+                        if !worded.is_empty() {
+                            return worded;
+                        }
+                        match schema.validate(instance) {
+                            Ok(()) => Vec::new(),
+                            Err(e) => vec![e.to_string()],
+                        }
+                    }
+                }
             }
-        })
-        .collect();
+        }
+    }
     #[cfg(not(feature = "validation"))]
     {
         let _ = validator;
@@ -1933,6 +1990,103 @@ mod tests {
         assert_eq!(
             decode_cursor(Some("garbage")).unwrap_err().code,
             RpcErrorCode::INVALID_PARAMS
+        );
+    }
+}
+
+#[cfg(all(test, feature = "validation"))]
+mod validation_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn compiled(schema: Value) -> Result<Validator, RegistrationError> {
+        let Value::Object(schema) = schema else {
+            panic!("not an object")
+        };
+        compile(&schema, "t", "input")
+    }
+
+    fn full_compiled(v: &Validator) -> bool {
+        match v {
+            Validator::Strict { full, .. } => full.get().is_some(),
+            Validator::Full(_) => true,
+        }
+    }
+
+    #[test]
+    fn a_schema_in_the_profile_is_decided_by_it_and_worded_by_jsonschema() {
+        let v = compiled(json!({
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "s": {"type": "string", "maxLength": 2}},
+            "required": ["a"],
+            "additionalProperties": false
+        }))
+        .unwrap();
+        assert!(matches!(v, Validator::Strict { .. }));
+        assert!(validation_errors(&v, &json!({"a": 1.5, "s": "ok"})).is_empty());
+        // No invalid instance yet: jsonschema has compiled nothing.
+        assert!(!full_compiled(&v));
+        assert_eq!(
+            validation_errors(&v, &json!({"a": "x", "s": "long", "z": 1})),
+            vec![
+                "/a: \"x\" is not of type \"number\"".to_owned(),
+                "/s: \"long\" is longer than 2 characters".to_owned(),
+                "Additional properties are not allowed ('z' was unexpected)".to_owned(),
+            ]
+        );
+        assert!(full_compiled(&v));
+        assert_eq!(
+            validation_errors(&v, &json!({})),
+            vec!["\"a\" is a required property".to_owned()]
+        );
+    }
+
+    #[test]
+    fn an_instance_over_the_profiles_budgets_is_decided_by_jsonschema() {
+        let v = compiled(json!({"type": "object"})).unwrap();
+        let mut deep = json!(1);
+        for _ in 0..100 {
+            deep = json!([deep]);
+        }
+        assert!(validation_errors(&v, &json!({"a": deep})).is_empty());
+        assert_eq!(
+            validation_errors(&v, &json!([deep])),
+            vec![format!("{} is not of type \"object\"", json!([deep]))]
+        );
+    }
+
+    #[test]
+    fn line_terminators_follow_ecma_262_inside_the_profile() {
+        let v = compiled(json!({
+            "type": "object",
+            "properties": {"s": {"type": "string", "pattern": "^.$"}}
+        }))
+        .unwrap();
+        assert!(validation_errors(&v, &json!({"s": "x"})).is_empty());
+        // `.` matches no line terminator in ECMA-262; the profile's verdict decides.
+        assert_eq!(validation_errors(&v, &json!({"s": "\n"})).len(), 1);
+        assert_eq!(validation_errors(&v, &json!({"s": "\r"})).len(), 1);
+    }
+
+    #[test]
+    fn other_schemas_are_compiled_by_jsonschema_and_refused_when_invalid() {
+        let v = compiled(json!({
+            "type": "object",
+            "properties": {"p": {"$ref": "#/$defs/point"}},
+            "$defs": {"point": {"type": "object", "required": ["x"]}}
+        }))
+        .unwrap();
+        assert!(matches!(v, Validator::Full(_)));
+        assert!(validation_errors(&v, &json!({"p": {"x": 1}})).is_empty());
+        assert_eq!(
+            validation_errors(&v, &json!({"p": {}})),
+            vec!["/p: \"x\" is a required property".to_owned()]
+        );
+        let refused = compiled(json!({"type": "object", "properties": {"a": {"type": 5}}}));
+        assert!(
+            matches!(&refused, Err(RegistrationError::InvalidSchema { reason, .. }) if reason.starts_with("input schema: ")),
+            "{:?}",
+            refused.err()
         );
     }
 }

@@ -1228,6 +1228,16 @@ impl CompiledSchema {
         Ok(value)
     }
 
+    /// The verdict alone: `Ok(true)` or `Ok(false)`, or `Err` when a budget stopped validation
+    /// before there was one (so a caller can decide another way). Allocates nothing on failure.
+    pub fn verdict(&self, instance: &Value) -> Result<bool, ValidationError> {
+        match self.run(instance, false) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind.is_budget() => Err(e),
+            Err(_) => Ok(false),
+        }
+    }
+
     /// Whether the instance is valid (budget errors count as invalid). Allocates nothing on failure.
     pub fn is_valid(&self, instance: &Value) -> bool {
         self.run(instance, false).is_ok()
