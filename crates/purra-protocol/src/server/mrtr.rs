@@ -130,30 +130,16 @@ fn has_round_keys(params: Option<&RawValue>) -> bool {
     }
 }
 
-impl Round {
-    /// Opens the round of one request: verifies its `requestState` (if any) and reads its
-    /// `inputResponses` (if any).
-    pub fn open(
+impl RoundInputs {
+    /// Reads the inputs of a request whose params may carry `inputResponses` or
+    /// `requestState`: verifies the state against this request's binding and reads the answers.
+    fn read(
         security: &RequestStateSecurity,
         method: &str,
         params: Option<&RawValue>,
         audience: &str,
-        principal: Option<String>,
-        caps: ClientCapabilities,
-    ) -> Result<Round, ErrorObject> {
-        let kept = params.map(ToOwned::to_owned);
-        if !has_round_keys(params) {
-            // The usual request: no answers, no state; its params are not read further here.
-            return Ok(Round::new(
-                security,
-                method,
-                kept,
-                audience,
-                principal,
-                caps,
-                RoundInputs::default(),
-            ));
-        }
+        principal: Option<&str>,
+    ) -> Result<RoundInputs, ErrorObject> {
         let params = params_value(params)?;
         let fresh = match params.get("inputResponses") {
             None | Some(Value::Null) => BTreeMap::new(),
@@ -164,13 +150,14 @@ impl Round {
                 ))
             }
         };
-        let mut answers = BTreeMap::new();
-        let mut asked_before = BTreeMap::new();
-        let mut prior_state = None;
+        let mut inputs = RoundInputs {
+            fresh,
+            ..RoundInputs::default()
+        };
         match params.get("requestState") {
             None | Some(Value::Null) => {}
             Some(Value::String(token)) => {
-                let binding = Binding::of(method, &params, audience, principal.as_deref());
+                let binding = Binding::of(method, &params, audience, principal);
                 let state = security.open(token, &binding).map_err(|r| r.to_error())?;
                 // Sealed by this server: its shape is ours, read it strictly.
                 if let Some(Value::Object(a)) = state.get("answers") {
@@ -179,7 +166,7 @@ impl Round {
                         else {
                             continue;
                         };
-                        answers.insert(
+                        inputs.answers.insert(
                             k.clone(),
                             Answer {
                                 digest: d.to_owned(),
@@ -191,43 +178,39 @@ impl Round {
                 if let Some(Value::Object(a)) = state.get("asked") {
                     for (k, v) in a {
                         if let Some(d) = v.as_str() {
-                            asked_before.insert(k.clone(), d.to_owned());
+                            inputs.asked_before.insert(k.clone(), d.to_owned());
                         }
                     }
                 }
-                prior_state = state.get("handler").cloned().filter(|v| !v.is_null());
+                inputs.prior_state = state.get("handler").cloned().filter(|v| !v.is_null());
             }
             Some(_) => return Err(crate::request_state::Rejected("not a string").to_error()),
         }
-        Ok(Round::new(
-            security,
-            method,
-            kept,
-            audience,
-            principal,
-            caps,
-            RoundInputs {
-                answers,
-                asked_before,
-                fresh,
-                prior_state,
-            },
-        ))
+        Ok(inputs)
     }
+}
 
-    fn new(
+impl Round {
+    /// Opens the round of one request: verifies its `requestState` (if any) and reads its
+    /// `inputResponses` (if any).
+    pub fn open(
         security: &RequestStateSecurity,
         method: &str,
-        params: Option<Box<RawValue>>,
+        params: Option<&RawValue>,
         audience: &str,
         principal: Option<String>,
         caps: ClientCapabilities,
-        inputs: RoundInputs,
-    ) -> Round {
-        Round {
+    ) -> Result<Round, ErrorObject> {
+        // The usual request carries no answers and no state; its params are not read further.
+        let inputs = if has_round_keys(params) {
+            RoundInputs::read(security, method, params, audience, principal.as_deref())?
+        } else {
+            RoundInputs::default()
+        };
+        Ok(Round {
             security: security.clone(),
             method: method.to_owned(),
-            params,
+            params: params.map(ToOwned::to_owned),
             audience: audience.to_owned(),
             principal,
             caps,
@@ -239,7 +222,7 @@ impl Round {
             pending: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             ended: CancellationToken::new(),
-        }
+        })
     }
 
     /// The handler's state carried from the previous round.
