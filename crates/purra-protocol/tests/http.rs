@@ -635,6 +635,25 @@ async fn custom_headers_reach_the_server_per_connection_and_per_request() {
 }
 
 #[tokio::test]
+async fn the_standalone_server_answers_only_at_its_endpoint() {
+    let srv = start(HttpServerConfig::default()).await;
+    let base = srv.url.strip_suffix("/mcp").unwrap();
+    // Any other path, a trailing slash, a prefix: 404 with an empty body, whatever the method,
+    // as the router of `StreamableHttpServer::router` answers.
+    for path in ["/", "/other", "/mcp/", "/mc", "/mcp/x", "/MCP"] {
+        let resp = post(&format!("{base}{path}"), None, INIT).await;
+        assert_eq!(resp.status(), 404, "{path}");
+        assert_eq!(resp.text().await.unwrap(), "", "{path}");
+        let get = raw().get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(get.status(), 404, "{path}");
+    }
+    // The endpoint itself, with a query string: served.
+    let resp = post(&format!("{}?x=1", srv.url), None, INIT).await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().contains_key("mcp-session-id"));
+}
+
+#[tokio::test]
 async fn binds_loopback_by_default_and_shuts_down_with_open_streams() {
     let bound = StreamableHttpServer::new(test_server(), HttpServerConfig::default())
         .bind()

@@ -320,6 +320,18 @@ impl StreamableHttpServer {
         router
     }
 
+    /// Whether `path` is one this server answers at: its endpoint, or a legacy HTTP+SSE path.
+    fn serves(&self, path: &str) -> bool {
+        let config = &self.shared.config;
+        #[cfg(feature = "legacy-sse")]
+        if let Some(l) = &config.legacy_sse {
+            if path == l.sse_path || path == l.messages_path {
+                return true;
+            }
+        }
+        path == config.endpoint
+    }
+
     /// Serves on `listener` until `shutdown` resolves, with the configured
     /// [`connections`](HttpServerConfig::connections) limits and `TCP_NODELAY`; then ends every
     /// stream and session and returns when connections have closed.
@@ -339,7 +351,7 @@ impl StreamableHttpServer {
             }
         };
         let (served, ()) = tokio::join!(
-            listen::serve_limited(listener, self.router(), limits, limiter, token),
+            listen::serve_limited(listener, AtPaths(self), limits, limiter, token),
             watch
         );
         served
@@ -371,6 +383,37 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let shared = self.shared.clone();
         Box::pin(async move { Ok(handle(shared, req.map(Body::new)).await) })
+    }
+}
+
+/// The standalone server's service ([`StreamableHttpServer::serve`]): the server at its own
+/// paths, matched exactly, and `404` with an empty body at any other path, as its
+/// [`router`](StreamableHttpServer::router) answers, without a router's work per request (a
+/// boxed route cloned, the matched path looked up and put in the request's extensions).
+#[derive(Clone)]
+struct AtPaths(StreamableHttpServer);
+
+impl<B> tower_service::Service<http::Request<B>> for AtPaths
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if self.0.serves(req.uri().path()) {
+            self.0.call(req)
+        } else {
+            Box::pin(std::future::ready(
+                Ok(StatusCode::NOT_FOUND.into_response()),
+            ))
+        }
     }
 }
 
