@@ -175,6 +175,11 @@ impl Default for HttpServerConfig {
 #[derive(Clone)]
 pub struct StreamableHttpServer {
     shared: Arc<HttpShared>,
+    /// Served standalone ([`serve`](Self::serve)): the server matches its own paths, exactly,
+    /// and answers `404` with an empty body at any other, as its [`router`](Self::router)
+    /// does, without a router's work per request (a boxed route cloned, the matched path looked
+    /// up and put in the request's extensions). Mounted, the application routes.
+    standalone: bool,
 }
 
 impl std::fmt::Debug for StreamableHttpServer {
@@ -261,7 +266,10 @@ impl StreamableHttpServer {
                 shared.sweep();
             }
         });
-        StreamableHttpServer { shared }
+        StreamableHttpServer {
+            shared,
+            standalone: false,
+        }
     }
 
     /// The number of established sessions: initialized, and used again by their client (what
@@ -351,7 +359,16 @@ impl StreamableHttpServer {
             }
         };
         let (served, ()) = tokio::join!(
-            listen::serve_limited(listener, AtPaths(self), limits, limiter, token),
+            listen::serve_limited(
+                listener,
+                StreamableHttpServer {
+                    standalone: true,
+                    ..self
+                },
+                limits,
+                limiter,
+                token
+            ),
             watch
         );
         served
@@ -381,39 +398,13 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if self.standalone && !self.serves(req.uri().path()) {
+            return Box::pin(std::future::ready(
+                Ok(StatusCode::NOT_FOUND.into_response()),
+            ));
+        }
         let shared = self.shared.clone();
         Box::pin(async move { Ok(handle(shared, req.map(Body::new)).await) })
-    }
-}
-
-/// The standalone server's service ([`StreamableHttpServer::serve`]): the server at its own
-/// paths, matched exactly, and `404` with an empty body at any other path, as its
-/// [`router`](StreamableHttpServer::router) answers, without a router's work per request (a
-/// boxed route cloned, the matched path looked up and put in the request's extensions).
-#[derive(Clone)]
-struct AtPaths(StreamableHttpServer);
-
-impl<B> tower_service::Service<http::Request<B>> for AtPaths
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if self.0.serves(req.uri().path()) {
-            self.0.call(req)
-        } else {
-            Box::pin(std::future::ready(
-                Ok(StatusCode::NOT_FOUND.into_response()),
-            ))
-        }
     }
 }
 
