@@ -330,14 +330,11 @@ impl StreamableHttpServer {
 
     /// Whether `path` is one this server answers at: its endpoint, or a legacy HTTP+SSE path.
     fn serves(&self, path: &str) -> bool {
-        let config = &self.shared.config;
         #[cfg(feature = "legacy-sse")]
-        if let Some(l) = &config.legacy_sse {
-            if path == l.sse_path || path == l.messages_path {
-                return true;
-            }
+        if legacy::route(&self.shared, path).is_some() {
+            return true;
         }
-        path == config.endpoint
+        path == self.shared.config.endpoint
     }
 
     /// Serves on `listener` until `shutdown` resolves, with the configured
