@@ -5,11 +5,12 @@ pub(crate) mod client;
 #[cfg(all(feature = "http-client", feature = "legacy-sse"))]
 pub(crate) mod legacy_client;
 #[cfg(feature = "http-server")]
-#[cfg(feature = "http-server")]
 mod listen;
 #[cfg(feature = "http-server")]
 pub(crate) mod server;
 pub(crate) mod sse;
+#[cfg(feature = "http-server")]
+mod wait;
 
 #[cfg(feature = "http-server")]
 pub use crate::http_context::HttpContext;
@@ -19,7 +20,6 @@ pub use client::HttpTransport;
 pub use client::{connect, AuthChallenge, HeaderProvider, HttpAuth, HttpClientOptions};
 #[cfg(all(feature = "http-client", feature = "legacy-sse"))]
 pub use legacy_client::connect_sse;
-#[cfg(feature = "http-server")]
 #[cfg(feature = "http-server")]
 pub use listen::{
     serve, ConnectionLimits, ConnectionStats, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,

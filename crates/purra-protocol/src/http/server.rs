@@ -207,6 +207,8 @@ struct HttpShared {
     connection_stats: ConnectionStats,
     /// The last `Host` the policy allowed, so keep-alive requests skip re-parsing it.
     allowed_host: crate::host_policy::AllowedHost,
+    /// The POSTs' head waits (`sse_head_wait`): one timer for all, not one per request.
+    head_wait: crate::http::wait::WaitTimer,
     /// HTTP+SSE (2024-11-05) sessions by id.
     #[cfg(feature = "legacy-sse")]
     legacy: Mutex<HashMap<String, Arc<legacy::LegacySession>>>,
@@ -238,6 +240,7 @@ impl StreamableHttpServer {
             limiter,
             connection_stats,
             allowed_host: Default::default(),
+            head_wait: crate::http::wait::WaitTimer::new(),
             #[cfg(feature = "legacy-sse")]
             legacy: Mutex::new(HashMap::new()),
         });
@@ -1631,7 +1634,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
                 m = rx.recv() => first.extend(m),
                 _ = session.closed.cancelled() => {}
                 _ = shared.shutdown.cancelled() => {}
-                _ = tokio::time::sleep(cfg.sse_head_wait) => {}
+                _ = shared.head_wait.until(tokio::time::Instant::now() + cfg.sse_head_wait) => {}
             }
         } else {
             // 2025-11-25: the priming event (the id to resume from) goes out at once; one turn
