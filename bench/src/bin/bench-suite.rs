@@ -309,7 +309,7 @@ async fn http_round(env: &Env, res: &mut Results, calls: usize) {
         };
         let url = format!("http://127.0.0.1:{port}/mcp");
         for &clients in HTTP_CLIENTS {
-            let n = if server == "py" { calls / 5 } else { calls }.max(clients * 4);
+            let n = http_calls_for(server, calls).max(clients * 4);
             let key = format!("http/{server}/{clients}");
             match tokio::time::timeout(Duration::from_secs(300), load(&url, clients, n)).await {
                 Ok(Ok(r)) => {
@@ -333,6 +333,19 @@ async fn http_round(env: &Env, res: &mut Results, calls: usize) {
             era_pair(res, &url, calls).await;
         }
         drop(running);
+    }
+}
+
+/// How many calls a run against `server` makes, of `calls` (`--http-calls`): all of them for the
+/// servers that answer in tens of µs (purra, rmcp + `TCP_NODELAY`), so that a run lasts about a
+/// second and one scheduler hiccup on a shared machine does not decide its rate; fewer for the
+/// slow ones, whose runs would otherwise take minutes (rmcp as its examples serve it waits about
+/// 40 ms for the client's delayed ACK on every sequential call).
+fn http_calls_for(server: &str, calls: usize) -> usize {
+    match server {
+        "ts" => calls / 4,
+        "rmcp" | "py" => calls / 40,
+        _ => calls,
     }
 }
 
@@ -610,7 +623,7 @@ fn parse_options() -> Options {
     let mut o = Options {
         rounds: 5,
         calls: 20_000,
-        http_calls: 5_000,
+        http_calls: 40_000,
         store_seconds: 2.0,
         quick: false,
         memory: false,
@@ -631,7 +644,7 @@ fn parse_options() -> Options {
                 o.quick = true;
                 o.rounds = 2;
                 o.calls = 1_000;
-                o.http_calls = 300;
+                o.http_calls = 1_200;
                 o.store_seconds = 0.3;
             }
             _ => usage(),
@@ -779,7 +792,7 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
     let _ = writeln!(s, "\n![stdio, sequential](bench/charts/stdio-sequential.svg)\n![stdio, 16 in flight](bench/charts/stdio-concurrent.svg)\n![stdio, ratio to the floor](bench/charts/stdio-floor-ratio.svg)\n");
 
     let _ = writeln!(s, "### Streamable HTTP over loopback\n");
-    let _ = writeln!(s, "One raw HTTP client process (`purra_bench::http`: HTTP/1.1 written by hand, one keep-alive connection per session, the same bytes for every server, SSE or JSON answers read to the end of the body) opens 1, 16 or 256 sessions (`initialize`, `notifications/initialized`), then each session calls `add {{a, b}}` one call at a time and checks the sum; {} calls in all per run (a fifth of that for the Python SDK). Servers: default configuration of each (`StreamableHttpServer`, rmcp's `StreamableHttpService` with its local session manager on `axum::serve` as rmcp's examples serve it, which leaves Nagle's algorithm on: each of its SSE answers then waits for the client's delayed ACK, about 40 ms per sequential call (purra's server sets `TCP_NODELAY` on accepted sockets); so it runs a second time as `rmcp + TCP_NODELAY`, the same server with the option set on every accepted socket, the fair comparison and the one the targets below use; the TypeScript SDK's `StreamableHTTPServerTransport` per session on `node:http`, the Python SDK's `MCPServer.run(\"streamable-http\")` on uvicorn).\n", run.http_calls);
+    let _ = writeln!(s, "One raw HTTP client process (`purra_bench::http`: HTTP/1.1 written by hand, one keep-alive connection per session, the same bytes for every server, SSE or JSON answers read to the end of the body) opens 1, 16 or 256 sessions (`initialize`, `notifications/initialized`), then each session calls `add {{a, b}}` one call at a time and checks the sum; {} calls in all per run (a quarter of that for the TypeScript SDK, a fortieth for the Python SDK and for rmcp without `TCP_NODELAY`, whose runs would otherwise take minutes; always at least 4 per session). Servers: default configuration of each (`StreamableHttpServer`, rmcp's `StreamableHttpService` with its local session manager on `axum::serve` as rmcp's examples serve it, which leaves Nagle's algorithm on: each of its SSE answers then waits for the client's delayed ACK, about 40 ms per sequential call (purra's server sets `TCP_NODELAY` on accepted sockets); so it runs a second time as `rmcp + TCP_NODELAY`, the same server with the option set on every accepted socket, the fair comparison and the one the targets below use; the TypeScript SDK's `StreamableHTTPServerTransport` per session on `node:http`, the Python SDK's `MCPServer.run(\"streamable-http\")` on uvicorn).\n", run.http_calls);
     let _ = writeln!(
         s,
         "| server | sessions | calls/s | p50 µs | p99 µs | calls/s ÷ rmcp + TCP_NODELAY | calls/s ÷ rmcp |"
