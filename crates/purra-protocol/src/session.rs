@@ -32,8 +32,8 @@ use crate::jsonrpc::{
 };
 use crate::peek::{Peek, PeekId};
 use crate::transport::{
-    Inbound, InboundSource, Outbound, OutboundRequest, OutboundSink, Transport, TransportContext,
-    DEFAULT_MAX_FRAME_BYTES,
+    DecodedFrame, Inbound, InboundSource, Outbound, OutboundRequest, OutboundSink, Transport,
+    TransportContext, DEFAULT_MAX_FRAME_BYTES,
 };
 use crate::types::{methods, CancelledParams, ProgressParams};
 
@@ -979,6 +979,25 @@ async fn run<S: Service>(
                     break reason;
                 }
             }
+            Some(Inbound::Decoded(d)) if d.frame.len() > config.max_frame_bytes => {
+                if let ControlFlow::Break(e) =
+                    Box::pin(engine.oversize(d.frame.len(), Peek::frame(&d.frame))).await
+                {
+                    let reason = format!("protocol violation: {e}");
+                    engine.violation(e);
+                    break reason;
+                }
+            }
+            Some(Inbound::Decoded(d)) => {
+                let DecodedFrame {
+                    message, context, ..
+                } = *d;
+                if let ControlFlow::Break(e) = engine.message(message, Some(context)).await {
+                    let reason = format!("protocol violation: {e}");
+                    engine.violation(e);
+                    break reason;
+                }
+            }
             Some(Inbound::Frame(bytes)) => {
                 if let ControlFlow::Break(e) = engine.frame(bytes, None).await {
                     let reason = format!("protocol violation: {e}");
@@ -1095,16 +1114,21 @@ impl<S: Service> Engine<S> {
         context: Option<TransportContext>,
     ) -> ControlFlow<Error> {
         match decode_frame(&bytes) {
-            Frame::Single(Ok(msg)) => match self.dispatch(msg, false, context.as_ref()).await {
-                Dispatched::Send((frame, related)) => {
-                    let _ = Box::pin(self.peer.shared.send(frame, related)).await;
-                    ControlFlow::Continue(())
-                }
-                Dispatched::Close(e) => ControlFlow::Break(e),
-                _ => ControlFlow::Continue(()),
-            },
+            Frame::Single(Ok(msg)) => self.message(msg, context).await,
             Frame::Single(Err(e)) => Box::pin(self.malformed(&bytes, e)).await,
             Frame::Batch(items) => Box::pin(self.batch(items, context.as_ref())).await,
+        }
+    }
+
+    /// One decoded message, with what its transport attached.
+    async fn message(&self, msg: Message, context: Option<TransportContext>) -> ControlFlow<Error> {
+        match self.dispatch(msg, false, context.as_ref()).await {
+            Dispatched::Send((frame, related)) => {
+                let _ = Box::pin(self.peer.shared.send(frame, related)).await;
+                ControlFlow::Continue(())
+            }
+            Dispatched::Close(e) => ControlFlow::Break(e),
+            _ => ControlFlow::Continue(()),
         }
     }
 

@@ -54,6 +54,25 @@ pub enum Inbound {
         /// Why it failed.
         error: crate::Error,
     },
+    /// A frame the transport has already decoded (only purra's own transports make these: the
+    /// Streamable HTTP server decodes each POST to route it, and the engine does not decode it
+    /// again).
+    #[doc(hidden)]
+    Decoded(Box<DecodedFrame>),
+}
+
+/// A frame and the one message decoded from it, with the transport's context; see
+/// [`Inbound::Decoded`].
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct DecodedFrame {
+    /// The frame as received (its length is checked against the engine's bound, and an oversize
+    /// frame is peeked at like any other).
+    pub(crate) frame: Bytes,
+    /// The message `frame` decodes to.
+    pub(crate) message: crate::jsonrpc::Message,
+    /// The transport's data for the request.
+    pub(crate) context: TransportContext,
 }
 
 /// Per-request data a transport attaches to inbound frames, opaque to the engine (for

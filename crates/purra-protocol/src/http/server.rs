@@ -34,7 +34,8 @@ use crate::limit::Limiter;
 use crate::server::{Server, ServerSession};
 use crate::session::BoxFuture;
 use crate::transport::{
-    queue, DeliverOutbound, Inbound, Outbound, Transport, TransportControl, CHANNEL_CAPACITY,
+    queue, DecodedFrame, DeliverOutbound, Inbound, Outbound, Transport, TransportControl,
+    CHANNEL_CAPACITY,
 };
 use crate::version::ProtocolVersion;
 
@@ -1137,15 +1138,34 @@ fn too_many_sessions() -> Reject {
 }
 
 fn accepts(headers: &HeaderMap, mime: &str) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|v| v.split(';').next().unwrap_or("").trim())
-        .any(|v| {
-            v == mime || v == "*/*" || (v.ends_with("/*") && mime.starts_with(&v[..v.len() - 1]))
-        })
+    accepts_all(headers, &[mime])
+}
+
+/// Whether the `Accept` header admits every one of `mimes` (at most 32): named exactly, by
+/// `type/*` or by `*/*`. One pass over the header's values for all of them.
+fn accepts_all(headers: &HeaderMap, mimes: &[&str]) -> bool {
+    let mut missing: u32 = (1u32 << mimes.len()) - 1;
+    if missing == 0 {
+        return true;
+    }
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        for range in value.split(',') {
+            let range = range.split(';').next().unwrap_or("").trim();
+            for (i, mime) in mimes.iter().enumerate() {
+                if range == *mime
+                    || range == "*/*"
+                    || (range.ends_with("/*") && mime.starts_with(&range[..range.len() - 1]))
+                {
+                    missing &= !(1 << i);
+                }
+            }
+            if missing == 0 {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 fn check_version_header(headers: &HeaderMap) -> Result<(), Reject> {
@@ -1349,14 +1369,16 @@ fn batch_refused() -> Response {
 /// `initialize`, and the request it cancels (for `notifications/cancelled`).
 struct Posted {
     frame: Bytes,
+    /// The message `frame` decodes to: handed to the engine as it is, not decoded again.
+    message: Message,
     id: Option<RequestId>,
     initialize: bool,
     cancels: Option<RequestId>,
 }
 
 impl Posted {
-    fn new(frame: Bytes, m: &Message) -> Self {
-        let cancels = match m {
+    fn new(frame: Bytes, m: Message) -> Self {
+        let cancels = match &m {
             Message::Notification { method, params }
                 if method == crate::types::methods::CANCELLED =>
             {
@@ -1368,9 +1390,10 @@ impl Posted {
         };
         Posted {
             frame,
-            id: request_id(m),
-            initialize: is_initialize(m),
+            id: request_id(&m),
+            initialize: is_initialize(&m),
             cancels,
+            message: m,
         }
     }
 }
@@ -1429,7 +1452,7 @@ async fn read_body(
 
 async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
     let headers = &parts.headers;
-    if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
+    if !accepts_all(headers, &["application/json", "text/event-stream"]) {
         return status(
             StatusCode::NOT_ACCEPTABLE,
             "Not Acceptable: the client must accept both application/json and text/event-stream",
@@ -1445,7 +1468,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         return modern::post(shared, parts, body).await;
     }
     let (messages, batch): (Vec<Posted>, bool) = match decode_frame(&body) {
-        Frame::Single(Ok(m)) => (vec![Posted::new(body.clone(), &m)], false),
+        Frame::Single(Ok(m)) => (vec![Posted::new(body.clone(), m)], false),
         Frame::Single(Err(e)) => {
             let body = encode_error(e.id.as_ref(), &e.error);
             return (
@@ -1462,10 +1485,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             let mut out = Vec::new();
             for (item, raw) in items.into_iter().zip(raw) {
                 match item {
-                    Ok(m) => out.push(Posted::new(
-                        Bytes::copy_from_slice(raw.get().as_bytes()),
-                        &m,
-                    )),
+                    Ok(m) => out.push(Posted::new(Bytes::copy_from_slice(raw.get().as_bytes()), m)),
                     Err(e) => {
                         let body = encode_error(e.id.as_ref(), &e.error);
                         return (
@@ -1572,11 +1592,12 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
     };
     let context: crate::transport::TransportContext =
         Arc::new(HttpContext::new(parts, session_id.clone()));
-    for m in &messages {
-        let inbound = Inbound::FrameWithContext {
-            frame: m.frame.clone(),
+    for m in messages {
+        let inbound = Inbound::Decoded(Box::new(DecodedFrame {
+            frame: m.frame,
+            message: m.message,
             context: context.clone(),
-        };
+        }));
         if session.inbound.send(inbound).await.is_err() {
             return status(StatusCode::NOT_FOUND, "Not Found: the session has ended");
         }
@@ -1824,6 +1845,30 @@ impl Drop for HttpSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accept_admits_each_type_by_name_by_wildcard_or_across_header_lines() {
+        let both = ["application/json", "text/event-stream"];
+        let with = |values: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(header::ACCEPT, v.parse().unwrap());
+            }
+            h
+        };
+        let admits = |values: &[&str]| accepts_all(&with(values), &both);
+        assert!(admits(&["application/json, text/event-stream"]));
+        assert!(admits(&["text/event-stream;q=0.5 , application/json;q=1"]));
+        assert!(admits(&["application/json", "text/event-stream"]));
+        assert!(admits(&["*/*"]));
+        assert!(admits(&["application/*, text/*"]));
+        assert!(!admits(&["application/json"]));
+        assert!(!admits(&["text/*"]));
+        assert!(!admits(&["application/jsonx, text/event-stream"]));
+        assert!(!admits(&[]));
+        assert!(accepts(&with(&["text/*"]), "text/event-stream"));
+        assert!(!accepts(&with(&["text/plain"]), "text/event-stream"));
+    }
 
     #[test]
     fn event_ids_round_trip() {
