@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -19,10 +18,11 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use self::channel::{Live, Reader};
 use super::listen::{self, ConnectionLimits, ConnectionStats};
 use super::sse::encode_event;
 use crate::host_policy::HostPolicy;
@@ -39,6 +39,7 @@ use crate::transport::{
 };
 use crate::version::ProtocolVersion;
 
+mod channel;
 #[cfg(feature = "legacy-sse")]
 mod legacy;
 mod modern;
@@ -563,7 +564,7 @@ impl Stream {
     }
 
     fn is_live(&self) -> bool {
-        self.live.as_ref().is_some_and(|l| !l.tx.is_closed())
+        self.live.as_ref().is_some_and(Live::is_open)
     }
 }
 
@@ -609,44 +610,6 @@ impl Pending {
             Pending::Many(set) => (None, Some(set.iter())),
         };
         one.into_iter().chain(many.into_iter().flatten())
-    }
-}
-
-/// The connection reading a stream: its channel, and the bytes queued in it.
-struct Live {
-    tx: mpsc::Sender<Bytes>,
-    queued: Arc<AtomicUsize>,
-}
-
-impl Live {
-    fn new(capacity: usize) -> (Live, mpsc::Receiver<Bytes>, Arc<AtomicUsize>) {
-        let (tx, rx) = mpsc::channel(capacity);
-        let queued = Arc::new(AtomicUsize::new(0));
-        (
-            Live {
-                tx,
-                queued: queued.clone(),
-            },
-            rx,
-            queued,
-        )
-    }
-
-    /// Queues `data` unless the connection is gone or already holds `max_bytes` unread (one
-    /// event is always let through, whatever its size).
-    fn send(&self, data: Bytes, max_bytes: usize) -> bool {
-        let queued = self.queued.load(Ordering::Acquire);
-        if queued > 0 && queued + data.len() > max_bytes {
-            return false;
-        }
-        let len = data.len();
-        match self.tx.try_send(data) {
-            Ok(()) => {
-                self.queued.fetch_add(len, Ordering::AcqRel);
-                true
-            }
-            Err(_) => false,
-        }
     }
 }
 
@@ -976,7 +939,7 @@ impl HttpSession {
         }
         let id = streams.next_id;
         streams.next_id += 1;
-        let (live, rx, queued) = Live::new(self.replay.max(16));
+        let (live, reader) = channel::channel(self.replay.max(16));
         let mut stream = Box::new(Stream::new(json));
         stream.live = Some(live);
         stream.pending = Pending::of(requests);
@@ -984,7 +947,7 @@ impl HttpSession {
         for r in requests {
             streams.by_request.insert(r.clone(), id);
         }
-        Ok((id, Reader { rx, queued }))
+        Ok((id, reader))
     }
 
     /// Attaches a GET connection: resumes `last` if given, else the standalone stream.
@@ -1002,7 +965,7 @@ impl HttpSession {
         if id == STANDALONE && last.is_none() && stream.is_live() {
             return Err(StatusCode::CONFLICT);
         }
-        let (live, rx, queued) = Live::new(self.replay.max(16));
+        let (live, reader) = channel::channel(self.replay.max(16));
         // Resuming replays what followed the client's last id; a fresh standalone stream
         // delivers what was queued while no GET stream was open.
         let from = if after == u64::MAX {
@@ -1030,7 +993,7 @@ impl HttpSession {
         if id == STANDALONE || !stream.pending.is_empty() {
             stream.live = Some(live);
         }
-        Ok((id, next_seq, Reader { rx, queued }))
+        Ok((id, next_seq, reader))
     }
 }
 
@@ -1218,36 +1181,6 @@ async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
             [(header::ALLOW, "GET, POST, DELETE")],
         )
             .into_response(),
-    }
-}
-
-/// The receiving end of a stream's connection.
-struct Reader {
-    rx: mpsc::Receiver<Bytes>,
-    /// Bytes queued and not yet taken (the sender bounds it).
-    queued: Arc<AtomicUsize>,
-}
-
-impl Reader {
-    async fn recv(&mut self) -> Option<Bytes> {
-        let b = self.rx.recv().await?;
-        self.queued.fetch_sub(b.len(), Ordering::AcqRel);
-        Some(b)
-    }
-
-    /// Takes what is queued now into `into`; true once the stream has ended (its last
-    /// response queued, or the session gone), false if more may come.
-    fn drain(&mut self, into: &mut VecDeque<Bytes>) -> bool {
-        loop {
-            match self.rx.try_recv() {
-                Ok(b) => {
-                    self.queued.fetch_sub(b.len(), Ordering::AcqRel);
-                    into.push_back(b);
-                }
-                Err(mpsc::error::TryRecvError::Empty) => return false,
-                Err(mpsc::error::TryRecvError::Disconnected) => return true,
-            }
-        }
     }
 }
 
