@@ -40,8 +40,9 @@ struct Inner {
 struct Armed {
     /// The deadline the task sleeps until; never later than a waiting waiter's.
     at: Option<Instant>,
-    /// Whether the task was started (lazily, by the first wait: a runtime is needed).
-    started: bool,
+    /// The task, started lazily by the first wait (a runtime is needed), and again by a wait
+    /// that finds it gone with the runtime that ran it (a server kept across runtimes).
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl WaitTimer {
@@ -74,16 +75,18 @@ impl WaitTimer {
     /// Makes the task sleep until `at` at the latest.
     fn arm(&self, at: Instant) {
         let mut armed = self.inner.armed.lock().expect("wait timer lock");
+        if armed.task.as_ref().is_none_or(|t| t.is_finished()) {
+            // No task, or it went with its runtime, leaving its deadline armed: the waiters
+            // that counted on it (theirs are no earlier) are woken by the new task's first tick.
+            armed.at = Some(armed.at.map_or(at, |a| a.min(at)));
+            armed.task = Some(tokio::spawn(run(self.inner.clone())));
+            return;
+        }
         if armed.at.is_some_and(|a| a <= at) {
             return;
         }
         armed.at = Some(at);
-        if armed.started {
-            self.inner.rearm.notify_one();
-        } else {
-            armed.started = true;
-            tokio::spawn(run(self.inner.clone()));
-        }
+        self.inner.rearm.notify_one();
     }
 }
 
@@ -191,6 +194,31 @@ mod tests {
         bounded(timer.until(start + Duration::from_millis(40))).await;
         let took = Instant::now() - start;
         assert!(took >= Duration::from_millis(40) && took < Duration::from_millis(45));
+    }
+
+    #[test]
+    fn a_timer_outlives_the_runtime_that_ran_its_task() {
+        let timer = WaitTimer::new();
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap()
+        };
+        runtime().block_on(timer.until(Instant::now() + Duration::from_millis(1)));
+        // That runtime is gone, and its task with it: the next wait starts another.
+        runtime().block_on(async {
+            bounded(timer.until(Instant::now() + Duration::from_millis(5))).await;
+        });
+        // A runtime that goes with a deadline armed (its wait abandoned) leaves it behind; a
+        // later wait does not count on it.
+        let stale = Instant::now() + Duration::from_millis(20);
+        runtime().block_on(async {
+            let _ = tokio::time::timeout(Duration::from_millis(1), timer.until(stale)).await;
+        });
+        runtime().block_on(async {
+            bounded(timer.until(stale + Duration::from_millis(30))).await;
+        });
     }
 
     #[tokio::test]
