@@ -152,6 +152,8 @@ impl<T> Registry<T> {
 
 struct ServerInner {
     info: Implementation,
+    /// `info` as JSON, written once: every 2026-07-28 result carries it in `_meta`.
+    info_json: Box<serde_json::value::RawValue>,
     instructions: Option<String>,
     engine: EngineConfig,
     page_size: usize,
@@ -290,6 +292,7 @@ impl ServerBuilder {
     pub fn build(self) -> Server {
         Server {
             inner: Arc::new(ServerInner {
+                info_json: crate::modern::raw(&self.info),
                 info: self.info,
                 instructions: self.instructions,
                 engine: self.engine,
@@ -925,6 +928,29 @@ impl Server {
         }
     }
 
+    /// What [`capabilities`](Self::capabilities) advertises, read without building them: every
+    /// 2026-07-28 request and every task asks, and the whole capabilities object (its maps, the
+    /// extensions copied) was built and dropped for five bits.
+    fn advertised(&self) -> Advertised {
+        let i = &self.inner;
+        let bit = |on: bool, b: u8| if on { b } else { 0 };
+        let has_resources = !i.resources.read().expect("lock").is_empty()
+            || !i.templates.read().expect("lock").is_empty();
+        Advertised(
+            bit(!i.tools.read().expect("lock").is_empty(), Advertised::TOOLS)
+                | bit(has_resources, Advertised::RESOURCES)
+                | bit(
+                    !i.prompts.read().expect("lock").is_empty(),
+                    Advertised::PROMPTS,
+                )
+                | bit(
+                    i.completion.read().expect("lock").is_some(),
+                    Advertised::COMPLETIONS,
+                )
+                | bit(i.logging, Advertised::LOGGING),
+        )
+    }
+
     fn capabilities(&self) -> ServerCapabilities {
         let i = &self.inner;
         let list_changed = || {
@@ -1000,7 +1026,7 @@ impl Server {
         session
             .state
             .advertised
-            .store(Advertised::of(&self.capabilities()).0, Ordering::Release);
+            .store(self.advertised().0, Ordering::Release);
         session.state.era.store(ERA_HANDSHAKE, Ordering::Release);
         session.state.initialized.store(true, Ordering::Release);
         (session, join)
@@ -1983,6 +2009,38 @@ impl SessionState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_is_advertised_is_read_as_the_capabilities_say() {
+        let same = |s: &Server| assert_eq!(s.advertised().0, Advertised::of(&s.capabilities()).0);
+        let s = Server::builder("t", "1").build();
+        same(&s);
+        assert_eq!(s.advertised().0, 0);
+        s.tool("t", "", |_: (), _: RequestCtx| async {
+            HandlerResult::Ok("x")
+        })
+        .unwrap();
+        same(&s);
+        s.prompt("p", "", |_: (), _: RequestCtx| async {
+            HandlerResult::Ok(String::new())
+        })
+        .unwrap();
+        same(&s);
+        s.resource(Resource::new("mem://a", "a"), |uri, _c| async move {
+            HandlerResult::Ok(ReadResourceResult::text(uri, "A"))
+        });
+        same(&s);
+        s.completion(|_: CompleteParams, _c| async { HandlerResult::Ok(Completion::default()) });
+        same(&s);
+        let all = Advertised::TOOLS
+            | Advertised::PROMPTS
+            | Advertised::RESOURCES
+            | Advertised::COMPLETIONS;
+        assert_eq!(s.advertised().0, all);
+        let logs = Server::builder("t", "1").logging().build();
+        same(&logs);
+        assert_eq!(logs.advertised().0, Advertised::LOGGING);
+    }
 
     #[test]
     fn cursors_are_opaque_and_checked() {

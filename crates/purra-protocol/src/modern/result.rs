@@ -99,12 +99,24 @@ pub fn complete(
     server_info: Option<&Implementation>,
     cache: Option<CacheHint>,
 ) -> Box<RawValue> {
+    let info = server_info.map(raw);
+    complete_with(result, info.as_deref(), cache)
+}
+
+/// [`complete`] with the server's identity already written as JSON (the server keeps it so).
+pub(crate) fn complete_with(
+    result: Box<RawValue>,
+    server_info: Option<&RawValue>,
+    cache: Option<CacheHint>,
+) -> Box<RawValue> {
+    static COMPLETE: std::sync::LazyLock<Box<RawValue>> =
+        std::sync::LazyLock::new(|| raw_str(RESULT_COMPLETE));
     let Ok(Members(mut members)) = serde_json::from_str::<Members>(result.get()) else {
         return result;
     };
     let has = |members: &[Member<'_>], key: &str| members.iter().any(|(k, _)| k == key);
     if !has(&members, "resultType") {
-        members.push(("resultType".into(), Cow::Owned(raw_str(RESULT_COMPLETE))));
+        members.push(("resultType".into(), Cow::Borrowed(&**COMPLETE)));
     }
     if let Some(hint) = cache {
         if !has(&members, "ttlMs") {
@@ -115,16 +127,16 @@ pub fn complete(
         }
     }
     if let Some(info) = server_info {
-        stamp_meta(&mut members, meta::SERVER_INFO, raw(info));
+        stamp_meta(&mut members, meta::SERVER_INFO, Cow::Borrowed(info));
     }
     write(&members)
 }
 
 /// Puts `key: value` into the `_meta` member (created when absent) unless it is already there.
-fn stamp_meta(members: &mut Vec<Member<'_>>, key: &str, value: Box<RawValue>) {
+fn stamp_meta<'a>(members: &mut Vec<Member<'a>>, key: &str, value: Cow<'a, RawValue>) {
     match members.iter_mut().find(|(k, _)| k == "_meta") {
         None => {
-            let m = write(&[(Cow::Borrowed(key), Cow::Owned(value))]);
+            let m = write(&[(Cow::Borrowed(key), value)]);
             members.push(("_meta".into(), Cow::Owned(m)));
         }
         Some((_, existing)) => {
@@ -136,7 +148,7 @@ fn stamp_meta(members: &mut Vec<Member<'_>>, key: &str, value: Box<RawValue>) {
                     return;
                 }
                 inner.retain(|(k, _)| k != key);
-                inner.push((Cow::Borrowed(key), Cow::Owned(value)));
+                inner.push((Cow::Borrowed(key), value));
                 write(&inner)
             };
             *existing = Cow::Owned(stamped);
@@ -149,7 +161,7 @@ pub fn with_meta(object: Box<RawValue>, key: &str, value: Box<RawValue>) -> Box<
     let Ok(Members(mut members)) = serde_json::from_str::<Members>(object.get()) else {
         return object;
     };
-    stamp_meta(&mut members, key, value);
+    stamp_meta(&mut members, key, Cow::Owned(value));
     write(&members)
 }
 

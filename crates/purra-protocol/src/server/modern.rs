@@ -105,9 +105,9 @@ async fn serve(
         return Err(ErrorObject::method_not_found(&method));
     }
     if method == modern_methods::DISCOVER {
-        return Ok(result::complete(
+        return Ok(result::complete_with(
             discover(&server.capabilities(), inner.instructions.clone()),
-            Some(info),
+            Some(&inner.info_json),
             Some(hint(&server, &method)),
         ));
     }
@@ -120,7 +120,7 @@ async fn serve(
             extras.principal.as_deref(),
         )
         .await?;
-        return Ok(result::complete(r, Some(info), None));
+        return Ok(result::complete_with(r, Some(&inner.info_json), None));
     }
     if let (Some(sent), methods::TOOLS_CALL) = (&extras.param_headers, method.as_str()) {
         check_param_headers(&session, params.as_deref(), sent)?;
@@ -137,7 +137,7 @@ async fn serve(
         )
         .await
         {
-            return r.map(|r| result::complete(r, Some(info), None));
+            return r.map(|r| result::complete_with(r, Some(&inner.info_json), None));
         }
     }
     let round = if INPUT_REQUIRED_METHODS.contains(&method.as_str()) {
@@ -167,7 +167,7 @@ async fn serve(
         modern: Some(scope),
         task: None,
     };
-    let caps = super::Advertised::of(&server.capabilities());
+    let caps = server.advertised();
     let fut = session.serve(ctx, method.clone(), params, caps);
     let outcome = match round {
         Some(round) => mrtr::run(round, fut).await,
@@ -178,9 +178,9 @@ async fn serve(
             let cache = CACHEABLE_METHODS
                 .contains(&method.as_str())
                 .then(|| hint(&server, &method));
-            Ok(result::complete(r, Some(info), cache))
+            Ok(result::complete_with(r, Some(&inner.info_json), cache))
         }
-        Ok(Outcome::InputRequired(r)) => Ok(result::complete(r, Some(info), None)),
+        Ok(Outcome::InputRequired(r)) => Ok(result::complete_with(r, Some(&inner.info_json), None)),
         Err(e) => Err(modern_error(e)),
     }
 }
@@ -228,12 +228,13 @@ fn check_param_headers(
     sent: &[(String, String)],
 ) -> Result<(), ErrorObject> {
     #[derive(serde::Deserialize)]
-    struct Call {
-        name: String,
-        #[serde(default)]
-        arguments: Option<Value>,
+    struct Call<'a> {
+        #[serde(borrow)]
+        name: std::borrow::Cow<'a, str>,
+        #[serde(default, borrow)]
+        arguments: Option<&'a RawValue>,
     }
-    let Some(call) = params.and_then(|p| serde_json::from_str::<Call>(p.get()).ok()) else {
+    let Some(call) = params.and_then(|p| serde_json::from_str::<Call<'_>>(p.get()).ok()) else {
         return Ok(()); // malformed params are the handler's -32602
     };
     let entry = session
@@ -242,10 +243,18 @@ fn check_param_headers(
         .tools
         .read()
         .expect("tools lock")
-        .get(&call.name);
+        .get(call.name.as_ref());
     let Some(entry) = entry else { return Ok(()) };
     let annotated = &entry.param_headers;
-    let args = call.arguments.unwrap_or(Value::Object(Default::default()));
+    if annotated.is_empty() {
+        // Nothing to mirror: the arguments are not read here (the handler reads them).
+        return Ok(());
+    }
+    let args = match call.arguments.map(|raw| serde_json::from_str(raw.get())) {
+        Some(Ok(v)) => v,
+        Some(Err(_)) => return Ok(()), // the handler's -32602, as above
+        None => Value::Object(Default::default()),
+    };
     headers::check_param_headers(annotated, &args, sent)
 }
 

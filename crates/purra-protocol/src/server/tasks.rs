@@ -413,7 +413,7 @@ pub(crate) async fn start(c: Creation) -> Result<TaskRecord, ErrorObject> {
         modern: c.ctx_modern,
         task: Some(live.clone()),
     };
-    let caps = super::Advertised::of(&server.capabilities());
+    let caps = server.advertised();
     let handler = c
         .session
         .serve(ctx, methods::TOOLS_CALL.to_owned(), c.params, caps);
