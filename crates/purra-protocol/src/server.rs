@@ -164,6 +164,9 @@ struct ServerInner {
     /// Whether any tool may run as a task (optional or required task support): kept with every
     /// change of `tools`, under its lock, so every request can ask without walking the tools.
     task_tools: std::sync::atomic::AtomicBool,
+    /// Whether any tool annotates arguments for `Mcp-Param-*` headers (2026-07-28), kept the
+    /// same way: without one, a `tools/call`'s params are not read for that rule.
+    header_tools: std::sync::atomic::AtomicBool,
     resources: RwLock<Registry<ResourceEntry>>,
     templates: RwLock<Registry<TemplateEntry>>,
     prompts: RwLock<Registry<PromptEntry>>,
@@ -302,6 +305,7 @@ impl ServerBuilder {
                 max_subscriptions: self.max_subscriptions,
                 tools: RwLock::default(),
                 task_tools: std::sync::atomic::AtomicBool::new(false),
+                header_tools: std::sync::atomic::AtomicBool::new(false),
                 resources: RwLock::default(),
                 templates: RwLock::default(),
                 prompts: RwLock::default(),
@@ -642,7 +646,8 @@ impl Server {
         removed
     }
 
-    /// Records whether any tool of `tools` (the registry, under its write lock) may run as a task.
+    /// Records whether any tool of `tools` (the registry, under its write lock) may run as a task,
+    /// and whether any annotates arguments for `Mcp-Param-*` headers.
     fn note_task_tools(&self, tools: &Registry<ToolEntry>) {
         let any = tools.items.values().any(|e| {
             matches!(
@@ -653,6 +658,10 @@ impl Server {
         self.inner
             .task_tools
             .store(any, std::sync::atomic::Ordering::Release);
+        let headers = tools.items.values().any(|e| !e.param_headers.is_empty());
+        self.inner
+            .header_tools
+            .store(headers, std::sync::atomic::Ordering::Release);
     }
 
     /// Removes a prompt; sends `list_changed` if it existed.

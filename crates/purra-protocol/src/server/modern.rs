@@ -234,12 +234,17 @@ fn check_param_headers(
         #[serde(default, borrow)]
         arguments: Option<&'a RawValue>,
     }
+    let inner = &session.server.inner;
+    if !inner
+        .header_tools
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
+        return Ok(()); // no tool annotates any argument
+    }
     let Some(call) = params.and_then(|p| serde_json::from_str::<Call<'_>>(p.get()).ok()) else {
         return Ok(()); // malformed params are the handler's -32602
     };
-    let entry = session
-        .server
-        .inner
+    let entry = inner
         .tools
         .read()
         .expect("tools lock")
