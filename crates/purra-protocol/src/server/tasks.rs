@@ -650,6 +650,10 @@ pub(crate) async fn route_extension(
             .await,
         ),
         methods::TOOLS_CALL => {
+            if !server.offers_tasks() {
+                // No tool may run as a task: its params are not read here.
+                return None;
+            }
             #[derive(serde::Deserialize)]
             struct Name {
                 name: String,
