@@ -626,7 +626,7 @@ impl Server {
                     handler,
                 },
             );
-            self.note_task_tools(&tools);
+            self.note_tool_flags(&tools);
         }
         self.list_changed(Kind::Tools);
         Ok(self)
@@ -637,7 +637,7 @@ impl Server {
         let removed = {
             let mut tools = self.inner.tools.write().expect("tools lock");
             let removed = tools.remove(name);
-            self.note_task_tools(&tools);
+            self.note_tool_flags(&tools);
             removed
         };
         if removed {
@@ -648,7 +648,7 @@ impl Server {
 
     /// Records whether any tool of `tools` (the registry, under its write lock) may run as a task,
     /// and whether any annotates arguments for `Mcp-Param-*` headers.
-    fn note_task_tools(&self, tools: &Registry<ToolEntry>) {
+    fn note_tool_flags(&self, tools: &Registry<ToolEntry>) {
         let any = tools.items.values().any(|e| {
             matches!(
                 e.tool.execution.as_ref().and_then(|x| x.task_support),

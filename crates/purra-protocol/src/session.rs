@@ -941,7 +941,7 @@ async fn run<S: Service>(
             _ = shared.closed.cancelled() => break "closed locally".to_owned(),
             item = inbound.recv() => item,
         };
-        match item {
+        let flow = match item {
             None => break "end of input".to_owned(),
             Some(Inbound::Failed(why)) => break format!("transport failed: {why}"),
             Some(Inbound::RequestFailed { id, error }) => {
@@ -949,69 +949,34 @@ async fn run<S: Service>(
                 if let Some(e) = entry {
                     let _ = e.tx.send(Reply::Failed(error));
                 }
+                ControlFlow::Continue(())
             }
             Some(Inbound::Oversize { len, head, tail }) => {
-                if let ControlFlow::Break(e) =
-                    Box::pin(engine.oversize(len, Peek::read(&head, &tail))).await
-                {
-                    let reason = format!("protocol violation: {e}");
-                    engine.violation(e);
-                    break reason;
-                }
+                Box::pin(engine.oversize(len, Peek::read(&head, &tail))).await
             }
-            Some(Inbound::Frame(bytes)) if bytes.len() > config.max_frame_bytes => {
-                if let ControlFlow::Break(e) =
-                    Box::pin(engine.oversize(bytes.len(), Peek::frame(&bytes))).await
-                {
-                    let reason = format!("protocol violation: {e}");
-                    engine.violation(e);
-                    break reason;
-                }
-            }
-            Some(Inbound::FrameWithContext { frame: bytes, .. })
-                if bytes.len() > config.max_frame_bytes =>
+            Some(item)
+                if item
+                    .frame_bytes()
+                    .is_some_and(|b| b.len() > config.max_frame_bytes) =>
             {
-                if let ControlFlow::Break(e) =
-                    Box::pin(engine.oversize(bytes.len(), Peek::frame(&bytes))).await
-                {
-                    let reason = format!("protocol violation: {e}");
-                    engine.violation(e);
-                    break reason;
-                }
+                let bytes: &[u8] = item.frame_bytes().map_or(&[], |b| b);
+                Box::pin(engine.oversize(bytes.len(), Peek::frame(bytes))).await
             }
-            Some(Inbound::Decoded(d)) if d.frame.len() > config.max_frame_bytes => {
-                if let ControlFlow::Break(e) =
-                    Box::pin(engine.oversize(d.frame.len(), Peek::frame(&d.frame))).await
-                {
-                    let reason = format!("protocol violation: {e}");
-                    engine.violation(e);
-                    break reason;
-                }
+            Some(Inbound::Frame(bytes)) => engine.frame(bytes, None).await,
+            Some(Inbound::FrameWithContext { frame, context }) => {
+                engine.frame(frame, Some(context)).await
             }
             Some(Inbound::Decoded(d)) => {
                 let DecodedFrame {
                     message, context, ..
                 } = *d;
-                if let ControlFlow::Break(e) = engine.message(message, Some(context)).await {
-                    let reason = format!("protocol violation: {e}");
-                    engine.violation(e);
-                    break reason;
-                }
+                engine.message(message, Some(context)).await
             }
-            Some(Inbound::Frame(bytes)) => {
-                if let ControlFlow::Break(e) = engine.frame(bytes, None).await {
-                    let reason = format!("protocol violation: {e}");
-                    engine.violation(e);
-                    break reason;
-                }
-            }
-            Some(Inbound::FrameWithContext { frame, context }) => {
-                if let ControlFlow::Break(e) = engine.frame(frame, Some(context)).await {
-                    let reason = format!("protocol violation: {e}");
-                    engine.violation(e);
-                    break reason;
-                }
-            }
+        };
+        if let ControlFlow::Break(e) = flow {
+            let reason = format!("protocol violation: {e}");
+            engine.violation(e);
+            break reason;
         }
     };
     // End of input: no new work, and pending outbound requests fail now (no answer can come).

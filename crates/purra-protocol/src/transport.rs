@@ -61,6 +61,17 @@ pub enum Inbound {
     Decoded(Box<DecodedFrame>),
 }
 
+impl Inbound {
+    /// The frame this item carries, whole (what the engine bounds before it reads it).
+    pub(crate) fn frame_bytes(&self) -> Option<&Bytes> {
+        match self {
+            Inbound::Frame(frame) | Inbound::FrameWithContext { frame, .. } => Some(frame),
+            Inbound::Decoded(d) => Some(&d.frame),
+            Inbound::Oversize { .. } | Inbound::Failed(_) | Inbound::RequestFailed { .. } => None,
+        }
+    }
+}
+
 /// A frame and the one message decoded from it, with the transport's context; see
 /// [`Inbound::Decoded`].
 #[doc(hidden)]

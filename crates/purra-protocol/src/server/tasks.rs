@@ -755,7 +755,7 @@ async fn escalating(
         ctx,
         method.to_owned(),
         params.map(|p| p.to_owned()),
-        super::Advertised::of(&server.capabilities()),
+        server.advertised(),
     ));
     match super::mrtr::run_or_escalate(round, fut, &escalation).await {
         super::mrtr::Step::Done(Ok(super::mrtr::Outcome::Complete(r)))
