@@ -291,24 +291,37 @@ struct Node {
     /// How many `required` names are also in `properties` (counted off during the member pass).
     required_described: usize,
     additional: Additional,
-    items: Option<Box<Node>>,
-    min_items: Option<u64>,
-    max_items: Option<u64>,
     min_length: Option<u64>,
     max_length: Option<u64>,
     pattern: Option<Regex>,
+    enumeration: Option<Vec<Value>>,
+    /// The keywords most subschemas lack, kept apart so that a property node (a large tool
+    /// schema has thousands) stays under half the size it would otherwise have.
+    rare: Option<Box<Rare>>,
+}
+
+/// The array, number, `const` and combinator keywords of a [`Node`].
+#[derive(Default)]
+struct Rare {
+    items: Option<Node>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
     minimum: Option<Num>,
     maximum: Option<Num>,
     exclusive_minimum: Option<Num>,
     exclusive_maximum: Option<Num>,
     multiple_of: Option<u64>,
-    enumeration: Option<Vec<Value>>,
     constant: Option<Value>,
     any_of: Vec<Node>,
     one_of: Vec<Node>,
 }
 
 impl Node {
+    /// The rarely used keywords, made present.
+    fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
     /// The subschema of property `key`, if `properties` names it.
     fn property(&self, key: &str) -> Option<(&Node, bool)> {
         if self.properties.len() <= 8 {
@@ -517,21 +530,11 @@ impl Compiler<'_> {
             required: Vec::new(),
             required_described: 0,
             additional: Additional::Any,
-            items: None,
-            min_items: None,
-            max_items: None,
             min_length: None,
             max_length: None,
             pattern: None,
-            minimum: None,
-            maximum: None,
-            exclusive_minimum: None,
-            exclusive_maximum: None,
-            multiple_of: None,
             enumeration: None,
-            constant: None,
-            any_of: Vec::new(),
-            one_of: Vec::new(),
+            rare: None,
         };
         let invalid = |keyword: &str, detail: &'static str| {
             err(
@@ -580,6 +583,9 @@ impl Compiler<'_> {
                         .as_object()
                         .ok_or_else(|| invalid(keyword, "expected an object of subschemas"))?;
                     let base = child_ptr(&ptr, keyword);
+                    // Exactly as many slots as members: a compiled schema lives as long as its
+                    // tool, and doubling growth would leave up to half of a large one unused.
+                    node.properties.reserve_exact(props.len());
                     for (name, sub) in props {
                         let compiled = self.subschema(sub, child_ptr(&base, name))?;
                         node.properties.push((name.clone(), compiled, false));
@@ -609,11 +615,9 @@ impl Compiler<'_> {
                         )),
                     }
                 }
-                "items" => {
-                    node.items = Some(Box::new(self.subschema(v, child_ptr(&ptr, keyword))?))
-                }
-                "minItems" => node.min_items = Some(non_negative_integer(v, &ptr, keyword)?),
-                "maxItems" => node.max_items = Some(non_negative_integer(v, &ptr, keyword)?),
+                "items" => node.rare().items = Some(self.subschema(v, child_ptr(&ptr, keyword))?),
+                "minItems" => node.rare().min_items = Some(non_negative_integer(v, &ptr, keyword)?),
+                "maxItems" => node.rare().max_items = Some(non_negative_integer(v, &ptr, keyword)?),
                 "minLength" => node.min_length = Some(non_negative_integer(v, &ptr, keyword)?),
                 "maxLength" => node.max_length = Some(non_negative_integer(v, &ptr, keyword)?),
                 "pattern" => {
@@ -643,10 +647,10 @@ impl Compiler<'_> {
                         })?;
                     node.pattern = Some(regex);
                 }
-                "minimum" => node.minimum = Some(number(v, keyword)?),
-                "maximum" => node.maximum = Some(number(v, keyword)?),
-                "exclusiveMinimum" => node.exclusive_minimum = Some(number(v, keyword)?),
-                "exclusiveMaximum" => node.exclusive_maximum = Some(number(v, keyword)?),
+                "minimum" => node.rare().minimum = Some(number(v, keyword)?),
+                "maximum" => node.rare().maximum = Some(number(v, keyword)?),
+                "exclusiveMinimum" => node.rare().exclusive_minimum = Some(number(v, keyword)?),
+                "exclusiveMaximum" => node.rare().exclusive_maximum = Some(number(v, keyword)?),
                 "multipleOf" => {
                     let k = match number(v, keyword)? {
                         Num::Int(i) if i > 0 && i <= 1 << 53 => i as u64,
@@ -660,7 +664,7 @@ impl Compiler<'_> {
                             ))
                         }
                     };
-                    node.multiple_of = Some(k);
+                    node.rare().multiple_of = Some(k);
                 }
                 "enum" => {
                     let values = v
@@ -668,7 +672,7 @@ impl Compiler<'_> {
                         .ok_or_else(|| invalid(keyword, "expected an array"))?;
                     node.enumeration = Some(values.clone());
                 }
-                "const" => node.constant = Some(v.clone()),
+                "const" => node.rare().constant = Some(v.clone()),
                 "anyOf" | "oneOf" => {
                     let subs = v.as_array().filter(|a| !a.is_empty()).ok_or_else(|| {
                         invalid(keyword, "expected a non-empty array of subschemas")
@@ -679,9 +683,9 @@ impl Compiler<'_> {
                         compiled.push(self.subschema(sub, child_ptr(&base, &i.to_string()))?);
                     }
                     if keyword == "anyOf" {
-                        node.any_of = compiled;
+                        node.rare().any_of = compiled;
                     } else {
-                        node.one_of = compiled;
+                        node.rare().one_of = compiled;
                     }
                 }
                 "title" | "description" => {
@@ -833,7 +837,8 @@ impl Run {
                 }));
             }
         }
-        if let Some(c) = &node.constant {
+        let rare = node.rare.as_deref();
+        if let Some(c) = rare.and_then(|r| r.constant.as_ref()) {
             if !json_equal(c, v) {
                 return Err(fail(self.detailed, node, "const", path, || {
                     "value differs from const".into()
@@ -851,21 +856,21 @@ impl Run {
             Value::Object(map) => self.check_object(node, map, path)?,
             Value::Array(items) => {
                 let len = items.len() as u64;
-                if let Some(min) = node.min_items {
+                if let Some(min) = rare.and_then(|r| r.min_items) {
                     if len < min {
                         return Err(fail(self.detailed, node, "minItems", path, || {
                             format!("fewer than {min} items")
                         }));
                     }
                 }
-                if let Some(max) = node.max_items {
+                if let Some(max) = rare.and_then(|r| r.max_items) {
                     if len > max {
                         return Err(fail(self.detailed, node, "maxItems", path, || {
                             format!("more than {max} items")
                         }));
                     }
                 }
-                if let Some(item_schema) = &node.items {
+                if let Some(item_schema) = rare.and_then(|r| r.items.as_ref()) {
                     for (i, item) in items.iter().enumerate() {
                         self.check(item_schema, item, &Path::Index(path, i))?;
                     }
@@ -914,38 +919,41 @@ impl Run {
                         _ => Ok(()),
                     }
                 };
-                bound("minimum", node.minimum, |o| o != Ordering::Less, "at least")?;
-                bound(
-                    "maximum",
-                    node.maximum,
-                    |o| o != Ordering::Greater,
-                    "at most",
-                )?;
-                bound(
-                    "exclusiveMinimum",
-                    node.exclusive_minimum,
-                    |o| o == Ordering::Greater,
-                    "above",
-                )?;
-                bound(
-                    "exclusiveMaximum",
-                    node.exclusive_maximum,
-                    |o| o == Ordering::Less,
-                    "below",
-                )?;
-                if let Some(k) = node.multiple_of {
-                    if !is_multiple_of(x, k) {
-                        return Err(fail(self.detailed, node, "multipleOf", path, || {
-                            format!("not a multiple of {k}")
-                        }));
+                if let Some(rare) = rare {
+                    bound("minimum", rare.minimum, |o| o != Ordering::Less, "at least")?;
+                    bound(
+                        "maximum",
+                        rare.maximum,
+                        |o| o != Ordering::Greater,
+                        "at most",
+                    )?;
+                    bound(
+                        "exclusiveMinimum",
+                        rare.exclusive_minimum,
+                        |o| o == Ordering::Greater,
+                        "above",
+                    )?;
+                    bound(
+                        "exclusiveMaximum",
+                        rare.exclusive_maximum,
+                        |o| o == Ordering::Less,
+                        "below",
+                    )?;
+                    if let Some(k) = rare.multiple_of {
+                        if !is_multiple_of(x, k) {
+                            return Err(fail(self.detailed, node, "multipleOf", path, || {
+                                format!("not a multiple of {k}")
+                            }));
+                        }
                     }
                 }
             }
             Value::Null | Value::Bool(_) => {}
         }
-        if !node.any_of.is_empty() {
+        let (any_of, one_of) = rare.map_or((&[][..], &[][..]), |r| (&r.any_of[..], &r.one_of[..]));
+        if !any_of.is_empty() {
             let mut matched = false;
-            for sub in &node.any_of {
+            for sub in any_of {
                 if self.branch(sub, v, path)? {
                     matched = true;
                     break;
@@ -953,20 +961,20 @@ impl Run {
             }
             if !matched {
                 return Err(fail(self.detailed, node, "anyOf", path, || {
-                    format!("matches none of the {} subschemas", node.any_of.len())
+                    format!("matches none of the {} subschemas", any_of.len())
                 }));
             }
         }
-        if !node.one_of.is_empty() {
+        if !one_of.is_empty() {
             let mut matched = Vec::new();
-            for (i, sub) in node.one_of.iter().enumerate() {
+            for (i, sub) in one_of.iter().enumerate() {
                 if self.branch(sub, v, path)? {
                     matched.push(i);
                 }
             }
             if matched.len() != 1 {
                 let detail = if matched.is_empty() {
-                    format!("matches none of the {} subschemas", node.one_of.len())
+                    format!("matches none of the {} subschemas", one_of.len())
                 } else {
                     format!("matches {} subschemas, not exactly one", matched.len())
                 };
@@ -1095,7 +1103,19 @@ impl CompiledSchema {
                 "the schema text was refused before decoding finished",
             )
         })?;
-        CompiledSchema::compile_with(&value, options)
+        CompiledSchema::compile_owned_with(value, options)
+    }
+
+    /// Like [`CompiledSchema::compile_mcp`], keeping `schema` itself as the
+    /// [`CompiledSchema::source`] instead of a copy of it.
+    pub fn compile_mcp_owned(schema: Value) -> Result<CompiledSchema, SchemaError> {
+        CompiledSchema::compile_owned_with(
+            schema,
+            &CompileOptions {
+                allow_root_dialect_2020_12: true,
+                ..CompileOptions::default()
+            },
+        )
     }
 
     /// Compiles a schema with explicit options.
@@ -1103,6 +1123,48 @@ impl CompiledSchema {
         schema: &Value,
         options: &CompileOptions,
     ) -> Result<CompiledSchema, SchemaError> {
+        let (root, declares_dialect) = CompiledSchema::compile_root(schema, options)?;
+        Ok(CompiledSchema::assemble(
+            root,
+            schema.clone(),
+            options,
+            declares_dialect,
+        ))
+    }
+
+    /// Like [`CompiledSchema::compile_with`], keeping `schema` itself as the
+    /// [`CompiledSchema::source`] instead of a copy of it.
+    pub fn compile_owned_with(
+        schema: Value,
+        options: &CompileOptions,
+    ) -> Result<CompiledSchema, SchemaError> {
+        let (root, declares_dialect) = CompiledSchema::compile_root(&schema, options)?;
+        Ok(CompiledSchema::assemble(
+            root,
+            schema,
+            options,
+            declares_dialect,
+        ))
+    }
+
+    fn assemble(
+        root: Node,
+        source: Value,
+        options: &CompileOptions,
+        declares_dialect: bool,
+    ) -> CompiledSchema {
+        CompiledSchema {
+            inner: Arc::new(Inner {
+                root,
+                source,
+                limits: options.validation,
+                declares_dialect,
+            }),
+        }
+    }
+
+    /// Checks the budgets and compiles the root: the tree, and whether the root declares `$schema`.
+    fn compile_root(schema: &Value, options: &CompileOptions) -> Result<(Node, bool), SchemaError> {
         let max_depth = options
             .limits
             .max_depth
@@ -1138,14 +1200,7 @@ impl CompiledSchema {
         }
         let compiler = Compiler { options };
         let root = compiler.node(map, String::new(), true)?;
-        Ok(CompiledSchema {
-            inner: Arc::new(Inner {
-                root,
-                source: schema.clone(),
-                limits: options.validation,
-                declares_dialect: map.contains_key("$schema"),
-            }),
-        })
+        Ok((root, map.contains_key("$schema")))
     }
 
     /// The schema document as given (including a retained root `$schema`).
