@@ -6,9 +6,8 @@
 //! A catalog never changes after construction: to take a new tool list, build a new catalog and swap
 //! it in at a safe boundary.
 
-use crate::identity::{json_identity, IdentityError, JsonIdentity};
+use crate::identity::{identity_of_list, IdentityError, JsonIdentity};
 use crate::tool::{ToolRegistration, ToolSpec};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -51,9 +50,14 @@ impl Catalog {
                 return Err(CatalogError::DuplicateName(name));
             }
         }
-        let descriptive: Vec<Value> = tools.values().map(|t| t.descriptive().clone()).collect();
-        let revision = json_identity(&json!({"profile": "purra.catalog/v1", "tools": descriptive}))
-            .map_err(CatalogError::Identity)?;
+        // Canonicalized in place: no copy of every schema just to hash them.
+        let revision = identity_of_list(
+            "profile",
+            "purra.catalog/v1",
+            "tools",
+            tools.values().map(|t| t.descriptive()),
+        )
+        .map_err(CatalogError::Identity)?;
         Ok(Catalog { tools, revision })
     }
 

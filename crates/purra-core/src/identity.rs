@@ -127,6 +127,39 @@ pub fn json_identity_of_text(
     json_identity(&parse_json(text, limits).map_err(IdentityError::Text)?)
 }
 
+/// The identity of `{"<head_key>": "<head>", "<list_key>": [items...]}` computed from the items in
+/// place, without first assembling that document (its members written in canonical order, so the
+/// result is exactly [`json_identity`] of the assembled value). `head_key` must sort before
+/// `list_key` (RFC 8785 orders members by their UTF-16 code units).
+pub(crate) fn identity_of_list<'a>(
+    head_key: &str,
+    head: &str,
+    list_key: &'a str,
+    items: impl IntoIterator<Item = &'a Value>,
+) -> Result<JsonIdentity, IdentityError> {
+    debug_assert!(head_key.encode_utf16().lt(list_key.encode_utf16()));
+    let mut out = String::with_capacity(256);
+    out.push('{');
+    write_string(head_key, &mut out);
+    out.push(':');
+    write_string(head, &mut out);
+    out.push(',');
+    write_string(list_key, &mut out);
+    out.push_str(":[");
+    let mut path = vec![PathSeg::Key(list_key)];
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        path.push(PathSeg::Index(i));
+        // The root object is depth 0, the list 1, its items 2.
+        write_value(item, &mut out, &mut path, 2)?;
+        path.pop();
+    }
+    out.push_str("]}");
+    Ok(identity_of_canonical(&out))
+}
+
 /// The identity of an already canonical text.
 pub(crate) fn identity_of_canonical(canonical: &str) -> JsonIdentity {
     let digest = Sha256::digest(canonical.as_bytes());
@@ -312,6 +345,43 @@ fn write_string(s: &str, out: &mut String) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A value nested `levels` arrays deep around `null`.
+    fn nested(levels: usize) -> Value {
+        (0..levels).fold(Value::Null, |v, _| Value::Array(vec![v]))
+    }
+
+    #[test]
+    fn a_list_identity_is_the_identity_of_the_assembled_document() {
+        let items = [
+            json!({"b": 1, "a": ["é", 1.5, null], "\u{10000}": true}),
+            json!("text"),
+            json!([]),
+            nested(MAX_DEPTH_CEILING - 2),
+        ];
+        let assembled = json!({"tools": items.to_vec(), "profile": "p/1"});
+        assert_eq!(
+            identity_of_list("profile", "p/1", "tools", items.iter()).unwrap(),
+            json_identity(&assembled).unwrap()
+        );
+        let none: [Value; 0] = [];
+        assert_eq!(
+            identity_of_list("profile", "p/1", "tools", none.iter()).unwrap(),
+            json_identity(&json!({"profile": "p/1", "tools": []})).unwrap()
+        );
+        // The same refusals, at the same places, as the assembled document's.
+        for bad in [
+            json!({"x": 9007199254740993u64}),
+            nested(MAX_DEPTH_CEILING - 1),
+        ] {
+            let items = [json!(1), bad];
+            let assembled = json!({"profile": "p/1", "tools": items.to_vec()});
+            assert_eq!(
+                identity_of_list("profile", "p/1", "tools", items.iter()).unwrap_err(),
+                json_identity(&assembled).unwrap_err()
+            );
+        }
+    }
 
     #[test]
     fn identity_has_the_documented_shape() {

@@ -522,7 +522,7 @@ impl ToolBuilder {
             "name": self.name,
             "description": description,
             "inputSchema": input.source(),
-            "outputSchema": self.output.as_ref().map(|s| s.source().clone()),
+            "outputSchema": self.output.as_ref().map(CompiledSchema::source),
             "policy": policy_json,
             "scope": match scope { ScopeCheck::Check(_) => "check", ScopeCheck::OptOut => "opt_out" },
             "concurrencySafe": concurrency == Concurrency::Safe,
