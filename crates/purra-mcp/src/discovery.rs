@@ -98,6 +98,27 @@ impl Snapshot {
         &self.digest
     }
 
+    /// Assembles and seals the document of `entries`, moving them in (`json!` would copy every
+    /// schema in them once more).
+    pub(crate) fn of_entries(
+        schema_version: u32,
+        server_id: &str,
+        monitor: &CatalogMonitor,
+        entries: Vec<Value>,
+    ) -> Result<Snapshot, AdapterError> {
+        let mut doc = serde_json::Map::new();
+        doc.insert("schemaVersion".into(), schema_version.into());
+        doc.insert("serverId".into(), server_id.into());
+        doc.insert(
+            "protocolVersion".into(),
+            monitor
+                .protocol_version()
+                .map_or(Value::Null, Value::String),
+        );
+        doc.insert("entries".into(), Value::Array(entries));
+        Snapshot::seal(Value::Object(doc))
+    }
+
     /// Seals `value` (without `revisionDigest`) by adding its digest.
     pub(crate) fn seal(mut value: Value) -> Result<Snapshot, AdapterError> {
         let digest =
@@ -201,44 +222,73 @@ pub(crate) fn decode_i_json<T: serde::de::DeserializeOwned>(
     serde_json::from_value(value).ok()
 }
 
-/// A selected remote tool, checked against the limits and compiled with the strict profile.
+/// A selected remote tool, checked against the limits and compiled with the strict profile. It
+/// keeps what the snapshot and the handler need, not the listed tool: its schemas live on in
+/// their compiled form only.
 pub(crate) struct Selected {
-    pub tool: Tool,
+    /// The remote name.
+    pub name: String,
+    /// Whether the server runs it only as a task (`execution.taskSupport: "required"`).
+    pub task_only: bool,
     pub input: CompiledSchema,
     pub output: Option<CompiledSchema>,
     pub description: String,
 }
 
-pub(crate) fn select(tool: &Tool, limits: &Limits) -> Result<Selected, AdapterError> {
-    let description = tool.description.clone().unwrap_or_default();
+/// Checks a listed tool against the limits and compiles its schemas, which it moves into their
+/// compiled form (no copy of them is made).
+pub(crate) fn select(tool: Tool, limits: &Limits) -> Result<Selected, AdapterError> {
+    let task_only = tool.requires_task();
+    let description = tool.description.unwrap_or_default();
     if description.len() as u64 > limits.max_description_bytes {
         return Err(AdapterError::new(codes::description_too_large()));
     }
-    let input = Value::Object(tool.input_schema.clone());
-    let output = tool.output_schema.clone().map(Value::Object);
+    let input = Value::Object(tool.input_schema);
+    let output = tool.output_schema.map(Value::Object);
     for schema in std::iter::once(&input).chain(output.iter()) {
-        let size = serde_json::to_vec(schema)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX) as u64;
-        if size > limits.max_schema_bytes {
+        if !fits(schema, limits.max_schema_bytes) {
             return Err(AdapterError::new(codes::schema_too_large()));
         }
     }
-    let compile = |s: &Value| {
-        CompiledSchema::compile_mcp(s).map_err(|_| AdapterError::new(codes::schema_unsupported()))
+    let compile = |s: Value| {
+        CompiledSchema::compile_mcp_owned(s)
+            .map_err(|_| AdapterError::new(codes::schema_unsupported()))
     };
     Ok(Selected {
-        input: compile(&input)?,
-        output: output.as_ref().map(compile).transpose()?,
-        tool: tool.clone(),
+        input: compile(input)?,
+        output: output.map(compile).transpose()?,
+        name: tool.name,
+        task_only,
         description,
     })
 }
 
+/// Whether `value` written as compact JSON takes at most `max` bytes: counted as it is written,
+/// and the writing stops at the first byte over.
+fn fits(value: &Value, max: u64) -> bool {
+    struct Count {
+        left: u64,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.left = self
+                .left
+                .checked_sub(buf.len() as u64)
+                .ok_or(std::io::ErrorKind::FileTooLarge)?;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(&mut Count { left: max }, value).is_ok()
+}
+
 /// The shared half of read and write discovery: local names must be unique, every selected
-/// remote tool must be listed and pass [`select`]; the result is in local-name order.
+/// remote tool must be listed and pass [`select`]; the result is in local-name order. The listed
+/// tools are consumed: a selected one moves into its compiled form, the others are dropped.
 pub(crate) fn select_bindings<'b, B>(
-    tools: &[Tool],
+    tools: Vec<Tool>,
     bindings: &'b BTreeMap<String, B>,
     local: impl Fn(&B) -> &str,
     limits: &Limits,
@@ -247,17 +297,23 @@ pub(crate) fn select_bindings<'b, B>(
     if locals.len() != bindings.len() {
         return Err(AdapterError::new(codes::config_invalid()));
     }
+    let mut listed: Vec<Option<Tool>> = tools.into_iter().map(Some).collect();
     let mut selected = Vec::with_capacity(bindings.len());
     for (remote, binding) in bindings {
-        let mut listed = tools.iter().filter(|t| &t.name == remote);
-        let tool = listed
+        let mut named = listed
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.as_ref().is_some_and(|t| &t.name == remote))
+            .map(|(i, _)| i);
+        let at = named
             .next()
             .ok_or_else(|| AdapterError::new(codes::tool_missing()))?;
         // Two entries under one name: which one the host reviewed is unknowable, so neither is
         // picked, whether or not they differ.
-        if listed.next().is_some() {
+        if named.next().is_some() {
             return Err(AdapterError::new(codes::catalog_ambiguous()));
         }
+        let tool = listed[at].take().expect("found above");
         selected.push((binding, select(tool, limits)?));
     }
     selected.sort_by(|a, b| local(a.0).cmp(local(b.0)));
@@ -268,7 +324,7 @@ pub(crate) fn select_bindings<'b, B>(
 pub(crate) fn base_entry(local_name: &str, s: &Selected) -> serde_json::Map<String, Value> {
     let v = json!({
         "localName": local_name,
-        "remoteName": s.tool.name,
+        "remoteName": s.name,
         "description": s.description,
         "inputSchema": s.input.source(),
         "outputSchema": s.output.as_ref().map(CompiledSchema::source),
@@ -308,11 +364,6 @@ pub(crate) fn envelope_schema(
     .map_err(|_| AdapterError::new(codes::schema_unsupported()))
 }
 
-/// Whether the tool can only be run as a task (2025-11-25 `execution.taskSupport`).
-pub(crate) fn requires_task(tool: &Tool) -> bool {
-    tool.requires_task()
-}
-
 /// Discovers the remote tools named in `bindings` (remote name → binding) as read tools.
 ///
 /// Sends only paginated `tools/list` requests. Tools not selected never appear; a selected tool
@@ -329,7 +380,7 @@ pub async fn discover_read_tools(
         return Err(AdapterError::new(codes::config_invalid()));
     }
     let (tools, generation) = list_tools(conn, monitor, &limits).await?;
-    let selected = select_bindings(&tools, bindings, |b| b.local_name.as_str(), &limits)?;
+    let selected = select_bindings(tools, bindings, |b| b.local_name.as_str(), &limits)?;
     let entries: Vec<Value> = selected
         .iter()
         .map(|(b, s)| {
@@ -346,24 +397,19 @@ pub async fn discover_read_tools(
             Value::Object(e)
         })
         .collect();
-    let snapshot = Snapshot::seal(json!({
-        "schemaVersion": 1,
-        "serverId": server_id,
-        "protocolVersion": monitor.protocol_version(),
-        "entries": entries,
-    }))?;
+    let snapshot = Snapshot::of_entries(1, server_id, monitor, entries)?;
     let mut registrations = Vec::with_capacity(selected.len());
     for (binding, s) in selected {
         let target = Arc::new(CallTarget {
             conn: conn.clone(),
-            remote: s.tool.name.clone(),
+            remote: s.name.clone(),
             generation,
             monitor: monitor.clone(),
             limits,
             input: s.input.clone(),
             output: s.output.clone(),
             scope: binding.scope.clone(),
-            task: match (requires_task(&s.tool), binding.tasks) {
+            task: match (s.task_only, binding.tasks) {
                 (false, _) => TaskUse::Never,
                 (true, false) => TaskUse::Refuse,
                 (true, true) => TaskUse::Run,

@@ -14,9 +14,7 @@ use serde_json::{json, Value};
 
 use crate::call::{CallTarget, TaskUse};
 use crate::codes;
-use crate::discovery::{
-    base_entry, envelope_schema, list_tools, requires_task, select_bindings, Snapshot,
-};
+use crate::discovery::{base_entry, envelope_schema, list_tools, select_bindings, Snapshot};
 use crate::limits::Limits;
 use crate::monitor::CatalogMonitor;
 use crate::AdapterError;
@@ -106,7 +104,7 @@ pub async fn discover_write_tools(
         return Err(AdapterError::new(codes::config_invalid()));
     }
     let (tools, generation) = list_tools(conn, monitor, &limits).await?;
-    let selected = select_bindings(&tools, bindings, |b| b.local_name.as_str(), &limits)?;
+    let selected = select_bindings(tools, bindings, |b| b.local_name.as_str(), &limits)?;
     let entries: Vec<Value> = selected
         .iter()
         .map(|(b, s)| {
@@ -129,18 +127,13 @@ pub async fn discover_write_tools(
             Value::Object(e)
         })
         .collect();
-    let snapshot = Snapshot::seal(json!({
-        "schemaVersion": 2,
-        "serverId": server_id,
-        "protocolVersion": monitor.protocol_version(),
-        "entries": entries,
-    }))?;
+    let snapshot = Snapshot::of_entries(2, server_id, monitor, entries)?;
     let effective = snapshot.revision_digest().as_str().to_owned();
     let mut registrations = Vec::with_capacity(selected.len());
     for (binding, s) in selected {
         let target = Arc::new(CallTarget {
             conn: conn.clone(),
-            remote: s.tool.name.clone(),
+            remote: s.name.clone(),
             generation,
             monitor: monitor.clone(),
             limits,
@@ -148,7 +141,7 @@ pub async fn discover_write_tools(
             output: s.output.clone(),
             scope: binding.scope.clone(),
             // A write never runs as a task: a task-only tool fails closed, sending nothing.
-            task: if requires_task(&s.tool) {
+            task: if s.task_only {
                 TaskUse::Refuse
             } else {
                 TaskUse::Never
