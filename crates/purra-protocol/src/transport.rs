@@ -243,7 +243,7 @@ pub(crate) enum InboundSource {
     /// A tokio channel (custom transports, stdio, WebSocket, memory).
     Channel(mpsc::Receiver<Inbound>),
     /// A queue that allocates as it fills (see [`queue`]).
-    #[cfg_attr(not(feature = "http-server"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "http-server", feature = "ws")), allow(dead_code))]
     Queue(queue::Receiver<Inbound>),
 }
 
@@ -258,10 +258,10 @@ impl InboundSource {
 }
 
 /// A bounded queue with one receiver that allocates as it fills, for transports that keep
-/// many idle connections (the Streamable HTTP server's sessions): a tokio channel allocates a
-/// block of 32 slots and its cache-padded state when it is made, about 3 KiB for `Inbound`,
-/// used or not.
-#[cfg_attr(not(feature = "http-server"), allow(dead_code))]
+/// many idle connections (the Streamable HTTP server's sessions, WebSocket connections): a tokio
+/// channel allocates a block of 32 slots and its cache-padded state when it is made, about
+/// 3 KiB for `Inbound`, used or not.
+#[cfg_attr(not(any(feature = "http-server", feature = "ws")), allow(dead_code))]
 pub(crate) mod queue {
     use std::collections::VecDeque;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -401,6 +401,27 @@ impl Transport {
     ) -> Self {
         Transport {
             inbound: InboundSource::Channel(inbound),
+            outbound: OutboundSink::Channel {
+                tx: outbound,
+                close: close_write,
+            },
+            child: None,
+            control: None,
+            flushed: None,
+            label: ("custom", None),
+        }
+    }
+
+    /// [`Transport::from_channels`] with the inbound side a [`queue`], for transports that keep
+    /// many idle connections.
+    #[cfg(feature = "ws")]
+    pub(crate) fn from_queue(
+        inbound: queue::Receiver<Inbound>,
+        outbound: mpsc::Sender<Outbound>,
+        close_write: CancellationToken,
+    ) -> Self {
+        Transport {
+            inbound: InboundSource::Queue(inbound),
             outbound: OutboundSink::Channel {
                 tx: outbound,
                 close: close_write,
