@@ -399,12 +399,20 @@ impl Transport {
         outbound: mpsc::Sender<Outbound>,
         close_write: CancellationToken,
     ) -> Self {
-        Transport {
-            inbound: InboundSource::Channel(inbound),
-            outbound: OutboundSink::Channel {
+        Transport::over(
+            InboundSource::Channel(inbound),
+            OutboundSink::Channel {
                 tx: outbound,
                 close: close_write,
             },
+        )
+    }
+
+    /// A transport with these two sides and nothing else, named `custom` until labeled.
+    fn over(inbound: InboundSource, outbound: OutboundSink) -> Self {
+        Transport {
+            inbound,
+            outbound,
             child: None,
             control: None,
             flushed: None,
@@ -420,17 +428,13 @@ impl Transport {
         outbound: mpsc::Sender<Outbound>,
         close_write: CancellationToken,
     ) -> Self {
-        Transport {
-            inbound: InboundSource::Queue(inbound),
-            outbound: OutboundSink::Channel {
+        Transport::over(
+            InboundSource::Queue(inbound),
+            OutboundSink::Channel {
                 tx: outbound,
                 close: close_write,
             },
-            child: None,
-            control: None,
-            flushed: None,
-            label: ("custom", None),
-        }
+        )
     }
 
     /// A transport that the engine writes to directly (see [`DeliverOutbound`]).
@@ -439,14 +443,7 @@ impl Transport {
         inbound: queue::Receiver<Inbound>,
         sink: std::sync::Arc<dyn DeliverOutbound>,
     ) -> Self {
-        Transport {
-            inbound: InboundSource::Queue(inbound),
-            outbound: OutboundSink::Direct(sink),
-            child: None,
-            control: None,
-            flushed: None,
-            label: ("custom", None),
-        }
+        Transport::over(InboundSource::Queue(inbound), OutboundSink::Direct(sink))
     }
 
     /// Names the transport (and its session) in the engine's tracing spans.
