@@ -17,6 +17,8 @@
 //! negotiate Apps is refused (`app_unsupported`). Like elicitation, this trusts the downstream
 //! host's interface: it is off by default.
 
+use std::time::SystemTime;
+
 use purra_core::{
     ApprovalId, ApprovalState, ClaimState, Decision, EffectOutcome, ErrorCode, IdempotencyKey,
     StoreError, Verdict,
@@ -228,8 +230,8 @@ impl Inner {
         let candidate = saved.map(|s| s.approval_id).or(shown);
         let record = match &candidate {
             Some(id) if !stale => self
-                .approvals
-                .record(id.clone())
+                .store
+                .approval(id.clone())
                 .await
                 .map_err(|_| ())?
                 .filter(|r| r.intent_digest == *digest),
@@ -252,6 +254,7 @@ impl Inner {
             (None, _) if stale => "stale",
             (None, None) => "none",
             (None, Some(r)) => match &r.state {
+                ApprovalState::Prepared if r.request.expired_at(SystemTime::now()) => "expired",
                 ApprovalState::Prepared => "pending",
                 ApprovalState::Decided(d) if d.verdict == Verdict::Approve => "approved",
                 ApprovalState::Decided(_) => "denied",

@@ -18,6 +18,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::scope::ArgumentRule;
 
+/// The longest `approval_ttl` and `approval_request_ttl`: a year.
+const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// A whole gateway configuration.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -145,6 +148,10 @@ pub struct Settings {
     /// How long an approval made through elicitation or the approval view authorizes dispatch
     /// (default 10 min).
     pub approval_ttl: Dur,
+    /// How long a write's approval request accepts a decision (default 24 h, at least
+    /// `approval_wait`, at most a year). A decision after that is refused by the store, and the
+    /// same call made again asks for a new approval.
+    pub approval_request_ttl: Dur,
     /// Whether write tools carry their approval prompt as an MCP App (`io.modelcontextprotocol/ui`)
     /// that a host rendering Apps shows while the call waits, and in which its user may approve
     /// or deny through the app-only `purra_approval` tool (default false; like `elicitation`,
@@ -170,6 +177,7 @@ impl Default for Settings {
             progress_interval: Dur(Duration::from_secs(5)),
             elicitation: false,
             approval_ttl: Dur(Duration::from_secs(600)),
+            approval_request_ttl: Dur(Duration::from_secs(24 * 3600)),
             apps: false,
             run_decided_without_caller: false,
             lease: Dur(Duration::from_secs(60)),
@@ -622,10 +630,32 @@ impl GatewayConfig {
             ("approval_wait", g.approval_wait),
             ("progress_interval", g.progress_interval),
             ("approval_ttl", g.approval_ttl),
+            ("approval_request_ttl", g.approval_request_ttl),
             ("lease", g.lease),
         ] {
             if d.0 < Duration::from_millis(10) {
                 out.push((format!("gateway.{key}"), "must be at least 10ms".into()));
+            }
+        }
+        if g.approval_request_ttl.0 < g.approval_wait.0 {
+            out.push((
+                "gateway.approval_request_ttl".into(),
+                format!(
+                    "must be at least approval_wait ({}): a request must outlive the wait for it",
+                    g.approval_wait
+                ),
+            ));
+        }
+        // Expiry instants are stored as nanoseconds since 1970 in a signed 64-bit integer.
+        for (key, d) in [
+            ("approval_ttl", g.approval_ttl),
+            ("approval_request_ttl", g.approval_request_ttl),
+        ] {
+            if d.0 > MAX_TTL {
+                out.push((
+                    format!("gateway.{key}"),
+                    "must be at most 8760h (a year)".into(),
+                ));
             }
         }
         self.check_page(&mut out);

@@ -37,7 +37,8 @@
 //! A write call is identified by the gateway's name, the tool, the caller and the arguments; its
 //! approval's intent is Core's `ApprovalIntent` (its binding revision is the upstream write
 //! catalog's digest). The same call again finds the same records: a completed claim answers
-//! with its stored outcome; a pending approval is waited for again; a decided one is claimed.
+//! with its stored outcome; a pending approval is waited for again (a request undecided past
+//! `approval_request_ttl` is replaced by a new one); a decided one is claimed.
 //! A decided approval whose caller has gone is dispatched only when
 //! `run_decided_without_caller` is set; otherwise it waits for the call to be made again, and
 //! once it expires it is refused (recorded) and dropped.

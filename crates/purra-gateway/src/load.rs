@@ -466,6 +466,9 @@ impl Cx {
             progress_interval: f.opt("progress_interval").unwrap_or(d.progress_interval),
             elicitation: f.opt("elicitation").unwrap_or(d.elicitation),
             approval_ttl: f.opt("approval_ttl").unwrap_or(d.approval_ttl),
+            approval_request_ttl: f
+                .opt("approval_request_ttl")
+                .unwrap_or(d.approval_request_ttl),
             apps: f.opt("apps").unwrap_or(d.apps),
             run_decided_without_caller: f
                 .opt("run_decided_without_caller")

@@ -46,6 +46,15 @@ pub fn pending(tool: &str, approval: &str, digest: &JsonIdentity) -> CallToolRes
     ))
 }
 
+/// The write's approval request expired undecided.
+pub fn request_expired(tool: &str, approval: &str) -> CallToolResult {
+    CallToolResult::error(format!(
+        "{tool} was not sent: approval {approval} was not decided before its request expired \
+         (approval_request_expired); call {tool} again with the same arguments to ask for a new \
+         approval"
+    ))
+}
+
 /// The approver denied the write.
 pub fn denied(tool: &str, approval: &str, approver: &str) -> CallToolResult {
     CallToolResult::error(format!(

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalRecord, ApprovalState, BoxFuture, OperatorStore, RunId,
-    RunStore, StoreError, StoreEvent,
+    ApprovalGateway, ApprovalId, ApprovalRecord, ApprovalState, ApprovalView, BoxFuture,
+    OperatorStore, RunId, RunStore, StoreError, StoreEvent,
 };
 use purra_postgres::PostgresStore;
 use purra_sqlite::SqliteStore;
@@ -33,6 +33,8 @@ pub trait GatewayStore: Send + Sync {
     fn runs(&self) -> Arc<dyn RunStore>;
     /// The ids of every saved suspended run.
     fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>>;
+    /// One approval with its request (and so the request's expiry), if it exists.
+    fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>>;
     /// Marks claims without outcome whose owner is gone as `unknown` (`interrupted`); returns
     /// how many.
     fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>>;
@@ -73,6 +75,13 @@ macro_rules! gateway_store {
                 suspended(self)
             }
 
+            fn approval(
+                &self,
+                id: ApprovalId,
+            ) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {
+                OperatorStore::approval(self, id)
+            }
+
             fn reconcile_interrupted(
                 &self,
                 now: SystemTime,
@@ -97,6 +106,10 @@ impl GatewayStore for AnyStore {
 
     fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
         suspended(self.ops())
+    }
+
+    fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {
+        self.ops().approval(id)
     }
 
     fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>> {

@@ -9,14 +9,16 @@
 //!
 //! 1. a completed claim for the intent: the stored outcome is returned (committed: the stored
 //!    receipt), nothing is sent;
-//! 2. otherwise the call's approval (the suspended run names it) or a new one: the intent is Core's
-//!    [`ApprovalIntent`] (tool, arguments digest, approval binding whose revision is the upstream
-//!    write catalog's digest, run, gateway preset), prepared in the store and saved with the
-//!    arguments as a suspended run;
+//! 2. otherwise the call's approval (the suspended run names it, unless its request expired
+//!    undecided) or a new one: the intent is Core's [`ApprovalIntent`] (tool, arguments digest,
+//!    approval binding whose revision is the upstream write catalog's digest, run, gateway
+//!    preset), prepared in the store as a request accepting a decision for
+//!    `approval_request_ttl`, and saved with the arguments as a suspended run;
 //! 3. the decision: asked of the downstream client's user with an elicitation form when it
 //!    declared elicitation and the configuration allows it, else waited for (progress
-//!    notifications every `progress_interval`) up to `approval_wait`; undecided, the call returns
-//!    a result naming the pending approval;
+//!    notifications every `progress_interval`) up to `approval_wait` and never past the
+//!    request's expiry; undecided, the call returns a result naming the pending approval (or
+//!    saying that its request expired);
 //! 4. the claim, against the *current* registration (rediscovered first if the upstream's list
 //!    changed): `check_and_claim` re-checks decision, expiry and the intent digest and commits the
 //!    claim before anything is sent; the dispatch runs in its own task, so a caller that goes away
@@ -171,7 +173,9 @@ impl Inner {
             verdict,
             approver: format!("{client} ({via})"),
             decided_at: now,
-            expires_at: (verdict == Verdict::Approve).then(|| now + self.settings.approval_ttl.0),
+            expires_at: (verdict == Verdict::Approve)
+                .then(|| now.checked_add(self.settings.approval_ttl.0))
+                .flatten(),
             note,
         }
     }
@@ -221,10 +225,25 @@ impl Inner {
             Err(_) => return store_failed(tool),
         }
 
-        // 2. The call's approval: found from an earlier call, or prepared now.
-        let approval = match self.runs.load_suspended(run_id.clone()).await {
+        // 2. The call's approval: found from an earlier call, or prepared now (also when the
+        // earlier request expired undecided: no decision would be accepted for it any more).
+        let (approval, request_expires) = match self.runs.load_suspended(run_id.clone()).await {
             Err(_) => return store_failed(tool),
-            Ok(Some(s)) if s.intent_digest == digest => s.approval_id,
+            Ok(Some(s)) if s.intent_digest == digest => {
+                match self.store.approval(s.approval_id.clone()).await {
+                    Ok(Some(v))
+                        if !(v.state == ApprovalState::Prepared
+                            && v.request.expired_at(SystemTime::now())) =>
+                    {
+                        (s.approval_id, v.request.expires_at)
+                    }
+                    Ok(_) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
+                        Ok(prepared) => prepared,
+                        Err(_) => return store_failed(tool),
+                    },
+                    Err(_) => return store_failed(tool),
+                }
+            }
             Ok(Some(s)) => {
                 // Prepared under an earlier binding: decided, it is refused (recorded); pending,
                 // it is replaced.
@@ -233,25 +252,31 @@ impl Inner {
                         return self.settle(b, &run_id, &s.approval_id, &args).await;
                     }
                     Ok(_) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
-                        Ok(id) => id,
+                        Ok(prepared) => prepared,
                         Err(_) => return store_failed(tool),
                     },
                     Err(_) => return store_failed(tool),
                 }
             }
             Ok(None) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
-                Ok(id) => id,
+                Ok(prepared) => prepared,
                 Err(_) => return store_failed(tool),
             },
         };
 
-        // 3. The decision.
+        // 3. The decision, waited for no longer than the request accepts one.
         self.set_waiting(&run_id, true);
-        let record = self.decision(b, &approval, &digest, &args, &ctx).await;
+        let record = self
+            .decision(b, &approval, request_expires, &digest, &args, &ctx)
+            .await;
         self.set_waiting(&run_id, false);
         match record {
             Ok(r) if r.state == ApprovalState::Prepared => {
-                return results::pending(tool, &approval.0, &digest)
+                return if request_expires.is_some_and(|e| e <= SystemTime::now()) {
+                    results::request_expired(tool, &approval.0)
+                } else {
+                    results::pending(tool, &approval.0, &digest)
+                };
             }
             Ok(_) => {}
             Err(_) => return store_failed(tool),
@@ -261,6 +286,9 @@ impl Inner {
         self.settle(b, &run_id, &approval, &args).await
     }
 
+    /// Prepares the approval request of a write call (accepting a decision for
+    /// `approval_request_ttl`) and saves the call as the run waiting on it; returns the
+    /// approval and the request's expiry.
     async fn prepare(
         &self,
         intent: ApprovalIntent,
@@ -269,7 +297,7 @@ impl Inner {
         caller: &Caller,
         run_id: &RunId,
         args: &Value,
-    ) -> Result<ApprovalId, StoreError> {
+    ) -> Result<(ApprovalId, Option<SystemTime>), StoreError> {
         let digest = intent.digest();
         let preset = intent.preset_fingerprint.clone();
         let tool = intent.tool.clone();
@@ -282,13 +310,15 @@ impl Inner {
         } else {
             format!("{} ({})", caller.principal, caller.client)
         };
+        let now = SystemTime::now();
+        let expires_at = now.checked_add(self.settings.approval_request_ttl.0);
         let request = ApprovalRequest {
             intent,
             arguments: args.clone(),
             binding,
             requested_by,
-            requested_at: SystemTime::now(),
-            expires_at: None,
+            requested_at: now,
+            expires_at,
             // What an approver is shown besides the intent: where the call goes.
             labels: BTreeMap::from([
                 ("gateway".to_owned(), self.settings.name.clone()),
@@ -314,21 +344,26 @@ impl Inner {
                 turns_used: 0,
             })
             .await?;
-        Ok(id)
+        Ok((id, expires_at))
     }
 
     /// Waits for the decision of `approval`: asks the client's user first when allowed, and
-    /// reads the store (woken by in-process decisions) until `approval_wait` passes, sending
-    /// progress. Returns the record as last read.
+    /// reads the store (woken by in-process decisions) until `approval_wait` passes or the
+    /// request expires (`request_expires`), sending progress. Returns the record as last read.
     async fn decision(
         &self,
         b: &Binding,
         approval: &ApprovalId,
+        request_expires: Option<SystemTime>,
         digest: &purra_core::JsonIdentity,
         args: &Value,
         ctx: &RequestCtx,
     ) -> Result<ApprovalRecord, StoreError> {
-        let until = Instant::now() + self.settings.approval_wait.0;
+        let mut wait = self.settings.approval_wait.0;
+        if let Some(e) = request_expires {
+            wait = wait.min(e.duration_since(SystemTime::now()).unwrap_or_default());
+        }
+        let until = Instant::now() + wait;
         let record = self
             .approvals
             .record(approval.clone())
@@ -627,10 +662,20 @@ impl Inner {
             let Some(b) = self.bindings.get(&run.pending_call.name).cloned() else {
                 continue;
             };
-            let Some(record) = self.approvals.record(run.approval_id.clone()).await? else {
+            let Some(view) = self.store.approval(run.approval_id.clone()).await? else {
                 continue;
             };
-            let ApprovalState::Decided(d) = &record.state else {
+            if view.state == ApprovalState::Prepared && view.request.expired_at(SystemTime::now()) {
+                // Undecided and no longer decidable: the run is over (the approval stays in the
+                // store, shown as expired); the same call made again asks anew.
+                let _guard = self.lock_run(&run_id).await;
+                if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
+                {
+                    self.runs.remove_suspended(run_id.clone()).await?;
+                }
+                continue;
+            }
+            let ApprovalState::Decided(d) = &view.state else {
                 continue;
             };
             let expired = d.expires_at.is_some_and(|e| e <= SystemTime::now());

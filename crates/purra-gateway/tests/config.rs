@@ -18,6 +18,7 @@ progress_interval = "2s"
 elicitation = true
 apps = true
 approval_ttl = "5m"
+approval_request_ttl = "2h"
 run_decided_without_caller = true
 lease = "20s"
 
@@ -80,6 +81,10 @@ fn a_correct_file_reads_the_same_with_the_reader_and_with_serde() {
         Listen::Http("127.0.0.1:8787".parse().unwrap())
     );
     assert_eq!(c.gateway.approval_wait, Dur(Duration::from_secs(45)));
+    assert_eq!(
+        c.gateway.approval_request_ttl,
+        Dur(Duration::from_secs(7200))
+    );
     assert!(c.gateway.apps && c.gateway.elicitation);
     assert_eq!(c.limits.limits().timeout, Duration::from_secs(10));
     assert_eq!(c.limits.limits().max_result_bytes, 32768);
@@ -97,8 +102,8 @@ fn a_correct_file_reads_the_same_with_the_reader_and_with_serde() {
     let text = toml::to_string(c).expect("serialize");
     assert_eq!(load_str("again.toml", &text).expect("reads").config, *c);
     // Every key's line is known, to place mistakes found later (at start).
-    assert_eq!(loaded.source.keys["writes.set_note.binding_revision"], 46);
-    assert_eq!(loaded.source.keys["reads.search"], 33);
+    assert_eq!(loaded.source.keys["writes.set_note.binding_revision"], 47);
+    assert_eq!(loaded.source.keys["reads.search"], 34);
 }
 
 #[test]
@@ -107,6 +112,44 @@ fn an_empty_file_is_a_gateway_with_nothing_bound() {
     assert_eq!(c, GatewayConfig::default());
     assert_eq!(c.gateway.listen, Listen::Stdio);
     assert_eq!(c.gateway.approval_wait, Dur(Duration::from_secs(30)));
+    assert_eq!(
+        c.gateway.approval_request_ttl,
+        Dur(Duration::from_secs(24 * 3600))
+    );
+}
+
+#[test]
+fn a_request_must_outlive_its_wait_and_expiries_are_bounded() {
+    let text = r#"[gateway]
+approval_wait = "2m"
+approval_ttl = "9000h"
+approval_request_ttl = "1m"
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "g.toml:3: gateway.approval_ttl: must be at most 8760h (a year)",
+            "g.toml:4: gateway.approval_request_ttl: must be at least approval_wait (2m): a request must outlive the wait for it",
+        ]
+    );
+    let text = r#"[gateway]
+approval_request_ttl = "8761h"
+"#;
+    assert_eq!(
+        errors(text),
+        ["g.toml:2: gateway.approval_request_ttl: must be at most 8760h (a year)"]
+    );
+    // The bounds themselves are fine.
+    let c = load_str(
+        "g.toml",
+        "[gateway]\napproval_wait = \"2m\"\napproval_request_ttl = \"2m\"\napproval_ttl = \"8760h\"\n",
+    )
+    .expect("at the bounds")
+    .config;
+    assert_eq!(
+        c.gateway.approval_request_ttl,
+        Dur(Duration::from_secs(120))
+    );
 }
 
 #[test]

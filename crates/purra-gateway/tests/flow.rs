@@ -376,6 +376,159 @@ async fn an_approval_that_expired_is_refused_and_never_sent() {
     fx.gateway.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecided_request_expires_and_the_same_call_asks_anew() {
+    let fx = fixture_with("request-expiry", Duration::from_millis(1000), |c| {
+        c.gateway.apps = true;
+        c.gateway.approval_request_ttl = Dur(Duration::from_millis(1500));
+    })
+    .await;
+    let conn = client_with(&fx.gateway, "flow-client", ClientOptions::default().apps()).await;
+    let call = || conn.call_tool("set_value", json!({"value": "v"}));
+    let first = call().await.expect("call");
+    assert!(
+        text(&first).0.contains("approval approval-1 is pending"),
+        "{first:?}"
+    );
+    let a1 = ApprovalId("approval-1".into());
+    let view1 = fx
+        .store
+        .approval(a1.clone())
+        .await
+        .expect("view")
+        .expect("exists");
+    assert_eq!(
+        view1.request.expires_at,
+        Some(view1.request.requested_at + Duration::from_millis(1500))
+    );
+    // The same call waits only until the request expires (about 0.5 s, not approval_wait).
+    let started = std::time::Instant::now();
+    let second = call().await.expect("call");
+    assert_eq!(
+        text(&second),
+        (
+            "set_value was not sent: approval approval-1 was not decided before its request \
+             expired (approval_request_expired); call set_value again with the same arguments \
+             to ask for a new approval"
+                .to_owned(),
+            true
+        )
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        started.elapsed()
+    );
+    // No decision is accepted any more, and the approval view says why.
+    let now = SystemTime::now();
+    let late = fx
+        .store
+        .decide(
+            a1.clone(),
+            Decision {
+                verdict: Verdict::Approve,
+                approver: "ada".into(),
+                decided_at: now,
+                expires_at: Some(now + Duration::from_secs(60)),
+                note: None,
+            },
+        )
+        .await;
+    assert_eq!(
+        late,
+        Err(purra_core::StoreError::Conflict(
+            "the approval request expired"
+        ))
+    );
+    let shown = view(&conn, "v", json!({"approval": "approval-1"})).await;
+    assert_eq!(status(&shown), "expired", "{shown:?}");
+    let tried = view(
+        &conn,
+        "v",
+        json!({"approval": "approval-1", "decision": "approve"}),
+    )
+    .await;
+    assert_eq!(
+        text(&tried),
+        (
+            "approval approval-1 of set_value: expired; nothing was decided: the approval is not \
+             pending any more"
+                .to_owned(),
+            true
+        )
+    );
+    // No caller waits: the sweeper drops the run (the approval stays, undecided).
+    let start = std::time::Instant::now();
+    while !fx.store.suspended_run_ids().await.expect("runs").is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the sweeper did not drop it"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        fx.store
+            .record(a1)
+            .await
+            .expect("record")
+            .expect("exists")
+            .state,
+        purra_core::ApprovalState::Prepared
+    );
+    // Calling again asks for a new approval, which sends the write once when approved.
+    let third = call().await.expect("call");
+    assert!(
+        text(&third).0.contains("approval approval-2 is pending"),
+        "{third:?}"
+    );
+    let now = SystemTime::now();
+    fx.gateway
+        .decide(
+            ApprovalId("approval-2".into()),
+            Decision {
+                verdict: Verdict::Approve,
+                approver: "ada".into(),
+                decided_at: now,
+                expires_at: Some(now + Duration::from_secs(60)),
+                note: None,
+            },
+        )
+        .await
+        .expect("decide");
+    let sent = call().await.expect("call");
+    assert_eq!(
+        sent.structured_content,
+        Some(json!({"stored": "v"})),
+        "{sent:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_call_replaces_a_request_that_expired_while_nobody_called() {
+    let fx = fixture_with("request-replaced", Duration::from_millis(50), |c| {
+        c.gateway.approval_request_ttl = Dur(Duration::from_millis(300));
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let call = || conn.call_tool("set_value", json!({"value": "w"}));
+    let first = call().await.expect("call");
+    assert!(
+        text(&first).0.contains("approval approval-1 is pending"),
+        "{first:?}"
+    );
+    // Past its expiry, before the sweeper (every second) looked: the run still names it.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let second = call().await.expect("call");
+    assert!(
+        text(&second).0.contains("approval approval-2 is pending"),
+        "{second:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
 /// Asks the approval view's tool about the `set_value` call with `value`, with `extra` fields.
 async fn view(conn: &Connection, value: &str, extra: Value) -> CallToolResult {
     let mut args = json!({"tool": "set_value", "arguments": {"value": value}});
