@@ -338,6 +338,63 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
 }
 
 #[test]
+fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
+    use purra_core::ApprovalGateway as _;
+    let tmp = TempDir::new("expired");
+    let db = tmp.db();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let store = purra_sqlite::SqliteStore::open(&db).expect("store");
+        let mut old = purra_store_tests::request("old");
+        old.expires_at = Some(old.requested_at + Duration::from_secs(1));
+        let mut live = purra_store_tests::request("live");
+        live.expires_at = Some(SystemTime::now() + Duration::from_secs(3600));
+        store.prepare(old).await.expect("prepare");
+        store.prepare(live).await.expect("prepare");
+    });
+    let list = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    let states: Vec<(&str, &str)> = list
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?, w.next()?))
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [("approval-1", "expired"), ("approval-2", "pending")],
+        "{list}"
+    );
+    let show = json_of(&purra(
+        &tmp.0,
+        &["approvals", "show", "approval-1", "--db", &db, "--json"],
+    ));
+    assert_eq!(show["state"], "expired");
+    assert_eq!(show["requestExpiresAtMs"], 6000);
+    let refused = purra(&tmp.0, &["approvals", "approve", "approval-1", "--db", &db]);
+    expect_code(&refused, 3);
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr).trim_end(),
+        "purra: approval approval-1 expired undecided; a decision is no longer accepted (the \
+         same call made again asks for a new approval)"
+    );
+    expect_code(
+        &purra(&tmp.0, &["approvals", "approve", "approval-2", "--db", &db]),
+        0,
+    );
+    let list = json_of(&purra(
+        &tmp.0,
+        &["approvals", "list", "--db", &db, "--json"],
+    ));
+    assert_eq!(list["approvals"][0]["state"], "expired");
+    assert_eq!(list["approvals"][1]["state"], "approved");
+}
+
+#[test]
 fn help_lists_the_store_subcommands() {
     let tmp = TempDir::new("help");
     let help = expect_code(&purra(&tmp.0, &["--help"]), 0);

@@ -115,6 +115,18 @@ async fn decide(
     if v.state != ApprovalState::Prepared {
         return Err(already(v.status()));
     }
+    let expired = || {
+        Failure::store(
+            "conflict",
+            format!(
+                "approval {id} expired undecided; a decision is no longer accepted (the same \
+                 call made again asks for a new approval)"
+            ),
+        )
+    };
+    if v.request.expired_at(SystemTime::now()) {
+        return Err(expired());
+    }
     let decided = db
         .gateway()
         .decide(
@@ -134,6 +146,8 @@ async fn decide(
             let v = store::view(db, id).await?;
             Err(already(v.status()))
         }
+        // It expired since the state was read.
+        Err(purra_core::StoreError::Conflict("the approval request expired")) => Err(expired()),
         other => other.map_err(|e| store::failure(&format!("approval {id}"), e)),
     }
 }

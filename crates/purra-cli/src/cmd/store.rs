@@ -121,9 +121,15 @@ pub async fn approval_json(store: &Store, v: &ApprovalView) -> Result<Value, Fai
             "completedAtMs": c.completed_at.map(millis),
         })
     });
+    // A request nobody decided before its expiry will not accept a decision any more.
+    let state = if v.state == ApprovalState::Prepared && r.expired_at(SystemTime::now()) {
+        "expired"
+    } else {
+        v.status().as_str()
+    };
     Ok(json!({
         "id": v.id.0,
-        "state": v.status().as_str(),
+        "state": state,
         "tool": r.intent.tool,
         "arguments": r.arguments,
         "argumentsDigest": r.intent.arguments_digest.as_str(),
