@@ -57,6 +57,12 @@ impl Env {
                 "peers/python/bench_server.py".into(),
             ],
             "floor" => vec![self.bin("floor"), "server".into()],
+            "floor-serde" => vec![
+                self.bin("floor"),
+                "server".into(),
+                "--json".into(),
+                "--tokio".into(),
+            ],
             other => unreachable!("server {other}"),
         }
     }
@@ -75,6 +81,13 @@ impl Env {
                 "peers/python/bench_client.py".into(),
             ],
             "floor" => vec![self.bin("floor"), "client".into()],
+            "floor-serde" => vec![
+                self.bin("floor"),
+                "client".into(),
+                "--json".into(),
+                "--tokio".into(),
+                "--mt".into(),
+            ],
             other => unreachable!("client {other}"),
         }
     }
@@ -115,6 +128,7 @@ fn name(which: &str) -> &'static str {
         "ts" => "TypeScript SDK",
         "py" => "Python SDK",
         "floor" => "floor",
+        "floor-serde" => "serde floor",
         _ => "?",
     }
 }
@@ -122,6 +136,7 @@ fn name(which: &str) -> &'static str {
 /// The stdio pairs: (client, server).
 const PAIRS: &[(&str, &str)] = &[
     ("floor", "floor"),
+    ("floor-serde", "floor-serde"),
     ("purra", "purra"),
     ("rmcp", "rmcp"),
     ("rmcp", "rmcp-pipes"),
@@ -761,7 +776,7 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
     let floor_seq = m("stdio/floor/floor/seq");
     let floor_conc = m("stdio/floor/floor/conc");
     let _ = writeln!(s, "### stdio round trips\n");
-    let _ = writeln!(s, "`echo` with a distinct text per call over the pipes of a child process: {} calls one at a time, then {} with 16 in flight on one connection (a tenth of that for pairs with the Python SDK), after 500 warm-up calls. Clients: purra `bench-client`, rmcp `rmcp-client`, `peers/node/bench_client.mjs`, `peers/python/bench_client.py`, `floor client`; servers: `purra-bench-server`, `rmcp-server` (`stdio()`, or `--pipes` for `stdio_pipes()`), `bench_server.mjs`, `bench_server.py`, `floor server`.\n", run.calls, run.calls);
+    let _ = writeln!(s, "`echo` with a distinct text per call over the pipes of a child process: {} calls one at a time, then {} with 16 in flight on one connection (a tenth of that for pairs with the Python SDK), after 500 warm-up calls. Clients: purra `bench-client`, rmcp `rmcp-client`, `peers/node/bench_client.mjs`, `peers/python/bench_client.py`, `floor client`; servers: `purra-bench-server`, `rmcp-server` (`stdio()`, or `--pipes` for `stdio_pipes()`), `bench_server.mjs`, `bench_server.py`, `floor server`. The floor is two programs of our own trading the same bytes with blocking I/O and no JSON work; the serde floor (`floor client --json --tokio --mt`, `floor server --json --tokio`) is the least a typed tokio implementation does: every message read into and written from serde structs, the I/O on tokio's non-blocking pipes, the client's calls made in the body of a multi-thread runtime's `block_on` as `#[tokio::main]` makes them (as purra's, rmcp's and every client here are), the server on a current-thread runtime (as purra's): no engine, no dispatch, no validation.\n", run.calls, run.calls);
     let _ = writeln!(s, "| client → server | sequential calls/s | p50 µs | p99 µs | ÷ floor | 16 in flight calls/s | ÷ floor |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
     for &(c, sv) in PAIRS {
@@ -996,6 +1011,15 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
         "durable store, 16 runs ≥ 1× the fsync rate",
         m("store/ratio16"),
         1.0,
+    );
+    let sf = "stdio/floor-serde/floor-serde";
+    let _ = writeln!(
+        s,
+        "\nFor scale, the serde floor (no engine at all) in the same run: sequential {} the floor, \
+         purra {} the serde floor; 16 in flight {} the TypeScript SDK.",
+        fmt_ratio(ratio(m(&format!("{sf}/seq")), floor_seq)),
+        fmt_ratio(ratio(m(&format!("{pp}/seq")), m(&format!("{sf}/seq")))),
+        fmt_ratio(ratio(m(&format!("{sf}/conc")), m("stdio/ts/ts/conc"))),
     );
     s
 }

@@ -8,6 +8,13 @@
 //! that each answer line carries the id and text it should. `floor server` answers each request
 //! line with the response line purra's server writes, found by byte search (no parsing),
 //! writing every answer of one read in one write. Blocking I/O, one thread per process.
+//!
+//! Two switches, given to both sides, measure what the floor leaves out, one part at a time:
+//! `--json` reads and writes every message with serde (the request into typed structs with owned
+//! strings, its method and tool checked, the result serialized from typed structs, the client
+//! reading the answer the same way): the least JSON work a typed MCP `echo` needs; `--tokio` does
+//! the same I/O on a current-thread tokio runtime (non-blocking pipes woken through epoll) instead
+//! of blocking reads and writes. Neither is an MCP implementation; both bound what one can reach.
 
 #![allow(clippy::print_stdout)] // a benchmark program: stdout is its result
 
@@ -17,6 +24,190 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use purra_bench::{echo_text, micros_since, result_line, ClientArgs, Latencies};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// How each side reads and writes messages, and with what I/O.
+#[derive(Clone, Copy)]
+struct Mode {
+    json: bool,
+    tokio: bool,
+    mt: bool,
+}
+
+impl Mode {
+    /// Takes `--json` and `--tokio` out of `args`.
+    fn take(args: &mut Vec<String>) -> Mode {
+        let mut take = |flag: &str| match args.iter().position(|a| a == flag) {
+            // Only before `--`: after it the words are the server's command.
+            Some(i) if args[..i].iter().all(|a| a != "--") => {
+                args.remove(i);
+                true
+            }
+            _ => false,
+        };
+        Mode {
+            json: take("--json"),
+            tokio: take("--tokio"),
+            mt: take("--mt"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match (self.json, self.tokio, self.mt) {
+            (false, false, _) => "floor",
+            (true, false, _) => "floor-json",
+            (false, true, false) => "floor-tokio",
+            (true, true, false) => "floor-json-tokio",
+            (false, true, true) => "floor-tokio-mt",
+            (true, true, true) => "floor-json-tokio-mt",
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct OutRequest<'a> {
+    jsonrpc: &'static str,
+    id: usize,
+    method: &'static str,
+    params: OutParams<'a>,
+}
+
+#[derive(Serialize)]
+struct OutParams<'a> {
+    name: &'static str,
+    arguments: OutArguments<'a>,
+}
+
+#[derive(Serialize)]
+struct OutArguments<'a> {
+    text: &'a str,
+}
+
+#[derive(Deserialize)]
+struct InRequest {
+    jsonrpc: String,
+    id: usize,
+    method: String,
+    params: InParams,
+}
+
+#[derive(Deserialize)]
+struct InParams {
+    name: String,
+    arguments: InArguments,
+}
+
+#[derive(Deserialize)]
+struct InArguments {
+    text: String,
+}
+
+#[derive(Serialize)]
+struct OutResponse<'a> {
+    jsonrpc: &'static str,
+    id: usize,
+    result: OutResult<'a>,
+}
+
+#[derive(Serialize)]
+struct OutResult<'a> {
+    content: [OutBlock<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct OutBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+#[derive(Deserialize)]
+struct InResponse {
+    jsonrpc: String,
+    id: usize,
+    result: InResult,
+}
+
+#[derive(Deserialize)]
+struct InResult {
+    content: Vec<InBlock>,
+}
+
+#[derive(Deserialize)]
+struct InBlock {
+    #[serde(rename = "type")]
+    kind: String,
+    text: String,
+}
+
+/// Appends request `id` with `text`, one line.
+fn write_request(mode: Mode, id: usize, text: &str, out: &mut Vec<u8>) {
+    if mode.json {
+        let r = OutRequest {
+            jsonrpc: "2.0",
+            id,
+            method: "tools/call",
+            params: OutParams {
+                name: "echo",
+                arguments: OutArguments { text },
+            },
+        };
+        serde_json::to_writer(&mut *out, &r).expect("serializes");
+        out.push(b'\n');
+    } else {
+        request(id, text, out);
+    }
+}
+
+/// Appends the answer to request `line`, one line.
+fn answer(mode: Mode, line: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    if !mode.json {
+        let id = between(line, br#""id":"#, b',').ok_or("no id")?;
+        let text = between(line, br#""text":""#, b'"').ok_or("no text")?;
+        response(id, text, out);
+        return Ok(());
+    }
+    let r: InRequest = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    if r.jsonrpc != "2.0" || r.method != "tools/call" || r.params.name != "echo" {
+        return Err(format!(
+            "unexpected request {}",
+            String::from_utf8_lossy(line)
+        ));
+    }
+    let a = OutResponse {
+        jsonrpc: "2.0",
+        id: r.id,
+        result: OutResult {
+            content: [OutBlock {
+                kind: "text",
+                text: &r.params.arguments.text,
+            }],
+        },
+    };
+    serde_json::to_writer(&mut *out, &a).map_err(|e| e.to_string())?;
+    out.push(b'\n');
+    Ok(())
+}
+
+/// The id of answer `line`, after checking that it echoes that call's text.
+fn check(mode: Mode, line: &[u8]) -> Result<usize, String> {
+    let wrong = || format!("wrong answer {}", String::from_utf8_lossy(line));
+    if !mode.json {
+        let id: usize = between(line, br#""id":"#, b',')
+            .and_then(|i| std::str::from_utf8(i).ok()?.parse().ok())
+            .ok_or_else(|| format!("answer without id: {}", String::from_utf8_lossy(line)))?;
+        if between(line, br#""text":""#, b'"') != Some(echo_text(id).as_bytes()) {
+            return Err(wrong());
+        }
+        return Ok(id);
+    }
+    let r: InResponse = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    match r.result.content.as_slice() {
+        [b] if r.jsonrpc == "2.0" && b.kind == "text" && b.text == echo_text(r.id) => Ok(r.id),
+        _ => Err(wrong()),
+    }
+}
 
 fn request(id: usize, text: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
@@ -57,7 +248,10 @@ fn each_line(
     Ok(())
 }
 
-fn server() -> Result<(), String> {
+fn server(mode: Mode) -> Result<(), String> {
+    if mode.tokio {
+        return runtime().block_on(server_async(mode));
+    }
     let mut stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
     let mut buf = Vec::with_capacity(1 << 16);
@@ -69,12 +263,7 @@ fn server() -> Result<(), String> {
             return Ok(());
         }
         buf.extend_from_slice(&chunk[..n]);
-        each_line(&mut buf, |line| {
-            let id = between(line, br#""id":"#, b',').ok_or("no id")?;
-            let text = between(line, br#""text":""#, b'"').ok_or("no text")?;
-            response(id, text, &mut out);
-            Ok(())
-        })?;
+        each_line(&mut buf, |line| answer(mode, line, &mut out))?;
         if !out.is_empty() {
             stdout.write_all(&out).map_err(|e| e.to_string())?;
             stdout.flush().map_err(|e| e.to_string())?;
@@ -83,8 +272,58 @@ fn server() -> Result<(), String> {
     }
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The client's runtime: `#[tokio::main]`'s (multi-thread, the calls made in `block_on`'s
+/// future) with `--mt`, else current-thread.
+fn client_runtime(mode: Mode) -> tokio::runtime::Runtime {
+    if !mode.mt {
+        return runtime();
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The server on non-blocking pipes (stdin and stdout must be pipes, as the client makes them).
+async fn server_async(mode: Mode) -> Result<(), String> {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let own = |fd: std::os::fd::BorrowedFd<'_>| -> Result<std::fs::File, String> {
+        Ok(std::fs::File::from(
+            fd.try_clone_to_owned().map_err(|e| e.to_string())?,
+        ))
+    };
+    let mut stdin = pipe::Receiver::from_file(own(std::io::stdin().as_fd())?)
+        .map_err(|e| format!("stdin: {e}"))?;
+    let mut stdout = pipe::Sender::from_file(own(std::io::stdout().as_fd())?)
+        .map_err(|e| format!("stdout: {e}"))?;
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut out = Vec::with_capacity(1 << 16);
+    loop {
+        let n = stdin.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        each_line(&mut buf, |line| answer(mode, line, &mut out))?;
+        if !out.is_empty() {
+            stdout.write_all(&out).await.map_err(|e| e.to_string())?;
+            out.clear();
+        }
+    }
+}
+
 /// Runs `calls` round trips with at most `window` unanswered; returns each call's latency.
 fn exchange(
+    mode: Mode,
     to: &mut impl Write,
     from: &mut impl Read,
     first: usize,
@@ -100,7 +339,7 @@ fn exchange(
     while done < calls {
         while sent < calls && sent - done < window {
             let id = first + sent;
-            request(id, &echo_text(id), &mut out);
+            write_request(mode, id, &echo_text(id), &mut out);
             sent_at.insert(id, Instant::now());
             sent += 1;
         }
@@ -115,18 +354,10 @@ fn exchange(
         }
         buf.extend_from_slice(&chunk[..n]);
         each_line(&mut buf, |line| {
-            let id: usize = between(line, br#""id":"#, b',')
-                .and_then(|i| std::str::from_utf8(i).ok()?.parse().ok())
-                .ok_or_else(|| format!("answer without id: {}", String::from_utf8_lossy(line)))?;
+            let id = check(mode, line)?;
             let t = sent_at
                 .remove(&id)
                 .ok_or_else(|| format!("unexpected answer {id}"))?;
-            if between(line, br#""text":""#, b'"') != Some(echo_text(id).as_bytes()) {
-                return Err(format!(
-                    "call {id}: wrong answer {}",
-                    String::from_utf8_lossy(line)
-                ));
-            }
             lat.push(micros_since(t));
             done += 1;
             Ok(())
@@ -135,32 +366,84 @@ fn exchange(
     Ok(lat)
 }
 
-fn client(args: ClientArgs) -> Result<(), String> {
-    let mut child = Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("spawn: {e}"))?;
-    let mut to = child.stdin.take().expect("piped");
-    let mut from = child.stdout.take().expect("piped");
-    exchange(&mut to, &mut from, 1_000_000, 500, 1)?;
-    let start = Instant::now();
-    let lat = exchange(&mut to, &mut from, 0, args.calls, 1)?;
-    let sequential = start.elapsed();
+/// [`exchange`] on a current-thread tokio runtime's non-blocking pipes.
+async fn exchange_async(
+    mode: Mode,
+    to: &mut tokio::process::ChildStdin,
+    from: &mut tokio::process::ChildStdout,
+    first: usize,
+    calls: usize,
+    window: usize,
+) -> Result<Vec<f64>, String> {
+    let mut sent_at: HashMap<usize, Instant> = HashMap::with_capacity(window * 2);
+    let mut lat = Vec::with_capacity(calls);
+    let (mut sent, mut done) = (0, 0);
+    let mut out = Vec::with_capacity(256 * window);
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut chunk = vec![0u8; 1 << 16];
+    while done < calls {
+        while sent < calls && sent - done < window {
+            let id = first + sent;
+            write_request(mode, id, &echo_text(id), &mut out);
+            sent_at.insert(id, Instant::now());
+            sent += 1;
+        }
+        if !out.is_empty() {
+            to.write_all(&out).await.map_err(|e| e.to_string())?;
+            out.clear();
+        }
+        let n = from.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!("server closed after {done} answers"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        each_line(&mut buf, |line| {
+            let id = check(mode, line)?;
+            let t = sent_at
+                .remove(&id)
+                .ok_or_else(|| format!("unexpected answer {id}"))?;
+            lat.push(micros_since(t));
+            done += 1;
+            Ok(())
+        })?;
+    }
+    Ok(lat)
+}
+
+fn client(mode: Mode, args: ClientArgs) -> Result<(), String> {
     let per = args.calls / args.concurrency;
-    let start = Instant::now();
-    exchange(
-        &mut to,
-        &mut from,
-        2_000_000,
-        per * args.concurrency,
-        args.concurrency,
-    )?;
-    let concurrent = start.elapsed();
+    let (lat, sequential, concurrent) = if mode.tokio {
+        client_runtime(mode).block_on(client_async(mode, &args))?
+    } else {
+        let mut child = Command::new(&args.command[0])
+            .args(&args.command[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("spawn: {e}"))?;
+        let mut to = child.stdin.take().expect("piped");
+        let mut from = child.stdout.take().expect("piped");
+        exchange(mode, &mut to, &mut from, 1_000_000, 500, 1)?;
+        let start = Instant::now();
+        let lat = exchange(mode, &mut to, &mut from, 0, args.calls, 1)?;
+        let sequential = start.elapsed();
+        let start = Instant::now();
+        exchange(
+            mode,
+            &mut to,
+            &mut from,
+            2_000_000,
+            per * args.concurrency,
+            args.concurrency,
+        )?;
+        let concurrent = start.elapsed();
+        drop(to);
+        child.wait().map_err(|e| e.to_string())?;
+        (lat, sequential, concurrent)
+    };
     let line = result_line(
-        "floor",
+        mode.name(),
         args.calls,
         sequential,
         &Latencies::new(lat),
@@ -169,18 +452,54 @@ fn client(args: ClientArgs) -> Result<(), String> {
         concurrent,
     );
     println!("{line}");
-    drop(to);
-    child.wait().map_err(|e| e.to_string())?;
     Ok(())
 }
 
+async fn client_async(
+    mode: Mode,
+    args: &ClientArgs,
+) -> Result<(Vec<f64>, std::time::Duration, std::time::Duration), String> {
+    let mut child = tokio::process::Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let mut to = child.stdin.take().expect("piped");
+    let mut from = child.stdout.take().expect("piped");
+    exchange_async(mode, &mut to, &mut from, 1_000_000, 500, 1).await?;
+    let start = Instant::now();
+    let lat = exchange_async(mode, &mut to, &mut from, 0, args.calls, 1).await?;
+    let sequential = start.elapsed();
+    let per = args.calls / args.concurrency;
+    let start = Instant::now();
+    exchange_async(
+        mode,
+        &mut to,
+        &mut from,
+        2_000_000,
+        per * args.concurrency,
+        args.concurrency,
+    )
+    .await?;
+    let concurrent = start.elapsed();
+    drop(to);
+    child.wait().await.map_err(|e| e.to_string())?;
+    Ok((lat, sequential, concurrent))
+}
+
 fn main() {
-    let mut argv = std::env::args().skip(1);
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    let mode = Mode::take(&mut argv);
+    let mut argv = argv.into_iter();
     let result = match argv.next().as_deref() {
-        Some("server") => server(),
-        Some("client") => ClientArgs::parse(argv).and_then(client),
+        Some("server") if argv.len() == 0 => server(mode),
+        Some("client") => ClientArgs::parse(argv).and_then(|a| client(mode, a)),
         _ => Err(
-            "usage: floor server | floor client [--calls N] [--concurrency K] -- SERVER...".into(),
+            "usage: floor server [--json] [--tokio] | floor client [--json] [--tokio] \
+                  [--calls N] [--concurrency K] -- SERVER..."
+                .into(),
         ),
     };
     if let Err(e) = result {
