@@ -177,6 +177,13 @@ pub(crate) enum OutboundSink {
         lane: std::sync::Arc<crate::lane::Lane>,
         close: CancellationToken,
     },
+    /// A [`queue`] that the transport's writer drains (it allocates as it fills: WebSocket
+    /// connections, many of them idle), and the signal that closes its write side.
+    #[cfg(feature = "ws")]
+    Queue {
+        tx: queue::Sender<Outbound>,
+        close: CancellationToken,
+    },
     /// The transport itself (see [`DeliverOutbound`]).
     #[cfg_attr(not(feature = "http-server"), allow(dead_code))]
     Direct(std::sync::Arc<dyn DeliverOutbound>),
@@ -189,6 +196,8 @@ impl OutboundSink {
         match self {
             OutboundSink::Channel { tx, .. } => tx.send(out).await.map_err(|e| e.0),
             OutboundSink::Lane { lane, .. } => lane.send(out).await,
+            #[cfg(feature = "ws")]
+            OutboundSink::Queue { tx, .. } => tx.send(out).await,
             OutboundSink::Direct(d) => {
                 if d.deliver(out) {
                     Ok(())
@@ -207,6 +216,8 @@ impl OutboundSink {
         match self {
             OutboundSink::Channel { tx, .. } => tx.try_send(out),
             OutboundSink::Lane { lane, .. } => lane.try_send(out),
+            #[cfg(feature = "ws")]
+            OutboundSink::Queue { tx, .. } => tx.try_send(out),
             OutboundSink::Direct(d) => {
                 if d.deliver(out) {
                     Ok(())
@@ -223,6 +234,8 @@ impl OutboundSink {
             OutboundSink::Channel { close, .. } | OutboundSink::Lane { close, .. } => {
                 close.cancel()
             }
+            #[cfg(feature = "ws")]
+            OutboundSink::Queue { close, .. } => close.cancel(),
             OutboundSink::Direct(d) => d.close(),
         }
     }
@@ -232,6 +245,8 @@ impl OutboundSink {
     pub(crate) fn close_token(&self) -> Option<&CancellationToken> {
         match self {
             OutboundSink::Channel { close, .. } | OutboundSink::Lane { close, .. } => Some(close),
+            #[cfg(feature = "ws")]
+            OutboundSink::Queue { close, .. } => Some(close),
             OutboundSink::Direct(_) => None,
         }
     }
@@ -318,6 +333,23 @@ pub(crate) mod queue {
             self.0.ready.notify_one();
             Ok(())
         }
+
+        /// Queues `item` if there is room now; gives it back otherwise.
+        #[cfg_attr(not(feature = "ws"), allow(dead_code))]
+        pub(crate) fn try_send(
+            &self,
+            item: T,
+        ) -> Result<(), tokio::sync::mpsc::error::TrySendError<T>> {
+            use tokio::sync::{mpsc::error::TrySendError, TryAcquireError};
+            match self.0.room.try_acquire() {
+                Ok(permit) => permit.forget(),
+                Err(TryAcquireError::NoPermits) => return Err(TrySendError::Full(item)),
+                Err(TryAcquireError::Closed) => return Err(TrySendError::Closed(item)),
+            }
+            self.0.items.lock().expect("queue lock").push_back(item);
+            self.0.ready.notify_one();
+            Ok(())
+        }
     }
 
     impl<T> Clone for Sender<T> {
@@ -346,6 +378,12 @@ pub(crate) mod queue {
             drop(items);
             self.0.room.add_permits(1);
             Some(item)
+        }
+
+        /// The next item if one is queued now.
+        #[cfg_attr(not(feature = "ws"), allow(dead_code))]
+        pub(crate) fn try_recv(&mut self) -> Option<T> {
+            self.pop()
         }
 
         /// The next item, in order; `None` once every sender is gone and the queue is empty.
@@ -420,17 +458,17 @@ impl Transport {
         }
     }
 
-    /// [`Transport::from_channels`] with the inbound side a [`queue`], for transports that keep
-    /// many idle connections.
+    /// [`Transport::from_channels`] with both sides a [`queue`], for transports that keep many
+    /// idle connections.
     #[cfg(feature = "ws")]
-    pub(crate) fn from_queue(
+    pub(crate) fn from_queues(
         inbound: queue::Receiver<Inbound>,
-        outbound: mpsc::Sender<Outbound>,
+        outbound: queue::Sender<Outbound>,
         close_write: CancellationToken,
     ) -> Self {
         Transport::over(
             InboundSource::Queue(inbound),
-            OutboundSink::Channel {
+            OutboundSink::Queue {
                 tx: outbound,
                 close: close_write,
             },
@@ -610,5 +648,23 @@ mod queue_tests {
         let (tx, rx) = queue::bounded(2);
         drop(rx);
         assert_eq!(tx.send(5).await, Err(5));
+    }
+
+    #[tokio::test]
+    async fn try_send_and_try_recv_never_wait() {
+        use tokio::sync::mpsc::error::TrySendError;
+        let (tx, mut rx) = queue::bounded(2);
+        assert_eq!(rx.try_recv(), None);
+        assert!(tx.try_send(1).is_ok());
+        tx.send(2).await.unwrap();
+        assert!(matches!(tx.try_send(3), Err(TrySendError::Full(3))));
+        assert_eq!(rx.try_recv(), Some(1));
+        // The place taken frees one for the next item, in order behind the first.
+        assert!(tx.try_send(3).is_ok());
+        assert_eq!(rx.try_recv(), Some(2));
+        assert_eq!(rx.recv().await, Some(3));
+        assert_eq!(rx.try_recv(), None);
+        drop(rx);
+        assert!(matches!(tx.try_send(4), Err(TrySendError::Closed(4))));
     }
 }

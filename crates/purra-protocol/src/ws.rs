@@ -48,7 +48,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 #[cfg(feature = "server")]
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Interval};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::CapacityError;
@@ -559,10 +559,10 @@ fn start<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    // The inbound side is a queue that allocates as it fills: a tokio channel allocates a block
-    // of 32 slots up front, which an idle connection never uses.
+    // Both sides are queues that allocate as they fill: a tokio channel allocates a block of 32
+    // slots up front, which an idle connection never uses.
     let (in_tx, in_rx) = queue::bounded(CHANNEL_CAPACITY);
-    let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let (out_tx, out_rx) = queue::bounded(CHANNEL_CAPACITY);
     let close_write = CancellationToken::new();
     let (ctl_tx, ctl_rx) = oneshot::channel();
     let closing = CancellationToken::new();
@@ -592,7 +592,7 @@ where
             abort,
         },
     ));
-    Transport::from_queue(in_rx, out_tx, close_write).labeled("ws", None)
+    Transport::from_queues(in_rx, out_tx, close_write).labeled("ws", None)
 }
 
 /// What the reader of a server connection has besides the stream.
@@ -852,7 +852,7 @@ fn text(m: Outbound) -> Message {
 
 async fn write_frames<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
-    mut rx: mpsc::Receiver<Outbound>,
+    mut rx: queue::Receiver<Outbound>,
     close: CancellationToken,
     mut ctl: oneshot::Receiver<CloseRequest<S>>,
     settings: Settings,
@@ -885,7 +885,7 @@ async fn write_frames<S>(
                 let Some(m) = m else { break };
                 let batch = async {
                     sink.feed(text(m)).await?;
-                    while let Ok(m) = rx.try_recv() {
+                    while let Some(m) = rx.try_recv() {
                         sink.feed(text(m)).await?;
                     }
                     sink.flush().await
@@ -911,7 +911,7 @@ async fn write_frames<S>(
         CloseCode::Normal
     };
     let finish = async {
-        while let Ok(m) = rx.try_recv() {
+        while let Some(m) = rx.try_recv() {
             sink.feed(text(m)).await?;
         }
         sink.send(Message::Close(Some(close_frame(code, "")))).await
