@@ -254,21 +254,44 @@ fn server(mode: Mode) -> Result<(), String> {
     }
     let mut stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
-    let mut buf = Vec::with_capacity(1 << 16);
-    let mut chunk = vec![0u8; 1 << 16];
-    let mut out = Vec::with_capacity(1 << 16);
+    let mut s = Serving::new(mode);
     loop {
-        let n = stdin.read(&mut chunk).map_err(|e| e.to_string())?;
+        let n = stdin.read(&mut s.chunk).map_err(|e| e.to_string())?;
         if n == 0 {
             return Ok(());
         }
-        buf.extend_from_slice(&chunk[..n]);
-        each_line(&mut buf, |line| answer(mode, line, &mut out))?;
-        if !out.is_empty() {
-            stdout.write_all(&out).map_err(|e| e.to_string())?;
+        s.took(n)?;
+        if !s.out.is_empty() {
+            stdout.write_all(&s.out).map_err(|e| e.to_string())?;
             stdout.flush().map_err(|e| e.to_string())?;
-            out.clear();
+            s.out.clear();
         }
+    }
+}
+
+/// A server's buffers, shared by the blocking and the tokio loops.
+struct Serving {
+    mode: Mode,
+    buf: Vec<u8>,
+    chunk: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Serving {
+    fn new(mode: Mode) -> Serving {
+        Serving {
+            mode,
+            buf: Vec::with_capacity(1 << 16),
+            chunk: vec![0u8; 1 << 16],
+            out: Vec::with_capacity(1 << 16),
+        }
+    }
+
+    /// Takes the `n` bytes just read into `chunk`: answers every complete request into `out`.
+    fn took(&mut self, n: usize) -> Result<(), String> {
+        self.buf.extend_from_slice(&self.chunk[..n]);
+        let (mode, out) = (self.mode, &mut self.out);
+        each_line(&mut self.buf, |line| answer(mode, line, out))
     }
 }
 
@@ -304,20 +327,84 @@ async fn server_async(mode: Mode) -> Result<(), String> {
         .map_err(|e| format!("stdin: {e}"))?;
     let mut stdout = pipe::Sender::from_file(own(std::io::stdout().as_fd())?)
         .map_err(|e| format!("stdout: {e}"))?;
-    let mut buf = Vec::with_capacity(1 << 16);
-    let mut chunk = vec![0u8; 1 << 16];
-    let mut out = Vec::with_capacity(1 << 16);
+    let mut s = Serving::new(mode);
     loop {
-        let n = stdin.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = stdin.read(&mut s.chunk).await.map_err(|e| e.to_string())?;
         if n == 0 {
             return Ok(());
         }
-        buf.extend_from_slice(&chunk[..n]);
-        each_line(&mut buf, |line| answer(mode, line, &mut out))?;
-        if !out.is_empty() {
-            stdout.write_all(&out).await.map_err(|e| e.to_string())?;
-            out.clear();
+        s.took(n)?;
+        if !s.out.is_empty() {
+            stdout.write_all(&s.out).await.map_err(|e| e.to_string())?;
+            s.out.clear();
         }
+    }
+}
+
+/// One client run's bookkeeping, shared by the blocking and the tokio loops: requests written
+/// into `out` while the window allows, answers checked as lines arrive.
+struct Exchange {
+    mode: Mode,
+    first: usize,
+    calls: usize,
+    window: usize,
+    sent_at: HashMap<usize, Instant>,
+    lat: Vec<f64>,
+    sent: usize,
+    done: usize,
+    out: Vec<u8>,
+    buf: Vec<u8>,
+    chunk: Vec<u8>,
+}
+
+impl Exchange {
+    fn new(mode: Mode, first: usize, calls: usize, window: usize) -> Exchange {
+        Exchange {
+            mode,
+            first,
+            calls,
+            window,
+            sent_at: HashMap::with_capacity(window * 2),
+            lat: Vec::with_capacity(calls),
+            sent: 0,
+            done: 0,
+            out: Vec::with_capacity(256 * window),
+            buf: Vec::with_capacity(1 << 16),
+            chunk: vec![0u8; 1 << 16],
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.done >= self.calls
+    }
+
+    /// Writes the requests the window allows into `out`.
+    fn fill(&mut self) {
+        while self.sent < self.calls && self.sent - self.done < self.window {
+            let id = self.first + self.sent;
+            write_request(self.mode, id, &echo_text(id), &mut self.out);
+            self.sent_at.insert(id, Instant::now());
+            self.sent += 1;
+        }
+    }
+
+    /// Takes the `n` bytes just read into `chunk`: checks every complete answer.
+    fn took(&mut self, n: usize) -> Result<(), String> {
+        if n == 0 {
+            return Err(format!("server closed after {} answers", self.done));
+        }
+        self.buf.extend_from_slice(&self.chunk[..n]);
+        let (mode, sent_at, lat, done) =
+            (self.mode, &mut self.sent_at, &mut self.lat, &mut self.done);
+        each_line(&mut self.buf, |line| {
+            let id = check(mode, line)?;
+            let t = sent_at
+                .remove(&id)
+                .ok_or_else(|| format!("unexpected answer {id}"))?;
+            lat.push(micros_since(t));
+            *done += 1;
+            Ok(())
+        })
     }
 }
 
@@ -330,43 +417,21 @@ fn exchange(
     calls: usize,
     window: usize,
 ) -> Result<Vec<f64>, String> {
-    let mut sent_at: HashMap<usize, Instant> = HashMap::with_capacity(window * 2);
-    let mut lat = Vec::with_capacity(calls);
-    let (mut sent, mut done) = (0, 0);
-    let mut out = Vec::with_capacity(256 * window);
-    let mut buf = Vec::with_capacity(1 << 16);
-    let mut chunk = vec![0u8; 1 << 16];
-    while done < calls {
-        while sent < calls && sent - done < window {
-            let id = first + sent;
-            write_request(mode, id, &echo_text(id), &mut out);
-            sent_at.insert(id, Instant::now());
-            sent += 1;
-        }
-        if !out.is_empty() {
-            to.write_all(&out).map_err(|e| e.to_string())?;
+    let mut x = Exchange::new(mode, first, calls, window);
+    while !x.finished() {
+        x.fill();
+        if !x.out.is_empty() {
+            to.write_all(&x.out).map_err(|e| e.to_string())?;
             to.flush().map_err(|e| e.to_string())?;
-            out.clear();
+            x.out.clear();
         }
-        let n = from.read(&mut chunk).map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err(format!("server closed after {done} answers"));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        each_line(&mut buf, |line| {
-            let id = check(mode, line)?;
-            let t = sent_at
-                .remove(&id)
-                .ok_or_else(|| format!("unexpected answer {id}"))?;
-            lat.push(micros_since(t));
-            done += 1;
-            Ok(())
-        })?;
+        let n = from.read(&mut x.chunk).map_err(|e| e.to_string())?;
+        x.took(n)?;
     }
-    Ok(lat)
+    Ok(x.lat)
 }
 
-/// [`exchange`] on a current-thread tokio runtime's non-blocking pipes.
+/// [`exchange`] on tokio's non-blocking pipes.
 async fn exchange_async(
     mode: Mode,
     to: &mut tokio::process::ChildStdin,
@@ -375,39 +440,17 @@ async fn exchange_async(
     calls: usize,
     window: usize,
 ) -> Result<Vec<f64>, String> {
-    let mut sent_at: HashMap<usize, Instant> = HashMap::with_capacity(window * 2);
-    let mut lat = Vec::with_capacity(calls);
-    let (mut sent, mut done) = (0, 0);
-    let mut out = Vec::with_capacity(256 * window);
-    let mut buf = Vec::with_capacity(1 << 16);
-    let mut chunk = vec![0u8; 1 << 16];
-    while done < calls {
-        while sent < calls && sent - done < window {
-            let id = first + sent;
-            write_request(mode, id, &echo_text(id), &mut out);
-            sent_at.insert(id, Instant::now());
-            sent += 1;
+    let mut x = Exchange::new(mode, first, calls, window);
+    while !x.finished() {
+        x.fill();
+        if !x.out.is_empty() {
+            to.write_all(&x.out).await.map_err(|e| e.to_string())?;
+            x.out.clear();
         }
-        if !out.is_empty() {
-            to.write_all(&out).await.map_err(|e| e.to_string())?;
-            out.clear();
-        }
-        let n = from.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err(format!("server closed after {done} answers"));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        each_line(&mut buf, |line| {
-            let id = check(mode, line)?;
-            let t = sent_at
-                .remove(&id)
-                .ok_or_else(|| format!("unexpected answer {id}"))?;
-            lat.push(micros_since(t));
-            done += 1;
-            Ok(())
-        })?;
+        let n = from.read(&mut x.chunk).await.map_err(|e| e.to_string())?;
+        x.took(n)?;
     }
-    Ok(lat)
+    Ok(x.lat)
 }
 
 fn client(mode: Mode, args: ClientArgs) -> Result<(), String> {

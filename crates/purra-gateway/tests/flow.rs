@@ -210,6 +210,18 @@ async fn client_with(gateway: &Gateway, name: &str, mut options: ClientOptions) 
     Client::connect(b, options).await.expect("connect")
 }
 
+/// An approval by `approver`, made now and good for `ttl`.
+fn approval_by(approver: &str, ttl: Duration) -> Decision {
+    let now = SystemTime::now();
+    Decision {
+        verdict: Verdict::Approve,
+        approver: approver.into(),
+        decided_at: now,
+        expires_at: Some(now + ttl),
+        note: None,
+    }
+}
+
 fn text(r: &CallToolResult) -> (String, bool) {
     (r.texts().collect::<Vec<_>>().join(""), r.is_error())
 }
@@ -292,18 +304,8 @@ async fn identical_calls_racing_send_once_after_an_in_process_decision() {
     while fx.store.record(id.clone()).await.expect("record").is_none() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let now = SystemTime::now();
     fx.gateway
-        .decide(
-            id.clone(),
-            Decision {
-                verdict: Verdict::Approve,
-                approver: "page".into(),
-                decided_at: now,
-                expires_at: Some(now + Duration::from_secs(60)),
-                note: None,
-            },
-        )
+        .decide(id.clone(), approval_by("page", Duration::from_secs(60)))
         .await
         .expect("decide");
     for c in calls {
@@ -330,17 +332,10 @@ async fn an_approval_that_expired_is_refused_and_never_sent() {
         text(&r).0.contains("approval approval-1 is pending"),
         "{r:?}"
     );
-    let now = SystemTime::now();
     fx.store
         .decide(
             ApprovalId("approval-1".into()),
-            Decision {
-                verdict: Verdict::Approve,
-                approver: "ada".into(),
-                decided_at: now,
-                expires_at: Some(now + Duration::from_millis(100)),
-                note: None,
-            },
+            approval_by("ada", Duration::from_millis(100)),
         )
         .await
         .expect("decide");
@@ -420,19 +415,9 @@ async fn an_undecided_request_expires_and_the_same_call_asks_anew() {
         started.elapsed()
     );
     // No decision is accepted any more, and the approval view says why.
-    let now = SystemTime::now();
     let late = fx
         .store
-        .decide(
-            a1.clone(),
-            Decision {
-                verdict: Verdict::Approve,
-                approver: "ada".into(),
-                decided_at: now,
-                expires_at: Some(now + Duration::from_secs(60)),
-                note: None,
-            },
-        )
+        .decide(a1.clone(), approval_by("ada", Duration::from_secs(60)))
         .await;
     assert_eq!(
         late,
@@ -481,17 +466,10 @@ async fn an_undecided_request_expires_and_the_same_call_asks_anew() {
         text(&third).0.contains("approval approval-2 is pending"),
         "{third:?}"
     );
-    let now = SystemTime::now();
     fx.gateway
         .decide(
             ApprovalId("approval-2".into()),
-            Decision {
-                verdict: Verdict::Approve,
-                approver: "ada".into(),
-                decided_at: now,
-                expires_at: Some(now + Duration::from_secs(60)),
-                note: None,
-            },
+            approval_by("ada", Duration::from_secs(60)),
         )
         .await
         .expect("decide");
