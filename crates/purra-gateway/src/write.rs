@@ -264,7 +264,13 @@ impl Inner {
             },
         };
 
-        // 3. The decision, waited for no longer than the request accepts one.
+        // 3. The decision, waited for no longer than the request accepts one. Whether the
+        // request expires before `approval_wait` would end is judged once, here: an undecided
+        // wait cut short by it ends by saying so.
+        let expires_first = request_expires.is_some_and(|e| {
+            e.duration_since(SystemTime::now())
+                .map_or(true, |left| left < self.settings.approval_wait.0)
+        });
         self.set_waiting(&run_id, true);
         let record = self
             .decision(b, &approval, request_expires, &digest, &args, &ctx)
@@ -272,7 +278,7 @@ impl Inner {
         self.set_waiting(&run_id, false);
         match record {
             Ok(r) if r.state == ApprovalState::Prepared => {
-                return if request_expires.is_some_and(|e| e <= SystemTime::now()) {
+                return if expires_first {
                     results::request_expired(tool, &approval.0)
                 } else {
                     results::pending(tool, &approval.0, &digest)

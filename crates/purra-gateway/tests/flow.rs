@@ -373,9 +373,10 @@ async fn an_approval_that_expired_is_refused_and_never_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecided_request_expires_and_the_same_call_asks_anew() {
-    let fx = fixture_with("request-expiry", Duration::from_millis(1000), |c| {
+    // The second call starts about 2 s into the request's 3 s: a second of margin either way.
+    let fx = fixture_with("request-expiry", Duration::from_millis(2000), |c| {
         c.gateway.apps = true;
-        c.gateway.approval_request_ttl = Dur(Duration::from_millis(1500));
+        c.gateway.approval_request_ttl = Dur(Duration::from_millis(3000));
     })
     .await;
     let conn = client_with(&fx.gateway, "flow-client", ClientOptions::default().apps()).await;
@@ -394,9 +395,9 @@ async fn an_undecided_request_expires_and_the_same_call_asks_anew() {
         .expect("exists");
     assert_eq!(
         view1.request.expires_at,
-        Some(view1.request.requested_at + Duration::from_millis(1500))
+        Some(view1.request.requested_at + Duration::from_millis(3000))
     );
-    // The same call waits only until the request expires (about 0.5 s, not approval_wait).
+    // The same call waits only until the request expires (about 1 s, not approval_wait).
     let started = std::time::Instant::now();
     let second = call().await.expect("call");
     assert_eq!(
@@ -410,7 +411,7 @@ async fn an_undecided_request_expires_and_the_same_call_asks_anew() {
         )
     );
     assert!(
-        started.elapsed() < Duration::from_millis(1000),
+        started.elapsed() < Duration::from_millis(1900),
         "{:?}",
         started.elapsed()
     );
