@@ -6,14 +6,22 @@
 //! transactions; the intents are prepared before the clock starts. Each cycle's answers are
 //! checked (the claim is `Claimed`, the receipt reads back as committed at the end).
 //!
+//! The store's floor, measured the same way on another file of the same directory: SQLite
+//! itself (WAL, `synchronous=FULL`, as purra-sqlite opens it) with each durable write one small
+//! row inserted into a table with no index, the writes of concurrent runs committed together by
+//! one writer thread, each run a thread of its own waiting for its write's commit: what any store
+//! on SQLite could at best reach with three durable writes a cycle.
+//!
 //! Usage: `store-bench --dir DIR [--seconds S]`; prints one JSON line with `fsync_per_s`,
-//! `cycles_per_s_1`, `cycles_per_s_16`.
+//! `cycles_per_s_1`, `cycles_per_s_16`, `floor_cycles_per_s_1`, `floor_cycles_per_s_16`.
 
 #![allow(clippy::print_stdout)] // a benchmark program: stdout is its result
 
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use purra_core::{ApprovalGateway, ClaimState, EffectOutcome, IdempotencyStore};
@@ -86,6 +94,121 @@ async fn cycles(store: &SqliteStore, runs: usize, seconds: f64) -> Result<f64, S
     Ok(rate)
 }
 
+/// One queued floor write: set to its row id once committed (0 if the commit failed).
+type Slot = Arc<(Mutex<Option<i64>>, Condvar)>;
+
+/// The floor's queue: the writes waiting for the writer thread.
+type Queue = Arc<(Mutex<Vec<Slot>>, Condvar)>;
+
+/// The writer thread: commits everything queued in one transaction, one row a write.
+fn floor_writer(mut conn: rusqlite::Connection, queue: Queue, stop: Arc<AtomicBool>) {
+    loop {
+        let slots = {
+            let mut q = queue.0.lock().expect("queue");
+            while q.is_empty() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                q = queue
+                    .1
+                    .wait_timeout(q, Duration::from_millis(50))
+                    .expect("queue")
+                    .0;
+            }
+            std::mem::take(&mut *q)
+        };
+        let mut ids = Vec::with_capacity(slots.len());
+        let committed = (|| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            for _ in &slots {
+                tx.execute(
+                    "INSERT INTO writes (detail) VALUES ('a small row of a cycle')",
+                    [],
+                )?;
+                ids.push(tx.last_insert_rowid());
+            }
+            tx.commit()
+        })();
+        for (i, slot) in slots.into_iter().enumerate() {
+            let id = if committed.is_ok() { ids[i] } else { 0 };
+            *slot.0.lock().expect("slot") = Some(id);
+            slot.1.notify_one();
+        }
+    }
+}
+
+/// The floor: `runs` threads, each doing cycles of three durable writes for `seconds`; cycles
+/// per second, after checking that every write committed and the table holds exactly them.
+fn floor_cycles(dir: &Path, runs: usize, seconds: f64) -> Result<f64, String> {
+    let db = dir.join(format!("floor-{runs}.db"));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let conn = rusqlite::Connection::open(&db).map_err(|e| e.to_string())?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!("journal_mode {mode}"));
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| e.to_string())?;
+    conn.execute_batch("CREATE TABLE writes (id INTEGER PRIMARY KEY, detail TEXT NOT NULL)")
+        .map_err(|e| e.to_string())?;
+    let queue: Queue = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = std::thread::spawn({
+        let (queue, stop) = (queue.clone(), stop.clone());
+        move || floor_writer(conn, queue, stop)
+    });
+    let writes = Arc::new(AtomicU64::new(0));
+    let deadline = Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let threads: Vec<_> = (0..runs)
+        .map(|_| {
+            let (queue, writes) = (queue.clone(), writes.clone());
+            std::thread::spawn(move || -> Result<u64, String> {
+                let mut cycles = 0;
+                while start.elapsed() < deadline {
+                    for _ in 0..3 {
+                        let slot: Slot = Arc::new((Mutex::new(None), Condvar::new()));
+                        queue.0.lock().expect("queue").push(slot.clone());
+                        queue.1.notify_one();
+                        let mut done = slot.0.lock().expect("slot");
+                        while done.is_none() {
+                            done = slot.1.wait(done).expect("slot");
+                        }
+                        if *done == Some(0) {
+                            return Err("a floor write did not commit".into());
+                        }
+                        writes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    cycles += 1;
+                }
+                Ok(cycles)
+            })
+        })
+        .collect();
+    let mut cycles = 0;
+    for t in threads {
+        cycles += t.join().map_err(|_| "a floor run panicked".to_owned())??;
+    }
+    let rate = cycles as f64 / start.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    writer
+        .join()
+        .map_err(|_| "the floor writer panicked".to_owned())?;
+    let conn = rusqlite::Connection::open(&db).map_err(|e| e.to_string())?;
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM writes", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    let rows = u64::try_from(rows).map_err(|e| e.to_string())?;
+    if rows != writes.load(Ordering::Relaxed) || rows != cycles * 3 {
+        return Err(format!("the floor holds {rows} rows for {cycles} cycles"));
+    }
+    Ok(rate)
+}
+
 async fn run(dir: PathBuf, seconds: f64) -> Result<serde_json::Value, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let db = dir.join("store-bench.db");
@@ -101,7 +224,18 @@ async fn run(dir: PathBuf, seconds: f64) -> Result<serde_json::Value, String> {
     .map_err(|e| e.to_string())??;
     let one = cycles(&store, 1, seconds).await?;
     let sixteen = cycles(&store, 16, seconds).await?;
-    Ok(json!({"fsync_per_s": fsync, "cycles_per_s_1": one, "cycles_per_s_16": sixteen}))
+    let (floor_one, floor_sixteen) = tokio::task::spawn_blocking(move || {
+        Ok::<_, String>((
+            floor_cycles(&dir, 1, seconds)?,
+            floor_cycles(&dir, 16, seconds)?,
+        ))
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    Ok(
+        json!({"fsync_per_s": fsync, "cycles_per_s_1": one, "cycles_per_s_16": sixteen,
+              "floor_cycles_per_s_1": floor_one, "floor_cycles_per_s_16": floor_sixteen}),
+    )
 }
 
 #[tokio::main]
