@@ -701,7 +701,10 @@ impl ViewFilter {
             state: None,
             verdict: None,
             run_id: None,
-            after: 0,
+            // The range on the key is what the query can seek with (`seq = ?` sits behind an
+            // `IS NULL OR` and cannot be): starting right before the row reads one row, where
+            // starting at 0 read every approval before it.
+            after: seq.saturating_sub(1),
             limit: 1,
         }
     }
