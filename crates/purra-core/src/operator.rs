@@ -139,6 +139,11 @@ impl ApprovalView {
     pub fn is_open(&self, now: SystemTime) -> bool {
         self.state == ApprovalState::Prepared && !self.request.expired_at(now)
     }
+
+    /// Whether the request expired at `now` with no decision: none is accepted any more.
+    pub fn expired_undecided(&self, now: SystemTime) -> bool {
+        self.state == ApprovalState::Prepared && self.request.expired_at(now)
+    }
 }
 
 /// Which approvals [`OperatorStore::approvals`] lists (oldest first).

@@ -254,7 +254,7 @@ impl Inner {
             (None, _) if stale => "stale",
             (None, None) => "none",
             (None, Some(r)) => match &r.state {
-                ApprovalState::Prepared if r.request.expired_at(SystemTime::now()) => "expired",
+                ApprovalState::Prepared if r.expired_undecided(SystemTime::now()) => "expired",
                 ApprovalState::Prepared => "pending",
                 ApprovalState::Decided(d) if d.verdict == Verdict::Approve => "approved",
                 ApprovalState::Decided(_) => "denied",

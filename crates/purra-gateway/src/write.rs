@@ -231,10 +231,7 @@ impl Inner {
             Err(_) => return store_failed(tool),
             Ok(Some(s)) if s.intent_digest == digest => {
                 match self.store.approval(s.approval_id.clone()).await {
-                    Ok(Some(v))
-                        if !(v.state == ApprovalState::Prepared
-                            && v.request.expired_at(SystemTime::now())) =>
-                    {
+                    Ok(Some(v)) if !v.expired_undecided(SystemTime::now()) => {
                         (s.approval_id, v.request.expires_at)
                     }
                     Ok(_) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
@@ -671,7 +668,7 @@ impl Inner {
             let Some(view) = self.store.approval(run.approval_id.clone()).await? else {
                 continue;
             };
-            if view.state == ApprovalState::Prepared && view.request.expired_at(SystemTime::now()) {
+            if view.expired_undecided(SystemTime::now()) {
                 // Undecided and no longer decidable: the run is over (the approval stays in the
                 // store, shown as expired); the same call made again asks anew.
                 let _guard = self.lock_run(&run_id).await;

@@ -107,7 +107,9 @@ pub async fn approvals_are_listed_with_request_decision_note_and_claim<H: Harnes
     assert_eq!(all[3].state, ApprovalState::Prepared);
     assert!(all[1..].iter().all(|v| v.claim.is_none()));
     assert!(all[3].is_open(at(499)) && !all[3].is_open(at(500)));
+    assert!(!all[3].expired_undecided(at(499)) && all[3].expired_undecided(at(500)));
     assert!(!all[0].is_open(at(0)));
+    assert!(!all[0].expired_undecided(at(10_000)));
     // One approval; filters; paging.
     assert_eq!(
         store.approval(a.clone()).await.unwrap().as_ref(),

@@ -122,7 +122,7 @@ pub async fn approval_json(store: &Store, v: &ApprovalView) -> Result<Value, Fai
         })
     });
     // A request nobody decided before its expiry will not accept a decision any more.
-    let state = if v.state == ApprovalState::Prepared && r.expired_at(SystemTime::now()) {
+    let state = if v.expired_undecided(SystemTime::now()) {
         "expired"
     } else {
         v.status().as_str()
