@@ -329,9 +329,14 @@ pub(crate) mod queue {
                 Ok(permit) => permit.forget(),
                 Err(_) => return Err(item),
             }
+            self.push(item);
+            Ok(())
+        }
+
+        /// Queues `item` into the place just taken, and wakes the receiver.
+        fn push(&self, item: T) {
             self.0.items.lock().expect("queue lock").push_back(item);
             self.0.ready.notify_one();
-            Ok(())
         }
 
         /// Queues `item` if there is room now; gives it back otherwise.
@@ -346,8 +351,7 @@ pub(crate) mod queue {
                 Err(TryAcquireError::NoPermits) => return Err(TrySendError::Full(item)),
                 Err(TryAcquireError::Closed) => return Err(TrySendError::Closed(item)),
             }
-            self.0.items.lock().expect("queue lock").push_back(item);
-            self.0.ready.notify_one();
+            self.push(item);
             Ok(())
         }
     }
