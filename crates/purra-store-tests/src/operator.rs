@@ -246,6 +246,34 @@ pub async fn the_audit_trail_of_one_approval_includes_its_claims_outcomes<H: Har
     );
     let view = store.approval(a2).await.unwrap().unwrap();
     assert_eq!(view.claim, None);
+    // An approval refused (its decision expired) and then claimed again: the refusal and the
+    // refused repeat are both on its trail, in order.
+    let a3 = store.prepare(request("c")).await.unwrap();
+    store
+        .decide(a3.clone(), decision(Verdict::Approve, Some(at(30))))
+        .await
+        .unwrap();
+    for (now, verdict) in [
+        (40, ClaimVerdict::Expired),
+        (41, ClaimVerdict::AlreadyClaimed),
+    ] {
+        assert_eq!(
+            store
+                .check_and_claim(a3.clone(), intent("c").digest(), at(now))
+                .await,
+            Ok(verdict)
+        );
+    }
+    let (id3, k3) = (Some(a3.0.clone()), Some(key_of(&intent("c")).0));
+    assert_eq!(
+        events(store.approval_audit(a3.clone()).await.unwrap()),
+        [
+            ("prepared".to_owned(), id3.clone(), None),
+            ("decided".to_owned(), id3.clone(), None),
+            ("refused".to_owned(), id3.clone(), k3.clone()),
+            ("claim_refused".to_owned(), id3.clone(), k3.clone()),
+        ]
+    );
     assert_eq!(
         store.approval_audit(ApprovalId("approval-7".into())).await,
         Ok(vec![])
