@@ -87,8 +87,112 @@ CREATE INDEX audit_by_claim ON audit(claim_key) WHERE claim_key IS NOT NULL;
 CREATE INDEX claims_by_approval ON claims(approval_seq);
 "#;
 
+/// Schema version 3: what a write touches, cut to what it must (see ARCHITECTURE.md, "the durable
+/// store's pages"). Approvals, claims and audit rows are keyed by increasing integers with no
+/// `AUTOINCREMENT` (no row of the three is ever deleted, so `max(rowid) + 1` never reuses a key, and no
+/// write rewrites `sqlite_sequence`); a claim has an integer key of its own, its idempotency key in one
+/// unique index, and its approval points at it (`approvals.claim_seq`, written by the update that marks
+/// the approval claimed), so no index is keyed by approval on `claims`; the audit log's two lookup
+/// indexes are on those integers instead of the text ids, so an outcome's audit row lands at the index's
+/// end; an approval's own audit rows (prepared, decided, claimed or refused) are pointed at from its
+/// row (`prepared_audit`, `decided_audit`, `settled_audit`, written by the updates its writes make
+/// anyway) instead of being indexed by approval, and only its other rows (a refused repeat claim, a
+/// suspended run) are in `audit_by_approval` (by `trail_approval`); `approvals_by_state` is gone (no
+/// query could use it: the listing's filters are `?n IS NULL OR`). The three tables are rebuilt, every
+/// row kept with its key; rows written before version 3 stay found through the index; the audit
+/// log's triggers are made again.
+const V3: &str = r#"
+CREATE TABLE approvals_v3 (
+    seq                   INTEGER PRIMARY KEY,
+    intent_json           TEXT NOT NULL,
+    intent_digest         TEXT NOT NULL,
+    tool                  TEXT NOT NULL,
+    run_id                TEXT NOT NULL,
+    prepared_at_ns        INTEGER NOT NULL,
+    prepared_by           TEXT NOT NULL REFERENCES owners(owner),
+    state                 TEXT NOT NULL CHECK (state IN ('prepared', 'decided', 'claimed', 'refused')),
+    verdict               TEXT CHECK (verdict IN ('approve', 'deny')),
+    approver              TEXT,
+    decided_at_ns         INTEGER,
+    expires_at_ns         INTEGER,
+    refused_reason        TEXT CHECK (refused_reason IN ('expired', 'mismatch')),
+    request_json          TEXT,
+    request_expires_at_ns INTEGER,
+    note                  TEXT,
+    claim_seq             INTEGER,
+    prepared_audit        INTEGER,
+    decided_audit         INTEGER,
+    settled_audit         INTEGER,
+    CHECK ((state = 'prepared') = (verdict IS NULL)),
+    CHECK ((verdict IS NULL) = (approver IS NULL) AND (verdict IS NULL) = (decided_at_ns IS NULL)),
+    CHECK ((state = 'refused') = (refused_reason IS NOT NULL))
+);
+INSERT INTO approvals_v3 (seq, intent_json, intent_digest, tool, run_id, prepared_at_ns, prepared_by,
+                          state, verdict, approver, decided_at_ns, expires_at_ns, refused_reason,
+                          request_json, request_expires_at_ns, note)
+SELECT seq, intent_json, intent_digest, tool, run_id, prepared_at_ns, prepared_by, state, verdict,
+       approver, decided_at_ns, expires_at_ns, refused_reason, request_json, request_expires_at_ns, note
+FROM approvals ORDER BY seq;
+
+CREATE TABLE claims_v3 (
+    seq             INTEGER PRIMARY KEY,
+    key             TEXT NOT NULL UNIQUE,
+    owner           TEXT NOT NULL REFERENCES owners(owner),
+    approval_seq    INTEGER REFERENCES approvals_v3(seq),
+    claimed_at_ns   INTEGER NOT NULL,
+    outcome         TEXT CHECK (outcome IN ('committed', 'not_started', 'unknown')),
+    outcome_json    TEXT,
+    completed_at_ns INTEGER,
+    CHECK ((outcome IS NULL) = (outcome_json IS NULL) AND (outcome IS NULL) = (completed_at_ns IS NULL))
+);
+INSERT INTO claims_v3 (key, owner, approval_seq, claimed_at_ns, outcome, outcome_json, completed_at_ns)
+SELECT key, owner, approval_seq, claimed_at_ns, outcome, outcome_json, completed_at_ns
+FROM claims ORDER BY claimed_at_ns, rowid;
+CREATE INDEX claims_v3_by_approval ON claims_v3(approval_seq);
+UPDATE approvals_v3 SET claim_seq = (SELECT c.seq FROM claims_v3 c WHERE c.approval_seq = approvals_v3.seq)
+WHERE state = 'claimed';
+DROP INDEX claims_v3_by_approval;
+
+CREATE TABLE audit_v3 (
+    seq            INTEGER PRIMARY KEY,
+    at_ns          INTEGER NOT NULL,
+    owner          TEXT NOT NULL,
+    event          TEXT NOT NULL,
+    approval_id    TEXT,
+    claim_key      TEXT,
+    run_id         TEXT,
+    detail         TEXT NOT NULL,
+    trail_approval INTEGER,
+    claim_seq      INTEGER
+);
+INSERT INTO audit_v3 (seq, at_ns, owner, event, approval_id, claim_key, run_id, detail, trail_approval,
+                      claim_seq)
+SELECT a.seq, a.at_ns, a.owner, a.event, a.approval_id, a.claim_key, a.run_id, a.detail,
+       CASE WHEN a.approval_id GLOB 'approval-[1-9]*' AND substr(a.approval_id, 10) NOT GLOB '*[^0-9]*'
+                 AND length(a.approval_id) <= 27
+            THEN CAST(substr(a.approval_id, 10) AS INTEGER) END,
+       (SELECT c.seq FROM claims_v3 c WHERE c.key = a.claim_key)
+FROM audit a ORDER BY a.seq;
+
+DROP TABLE audit;
+DROP TABLE claims;
+DROP TABLE approvals;
+ALTER TABLE approvals_v3 RENAME TO approvals;
+ALTER TABLE claims_v3 RENAME TO claims;
+ALTER TABLE audit_v3 RENAME TO audit;
+
+CREATE INDEX approvals_by_run ON approvals(run_id);
+CREATE INDEX claims_in_flight ON claims(owner) WHERE outcome IS NULL;
+CREATE INDEX audit_by_approval ON audit(trail_approval) WHERE trail_approval IS NOT NULL;
+CREATE INDEX audit_by_claim ON audit(claim_seq) WHERE claim_seq IS NOT NULL;
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which
 /// cannot use WAL.

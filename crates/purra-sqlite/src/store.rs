@@ -23,7 +23,7 @@
 //! the first subscriber: this store's own commits wake it at once; other processes' commits on the same
 //! file cannot notify it, so it also polls the log every [`SqliteOptions::event_poll`].
 
-use crate::audit::append;
+use crate::audit::{append, Trail};
 use crate::migrate::{configure, migrate};
 use purra_core::stored::{
     approval_id, approval_seq, claim_state, from_ns, json_error, outcome_kind, to_ns,
@@ -221,7 +221,7 @@ struct Finish {
 /// Runs `jobs` as one group: one `BEGIN IMMEDIATE`, a savepoint per job, one commit, then every
 /// answer (after the commit, so no caller hears of a write before it is on disk).
 fn commit_group(conn: &mut Connection, owner: &str, jobs: Vec<Job>) {
-    let mut tx = match immediate(conn) {
+    let tx = match immediate(conn) {
         Ok(tx) => tx,
         Err(e) => {
             for job in jobs {
@@ -232,16 +232,19 @@ fn commit_group(conn: &mut Connection, owner: &str, jobs: Vec<Job>) {
     };
     let mut answers = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let finish = match tx.savepoint() {
-            Ok(mut sp) => {
-                let finish = job(Ok((&sp, owner)));
+        // The savepoint's statements are prepared once (rusqlite's `Savepoint` parses them anew
+        // each time).
+        let finish = match tx.exec("SAVEPOINT job", []) {
+            Ok(_) => {
+                let finish = job(Ok((&tx, owner)));
                 let ended = if finish.keep {
-                    sp.commit()
+                    tx.exec("RELEASE job", [])
                 } else {
-                    sp.rollback().and_then(|()| sp.commit())
+                    tx.exec("ROLLBACK TO job", [])
+                        .and_then(|_| tx.exec("RELEASE job", []))
                 };
                 match ended {
-                    Ok(()) => finish,
+                    Ok(_) => finish,
                     // The savepoint could not be ended: the transaction is in an unknown state.
                     Err(e) => Finish {
                         keep: false,
@@ -280,12 +283,13 @@ fn close_owner(conn: &mut Connection, owner: &str) -> Result<(), StoreError> {
     tx.commit().map_err(backend)
 }
 
-/// The row of one claim: `None` if never claimed, `Some(None)` if in flight.
-fn read_claim(conn: &Connection, key: &str) -> Result<Option<Option<String>>, StoreError> {
+/// The row of one claim, its sequence number and its outcome: `None` if never claimed, an outcome
+/// of `None` if in flight.
+fn read_claim(conn: &Connection, key: &str) -> Result<Option<(i64, Option<String>)>, StoreError> {
     conn.row(
-        "SELECT outcome_json FROM claims WHERE key = ?1",
+        "SELECT seq, outcome_json FROM claims WHERE key = ?1",
         params![key],
-        |row| row.get::<_, Option<String>>(0),
+        |row| Ok((row.get(0)?, row.get::<_, Option<String>>(1)?)),
     )
     .optional()
     .map_err(backend)
@@ -344,7 +348,7 @@ fn read_views(conn: &Connection, filter: &ViewFilter) -> Result<Vec<ApprovalView
             "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
                     a.decided_at_ns, a.expires_at_ns, a.note, a.request_json, a.prepared_at_ns,
                     c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.completed_at_ns
-             FROM approvals a LEFT JOIN claims c ON c.approval_seq = a.seq
+             FROM approvals a LEFT JOIN claims c ON c.seq = a.claim_seq
              WHERE (?1 IS NULL OR a.seq = ?1) AND (?2 IS NULL OR a.state = ?2)
                AND (?3 IS NULL OR a.verdict = ?3) AND (?4 IS NULL OR a.run_id = ?4)
                AND a.seq > ?5
@@ -483,14 +487,14 @@ impl StoredApproval {
     }
 }
 
-/// Inserts a claim unless the key exists; true when this call claimed it.
+/// Inserts a claim unless the key exists; its sequence number when this call claimed it.
 fn insert_claim(
     tx: &Connection,
     key: &str,
     owner: &str,
     approval: Option<i64>,
     at: i64,
-) -> Result<bool, StoreError> {
+) -> Result<Option<i64>, StoreError> {
     let n = tx
         .exec(
             "INSERT INTO claims (key, owner, approval_seq, claimed_at_ns) VALUES (?1, ?2, ?3, ?4)
@@ -498,15 +502,21 @@ fn insert_claim(
             params![key, owner, approval, at],
         )
         .map_err(backend)?;
-    if n == 1 {
-        // A claim is also proof of life: renew this owner's lease in the same transaction.
-        tx.exec(
-            "UPDATE owners SET heartbeat_at_ns = max(heartbeat_at_ns, ?1) WHERE owner = ?2",
-            params![at, owner],
-        )
-        .map_err(backend)?;
+    if n != 1 {
+        return Ok(None);
     }
-    Ok(n == 1)
+    let seq = tx.last_insert_rowid();
+    // A claim is also proof of life: in the same transaction, the owner's lease is renewed if less
+    // than half of it is left (so the claim has at least half a lease before anyone may call it
+    // interrupted, and a burst of claims rewrites the owner's row once, not once a claim; the
+    // heartbeat thread renews it every quarter lease besides).
+    tx.exec(
+        "UPDATE owners SET heartbeat_at_ns = ?1
+         WHERE owner = ?2 AND heartbeat_at_ns < ?1 - lease_ns / 2",
+        params![at, owner],
+    )
+    .map_err(backend)?;
+    Ok(Some(seq))
 }
 
 static OWNER_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -849,15 +859,26 @@ impl OperatorStore for SqliteStore {
             let Some(seq) = approval_seq(&id) else {
                 return Ok(Vec::new());
             };
-            let key: Option<String> = conn
+            let pointers = conn
                 .row(
-                    "SELECT key FROM claims WHERE approval_seq = ?1",
+                    "SELECT claim_seq, prepared_audit, decided_audit, settled_audit
+                     FROM approvals WHERE seq = ?1",
                     params![seq],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?])),
                 )
                 .optional()
                 .map_err(backend)?;
-            crate::audit::read_for_approval(conn, &id.0, key.as_deref())
+            // An approval that does not exist can still have indexed rows (a suspended run
+            // naming it): the trail is whatever names it, as before.
+            let (claim, pointed) = pointers.unwrap_or((None, [None; 3]));
+            crate::audit::read_for_approval(
+                conn,
+                &crate::audit::TrailOf {
+                    approval: seq,
+                    pointed,
+                    claim,
+                },
+            )
         })
     }
 
@@ -897,12 +918,12 @@ impl OperatorStore for SqliteStore {
         self.write_alone(move |conn, me| {
             let now = to_ns(now)?;
             let tx = immediate(conn)?;
-            let mut gone: Vec<(String, String)> = Vec::new();
+            let mut gone: Vec<(i64, String, String)> = Vec::new();
             let mut report = Reconciliation::default();
             {
                 let mut stmt = tx
                     .prepare(
-                        "SELECT c.key, c.owner, o.closed_at_ns IS NOT NULL
+                        "SELECT c.seq, c.key, c.owner, o.closed_at_ns IS NOT NULL
                                 OR o.heartbeat_at_ns + o.lease_ns <= ?1
                          FROM claims c JOIN owners o ON o.owner = c.owner
                          WHERE c.outcome IS NULL ORDER BY c.key",
@@ -911,18 +932,19 @@ impl OperatorStore for SqliteStore {
                 let rows = stmt
                     .query_map(params![now], |row| {
                         Ok((
-                            row.get::<_, String>(0)?,
+                            row.get::<_, i64>(0)?,
                             row.get::<_, String>(1)?,
-                            row.get::<_, bool>(2)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, bool>(3)?,
                         ))
                     })
                     .map_err(backend)?;
                 for row in rows {
-                    let (key, owner, is_gone) = row.map_err(backend)?;
+                    let (seq, key, owner, is_gone) = row.map_err(backend)?;
                     if owner == me {
                         report.in_flight_here += 1;
                     } else if is_gone {
-                        gone.push((key, owner));
+                        gone.push((seq, key, owner));
                     } else {
                         report.in_flight_elsewhere += 1;
                     }
@@ -933,11 +955,11 @@ impl OperatorStore for SqliteStore {
             let outcome = EffectOutcome::Unknown { reason };
             let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
             let at = now_ns()?;
-            for (key, owner) in gone {
+            for (seq, key, owner) in gone {
                 tx.exec(
                     "UPDATE claims SET outcome = 'unknown', outcome_json = ?1, completed_at_ns = ?2
-                     WHERE key = ?3 AND outcome IS NULL",
-                    params![outcome_json, at, key],
+                     WHERE seq = ?3 AND outcome IS NULL",
+                    params![outcome_json, at, seq],
                 )
                 .map_err(backend)?;
                 append(
@@ -946,7 +968,7 @@ impl OperatorStore for SqliteStore {
                     me,
                     "interrupted",
                     None,
-                    Some(&key),
+                    Some((&key, Some(seq))),
                     None,
                     &json!({"claimOwner": owner, "outcome": outcome, "checkedAtNs": now}),
                 )?;
@@ -971,10 +993,12 @@ impl OperatorStore for SqliteStore {
         self.write_alone(move |conn, me| {
             check_reconciliation(&evidence, &outcome)?;
             let tx = immediate(conn)?;
-            let before = match read_claim(&tx, &key.0)? {
+            let (seq, before) = match read_claim(&tx, &key.0)? {
                 None => return Err(StoreError::NotFound),
-                Some(None) => return Err(StoreError::Conflict("the claim has no outcome yet")),
-                Some(Some(text)) => text,
+                Some((_, None)) => {
+                    return Err(StoreError::Conflict("the claim has no outcome yet"))
+                }
+                Some((seq, Some(text))) => (seq, text),
             };
             let before: EffectOutcome = serde_json::from_str(&before).map_err(json_error)?;
             if !matches!(before, EffectOutcome::Unknown { .. }) {
@@ -986,8 +1010,8 @@ impl OperatorStore for SqliteStore {
             let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
             tx.exec(
                 "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
-                 WHERE key = ?4",
-                params![outcome_kind(&outcome), outcome_json, at, key.0],
+                 WHERE seq = ?4",
+                params![outcome_kind(&outcome), outcome_json, at, seq],
             )
             .map_err(backend)?;
             append(
@@ -996,7 +1020,7 @@ impl OperatorStore for SqliteStore {
                 me,
                 "reconciled",
                 None,
-                Some(&key.0),
+                Some((&key.0, Some(seq))),
                 None,
                 &json!({"before": before, "after": outcome, "evidence": evidence}),
             )?;
@@ -1036,17 +1060,23 @@ impl ApprovalGateway for SqliteStore {
                 ],
             )
             .map_err(backend)?;
-            let id = approval_id(tx.last_insert_rowid());
-            append(
+            let seq = tx.last_insert_rowid();
+            let id = approval_id(seq);
+            let audit = append(
                 tx,
                 at,
                 me,
                 "prepared",
-                Some(&id.0),
+                Some((&id.0, Trail::FromApproval)),
                 None,
                 Some(intent.run_id.as_str()),
                 &json!({"intentDigest": digest.as_str(), "intent": intent.to_json()}),
             )?;
+            tx.exec(
+                "UPDATE approvals SET prepared_audit = ?2 WHERE seq = ?1",
+                params![seq, audit],
+            )
+            .map_err(backend)?;
             Ok(id)
         })
     }
@@ -1078,9 +1108,21 @@ impl ApprovalGateway for SqliteStore {
                 }
                 Some(_) => {}
             }
+            let audit = append(
+                tx,
+                now_ns()?,
+                me,
+                "decided",
+                Some((&id.0, Trail::FromApproval)),
+                None,
+                None,
+                &json!({"verdict": verdict, "approver": decision.approver,
+                        "decidedAtNs": decided_at, "expiresAtNs": expires_at,
+                        "note": decision.note}),
+            )?;
             tx.exec(
                 "UPDATE approvals SET state = 'decided', verdict = ?1, approver = ?2,
-                        decided_at_ns = ?3, expires_at_ns = ?4, note = ?5
+                        decided_at_ns = ?3, expires_at_ns = ?4, note = ?5, decided_audit = ?7
                  WHERE seq = ?6",
                 params![
                     verdict,
@@ -1088,22 +1130,11 @@ impl ApprovalGateway for SqliteStore {
                     decided_at,
                     expires_at,
                     decision.note,
-                    seq
+                    seq,
+                    audit
                 ],
             )
             .map_err(backend)?;
-            append(
-                tx,
-                now_ns()?,
-                me,
-                "decided",
-                Some(&id.0),
-                None,
-                None,
-                &json!({"verdict": verdict, "approver": decision.approver,
-                        "decidedAtNs": decided_at, "expiresAtNs": expires_at,
-                        "note": decision.note}),
-            )?;
             Ok(())
         })
     }
@@ -1136,7 +1167,7 @@ impl ApprovalGateway for SqliteStore {
             // commit together, or not at all.
             let row = tx
                 .row(
-                    "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
+                    "SELECT state, intent_digest, verdict, expires_at_ns, claim_seq FROM approvals
                      WHERE seq = ?1",
                     params![seq],
                     |row| {
@@ -1145,83 +1176,86 @@ impl ApprovalGateway for SqliteStore {
                             row.get::<_, String>(1)?,
                             row.get::<_, Option<String>>(2)?,
                             row.get::<_, Option<i64>>(3)?,
+                            row.get::<_, Option<i64>>(4)?,
                         ))
                     },
                 )
                 .optional()
                 .map_err(backend)?;
-            let Some((state, digest, verdict, expires_at)) = row else {
+            let Some((state, digest, verdict, expires_at, claim_seq)) = row else {
                 return Err(StoreError::NotFound);
             };
             let at = now_ns()?;
-            let refuse = |tx: &Connection, verdict: ClaimVerdict, event: &str, why: &str| {
+            // A refusal's audit row: a repeated claim's is indexed; the one that settles the
+            // approval as refused is pointed at from the approval's row.
+            let refuse = |tx: &Connection, claim: Option<i64>, event: &str, why: &str| {
+                let trail = match event {
+                    "refused" => Trail::FromApproval,
+                    _ => Trail::Indexed,
+                };
                 append(
                     tx,
                     at,
                     me,
                     event,
-                    Some(&id.0),
-                    Some(&digest),
+                    Some((&id.0, trail)),
+                    Some((&digest, claim)),
                     None,
                     &json!({"reason": why, "currentIntent": current_intent.as_str(), "nowNs": now,
                             "effect": "not_started"}),
-                )?;
-                Ok::<_, StoreError>(verdict)
+                )
+            };
+            let settle_refused = |tx: &Connection, reason: &str| {
+                let audit = refuse(tx, None, "refused", reason)?;
+                tx.exec(
+                    "UPDATE approvals SET state = 'refused', refused_reason = ?2, settled_audit = ?3
+                     WHERE seq = ?1",
+                    params![seq, reason, audit],
+                )
+                .map_err(backend)
             };
             let verdict = match (state.as_str(), verdict.as_deref()) {
                 ("prepared", _) => return Ok(ClaimVerdict::Pending),
                 ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
-                ("claimed" | "refused", _) => refuse(
-                    tx,
-                    ClaimVerdict::AlreadyClaimed,
-                    "claim_refused",
-                    "already_claimed",
-                )?,
+                ("claimed" | "refused", _) => {
+                    refuse(tx, claim_seq, "claim_refused", "already_claimed")?;
+                    ClaimVerdict::AlreadyClaimed
+                }
                 _ if expires_at.is_some_and(|e| e <= now) => {
-                    tx.exec(
-                        "UPDATE approvals SET state = 'refused', refused_reason = 'expired'
-                         WHERE seq = ?1",
-                        params![seq],
-                    )
-                    .map_err(backend)?;
-                    refuse(tx, ClaimVerdict::Expired, "refused", "expired")?
+                    settle_refused(tx, "expired")?;
+                    ClaimVerdict::Expired
                 }
                 _ if digest != current_intent.as_str() => {
-                    tx.exec(
-                        "UPDATE approvals SET state = 'refused', refused_reason = 'mismatch'
-                         WHERE seq = ?1",
-                        params![seq],
-                    )
-                    .map_err(backend)?;
-                    refuse(tx, ClaimVerdict::Mismatch, "refused", "mismatch")?
+                    settle_refused(tx, "mismatch")?;
+                    ClaimVerdict::Mismatch
                 }
-                _ => {
-                    if insert_claim(tx, &digest, me, Some(seq), at)? {
-                        tx.exec(
-                            "UPDATE approvals SET state = 'claimed' WHERE seq = ?1",
-                            params![seq],
-                        )
-                        .map_err(backend)?;
-                        append(
+                _ => match insert_claim(tx, &digest, me, Some(seq), at)? {
+                    Some(claim) => {
+                        let audit = append(
                             tx,
                             at,
                             me,
                             "claimed",
-                            Some(&id.0),
-                            Some(&digest),
+                            Some((&id.0, Trail::FromApproval)),
+                            Some((&digest, Some(claim))),
                             None,
                             &json!({"nowNs": now}),
                         )?;
+                        tx.exec(
+                            "UPDATE approvals SET state = 'claimed', claim_seq = ?2,
+                                    settled_audit = ?3
+                             WHERE seq = ?1",
+                            params![seq, claim, audit],
+                        )
+                        .map_err(backend)?;
                         ClaimVerdict::Claimed(IdempotencyKey(digest.clone()))
-                    } else {
-                        refuse(
-                            tx,
-                            ClaimVerdict::AlreadyClaimed,
-                            "claim_refused",
-                            "key_already_claimed",
-                        )?
                     }
-                }
+                    None => {
+                        let existing = read_claim(tx, &digest)?.map(|(seq, _)| seq);
+                        refuse(tx, existing, "claim_refused", "key_already_claimed")?;
+                        ClaimVerdict::AlreadyClaimed
+                    }
+                },
             };
             Ok(verdict)
         })
@@ -1250,11 +1284,12 @@ impl IdempotencyStore for SqliteStore {
     fn claim(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<ClaimResult, StoreError>> {
         self.write(move |tx, me| {
             let at = now_ns()?;
-            let result = if insert_claim(tx, &key.0, me, None, at)? {
-                append(tx, at, me, "claimed", None, Some(&key.0), None, &json!({}))?;
+            let result = if let Some(seq) = insert_claim(tx, &key.0, me, None, at)? {
+                let claim = Some((key.0.as_str(), Some(seq)));
+                append(tx, at, me, "claimed", None, claim, None, &json!({}))?;
                 ClaimResult::Claimed
             } else {
-                let existing = read_claim(tx, &key.0)?
+                let (seq, existing) = read_claim(tx, &key.0)?
                     .ok_or_else(|| StoreError::Backend("claim vanished".into()))?;
                 append(
                     tx,
@@ -1262,7 +1297,7 @@ impl IdempotencyStore for SqliteStore {
                     me,
                     "claim_refused",
                     None,
-                    Some(&key.0),
+                    Some((&key.0, Some(seq))),
                     None,
                     &json!({"reason": "key_already_claimed"}),
                 )?;
@@ -1283,7 +1318,7 @@ impl IdempotencyStore for SqliteStore {
             let at = now_ns()?;
             match read_claim(tx, &key.0)? {
                 None => Err(StoreError::NotFound),
-                Some(Some(existing)) => {
+                Some((seq, Some(existing))) => {
                     // Kept as evidence (for example a late outcome after `interrupted`), never applied.
                     let existing: serde_json::Value =
                         serde_json::from_str(&existing).map_err(json_error)?;
@@ -1293,7 +1328,7 @@ impl IdempotencyStore for SqliteStore {
                         me,
                         "outcome_rejected",
                         None,
-                        Some(&key.0),
+                        Some((&key.0, Some(seq))),
                         None,
                         &json!({"stored": existing, "offered": outcome}),
                     )?;
@@ -1302,11 +1337,11 @@ impl IdempotencyStore for SqliteStore {
                         "the claim already has an outcome",
                     )))
                 }
-                Some(None) => {
+                Some((seq, None)) => {
                     tx.exec(
                         "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
-                         WHERE key = ?4",
-                        params![outcome_kind(&outcome), outcome_json, at, key.0],
+                         WHERE seq = ?4",
+                        params![outcome_kind(&outcome), outcome_json, at, seq],
                     )
                     .map_err(backend)?;
                     append(
@@ -1315,7 +1350,7 @@ impl IdempotencyStore for SqliteStore {
                         me,
                         "outcome",
                         None,
-                        Some(&key.0),
+                        Some((&key.0, Some(seq))),
                         None,
                         &json!({"outcome": outcome}),
                     )?;
@@ -1327,7 +1362,11 @@ impl IdempotencyStore for SqliteStore {
     }
 
     fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>> {
-        self.run(move |conn, _| read_claim(conn, &key.0)?.map(claim_state).transpose())
+        self.run(move |conn, _| {
+            read_claim(conn, &key.0)?
+                .map(|(_, outcome)| claim_state(outcome))
+                .transpose()
+        })
     }
 }
 
@@ -1353,7 +1392,7 @@ impl RunStore for SqliteStore {
                 at,
                 me,
                 "run_suspended",
-                Some(&run.approval_id.0),
+                Some((&run.approval_id.0, Trail::Indexed)),
                 None,
                 Some(run.run_id.as_str()),
                 &json!({"intentDigest": run.intent_digest.as_str()}),

@@ -1,5 +1,5 @@
 //! What only the SQLite store has: WAL and the pragmas, the in-memory store (not durable), and a file
-//! made by schema version 1 migrated in place.
+//! made by schema version 1, and one made by version 2, migrated in place.
 
 use purra_core::*;
 use purra_sqlite::*;
@@ -88,4 +88,229 @@ async fn a_schema_1_file_is_migrated_and_its_approvals_keep_their_intent() {
         store.prepare(request("new")).await,
         Ok(ApprovalId("approval-2".into()))
     );
+}
+
+/// A file as schema version 2 left it, with every kind of row a cycle writes: approvals claimed,
+/// pending and refused, a claim with an outcome and one in flight of an owner that is gone, a
+/// suspended run and a repeated claim in the audit log. Migrated to version 3, every trail, view and
+/// claim reads as before, the owner's claim is reconciled, and new rows continue every sequence.
+#[tokio::test]
+async fn a_schema_2_file_is_migrated_with_every_trail_and_claim_intact() {
+    let path = fresh("v2");
+    let k1 = key_of(&intent("one")).0;
+    let k3 = key_of(&intent("three")).0;
+    let committed = EffectOutcome::Committed {
+        receipt: serde_json::json!({"ok": true}),
+    };
+    {
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.execute_batch(include_str!("v1.sql")).unwrap();
+        raw.execute_batch(include_str!("v2.sql")).unwrap();
+        raw.execute(
+            "INSERT INTO owners (owner, pid, opened_at_ns, heartbeat_at_ns, lease_ns)
+             VALUES ('old-owner', 1, 7000000000, 7000000000, 1)",
+            [],
+        )
+        .unwrap();
+        for (args, state, verdict, expires, refused) in [
+            ("one", "claimed", Some("approve"), None, None),
+            ("two", "prepared", None, None, None),
+            (
+                "three",
+                "refused",
+                Some("approve"),
+                Some(9_000_000_000i64),
+                Some("expired"),
+            ),
+        ] {
+            raw.execute(
+                "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
+                    prepared_by, state, verdict, approver, decided_at_ns, expires_at_ns,
+                    refused_reason, request_json)
+                 VALUES (?1, ?2, 'update', 'r1', 7000000000, 'old-owner', ?3, ?4,
+                    CASE WHEN ?4 IS NULL THEN NULL ELSE 'alice' END,
+                    CASE WHEN ?4 IS NULL THEN NULL ELSE 8000000000 END, ?5, ?6, ?7)",
+                rusqlite::params![
+                    serde_json::to_string(&intent(args)).unwrap(),
+                    intent(args).digest().as_str(),
+                    state,
+                    verdict,
+                    expires,
+                    refused,
+                    serde_json::to_string(&request(args)).unwrap(),
+                ],
+            )
+            .unwrap();
+        }
+        raw.execute(
+            "INSERT INTO claims (key, owner, approval_seq, claimed_at_ns, outcome, outcome_json,
+                                 completed_at_ns)
+             VALUES (?1, 'old-owner', 1, 8500000000, 'committed', ?2, 8600000000),
+                    ('bare', 'old-owner', NULL, 8700000000, NULL, NULL, NULL)",
+            rusqlite::params![k1, serde_json::to_string(&committed).unwrap()],
+        )
+        .unwrap();
+        for (event, approval, key, run) in [
+            ("prepared", Some("approval-1"), None, Some("r1")),
+            ("prepared", Some("approval-2"), None, Some("r1")),
+            ("prepared", Some("approval-3"), None, Some("r1")),
+            ("decided", Some("approval-1"), None, None),
+            ("claimed", Some("approval-1"), Some(k1.as_str()), None),
+            ("decided", Some("approval-3"), None, None),
+            ("outcome", None, Some(k1.as_str()), None),
+            ("refused", Some("approval-3"), Some(k3.as_str()), None),
+            ("claimed", None, Some("bare"), None),
+            ("run_suspended", Some("approval-2"), None, Some("r1")),
+            ("claim_refused", Some("approval-1"), Some(k1.as_str()), None),
+        ] {
+            raw.execute(
+                "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail)
+                 VALUES (8000000000, 'old-owner', ?1, ?2, ?3, ?4, '{}')",
+                rusqlite::params![event, approval, key, run],
+            )
+            .unwrap();
+        }
+        raw.pragma_update(None, "user_version", 2).unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let trail = |id: &str| {
+        let store = store.clone();
+        let id = ApprovalId(id.into());
+        async move {
+            store
+                .approval_audit(id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.seq, e.event))
+                .collect::<Vec<_>>()
+        }
+    };
+    let s = |rows: &[(i64, &str)]| {
+        rows.iter()
+            .map(|(seq, e)| (*seq, e.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        trail("approval-1").await,
+        s(&[
+            (1, "prepared"),
+            (4, "decided"),
+            (5, "claimed"),
+            (7, "outcome"),
+            (11, "claim_refused")
+        ])
+    );
+    assert_eq!(
+        trail("approval-2").await,
+        s(&[(2, "prepared"), (10, "run_suspended")])
+    );
+    assert_eq!(
+        trail("approval-3").await,
+        s(&[(3, "prepared"), (6, "decided"), (8, "refused")])
+    );
+    let one = store
+        .approval(ApprovalId("approval-1".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    let claim = one.claim.unwrap();
+    assert_eq!(claim.key.0, k1);
+    assert_eq!(
+        claim.state,
+        ClaimState::Completed {
+            outcome: committed.clone()
+        }
+    );
+    let three = store
+        .approval(ApprovalId("approval-3".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(three.claim, None);
+    assert!(matches!(three.state, ApprovalState::Refused(_)));
+    assert_eq!(
+        store.state(IdempotencyKey("bare".into())).await,
+        Ok(Some(ClaimState::InFlight))
+    );
+    // The gone owner's claim in flight is found and settled through its new key.
+    let report = store
+        .reconcile_interrupted_claims(std::time::SystemTime::now())
+        .await
+        .unwrap();
+    assert_eq!(report.interrupted, vec![IdempotencyKey("bare".into())]);
+
+    // New rows continue every sequence; the pending approval claims with the next claim key.
+    let two = ApprovalId("approval-2".into());
+    store
+        .decide(two.clone(), decision(Verdict::Approve, None))
+        .await
+        .unwrap();
+    let Ok(ClaimVerdict::Claimed(key)) = store
+        .check_and_claim(
+            two.clone(),
+            intent("two").digest(),
+            std::time::SystemTime::now(),
+        )
+        .await
+    else {
+        panic!("approval-2 claims")
+    };
+    store
+        .complete(key.clone(), EffectOutcome::NotStarted)
+        .await
+        .unwrap();
+    let events: Vec<String> = trail("approval-2")
+        .await
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert_eq!(
+        events,
+        ["prepared", "run_suspended", "decided", "claimed", "outcome"]
+    );
+    let log = store.audit(0, 100).await.unwrap();
+    let seqs: Vec<i64> = log.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    assert_eq!(log[10].event, "claim_refused");
+    assert_eq!(
+        store.prepare(request("four")).await,
+        Ok(ApprovalId("approval-4".into()))
+    );
+    drop(store);
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = raw
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 3);
+    let claim_seqs: Vec<(i64, String)> = raw
+        .prepare("SELECT seq, key FROM claims ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        claim_seqs,
+        vec![(1, k1.clone()), (2, "bare".into()), (3, key.0.clone())]
+    );
+    let autoincrement: i64 = raw
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%AUTOINCREMENT%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(autoincrement, 0);
+    assert!(raw
+        .execute("UPDATE audit SET event = 'forged' WHERE seq = 1", [])
+        .unwrap_err()
+        .to_string()
+        .contains("append-only"));
+    assert!(raw
+        .execute("DELETE FROM audit WHERE seq = 1", [])
+        .unwrap_err()
+        .to_string()
+        .contains("append-only"));
 }
