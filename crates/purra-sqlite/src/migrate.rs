@@ -94,11 +94,12 @@ CREATE INDEX claims_by_approval ON claims(approval_seq);
 /// unique index, and its approval points at it (`approvals.claim_seq`, written by the update that marks
 /// the approval claimed), so no index is keyed by approval on `claims`; the audit log's two lookup
 /// indexes are on those integers instead of the text ids, so an outcome's audit row lands at the index's
-/// end; an approval's own audit rows (prepared, decided, claimed or refused) are pointed at from its
+/// end; `approvals_by_state` gives way to `approvals_pending`, a partial index of the approvals
+/// waiting for a decision (the approver's listing, which now names the state in its statement so the
+/// index applies), small whatever the history; an approval's own audit rows (prepared, decided, claimed or refused) are pointed at from its
 /// row (`prepared_audit`, `decided_audit`, `settled_audit`, written by the updates its writes make
 /// anyway) instead of being indexed by approval, and only its other rows (a refused repeat claim, a
-/// suspended run) are in `audit_by_approval` (by `trail_approval`); `approvals_by_state` is gone (no
-/// query could use it: the listing's filters are `?n IS NULL OR`). The three tables are rebuilt, every
+/// suspended run) are in `audit_by_approval` (by `trail_approval`). The three tables are rebuilt, every
 /// row kept with its key; rows written before version 3 stay found through the index; the audit
 /// log's triggers are made again.
 const V3: &str = r#"
@@ -182,6 +183,7 @@ ALTER TABLE claims_v3 RENAME TO claims;
 ALTER TABLE audit_v3 RENAME TO audit;
 
 CREATE INDEX approvals_by_run ON approvals(run_id);
+CREATE INDEX approvals_pending ON approvals(seq) WHERE state = 'prepared';
 CREATE INDEX claims_in_flight ON claims(owner) WHERE outcome IS NULL;
 CREATE INDEX audit_by_approval ON audit(trail_approval) WHERE trail_approval IS NOT NULL;
 CREATE INDEX audit_by_claim ON audit(claim_seq) WHERE claim_seq IS NOT NULL;

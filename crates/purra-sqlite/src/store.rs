@@ -315,7 +315,10 @@ impl Reader {
     }
 }
 
-/// Which approvals [`read_views`] reads.
+/// Which approvals [`read_views`] reads. `state` and `verdict` are spelled into the statement as
+/// literals (they come from a fixed set), so a listing of pending approvals uses the partial index
+/// `approvals_pending` and a run's listing `approvals_by_run`; each combination of filters is its
+/// own cached statement.
 struct ViewFilter {
     seq: Option<i64>,
     state: Option<&'static str>,
@@ -332,39 +335,44 @@ impl ViewFilter {
             state: None,
             verdict: None,
             run_id: None,
-            // The range on the key is what the query can seek with (`seq = ?` sits behind an
-            // `IS NULL OR` and cannot be): starting right before the row reads one row, where
-            // starting at 0 read every approval before it.
-            after: seq.saturating_sub(1),
+            after: 0,
             limit: 1,
         }
+    }
+
+    /// The statement for this combination of filters: `?1` after, `?2` seq, `?3` run, `?4` limit.
+    fn sql(&self) -> String {
+        let mut sql = String::from(
+            "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
+                    a.decided_at_ns, a.expires_at_ns, a.note, a.request_json, a.prepared_at_ns,
+                    c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.completed_at_ns
+             FROM approvals a LEFT JOIN claims c ON c.seq = a.claim_seq
+             WHERE a.seq > ?1",
+        );
+        if self.seq.is_some() {
+            sql.push_str(" AND a.seq = ?2");
+        }
+        // Literals from a fixed set, never caller text.
+        if let Some(state) = self.state {
+            sql.push_str(&format!(" AND a.state = '{state}'"));
+        }
+        if let Some(verdict) = self.verdict {
+            sql.push_str(&format!(" AND a.verdict = '{verdict}'"));
+        }
+        if self.run_id.is_some() {
+            sql.push_str(" AND a.run_id = ?3");
+        }
+        sql.push_str(" ORDER BY a.seq LIMIT ?4");
+        sql
     }
 }
 
 /// The views of the approvals `filter` selects, oldest first.
 fn read_views(conn: &Connection, filter: &ViewFilter) -> Result<Vec<ApprovalView>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
-                    a.decided_at_ns, a.expires_at_ns, a.note, a.request_json, a.prepared_at_ns,
-                    c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.completed_at_ns
-             FROM approvals a LEFT JOIN claims c ON c.seq = a.claim_seq
-             WHERE (?1 IS NULL OR a.seq = ?1) AND (?2 IS NULL OR a.state = ?2)
-               AND (?3 IS NULL OR a.verdict = ?3) AND (?4 IS NULL OR a.run_id = ?4)
-               AND a.seq > ?5
-             ORDER BY a.seq LIMIT ?6",
-        )
-        .map_err(backend)?;
+    let mut stmt = conn.prepare_cached(&filter.sql()).map_err(backend)?;
     let rows = stmt
         .query_map(
-            params![
-                filter.seq,
-                filter.state,
-                filter.verdict,
-                filter.run_id,
-                filter.after,
-                filter.limit
-            ],
+            params![filter.after, filter.seq, filter.run_id, filter.limit],
             |row| {
                 Ok(StoredApproval {
                     seq: row.get(0)?,
@@ -1447,6 +1455,54 @@ impl RunStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What each kind of listing reads: one approval by its key, the pending ones through their
+    /// partial index, a run's through `approvals_by_run`, and none by reading the table from the
+    /// start unless it lists everything.
+    #[test]
+    fn each_listing_seeks_with_an_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let plan = |filter: &ViewFilter| {
+            let mut stmt = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {}", filter.sql()))
+                .unwrap();
+            let rows: Vec<String> = stmt
+                .query_map(
+                    params![filter.after, filter.seq, filter.run_id, filter.limit],
+                    |r| r.get(3),
+                )
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            rows.join("; ")
+        };
+        let listing = |state, verdict, run_id: Option<&str>| ViewFilter {
+            seq: None,
+            state,
+            verdict,
+            run_id: run_id.map(str::to_owned),
+            after: 0,
+            limit: 10,
+        };
+        let one = plan(&ViewFilter::one(7));
+        assert!(
+            one.contains("SEARCH a USING INTEGER PRIMARY KEY (rowid=?)"),
+            "{one}"
+        );
+        let pending = plan(&listing(Some("prepared"), None, None));
+        assert!(
+            pending.contains("USING INDEX approvals_pending"),
+            "{pending}"
+        );
+        let run = plan(&listing(None, None, Some("r1")));
+        assert!(run.contains("USING INDEX approvals_by_run"), "{run}");
+        let approved_in_run = plan(&listing(Some("decided"), Some("approve"), Some("r1")));
+        assert!(
+            approved_in_run.contains("USING INDEX approvals_by_run"),
+            "{approved_in_run}"
+        );
+    }
 
     #[tokio::test]
     async fn the_in_memory_store_keeps_the_contract_but_is_not_durable() {
