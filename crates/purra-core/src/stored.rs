@@ -17,8 +17,14 @@ pub fn approval_id(seq: i64) -> ApprovalId {
 /// The sequence number of an approval id, if it is exactly one [`approval_id`] writes (no sign,
 /// no leading zero, nothing after the number).
 pub fn approval_seq(id: &ApprovalId) -> Option<i64> {
-    let n: i64 = id.0.strip_prefix("approval-")?.parse().ok()?;
-    (format!("approval-{n}") == id.0).then_some(n)
+    approval_seq_of(&id.0)
+}
+
+/// [`approval_seq`] of an id held as text (a stored column, a request's field), without building
+/// an [`ApprovalId`].
+pub fn approval_seq_of(id: &str) -> Option<i64> {
+    let n: i64 = id.strip_prefix("approval-")?.parse().ok()?;
+    (format!("approval-{n}") == id).then_some(n)
 }
 
 /// The kind column of an outcome: `committed`, `not_started` or `unknown`.

@@ -67,14 +67,10 @@ pub(crate) fn append(
     Ok(conn.last_insert_rowid())
 }
 
-/// The sequence number of an approval id exactly as [`purra_core::stored::approval_id`] writes it
-/// (what [`purra_core::stored::approval_seq`] accepts, without building an `ApprovalId`).
+/// The sequence number of an approval id as this store mints them: what purra-core's
+/// [`purra_core::stored::approval_seq_of`] parses, never negative (no approval's is).
 fn seq_of(id: &str) -> Option<i64> {
-    let digits = id.strip_prefix("approval-")?;
-    let canonical = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && (digits.len() == 1 || !digits.starts_with('0'));
-    canonical.then(|| digits.parse().ok()).flatten()
+    purra_core::stored::approval_seq_of(id).filter(|seq| *seq >= 0)
 }
 
 const COLUMNS: &str = "seq, at_ns, owner, event, approval_id, claim_key, run_id, detail";

@@ -1194,13 +1194,9 @@ impl ApprovalGateway for SqliteStore {
                 return Err(StoreError::NotFound);
             };
             let at = now_ns()?;
-            // A refusal's audit row: a repeated claim's is indexed; the one that settles the
-            // approval as refused is pointed at from the approval's row.
-            let refuse = |tx: &Connection, claim: Option<i64>, event: &str, why: &str| {
-                let trail = match event {
-                    "refused" => Trail::FromApproval,
-                    _ => Trail::Indexed,
-                };
+            // A refusal's audit row: a repeated claim's (`claim_refused`) is indexed; the one
+            // that settles the approval as refused is pointed at from the approval's row.
+            let refuse = |tx: &Connection, claim: Option<i64>, trail, event: &str, why: &str| {
                 append(
                     tx,
                     at,
@@ -1214,7 +1210,7 @@ impl ApprovalGateway for SqliteStore {
                 )
             };
             let settle_refused = |tx: &Connection, reason: &str| {
-                let audit = refuse(tx, None, "refused", reason)?;
+                let audit = refuse(tx, None, Trail::FromApproval, "refused", reason)?;
                 tx.exec(
                     "UPDATE approvals SET state = 'refused', refused_reason = ?2, settled_audit = ?3
                      WHERE seq = ?1",
@@ -1226,7 +1222,13 @@ impl ApprovalGateway for SqliteStore {
                 ("prepared", _) => return Ok(ClaimVerdict::Pending),
                 ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
                 ("claimed" | "refused", _) => {
-                    refuse(tx, claim_seq, "claim_refused", "already_claimed")?;
+                    refuse(
+                        tx,
+                        claim_seq,
+                        Trail::Indexed,
+                        "claim_refused",
+                        "already_claimed",
+                    )?;
                     ClaimVerdict::AlreadyClaimed
                 }
                 _ if expires_at.is_some_and(|e| e <= now) => {
@@ -1260,7 +1262,8 @@ impl ApprovalGateway for SqliteStore {
                     }
                     None => {
                         let existing = read_claim(tx, &digest)?.map(|(seq, _)| seq);
-                        refuse(tx, existing, "claim_refused", "key_already_claimed")?;
+                        let why = "key_already_claimed";
+                        refuse(tx, existing, Trail::Indexed, "claim_refused", why)?;
                         ClaimVerdict::AlreadyClaimed
                     }
                 },
