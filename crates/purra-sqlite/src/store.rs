@@ -10,7 +10,10 @@
 //! back only its own changes), commits once, and only then answers every caller of the group with
 //! its result, or with the commit's failure. Writes of one group run one after another in queue
 //! order and see each other's effects, exactly as if each had been its own transaction; concurrent
-//! runs share one sync instead of queueing one sync each.
+//! runs share one sync instead of queueing one sync each. A group gathers: when fewer writes have
+//! arrived than there were writers at the last answer, the leader runs those that came and waits
+//! for the rest, at most as long as its last commit took, so that concurrent runs commit together
+//! instead of in alternating halves (see `lead`).
 //!
 //! Each open store is an *owner*: a row with a lease that a heartbeat thread renews. Claims record their
 //! owner. [`OperatorStore::reconcile_interrupted_claims`] marks a claim with no outcome `unknown`
@@ -41,9 +44,9 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Options of [`SqliteStore::open_with`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +117,7 @@ struct Inner {
     conn: Arc<Mutex<Connection>>,
     /// Writes waiting for the next group commit (see the module documentation). The leader holds
     /// this and `conn`, never `Inner`, so dropping the last handle closes the owner at once.
-    queue: Arc<Mutex<Queue>>,
+    writes: Arc<Writes>,
     /// This store's owner id (claims record it).
     owner: String,
     /// False for `open_in_memory`.
@@ -192,15 +195,114 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     conn.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Writes waiting for a group commit, and whether a leader is serving them.
+/// Writes waiting for a group commit, whether a leader is serving them, and whether it waits for
+/// one (see [`gather`]).
 #[derive(Default)]
 struct Queue {
     jobs: Vec<Job>,
     leader: bool,
+    /// The leader waits for a write: `write` wakes it.
+    gathering: bool,
+}
+
+/// The queue of writes and the leader's wake-up while it gathers a group.
+#[derive(Default)]
+struct Writes {
+    queue: Mutex<Queue>,
+    arrived: Condvar,
 }
 
 fn lock_queue(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
     queue.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Queues `job`, waking a leader that waits for a write; true if the caller must start the leader
+/// (there was none). At most one leader: the caller that finds none becomes it and serves every
+/// write queued until it finds the queue empty (checked under the lock that queues, so no write is
+/// left behind).
+fn enqueue(writes: &Writes, job: Job) -> bool {
+    let mut queue = lock_queue(&writes.queue);
+    queue.jobs.push(job);
+    if queue.gathering {
+        writes.arrived.notify_one();
+    }
+    !std::mem::replace(&mut queue.leader, true)
+}
+
+/// The longest a leader gathers writes it expects (it also gathers for at most as long as its last
+/// commit took).
+const MAX_GATHER: Duration = Duration::from_millis(2);
+
+/// The group commit's leader (see the module documentation): commits what is queued, group after
+/// group, until it finds no write queued.
+///
+/// Each group *gathers*: the leader expects as many writers as were active when it last answered
+/// (that group's callers, which usually write again at once, and those already queued then), and
+/// while fewer have written it runs the writes that have arrived and waits for the rest, for at
+/// most as long as its last commit took, before it commits. Without that, concurrent callers
+/// settle into cohorts, one committing while the other's answers return, each group half of them
+/// and each paying a sync. With one caller at a time it expects one write, and stays the leader
+/// across that caller's writes instead of being started again for each.
+fn lead(writes: &Writes, conn: &Mutex<Connection>, owner: &str) {
+    let mut expect = 0;
+    let mut linger = Duration::ZERO;
+    loop {
+        let deadline = Instant::now() + linger;
+        let Some(jobs) = gather(writes, 0, expect, deadline) else {
+            return;
+        };
+        // A write that panics fails its group (the transaction rolls back, its callers' answers
+        // are dropped), never the leader.
+        let group = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            commit_group(&mut lock(conn), owner, jobs, |ran| {
+                gather(writes, ran, expect, deadline)
+            })
+        }));
+        let Ok(((answers, committed), commit_took)) = group else {
+            expect = 0;
+            continue;
+        };
+        linger = commit_took.min(MAX_GATHER);
+        // Counted before the answers go out: each caller queued now is another writer.
+        expect = answers.len() + lock_queue(&writes.queue).jobs.len();
+        for answer in answers {
+            answer(committed.clone());
+        }
+    }
+}
+
+/// The writes queued for a group that has run `ran` writes so far, while fewer than `expect` ran
+/// (and at the start of every group): whatever is queued, waiting until `deadline` for a first one.
+/// `None` once the group has its writes or none came by `deadline`; at the start of a group (`ran`
+/// 0) the leader then steps down, under the queue's lock, so that the next write starts a leader
+/// and no write is left behind.
+fn gather(writes: &Writes, ran: usize, expect: usize, deadline: Instant) -> Option<Vec<Job>> {
+    let mut queue = lock_queue(&writes.queue);
+    if queue.jobs.is_empty() && ran < expect {
+        queue.gathering = true;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !queue.jobs.is_empty() || left.is_zero() {
+                break;
+            }
+            queue = writes
+                .arrived
+                .wait_timeout(queue, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        queue.gathering = false;
+    }
+    if queue.jobs.is_empty() {
+        if ran == 0 {
+            queue.leader = false;
+        }
+        return None;
+    }
+    if ran > 0 && ran >= expect {
+        return None;
+    }
+    Some(std::mem::take(&mut queue.jobs))
 }
 
 fn now_ns() -> Result<i64, StoreError> {
@@ -215,23 +317,41 @@ type Job = Box<dyn FnOnce(Result<(&Connection, &str), StoreError>) -> Finish + S
 /// What a job left to do after running: keep or roll back its savepoint, then answer.
 struct Finish {
     keep: bool,
-    answer: Box<dyn FnOnce(Result<(), StoreError>) + Send>,
+    answer: Answer,
 }
 
-/// Runs `jobs` as one group: one `BEGIN IMMEDIATE`, a savepoint per job, one commit, then every
-/// answer (after the commit, so no caller hears of a write before it is on disk).
-fn commit_group(conn: &mut Connection, owner: &str, jobs: Vec<Job>) {
+/// The answers of a group's callers, and the outcome of its commit to give them.
+type Answers = (Vec<Answer>, Result<(), StoreError>);
+
+/// A caller's answer, given the outcome of its group's commit.
+type Answer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// Runs `jobs`, and those `more` gives it until it gives none (it is told how many ran), as one
+/// group: one `BEGIN IMMEDIATE`, a savepoint per job, one commit. Returns every answer with the
+/// commit's outcome, to be given after the commit (so no caller hears of a write before it is on
+/// disk), and how long the commit took.
+fn commit_group(
+    conn: &mut Connection,
+    owner: &str,
+    jobs: Vec<Job>,
+    mut more: impl FnMut(usize) -> Option<Vec<Job>>,
+) -> (Answers, Duration) {
     let tx = match immediate(conn) {
         Ok(tx) => tx,
         Err(e) => {
-            for job in jobs {
-                (job(Err(e.clone())).answer)(Err(e.clone()));
-            }
-            return;
+            let answers = jobs.into_iter().map(|job| job(Err(e.clone())).answer);
+            return ((answers.collect(), Err(e)), Duration::ZERO);
         }
     };
     let mut answers = Vec::with_capacity(jobs.len());
-    for job in jobs {
+    let mut jobs = jobs.into_iter();
+    loop {
+        let Some(job) = jobs.next().or_else(|| {
+            jobs = more(answers.len())?.into_iter();
+            jobs.next()
+        }) else {
+            break;
+        };
         // The savepoint's statements are prepared once (rusqlite's `Savepoint` parses them anew
         // each time).
         let finish = match tx.exec("SAVEPOINT job", []) {
@@ -260,10 +380,9 @@ fn commit_group(conn: &mut Connection, owner: &str, jobs: Vec<Job>) {
         };
         answers.push(finish.answer);
     }
+    let started = Instant::now();
     let committed = tx.commit().map_err(backend);
-    for answer in answers {
-        answer(committed.clone());
-    }
+    ((answers, committed), started.elapsed())
 }
 
 fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
@@ -643,7 +762,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 conn,
-                queue: Arc::new(Mutex::new(Queue::default())),
+                writes: Arc::new(Writes::default()),
                 owner,
                 durable,
                 heartbeat,
@@ -688,7 +807,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection, &str) -> Result<T, StoreError> + Send + 'static,
     {
-        let queue = Arc::clone(&self.inner.queue);
+        let writes = Arc::clone(&self.inner.writes);
         let conn = Arc::clone(&self.inner.conn);
         let owner = self.inner.owner.clone();
         let inner = Arc::clone(&self.inner);
@@ -705,30 +824,8 @@ impl SqliteStore {
         Box::pin(async move {
             // Queued and led on the first poll, with no await in between: a future dropped
             // before that never wrote, one dropped after is written all the same.
-            let lead = {
-                let mut queue = lock_queue(&queue);
-                queue.jobs.push(job);
-                // At most one leader: the caller that finds none becomes it and serves every
-                // write queued until it finds the queue empty (checked under the lock that
-                // queues, so no write is left behind).
-                !std::mem::replace(&mut queue.leader, true)
-            };
-            if lead {
-                tokio::task::spawn_blocking(move || loop {
-                    let jobs = {
-                        let mut queue = lock_queue(&queue);
-                        if queue.jobs.is_empty() {
-                            queue.leader = false;
-                            break;
-                        }
-                        std::mem::take(&mut queue.jobs)
-                    };
-                    // A write that panics fails its group (the transaction rolls back, its
-                    // callers' answers are dropped), never the leader.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        commit_group(&mut lock(&conn), &owner, jobs)
-                    }));
-                });
+            if enqueue(&writes, job) {
+                tokio::task::spawn_blocking(move || lead(&writes, &conn, &owner));
             }
             let result = recv
                 .await
@@ -1458,6 +1555,89 @@ impl RunStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A queued write that does nothing.
+    fn noop() -> Job {
+        Box::new(|_| Finish {
+            keep: true,
+            answer: Box::new(|_| {}),
+        })
+    }
+
+    fn queued(writes: &Writes) -> (usize, bool) {
+        let queue = lock_queue(&writes.queue);
+        (queue.jobs.len(), queue.leader)
+    }
+
+    /// The first write starts the leader; later ones join its queue. A group's start with nothing
+    /// queued (and nothing expected in time) steps the leader down, so the next write starts one;
+    /// a group under way with nothing more to come is only ended.
+    #[test]
+    fn the_leader_steps_down_only_at_a_groups_start_with_nothing_queued() {
+        let writes = Writes::default();
+        assert!(enqueue(&writes, noop()));
+        assert!(!enqueue(&writes, noop()));
+        assert_eq!(
+            gather(&writes, 0, 5, Instant::now()).map(|j| j.len()),
+            Some(2)
+        );
+        assert_eq!(queued(&writes), (0, true));
+        assert!(gather(&writes, 2, 5, Instant::now()).is_none());
+        assert_eq!(
+            queued(&writes),
+            (0, true),
+            "a group under way keeps its leader"
+        );
+        assert!(gather(&writes, 0, 5, Instant::now()).is_none());
+        assert_eq!(queued(&writes), (0, false), "the leader stepped down");
+        assert!(enqueue(&writes, noop()), "the next write starts a leader");
+    }
+
+    /// A group stops taking writes once it has as many as expected; what is queued then waits for
+    /// the next group, whose start takes everything queued.
+    #[test]
+    fn a_group_takes_writes_until_it_has_what_it_expects() {
+        let writes = Writes::default();
+        let far = Instant::now() + Duration::from_secs(60);
+        enqueue(&writes, noop());
+        enqueue(&writes, noop());
+        assert_eq!(gather(&writes, 1, 3, far).map(|j| j.len()), Some(2));
+        enqueue(&writes, noop());
+        assert!(
+            gather(&writes, 3, 3, far).is_none(),
+            "the group has its writes"
+        );
+        enqueue(&writes, noop());
+        assert_eq!(queued(&writes), (2, true));
+        assert_eq!(gather(&writes, 0, 1, far).map(|j| j.len()), Some(2));
+    }
+
+    /// A leader waiting for an expected write is woken by it (the wait's deadline is a minute
+    /// away, so only the wake-up returns the write), and gives up at its deadline when none comes.
+    #[test]
+    fn a_gathering_leader_is_woken_by_the_next_write() {
+        let writes = Arc::new(Writes::default());
+        enqueue(&writes, noop());
+        assert_eq!(
+            gather(&writes, 0, 1, Instant::now()).map(|j| j.len()),
+            Some(1)
+        );
+        let waiting = std::thread::spawn({
+            let writes = Arc::clone(&writes);
+            move || {
+                let far = Instant::now() + Duration::from_secs(60);
+                gather(&writes, 1, 2, far).map(|j| j.len())
+            }
+        });
+        while !lock_queue(&writes.queue).gathering {
+            std::thread::yield_now();
+        }
+        assert!(!enqueue(&writes, noop()));
+        assert_eq!(waiting.join().unwrap(), Some(1));
+        assert!(!lock_queue(&writes.queue).gathering);
+        assert!(gather(&writes, 1, 2, Instant::now()).is_none());
+        assert_eq!(queued(&writes), (0, true));
+    }
 
     /// What each kind of listing reads: one approval by its key, the pending ones through their
     /// partial index, a run's through `approvals_by_run`, and none by reading the table from the

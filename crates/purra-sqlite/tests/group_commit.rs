@@ -1,6 +1,7 @@
 //! Group commit: many concurrent writers on one store, some of whose writes fail, get exactly
 //! the answers they would get one at a time; a failing write rolls back only itself, and after
-//! reopening the file every answered write is there and no failed one is.
+//! reopening the file every answered write is there and no failed one is. Writers that stop
+//! leave the rest answered, and a pause leaves no write without a leader.
 
 use purra_core::*;
 use purra_sqlite::SqliteStore;
@@ -128,4 +129,67 @@ async fn concurrent_writers_get_one_at_a_time_answers_and_failures_roll_back_onl
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     assert_eq!(counts, expected);
+}
+
+/// One approval's whole cycle (prepare, approve, claim, complete); every answer checked.
+async fn cycle(store: &SqliteStore, name: &str) {
+    let intent = intent(name);
+    let id = store.prepare(request(name)).await.unwrap();
+    assert_eq!(
+        store
+            .decide(id.clone(), decision(Verdict::Approve, None))
+            .await,
+        Ok(())
+    );
+    assert_eq!(
+        store
+            .check_and_claim(id, intent.digest(), SystemTime::now())
+            .await,
+        Ok(ClaimVerdict::Claimed(key_of(&intent)))
+    );
+    let receipt = EffectOutcome::Committed {
+        receipt: json!({"name": name}),
+    };
+    assert_eq!(
+        store.complete(key_of(&intent), receipt.clone()).await,
+        Ok(())
+    );
+    assert_eq!(
+        store.state(key_of(&intent)).await,
+        Ok(Some(ClaimState::Completed { outcome: receipt }))
+    );
+}
+
+/// The leader gathers as many writes as there were writers at its last answer. When most of them
+/// stop, the one left still gets every answer (a group waits for the missing writes at most one
+/// commit's time); after a pause longer than any wait the leader has stepped down, and the next
+/// write starts one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writers_that_stop_leave_the_rest_answered_and_a_pause_a_new_leader() {
+    let store = SqliteStore::open(fresh_db("gather")).unwrap();
+    let mut burst = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let store = store.clone();
+        burst.spawn(async move {
+            for round in 0..4 {
+                cycle(&store, &format!("burst-{i}-{round}")).await;
+            }
+        });
+    }
+    while let Some(r) = burst.join_next().await {
+        r.unwrap();
+    }
+    for round in 0..8 {
+        cycle(&store, &format!("alone-{round}")).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    cycle(&store, "after-a-pause").await;
+    let outcomes = store
+        .audit(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event == "outcome")
+        .count();
+    assert_eq!(outcomes, 16 * 4 + 8 + 1);
 }
