@@ -221,12 +221,16 @@ fn lock_queue(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
 /// write queued until it finds the queue empty (checked under the lock that queues, so no write is
 /// left behind).
 fn enqueue(writes: &Writes, job: Job) -> bool {
-    let mut queue = lock_queue(&writes.queue);
-    queue.jobs.push(job);
-    if queue.gathering {
+    let (wake, lead) = {
+        let mut queue = lock_queue(&writes.queue);
+        queue.jobs.push(job);
+        (queue.gathering, !std::mem::replace(&mut queue.leader, true))
+    };
+    // Woken after the lock is released, so that the leader does not wake only to wait for it.
+    if wake {
         writes.arrived.notify_one();
     }
-    !std::mem::replace(&mut queue.leader, true)
+    lead
 }
 
 /// The longest a leader gathers writes it expects (it also gathers for at most as long as its last
@@ -241,8 +245,7 @@ const MAX_GATHER: Duration = Duration::from_millis(2);
 /// while fewer have written it runs the writes that have arrived and waits for the rest, for at
 /// most as long as its last commit took, before it commits. Without that, concurrent callers
 /// settle into cohorts, one committing while the other's answers return, each group half of them
-/// and each paying a sync. With one caller at a time it expects one write, and stays the leader
-/// across that caller's writes instead of being started again for each.
+/// and each paying a sync. With one caller at a time nothing is waited for.
 fn lead(writes: &Writes, conn: &Mutex<Connection>, owner: &str) {
     let mut expect = 0;
     let mut linger = Duration::ZERO;
@@ -272,13 +275,16 @@ fn lead(writes: &Writes, conn: &Mutex<Connection>, owner: &str) {
 }
 
 /// The writes queued for a group that has run `ran` writes so far, while fewer than `expect` ran
-/// (and at the start of every group): whatever is queued, waiting until `deadline` for a first one.
+/// (and at the start of every group): whatever is queued, waiting until `deadline` for a first one
+/// unless the group has yet to start and expects one write at most.
 /// `None` once the group has its writes or none came by `deadline`; at the start of a group (`ran`
 /// 0) the leader then steps down, under the queue's lock, so that the next write starts a leader
 /// and no write is left behind.
 fn gather(writes: &Writes, ran: usize, expect: usize, deadline: Instant) -> Option<Vec<Job>> {
     let mut queue = lock_queue(&writes.queue);
-    if queue.jobs.is_empty() && ran < expect {
+    // A lone caller's next write is not waited for: its leader steps down as it would without
+    // gathering (kept waiting for that caller, it measured slower; BENCHMARKS.md).
+    if queue.jobs.is_empty() && ran < expect && (ran > 0 || expect > 1) {
         queue.gathering = true;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
