@@ -276,7 +276,7 @@ fn lead(writes: &Writes, conn: &Mutex<Connection>, owner: &str) {
 
 /// The writes queued for a group that has run `ran` writes so far, while fewer than `expect` ran
 /// (and at the start of every group): whatever is queued, waiting until `deadline` for a first one
-/// unless the group has yet to start and expects one write at most.
+/// when it expects more than one write.
 /// `None` once the group has its writes or none came by `deadline`; at the start of a group (`ran`
 /// 0) the leader then steps down, under the queue's lock, so that the next write starts a leader
 /// and no write is left behind.
@@ -284,7 +284,7 @@ fn gather(writes: &Writes, ran: usize, expect: usize, deadline: Instant) -> Opti
     let mut queue = lock_queue(&writes.queue);
     // A lone caller's next write is not waited for: its leader steps down as it would without
     // gathering (kept waiting for that caller, it measured slower; BENCHMARKS.md).
-    if queue.jobs.is_empty() && ran < expect && (ran > 0 || expect > 1) {
+    if queue.jobs.is_empty() && expect > 1 && ran < expect {
         queue.gathering = true;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -350,41 +350,38 @@ fn commit_group(
         }
     };
     let mut answers = Vec::with_capacity(jobs.len());
-    let mut jobs = jobs.into_iter();
-    loop {
-        let Some(job) = jobs.next().or_else(|| {
-            jobs = more(answers.len())?.into_iter();
-            jobs.next()
-        }) else {
-            break;
-        };
-        // The savepoint's statements are prepared once (rusqlite's `Savepoint` parses them anew
-        // each time).
-        let finish = match tx.exec("SAVEPOINT job", []) {
-            Ok(_) => {
-                let finish = job(Ok((&tx, owner)));
-                let ended = if finish.keep {
-                    tx.exec("RELEASE job", [])
-                } else {
-                    tx.exec("ROLLBACK TO job", [])
-                        .and_then(|_| tx.exec("RELEASE job", []))
-                };
-                match ended {
-                    Ok(_) => finish,
-                    // The savepoint could not be ended: the transaction is in an unknown state.
-                    Err(e) => Finish {
-                        keep: false,
-                        answer: {
-                            let answer = finish.answer;
-                            let e = backend(e);
-                            Box::new(move |_| answer(Err(e)))
+    let mut batch = Some(jobs);
+    while let Some(jobs) = batch {
+        for job in jobs {
+            // The savepoint's statements are prepared once (rusqlite's `Savepoint` parses them anew
+            // each time).
+            let finish = match tx.exec("SAVEPOINT job", []) {
+                Ok(_) => {
+                    let finish = job(Ok((&tx, owner)));
+                    let ended = if finish.keep {
+                        tx.exec("RELEASE job", [])
+                    } else {
+                        tx.exec("ROLLBACK TO job", [])
+                            .and_then(|_| tx.exec("RELEASE job", []))
+                    };
+                    match ended {
+                        Ok(_) => finish,
+                        // The savepoint could not be ended: the transaction is in an unknown state.
+                        Err(e) => Finish {
+                            keep: false,
+                            answer: {
+                                let answer = finish.answer;
+                                let e = backend(e);
+                                Box::new(move |_| answer(Err(e)))
+                            },
                         },
-                    },
+                    }
                 }
-            }
-            Err(e) => job(Err(backend(e))),
-        };
-        answers.push(finish.answer);
+                Err(e) => job(Err(backend(e))),
+            };
+            answers.push(finish.answer);
+        }
+        batch = more(answers.len());
     }
     let started = Instant::now();
     let committed = tx.commit().map_err(backend);
