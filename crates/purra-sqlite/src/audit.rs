@@ -160,6 +160,8 @@ fn rows(
 #[cfg(test)]
 mod tests {
     use super::{seq_of, trail_params, trail_sql, TrailOf};
+    use purra_core::stored::approval_seq;
+    use purra_core::ApprovalId;
 
     /// The trail is read by key and through the two partial indexes, never by reading the log.
     #[test]
@@ -186,8 +188,6 @@ mod tests {
         assert!(plan.contains("audit_by_claim"), "{plan}");
         assert!(!plan.contains("SCAN audit"), "{plan}");
     }
-    use purra_core::stored::approval_seq;
-    use purra_core::ApprovalId;
 
     #[test]
     fn only_a_minted_approval_id_has_a_sequence_number() {
