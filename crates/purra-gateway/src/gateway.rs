@@ -572,6 +572,7 @@ impl Inner {
         Caller {
             principal: self.settings.principal.clone(),
             client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
+            identity: ctx.principal().cloned(),
         }
     }
 

@@ -22,12 +22,16 @@ use serde_json::{json, Value};
 use crate::config::{ScopeConfig, ScopeRules};
 
 /// Who is calling through the gateway.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Caller {
     /// The principal the caller acts as.
     pub principal: String,
     /// The client's declared name (`clientInfo.name`), empty when it gave none.
     pub client: String,
+    /// The authenticated identity behind `principal` (issuer, subject, scopes and every claim
+    /// of its token), when an authentication layer in front of the gateway vouched for one;
+    /// `None` for stdio callers, who act as the configured local principal.
+    pub identity: Option<purra_protocol::Principal>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -392,6 +396,7 @@ mod tests {
         })
         .unwrap();
         let caller = |p: &str, c: &str| Caller {
+            identity: None,
             principal: p.into(),
             client: c.into(),
         };
