@@ -222,8 +222,16 @@ pub struct StoreArgs {
 /// `purra approvals`.
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
-    /// Every approval in the store, oldest first.
+    /// The approvals in the store, the newest first, one page at a time (a last line says how
+    /// many more are older and how to see them).
     List {
+        /// Only approvals older than this one (the next page: the id the last line names).
+        #[arg(long, value_name = "ID")]
+        before: Option<String>,
+        /// At most this many (1 to 1000).
+        #[arg(long, value_name = "N", default_value_t = 50,
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
         /// The store and output options.
         #[command(flatten)]
         store: StoreArgs,
@@ -594,7 +602,7 @@ impl ApprovalsCommand {
     /// The store and output options of this subcommand.
     pub fn store_args(&self) -> &StoreArgs {
         match self {
-            ApprovalsCommand::List { store }
+            ApprovalsCommand::List { store, .. }
             | ApprovalsCommand::Show { store, .. }
             | ApprovalsCommand::Approve { store, .. }
             | ApprovalsCommand::Deny { store, .. }

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -150,7 +150,7 @@ fn demo_writes_once_and_a_second_run_sends_nothing() {
     assert_eq!(approvals[0]["decision"]["approver"], "purra demo");
     assert_eq!(
         approvals[0]["receipt"],
-        serde_json::json!({
+        json!({
             "text": [r#"{"stored":"hello from purra","writes":1}"#],
             "structured": {"stored": "hello from purra", "writes": 1}
         })
@@ -366,7 +366,7 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
         .collect();
     assert_eq!(
         states,
-        [("approval-1", "expired"), ("approval-2", "pending")],
+        [("approval-2", "pending"), ("approval-1", "expired")],
         "{list}"
     );
     let show = json_of(&purra(
@@ -390,8 +390,130 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
         &tmp.0,
         &["approvals", "list", "--db", &db, "--json"],
     ));
-    assert_eq!(list["approvals"][0]["state"], "expired");
-    assert_eq!(list["approvals"][1]["state"], "approved");
+    assert_eq!(list["approvals"][0]["state"], "approved");
+    assert_eq!(list["approvals"][1]["state"], "expired");
+}
+
+/// Finding 5 of the security review: a flood of approvals must not hide real ones. `purra
+/// approvals list` shows a page, the newest first, and a last line saying how many more are
+/// older and how to see them; `--json` carries the cursor and the count; a cursor that is not an
+/// approval id, and a limit out of its bounds, are usage errors.
+#[test]
+fn approvals_list_pages_newest_first_with_a_more_line() {
+    use purra_core::ApprovalGateway as _;
+    let tmp = TempDir::new("list-pages");
+    let db = tmp.db();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let store = purra_sqlite::SqliteStore::open(&db).expect("store");
+        for n in 1..=60 {
+            store
+                .prepare(purra_store_tests::request(&format!("r{n}")))
+                .await
+                .expect("prepare");
+        }
+    });
+    let ids = |list: &str| -> Vec<String> {
+        list.lines()
+            .skip(1)
+            .filter(|l| l.starts_with("approval-"))
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_owned())
+            .collect()
+    };
+    let want = |range: std::ops::RangeInclusive<u32>| -> Vec<String> {
+        range.rev().map(|n| format!("approval-{n}")).collect()
+    };
+    let first = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    assert_eq!(ids(&first), want(11..=60), "{first}");
+    assert_eq!(
+        first.lines().last(),
+        Some("10 more, older: see them with --before approval-11"),
+        "{first}"
+    );
+    let rest = expect_code(
+        &purra(
+            &tmp.0,
+            &["approvals", "list", "--db", &db, "--before", "approval-11"],
+        ),
+        0,
+    );
+    assert_eq!(ids(&rest), want(1..=10), "{rest}");
+    assert!(
+        rest.lines().last().unwrap_or("").starts_with("approval-1 "),
+        "{rest}"
+    );
+    let page = json_of(&purra(
+        &tmp.0,
+        &[
+            "approvals",
+            "list",
+            "--db",
+            &db,
+            "--limit",
+            "3",
+            "--before",
+            "approval-10",
+            "--json",
+        ],
+    ));
+    let shown: Vec<&str> = page["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .map(|a| a["id"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(shown, ["approval-9", "approval-8", "approval-7"]);
+    assert_eq!(
+        (&page["next"], &page["more"]),
+        (&json!("approval-7"), &json!(6))
+    );
+    let last = json_of(&purra(
+        &tmp.0,
+        &[
+            "approvals",
+            "list",
+            "--db",
+            &db,
+            "--before",
+            "approval-2",
+            "--json",
+        ],
+    ));
+    assert_eq!(last["approvals"][0]["id"], "approval-1");
+    assert_eq!((&last["next"], &last["more"]), (&Value::Null, &json!(0)));
+    let none = expect_code(
+        &purra(
+            &tmp.0,
+            &["approvals", "list", "--db", &db, "--before", "approval-1"],
+        ),
+        0,
+    );
+    assert_eq!(
+        none.trim_end(),
+        format!("no approval older than approval-1 in {db}")
+    );
+    let bad = purra(
+        &tmp.0,
+        &["approvals", "list", "--db", &db, "--before", "nonsense"],
+    );
+    expect_code(&bad, 64);
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim_end(),
+        "purra: --before needs an approval id such as approval-12\n\
+         Try 'purra --help' for more information."
+    );
+    for limit in ["0", "1001"] {
+        expect_code(
+            &purra(
+                &tmp.0,
+                &["approvals", "list", "--db", &db, "--limit", limit],
+            ),
+            64,
+        );
+    }
 }
 
 #[test]

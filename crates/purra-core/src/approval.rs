@@ -152,7 +152,9 @@ pub struct ApprovalRequest {
     pub requested_at: SystemTime,
     /// A decision at or after this instant is refused (`Conflict("the approval request expired")`).
     pub expires_at: Option<SystemTime>,
-    /// Display facts for approvers (for example the upstream server's name); never interpreted.
+    /// Display facts for approvers (for example the upstream server's name); never interpreted,
+    /// but for [`PRINCIPAL_LABEL`](crate::PRINCIPAL_LABEL), the principal a request counts against
+    /// ([`OperatorStore::prepare_within`](crate::OperatorStore::prepare_within)).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }

@@ -62,8 +62,9 @@ pub use model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolMessage,
 };
 pub use operator::{
-    check_reconciliation, ApprovalQuery, ApprovalStatus, ApprovalView, AuditEntry, ClaimView,
-    OperatorStore, Reconciliation, INTERRUPTED, MAX_PAGE,
+    check_reconciliation, request_principal, ApprovalPage, ApprovalQuery, ApprovalStatus,
+    ApprovalView, AuditEntry, ClaimView, OperatorStore, Reconciliation, INTERRUPTED, MAX_PAGE,
+    PRINCIPAL_LABEL,
 };
 pub use run::{preset_fingerprint, Lease, RunContext, RunId};
 pub use run_store::{InMemoryRunStore, RunStore, SuspendedRun};

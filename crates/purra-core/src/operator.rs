@@ -146,27 +146,50 @@ impl ApprovalView {
     }
 }
 
-/// Which approvals [`OperatorStore::approvals`] lists (oldest first).
+/// The label of an [`ApprovalRequest`] that names the principal it was asked for: the one label a
+/// store reads. Stores keep it beside the request, so that a principal's open approvals are counted
+/// through an index ([`ApprovalQuery::principal`], [`OperatorStore::prepare_within`]).
+pub const PRINCIPAL_LABEL: &str = "principal";
+
+/// Which approvals [`OperatorStore::approvals`] lists, in which order, and from which cursor.
+///
+/// Every filter narrows the listing; the cursors are approval ids, compared as the numbers the
+/// ids are written with (`approval-9` comes before `approval-10`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ApprovalQuery {
     /// Only approvals in this state.
     pub status: Option<ApprovalStatus>,
+    /// Only decided approvals: every state but pending (the history).
+    pub decided: bool,
     /// Only approvals of this run.
     pub run_id: Option<RunId>,
-    /// Only approvals prepared after this one (paging).
+    /// Only approvals whose request names this principal ([`PRINCIPAL_LABEL`]).
+    pub principal: Option<String>,
+    /// Only approvals open at this instant: pending, their request accepting a decision then.
+    pub open_at: Option<SystemTime>,
+    /// Only approvals prepared after this one (paging oldest first).
     pub after: Option<ApprovalId>,
+    /// Only approvals prepared before this one (paging newest first).
+    pub before: Option<ApprovalId>,
+    /// Newest first instead of oldest first.
+    pub newest_first: bool,
     /// At most this many (capped at [`MAX_PAGE`]).
     pub limit: u32,
 }
 
 impl Default for ApprovalQuery {
-    /// Every approval, the first [`MAX_PAGE`].
+    /// Every approval, the first [`MAX_PAGE`], oldest first.
     fn default() -> Self {
         ApprovalQuery {
             status: None,
+            decided: false,
             run_id: None,
+            principal: None,
+            open_at: None,
             after: None,
+            before: None,
+            newest_first: false,
             limit: MAX_PAGE,
         }
     }
@@ -184,9 +207,27 @@ impl ApprovalQuery {
         self
     }
 
+    /// Only decided approvals (every state but pending).
+    pub fn decided(mut self) -> Self {
+        self.decided = true;
+        self
+    }
+
     /// Only approvals of `run_id`.
     pub fn run(mut self, run_id: RunId) -> Self {
         self.run_id = Some(run_id);
+        self
+    }
+
+    /// Only approvals asked for `principal` (their [`PRINCIPAL_LABEL`] label).
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
+    }
+
+    /// Only approvals open at `at`: pending, their request accepting a decision then.
+    pub fn open_at(mut self, at: SystemTime) -> Self {
+        self.open_at = Some(at);
         self
     }
 
@@ -196,10 +237,59 @@ impl ApprovalQuery {
         self
     }
 
+    /// Only approvals before `id`.
+    pub fn before(mut self, id: ApprovalId) -> Self {
+        self.before = Some(id);
+        self
+    }
+
+    /// Newest first.
+    pub fn newest_first(mut self) -> Self {
+        self.newest_first = true;
+        self
+    }
+
     /// At most `limit` (capped at [`MAX_PAGE`]).
     pub fn limit(mut self, limit: u32) -> Self {
         self.limit = limit.min(MAX_PAGE);
         self
+    }
+
+    /// The same query, continued past `next` (an [`ApprovalPage::next`]): before it newest
+    /// first, after it oldest first.
+    pub fn continued(self, next: ApprovalId) -> Self {
+        if self.newest_first {
+            self.before(next)
+        } else {
+            self.after(next)
+        }
+    }
+}
+
+/// One page of a listing ([`OperatorStore::approval_page`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ApprovalPage {
+    /// The approvals, in the query's order.
+    pub approvals: Vec<ApprovalView>,
+    /// When more approvals follow this page, its last one: the cursor of the next page
+    /// ([`ApprovalQuery::continued`]); `None` on the last page.
+    pub next: Option<ApprovalId>,
+}
+
+impl ApprovalPage {
+    /// A page of `approvals` read with one approval past `limit` (if the store found it): the
+    /// extra one is dropped and makes the page's [`next`](ApprovalPage::next).
+    pub fn from_read(mut approvals: Vec<ApprovalView>, limit: u32) -> ApprovalPage {
+        let limit = limit as usize;
+        let more = approvals.len() > limit;
+        approvals.truncate(limit);
+        let next = if more {
+            approvals.last().map(|v| v.id.clone())
+        } else {
+            None
+        };
+        ApprovalPage { approvals, next }
     }
 }
 
@@ -271,11 +361,34 @@ pub struct Reconciliation {
 pub trait OperatorStore: ApprovalGateway + IdempotencyStore + RunStore {
     /// This store's owner id (recorded with its claims and audit rows).
     fn owner(&self) -> &str;
-    /// The approvals `query` selects, oldest first.
+    /// The approvals `query` selects, in its order (oldest first unless it says newest first).
+    /// `NotFound` if a cursor is not an approval id.
     fn approvals(
         &self,
         query: ApprovalQuery,
     ) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>>;
+    /// One page of the approvals `query` selects: [`approvals`](OperatorStore::approvals), and
+    /// whether more follow (read as one approval more than the page, never counted).
+    fn approval_page(
+        &self,
+        query: ApprovalQuery,
+    ) -> BoxFuture<'_, Result<ApprovalPage, StoreError>>;
+    /// How many approvals `query` selects past its cursors (its order and limit do not count),
+    /// exactly. Every approval counted is read: through an index when the query names the pending
+    /// state, a run, or a principal's open approvals; the history and the whole store are counted
+    /// by reading their rows, so listings page them with [`ApprovalPage::next`] instead.
+    fn count_approvals(&self, query: ApprovalQuery) -> BoxFuture<'_, Result<u64, StoreError>>;
+    /// Prepares `request` as [`ApprovalGateway::prepare`] does, unless the principal it names
+    /// ([`PRINCIPAL_LABEL`]) already has `limit` approvals open at `now` (pending, their request
+    /// accepting a decision then): then nothing is written and the answer is `Ok(None)`. The count
+    /// and the insert are one step for every process sharing the store, so concurrent callers
+    /// never open more than `limit`. `Conflict` if the request names no principal.
+    fn prepare_within(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>>;
     /// One approval, if it exists.
     fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>>;
     /// Audit rows with a sequence number above `after_seq`, oldest first, at most `limit` (capped at
@@ -312,6 +425,18 @@ pub trait OperatorStore: ApprovalGateway + IdempotencyStore + RunStore {
         evidence: String,
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>>;
+}
+
+/// The principal `request` names ([`PRINCIPAL_LABEL`]), as [`OperatorStore::prepare_within`]
+/// requires one.
+pub fn request_principal(request: &ApprovalRequest) -> Result<&str, StoreError> {
+    request
+        .labels
+        .get(PRINCIPAL_LABEL)
+        .map(String::as_str)
+        .ok_or(StoreError::Conflict(
+            "a limited prepare needs the request's principal label",
+        ))
 }
 
 /// The checks [`OperatorStore::reconcile_unknown`] makes before touching the store.
@@ -361,5 +486,69 @@ mod tests {
         }
         assert_eq!(ApprovalStatus::parse("done"), None);
         assert_eq!(ApprovalQuery::all().limit(5000).limit, MAX_PAGE);
+    }
+
+    /// A page read with one approval more than its limit drops it and names its own last
+    /// approval as the next cursor, which continues the query on the side its order goes.
+    #[test]
+    fn a_page_read_one_past_its_limit_knows_more_follow() {
+        let view = |n: u64| ApprovalView {
+            id: ApprovalId(format!("approval-{n}")),
+            request: ApprovalRequest {
+                intent: crate::approval::ApprovalIntent {
+                    tool: "t".into(),
+                    arguments_digest: crate::json_identity(&serde_json::json!(n)).unwrap(),
+                    approval_binding: crate::json_identity(&serde_json::json!("b")).unwrap(),
+                    checkpoint_call: crate::approval::CheckpointCall {
+                        call_id: "c".into(),
+                        tool: "t".into(),
+                    },
+                    run_id: RunId::new("r"),
+                    preset_fingerprint: crate::json_identity(&serde_json::json!("p")).unwrap(),
+                },
+                arguments: serde_json::json!(n),
+                binding: crate::ApprovalBinding {
+                    binding_id: "b".into(),
+                    binding_revision: "1".into(),
+                    scope_id: "s".into(),
+                    scope_revision: "1".into(),
+                },
+                requested_by: "w".into(),
+                requested_at: SystemTime::UNIX_EPOCH,
+                expires_at: None,
+                labels: Default::default(),
+            },
+            intent_digest: crate::json_identity(&serde_json::json!(n)).unwrap(),
+            state: ApprovalState::Prepared,
+            claim: None,
+        };
+        let ids = |p: &ApprovalPage| {
+            p.approvals
+                .iter()
+                .map(|v| v.id.0.clone())
+                .collect::<Vec<_>>()
+        };
+        let full = ApprovalPage::from_read(vec![view(12), view(11), view(10)], 2);
+        assert_eq!(ids(&full), ["approval-12", "approval-11"]);
+        assert_eq!(full.next, Some(ApprovalId("approval-11".into())));
+        let last = ApprovalPage::from_read(vec![view(2), view(1)], 2);
+        assert_eq!((ids(&last).len(), last.next), (2, None));
+        assert_eq!(ApprovalPage::from_read(vec![view(1)], 0).next, None);
+        let next = ApprovalId("approval-11".into());
+        let newest = ApprovalQuery::all().newest_first().continued(next.clone());
+        assert_eq!((newest.before, newest.after), (Some(next.clone()), None));
+        let oldest = ApprovalQuery::all().continued(next.clone());
+        assert_eq!((oldest.before, oldest.after), (None, Some(next)));
+        let mut labelled = view(1).request;
+        assert_eq!(
+            request_principal(&labelled),
+            Err(StoreError::Conflict(
+                "a limited prepare needs the request's principal label"
+            ))
+        );
+        labelled
+            .labels
+            .insert(PRINCIPAL_LABEL.into(), "local".into());
+        assert_eq!(request_principal(&labelled), Ok("local"));
     }
 }

@@ -21,6 +21,14 @@ use crate::scope::ArgumentRule;
 /// The longest `approval_ttl` and `approval_request_ttl`: a year.
 const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// The default of `max_pending_per_caller`: a person deciding works through a handful of waiting
+/// writes; an agent that asks for more is flooding the approvers.
+const DEFAULT_MAX_PENDING_PER_CALLER: u32 = 16;
+
+/// The largest `max_pending_per_caller`: the count before each new approval reads at most this
+/// many index entries (a listing's page bound).
+const MAX_PENDING_PER_CALLER: u32 = purra_core::MAX_PAGE;
+
 /// A whole gateway configuration.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -164,6 +172,11 @@ pub struct Settings {
     /// The store owner's lease: claims a killed gateway left become `unknown` once it lapsed
     /// (default 60 s).
     pub lease: Dur,
+    /// The most approvals one caller (one principal) may have waiting for a decision at once
+    /// (pending, their request not expired; default 16, at most 1000). One more new write call is
+    /// refused with `approval_limit` and prepares nothing; the same call made again is never
+    /// refused. Counted in the store, so every gateway on it and every restart agrees.
+    pub max_pending_per_caller: u32,
 }
 
 impl Default for Settings {
@@ -181,6 +194,7 @@ impl Default for Settings {
             apps: false,
             run_decided_without_caller: false,
             lease: Dur(Duration::from_secs(60)),
+            max_pending_per_caller: DEFAULT_MAX_PENDING_PER_CALLER,
         }
     }
 }
@@ -657,6 +671,12 @@ impl GatewayConfig {
                     "must be at most 8760h (a year)".into(),
                 ));
             }
+        }
+        if !(1..=MAX_PENDING_PER_CALLER).contains(&g.max_pending_per_caller) {
+            out.push((
+                "gateway.max_pending_per_caller".into(),
+                format!("must be at least 1 and at most {MAX_PENDING_PER_CALLER}"),
+            ));
         }
         self.check_page(&mut out);
         if self.limits.limits().validate().is_err() {

@@ -39,6 +39,9 @@
 //! catalog's digest). The same call again finds the same records: a completed claim answers
 //! with its stored outcome; a pending approval is waited for again (a request undecided past
 //! `approval_request_ttl` is replaced by a new one); a decided one is claimed.
+//! A new approval is prepared only while the caller's principal has fewer than
+//! `max_pending_per_caller` approvals waiting (16 by default, counted by the store with the
+//! insert); one more new call is refused with `approval_limit`, preparing nothing.
 //! A decided approval whose caller has gone is dispatched only when
 //! `run_decided_without_caller` is set; otherwise it waits for the call to be made again, and
 //! once it expires it is refused (recorded) and dropped.

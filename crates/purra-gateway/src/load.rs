@@ -474,6 +474,9 @@ impl Cx {
                 .opt("run_decided_without_caller")
                 .unwrap_or(d.run_decided_without_caller),
             lease: f.opt("lease").unwrap_or(d.lease),
+            max_pending_per_caller: f
+                .opt("max_pending_per_caller")
+                .unwrap_or(d.max_pending_per_caller),
         };
         f.finish();
         s

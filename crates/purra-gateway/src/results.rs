@@ -37,6 +37,26 @@ pub fn stopping() -> ErrorCode {
     ErrorCode::new("gateway_stopping").unwrap_or(ErrorCode::TOOL_FAILED)
 }
 
+/// The code of a write call refused because its caller's approvals waiting for a decision are
+/// at `max_pending_per_caller`.
+pub fn approval_limit_code() -> ErrorCode {
+    ErrorCode::new("approval_limit").unwrap_or(ErrorCode::TOOL_FAILED)
+}
+
+/// A new write call refused at the cap: `limit` approvals of this caller already wait for a
+/// decision; nothing was prepared.
+pub fn approval_limit(tool: &str, limit: u32) -> CallToolResult {
+    failed(
+        tool,
+        &approval_limit_code(),
+        &format!(
+            "nothing was sent and no approval was prepared: {limit} approvals asked by this \
+             caller already wait for a decision, the most max_pending_per_caller allows; call \
+             again once one is decided or has expired"
+        ),
+    )
+}
+
 /// The write waits for a decision.
 pub fn pending(tool: &str, approval: &str, digest: &JsonIdentity) -> CallToolResult {
     CallToolResult::error(format!(

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalRecord, ApprovalState, ApprovalView, BoxFuture,
-    OperatorStore, RunId, RunStore, StoreError, StoreEvent,
+    ApprovalGateway, ApprovalId, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalView,
+    BoxFuture, OperatorStore, RunId, RunStore, StoreError, StoreEvent,
 };
 use purra_postgres::PostgresStore;
 use purra_sqlite::SqliteStore;
@@ -38,6 +38,15 @@ pub trait GatewayStore: Send + Sync {
     /// Marks claims without outcome whose owner is gone as `unknown` (`interrupted`); returns
     /// how many.
     fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>>;
+    /// Prepares `request` unless the principal it names already has `limit` approvals open at
+    /// `now` ([`OperatorStore::prepare_within`]: counted with the insert, for every process on
+    /// the store); `None` then, and nothing is written.
+    fn prepare_within(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>>;
 }
 
 /// Lists the suspended runs of an operator's view.
@@ -88,6 +97,15 @@ macro_rules! gateway_store {
             ) -> BoxFuture<'_, Result<usize, StoreError>> {
                 reconcile(self, now)
             }
+
+            fn prepare_within(
+                &self,
+                request: ApprovalRequest,
+                limit: u32,
+                now: SystemTime,
+            ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+                OperatorStore::prepare_within(self, request, limit, now)
+            }
         }
     };
 }
@@ -114,6 +132,15 @@ impl GatewayStore for AnyStore {
 
     fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>> {
         reconcile(self.ops(), now)
+    }
+
+    fn prepare_within(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+        self.ops().prepare_within(request, limit, now)
     }
 }
 

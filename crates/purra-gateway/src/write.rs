@@ -13,7 +13,12 @@
 //!    undecided) or a new one: the intent is Core's [`ApprovalIntent`] (tool, arguments digest,
 //!    approval binding whose revision is the upstream write catalog's digest, run, gateway
 //!    preset), prepared in the store as a request accepting a decision for
-//!    `approval_request_ttl`, and saved with the arguments as a suspended run;
+//!    `approval_request_ttl`, and saved with the arguments as a suspended run. A new approval is
+//!    prepared only while the caller's principal (the request's `principal` label) has fewer
+//!    than `max_pending_per_caller` approvals open (pending, request not expired), counted by the
+//!    store in the same step as the insert; at the cap the call is refused with `approval_limit`
+//!    and nothing is prepared or saved. A call whose approval is already pending never prepares,
+//!    so it is never refused by the cap;
 //! 3. the decision: asked of the downstream client's user with an elicitation form when it
 //!    declared elicitation and the configuration allows it, else waited for (progress
 //!    notifications every `progress_interval`) up to `approval_wait` and never past the
@@ -36,7 +41,7 @@ use purra_core::{
     execute, json_identity, preset_fingerprint, ApprovalId, ApprovalIntent, ApprovalRecord,
     ApprovalRequest, ApprovalState, ClaimState, ClaimVerdict, Decision, EffectOutcome, ErrorCode,
     Execution, IdempotencyKey, Lease, RunContext, RunId, StoreError, SuspendedRun, ToolCall,
-    ToolRegistration, Verdict,
+    ToolRegistration, Verdict, PRINCIPAL_LABEL,
 };
 use purra_protocol::types::{CallToolResult, ElicitAction, ElicitParams, JsonObject};
 use purra_protocol::RequestCtx;
@@ -54,6 +59,13 @@ pub(crate) struct WriteCall {
     pub bound: Arc<BoundTool>,
     pub run_id: RunId,
     pub intent: ApprovalIntent,
+}
+
+/// How a write call's approval is found: pending from an earlier call, or to be prepared (in
+/// place of an open one of the caller's, prepared under an earlier binding, when `replaces`).
+enum Found {
+    Pending(ApprovalId, Option<SystemTime>),
+    New { replaces: bool },
 }
 
 /// The checkpoint call id of every gateway write (the run id already identifies the call).
@@ -227,38 +239,51 @@ impl Inner {
 
         // 2. The call's approval: found from an earlier call, or prepared now (also when the
         // earlier request expired undecided: no decision would be accepted for it any more).
-        let (approval, request_expires) = match self.runs.load_suspended(run_id.clone()).await {
+        let now = SystemTime::now();
+        let found = match self.runs.load_suspended(run_id.clone()).await {
             Err(_) => return store_failed(tool),
             Ok(Some(s)) if s.intent_digest == digest => {
                 match self.store.approval(s.approval_id.clone()).await {
-                    Ok(Some(v)) if !v.expired_undecided(SystemTime::now()) => {
-                        (s.approval_id, v.request.expires_at)
+                    Ok(Some(v)) if !v.expired_undecided(now) => {
+                        Found::Pending(s.approval_id, v.request.expires_at)
                     }
-                    Ok(_) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
-                        Ok(prepared) => prepared,
-                        Err(_) => return store_failed(tool),
-                    },
+                    Ok(_) => Found::New { replaces: false },
                     Err(_) => return store_failed(tool),
                 }
             }
             Ok(Some(s)) => {
                 // Prepared under an earlier binding: decided, it is refused (recorded); pending,
                 // it is replaced.
-                match self.approvals.record(s.approval_id.clone()).await {
-                    Ok(Some(r)) if r.state != ApprovalState::Prepared => {
+                match self.store.approval(s.approval_id.clone()).await {
+                    Ok(Some(v)) if v.state != ApprovalState::Prepared => {
                         return self.settle(b, &run_id, &s.approval_id, &args).await;
                     }
-                    Ok(_) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
-                        Ok(prepared) => prepared,
-                        Err(_) => return store_failed(tool),
+                    Ok(v) => Found::New {
+                        replaces: v.is_some_and(|v| {
+                            v.is_open(now)
+                                && v.request.labels.get(PRINCIPAL_LABEL) == Some(&caller.principal)
+                        }),
                     },
                     Err(_) => return store_failed(tool),
                 }
             }
-            Ok(None) => match self.prepare(intent, reg, b, &caller, &run_id, &args).await {
-                Ok(prepared) => prepared,
-                Err(_) => return store_failed(tool),
-            },
+            Ok(None) => Found::New { replaces: false },
+        };
+        let (approval, request_expires) = match found {
+            Found::Pending(id, expires) => (id, expires),
+            Found::New { replaces } => {
+                let cap = self.settings.max_pending_per_caller;
+                // The open approval a new one replaces is the caller's own, and counted.
+                let limit = cap.saturating_add(u32::from(replaces));
+                match self
+                    .prepare(intent, reg, b, &caller, &run_id, &args, limit)
+                    .await
+                {
+                    Ok(Some(prepared)) => prepared,
+                    Ok(None) => return results::approval_limit(tool, cap),
+                    Err(_) => return store_failed(tool),
+                }
+            }
         };
 
         // 3. The decision, waited for no longer than the request accepts one. Whether the
@@ -290,8 +315,10 @@ impl Inner {
     }
 
     /// Prepares the approval request of a write call (accepting a decision for
-    /// `approval_request_ttl`) and saves the call as the run waiting on it; returns the
-    /// approval and the request's expiry.
+    /// `approval_request_ttl`, labelled with the caller's principal) unless that principal has
+    /// `limit` approvals open, and saves the call as the run waiting on it; returns the
+    /// approval and the request's expiry, or `None` at the limit (nothing written).
+    #[allow(clippy::too_many_arguments)] // One call's parts and its limit.
     async fn prepare(
         &self,
         intent: ApprovalIntent,
@@ -300,7 +327,8 @@ impl Inner {
         caller: &Caller,
         run_id: &RunId,
         args: &Value,
-    ) -> Result<(ApprovalId, Option<SystemTime>), StoreError> {
+        limit: u32,
+    ) -> Result<Option<(ApprovalId, Option<SystemTime>)>, StoreError> {
         let digest = intent.digest();
         let preset = intent.preset_fingerprint.clone();
         let tool = intent.tool.clone();
@@ -322,14 +350,18 @@ impl Inner {
             requested_by,
             requested_at: now,
             expires_at,
-            // What an approver is shown besides the intent: where the call goes.
+            // What an approver is shown besides the intent: where the call goes; and the
+            // principal, which the store counts the caller's open approvals by.
             labels: BTreeMap::from([
                 ("gateway".to_owned(), self.settings.name.clone()),
                 ("upstream".to_owned(), b.upstream.id.clone()),
                 ("upstream_tool".to_owned(), b.remote.clone()),
+                (PRINCIPAL_LABEL.to_owned(), caller.principal.clone()),
             ]),
         };
-        let id = self.approvals.prepare(request).await?;
+        let Some(id) = self.store.prepare_within(request, limit, now).await? else {
+            return Ok(None);
+        };
         self.runs
             .save_suspended(SuspendedRun {
                 run_id: run_id.clone(),
@@ -347,7 +379,7 @@ impl Inner {
                 turns_used: 0,
             })
             .await?;
-        Ok((id, expires_at))
+        Ok(Some((id, expires_at)))
     }
 
     /// Waits for the decision of `approval`: asks the client's user first when allowed, and

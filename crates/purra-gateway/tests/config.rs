@@ -368,3 +368,25 @@ client_secret = "inline"
         ["g.toml:1: page.oidc.issuer: required"]
     );
 }
+
+/// The cap on a caller's approvals waiting at once (finding 5): 16 by default, read from the
+/// file, and between 1 and 1000.
+#[test]
+fn the_pending_approvals_per_caller_are_bounded() {
+    let c = load_str("g.toml", "").expect("empty").config;
+    assert_eq!(c.gateway.max_pending_per_caller, 16);
+    let c = load_str("g.toml", "[gateway]\nmax_pending_per_caller = 1000\n")
+        .expect("at the bound")
+        .config;
+    assert_eq!(c.gateway.max_pending_per_caller, 1000);
+    assert_eq!(
+        from_toml_serde("[gateway]\nmax_pending_per_caller = 1000\n").expect("serde"),
+        c
+    );
+    for value in ["0", "1001"] {
+        assert_eq!(
+            errors(&format!("[gateway]\nmax_pending_per_caller = {value}\n")),
+            ["g.toml:2: gateway.max_pending_per_caller: must be at least 1 and at most 1000"]
+        );
+    }
+}

@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use purra_core::{ApprovalGateway, ApprovalId, Decision, OperatorStore, Verdict};
+use purra_core::{
+    ApprovalGateway, ApprovalId, ApprovalQuery, ApprovalStatus, Decision, OperatorStore, Verdict,
+    PRINCIPAL_LABEL,
+};
 use purra_gateway::{
     app_uri, ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig, ReadConfig, ScopeConfig,
     ScopeRules, UpstreamConfig, WriteConfig, APPROVAL_TOOL,
@@ -106,6 +109,8 @@ struct Fixture {
     gateway: Gateway,
     store: SqliteStore,
     writes: Arc<AtomicU64>,
+    /// The configuration the gateway started with (a second gateway on the store can share it).
+    config: GatewayConfig,
     _dir: TempDir,
 }
 
@@ -187,13 +192,14 @@ async fn fixture_with(
     let store = SqliteStore::open(&db).expect("store");
     let mut c = config(&url, db, wait);
     edit(&mut c);
-    let gateway = Gateway::start(c, &ConfigSource::default(), Arc::new(store.clone()))
+    let gateway = Gateway::start(c.clone(), &ConfigSource::default(), Arc::new(store.clone()))
         .await
         .expect("start");
     Fixture {
         gateway,
         store,
         writes,
+        config: c,
         _dir: TempDir(dir),
     }
 }
@@ -759,5 +765,113 @@ async fn denied_in_the_view_it_is_never_sent_and_an_approval_after_the_wait_send
     );
     assert_eq!(status(&view(&conn, "yes", json!({})).await), "committed");
     assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 5 of the security review: a flood of approvals must not hide real ones. A caller may
+/// have `max_pending_per_caller` approvals waiting at once: one more new write call is refused
+/// with `approval_limit` and prepares nothing (no approval, no run); the same call made again
+/// is never refused; a decision frees a place, which distinct calls racing take exactly once; a
+/// second gateway on the same store counts the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_approvals_per_caller_are_capped() {
+    let fx = fixture_with("cap", Duration::from_millis(50), |c| {
+        c.gateway.max_pending_per_caller = 3;
+    })
+    .await;
+    let conn = Arc::new(client(&fx.gateway, "flow-client").await);
+    for (n, value) in ["a", "b", "c"].iter().enumerate() {
+        let r = conn
+            .call_tool("set_value", json!({ "value": value }))
+            .await
+            .expect("call");
+        let want = format!("approval approval-{} is pending", n + 1);
+        assert!(text(&r).0.contains(&want), "{r:?}");
+    }
+    let refusal = (
+        "set_value failed: approval_limit (nothing was sent and no approval was prepared: 3 \
+         approvals asked by this caller already wait for a decision, the most \
+         max_pending_per_caller allows; call again once one is decided or has expired)"
+            .to_owned(),
+        true,
+    );
+    let r = conn
+        .call_tool("set_value", json!({"value": "d"}))
+        .await
+        .expect("call");
+    assert_eq!(text(&r), refusal);
+    let all = || fx.store.count_approvals(ApprovalQuery::all());
+    assert_eq!(all().await, Ok(3));
+    assert_eq!(fx.store.suspended_run_ids().await.expect("runs").len(), 3);
+    let first = fx
+        .store
+        .approval(ApprovalId("approval-1".into()))
+        .await
+        .expect("view")
+        .expect("exists");
+    assert_eq!(first.request.labels[PRINCIPAL_LABEL], "local");
+    // The same call again is no new approval: still pending, never refused.
+    let again = conn
+        .call_tool("set_value", json!({"value": "a"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&again).0.contains("approval approval-1 is pending"),
+        "{again:?}"
+    );
+    assert_eq!(all().await, Ok(3));
+
+    // A denial frees one place; four distinct calls racing for it: one gets it.
+    fx.gateway
+        .decide(
+            ApprovalId("approval-2".into()),
+            Decision {
+                verdict: Verdict::Deny,
+                ..approval_by("ada", Duration::from_secs(60))
+            },
+        )
+        .await
+        .expect("decide");
+    let racing: Vec<_> = ["e", "f", "g", "h"]
+        .into_iter()
+        .map(|value| {
+            let conn = conn.clone();
+            tokio::spawn(
+                async move { conn.call_tool("set_value", json!({ "value": value })).await },
+            )
+        })
+        .collect();
+    let mut results = Vec::new();
+    for call in racing {
+        results.push(text(&call.await.expect("join").expect("call")));
+    }
+    let refused = results.iter().filter(|r| **r == refusal).count();
+    let pending = results
+        .iter()
+        .filter(|r| r.0.contains("approval approval-4 is pending"))
+        .count();
+    assert_eq!((refused, pending), (3, 1), "{results:?}");
+    assert_eq!(all().await, Ok(4));
+    assert_eq!(
+        fx.store
+            .count_approvals(ApprovalQuery::all().status(ApprovalStatus::Pending))
+            .await,
+        Ok(3)
+    );
+
+    // Another gateway on the same store (as another process, or after a restart) counts the same.
+    let other = SqliteStore::open(&fx.config.gateway.db).expect("store");
+    let second = Gateway::start(fx.config.clone(), &ConfigSource::default(), Arc::new(other))
+        .await
+        .expect("start");
+    let conn2 = client(&second, "flow-client").await;
+    let r = conn2
+        .call_tool("set_value", json!({"value": "z"}))
+        .await
+        .expect("call");
+    assert_eq!(text(&r), refusal);
+    assert_eq!(all().await, Ok(4));
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    second.shutdown().await;
     fx.gateway.shutdown().await;
 }

@@ -9,7 +9,10 @@
 //! updates live from the store's events (server-sent events, no reload), approves or denies with a
 //! note (the approver's identity goes into the decision), and shows the history: decisions, effects
 //! (`committed`, `not_started`, `unknown`), receipts and audit trails, with the reconciliation of an
-//! `unknown` outcome, only with evidence.
+//! `unknown` outcome, only with evidence. Both lists show one page, the newest first
+//! ([`PageConfig::pending_page`], [`PageConfig::history_limit`]), with a link to the older ones
+//! (`?before=ID`): the pending list says how many wait in all and how many more are older, so a
+//! flood of requests cannot hide the real ones, and no refresh reads the whole store.
 //!
 //! Every request passes the MCP endpoints' Host and Origin policy ([`HostPolicy`], loopback by
 //! default); every state-changing request must come from the page's own origin and repeat the
@@ -45,7 +48,7 @@ use http::{header, HeaderValue, Method, StatusCode};
 pub use oidc::{AllowList, OidcLogin};
 use purra_core::{
     ApprovalId, ApprovalQuery, ApprovalState, ApprovalStatus, ApprovalView, BoxFuture, Decision,
-    EffectOutcome, OperatorStore, StoreError, Verdict,
+    EffectOutcome, OperatorStore, StoreError, Verdict, MAX_PAGE,
 };
 pub use purra_protocol::auth::OidcConfig;
 use purra_protocol::auth::OidcProvider;
@@ -54,7 +57,7 @@ pub use purra_protocol::HostPolicy;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use render::{Item, View};
+use render::{Item, Listing, View};
 use session::{Session, Sessions};
 
 /// How a decision is recorded: the store's own `decide` by default; a gateway in the same process
@@ -78,7 +81,11 @@ pub struct PageConfig {
     pub max_sessions: usize,
     /// The most live-update streams open at once (beyond: 503).
     pub max_streams: usize,
-    /// The most history entries shown (the newest).
+    /// The most pending approvals shown on one page (the newest first; a link leads to the
+    /// older ones, after how many there are). At least 1, at most `purra_core::MAX_PAGE`.
+    pub pending_page: usize,
+    /// The most history entries shown on one page (the newest first; a link leads to the older
+    /// ones). At least 1, at most `purra_core::MAX_PAGE`.
     pub history_limit: usize,
     /// Sign-in through an OpenID Connect provider, when configured.
     pub oidc: Option<OidcLogin>,
@@ -96,7 +103,8 @@ impl Default for PageConfig {
             session_ttl: Duration::from_secs(12 * 3600),
             max_sessions: 256,
             max_streams: 64,
-            history_limit: 200,
+            pending_page: 50,
+            history_limit: 50,
             oidc: None,
             token_login: true,
         }
@@ -775,51 +783,95 @@ async fn logout(page: &Inner, parts: &Parts, body: Body) -> Response {
     }
 }
 
-/// The items of `view`: pending approvals oldest first; decided ones newest first, with trails.
-async fn items(page: &Inner, view: View) -> Result<Vec<Item>, StoreError> {
-    match view {
-        View::Pending => Ok(page
-            .store
-            .approvals(ApprovalQuery::all().status(ApprovalStatus::Pending))
-            .await?
-            .into_iter()
-            .map(|view| Item {
-                view,
-                trail: Vec::new(),
-            })
-            .collect()),
-        View::History => {
-            let mut decided: Vec<ApprovalView> = Vec::new();
-            let mut query = ApprovalQuery::all();
-            loop {
-                let batch = page.store.approvals(query.clone()).await?;
-                let last = batch.last().map(|v| v.id.clone());
-                let full = batch.len() as u32 >= query.limit;
-                decided.extend(
-                    batch
-                        .into_iter()
-                        .filter(|v| v.status() != ApprovalStatus::Pending),
-                );
-                match last {
-                    Some(id) if full => query = ApprovalQuery::all().after(id),
-                    _ => break,
-                }
-            }
-            decided.reverse();
-            decided.truncate(page.config.history_limit);
-            let mut out = Vec::with_capacity(decided.len());
-            for view in decided {
-                let trail = page.store.approval_audit(view.id.clone()).await?;
-                out.push(Item { view, trail });
-            }
-            Ok(out)
-        }
+/// The cursor of the page a list request asks for: `?before=ID`, the approvals older than that
+/// one (the first page without it). Other parameters are ignored.
+fn before(parts: &Parts) -> Result<Option<ApprovalId>, &'static str> {
+    let query = parts.uri.query().unwrap_or("");
+    let Some((_, id)) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "before")
+    else {
+        return Ok(None);
+    };
+    let id = ApprovalId(id.into_owned());
+    if purra_core::stored::approval_seq(&id).is_none() {
+        return Err("bad request: before must be an approval id such as approval-12");
     }
+    Ok(Some(id))
 }
 
-async fn list_html(page: &Inner, view: View, csrf: &str) -> Result<String, Response> {
-    match items(page, view).await {
-        Ok(items) => Ok(render::list(view, &items, csrf, SystemTime::now())),
+/// A page size of the configuration, as a listing's limit.
+fn page_size(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE)
+}
+
+/// One page of `view` before `before`: the newest first, one page at a time (never the whole
+/// store). Pending approvals with how many there are in all and how many follow (counted through
+/// the store's index of pending approvals); decided ones with their trails and whether older ones
+/// follow (one approval read past the page).
+async fn listing(
+    page: &Inner,
+    view: View,
+    before: Option<ApprovalId>,
+) -> Result<Listing, StoreError> {
+    let store = &page.store;
+    let paged = before.is_some();
+    let (query, limit) = match view {
+        View::Pending => (
+            ApprovalQuery::all().status(ApprovalStatus::Pending),
+            page.config.pending_page,
+        ),
+        View::History => (ApprovalQuery::all().decided(), page.config.history_limit),
+    };
+    let mut query = query.newest_first().limit(page_size(limit));
+    if let Some(id) = before {
+        query = query.before(id);
+    }
+    let read = store.approval_page(query.clone()).await?;
+    let mut items = Vec::with_capacity(read.approvals.len());
+    for view_of in read.approvals {
+        let trail = match view {
+            View::Pending => Vec::new(),
+            View::History => store.approval_audit(view_of.id.clone()).await?,
+        };
+        items.push(Item {
+            view: view_of,
+            trail,
+        });
+    }
+    let (more, total) = match view {
+        View::History => (None, None),
+        View::Pending => {
+            let more = match &read.next {
+                Some(next) => store.count_approvals(query.continued(next.clone())).await?,
+                None => 0,
+            };
+            let total = if paged {
+                store
+                    .count_approvals(ApprovalQuery::all().status(ApprovalStatus::Pending))
+                    .await?
+            } else {
+                items.len() as u64 + more
+            };
+            (Some(more), Some(total))
+        }
+    };
+    Ok(Listing {
+        items,
+        total,
+        more,
+        next: read.next,
+        paged,
+    })
+}
+
+async fn list_html(
+    page: &Inner,
+    parts: &Parts,
+    view: View,
+    csrf: &str,
+) -> Result<String, Response> {
+    let before = before(parts).map_err(|m| text(StatusCode::BAD_REQUEST, m))?;
+    match listing(page, view, before).await {
+        Ok(listing) => Ok(render::list(view, &listing, csrf, SystemTime::now())),
         Err(e) => Err(text(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!("the store could not be read: {e}"),
@@ -831,7 +883,7 @@ async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
     let Some((_, s)) = session(page, parts) else {
         return see_other("/login");
     };
-    match list_html(page, view, &s.csrf).await {
+    match list_html(page, parts, view, &s.csrf).await {
         Ok(list) => {
             let main = format!(
                 "<div id=\"list\">{list}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
@@ -855,7 +907,7 @@ async fn fragment(page: &Inner, parts: &Parts, view: View) -> Response {
     let Some((_, s)) = session(page, parts) else {
         return text(StatusCode::UNAUTHORIZED, "sign in first (no session)");
     };
-    match list_html(page, view, &s.csrf).await {
+    match list_html(page, parts, view, &s.csrf).await {
         Ok(list) => html(StatusCode::OK, list),
         Err(resp) => resp,
     }

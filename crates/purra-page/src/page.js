@@ -40,7 +40,8 @@
     }
     queued = false;
     document.body.classList.remove('held');
-    const r = await fetch('/fragment/' + view, { credentials: 'same-origin' });
+    // The page of the list this page shows (`?before=ID`), as the server rendered it.
+    const r = await fetch('/fragment/' + view + location.search, { credentials: 'same-origin' });
     if (r.status === 200) {
       const html = await r.text();
       if (html !== last) {

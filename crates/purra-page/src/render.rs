@@ -148,21 +148,37 @@ pub fn message(title: &str, message: &str) -> String {
     )
 }
 
-/// The list inside a page (also the fragment the script fetches on every store event).
-pub fn list(view: View, items: &[Item], csrf: &str, now: SystemTime) -> String {
+/// The list inside a page (also the fragment the script fetches on every store event): one page,
+/// the newest first, and a link to the older ones when there are more.
+pub fn list(view: View, listing: &Listing, csrf: &str, now: SystemTime) -> String {
     let mut out = String::new();
+    let items = &listing.items;
     match view {
         View::Pending => {
+            let total = listing.total.unwrap_or(items.len() as u64);
             let _ = write!(
                 out,
-                "<h2>Pending approvals <span id=\"count\">{}</span></h2>",
-                items.len()
+                "<h2>Pending approvals <span id=\"count\">{total}</span></h2>"
             );
+            paging_back(&mut out, listing, "/", "Newest pending approvals");
             if items.is_empty() {
-                out.push_str("<p class=\"empty\" id=\"empty\">Nothing waits for a decision.</p>");
+                out.push_str(if total == 0 {
+                    "<p class=\"empty\" id=\"empty\">Nothing waits for a decision.</p>"
+                } else {
+                    "<p class=\"empty\" id=\"empty\">No older pending approval.</p>"
+                });
             }
             for item in items {
                 pending(&mut out, &item.view, csrf, now);
+            }
+            if let Some(next) = &listing.next {
+                let _ = write!(
+                    out,
+                    "<p class=\"more\" id=\"more\"><span id=\"more-count\">{}</span> more pending, \
+                     older than these: <a href=\"/?before={id}\" id=\"more-link\">show them</a></p>",
+                    listing.more.unwrap_or(0),
+                    id = esc(&next.0)
+                );
             }
         }
         View::History => {
@@ -171,15 +187,53 @@ pub fn list(view: View, items: &[Item], csrf: &str, now: SystemTime) -> String {
                 "<h2>History <span id=\"count\">{}</span></h2>",
                 items.len()
             );
+            paging_back(&mut out, listing, "/history", "Newest decisions");
             if items.is_empty() {
-                out.push_str("<p class=\"empty\" id=\"empty\">No decision yet.</p>");
+                out.push_str(if listing.paged {
+                    "<p class=\"empty\" id=\"empty\">No older decision.</p>"
+                } else {
+                    "<p class=\"empty\" id=\"empty\">No decision yet.</p>"
+                });
             }
             for item in items {
                 history(&mut out, item, csrf);
             }
+            if let Some(next) = &listing.next {
+                let _ = write!(
+                    out,
+                    "<p class=\"more\" id=\"more\">More decisions, older than these: \
+                     <a href=\"/history?before={}\" id=\"more-link\">show them</a></p>",
+                    esc(&next.0)
+                );
+            }
         }
     }
     out
+}
+
+/// On a page past the first, the way back to the newest.
+fn paging_back(out: &mut String, listing: &Listing, to: &str, what: &str) {
+    if listing.paged {
+        let _ = write!(
+            out,
+            "<p class=\"paging\"><a href=\"{to}\" id=\"newest\">{what}</a></p>"
+        );
+    }
+}
+
+/// One page of a list.
+#[derive(Debug)]
+pub struct Listing {
+    /// The approvals shown, the newest first.
+    pub items: Vec<Item>,
+    /// How many approvals the list holds in all (the pending list).
+    pub total: Option<u64>,
+    /// How many older ones follow this page (the pending list).
+    pub more: Option<u64>,
+    /// When older ones follow, the last shown: the next page is `?before=` it.
+    pub next: Option<purra_core::ApprovalId>,
+    /// Whether this page is past the first.
+    pub paged: bool,
 }
 
 /// One approval and (in the history) its audit trail.
@@ -238,6 +292,7 @@ fn label_title(key: &str) -> String {
         "gateway" => "Gateway".into(),
         "upstream" => "Upstream".into(),
         "upstream_tool" => "Upstream tool".into(),
+        "principal" => "Principal".into(),
         other => other.replace('_', " "),
     }
 }

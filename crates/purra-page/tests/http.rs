@@ -1,19 +1,24 @@
 //! The approver page over real HTTP, on a real SQLite store: sign-in and the session cookie, the
 //! Host/Origin/same-origin checks, CSRF, decisions with the approver's identity and note, conflicts
 //! and races, live updates by server-sent events, the history with effects, receipts, audit trails
-//! and the reconciliation of `unknown` only with evidence. Exact statuses and bodies throughout.
+//! and the reconciliation of `unknown` only with evidence, and both lists one page at a time
+//! (newest first, with a way to the older ones) however many approvals the store holds. Exact
+//! statuses and bodies throughout.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use purra_core::{
-    ApprovalGateway, ApprovalId, ApprovalState, ClaimVerdict, IdempotencyStore, OperatorStore,
-    Verdict,
+    ApprovalGateway, ApprovalId, ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRequest,
+    ApprovalState, ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict,
+    Decision, EffectOutcome, IdempotencyKey, IdempotencyStore, JsonIdentity, OperatorStore,
+    Reconciliation, RunId, RunStore, StoreError, StoreEvents, SuspendedRun, Verdict,
 };
 use purra_page::{Page, PageConfig};
 use purra_sqlite::SqliteStore;
 use purra_store_tests::{request, unknown};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A page on a fresh store, served on a loopback port for the test's life.
 struct Served {
@@ -37,6 +42,15 @@ async fn served(name: &str) -> Served {
 }
 
 async fn served_with(name: &str, config: PageConfig) -> Served {
+    served_over(name, config, |store| Arc::new(store)).await
+}
+
+/// A page over what `over` makes of a fresh store (the store itself, or a wrapper around it).
+async fn served_over(
+    name: &str,
+    config: PageConfig,
+    over: impl FnOnce(SqliteStore) -> Arc<dyn OperatorStore>,
+) -> Served {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -44,10 +58,7 @@ async fn served_with(name: &str, config: PageConfig) -> Served {
         std::env::temp_dir().join(format!("purra-page-{name}-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let store = SqliteStore::open(dir.join("page.db")).unwrap();
-    let page = Page::new(
-        Arc::new(store.clone()),
-        config.approver("ada").approver("bob"),
-    );
+    let page = Page::new(over(store.clone()), config.approver("ada").approver("bob"));
     let tokens = page.tokens().to_vec();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -695,4 +706,350 @@ async fn live_update_streams_are_bounded_in_number() {
     );
     // The pages themselves still answer.
     assert_eq!(s.get("/", Some(&ada.cookie)).await.0, 200);
+}
+
+/// The ids of the approvals a list shows, in its order (`PREFIX-approval-N` articles).
+fn shown(list: &str, prefix: &str) -> Vec<u64> {
+    let marker = format!("id=\"{prefix}-approval-");
+    list.match_indices(&marker)
+        .map(|(at, _)| {
+            let rest = &list[at + marker.len()..];
+            rest[..rest.find('"').unwrap()].parse().unwrap()
+        })
+        .collect()
+}
+
+/// Prepares `n` approvals at once (the store commits them in groups); their ids are 1..=n.
+async fn flood(store: &SqliteStore, n: usize) {
+    let calls: Vec<_> = (0..n)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                ApprovalGateway::prepare(&store, request(&format!("flood-{i}")))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for c in calls {
+        c.await.unwrap();
+    }
+}
+
+/// Finding 5 of the security review: a flood of approvals must not hide real ones. The pending
+/// list shows one page, the newest first, how many wait in all and how many more are older, with
+/// a link (no script needed) to them; the fragment the script refreshes serves the same page;
+/// the last page says there is no older one; a cursor that is not an approval id is refused.
+#[tokio::test]
+async fn a_flood_of_approvals_pages_newest_first_with_a_more_marker() {
+    let s = served("flood").await;
+    let ada = s.login("ada").await;
+    flood(&s.store, 120).await;
+    let (status, first) = s.get("/", Some(&ada.cookie)).await;
+    assert_eq!(status, 200);
+    assert!(first.contains("<span id=\"count\">120</span>"), "{first}");
+    assert_eq!(
+        shown(&first, "pending"),
+        (71..=120).rev().collect::<Vec<_>>()
+    );
+    assert!(first.contains(
+        "<p class=\"more\" id=\"more\"><span id=\"more-count\">70</span> more pending, older \
+         than these: <a href=\"/?before=approval-71\" id=\"more-link\">show them</a></p>"
+    ));
+    assert!(!first.contains("id=\"newest\""));
+    let (status, second) = s.get("/?before=approval-71", Some(&ada.cookie)).await;
+    assert_eq!(status, 200);
+    assert!(second.contains("<span id=\"count\">120</span>"));
+    assert!(second.contains(
+        "<p class=\"paging\"><a href=\"/\" id=\"newest\">Newest pending approvals</a></p>"
+    ));
+    assert_eq!(
+        shown(&second, "pending"),
+        (21..=70).rev().collect::<Vec<_>>()
+    );
+    assert!(second.contains(
+        "<span id=\"more-count\">20</span> more pending, older than these: \
+         <a href=\"/?before=approval-21\" id=\"more-link\">show them</a>"
+    ));
+    // The fragment the script fetches for that page (it keeps the page's query).
+    let (status, last) = s
+        .get("/fragment/pending?before=approval-21", Some(&ada.cookie))
+        .await;
+    assert_eq!(status, 200);
+    assert!(last.starts_with("<h2>Pending approvals <span id=\"count\">120</span></h2>"));
+    assert_eq!(shown(&last, "pending"), (1..=20).rev().collect::<Vec<_>>());
+    assert!(!last.contains("id=\"more\""), "{last}");
+    let (_, past) = s
+        .get("/fragment/pending?before=approval-1", Some(&ada.cookie))
+        .await;
+    assert_eq!(
+        past,
+        "<h2>Pending approvals <span id=\"count\">120</span></h2><p class=\"paging\"><a \
+         href=\"/\" id=\"newest\">Newest pending approvals</a></p><p class=\"empty\" \
+         id=\"empty\">No older pending approval.</p>"
+    );
+    for bad in ["/?before=nonsense", "/fragment/pending?before=approval-012"] {
+        assert_eq!(
+            s.get(bad, Some(&ada.cookie)).await,
+            (
+                400,
+                "bad request: before must be an approval id such as approval-12".to_owned()
+            ),
+            "{bad}"
+        );
+    }
+    // A decision takes the newest off the list; the page moves down by one.
+    assert_eq!(s.decide(&ada, "approval-120", "deny", "").await.0, 200);
+    let (_, first) = s.get("/fragment/pending", Some(&ada.cookie)).await;
+    assert!(first.contains("<span id=\"count\">119</span>"));
+    assert_eq!(
+        shown(&first, "pending"),
+        (70..=119).rev().collect::<Vec<_>>()
+    );
+    assert!(first.contains("<span id=\"more-count\">69</span> more pending"));
+}
+
+/// A store that counts what the page reads of it: the approvals listings return and the audit
+/// trails asked for.
+struct Counting {
+    store: SqliteStore,
+    listed: AtomicUsize,
+    trails: AtomicUsize,
+}
+
+impl Counting {
+    fn take(&self) -> (usize, usize) {
+        (
+            self.listed.swap(0, Ordering::SeqCst),
+            self.trails.swap(0, Ordering::SeqCst),
+        )
+    }
+}
+
+impl ApprovalGateway for Counting {
+    fn is_durable(&self) -> bool {
+        true
+    }
+    fn prepare(&self, request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
+        ApprovalGateway::prepare(&self.store, request)
+    }
+    fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.store.decide(id, decision)
+    }
+    fn record(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalRecord>, StoreError>> {
+        self.store.record(id)
+    }
+    fn check_and_claim(
+        &self,
+        id: ApprovalId,
+        current: JsonIdentity,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
+        self.store.check_and_claim(id, current, now)
+    }
+    fn receipts(&self) -> Arc<dyn IdempotencyStore> {
+        self.store.receipts()
+    }
+    fn subscribe(&self) -> StoreEvents {
+        self.store.subscribe()
+    }
+}
+
+impl IdempotencyStore for Counting {
+    fn is_durable(&self) -> bool {
+        true
+    }
+    fn claim(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<ClaimResult, StoreError>> {
+        self.store.claim(key)
+    }
+    fn complete(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        IdempotencyStore::complete(&self.store, key, outcome)
+    }
+    fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>> {
+        self.store.state(key)
+    }
+}
+
+impl RunStore for Counting {
+    fn is_durable(&self) -> bool {
+        true
+    }
+    fn save_suspended(&self, run: SuspendedRun) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.store.save_suspended(run)
+    }
+    fn load_suspended(
+        &self,
+        run_id: RunId,
+    ) -> BoxFuture<'_, Result<Option<SuspendedRun>, StoreError>> {
+        self.store.load_suspended(run_id)
+    }
+    fn remove_suspended(&self, run_id: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.store.remove_suspended(run_id)
+    }
+}
+
+impl OperatorStore for Counting {
+    fn owner(&self) -> &str {
+        OperatorStore::owner(&self.store)
+    }
+    fn approvals(
+        &self,
+        query: ApprovalQuery,
+    ) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>> {
+        Box::pin(async move {
+            let got = self.store.approvals(query).await?;
+            self.listed.fetch_add(got.len(), Ordering::SeqCst);
+            Ok(got)
+        })
+    }
+    fn approval_page(
+        &self,
+        query: ApprovalQuery,
+    ) -> BoxFuture<'_, Result<ApprovalPage, StoreError>> {
+        Box::pin(async move {
+            let got = self.store.approval_page(query).await?;
+            self.listed.fetch_add(got.approvals.len(), Ordering::SeqCst);
+            Ok(got)
+        })
+    }
+    fn count_approvals(&self, query: ApprovalQuery) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.store.count_approvals(query)
+    }
+    fn prepare_within(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+        self.store.prepare_within(request, limit, now)
+    }
+    fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {
+        self.store.approval(id)
+    }
+    fn audit(&self, after: i64, limit: u32) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
+        self.store.audit(after, limit)
+    }
+    fn approval_audit(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
+        self.trails.fetch_add(1, Ordering::SeqCst);
+        self.store.approval_audit(id)
+    }
+    fn run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.store.run_ids()
+    }
+    fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
+        self.store.suspended_run_ids()
+    }
+    fn reconcile_interrupted_claims(
+        &self,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Reconciliation, StoreError>> {
+        self.store.reconcile_interrupted_claims(now)
+    }
+    fn reconcile_unknown(
+        &self,
+        key: IdempotencyKey,
+        evidence: String,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.store.reconcile_unknown(key, evidence, outcome)
+    }
+}
+
+/// Finding 5: the history is read one page at a time, the newest decision first, never the whole
+/// store on each refresh: a page of 20 reads 20 approvals and their 20 trails out of 150 in the
+/// store, links to the older decisions, and pending approvals among them are never shown there.
+#[tokio::test]
+async fn history_is_read_by_page() {
+    let mut config = PageConfig::default();
+    config.history_limit = 20;
+    let counting = Arc::new(std::sync::OnceLock::<Arc<Counting>>::new());
+    let keep = counting.clone();
+    let s = served_over("history-pages", config, move |store| {
+        let c = Arc::new(Counting {
+            store,
+            listed: AtomicUsize::new(0),
+            trails: AtomicUsize::new(0),
+        });
+        let _ = keep.set(c.clone());
+        c
+    })
+    .await;
+    let counting = counting.get().unwrap().clone();
+    let ada = s.login("ada").await;
+    flood(&s.store, 150).await;
+    // Every fourth stays pending; the rest are decided (approved or denied in turn).
+    let decided: Vec<u64> = (1..=150).filter(|n| n % 4 != 0).collect();
+    for n in &decided {
+        let verdict = if n % 2 == 0 {
+            Verdict::Approve
+        } else {
+            Verdict::Deny
+        };
+        let d = Decision {
+            verdict,
+            approver: "ada".into(),
+            decided_at: SystemTime::now(),
+            expires_at: None,
+            note: None,
+        };
+        s.store
+            .decide(ApprovalId(format!("approval-{n}")), d)
+            .await
+            .unwrap();
+    }
+    let newest_first: Vec<u64> = decided.iter().rev().copied().collect();
+    counting.take();
+    let (status, first) = s.get("/history", Some(&ada.cookie)).await;
+    assert_eq!(status, 200);
+    assert_eq!(counting.take(), (20, 20));
+    assert!(first.contains("<h2>History <span id=\"count\">20</span></h2>"));
+    assert_eq!(shown(&first, "history"), newest_first[..20]);
+    let next = newest_first[19];
+    assert!(first.contains(&format!(
+        "<p class=\"more\" id=\"more\">More decisions, older than these: <a \
+         href=\"/history?before=approval-{next}\" id=\"more-link\">show them</a></p>"
+    )));
+    // The script's refresh reads the same page, and only it.
+    let (_, fragment) = s.get("/fragment/history", Some(&ada.cookie)).await;
+    assert_eq!(counting.take(), (20, 20));
+    assert_eq!(shown(&fragment, "history"), newest_first[..20]);
+    // Page after page down to the oldest decision, each read alone.
+    let mut cursor = next;
+    let mut seen = newest_first[..20].to_vec();
+    loop {
+        let (status, page) = s
+            .get(
+                &format!("/fragment/history?before=approval-{cursor}"),
+                Some(&ada.cookie),
+            )
+            .await;
+        assert_eq!(status, 200);
+        let ids = shown(&page, "history");
+        assert_eq!(counting.take(), (ids.len(), ids.len()));
+        assert!(page.contains(
+            "<p class=\"paging\"><a href=\"/history\" id=\"newest\">Newest decisions</a></p>"
+        ));
+        seen.extend(&ids);
+        match page.find("/history?before=approval-") {
+            Some(at) => {
+                assert_eq!(ids.len(), 20);
+                let rest = &page[at + "/history?before=approval-".len()..];
+                cursor = rest[..rest.find('"').unwrap()].parse().unwrap();
+                assert_eq!(cursor, *ids.last().unwrap());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, newest_first);
+    assert_eq!(
+        s.get("/history?before=approval-x", Some(&ada.cookie)).await,
+        (
+            400,
+            "bad request: before must be an approval id such as approval-12".to_owned()
+        )
+    );
 }

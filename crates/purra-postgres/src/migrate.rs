@@ -98,8 +98,22 @@ END $$;
 CREATE TRIGGER audit_notify AFTER INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_notify();
 "#;
 
+/// Schema version 2: the principal an approval was asked for (its request's `principal` label,
+/// written by `prepare`; `NULL` for approvals prepared before and for requests without the label),
+/// and `approvals_open_by_principal`, a partial index of the pending approvals that name one, by
+/// principal and request expiry (a request without one sorts as never expiring), so a principal's
+/// open approvals are counted by a seek that reads only them. Adding a column without a default
+/// rewrites nothing.
+const V2: &str = r#"
+ALTER TABLE approvals ADD COLUMN principal TEXT;
+CREATE INDEX approvals_open_by_principal
+    ON approvals (principal, (coalesce(request_expires_at_ns, 9223372036854775807)),
+                  request_expires_at_ns)
+    WHERE state = 'prepared' AND principal IS NOT NULL;
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Why migrating failed.
 pub(crate) enum MigrateError {

@@ -24,12 +24,12 @@ use purra_core::stored::{
     approval_id, approval_seq, claim_state, from_ns, json_error, outcome_kind, to_ns,
 };
 use purra_core::{
-    check_reconciliation, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalQuery,
-    ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalStatus, ApprovalView, AuditEntry,
-    BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision, EffectOutcome,
-    ErrorCode, EventSender, IdempotencyKey, IdempotencyStore, JsonIdentity, OperatorStore,
-    Reconciliation, RunId, RunStore, StoreError, StoreEvents, SuspendedRun, Verdict, INTERRUPTED,
-    MAX_PAGE,
+    check_reconciliation, request_principal, ApprovalGateway, ApprovalId, ApprovalIntent,
+    ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalStatus,
+    ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView,
+    Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
+    JsonIdentity, OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvents,
+    SuspendedRun, Verdict, INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
 };
 use serde_json::{json, Value};
 use std::future::Future;
@@ -371,6 +371,79 @@ async fn witness(
     Ok(Some((event, approval, key, detail)))
 }
 
+/// An approval to insert, written down once before its transaction (retried attempts reuse it).
+struct NewApproval {
+    intent_json: String,
+    digest: String,
+    request_json: String,
+    request_expires: Option<i64>,
+    tool: String,
+    run: String,
+    shown: Value,
+    principal: Option<String>,
+}
+
+impl NewApproval {
+    /// `request`, checked (its arguments and binding are the intent's) and written down.
+    fn of(request: &ApprovalRequest) -> Result<NewApproval, StoreError> {
+        request.check()?;
+        let intent = &request.intent;
+        to_ns(request.requested_at)?;
+        Ok(NewApproval {
+            intent_json: serde_json::to_string(intent).map_err(json_error)?,
+            digest: intent.digest().to_string(),
+            request_json: serde_json::to_string(request).map_err(json_error)?,
+            request_expires: request.expires_at.map(to_ns).transpose()?,
+            tool: intent.tool.clone(),
+            run: intent.run_id.as_str().to_owned(),
+            shown: intent.to_json(),
+            principal: request.labels.get(PRINCIPAL_LABEL).cloned(),
+        })
+    }
+}
+
+/// Inserts `row` as a pending approval with its `prepared` audit row (witnessed by `op`); its id.
+async fn insert_approval(
+    tx: &Tx<'_>,
+    me: &str,
+    op: &str,
+    row: &NewApproval,
+) -> Result<ApprovalId, Error> {
+    let inserted = query_opt(
+        tx,
+        "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
+             prepared_by, state, request_json, request_expires_at_ns, principal)
+         VALUES ($1, $2, $3, $4, $5, $6, 'prepared', $7, $8, $9) RETURNING seq",
+        &[
+            &row.intent_json,
+            &row.digest,
+            &row.tool,
+            &row.run,
+            &now_ns(),
+            &me,
+            &row.request_json,
+            &row.request_expires,
+            &row.principal,
+        ],
+    )
+    .await?
+    .ok_or_else(|| StoreError::Backend("no approval inserted".into()))?;
+    let id = approval_id(inserted.get(0));
+    append(
+        tx,
+        me,
+        Some(op),
+        Audit::new(
+            "prepared",
+            json!({"intentDigest": row.digest, "intent": row.shown}),
+        )
+        .approval(&id.0)
+        .run(&row.run),
+    )
+    .await?;
+    Ok(id)
+}
+
 /// Inserts a claim unless the key exists; true when this call claimed it.
 async fn insert_claim(
     tx: &Tx<'_>,
@@ -684,15 +757,33 @@ impl PostgresStore {
     }
 }
 
-/// Which approvals [`read_views`] reads.
+/// The largest instant (nanoseconds): a request without an expiry sorts as never expiring in
+/// `approvals_open_by_principal`, whose expression this is part of.
+const NEVER: &str = "9223372036854775807";
+
+/// Which approvals [`read_views`] reads (and [`count_views`] counts). `state` and `verdict` are
+/// spelled into the statement as literals (they come from a fixed set), so the planner can use
+/// `approvals_by_state` for the pending ones and the partial `approvals_open_by_principal` for a
+/// principal's open ones; each combination of filters is its own prepared statement, whose
+/// parameters are numbered in the order its conditions are written.
 struct ViewFilter {
     seq: Option<i64>,
     state: Option<&'static str>,
     verdict: Option<&'static str>,
+    /// Every state but `prepared` (the history).
+    decided: bool,
     run_id: Option<String>,
+    principal: Option<String>,
+    /// Pending with a request that accepts a decision at this instant (ns).
+    open_at: Option<i64>,
     after: i64,
+    before: Option<i64>,
+    newest_first: bool,
     limit: i64,
 }
+
+/// A statement's parameters, owned.
+type Params = Vec<Box<dyn ToSql + Sync + Send>>;
 
 impl ViewFilter {
     fn one(seq: i64) -> ViewFilter {
@@ -700,42 +791,128 @@ impl ViewFilter {
             seq: Some(seq),
             state: None,
             verdict: None,
+            decided: false,
             run_id: None,
-            // The range on the key is what the query can seek with (`seq = ?` sits behind an
-            // `IS NULL OR` and cannot be): starting right before the row reads one row, where
-            // starting at 0 read every approval before it.
-            after: seq.saturating_sub(1),
+            principal: None,
+            open_at: None,
+            after: 0,
+            before: None,
+            newest_first: false,
             limit: 1,
         }
     }
+
+    /// The filter of `query` (`NotFound` for a cursor that is not an approval id).
+    fn of(query: &ApprovalQuery) -> Result<ViewFilter, StoreError> {
+        let cursor = |id: &Option<ApprovalId>| {
+            id.as_ref()
+                .map(|id| approval_seq(id).ok_or(StoreError::NotFound))
+                .transpose()
+        };
+        let (state, verdict) = match query.status {
+            None => (None, None),
+            Some(ApprovalStatus::Pending) => (Some("prepared"), None),
+            Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
+            Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
+            Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
+            Some(_) => (Some("refused"), None),
+        };
+        Ok(ViewFilter {
+            seq: None,
+            state,
+            verdict,
+            decided: query.decided,
+            run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
+            principal: query.principal.clone(),
+            open_at: query.open_at.map(to_ns).transpose()?,
+            after: cursor(&query.after)?.unwrap_or(0),
+            before: cursor(&query.before)?,
+            newest_first: query.newest_first,
+            limit: i64::from(query.limit.min(MAX_PAGE)),
+        })
+    }
+
+    /// The conditions of this filter on `approvals a`, and their parameters in order.
+    fn conditions(&self) -> (String, Params) {
+        let mut params: Params = vec![Box::new(self.after)];
+        let mut sql = String::from("a.seq > $1");
+        let mut param = |sql: &mut String, text: &str, value: Box<dyn ToSql + Sync + Send>| {
+            params.push(value);
+            sql.push_str(&text.replace('?', &format!("${}", params.len())));
+        };
+        if let Some(before) = self.before {
+            param(&mut sql, " AND a.seq < ?", Box::new(before));
+        }
+        if let Some(seq) = self.seq {
+            param(&mut sql, " AND a.seq = ?", Box::new(seq));
+        }
+        // Literals from a fixed set, never caller text.
+        if let Some(state) = self.state {
+            sql.push_str(&format!(" AND a.state = '{state}'"));
+        }
+        if let Some(verdict) = self.verdict {
+            sql.push_str(&format!(" AND a.verdict = '{verdict}'"));
+        }
+        if self.decided {
+            sql.push_str(" AND a.state <> 'prepared'");
+        }
+        if let Some(run) = &self.run_id {
+            param(&mut sql, " AND a.run_id = ?", Box::new(run.clone()));
+        }
+        if let Some(principal) = &self.principal {
+            param(
+                &mut sql,
+                " AND a.principal = ?",
+                Box::new(principal.clone()),
+            );
+        }
+        if let Some(at) = self.open_at {
+            param(
+                &mut sql,
+                &format!(
+                    " AND a.state = 'prepared' AND coalesce(a.request_expires_at_ns, {NEVER}) > ?"
+                ),
+                Box::new(at),
+            );
+        }
+        (sql, params)
+    }
 }
 
-/// The views of the approvals `filter` selects, oldest first.
+fn borrowed(params: &Params) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// The views of the approvals `filter` selects, in its order.
 async fn read_views<C: GenericClient>(
     c: &C,
     filter: &ViewFilter,
 ) -> Result<Vec<ApprovalView>, Error> {
-    let rows = query(
-        c,
+    let (conditions, mut params) = filter.conditions();
+    params.push(Box::new(filter.limit));
+    let order = if filter.newest_first { "DESC" } else { "ASC" };
+    let sql = format!(
         "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
                 a.decided_at_ns, a.expires_at_ns, a.note, a.request_json,
                 c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.completed_at_ns
          FROM approvals a LEFT JOIN claims c ON c.approval_seq = a.seq
-         WHERE ($1::BIGINT IS NULL OR a.seq = $1) AND ($2::TEXT IS NULL OR a.state = $2)
-           AND ($3::TEXT IS NULL OR a.verdict = $3) AND ($4::TEXT IS NULL OR a.run_id = $4)
-           AND a.seq > $5
-         ORDER BY a.seq LIMIT $6",
-        &[
-            &filter.seq,
-            &filter.state,
-            &filter.verdict,
-            &filter.run_id,
-            &filter.after,
-            &filter.limit,
-        ],
-    )
-    .await?;
+         WHERE {conditions} ORDER BY a.seq {order} LIMIT ${}",
+        params.len()
+    );
+    let rows = query(c, &sql, &borrowed(&params)).await?;
     rows.iter().map(view_of).collect()
+}
+
+/// How many approvals `filter` selects (its order and limit aside).
+async fn count_views<C: GenericClient>(c: &C, filter: &ViewFilter) -> Result<u64, Error> {
+    let (conditions, params) = filter.conditions();
+    let sql = format!("SELECT count(*) FROM approvals a WHERE {conditions}");
+    let rows = query(c, &sql, &borrowed(&params)).await?;
+    let n: i64 = rows.first().map_or(0, |r| r.get(0));
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 fn view_of(row: &Row) -> Result<ApprovalView, Error> {
@@ -817,64 +994,16 @@ impl ApprovalGateway for PostgresStore {
     fn prepare(&self, request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
         let op = self.op_token();
         Box::pin(async move {
-            request.check()?;
-            let intent = &request.intent;
-            let digest = intent.digest().to_string();
-            let intent_json = serde_json::to_string(intent).map_err(json_error)?;
-            let request_json = serde_json::to_string(&request).map_err(json_error)?;
-            let request_expires = request.expires_at.map(to_ns).transpose()?;
-            to_ns(request.requested_at)?;
-            let tool = intent.tool.clone();
-            let run = intent.run_id.as_str().to_owned();
-            let shown = intent.to_json();
+            let row = Arc::new(NewApproval::of(&request)?);
             self.transact(move |tx, me, retry| {
-                let (op, digest, intent_json, request_json, tool, run, shown) = (
-                    op.clone(),
-                    digest.clone(),
-                    intent_json.clone(),
-                    request_json.clone(),
-                    tool.clone(),
-                    run.clone(),
-                    shown.clone(),
-                );
+                let (op, row) = (op.clone(), Arc::clone(&row));
                 Box::pin(async move {
                     if retry {
                         if let Some((_, Some(id), _, _)) = witness(tx, me, &op).await? {
                             return Ok(ApprovalId(id));
                         }
                     }
-                    let row = query_opt(
-                        tx,
-                        "INSERT INTO approvals (intent_json, intent_digest, tool, run_id,
-                             prepared_at_ns, prepared_by, state, request_json, request_expires_at_ns)
-                         VALUES ($1, $2, $3, $4, $5, $6, 'prepared', $7, $8) RETURNING seq",
-                        &[
-                            &intent_json,
-                            &digest,
-                            &tool,
-                            &run,
-                            &now_ns(),
-                            &me,
-                            &request_json,
-                            &request_expires,
-                        ],
-                    )
-                    .await?
-                    .ok_or_else(|| StoreError::Backend("no approval inserted".into()))?;
-                    let id = approval_id(row.get(0));
-                    append(
-                        tx,
-                        me,
-                        Some(&op),
-                        Audit::new(
-                            "prepared",
-                            json!({"intentDigest": digest, "intent": shown}),
-                        )
-                        .approval(&id.0)
-                        .run(&run),
-                    )
-                    .await?;
-                    Ok(id)
+                    insert_approval(tx, me, &op, &row).await
                 })
             })
             .await
@@ -1324,29 +1453,99 @@ impl OperatorStore for PostgresStore {
         query: ApprovalQuery,
     ) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>> {
         Box::pin(async move {
-            let after = match &query.after {
-                None => 0,
-                Some(id) => approval_seq(id).ok_or(StoreError::NotFound)?,
-            };
-            let (state, verdict) = match query.status {
-                None => (None, None),
-                Some(ApprovalStatus::Pending) => (Some("prepared"), None),
-                Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
-                Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
-                Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
-                Some(_) => (Some("refused"), None),
-            };
-            let filter = Arc::new(ViewFilter {
-                seq: None,
-                state,
-                verdict,
-                run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
-                after,
-                limit: i64::from(query.limit.min(MAX_PAGE)),
-            });
+            let filter = Arc::new(ViewFilter::of(&query)?);
             self.read(move |c| {
                 let filter = Arc::clone(&filter);
                 async move { read_views(&c, &filter).await }
+            })
+            .await
+        })
+    }
+
+    fn approval_page(
+        &self,
+        query: ApprovalQuery,
+    ) -> BoxFuture<'_, Result<ApprovalPage, StoreError>> {
+        Box::pin(async move {
+            let mut filter = ViewFilter::of(&query)?;
+            let limit = filter.limit;
+            // One more than the page: whether it is there says whether more follow.
+            filter.limit = limit + 1;
+            let filter = Arc::new(filter);
+            let read = self
+                .read(move |c| {
+                    let filter = Arc::clone(&filter);
+                    async move { read_views(&c, &filter).await }
+                })
+                .await?;
+            Ok(ApprovalPage::from_read(
+                read,
+                u32::try_from(limit).unwrap_or(MAX_PAGE),
+            ))
+        })
+    }
+
+    fn count_approvals(&self, query: ApprovalQuery) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let filter = Arc::new(ViewFilter::of(&query)?);
+            self.read(move |c| {
+                let filter = Arc::clone(&filter);
+                async move { count_views(&c, &filter).await }
+            })
+            .await
+        })
+    }
+
+    fn prepare_within(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+        let op = self.op_token();
+        Box::pin(async move {
+            let principal = request_principal(&request)?.to_owned();
+            let now = to_ns(now)?;
+            let row = Arc::new(NewApproval::of(&request)?);
+            let space = format!("purra-open:{}", self.inner.options.schema);
+            self.transact(move |tx, me, retry| {
+                let (op, row, principal, space) = (
+                    op.clone(),
+                    Arc::clone(&row),
+                    principal.clone(),
+                    space.clone(),
+                );
+                Box::pin(async move {
+                    // One principal's limited prepares take turns, in every process: under READ
+                    // COMMITTED the count after the lock sees every approval committed before it.
+                    exec(
+                        tx,
+                        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+                        &[&space, &principal],
+                    )
+                    .await?;
+                    if retry {
+                        if let Some((_, Some(id), _, _)) = witness(tx, me, &op).await? {
+                            return Ok(Some(ApprovalId(id)));
+                        }
+                    }
+                    let open: i64 = query(
+                        tx,
+                        &format!(
+                            "SELECT count(*) FROM (SELECT 1 FROM approvals
+                             WHERE state = 'prepared' AND principal = $1
+                               AND coalesce(request_expires_at_ns, {NEVER}) > $2 LIMIT $3) o"
+                        ),
+                        &[&principal, &now, &i64::from(limit)],
+                    )
+                    .await?
+                    .first()
+                    .map_or(0, |r| r.get(0));
+                    if open >= i64::from(limit) {
+                        return Ok(None);
+                    }
+                    insert_approval(tx, me, &op, &row).await.map(Some)
+                })
             })
             .await
         })

@@ -193,8 +193,25 @@ CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 "#;
 
+/// Schema version 4: the principal an approval was asked for (its request's `principal` label,
+/// written by `prepare`; `NULL` for approvals prepared before, and for requests without the label),
+/// and `approvals_open_by_principal`, a partial index of the pending approvals that name one, by
+/// principal and request expiry (a request without one sorts as never expiring; the expiry column
+/// itself is kept too, so the index covers the count), so a principal's open approvals are counted
+/// by a seek that reads only them. Only approvals with the label enter
+/// it: a host's own approvals (and the store benchmark's) write nothing more; a gateway's write one
+/// entry more when prepared and remove it when decided (see ARCHITECTURE.md). Nothing is rebuilt:
+/// a new column is a change of the table's definition only.
+const V4: &str = r#"
+ALTER TABLE approvals ADD COLUMN principal TEXT;
+CREATE INDEX approvals_open_by_principal
+    ON approvals(principal, coalesce(request_expires_at_ns, 9223372036854775807),
+                 request_expires_at_ns)
+    WHERE state = 'prepared' AND principal IS NOT NULL;
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which
 /// cannot use WAL.

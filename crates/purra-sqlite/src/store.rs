@@ -32,12 +32,12 @@ use purra_core::stored::{
     approval_id, approval_seq, claim_state, from_ns, json_error, outcome_kind, to_ns,
 };
 use purra_core::{
-    check_reconciliation, ApprovalBinding, ApprovalGateway, ApprovalId, ApprovalIntent,
-    ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalStatus, ApprovalView,
-    AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision,
-    EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore, JsonIdentity,
-    OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvent, StoreEvents,
-    SuspendedRun, Verdict, INTERRUPTED, MAX_PAGE,
+    check_reconciliation, request_principal, ApprovalBinding, ApprovalGateway, ApprovalId,
+    ApprovalIntent, ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState,
+    ApprovalStatus, ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict,
+    ClaimView, Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
+    JsonIdentity, OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvent,
+    StoreEvents, SuspendedRun, Verdict, INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
 };
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::json;
@@ -437,16 +437,28 @@ impl Reader {
     }
 }
 
-/// Which approvals [`read_views`] reads. `state` and `verdict` are spelled into the statement as
-/// literals (they come from a fixed set), so a listing of pending approvals uses the partial index
-/// `approvals_pending` and a run's listing `approvals_by_run`; each combination of filters is its
-/// own cached statement.
+/// The largest instant (nanoseconds): a request without an expiry sorts as never expiring in
+/// `approvals_open_by_principal`, whose expression this is part of.
+const NEVER: &str = "9223372036854775807";
+
+/// Which approvals [`read_views`] reads (and [`count_views`] counts). `state` and `verdict` are
+/// spelled into the statement as literals (they come from a fixed set), so a listing of pending
+/// approvals uses the partial index `approvals_pending`, a run's listing `approvals_by_run` and a
+/// principal's open approvals `approvals_open_by_principal`; each combination of filters is its
+/// own cached statement, whose parameters are bound in the order its conditions are written.
 struct ViewFilter {
     seq: Option<i64>,
     state: Option<&'static str>,
     verdict: Option<&'static str>,
+    /// Every state but `prepared` (the history).
+    decided: bool,
     run_id: Option<String>,
+    principal: Option<String>,
+    /// Pending with a request that accepts a decision at this instant (ns).
+    open_at: Option<i64>,
     after: i64,
+    before: Option<i64>,
+    newest_first: bool,
     limit: u32,
 }
 
@@ -454,25 +466,70 @@ impl ViewFilter {
     fn one(seq: i64) -> ViewFilter {
         ViewFilter {
             seq: Some(seq),
-            state: None,
-            verdict: None,
-            run_id: None,
-            after: 0,
             limit: 1,
+            ..ViewFilter::every()
         }
     }
 
-    /// The statement for this combination of filters: `?1` after, `?2` seq, `?3` run, `?4` limit.
-    fn sql(&self) -> String {
-        let mut sql = String::from(
-            "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
-                    a.decided_at_ns, a.expires_at_ns, a.note, a.request_json, a.prepared_at_ns,
-                    c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.completed_at_ns
-             FROM approvals a LEFT JOIN claims c ON c.seq = a.claim_seq
-             WHERE a.seq > ?1",
-        );
-        if self.seq.is_some() {
-            sql.push_str(" AND a.seq = ?2");
+    /// Every approval, oldest first, at most [`MAX_PAGE`].
+    fn every() -> ViewFilter {
+        ViewFilter {
+            seq: None,
+            state: None,
+            verdict: None,
+            decided: false,
+            run_id: None,
+            principal: None,
+            open_at: None,
+            after: 0,
+            before: None,
+            newest_first: false,
+            limit: MAX_PAGE,
+        }
+    }
+
+    /// The filter of `query` (`NotFound` for a cursor that is not an approval id).
+    fn of(query: &ApprovalQuery) -> Result<ViewFilter, StoreError> {
+        let cursor = |id: &Option<ApprovalId>| {
+            id.as_ref()
+                .map(|id| approval_seq(id).ok_or(StoreError::NotFound))
+                .transpose()
+        };
+        let (state, verdict) = match query.status {
+            None => (None, None),
+            Some(ApprovalStatus::Pending) => (Some("prepared"), None),
+            Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
+            Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
+            Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
+            Some(_) => (Some("refused"), None),
+        };
+        Ok(ViewFilter {
+            seq: None,
+            state,
+            verdict,
+            decided: query.decided,
+            run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
+            principal: query.principal.clone(),
+            open_at: query.open_at.map(to_ns).transpose()?,
+            after: cursor(&query.after)?.unwrap_or(0),
+            before: cursor(&query.before)?,
+            newest_first: query.newest_first,
+            limit: query.limit.min(MAX_PAGE),
+        })
+    }
+
+    /// The conditions of this filter on `approvals a`, and their parameters in order.
+    fn conditions(&self) -> (String, Vec<rusqlite::types::Value>) {
+        use rusqlite::types::Value;
+        let mut sql = String::from("a.seq > ?");
+        let mut params = vec![Value::Integer(self.after)];
+        if let Some(before) = self.before {
+            sql.push_str(" AND a.seq < ?");
+            params.push(Value::Integer(before));
+        }
+        if let Some(seq) = self.seq {
+            sql.push_str(" AND a.seq = ?");
+            params.push(Value::Integer(seq));
         }
         // Literals from a fixed set, never caller text.
         if let Some(state) = self.state {
@@ -481,46 +538,81 @@ impl ViewFilter {
         if let Some(verdict) = self.verdict {
             sql.push_str(&format!(" AND a.verdict = '{verdict}'"));
         }
-        if self.run_id.is_some() {
-            sql.push_str(" AND a.run_id = ?3");
+        if self.decided {
+            sql.push_str(" AND a.state <> 'prepared'");
         }
-        sql.push_str(" ORDER BY a.seq LIMIT ?4");
-        sql
+        if let Some(run) = &self.run_id {
+            sql.push_str(" AND a.run_id = ?");
+            params.push(Value::Text(run.clone()));
+        }
+        if let Some(principal) = &self.principal {
+            sql.push_str(" AND a.principal = ?");
+            params.push(Value::Text(principal.clone()));
+        }
+        if let Some(at) = self.open_at {
+            sql.push_str(&format!(
+                " AND a.state = 'prepared' AND coalesce(a.request_expires_at_ns, {NEVER}) > ?"
+            ));
+            params.push(Value::Integer(at));
+        }
+        (sql, params)
+    }
+
+    /// The listing's statement and its parameters (the limit last).
+    fn sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+        let (conditions, mut params) = self.conditions();
+        let order = if self.newest_first { "DESC" } else { "ASC" };
+        let sql = format!(
+            "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
+                    a.decided_at_ns, a.expires_at_ns, a.note, a.request_json, a.prepared_at_ns,
+                    c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.completed_at_ns
+             FROM approvals a LEFT JOIN claims c ON c.seq = a.claim_seq
+             WHERE {conditions} ORDER BY a.seq {order} LIMIT ?"
+        );
+        params.push(rusqlite::types::Value::Integer(i64::from(self.limit)));
+        (sql, params)
+    }
+
+    /// The count's statement and its parameters.
+    fn count_sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+        let (conditions, params) = self.conditions();
+        (
+            format!("SELECT count(*) FROM approvals a WHERE {conditions}"),
+            params,
+        )
     }
 }
 
-/// The views of the approvals `filter` selects, oldest first.
+/// The views of the approvals `filter` selects, in its order.
 fn read_views(conn: &Connection, filter: &ViewFilter) -> Result<Vec<ApprovalView>, StoreError> {
-    let mut stmt = conn.prepare_cached(&filter.sql()).map_err(backend)?;
+    let (sql, params) = filter.sql();
+    let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
     let rows = stmt
-        .query_map(
-            params![filter.after, filter.seq, filter.run_id, filter.limit],
-            |row| {
-                Ok(StoredApproval {
-                    seq: row.get(0)?,
-                    intent_json: row.get(1)?,
-                    intent_digest: row.get(2)?,
-                    state: row.get(3)?,
-                    verdict: row.get(4)?,
-                    approver: row.get(5)?,
-                    decided_at: row.get(6)?,
-                    expires_at: row.get(7)?,
-                    note: row.get(8)?,
-                    request_json: row.get(9)?,
-                    prepared_at: row.get(10)?,
-                    claim: match row.get::<_, Option<String>>(11)? {
-                        None => None,
-                        Some(key) => Some(StoredClaim {
-                            key,
-                            owner: row.get(12)?,
-                            claimed_at: row.get(13)?,
-                            outcome_json: row.get(14)?,
-                            completed_at: row.get(15)?,
-                        }),
-                    },
-                })
-            },
-        )
+        .query_map(rusqlite::params_from_iter(params), |row| {
+            Ok(StoredApproval {
+                seq: row.get(0)?,
+                intent_json: row.get(1)?,
+                intent_digest: row.get(2)?,
+                state: row.get(3)?,
+                verdict: row.get(4)?,
+                approver: row.get(5)?,
+                decided_at: row.get(6)?,
+                expires_at: row.get(7)?,
+                note: row.get(8)?,
+                request_json: row.get(9)?,
+                prepared_at: row.get(10)?,
+                claim: match row.get::<_, Option<String>>(11)? {
+                    None => None,
+                    Some(key) => Some(StoredClaim {
+                        key,
+                        owner: row.get(12)?,
+                        claimed_at: row.get(13)?,
+                        outcome_json: row.get(14)?,
+                        completed_at: row.get(15)?,
+                    }),
+                },
+            })
+        })
         .map_err(backend)?;
     let mut out = Vec::new();
     for row in rows {
@@ -528,6 +620,22 @@ fn read_views(conn: &Connection, filter: &ViewFilter) -> Result<Vec<ApprovalView
     }
     Ok(out)
 }
+
+/// How many approvals `filter` selects (its order and limit aside).
+fn count_views(conn: &Connection, filter: &ViewFilter) -> Result<u64, StoreError> {
+    let (sql, params) = filter.count_sql();
+    let n: i64 = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| stmt.query_row(rusqlite::params_from_iter(params), |r| r.get(0)))
+        .map_err(backend)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// How many approvals `principal` has open at `now` (ns), counting no further than `up_to`: a
+/// seek in `approvals_open_by_principal` that reads at most `up_to` entries.
+const OPEN_OF_PRINCIPAL: &str = "SELECT count(*) FROM (SELECT 1 FROM approvals
+     WHERE state = 'prepared' AND principal = ?1
+       AND coalesce(request_expires_at_ns, 9223372036854775807) > ?2 LIMIT ?3)";
 
 /// An approval row as stored (with its claim, if it made one).
 struct StoredApproval {
@@ -615,6 +723,58 @@ impl StoredApproval {
             claim,
         })
     }
+}
+
+/// Inserts `request` as a pending approval with its `prepared` audit row (the row's pointer set);
+/// its id.
+fn insert_approval(
+    tx: &Connection,
+    me: &str,
+    request: &ApprovalRequest,
+) -> Result<ApprovalId, StoreError> {
+    request.check()?;
+    let intent = &request.intent;
+    let digest = intent.digest();
+    let intent_json = serde_json::to_string(intent).map_err(json_error)?;
+    let request_json = serde_json::to_string(request).map_err(json_error)?;
+    let request_expires = request.expires_at.map(to_ns).transpose()?;
+    to_ns(request.requested_at)?;
+    let at = now_ns()?;
+    tx.exec(
+        "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
+                                prepared_by, state, request_json, request_expires_at_ns, principal)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'prepared', ?7, ?8, ?9)",
+        params![
+            intent_json,
+            digest.as_str(),
+            intent.tool,
+            intent.run_id.as_str(),
+            at,
+            me,
+            request_json,
+            request_expires,
+            request.labels.get(PRINCIPAL_LABEL)
+        ],
+    )
+    .map_err(backend)?;
+    let seq = tx.last_insert_rowid();
+    let id = approval_id(seq);
+    let audit = append(
+        tx,
+        at,
+        me,
+        "prepared",
+        Some((&id.0, Trail::FromApproval)),
+        None,
+        Some(intent.run_id.as_str()),
+        &json!({"intentDigest": digest.as_str(), "intent": intent.to_json()}),
+    )?;
+    tx.exec(
+        "UPDATE approvals SET prepared_audit = ?2 WHERE seq = ?1",
+        params![seq, audit],
+    )
+    .map_err(backend)?;
+    Ok(id)
 }
 
 /// Inserts a claim unless the key exists; its sequence number when this call claimed it.
@@ -920,30 +1080,48 @@ impl OperatorStore for SqliteStore {
         &self,
         query: ApprovalQuery,
     ) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>> {
+        self.run(move |conn, _| read_views(conn, &ViewFilter::of(&query)?))
+    }
+
+    fn approval_page(
+        &self,
+        query: ApprovalQuery,
+    ) -> BoxFuture<'_, Result<ApprovalPage, StoreError>> {
         self.run(move |conn, _| {
-            let after = match &query.after {
-                None => 0,
-                Some(id) => approval_seq(id).ok_or(StoreError::NotFound)?,
-            };
-            let (state, verdict) = match query.status {
-                None => (None, None),
-                Some(ApprovalStatus::Pending) => (Some("prepared"), None),
-                Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
-                Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
-                Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
-                Some(_) => (Some("refused"), None),
-            };
-            read_views(
-                conn,
-                &ViewFilter {
-                    seq: None,
-                    state,
-                    verdict,
-                    run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
-                    after,
-                    limit: query.limit.min(MAX_PAGE),
-                },
-            )
+            let mut filter = ViewFilter::of(&query)?;
+            let limit = filter.limit;
+            // One more than the page: whether it is there says whether more follow.
+            filter.limit = limit + 1;
+            Ok(ApprovalPage::from_read(read_views(conn, &filter)?, limit))
+        })
+    }
+
+    fn count_approvals(&self, query: ApprovalQuery) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.run(move |conn, _| count_views(conn, &ViewFilter::of(&query)?))
+    }
+
+    fn prepare_within(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+        self.write(move |tx, me| {
+            let principal = request_principal(&request)?;
+            let now = to_ns(now)?;
+            // Counted in the group's `BEGIN IMMEDIATE` transaction, before the insert: no other
+            // writer of the file (this process's or another's) runs between the two.
+            let open: i64 = tx
+                .row(
+                    OPEN_OF_PRINCIPAL,
+                    params![principal, now, i64::from(limit)],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            if open >= i64::from(limit) {
+                return Ok(None);
+            }
+            insert_approval(tx, me, &request).map(Some)
         })
     }
 
@@ -1143,50 +1321,7 @@ impl ApprovalGateway for SqliteStore {
     }
 
     fn prepare(&self, request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalId, StoreError>> {
-        self.write(move |tx, me| {
-            request.check()?;
-            let intent = &request.intent;
-            let digest = intent.digest();
-            let intent_json = serde_json::to_string(intent).map_err(json_error)?;
-            let request_json = serde_json::to_string(&request).map_err(json_error)?;
-            let request_expires = request.expires_at.map(to_ns).transpose()?;
-            to_ns(request.requested_at)?;
-            let at = now_ns()?;
-            tx.exec(
-                "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
-                                        prepared_by, state, request_json, request_expires_at_ns)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'prepared', ?7, ?8)",
-                params![
-                    intent_json,
-                    digest.as_str(),
-                    intent.tool,
-                    intent.run_id.as_str(),
-                    at,
-                    me,
-                    request_json,
-                    request_expires
-                ],
-            )
-            .map_err(backend)?;
-            let seq = tx.last_insert_rowid();
-            let id = approval_id(seq);
-            let audit = append(
-                tx,
-                at,
-                me,
-                "prepared",
-                Some((&id.0, Trail::FromApproval)),
-                None,
-                Some(intent.run_id.as_str()),
-                &json!({"intentDigest": digest.as_str(), "intent": intent.to_json()}),
-            )?;
-            tx.exec(
-                "UPDATE approvals SET prepared_audit = ?2 WHERE seq = ?1",
-                params![seq, audit],
-            )
-            .map_err(backend)?;
-            Ok(id)
-        })
+        self.write(move |tx, me| insert_approval(tx, me, &request))
     }
 
     fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -1642,34 +1777,40 @@ mod tests {
         assert_eq!(queued(&writes), (0, true));
     }
 
+    /// The query plan of `sql` with `params`, its steps joined.
+    fn plan_of(conn: &Connection, sql: &str, params: Vec<rusqlite::types::Value>) -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(params), |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        rows.join("; ")
+    }
+
     /// What each kind of listing reads: one approval by its key, the pending ones through their
-    /// partial index, a run's through `approvals_by_run`, and none by reading the table from the
-    /// start unless it lists everything.
+    /// partial index (oldest or newest first, from either cursor, and their count), a run's
+    /// through `approvals_by_run`, a principal's open ones through `approvals_open_by_principal`
+    /// (listed, counted, and counted up to a limit before a prepare), the history by the key from
+    /// its cursor down; none by reading the table from the start unless it lists everything.
     #[test]
     fn each_listing_seeks_with_an_index() {
         let mut conn = Connection::open_in_memory().unwrap();
         migrate(&mut conn).unwrap();
         let plan = |filter: &ViewFilter| {
-            let mut stmt = conn
-                .prepare(&format!("EXPLAIN QUERY PLAN {}", filter.sql()))
-                .unwrap();
-            let rows: Vec<String> = stmt
-                .query_map(
-                    params![filter.after, filter.seq, filter.run_id, filter.limit],
-                    |r| r.get(3),
-                )
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
-            rows.join("; ")
+            let (sql, params) = filter.sql();
+            plan_of(&conn, &sql, params)
+        };
+        let count = |filter: &ViewFilter| {
+            let (sql, params) = filter.count_sql();
+            plan_of(&conn, &sql, params)
         };
         let listing = |state, verdict, run_id: Option<&str>| ViewFilter {
-            seq: None,
             state,
             verdict,
             run_id: run_id.map(str::to_owned),
-            after: 0,
             limit: 10,
+            ..ViewFilter::every()
         };
         let one = plan(&ViewFilter::one(7));
         assert!(
@@ -1681,6 +1822,23 @@ mod tests {
             pending.contains("USING INDEX approvals_pending"),
             "{pending}"
         );
+        // The approver page's pages: newest first below a cursor, and how many more.
+        let newest = ViewFilter {
+            before: Some(500),
+            newest_first: true,
+            ..listing(Some("prepared"), None, None)
+        };
+        let newest_plan = plan(&newest);
+        assert!(
+            newest_plan.contains("SEARCH a USING INDEX approvals_pending (seq>? AND seq<?)"),
+            "{newest_plan}"
+        );
+        assert!(!newest_plan.contains("TEMP B-TREE"), "{newest_plan}");
+        let more = count(&newest);
+        assert_eq!(
+            more,
+            "SEARCH a USING COVERING INDEX approvals_pending (seq>? AND seq<?)"
+        );
         let run = plan(&listing(None, None, Some("r1")));
         assert!(run.contains("USING INDEX approvals_by_run"), "{run}");
         let approved_in_run = plan(&listing(Some("decided"), Some("approve"), Some("r1")));
@@ -1688,6 +1846,42 @@ mod tests {
             approved_in_run.contains("USING INDEX approvals_by_run"),
             "{approved_in_run}"
         );
+        assert_eq!(
+            count(&listing(None, None, Some("r1"))),
+            "SEARCH a USING COVERING INDEX approvals_by_run (run_id=? AND rowid>?)"
+        );
+        // A principal's open approvals: a seek on the principal and the expiry.
+        let open = ViewFilter {
+            principal: Some("local".into()),
+            open_at: Some(1),
+            ..ViewFilter::every()
+        };
+        let seek = "USING COVERING INDEX approvals_open_by_principal (principal=? AND <expr>>?)";
+        assert!(count(&open).contains(seek), "{}", count(&open));
+        let listed = plan(&open);
+        assert!(
+            listed.contains("USING INDEX approvals_open_by_principal (principal=? AND <expr>>?)"),
+            "{listed}"
+        );
+        let capped = plan_of(
+            &conn,
+            OPEN_OF_PRINCIPAL,
+            vec!["local".to_owned().into(), 1i64.into(), 16i64.into()],
+        );
+        assert!(capped.contains(seek), "{capped}");
+        // The history, newest first from its cursor: the key read downwards, no sort.
+        let history = plan(&ViewFilter {
+            decided: true,
+            before: Some(500),
+            newest_first: true,
+            limit: 51,
+            ..ViewFilter::every()
+        });
+        assert!(
+            history.contains("SEARCH a USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+            "{history}"
+        );
+        assert!(!history.contains("TEMP B-TREE"), "{history}");
     }
 
     #[tokio::test]

@@ -1,5 +1,5 @@
-//! What only the SQLite store has: WAL and the pragmas, the in-memory store (not durable), and a file
-//! made by schema version 1, and one made by version 2, migrated in place.
+//! What only the SQLite store has: WAL and the pragmas, the in-memory store (not durable), and files
+//! made by schema versions 1, 2 and 3, migrated in place.
 
 use purra_core::*;
 use purra_sqlite::*;
@@ -283,7 +283,7 @@ async fn a_schema_2_file_is_migrated_with_every_trail_and_claim_intact() {
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let claim_seqs: Vec<(i64, String)> = raw
         .prepare("SELECT seq, key FROM claims ORDER BY seq")
         .unwrap()
@@ -313,4 +313,117 @@ async fn a_schema_2_file_is_migrated_with_every_trail_and_claim_intact() {
         .unwrap_err()
         .to_string()
         .contains("append-only"));
+}
+
+/// A file as schema version 3 left it, with approvals pending (one of them labelled with a
+/// principal by a host, which version 3 never read) and decided. Migrated to version 4: the new
+/// column is empty for every old row, the open approvals of a principal are counted through the
+/// new index from the first labelled approval prepared after, the old ones page newest first as
+/// before, and new rows continue the sequence.
+#[tokio::test]
+async fn a_schema_3_file_is_migrated_and_counts_principals_from_then_on() {
+    let path = fresh("v3");
+    {
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.execute_batch(include_str!("v1.sql")).unwrap();
+        raw.execute_batch(include_str!("v2.sql")).unwrap();
+        raw.execute_batch(include_str!("v3.sql")).unwrap();
+        raw.execute(
+            "INSERT INTO owners (owner, pid, opened_at_ns, heartbeat_at_ns, lease_ns)
+             VALUES ('old-owner', 1, 7000000000, 7000000000, 1)",
+            [],
+        )
+        .unwrap();
+        let mut labelled = request("two");
+        labelled
+            .labels
+            .insert(PRINCIPAL_LABEL.into(), "local".into());
+        for (args, req, state) in [
+            ("one", request("one"), "prepared"),
+            ("two", labelled, "prepared"),
+            ("three", request("three"), "decided"),
+        ] {
+            let decided = state == "decided";
+            raw.execute(
+                "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
+                    prepared_by, state, verdict, approver, decided_at_ns, request_json)
+                 VALUES (?1, ?2, 'update', 'r1', 7000000000, 'old-owner', ?3, ?4, ?5, ?6, ?7)",
+                rusqlite::params![
+                    serde_json::to_string(&intent(args)).unwrap(),
+                    intent(args).digest().as_str(),
+                    state,
+                    decided.then_some("deny"),
+                    decided.then_some("alice"),
+                    decided.then_some(8_000_000_000i64),
+                    serde_json::to_string(&req).unwrap(),
+                ],
+            )
+            .unwrap();
+        }
+        raw.pragma_update(None, "user_version", 3).unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let ids = |views: &[ApprovalView]| views.iter().map(|v| v.id.0.clone()).collect::<Vec<_>>();
+    let pending = ApprovalQuery::all()
+        .status(ApprovalStatus::Pending)
+        .newest_first();
+    let page = store.approval_page(pending.clone().limit(1)).await.unwrap();
+    assert_eq!(ids(&page.approvals), ["approval-2"]);
+    assert_eq!(page.next, Some(ApprovalId("approval-2".into())));
+    assert_eq!(store.count_approvals(pending.clone()).await, Ok(2));
+    let history = store
+        .approval_page(ApprovalQuery::all().decided().newest_first())
+        .await
+        .unwrap();
+    assert_eq!(
+        (ids(&history.approvals), history.next),
+        (vec!["approval-3".to_owned()], None)
+    );
+    let now = std::time::SystemTime::now();
+    let open = ApprovalQuery::all().principal("local").open_at(now);
+    // The labelled approval of version 3 has no principal column: it does not count.
+    assert_eq!(store.count_approvals(open.clone()).await, Ok(0));
+    let mut asked = request("four");
+    asked.labels.insert(PRINCIPAL_LABEL.into(), "local".into());
+    assert_eq!(
+        store.prepare_within(asked.clone(), 1, now).await,
+        Ok(Some(ApprovalId("approval-4".into())))
+    );
+    asked.arguments = serde_json::json!("five");
+    asked.intent = intent("five");
+    assert_eq!(store.prepare_within(asked, 1, now).await, Ok(None));
+    assert_eq!(store.count_approvals(open).await, Ok(1));
+    assert_eq!(store.count_approvals(pending).await, Ok(3));
+    drop(store);
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = raw
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 4);
+    let principals: Vec<(i64, Option<String>)> = raw
+        .prepare("SELECT seq, principal FROM approvals ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        principals,
+        [
+            (1, None),
+            (2, None),
+            (3, None),
+            (4, Some("local".to_owned()))
+        ]
+    );
+    let index: i64 = raw
+        .query_row(
+            "SELECT count(*) FROM sqlite_master
+             WHERE type = 'index' AND name = 'approvals_open_by_principal'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(index, 1);
 }

@@ -8,7 +8,8 @@
 //! The suite: every transition of the durable write state machine with exact values ([`transitions`]),
 //! durability across reopening and Core's agent suspended on one store and resumed on another
 //! ([`reopen`]), two OS processes racing for 100 approved intents and a claimant killed with SIGKILL
-//! ([`race`]), and the operator's view and store events ([`operator`]).
+//! ([`race`]), and the operator's view and store events, listings by page and the cap on a
+//! principal's open approvals ([`operator`]).
 
 pub mod operator;
 pub mod race;
@@ -75,7 +76,9 @@ macro_rules! contract_tests {
             operator::the_audit_trail_of_one_approval_includes_its_claims_outcomes,
             operator::a_decision_after_the_request_expired_is_refused,
             operator::subscribers_hear_of_every_change_of_this_store,
-            operator::a_decision_made_through_another_store_instance_wakes_a_waiter
+            operator::a_decision_made_through_another_store_instance_wakes_a_waiter,
+            operator::a_flood_of_approvals_is_listed_by_page_newest_first_with_counts,
+            operator::open_approvals_per_principal_are_capped_in_one_step
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -428,3 +428,251 @@ pub async fn a_decision_made_through_another_store_instance_wakes_a_waiter<H: Ha
         Err(StoreError::NotFound)
     );
 }
+
+/// `request(args)` asked for `principal`, accepting a decision until `expires` (if any).
+fn asked_by(args: &str, principal: &str, expires: Option<SystemTime>) -> ApprovalRequest {
+    let mut r = request(args);
+    r.labels.insert(PRINCIPAL_LABEL.into(), principal.into());
+    r.expires_at = expires;
+    r
+}
+
+fn seqs(views: &[ApprovalView]) -> Vec<u64> {
+    views
+        .iter()
+        .map(|v| v.id.0["approval-".len()..].parse().unwrap())
+        .collect()
+}
+
+/// Contract test (finding 5: a flood of approvals must not hide real ones): pending approvals page
+/// newest first by a `before` cursor with an exact count of the rest, ids ordered as numbers
+/// (`approval-10` after `approval-9`); the history (every decided approval) pages newest first
+/// and knows only whether more follow; filters by run and by a principal's open approvals count
+/// exactly; a cursor that is no approval id is `NotFound`.
+pub async fn a_flood_of_approvals_is_listed_by_page_newest_first_with_counts<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("flood")).await.unwrap();
+    for n in 1..=25 {
+        let mut r = if n % 5 == 0 {
+            asked_by(&format!("a{n}"), "local", Some(at(100)))
+        } else {
+            request(&format!("a{n}"))
+        };
+        if n > 20 {
+            r.intent.run_id = RunId::new("r2");
+        }
+        assert_eq!(
+            store.prepare(r).await,
+            Ok(ApprovalId(format!("approval-{n}")))
+        );
+    }
+    let id = |n: u64| ApprovalId(format!("approval-{n}"));
+    for (n, verdict) in [
+        (3, Verdict::Approve),
+        (7, Verdict::Deny),
+        (12, Verdict::Approve),
+        (20, Verdict::Deny),
+    ] {
+        store.decide(id(n), decision(verdict, None)).await.unwrap();
+    }
+    let pending = ApprovalQuery::all()
+        .status(ApprovalStatus::Pending)
+        .newest_first()
+        .limit(10);
+    let first = store.approval_page(pending.clone()).await.unwrap();
+    assert_eq!(
+        seqs(&first.approvals),
+        [25, 24, 23, 22, 21, 19, 18, 17, 16, 15]
+    );
+    assert_eq!(first.next, Some(id(15)));
+    let rest = pending.clone().continued(id(15));
+    assert_eq!(store.count_approvals(rest.clone()).await, Ok(11));
+    assert_eq!(store.count_approvals(pending.clone()).await, Ok(21));
+    let second = store.approval_page(rest).await.unwrap();
+    assert_eq!(seqs(&second.approvals), [14, 13, 11, 10, 9, 8, 6, 5, 4, 2]);
+    assert_eq!(second.next, Some(id(2)));
+    let last = store
+        .approval_page(pending.clone().continued(id(2)))
+        .await
+        .unwrap();
+    assert_eq!((seqs(&last.approvals), last.next), (vec![1], None));
+    // The same page through `approvals`, and oldest first between two cursors.
+    assert_eq!(
+        seqs(&store.approvals(pending.clone()).await.unwrap()),
+        seqs(&first.approvals)
+    );
+    let between = store
+        .approval_page(ApprovalQuery::all().after(id(8)).before(id(12)).limit(2))
+        .await
+        .unwrap();
+    assert_eq!(
+        (seqs(&between.approvals), between.next),
+        (vec![9, 10], Some(id(10)))
+    );
+    assert_eq!(
+        store
+            .count_approvals(ApprovalQuery::all().after(id(8)).before(id(12)))
+            .await,
+        Ok(3)
+    );
+    // The history: decided approvals newest first, two a page.
+    let history = ApprovalQuery::all().decided().newest_first().limit(2);
+    let page = store.approval_page(history.clone()).await.unwrap();
+    assert_eq!(
+        (seqs(&page.approvals), page.next.clone()),
+        (vec![20, 12], Some(id(12)))
+    );
+    let page = store
+        .approval_page(history.clone().continued(id(12)))
+        .await
+        .unwrap();
+    assert_eq!((seqs(&page.approvals), page.next), (vec![7, 3], None));
+    assert_eq!(store.count_approvals(history).await, Ok(4));
+    // By run, and a principal's open approvals (approval-20 is decided).
+    assert_eq!(
+        store
+            .count_approvals(ApprovalQuery::all().run(RunId::new("r2")))
+            .await,
+        Ok(5)
+    );
+    let open = ApprovalQuery::all().principal("local").open_at(at(99));
+    assert_eq!(store.count_approvals(open.clone()).await, Ok(4));
+    assert_eq!(
+        seqs(&store.approvals(open.newest_first()).await.unwrap()),
+        [25, 15, 10, 5]
+    );
+    assert_eq!(
+        store
+            .count_approvals(ApprovalQuery::all().principal("local").open_at(at(100)))
+            .await,
+        Ok(0),
+        "a request is open only before its expiry"
+    );
+    assert_eq!(
+        store
+            .count_approvals(ApprovalQuery::all().principal("someone else"))
+            .await,
+        Ok(0)
+    );
+    let nonsense = ApprovalId("nonsense".into());
+    assert_eq!(
+        store
+            .approval_page(ApprovalQuery::all().before(nonsense.clone()))
+            .await,
+        Err(StoreError::NotFound)
+    );
+    assert_eq!(
+        store
+            .count_approvals(ApprovalQuery::all().after(nonsense))
+            .await,
+        Err(StoreError::NotFound)
+    );
+}
+
+/// Contract test (finding 5): a principal's open approvals are capped in one step with the insert:
+/// at the limit nothing is written; decided, expired and other principals' approvals do not
+/// count, a request without expiry always does; a request naming no principal is refused; and
+/// twelve limited prepares racing through two store instances open exactly the limit.
+pub async fn open_approvals_per_principal_are_capped_in_one_step<H: Harness>(h: &H) {
+    let path = h.fresh("capped");
+    let store = h.open(&path).await.unwrap();
+    let now = at(50);
+    for n in 1..=3 {
+        assert_eq!(
+            store
+                .prepare_within(asked_by(&format!("p{n}"), "p1", Some(at(100))), 3, now)
+                .await,
+            Ok(Some(ApprovalId(format!("approval-{n}"))))
+        );
+    }
+    assert_eq!(
+        store
+            .prepare_within(asked_by("p4", "p1", Some(at(100))), 3, now)
+            .await,
+        Ok(None)
+    );
+    assert_eq!(store.count_approvals(ApprovalQuery::all()).await, Ok(3));
+    assert_eq!(
+        store
+            .prepare_within(asked_by("q1", "p2", None), 3, now)
+            .await,
+        Ok(Some(ApprovalId("approval-4".into())))
+    );
+    // A decision frees a place.
+    store
+        .decide(
+            ApprovalId("approval-2".into()),
+            decision(Verdict::Deny, None),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .prepare_within(asked_by("p5", "p1", None), 3, now)
+            .await,
+        Ok(Some(ApprovalId("approval-5".into())))
+    );
+    assert_eq!(
+        store
+            .prepare_within(asked_by("p6", "p1", None), 3, now)
+            .await,
+        Ok(None)
+    );
+    // Past the expiry of the first two, only the one without expiry is open.
+    assert_eq!(
+        store
+            .count_approvals(ApprovalQuery::all().principal("p1").open_at(at(100)))
+            .await,
+        Ok(1)
+    );
+    assert_eq!(
+        store
+            .prepare_within(asked_by("p6", "p1", None), 2, at(100))
+            .await,
+        Ok(Some(ApprovalId("approval-6".into())))
+    );
+    assert_eq!(
+        store.prepare_within(request("x"), 3, now).await,
+        Err(StoreError::Conflict(
+            "a limited prepare needs the request's principal label"
+        ))
+    );
+    let mut forged = asked_by("y", "p3", None);
+    forged.arguments = json!("something else");
+    assert_eq!(
+        store.prepare_within(forged, 3, now).await,
+        Err(StoreError::Conflict(
+            "the arguments are not the ones the intent names"
+        ))
+    );
+    assert_eq!(store.count_approvals(ApprovalQuery::all()).await, Ok(6));
+
+    // Racing through two instances (as two processes would): exactly the limit get in.
+    let other = h.open(&path).await.unwrap();
+    let racers: Vec<_> = (0..12)
+        .map(|n| {
+            let s = if n % 2 == 0 {
+                store.clone()
+            } else {
+                other.clone()
+            };
+            tokio::spawn(async move {
+                s.prepare_within(asked_by(&format!("r{n}"), "racer", None), 4, at(50))
+                    .await
+            })
+        })
+        .collect();
+    let mut opened = 0;
+    for r in racers {
+        if r.await.unwrap().unwrap().is_some() {
+            opened += 1;
+        }
+    }
+    assert_eq!(opened, 4);
+    assert_eq!(
+        store
+            .count_approvals(ApprovalQuery::all().principal("racer").open_at(at(50)))
+            .await,
+        Ok(4)
+    );
+    assert_eq!(store.count_approvals(ApprovalQuery::all()).await, Ok(10));
+}

@@ -18,15 +18,42 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
     let location = store::location(&args.db)?;
     let db = store::open(&location, false).await?;
     match &command {
-        ApprovalsCommand::List { .. } => {
-            let mut all = Vec::new();
-            for v in store::approvals(&db, ApprovalQuery::all()).await? {
-                all.push(store::approval_json(&db, &v).await?);
+        ApprovalsCommand::List { before, limit, .. } => {
+            let mut query = ApprovalQuery::all().newest_first().limit(*limit);
+            if let Some(id) = before {
+                let id = ApprovalId(id.clone());
+                if purra_core::stored::approval_seq(&id).is_none() {
+                    return Err(Failure::usage(
+                        "--before needs an approval id such as approval-12",
+                    ));
+                }
+                query = query.before(id);
             }
+            let ops = db.ops();
+            let page = ops
+                .approval_page(query.clone())
+                .await
+                .map_err(|e| store::failure("listing approvals", e))?;
+            // How many are older than this page: counted (once, for this listing).
+            let more = match &page.next {
+                Some(next) => ops
+                    .count_approvals(query.continued(next.clone()))
+                    .await
+                    .map_err(|e| store::failure("counting approvals", e))?,
+                None => 0,
+            };
+            let mut all = Vec::new();
+            for v in &page.approvals {
+                all.push(store::approval_json(&db, v).await?);
+            }
+            let next = page.next.as_ref().map(|id| id.0.clone());
             if json_out {
-                print_json(&json!({ "approvals": all }));
+                print_json(&json!({ "approvals": all, "next": next, "more": more }));
             } else if all.is_empty() {
-                println!("no approvals in {}", location.shown());
+                match before {
+                    Some(id) => println!("no approval older than {id} in {}", location.shown()),
+                    None => println!("no approvals in {}", location.shown()),
+                }
             } else {
                 println!(
                     "{:<14} {:<9} {:<12} {:<12} EFFECT",
@@ -41,6 +68,9 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                         text(&a["runId"]),
                         a["effect"].as_str().unwrap_or("-"),
                     );
+                }
+                if let Some(next) = next {
+                    println!("{more} more, older: see them with --before {next}");
                 }
             }
         }
