@@ -250,6 +250,18 @@ impl std::fmt::Display for SelfDecision {
 
 impl std::error::Error for SelfDecision {}
 
+impl SelfDecision {
+    /// The store error a decision path that answers with [`StoreError`] reports it as.
+    pub const CONFLICT: &'static str =
+        "approvers must differ: the principal that asked cannot decide it";
+}
+
+impl From<SelfDecision> for StoreError {
+    fn from(_: SelfDecision) -> StoreError {
+        StoreError::Conflict(SelfDecision::CONFLICT)
+    }
+}
+
 impl ApprovalRequest {
     /// The principal that asked, as the request's [`PRINCIPAL_LABEL`] names it.
     pub fn requester(&self) -> Option<&str> {
