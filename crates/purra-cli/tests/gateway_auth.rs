@@ -214,7 +214,10 @@ arguments = ["len(value) <= 40"]
             if p.len() == n {
                 return p;
             }
-            assert!(start.elapsed() < LIMIT, "{n} pending approvals expected: {p:?}");
+            assert!(
+                start.elapsed() < LIMIT,
+                "{n} pending approvals expected: {p:?}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -254,7 +257,12 @@ arguments = ["len(value) <= 40"]
             .next()
             .expect("cookie")
             .to_owned();
-        let page = http("GET", &format!("{}/", self.page), &[("cookie", &cookie)], "");
+        let page = http(
+            "GET",
+            &format!("{}/", self.page),
+            &[("cookie", &cookie)],
+            "",
+        );
         assert_eq!(page.status, 200);
         let from = page.body.find("name=\"csrf\" value=\"").expect("csrf") + 19;
         (cookie, page.body[from..from + 43].to_owned())
@@ -296,7 +304,10 @@ fn token_for(issuer: &str, user: &str, resource: &str) -> String {
         "token.mjs: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).expect("utf-8").trim().to_owned()
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
 }
 
 /// One raw HTTP/1.1 exchange's answer.
@@ -399,7 +410,8 @@ impl Client {
         };
         if let Some(t) = token {
             // The token travels in the environment, never on a command line.
-            cmd.env("GATEWAY_TOKEN", t).args(["--bearer-env", "GATEWAY_TOKEN"]);
+            cmd.env("GATEWAY_TOKEN", t)
+                .args(["--bearer-env", "GATEWAY_TOKEN"]);
         }
         let mut child = cmd
             .args(["--steps", &steps.to_string(), "--http", url])
@@ -554,7 +566,10 @@ fn the_guard_refuses_callers_without_a_token_for_the_gateway_and_serves_its_meta
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["get_value", "set_value"]);
-    assert_eq!(steps[1]["result"]["structuredContent"], json!({"value": ""}));
+    assert_eq!(
+        steps[1]["result"]["structuredContent"],
+        json!({"value": ""})
+    );
 }
 
 /// Two users, the same write: two approvals, each naming its principal; the first user cannot
@@ -689,6 +704,12 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
         ),
         "{lines:?}"
     );
-    assert_eq!(g.approvals(&["list"])["approvals"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        g.approvals(&["list"])["approvals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     assert_eq!(g.writes(), 2);
 }

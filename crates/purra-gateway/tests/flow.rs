@@ -761,3 +761,76 @@ async fn denied_in_the_view_it_is_never_sent_and_an_approval_after_the_wait_send
     assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
     fx.gateway.shutdown().await;
 }
+
+/// Separation of duties in the gateway: with `approvers_must_differ` the request names the
+/// caller's principal and the rule; the caller is not asked by elicitation, the approval view
+/// refuses its decision, `Gateway::decide` refuses an approver that is the principal that asked,
+/// and another approver's decision sends the write once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_approvers_must_differ_the_caller_cannot_decide_its_own_write() {
+    let fx = fixture_with("differ", Duration::from_secs(30), |c| {
+        c.gateway.apps = true;
+        c.gateway.elicitation = true;
+        c.gateway.approvers_must_differ = true;
+    })
+    .await;
+    let asked = Arc::new(AtomicU64::new(0));
+    let seen = asked.clone();
+    let options = ClientOptions::default()
+        .apps()
+        .on_elicitation(false, move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok(purra_protocol::types::ElicitResult::accept(object(
+                    json!({"decision": "approve"}),
+                )))
+            }
+        });
+    let conn = Arc::new(client_with(&fx.gateway, "flow-client", options).await);
+    let call = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "x"})).await })
+    };
+    view_until(&conn, "x", "pending").await;
+    let id = ApprovalId("approval-1".into());
+    let request = fx
+        .store
+        .approval(id.clone())
+        .await
+        .expect("read")
+        .expect("prepared")
+        .request;
+    assert_eq!(request.requester(), Some("local"));
+    assert!(request.approvers_must_differ());
+    assert_eq!(request.requested_by, "local (flow-client)");
+
+    let refused = view(&conn, "x", json!({"decision": "approve"})).await;
+    assert_eq!(
+        text(&refused),
+        (
+            "approval approval-1 of set_value: pending; nothing was decided: approvers must \
+             differ: the principal that asked for this call cannot decide it"
+                .to_owned(),
+            true
+        )
+    );
+    assert_eq!(
+        fx.gateway
+            .decide(id.clone(), approval_by("local", Duration::from_secs(60)))
+            .await,
+        Err(purra_core::StoreError::Conflict(
+            purra_core::SelfDecision::CONFLICT
+        ))
+    );
+    assert_eq!(status(&view(&conn, "x", json!({})).await), "pending");
+    fx.gateway
+        .decide(id, approval_by("ada", Duration::from_secs(60)))
+        .await
+        .expect("another approver decides");
+    let r = call.await.expect("join").expect("call");
+    assert_eq!(r.structured_content, Some(json!({"stored": "x"})), "{r:?}");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    // The caller was never asked to decide its own call.
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
