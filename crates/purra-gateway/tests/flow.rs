@@ -834,3 +834,44 @@ async fn with_approvers_must_differ_the_caller_cannot_decide_its_own_write() {
     assert_eq!(asked.load(Ordering::SeqCst), 0);
     fx.gateway.shutdown().await;
 }
+
+/// With `[gateway.auth]`, a caller that did not pass the guard (the server served another way,
+/// here in memory) acts as nobody: even an open read is refused, and nothing is prepared; the
+/// guard for a listener names the metadata of `http://ADDR/mcp`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_configured_a_caller_without_a_proven_principal_is_refused() {
+    let fx = fixture_with("unauthenticated", Duration::from_secs(1), |c| {
+        c.gateway.listen = purra_gateway::Listen::Http("127.0.0.1:0".parse().unwrap());
+        c.gateway.auth = Some(purra_gateway::AuthSettings {
+            issuer: "https://auth.example".into(),
+            ..Default::default()
+        });
+    })
+    .await;
+    let guard = fx
+        .gateway
+        .auth_layer("127.0.0.1:8787".parse().unwrap())
+        .expect("a guard")
+        .expect("configured");
+    assert_eq!(
+        guard.metadata_url(),
+        "http://127.0.0.1:8787/.well-known/oauth-protected-resource/mcp"
+    );
+    let conn = client(&fx.gateway, "flow-client").await;
+    for (tool, args) in [
+        ("get_value", json!({})),
+        ("set_value", json!({"value": "a"})),
+    ] {
+        let r = conn.call_tool(tool, args).await.expect("call");
+        assert_eq!(
+            text(&r),
+            (
+                format!("{tool} failed: scope_denied (nothing was sent)"),
+                true
+            )
+        );
+    }
+    assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
