@@ -1,6 +1,6 @@
 // Downstream client for purra gateway's end-to-end tests, on the official TypeScript MCP SDK 1.32.2.
 //
-// Usage: node gateway_client.mjs [--elicit approve|deny] --steps JSON (-- <server command> [args...] | --http URL)
+// Usage: node gateway_client.mjs [--elicit approve|deny] [--bearer-env VAR] --steps JSON (-- <server command> [args...] | --http URL)
 //
 // Steps (a JSON array, run in order):
 //   {"list": true}                  prints {"step": "list", "tools": [Tool, ...]}
@@ -8,7 +8,8 @@
 //                                   or {"step": "call", "tool": NAME, "error": TEXT}
 // Events printed as they happen: {"event": "list_changed"}, {"event": "progress", "message": ...},
 // {"event": "elicit", "message": TEXT, "answer": "approve"|"deny"}. With --elicit the client declares
-// the elicitation capability and its handler answers every form with that decision.
+// the elicitation capability and its handler answers every form with that decision. With --bearer-env
+// (HTTP only) every request carries `Authorization: Bearer <the value of VAR>`.
 // Ends with {"event": "done"}.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -28,14 +29,15 @@ function emit(doc) {
 }
 
 function parseArgs(argv) {
-  const usage = 'usage: gateway_client.mjs [--elicit approve|deny] --steps JSON (-- <server command> [args...] | --http URL)';
+  const usage = 'usage: gateway_client.mjs [--elicit approve|deny] [--bearer-env VAR] --steps JSON (-- <server command> [args...] | --http URL)';
   const cut = argv.indexOf('--');
   const command = cut >= 0 ? argv.slice(cut + 1) : [];
   const own = cut >= 0 ? argv.slice(0, cut) : argv;
-  const opts = { http: undefined, elicit: undefined, steps: undefined, command };
+  const opts = { http: undefined, elicit: undefined, bearerEnv: undefined, steps: undefined, command };
   for (let i = 0; i < own.length; i++) {
     if (own[i] === '--http' && i + 1 < own.length) opts.http = own[++i];
     else if (own[i] === '--elicit' && i + 1 < own.length) opts.elicit = own[++i];
+    else if (own[i] === '--bearer-env' && i + 1 < own.length) opts.bearerEnv = own[++i];
     else if (own[i] === '--steps' && i + 1 < own.length) opts.steps = JSON.parse(own[++i]);
     else {
       process.stderr.write(`${usage}\n`);
@@ -59,8 +61,11 @@ if (opts.elicit) {
     return { action: 'accept', content: { decision: opts.elicit, note: 'from the node client' } };
   });
 }
+const requestInit = opts.bearerEnv
+  ? { headers: { Authorization: `Bearer ${process.env[opts.bearerEnv] ?? ''}` } }
+  : undefined;
 const transport = opts.http
-  ? new StreamableHTTPClientTransport(new URL(opts.http))
+  ? new StreamableHTTPClientTransport(new URL(opts.http), { requestInit })
   : new StdioClientTransport({ command: opts.command[0], args: opts.command.slice(1), env: { ...process.env }, stderr: 'inherit' });
 try {
   await client.connect(transport);

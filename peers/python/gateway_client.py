@@ -1,7 +1,7 @@
 # Downstream client for purra gateway's end-to-end tests, on the official Python MCP SDK 2.3.0.
 """Runs steps against an MCP server (a purra gateway) and prints one JSON line per event.
 
-Usage: gateway_client.py [--elicit approve|deny] --steps JSON (-- <server command> [args...] | --http URL)
+Usage: gateway_client.py [--elicit approve|deny] [--bearer-env VAR] --steps JSON (-- <server command> [args...] | --http URL)
 
 Steps (a JSON array, run in order):
   {"list": true}                      prints {"step": "list", "tools": [Tool, ...]}
@@ -13,6 +13,7 @@ Steps (a JSON array, run in order):
 Events printed as they happen: {"event": "list_changed"}, {"event": "progress", "message": ...},
 {"event": "elicit", "message": TEXT, "answer": "approve"|"deny"}. With --elicit the client
 declares the elicitation capability and its handler answers every form with that decision.
+With --bearer-env (HTTP only) every request carries `Authorization: Bearer <the value of VAR>`.
 Ends with {"event": "done"}; exits 0 unless the connection could not be made.
 """
 
@@ -72,8 +73,11 @@ async def run(opts: argparse.Namespace) -> None:
     async with AsyncExitStack() as stack:
         if opts.http:
             from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
 
-            read, write = await stack.enter_async_context(streamable_http_client(opts.http))
+            headers = {"Authorization": f"Bearer {os.environ[opts.bearer_env]}"} if opts.bearer_env else None
+            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            read, write = await stack.enter_async_context(streamable_http_client(opts.http, http_client=http))
         else:
             params = StdioServerParameters(command=opts.command[0], args=opts.command[1:], env=dict(os.environ))
             read, write = await stack.enter_async_context(stdio_client(params))
@@ -123,6 +127,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="purra gateway test client (official Python SDK)")
     parser.add_argument("--http", metavar="URL")
     parser.add_argument("--elicit", choices=["approve", "deny"])
+    parser.add_argument("--bearer-env", metavar="VAR")
     parser.add_argument("--steps", required=True)
     opts = parser.parse_args(argv)
     opts.command = command

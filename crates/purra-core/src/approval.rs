@@ -25,6 +25,7 @@
 use crate::events::{EventSender, StoreEvent, StoreEvents};
 use crate::idempotency::{ClaimResult, IdempotencyKey, IdempotencyStore, InMemoryIdempotencyStore};
 use crate::identity::{json_identity, IdentityError, JsonIdentity};
+use crate::operator::PRINCIPAL_LABEL;
 use crate::run::RunId;
 use crate::store::{BoxFuture, StoreError};
 use crate::tool::{ApprovalBinding, ToolCall, ToolRegistration};
@@ -152,9 +153,10 @@ pub struct ApprovalRequest {
     pub requested_at: SystemTime,
     /// A decision at or after this instant is refused (`Conflict("the approval request expired")`).
     pub expires_at: Option<SystemTime>,
-    /// Display facts for approvers (for example the upstream server's name); never interpreted,
-    /// but for [`PRINCIPAL_LABEL`](crate::PRINCIPAL_LABEL), the principal a request counts against
-    /// ([`OperatorStore::prepare_within`](crate::OperatorStore::prepare_within)).
+    /// Display facts for approvers (for example the upstream server's name); only
+    /// [`PRINCIPAL_LABEL`] (by [`ApprovalRequest::check_decider`], and by stores:
+    /// [`OperatorStore::prepare_within`](crate::OperatorStore::prepare_within)) and
+    /// [`APPROVERS_MUST_DIFFER_LABEL`] are interpreted.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
@@ -207,6 +209,87 @@ impl ApprovalRequest {
     /// Whether a decision made at `at` comes too late.
     pub fn expired_at(&self, at: SystemTime) -> bool {
         self.expires_at.is_some_and(|e| e <= at)
+    }
+}
+
+/// The [`ApprovalRequest::labels`] entry that, set to `"true"`, refuses a decision by the principal
+/// that asked (separation of duties; see [`ApprovalRequest::check_decider`]).
+pub const APPROVERS_MUST_DIFFER_LABEL: &str = "approvers_must_differ";
+
+/// How an authenticated principal is written wherever approvals name one (a gateway's caller, an
+/// approver signed in through an OpenID Connect provider): the issuer, `#`, the subject, such as
+/// `https://auth.example#alice`. An issuer is a URL without a fragment (OpenID Connect and RFC 8414
+/// require it), so the first `#` separates the two and no two principals share a name; a subject
+/// of another issuer never matches.
+pub fn principal_name(issuer: &str, subject: &str) -> String {
+    format!("{issuer}#{subject}")
+}
+
+/// A decision refused by separation of duties ([`ApprovalRequest::check_decider`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelfDecision {
+    /// The principal that asked, when the request names it.
+    pub principal: Option<String>,
+}
+
+impl std::fmt::Display for SelfDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.principal {
+            Some(p) => write!(
+                f,
+                "approvers must differ: {p} asked for this approval and cannot decide it"
+            ),
+            None => f.write_str(
+                "approvers must differ, and the request does not name who asked: nobody can decide it",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SelfDecision {}
+
+impl SelfDecision {
+    /// The store error a decision path that answers with [`StoreError`] reports it as.
+    pub const CONFLICT: &'static str =
+        "approvers must differ: the principal that asked cannot decide it";
+}
+
+impl From<SelfDecision> for StoreError {
+    fn from(_: SelfDecision) -> StoreError {
+        StoreError::Conflict(SelfDecision::CONFLICT)
+    }
+}
+
+impl ApprovalRequest {
+    /// The principal that asked, as the request's [`PRINCIPAL_LABEL`] names it.
+    pub fn requester(&self) -> Option<&str> {
+        self.labels.get(PRINCIPAL_LABEL).map(String::as_str)
+    }
+
+    /// Whether the request refuses a decision by the principal that asked
+    /// ([`APPROVERS_MUST_DIFFER_LABEL`] is `"true"`).
+    pub fn approvers_must_differ(&self) -> bool {
+        self.labels
+            .get(APPROVERS_MUST_DIFFER_LABEL)
+            .is_some_and(|v| v == "true")
+    }
+
+    /// Separation of duties, the one check every decision path makes before it decides (the
+    /// approver page, `purra approvals`, a gateway's `decide`, its elicitation and approval view):
+    /// when the request says approvers must differ, `decider` (the identity of whoever decides: a
+    /// principal written by [`principal_name`], a signed-in approver's name) must not be the
+    /// principal that asked. Identities are compared exactly; a request that says approvers must
+    /// differ but names nobody is refused to everyone (it fails closed).
+    pub fn check_decider(&self, decider: &str) -> Result<(), SelfDecision> {
+        if !self.approvers_must_differ() {
+            return Ok(());
+        }
+        match self.requester() {
+            Some(p) if p != decider => Ok(()),
+            other => Err(SelfDecision {
+                principal: other.map(str::to_owned),
+            }),
+        }
     }
 }
 
@@ -638,6 +721,49 @@ mod tests {
         assert_eq!(
             gw.record(a).await.unwrap().unwrap().state,
             ApprovalState::Prepared
+        );
+    }
+
+    #[test]
+    fn approvers_must_differ_refuses_only_the_principal_that_asked() {
+        let mut r = request("a");
+        // No rule: anyone decides, the principal that asked too.
+        r.labels.insert(
+            PRINCIPAL_LABEL.into(),
+            principal_name("https://auth.example", "alice"),
+        );
+        assert_eq!(r.requester(), Some("https://auth.example#alice"));
+        assert!(!r.approvers_must_differ());
+        assert_eq!(r.check_decider("https://auth.example#alice"), Ok(()));
+        r.labels
+            .insert(APPROVERS_MUST_DIFFER_LABEL.into(), "yes".into());
+        assert!(!r.approvers_must_differ());
+        r.labels
+            .insert(APPROVERS_MUST_DIFFER_LABEL.into(), "true".into());
+        assert!(r.approvers_must_differ());
+        let refused = r.check_decider("https://auth.example#alice").unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "approvers must differ: https://auth.example#alice asked for this approval and cannot decide it"
+        );
+        // Compared exactly: another subject, the same subject at another issuer, a prefix.
+        for other in [
+            "https://auth.example#bob",
+            "https://other.example#alice",
+            "https://auth.example#alic",
+            "alice",
+        ] {
+            assert_eq!(r.check_decider(other), Ok(()), "{other}");
+        }
+        // A local principal against a token approver's name.
+        r.labels.insert(PRINCIPAL_LABEL.into(), "local".into());
+        assert!(r.check_decider("local").is_err());
+        assert_eq!(r.check_decider("ada"), Ok(()));
+        // The rule without a principal fails closed.
+        r.labels.remove(PRINCIPAL_LABEL);
+        assert_eq!(
+            r.check_decider("ada").unwrap_err().to_string(),
+            "approvers must differ, and the request does not name who asked: nobody can decide it"
         );
     }
 

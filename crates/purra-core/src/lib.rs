@@ -44,8 +44,9 @@ pub mod tool;
 pub use admission::{admit_batch, Admission, AdmissionLimits, AdmittedCall, Rejection};
 pub use agent::{Agent, AgentBuildError, AgentBuilder, AgentLimits, RunOutcome, RunRequest};
 pub use approval::{
-    ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRecord, ApprovalRequest, ApprovalState,
-    CheckpointCall, ClaimVerdict, Decision, InMemoryApprovalGateway, IntentError, Verdict,
+    principal_name, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRecord, ApprovalRequest,
+    ApprovalState, CheckpointCall, ClaimVerdict, Decision, InMemoryApprovalGateway, IntentError,
+    SelfDecision, Verdict, APPROVERS_MUST_DIFFER_LABEL,
 };
 pub use catalog::{Catalog, CatalogError};
 pub use error_code::ErrorCode;

@@ -146,9 +146,11 @@ impl ApprovalView {
     }
 }
 
-/// The label of an [`ApprovalRequest`] that names the principal it was asked for: the one label a
-/// store reads. Stores keep it beside the request, so that a principal's open approvals are counted
-/// through an index ([`ApprovalQuery::principal`], [`OperatorStore::prepare_within`]).
+/// The label of an [`ApprovalRequest`] that names the principal it was asked for (a gateway's
+/// caller): the one label a store reads. Stores keep it beside the request, so that a principal's
+/// open approvals are counted through an index ([`ApprovalQuery::principal`],
+/// [`OperatorStore::prepare_within`]); [`ApprovalRequest::check_decider`] compares it with whoever
+/// decides.
 pub const PRINCIPAL_LABEL: &str = "principal";
 
 /// Which approvals [`OperatorStore::approvals`] lists, in which order, and from which cursor.

@@ -21,7 +21,7 @@ use std::time::SystemTime;
 
 use purra_core::{
     ApprovalId, ApprovalState, ClaimState, Decision, EffectOutcome, ErrorCode, IdempotencyKey,
-    StoreError, Verdict,
+    SelfDecision, StoreError, Verdict,
 };
 use purra_protocol::apps::{AppResource, Csp};
 use purra_protocol::types::{CallToolResult, JsonObject, Tool};
@@ -150,6 +150,9 @@ impl Inner {
             .and_then(Value::as_str)
             .map(|a| ApprovalId(a.to_owned()));
 
+        if self.unauthenticated(&ctx) {
+            return refused(ErrorCode::SCOPE_DENIED.as_str(), "nothing was decided");
+        }
         let caller = self.caller(&ctx);
         let (run_id, digest) = match self.identify(&b, &caller, &call_args).await {
             Ok(call) => (call.run_id, call.intent.digest()),
@@ -165,8 +168,12 @@ impl Inner {
             outcome = Some(match (&view.approval, view.status) {
                 (Some(id), "pending") => {
                     let d = self.user_decision(&ctx, verdict, "app", note);
-                    match self.decide(id.clone(), d).await {
+                    match self.decide_as(id.clone(), d, &caller.principal).await {
                         Ok(()) => Ok(()),
+                        // Separation of duties: the caller asked for it.
+                        Err(StoreError::Conflict(SelfDecision::CONFLICT)) => Err(
+                            "approvers must differ: the principal that asked for this call cannot decide it",
+                        ),
                         // Decided elsewhere first: the view shows that decision.
                         Err(StoreError::Conflict(_)) => {
                             Err("the approval was decided elsewhere first")

@@ -142,8 +142,10 @@ pub struct Settings {
     /// Where downstream clients connect: `stdio` (default) or an address for Streamable HTTP
     /// (the endpoint is `/mcp`).
     pub listen: Listen,
-    /// The principal downstream callers act as (default `local`), matched by scope rules'
-    /// `principals`.
+    /// The principal downstream callers act as when no token proves who they are (default
+    /// `local`): every stdio caller, and every HTTP caller without `[gateway.auth]`. Matched by
+    /// scope rules' `principals`; an authenticated caller's principal is its token's
+    /// `ISSUER#SUBJECT` instead.
     pub principal: String,
     /// How long a write call waits for a decision before it returns a result naming the
     /// pending approval (default 30 s).
@@ -177,6 +179,71 @@ pub struct Settings {
     /// refused with `approval_limit` and prepares nothing; the same call made again is never
     /// refused. Counted in the store, so every gateway on it and every restart agrees.
     pub max_pending_per_caller: u32,
+    /// Separation of duties: whether a write's approval refuses a decision by the principal that
+    /// asked for it (default false). The rule travels with the approval request, so the approver
+    /// page and `purra approvals` in other processes enforce it too; elicitation and the approval
+    /// view (the caller deciding its own call) are then never asked.
+    pub approvers_must_differ: bool,
+    /// The OAuth resource-server guard in front of the HTTP listener (`[gateway.auth]`): every
+    /// HTTP request needs a bearer token for the gateway's resource, and each caller's principal
+    /// is its token's issuer and subject.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSettings>,
+}
+
+/// The OAuth resource-server guard in front of the gateway's Streamable HTTP listener (the
+/// `[gateway.auth]` table): tokens are JWTs checked against the issuer's keys (its JWKS), or
+/// checked by token introspection; their audience must be the gateway's resource URL; the
+/// protected resource metadata (RFC 9728) is served at
+/// `/.well-known/oauth-protected-resource/mcp`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// The authorization server's issuer URL: the `iss` every token must carry, and the issuer
+    /// half of every caller's principal.
+    pub issuer: String,
+    /// The gateway's resource URL: the audience every token must name, and the metadata's
+    /// `resource` (default `http://ADDR/mcp` on the address the listener is bound to; required
+    /// when `listen` is an unspecified address such as `0.0.0.0`, or when the gateway is reached
+    /// through a proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// The issuer's JWKS URL (default: read from the issuer's metadata). Not with
+    /// `introspection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
+    /// Whether a JWT access token's header must say `typ: at+jwt` (RFC 9068; default: the
+    /// validator's). Not with `introspection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_at_jwt: Option<bool>,
+    /// Scopes every request's token needs (403 `insufficient_scope` otherwise); also the
+    /// `scope` of the 401 challenge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// The metadata's `scopes_supported`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes_supported: Option<Vec<String>>,
+    /// Check tokens by introspection (RFC 7662) instead of as JWTs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introspection: Option<IntrospectionSettings>,
+}
+
+/// Token introspection (the `[gateway.auth.introspection]` table): the gateway asks the
+/// authorization server about each token as a client of its own.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionSettings {
+    /// The introspection endpoint's URL.
+    pub endpoint: String,
+    /// The gateway's client id at the authorization server.
+    pub client_id: String,
+    /// A file holding the client secret (relative to the configuration file's directory).
+    /// Never the secret itself in this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_file: Option<PathBuf>,
+    /// An environment variable holding the client secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
 }
 
 impl Default for Settings {
@@ -195,6 +262,8 @@ impl Default for Settings {
             run_decided_without_caller: false,
             lease: Dur(Duration::from_secs(60)),
             max_pending_per_caller: DEFAULT_MAX_PENDING_PER_CALLER,
+            approvers_must_differ: false,
+            auth: None,
         }
     }
 }
@@ -616,6 +685,101 @@ impl GatewayConfig {
     }
 }
 
+/// Why `u` is not an `http(s)` URL with a host (and, for an `identifier` such as an issuer or a
+/// resource, no query or fragment), if it is not.
+fn url_problem(u: &str, identifier: bool) -> Option<&'static str> {
+    let Some(rest) = u
+        .strip_prefix("https://")
+        .or_else(|| u.strip_prefix("http://"))
+    else {
+        return Some("must be an http(s) URL");
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() || rest.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return Some("must be an http(s) URL");
+    }
+    if identifier && rest.contains(['?', '#']) {
+        return Some("must be an http(s) URL without a query or fragment");
+    }
+    None
+}
+
+impl GatewayConfig {
+    fn check_auth(&self, out: &mut Vec<Problem>) {
+        let Some(a) = &self.gateway.auth else {
+            return;
+        };
+        match self.gateway.listen {
+            Listen::Stdio => out.push((
+                "gateway.auth".into(),
+                "guards the HTTP listener, and listen is \"stdio\" (stdio callers are the local \
+                 principal): set listen to an address, or remove [gateway.auth]"
+                    .into(),
+            )),
+            Listen::Http(addr) if addr.ip().is_unspecified() && a.resource.is_none() => out.push((
+                "gateway.auth.resource".into(),
+                format!(
+                    "required when listen is {addr}: tokens name the gateway's public URL as \
+                     their audience (such as \"https://gateway.example/mcp\")"
+                ),
+            )),
+            Listen::Http(_) => {}
+        }
+        if let Some(why) = url_problem(&a.issuer, true) {
+            out.push(("gateway.auth.issuer".into(), why.into()));
+        }
+        if let Some(why) = a.resource.as_deref().and_then(|r| url_problem(r, true)) {
+            out.push(("gateway.auth.resource".into(), why.into()));
+        }
+        if let Some(why) = a.jwks_uri.as_deref().and_then(|u| url_problem(u, false)) {
+            out.push(("gateway.auth.jwks_uri".into(), why.into()));
+        }
+        for (i, scope) in a.scopes.iter().enumerate() {
+            if scope.is_empty() || scope.contains(|c: char| c.is_whitespace() || c.is_control()) {
+                out.push((
+                    format!("gateway.auth.scopes[{i}]"),
+                    "a scope is one non-empty word".into(),
+                ));
+            }
+        }
+        let Some(i) = &a.introspection else {
+            return;
+        };
+        for (key, set) in [
+            ("jwks_uri", a.jwks_uri.is_some()),
+            ("require_at_jwt", a.require_at_jwt.is_some()),
+        ] {
+            if set {
+                out.push((
+                    format!("gateway.auth.{key}"),
+                    "is for JWT access tokens; tokens are checked by introspection here".into(),
+                ));
+            }
+        }
+        if let Some(why) = url_problem(&i.endpoint, false) {
+            out.push(("gateway.auth.introspection.endpoint".into(), why.into()));
+        }
+        if i.client_id.is_empty() {
+            out.push((
+                "gateway.auth.introspection.client_id".into(),
+                "must not be empty".into(),
+            ));
+        }
+        match (&i.client_secret_file, &i.client_secret_env) {
+            (Some(_), Some(_)) => out.push((
+                "gateway.auth.introspection.client_secret_env".into(),
+                "name the secret's file or its environment variable, not both".into(),
+            )),
+            (None, None) => out.push((
+                "gateway.auth.introspection".into(),
+                "needs client_secret_file or client_secret_env (the secret is never in this file)"
+                    .into(),
+            )),
+            _ => {}
+        }
+    }
+}
+
 fn identifier(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
@@ -679,6 +843,7 @@ impl GatewayConfig {
             ));
         }
         self.check_page(&mut out);
+        self.check_auth(&mut out);
         if self.limits.limits().validate().is_err() {
             out.push((
                 "limits".into(),

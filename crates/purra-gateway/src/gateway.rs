@@ -25,6 +25,7 @@ use purra_protocol::{HttpServerConfig, RequestCtx, Server, StreamableHttpServer}
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::AuthPlan;
 use crate::config::{ConfigError, ConfigErrors, EffectConfig, GatewayConfig, Settings};
 use crate::load::ConfigSource;
 use crate::results;
@@ -125,6 +126,8 @@ pub(crate) struct Inner {
     shown: Mutex<BTreeMap<String, Tool>>,
     /// Stops the background tasks.
     pub stop: CancellationToken,
+    /// The guard of the HTTP listener (`[gateway.auth]`).
+    auth: Option<AuthPlan>,
     log: Option<Log>,
     weak: Weak<Inner>,
 }
@@ -163,6 +166,12 @@ impl Gateway {
                     .collect(),
             )));
         }
+        let auth = match &config.gateway.auth {
+            Some(a) => Some(
+                AuthPlan::read(a, source).map_err(|e| StartError::Config(ConfigErrors(vec![e])))?,
+            ),
+            None => None,
+        };
         let limits = config.limits.limits();
         let mut upstreams = BTreeMap::new();
         let mut bindings = BTreeMap::new();
@@ -277,6 +286,7 @@ impl Gateway {
             run_locks: Mutex::new(HashMap::new()),
             shown: Mutex::new(BTreeMap::new()),
             stop: CancellationToken::new(),
+            auth,
             log: options.log,
             weak: weak.clone(),
         });
@@ -306,8 +316,9 @@ impl Gateway {
         self.inner.server.serve_stdio().await;
     }
 
-    /// A Streamable HTTP server for downstream clients (endpoint `/mcp`) on `addr`; mount
-    /// [`StreamableHttpServer::router`] beside other routes (an approver page) or bind it.
+    /// A Streamable HTTP server for downstream clients (endpoint `/mcp`) on `addr`, **without**
+    /// the guard of `[gateway.auth]`: mount [`StreamableHttpServer::router`] behind
+    /// [`Gateway::auth_layer`] (beside other routes) or bind it; [`Gateway::serve_http`] does both.
     pub fn http_server(&self, addr: std::net::SocketAddr) -> StreamableHttpServer {
         StreamableHttpServer::new(
             self.inner.server.clone(),
@@ -318,14 +329,77 @@ impl Gateway {
         )
     }
 
+    /// The OAuth resource-server guard of `[gateway.auth]` for a listener bound to `local` (its
+    /// resource: the configured one, else `http://LOCAL/mcp`), to put around
+    /// [`Gateway::http_server`]'s router: `layer.layer(gateway.http_server(local).router())`.
+    /// `None` without `[gateway.auth]`: then every HTTP caller acts as the configured principal.
+    pub fn auth_layer(
+        &self,
+        local: std::net::SocketAddr,
+    ) -> Result<Option<purra_protocol::auth::AuthLayer>, purra_protocol::AuthError> {
+        self.inner.auth.as_ref().map(|a| a.layer(local)).transpose()
+    }
+
+    /// Serves downstream clients over Streamable HTTP (endpoint `/mcp`) on `listener` until
+    /// `shutdown` resolves, behind the guard of `[gateway.auth]` when it is configured (the
+    /// protected resource metadata is then served at `/.well-known/oauth-protected-resource/mcp`,
+    /// logged at start). Without it, a warning is logged: HTTP callers are not authenticated.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let local = listener.local_addr()?;
+        let guard = self
+            .auth_layer(local)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        let Some(guard) = guard else {
+            self.inner.log(&format!(
+                "warning: HTTP callers are not authenticated ([gateway.auth] is not set): every \
+                 caller that reaches {local} acts as principal {:?}",
+                self.inner.settings.principal
+            ));
+            return self.http_server(local).serve(listener, shutdown).await;
+        };
+        self.inner.log(&format!(
+            "callers need a token from {} for {}; protected resource metadata at {}",
+            self.inner.auth.as_ref().map_or("", |a| a.issuer()),
+            self.inner
+                .auth
+                .as_ref()
+                .map(|a| a.resource(local))
+                .unwrap_or_default(),
+            guard.metadata_url()
+        ));
+        let config = HttpServerConfig {
+            bind: local,
+            ..HttpServerConfig::default()
+        };
+        let stop = config.shutdown.clone();
+        let limits = config.connections.clone();
+        let endpoint = StreamableHttpServer::new(self.inner.server.clone(), config).router();
+        let trigger = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown => trigger.cancel(),
+                () = trigger.cancelled() => {}
+            }
+        });
+        purra_protocol::http::serve(listener, guard.layer(endpoint), limits, stop).await
+    }
+
     /// Records a decision made outside the store's other writers (an approver page, an
-    /// embedding host) and wakes the calls waiting in this process at once.
+    /// embedding host) and wakes the calls waiting in this process at once. Separation of duties
+    /// is checked with the decision's approver as who decides: when the request says approvers
+    /// must differ and the approver is the principal that asked, nothing is recorded
+    /// (`Conflict(SelfDecision::CONFLICT)`).
     pub async fn decide(
         &self,
         id: purra_core::ApprovalId,
         decision: purra_core::Decision,
     ) -> Result<(), StoreError> {
-        self.inner.decide(id, decision).await
+        let decider = decision.approver.clone();
+        self.inner.decide_as(id, decision, &decider).await
     }
 
     /// Stops the background tasks and closes every upstream connection.
@@ -567,13 +641,25 @@ impl Inner {
         }))
     }
 
-    /// Who is calling.
+    /// Who is calling: the principal the caller's token proves (`ISSUER#SUBJECT`), else (stdio,
+    /// HTTP without `[gateway.auth]`) the configured one; never one the caller asserts.
     pub(crate) fn caller(&self, ctx: &RequestCtx) -> Caller {
+        let identity = ctx.principal().cloned();
         Caller {
-            principal: self.settings.principal.clone(),
+            principal: identity.as_ref().map_or_else(
+                || self.settings.principal.clone(),
+                crate::auth::principal_of,
+            ),
             client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
-            identity: ctx.principal().cloned(),
+            identity,
         }
+    }
+
+    /// Whether a request that needs an authenticated caller came without one: with
+    /// `[gateway.auth]`, a call that did not pass the guard (the server served another way) acts
+    /// as nobody.
+    pub(crate) fn unauthenticated(&self, ctx: &RequestCtx) -> bool {
+        self.auth.is_some() && ctx.principal().is_none()
     }
 
     pub(crate) fn schedule_limits(&self) -> ScheduleLimits {
@@ -588,6 +674,9 @@ impl Inner {
         let Some(binding) = self.bindings.get(local).cloned() else {
             return results::failed(local, &purra_mcp::codes::tool_missing(), "nothing was sent");
         };
+        if self.unauthenticated(&ctx) {
+            return results::failed(local, &ErrorCode::SCOPE_DENIED, "nothing was sent");
+        }
         if binding.effect.is_some() {
             return self.call_write(&binding, args, ctx).await;
         }

@@ -47,6 +47,7 @@
 //! once it expires it is refused (recorded) and dropped.
 
 mod app;
+pub mod auth;
 pub mod config;
 mod gateway;
 mod load;
@@ -58,9 +59,9 @@ mod write;
 
 pub use app::{app_uri, APPROVAL_TOOL};
 pub use config::{
-    parse_claim, ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig, LimitsConfig, Listen,
-    PageOidc, PageSettings, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig,
-    WriteConfig,
+    parse_claim, AuthSettings, ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig,
+    IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings, ReadConfig, ScopeConfig,
+    ScopeRules, Settings, UpstreamConfig, WriteConfig,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use load::{from_toml_serde, load, load_reporting_all, load_str, ConfigSource, Loaded};

@@ -16,8 +16,9 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
 use crate::config::{
-    ConfigError, ConfigErrors, GatewayConfig, LimitsConfig, PageOidc, PageSettings, ReadConfig,
-    ScopeConfig, ScopeRules, Settings, UpstreamConfig, WriteConfig,
+    AuthSettings, ConfigError, ConfigErrors, GatewayConfig, IntrospectionSettings, LimitsConfig,
+    PageOidc, PageSettings, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig,
+    WriteConfig,
 };
 
 /// Whether a `db` setting is a PostgreSQL URL (kept as written) rather than a file path.
@@ -42,6 +43,17 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
     let base = base_dir(path);
     if config.gateway.db.is_relative() && !is_postgres_url(&config.gateway.db) {
         config.gateway.db = base.join(&config.gateway.db);
+    }
+    if let Some(f) = config
+        .gateway
+        .auth
+        .as_mut()
+        .and_then(|a| a.introspection.as_mut())
+        .and_then(|i| i.client_secret_file.as_mut())
+    {
+        if f.is_relative() {
+            *f = base.join(&*f);
+        }
     }
     if let Some(f) = config
         .page
@@ -477,9 +489,53 @@ impl Cx {
             max_pending_per_caller: f
                 .opt("max_pending_per_caller")
                 .unwrap_or(d.max_pending_per_caller),
+            approvers_must_differ: f
+                .opt("approvers_must_differ")
+                .unwrap_or(d.approvers_must_differ),
+            auth: f
+                .table("auth", |cx, table, key, span| cx.auth(table, key, span))
+                .flatten(),
         };
         f.finish();
         s
+    }
+
+    /// The `[gateway.auth]` table (every key read before a missing one makes it unreadable).
+    fn auth(&mut self, table: &DeTable<'_>, key: &str, span: Range<usize>) -> Option<AuthSettings> {
+        let mut f = Fields::new(self, table, key, span);
+        let issuer = f.req("issuer");
+        let resource = f.opt("resource");
+        let jwks_uri = f.opt("jwks_uri");
+        let require_at_jwt = f.opt("require_at_jwt");
+        let scopes = f.opt("scopes").unwrap_or_default();
+        let scopes_supported = f.opt("scopes_supported");
+        let introspection = f.table("introspection", |cx, table, key, span| {
+            let mut f = Fields::new(cx, table, key, span);
+            let endpoint = f.req("endpoint");
+            let client_id = f.req("client_id");
+            let client_secret_file = f.opt("client_secret_file");
+            let client_secret_env = f.opt("client_secret_env");
+            f.finish();
+            Some(IntrospectionSettings {
+                endpoint: endpoint?,
+                client_id: client_id?,
+                client_secret_file,
+                client_secret_env,
+            })
+        });
+        f.finish();
+        Some(AuthSettings {
+            issuer: issuer?,
+            resource,
+            jwks_uri,
+            require_at_jwt,
+            scopes,
+            scopes_supported,
+            introspection: match introspection {
+                Some(i) => Some(i?),
+                None => None,
+            },
+        })
     }
 }
 

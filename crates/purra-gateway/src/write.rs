@@ -41,7 +41,7 @@ use purra_core::{
     execute, json_identity, preset_fingerprint, ApprovalId, ApprovalIntent, ApprovalRecord,
     ApprovalRequest, ApprovalState, ClaimState, ClaimVerdict, Decision, EffectOutcome, ErrorCode,
     Execution, IdempotencyKey, Lease, RunContext, RunId, StoreError, SuspendedRun, ToolCall,
-    ToolRegistration, Verdict, PRINCIPAL_LABEL,
+    ToolRegistration, Verdict, APPROVERS_MUST_DIFFER_LABEL, PRINCIPAL_LABEL,
 };
 use purra_protocol::types::{CallToolResult, ElicitAction, ElicitParams, JsonObject};
 use purra_protocol::RequestCtx;
@@ -192,12 +192,22 @@ impl Inner {
         }
     }
 
-    /// Records a decision and wakes the calls of this process waiting on it.
-    pub(crate) async fn decide(
+    /// Records a decision by `decider` (the identity separation of duties compares: a caller's
+    /// principal, an approver's name) and wakes the calls of this process waiting on it. When
+    /// the request says approvers must differ and `decider` asked for it, nothing is recorded:
+    /// `Conflict(SelfDecision::CONFLICT)`.
+    pub(crate) async fn decide_as(
         &self,
         approval: ApprovalId,
         decision: Decision,
+        decider: &str,
     ) -> Result<(), StoreError> {
+        let view = self
+            .store
+            .approval(approval.clone())
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        view.request.check_decider(decider)?;
         self.approvals.decide(approval, decision).await?;
         self.decisions.wake();
         Ok(())
@@ -343,15 +353,16 @@ impl Inner {
         };
         let now = SystemTime::now();
         let expires_at = now.checked_add(self.settings.approval_request_ttl.0);
-        let request = ApprovalRequest {
+        let mut request = ApprovalRequest {
             intent,
             arguments: args.clone(),
             binding,
             requested_by,
             requested_at: now,
             expires_at,
-            // What an approver is shown besides the intent: where the call goes; and the
-            // principal, which the store counts the caller's open approvals by.
+            // What an approver is shown besides the intent: where the call goes; and who asked:
+            // the principal the store counts the caller's open approvals by, and separation of
+            // duties compares deciders with.
             labels: BTreeMap::from([
                 ("gateway".to_owned(), self.settings.name.clone()),
                 ("upstream".to_owned(), b.upstream.id.clone()),
@@ -359,6 +370,11 @@ impl Inner {
                 (PRINCIPAL_LABEL.to_owned(), caller.principal.clone()),
             ]),
         };
+        if self.settings.approvers_must_differ {
+            request
+                .labels
+                .insert(APPROVERS_MUST_DIFFER_LABEL.to_owned(), "true".to_owned());
+        }
         let Some(id) = self.store.prepare_within(request, limit, now).await? else {
             return Ok(None);
         };
@@ -409,7 +425,10 @@ impl Inner {
         }
         let waited = self.wait_with_progress(approval, until, ctx);
         tokio::pin!(waited);
-        let ask = self.settings.elicitation && ctx.client_capabilities().elicitation.is_some();
+        // With separation of duties the caller cannot decide its own call: it is not asked.
+        let ask = self.settings.elicitation
+            && !self.settings.approvers_must_differ
+            && ctx.client_capabilities().elicitation.is_some();
         if ask {
             let question = self.elicit(b, approval, digest, args, ctx);
             tokio::select! {
@@ -515,8 +534,9 @@ impl Inner {
             .filter(|n| !n.is_empty())
             .map(str::to_owned);
         let decision = self.user_decision(ctx, verdict, "elicitation", note);
+        let decider = self.caller(ctx).principal;
         // A decision made elsewhere first stands; the wait reads it.
-        let _ = self.decide(approval.clone(), decision).await;
+        let _ = self.decide_as(approval.clone(), decision, &decider).await;
     }
 
     /// Claims a decided approval against the current registration and dispatches once; or

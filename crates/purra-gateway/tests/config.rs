@@ -390,3 +390,110 @@ fn the_pending_approvals_per_caller_are_bounded() {
         );
     }
 }
+
+#[test]
+fn the_auth_guard_is_read_and_its_mistakes_named_with_their_lines() {
+    let good = r#"[gateway]
+listen = "127.0.0.1:8787"
+approvers_must_differ = true
+
+[gateway.auth]
+issuer = "https://auth.example"
+resource = "https://gateway.example/mcp"
+jwks_uri = "https://auth.example/jwks?v=2"
+require_at_jwt = true
+scopes = ["mcp:gateway"]
+scopes_supported = ["mcp:gateway", "mcp:admin"]
+"#;
+    let c = load_str("g.toml", good).expect("no mistakes").config;
+    assert!(c.gateway.approvers_must_differ);
+    let a = c.gateway.auth.as_ref().expect("auth");
+    assert_eq!(a.issuer, "https://auth.example");
+    assert_eq!(a.resource.as_deref(), Some("https://gateway.example/mcp"));
+    assert_eq!(a.jwks_uri.as_deref(), Some("https://auth.example/jwks?v=2"));
+    assert_eq!(a.require_at_jwt, Some(true));
+    assert_eq!(a.scopes, ["mcp:gateway"]);
+    assert_eq!(a.introspection, None);
+    assert_eq!(from_toml_serde(good).expect("serde"), c);
+    let text = toml::to_string(&c).expect("serialize");
+    assert_eq!(load_str("again.toml", &text).expect("reads").config, c);
+
+    let introspected = r#"[gateway]
+listen = "0.0.0.0:8787"
+
+[gateway.auth]
+issuer = "https://auth.example"
+resource = "https://gateway.example/mcp"
+
+[gateway.auth.introspection]
+endpoint = "https://auth.example/introspect"
+client_id = "gateway"
+client_secret_env = "GATEWAY_SECRET"
+"#;
+    let c = load_str("g.toml", introspected)
+        .expect("no mistakes")
+        .config;
+    let i = c
+        .gateway
+        .auth
+        .as_ref()
+        .unwrap()
+        .introspection
+        .as_ref()
+        .unwrap();
+    assert_eq!(i.client_secret_env.as_deref(), Some("GATEWAY_SECRET"));
+    assert_eq!(from_toml_serde(introspected).expect("serde"), c);
+
+    // Every mistake at once, each on its line.
+    let bad = r#"[gateway]
+listen = "0.0.0.0:8787"
+approvers_must_differ = "yes"
+
+[gateway.auth]
+issuer = "https://auth.example/#frag"
+jwks_uri = "auth.example/jwks"
+require_at_jwt = true
+scopes = ["mcp read"]
+audience = "x"
+
+[gateway.auth.introspection]
+endpoint = "ftp://auth.example/introspect"
+client_id = ""
+client_secret_file = "s.txt"
+client_secret_env = "S"
+client_secret = "inline"
+"#;
+    assert_eq!(
+        errors(bad),
+        [
+            "g.toml:3: gateway.approvers_must_differ: invalid type: string \"yes\", expected a boolean",
+            "g.toml:5: gateway.auth.resource: required when listen is 0.0.0.0:8787: tokens name the gateway's public URL as their audience (such as \"https://gateway.example/mcp\")",
+            "g.toml:6: gateway.auth.issuer: must be an http(s) URL without a query or fragment",
+            "g.toml:7: gateway.auth.jwks_uri: must be an http(s) URL",
+            "g.toml:7: gateway.auth.jwks_uri: is for JWT access tokens; tokens are checked by introspection here",
+            "g.toml:8: gateway.auth.require_at_jwt: is for JWT access tokens; tokens are checked by introspection here",
+            "g.toml:9: gateway.auth.scopes[0]: a scope is one non-empty word",
+            "g.toml:10: gateway.auth.audience: unknown key (expected one of: introspection, issuer, jwks_uri, require_at_jwt, resource, scopes, scopes_supported)",
+            "g.toml:13: gateway.auth.introspection.endpoint: must be an http(s) URL",
+            "g.toml:14: gateway.auth.introspection.client_id: must not be empty",
+            "g.toml:16: gateway.auth.introspection.client_secret_env: name the secret's file or its environment variable, not both",
+            "g.toml:17: gateway.auth.introspection.client_secret: unknown key (expected one of: client_id, client_secret_env, client_secret_file, endpoint)",
+        ]
+    );
+    // The guard is for the HTTP listener: with stdio it is a mistake.
+    assert_eq!(
+        errors("[gateway.auth]\nissuer = \"https://auth.example\"\n"),
+        ["g.toml:1: gateway.auth: guards the HTTP listener, and listen is \"stdio\" (stdio callers are the local principal): set listen to an address, or remove [gateway.auth]"]
+    );
+    assert_eq!(
+        errors(
+            "[gateway]\nlisten = \"127.0.0.1:1\"\n[gateway.auth]\nissuer = \"http://a\"\n\
+             [gateway.auth.introspection]\nendpoint = \"http://a/i\"\nclient_id = \"g\"\n"
+        ),
+        ["g.toml:5: gateway.auth.introspection: needs client_secret_file or client_secret_env (the secret is never in this file)"]
+    );
+    assert_eq!(
+        errors("[gateway]\nlisten = \"127.0.0.1:1\"\n[gateway.auth]\nscopes = []\n"),
+        ["g.toml:3: gateway.auth.issuer: required"]
+    );
+}

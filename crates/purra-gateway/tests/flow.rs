@@ -873,5 +873,118 @@ async fn pending_approvals_per_caller_are_capped() {
     assert_eq!(all().await, Ok(4));
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     second.shutdown().await;
+}
+
+/// Separation of duties in the gateway: with `approvers_must_differ` the request names the
+/// caller's principal and the rule; the caller is not asked by elicitation, the approval view
+/// refuses its decision, `Gateway::decide` refuses an approver that is the principal that asked,
+/// and another approver's decision sends the write once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_approvers_must_differ_the_caller_cannot_decide_its_own_write() {
+    let fx = fixture_with("differ", Duration::from_secs(30), |c| {
+        c.gateway.apps = true;
+        c.gateway.elicitation = true;
+        c.gateway.approvers_must_differ = true;
+    })
+    .await;
+    let asked = Arc::new(AtomicU64::new(0));
+    let seen = asked.clone();
+    let options = ClientOptions::default()
+        .apps()
+        .on_elicitation(false, move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok(purra_protocol::types::ElicitResult::accept(object(
+                    json!({"decision": "approve"}),
+                )))
+            }
+        });
+    let conn = Arc::new(client_with(&fx.gateway, "flow-client", options).await);
+    let call = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "x"})).await })
+    };
+    view_until(&conn, "x", "pending").await;
+    let id = ApprovalId("approval-1".into());
+    let request = fx
+        .store
+        .approval(id.clone())
+        .await
+        .expect("read")
+        .expect("prepared")
+        .request;
+    assert_eq!(request.requester(), Some("local"));
+    assert!(request.approvers_must_differ());
+    assert_eq!(request.requested_by, "local (flow-client)");
+
+    let refused = view(&conn, "x", json!({"decision": "approve"})).await;
+    assert_eq!(
+        text(&refused),
+        (
+            "approval approval-1 of set_value: pending; nothing was decided: approvers must \
+             differ: the principal that asked for this call cannot decide it"
+                .to_owned(),
+            true
+        )
+    );
+    assert_eq!(
+        fx.gateway
+            .decide(id.clone(), approval_by("local", Duration::from_secs(60)))
+            .await,
+        Err(purra_core::StoreError::Conflict(
+            purra_core::SelfDecision::CONFLICT
+        ))
+    );
+    assert_eq!(status(&view(&conn, "x", json!({})).await), "pending");
+    fx.gateway
+        .decide(id, approval_by("ada", Duration::from_secs(60)))
+        .await
+        .expect("another approver decides");
+    let r = call.await.expect("join").expect("call");
+    assert_eq!(r.structured_content, Some(json!({"stored": "x"})), "{r:?}");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    // The caller was never asked to decide its own call.
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// With `[gateway.auth]`, a caller that did not pass the guard (the server served another way,
+/// here in memory) acts as nobody: even an open read is refused, and nothing is prepared; the
+/// guard for a listener names the metadata of `http://ADDR/mcp`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_configured_a_caller_without_a_proven_principal_is_refused() {
+    let fx = fixture_with("unauthenticated", Duration::from_secs(1), |c| {
+        c.gateway.listen = purra_gateway::Listen::Http("127.0.0.1:0".parse().unwrap());
+        c.gateway.auth = Some(purra_gateway::AuthSettings {
+            issuer: "https://auth.example".into(),
+            ..Default::default()
+        });
+    })
+    .await;
+    let guard = fx
+        .gateway
+        .auth_layer("127.0.0.1:8787".parse().unwrap())
+        .expect("a guard")
+        .expect("configured");
+    assert_eq!(
+        guard.metadata_url(),
+        "http://127.0.0.1:8787/.well-known/oauth-protected-resource/mcp"
+    );
+    let conn = client(&fx.gateway, "flow-client").await;
+    for (tool, args) in [
+        ("get_value", json!({})),
+        ("set_value", json!({"value": "a"})),
+    ] {
+        let r = conn.call_tool(tool, args).await.expect("call");
+        assert_eq!(
+            text(&r),
+            (
+                format!("{tool} failed: scope_denied (nothing was sent)"),
+                true
+            )
+        );
+    }
+    assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     fx.gateway.shutdown().await;
 }

@@ -539,9 +539,10 @@ fn login_page(page: &Inner, status: StatusCode, message: Option<&str>) -> Respon
     )
 }
 
-/// The session cookie of a new session for `approver`.
-fn session_cookie(page: &Inner, approver: &str) -> Option<HeaderValue> {
-    let id = page.sessions.open(approver);
+/// The session cookie of a new session for `approver` whose identity (what separation of duties
+/// compares) is `identity`.
+fn session_cookie(page: &Inner, approver: &str, identity: &str) -> Option<HeaderValue> {
+    let id = page.sessions.open(approver, identity);
     let cookie = format!(
         "{}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
         session::COOKIE,
@@ -581,7 +582,8 @@ async fn login(page: &Inner, parts: &Parts, body: Body) -> Response {
         );
     };
     let mut resp = see_other("/");
-    if let Some(v) = session_cookie(page, &approver) {
+    // A token approver's identity is its name.
+    if let Some(v) = session_cookie(page, &approver, &approver) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
@@ -759,7 +761,8 @@ async fn oidc_callback(page: &Inner, parts: &Parts) -> Response {
         );
     }
     let mut resp = html(StatusCode::OK, render::signed_in(&approver));
-    if let Some(v) = session_cookie(page, &approver) {
+    let identity = purra_core::principal_name(&who.issuer, &who.subject);
+    if let Some(v) = session_cookie(page, &approver, &identity) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     clear_login_cookie(resp)
@@ -973,7 +976,16 @@ async fn decide(page: &Inner, parts: &Parts, body: Body, id: &str) -> Response {
         Ok(v) if v.state != ApprovalState::Prepared => {
             return answer(parts, StatusCode::CONFLICT, &already(&v))
         }
-        Ok(_) => {}
+        // Separation of duties: the signed-in approver must not be the principal that asked.
+        Ok(v) => {
+            if let Err(refused) = v.request.check_decider(&s.identity) {
+                return answer(
+                    parts,
+                    StatusCode::FORBIDDEN,
+                    &format!("refused: {id}: {refused}"),
+                );
+            }
+        }
         Err(resp) => return resp,
     }
     let now = SystemTime::now();

@@ -292,7 +292,8 @@ fn label_title(key: &str) -> String {
         "gateway" => "Gateway".into(),
         "upstream" => "Upstream".into(),
         "upstream_tool" => "Upstream tool".into(),
-        "principal" => "Principal".into(),
+        purra_core::PRINCIPAL_LABEL => "Principal".into(),
+        purra_core::APPROVERS_MUST_DIFFER_LABEL => "Approvers must differ".into(),
         other => other.replace('_', " "),
     }
 }

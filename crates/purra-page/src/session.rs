@@ -55,6 +55,9 @@ pub fn make_room<V>(
 pub struct Session {
     /// Who decides through this session (recorded as the approver).
     pub approver: String,
+    /// Who decides, as separation of duties compares it with the principal that asked: a token
+    /// approver's name, an OpenID Connect sign-in's `ISSUER#SUBJECT`.
+    pub identity: String,
     /// The token every state-changing request repeats.
     pub csrf: String,
     opened: Instant,
@@ -78,11 +81,13 @@ impl Sessions {
         }
     }
 
-    /// Opens a session for `approver`; returns its id.
-    pub fn open(&self, approver: &str) -> String {
+    /// Opens a session for `approver` whose identity (what separation of duties compares) is
+    /// `identity`; returns its id.
+    pub fn open(&self, approver: &str, identity: &str) -> String {
         let id = random_token();
         let session = Session {
             approver: approver.to_owned(),
+            identity: identity.to_owned(),
             csrf: random_token(),
             opened: Instant::now(),
         };
@@ -135,17 +140,17 @@ mod tests {
     #[test]
     fn sessions_are_bounded_and_expire() {
         let sessions = Sessions::new(2, Duration::from_secs(60));
-        let a = sessions.open("ada");
-        let b = sessions.open("bob");
+        let a = sessions.open("ada", "ada");
+        let b = sessions.open("bob", "bob");
         assert_eq!(sessions.get(&a).map(|s| s.approver), Some("ada".into()));
-        let c = sessions.open("cy");
+        let c = sessions.open("cy", "cy");
         // The oldest made room.
         assert!(sessions.get(&a).is_none());
         assert!(sessions.get(&b).is_some() && sessions.get(&c).is_some());
         sessions.close(&b);
         assert!(sessions.get(&b).is_none());
         let gone = Sessions::new(4, Duration::ZERO);
-        let d = gone.open("dee");
+        let d = gone.open("dee", "dee");
         assert!(gone.get(&d).is_none());
     }
 

@@ -1053,3 +1053,66 @@ async fn history_is_read_by_page() {
         )
     );
 }
+
+/// Separation of duties: a request that says approvers must differ refuses the token approver
+/// whose name is the principal that asked (403, nothing recorded), and takes another's decision;
+/// without the rule the same approver decides.
+#[tokio::test]
+async fn approvers_must_differ_refuses_the_approver_who_asked() {
+    let s = served("differ").await;
+    let ada = s.login("ada").await;
+    let bob = s.login("bob").await;
+    let asked_by = |who: &str, differ: bool| {
+        let mut r = request(&format!("\"{who}-{differ}\""));
+        r.labels
+            .insert(purra_core::PRINCIPAL_LABEL.into(), who.into());
+        if differ {
+            r.labels.insert(
+                purra_core::APPROVERS_MUST_DIFFER_LABEL.into(),
+                "true".into(),
+            );
+        }
+        r
+    };
+    let id = ApprovalGateway::prepare(&s.store, asked_by("ada", true))
+        .await
+        .unwrap();
+    // The list shows who asked, and the rule.
+    let (_, list) = s.get("/", Some(&ada.cookie)).await;
+    assert!(
+        list.contains("<dt>Principal</dt><dd class=\"label-principal\">ada</dd>"),
+        "{list}"
+    );
+    assert!(list.contains(
+        "<dt>Approvers must differ</dt><dd class=\"label-approvers_must_differ\">true</dd>"
+    ));
+    for verdict in ["approve", "deny"] {
+        let (status, body) = s.decide(&ada, &id.0, verdict, "my own").await;
+        assert_eq!(
+            (status, body),
+            (
+                403,
+                json!({"ok": false, "message": format!("refused: {}: approvers must differ: ada asked for this approval and cannot decide it", id.0)})
+            )
+        );
+    }
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    let (status, body) = s.decide(&bob, &id.0, "approve", "").await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"ok": true, "message": format!("{} approved by bob", id.0)})
+        )
+    );
+    // Without the rule, the principal that asked may decide.
+    let own = ApprovalGateway::prepare(&s.store, asked_by("ada", false))
+        .await
+        .unwrap();
+    let (status, _) = s.decide(&ada, &own.0, "deny", "").await;
+    assert_eq!(status, 200);
+    match s.state(&own).await {
+        ApprovalState::Decided(d) => assert_eq!(d.approver, "ada"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -632,3 +632,88 @@ fn configurations_that_cannot_work_are_refused() {
         Ok(())
     );
 }
+
+/// Separation of duties with a provider's sign-in: its identity is `ISSUER#SUBJECT`, so it
+/// cannot decide a request that names that principal as who asked and says approvers must
+/// differ; another person signed in at the same provider can.
+#[tokio::test]
+async fn an_oidc_sign_in_cannot_decide_what_its_own_principal_asked_for() {
+    let s = served("differ").await;
+    let mut r = request("\"alice's\"");
+    r.labels.insert(
+        purra_core::PRINCIPAL_LABEL.into(),
+        purra_core::principal_name(&s.iss, "alice"),
+    );
+    r.labels.insert(
+        purra_core::APPROVERS_MUST_DIFFER_LABEL.into(),
+        "true".into(),
+    );
+    let id = ApprovalGateway::prepare(&s.store, r).await.unwrap();
+    let decide = |sub: &'static str, code: &'static str, email: &'static str| {
+        let s = &s;
+        let id = id.clone();
+        async move {
+            let (_, a) = s
+                .sign_in(code, sub, json!({"email": email, "email_verified": true}))
+                .await;
+            assert_eq!(a.status, 200, "{}", a.body);
+            let pair = a.cookies[0].split_once("; ").unwrap().0.to_owned();
+            let page = s
+                .http
+                .get(format!("{}/", s.url))
+                .header("cookie", &pair)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let from = page.find("name=\"csrf\" value=\"").unwrap() + 19;
+            let csrf = page[from..from + 43].to_owned();
+            let r = s
+                .http
+                .post(format!("{}/approvals/{}/decide", s.url, id.0))
+                .header("cookie", &pair)
+                .header("origin", &s.url)
+                .header("accept", "application/json")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={csrf}&verdict=approve"))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (
+                status,
+                serde_json::from_str::<Value>(&r.text().await.unwrap()).unwrap(),
+            )
+        }
+    };
+    let (status, body) = decide("alice", "d1", "alice@example.com").await;
+    assert_eq!(
+        (status, body),
+        (
+            403,
+            json!({"ok": false, "message": format!(
+                "refused: {}: approvers must differ: {}#alice asked for this approval and cannot decide it",
+                id.0, s.iss
+            )})
+        )
+    );
+    assert_eq!(
+        ApprovalGateway::record(&s.store, id.clone())
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        ApprovalState::Prepared
+    );
+    // Another person at the same provider (admitted by their verified email).
+    let (status, body) = decide("carol-sub", "d2", "carol@example.com").await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"ok": true, "message": format!("{} approved by carol@example.com, sub carol-sub at {}", id.0, s.iss)})
+        )
+    );
+}

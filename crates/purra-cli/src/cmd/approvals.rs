@@ -157,6 +157,13 @@ async fn decide(
     if v.request.expired_at(SystemTime::now()) {
         return Err(expired());
     }
+    // Separation of duties: the approver named here must not be the principal that asked.
+    if let Err(refused) = v.request.check_decider(approver) {
+        return Err(Failure::store(
+            "conflict",
+            format!("approval {id}: {refused}"),
+        ));
+    }
     let decided = db
         .gateway()
         .decide(

@@ -3,7 +3,9 @@
 //!
 //! The configuration is read and checked first; every mistake is printed with its file, line
 //! and key, and the command exits 78 before anything is served. Operational messages go to
-//! stderr, prefixed `purra gateway:`; over HTTP the first line is `purra gateway: serving URL`.
+//! stderr, prefixed `purra gateway:`; over HTTP the first line is `purra gateway: serving URL`,
+//! followed by where the protected resource metadata is when `[gateway.auth]` guards the
+//! listener (else by a warning that HTTP callers are not authenticated).
 //! With `--page`, the approver page is served beside it (`purra gateway: approver page at URL`,
 //! then one sign-in token per approver); its decisions go through [`Gateway::decide`], which wakes
 //! this process's waiting calls at once.
@@ -123,17 +125,17 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
 }
 
 async fn serve_http(gateway: &Gateway, addr: std::net::SocketAddr) -> Result<(), Failure> {
-    let bound = gateway
-        .http_server(addr)
-        .bind()
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Failure::Config(format!("cannot listen on {addr}: {e}")))?;
-    let local = bound.local_addr().map_err(|e| {
+    let local = listener.local_addr().map_err(|e| {
         Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string()))
     })?;
     eprintln!("purra gateway: serving http://{local}/mcp");
-    bound
-        .serve(interrupted())
+    // Behind the guard of [gateway.auth] when it is set (the gateway logs its metadata URL),
+    // else with a warning that HTTP callers are not authenticated.
+    gateway
+        .serve_http(listener, interrupted())
         .await
         .map_err(|e| Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string())))
 }
