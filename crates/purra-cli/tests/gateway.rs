@@ -963,7 +963,7 @@ arguments = ["len(value) <== 40"]
   {file}:11: reads.get_value.tool: upstream \"values\" has no tool \"get_valeu\" (it lists: get_value, set_value, admin_reset)
   {file}:15: writes.set_value.binding_revision: a write binding needs its binding revision (change it whenever the authorization changes)
   {file}:15: writes.set_value.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)
-  {file}:23: writes.set_value.scope.arguments[0]: cannot parse \"len(value) <== 40\": unknown operator \"<==\" (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with or ends_with, followed by a space)
+  {file}:23: writes.set_value.scope.arguments[0]: cannot parse \"len(value) <== 40\": unknown operator \"<==\" (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with, ends_with or within, followed by a space)
 "
         )
     );
