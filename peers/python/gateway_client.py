@@ -1,7 +1,7 @@
 # Downstream client for purra gateway's end-to-end tests, on the official Python MCP SDK 2.3.0.
 """Runs steps against an MCP server (a purra gateway) and prints one JSON line per event.
 
-Usage: gateway_client.py [--elicit approve|deny] --steps JSON (-- <server command> [args...] | --http URL)
+Usage: gateway_client.py [--elicit approve|deny] [--apps] --steps JSON (-- <server command> [args...] | --http URL)
 
 Steps (a JSON array, run in order):
   {"list": true}                      prints {"step": "list", "tools": [Tool, ...]}
@@ -13,6 +13,8 @@ Steps (a JSON array, run in order):
 Events printed as they happen: {"event": "list_changed"}, {"event": "progress", "message": ...},
 {"event": "elicit", "message": TEXT, "answer": "approve"|"deny"}. With --elicit the client
 declares the elicitation capability and its handler answers every form with that decision.
+With --apps the client declares MCP Apps support (`io.modelcontextprotocol/ui` with the app MIME
+type), as a host that renders Apps does, so it may call the gateway's app-only tools itself.
 Ends with {"event": "done"}; exits 0 unless the connection could not be made.
 """
 
@@ -29,6 +31,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
@@ -80,6 +83,8 @@ async def run(opts: argparse.Namespace) -> None:
         kwargs: dict[str, Any] = {"message_handler": on_message}
         if opts.elicit:
             kwargs["elicitation_callback"] = elicitation(opts.elicit)
+        if opts.apps:
+            kwargs["extensions"] = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}}
         session = await stack.enter_async_context(
             ClientSession(
                 read,
@@ -123,6 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="purra gateway test client (official Python SDK)")
     parser.add_argument("--http", metavar="URL")
     parser.add_argument("--elicit", choices=["approve", "deny"])
+    parser.add_argument("--apps", action="store_true")
     parser.add_argument("--steps", required=True)
     opts = parser.parse_args(argv)
     opts.command = command
