@@ -526,7 +526,8 @@ fn two_sessions_racing_to_decide_one_approval_exactly_one_wins() {
             "bob"
         };
         wins[usize::from(who == "bob")] += 1;
-        assert_eq!(d.approver, who);
+        // The approver names the path the decision came by.
+        assert_eq!(d.approver, format!("{who} (page)"));
         assert_eq!(
             winner,
             &format!("{} {word} by {who}", id.0),
@@ -535,7 +536,7 @@ fn two_sessions_racing_to_decide_one_approval_exactly_one_wins() {
         assert_eq!(
             loser,
             &format!(
-                "conflict: {} was already decided: {word} by {who} ({word})",
+                "conflict: {} was already decided: {word} by {who} (page) ({word})",
                 id.0
             ),
             "round {round}"
