@@ -1,7 +1,7 @@
 # Downstream client for purra gateway's end-to-end tests, on the official Python MCP SDK 2.3.0.
 """Runs steps against an MCP server (a purra gateway) and prints one JSON line per event.
 
-Usage: gateway_client.py [--elicit approve|deny] [--bearer-env VAR] --steps JSON (-- <server command> [args...] | --http URL)
+Usage: gateway_client.py [--elicit approve|deny] [--apps] [--bearer-env VAR] --steps JSON (-- <server command> [args...] | --http URL)
 
 Steps (a JSON array, run in order):
   {"list": true}                      prints {"step": "list", "tools": [Tool, ...]}
@@ -14,6 +14,8 @@ Events printed as they happen: {"event": "list_changed"}, {"event": "progress", 
 {"event": "elicit", "message": TEXT, "answer": "approve"|"deny"}. With --elicit the client
 declares the elicitation capability and its handler answers every form with that decision.
 With --bearer-env (HTTP only) every request carries `Authorization: Bearer <the value of VAR>`.
+With --apps the client declares MCP Apps support (`io.modelcontextprotocol/ui` with the app MIME
+type), as a host that renders Apps does, so it may call the gateway's app-only tools itself.
 Ends with {"event": "done"}; exits 0 unless the connection could not be made.
 """
 
@@ -30,6 +32,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
@@ -84,6 +87,8 @@ async def run(opts: argparse.Namespace) -> None:
         kwargs: dict[str, Any] = {"message_handler": on_message}
         if opts.elicit:
             kwargs["elicitation_callback"] = elicitation(opts.elicit)
+        if opts.apps:
+            kwargs["extensions"] = {EXTENSION_ID: {"mimeTypes": [APP_MIME_TYPE]}}
         session = await stack.enter_async_context(
             ClientSession(
                 read,
@@ -128,6 +133,7 @@ def main() -> None:
     parser.add_argument("--http", metavar="URL")
     parser.add_argument("--elicit", choices=["approve", "deny"])
     parser.add_argument("--bearer-env", metavar="VAR")
+    parser.add_argument("--apps", action="store_true")
     parser.add_argument("--steps", required=True)
     opts = parser.parse_args(argv)
     opts.command = command

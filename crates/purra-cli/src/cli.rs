@@ -248,7 +248,7 @@ pub enum ApprovalsCommand {
     Approve {
         /// The approval id, e.g. approval-1.
         id: String,
-        /// Who decides (recorded as the approver).
+        /// Who decides (recorded as the approver, with the path: `NAME (cli)`).
         #[arg(long, value_name = "NAME", default_value = "operator")]
         approver: String,
         /// A note recorded with the decision (why, conditions).
@@ -278,7 +278,7 @@ pub enum ApprovalsCommand {
     Deny {
         /// The approval id, e.g. approval-1.
         id: String,
-        /// Who decides (recorded as the approver).
+        /// Who decides (recorded as the approver, with the path: `NAME (cli)`).
         #[arg(long, value_name = "NAME", default_value = "operator")]
         approver: String,
         /// A note recorded with the decision (why, conditions).

@@ -147,7 +147,7 @@ fn demo_writes_once_and_a_second_run_sends_nothing() {
     assert_eq!(approvals.len(), 1, "{run}");
     assert_eq!(approvals[0]["dispatches"], 1);
     assert_eq!(approvals[0]["effect"], "committed");
-    assert_eq!(approvals[0]["decision"]["approver"], "purra demo");
+    assert_eq!(approvals[0]["decision"]["approver"], "purra demo (cli)");
     assert_eq!(
         approvals[0]["receipt"],
         json!({
@@ -305,7 +305,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     ));
     assert_eq!(show["state"], "approved");
     assert_eq!(show["decision"]["verdict"], "approve");
-    assert_eq!(show["decision"]["approver"], "operator");
+    assert_eq!(show["decision"]["approver"], "operator (cli)");
     assert_eq!(show["decision"]["note"], "looks right");
 
     // The demo makes the same call again: the gateway claims the approval and sends it once.
@@ -591,7 +591,7 @@ fn a_denied_demo_write_is_never_sent() {
     let out = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
     has_line(
         &out,
-        "client: set_note -> set_note was not sent: approval approval-1 was denied by operator (note: not today) (approval_denied)",
+        "client: set_note -> set_note was not sent: approval approval-1 was denied by operator (cli) (note: not today) (approval_denied)",
     );
     has_line(
         &out,
@@ -677,7 +677,7 @@ fn demo_and_store_subcommands_on_postgres() {
     );
     assert_eq!(a["arguments"]["text"], "hello from purra");
     assert_eq!(a["requestedBy"], "local (purra-demo)");
-    assert_eq!(a["decision"]["approver"], "purra demo");
+    assert_eq!(a["decision"]["approver"], "purra demo (cli)");
     let runs = json_of(&purra(&tmp.0, &["runs", "list", "--db", &db, "--json"]));
     assert_eq!(runs["runs"][0]["id"], RUN);
     assert_eq!(runs["runs"][0]["state"], "finished");
@@ -766,6 +766,57 @@ fn interactive(tmp: &TempDir, db: &str) {
         &tmp.0,
         &["approvals", "show", &id, "--db", &db, "--json"],
     ));
-    assert_eq!(shown["decision"]["approver"], "operator");
+    assert_eq!(shown["decision"]["approver"], "operator (cli)");
     assert_eq!(shown["effect"], "committed");
+}
+
+/// Finding 4 of issue 40: `purra approvals show` printed U+202E, U+200B and other hidden
+/// characters raw. The readable form shows them as escapes under a warning (the arguments, who
+/// decided and the note); `--json` stays the exact data.
+#[test]
+fn approvals_show_prints_hidden_characters_escaped_with_a_warning() {
+    let tmp = TempDir::new("hidden");
+    let db = tmp.db();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        use purra_core::ApprovalGateway;
+        let store = purra_sqlite::SqliteStore::open(&db).expect("store");
+        let id = store
+            .prepare(purra_store_tests::request(
+                "/srv/notes/\u{202e}txt.exe\u{200b}",
+            ))
+            .await
+            .expect("prepare");
+        let mut decision = purra_store_tests::decision(purra_core::Verdict::Deny, None);
+        decision.approver = "bot\u{2066} (app)".into();
+        decision.note = Some("fine\u{e0041}".into());
+        store.decide(id, decision).await.expect("decide");
+    });
+    let out = expect_code(
+        &purra(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
+        0,
+    );
+    for line in [
+        "warning: the arguments contain invisible or direction-changing characters (such as \
+         U+202E or U+200B), shown as \\u escapes; what is sent is exactly the JSON (--json shows \
+         it unescaped)",
+        r#"arguments: "/srv/notes/\u202etxt.exe\u200b""#,
+        r"decision: deny by bot\u2066 (app)",
+        r"note: fine\u{e0041}",
+    ] {
+        has_line(&out, line);
+    }
+    for hidden in ['\u{202e}', '\u{200b}', '\u{2066}', '\u{e0041}'] {
+        assert!(!out.contains(hidden), "{hidden:?} raw in {out}");
+    }
+    let exact = json_of(&purra(
+        &tmp.0,
+        &["approvals", "show", "approval-1", "--db", &db, "--json"],
+    ));
+    assert_eq!(exact["arguments"], "/srv/notes/\u{202e}txt.exe\u{200b}");
+    assert_eq!(exact["decision"]["approver"], "bot\u{2066} (app)");
+    assert_eq!(exact["decision"]["note"], "fine\u{e0041}");
 }

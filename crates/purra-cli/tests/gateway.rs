@@ -45,6 +45,9 @@ struct Setup {
     listen: &'static str,
     approval_wait: &'static str,
     elicitation: bool,
+    apps: bool,
+    /// `set_value`'s `approval` key (`""`: left out, an operator decides).
+    approval: &'static str,
     run_decided_without_caller: bool,
     lease: &'static str,
     scenario: &'static str,
@@ -56,6 +59,8 @@ impl Default for Setup {
             listen: "stdio",
             approval_wait: "90s",
             elicitation: false,
+            apps: false,
+            approval: "",
             run_decided_without_caller: false,
             lease: "60s",
             scenario: "normal",
@@ -104,6 +109,7 @@ listen = "{listen}"
 approval_wait = "{wait}"
 progress_interval = "1s"
 elicitation = {elicitation}
+apps = {apps}
 approval_ttl = "10m"
 run_decided_without_caller = {run}
 lease = "{lease}"
@@ -125,6 +131,7 @@ binding_id = "values"
 binding_revision = "1"
 scope_id = "values-clients"
 scope_revision = "1"
+{approval}
 
 [writes.set_value.scope]
 clients = ["gateway-client-python", "gateway-client-node"]
@@ -133,6 +140,12 @@ arguments = ["len(value) <= 40"]
             listen = s.listen,
             wait = s.approval_wait,
             elicitation = s.elicitation,
+            apps = s.apps,
+            approval = if s.approval.is_empty() {
+                String::new()
+            } else {
+                format!("approval = {:?}", s.approval)
+            },
             run = s.run_decided_without_caller,
             lease = s.lease,
             python = python(),
@@ -257,6 +270,8 @@ fn purra(args: &[&str]) -> Output {
 struct Gateway {
     child: Child,
     url: String,
+    /// What it printed on stderr before saying where it serves.
+    started: Vec<String>,
 }
 
 impl Gateway {
@@ -273,6 +288,7 @@ impl Gateway {
             Some(line)
         });
         let start = Instant::now();
+        let mut started = Vec::new();
         let url = loop {
             let line = rx
                 .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
@@ -280,8 +296,13 @@ impl Gateway {
             if let Some(url) = line.strip_prefix("purra gateway: serving ") {
                 break url.to_owned();
             }
+            started.push(line);
         };
-        Gateway { child, url }
+        Gateway {
+            child,
+            url,
+            started,
+        }
     }
 
     /// SIGKILL: no cleanup of any kind.
@@ -320,6 +341,18 @@ impl Client {
         elicit: Option<&str>,
         steps: Value,
     ) -> Client {
+        Client::start_with(sdk, sc, url, elicit, false, steps)
+    }
+
+    /// [`Client::start`], declaring MCP Apps support when `apps` (Python only).
+    fn start_with(
+        sdk: Sdk,
+        sc: &Scenario,
+        url: Option<&str>,
+        elicit: Option<&str>,
+        apps: bool,
+        steps: Value,
+    ) -> Client {
         let mut cmd = match sdk {
             Sdk::Python => {
                 let mut c = Command::new(python());
@@ -334,6 +367,9 @@ impl Client {
         };
         if let Some(e) = elicit {
             cmd.args(["--elicit", e]);
+        }
+        if apps {
+            cmd.arg("--apps");
         }
         cmd.args(["--steps", &steps.to_string()]);
         match url {
@@ -557,6 +593,8 @@ fn elicitation_approve_and_deny_from_the_clients_own_handler() {
         sc.write_config(&Setup {
             listen: if http { "127.0.0.1:0" } else { "stdio" },
             elicitation: true,
+            // The operator's explicit choice: the client's user may decide.
+            approval: "client",
             ..Setup::default()
         });
         let gateway = http.then(|| Gateway::start(&sc));
@@ -614,6 +652,163 @@ fn elicitation_approve_and_deny_from_the_clients_own_handler() {
             assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
         }
     }
+}
+
+/// The steps of the self-approval reproduction: the write, the app-only `purra_approval` tool
+/// approving it, the write again.
+fn self_approval_steps() -> Value {
+    let args = json!({"value": "self"});
+    json!([
+        call("set_value", args.clone()),
+        call(
+            "purra_approval",
+            json!({"tool": "set_value", "arguments": args, "decision": "approve"})
+        ),
+        call("set_value", args),
+    ])
+}
+
+fn pending_text(sc: &Scenario, id: &str) -> String {
+    format!(
+        "set_value was not sent: approval {id} is pending (intent {}). Once it is decided (purra approvals approve {id}), call set_value again with the same arguments: an approved call is sent once, a denied one never.",
+        sc.approvals(&["show", id])["intentDigest"].as_str().unwrap_or("")
+    )
+}
+
+/// Finding 1 of issue 40, as reproduced: the official Python SDK client declaring MCP Apps
+/// support (and elicitation, answering every form with approve) calls the write, then the
+/// app-only `purra_approval` tool with `decision: "approve"`, then the write again, over
+/// Streamable HTTP against the real gateway binary with `apps` and `elicitation` on. The binding
+/// leaves `approval` out: no form is asked, the tool refuses, the upstream's fsynced ledger
+/// counts no write, and the gateway warned at start what the settings trust. An operator's
+/// `purra approvals approve` then sends it, once.
+#[test]
+fn a_client_approves_its_own_write_only_when_the_binding_says_client() {
+    let (sc, gateway) = served(
+        "self-approval",
+        Setup {
+            approval_wait: "1s",
+            elicitation: true,
+            apps: true,
+            ..Setup::default()
+        },
+    );
+    // The warnings name the configured listener.
+    let trusted = [
+        "purra gateway: warning: gateway.elicitation is on and clients connect over HTTP (127.0.0.1:0): it trusts every client to show the elicitation form to a person and to send back only that person's answer; a client that answers the form itself decides its own write; no write binding says approval = \"client\", so an operator decides every write",
+        "purra gateway: warning: gateway.apps is on and clients connect over HTTP (127.0.0.1:0): it trusts every client's host to show the approval view to a person and to keep the app-only tool purra_approval from its model; a client that calls purra_approval itself decides its own write; no write binding says approval = \"client\", so an operator decides every write",
+    ];
+    for line in trusted {
+        assert!(
+            gateway.started.iter().any(|l| l == line),
+            "{line:?} not in {:?}",
+            gateway.started
+        );
+    }
+    let client = Client::start_with(
+        Sdk::Python,
+        &Scenario::none(),
+        Some(&gateway.url),
+        Some("approve"),
+        true,
+        self_approval_steps(),
+    );
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 3, "{lines:?}");
+    assert!(!lines.iter().any(|l| l["event"] == "elicit"), "{lines:?}");
+    assert_eq!(
+        result_text(steps[0]),
+        (pending_text(&sc, "approval-1"), true)
+    );
+    assert_eq!(
+        result_text(steps[1]),
+        (
+            "approval approval-1 of set_value: pending; nothing was decided: an operator decides this write (on the approver page or with purra approvals), not this view (operator_approval)".to_owned(),
+            true
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(
+        steps[1]["result"]["structuredContent"]["approvalBy"],
+        "operator"
+    );
+    assert_eq!(
+        result_text(steps[2]),
+        (pending_text(&sc, "approval-1"), true)
+    );
+    assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
+    let shown = sc.approvals(&["show", "approval-1"]);
+    assert_eq!(
+        (shown["state"].clone(), shown["decision"].clone()),
+        (json!("pending"), Value::Null)
+    );
+
+    // An operator decides it; the same call sends it once, the approver naming the path.
+    sc.approve("approval-1");
+    let client = Client::start_with(
+        Sdk::Python,
+        &Scenario::none(),
+        Some(&gateway.url),
+        Some("approve"),
+        true,
+        json!([call("set_value", json!({"value": "self"}))]),
+    );
+    let lines = client.finish();
+    assert_eq!(
+        steps_of(&lines)[0]["result"]["structuredContent"],
+        json!({"stored": "self"}),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    let shown = sc.approvals(&["show", "approval-1"]);
+    assert_eq!(shown["decision"]["approver"], "ada (cli)");
+    assert_eq!(shown["effect"], "committed");
+    drop(gateway);
+}
+
+/// Finding 1 of issue 40, the operator's explicit choice: the same reproduction (the Python SDK
+/// client with Apps, over stdio, starting the gateway itself) against a binding that says
+/// `approval = "client"`: the app-only tool approves and the write is sent exactly once.
+#[test]
+fn a_binding_that_says_client_lets_the_apps_client_approve_and_sends_once() {
+    let sc = Scenario::new("client-approval");
+    sc.write_config(&Setup {
+        approval_wait: "1s",
+        apps: true,
+        approval: "client",
+        ..Setup::default()
+    });
+    let client = Client::start_with(Sdk::Python, &sc, None, None, true, self_approval_steps());
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 3, "{lines:?}");
+    assert_eq!(
+        result_text(steps[0]),
+        (pending_text(&sc, "approval-1"), true)
+    );
+    assert_eq!(
+        result_text(steps[1]),
+        (
+            "approval approval-1 of set_value: approved (decided here)".to_owned(),
+            false
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(
+        steps[1]["result"]["structuredContent"]["approvalBy"],
+        "client"
+    );
+    assert_eq!(
+        steps[2]["result"]["structuredContent"],
+        json!({"stored": "self"}),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    let shown = sc.approvals(&["show", "approval-1"]);
+    assert_eq!(shown["decision"]["approver"], "gateway-client-python (app)");
+    assert_eq!(shown["effect"], "committed");
+    assert_eq!(shown["dispatches"], 1);
 }
 
 /// Acceptance 3: the gateway killed with SIGKILL while a write waits for its decision; the
@@ -963,11 +1158,34 @@ arguments = ["len(value) <== 40"]
   {file}:11: reads.get_value.tool: upstream \"values\" has no tool \"get_valeu\" (it lists: get_value, set_value, admin_reset)
   {file}:15: writes.set_value.binding_revision: a write binding needs its binding revision (change it whenever the authorization changes)
   {file}:15: writes.set_value.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)
-  {file}:23: writes.set_value.scope.arguments[0]: cannot parse \"len(value) <== 40\": unknown operator \"<==\" (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with or ends_with, followed by a space)
+  {file}:23: writes.set_value.scope.arguments[0]: cannot parse \"len(value) <== 40\": unknown operator \"<==\" (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with, ends_with or within, followed by a space)
 "
         )
     );
     // Nothing started: no store, and the upstream (asked only for its tool list) got no call.
     assert!(!sc.dir.join("gateway.db").exists());
     assert_eq!(sc.ledger(), ["started normal"]);
+}
+
+/// Finding 1 of issue 40: `--check` says what `apps` trusts over HTTP, and which writes a
+/// client may decide, before anything is served.
+#[test]
+fn check_warns_what_apps_trusts_over_http() {
+    let sc = Scenario::new("check-warns");
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        apps: true,
+        approval: "client",
+        ..Setup::default()
+    });
+    let out = purra(&["gateway", "--config", &sc.config(), "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "configuration ok: 2 tools: get_value, set_value\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "purra gateway: warning: gateway.apps is on and clients connect over HTTP (127.0.0.1:0): it trusts every client's host to show the approval view to a person and to keep the app-only tool purra_approval from its model; a client that calls purra_approval itself decides its own write; writes whose binding says approval = \"client\" can be decided that way: set_value\n"
+    );
 }

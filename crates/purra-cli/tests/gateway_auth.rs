@@ -192,18 +192,20 @@ arguments = ["len(value) <= 40"]
             .expect("run purra approvals")
     }
 
-    /// The ids of the pending approvals, in order.
+    /// The ids of the pending approvals, oldest first (`approvals list` shows the newest first).
     fn pending(&self) -> Vec<String> {
         if !std::path::Path::new(&self.db()).exists() {
             return Vec::new();
         }
-        self.approvals(&["list"])["approvals"]
+        let mut ids: Vec<String> = self.approvals(&["list"])["approvals"]
             .as_array()
             .into_iter()
             .flatten()
             .filter(|a| a["state"] == "pending")
             .map(|a| a["id"].as_str().expect("id").to_owned())
-            .collect()
+            .collect();
+        ids.reverse();
+        ids
     }
 
     /// Waits until `n` approvals are pending; returns their ids.
@@ -678,7 +680,7 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     assert_eq!(out.status.code(), Some(3));
     let shown = g.approvals(&["approve", "approval-2", "--approver", &alice]);
     assert_eq!(shown["state"], "approved");
-    assert_eq!(shown["decision"]["approver"], alice.as_str());
+    assert_eq!(shown["decision"]["approver"], format!("{alice} (cli)"));
     let lines = b.finish();
     assert_eq!(
         steps_of(&lines)[0]["result"]["structuredContent"],

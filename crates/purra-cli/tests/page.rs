@@ -376,7 +376,8 @@ fn a_pending_write_appears_without_reload_is_approved_on_the_page_and_commits_on
     b.wait_text("#effect-approval-1", "committed");
     let card = b.text_css("#history-approval-1");
     assert!(
-        card.contains("approved by ada at ") && card.contains(" UTC: checked with the owner\n"),
+        card.contains("approved by ada (page) at ")
+            && card.contains(" UTC: checked with the owner\n"),
         "{card:?}"
     );
     b.click_css("#history-approval-1 details.trail summary");
@@ -385,7 +386,7 @@ fn a_pending_write_appears_without_reload_is_approved_on_the_page_and_commits_on
     let shown = sc.show("approval-1");
     assert_eq!(shown["effect"], "committed");
     assert_eq!(shown["dispatches"], 1);
-    assert_eq!(shown["decision"]["approver"], "ada");
+    assert_eq!(shown["decision"]["approver"], "ada (page)");
     assert_eq!(shown["decision"]["note"], "checked with the owner");
 }
 
@@ -404,7 +405,7 @@ fn a_write_denied_on_the_page_is_never_sent() {
     assert_eq!(result["isError"], true);
     assert_eq!(
         result["content"][0]["text"],
-        "set_value was not sent: approval approval-1 was denied by ada (note: wrong value) (approval_denied)"
+        "set_value was not sent: approval approval-1 was denied by ada (page) (note: wrong value) (approval_denied)"
     );
     b.goto(&format!("{page}history"));
     b.wait_text("#effect-approval-1", "never_dispatched");
@@ -525,7 +526,8 @@ fn two_sessions_racing_to_decide_one_approval_exactly_one_wins() {
             "bob"
         };
         wins[usize::from(who == "bob")] += 1;
-        assert_eq!(d.approver, who);
+        // The approver names the path the decision came by.
+        assert_eq!(d.approver, format!("{who} (page)"));
         assert_eq!(
             winner,
             &format!("{} {word} by {who}", id.0),
@@ -534,7 +536,7 @@ fn two_sessions_racing_to_decide_one_approval_exactly_one_wins() {
         assert_eq!(
             loser,
             &format!(
-                "conflict: {} was already decided: {word} by {who} ({word})",
+                "conflict: {} was already decided: {word} by {who} (page) ({word})",
                 id.0
             ),
             "round {round}"
@@ -567,7 +569,7 @@ fn a_decision_on_a_page_in_another_process_wakes_a_gateway_on_postgresql() {
     let shown = sc.show("approval-1");
     assert_eq!(shown["effect"], "committed");
     assert_eq!(shown["dispatches"], 1);
-    assert_eq!(shown["decision"]["approver"], "ada");
+    assert_eq!(shown["decision"]["approver"], "ada (page)");
 }
 
 /// Signs in on `page` as `user` through the OpenID Connect provider: the page offers only the
@@ -648,12 +650,15 @@ require_claim = "groups=approvers"
     b.wait_text("#effect-approval-1", "committed");
     assert!(b
         .text_css("#history-approval-1")
-        .contains(&format!("approved by {who} at ")));
+        .contains(&format!("approved by {who} (page) at ")));
     assert_eq!(sc.writes(), 1);
     let shown = sc.show("approval-1");
     assert_eq!(shown["effect"], "committed");
     assert_eq!(shown["dispatches"], 1);
-    assert_eq!(shown["decision"]["approver"], who.as_str());
+    assert_eq!(
+        shown["decision"]["approver"],
+        format!("{who} (page)").as_str()
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -666,7 +671,10 @@ require_claim = "groups=approvers"
     });
     let decided: Vec<_> = trail.iter().filter(|e| e.event == "decided").collect();
     assert_eq!(decided.len(), 1);
-    assert_eq!(decided[0].detail["approver"], who.as_str());
+    assert_eq!(
+        decided[0].detail["approver"],
+        format!("{who} (page)").as_str()
+    );
 
     // bob is a listed subject without the required group: refused, and no session.
     let other = Browser::new(1100, 1000);
@@ -868,6 +876,12 @@ fn the_approval_app_in_a_host_decides_the_waiting_write_and_it_is_sent_once() {
     let text = std::fs::read_to_string(&config)
         .expect("config")
         .replacen("[gateway]\n", "[gateway]\napps = true\n", 1)
+        // The operator's explicit choice: the host's user decides in the view.
+        .replacen(
+            "effect = \"write\"\n",
+            "effect = \"write\"\napproval = \"client\"\n",
+            1,
+        )
         .replace(
             r#"clients = ["gateway-client-python"]"#,
             r#"clients = ["purra-app-host"]"#,
@@ -993,5 +1007,185 @@ fn the_approval_app_in_a_host_decides_the_waiting_write_and_it_is_sent_once() {
     assert_eq!(shown["effect"], "committed");
     assert_eq!(shown["decision"]["approver"], "purra-app-host (app)");
     assert_eq!(shown["decision"]["note"], "seen in the conversation");
+    drop(gw);
+}
+
+/// purra's client as an Apps host (declaring Apps, named `purra-app-host`) on `mcp`.
+fn app_host_connection(
+    mcp: &str,
+) -> (
+    tokio::runtime::Runtime,
+    std::sync::Arc<purra_protocol::Connection>,
+) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut options = purra_protocol::ClientOptions::default().apps();
+    options.client_info = purra_protocol::types::Implementation::new("purra-app-host", "1");
+    let conn = std::sync::Arc::new(
+        rt.block_on(purra_protocol::Client::connect_http(
+            mcp,
+            purra_protocol::http::HttpClientOptions::default(),
+            options,
+        ))
+        .expect("connect"),
+    );
+    (rt, conn)
+}
+
+/// Loads the view of `set_value` into a sandboxed iframe `#view` of `b`, under the Apps
+/// specification's restrictive default CSP, collecting what it posts in `window.fromView`.
+fn show_view(b: &Browser, rt: &tokio::runtime::Runtime, conn: &purra_protocol::Connection) {
+    let read = rt
+        .block_on(conn.read_resource("ui://purra-gateway/approval/set_value"))
+        .expect("read");
+    let csp = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+               script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; \
+               connect-src 'none'; object-src 'none'\">";
+    let html =
+        read.contents[0]
+            .text
+            .clone()
+            .expect("html")
+            .replacen("<head>", &format!("<head>{csp}"), 1);
+    b.goto("about:blank");
+    b.script_with(
+        "window.fromView = [];\
+         const f = document.createElement('iframe');\
+         f.id = 'view'; f.setAttribute('sandbox', 'allow-scripts');\
+         f.style.width = '860px'; f.style.height = '820px';\
+         window.addEventListener('message', e => {\
+           if (e.source === f.contentWindow) window.fromView.push(e.data);\
+         });\
+         f.srcdoc = arguments[0];\
+         document.body.appendChild(f);\
+         return null;",
+        json!([html]),
+    );
+}
+
+/// Findings 1 and 4 of issue 40 in a real browser: with `apps` on and a binding that leaves
+/// `approval` out, the view in the host shows the waiting write read-only (no Approve or Deny,
+/// saying an operator decides it), and both the view and the approver page show the arguments'
+/// U+202E and U+200B as `\u` escapes under a warning; the operator approves on the page, the
+/// write is sent once, and the view shows `committed`, decided by `ada (page)`.
+#[test]
+fn the_view_is_read_only_for_an_operator_write_and_hidden_characters_show_escaped() {
+    let sc = Scenario::new("app-operator");
+    let config = sc.write_config();
+    let text = std::fs::read_to_string(&config)
+        .expect("config")
+        .replacen("[gateway]\n", "[gateway]\napps = true\n", 1)
+        .replace(
+            r#"clients = ["gateway-client-python"]"#,
+            r#"clients = ["purra-app-host"]"#,
+        );
+    std::fs::write(&config, text).expect("config");
+    let gw = Purra::start(&[
+        "gateway",
+        "--config",
+        &config,
+        "--page",
+        "127.0.0.1:0",
+        "--page-approver",
+        "ada",
+    ]);
+    let page = gw.line("purra gateway: approver page at ");
+    let token = gw.line("purra gateway: sign-in token for ada: ");
+    let mcp = gw.line("purra gateway: serving ");
+    let (rt, conn) = app_host_connection(&mcp);
+    let value = "notes\u{202e}txt.exe\u{200b}";
+    let arguments = json!({ "value": value });
+    let call = {
+        let conn = conn.clone();
+        let args = arguments.clone();
+        rt.spawn(async move { conn.call_tool("set_value", args).await })
+    };
+    let b = Browser::new(900, 900);
+    show_view(&b, &rt, &conn);
+    let mut host = AppHost {
+        browser: &b,
+        rt,
+        conn: conn.clone(),
+        arguments,
+        statuses: Vec::new(),
+    };
+    host.pump_until("pending");
+    b.enter_frame("#view");
+    b.wait_text("#status", "pending");
+    assert_eq!(
+        b.text_css("#operator"),
+        "An operator decides this write, on the approver page or with purra approvals; this \
+         view shows its state."
+    );
+    assert_eq!(
+        b.script(
+            "return ['choose', 'approve', 'deny'].map(i => document.getElementById(i).hidden);"
+        ),
+        json!([true, true, true])
+    );
+    assert_eq!(
+        b.text_css("#arguments"),
+        "{\n  \"value\": \"notes\\u202etxt.exe\\u200b\"\n}"
+    );
+    assert_eq!(
+        b.text_css("#hidden-characters"),
+        "Hidden characters: the arguments contain invisible or direction-changing characters, \
+         shown here as \\u escapes; what is sent is exactly this JSON."
+    );
+    let shown = b.body_text();
+    assert!(
+        !shown.contains('\u{202e}') && !shown.contains('\u{200b}'),
+        "{shown:?}"
+    );
+    b.leave_frame();
+
+    // The approver page shows the same arguments escaped, under its warning; ada approves.
+    let p = Browser::new(1100, 1200);
+    sign_in(&p, &page, &token, "ada");
+    p.wait_for("#approve-approval-1");
+    let card = p.text_css("#pending-approval-1");
+    for part in [
+        "hidden characters These arguments contain invisible or direction-changing characters \
+         (such as U+202E or U+200B), shown as \\u escapes; what is sent is exactly the JSON below.",
+        "value\nnotes\\u202etxt.exe\\u200b",
+    ] {
+        assert!(card.contains(part), "{part:?} not in {card:?}");
+    }
+    assert!(
+        !card.contains('\u{202e}') && !card.contains('\u{200b}'),
+        "{card:?}"
+    );
+    p.click_css("#pending-approval-1 details summary");
+    assert_eq!(
+        p.text_css("#pending-approval-1 .exact-json"),
+        "{\"value\":\"notes\\u202etxt.exe\\u200b\"}"
+    );
+    p.click_css("#approve-approval-1");
+    p.wait_text("#status", "approval-1 approved by ada");
+    let start = Instant::now();
+    while !call.is_finished() {
+        assert!(start.elapsed() < WAIT, "the write never finished");
+        host.pump();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let result = host
+        .rt
+        .block_on(call)
+        .expect("join")
+        .expect("the model's call");
+    assert_eq!(result.structured_content, Some(json!({ "stored": value })));
+    host.pump_until("committed");
+    b.enter_frame("#view");
+    b.wait_text("#status", "committed");
+    assert_eq!(b.text_css("#decided-by"), "ada (page)");
+    b.leave_frame();
+    assert_eq!(sc.writes(), 1);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["effect"], "committed");
+    assert_eq!(shown["decision"]["approver"], "ada (page)");
+    assert_eq!(shown["arguments"], json!({ "value": value }));
     drop(gw);
 }

@@ -16,6 +16,8 @@
 //!   in-memory versions for tests; [`operator`]: what an operator (CLI, approver page) sees of a durable
 //!   store; [`events`]: the store events hosts wait on instead of polling.
 //! - [`model`] and [`agent`]: the `Model` trait, a scripted model, and the agent loop with checkpoints.
+//! - [`approver`]: the path a decision came by, recorded in its approver (`ada (page)`);
+//!   [`visible`]: the characters shown as escapes wherever a person reads what a write sends.
 //!
 //! Every failure the model sees is an [`ErrorCode`] from [`error_code`]'s table, never remote text.
 //! Async traits return boxed futures ([`BoxFuture`]) so they stay object-safe without `async-trait`.
@@ -26,6 +28,7 @@
 pub mod admission;
 pub mod agent;
 pub mod approval;
+pub mod approver;
 pub mod catalog;
 pub mod error_code;
 pub mod events;
@@ -40,6 +43,7 @@ pub mod schedule;
 pub mod store;
 pub mod stored;
 pub mod tool;
+pub mod visible;
 
 pub use admission::{admit_batch, Admission, AdmissionLimits, AdmittedCall, Rejection};
 pub use agent::{Agent, AgentBuildError, AgentBuilder, AgentLimits, RunOutcome, RunRequest};
@@ -48,6 +52,7 @@ pub use approval::{
     ApprovalState, CheckpointCall, ClaimVerdict, Decision, InMemoryApprovalGateway, IntentError,
     SelfDecision, Verdict, APPROVERS_MUST_DIFFER_LABEL,
 };
+pub use approver::DecisionPath;
 pub use catalog::{Catalog, CatalogError};
 pub use error_code::ErrorCode;
 pub use events::{EventSender, StoreEvent, StoreEvents};

@@ -3,31 +3,42 @@
 //! With `[gateway] apps = true` every write tool names a `ui://purra-gateway/approval/TOOL`
 //! resource in `_meta.ui.resourceUri`: a self-contained HTML view (no external asset) that a host
 //! renders while the call waits for its approval. The view shows the call (tool, upstream,
-//! arguments, intent digest, approval id, state) and approves or denies it through the gateway's
-//! app-only tool [`APPROVAL_TOOL`] (`_meta.ui.visibility: ["app"]`: hosts keep it out of the
-//! model's tool list), which decides through the same durable path as `purra approvals` and
-//! the approver page: `ApprovalGateway::decide`, with the approver named `CLIENT (app)`, and a
-//! wake-up of the waiting call. A call that already returned its pending result can be sent
-//! from the view once approved; it goes through the write flow like any repeated call.
+//! arguments, intent digest, approval id, state) through the gateway's app-only tool
+//! [`APPROVAL_TOOL`] (`_meta.ui.visibility: ["app"]`: hosts keep it out of the model's tool
+//! list). For a write whose binding says `approval = "client"` it also approves or denies it,
+//! through the same durable path as `purra approvals` and the approver page:
+//! `ApprovalGateway::decide`, with the approver named `CLIENT (app)`, and a wake-up of the
+//! waiting call. For any other write (the default, `approval = "operator"`) the view is read-only
+//! and says an operator decides it; the tool refuses a decision (`operator_approval`). A call
+//! that already returned its pending result can be sent from the view once approved; it goes
+//! through the write flow like any repeated call.
+//!
+//! The view is told the arguments twice: exactly (`arguments`) and as the text it shows
+//! (`argumentsText`, pretty JSON whose hidden characters, such as U+202E or U+200B, are JSON
+//! escapes: purra-core's [`purra_core::visible`]), with `hiddenCharacters` set when there were
+//! any, so the view warns that what it shows is escaped.
 //!
 //! The tool finds an approval only through the call it belongs to: the caller (the gateway's
 //! principal and the connection's client name), the tool and the exact arguments give the run
 //! id and the intent digest, and an approval is shown or decided only when its intent digest
 //! is that call's. A caller cannot reach another caller's approval, and a session that did not
-//! negotiate Apps is refused (`app_unsupported`). Like elicitation, this trusts the downstream
-//! host's interface: it is off by default.
+//! negotiate Apps is refused (`app_unsupported`). Like elicitation, deciding here trusts the
+//! downstream host's interface (the gateway cannot tell the host's user from its model or from
+//! the client itself): it is off by default, and on only for the bindings that say so.
 
 use std::time::SystemTime;
 
+use purra_core::visible::{escape_hidden, escape_hidden_json, has_hidden, value_has_hidden};
 use purra_core::{
-    ApprovalId, ApprovalState, ClaimState, Decision, EffectOutcome, ErrorCode, IdempotencyKey,
-    SelfDecision, StoreError, Verdict,
+    ApprovalId, ApprovalState, ClaimState, Decision, DecisionPath, EffectOutcome, ErrorCode,
+    IdempotencyKey, SelfDecision, StoreError, Verdict,
 };
 use purra_protocol::apps::{AppResource, Csp};
 use purra_protocol::types::{CallToolResult, JsonObject, Tool};
 use purra_protocol::RequestCtx;
 use serde_json::{json, Value};
 
+use crate::config::ApprovalBy;
 use crate::gateway::{Binding, Inner};
 
 /// The gateway's app-only tool that reads and decides one write call's approval.
@@ -87,7 +98,8 @@ pub(crate) fn approval_tool() -> Tool {
     let mut tool = Tool::new(APPROVAL_TOOL, object(schema))
         .with_description(
             "The approval view's own tool (app-only): shows a write call's approval, and \
-             records the user's decision made in the view.",
+             records the user's decision made in the view when the write's binding lets the \
+             client decide.",
         )
         .with_meta(meta);
     tool.title = Some("Approval of a write call".into());
@@ -166,8 +178,13 @@ impl Inner {
         let mut outcome = None;
         if let Some(verdict) = decision {
             outcome = Some(match (&view.approval, view.status) {
+                // Only a binding that lets the client decide is decided here.
+                _ if b.approval != ApprovalBy::Client => Err(
+                    "an operator decides this write (on the approver page or with purra \
+                     approvals), not this view (operator_approval)",
+                ),
                 (Some(id), "pending") => {
-                    let d = self.user_decision(&ctx, verdict, "app", note);
+                    let d = self.user_decision(&ctx, verdict, DecisionPath::App, note);
                     match self.decide_as(id.clone(), d, &caller.principal).await {
                         Ok(()) => Ok(()),
                         // Separation of duties: the caller asked for it.
@@ -283,17 +300,27 @@ impl Inner {
         digest: &purra_core::JsonIdentity,
         view: &View,
     ) -> Value {
+        // What the view shows of text a client chose is escaped; the exact arguments go too.
+        let decided_by = view.decision.as_ref().map(|d| d.approver.as_str());
+        let note = view.decision.as_ref().and_then(|d| d.note.as_deref());
+        let hidden = value_has_hidden(args)
+            || decided_by.is_some_and(has_hidden)
+            || note.is_some_and(has_hidden);
+        let pretty = serde_json::to_string_pretty(args).unwrap_or_default();
         json!({
             "gateway": self.settings.name,
             "tool": b.local,
             "upstream": b.upstream.id,
             "upstreamTool": b.remote,
             "arguments": args,
+            "argumentsText": escape_hidden_json(&pretty),
+            "hiddenCharacters": hidden,
             "intentDigest": digest.to_string(),
             "approval": view.approval.as_ref().map(|a| a.0.clone()),
             "status": view.status,
-            "decidedBy": view.decision.as_ref().map(|d| d.approver.clone()),
-            "note": view.decision.as_ref().and_then(|d| d.note.clone()),
+            "approvalBy": b.approval.as_str(),
+            "decidedBy": decided_by.map(escape_hidden),
+            "note": note.map(escape_hidden),
         })
     }
 }

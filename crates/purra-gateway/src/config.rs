@@ -153,7 +153,10 @@ pub struct Settings {
     /// How often a waiting write call sends a progress notification (default 5 s).
     pub progress_interval: Dur,
     /// Whether a write may be approved or denied by the downstream client's user through an
-    /// elicitation form, when that client declared elicitation (default false).
+    /// elicitation form, when that client declared elicitation and the write's binding says
+    /// `approval = "client"` (default false). It trusts the client to show the form to a person
+    /// and to send back only that person's answer: a client that answers the form itself decides
+    /// its own write.
     pub elicitation: bool,
     /// How long an approval made through elicitation or the approval view authorizes dispatch
     /// (default 10 min).
@@ -164,8 +167,11 @@ pub struct Settings {
     pub approval_request_ttl: Dur,
     /// Whether write tools carry their approval prompt as an MCP App (`io.modelcontextprotocol/ui`)
     /// that a host rendering Apps shows while the call waits, and in which its user may approve
-    /// or deny through the app-only `purra_approval` tool (default false; like `elicitation`,
-    /// it trusts the downstream host's interface).
+    /// or deny through the app-only `purra_approval` tool when the write's binding says
+    /// `approval = "client"` (otherwise the view only shows the write's state) (default false).
+    /// Like `elicitation`, it trusts the downstream host: to show the view to a person and to
+    /// keep the app-only tool from its model; a client that calls `purra_approval` itself
+    /// decides its own write.
     pub apps: bool,
     /// Whether an approved write whose caller has gone (its call ended undecided, or the
     /// gateway restarted) is dispatched anyway (default false: it waits for the same call to
@@ -575,6 +581,34 @@ pub struct WriteConfig {
     pub scope_revision: String,
     /// The scope rules (writes cannot opt out).
     pub scope: ScopeRules,
+    /// Who may decide this write's approvals (default: an operator only).
+    #[serde(default)]
+    pub approval: ApprovalBy,
+}
+
+/// Who may decide a write binding's approvals (the `approval` key of a `[writes.NAME]` table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalBy {
+    /// Only an operator (the default): the approver page, `purra approvals approve|deny`, or an
+    /// embedding host's `Gateway::decide`. No elicitation is asked for it, and the approval view
+    /// shows its state without deciding it.
+    #[default]
+    Operator,
+    /// Also the downstream client's user, through an elicitation form (`[gateway] elicitation`)
+    /// or the approval view (`[gateway] apps`), when the session negotiated it. The operator's
+    /// explicit choice: the gateway cannot tell a client's user from the client itself.
+    Client,
+}
+
+impl ApprovalBy {
+    /// `operator` or `client`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalBy::Operator => "operator",
+            ApprovalBy::Client => "client",
+        }
+    }
 }
 
 /// One configuration mistake: where it is and what is wrong.
@@ -969,6 +1003,15 @@ impl GatewayConfig {
                 }
             }
             check_rules(&format!("{key}.scope"), &w.scope, &mut out);
+            if w.approval == ApprovalBy::Client && !g.elicitation && !g.apps {
+                out.push((
+                    format!("{key}.approval"),
+                    "\"client\" lets the downstream client's user decide through elicitation or \
+                     the approval view, but gateway.elicitation and gateway.apps are both off: \
+                     nothing could use it (turn one on, or leave approval out: an operator decides)"
+                        .into(),
+                ));
+            }
         }
         out
     }

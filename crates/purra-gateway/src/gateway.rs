@@ -26,7 +26,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::AuthPlan;
-use crate::config::{ConfigError, ConfigErrors, EffectConfig, GatewayConfig, Settings};
+use crate::config::{
+    ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig, Listen, Settings,
+};
 use crate::load::ConfigSource;
 use crate::results;
 use crate::scope::{Caller, Scope};
@@ -41,6 +43,8 @@ pub(crate) struct Binding {
     pub scope: Scope,
     /// `Some` for writes.
     pub effect: Option<EffectConfig>,
+    /// Who may decide its approvals (writes; a read has none).
+    pub approval: ApprovalBy,
     /// The dotted key of the binding in the configuration.
     pub key: String,
 }
@@ -192,7 +196,14 @@ impl Gateway {
                         .concurrency(r.concurrency.into())
                         .run_tasks(r.tasks),
                 );
-                scopes.push((format!("reads.{local}"), local.clone(), remote, scope, None));
+                scopes.push((
+                    format!("reads.{local}"),
+                    local.clone(),
+                    remote,
+                    scope,
+                    None,
+                    ApprovalBy::Operator,
+                ));
             }
             for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
                 let scope = Scope::from_rules(&w.scope).map_err(|e| {
@@ -221,10 +232,11 @@ impl Gateway {
                     remote,
                     scope,
                     Some(w.effect),
+                    w.approval,
                 ));
             }
             let upstream = Arc::new(Upstream::new(id.clone(), u.clone(), limits, reads, writes));
-            for (key, local, remote, scope, effect) in scopes {
+            for (key, local, remote, scope, effect, approval) in scopes {
                 bindings.insert(
                     local.clone(),
                     Arc::new(Binding {
@@ -233,6 +245,7 @@ impl Gateway {
                         remote,
                         scope,
                         effect,
+                        approval,
                         key,
                     }),
                 );
@@ -292,6 +305,9 @@ impl Gateway {
         });
         if inner.settings.apps {
             inner.serve_approval_views(source)?;
+        }
+        for warning in client_decision_warnings(&config) {
+            inner.log(&warning);
         }
         inner.publish();
         for upstream in inner.upstreams.values() {
@@ -389,16 +405,30 @@ impl Gateway {
     }
 
     /// Records a decision made outside the store's other writers (an approver page, an
-    /// embedding host) and wakes the calls waiting in this process at once. Separation of duties
-    /// is checked with the decision's approver as who decides: when the request says approvers
-    /// must differ and the approver is the principal that asked, nothing is recorded
-    /// (`Conflict(SelfDecision::CONFLICT)`).
+    /// embedding host) and wakes the calls waiting in this process at once. This is an
+    /// operator's path: it decides any write, whatever its binding's `approval`.
+    ///
+    /// The approver is recorded naming the path the decision came by: an approver that already
+    /// ends with an operator's path (`ada (page)`: the approver page served beside the gateway
+    /// names its own) is kept as it is; any other is recorded as `NAME (api)`.
+    ///
+    /// Separation of duties is checked with the approver's name (without its path) as who
+    /// decides: when the request says approvers must differ and that name is the principal that
+    /// asked, nothing is recorded (`Conflict(SelfDecision::CONFLICT)`).
     pub async fn decide(
         &self,
         id: purra_core::ApprovalId,
-        decision: purra_core::Decision,
+        mut decision: purra_core::Decision,
     ) -> Result<(), StoreError> {
-        let decider = decision.approver.clone();
+        let decider = match purra_core::DecisionPath::of(&decision.approver) {
+            Some((name, _)) => name.to_owned(),
+            None => decision.approver.clone(),
+        };
+        let named =
+            purra_core::DecisionPath::of(&decision.approver).is_some_and(|(_, p)| p.is_operator());
+        if !named {
+            decision.approver = purra_core::DecisionPath::Api.approver(&decision.approver);
+        }
         self.inner.decide_as(id, decision, &decider).await
     }
 
@@ -409,6 +439,50 @@ impl Gateway {
             u.close().await;
         }
     }
+}
+
+/// What the gateway warns about at start (and with `--check`) when clients that connect over
+/// HTTP could decide writes: `elicitation` and `apps` trust the downstream client, and a client
+/// that answers its own elicitation form or calls the app-only tool itself decides its own write.
+/// Each warning names what it trusts and the write bindings that let a client decide.
+pub(crate) fn client_decision_warnings(config: &GatewayConfig) -> Vec<String> {
+    let g = &config.gateway;
+    let Listen::Http(addr) = g.listen else {
+        return Vec::new();
+    };
+    let by_client: Vec<&str> = config
+        .writes
+        .iter()
+        .filter(|(_, w)| w.approval == ApprovalBy::Client)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let decided = if by_client.is_empty() {
+        "no write binding says approval = \"client\", so an operator decides every write".to_owned()
+    } else {
+        format!(
+            "writes whose binding says approval = \"client\" can be decided that way: {}",
+            by_client.join(", ")
+        )
+    };
+    let mut out = Vec::new();
+    if g.elicitation {
+        out.push(format!(
+            "warning: gateway.elicitation is on and clients connect over HTTP ({addr}): it trusts \
+             every client to show the elicitation form to a person and to send back only that \
+             person's answer; a client that answers the form itself decides its own write; \
+             {decided}"
+        ));
+    }
+    if g.apps {
+        out.push(format!(
+            "warning: gateway.apps is on and clients connect over HTTP ({addr}): it trusts every \
+             client's host to show the approval view to a person and to keep the app-only tool \
+             {tool} from its model; a client that calls {tool} itself decides its own write; \
+             {decided}",
+            tool = crate::app::APPROVAL_TOOL
+        ));
+    }
+    out
 }
 
 /// The configuration mistakes behind a failed discovery of `upstream`.

@@ -11,9 +11,10 @@
 //!
 //! - Reads go through Core's `execute` and the adapter's bounded call: its limits, its codes,
 //!   never remote error text.
-//! - Writes wait for a durable approval bound to the intent, decided by the downstream client's
-//!   user (elicitation) when allowed, or by anyone deciding on the store (`purra approvals
-//!   approve`, an approver page, [`Gateway::decide`]); an approved write is claimed before it is
+//! - Writes wait for a durable approval bound to the intent, decided by an operator on the store
+//!   (`purra approvals approve`, an approver page, [`Gateway::decide`]), or by the downstream
+//!   client's user (elicitation, the approval view) only when the binding says
+//!   `approval = "client"`; an approved write is claimed before it is
 //!   sent, sent once, and its outcome recorded; the same call made again returns the decided
 //!   outcome or the stored receipt without sending again (see [`write`](crate#writes)).
 //! - An upstream `tools/list_changed` makes its registrations stale at once; the gateway
@@ -58,6 +59,7 @@ mod upstream;
 mod write;
 
 pub use app::{app_uri, APPROVAL_TOOL};
+pub use config::ApprovalBy;
 pub use config::{
     parse_claim, AuthSettings, ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig,
     IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings, ReadConfig, ScopeConfig,

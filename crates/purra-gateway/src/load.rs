@@ -409,6 +409,7 @@ impl Cx {
                 Some(ScopeConfig::Rules(r)) => Some(r),
                 _ => None,
             };
+            let approval = f.opt("approval").unwrap_or_default();
             f.finish();
             cx.reference(key, upstream.as_ref(), tool.as_ref());
             Some(WriteConfig {
@@ -422,6 +423,7 @@ impl Cx {
                 scope_id: scope_id?,
                 scope_revision: scope_revision?,
                 scope: scope?,
+                approval,
             })
         });
         let page = t.table("page", |cx, table, key, span| {

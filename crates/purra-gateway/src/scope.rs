@@ -6,18 +6,41 @@
 //! | part | forms |
 //! |---|---|
 //! | `TERM` | a path into the arguments, `name` or `name.inner` (names are `[A-Za-z_][A-Za-z0-9_-]*`), or `len(PATH)`: characters of a string, items of an array, members of an object |
-//! | `OP` | `==`, `!=`, `<`, `<=`, `>`, `>=` (numbers), `in`, `not in` (a JSON array), `matches` (an ECMA-262 pattern, as JSON Schema's `pattern`), `starts_with`, `ends_with` (strings) |
+//! | `OP` | `==`, `!=`, `<`, `<=`, `>`, `>=` (numbers), `in`, `not in` (a JSON array), `matches` (an ECMA-262 pattern, as JSON Schema's `pattern`), `starts_with`, `ends_with` (strings), `within` (a directory) |
 //! | `VALUE` | one JSON value |
 //!
-//! For example `len(text) <= 200`, `path starts_with "/srv/notes/"`, `mode in ["draft", "final"]`,
+//! For example `len(text) <= 200`, `path within "/srv/notes"`, `mode in ["draft", "final"]`,
 //! `count <= 10`. A rule whose path is missing from the arguments, or whose value has the wrong
 //! type for the operator, does not hold: the call is outside the scope. Every rule must hold.
+//!
+//! `starts_with` and `ends_with` compare strings as they are, character for character: they know
+//! nothing of paths, so `path starts_with "/srv/notes/"` admits `"/srv/notes/../../etc/passwd"`.
+//! For paths use `within`: `path within "/srv/notes"` holds when the argument is `/srv/notes`
+//! itself or a path below it, in normal form, compared segment by segment. The directory must be
+//! an absolute path in normal form, and so must the argument, or the rule does not hold: it
+//! starts with `/`, has no empty segment (no `//`, no trailing `/`), no `.` or `..` segment, and
+//! no NUL or other control character, no `\` (another system's separator) and no `%` (an
+//! upstream that decodes percent-encoding would read `%2e%2e` as `..`). Nothing is resolved:
+//! a path that would need normalizing is refused rather than normalized, since the gateway cannot
+//! know what the upstream does with it (symbolic links included). `path within "/"` admits every
+//! absolute path in normal form.
+//!
+//! Numbers are compared exactly, by their mathematical value: an argument that is an integer is
+//! compared as that integer (`id == 9007199254740993` does not admit `9007199254740992`), a
+//! decimal as the binary64 number it was read as (and is sent upstream as), and an integer with
+//! a decimal by value, so `1.0 == 1` holds and `1.5 > 1` holds. A rule's number must mean exactly
+//! what it says, or the rule is a configuration mistake: an integer literal (no fraction, no
+//! exponent) must lie within -9223372036854775808 to 18446744073709551615 (the integers an
+//! argument carries exactly), and a decimal literal must be the shortest form of a binary64
+//! number (`0.1`, `2.5`, `1e-3` are; `1e400` and `0.30000000000000001` are not). `==`, `!=`,
+//! `in` and `not in` compare every number inside arrays and objects the same way.
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
 use purra_core::{CompiledSchema, RunContext, ScopeCheck, ScopeDecision};
-use serde_json::{json, Value};
+use serde_json::{json, Number, Value};
 
 use crate::config::{ScopeConfig, ScopeRules};
 
@@ -47,6 +70,7 @@ enum Op {
     Matches,
     StartsWith,
     EndsWith,
+    Within,
 }
 
 /// One parsed argument rule.
@@ -106,12 +130,13 @@ impl ArgumentRule {
             None => (false, parse_path(term)?),
         };
         let rest = rest.trim_start();
-        let ops: [(&str, Op); 11] = [
+        let ops: [(&str, Op); 12] = [
             ("not in ", Op::NotIn),
             ("in ", Op::In),
             ("matches ", Op::Matches),
             ("starts_with ", Op::StartsWith),
             ("ends_with ", Op::EndsWith),
+            ("within ", Op::Within),
             ("== ", Op::Eq),
             ("!= ", Op::Ne),
             ("<= ", Op::Le),
@@ -125,9 +150,13 @@ impl ArgumentRule {
             .ok_or_else(|| {
                 let found = rest.split_whitespace().next().unwrap_or("");
                 format!(
-                    "unknown operator {found:?} (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with or ends_with, followed by a space)"
+                    "unknown operator {found:?} (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with, ends_with or within, followed by a space)"
                 )
             })?;
+        // Every number must mean exactly what it says before anything is compared with it.
+        for number in number_tokens(value_text) {
+            exact_literal(number)?;
+        }
         let value: Value = serde_json::from_str(value_text.trim())
             .map_err(|_| format!("{:?} is not one JSON value", value_text.trim()))?;
         let mut pattern = None;
@@ -140,6 +169,14 @@ impl ArgumentRule {
             }
             Op::StartsWith | Op::EndsWith if !value.is_string() => {
                 return Err("`starts_with` and `ends_with` need a string".into())
+            }
+            Op::Within if !value.as_str().is_some_and(normal_path) => {
+                return Err(
+                    "`within` needs an absolute directory path in normal form, such as \"/srv/notes\" \
+                     (starting with /; no empty, . or .. segment, so no trailing /; no NUL or other \
+                     control character, \\ or %)"
+                        .into(),
+                )
             }
             Op::Matches => {
                 let Some(p) = value.as_str() else {
@@ -191,19 +228,19 @@ impl ArgumentRule {
         } else {
             at.clone()
         };
-        let num = |v: &Value| v.as_f64();
         match self.op {
             Op::Eq => json_eq(&subject, &self.value),
             Op::Ne => !json_eq(&subject, &self.value),
             Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-                let (Some(a), Some(b)) = (num(&subject), num(&self.value)) else {
+                let (Value::Number(a), Value::Number(b)) = (&subject, &self.value) else {
                     return false;
                 };
+                let order = cmp_num(Num::of(a), Num::of(b));
                 match self.op {
-                    Op::Lt => a < b,
-                    Op::Le => a <= b,
-                    Op::Gt => a > b,
-                    _ => a >= b,
+                    Op::Lt => order == Ordering::Less,
+                    Op::Le => order != Ordering::Greater,
+                    Op::Gt => order == Ordering::Greater,
+                    _ => order != Ordering::Less,
                 }
             }
             Op::In | Op::NotIn => {
@@ -223,6 +260,12 @@ impl ArgumentRule {
                     s.ends_with(affix)
                 }
             }
+            Op::Within => {
+                let (Some(path), Some(dir)) = (subject.as_str(), self.value.as_str()) else {
+                    return false;
+                };
+                within(path, dir)
+            }
             Op::Matches => {
                 subject.is_string()
                     && self
@@ -234,12 +277,204 @@ impl ArgumentRule {
     }
 }
 
-/// JSON equality with numbers compared by value (`1` equals `1.0`).
+/// JSON equality with numbers compared exactly by value (`1` equals `1.0`, `9007199254740993`
+/// is not `9007199254740992`) at any depth; objects regardless of member order. The recursion
+/// goes no deeper than the rule's own value.
 fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Number(x), Value::Number(y)) => cmp_num(Num::of(x), Num::of(y)) == Ordering::Equal,
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
         _ => a == b,
     }
+}
+
+/// A JSON number as it is held: an integer exactly (serde_json keeps every `u64` and `i64`
+/// exactly), anything else as the binary64 number it was read as.
+#[derive(Clone, Copy, Debug)]
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    fn of(n: &Number) -> Num {
+        if let Some(u) = n.as_u64() {
+            Num::Int(i128::from(u))
+        } else if let Some(i) = n.as_i64() {
+            Num::Int(i128::from(i))
+        } else {
+            // serde_json holds no NaN or infinity: every other number is a finite f64.
+            Num::Float(n.as_f64().unwrap_or(0.0))
+        }
+    }
+}
+
+/// Compares two numbers by their mathematical value; nothing is rounded.
+fn cmp_num(a: Num, b: Num) -> Ordering {
+    match (a, b) {
+        (Num::Int(x), Num::Int(y)) => x.cmp(&y),
+        // Finite on both sides (-0.0 and 0.0 are one number).
+        (Num::Float(x), Num::Float(y)) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+        (Num::Int(x), Num::Float(y)) => cmp_int_float(x, y),
+        (Num::Float(x), Num::Int(y)) => cmp_int_float(y, x).reverse(),
+    }
+}
+
+/// Compares an integer with a finite binary64 number exactly.
+fn cmp_int_float(i: i128, f: f64) -> Ordering {
+    // 2^127: every i128 is below it and at or above its negation.
+    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
+    if f >= LIMIT {
+        return Ordering::Less;
+    }
+    if f < -LIMIT {
+        return Ordering::Greater;
+    }
+    // A float below 2^127 in magnitude without its fraction converts to i128 exactly.
+    let whole = f.trunc();
+    #[allow(clippy::cast_possible_truncation)]
+    let w = whole as i128;
+    match i.cmp(&w) {
+        Ordering::Equal => {
+            let fraction = f - whole;
+            if fraction > 0.0 {
+                Ordering::Less
+            } else if fraction < 0.0 {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        }
+        other => other,
+    }
+}
+
+/// Every number of the JSON text `text`, in order, whether or not the text is valid JSON
+/// (numbers inside strings are not numbers).
+fn number_tokens(text: &str) -> Vec<&str> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() {
+                    match b[i] {
+                        b'\\' => i += 2,
+                        b'"' => {
+                            i += 1;
+                            break;
+                        }
+                        _ => i += 1,
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+                {
+                    i += 1;
+                }
+                out.push(&text[start..i]);
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// Whether a rule's number literal means exactly what it says: an integer within the range
+/// arguments carry exactly, or a decimal that is the shortest form of a binary64 number.
+fn exact_literal(number: &str) -> Result<(), String> {
+    if !number.contains(['.', 'e', 'E']) {
+        let in_range = number.len() <= 21
+            && number
+                .parse::<i128>()
+                .is_ok_and(|n| (i128::from(i64::MIN)..=i128::from(u64::MAX)).contains(&n));
+        return if in_range {
+            Ok(())
+        } else {
+            Err(format!(
+                "the integer {number} cannot be compared exactly: integers must lie within \
+                 -9223372036854775808 to 18446744073709551615"
+            ))
+        };
+    }
+    // Read as the arguments are read (serde_json), so the check is about the number compared.
+    let Ok(read) = serde_json::from_str::<f64>(number) else {
+        return Err(format!(
+            "the number {number} cannot be represented: it is beyond the largest binary64 number"
+        ));
+    };
+    if decimal(number).is_none() || decimal(number) != decimal(&format!("{read:e}")) {
+        return Err(format!(
+            "the number {number} cannot be represented exactly: it would be compared as {read}"
+        ));
+    }
+    Ok(())
+}
+
+/// A decimal literal as (negative, significant digits without leading or trailing zeros, power
+/// of ten): `-1.50e2` is `(true, "15", 1)`; zero has no digits.
+fn decimal(text: &str) -> Option<(bool, String, i64)> {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], rest[i + 1..].parse::<i64>().ok()?),
+        None => (rest, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut power = exponent.checked_sub(i64::try_from(fraction.len()).ok()?)?;
+    let digits = format!("{whole}{fraction}");
+    let mut digits = digits.trim_start_matches('0').to_owned();
+    if digits.is_empty() {
+        return Some((negative, digits, 0));
+    }
+    while digits.ends_with('0') {
+        digits.pop();
+        power = power.checked_add(1)?;
+    }
+    Some((negative, digits, power))
+}
+
+/// Whether `path` is an absolute path in normal form: `/`, or `/` and segments that are not
+/// empty, `.` or `..`, without NUL or other control character, `\` or `%`.
+fn normal_path(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    if path
+        .chars()
+        .any(|c| c.is_control() || c == '\\' || c == '%')
+    {
+        return false;
+    }
+    path == "/"
+        || rest
+            .split('/')
+            .all(|s| !s.is_empty() && s != "." && s != "..")
+}
+
+/// Whether `path` is the directory `dir` or below it, both in normal form.
+fn within(path: &str, dir: &str) -> bool {
+    if !normal_path(path) || !normal_path(dir) {
+        return false;
+    }
+    dir == "/"
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// A binding's compiled scope.
@@ -363,7 +598,7 @@ mod tests {
         let err = |rule: &str| ArgumentRule::parse(rule).unwrap_err();
         assert_eq!(
             err("len(text) <== 200"),
-            "unknown operator \"<==\" (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with or ends_with, followed by a space)"
+            "unknown operator \"<==\" (expected ==, !=, <, <=, >, >=, in, not in, matches, starts_with, ends_with or within, followed by a space)"
         );
         assert_eq!(
             err("text"),
@@ -385,6 +620,224 @@ mod tests {
             err("len(x) in [1]"),
             "`len(…)` is compared with ==, !=, <, <=, > or >="
         );
+    }
+
+    /// Finding 3 of issue 40 (paths): `path starts_with "/srv/notes/"` admitted
+    /// `"/srv/notes/../../etc/passwd"`. `starts_with` stays a plain string comparison (it still
+    /// admits it, as documented); `within` compares paths in normal form and refuses every
+    /// spelling that would need normalizing.
+    #[test]
+    fn argument_rules_cannot_be_walked_around_with_paths() {
+        let traversal = json!({"path": "/srv/notes/../../etc/passwd"});
+        assert!(holds("path starts_with \"/srv/notes/\"", traversal.clone()));
+        assert!(!holds("path within \"/srv/notes\"", traversal));
+        for inside in [
+            "/srv/notes",
+            "/srv/notes/a.txt",
+            "/srv/notes/sub/b",
+            "/srv/notes/.hidden",
+            "/srv/notes/a..b",
+        ] {
+            assert!(
+                holds("path within \"/srv/notes\"", json!({ "path": inside })),
+                "{inside}"
+            );
+        }
+        for outside in [
+            "/srv/notes/..",
+            "/srv/notes/./a",
+            "/srv/notes/.",
+            "/srv/notes/a/../../../etc/passwd",
+            "/srv/notes//a",
+            "/srv//notes/a",
+            "/srv/notes/",
+            "/srv/notes/a/",
+            "/srv/notesx/a",
+            "/srv/note",
+            "/srv",
+            "srv/notes/a",
+            "",
+            "/srv/notes/a\u{0}.txt",
+            "/srv/notes/a\n",
+            "/srv/notes/..\\..\\etc",
+            "/srv/notes/%2e%2e/%2e%2e/etc/passwd",
+            "/srv/notes/a%2fb",
+            "/srv/notes/..%2f..%2fetc",
+        ] {
+            assert!(
+                !holds("path within \"/srv/notes\"", json!({ "path": outside })),
+                "{outside:?}"
+            );
+        }
+        // Not a string: does not hold.
+        assert!(!holds(
+            "path within \"/srv/notes\"",
+            json!({"path": ["/srv/notes/a"]})
+        ));
+        assert!(!holds(
+            "path within \"/srv/notes\"",
+            json!({"other": "/srv/notes/a"})
+        ));
+        // The root admits every absolute path in normal form, and nothing else.
+        assert!(holds("path within \"/\"", json!({"path": "/etc/passwd"})));
+        assert!(holds("path within \"/\"", json!({"path": "/"})));
+        assert!(!holds("path within \"/\"", json!({"path": "/etc/../x"})));
+        // The directory itself must be in normal form.
+        let err = |rule: &str| ArgumentRule::parse(rule).unwrap_err();
+        let want =
+            "`within` needs an absolute directory path in normal form, such as \"/srv/notes\" \
+                    (starting with /; no empty, . or .. segment, so no trailing /; no NUL or other \
+                    control character, \\ or %)";
+        for dir in [
+            "\"/srv/notes/\"",
+            "\"srv/notes\"",
+            "\"/srv/../etc\"",
+            "\"/srv/./notes\"",
+            "\"//srv\"",
+            "\"/srv%2fnotes\"",
+            "\"\"",
+            "1",
+            "[\"/srv\"]",
+        ] {
+            assert_eq!(err(&format!("path within {dir}")), want, "{dir}");
+        }
+        assert_eq!(
+            err("len(path) within \"/srv\""),
+            "`len(…)` is compared with ==, !=, <, <=, > or >="
+        );
+    }
+
+    /// Finding 3 of issue 40 (numbers): `id == 9007199254740993` admitted `9007199254740992`
+    /// (both compared as the same f64). Integers are compared exactly, decimals by their exact
+    /// value, and a literal that cannot mean exactly what it says is refused.
+    #[test]
+    fn argument_rules_cannot_be_walked_around_with_numbers() {
+        assert!(!holds(
+            "id == 9007199254740993",
+            json!({"id": 9_007_199_254_740_992u64})
+        ));
+        assert!(holds(
+            "id == 9007199254740993",
+            json!({"id": 9_007_199_254_740_993u64})
+        ));
+        assert!(holds(
+            "id != 9007199254740993",
+            json!({"id": 9_007_199_254_740_992u64})
+        ));
+        assert!(!holds(
+            "id in [9007199254740993]",
+            json!({"id": 9_007_199_254_740_992u64})
+        ));
+        assert!(holds(
+            "id not in [9007199254740993]",
+            json!({"id": 9_007_199_254_740_992u64})
+        ));
+        assert!(!holds(
+            "id <= 9007199254740992",
+            json!({"id": 9_007_199_254_740_993u64})
+        ));
+        assert!(holds(
+            "id > 9007199254740992",
+            json!({"id": 9_007_199_254_740_993u64})
+        ));
+        assert!(!holds("id < 18446744073709551615", json!({"id": u64::MAX})));
+        assert!(holds("id <= 18446744073709551615", json!({"id": u64::MAX})));
+        assert!(holds("id >= -9223372036854775808", json!({"id": i64::MIN})));
+        assert!(!holds("id > -9223372036854775808", json!({"id": i64::MIN})));
+        // An argument too large for u64 arrives as the binary64 number it is sent as: compared
+        // with an integer by value, exactly.
+        assert!(!holds(
+            "id <= 18446744073709551615",
+            json!({"id": 18_446_744_073_709_551_616.0})
+        ));
+        assert!(holds(
+            "id > 18446744073709551615",
+            json!({"id": 18_446_744_073_709_551_616.0})
+        ));
+        // A decimal argument that reads as 2^53 is 2^53, not 2^53 + 1.
+        assert!(!holds(
+            "id == 9007199254740993",
+            json!({"id": 9_007_199_254_740_992.0})
+        ));
+        assert!(holds(
+            "id < 9007199254740993",
+            json!({"id": 9_007_199_254_740_992.0})
+        ));
+        // Integers and decimals by value: 1.0 is 1.
+        assert!(holds("count == 1", json!({"count": 1.0})));
+        assert!(holds("count == 1.0", json!({"count": 1})));
+        assert!(holds("count == 0", json!({"count": -0.0})));
+        assert!(!holds(
+            "count == 1",
+            json!({"count": 1.000_000_000_000_000_2})
+        ));
+        assert!(holds(
+            "count > 1",
+            json!({"count": 1.000_000_000_000_000_2})
+        ));
+        assert!(holds("ratio <= 0.5", json!({"ratio": 0.5})));
+        assert!(!holds("ratio < 0.5", json!({"ratio": 0.5})));
+        assert!(holds("price == 0.1", json!({"price": 0.1})));
+        assert!(holds("pair == [1, 2.5]", json!({"pair": [1.0, 2.5]})));
+        assert!(!holds("pair == [1, 2]", json!({"pair": [1, 3]})));
+        assert!(holds("o == {\"a\": 1}", json!({"o": {"a": 1.0}})));
+        assert!(!holds(
+            "o == {\"a\": 9007199254740993}",
+            json!({"o": {"a": 9_007_199_254_740_992u64}})
+        ));
+        assert!(holds("len(tags) <= 2.0", json!({"tags": [1, 2]})));
+        // Literals that cannot mean what they say are configuration mistakes.
+        let err = |rule: &str| ArgumentRule::parse(rule).unwrap_err();
+        assert_eq!(
+            err("id == 1e400"),
+            "the number 1e400 cannot be represented: it is beyond the largest binary64 number"
+        );
+        assert_eq!(
+            err("id == 1234567890123456789012345678901234567890"),
+            "the integer 1234567890123456789012345678901234567890 cannot be compared exactly: \
+             integers must lie within -9223372036854775808 to 18446744073709551615"
+        );
+        assert_eq!(
+            err("id <= 18446744073709551616"),
+            "the integer 18446744073709551616 cannot be compared exactly: integers must lie \
+             within -9223372036854775808 to 18446744073709551615"
+        );
+        assert_eq!(
+            err("id >= -9223372036854775809"),
+            "the integer -9223372036854775809 cannot be compared exactly: integers must lie \
+             within -9223372036854775808 to 18446744073709551615"
+        );
+        assert_eq!(
+            err("id == 1.00000000000000000001"),
+            "the number 1.00000000000000000001 cannot be represented exactly: it would be \
+             compared as 1"
+        );
+        assert_eq!(
+            err("x < 0.30000000000000001"),
+            "the number 0.30000000000000001 cannot be represented exactly: it would be compared \
+             as 0.3"
+        );
+        assert_eq!(
+            err("id in [1, 2, 1e999]"),
+            "the number 1e999 cannot be represented: it is beyond the largest binary64 number"
+        );
+        assert_eq!(
+            err("o == {\"a\": [99999999999999999999]}"),
+            "the integer 99999999999999999999 cannot be compared exactly: integers must lie \
+             within -9223372036854775808 to 18446744073709551615"
+        );
+        // Numbers inside strings are text.
+        assert!(holds("s == \"1e400\"", json!({"s": "1e400"})));
+        for fine in [
+            "x < 0.1",
+            "x < 2.50",
+            "x < 1e-3",
+            "x < 1.5E+2",
+            "x < -0.0",
+            "x < 1e308",
+        ] {
+            assert!(ArgumentRule::parse(fine).is_ok(), "{fine}");
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Approval-gated writes: a durable approval bound to the exact call, a decision (from the
-//! downstream client's user by elicitation, or from anyone who can decide on the store), one
-//! claim, one dispatch, one recorded outcome.
+//! Approval-gated writes: a durable approval bound to the exact call, a decision (from an
+//! operator deciding on the store, or, when the binding allows it, from the downstream client's
+//! user by elicitation), one claim, one dispatch, one recorded outcome.
 //!
 //! A write call is identified without any state of its own: its run id is the gateway's name,
 //! the local tool and a digest of the caller (principal, client name) and the arguments, so the
@@ -20,10 +20,13 @@
 //!    and nothing is prepared or saved. A call whose approval is already pending never prepares,
 //!    so it is never refused by the cap;
 //! 3. the decision: asked of the downstream client's user with an elicitation form when it
-//!    declared elicitation and the configuration allows it, else waited for (progress
-//!    notifications every `progress_interval`) up to `approval_wait` and never past the
-//!    request's expiry; undecided, the call returns a result naming the pending approval (or
-//!    saying that its request expired);
+//!    declared elicitation, the configuration allows it and the write's binding says
+//!    `approval = "client"`, else waited for (progress notifications every `progress_interval`)
+//!    up to `approval_wait` and never past the request's expiry; undecided, the call returns a
+//!    result naming the pending approval (or saying that its request expired). By default a
+//!    binding's approvals are decided only on an operator's path (the approver page, `purra
+//!    approvals approve|deny`, `Gateway::decide`): no client decides its own write unless the
+//!    operator said so in the binding;
 //! 4. the claim, against the *current* registration (rediscovered first if the upstream's list
 //!    changed): `check_and_claim` re-checks decision, expiry and the intent digest and commits the
 //!    claim before anything is sent; the dispatch runs in its own task, so a caller that goes away
@@ -39,15 +42,17 @@ use std::time::SystemTime;
 
 use purra_core::{
     execute, json_identity, preset_fingerprint, ApprovalId, ApprovalIntent, ApprovalRecord,
-    ApprovalRequest, ApprovalState, ClaimState, ClaimVerdict, Decision, EffectOutcome, ErrorCode,
-    Execution, IdempotencyKey, Lease, RunContext, RunId, StoreError, SuspendedRun, ToolCall,
-    ToolRegistration, Verdict, APPROVERS_MUST_DIFFER_LABEL, PRINCIPAL_LABEL,
+    ApprovalRequest, ApprovalState, ClaimState, ClaimVerdict, Decision, DecisionPath,
+    EffectOutcome, ErrorCode, Execution, IdempotencyKey, Lease, RunContext, RunId, StoreError,
+    SuspendedRun, ToolCall, ToolRegistration, Verdict, APPROVERS_MUST_DIFFER_LABEL,
+    PRINCIPAL_LABEL,
 };
 use purra_protocol::types::{CallToolResult, ElicitAction, ElicitParams, JsonObject};
 use purra_protocol::RequestCtx;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use crate::config::ApprovalBy;
 use crate::gateway::{Binding, BoundTool, Inner};
 use crate::results;
 use crate::scope::Caller;
@@ -166,14 +171,15 @@ impl Inner {
         })
     }
 
-    /// A decision by the downstream client's user, made through `via` (`elicitation`, `app`):
-    /// the approver is the client's name with `via`; an approval authorizes dispatch for
-    /// `approval_ttl`.
+    /// A decision by the downstream client's user, made through `via` (elicitation, the app):
+    /// the approver is the client's name with the path (`claude-code (app)`); an approval
+    /// authorizes dispatch for `approval_ttl`. Only for writes whose binding says
+    /// `approval = "client"`.
     pub(crate) fn user_decision(
         &self,
         ctx: &RequestCtx,
         verdict: Verdict,
-        via: &str,
+        via: DecisionPath,
         note: Option<String>,
     ) -> Decision {
         let client = ctx
@@ -183,7 +189,7 @@ impl Inner {
         let now = SystemTime::now();
         Decision {
             verdict,
-            approver: format!("{client} ({via})"),
+            approver: via.approver(&client),
             decided_at: now,
             expires_at: (verdict == Verdict::Approve)
                 .then(|| now.checked_add(self.settings.approval_ttl.0))
@@ -425,8 +431,10 @@ impl Inner {
         }
         let waited = self.wait_with_progress(approval, until, ctx);
         tokio::pin!(waited);
-        // With separation of duties the caller cannot decide its own call: it is not asked.
+        // Only a binding that lets the client decide asks the client's user; with separation of
+        // duties the caller cannot decide its own call, so it is not asked either.
         let ask = self.settings.elicitation
+            && b.approval == ApprovalBy::Client
             && !self.settings.approvers_must_differ
             && ctx.client_capabilities().elicitation.is_some();
         if ask {
@@ -533,7 +541,7 @@ impl Inner {
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
             .map(str::to_owned);
-        let decision = self.user_decision(ctx, verdict, "elicitation", note);
+        let decision = self.user_decision(ctx, verdict, DecisionPath::Elicitation, note);
         let decider = self.caller(ctx).principal;
         // A decision made elsewhere first stands; the wait reads it.
         let _ = self.decide_as(approval.clone(), decision, &decider).await;

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use purra_gateway::{
-    from_toml_serde, load_str, ConfigError, Dur, EffectConfig, GatewayConfig, Listen, ScopeConfig,
+    from_toml_serde, load_str, ApprovalBy, ConfigError, Dur, EffectConfig, GatewayConfig, Listen,
+    ScopeConfig,
 };
 
 const GOOD: &str = r#"
@@ -56,6 +57,7 @@ binding_id = "notes"
 binding_revision = "3"
 scope_id = "notes-writers"
 scope_revision = "7"
+approval = "client"
 
 [writes.set_note.scope]
 principals = ["ada", "grace"]
@@ -93,6 +95,7 @@ fn a_correct_file_reads_the_same_with_the_reader_and_with_serde() {
     assert!(c.reads["search"].tasks);
     assert!(!c.reads["get_note"].tasks);
     assert_eq!(c.writes["set_note"].effect, EffectConfig::Write);
+    assert_eq!(c.writes["set_note"].approval, ApprovalBy::Client);
     assert_eq!(
         c.writes["set_note"].scope.principals,
         Some(vec!["ada".to_owned(), "grace".to_owned()])
@@ -279,7 +282,7 @@ tasks = true
             "g.toml:4: writes.set_note.scope_id: required",
             "g.toml:4: writes.set_note.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)",
             "g.toml:8: writes.set_note.scope: writes cannot opt out of scope rules: give a table (principals, clients, arguments)",
-            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: binding_id, binding_revision, effect, risk, scope, scope_id, scope_revision, title, tool, upstream)",
+            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: approval, binding_id, binding_revision, effect, risk, scope, scope_id, scope_revision, title, tool, upstream)",
         ]
     );
 }
@@ -495,5 +498,94 @@ client_secret = "inline"
     assert_eq!(
         errors("[gateway]\nlisten = \"127.0.0.1:1\"\n[gateway.auth]\nscopes = []\n"),
         ["g.toml:3: gateway.auth.issuer: required"]
+    );
+}
+
+/// Finding 1 of issue 40: who may decide a write. Left out, an operator only; `"client"` is
+/// the operator's explicit choice, and a mistake when neither elicitation nor the approval view
+/// is on (nothing could use it).
+#[test]
+fn who_may_decide_a_write_is_an_operator_unless_the_binding_says_client() {
+    let write = |approval: &str, gateway: &str| {
+        format!(
+            r#"[gateway]
+{gateway}
+
+[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace"
+effect = "write"
+binding_id = "notes"
+binding_revision = "1"
+scope_id = "notes"
+scope_revision = "1"
+{approval}
+scope = {{ clients = ["claude-code"] }}
+"#
+        )
+    };
+    let c = load_str("g.toml", &write("", "elicitation = true\napps = true"))
+        .expect("no mistakes")
+        .config;
+    assert_eq!(c.writes["set_note"].approval, ApprovalBy::Operator);
+    assert_eq!(
+        from_toml_serde(&write("", "")).expect("serde").writes["set_note"].approval,
+        ApprovalBy::Operator
+    );
+    for on in ["elicitation = true", "apps = true"] {
+        let c = load_str("g.toml", &write("approval = \"client\"", on))
+            .expect("no mistakes")
+            .config;
+        assert_eq!(c.writes["set_note"].approval, ApprovalBy::Client, "{on}");
+    }
+    assert_eq!(
+        errors(&write("approval = \"client\"", "elicitation = false")),
+        ["g.toml:15: writes.set_note.approval: \"client\" lets the downstream client's user decide through elicitation or the approval view, but gateway.elicitation and gateway.apps are both off: nothing could use it (turn one on, or leave approval out: an operator decides)"]
+    );
+    assert_eq!(
+        errors(&write("approval = \"anyone\"", "apps = true")),
+        ["g.toml:15: writes.set_note.approval: unknown variant `anyone`, expected `operator` or `client`"]
+    );
+    assert_eq!(
+        from_toml_serde(&write("approval = \"anyone\"", "apps = true")).map(|_| ()),
+        Err("TOML parse error at line 15, column 12\n   |\n15 | approval = \"anyone\"\n   |            ^^^^^^^^\nunknown variant `anyone`, expected `operator` or `client`\n".to_owned())
+    );
+}
+
+/// Finding 3 of issue 40: a rule whose number cannot mean exactly what it says, and a `within`
+/// directory that is not in normal form, are mistakes with their key and line.
+#[test]
+fn rule_literals_that_cannot_be_compared_exactly_are_mistakes() {
+    let text = r#"[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace"
+effect = "write"
+binding_id = "notes"
+binding_revision = "1"
+scope_id = "notes"
+scope_revision = "1"
+
+[writes.set_note.scope]
+arguments = [
+  "id == 1e400",
+  "id == 1234567890123456789012345678901234567890",
+  "id == 9007199254740993",
+  "path within \"/srv/notes/\"",
+  "path within \"/srv/notes\"",
+]
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "g.toml:14: writes.set_note.scope.arguments[0]: cannot parse \"id == 1e400\": the number 1e400 cannot be represented: it is beyond the largest binary64 number",
+            "g.toml:14: writes.set_note.scope.arguments[1]: cannot parse \"id == 1234567890123456789012345678901234567890\": the integer 1234567890123456789012345678901234567890 cannot be compared exactly: integers must lie within -9223372036854775808 to 18446744073709551615",
+            "g.toml:14: writes.set_note.scope.arguments[3]: cannot parse \"path within \\\"/srv/notes/\\\"\": `within` needs an absolute directory path in normal form, such as \"/srv/notes\" (starting with /; no empty, . or .. segment, so no trailing /; no NUL or other control character, \\ or %)",
+        ]
     );
 }

@@ -14,8 +14,8 @@ use purra_core::{
     PRINCIPAL_LABEL,
 };
 use purra_gateway::{
-    app_uri, ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig, ReadConfig, ScopeConfig,
-    ScopeRules, UpstreamConfig, WriteConfig, APPROVAL_TOOL,
+    app_uri, ApprovalBy, ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig, Listen,
+    ReadConfig, ScopeConfig, ScopeRules, StartOptions, UpstreamConfig, WriteConfig, APPROVAL_TOOL,
 };
 use purra_protocol::types::{CallToolResult, JsonObject, Tool};
 use purra_protocol::{
@@ -164,6 +164,7 @@ fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
                 clients: Some(vec!["flow-client".into()]),
                 arguments: vec!["len(value) <= 5".into()],
             },
+            approval: ApprovalBy::Operator,
         },
     );
     c
@@ -177,6 +178,15 @@ async fn fixture_with(
     name: &str,
     wait: Duration,
     edit: impl FnOnce(&mut GatewayConfig),
+) -> Fixture {
+    fixture_opts(name, wait, edit, StartOptions::default()).await
+}
+
+async fn fixture_opts(
+    name: &str,
+    wait: Duration,
+    edit: impl FnOnce(&mut GatewayConfig),
+    options: StartOptions,
 ) -> Fixture {
     let writes = Arc::new(AtomicU64::new(0));
     let url = upstream(writes.clone()).await;
@@ -192,9 +202,14 @@ async fn fixture_with(
     let store = SqliteStore::open(&db).expect("store");
     let mut c = config(&url, db, wait);
     edit(&mut c);
-    let gateway = Gateway::start(c.clone(), &ConfigSource::default(), Arc::new(store.clone()))
-        .await
-        .expect("start");
+    let gateway = Gateway::start_with(
+        c.clone(),
+        &ConfigSource::default(),
+        Arc::new(store.clone()),
+        options,
+    )
+    .await
+    .expect("start");
     Fixture {
         gateway,
         store,
@@ -381,7 +396,7 @@ async fn an_approval_that_expired_is_refused_and_never_sent() {
 async fn an_undecided_request_expires_and_the_same_call_asks_anew() {
     // The second call starts about 2 s into the request's 3 s: a second of margin either way.
     let fx = fixture_with("request-expiry", Duration::from_millis(2000), |c| {
-        c.gateway.apps = true;
+        apps_on(c);
         c.gateway.approval_request_ttl = Dur(Duration::from_millis(3000));
     })
     .await;
@@ -546,8 +561,16 @@ async fn view_until(conn: &Connection, value: &str, want: &str) -> CallToolResul
     }
 }
 
+/// The approval view on, and `set_value`'s binding letting the client decide in it.
 fn apps_on(c: &mut GatewayConfig) {
     c.gateway.apps = true;
+    client_decides(c);
+}
+
+fn client_decides(c: &mut GatewayConfig) {
+    if let Some(w) = c.writes.get_mut("set_value") {
+        w.approval = ApprovalBy::Client;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -610,8 +633,10 @@ async fn the_approval_view_shows_and_decides_the_callers_own_write_once() {
         pending.structured_content,
         Some(json!({
             "gateway": "flow", "tool": "set_value", "upstream": "up", "upstreamTool": "set_value",
-            "arguments": {"value": "x"}, "intentDigest": digest.to_string(),
-            "approval": "approval-1", "status": "pending", "decidedBy": null, "note": null
+            "arguments": {"value": "x"}, "argumentsText": "{\n  \"value\": \"x\"\n}",
+            "hiddenCharacters": false, "intentDigest": digest.to_string(),
+            "approval": "approval-1", "status": "pending", "approvalBy": "client",
+            "decidedBy": null, "note": null
         }))
     );
     assert_eq!(
@@ -881,8 +906,9 @@ async fn pending_approvals_per_caller_are_capped() {
 /// and another approver's decision sends the write once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_approvers_must_differ_the_caller_cannot_decide_its_own_write() {
+    // The binding lets the client decide, so only separation of duties stops the caller.
     let fx = fixture_with("differ", Duration::from_secs(30), |c| {
-        c.gateway.apps = true;
+        apps_on(c);
         c.gateway.elicitation = true;
         c.gateway.approvers_must_differ = true;
     })
@@ -985,6 +1011,340 @@ async fn with_auth_configured_a_caller_without_a_proven_principal_is_refused() {
         );
     }
     assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// A client that declares Apps and elicitation, whose elicitation handler approves every form
+/// (counting the forms it was asked).
+async fn self_approving_client(gateway: &Gateway, asked: Arc<AtomicU64>) -> Connection {
+    let options = ClientOptions::default()
+        .apps()
+        .on_elicitation(false, move |_p| {
+            let asked = asked.clone();
+            async move {
+                asked.fetch_add(1, Ordering::SeqCst);
+                Ok(purra_protocol::types::ElicitResult::accept(object(
+                    json!({"decision": "approve", "note": "approved by the client itself"}),
+                )))
+            }
+        });
+    client_with(gateway, "flow-client", options).await
+}
+
+fn decision_of(view: &purra_core::ApprovalView) -> Decision {
+    match &view.state {
+        purra_core::ApprovalState::Decided(d)
+        | purra_core::ApprovalState::Claimed(d)
+        | purra_core::ApprovalState::Refused(d) => d.clone(),
+        purra_core::ApprovalState::Prepared => panic!("undecided: {view:?}"),
+    }
+}
+
+/// Finding 1 of issue 40: a client approved its own write, through the app-only tool (and its
+/// own elicitation handler). With both settings on and a binding that leaves `approval` out, no
+/// elicitation is asked, the view shows the write read-only, a decision through the tool is
+/// refused and nothing is sent; only an operator's decision sends it (once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_approves_its_own_write_only_when_the_binding_says_client() {
+    let fx = fixture_with("self-approval", Duration::from_millis(500), |c| {
+        c.gateway.apps = true;
+        c.gateway.elicitation = true;
+    })
+    .await;
+    let asked = Arc::new(AtomicU64::new(0));
+    let conn = self_approving_client(&fx.gateway, asked.clone()).await;
+    let call = || conn.call_tool("set_value", json!({"value": "self"}));
+    let first = call().await.expect("call");
+    assert!(
+        text(&first).0.contains("approval approval-1 is pending"),
+        "{first:?}"
+    );
+    let a1 = ApprovalId("approval-1".into());
+    let shown = view(&conn, "self", json!({})).await;
+    assert_eq!(
+        (
+            status(&shown),
+            shown
+                .structured_content
+                .as_ref()
+                .map(|s| s["approvalBy"].clone())
+        ),
+        ("pending".to_owned(), Some(json!("operator")))
+    );
+    for decision in ["approve", "deny"] {
+        let tried = view(&conn, "self", json!({"decision": decision})).await;
+        assert_eq!(
+            text(&tried),
+            (
+                "approval approval-1 of set_value: pending; nothing was decided: an operator \
+                 decides this write (on the approver page or with purra approvals), not this view \
+                 (operator_approval)"
+                    .to_owned(),
+                true
+            )
+        );
+        assert_eq!(status(&tried), "pending");
+    }
+    let again = call().await.expect("call");
+    assert!(
+        text(&again).0.contains("approval approval-1 is pending"),
+        "{again:?}"
+    );
+    assert_eq!(
+        fx.store
+            .record(a1.clone())
+            .await
+            .expect("record")
+            .expect("exists")
+            .state,
+        purra_core::ApprovalState::Prepared
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "no elicitation is asked");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+
+    // An operator's path decides it: the embedding host's Gateway::decide, recorded as such.
+    fx.gateway
+        .decide(a1.clone(), approval_by("ada", Duration::from_secs(60)))
+        .await
+        .expect("decide");
+    let sent = call().await.expect("call");
+    assert_eq!(
+        sent.structured_content,
+        Some(json!({"stored": "self"})),
+        "{sent:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    let recorded = fx.store.approval(a1).await.expect("view").expect("exists");
+    assert_eq!(decision_of(&recorded).approver, "ada (api)");
+    // An approver that already names an operator's path (the page beside the gateway) keeps it.
+    let other = conn
+        .call_tool("set_value", json!({"value": "page"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&other).0.contains("approval approval-2 is pending"),
+        "{other:?}"
+    );
+    let a2 = ApprovalId("approval-2".into());
+    fx.gateway
+        .decide(
+            a2.clone(),
+            approval_by("ada (page)", Duration::from_secs(60)),
+        )
+        .await
+        .expect("decide");
+    let recorded = fx.store.approval(a2).await.expect("view").expect("exists");
+    assert_eq!(decision_of(&recorded).approver, "ada (page)");
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// The operator's explicit choice: with `approval = "client"` the client's own elicitation
+/// handler decides, and the write is sent once, its approver naming the path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_that_says_client_lets_the_clients_elicitation_decide_once() {
+    let fx = fixture_with("client-decides", Duration::from_secs(30), |c| {
+        c.gateway.elicitation = true;
+        client_decides(c);
+    })
+    .await;
+    let asked = Arc::new(AtomicU64::new(0));
+    let conn = self_approving_client(&fx.gateway, asked.clone()).await;
+    let sent = conn
+        .call_tool("set_value", json!({"value": "mine"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        sent.structured_content,
+        Some(json!({"stored": "mine"})),
+        "{sent:?}"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    let recorded = fx
+        .store
+        .approval(ApprovalId("approval-1".into()))
+        .await
+        .expect("view")
+        .expect("exists");
+    let d = decision_of(&recorded);
+    assert_eq!(
+        (d.approver.as_str(), d.note.as_deref()),
+        (
+            "flow-client (elicitation)",
+            Some("approved by the client itself")
+        )
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 1 of issue 40: the gateway says at start what `elicitation` and `apps` trust when
+/// clients connect over HTTP, and which writes a client may decide; over stdio it says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_warns_what_elicitation_and_apps_trust_over_http() {
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let options = |logged: &Arc<std::sync::Mutex<Vec<String>>>| {
+        let logged = logged.clone();
+        StartOptions::default().log(move |m| logged.lock().expect("log").push(m.to_owned()))
+    };
+    let fx = fixture_opts(
+        "warnings",
+        Duration::from_secs(1),
+        |c| {
+            c.gateway.listen = Listen::Http("127.0.0.1:8787".parse().expect("addr"));
+            c.gateway.elicitation = true;
+            c.gateway.apps = true;
+            client_decides(c);
+        },
+        options(&logged),
+    )
+    .await;
+    assert_eq!(
+        *logged.lock().expect("log"),
+        [
+            "warning: gateway.elicitation is on and clients connect over HTTP (127.0.0.1:8787): \
+             it trusts every client to show the elicitation form to a person and to send back \
+             only that person's answer; a client that answers the form itself decides its own \
+             write; writes whose binding says approval = \"client\" can be decided that way: \
+             set_value",
+            "warning: gateway.apps is on and clients connect over HTTP (127.0.0.1:8787): it \
+             trusts every client's host to show the approval view to a person and to keep the \
+             app-only tool purra_approval from its model; a client that calls purra_approval \
+             itself decides its own write; writes whose binding says approval = \"client\" can \
+             be decided that way: set_value",
+        ]
+    );
+    fx.gateway.shutdown().await;
+    // Apps alone, no binding letting the client decide: the view only shows; said so.
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let fx = fixture_opts(
+        "warnings-operator",
+        Duration::from_secs(1),
+        |c| {
+            c.gateway.listen = Listen::Http("127.0.0.1:8787".parse().expect("addr"));
+            c.gateway.apps = true;
+        },
+        options(&logged),
+    )
+    .await;
+    assert_eq!(
+        *logged.lock().expect("log"),
+        ["warning: gateway.apps is on and clients connect over HTTP (127.0.0.1:8787): it trusts \
+          every client's host to show the approval view to a person and to keep the app-only \
+          tool purra_approval from its model; a client that calls purra_approval itself decides \
+          its own write; no write binding says approval = \"client\", so an operator decides \
+          every write"]
+    );
+    fx.gateway.shutdown().await;
+    // Over stdio: nothing to warn about.
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let fx = fixture_opts(
+        "warnings-stdio",
+        Duration::from_secs(1),
+        |c| {
+            c.gateway.elicitation = true;
+            c.gateway.apps = true;
+            client_decides(c);
+        },
+        options(&logged),
+    )
+    .await;
+    assert_eq!(*logged.lock().expect("log"), Vec::<String>::new());
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 4 of issue 40: U+202E and U+200B reached the view raw. The view is told the
+/// arguments exactly and as text with every hidden character escaped, and that there were some;
+/// the decider's name and note are shown escaped too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_approver_reads_shows_hidden_characters_escaped_in_the_view() {
+    let fx = fixture_with("hidden", Duration::from_secs(30), apps_on).await;
+    let conn =
+        Arc::new(client_with(&fx.gateway, "flow-client", ClientOptions::default().apps()).await);
+    let value = "a\u{202e}b\u{200b}";
+    let call = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": value})).await })
+    };
+    let pending = view_until(&conn, value, "pending").await;
+    let s = pending.structured_content.clone().expect("structured");
+    assert_eq!(s["arguments"], json!({"value": "a\u{202e}b\u{200b}"}));
+    assert_eq!(
+        s["argumentsText"],
+        "{\n  \"value\": \"a\\u202eb\\u200b\"\n}"
+    );
+    assert_eq!(s["hiddenCharacters"], true);
+    // The shown text is still exactly the arguments' JSON.
+    assert_eq!(
+        serde_json::from_str::<Value>(s["argumentsText"].as_str().expect("text")).expect("json"),
+        s["arguments"]
+    );
+    let decided = view(
+        &conn,
+        value,
+        json!({"decision": "approve", "note": "ok\u{2066}"}),
+    )
+    .await;
+    let s = decided.structured_content.clone().expect("structured");
+    assert_eq!(
+        (s["decidedBy"].clone(), s["note"].clone()),
+        (json!("flow-client (app)"), json!("ok\\u2066"))
+    );
+    let done = call.await.expect("join").expect("call");
+    assert_eq!(
+        done.structured_content,
+        Some(json!({"stored": value})),
+        "{done:?}"
+    );
+    // Plain arguments: nothing escaped, no warning.
+    let plain = view(&conn, "x", json!({})).await;
+    let s = plain.structured_content.expect("structured");
+    assert_eq!(
+        (s["argumentsText"].clone(), s["hiddenCharacters"].clone()),
+        (json!("{\n  \"value\": \"x\"\n}"), json!(false))
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 3 of issue 40, through the gateway: `within` refuses a path that walks out of its
+/// directory before anything is prepared; a path inside asks for an approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argument_rules_cannot_be_walked_around_through_the_gateway() {
+    let fx = fixture_with("within", Duration::from_millis(50), |c| {
+        if let Some(w) = c.writes.get_mut("set_value") {
+            w.scope.arguments = vec!["value within \"/srv/notes\"".into()];
+        }
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    for outside in [
+        "/srv/notes/../../etc/passwd",
+        "/srv/notes/%2e%2e/x",
+        "/srv/notes//x",
+    ] {
+        let r = conn
+            .call_tool("set_value", json!({"value": outside}))
+            .await
+            .expect("call");
+        assert_eq!(
+            text(&r),
+            (
+                "set_value failed: mcp_scope_denied (nothing was sent)".to_owned(),
+                true
+            ),
+            "{outside}"
+        );
+    }
+    assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
+    let inside = conn
+        .call_tool("set_value", json!({"value": "/srv/notes/a.txt"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&inside).0.contains("approval approval-1 is pending"),
+        "{inside:?}"
+    );
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     fx.gateway.shutdown().await;
 }

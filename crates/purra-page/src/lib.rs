@@ -991,7 +991,7 @@ async fn decide(page: &Inner, parts: &Parts, body: Body, id: &str) -> Response {
     let now = SystemTime::now();
     let decision = Decision {
         verdict,
-        approver: s.approver.clone(),
+        approver: purra_core::DecisionPath::Page.approver(&s.approver),
         decided_at: now,
         expires_at: (verdict == Verdict::Approve).then(|| now + page.config.approval_ttl),
         note: (!note.is_empty()).then(|| note.to_owned()),

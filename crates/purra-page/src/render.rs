@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use purra_core::visible::{escape_hidden, escape_hidden_json, value_has_hidden};
 use purra_core::{ApprovalState, ApprovalStatus, ApprovalView, AuditEntry, Decision, Verdict};
 use serde_json::Value;
 
@@ -279,12 +280,6 @@ fn request(out: &mut String, v: &ApprovalView) {
     );
     out.push_str("<h4>Arguments</h4>");
     arguments(out, &r.arguments);
-    let exact = serde_json::to_string(&r.arguments).unwrap_or_default();
-    let _ = write!(
-        out,
-        "<details><summary>Exact JSON</summary><pre class=\"exact-json\">{}</pre></details>",
-        esc(&exact)
-    );
 }
 
 fn label_title(key: &str) -> String {
@@ -298,20 +293,35 @@ fn label_title(key: &str) -> String {
     }
 }
 
-/// The arguments, readably: one row per member (text as text, anything else as JSON).
+/// The warning shown above arguments that have hidden characters.
+pub const HIDDEN_CHARACTERS: &str = "<p class=\"error hidden-characters\" role=\"note\">\
+    <span class=\"badge\">hidden characters</span> These arguments contain invisible or \
+    direction-changing characters (such as U+202E or U+200B), shown as <code>\\u</code> escapes; \
+    what is sent is exactly the JSON below.</p>";
+
+/// Pretty JSON with its hidden characters as JSON escapes (the same JSON value).
+fn shown_json(v: &Value) -> String {
+    let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+    escape_hidden_json(&pretty).into_owned()
+}
+
+/// The arguments, readably (one row per member: text as text, anything else as JSON) and as
+/// exact JSON. Characters a reader cannot see (bidi controls, zero-width and other format
+/// characters: purra-core's `visible`) are shown as `\u202e` escapes in both, under a warning;
+/// the exact JSON stays exactly the value sent.
 fn arguments(out: &mut String, args: &Value) {
+    if value_has_hidden(args) {
+        out.push_str(HIDDEN_CHARACTERS);
+    }
     match args {
         Value::Object(members) if !members.is_empty() => {
             out.push_str("<dl class=\"arguments\">");
             for (k, v) in members {
                 let shown = match v {
-                    Value::String(s) => esc(s),
-                    other => format!(
-                        "<code>{}</code>",
-                        esc(&serde_json::to_string_pretty(other).unwrap_or_default())
-                    ),
+                    Value::String(s) => esc(&escape_hidden(s)),
+                    other => format!("<code>{}</code>", esc(&shown_json(other))),
                 };
-                let _ = write!(out, "<dt>{}</dt><dd>{shown}</dd>", esc(k));
+                let _ = write!(out, "<dt>{}</dt><dd>{shown}</dd>", esc(&escape_hidden(k)));
             }
             out.push_str("</dl>");
         }
@@ -320,10 +330,16 @@ fn arguments(out: &mut String, args: &Value) {
             let _ = write!(
                 out,
                 "<pre class=\"arguments\">{}</pre>",
-                esc(&serde_json::to_string_pretty(other).unwrap_or_default())
+                esc(&shown_json(other))
             );
         }
     }
+    let exact = serde_json::to_string(args).unwrap_or_default();
+    let _ = write!(
+        out,
+        "<details><summary>Exact JSON</summary><pre class=\"exact-json\">{}</pre></details>",
+        esc(&escape_hidden_json(&exact))
+    );
 }
 
 fn pending(out: &mut String, v: &ApprovalView, csrf: &str, now: SystemTime) {
@@ -469,6 +485,50 @@ fn history(out: &mut String, item: &Item, csrf: &str) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// Finding 4 of issue 40: U+202E, U+200B and other hidden characters reached the readable
+    /// and the exact JSON views raw. Both show them as escapes, under a warning; the exact JSON
+    /// still reads as the same value.
+    #[test]
+    fn what_the_approver_reads_shows_hidden_characters_escaped() {
+        let args = serde_json::json!({
+            "path": "/srv/notes/\u{202e}txt.exe",
+            "n\u{200b}ame": {"tag": "x\u{e0041}"},
+        });
+        let mut out = String::new();
+        arguments(&mut out, &args);
+        assert_eq!(
+            out,
+            format!(
+                "{HIDDEN_CHARACTERS}<dl class=\"arguments\">\
+                 <dt>n\\u200bame</dt><dd><code>{{\n  &quot;tag&quot;: &quot;x\\udb40\\udc41&quot;\n}}</code></dd>\
+                 <dt>path</dt><dd>/srv/notes/\\u202etxt.exe</dd></dl>\
+                 <details><summary>Exact JSON</summary><pre class=\"exact-json\">\
+                 {{&quot;n\\u200bame&quot;:{{&quot;tag&quot;:&quot;x\\udb40\\udc41&quot;}},\
+                 &quot;path&quot;:&quot;/srv/notes/\\u202etxt.exe&quot;}}</pre></details>"
+            )
+        );
+        assert!(
+            !out.contains('\u{202e}') && !out.contains('\u{200b}') && !out.contains('\u{e0041}')
+        );
+        // Plain arguments: no warning, nothing escaped.
+        let mut out = String::new();
+        arguments(&mut out, &serde_json::json!({"text": "a\nb <c>"}));
+        assert_eq!(
+            out,
+            "<dl class=\"arguments\"><dt>text</dt><dd>a\nb &lt;c&gt;</dd></dl>\
+             <details><summary>Exact JSON</summary><pre class=\"exact-json\">\
+             {&quot;text&quot;:&quot;a\\nb &lt;c&gt;&quot;}</pre></details>"
+        );
+        // A whole value that is not an object.
+        let mut out = String::new();
+        arguments(&mut out, &serde_json::json!(["\u{2066}"]));
+        assert!(out.starts_with(HIDDEN_CHARACTERS), "{out}");
+        assert!(
+            out.contains("<pre class=\"arguments\">[\n  &quot;\\u2066&quot;\n]</pre>"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn text_is_escaped_and_times_are_civil() {

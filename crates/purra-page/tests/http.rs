@@ -389,7 +389,8 @@ async fn decisions_need_the_session_and_its_csrf_token_and_record_the_approver()
         panic!("not decided")
     };
     assert_eq!(d.verdict, Verdict::Approve);
-    assert_eq!(d.approver, "ada");
+    // The approver names the path the decision came by.
+    assert_eq!(d.approver, "ada (page)");
     assert_eq!(d.note.as_deref(), Some("checked with ops"));
     let ttl = d.expires_at.unwrap().duration_since(d.decided_at).unwrap();
     assert_eq!(ttl, Duration::from_secs(3600));
@@ -399,7 +400,7 @@ async fn decisions_need_the_session_and_its_csrf_token_and_record_the_approver()
         (status, body),
         (
             409,
-            json!({"ok": false, "message": format!("conflict: {} was already decided: approved by ada (approved)", id.0)})
+            json!({"ok": false, "message": format!("conflict: {} was already decided: approved by ada (page) (approved)", id.0)})
         )
     );
     // A denial, without a note; no expiry.
@@ -411,7 +412,7 @@ async fn decisions_need_the_session_and_its_csrf_token_and_record_the_approver()
     };
     assert_eq!(
         (d.verdict, d.approver.as_str(), d.note, d.expires_at),
-        (Verdict::Deny, "bob", None, None)
+        (Verdict::Deny, "bob (page)", None, None)
     );
     // Without JavaScript a form post answers with a redirect back to the list.
     let id3 = s.prepare("\"v3\"").await;
@@ -462,10 +463,8 @@ async fn racing_sessions_exactly_one_decision_wins_each_time() {
         } else {
             "denied"
         };
-        assert_eq!(
-            winner["message"],
-            format!("{} {word} by {}", id.0, d.approver)
-        );
+        let name = d.approver.strip_suffix(" (page)").expect("the page's path");
+        assert_eq!(winner["message"], format!("{} {word} by {name}", id.0));
         assert_eq!(
             loser["message"],
             format!(
@@ -586,7 +585,7 @@ async fn history_shows_effects_receipts_trails_and_reconciles_unknown_only_with_
         format!("id=\"effect-{}\">committed</span>", committed.0),
         format!("id=\"effect-{}\">unknown</span>", lost.0),
         format!("id=\"effect-{}\">never_dispatched</span>", denied.0),
-        "denied by <b class=\"decided-by\">ada</b>".to_owned(),
+        "denied by <b class=\"decided-by\">ada (page)</b>".to_owned(),
         "<q class=\"note\">not now</q>".to_owned(),
         "<pre class=\"receipt\">{\n  &quot;stored&quot;: &quot;c&quot;\n}</pre>".to_owned(),
         "<summary>Audit trail (4 entries)</summary>".to_owned(),

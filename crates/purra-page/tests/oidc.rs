@@ -389,14 +389,17 @@ async fn a_listed_subject_signs_in_and_decides_under_their_oidc_identity() {
     {
         ApprovalState::Decided(d) => {
             assert_eq!(d.verdict, Verdict::Approve);
-            assert_eq!(d.approver, approver);
+            assert_eq!(d.approver, format!("{approver} (page)"));
         }
         other => panic!("{other:?}"),
     }
     let trail = OperatorStore::approval_audit(&s.store, id).await.unwrap();
     let decided: Vec<_> = trail.iter().filter(|e| e.event == "decided").collect();
     assert_eq!(decided.len(), 1);
-    assert_eq!(decided[0].detail["approver"], approver.as_str());
+    assert_eq!(
+        decided[0].detail["approver"],
+        format!("{approver} (page)").as_str()
+    );
 
     // The same callback again: its state was used.
     let again = s

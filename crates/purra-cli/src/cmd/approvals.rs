@@ -170,7 +170,7 @@ async fn decide(
             ApprovalId(id.to_owned()),
             Decision {
                 verdict,
-                approver: approver.to_owned(),
+                approver: purra_core::DecisionPath::Cli.approver(approver),
                 decided_at: SystemTime::now(),
                 expires_at,
                 note,
@@ -204,7 +204,14 @@ async fn report(db: &Store, id: &str, json_out: bool, what: &str) -> Result<(), 
     Ok(())
 }
 
-/// Prints one approval's readable form.
+/// The warning printed above arguments that have hidden characters.
+pub const HIDDEN_CHARACTERS: &str = "warning: the arguments contain invisible or \
+    direction-changing characters (such as U+202E or U+200B), shown as \\u escapes; what is sent \
+    is exactly the JSON (--json shows it unescaped)";
+
+/// Prints one approval's readable form. The arguments are shown as JSON whose hidden characters
+/// (bidi controls, zero-width and other format characters: purra-core's `visible`) are JSON
+/// escapes, under a warning; `--json` prints the exact data instead.
 pub fn print_approval(a: &Value) {
     println!("approval: {}", text(&a["id"]));
     println!("state: {}", text(&a["state"]));
@@ -214,10 +221,20 @@ pub fn print_approval(a: &Value) {
             "arguments: (not kept by the store that prepared it; digest {})",
             text(&a["argumentsDigest"])
         ),
-        args => println!("arguments: {args}"),
+        args => {
+            if purra_core::visible::value_has_hidden(args) {
+                println!("{HIDDEN_CHARACTERS}");
+            }
+            println!(
+                "arguments: {}",
+                purra_core::visible::escape_hidden_json(&args.to_string())
+            );
+        }
     }
     println!("run: {}", text(&a["runId"]));
-    println!("requested by: {}", text(&a["requestedBy"]));
+    // Who asked and who decided name downstream clients, which choose their names.
+    let shown = |v: &Value| purra_core::visible::escape_hidden(&text(v)).into_owned();
+    println!("requested by: {}", shown(&a["requestedBy"]));
     let b = &a["binding"];
     println!(
         "binding: {} revision {}, scope {} revision {}",
@@ -231,10 +248,10 @@ pub fn print_approval(a: &Value) {
         println!(
             "decision: {} by {}",
             d.get("verdict").map(text).unwrap_or_default(),
-            d.get("approver").map(text).unwrap_or_default()
+            d.get("approver").map(shown).unwrap_or_default()
         );
         if let Some(Value::String(note)) = d.get("note") {
-            println!("note: {note}");
+            println!("note: {}", purra_core::visible::escape_hidden(note));
         }
     }
     if let Some(e) = a["effect"].as_str() {
