@@ -44,6 +44,12 @@
     const r = await fetch('/fragment/' + view + location.search, { credentials: 'same-origin' });
     if (r.status === 200) {
       const html = await r.text();
+      // A note begun while the list was being fetched is kept too: the list waits again.
+      if (writing()) {
+        queued = true;
+        document.body.classList.add('held');
+        return;
+      }
       if (html !== last) {
         last = html;
         list.innerHTML = html;
