@@ -1111,7 +1111,7 @@ async fn approvers_must_differ_refuses_the_approver_who_asked() {
     let (status, _) = s.decide(&ada, &own.0, "deny", "").await;
     assert_eq!(status, 200);
     match s.state(&own).await {
-        ApprovalState::Decided(d) => assert_eq!(d.approver, "ada"),
+        ApprovalState::Decided(d) => assert_eq!(d.approver, "ada (page)"),
         other => panic!("{other:?}"),
     }
 }
