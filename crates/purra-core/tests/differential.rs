@@ -1,9 +1,11 @@
-//! Property tests: inside the profile the verdict equals the `jsonschema` crate's (draft 2020-12);
-//! outside the profile compilation always fails, at the pointer of the offending keyword.
+//! Property tests: inside the profile the verdict equals the `jsonschema` crate's (draft 2020-12,
+//! and draft-07 and 2019-09 for the same schemas declaring those dialects); outside the profile
+//! compilation always fails, at the pointer of the offending keyword.
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use purra_core::{CompiledSchema, SchemaErrorKind};
+use purra_core::schema::Dialect;
+use purra_core::{CompileOptions, CompiledSchema, SchemaErrorKind};
 use serde_json::{json, Map, Value};
 
 const NAMES: &[&str] = &["a", "b", "c"];
@@ -188,6 +190,91 @@ proptest! {
         bad.pointer_mut(&target).unwrap().as_object_mut().unwrap().insert(keyword.to_owned(), json!({}));
         let e = CompiledSchema::compile(&bad).unwrap_err();
         let expected_kind = if keyword == "$schema" { SchemaErrorKind::UnsupportedDialect } else { SchemaErrorKind::UnsupportedKeyword };
+        prop_assert_eq!(e.kind, expected_kind);
+        prop_assert_eq!(e.pointer, format!("{target}/{keyword}"));
+    }
+}
+
+/// The draft-07 and 2019-09 declarations the profile accepts, each spelling.
+const EARLIER: &[&str] = &[
+    "http://json-schema.org/draft-07/schema#",
+    "http://json-schema.org/draft-07/schema",
+    "https://json-schema.org/draft/2019-09/schema",
+    "https://json-schema.org/draft/2019-09/schema#",
+];
+
+fn with_earlier_dialects() -> CompileOptions {
+    CompileOptions {
+        allow_root_dialect_2020_12: true,
+        allow_root_dialect_2019_09: true,
+        allow_root_dialect_draft_07: true,
+        ..CompileOptions::default()
+    }
+}
+
+fn declaring(schema: &Value, uri: &str) -> Value {
+    let mut declared = schema.clone();
+    declared
+        .as_object_mut()
+        .unwrap()
+        .insert("$schema".into(), json!(uri));
+    declared
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn verdicts_match_jsonschema_in_draft_07_and_2019_09(
+        schema in root_schema(),
+        uri in prop::sample::select(EARLIER),
+        instances in prop::collection::vec(root_instance(), 1..8),
+    ) {
+        let declared = declaring(&schema, uri);
+        let ours = CompiledSchema::compile_with(&declared, &with_earlier_dialects())
+            .map_err(|e| TestCaseError::fail(format!("{e} in {declared}")))?;
+        let plain = CompiledSchema::compile(&schema).map_err(|e| TestCaseError::fail(format!("{e} in {schema}")))?;
+        let dialect = Dialect::from_uri(uri).unwrap();
+        prop_assert_eq!(ours.dialect(), Some(dialect));
+        prop_assert_eq!(ours.source(), &declared);
+        let theirs = match dialect {
+            Dialect::Draft07 => jsonschema::draft7::new(&declared),
+            _ => jsonschema::draft201909::new(&declared),
+        }
+        .map_err(|e| TestCaseError::fail(format!("{e} in {declared}")))?;
+        for instance in &instances {
+            let verdict = ours.is_valid(instance);
+            prop_assert_eq!(verdict, theirs.is_valid(instance), "schema {} instance {}", declared, instance);
+            // The same meaning as the undeclared (2020-12) schema.
+            prop_assert_eq!(verdict, plain.is_valid(instance), "schema {} instance {}", declared, instance);
+        }
+    }
+
+    #[test]
+    fn what_an_earlier_dialect_means_differently_never_compiles(
+        schema in root_schema(),
+        uri in prop::sample::select(EARLIER),
+        at in any::<Index>(),
+        keyword in prop::sample::select(vec![
+            "items", "additionalItems", "dependencies", "definitions", "$ref", "$recursiveRef",
+            "$recursiveAnchor", "format", "exclusiveMinimum", "exclusiveMaximum",
+        ]),
+    ) {
+        let mut pointers = Vec::new();
+        subschema_pointers(&schema, String::new(), &mut pointers);
+        let target = at.get(&pointers).clone();
+        let mut bad = declaring(&schema, uri);
+        let value = match keyword {
+            "items" => json!([{}]),
+            "exclusiveMinimum" | "exclusiveMaximum" => json!(true),
+            _ => json!({}),
+        };
+        bad.pointer_mut(&target).unwrap().as_object_mut().unwrap().insert(keyword.to_owned(), value);
+        let e = CompiledSchema::compile_with(&bad, &with_earlier_dialects()).unwrap_err();
+        let expected_kind = match keyword {
+            "items" | "exclusiveMinimum" | "exclusiveMaximum" => SchemaErrorKind::InvalidKeywordValue,
+            _ => SchemaErrorKind::UnsupportedKeyword,
+        };
         prop_assert_eq!(e.kind, expected_kind);
         prop_assert_eq!(e.pointer, format!("{target}/{keyword}"));
     }

@@ -1,7 +1,7 @@
 //! Exact behaviour of the `purra.output-schema/v1` profile: accepted keywords, rejections with pointers,
 //! verdicts with instance and schema pointers.
 
-use purra_core::schema::DIALECT_2020_12;
+use purra_core::schema::{Dialect, DIALECT_2019_09, DIALECT_2020_12, DIALECT_DRAFT_07};
 use purra_core::{CompileOptions, CompiledSchema, SchemaErrorKind, ValidationErrorKind};
 use serde_json::{json, Value};
 
@@ -161,6 +161,210 @@ fn root_dialect_is_accepted_only_by_the_mcp_entry_point_and_only_at_the_root() {
         ..CompileOptions::default()
     };
     assert!(CompiledSchema::compile_with(&schema, &opts).is_ok());
+}
+
+/// The options of a host that opted in to draft-07 and 2019-09 root declarations.
+fn earlier_dialects() -> CompileOptions {
+    CompileOptions {
+        allow_root_dialect_2020_12: true,
+        allow_root_dialect_2019_09: true,
+        allow_root_dialect_draft_07: true,
+        ..CompileOptions::default()
+    }
+}
+
+/// `(kind, pointer, detail)` of a refusal.
+fn refusal(schema: &Value, options: &CompileOptions) -> (SchemaErrorKind, String, &'static str) {
+    let e = CompiledSchema::compile_with(schema, options).unwrap_err();
+    (e.kind, e.pointer, e.detail)
+}
+
+#[test]
+fn draft_07_and_2019_09_are_accepted_only_with_their_opt_ins_and_kept_in_the_source() {
+    let body = json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "minLength": 1},
+            "lines": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        },
+        "required": ["path"],
+        "additionalProperties": false,
+    });
+    for (uri, dialect) in [
+        ("http://json-schema.org/draft-07/schema#", Dialect::Draft07),
+        ("http://json-schema.org/draft-07/schema", Dialect::Draft07),
+        (
+            "https://json-schema.org/draft/2019-09/schema",
+            Dialect::Draft2019_09,
+        ),
+        (
+            "https://json-schema.org/draft/2019-09/schema#",
+            Dialect::Draft2019_09,
+        ),
+    ] {
+        let mut schema = body.clone();
+        schema["$schema"] = json!(uri);
+        // Seed 000's MCP entry point: 2020-12 only, and the refusal names the dialect.
+        let e = CompiledSchema::compile_mcp(&schema).unwrap_err();
+        assert_eq!(
+            (e.kind, e.pointer.as_str(), e.detail),
+            (
+                SchemaErrorKind::UnsupportedDialect,
+                "/$schema",
+                if dialect == Dialect::Draft07 {
+                    "draft-07 is not accepted here: only https://json-schema.org/draft/2020-12/schema is (the host did not opt in to earlier dialects)"
+                } else {
+                    "2019-09 is not accepted here: only https://json-schema.org/draft/2020-12/schema is (the host did not opt in to earlier dialects)"
+                }
+            ),
+            "{uri}"
+        );
+        // Only the opt-in for that dialect admits it.
+        let only_the_other = CompileOptions {
+            allow_root_dialect_draft_07: dialect != Dialect::Draft07,
+            allow_root_dialect_2019_09: dialect != Dialect::Draft2019_09,
+            ..earlier_dialects()
+        };
+        assert_eq!(
+            refusal(&schema, &only_the_other).0,
+            SchemaErrorKind::UnsupportedDialect,
+            "{uri}"
+        );
+        // Without the 2020-12 declaration allowed, no declaration is.
+        let none = CompileOptions {
+            allow_root_dialect_2020_12: false,
+            ..earlier_dialects()
+        };
+        assert_eq!(
+            refusal(&schema, &none),
+            (
+                SchemaErrorKind::UnsupportedDialect,
+                "/$schema".to_owned(),
+                "$schema is accepted only at the root of an MCP tool schema"
+            )
+        );
+        let compiled = CompiledSchema::compile_with(&schema, &earlier_dialects()).unwrap();
+        assert_eq!(compiled.dialect(), Some(dialect), "{uri}");
+        assert!(!compiled.declares_dialect_2020_12());
+        // The declaration is kept as written, for the snapshot and its digest.
+        assert_eq!(compiled.source(), &schema);
+        // The same verdicts as the undeclared schema.
+        assert_eq!(
+            verdict(&compiled, json!({"path": "a", "lines": [0, 2.0]})),
+            Ok(())
+        );
+        assert_eq!(
+            verdict(&compiled, json!({"path": "a", "lines": [1.5]})),
+            Err(("/lines/0".into(), "/properties/lines/items/type".into()))
+        );
+        assert_eq!(
+            verdict(&compiled, json!({"path": ""})),
+            Err(("/path".into(), "/properties/path/minLength".into()))
+        );
+    }
+    assert_eq!(Dialect::from_uri(DIALECT_DRAFT_07), Some(Dialect::Draft07));
+    assert_eq!(
+        Dialect::from_uri(DIALECT_2019_09),
+        Some(Dialect::Draft2019_09)
+    );
+    assert_eq!(
+        Dialect::from_uri(DIALECT_2020_12),
+        Some(Dialect::Draft2020_12)
+    );
+    // Other spellings and other dialects are not guessed at.
+    for uri in [
+        "https://json-schema.org/draft-07/schema#",
+        "http://json-schema.org/draft-07/schema##",
+        "https://json-schema.org/draft/2020-12/schema#",
+        "http://json-schema.org/draft-04/schema#",
+        "http://json-schema.org/draft-06/schema#",
+        "http://json-schema.org/schema#",
+    ] {
+        assert_eq!(Dialect::from_uri(uri), None, "{uri}");
+        let schema = json!({"$schema": uri, "type": "object"});
+        assert_eq!(
+            refusal(&schema, &earlier_dialects()),
+            (
+                SchemaErrorKind::UnsupportedDialect,
+                "/$schema".to_owned(),
+                "only the 2020-12, 2019-09 and draft-07 dialect URIs are accepted"
+            ),
+            "{uri}"
+        );
+        assert_eq!(
+            CompiledSchema::compile_mcp(&schema).unwrap_err().detail,
+            "only https://json-schema.org/draft/2020-12/schema is accepted"
+        );
+    }
+    let not_a_string = json!({"$schema": 7, "type": "object"});
+    assert_eq!(
+        refusal(&not_a_string, &earlier_dialects()).2,
+        "$schema must be a dialect URI (a string)"
+    );
+    // Nested declarations stay refused in every dialect.
+    let nested = json!({"$schema": DIALECT_DRAFT_07, "type": "object", "properties": {"a": {"$schema": DIALECT_DRAFT_07}}});
+    assert_eq!(
+        refusal(&nested, &earlier_dialects()),
+        (
+            SchemaErrorKind::UnsupportedDialect,
+            "/properties/a/$schema".to_owned(),
+            "$schema is accepted only at the root of an MCP tool schema"
+        )
+    );
+}
+
+#[test]
+fn what_means_something_else_in_draft_07_or_2019_09_is_refused_with_its_pointer_and_reason() {
+    let within =
+        |uri: &str, sub: Value| json!({"$schema": uri, "type": "object", "properties": {"x": sub}});
+    use SchemaErrorKind::{InvalidKeywordValue as Invalid, UnsupportedKeyword as Unsupported};
+    let cases: Vec<(&str, Value, SchemaErrorKind, &str, &str)> = vec![
+        (DIALECT_DRAFT_07, json!({"type": "array", "items": [{"type": "string"}]}), Invalid, "/properties/x/items",
+            "draft-07 items as an array is a tuple (2020-12's prefixItems), outside the profile"),
+        (DIALECT_2019_09, json!({"type": "array", "items": [{"type": "string"}]}), Invalid, "/properties/x/items",
+            "2019-09 items as an array is a tuple (2020-12's prefixItems), outside the profile"),
+        (DIALECT_2020_12, json!({"type": "array", "items": [{"type": "string"}]}), Invalid, "/properties/x/items",
+            "a subschema must be an object"),
+        (DIALECT_DRAFT_07, json!({"additionalItems": false}), Unsupported, "/properties/x/additionalItems",
+            "draft-07 additionalItems applies to the elements after an array items (2020-12's items after prefixItems), outside the profile"),
+        (DIALECT_2019_09, json!({"additionalItems": false}), Unsupported, "/properties/x/additionalItems",
+            "2019-09 additionalItems applies to the elements after an array items (2020-12's items after prefixItems), outside the profile"),
+        (DIALECT_DRAFT_07, json!({"dependencies": {"a": ["b"]}}), Unsupported, "/properties/x/dependencies",
+            "draft-07 dependencies (2020-12's dependentRequired and dependentSchemas) is outside the profile"),
+        (DIALECT_2019_09, json!({"dependencies": {"a": ["b"]}}), Unsupported, "/properties/x/dependencies",
+            "dependencies is not a 2019-09 keyword (2019-09 split it into dependentRequired and dependentSchemas), outside the profile"),
+        (DIALECT_DRAFT_07, json!({"definitions": {}}), Unsupported, "/properties/x/definitions",
+            "definitions holds subschemas for $ref, and references are outside the profile"),
+        (DIALECT_DRAFT_07, json!({"$ref": "#/definitions/a", "type": "string"}), Unsupported, "/properties/x/$ref",
+            "$ref is outside the profile (no reference is resolved; in draft-07 it also makes its sibling keywords ignored)"),
+        (DIALECT_2019_09, json!({"$recursiveRef": "#"}), Unsupported, "/properties/x/$recursiveRef",
+            "2019-09 $recursiveRef and $recursiveAnchor are dynamic references (2020-12's $dynamicRef), outside the profile"),
+        (DIALECT_2019_09, json!({"$recursiveAnchor": true}), Unsupported, "/properties/x/$recursiveAnchor",
+            "2019-09 $recursiveRef and $recursiveAnchor are dynamic references (2020-12's $dynamicRef), outside the profile"),
+        (DIALECT_DRAFT_07, json!({"type": "string", "format": "uri"}), Unsupported, "/properties/x/format",
+            "draft-07 format may be an assertion or an annotation (validators differ), outside the profile"),
+        (DIALECT_2019_09, json!({"type": "string", "format": "uri"}), Unsupported, "/properties/x/format",
+            "2019-09 format is an annotation unless a validator asserts it (validators differ), outside the profile"),
+        (DIALECT_DRAFT_07, json!({"maximum": 3, "exclusiveMaximum": true}), Invalid, "/properties/x/exclusiveMaximum",
+            "a boolean is draft-04's form; draft-06 and later take the bound itself (a number)"),
+        (DIALECT_2020_12, json!({"exclusiveMinimum": false}), Invalid, "/properties/x/exclusiveMinimum",
+            "a boolean is draft-04's form; draft-06 and later take the bound itself (a number)"),
+        // Keywords no dialect gives the profile's meaning keep the plain reason.
+        (DIALECT_DRAFT_07, json!({"default": 1}), Unsupported, "/properties/x/default",
+            "keyword outside purra.output-schema/v1"),
+        (DIALECT_2019_09, json!({"$defs": {}}), Unsupported, "/properties/x/$defs",
+            "keyword outside purra.output-schema/v1"),
+        (DIALECT_2020_12, json!({"dependencies": {}}), Unsupported, "/properties/x/dependencies",
+            "keyword outside purra.output-schema/v1"),
+    ];
+    for (uri, sub, kind, pointer, detail) in cases {
+        let schema = within(uri, sub);
+        assert_eq!(
+            refusal(&schema, &earlier_dialects()),
+            (kind, pointer.to_owned(), detail),
+            "{schema}"
+        );
+    }
 }
 
 #[test]

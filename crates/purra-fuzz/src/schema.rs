@@ -18,6 +18,8 @@ pub fn check(data: &[u8]) {
     };
     let options = |steps: usize| CompileOptions {
         allow_root_dialect_2020_12: flags & 1 != 0,
+        allow_root_dialect_2019_09: flags & 1 != 0,
+        allow_root_dialect_draft_07: flags & 1 != 0,
         limits: SchemaLimits {
             max_depth: 32,
             max_nodes: 500,

@@ -14,6 +14,6 @@ pub mod schema;
 
 pub use json_text::{parse_json, JsonError, JsonErrorKind, JsonLimits};
 pub use schema::{
-    CompileOptions, CompiledSchema, SchemaError, SchemaErrorKind, SchemaLimits, ValidationError,
-    ValidationErrorKind, ValidationLimits,
+    CompileOptions, CompiledSchema, Dialect, SchemaError, SchemaErrorKind, SchemaLimits,
+    ValidationError, ValidationErrorKind, ValidationLimits,
 };

@@ -23,13 +23,40 @@
 //! | `const` | any value | equal, as for `enum` |
 //! | `anyOf`, `oneOf` | non-empty array of subschemas | at least one / exactly one subschema is valid |
 //! | `title`, `description` | string | annotations only: they never change a verdict, but they count toward the schema's identity |
-//! | `$schema` | exactly `https://json-schema.org/draft/2020-12/schema` | only at the root and only with [`CompileOptions::allow_root_dialect_2020_12`]; kept in the schema's source so the caller retains it |
+//! | `$schema` | exactly `https://json-schema.org/draft/2020-12/schema`; with the opt-ins also draft-07 and 2019-09 (see [Dialects](#dialects)) | only at the root and only with [`CompileOptions::allow_root_dialect_2020_12`]; kept in the schema's source so the caller retains it |
 //!
 //! Deliberately absent: `uniqueItems` (its pairwise comparison of instance values is quadratic and
 //! depth-unbounded), `allOf`/`not`/`if` (rarely needed by tool schemas), `prefixItems`/`contains`,
 //! `patternProperties`, `minProperties`/`maxProperties`, `format` (an annotation in 2020-12 whose
 //! assertion behaviour varies), boolean subschemas other than `additionalProperties: true|false`, and
 //! every reference keyword (no schema document is ever fetched).
+//!
+//! # Dialects
+//!
+//! A schema without a root `$schema` is read as 2020-12 (MCP's default dialect). With
+//! [`CompileOptions::allow_root_dialect_draft_07`] or [`CompileOptions::allow_root_dialect_2019_09`]
+//! a root may also declare JSON Schema draft-07 (`http://json-schema.org/draft-07/schema#`, with or
+//! without the `#`, as the TypeScript SDK writes it) or 2019-09
+//! (`https://json-schema.org/draft/2019-09/schema`, with or without an empty `#` fragment). Every
+//! keyword of the table above means the same in those dialects as in 2020-12 (checked against the
+//! draft-07 and 2019-09 validation and core texts: the same `integer`, the same numeric bounds,
+//! string lengths in code points, equality by mathematical value, `items` as one schema applied to
+//! every element, `additionalProperties` over the names `properties` does not list), so such a
+//! schema is accepted with its declaration kept in [`CompiledSchema::source`], and validated
+//! exactly as it would be in 2020-12. What differs is refused, with its pointer and a reason
+//! naming the dialect:
+//!
+//! | keyword or form | draft-07 | 2019-09 | why it is refused |
+//! |---|---|---|---|
+//! | `items` as an array | tuple | tuple | positional schemas (2020-12's `prefixItems`) |
+//! | `additionalItems` | elements after the tuple | the same | 2020-12's `items` after `prefixItems` |
+//! | `dependencies` | required names or a schema per member | not a keyword (split into `dependentRequired`, `dependentSchemas`) | conditional validation |
+//! | `definitions`, `$ref` | `$ref` ignores its siblings | `$ref` beside siblings | no reference is ever resolved |
+//! | `$recursiveRef`, `$recursiveAnchor` | not keywords | dynamic references | 2020-12's `$dynamicRef` |
+//! | `format` | may assert | an annotation unless the format vocabulary is required | validators disagree |
+//! | boolean `exclusiveMinimum`/`exclusiveMaximum` | invalid (the boolean form is draft-04's) | invalid | not a bound |
+//!
+//! Every other keyword outside the table is refused as in 2020-12.
 //!
 //! Budgets: compilation measures the schema document first ([`SchemaLimits`]: depth, nodes, pattern
 //! length, compiled regex size); validation measures the instance first ([`ValidationLimits`]: depth,
@@ -53,8 +80,68 @@ use std::sync::Arc;
 /// The name of this schema profile.
 pub const OUTPUT_SCHEMA_PROFILE: &str = "purra.output-schema/v1";
 
-/// The only dialect URI accepted for a root `$schema`, and only when allowed by [`CompileOptions`].
+/// The 2020-12 dialect URI, the only one a root `$schema` may name unless [`CompileOptions`]
+/// also allows draft-07 or 2019-09.
 pub const DIALECT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// The 2019-09 dialect URI (also accepted with an empty `#` fragment).
+pub const DIALECT_2019_09: &str = "https://json-schema.org/draft/2019-09/schema";
+
+/// The draft-07 dialect URI as its meta-schema names itself and the TypeScript SDK writes it (also
+/// accepted without the `#`).
+pub const DIALECT_DRAFT_07: &str = "http://json-schema.org/draft-07/schema#";
+
+/// A JSON Schema dialect a root `$schema` may declare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// JSON Schema draft-07 ([`DIALECT_DRAFT_07`]).
+    Draft07,
+    /// JSON Schema 2019-09 ([`DIALECT_2019_09`]).
+    Draft2019_09,
+    /// JSON Schema 2020-12 ([`DIALECT_2020_12`]), MCP's default dialect.
+    Draft2020_12,
+}
+
+impl Dialect {
+    /// The dialect a `$schema` URI names, spelled exactly as one of [`DIALECT_2020_12`],
+    /// [`DIALECT_2019_09`] (or with an empty `#` fragment) or [`DIALECT_DRAFT_07`] (or without its
+    /// `#`); `None` for anything else.
+    pub fn from_uri(uri: &str) -> Option<Dialect> {
+        match uri {
+            DIALECT_2020_12 => Some(Dialect::Draft2020_12),
+            "https://json-schema.org/draft/2019-09/schema"
+            | "https://json-schema.org/draft/2019-09/schema#" => Some(Dialect::Draft2019_09),
+            "http://json-schema.org/draft-07/schema#"
+            | "http://json-schema.org/draft-07/schema" => Some(Dialect::Draft07),
+            _ => None,
+        }
+    }
+
+    /// The dialect's URI.
+    pub fn uri(self) -> &'static str {
+        match self {
+            Dialect::Draft07 => DIALECT_DRAFT_07,
+            Dialect::Draft2019_09 => DIALECT_2019_09,
+            Dialect::Draft2020_12 => DIALECT_2020_12,
+        }
+    }
+
+    /// The dialect's short name: `draft-07`, `2019-09` or `2020-12`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Draft07 => "draft-07",
+            Dialect::Draft2019_09 => "2019-09",
+            Dialect::Draft2020_12 => "2020-12",
+        }
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Budgets for compiling a schema document.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,8 +199,15 @@ impl Default for ValidationLimits {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompileOptions {
     /// Accept a root `"$schema": "https://json-schema.org/draft/2020-12/schema"` (MCP's dialect
-    /// declaration). Nested `$schema` and any other URI stay rejected.
+    /// declaration). Nested `$schema` and any other URI stay rejected. The two earlier dialects
+    /// below are accepted only together with this one.
     pub allow_root_dialect_2020_12: bool,
+    /// Also accept a root `$schema` naming 2019-09 ([`DIALECT_2019_09`]): the schema is compiled
+    /// as 2019-09, which refuses what means something else there (see [Dialects](self#dialects)).
+    pub allow_root_dialect_2019_09: bool,
+    /// Also accept a root `$schema` naming draft-07 ([`DIALECT_DRAFT_07`], as the TypeScript SDK
+    /// declares every tool schema), compiled as draft-07 likewise.
+    pub allow_root_dialect_draft_07: bool,
     /// Compile-time budgets.
     pub limits: SchemaLimits,
     /// Budgets the compiled schema applies to each instance.
@@ -342,7 +436,7 @@ struct Inner {
     root: Node,
     source: Value,
     limits: ValidationLimits,
-    declares_dialect: bool,
+    dialect: Option<Dialect>,
 }
 
 /// A schema compiled into a reusable validator. Cheap to clone; `Send + Sync`.
@@ -479,6 +573,95 @@ fn measure(value: &Value, max_depth: usize, max_nodes: usize) -> Result<(), (boo
 
 struct Compiler<'o> {
     options: &'o CompileOptions,
+    /// The dialect the root declares (2020-12 when it declares none).
+    dialect: Dialect,
+}
+
+/// Why a keyword outside the table is refused, in the schema's dialect: what it means there when
+/// that differs from 2020-12, else the profile's plain reason.
+fn unsupported_reason(dialect: Dialect, keyword: &str) -> &'static str {
+    match (dialect, keyword) {
+        (Dialect::Draft07, "additionalItems") => {
+            "draft-07 additionalItems applies to the elements after an array items (2020-12's items after prefixItems), outside the profile"
+        }
+        (Dialect::Draft2019_09, "additionalItems") => {
+            "2019-09 additionalItems applies to the elements after an array items (2020-12's items after prefixItems), outside the profile"
+        }
+        (Dialect::Draft07, "dependencies") => {
+            "draft-07 dependencies (2020-12's dependentRequired and dependentSchemas) is outside the profile"
+        }
+        (Dialect::Draft2019_09, "dependencies") => {
+            "dependencies is not a 2019-09 keyword (2019-09 split it into dependentRequired and dependentSchemas), outside the profile"
+        }
+        (Dialect::Draft07, "definitions") | (Dialect::Draft2019_09, "definitions") => {
+            "definitions holds subschemas for $ref, and references are outside the profile"
+        }
+        (Dialect::Draft07, "$ref") => {
+            "$ref is outside the profile (no reference is resolved; in draft-07 it also makes its sibling keywords ignored)"
+        }
+        (Dialect::Draft2019_09, "$recursiveRef") | (Dialect::Draft2019_09, "$recursiveAnchor") => {
+            "2019-09 $recursiveRef and $recursiveAnchor are dynamic references (2020-12's $dynamicRef), outside the profile"
+        }
+        (Dialect::Draft07, "format") => {
+            "draft-07 format may be an assertion or an annotation (validators differ), outside the profile"
+        }
+        (Dialect::Draft2019_09, "format") => {
+            "2019-09 format is an annotation unless a validator asserts it (validators differ), outside the profile"
+        }
+        _ => "keyword outside purra.output-schema/v1",
+    }
+}
+
+/// Why an array `items` is refused in `dialect`.
+fn items_array_reason(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Draft07 => {
+            "draft-07 items as an array is a tuple (2020-12's prefixItems), outside the profile"
+        }
+        Dialect::Draft2019_09 => {
+            "2019-09 items as an array is a tuple (2020-12's prefixItems), outside the profile"
+        }
+        Dialect::Draft2020_12 => "a subschema must be an object",
+    }
+}
+
+/// The dialect a root `$schema` declares, if the options allow it; the refusal otherwise.
+fn root_dialect(v: &Value, options: &CompileOptions) -> Result<Dialect, SchemaError> {
+    let refuse = |detail| {
+        err(
+            SchemaErrorKind::UnsupportedDialect,
+            "/$schema".into(),
+            detail,
+        )
+    };
+    if !options.allow_root_dialect_2020_12 {
+        return Err(refuse(
+            "$schema is accepted only at the root of an MCP tool schema",
+        ));
+    }
+    let earlier = options.allow_root_dialect_draft_07 || options.allow_root_dialect_2019_09;
+    let Some(uri) = v.as_str() else {
+        return Err(refuse("$schema must be a dialect URI (a string)"));
+    };
+    match Dialect::from_uri(uri) {
+        Some(Dialect::Draft2020_12) => Ok(Dialect::Draft2020_12),
+        Some(Dialect::Draft07) if options.allow_root_dialect_draft_07 => Ok(Dialect::Draft07),
+        Some(Dialect::Draft2019_09) if options.allow_root_dialect_2019_09 => {
+            Ok(Dialect::Draft2019_09)
+        }
+        Some(Dialect::Draft07) => Err(refuse(
+            "draft-07 is not accepted here: only https://json-schema.org/draft/2020-12/schema is (the host did not opt in to earlier dialects)",
+        )),
+        Some(Dialect::Draft2019_09) => Err(refuse(
+            "2019-09 is not accepted here: only https://json-schema.org/draft/2020-12/schema is (the host did not opt in to earlier dialects)",
+        )),
+        None if earlier => Err(refuse(
+            "only the 2020-12, 2019-09 and draft-07 dialect URIs are accepted",
+        )),
+        None => Err(refuse(
+            "only https://json-schema.org/draft/2020-12/schema is accepted",
+        )),
+    }
 }
 
 fn err(kind: SchemaErrorKind, pointer: String, detail: &'static str) -> SchemaError {
@@ -544,9 +727,17 @@ impl Compiler<'_> {
             )
         };
         let number = |v: &Value, keyword: &str| {
-            v.as_number()
-                .map(Num::of)
-                .ok_or_else(|| invalid(keyword, "expected a number"))
+            v.as_number().map(Num::of).ok_or_else(|| {
+                let exclusive = keyword == "exclusiveMinimum" || keyword == "exclusiveMaximum";
+                if exclusive && v.is_boolean() {
+                    invalid(
+                        keyword,
+                        "a boolean is draft-04's form; draft-06 and later take the bound itself (a number)",
+                    )
+                } else {
+                    invalid(keyword, "expected a number")
+                }
+            })
         };
         for (keyword, v) in map {
             match keyword.as_str() {
@@ -615,7 +806,12 @@ impl Compiler<'_> {
                         )),
                     }
                 }
-                "items" => node.rare().items = Some(self.subschema(v, child_ptr(&ptr, keyword))?),
+                "items" => {
+                    if v.is_array() {
+                        return Err(invalid(keyword, items_array_reason(self.dialect)));
+                    }
+                    node.rare().items = Some(self.subschema(v, child_ptr(&ptr, keyword))?)
+                }
                 "minItems" => node.rare().min_items = Some(non_negative_integer(v, &ptr, keyword)?),
                 "maxItems" => node.rare().max_items = Some(non_negative_integer(v, &ptr, keyword)?),
                 "minLength" => node.min_length = Some(non_negative_integer(v, &ptr, keyword)?),
@@ -701,19 +897,13 @@ impl Compiler<'_> {
                             "$schema is accepted only at the root of an MCP tool schema",
                         ));
                     }
-                    if v.as_str() != Some(DIALECT_2020_12) {
-                        return Err(err(
-                            SchemaErrorKind::UnsupportedDialect,
-                            child_ptr(&ptr, keyword),
-                            "only https://json-schema.org/draft/2020-12/schema is accepted",
-                        ));
-                    }
+                    // Read (and refused, when it must be) before any other keyword.
                 }
                 _ => {
                     return Err(err(
                         SchemaErrorKind::UnsupportedKeyword,
                         child_ptr(&ptr, keyword),
-                        "keyword outside purra.output-schema/v1",
+                        unsupported_reason(self.dialect, keyword),
                     ))
                 }
             }
@@ -1123,12 +1313,12 @@ impl CompiledSchema {
         schema: &Value,
         options: &CompileOptions,
     ) -> Result<CompiledSchema, SchemaError> {
-        let (root, declares_dialect) = CompiledSchema::compile_root(schema, options)?;
+        let (root, dialect) = CompiledSchema::compile_root(schema, options)?;
         Ok(CompiledSchema::assemble(
             root,
             schema.clone(),
             options,
-            declares_dialect,
+            dialect,
         ))
     }
 
@@ -1138,33 +1328,43 @@ impl CompiledSchema {
         schema: Value,
         options: &CompileOptions,
     ) -> Result<CompiledSchema, SchemaError> {
-        let (root, declares_dialect) = CompiledSchema::compile_root(&schema, options)?;
-        Ok(CompiledSchema::assemble(
-            root,
-            schema,
-            options,
-            declares_dialect,
-        ))
+        let (root, dialect) = CompiledSchema::compile_root(&schema, options)?;
+        Ok(CompiledSchema::assemble(root, schema, options, dialect))
+    }
+
+    /// Like [`CompiledSchema::compile_owned_with`], handing the schema back with the error, so a
+    /// caller can show what was refused without keeping a copy of every schema it compiles.
+    pub fn try_compile_owned_with(
+        schema: Value,
+        options: &CompileOptions,
+    ) -> Result<CompiledSchema, (SchemaError, Value)> {
+        match CompiledSchema::compile_root(&schema, options) {
+            Ok((root, dialect)) => Ok(CompiledSchema::assemble(root, schema, options, dialect)),
+            Err(e) => Err((e, schema)),
+        }
     }
 
     fn assemble(
         root: Node,
         source: Value,
         options: &CompileOptions,
-        declares_dialect: bool,
+        dialect: Option<Dialect>,
     ) -> CompiledSchema {
         CompiledSchema {
             inner: Arc::new(Inner {
                 root,
                 source,
                 limits: options.validation,
-                declares_dialect,
+                dialect,
             }),
         }
     }
 
-    /// Checks the budgets and compiles the root: the tree, and whether the root declares `$schema`.
-    fn compile_root(schema: &Value, options: &CompileOptions) -> Result<(Node, bool), SchemaError> {
+    /// Checks the budgets and compiles the root: the tree, and the dialect the root declares.
+    fn compile_root(
+        schema: &Value,
+        options: &CompileOptions,
+    ) -> Result<(Node, Option<Dialect>), SchemaError> {
         let max_depth = options
             .limits
             .max_depth
@@ -1198,9 +1398,17 @@ impl CompiledSchema {
                 "the root must declare \"type\": \"object\"",
             ));
         }
-        let compiler = Compiler { options };
+        // The dialect decides what the other keywords mean, so it is read first.
+        let dialect = map
+            .get("$schema")
+            .map(|v| root_dialect(v, options))
+            .transpose()?;
+        let compiler = Compiler {
+            options,
+            dialect: dialect.unwrap_or(Dialect::Draft2020_12),
+        };
         let root = compiler.node(map, String::new(), true)?;
-        Ok((root, map.contains_key("$schema")))
+        Ok((root, dialect))
     }
 
     /// The schema document as given (including a retained root `$schema`).
@@ -1208,9 +1416,16 @@ impl CompiledSchema {
         &self.inner.source
     }
 
-    /// Whether the root declared `$schema` (only possible with `allow_root_dialect_2020_12`).
+    /// Whether the root declared the 2020-12 dialect (only possible with
+    /// `allow_root_dialect_2020_12`).
     pub fn declares_dialect_2020_12(&self) -> bool {
-        self.inner.declares_dialect
+        self.inner.dialect == Some(Dialect::Draft2020_12)
+    }
+
+    /// The dialect the root's `$schema` declared, if it declared one (a schema without one is
+    /// read as 2020-12).
+    pub fn dialect(&self) -> Option<Dialect> {
+        self.inner.dialect
     }
 
     /// The budgets applied to each instance.
