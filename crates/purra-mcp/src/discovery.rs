@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use purra_core::json_text::MAX_DEPTH_CEILING;
 use purra_core::{
-    json_identity, parse_json, CompiledSchema, Concurrency, JsonIdentity, JsonLimits, ScopeCheck,
-    ToolRegistration,
+    json_identity, parse_json, CompileOptions, CompiledSchema, Concurrency, JsonIdentity,
+    JsonLimits, SchemaError, ScopeCheck, ToolRegistration,
 };
 use purra_protocol::modern::RESULT_COMPLETE;
 use purra_protocol::types::{methods, ListToolsResult, PaginatedParams, Tool};
@@ -19,7 +19,7 @@ use crate::call::{map_error, CallTarget, TaskUse};
 use crate::codes;
 use crate::limits::Limits;
 use crate::monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
-use crate::AdapterError;
+use crate::{AdapterError, Refusal};
 
 /// The host's authorization of one remote tool as a read tool, built with [`ReadBinding::new`].
 #[derive(Debug, Clone)]
@@ -235,32 +235,146 @@ pub(crate) struct Selected {
     pub description: String,
 }
 
+/// What discovery would say of one listed tool if the host selected it: `Ok` when its
+/// description and schemas are within `limits` and the strict profile (with the dialects
+/// `limits` allows), else the error discovery would fail with, its [`Refusal`] naming the place
+/// and the reason. Sends nothing; for a host that checks several tools at once (a gateway
+/// reporting every mistake of its configuration), since discovery stops at the first refusal.
+pub fn check_tool(tool: &Tool, limits: &Limits) -> Result<(), AdapterError> {
+    select(tool.clone(), limits).map(drop)
+}
+
+/// The compile options of a selected schema: the strict profile with a root 2020-12
+/// declaration, and draft-07 and 2019-09 ones when the host opted in.
+pub(crate) fn compile_options(limits: &Limits) -> CompileOptions {
+    CompileOptions {
+        allow_root_dialect_2020_12: true,
+        allow_root_dialect_2019_09: limits.earlier_schema_dialects,
+        allow_root_dialect_draft_07: limits.earlier_schema_dialects,
+        ..CompileOptions::default()
+    }
+}
+
 /// Checks a listed tool against the limits and compiles its schemas, which it moves into their
-/// compiled form (no copy of them is made).
+/// compiled form (no copy of them is made). A refusal names the tool, the place and the reason.
 pub(crate) fn select(tool: Tool, limits: &Limits) -> Result<Selected, AdapterError> {
     let task_only = tool.requires_task();
+    let name = tool.name;
     let description = tool.description.unwrap_or_default();
     if description.len() as u64 > limits.max_description_bytes {
-        return Err(AdapterError::new(codes::description_too_large()));
+        return Err(AdapterError::refused(
+            codes::description_too_large(),
+            Refusal::new(
+                &name,
+                "/description",
+                format!(
+                    "the description takes {} bytes, more than max_description_bytes ({})",
+                    description.len(),
+                    limits.max_description_bytes
+                ),
+            ),
+        ));
     }
     let input = Value::Object(tool.input_schema);
     let output = tool.output_schema.map(Value::Object);
-    for schema in std::iter::once(&input).chain(output.iter()) {
+    for (at, schema) in
+        std::iter::once(("/inputSchema", &input)).chain(output.iter().map(|o| ("/outputSchema", o)))
+    {
         if !fits(schema, limits.max_schema_bytes) {
-            return Err(AdapterError::new(codes::schema_too_large()));
+            let mut refusal = Refusal::new(
+                &name,
+                at,
+                format!(
+                    "the schema takes more than max_schema_bytes ({} bytes)",
+                    limits.max_schema_bytes
+                ),
+            );
+            refusal.excerpt = Some(excerpt(schema));
+            return Err(AdapterError::refused(codes::schema_too_large(), refusal));
         }
     }
-    let compile = |s: Value| {
-        CompiledSchema::compile_mcp_owned(s)
-            .map_err(|_| AdapterError::new(codes::schema_unsupported()))
-    };
+    let options = compile_options(limits);
+    let input = compile_at(&name, "/inputSchema", input, &options)?;
+    let output = output
+        .map(|o| compile_at(&name, "/outputSchema", o, &options))
+        .transpose()?;
     Ok(Selected {
-        input: compile(input)?,
-        output: output.map(compile).transpose()?,
-        name: tool.name,
+        input,
+        output,
+        name,
         task_only,
         description,
     })
+}
+
+/// Compiles one of `tool`'s schemas (at `at` in the listed tool); a refusal names the keyword's
+/// pointer in the tool, the profile's reason and the object holding it.
+fn compile_at(
+    tool: &str,
+    at: &str,
+    schema: Value,
+    options: &CompileOptions,
+) -> Result<CompiledSchema, AdapterError> {
+    CompiledSchema::try_compile_owned_with(schema, options)
+        .map_err(|(e, schema)| schema_refusal(tool, at, &schema, &e))
+}
+
+/// The refusal of a schema the profile refused with `e`.
+fn schema_refusal(tool: &str, at: &str, schema: &Value, e: &SchemaError) -> AdapterError {
+    let mut refusal = Refusal::new(tool, format!("{at}{}", e.pointer), e.detail);
+    // The object holding the refused keyword (its parent pointer), else the schema itself.
+    let parent = e.pointer.rfind('/').map_or("", |i| &e.pointer[..i]);
+    let holder = schema
+        .pointer(&lookup_pointer(parent))
+        .filter(|v| v.is_object())
+        .unwrap_or(schema);
+    refusal.excerpt = Some(excerpt(holder));
+    AdapterError::refused(codes::schema_unsupported(), refusal)
+}
+
+/// A pointer as written by the profile, usable for lookup: a segment the profile cut (ending in
+/// `…`) cannot be looked up, so the pointer stops before it.
+fn lookup_pointer(pointer: &str) -> String {
+    match pointer.find('…') {
+        Some(i) => pointer[..i]
+            .rfind('/')
+            .map_or(String::new(), |j| pointer[..j].to_owned()),
+        None => pointer.to_owned(),
+    }
+}
+
+/// `value` as compact JSON, cut after [`Refusal::MAX_EXCERPT_BYTES`] bytes (at a character
+/// boundary) with `…`. The writing itself stops at the bound.
+fn excerpt(value: &Value) -> String {
+    struct Bounded {
+        text: Vec<u8>,
+    }
+    impl std::io::Write for Bounded {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let room = Refusal::MAX_EXCERPT_BYTES + 4 - self.text.len();
+            if buf.len() > room {
+                self.text.extend_from_slice(&buf[..room]);
+                return Err(std::io::ErrorKind::FileTooLarge.into());
+            }
+            self.text.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Bounded { text: Vec::new() };
+    let whole = serde_json::to_writer(&mut out, value).is_ok()
+        && out.text.len() <= Refusal::MAX_EXCERPT_BYTES;
+    let text = String::from_utf8_lossy(&out.text).into_owned();
+    if whole {
+        return text;
+    }
+    let mut end = Refusal::MAX_EXCERPT_BYTES.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// Whether `value` written as compact JSON takes at most `max` bytes: counted as it is written,
@@ -305,13 +419,19 @@ pub(crate) fn select_bindings<'b, B>(
             .enumerate()
             .filter(|(_, t)| t.as_ref().is_some_and(|t| &t.name == remote))
             .map(|(i, _)| i);
-        let at = named
-            .next()
-            .ok_or_else(|| AdapterError::new(codes::tool_missing()))?;
+        let at = named.next().ok_or_else(|| {
+            AdapterError::refused(
+                codes::tool_missing(),
+                Refusal::new(remote, "", "the server does not list it"),
+            )
+        })?;
         // Two entries under one name: which one the host reviewed is unknowable, so neither is
         // picked, whether or not they differ.
         if named.next().is_some() {
-            return Err(AdapterError::new(codes::catalog_ambiguous()));
+            return Err(AdapterError::refused(
+                codes::catalog_ambiguous(),
+                Refusal::new(remote, "", "the server lists it more than once"),
+            ));
         }
         let tool = listed[at].take().expect("found above");
         selected.push((binding, select(tool, limits)?));

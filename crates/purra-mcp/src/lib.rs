@@ -9,6 +9,13 @@
 //! remote tool that runs only as a task fails closed unless its read binding opts in
 //! ([`ReadBinding::run_tasks`]); write bindings never run tasks.
 //!
+//! A selected schema may declare JSON Schema 2020-12 at its root; draft-07 and 2019-09 (what
+//! every TypeScript-SDK server declares) only when the host opts in with
+//! [`Limits::earlier_schema_dialects`], and then only when every keyword means the same there as
+//! in 2020-12. A discovery that refuses a selected tool says so with a code (all a model may
+//! see) and, for the host, an [`AdapterError::refusal`]: the tool, the JSON pointer in it, the
+//! reason and the listed JSON around it.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::collections::BTreeMap;
@@ -45,7 +52,7 @@ mod write;
 
 use purra_core::ErrorCode;
 
-pub use discovery::{discover_read_tools, ReadBinding, ReadCatalog, Snapshot};
+pub use discovery::{check_tool, discover_read_tools, ReadBinding, ReadCatalog, Snapshot};
 pub use limits::{Limits, MAX_TIMEOUT};
 pub use monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
 pub use write::{
@@ -73,23 +80,90 @@ pub mod __private {
     }
 }
 
-/// A sanitized adapter failure: a code from [`codes`], nothing else.
+/// An adapter failure: a code from [`codes`] (all a model is ever given), and for a discovery
+/// that refused a selected tool, the [`Refusal`] that tells the host what to fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdapterError {
     /// The code.
     pub code: ErrorCode,
+    /// What discovery refused, for the host's operator (never handed to a model: it names
+    /// remote tools and schema members). `None` for every call failure.
+    pub refusal: Option<Box<Refusal>>,
 }
 
 impl AdapterError {
     /// An error with `code`.
     pub fn new(code: ErrorCode) -> Self {
-        AdapterError { code }
+        AdapterError {
+            code,
+            refusal: None,
+        }
+    }
+
+    /// An error with `code` and the refusal behind it.
+    pub fn refused(code: ErrorCode, refusal: Refusal) -> Self {
+        AdapterError {
+            code,
+            refusal: Some(Box::new(refusal)),
+        }
+    }
+}
+
+/// Why discovery refused one selected remote tool, for the host: which tool, where in it, why,
+/// and the listed JSON around that place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refusal {
+    /// The remote tool's name, as the host selected it.
+    pub tool: String,
+    /// A JSON pointer into the listed tool (`/inputSchema/$schema`,
+    /// `/outputSchema/properties/x/format`, `/description`); empty when the tool itself is the
+    /// problem (not listed, listed twice).
+    pub pointer: String,
+    /// Why, in a sentence (the strict profile's reason for a schema).
+    pub reason: String,
+    /// The listed JSON object holding the refused place (compact, at most
+    /// [`Refusal::MAX_EXCERPT_BYTES`] bytes and then cut with `…`), when there is one.
+    pub excerpt: Option<String>,
+}
+
+impl Refusal {
+    /// The longest excerpt kept, in bytes.
+    pub const MAX_EXCERPT_BYTES: usize = 400;
+
+    /// A refusal of `tool` at `pointer` for `reason`, without an excerpt.
+    pub fn new(
+        tool: impl Into<String>,
+        pointer: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Refusal {
+        Refusal {
+            tool: tool.into(),
+            pointer: pointer.into(),
+            reason: reason.into(),
+            excerpt: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    /// `tool "NAME" at POINTER: REASON` (names and pointers quoted and escaped).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tool {:?}", self.tool)?;
+        if !self.pointer.is_empty() {
+            write!(f, " at {:?}", self.pointer)?;
+        }
+        write!(f, ": {}", self.reason)
     }
 }
 
 impl std::fmt::Display for AdapterError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MCP adapter error: {}", self.code.as_str())
+        write!(f, "MCP adapter error: {}", self.code.as_str())?;
+        if let Some(r) = &self.refusal {
+            write!(f, " ({r})")?;
+        }
+        Ok(())
     }
 }
 

@@ -1,4 +1,5 @@
-//! The adapter's limits: seed defaults; each may be lowered, the timeout raised to 300 s.
+//! The adapter's limits: seed defaults; each may be lowered, the timeout raised to 300 s; and
+//! the host's opt-in to tool schemas that declare draft-07 or 2019-09.
 
 use std::time::Duration;
 
@@ -24,6 +25,12 @@ pub struct Limits {
     pub max_content_blocks: u32,
     /// Per-request timeout (default 30 s, at most 300 s).
     pub timeout: Duration,
+    /// Whether a selected tool's schema may declare JSON Schema draft-07 or 2019-09 at its root
+    /// (every TypeScript-SDK server declares draft-07): accepted when every keyword means the
+    /// same there as in 2020-12, the declaration kept in the snapshot and its digest; what means
+    /// something else is `mcp_schema_unsupported` (purra-schema's dialect table). Default false:
+    /// seed 000's profile, whose only declaration is 2020-12's.
+    pub earlier_schema_dialects: bool,
 }
 
 impl Default for Limits {
@@ -37,6 +44,7 @@ impl Default for Limits {
             max_result_bytes: 64 * 1024,
             max_content_blocks: 128,
             timeout: Duration::from_secs(30),
+            earlier_schema_dialects: false,
         }
     }
 }
@@ -46,7 +54,7 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Limits {
     /// Checks that every limit is at least 1 and at most its default, and the timeout between
-    /// 1 ms and 300 s; anything else is `mcp_config_invalid`.
+    /// 1 ms and 300 s; anything else is `mcp_config_invalid`. (The dialect opt-in is no bound.)
     pub fn validate(&self) -> Result<(), AdapterError> {
         let d = Limits::default();
         let ok = (1..=d.max_pages).contains(&self.max_pages)
@@ -80,6 +88,12 @@ mod tests {
             ..Limits::default()
         };
         assert!(lowered.validate().is_ok());
+        assert!(!Limits::default().earlier_schema_dialects);
+        let earlier = Limits {
+            earlier_schema_dialects: true,
+            ..Limits::default()
+        };
+        assert!(earlier.validate().is_ok());
         for bad in [
             Limits {
                 max_pages: 33,
