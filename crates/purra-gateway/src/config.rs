@@ -367,7 +367,8 @@ impl<'de> Deserialize<'de> for Dur {
 }
 
 /// Bounds on upstream discovery and calls (the `[limits]` table); each may be lowered from
-/// purra-mcp's default, the timeout raised to 300 s.
+/// purra-mcp's default, the timeout raised to 300 s; and whether upstream tool schemas may
+/// declare JSON Schema draft-07 or 2019-09.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
@@ -387,6 +388,10 @@ pub struct LimitsConfig {
     pub max_content_blocks: Option<u32>,
     /// Per-request timeout of upstream calls.
     pub timeout: Option<Dur>,
+    /// Whether a bound tool's schema may declare draft-07 or 2019-09 at its root, as every
+    /// TypeScript-SDK server's does (default true: accepted when every keyword means the same as
+    /// in 2020-12; `false` keeps purra-mcp's default, 2020-12 only).
+    pub earlier_schema_dialects: Option<bool>,
 }
 
 impl LimitsConfig {
@@ -404,6 +409,7 @@ impl LimitsConfig {
             max_result_bytes: self.max_result_bytes.unwrap_or(d.max_result_bytes),
             max_content_blocks: self.max_content_blocks.unwrap_or(d.max_content_blocks),
             timeout: self.timeout.map_or(d.timeout, |t| t.0),
+            earlier_schema_dialects: self.earlier_schema_dialects.unwrap_or(true),
         }
     }
 }
@@ -811,6 +817,31 @@ impl GatewayConfig {
             )),
             _ => {}
         }
+    }
+}
+
+impl GatewayConfig {
+    /// What a configuration needs to serve anything: an upstream and a binding. A file or a
+    /// configuration built in code without them is refused before anything starts
+    /// ([`crate::load`] and [`crate::Gateway::start`] run this beside [`GatewayConfig::check`];
+    /// [`crate::load_str`] does not, so a fragment can be checked on its own).
+    pub fn check_serves(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        if self.upstreams.is_empty() {
+            out.push((
+                "upstreams".into(),
+                "no upstream server is configured: add an [upstreams.ID] table with a command or a url"
+                    .into(),
+            ));
+        }
+        if self.reads.is_empty() && self.writes.is_empty() {
+            out.push((
+                "reads".into(),
+                "nothing is bound: add a [reads.NAME] or [writes.NAME] table naming an upstream tool"
+                    .into(),
+            ));
+        }
+        out
     }
 }
 

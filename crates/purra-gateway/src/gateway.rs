@@ -2,7 +2,10 @@
 //!
 //! Starting connects every upstream and discovers its bindings (an upstream tool that is not
 //! listed, or whose schema is outside the strict profile, is a configuration mistake reported
-//! before anything is served). Each bound tool is registered on a purra-protocol [`Server`] with
+//! before anything is served, at the binding's key and line with the place in the tool and the
+//! reason; a configuration without an upstream or a binding is one too). A write bound with
+//! `effect = "write"` over a tool the upstream marks `destructiveHint: true` is started with a
+//! warning through the [`Log`]. Each bound tool is registered on a purra-protocol [`Server`] with
 //! its strict-profile schemas; nothing else upstream is visible. Reads run through Core's
 //! `execute` and the adapter's bounded call; writes go through durable approvals ([`crate::write`]).
 //!
@@ -80,6 +83,9 @@ pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct StartOptions {
     /// Where operational messages go (default: nowhere).
     pub log: Option<Log>,
+    /// Whether a refused tool's mistake also shows the listed JSON around the refused place
+    /// (a bounded excerpt of the upstream's schema; default false).
+    pub excerpts: bool,
 }
 
 impl StartOptions {
@@ -88,12 +94,20 @@ impl StartOptions {
         self.log = Some(Arc::new(log));
         self
     }
+
+    /// Shows the listed JSON around each refused place in the mistakes (see
+    /// [`StartOptions::excerpts`]).
+    pub fn excerpts(mut self, yes: bool) -> Self {
+        self.excerpts = yes;
+        self
+    }
 }
 
 impl std::fmt::Debug for StartOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StartOptions")
             .field("log", &self.log.is_some())
+            .field("excerpts", &self.excerpts)
             .finish()
     }
 }
@@ -161,7 +175,8 @@ impl Gateway {
         store: Arc<dyn GatewayStore>,
         options: StartOptions,
     ) -> Result<Gateway, StartError> {
-        let problems = config.check();
+        let mut problems = config.check();
+        problems.extend(config.check_serves());
         if !problems.is_empty() {
             return Err(StartError::Config(ConfigErrors(
                 problems
@@ -257,7 +272,8 @@ impl Gateway {
         let mut errors = Vec::new();
         for upstream in upstreams.values() {
             if let Err(e) = upstream.current().await {
-                errors.extend(start_errors(upstream, &bindings, source, &e).await);
+                errors
+                    .extend(start_errors(upstream, &bindings, source, &e, options.excerpts).await);
             }
         }
         if !errors.is_empty() {
@@ -266,6 +282,12 @@ impl Gateway {
             }
             errors.sort_by_key(|e: &ConfigError| e.line.unwrap_or(0));
             return Err(StartError::Config(ConfigErrors(errors)));
+        }
+
+        if let Some(log) = &options.log {
+            for warning in destructive_warnings(&bindings, source) {
+                log(&warning);
+            }
         }
 
         store
@@ -485,51 +507,107 @@ pub(crate) fn client_decision_warnings(config: &GatewayConfig) -> Vec<String> {
     out
 }
 
-/// The configuration mistakes behind a failed discovery of `upstream`.
+/// The key a binding's mistakes about its upstream tool are placed at: its `tool` key when it
+/// has one, else the binding's table.
+fn tool_key(b: &Binding, source: &ConfigSource) -> String {
+    let tool = format!("{}.tool", b.key);
+    if source.keys.contains_key(&tool) {
+        tool
+    } else {
+        b.key.clone()
+    }
+}
+
+/// The configuration mistakes behind a failed discovery of `upstream`: every bound tool it does
+/// not list or whose description or schema discovery refuses, each at its binding's key, with
+/// the place in the tool and the reason (and with `excerpts` the listed JSON there).
 async fn start_errors(
     upstream: &Arc<Upstream>,
     bindings: &BTreeMap<String, Arc<Binding>>,
     source: &ConfigSource,
     e: &UpstreamError,
+    excerpts: bool,
 ) -> Vec<ConfigError> {
     let mine: Vec<&Arc<Binding>> = bindings
         .values()
         .filter(|b| Arc::ptr_eq(&b.upstream, upstream))
         .collect();
     let key = format!("upstreams.{}", upstream.id);
-    match e {
-        UpstreamError::Connect(why) => vec![source.error(&key, format!("cannot connect: {why}"))],
-        UpstreamError::Discovery(err) if err.code == purra_mcp::codes::tool_missing() => {
-            let listed = upstream.probe().await.unwrap_or_default();
-            let missing: Vec<ConfigError> = mine
-                .iter()
-                .filter(|b| !listed.contains(&b.remote))
-                .map(|b| {
-                    let at = if source.keys.contains_key(&format!("{}.tool", b.key)) {
-                        format!("{}.tool", b.key)
-                    } else {
-                        b.key.clone()
-                    };
-                    source.error(
-                        &at,
-                        crate::upstream::missing_tool(&upstream.id, &b.remote, &listed),
-                    )
-                })
-                .collect();
-            if missing.is_empty() {
-                vec![source.error(&key, format!("discovery failed: {}", err.code))]
-            } else {
-                missing
-            }
+    let err = match e {
+        UpstreamError::Connect(why) => {
+            return vec![source.error(&key, format!("cannot connect: {why}"))]
         }
-        UpstreamError::Discovery(err) => vec![source.error(
-            &key,
-            format!(
-                "discovery failed: {} (a bound tool's schema or description is outside the limits or the strict schema profile)",
-                err.code
-            ),
-        )],
+        UpstreamError::Discovery(err) => err,
+    };
+    let Some(refusal) = &err.refusal else {
+        return vec![source.error(&key, format!("discovery failed: {}", err.code))];
+    };
+    // Discovery stopped at the first refused tool: look at every bound one.
+    let refs: Vec<(String, String)> = mine
+        .iter()
+        .map(|b| (tool_key(b, source), b.remote.clone()))
+        .collect();
+    let found = match upstream.probe().await {
+        Ok(tools) => crate::upstream::binding_mistakes(
+            &upstream.id,
+            &refs,
+            &tools,
+            upstream.limits(),
+            excerpts,
+        ),
+        Err(_) => Vec::new(),
+    };
+    if !found.is_empty() {
+        return found
+            .into_iter()
+            .map(|(k, m)| source.error(&k, m))
+            .collect();
     }
+    // What discovery saw, placed at the binding of the tool it names.
+    let at = mine
+        .iter()
+        .find(|b| b.remote == refusal.tool)
+        .map_or(key, |b| tool_key(b, source));
+    vec![source.error(
+        &at,
+        crate::upstream::refusal_message(&upstream.id, err, excerpts),
+    )]
+}
+
+/// A warning for every write bound with `effect = "write"` over a tool its upstream marks
+/// `destructiveHint: true`: the approver is told the call writes, the upstream says it may
+/// destroy.
+fn destructive_warnings(
+    bindings: &BTreeMap<String, Arc<Binding>>,
+    source: &ConfigSource,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in bindings.values() {
+        if b.effect != Some(EffectConfig::Write) {
+            continue;
+        }
+        let Some(live) = b.upstream.live() else {
+            continue;
+        };
+        let marked = live.conn.tools().iter().any(|t| {
+            t.name == b.remote
+                && t.annotations
+                    .as_ref()
+                    .and_then(|a| a.destructive_hint)
+                    .unwrap_or(false)
+        });
+        if marked {
+            let at = source.error(
+                &format!("{}.effect", b.key),
+                format!(
+                    "upstream {:?} marks the tool {:?} destructive (destructiveHint: true), but the binding declares effect = \"write\": approvers are told it writes; declare effect = \"destructive\" if it can destroy data",
+                    b.upstream.id, b.remote
+                ),
+            );
+            out.push(format!("warning: {at}"));
+        }
+    }
+    out
 }
 
 impl Inner {

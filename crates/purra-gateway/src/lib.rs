@@ -66,5 +66,8 @@ pub use config::{
     ScopeRules, Settings, UpstreamConfig, WriteConfig,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
-pub use load::{from_toml_serde, load, load_reporting_all, load_str, ConfigSource, Loaded};
+pub use load::{
+    from_toml_serde, load, load_reporting_all, load_reporting_all_with, load_str, ConfigSource,
+    Loaded,
+};
 pub use store::{Decisions, GatewayStore};

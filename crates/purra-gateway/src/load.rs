@@ -15,6 +15,8 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
+use purra_mcp::Limits;
+
 use crate::config::{
     AuthSettings, ConfigError, ConfigErrors, GatewayConfig, IntrospectionSettings, LimitsConfig,
     PageOidc, PageSettings, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig,
@@ -28,7 +30,8 @@ fn is_postgres_url(db: &Path) -> bool {
 }
 
 /// Reads and checks the configuration file at `path` (relative paths in it are resolved against
-/// its directory). Every mistake is in the error, in file order.
+/// its directory). Every mistake is in the error, in file order; a file that configures no
+/// upstream or binds nothing is one ([`GatewayConfig::check_serves`]).
 pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
     let file = path.display().to_string();
     let text = read_bounded(path).map_err(|message| {
@@ -39,7 +42,8 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
             message,
         }])
     })?;
-    let Loaded { mut config, source } = load_str(&file, &text)?;
+    let Loaded { mut config, source } =
+        read_str(&file, &text, true).map_err(|p| ConfigErrors(p.errors))?;
     let base = base_dir(path);
     if config.gateway.db.is_relative() && !is_postgres_url(&config.gateway.db) {
         config.gateway.db = base.join(&config.gateway.db);
@@ -143,9 +147,10 @@ fn line_of(keys: &BTreeMap<String, usize>, key: &str) -> Option<usize> {
     }
 }
 
-/// Reads and checks configuration text; `file` names it in messages.
+/// Reads and checks configuration text; `file` names it in messages. A fragment (no upstream,
+/// nothing bound) is checked as far as it goes: [`load`] and [`crate::Gateway::start`] refuse it.
 pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigErrors> {
-    read_str(file, text).map_err(|p| ConfigErrors(p.errors))
+    read_str(file, text, false).map_err(|p| ConfigErrors(p.errors))
 }
 
 /// What a configuration with mistakes still says: enough to look for more mistakes upstream.
@@ -156,9 +161,12 @@ struct Partial {
     upstreams: BTreeMap<String, UpstreamConfig>,
     /// Every binding's (key, upstream, upstream tool), also of bindings with mistakes.
     refs: Vec<(String, String, String)>,
+    /// The `[limits]` table, when it could be read.
+    limits: Option<Box<LimitsConfig>>,
 }
 
-fn read_str(file: &str, text: &str) -> Result<Loaded, Partial> {
+/// Reads `text`; `whole` adds the checks of a whole configuration (something to serve).
+fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
     let mut cx = Cx {
         file: file.to_owned(),
         lines: LineIndex::new(text),
@@ -166,6 +174,7 @@ fn read_str(file: &str, text: &str) -> Result<Loaded, Partial> {
         keys: BTreeMap::new(),
         upstreams: BTreeMap::new(),
         refs: Vec::new(),
+        limits: None,
     };
     let (doc, syntax) = DeTable::parse_recoverable(text);
     if !syntax.is_empty() {
@@ -183,11 +192,17 @@ fn read_str(file: &str, text: &str) -> Result<Loaded, Partial> {
             keys: BTreeMap::new(),
             upstreams: BTreeMap::new(),
             refs: Vec::new(),
+            limits: None,
         });
     }
     let config = cx.document(doc.get_ref(), doc.span());
     if let Some(config) = &config {
-        for (key, message) in config.check() {
+        let serves = if whole {
+            config.check_serves()
+        } else {
+            Vec::new()
+        };
+        for (key, message) in config.check().into_iter().chain(serves) {
             let line = line_of(&cx.keys, &key);
             cx.errors.push(ConfigError {
                 file: file.to_owned(),
@@ -216,22 +231,30 @@ fn read_str(file: &str, text: &str) -> Result<Loaded, Partial> {
                 keys: cx.keys,
                 upstreams: cx.upstreams,
                 refs: cx.refs,
+                limits: cx.limits.map(Box::new),
             })
         }
     }
 }
 
 /// Like [`load`], and when the file has mistakes, also connects to each upstream that could be
-/// read and adds a mistake for every bound tool it does not list: every mistake at once, before
-/// anything is served. (A file without mistakes is checked against its upstreams by
-/// [`crate::Gateway::start`], which connects anyway.)
+/// read and adds a mistake for every bound tool it does not list or whose description or schema
+/// discovery would refuse: every mistake at once, before anything is served. (A file without
+/// mistakes is checked against its upstreams by [`crate::Gateway::start`], which connects
+/// anyway.)
 pub async fn load_reporting_all(path: &Path) -> Result<Loaded, ConfigErrors> {
+    load_reporting_all_with(path, false).await
+}
+
+/// [`load_reporting_all`], with `excerpts`: a refused tool's mistake also shows the listed JSON
+/// around the refused place (as [`crate::StartOptions::excerpts`] does at start).
+pub async fn load_reporting_all_with(path: &Path, excerpts: bool) -> Result<Loaded, ConfigErrors> {
     let text = match read_bounded(path) {
         Ok(t) => t,
         Err(_) => return load(path),
     };
     let file = path.display().to_string();
-    let partial = match read_str(&file, &text) {
+    let partial = match read_str(&file, &text, true) {
         Ok(_) => return load(path),
         Err(p) => p,
     };
@@ -241,6 +264,7 @@ pub async fn load_reporting_all(path: &Path) -> Result<Loaded, ConfigErrors> {
     };
     let mut errors = partial.errors;
     let base = base_dir(path);
+    let limits = partial.limits.map_or_else(Limits::default, |l| l.limits());
     for (id, mut u) in partial.upstreams {
         let refs: Vec<&(String, String, String)> =
             partial.refs.iter().filter(|r| r.1 == id).collect();
@@ -259,14 +283,12 @@ pub async fn load_reporting_all(path: &Path) -> Result<Loaded, ConfigErrors> {
             BTreeMap::new(),
         );
         match probe.probe().await {
-            Ok(listed) => {
-                for (key, _, remote) in refs {
-                    if !listed.contains(remote) {
-                        errors.push(
-                            source.error(key, crate::upstream::missing_tool(&id, remote, &listed)),
-                        );
-                    }
-                }
+            Ok(tools) => {
+                let refs: Vec<(String, String)> =
+                    refs.iter().map(|r| (r.0.clone(), r.2.clone())).collect();
+                let found =
+                    crate::upstream::binding_mistakes(&id, &refs, &tools, &limits, excerpts);
+                errors.extend(found.into_iter().map(|(k, m)| source.error(&k, m)));
             }
             Err(e) => errors.push(source.error(&format!("upstreams.{id}"), e.to_string())),
         }
@@ -305,6 +327,8 @@ struct Cx {
     upstreams: BTreeMap<String, UpstreamConfig>,
     /// Every binding's (key of its tool, upstream, upstream tool).
     refs: Vec<(String, String, String)>,
+    /// The `[limits]` table, when it could be read.
+    limits: Option<LimitsConfig>,
 }
 
 impl Cx {
@@ -351,8 +375,10 @@ impl Cx {
                 max_result_bytes: f.opt("max_result_bytes"),
                 max_content_blocks: f.opt("max_content_blocks"),
                 timeout: f.opt("timeout"),
+                earlier_schema_dialects: f.opt("earlier_schema_dialects"),
             };
             f.finish();
+            cx.limits = Some(l);
             Some(l)
         });
         let upstreams = t.map("upstreams", |cx, table, key, span| {

@@ -67,7 +67,10 @@ impl std::fmt::Display for UpstreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             UpstreamError::Connect(why) => write!(f, "cannot connect: {why}"),
-            UpstreamError::Discovery(e) => write!(f, "discovery failed: {}", e.code),
+            UpstreamError::Discovery(e) => match &e.refusal {
+                Some(r) => write!(f, "discovery failed: {} ({r})", e.code),
+                None => write!(f, "discovery failed: {}", e.code),
+            },
         }
     }
 }
@@ -215,11 +218,6 @@ impl Upstream {
         result.map_err(|e| UpstreamError::Connect(e.to_string()))
     }
 
-    /// Lists the upstream's tools (names only), for configuration messages.
-    async fn listed(conn: &Connection) -> Vec<String> {
-        conn.tools().iter().map(|t| t.name.clone()).collect()
-    }
-
     async fn discover(
         &self,
         conn: &Arc<Connection>,
@@ -287,14 +285,69 @@ impl Upstream {
         })
     }
 
-    /// Connects and lists the upstream's tool names without binding anything (for the start
-    /// checks of the configuration).
-    pub async fn probe(&self) -> Result<Vec<String>, UpstreamError> {
+    /// Connects and lists the upstream's tools without binding anything (for the start checks
+    /// of the configuration).
+    pub async fn probe(&self) -> Result<Vec<Tool>, UpstreamError> {
         let conn = self.connect().await?;
-        let names = Self::listed(&conn).await;
+        let tools = conn.tools().as_ref().clone();
         conn.close().await;
-        Ok(names)
+        Ok(tools)
     }
+
+    /// The limits discovery runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+}
+
+/// The configuration mistakes of bindings of upstream `upstream` that its listed `tools` show:
+/// for each `(key, remote tool)`, a tool it does not list, or one discovery would refuse (the
+/// place in the tool and the reason; with `excerpts`, the listed JSON there). Every one at once,
+/// where discovery stops at the first.
+pub(crate) fn binding_mistakes(
+    upstream: &str,
+    refs: &[(String, String)],
+    tools: &[Tool],
+    limits: &Limits,
+    excerpts: bool,
+) -> Vec<(String, String)> {
+    let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+    let mut out = Vec::new();
+    for (key, remote) in refs {
+        let listed: Vec<&Tool> = tools.iter().filter(|t| &t.name == remote).collect();
+        match listed.as_slice() {
+            [] => out.push((key.clone(), missing_tool(upstream, remote, &names))),
+            [tool] => {
+                if let Err(e) = purra_mcp::check_tool(tool, limits) {
+                    out.push((key.clone(), refusal_message(upstream, &e, excerpts)));
+                }
+            }
+            _ => out.push((
+                key.clone(),
+                format!("upstream {upstream:?} lists the tool {remote:?} more than once"),
+            )),
+        }
+    }
+    out
+}
+
+/// The message for a bound tool discovery refused: `upstream "ID" tool "NAME" at POINTER:
+/// REASON (CODE)`, and with `excerpts` a second line with the listed JSON there.
+pub(crate) fn refusal_message(upstream: &str, e: &AdapterError, excerpts: bool) -> String {
+    let Some(r) = &e.refusal else {
+        return format!("upstream {upstream:?}: discovery failed: {}", e.code);
+    };
+    let mut message = format!("upstream {upstream:?} tool {:?}", r.tool);
+    if !r.pointer.is_empty() {
+        message.push_str(" at ");
+        message.push_str(&r.pointer);
+    }
+    message.push_str(&format!(": {} ({})", r.reason, e.code));
+    if let (true, Some(excerpt)) = (excerpts, &r.excerpt) {
+        message.push_str("\n      the listed JSON there: ");
+        message.push_str(excerpt);
+    }
+    message
 }
 
 /// The message for a bound tool the upstream does not list.

@@ -589,3 +589,24 @@ arguments = [
         ]
     );
 }
+
+#[test]
+fn earlier_schema_dialects_are_accepted_by_default_and_can_be_turned_off() {
+    // The gateway's default, unlike purra-mcp's: TypeScript-SDK servers declare draft-07.
+    let c = load_str("g.toml", "").expect("empty").config;
+    assert!(c.limits.limits().earlier_schema_dialects);
+    assert!(!purra_mcp::Limits::default().earlier_schema_dialects);
+    let text = "[limits]\nearlier_schema_dialects = false\n";
+    let c = load_str("g.toml", text).expect("no mistakes").config;
+    assert_eq!(c.limits.earlier_schema_dialects, Some(false));
+    assert!(!c.limits.limits().earlier_schema_dialects);
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
+    assert_eq!(
+        errors("[limits]\nearlier_schema_dialects = \"no\"\n"),
+        ["g.toml:2: limits.earlier_schema_dialects: invalid type: string \"no\", expected a boolean"]
+    );
+    assert_eq!(
+        errors("[limits]\ndialects = false\n"),
+        ["g.toml:2: limits.dialects: unknown key (expected one of: earlier_schema_dialects, max_catalog_bytes, max_content_blocks, max_description_bytes, max_pages, max_result_bytes, max_schema_bytes, max_tools, timeout)"]
+    );
+}
