@@ -1,7 +1,9 @@
 //! The command line: every subcommand and option, parsed with clap (derive).
 //!
 //! The durable-store subcommands (`approvals list|show|approve|deny`, `runs list|show`, `demo`)
-//! work on a store given by `--db`: a SQLite file (default `./purra.db`) or a `postgres://` URL.
+//! work on a store given by `--db`: a SQLite file (default `./purra.db`) or a `postgres://` URL;
+//! `approvals` and `runs` also find it through a gateway file (`--config FILE`, or
+//! `./gateway.toml` when there is no `./purra.db`).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use purra_protocol::types::LoggingLevel;
@@ -49,7 +51,9 @@ Durable writes:
   purra demo --interactive             wait for `purra approvals approve ID` from elsewhere
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
-  Each takes --db PATH|URL (a SQLite file, default ./purra.db, or a postgres:// URL) and --json.
+  Each takes --db PATH|URL (a SQLite file, default ./purra.db, or a postgres:// URL) and --json;
+  approvals and runs also --config FILE (a gateway file's [gateway] db; without --db and
+  without ./purra.db, ./gateway.toml's).
   purra approvals serve                the approver page on 127.0.0.1:8470 (sign-in tokens
                                        printed; --page-approver NAME, repeatable)
   purra gateway --config gateway.toml  serve bound upstream tools to MCP clients; writes
@@ -211,9 +215,14 @@ pub struct PageArgs {
 #[derive(Debug, Args)]
 pub struct StoreArgs {
     /// The store: a SQLite file (an existing one, e.g. made by `purra demo`) or a
-    /// `postgres://USER@HOST:PORT/DATABASE` URL.
-    #[arg(long, value_name = "PATH|URL", default_value = "purra.db")]
-    pub db: String,
+    /// `postgres://USER@HOST:PORT/DATABASE` URL. Without it (and without --config): ./purra.db
+    /// when it exists, else the `[gateway] db` of ./gateway.toml when that exists.
+    #[arg(long, value_name = "PATH|URL")]
+    pub db: Option<String>,
+    /// A gateway configuration whose `[gateway] db` is the store (relative to the file's
+    /// directory, as `purra gateway` reads it).
+    #[arg(long, value_name = "FILE", conflicts_with = "db")]
+    pub config: Option<std::path::PathBuf>,
     /// Print one JSON document on stdout instead of readable output.
     #[arg(long)]
     pub json: bool,

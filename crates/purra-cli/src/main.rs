@@ -93,7 +93,7 @@ fn main() {
             cli.command,
             Command::ServeExample(_) | Command::ServeDemo | Command::Gateway(_)
         );
-        let work = dispatch(cli.command);
+        let work = dispatch(cli.command, cli.verbose);
         if serving {
             // The server handles SIGINT and SIGTERM itself and stops gracefully.
             return work.await;
@@ -123,7 +123,7 @@ fn main() {
     }
 }
 
-async fn dispatch(command: Command) -> Result<(), Failure> {
+async fn dispatch(command: Command, verbose: u8) -> Result<(), Failure> {
     match command {
         Command::Inspect(a) => cmd::inspect::run(a).await,
         Command::Call(a) => cmd::call::run(a).await,
@@ -140,6 +140,6 @@ async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Approvals(a) => cmd::approvals::run(a).await,
         Command::Runs(a) => cmd::runs::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
-        Command::Gateway(a) => cmd::gateway::run(a).await,
+        Command::Gateway(a) => cmd::gateway::run(a, verbose > 0).await,
     }
 }

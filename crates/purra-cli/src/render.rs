@@ -1,4 +1,5 @@
-//! Readable forms of results: text as is, structured content pretty-printed, media summarized.
+//! Readable forms of results: text as is, structured content pretty-printed, media summarized;
+//! and the tables of the store subcommands, each column as wide as its widest value.
 
 use purra_protocol::types::{Content, ResourceContents};
 use serde_json::Value;
@@ -120,6 +121,37 @@ pub fn line(s: &str) -> String {
     }
 }
 
+/// A table: a header line and one line per row, every column but the last padded to its widest
+/// cell (the header's included, counted in characters), columns two spaces apart, no trailing
+/// spaces. Each line ends with a newline.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let columns = header.len();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate().take(columns) {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            if i + 1 < columns {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +185,30 @@ mod tests {
         assert!(mirrors("{\"sum\": 5}", &json!({"sum": 5.0})));
         assert!(!mirrors("sum is 5", &json!({"sum": 5})));
         assert!(!mirrors("{\"sum\": 6}", &json!({"sum": 5})));
+    }
+
+    #[test]
+    fn table_columns_fit_their_widest_value() {
+        let rows = vec![
+            vec![
+                "approval-1".to_owned(),
+                "pending".to_owned(),
+                "-".to_owned(),
+            ],
+            vec![
+                "approval-10".to_owned(),
+                "claimed".to_owned(),
+                "committed".to_owned(),
+            ],
+            vec!["a-é".to_owned(), "x".to_owned(), String::new()],
+        ];
+        assert_eq!(
+            table(&["ID", "STATE", "EFFECT"], &rows),
+            "ID           STATE    EFFECT\n\
+             approval-1   pending  -\n\
+             approval-10  claimed  committed\n\
+             a-é          x\n"
+        );
+        assert_eq!(table(&["ID", "STATE"], &[]), "ID  STATE\n");
     }
 }

@@ -15,8 +15,7 @@ use crate::exit::Failure;
 pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
     let args = command.store_args();
     let json_out = args.json;
-    let location = store::location(&args.db)?;
-    let db = store::open(&location, false).await?;
+    let (location, db) = store::open_located(args).await?;
     match &command {
         ApprovalsCommand::List { before, limit, .. } => {
             let mut query = ApprovalQuery::all().newest_first().limit(*limit);
@@ -55,20 +54,22 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                     None => println!("no approvals in {}", location.shown()),
                 }
             } else {
-                println!(
-                    "{:<14} {:<9} {:<12} {:<12} EFFECT",
-                    "ID", "STATE", "TOOL", "RUN"
+                let rows: Vec<Vec<String>> = all
+                    .iter()
+                    .map(|a| {
+                        vec![
+                            text(&a["id"]),
+                            text(&a["state"]),
+                            text(&a["tool"]),
+                            text(&a["runId"]),
+                            a["effect"].as_str().unwrap_or("-").to_owned(),
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    crate::render::table(&["ID", "STATE", "TOOL", "RUN", "EFFECT"], &rows)
                 );
-                for a in &all {
-                    println!(
-                        "{:<14} {:<9} {:<12} {:<12} {}",
-                        text(&a["id"]),
-                        text(&a["state"]),
-                        text(&a["tool"]),
-                        text(&a["runId"]),
-                        a["effect"].as_str().unwrap_or("-"),
-                    );
-                }
                 if let Some(next) = next {
                     println!("{more} more, older: see them with --before {next}");
                 }

@@ -2,7 +2,10 @@
 //! clients, with durable approvals for writes (purra-gateway), over stdio or Streamable HTTP.
 //!
 //! The configuration is read and checked first; every mistake is printed with its file, line
-//! and key, and the command exits 78 before anything is served. Operational messages go to
+//! and key (a bound tool the upstream refuses also names the place in the tool and the reason;
+//! with `-v`, the listed JSON there), and the command exits 78 before anything is served.
+//! Warnings (a write bound with `effect = "write"` over a tool the upstream marks destructive)
+//! are printed at `--check` and at start. Operational messages go to
 //! stderr, prefixed `purra gateway:`; over HTTP the first line is `purra gateway: serving URL`,
 //! followed by where the protected resource metadata is when `[gateway.auth]` guards the
 //! listener (else by a warning that HTTP callers are not authenticated).
@@ -20,9 +23,9 @@ use crate::cli::GatewayArgs;
 use crate::cmd::interrupted;
 use crate::exit::Failure;
 
-/// Runs `purra gateway`.
-pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
-    let loaded = purra_gateway::load_reporting_all(&args.config)
+/// Runs `purra gateway`; `excerpts` (`-v`) adds the listed JSON around a refused tool's place.
+pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
+    let loaded = purra_gateway::load_reporting_all_with(&args.config, excerpts)
         .await
         .map_err(|e| Failure::Config(e.to_string()))?;
     let settings = loaded.config.gateway.clone();
@@ -48,7 +51,9 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
             operator = Some(store.operator());
             Arc::new(store)
         };
-    let options = StartOptions::default().log(|m| eprintln!("purra gateway: {m}"));
+    let options = StartOptions::default()
+        .log(|m| eprintln!("purra gateway: {}", crate::term::for_stderr(m)))
+        .excerpts(excerpts);
     let gateway = Gateway::start_with(loaded.config, &loaded.source, store, options)
         .await
         .map_err(|e| match e {

@@ -13,8 +13,7 @@ use crate::exit::Failure;
 pub async fn run(command: RunsCommand) -> Result<(), Failure> {
     let args = command.store_args();
     let json_out = args.json;
-    let location = store::location(&args.db)?;
-    let db = store::open(&location, false).await?;
+    let (location, db) = store::open_located(args).await?;
     let known = db
         .ops()
         .run_ids()
@@ -31,19 +30,20 @@ pub async fn run(command: RunsCommand) -> Result<(), Failure> {
             } else if all.is_empty() {
                 println!("no runs in {}", location.shown());
             } else {
-                println!("{:<14} {:<10} APPROVALS", "ID", "STATE");
-                for r in &all {
-                    let ids: Vec<String> = r["approvals"]
-                        .as_array()
-                        .map(|a| a.iter().map(|x| text(&x["id"])).collect())
-                        .unwrap_or_default();
-                    println!(
-                        "{:<14} {:<10} {}",
-                        text(&r["id"]),
-                        text(&r["state"]),
-                        ids.join(", ")
-                    );
-                }
+                let rows: Vec<Vec<String>> = all
+                    .iter()
+                    .map(|r| {
+                        let ids: Vec<String> = r["approvals"]
+                            .as_array()
+                            .map(|a| a.iter().map(|x| text(&x["id"])).collect())
+                            .unwrap_or_default();
+                        vec![text(&r["id"]), text(&r["state"]), ids.join(", ")]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    crate::render::table(&["ID", "STATE", "APPROVALS"], &rows)
+                );
             }
         }
         RunsCommand::Show { id, .. } => {

@@ -5,17 +5,93 @@
 //! both stores: the approval's request (tool, arguments, binding, who asked, when), its decision with
 //! the approver's note, its claim (effect, receipt) and its audit trail.
 
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use purra_core::{ApprovalId, ApprovalState, ApprovalView, Decision, StoreError};
 pub use purra_store::{AnyStore as Store, StoreLocation as Location};
 use serde_json::{json, Value};
 
+use crate::cli::StoreArgs;
 use crate::exit::Failure;
 
 /// Reads `--db`: a `postgres://` URL, else a file path.
 pub fn location(db: &str) -> Result<Location, Failure> {
     Location::parse(db).map_err(|_| Failure::usage("--db needs a file path or a postgres:// URL"))
+}
+
+/// The default store file, in the current directory.
+pub const DEFAULT_DB: &str = "purra.db";
+
+/// The gateway file looked for in the current directory when there is no `--db`, no `--config`
+/// and no [`DEFAULT_DB`].
+pub const DEFAULT_GATEWAY_FILE: &str = "gateway.toml";
+
+/// Where a store subcommand's store is, and the gateway file it was read from, if any.
+pub struct Located {
+    /// The store.
+    pub location: Location,
+    /// The gateway configuration whose `[gateway] db` named it.
+    pub gateway_file: Option<std::path::PathBuf>,
+}
+
+/// Finds the store of `approvals` and `runs`: `--db`; else `--config FILE`'s `[gateway] db`
+/// (relative to the file's directory, as `purra gateway` reads it); else `./purra.db` when it
+/// exists; else `./gateway.toml`'s `db` when that file exists; else a failure naming what was
+/// looked for. A gateway file is read with the gateway's own reader: its mistakes exit 78.
+pub fn locate(args: &StoreArgs) -> Result<Located, Failure> {
+    if let Some(db) = &args.db {
+        return Ok(Located {
+            location: location(db)?,
+            gateway_file: None,
+        });
+    }
+    let file = match &args.config {
+        Some(file) => file.clone(),
+        None if Path::new(DEFAULT_DB).exists() => {
+            return Ok(Located {
+                location: location(DEFAULT_DB)?,
+                gateway_file: None,
+            })
+        }
+        None if Path::new(DEFAULT_GATEWAY_FILE).is_file() => PathBuf::from(DEFAULT_GATEWAY_FILE),
+        None => {
+            return Err(Failure::store(
+                "not_found",
+                format!(
+                    "no store: no --db or --config given, and neither ./{DEFAULT_DB} nor \
+                     ./{DEFAULT_GATEWAY_FILE} (whose [gateway] db would name it) is here (give \
+                     --db PATH|URL or --config FILE, or run `purra demo` to make ./{DEFAULT_DB})"
+                ),
+            ))
+        }
+    };
+    let loaded = purra_gateway::load(&file).map_err(|e| Failure::Config(e.to_string()))?;
+    let db = loaded.config.gateway.db.display().to_string();
+    Ok(Located {
+        location: Location::parse(&db)
+            .map_err(|e| Failure::Config(format!("{}: gateway.db: {e}", file.display())))?,
+        gateway_file: Some(file),
+    })
+}
+
+/// Finds ([`locate`]) and opens the existing store of a store subcommand.
+pub async fn open_located(args: &StoreArgs) -> Result<(Location, Store), Failure> {
+    let found = locate(args)?;
+    if let (Location::File(path), Some(file)) = (&found.location, &found.gateway_file) {
+        if !path.exists() {
+            return Err(Failure::store(
+                "not_found",
+                format!(
+                    "no store at {} (the [gateway] db of {}; `purra gateway --config {1}` makes it when it starts)",
+                    path.display(),
+                    file.display()
+                ),
+            ));
+        }
+    }
+    let store = open(&found.location, false).await?;
+    Ok((found.location, store))
 }
 
 /// Opens the store at `db`: an existing one (`create` false) or one created if missing (a
