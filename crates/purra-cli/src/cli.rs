@@ -209,6 +209,11 @@ pub struct PageArgs {
     /// Turn sign-in with the printed access tokens off (only with an OpenID Connect provider).
     #[arg(long = "page-no-token-login")]
     pub no_token_login: bool,
+    /// Browsers reach the page over TLS (through a proxy that terminates it): its cookies are
+    /// `Secure`, the session cookie named `__Host-purra_page_session`. On without this flag when
+    /// the OpenID Connect redirect URI is https.
+    #[arg(long = "page-secure-cookie")]
+    pub secure_cookie: bool,
 }
 
 /// Options of every store subcommand.

@@ -1189,3 +1189,132 @@ fn the_view_is_read_only_for_an_operator_write_and_hidden_characters_show_escape
     assert_eq!(shown["arguments"], json!({ "value": value }));
     drop(gw);
 }
+
+/// `HOST:PORT` of an `http://HOST:PORT/…` URL.
+fn authority(url: &str) -> String {
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    rest.split('/').next().expect("authority").to_owned()
+}
+
+/// Opens a connection to `url`'s server and sends half a request head (no blank line), then
+/// waits for the server to close it: `Ok(what it sent)` when it did, `Err` when it still held
+/// the connection after `within`.
+fn stalled_header(url: &str, within: Duration) -> Result<Vec<u8>, String> {
+    let host = authority(url);
+    let mut s = std::net::TcpStream::connect(&host).expect("connect");
+    write!(s, "GET / HTTP/1.1\r\nHost: {host}\r\n").expect("write");
+    s.set_read_timeout(Some(within)).expect("timeout");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Ok(answer),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(answer),
+            Err(e) => return Err(format!("{url}: still open ({e})")),
+        }
+    }
+}
+
+/// Finding 2 of the approver page's security review, through the binary: the page served by
+/// `purra gateway --page` and by `purra approvals serve` closes a connection that never finishes
+/// its request head, without a byte of answer, as the gateway's MCP endpoint does (the same
+/// accept loop and limits: 10 s to send the headers).
+#[test]
+fn finding_2_the_cli_pages_close_a_stalled_header_as_the_mcp_endpoint_does() {
+    let sc = Scenario::new("stalled");
+    let (_gw, mcp, gateway_page, _) = gateway(&sc);
+    let (_ap, approvals_page, _, _) = approvals_serve(&sc);
+    let waits: Vec<_> = [mcp, gateway_page, approvals_page]
+        .into_iter()
+        .map(|url| std::thread::spawn(move || stalled_header(&url, Duration::from_secs(40))))
+        .collect();
+    for w in waits {
+        assert_eq!(w.join().expect("thread"), Ok(Vec::new()));
+    }
+}
+
+/// POSTs the sign-in form with `token` to `page`; the response's `Set-Cookie` value.
+fn sign_in_cookie(page: &str, token: &str) -> String {
+    let host = authority(page);
+    let mut s = std::net::TcpStream::connect(&host).expect("connect");
+    let body = format!("token={token}");
+    write!(
+        s,
+        "POST /login HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read");
+    assert!(answer.starts_with("HTTP/1.1 303 See Other\r\n"), "{answer}");
+    answer
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .unwrap_or_else(|| panic!("no cookie: {answer}"))
+        .to_owned()
+}
+
+/// Finding 7 of the approver page's security review, through the binary: `--page-secure-cookie`
+/// (and `secure_cookie = true` in the gateway file's `[page]`) make the session cookie `Secure`
+/// and `__Host-` prefixed, said at start; without them the cookie stays as it was. Chromium
+/// keeps the secure cookie of a page on a loopback address (a secure context) and signs in.
+#[test]
+fn finding_7_the_secure_cookie_by_flag_and_by_the_gateway_file() {
+    let secure = "; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=43200";
+    let said = "the page's cookies are Secure (__Host-purra_page_session): browsers must reach it \
+                over https";
+    let sc = Scenario::new("secure");
+    sc.prepare("\"v1\"");
+    let p = Purra::start(&[
+        "approvals",
+        "serve",
+        "--db",
+        &sc.db(),
+        "--listen",
+        "127.0.0.1:0",
+        "--page-approver",
+        "ada",
+        "--page-secure-cookie",
+    ]);
+    let page = p.line("purra approvals: approver page at ");
+    assert_eq!(
+        p.line("purra approvals: the page's cookies"),
+        said["the page's cookies".len()..]
+    );
+    let token = p.line("purra approvals: sign-in token for ada: ");
+    let cookie = sign_in_cookie(&page, &token);
+    assert!(cookie.starts_with("__Host-purra_page_session="), "{cookie}");
+    assert!(cookie.ends_with(secure), "{cookie}");
+    let b = Browser::new(1000, 800);
+    sign_in(&b, &page, &token, "ada");
+
+    let config = sc.write_config_with("\n[page]\nsecure_cookie = true\n");
+    let gw = Purra::start(&[
+        "gateway",
+        "--config",
+        &config,
+        "--page",
+        "127.0.0.1:0",
+        "--page-approver",
+        "ada",
+    ]);
+    let page = gw.line("purra gateway: approver page at ");
+    assert_eq!(
+        gw.line("purra gateway: the page's cookies"),
+        said["the page's cookies".len()..]
+    );
+    let token = gw.line("purra gateway: sign-in token for ada: ");
+    let cookie = sign_in_cookie(&page, &token);
+    assert!(cookie.starts_with("__Host-purra_page_session="), "{cookie}");
+    assert!(cookie.ends_with(secure), "{cookie}");
+
+    let (_plain, page, ada, _) = approvals_serve(&sc);
+    let cookie = sign_in_cookie(&page, &ada);
+    assert!(cookie.starts_with("purra_page_session="), "{cookie}");
+    assert!(
+        cookie.ends_with("; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200"),
+        "{cookie}"
+    );
+}

@@ -53,13 +53,17 @@ pub struct GatewayConfig {
     pub page: PageSettings,
 }
 
-/// The approver page's sign-in (the `[page]` table).
+/// The approver page's sign-in and cookies (the `[page]` table).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PageSettings {
     /// Whether the access tokens printed at start sign in (default true); may be false only
     /// with `[page.oidc]`.
     pub token_login: bool,
+    /// Whether the page's cookies are `Secure` and its session cookie named with the `__Host-`
+    /// prefix (default false): set it when browsers reach the page over TLS, through a proxy
+    /// that terminates it (`--page-secure-cookie` says the same).
+    pub secure_cookie: bool,
     /// Sign-in through an OpenID Connect provider.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oidc: Option<PageOidc>,
@@ -69,6 +73,7 @@ impl Default for PageSettings {
     fn default() -> Self {
         PageSettings {
             token_login: true,
+            secure_cookie: false,
             oidc: None,
         }
     }

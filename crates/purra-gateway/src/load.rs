@@ -455,6 +455,7 @@ impl Cx {
         let page = t.table("page", |cx, table, key, span| {
             let mut f = Fields::new(cx, table, key, span);
             let token_login = f.opt("token_login");
+            let secure_cookie = f.opt("secure_cookie");
             let oidc = f.table("oidc", |cx, table, key, span| {
                 let mut f = Fields::new(cx, table, key, span);
                 let issuer = f.req("issuer");
@@ -477,6 +478,7 @@ impl Cx {
             f.finish();
             Some(PageSettings {
                 token_login: token_login.unwrap_or(true),
+                secure_cookie: secure_cookie.unwrap_or(false),
                 oidc: match oidc {
                     Some(o) => Some(o?),
                     None => None,

@@ -313,6 +313,7 @@ fn invalid_toml_is_reported_with_its_line() {
 fn the_page_sign_in_is_read_and_its_mistakes_named_with_their_lines() {
     let good = r#"[page]
 token_login = false
+secure_cookie = true
 
 [page.oidc]
 issuer = "https://id.example/realms/ops"
@@ -326,6 +327,7 @@ label = "Example ID"
     let c = load_str("g.toml", good).expect("no mistakes").config;
     let o = c.page.oidc.as_ref().unwrap();
     assert!(!c.page.token_login);
+    assert!(c.page.secure_cookie);
     assert_eq!(o.issuer, "https://id.example/realms/ops");
     assert_eq!(
         o.required_claim(),
@@ -361,6 +363,18 @@ client_secret = "inline"
     assert_eq!(
         errors("[page]\ntoken_login = false\n"),
         ["g.toml:2: page.token_login: token sign-in can be turned off only with [page.oidc]"]
+    );
+    // Finding 7: the page's cookies are `Secure` only when the file says so (or the flag).
+    assert!(
+        !load_str("g.toml", "[page]\n")
+            .unwrap()
+            .config
+            .page
+            .secure_cookie
+    );
+    assert_eq!(
+        errors("[page]\n\nsecure_cookie = \"yes\"\n"),
+        ["g.toml:3: page.secure_cookie: invalid type: string \"yes\", expected a boolean"]
     );
     assert_eq!(
         errors("\n[page.oidc]\nissuer = \"https://id.example\"\nclient_id = \"x\"\n"),

@@ -1,9 +1,13 @@
 //! purra-page: the approver page, served over any purra store (SQLite or PostgreSQL).
 //!
 //! A person who approves writes signs in with a random access token (one per approver, printed by
-//! whoever starts the page), or through an OpenID Connect provider ([`OidcLogin`]: the code flow
-//! with PKCE, `state` bound to the browser, `nonce`, the ID token checked, an [`AllowList`] of who
-//! may approve), and gets a session in an `HttpOnly`, `SameSite=Strict` cookie. The page
+//! whoever starts the page; wrong tokens from one client address back off, [`SignInLimits`]), or
+//! through an OpenID Connect provider ([`OidcLogin`]: the code flow with PKCE, `state` bound to
+//! the browser, `nonce`, the ID token checked, an [`AllowList`] of who may approve), and gets a
+//! session in an `HttpOnly`, `SameSite=Strict` cookie (`Secure`, named `__Host-…`, when the page
+//! is reached over TLS: [`PageConfig::secure_cookie`]). Browsers keep cookies by host, not by
+//! port: on a loopback address, any other web server on the same host name (another port) is
+//! sent the page's session cookie, so run no untrusted web server on the page's host. The page
 //! lists pending approvals with everything the approver approves (tool, upstream, arguments readably
 //! and as exact JSON, intent digest, binding and scope revisions, who asked and when, time left),
 //! updates live from the store's events (server-sent events, no reload), approves or denies with a
@@ -16,7 +20,10 @@
 //!
 //! Every request passes the MCP endpoints' Host and Origin policy ([`HostPolicy`], loopback by
 //! default); every state-changing request must come from the page's own origin and repeat the
-//! session's CSRF token. The HTML is rendered on the server; one small script (live updates, time
+//! session's CSRF token. [`Page::serve`] runs on the MCP endpoint's own accept loop
+//! (`purra_protocol::http::serve_with`) with the same [`ConnectionLimits`]: a bound on open
+//! connections (the longest-idle makes room) and a header-read timeout. A live-update stream
+//! ends when its session does (logout, expiry) or the page stops. The HTML is rendered on the server; one small script (live updates, time
 //! left, decisions without leaving the page) and one style sheet are served by the page itself.
 //!
 //! ```no_run
@@ -33,14 +40,17 @@
 mod oidc;
 mod render;
 mod session;
+mod throttle;
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
@@ -52,6 +62,7 @@ use purra_core::{
 };
 pub use purra_protocol::auth::OidcConfig;
 use purra_protocol::auth::OidcProvider;
+pub use purra_protocol::http::{ConnectionLimits, ConnectionStats};
 use purra_protocol::CancellationToken;
 pub use purra_protocol::HostPolicy;
 use serde_json::json;
@@ -59,6 +70,8 @@ use tokio::sync::Semaphore;
 
 use render::{Item, Listing, View};
 use session::{Session, Sessions};
+pub use throttle::SignInLimits;
+use throttle::Throttle;
 
 /// How a decision is recorded: the store's own `decide` by default; a gateway in the same process
 /// records it through itself so its waiting calls wake at once.
@@ -92,6 +105,17 @@ pub struct PageConfig {
     /// Whether the printed access tokens sign in (default true; may be turned off only when
     /// [`oidc`](PageConfig::oidc) is configured).
     pub token_login: bool,
+    /// The bounds on failed token sign-ins per client address (5 free, then a backoff from 1 s
+    /// doubling to 5 min, answered 429 with `Retry-After`).
+    pub sign_in: SignInLimits,
+    /// The connection limits [`Page::serve`] serves with: by default the MCP endpoint's own
+    /// (`ConnectionLimits::default()`: 1024 connections, 10 s to send a request's headers).
+    pub connections: ConnectionLimits,
+    /// Whether the session cookie is `Secure` and named with the `__Host-` prefix (and the
+    /// pre-login cookie `Secure`, `__Secure-`): set it when browsers reach the page over TLS
+    /// (behind a proxy that terminates it). Also on, whatever this says, when the OpenID Connect
+    /// redirect URI is `https://`: that is the page's address then.
+    pub secure_cookie: bool,
 }
 
 impl Default for PageConfig {
@@ -107,6 +131,9 @@ impl Default for PageConfig {
             history_limit: 50,
             oidc: None,
             token_login: true,
+            sign_in: SignInLimits::default(),
+            connections: ConnectionLimits::default(),
+            secure_cookie: false,
         }
     }
 }
@@ -140,6 +167,37 @@ impl PageConfig {
     pub fn token_login(mut self, yes: bool) -> Self {
         self.token_login = yes;
         self
+    }
+
+    /// Replaces the bounds on failed token sign-ins.
+    pub fn sign_in(mut self, limits: SignInLimits) -> Self {
+        self.sign_in = limits;
+        self
+    }
+
+    /// Replaces the connection limits [`Page::serve`] serves with.
+    pub fn connections(mut self, limits: ConnectionLimits) -> Self {
+        self.connections = limits;
+        self
+    }
+
+    /// Whether the cookies are `Secure` (and prefixed `__Host-`/`__Secure-`): the page is
+    /// reached over TLS.
+    pub fn secure_cookie(mut self, yes: bool) -> Self {
+        self.secure_cookie = yes;
+        self
+    }
+
+    /// Whether the cookies are `Secure`: [`secure_cookie`](PageConfig::secure_cookie), or an
+    /// `https://` OpenID Connect redirect URI.
+    pub fn secure(&self) -> bool {
+        self.secure_cookie
+            || self
+                .oidc
+                .as_ref()
+                .and_then(|o| o.redirect_uri.as_deref())
+                .and_then(|u| u.parse::<http::Uri>().ok())
+                .is_some_and(|u| u.scheme_str() == Some("https"))
     }
 
     /// The mistakes that would leave the page unusable or open: no way to sign in, an empty
@@ -222,6 +280,38 @@ struct Inner {
     pending: oidc::Pending,
     /// The callback URL: configured, or the bound address's.
     redirect_uri: OnceLock<String>,
+    /// Failed token sign-ins by client address.
+    throttle: Throttle,
+    /// The names of the session and pre-login cookies and the attributes they add (`; Secure`
+    /// over TLS).
+    cookies: Cookies,
+    /// The connections [`Page::serve`] holds open.
+    connection_stats: ConnectionStats,
+}
+
+/// The cookies' names and their `Secure` attribute, plain or for a page reached over TLS.
+struct Cookies {
+    session: &'static str,
+    login: &'static str,
+    secure: &'static str,
+}
+
+impl Cookies {
+    fn new(secure: bool) -> Cookies {
+        if secure {
+            Cookies {
+                session: session::SECURE_COOKIE,
+                login: oidc::SECURE_LOGIN_COOKIE,
+                secure: "; Secure",
+            }
+        } else {
+            Cookies {
+                session: session::COOKIE,
+                login: oidc::LOGIN_COOKIE,
+                secure: "",
+            }
+        }
+    }
 }
 
 impl Page {
@@ -267,6 +357,9 @@ impl Page {
                 decide,
                 sessions: Sessions::new(config.max_sessions, config.session_ttl),
                 streams: Arc::new(Semaphore::new(config.max_streams)),
+                throttle: Throttle::new(config.sign_in.clone()),
+                cookies: Cookies::new(config.secure()),
+                connection_stats: ConnectionStats::new(&config.connections),
                 config,
                 tokens,
                 stop: CancellationToken::new(),
@@ -300,14 +393,24 @@ impl Page {
         self.inner.redirect_uri.get().map(String::as_str)
     }
 
-    /// The page as a router (mount it or serve it).
+    /// The page as a router, to mount in another server. Serve it with the connections' peer
+    /// addresses (axum's `ConnectInfo<SocketAddr>`, which [`serve`](Page::serve) provides):
+    /// without them every client counts as one address, so failed sign-ins from anyone back off
+    /// everyone's and one browser's pending provider sign-ins make room for another's.
     pub fn router(&self) -> axum::Router {
         axum::Router::new()
             .fallback(handle)
             .with_state(self.inner.clone())
     }
 
-    /// Serves the page on `listener` until `shutdown` completes (live-update streams end then too).
+    /// The connections [`serve`](Page::serve) holds open (across every listener it serves).
+    pub fn connection_stats(&self) -> &ConnectionStats {
+        &self.inner.connection_stats
+    }
+
+    /// Serves the page on `listener` until `shutdown` completes (live-update streams end then
+    /// too), on the MCP endpoint's accept loop with [`PageConfig::connections`]: the same bound on
+    /// connections and the same header-read timeout.
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
@@ -327,13 +430,65 @@ impl Page {
                 .set(format!("http://{addr}{}", oidc::CALLBACK));
         }
         let stop = self.inner.stop.clone();
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                stop.cancel();
-            })
-            .await
+        let trigger = stop.clone();
+        let watch = async move {
+            tokio::select! {
+                () = shutdown => trigger.cancel(),
+                () = trigger.cancelled() => {}
+            }
+        };
+        let router = self.router();
+        let (served, ()) = tokio::join!(
+            purra_protocol::http::serve_with(
+                listener,
+                |peer| WithPeer {
+                    router: router.clone(),
+                    peer,
+                },
+                self.inner.config.connections.clone(),
+                &self.inner.connection_stats,
+                stop,
+            ),
+            watch
+        );
+        served
     }
+}
+
+/// The page's router for one connection: each request carries the peer's address
+/// (`ConnectInfo`), as axum's own connect-info service would put it.
+#[derive(Clone)]
+struct WithPeer {
+    router: axum::Router,
+    peer: SocketAddr,
+}
+
+impl<B> tower_service::Service<http::Request<B>> for WithPeer
+where
+    axum::Router: tower_service::Service<http::Request<B>>,
+{
+    type Response = <axum::Router as tower_service::Service<http::Request<B>>>::Response;
+    type Error = <axum::Router as tower_service::Service<http::Request<B>>>::Error;
+    type Future = <axum::Router as tower_service::Service<http::Request<B>>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        tower_service::Service::<http::Request<B>>::poll_ready(&mut self.router, cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        req.extensions_mut().insert(ConnectInfo(self.peer));
+        self.router.call(req)
+    }
+}
+
+/// Who the request counts as for the per-client bounds: its connection's peer address.
+fn client(parts: &Parts) -> IpAddr {
+    throttle::client_of(
+        parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0),
+    )
 }
 
 async fn handle(State(page): State<Arc<Inner>>, req: Request) -> Response {
@@ -457,7 +612,7 @@ fn refusal(parts: &Parts, status: StatusCode, message: &str) -> Response {
 
 /// The session of the request's cookie, if it is live.
 fn session(page: &Inner, parts: &Parts) -> Option<(String, Session)> {
-    let id = session::cookie_session(&parts.headers)?;
+    let id = session::cookie_session(&parts.headers, page.cookies.session)?;
     let s = page.sessions.get(&id)?;
     Some((id, s))
 }
@@ -544,8 +699,9 @@ fn login_page(page: &Inner, status: StatusCode, message: Option<&str>) -> Respon
 fn session_cookie(page: &Inner, approver: &str, identity: &str) -> Option<HeaderValue> {
     let id = page.sessions.open(approver, identity);
     let cookie = format!(
-        "{}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-        session::COOKIE,
+        "{}={id}; Path=/{}; HttpOnly; SameSite=Strict; Max-Age={}",
+        page.cookies.session,
+        page.cookies.secure,
         page.config.session_ttl.as_secs()
     );
     HeaderValue::from_str(&cookie).ok()
@@ -562,6 +718,23 @@ async fn login(page: &Inner, parts: &Parts, body: Body) -> Response {
     if let Err(m) = same_origin(parts) {
         return login_page(page, StatusCode::FORBIDDEN, Some(m));
     }
+    // An address backing off is refused before its token is even read: no answer tells it
+    // whether a token it sends now is right.
+    let client = client(parts);
+    if let Err(wait) = page.throttle.check(client, Instant::now()) {
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let secs = secs.max(1);
+        let mut resp = login_page(
+            page,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&format!(
+                "Too many wrong access tokens from your address: try again in {secs} s."
+            )),
+        );
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return resp;
+    }
     let fields = match form(body).await {
         Ok(f) => f,
         Err(m) => return login_page(page, StatusCode::PAYLOAD_TOO_LARGE, Some(m)),
@@ -575,12 +748,14 @@ async fn login(page: &Inner, parts: &Parts, body: Body) -> Response {
         }
     }
     let Some(approver) = found else {
+        page.throttle.failed(client, Instant::now());
         return login_page(
             page,
             StatusCode::UNAUTHORIZED,
             Some("That access token is not valid."),
         );
     };
+    page.throttle.succeeded(client);
     let mut resp = see_other("/");
     // A token approver's identity is its name.
     if let Some(v) = session_cookie(page, &approver, &approver) {
@@ -652,12 +827,13 @@ async fn oidc_start(page: &Inner, parts: &Parts) -> Response {
         }
     };
     let (url, login) = provider.begin(redirect_uri);
-    let browser = page.pending.start(login);
+    let browser = page.pending.start(login, client(parts));
     let mut resp = redirect_to(url.as_str());
     // Lax, not Strict: it must come back with the provider's redirect, a cross-site navigation.
     let cookie = format!(
-        "{}={browser}; Path=/login; HttpOnly; SameSite=Lax; Max-Age={}",
-        oidc::LOGIN_COOKIE,
+        "{}={browser}; Path=/login{}; HttpOnly; SameSite=Lax; Max-Age={}",
+        page.cookies.login,
+        page.cookies.secure,
         oidc::LOGIN_TTL.as_secs()
     );
     if let Ok(v) = HeaderValue::from_str(&cookie) {
@@ -677,10 +853,10 @@ fn redirect_to(to: &str) -> Response {
 }
 
 /// Ends a sign-in with the provider on the browser's side: its pre-login cookie goes.
-fn clear_login_cookie(mut resp: Response) -> Response {
+fn clear_login_cookie(page: &Inner, mut resp: Response) -> Response {
     let clear = format!(
-        "{}=; Path=/login; HttpOnly; SameSite=Lax; Max-Age=0",
-        oidc::LOGIN_COOKIE
+        "{}=; Path=/login{}; HttpOnly; SameSite=Lax; Max-Age=0",
+        page.cookies.login, page.cookies.secure
     );
     if let Ok(v) = HeaderValue::from_str(&clear) {
         resp.headers_mut().append(header::SET_COOKIE, v);
@@ -701,7 +877,7 @@ async fn oidc_callback(page: &Inner, parts: &Parts) -> Response {
             .collect();
     // The sign-in is over either way: the pre-login cookie goes.
     let refused = |status: StatusCode, message: &str| {
-        clear_login_cookie(login_page(page, status, Some(message)))
+        clear_login_cookie(page, login_page(page, status, Some(message)))
     };
     let Some(state) = field(&query, "state") else {
         return refused(
@@ -711,7 +887,7 @@ async fn oidc_callback(page: &Inner, parts: &Parts) -> Response {
     };
     let login = match page.pending.take(
         state,
-        session::cookie(&parts.headers, oidc::LOGIN_COOKIE).as_deref(),
+        session::cookie(&parts.headers, page.cookies.login).as_deref(),
     ) {
         Ok(l) => l,
         Err(oidc::StateRefusal::Unknown) => {
@@ -765,7 +941,7 @@ async fn oidc_callback(page: &Inner, parts: &Parts) -> Response {
     if let Some(v) = session_cookie(page, &approver, &identity) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
-    clear_login_cookie(resp)
+    clear_login_cookie(page, resp)
 }
 
 async fn logout(page: &Inner, parts: &Parts, body: Body) -> Response {
@@ -774,8 +950,8 @@ async fn logout(page: &Inner, parts: &Parts, body: Body) -> Response {
             page.sessions.close(&id);
             let mut resp = see_other("/login");
             let cookie = format!(
-                "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
-                session::COOKIE
+                "{}=; Path=/{}; HttpOnly; SameSite=Strict; Max-Age=0",
+                page.cookies.session, page.cookies.secure
             );
             if let Ok(v) = HeaderValue::from_str(&cookie) {
                 resp.headers_mut().insert(header::SET_COOKIE, v);
@@ -917,9 +1093,10 @@ async fn fragment(page: &Inner, parts: &Parts, view: View) -> Response {
 }
 
 /// Server-sent events: one `change` event per store event (its name, or `resync`); the script
-/// re-reads the list on each. Ends when the session ends or the page stops.
+/// re-reads the list on each. Ends the moment the session ends (logout, expiry, closed to make
+/// room) or the page stops.
 fn events(page: &Arc<Inner>, parts: &Parts) -> Response {
-    let Some((sid, _)) = session(page, parts) else {
+    let Some((sid, s)) = session(page, parts) else {
         return text(StatusCode::UNAUTHORIZED, "sign in first (no session)");
     };
     let Ok(permit) = page.streams.clone().try_acquire_owned() else {
@@ -928,11 +1105,23 @@ fn events(page: &Arc<Inner>, parts: &Parts) -> Response {
             "too many live-update streams are open",
         );
     };
-    let state = (page.store.subscribe(), page.clone(), sid, permit);
-    let stream =
-        futures_util::stream::unfold(state, |(mut events, page, sid, permit)| async move {
+    let expires = s.expires.map(tokio::time::Instant::from_std);
+    let state = (page.store.subscribe(), page.clone(), sid, s.ended, permit);
+    let stream = futures_util::stream::unfold(
+        state,
+        move |(mut events, page, sid, ended, permit)| async move {
+            let expiry = async move {
+                match expires {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             let event = tokio::select! {
+                // The session's end wins over an event ready at the same time.
+                biased;
                 () = page.stop.cancelled() => return None,
+                () = ended.cancelled() => return None,
+                () = expiry => return None,
                 e = events.next() => match e {
                     Some(e) => Event::default().event("change").data(e.to_string()),
                     None => return None,
@@ -942,8 +1131,12 @@ fn events(page: &Arc<Inner>, parts: &Parts) -> Response {
                     Event::default().comment("keep-alive")
                 }
             };
-            Some((Ok::<_, Infallible>(event), (events, page, sid, permit)))
-        });
+            Some((
+                Ok::<_, Infallible>(event),
+                (events, page, sid, ended, permit),
+            ))
+        },
+    );
     Sse::new(stream).into_response()
 }
 

@@ -1,27 +1,34 @@
 //! Sign-in through an OpenID Connect provider: the configuration ([`OidcLogin`], [`AllowList`]),
 //! the sign-ins under way (single-use `state`, short-lived, bound to the browser that started
-//! them by a pre-login cookie), and who may approve.
+//! them by a pre-login cookie, bounded per client address), and who may approve.
 //!
 //! The protocol work (discovery, PKCE, the code exchange, the ID token's checks) is the protocol
 //! crate's [`OidcProvider`]; this module decides what a sign-in is worth on the page.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use purra_protocol::auth::{OidcConfig, OidcIdentity, PendingLogin};
 use serde_json::Value;
 
-use crate::session::{make_room, random_token, same_secret};
+use crate::session::{random_token, same_secret};
 
 /// The pre-login cookie's name: set when a sign-in starts, required at its callback.
 pub const LOGIN_COOKIE: &str = "purra_page_login";
+/// The pre-login cookie's name when the page is reached over TLS (`Secure`; the `__Secure-`
+/// prefix, since its `Path=/login` rules out `__Host-`).
+pub const SECURE_LOGIN_COOKIE: &str = "__Secure-purra_page_login";
 /// The callback's path on the page.
 pub const CALLBACK: &str = "/login/callback";
 /// How long a sign-in may take between leaving for the provider and coming back.
 pub const LOGIN_TTL: Duration = Duration::from_secs(600);
-/// The most sign-ins under way at once (the oldest is dropped to make room).
-const MAX_PENDING: usize = 256;
+/// The most sign-ins under way at once. At the bound, the oldest sign-in of the client address
+/// holding the most makes room, so a flood from a few addresses drops only their own.
+pub const MAX_PENDING: usize = 1024;
+/// The most sign-ins under way from one client address (its oldest makes room for a new one).
+pub const MAX_PENDING_PER_CLIENT: usize = 8;
 
 /// Who may approve after signing in with the provider: anyone whose subject or verified email
 /// is listed, and who has the required claim value when one is set.
@@ -141,6 +148,7 @@ pub fn approver_name(who: &OidcIdentity) -> String {
 struct Started {
     login: PendingLogin,
     browser: String,
+    client: IpAddr,
     at: Instant,
 }
 
@@ -149,7 +157,8 @@ struct Started {
 pub enum StateRefusal {
     /// No sign-in under way has it (never issued, already used, or expired).
     Unknown,
-    /// The browser did not bring the pre-login cookie of the sign-in it claims.
+    /// The browser did not bring the pre-login cookie of the sign-in it claims (the sign-in
+    /// stays under way for the browser that does).
     OtherBrowser,
 }
 
@@ -160,16 +169,41 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// Records `login`, bound to a new browser secret (the pre-login cookie's value), returned.
-    pub fn start(&self, login: PendingLogin) -> String {
+    /// Records `login`, started by a browser at `client` (its address, as the page counts
+    /// clients), bound to a new browser secret (the pre-login cookie's value), returned. Room is
+    /// made from `client`'s own sign-ins first: at [`MAX_PENDING_PER_CLIENT`] its oldest goes;
+    /// at [`MAX_PENDING`] in all, the oldest of the address holding the most.
+    pub fn start(&self, login: PendingLogin, client: IpAddr) -> String {
         let browser = random_token();
         let mut open = self.open.lock().expect("pending lock");
-        make_room(&mut open, MAX_PENDING, LOGIN_TTL, |s| s.at);
+        open.retain(|_, s| s.at.elapsed() < LOGIN_TTL);
+        let mut per_client: HashMap<IpAddr, usize> = HashMap::new();
+        for s in open.values() {
+            *per_client.entry(s.client).or_default() += 1;
+        }
+        let from = if per_client.get(&client).copied().unwrap_or(0) >= MAX_PENDING_PER_CLIENT {
+            Some(client)
+        } else if open.len() >= MAX_PENDING {
+            per_client.iter().max_by_key(|(_, n)| **n).map(|(c, _)| *c)
+        } else {
+            None
+        };
+        if let Some(from) = from {
+            let oldest = open
+                .iter()
+                .filter(|(_, s)| s.client == from)
+                .min_by_key(|(_, s)| s.at)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                open.remove(&k);
+            }
+        }
         open.insert(
             login.state.clone(),
             Started {
                 login,
                 browser: browser.clone(),
+                client,
                 at: Instant::now(),
             },
         );
@@ -177,16 +211,24 @@ impl Pending {
     }
 
     /// Takes the sign-in of `state` (once: a second callback with it is refused), if it is live
-    /// and `browser` (the pre-login cookie) is the one that started it.
+    /// and `browser` (the pre-login cookie) is the one that started it. The browser is checked
+    /// before anything is taken: a callback from another browser leaves the sign-in to the one
+    /// that started it.
     pub fn take(&self, state: &str, browser: Option<&str>) -> Result<PendingLogin, StateRefusal> {
-        let started = self.open.lock().expect("pending lock").remove(state);
-        let Some(started) = started.filter(|s| s.at.elapsed() < LOGIN_TTL) else {
+        let mut open = self.open.lock().expect("pending lock");
+        let Some(started) = open.get(state) else {
             return Err(StateRefusal::Unknown);
         };
-        match browser {
-            Some(b) if same_secret(b, &started.browser) => Ok(started.login),
-            _ => Err(StateRefusal::OtherBrowser),
+        if started.at.elapsed() >= LOGIN_TTL {
+            open.remove(state);
+            return Err(StateRefusal::Unknown);
         }
+        if !browser.is_some_and(|b| same_secret(b, &started.browser)) {
+            return Err(StateRefusal::OtherBrowser);
+        }
+        open.remove(state)
+            .map(|s| s.login)
+            .ok_or(StateRefusal::Unknown)
     }
 }
 

@@ -1,17 +1,24 @@
 //! Logins and sessions: approvers' access tokens, session cookies and their CSRF tokens.
 //!
 //! Each approver has a random access token (printed at start); logging in with it opens a session
-//! whose id travels only in an `HttpOnly`, `SameSite=Strict` cookie and whose CSRF token every
-//! state-changing request must repeat. Sessions live in memory, bounded in number and in age.
+//! whose id travels only in an `HttpOnly`, `SameSite=Strict` cookie (`Secure` and named with the
+//! `__Host-` prefix when the page is reached over TLS) and whose CSRF token every state-changing
+//! request must repeat. Sessions live in memory, bounded in number and in age; each carries a
+//! token that is cancelled the moment it ends (logout, expiry, making room), so whatever it keeps
+//! open (a live-update stream) ends with it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use purra_protocol::CancellationToken;
 
-/// The session cookie's name.
+/// The session cookie's name over plain HTTP.
 pub const COOKIE: &str = "purra_page_session";
+/// The session cookie's name when the page is reached over TLS: the `__Host-` prefix makes the
+/// browser keep it only when it is `Secure`, set by this host (no `Domain`) for `Path=/`.
+pub const SECURE_COOKIE: &str = "__Host-purra_page_session";
 
 /// 32 random bytes, URL-safe base64 without padding (43 characters).
 pub fn random_token() -> String {
@@ -60,13 +67,28 @@ pub struct Session {
     pub identity: String,
     /// The token every state-changing request repeats.
     pub csrf: String,
+    /// Cancelled when the session ends: logout, expiry, or closed to make room.
+    pub ended: CancellationToken,
+    /// When the session expires (`None`: a time-to-live too long to add to now).
+    pub expires: Option<Instant>,
     opened: Instant,
+}
+
+/// A session as the table holds it: removing it from the table, for whatever reason, cancels its
+/// `ended` token.
+#[derive(Debug)]
+struct Open(Session);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.ended.cancel();
+    }
 }
 
 /// The open sessions, bounded in number (the oldest is closed to make room) and in age.
 #[derive(Debug)]
 pub struct Sessions {
-    open: Mutex<HashMap<String, Session>>,
+    open: Mutex<HashMap<String, Open>>,
     max: usize,
     ttl: Duration,
 }
@@ -85,15 +107,18 @@ impl Sessions {
     /// `identity`; returns its id.
     pub fn open(&self, approver: &str, identity: &str) -> String {
         let id = random_token();
+        let opened = Instant::now();
         let session = Session {
             approver: approver.to_owned(),
             identity: identity.to_owned(),
             csrf: random_token(),
-            opened: Instant::now(),
+            ended: CancellationToken::new(),
+            expires: opened.checked_add(self.ttl),
+            opened,
         };
         let mut open = self.open.lock().expect("sessions lock");
-        make_room(&mut open, self.max, self.ttl, |s| s.opened);
-        open.insert(id.clone(), session);
+        make_room(&mut open, self.max, self.ttl, |s| s.0.opened);
+        open.insert(id.clone(), Open(session));
         id
     }
 
@@ -101,7 +126,7 @@ impl Sessions {
     pub fn get(&self, id: &str) -> Option<Session> {
         let mut open = self.open.lock().expect("sessions lock");
         match open.get(id) {
-            Some(s) if s.opened.elapsed() < self.ttl => Some(s.clone()),
+            Some(s) if s.0.opened.elapsed() < self.ttl => Some(s.0.clone()),
             Some(_) => {
                 open.remove(id);
                 None
@@ -110,15 +135,17 @@ impl Sessions {
         }
     }
 
-    /// Closes the session `id`.
+    /// Closes the session `id` (its `ended` token is cancelled).
     pub fn close(&self, id: &str) {
-        self.open.lock().expect("sessions lock").remove(id);
+        let closed = self.open.lock().expect("sessions lock").remove(id);
+        // Dropped, and so ended, outside the lock.
+        drop(closed);
     }
 }
 
-/// The session id in a `Cookie` header, if any.
-pub fn cookie_session(headers: &http::HeaderMap) -> Option<String> {
-    cookie(headers, COOKIE)
+/// The session id in the `Cookie` headers under the cookie name `name`, if any.
+pub fn cookie_session(headers: &http::HeaderMap, name: &str) -> Option<String> {
+    cookie(headers, name)
 }
 
 /// The value of the cookie `name` in the `Cookie` headers, if any.
@@ -154,6 +181,36 @@ mod tests {
         assert!(gone.get(&d).is_none());
     }
 
+    /// Finding 8 of the approver page's security review: whatever a session keeps open must end
+    /// with it. Its `ended` token is cancelled at logout, at expiry and when it is closed to make
+    /// room, and never for a session that lives on.
+    #[test]
+    fn finding_8_a_session_ends_its_token_at_logout_expiry_and_eviction() {
+        let sessions = Sessions::new(2, Duration::from_secs(60));
+        let a = sessions.open("ada", "ada");
+        let b = sessions.open("bob", "bob");
+        let (ta, tb) = (
+            sessions.get(&a).unwrap().ended,
+            sessions.get(&b).unwrap().ended,
+        );
+        assert!(!ta.is_cancelled() && !tb.is_cancelled());
+        sessions.close(&a);
+        assert!(ta.is_cancelled(), "logout ends the session's token");
+        assert!(!tb.is_cancelled());
+        let c = sessions.open("cy", "cy");
+        let d = sessions.open("dee", "dee");
+        assert!(tb.is_cancelled(), "closed to make room: ended");
+        let tc = sessions.get(&c).unwrap().ended;
+        assert!(!tc.is_cancelled() && sessions.get(&d).is_some());
+        let short = Sessions::new(4, Duration::ZERO);
+        let e = short.open("eve", "eve");
+        let te = short.open.lock().unwrap()[&e].0.ended.clone();
+        assert!(short.get(&e).is_none());
+        assert!(te.is_cancelled(), "expired: ended");
+        let s = sessions.get(&c).unwrap();
+        assert_eq!(s.expires, Some(s.opened + Duration::from_secs(60)));
+    }
+
     #[test]
     fn tokens_are_random_and_compared_exactly() {
         let (a, b) = (random_token(), random_token());
@@ -171,7 +228,8 @@ mod tests {
             http::header::COOKIE,
             "a=1; purra_page_session=xyz; b=2".parse().unwrap(),
         );
-        assert_eq!(cookie_session(&h), Some("xyz".into()));
-        assert_eq!(cookie_session(&http::HeaderMap::new()), None);
+        assert_eq!(cookie_session(&h, COOKIE), Some("xyz".into()));
+        assert_eq!(cookie_session(&h, SECURE_COOKIE), None);
+        assert_eq!(cookie_session(&http::HeaderMap::new(), COOKIE), None);
     }
 }

@@ -1115,3 +1115,210 @@ async fn approvers_must_differ_refuses_the_approver_who_asked() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A sign-in attempt: status, `Retry-After`, the sign-in page's error, `Set-Cookie`.
+struct Attempt {
+    status: u16,
+    retry_after: Option<String>,
+    error: String,
+    cookie: Option<String>,
+}
+
+/// A client whose connections come from `ip` (a loopback address: another client address).
+fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap()
+}
+
+async fn attempt(s: &Served, client: &reqwest::Client, token: &str) -> Attempt {
+    let r = client
+        .post(format!("{}/login", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", &s.url)
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let retry_after = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let cookie = r
+        .headers()
+        .get("set-cookie")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = r.text().await.unwrap();
+    let error = body
+        .find("<p class=\"error\" id=\"login-error\">")
+        .map(|at| {
+            let from = at + 34;
+            body[from..from + body[from..].find("</p>").unwrap()].to_owned()
+        })
+        .unwrap_or_default();
+    Attempt {
+        status,
+        retry_after,
+        error,
+        cookie,
+    }
+}
+
+/// Finding 6 of the approver page's security review: token sign-in had no rate limit (200
+/// wrong tokens in 1.2 s). Five wrong tokens from one address are answered as before; the sixth
+/// starts a backoff during which that address is refused 429 with `Retry-After`, even with the
+/// right token; another address signs in meanwhile; after the backoff the right token signs in
+/// and the address's count starts again.
+#[tokio::test]
+async fn finding_6_wrong_tokens_back_off_per_client_address() {
+    let s = served("throttle").await;
+    let here = client_from("127.0.0.1");
+    let other = client_from("127.0.0.2");
+    let invalid = "That access token is not valid.";
+    for _ in 0..6 {
+        let a = attempt(&s, &here, "not-the-token").await;
+        assert_eq!((a.status, a.error.as_str()), (401, invalid));
+        assert_eq!((a.retry_after, a.cookie), (None, None));
+    }
+    let refused = "Too many wrong access tokens from your address: try again in 1 s.";
+    for token in [s.token("ada"), "not-the-token"] {
+        let a = attempt(&s, &here, token).await;
+        assert_eq!((a.status, a.error.as_str()), (429, refused));
+        assert_eq!(a.retry_after.as_deref(), Some("1"));
+        assert_eq!(a.cookie, None);
+    }
+    // Another address is not held back.
+    let a = attempt(&s, &other, s.token("bob")).await;
+    assert_eq!(a.status, 303);
+    assert!(a.cookie.unwrap().starts_with("purra_page_session="));
+    // After the backoff the right token signs in, and the address starts afresh.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let a = attempt(&s, &here, s.token("ada")).await;
+    assert_eq!(a.status, 303);
+    assert!(a.cookie.unwrap().starts_with("purra_page_session="));
+    let a = attempt(&s, &here, "not-the-token").await;
+    assert_eq!((a.status, a.error.as_str()), (401, invalid));
+    assert_eq!(attempt(&s, &here, s.token("ada")).await.status, 303);
+}
+
+/// Finding 7 of the approver page's security review: the session cookie was never `Secure`.
+/// With `secure_cookie` (the page reached over TLS) it is `Secure` and named with the `__Host-`
+/// prefix, only that name signs in (not a plain-named cookie another origin on the host could
+/// set), and logout clears it under the same name and attributes. Without it, the plain cookie
+/// of the loopback page stays as it was (`sign_in_sets_a_strict_httponly_cookie_…`).
+#[tokio::test]
+async fn finding_7_over_tls_the_session_cookie_is_secure_and_host_prefixed() {
+    let s = served_with("secure", PageConfig::default().secure_cookie(true)).await;
+    let a = attempt(&s, &s.http, s.token("ada")).await;
+    assert_eq!(a.status, 303);
+    let set = a.cookie.unwrap();
+    let (pair, attrs) = set.split_once("; ").unwrap();
+    let (name, value) = pair.split_once('=').unwrap();
+    assert_eq!(name, "__Host-purra_page_session");
+    assert_eq!(value.len(), 43);
+    assert_eq!(
+        attrs,
+        "Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=43200"
+    );
+    let (status, page) = s.get("/", Some(pair)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        s.get("/", Some(&format!("purra_page_session={value}")))
+            .await
+            .0,
+        303
+    );
+    let csrf = between(&page, "name=\"csrf\" value=\"", "\"").to_owned();
+    let r = s
+        .http
+        .post(format!("{}/logout", s.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", &s.url)
+        .header("cookie", pair)
+        .body(format!("csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(
+        r.headers()["set-cookie"],
+        "__Host-purra_page_session=; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=0"
+    );
+    assert_eq!(s.get("/", Some(pair)).await.0, 303);
+    // The setting, and an https redirect URI, each make the cookies secure.
+    assert!(!PageConfig::default().secure());
+    assert!(PageConfig::default().secure_cookie(true).secure());
+}
+
+/// Reads a live-update stream until it ends; everything it sent. Fails if it is still open
+/// after `within`.
+async fn read_to_end(resp: &mut reqwest::Response, within: Duration) -> String {
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, resp.chunk()).await {
+            Err(_) => panic!("the stream is still open; it sent {seen:?}"),
+            Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+            Ok(Ok(None)) | Ok(Err(_)) => return seen,
+        }
+    }
+}
+
+async fn stream(s: &Served, cookie: &str) -> reqwest::Response {
+    let r = s
+        .http
+        .get(format!("{}/events", s.url))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r
+}
+
+/// Finding 8 of the approver page's security review: a live-update stream outlived logout and
+/// session expiry (until its next 15 s keep-alive). A stream ends at logout, before the store's
+/// next event, while another session's stream still gets that event; and a stream ends when its
+/// session expires.
+#[tokio::test]
+async fn finding_8_a_live_update_stream_ends_at_logout_and_at_expiry() {
+    let s = served("stream-end").await;
+    let ada = s.login("ada").await;
+    let bob = s.login("bob").await;
+    let mut ada_events = stream(&s, &ada.cookie).await;
+    let mut bob_events = stream(&s, &bob.cookie).await;
+    let first = s.prepare("\"v1\"").await;
+    read_until(&mut ada_events, &format!("prepared {}", first.0)).await;
+    read_until(&mut bob_events, &format!("prepared {}", first.0)).await;
+    let (status, _) = s
+        .post(
+            "/logout",
+            Some(&ada.cookie),
+            &[("csrf", &ada.csrf)],
+            &[("origin", &s.url)],
+        )
+        .await;
+    assert_eq!(status, 303);
+    let second = s.prepare("\"v2\"").await;
+    read_until(&mut bob_events, &format!("prepared {}", second.0)).await;
+    let rest = read_to_end(&mut ada_events, Duration::from_secs(10)).await;
+    assert!(!rest.contains("data: prepared"), "after logout: {rest:?}");
+
+    // A session that expires: its stream ends with it, before the store's next event.
+    let mut config = PageConfig::default();
+    config.session_ttl = Duration::from_secs(3);
+    let s = served_with("stream-expiry", config).await;
+    let signed = tokio::time::Instant::now();
+    let ada = s.login("ada").await;
+    let mut events = stream(&s, &ada.cookie).await;
+    let first = s.prepare("\"v1\"").await;
+    read_until(&mut events, &format!("prepared {}", first.0)).await;
+    tokio::time::sleep_until(signed + Duration::from_millis(3500)).await;
+    s.prepare("\"v2\"").await;
+    let rest = read_to_end(&mut events, Duration::from_secs(10)).await;
+    assert!(!rest.contains("data: prepared"), "after expiry: {rest:?}");
+    assert_eq!(s.get("/", Some(&ada.cookie)).await.0, 303);
+}

@@ -140,6 +140,11 @@ struct Served {
 
 /// A page allowing subject `alice` and `carol@example.com`, signing in at the test's issuer.
 async fn served(name: &str) -> Served {
+    served_with(name, |login| login).await
+}
+
+/// [`served`] with its sign-in changed by `change`.
+async fn served_with(name: &str, change: impl FnOnce(OidcLogin) -> OidcLogin) -> Served {
     let issuer = issuer().await;
     let iss = issuer.lock().unwrap().url.clone();
     let nanos = SystemTime::now()
@@ -158,7 +163,7 @@ async fn served(name: &str) -> Served {
             .email("carol@example.com"),
     )
     .label("Test ID");
-    let config = PageConfig::default().oidc(login).token_login(false);
+    let config = PageConfig::default().oidc(change(login)).token_login(false);
     config.check().unwrap();
     let page = Page::new(Arc::new(store.clone()), config);
     page.discover().await.unwrap();
@@ -200,8 +205,12 @@ struct Answer {
 
 impl Served {
     async fn start(&self) -> Started {
-        let r = self
-            .http
+        self.start_from(&self.http).await
+    }
+
+    /// A sign-in started by a browser using `client` (another client address, say).
+    async fn start_from(&self, client: &reqwest::Client) -> Started {
+        let r = client
             .get(format!("{}/login/oidc", self.url))
             .send()
             .await
@@ -210,7 +219,17 @@ impl Served {
         let location = r.headers()["location"].to_str().unwrap().to_owned();
         let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
         let (pair, attrs) = set.split_once("; ").unwrap();
-        assert_eq!(attrs, "Path=/login; HttpOnly; SameSite=Lax; Max-Age=600");
+        let redirect_uri = self.page.redirect_uri().unwrap();
+        if redirect_uri.starts_with("https://") {
+            assert_eq!(
+                attrs,
+                "Path=/login; Secure; HttpOnly; SameSite=Lax; Max-Age=600"
+            );
+            assert!(pair.starts_with("__Secure-purra_page_login="), "{pair}");
+        } else {
+            assert_eq!(attrs, "Path=/login; HttpOnly; SameSite=Lax; Max-Age=600");
+            assert!(pair.starts_with("purra_page_login="), "{pair}");
+        }
         let url = reqwest::Url::parse(&location).unwrap();
         assert_eq!(
             &location[..location.find('?').unwrap()],
@@ -219,7 +238,7 @@ impl Served {
         let q: HashMap<String, String> = url.query_pairs().into_owned().collect();
         assert_eq!(q["response_type"], "code");
         assert_eq!(q["client_id"], CLIENT);
-        assert_eq!(q["redirect_uri"], format!("{}/login/callback", self.url));
+        assert_eq!(q["redirect_uri"], redirect_uri);
         assert_eq!(q["scope"], "openid email profile");
         assert_eq!(q["code_challenge_method"], "S256");
         assert_eq!(q.len(), 8, "{q:?}");
@@ -248,14 +267,12 @@ impl Served {
                 claims[k] = v.clone();
             }
         }
-        self.issuer.lock().unwrap().codes.insert(
-            code.to_owned(),
-            (
-                claims,
-                s.challenge.clone(),
-                format!("{}/login/callback", self.url),
-            ),
-        );
+        let redirect_uri = self.page.redirect_uri().unwrap().to_owned();
+        self.issuer
+            .lock()
+            .unwrap()
+            .codes
+            .insert(code.to_owned(), (claims, s.challenge.clone(), redirect_uri));
     }
 
     async fn callback(&self, query: &str, cookie: Option<&str>) -> Answer {
@@ -462,7 +479,8 @@ async fn unknown_replayed_and_foreign_states_are_refused_without_a_session() {
         (400, "Refused: the sign-in came back without its state.")
     );
     // A real state brought by a browser without the pre-login cookie (a login injected into
-    // another browser), or with another sign-in's cookie: refused, and the state is spent.
+    // another browser), or with another sign-in's cookie: refused (the sign-in stays its own
+    // browser's: `finding_11_…`); a used state is refused as unknown.
     let first = s.start().await;
     let second = s.start().await;
     s.issue(&first, "c1", "alice", json!({}));
@@ -474,18 +492,25 @@ async fn unknown_replayed_and_foreign_states_are_refused_without_a_session() {
     assert_eq!(a.cookies, [CLEAR]);
     let a = s
         .callback(
-            &format!("code=c1&state={}", first.state),
-            Some(&first.cookie),
-        )
-        .await;
-    assert_eq!((a.status, error_of(&a.body)), (400, unknown));
-    let a = s
-        .callback(
             &format!("code=c1&state={}", second.state),
             Some(&first.cookie),
         )
         .await;
     assert_eq!((a.status, error_of(&a.body)), (400, foreign));
+    let a = s
+        .callback(
+            &format!("code=c1&state={}", first.state),
+            Some(&first.cookie),
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    let a = s
+        .callback(
+            &format!("code=c1&state={}", first.state),
+            Some(&first.cookie),
+        )
+        .await;
+    assert_eq!((a.status, error_of(&a.body)), (400, unknown));
     // The provider's own refusal ends the sign-in too.
     let third = s.start().await;
     let a = s
@@ -719,4 +744,155 @@ async fn an_oidc_sign_in_cannot_decide_what_its_own_principal_asked_for() {
             json!({"ok": true, "message": format!("{} approved by carol@example.com, sub carol-sub at {}", id.0, s.iss)})
         )
     );
+}
+
+/// The session cookie an answer sets (`NAME=VALUE`), if any.
+fn session_of(a: &Answer) -> Option<&str> {
+    a.cookies
+        .iter()
+        .find(|c| c.contains("purra_page_session="))
+        .map(|c| c.split_once("; ").unwrap().0)
+}
+
+/// Finding 11 of the approver page's security review: the sign-in of a `state` was taken before
+/// the browser's cookie was checked, so a callback from another browser (or none) spent it. Now
+/// callbacks without the pre-login cookie or with another sign-in's are refused and leave the
+/// sign-in to the browser that started it, which then signs in.
+#[tokio::test]
+async fn finding_11_a_callback_from_another_browser_leaves_the_sign_in_to_its_own() {
+    let s = served("foreign-keeps").await;
+    let mine = s.start().await;
+    let theirs = s.start().await;
+    s.issue(&mine, "c1", "alice", json!({}));
+    let foreign = "Refused: this sign-in was not started in this browser. Start again.";
+    for cookie in [
+        None,
+        Some(theirs.cookie.as_str()),
+        Some("purra_page_login=forged"),
+    ] {
+        let a = s
+            .callback(&format!("code=c1&state={}", mine.state), cookie)
+            .await;
+        assert_eq!((a.status, error_of(&a.body)), (400, foreign), "{cookie:?}");
+        assert_eq!(a.cookies, [CLEAR]);
+    }
+    let a = s
+        .callback(&format!("code=c1&state={}", mine.state), Some(&mine.cookie))
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let session = session_of(&a).expect("a session cookie").to_owned();
+    let r = s
+        .http
+        .get(format!("{}/", s.url))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // The other browser's own sign-in is still under way too.
+    s.issue(&theirs, "c2", "alice", json!({}));
+    let a = s
+        .callback(
+            &format!("code=c2&state={}", theirs.state),
+            Some(&theirs.cookie),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+}
+
+/// Finding 11 of the approver page's security review: 256 unauthenticated `GET /login/oidc`
+/// evicted every sign-in under way. Now sign-ins are bounded per client address: 300 starts from
+/// one address (127.0.0.2) make room among that address's own (its oldest is refused as unknown,
+/// its newest completes), and a sign-in another address started meanwhile completes.
+#[tokio::test]
+async fn finding_11_one_address_cannot_evict_other_browsers_sign_ins() {
+    let s = served("flood").await;
+    let victim = s.start().await;
+    let flooder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let mut flood = Vec::new();
+    for _ in 0..300 {
+        flood.push(s.start_from(&flooder).await);
+    }
+    s.issue(&victim, "v", "alice", json!({}));
+    let a = s
+        .callback(
+            &format!("code=v&state={}", victim.state),
+            Some(&victim.cookie),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(session_of(&a).is_some());
+    let unknown = "Refused: this sign-in is unknown, expired or already used. Start again.";
+    let oldest = &flood[0];
+    s.issue(oldest, "f0", "alice", json!({}));
+    let a = s
+        .callback(
+            &format!("code=f0&state={}", oldest.state),
+            Some(&oldest.cookie),
+        )
+        .await;
+    assert_eq!((a.status, error_of(&a.body)), (400, unknown));
+    let newest = flood.last().unwrap();
+    s.issue(newest, "f1", "alice", json!({}));
+    let a = s
+        .callback(
+            &format!("code=f1&state={}", newest.state),
+            Some(&newest.cookie),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+}
+
+/// Finding 7 of the approver page's security review, with the provider: an `https://` redirect
+/// URI says the page is reached over TLS, so the pre-login cookie is `Secure` (`__Secure-`) and
+/// the session it opens is the `Secure`, `__Host-` cookie; the plain-named pre-login cookie does
+/// not count.
+#[tokio::test]
+async fn finding_7_an_https_redirect_uri_makes_the_cookies_secure() {
+    let s = served_with("https", |login| {
+        login.redirect_uri("https://approvals.example/login/callback")
+    })
+    .await;
+    assert_eq!(
+        s.page.redirect_uri(),
+        Some("https://approvals.example/login/callback")
+    );
+    let started = s.start().await;
+    s.issue(&started, "c1", "alice", json!({}));
+    let value = started.cookie.split_once('=').unwrap().1;
+    let plain = format!("purra_page_login={value}");
+    let a = s
+        .callback(&format!("code=c1&state={}", started.state), Some(&plain))
+        .await;
+    assert_eq!(
+        (a.status, error_of(&a.body)),
+        (
+            400,
+            "Refused: this sign-in was not started in this browser. Start again."
+        )
+    );
+    let a = s
+        .callback(
+            &format!("code=c1&state={}", started.state),
+            Some(&started.cookie),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let session = a
+        .cookies
+        .iter()
+        .find(|c| c.starts_with("__Host-purra_page_session="))
+        .expect("the secure session cookie");
+    assert!(
+        session.ends_with("; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=43200"),
+        "{session}"
+    );
+    assert!(a.cookies.contains(
+        &"__Secure-purra_page_login=; Path=/login; Secure; HttpOnly; SameSite=Lax; Max-Age=0"
+            .to_owned()
+    ));
 }

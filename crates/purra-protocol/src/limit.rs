@@ -66,6 +66,12 @@ impl Limiter {
         })
     }
 
+    /// The most connections open at once.
+    #[cfg(any(feature = "http-server", test))]
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
     /// Open connections.
     pub(crate) fn len(&self) -> usize {
         self.slots.lock().expect("limiter lock").len()

@@ -2,6 +2,9 @@
 //! the address, prints where it serves and each approver's sign-in token on stderr, and serves
 //! until interrupted. With an OpenID Connect provider (flags, or the gateway file's `[page.oidc]`),
 //! the provider is discovered before anything is served, and the callback URL is printed too.
+//! With `--page-secure-cookie` (or `[page] secure_cookie = true`) the cookies are `Secure` and
+//! that is printed. Both commands serve through `Page::serve`: the MCP endpoint's accept loop and
+//! connection limits.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -214,14 +217,19 @@ pub async fn bind(
         }
         o.redirect_uri = Some(format!("http://{local}/login/callback"));
     }
+    let secure_cookie = args.secure_cookie || file.as_ref().is_some_and(|f| f.page.secure_cookie);
+    // The page's connection limits are the MCP endpoint's (`PageConfig::default()`'s are
+    // `ConnectionLimits::default()`, as `HttpServerConfig::default()`'s), on the same accept loop.
     let mut config = PageConfig::default()
         .host_policy(policy)
         .approval_ttl(Duration::from_secs(args.approval_ttl))
-        .token_login(token_login);
+        .token_login(token_login)
+        .secure_cookie(secure_cookie);
     if let Some(o) = oidc {
         config = config.oidc(o);
     }
     config.check().map_err(Failure::Config)?;
+    let config_secure = config.secure();
     for a in &args.approvers {
         config = config.approver(a.clone());
     }
@@ -233,6 +241,12 @@ pub async fn bind(
         .await
         .map_err(|e| Failure::Config(format!("the OpenID Connect provider cannot be used: {e}")))?;
     eprintln!("{prefix}: approver page at http://{local}/");
+    if config_secure {
+        eprintln!(
+            "{prefix}: the page's cookies are Secure (__Host-purra_page_session): browsers must \
+             reach it over https"
+        );
+    }
     if let Some(uri) = page.redirect_uri() {
         eprintln!("{prefix}: OpenID Connect sign-in, callback {uri}");
     }

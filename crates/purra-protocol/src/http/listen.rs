@@ -4,10 +4,13 @@
 //!
 //! [`StreamableHttpServer::serve`](super::StreamableHttpServer::serve) runs on it; an
 //! application that mounts the MCP endpoint in its own router serves that router with
-//! [`serve`] to get the same defences.
+//! [`serve`] to get the same defences, and a service that needs each connection's peer address
+//! (the approver page, which limits sign-ins per client) is served by [`serve_with`]: one accept
+//! loop for every HTTP listener.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -71,6 +74,11 @@ pub struct ConnectionStats {
 }
 
 impl ConnectionStats {
+    /// The counters of an accept loop that will run with `limits` (their connection bound is
+    /// these counters' too): give them to [`serve_with`] and read them while it runs.
+    pub fn new(limits: &ConnectionLimits) -> ConnectionStats {
+        stats_for(limits).0
+    }
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.limiter.len()
@@ -112,17 +120,60 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let (_, limiter) = stats_for(&limits);
-    serve_limited(listener, service, limits, limiter, shutdown).await
+    serve_limited(
+        listener,
+        move |_| service.clone(),
+        limits,
+        limiter,
+        shutdown,
+    )
+    .await
 }
 
-pub(crate) async fn serve_limited<S, B>(
+/// [`serve`] with a service made for each connection by `make` from the peer's address (so the
+/// service can tell clients apart: the approver page limits failed sign-ins per address), its
+/// connections counted in `stats` (made by [`ConnectionStats::new`] with the same `limits`:
+/// counters made for another connection bound are refused, `InvalidInput`). The same accept
+/// loop, limits and shutdown as [`serve`].
+pub async fn serve_with<M, S, B>(
     listener: TcpListener,
-    service: S,
+    make: M,
+    limits: ConnectionLimits,
+    stats: &ConnectionStats,
+    shutdown: CancellationToken,
+) -> std::io::Result<()>
+where
+    M: FnMut(SocketAddr) -> S,
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if stats.limiter.max() != limits.max_connections.max(1) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "the connection counters were made for {} connections, the limits say {}",
+                stats.limiter.max(),
+                limits.max_connections
+            ),
+        ));
+    }
+    serve_limited(listener, make, limits, stats.limiter.clone(), shutdown).await
+}
+
+pub(crate) async fn serve_limited<M, S, B>(
+    listener: TcpListener,
+    mut make: M,
     limits: ConnectionLimits,
     limiter: Arc<Limiter>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()>
 where
+    M: FnMut(SocketAddr) -> S,
     S: tower_service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
         + Clone
         + Send
@@ -138,11 +189,11 @@ where
             _ = shutdown.cancelled() => break,
             _ = limiter.ready() => {}
         }
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
             r = listener.accept() => match r {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of descriptors: give up an idle connection's; otherwise back off
                     // instead of spinning.
@@ -162,7 +213,7 @@ where
         while tasks.try_join_next().is_some() {}
         tasks.spawn(connection(
             stream,
-            service.clone(),
+            make(peer),
             limits.header_read_timeout,
             slot,
             shutdown.clone(),

@@ -22,7 +22,8 @@ pub use client::{connect, AuthChallenge, HeaderProvider, HttpAuth, HttpClientOpt
 pub use legacy_client::connect_sse;
 #[cfg(feature = "http-server")]
 pub use listen::{
-    serve, ConnectionLimits, ConnectionStats, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    serve, serve_with, ConnectionLimits, ConnectionStats, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
 };
 #[cfg(all(feature = "http-server", feature = "legacy-sse"))]
 pub use server::LegacySse;

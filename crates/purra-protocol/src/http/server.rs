@@ -363,9 +363,12 @@ impl StreamableHttpServer {
         let (served, ()) = tokio::join!(
             listen::serve_limited(
                 listener,
-                StreamableHttpServer {
-                    standalone: true,
-                    ..self
+                {
+                    let standalone = StreamableHttpServer {
+                        standalone: true,
+                        ..self
+                    };
+                    move |_| standalone.clone()
                 },
                 limits,
                 limiter,
