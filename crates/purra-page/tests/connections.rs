@@ -147,6 +147,7 @@ async fn finding_2_slow_headers_are_cut_at_the_header_read_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finding_2_fifteen_hundred_stalled_connections_are_bounded_and_closed() {
     const STALLED: usize = 1500;
+    raise_fd_limit(4 * STALLED as u64);
     let (page, addr, _dir) = served("stalled", PageConfig::default()).await;
     let stats = page.connection_stats().clone();
     let mut stalled = Vec::with_capacity(STALLED);
@@ -181,4 +182,18 @@ async fn finding_2_fifteen_hundred_stalled_connections_are_bounded_and_closed() 
         stats.open() == 0
     })
     .await;
+}
+
+/// Raises this process's descriptor limit to its hard limit (the test holds both ends of up to
+/// 1500 connections); fails clearly when the hard limit is below `need`.
+fn raise_fd_limit(need: u64) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    assert!(
+        hard >= need,
+        "this test needs {need} file descriptors; the hard limit is {hard}: raise it (ulimit -Hn)"
+    );
+    if soft < need {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    }
 }
