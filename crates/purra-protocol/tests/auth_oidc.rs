@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use purra_protocol::auth::{
     AuthLayer, AuthorizationRequest, AuthorizationResponse, Authorizer, BoxFuture, JwtValidator,
-    MemoryTokenStore, OAuthClient, OAuthConfig, TokenStore as _,
+    MemoryTokenStore, OAuthClient, OAuthConfig, TokenStore as _, UrlPolicy,
 };
 use purra_protocol::http::{serve, ConnectionLimits};
 use purra_protocol::{
@@ -296,8 +296,10 @@ async fn authorization_code_flow_step_up_and_refresh() {
     let server = guarded().await;
     let browser = Browser::new("ada");
     let store = Arc::new(MemoryTokenStore::new());
+    // The authorization server is on this machine, over plain http: allowed by the option.
     let config = OAuthConfig::authorization_code(Arc::new(User(browser.clone())))
         .client_id("purra-public")
+        .url_policy(UrlPolicy::strict().allow_loopback(true))
         .store(store.clone())
         .refresh_before(Duration::from_secs(1));
     let auth = OAuthClient::new(&server.url, config).unwrap();

@@ -24,7 +24,7 @@ use super::metadata::{
     authorization_server_metadata_urls, first_found, AuthorizationServerMetadata,
 };
 use super::{
-    b64, bounded, error_chain, get_json, now_secs, read_body, BearerChallenge,
+    b64, bounded, exchange, get_json, now_secs, BearerChallenge, ExchangeError,
     ProtectedResourceMetadata,
 };
 use crate::error::AuthError;
@@ -132,11 +132,15 @@ fn check_times(
     Ok(())
 }
 
+/// The bound on each request to the authorization server (metadata, JWKS, introspection), end
+/// to end, whatever HTTP client the caller gives.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(30))
+        .timeout(FETCH_TIMEOUT)
         .build()
         .expect("an HTTP client with rustls")
 }
@@ -281,7 +285,7 @@ impl JwtValidator {
                 let meta = first_found::<AuthorizationServerMetadata>(
                     &self.http,
                     &authorization_server_metadata_urls(&issuer),
-                    None,
+                    FETCH_TIMEOUT,
                 )
                 .await
                 .map_err(|e| TokenRejection::Unavailable(e.to_string()))?
@@ -299,7 +303,7 @@ impl JwtValidator {
                 u
             }
         };
-        let set = get_json::<JwkSet>(&self.http, &jwks_uri, &[])
+        let set = get_json::<JwkSet>(&self.http, &jwks_uri, &[], FETCH_TIMEOUT)
             .await
             .map_err(TokenRejection::Unavailable)?
             .ok_or_else(|| TokenRejection::Unavailable("the JWKS could not be fetched".into()))?;
@@ -456,27 +460,23 @@ impl Introspection {
         ))
         .map_err(|_| TokenRejection::Unavailable("bad introspection credentials".into()))?;
         auth.set_sensitive(true);
-        let resp = self
+        let rb = self
             .http
             .post(&self.endpoint)
             .header("authorization", auth)
             .header("accept", "application/json")
-            .form(&[("token", token), ("token_type_hint", "access_token")])
-            .send()
+            .form(&[("token", token), ("token_type_hint", "access_token")]);
+        let (status, body) = exchange(rb, FETCH_TIMEOUT)
             .await
-            .map_err(|e| {
-                TokenRejection::Unavailable(format!("introspection: {}", error_chain(&e)))
+            .map_err(|e: ExchangeError| {
+                TokenRejection::Unavailable(format!("introspection: {e}"))
             })?;
-        let status = resp.status();
         if !status.is_success() {
             return Err(TokenRejection::Unavailable(format!(
                 "introspection answered {}",
                 status.as_u16()
             )));
         }
-        let body = read_body(resp)
-            .await
-            .map_err(|e| TokenRejection::Unavailable(format!("introspection: {e}")))?;
         let claims: Map<String, Value> = serde_json::from_slice(&body).map_err(|_| {
             TokenRejection::Unavailable("introspection answered something that is not JSON".into())
         })?;

@@ -216,7 +216,7 @@ impl OidcProvider {
             config.issuer.trim_end_matches('/')
         ))
         .map_err(|_| AuthError::Config(format!("issuer {:?} is not a URL", config.issuer)))?;
-        let doc: Discovery = get_json(&http, &at, &[])
+        let doc: Discovery = get_json(&http, &at, &[], config.request_timeout)
             .await
             .map_err(AuthError::Discovery)?
             .ok_or_else(|| AuthError::Discovery(format!("{at} answers no configuration")))?;
