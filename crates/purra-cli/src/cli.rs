@@ -555,9 +555,10 @@ pub struct ServeArgs {
     /// SIGTERM.
     #[arg(long, value_name = "ADDR", conflicts_with = "http")]
     pub ws: Option<String>,
-    /// Require OAuth access tokens from this authorization server (its issuer URL) on the
-    /// HTTP endpoint: JWTs checked against its JWKS, for the resource http://ADDR/mcp; serves
-    /// the protected resource metadata. Needs --http.
+    /// Require OAuth access tokens from this authorization server (its issuer URL: https, or
+    /// plain http on a loopback host) on the HTTP endpoint: JWT access tokens (typ at+jwt)
+    /// checked against its JWKS, for the resource http://ADDR/mcp; serves the protected
+    /// resource metadata. Needs --http.
     #[arg(long, value_name = "URL", requires = "http")]
     pub auth_issuer: Option<String>,
     /// A scope every request needs (repeatable; with --auth-issuer).

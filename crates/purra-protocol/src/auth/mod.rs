@@ -12,8 +12,8 @@
 //! authorization server.
 //!
 //! The server side ([`AuthLayer`]) is a tower layer in front of the Streamable HTTP server: it
-//! serves the protected resource metadata, validates bearer tokens (JWT against the
-//! authorization server's JWKS, or RFC 7662 introspection), answers 401/403 with the
+//! serves the protected resource metadata, validates bearer tokens (JWT access tokens typed
+//! `at+jwt` against the authorization server's JWKS, or RFC 7662 introspection), answers 401/403 with the
 //! `WWW-Authenticate` challenges MCP clients follow, enforces per-tool scopes, and puts the
 //! [`Principal`](crate::Principal) into the request for the handlers.
 //!
