@@ -380,9 +380,24 @@ pub struct LoginArgs {
     /// Document URL or dynamic registration).
     #[arg(long, value_name = "ID")]
     pub client_id: Option<String>,
-    /// The secret of a confidential pre-registered client.
-    #[arg(long, value_name = "SECRET")]
+    /// The secret of a confidential pre-registered client (needs --authorization-server: the
+    /// secret goes only to the server it was issued by).
+    #[arg(long, value_name = "SECRET", requires = "authorization_server")]
     pub client_secret: Option<String>,
+    /// The authorization server (its issuer URL) the client id and secret were issued by:
+    /// purra authorizes only there, whatever server the MCP server names.
+    #[arg(long, value_name = "URL")]
+    pub authorization_server: Option<String>,
+    /// Follow authorization servers and metadata on this machine (localhost, 127.0.0.0/8,
+    /// ::1), over plain http too: for development. Without it, only https URLs with public
+    /// addresses are followed.
+    #[arg(long)]
+    pub allow_loopback: bool,
+    /// Follow authorization servers and metadata at private addresses (10.0.0.0/8,
+    /// 172.16.0.0/12, 192.168.0.0/16, fc00::/7, ...): an authorization server inside a private
+    /// network. Link-local addresses are never followed.
+    #[arg(long)]
+    pub allow_private_addresses: bool,
     /// A Client ID Metadata Document URL (https) that identifies purra as the client.
     #[arg(long, value_name = "URL")]
     pub client_metadata_url: Option<String>,
@@ -545,9 +560,10 @@ pub struct ServeArgs {
     /// SIGTERM.
     #[arg(long, value_name = "ADDR", conflicts_with = "http")]
     pub ws: Option<String>,
-    /// Require OAuth access tokens from this authorization server (its issuer URL) on the
-    /// HTTP endpoint: JWTs checked against its JWKS, for the resource http://ADDR/mcp; serves
-    /// the protected resource metadata. Needs --http.
+    /// Require OAuth access tokens from this authorization server (its issuer URL: https, or
+    /// plain http on a loopback host) on the HTTP endpoint: JWT access tokens (typ at+jwt)
+    /// checked against its JWKS, for the resource http://ADDR/mcp; serves the protected
+    /// resource metadata. Needs --http.
     #[arg(long, value_name = "URL", requires = "http")]
     pub auth_issuer: Option<String>,
     /// A scope every request needs (repeatable; with --auth-issuer).

@@ -141,6 +141,42 @@ fn login_call_logout() {
         describe(&out)
     );
 
+    // Finding 9 of the security review: the authorization server is on this machine over
+    // plain http, which login follows only when told (--allow-loopback); nothing is stored.
+    let out = purra(&[
+        "login",
+        &url,
+        "--client-id",
+        "purra-public",
+        "--tokens",
+        tokens,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "purra: logging in to {url} (--allow-loopback follows it): refusing {issuer}/: plain http on a loopback host, followed only with allow_loopback (for development)\n"
+        )
+    );
+    assert!(!Path::new(tokens).exists());
+    // A client secret goes only to the authorization server named beside it.
+    let out = purra(&[
+        "login",
+        &url,
+        "--client-id",
+        "purra-page",
+        "--client-secret",
+        "page-secret",
+        "--tokens",
+        tokens,
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--authorization-server <URL>"),
+        "{}",
+        describe(&out)
+    );
+
     // Login: the URL on stderr, the browser, the loopback redirect.
     let mut login = Killed(
         Command::new(env!("CARGO_BIN_EXE_purra"))
@@ -149,6 +185,7 @@ fn login_call_logout() {
                 &url,
                 "--client-id",
                 "purra-public",
+                "--allow-loopback",
                 "--tokens",
                 tokens,
             ])

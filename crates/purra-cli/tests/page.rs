@@ -776,6 +776,18 @@ fn approvals_serve_signs_in_through_openid_connect_by_flags_beside_the_tokens() 
             78,
             "cannot read the client secret file /nonexistent/secret: No such file or directory (os error 2)",
         ),
+        (
+            &[
+                "--page-oidc-issuer",
+                "http://id.example",
+                "--page-oidc-client-id",
+                "purra-page",
+                "--page-allow-subject",
+                "alice",
+            ][..],
+            78,
+            "OpenID Connect sign-in: issuer \"http://id.example\" must be https (plain http only on a loopback host: localhost, 127.0.0.1, [::1])",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_purra"))
             .args(["approvals", "serve", "--db", &sc.db(), "--listen", "127.0.0.1:0"])

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use purra_protocol::auth::{
-    AuthorizationRequest, AuthorizationResponse, Authorizer, OAuthClient, OAuthConfig,
-    SigningAlgorithm, SigningKey,
+    AuthorizationRequest, AuthorizationResponse, Authorizer, BearerChallenge, OAuthClient,
+    OAuthConfig, SigningAlgorithm, SigningKey, UrlPolicy,
 };
 use purra_protocol::http::reqwest;
 use purra_protocol::types::{
@@ -114,14 +114,67 @@ fn context_str(ctx: &serde_json::Value, key: &str) -> Result<String, String> {
         .ok_or_else(|| format!("MCP_CONFORMANCE_CONTEXT has no {key}"))
 }
 
-/// How the client authorizes in `scenario`.
-fn auth_config(scenario: &str) -> Result<OAuthConfig, String> {
+/// The authorization server of the scenario at `url`, for the scenarios that hand the client a
+/// secret: an operator configures the server a secret was issued by; the suite names it only
+/// in the server's metadata, which the harness reads (and trusts) here the way the operator
+/// would have looked it up.
+async fn scenario_authorization_server(url: &str) -> Result<String, String> {
+    let http = reqwest::Client::new();
+    let probe = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "purra-conformance-client", "version": env!("CARGO_PKG_VERSION")}}});
+    let resp = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(probe.to_string())
+        .send()
+        .await
+        .map_err(|e| format!("POST {url}: {e}"))?;
+    let challenge = resp
+        .headers()
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .and_then(BearerChallenge::parse)
+        .unwrap_or_default();
+    let metadata = match challenge.resource_metadata {
+        Some(m) => m,
+        None => {
+            let u = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
+            format!(
+                "{}/.well-known/oauth-protected-resource{}",
+                u.origin().ascii_serialization(),
+                u.path().trim_end_matches('/')
+            )
+        }
+    };
+    let doc: Value = serde_json::from_str(
+        &http
+            .get(&metadata)
+            .send()
+            .await
+            .map_err(|e| format!("GET {metadata}: {e}"))?
+            .text()
+            .await
+            .map_err(|e| format!("GET {metadata}: {e}"))?,
+    )
+    .map_err(|e| format!("GET {metadata}: {e}"))?;
+    doc["authorization_servers"][0]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{metadata} names no authorization server"))
+}
+
+/// How the client authorizes in `scenario` at `url`. The suite's servers are on this machine,
+/// over plain http: followed by the option for it.
+async fn auth_config(scenario: &str, url: &str) -> Result<OAuthConfig, String> {
     let ctx = context();
-    Ok(match scenario {
+    let config = match scenario {
         "auth/client-credentials-basic" => OAuthConfig::client_credentials(
             context_str(&ctx, "client_id")?,
             context_str(&ctx, "client_secret")?,
-        ),
+        )
+        .authorization_server(scenario_authorization_server(url).await?),
         "auth/client-credentials-jwt" => {
             let alg = ctx["signing_algorithm"].as_str().unwrap_or("ES256");
             let alg = SigningAlgorithm::from_name(alg)
@@ -141,16 +194,19 @@ fn auth_config(scenario: &str) -> Result<OAuthConfig, String> {
             if scenario == "auth/pre-registration" {
                 config = config
                     .client_id(context_str(&ctx, "client_id")?)
-                    .client_secret(context_str(&ctx, "client_secret")?);
+                    .client_secret(context_str(&ctx, "client_secret")?)
+                    .authorization_server(scenario_authorization_server(url).await?);
             }
             config
         }
-    })
+    };
+    Ok(config.url_policy(UrlPolicy::strict().allow_loopback(true)))
 }
 
 /// Connects with OAuth, lists the tools, calls `test-tool`.
 async fn run_auth(scenario: &str, url: &str) -> Result<(), String> {
-    let auth = OAuthClient::new(url, auth_config(scenario)?).map_err(|e| e.to_string())?;
+    let auth =
+        OAuthClient::new(url, auth_config(scenario, url).await?).map_err(|e| e.to_string())?;
     let http = HttpClientOptions::default().auth(auth);
     let conn = Client::connect_http(url, http, options())
         .await

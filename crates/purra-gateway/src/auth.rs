@@ -97,7 +97,7 @@ impl AuthPlan {
                 Introspection::new(&i.endpoint, &i.client_id, secret, &resource).issuer(&a.issuer),
             ),
             _ => {
-                let mut v = JwtValidator::new(&a.issuer, &resource);
+                let mut v = JwtValidator::new(&a.issuer, &resource)?;
                 if let Some(uri) = &a.jwks_uri {
                     v = v.jwks_uri(uri)?;
                 }

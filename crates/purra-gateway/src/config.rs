@@ -83,7 +83,8 @@ impl Default for PageSettings {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PageOidc {
-    /// The provider's issuer URL (its discovery document is read from it).
+    /// The provider's issuer URL (its discovery document is read from it): https, or plain
+    /// http on a loopback host.
     pub issuer: String,
     /// The page's client id at the provider.
     pub client_id: String,
@@ -211,7 +212,7 @@ pub struct Settings {
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
     /// The authorization server's issuer URL: the `iss` every token must carry, and the issuer
-    /// half of every caller's principal.
+    /// half of every caller's principal. https, or plain http on a loopback host.
     pub issuer: String,
     /// The gateway's resource URL: the audience every token must name, and the metadata's
     /// `resource` (default `http://ADDR/mcp` on the address the listener is bound to; required
@@ -223,8 +224,9 @@ pub struct AuthSettings {
     /// `introspection`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks_uri: Option<String>,
-    /// Whether a JWT access token's header must say `typ: at+jwt` (RFC 9068; default: the
-    /// validator's). Not with `introspection`.
+    /// Whether a JWT access token's header must say `typ: at+jwt` (RFC 9068; default true, so
+    /// an ID token from the same issuer is no access token; false only for an authorization
+    /// server that does not type its access tokens). Not with `introspection`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_at_jwt: Option<bool>,
     /// Scopes every request's token needs (403 `insufficient_scope` otherwise); also the
@@ -700,6 +702,8 @@ impl GatewayConfig {
         };
         if !http_url(&o.issuer) {
             out.push(("page.oidc.issuer".into(), "must be an http(s) URL".into()));
+        } else if let Some(why) = plain_http_off_loopback(&o.issuer) {
+            out.push(("page.oidc.issuer".into(), why.into()));
         }
         if o.client_id.is_empty() {
             out.push(("page.oidc.client_id".into(), "must not be empty".into()));
@@ -728,6 +732,16 @@ impl GatewayConfig {
             ));
         }
     }
+}
+
+/// Why an issuer (or its keys' URL) `u`, an `http(s)` URL, cannot be trusted: plain http off
+/// loopback, where anyone on the way could change the metadata and keys that decide which
+/// tokens pass.
+fn plain_http_off_loopback(u: &str) -> Option<&'static str> {
+    let url = purra_protocol::http::reqwest::Url::parse(u).ok()?;
+    (!purra_protocol::auth::secure_or_loopback(&url)).then_some(
+        "must be https (plain http only on a loopback host: localhost, 127.0.0.1, [::1])",
+    )
 }
 
 /// Why `u` is not an `http(s)` URL with a host (and, for an `identifier` such as an issuer or a
@@ -770,13 +784,19 @@ impl GatewayConfig {
             )),
             Listen::Http(_) => {}
         }
-        if let Some(why) = url_problem(&a.issuer, true) {
+        if let Some(why) =
+            url_problem(&a.issuer, true).or_else(|| plain_http_off_loopback(&a.issuer))
+        {
             out.push(("gateway.auth.issuer".into(), why.into()));
         }
         if let Some(why) = a.resource.as_deref().and_then(|r| url_problem(r, true)) {
             out.push(("gateway.auth.resource".into(), why.into()));
         }
-        if let Some(why) = a.jwks_uri.as_deref().and_then(|u| url_problem(u, false)) {
+        if let Some(why) = a
+            .jwks_uri
+            .as_deref()
+            .and_then(|u| url_problem(u, false).or_else(|| plain_http_off_loopback(u)))
+        {
             out.push(("gateway.auth.jwks_uri".into(), why.into()));
         }
         for (i, scope) in a.scopes.iter().enumerate() {

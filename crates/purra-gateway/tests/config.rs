@@ -504,7 +504,7 @@ client_secret = "inline"
     );
     assert_eq!(
         errors(
-            "[gateway]\nlisten = \"127.0.0.1:1\"\n[gateway.auth]\nissuer = \"http://a\"\n\
+            "[gateway]\nlisten = \"127.0.0.1:1\"\n[gateway.auth]\nissuer = \"https://a\"\n\
              [gateway.auth.introspection]\nendpoint = \"http://a/i\"\nclient_id = \"g\"\n"
         ),
         ["g.toml:5: gateway.auth.introspection: needs client_secret_file or client_secret_env (the secret is never in this file)"]
@@ -513,6 +513,43 @@ client_secret = "inline"
         errors("[gateway]\nlisten = \"127.0.0.1:1\"\n[gateway.auth]\nscopes = []\n"),
         ["g.toml:3: gateway.auth.issuer: required"]
     );
+}
+
+/// Finding 10 of the security review: an issuer (the guard's, or the page's OpenID Connect
+/// provider) or a JWKS over plain http off loopback is a configuration mistake, named at its
+/// line; plain http on a loopback host stays for development.
+#[test]
+fn finding_10_http_issuers_off_loopback_are_mistakes() {
+    const HTTPS: &str =
+        "must be https (plain http only on a loopback host: localhost, 127.0.0.1, [::1])";
+    let bad = r#"[gateway]
+listen = "127.0.0.1:8787"
+
+[gateway.auth]
+issuer = "http://auth.example"
+jwks_uri = "http://auth.example/jwks"
+
+[page.oidc]
+issuer = "http://id.example/realms/ops"
+client_id = "page"
+allow_subjects = ["ada"]
+"#;
+    assert_eq!(
+        errors(bad),
+        [
+            format!("g.toml:5: gateway.auth.issuer: {HTTPS}"),
+            format!("g.toml:6: gateway.auth.jwks_uri: {HTTPS}"),
+            format!("g.toml:9: page.oidc.issuer: {HTTPS}"),
+        ]
+    );
+    for host in ["127.0.0.1:9000", "localhost:9000", "[::1]:9000"] {
+        let good = format!(
+            "[gateway]\nlisten = \"127.0.0.1:8787\"\n[gateway.auth]\nissuer = \"http://{host}\"\n\
+             jwks_uri = \"http://{host}/jwks\"\n[page.oidc]\nissuer = \"http://{host}/realms/ops\"\n\
+             client_id = \"page\"\nallow_subjects = [\"ada\"]\n"
+        );
+        assert!(load_str("g.toml", &good).is_ok(), "{host}");
+    }
 }
 
 /// Finding 1 of issue 40: who may decide a write. Left out, an operator only; `"client"` is

@@ -201,8 +201,9 @@ impl PageConfig {
     }
 
     /// The mistakes that would leave the page unusable or open: no way to sign in, an empty
-    /// allow-list (it would admit no one), a redirect URI that is not an http(s) URL ending in
-    /// the page's callback path.
+    /// allow-list (it would admit no one), a provider whose issuer is not https (plain http only
+    /// on a loopback host), a redirect URI that is not an http(s) URL ending in the page's
+    /// callback path.
     pub fn check(&self) -> Result<(), String> {
         let Some(o) = &self.oidc else {
             return if self.token_login {
@@ -219,6 +220,13 @@ impl PageConfig {
         }
         if o.provider.client_id.is_empty() {
             return Err("OpenID Connect sign-in needs a client id".into());
+        }
+        if let Err(e) = o.provider.check() {
+            let why = match e {
+                purra_protocol::AuthError::Config(why) => why,
+                other => other.to_string(),
+            };
+            return Err(format!("OpenID Connect sign-in: {why}"));
         }
         if let Some(uri) = &o.redirect_uri {
             let ok = http::Uri::try_from(uri.as_str()).is_ok_and(|u| {

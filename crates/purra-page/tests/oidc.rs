@@ -643,6 +643,14 @@ fn configurations_that_cannot_work_are_refused() {
             ),
             "the redirect URI \"http://127.0.0.1:8470/callback\" must be an http(s) URL whose path is /login/callback",
         ),
+        // Finding 10 of the security review: a provider over plain http off loopback.
+        (
+            PageConfig::default().oidc(OidcLogin::new(
+                OidcConfig::new("http://id.example", CLIENT),
+                AllowList::default().subject("a"),
+            )),
+            "OpenID Connect sign-in: issuer \"http://id.example\" must be https (plain http only on a loopback host: localhost, 127.0.0.1, [::1])",
+        ),
     ];
     for (config, message) in cases {
         assert_eq!(config.check(), Err(message.to_owned()));

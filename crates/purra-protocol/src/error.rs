@@ -96,6 +96,16 @@ pub enum AuthError {
     Store(String),
     /// Client configuration that cannot work (a key that does not parse, a bad URL).
     Config(String),
+    /// A URL a server or a metadata document named, which the client's
+    /// `auth::UrlPolicy` does not follow (not https, an address that is not
+    /// public), or an endpoint a configured client secret must not go to. Nothing was sent to
+    /// it.
+    UrlRefused {
+        /// The URL refused.
+        url: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl fmt::Display for AuthError {
@@ -131,6 +141,7 @@ impl fmt::Display for AuthError {
             }
             AuthError::Store(why) => write!(f, "token store: {why}"),
             AuthError::Config(why) => write!(f, "authorization configuration: {why}"),
+            AuthError::UrlRefused { url, reason } => write!(f, "refusing {url}: {reason}"),
         }
     }
 }

@@ -5,8 +5,9 @@
 //! calls a guarded purra server, steps up to a wider scope and refreshes an expired token; the
 //! guard refuses a token for another resource, an expired token, a token signed by another key
 //! and a token missing a scope, each with its exact status and `WWW-Authenticate`; the principal
-//! reaches the handler, and a session is refused to another principal. The official TypeScript
-//! SDK's client (`peers/node/oauth_client.mjs`) authorizes against the same server and calls the
+//! reaches the handler, and a session is refused to another principal; an ID token the server
+//! issued is no access token (finding 10 of the security review). The official TypeScript SDK's
+//! client (`peers/node/oauth_client.mjs`) authorizes against the same server and calls the
 //! guarded purra server.
 
 use std::collections::HashMap;
@@ -20,7 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use purra_protocol::auth::{
     AuthLayer, AuthorizationRequest, AuthorizationResponse, Authorizer, BoxFuture, JwtValidator,
-    MemoryTokenStore, OAuthClient, OAuthConfig, TokenStore as _,
+    MemoryTokenStore, OAuthClient, OAuthConfig, TokenRejection, TokenStore as _, TokenValidator,
+    UrlPolicy,
 };
 use purra_protocol::http::{serve, ConnectionLimits};
 use purra_protocol::{
@@ -164,7 +166,9 @@ async fn guarded() -> Guarded {
         json_response: true,
         ..HttpServerConfig::default()
     };
-    let validator = JwtValidator::new(issuer(), &url).leeway(Duration::from_secs(1));
+    let validator = JwtValidator::new(issuer(), &url)
+        .unwrap()
+        .leeway(Duration::from_secs(1));
     let guard = AuthLayer::new(&url, issuer(), validator)
         .unwrap()
         .required_scopes(["mcp:read"])
@@ -192,18 +196,25 @@ async fn guarded() -> Guarded {
 struct Browser {
     http: reqwest::Client,
     user: String,
+    /// Where the authorization server sends the browser back ([`REDIRECT_URI`] unless said).
+    redirect: &'static str,
     cookies: Mutex<HashMap<String, String>>,
     authorizations: AtomicU32,
 }
 
 impl Browser {
     fn new(user: &str) -> Arc<Self> {
+        Self::returning_to(user, REDIRECT_URI)
+    }
+
+    fn returning_to(user: &str, redirect: &'static str) -> Arc<Self> {
         Arc::new(Browser {
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap(),
             user: user.to_owned(),
+            redirect,
             cookies: Mutex::new(HashMap::new()),
             authorizations: AtomicU32::new(0),
         })
@@ -235,7 +246,7 @@ impl Browser {
             if status.is_redirection() {
                 let location = resp.headers()["location"].to_str().unwrap().to_owned();
                 url = url.join(&location).unwrap();
-                if url.as_str().starts_with(REDIRECT_URI) {
+                if url.as_str().starts_with(self.redirect) {
                     return AuthorizationResponse::from_redirect(url.as_str());
                 }
                 resp = self.send(self.http.get(url.clone())).await;
@@ -296,8 +307,10 @@ async fn authorization_code_flow_step_up_and_refresh() {
     let server = guarded().await;
     let browser = Browser::new("ada");
     let store = Arc::new(MemoryTokenStore::new());
+    // The authorization server is on this machine, over plain http: allowed by the option.
     let config = OAuthConfig::authorization_code(Arc::new(User(browser.clone())))
         .client_id("purra-public")
+        .url_policy(UrlPolicy::strict().allow_loopback(true))
         .store(store.clone())
         .refresh_before(Duration::from_secs(1));
     let auth = OAuthClient::new(&server.url, config).unwrap();
@@ -653,5 +666,90 @@ async fn typescript_sdk_client_authorizes_and_calls() {
         json!({"whoami": {"subject": "bob", "issuer": issuer(), "client_id": "purra-ts",
                           "scopes": ["mcp:read"], "session": true},
                "scope": "mcp:read"})
+    );
+}
+
+/// Finding 10 of the security review (token typing): an ID token the authorization server
+/// issued, signed with the same key as its access tokens, is refused as an access token by
+/// default, for its missing `typ: at+jwt` alone (a validator told not to look takes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_10_an_id_token_is_no_access_token() {
+    const PAGE_REDIRECT: &str = "http://127.0.0.1/login/callback";
+    let http = reqwest::Client::new();
+    let discovery: Value = http
+        .get(format!("{}/.well-known/openid-configuration", issuer()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    // The page's sign-in client: the code flow with PKCE, for an ID token naming it.
+    let verifier = "v".repeat(43);
+    let challenge =
+        b64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
+    let mut start = Url::parse(discovery["authorization_endpoint"].as_str().unwrap()).unwrap();
+    start
+        .query_pairs_mut()
+        .append_pair("response_type", "code")
+        .append_pair("client_id", "purra-page")
+        .append_pair("redirect_uri", PAGE_REDIRECT)
+        .append_pair("scope", "openid")
+        .append_pair("state", "st")
+        .append_pair("nonce", "no")
+        .append_pair("code_challenge", &challenge)
+        .append_pair("code_challenge_method", "S256");
+    let back = Browser::returning_to("grace", PAGE_REDIRECT)
+        .run(start)
+        .await
+        .unwrap();
+    let resp = http
+        .post(discovery["token_endpoint"].as_str().unwrap())
+        .basic_auth("purra-page", Some("page-secret"))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", back.code.as_str()),
+            ("redirect_uri", PAGE_REDIRECT),
+            ("code_verifier", verifier.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let answer: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    let id_token = answer["id_token"].as_str().unwrap();
+    let header: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(id_token.split('.').next().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    // No `typ` at all (RFC 9068 leaves ID tokens untyped); the access tokens' key signs it.
+    assert_eq!(header, json!({"alg": "ES256", "kid": "es256-1"}));
+
+    // A resource whose audience is the ID token's (the client id): refused by default...
+    let strict = JwtValidator::new(issuer(), "purra-page").unwrap();
+    assert_eq!(
+        strict.validate(id_token).await.map(|p| p.subject),
+        Err(TokenRejection::Invalid(
+            "the token is not an access token (typ)".into()
+        ))
+    );
+    // ...for its type alone: every other check passes it.
+    let lax = JwtValidator::new(issuer(), "purra-page")
+        .unwrap()
+        .require_at_jwt(false);
+    assert_eq!(
+        lax.validate(id_token).await.map(|p| p.subject),
+        Ok("grace".to_owned())
+    );
+    // The server's access tokens say at+jwt, and pass by default.
+    let resource = "http://127.0.0.1:1/typed";
+    let access = service_token("purra-service", resource, "mcp:read").await;
+    let validator = JwtValidator::new(issuer(), resource).unwrap();
+    assert_eq!(
+        validator.validate(&access).await.map(|p| p.subject),
+        Ok("purra-service".to_owned())
     );
 }

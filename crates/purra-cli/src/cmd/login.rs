@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use purra_protocol::auth::{FileTokenStore, LoopbackAuthorizer, OAuthClient, OAuthConfig};
-use purra_protocol::{Error, HttpClientOptions};
+use purra_protocol::auth::{
+    FileTokenStore, LoopbackAuthorizer, OAuthClient, OAuthConfig, UrlPolicy,
+};
+use purra_protocol::{AuthError, Error, HttpClientOptions};
 
 use crate::cli::{LoginArgs, LogoutArgs};
 use crate::exit::Failure;
@@ -53,7 +55,23 @@ pub async fn login(args: LoginArgs) -> Result<(), Failure> {
         ));
     };
     let file = token_file(args.tokens.as_ref())?;
-    let failed = |e| Failure::protocol(format!("logging in to {url}"), e);
+    let failed = |e: Error| {
+        // A refused URL says which option would follow it, for whoever means to.
+        let hint = match &e {
+            Error::Auth(AuthError::UrlRefused { reason, .. })
+                if reason.contains("allow_loopback") =>
+            {
+                " (--allow-loopback follows it)"
+            }
+            Error::Auth(AuthError::UrlRefused { reason, .. })
+                if reason.contains("allow_private_addresses") =>
+            {
+                " (--allow-private-addresses follows it)"
+            }
+            _ => "",
+        };
+        Failure::protocol(format!("logging in to {url}{hint}"), e)
+    };
     let authorizer = LoopbackAuthorizer::bind(&args.redirect, |request| {
         eprintln!(
             "Open this URL in a browser to authorize purra:\n\n  {}\n",
@@ -63,9 +81,16 @@ pub async fn login(args: LoginArgs) -> Result<(), Failure> {
     })
     .await
     .map_err(|e| failed(Error::Auth(e)))?;
+    let policy = UrlPolicy::strict()
+        .allow_loopback(args.allow_loopback)
+        .allow_private_addresses(args.allow_private_addresses);
     let mut config = OAuthConfig::authorization_code(Arc::new(authorizer))
         .client_name("purra")
+        .url_policy(policy)
         .store(Arc::new(FileTokenStore::new(&file)));
+    if let Some(a) = args.authorization_server {
+        config = config.authorization_server(a);
+    }
     if let Some(id) = args.client_id {
         config = config.client_id(id);
     }

@@ -34,7 +34,8 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
             Some(issuer) => {
                 // The guard in front of the endpoint; one token ends the accept loop and the
                 // endpoint's open streams.
-                let validator = JwtValidator::new(issuer, &url);
+                let validator = JwtValidator::new(issuer, &url)
+                    .map_err(|e| Failure::usage(format!("--auth-issuer: {e}")))?;
                 let guard = AuthLayer::new(&url, issuer, validator)
                     .map_err(|e| Failure::usage(format!("--auth-issuer: {e}")))?
                     .required_scopes(args.auth_scopes.iter().cloned());

@@ -14,12 +14,13 @@ use serde_json::json;
 
 use super::jwt::{PrivateKey, SigningAlgorithm};
 use super::metadata::{
-    authorization_server_metadata_urls, canonical_resource, first_found, origin, resource_covers,
+    authorization_server_metadata_urls, canonical_resource, origin, resource_covers,
     resource_metadata_urls, AuthorizationServerMetadata, ProtectedResourceMetadata,
 };
+use super::policy::{secure_or_loopback, UrlPolicy, HTTPS_ONLY};
 use super::store::{ClientRegistration, MemoryTokenStore, StoredAuth, TokenStore, Tokens};
-use super::{b64, b64url, bounded, config_error, error_chain, now_secs, random_string, read_body};
-use super::{get_json, BearerChallenge};
+use super::{b64, b64url, bounded, config_error, error_chain, now_secs, random_string};
+use super::{exchange, get_json, BearerChallenge, ExchangeError};
 use crate::error::{AuthError, Error};
 use crate::http::client::{AuthChallenge, HttpAuth};
 use crate::session::BoxFuture;
@@ -233,6 +234,8 @@ pub struct OAuthConfig {
     refresh_before: Duration,
     max_authorizations: u32,
     request_timeout: Duration,
+    url_policy: UrlPolicy,
+    authorization_server: Option<String>,
 }
 
 impl fmt::Debug for OAuthConfig {
@@ -258,6 +261,9 @@ impl fmt::Debug for OAuthConfig {
             .field("scopes", &self.scopes)
             .field("refresh_before", &self.refresh_before)
             .field("max_authorizations", &self.max_authorizations)
+            .field("request_timeout", &self.request_timeout)
+            .field("url_policy", &self.url_policy)
+            .field("authorization_server", &self.authorization_server)
             .finish()
     }
 }
@@ -279,6 +285,8 @@ impl OAuthConfig {
             refresh_before: Duration::from_secs(60),
             max_authorizations: 3,
             request_timeout: Duration::from_secs(30),
+            url_policy: UrlPolicy::strict(),
+            authorization_server: None,
         }
     }
 
@@ -291,7 +299,9 @@ impl OAuthConfig {
     }
 
     /// The client credentials grant with a client secret (`client_secret_basic`, or
-    /// `client_secret_post` when the server accepts only that).
+    /// `client_secret_post` when the server accepts only that). The secret goes only to the
+    /// authorization server it was issued by, which [`authorization_server`](Self::authorization_server)
+    /// must name.
     pub fn client_credentials(client_id: impl Into<String>, secret: impl Into<String>) -> Self {
         let mut c = Self::with_grant(Grant::ClientCredentials);
         c.client_id = Some(client_id.into());
@@ -321,7 +331,8 @@ impl OAuthConfig {
         self.client_id = Some(id.into());
         self
     }
-    /// The pre-registered client's secret.
+    /// The pre-registered client's secret. It goes only to the authorization server it was
+    /// issued by, which [`authorization_server`](Self::authorization_server) must name.
     pub fn client_secret(mut self, secret: impl Into<String>) -> Self {
         self.client_secret = Some(secret.into());
         self
@@ -380,9 +391,24 @@ impl OAuthConfig {
         self.max_authorizations = n.max(1);
         self
     }
-    /// The timeout of each discovery, registration and token request (default 30 s).
+    /// The bound on each discovery, registration and token request, end to end: connecting,
+    /// the headers and the whole body (default 30 s).
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
+        self
+    }
+    /// Which URLs the client follows when a server or a metadata document names them
+    /// (default [`UrlPolicy::strict`]: https only, public addresses only).
+    pub fn url_policy(mut self, policy: UrlPolicy) -> Self {
+        self.url_policy = policy;
+        self
+    }
+    /// The authorization server (its issuer URL) the client id and secret were issued by: the
+    /// client then authorizes only there (a server naming another is refused before anything is
+    /// sent to it), and a configured client secret goes only to a token endpoint on its origin.
+    /// Required with a client secret.
+    pub fn authorization_server(mut self, issuer: impl Into<String>) -> Self {
+        self.authorization_server = Some(issuer.into());
         self
     }
 }
@@ -408,7 +434,17 @@ struct Inner {
     server: Url,
     key: String,
     config: OAuthConfig,
+    /// For the MCP server and the token endpoint a login stored (the caller's choices).
     http: reqwest::Client,
+    /// For what discovery finds: purra's own client resolves names through the URL policy (and
+    /// takes no proxy from the environment, whose resolution it could not check); a client of
+    /// the caller's own serves both.
+    discovery: reqwest::Client,
+    /// The origins the caller chose, whose addresses are not checked: the MCP server's and the
+    /// configured authorization server's.
+    trusted: Vec<String>,
+    /// The configured authorization server, as given and parsed.
+    authorization_server: Option<(String, Url)>,
     state: Mutex<State>,
     /// One refresh or authorization at a time; the others wait and use its result. A tokio
     /// mutex held across the flow's awaits on purpose (a gate, guarding no data).
@@ -496,6 +532,27 @@ impl OAuthClient {
                 ));
             }
         }
+        let authorization_server = match &config.authorization_server {
+            Some(given) => {
+                let u = Url::parse(given).map_err(|e| {
+                    config_error(format!("invalid authorization server {given:?}: {e}"))
+                })?;
+                if !secure_or_loopback(&u) {
+                    return Err(config_error(format!(
+                        "the authorization server {given:?} {HTTPS_ONLY}"
+                    )));
+                }
+                config.url_policy.check_url(&u, true)?;
+                Some((given.clone(), u))
+            }
+            None => None,
+        };
+        if config.client_secret.is_some() && authorization_server.is_none() {
+            return Err(config_error(
+                "a client secret goes only to the authorization server it was issued by: name it \
+                 (OAuthConfig::authorization_server)",
+            ));
+        }
         if let Some(u) = &config.client_metadata_url {
             let parsed = Url::parse(u)
                 .map_err(|e| config_error(format!("invalid client metadata URL {u:?}: {e}")))?;
@@ -505,13 +562,32 @@ impl OAuthClient {
                 )));
             }
         }
-        let http = match &config.http {
-            Some(c) => c.clone(),
-            None => reqwest::Client::builder()
+        let mut trusted = vec![origin(&server)];
+        let mut trusted_hosts: Vec<String> =
+            server.host_str().into_iter().map(Into::into).collect();
+        if let Some((_, u)) = &authorization_server {
+            trusted.push(origin(u));
+            trusted_hosts.extend(u.host_str().map(Into::into));
+        }
+        let builder = || {
+            reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(Duration::from_secs(10))
-                .build()
-                .map_err(|e| config_error(format!("HTTP client: {}", error_chain(&e))))?,
+        };
+        let built = |r: reqwest::Result<reqwest::Client>| {
+            r.map_err(|e| config_error(format!("HTTP client: {}", error_chain(&e))))
+        };
+        let (http, discovery) = match &config.http {
+            Some(c) => (c.clone(), c.clone()),
+            None => (
+                built(builder().build())?,
+                built(
+                    builder()
+                        .no_proxy()
+                        .dns_resolver(config.url_policy.resolver(trusted_hosts))
+                        .build(),
+                )?,
+            ),
         };
         Ok(OAuthClient {
             inner: Arc::new(Inner {
@@ -519,6 +595,9 @@ impl OAuthClient {
                 server,
                 config,
                 http,
+                discovery,
+                trusted,
+                authorization_server,
                 state: Mutex::new(State {
                     loaded: false,
                     stored: StoredAuth::default(),
@@ -559,16 +638,24 @@ impl OAuthClient {
             "params": {"protocolVersion": crate::ProtocolVersion::LATEST_HANDSHAKE.as_str(), "capabilities": {},
                        "clientInfo": {"name": self.inner.config.client_name, "version": env!("CARGO_PKG_VERSION")}},
         });
-        let resp = self
+        let timeout = self.inner.config.request_timeout;
+        let send = self
             .inner
             .http
             .post(self.inner.server.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(probe.to_string())
-            .timeout(self.inner.config.request_timeout)
-            .send()
+            .send();
+        let resp = tokio::time::timeout(timeout, send)
             .await
+            .map_err(|_| {
+                Error::Transport(format!(
+                    "POST {}: {}",
+                    self.inner.server,
+                    ExchangeError::Timeout(timeout)
+                ))
+            })?
             .map_err(|e| {
                 Error::Transport(format!("POST {}: {}", self.inner.server, error_chain(&e)))
             })?;
@@ -596,13 +683,7 @@ impl OAuthClient {
         let challenge = header.as_deref().and_then(BearerChallenge::parse);
         if status != 401 && status != 403 {
             // No challenge: authorize anyway when the server publishes metadata.
-            let found = first_found::<ProtectedResourceMetadata>(
-                &self.inner.http,
-                &resource_metadata_urls(&self.inner.server),
-                None,
-            )
-            .await?;
-            if found.is_none() {
+            if self.resource_metadata_at_server().await?.is_none() {
                 return Ok(false);
             }
         }
@@ -774,8 +855,63 @@ impl OAuthClient {
         Ok(())
     }
 
+    /// Whether `url` is on an origin the caller chose (the MCP server's, the configured
+    /// authorization server's): its addresses are not checked, its scheme is.
+    fn trusted(&self, url: &Url) -> bool {
+        self.inner.trusted.contains(&origin(url))
+    }
+
+    /// GETs a metadata document at `url`: on the MCP server's own origin as the server is
+    /// reached; elsewhere only what the URL policy allows, through the discovery client. Bounded
+    /// by the request timeout end to end.
+    async fn fetch_metadata<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &Url,
+    ) -> Result<Option<T>, AuthError> {
+        let http = if origin(url) == origin(&self.inner.server) {
+            &self.inner.http
+        } else {
+            self.inner
+                .config
+                .url_policy
+                .check(url, self.trusted(url))
+                .await?;
+            &self.inner.discovery
+        };
+        get_json::<T>(http, url, &[], self.inner.config.request_timeout)
+            .await
+            .map_err(AuthError::Discovery)
+    }
+
+    /// The protected resource metadata at the server's well-known URLs, the first found.
+    async fn resource_metadata_at_server(
+        &self,
+    ) -> Result<Option<ProtectedResourceMetadata>, AuthError> {
+        for url in resource_metadata_urls(&self.inner.server) {
+            if let Some(doc) = self.fetch_metadata(&url).await? {
+                return Ok(Some(doc));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Refuses `issuer` when an authorization server is configured and this is another.
+    fn check_configured_issuer(&self, issuer: &str) -> Result<(), AuthError> {
+        match &self.inner.authorization_server {
+            Some((given, _)) if issuer.trim_end_matches('/') != given.trim_end_matches('/') => {
+                Err(AuthError::UrlRefused {
+                    url: bounded(issuer, 200),
+                    reason: format!("not the configured authorization server {given}"),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Discovery: the protected resource metadata (from the challenge, else the well-known
-    /// URLs), then the authorization server's metadata (or the 2025-03-26 fallbacks).
+    /// URLs), then the authorization server's metadata (or the 2025-03-26 fallbacks). Every URL
+    /// a server or a document names passes the URL policy before anything is sent to it; a
+    /// configured authorization server is the only one used.
     async fn discover(&self, challenge: &BearerChallenge) -> Result<Discovered, AuthError> {
         let server = &self.inner.server;
         let mut prm = None;
@@ -783,18 +919,12 @@ impl OAuthClient {
             let url = Url::parse(u).map_err(|_| {
                 AuthError::Discovery(format!("resource_metadata {u:?} is not a URL"))
             })?;
-            prm = get_json::<ProtectedResourceMetadata>(&self.inner.http, &url, &[])
-                .await
-                .map_err(AuthError::Discovery)?;
+            prm = self
+                .fetch_metadata::<ProtectedResourceMetadata>(&url)
+                .await?;
         }
         if prm.is_none() {
-            prm = first_found::<ProtectedResourceMetadata>(
-                &self.inner.http,
-                &resource_metadata_urls(server),
-                None,
-            )
-            .await?
-            .map(|(_, d)| d);
+            prm = self.resource_metadata_at_server().await?;
         }
         let (resource, issuer) = match &prm {
             Some(p) => {
@@ -815,16 +945,28 @@ impl OAuthClient {
             None => (self.inner.key.clone(), origin(server)),
         };
         let issuer_url = Url::parse(&issuer).map_err(|_| {
-            AuthError::Discovery(format!("authorization server {issuer:?} is not a URL"))
+            AuthError::Discovery(format!(
+                "authorization server {:?} is not a URL",
+                bounded(&issuer, 200)
+            ))
         })?;
-        let found = first_found::<AuthorizationServerMetadata>(
-            &self.inner.http,
-            &authorization_server_metadata_urls(&issuer_url),
-            None,
-        )
-        .await?;
+        self.check_configured_issuer(&issuer)?;
+        self.inner
+            .config
+            .url_policy
+            .check_url(&issuer_url, self.trusted(&issuer_url))?;
+        let mut found = None;
+        for url in authorization_server_metadata_urls(&issuer_url) {
+            if let Some(doc) = self
+                .fetch_metadata::<AuthorizationServerMetadata>(&url)
+                .await?
+            {
+                found = Some(doc);
+                break;
+            }
+        }
         let (meta, found) = match found {
-            Some((_, meta)) => {
+            Some(meta) => {
                 if prm.is_some()
                     && meta.issuer.trim_end_matches('/') != issuer.trim_end_matches('/')
                 {
@@ -833,6 +975,7 @@ impl OAuthClient {
                         bounded(&meta.issuer, 200)
                     )));
                 }
+                self.check_configured_issuer(&meta.issuer)?;
                 (meta, true)
             }
             None => (AuthorizationServerMetadata::fallback(&issuer_url), false),
@@ -851,6 +994,21 @@ impl OAuthClient {
         };
         self.inner.state.lock().expect("auth state").discovered = Some(d.clone());
         Ok(d)
+    }
+
+    /// An endpoint the authorization server's metadata names, parsed and passed through the URL
+    /// policy before anything is sent to it (or the user sent to it).
+    async fn endpoint(&self, name: &str, value: &str, resolve: bool) -> Result<Url, AuthError> {
+        let url = Url::parse(value).map_err(|_| {
+            AuthError::Discovery(format!("{name} {:?} is not a URL", bounded(value, 200)))
+        })?;
+        let policy = &self.inner.config.url_policy;
+        if resolve {
+            policy.check(&url, self.trusted(&url)).await?;
+        } else {
+            policy.check_url(&url, self.trusted(&url))?;
+        }
+        Ok(url)
     }
 
     /// The scopes to ask for: the explicit ones (a step-up's), else the challenge's, else the
@@ -880,13 +1038,17 @@ impl OAuthClient {
         challenge: &BearerChallenge,
         scope: Option<String>,
     ) -> Result<(), AuthError> {
+        if let Grant::StoredOnly = self.inner.config.grant {
+            // Nothing here can authorize: no discovery, no request to anything a server names.
+            return Err(AuthError::Required {
+                resource: self.inner.key.clone(),
+                scope,
+            });
+        }
         let d = self.discover(challenge).await?;
         let scope = self.select_scope(&d, scope);
         match &self.inner.config.grant {
-            Grant::StoredOnly => Err(AuthError::Required {
-                resource: self.inner.key.clone(),
-                scope,
-            }),
+            Grant::StoredOnly => unreachable!("returned above"),
             Grant::ClientCredentials => self.client_credentials(&d, scope).await,
             Grant::AuthorizationCode(authorizer) => {
                 self.authorization_code(&d, scope, authorizer.clone()).await
@@ -956,18 +1118,16 @@ impl OAuthClient {
                     .into(),
             ));
         }
+        // The user is sent there: the same rules as for what the client fetches itself.
+        let mut url = self
+            .endpoint("authorization_endpoint", &authorization_endpoint, false)
+            .await?;
         let redirect_uri = authorizer.redirect_uri();
         let client = self.client_for(d, &redirect_uri).await?;
         let verifier = random_string(48);
         let challenge =
             b64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
         let state = random_string(24);
-        let mut url = Url::parse(&authorization_endpoint).map_err(|_| {
-            AuthError::Discovery(format!(
-                "authorization_endpoint {:?} is not a URL",
-                bounded(&authorization_endpoint, 200)
-            ))
-        })?;
         {
             let mut q = url.query_pairs_mut();
             q.append_pair("response_type", "code")
@@ -1068,6 +1228,9 @@ impl OAuthClient {
                     .into(),
             ));
         };
+        let endpoint = self
+            .endpoint("registration_endpoint", endpoint, true)
+            .await?;
         let method = if d.meta.supports_auth_method("none")
             || d.meta.token_endpoint_auth_methods_supported.is_none()
         {
@@ -1086,21 +1249,14 @@ impl OAuthClient {
             "response_types": ["code"],
             "token_endpoint_auth_method": method,
         });
-        let resp = self
+        let rb = self
             .inner
-            .http
-            .post(endpoint.as_str())
+            .discovery
+            .post(endpoint.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json")
-            .body(body.to_string())
-            .timeout(config.request_timeout)
-            .send()
-            .await
-            .map_err(|e| {
-                AuthError::Registration(format!("POST {endpoint}: {}", error_chain(&e)))
-            })?;
-        let status = resp.status();
-        let bytes = read_body(resp)
+            .body(body.to_string());
+        let (status, bytes) = exchange(rb, config.request_timeout)
             .await
             .map_err(|e| AuthError::Registration(format!("POST {endpoint}: {e}")))?;
         if !status.is_success() {
@@ -1182,14 +1338,69 @@ impl OAuthClient {
         form: Vec<(&'static str, String)>,
         requested: Option<&str>,
     ) -> Result<Tokens, AuthError> {
-        let endpoint = d.meta.token_endpoint.clone().expect("checked in discover");
-        self.post_token(&endpoint, &d.issuer, client, Some(&d.meta), form, requested)
-            .await
+        let endpoint = d
+            .meta
+            .token_endpoint
+            .as_deref()
+            .expect("checked in discover");
+        let endpoint = self.endpoint("token_endpoint", endpoint, true).await?;
+        let http = self.inner.discovery.clone();
+        self.post_token(
+            &http,
+            &endpoint,
+            &d.issuer,
+            client,
+            Some(&d.meta),
+            form,
+            requested,
+        )
+        .await
     }
 
+    /// Refuses to send the configured client secret to `endpoint` unless it is a token endpoint
+    /// of the configured authorization server: that server's issuer, on its origin.
+    fn check_secret_goes_home(
+        &self,
+        endpoint: &Url,
+        issuer: &str,
+        client: &ClientRegistration,
+        method: ClientAuthMethod,
+    ) -> Result<(), AuthError> {
+        let config = &self.inner.config;
+        let sends_secret = matches!(
+            method,
+            ClientAuthMethod::ClientSecretBasic | ClientAuthMethod::ClientSecretPost
+        );
+        if !sends_secret
+            || config.client_secret.is_none()
+            || client.client_secret != config.client_secret
+        {
+            return Ok(());
+        }
+        let (given, home) = self
+            .inner
+            .authorization_server
+            .as_ref()
+            .expect("checked in new: a client secret needs its authorization server");
+        if issuer.trim_end_matches('/') != given.trim_end_matches('/')
+            || origin(endpoint) != origin(home)
+        {
+            return Err(AuthError::UrlRefused {
+                url: endpoint.to_string(),
+                reason: format!(
+                    "the client secret goes only to the configured authorization server {given}, \
+                     on its origin"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn post_token(
         &self,
-        endpoint: &str,
+        http: &reqwest::Client,
+        endpoint: &Url,
         issuer: &str,
         client: &ClientRegistration,
         meta: Option<&AuthorizationServerMetadata>,
@@ -1197,12 +1408,10 @@ impl OAuthClient {
         requested: Option<&str>,
     ) -> Result<Tokens, AuthError> {
         let method = self.auth_method(client, meta);
-        let mut rb = self
-            .inner
-            .http
-            .post(endpoint)
-            .header("accept", "application/json")
-            .timeout(self.inner.config.request_timeout);
+        self.check_secret_goes_home(endpoint, issuer, client, method)?;
+        let mut rb = http
+            .post(endpoint.clone())
+            .header("accept", "application/json");
         match method {
             ClientAuthMethod::ClientSecretBasic => {
                 let secret = client.client_secret.as_deref().unwrap_or("");
@@ -1247,15 +1456,18 @@ impl OAuthClient {
                 form.push(("client_assertion", assertion));
             }
         }
-        let resp = rb.form(&form).send().await.map_err(|e| AuthError::Token {
-            error: "request_failed".into(),
-            description: Some(format!("POST {endpoint}: {}", error_chain(&e))),
-        })?;
-        let status = resp.status();
-        let bytes = read_body(resp).await.map_err(|e| AuthError::Token {
-            error: "invalid_response".into(),
-            description: Some(e),
-        })?;
+        let (status, bytes) = exchange(rb.form(&form), self.inner.config.request_timeout)
+            .await
+            .map_err(|e| match e {
+                ExchangeError::Body(why) => AuthError::Token {
+                    error: "invalid_response".into(),
+                    description: Some(why),
+                },
+                e => AuthError::Token {
+                    error: "request_failed".into(),
+                    description: Some(format!("POST {endpoint}: {e}")),
+                },
+            })?;
         if !status.is_success() {
             let e: Option<OAuthErrorBody> = serde_json::from_slice(&bytes).ok();
             let (error, description) = e
@@ -1327,9 +1539,16 @@ impl OAuthClient {
             form.push(("resource", r.clone()));
         }
         let issuer = stored.issuer.clone().unwrap_or_default();
+        // The token endpoint the login stored (it passed the URL policy then): the caller's.
+        let endpoint = Url::parse(endpoint).map_err(|_| AuthError::Token {
+            error: "invalid_request".into(),
+            description: Some("the stored token endpoint is not a URL".into()),
+        })?;
+        let http = self.inner.http.clone();
         let mut new = self
             .post_token(
-                endpoint,
+                &http,
+                &endpoint,
                 &issuer,
                 client,
                 meta.as_ref(),

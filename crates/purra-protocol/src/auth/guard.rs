@@ -23,8 +23,9 @@ use super::jwt::{self, Jwk, JwkSet, SigningAlgorithm};
 use super::metadata::{
     authorization_server_metadata_urls, first_found, AuthorizationServerMetadata,
 };
+use super::policy::{secure_or_loopback, HTTPS_ONLY};
 use super::{
-    b64, bounded, error_chain, get_json, now_secs, read_body, BearerChallenge,
+    b64, bounded, exchange, get_json, now_secs, BearerChallenge, ExchangeError,
     ProtectedResourceMetadata,
 };
 use crate::error::AuthError;
@@ -132,13 +133,27 @@ fn check_times(
     Ok(())
 }
 
+/// The bound on each request to the authorization server (metadata, JWKS, introspection), end
+/// to end, whatever HTTP client the caller gives.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(30))
+        .timeout(FETCH_TIMEOUT)
         .build()
         .expect("an HTTP client with rustls")
+}
+
+/// `url` parsed, when it may name an issuer or one of its endpoints (https, or plain http on a
+/// loopback host).
+fn secure_url(what: &str, url: &str) -> Result<Url, AuthError> {
+    let u = Url::parse(url).map_err(|e| AuthError::Config(format!("{what} {url:?}: {e}")))?;
+    if !secure_or_loopback(&u) {
+        return Err(AuthError::Config(format!("{what} {url:?} {HTTPS_ONLY}")));
+    }
+    Ok(u)
 }
 
 struct JwksCache {
@@ -147,9 +162,10 @@ struct JwksCache {
     jwks_uri: Option<Url>,
 }
 
-/// Validates JWT access tokens (RFC 9068) against the authorization server's JWKS: the
-/// signature (asymmetric algorithms only), `iss`, `aud` (must name this resource), `exp` and
-/// `nbf` within a bounded clock skew. The JWKS is fetched on first use (from `jwks_uri`, or the
+/// Validates JWT access tokens (RFC 9068) against the authorization server's JWKS: the header's
+/// `typ` (`at+jwt`, so an ID token from the same issuer is no access token), the signature
+/// (asymmetric algorithms only), `iss`, `aud` (must name this resource), `exp` and `nbf` within a
+/// bounded clock skew. The JWKS is fetched on first use (from `jwks_uri`, or the
 /// issuer's metadata), cached for `jwks_max_age`, and fetched again when a token names a key it
 /// does not hold (rotation), at most once per `jwks_min_refresh`.
 pub struct JwtValidator {
@@ -179,10 +195,13 @@ impl fmt::Debug for JwtValidator {
 
 impl JwtValidator {
     /// Accepts tokens issued by `issuer` for `audience` (the resource identifier, the MCP
-    /// server's URL).
-    pub fn new(issuer: impl Into<String>, audience: impl Into<String>) -> Self {
-        JwtValidator {
-            issuer: issuer.into(),
+    /// server's URL). The issuer must be an https URL (plain http only on a loopback host, for
+    /// development): its metadata and keys decide which tokens pass.
+    pub fn new(issuer: impl Into<String>, audience: impl Into<String>) -> Result<Self, AuthError> {
+        let issuer = issuer.into();
+        secure_url("the issuer", &issuer)?;
+        Ok(JwtValidator {
+            issuer,
             audience: vec![audience.into()],
             algorithms: vec![
                 SigningAlgorithm::RS256,
@@ -198,7 +217,7 @@ impl JwtValidator {
             leeway: Duration::from_secs(30),
             jwks_max_age: Duration::from_secs(600),
             jwks_min_refresh: Duration::from_secs(10),
-            require_at_jwt: false,
+            require_at_jwt: true,
             http: http_client(),
             cache: Mutex::new(JwksCache {
                 keys: Arc::new(Vec::new()),
@@ -206,11 +225,12 @@ impl JwtValidator {
                 jwks_uri: None,
             }),
             fetching: tokio::sync::Mutex::new(()),
-        }
+        })
     }
-    /// The JWKS URL (otherwise read from the issuer's metadata).
+    /// The JWKS URL (otherwise read from the issuer's metadata); https, or plain http on a
+    /// loopback host.
     pub fn jwks_uri(self, url: &str) -> Result<Self, AuthError> {
-        let u = Url::parse(url).map_err(|e| AuthError::Config(format!("jwks_uri {url:?}: {e}")))?;
+        let u = secure_url("jwks_uri", url)?;
         self.cache.lock().expect("jwks lock").jwks_uri = Some(u);
         Ok(self)
     }
@@ -240,8 +260,10 @@ impl JwtValidator {
         self.jwks_min_refresh = d;
         self
     }
-    /// Whether the header's `typ` must be `at+jwt` (RFC 9068; default false, as several
-    /// authorization servers do not set it).
+    /// Whether the header's `typ` must be `at+jwt` (RFC 9068; default true). Off, any JWT the
+    /// issuer signs for this audience passes, an ID token among them (`typ: JWT`, audience the
+    /// client id): turn it off only for an authorization server that does not type its access
+    /// tokens and never issues ID tokens whose audience is this resource.
     pub fn require_at_jwt(mut self, yes: bool) -> Self {
         self.require_at_jwt = yes;
         self
@@ -281,7 +303,7 @@ impl JwtValidator {
                 let meta = first_found::<AuthorizationServerMetadata>(
                     &self.http,
                     &authorization_server_metadata_urls(&issuer),
-                    None,
+                    FETCH_TIMEOUT,
                 )
                 .await
                 .map_err(|e| TokenRejection::Unavailable(e.to_string()))?
@@ -295,11 +317,16 @@ impl JwtValidator {
                 let u = Url::parse(&uri).map_err(|_| {
                     TokenRejection::Unavailable("the issuer's jwks_uri is not a URL".into())
                 })?;
+                if !secure_or_loopback(&u) {
+                    return Err(TokenRejection::Unavailable(format!(
+                        "the issuer's jwks_uri {HTTPS_ONLY}"
+                    )));
+                }
                 self.cache.lock().expect("jwks lock").jwks_uri = Some(u.clone());
                 u
             }
         };
-        let set = get_json::<JwkSet>(&self.http, &jwks_uri, &[])
+        let set = get_json::<JwkSet>(&self.http, &jwks_uri, &[], FETCH_TIMEOUT)
             .await
             .map_err(TokenRejection::Unavailable)?
             .ok_or_else(|| TokenRejection::Unavailable("the JWKS could not be fetched".into()))?;
@@ -456,27 +483,23 @@ impl Introspection {
         ))
         .map_err(|_| TokenRejection::Unavailable("bad introspection credentials".into()))?;
         auth.set_sensitive(true);
-        let resp = self
+        let rb = self
             .http
             .post(&self.endpoint)
             .header("authorization", auth)
             .header("accept", "application/json")
-            .form(&[("token", token), ("token_type_hint", "access_token")])
-            .send()
+            .form(&[("token", token), ("token_type_hint", "access_token")]);
+        let (status, body) = exchange(rb, FETCH_TIMEOUT)
             .await
-            .map_err(|e| {
-                TokenRejection::Unavailable(format!("introspection: {}", error_chain(&e)))
+            .map_err(|e: ExchangeError| {
+                TokenRejection::Unavailable(format!("introspection: {e}"))
             })?;
-        let status = resp.status();
         if !status.is_success() {
             return Err(TokenRejection::Unavailable(format!(
                 "introspection answered {}",
                 status.as_u16()
             )));
         }
-        let body = read_body(resp)
-            .await
-            .map_err(|e| TokenRejection::Unavailable(format!("introspection: {e}")))?;
         let claims: Map<String, Value> = serde_json::from_slice(&body).map_err(|_| {
             TokenRejection::Unavailable("introspection answered something that is not JSON".into())
         })?;
@@ -528,7 +551,7 @@ struct GuardConfig {
 /// # fn run(server: Server) -> Result<(), Box<dyn std::error::Error>> {
 /// let resource = "https://mcp.example/mcp";
 /// let issuer = "https://auth.example";
-/// let guard = AuthLayer::new(resource, issuer, JwtValidator::new(issuer, resource))?
+/// let guard = AuthLayer::new(resource, issuer, JwtValidator::new(issuer, resource)?)?
 ///     .required_scopes(["mcp:read"])
 ///     .tool_scopes("delete_file", ["mcp:write"]);
 /// let app = StreamableHttpServer::new(server, HttpServerConfig::default())
@@ -571,6 +594,7 @@ impl AuthLayer {
     ) -> Result<Self, AuthError> {
         let url = Url::parse(resource)
             .map_err(|e| AuthError::Config(format!("resource {resource:?}: {e}")))?;
+        secure_url("the authorization server", authorization_server)?;
         if url.fragment().is_some() || url.query().is_some() {
             return Err(AuthError::Config(format!(
                 "the resource {resource:?} must have no query or fragment"
@@ -1046,7 +1070,9 @@ mod tests {
     /// A validator for `ISS`/`AUD` holding `key`'s public half as kid `k1`, fetched just now
     /// (so it never goes to the network), with a 5 s clock skew.
     fn validator(key: &jwt::PrivateKey) -> JwtValidator {
-        let v = JwtValidator::new(ISS, AUD).leeway(Duration::from_secs(5));
+        let v = JwtValidator::new(ISS, AUD)
+            .unwrap()
+            .leeway(Duration::from_secs(5));
         let jwk: Jwk = serde_json::from_value(key.public_jwk(Some("k1"))).unwrap();
         {
             let mut c = v.cache.lock().unwrap();
@@ -1084,7 +1110,9 @@ mod tests {
         let later = now_secs() + 300;
         let subject = |r: Result<Principal, TokenRejection>| r.map(|p| p.subject);
 
-        let good = key.sign(Some("k1"), &claims(ISS, AUD, later)).unwrap();
+        let good = key
+            .sign_typed(Some("k1"), "at+jwt", &claims(ISS, AUD, later))
+            .unwrap();
         let p = validate(&v, &good).await.unwrap();
         assert_eq!(p.subject, "ada");
         assert_eq!(p.issuer.as_deref(), Some(ISS));
@@ -1093,19 +1121,23 @@ mod tests {
 
         // Expired beyond the skew; expired within it passes.
         let expired = key
-            .sign(Some("k1"), &claims(ISS, AUD, now_secs() - 60))
+            .sign_typed(Some("k1"), "at+jwt", &claims(ISS, AUD, now_secs() - 60))
             .unwrap();
         assert_eq!(
             subject(validate(&v, &expired).await),
             invalid("the token has expired")
         );
         let skewed = key
-            .sign(Some("k1"), &claims(ISS, AUD, now_secs() - 2))
+            .sign_typed(Some("k1"), "at+jwt", &claims(ISS, AUD, now_secs() - 2))
             .unwrap();
         assert_eq!(subject(validate(&v, &skewed).await), Ok("ada".into()));
 
         let wrong_aud = key
-            .sign(Some("k1"), &claims(ISS, "https://other.example/mcp", later))
+            .sign_typed(
+                Some("k1"),
+                "at+jwt",
+                &claims(ISS, "https://other.example/mcp", later),
+            )
             .unwrap();
         assert_eq!(
             subject(validate(&v, &wrong_aud).await),
@@ -1113,7 +1145,11 @@ mod tests {
         );
 
         let wrong_iss = key
-            .sign(Some("k1"), &claims("https://evil.example", AUD, later))
+            .sign_typed(
+                Some("k1"),
+                "at+jwt",
+                &claims("https://evil.example", AUD, later),
+            )
             .unwrap();
         assert_eq!(
             subject(validate(&v, &wrong_iss).await),
@@ -1121,7 +1157,9 @@ mod tests {
         );
 
         // Signed by another key under the same kid; a payload changed after signing.
-        let forged = es256().sign(Some("k1"), &claims(ISS, AUD, later)).unwrap();
+        let forged = es256()
+            .sign_typed(Some("k1"), "at+jwt", &claims(ISS, AUD, later))
+            .unwrap();
         assert_eq!(
             subject(validate(&v, &forged).await),
             invalid("the token's signature is invalid")
@@ -1153,10 +1191,79 @@ mod tests {
         // Not yet valid (nbf beyond the skew).
         let mut early = claims(ISS, AUD, later);
         early["nbf"] = json!(now_secs() + 120);
-        let early = key.sign(Some("k1"), &early).unwrap();
+        let early = key.sign_typed(Some("k1"), "at+jwt", &early).unwrap();
         assert_eq!(
             subject(validate(&v, &early).await),
             invalid("the token is not valid yet")
+        );
+    }
+
+    /// Finding 10 of the security review (token typing): an ID token, signed by the same
+    /// issuer and naming this resource as its audience, is not an access token.
+    #[tokio::test]
+    async fn finding_10_id_tokens_are_not_access_tokens() {
+        let key = es256();
+        let v = validator(&key);
+        let later = now_secs() + 300;
+        let subject = |r: Result<Principal, TokenRejection>| r.map(|p| p.subject);
+        let not_access = || invalid("the token is not an access token (typ)");
+        // typ JWT (what an ID token says), no typ at all, another type.
+        let id_token = key.sign(Some("k1"), &claims(ISS, AUD, later)).unwrap();
+        assert_eq!(subject(validate(&v, &id_token).await), not_access());
+        let payload = b64url(claims(ISS, AUD, later).to_string().as_bytes());
+        let untyped = {
+            let header = b64url(br#"{"alg":"ES256","kid":"k1"}"#);
+            let input = format!("{header}.{payload}");
+            let signed = key.sign_typed(Some("k1"), "x", &json!({})).unwrap();
+            // Only the header and payload matter here: refused before the signature.
+            format!("{input}.{}", signed.rsplit('.').next().unwrap())
+        };
+        assert_eq!(subject(validate(&v, &untyped).await), not_access());
+        let other = key
+            .sign_typed(Some("k1"), "dpop+jwt", &claims(ISS, AUD, later))
+            .unwrap();
+        assert_eq!(subject(validate(&v, &other).await), not_access());
+        // Access tokens, in either spelling, pass.
+        for typ in ["at+jwt", "application/at+jwt", "AT+JWT"] {
+            let at = key
+                .sign_typed(Some("k1"), typ, &claims(ISS, AUD, later))
+                .unwrap();
+            assert_eq!(subject(validate(&v, &at).await), Ok("ada".into()), "{typ}");
+        }
+        // Only a validator told so takes the ID token.
+        let lax = validator(&key).require_at_jwt(false);
+        assert_eq!(subject(validate(&lax, &id_token).await), Ok("ada".into()));
+    }
+
+    /// Finding 10 of the security review: a plain-http issuer (or its keys, or the
+    /// authorization server a guard names) off loopback is refused when configured.
+    #[test]
+    fn finding_10_http_issuers_off_loopback_refused() {
+        let refused = |r: Result<JwtValidator, AuthError>| r.map(|_| ()).unwrap_err().to_string();
+        assert_eq!(
+            refused(JwtValidator::new("http://as.example", AUD)),
+            "authorization configuration: the issuer \"http://as.example\" must be https (plain http only on a loopback host: localhost, 127.0.0.1, [::1])"
+        );
+        assert_eq!(
+            refused(JwtValidator::new("as.example", AUD)),
+            "authorization configuration: the issuer \"as.example\": relative URL without a base"
+        );
+        assert_eq!(
+            refused(JwtValidator::new(ISS, AUD).unwrap().jwks_uri("http://as.example/jwks")),
+            "authorization configuration: jwks_uri \"http://as.example/jwks\" must be https (plain http only on a loopback host: localhost, 127.0.0.1, [::1])"
+        );
+        for dev in [
+            "http://127.0.0.1:9000",
+            "http://localhost:9000/realm",
+            "http://[::1]:9000",
+        ] {
+            let v = JwtValidator::new(dev, AUD).unwrap();
+            assert!(v.jwks_uri(&format!("{dev}/jwks")).is_ok(), "{dev}");
+        }
+        let v = JwtValidator::new(ISS, AUD).unwrap();
+        assert_eq!(
+            AuthLayer::new(AUD, "http://as.example", v).unwrap_err().to_string(),
+            "authorization configuration: the authorization server \"http://as.example\" must be https (plain http only on a loopback host: localhost, 127.0.0.1, [::1])"
         );
     }
 }

@@ -277,7 +277,18 @@ impl PrivateKey {
 
     /// Signs `claims` as a compact JWS with header `{alg, typ: JWT}` (and `kid` when given).
     pub fn sign(&self, kid: Option<&str>, claims: &Value) -> Result<String, String> {
-        let mut header = serde_json::json!({"alg": self.algorithm().name(), "typ": "JWT"});
+        self.sign_typed(kid, "JWT", claims)
+    }
+
+    /// Signs `claims` as a compact JWS with header `{alg, typ}` (and `kid` when given): `at+jwt`
+    /// for an access token (RFC 9068).
+    pub fn sign_typed(
+        &self,
+        kid: Option<&str>,
+        typ: &str,
+        claims: &Value,
+    ) -> Result<String, String> {
+        let mut header = serde_json::json!({"alg": self.algorithm().name(), "typ": typ});
         if let Some(kid) = kid {
             header["kid"] = Value::String(kid.to_owned());
         }

@@ -171,17 +171,15 @@ pub(crate) fn authorization_server_metadata_urls(issuer: &Url) -> Vec<Url> {
     out
 }
 
-/// The first metadata document found at `urls`; `Ok(None)` when none answers 2xx.
+/// The first metadata document found at `urls`, each request bounded by `timeout` end to end;
+/// `Ok(None)` when none answers 2xx.
 pub(crate) async fn first_found<T: serde::de::DeserializeOwned>(
     http: &reqwest::Client,
     urls: &[Url],
-    protocol_version: Option<&str>,
+    timeout: std::time::Duration,
 ) -> Result<Option<(Url, T)>, AuthError> {
-    let headers: Vec<(&str, &str)> = protocol_version
-        .map(|v| vec![("mcp-protocol-version", v)])
-        .unwrap_or_default();
     for url in urls {
-        if let Some(doc) = get_json::<T>(http, url, &headers)
+        if let Some(doc) = get_json::<T>(http, url, &[], timeout)
             .await
             .map_err(AuthError::Discovery)?
         {

@@ -6,11 +6,14 @@
 //! Metadata Document, or dynamic registration), runs the authorization code grant with PKCE S256
 //! and the `resource` indicator (RFC 8707), keeps the tokens in a [`TokenStore`], refreshes them
 //! before they expire and on a 401, and steps up on 403 `insufficient_scope`; or it uses the
-//! client credentials grant (a secret, or a private-key JWT).
+//! client credentials grant (a secret, or a private-key JWT). What a server or a metadata
+//! document names, it follows only as its [`UrlPolicy`] allows (https, public addresses), each
+//! request bounded end to end; a configured client secret goes only to the configured
+//! authorization server.
 //!
 //! The server side ([`AuthLayer`]) is a tower layer in front of the Streamable HTTP server: it
-//! serves the protected resource metadata, validates bearer tokens (JWT against the
-//! authorization server's JWKS, or RFC 7662 introspection), answers 401/403 with the
+//! serves the protected resource metadata, validates bearer tokens (JWT access tokens typed
+//! `at+jwt` against the authorization server's JWKS, or RFC 7662 introspection), answers 401/403 with the
 //! `WWW-Authenticate` challenges MCP clients follow, enforces per-tool scopes, and puts the
 //! [`Principal`](crate::Principal) into the request for the handlers.
 //!
@@ -24,6 +27,7 @@ mod jwt;
 mod loopback;
 mod metadata;
 mod oidc;
+mod policy;
 mod store;
 
 pub use client::{
@@ -37,12 +41,15 @@ pub use jwt::SigningAlgorithm;
 pub use loopback::LoopbackAuthorizer;
 pub use metadata::{AuthorizationServerMetadata, ProtectedResourceMetadata};
 pub use oidc::{OidcConfig, OidcIdentity, OidcProvider, PendingLogin};
+pub use policy::{secure_or_loopback, UrlPolicy};
 pub use store::{
     ClientRegistration, FileTokenStore, MemoryTokenStore, StoredAuth, TokenStore, Tokens,
 };
 
 /// The boxed future [`Authorizer`], [`TokenStore`] and [`TokenValidator`] implementations return.
 pub use crate::session::BoxFuture;
+
+use std::time::Duration;
 
 use base64::Engine as _;
 
@@ -233,28 +240,75 @@ fn utf8_len(first: u8) -> usize {
     }
 }
 
-/// GETs `url` and decodes a JSON body of at most [`MAX_AUTH_BODY`] bytes: `Ok(None)` for a
-/// status other than 2xx (nothing there), `Err` for a transport failure or a body that is not
-/// the JSON expected.
+/// How a request to an authorization server or a metadata URL failed.
+#[derive(Debug)]
+pub(crate) enum ExchangeError {
+    /// The request could not be sent, or no answer came (the error chain).
+    Send(String),
+    /// The body could not be read, or is over [`MAX_AUTH_BODY`].
+    Body(String),
+    /// No complete answer (headers and body) within the bound.
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for ExchangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExchangeError::Send(why) | ExchangeError::Body(why) => f.write_str(why),
+            ExchangeError::Timeout(d) => write!(f, "no complete answer within {}", duration(*d)),
+        }
+    }
+}
+
+/// `d` for a message: whole seconds as `N s`, else milliseconds.
+pub(crate) fn duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// Sends `rb` and reads the answer's body (at most [`MAX_AUTH_BODY`] bytes) within `timeout`,
+/// end to end: connecting, the headers and the whole body. A server that sends its headers and
+/// then trickles the body is cut off like one that never answers.
+pub(crate) async fn exchange(
+    rb: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<(reqwest::StatusCode, Vec<u8>), ExchangeError> {
+    let work = async {
+        let resp = rb
+            .send()
+            .await
+            .map_err(|e| ExchangeError::Send(error_chain(&e)))?;
+        let status = resp.status();
+        let body = read_body(resp).await.map_err(ExchangeError::Body)?;
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .unwrap_or(Err(ExchangeError::Timeout(timeout)))
+}
+
+/// GETs `url` and decodes a JSON body of at most [`MAX_AUTH_BODY`] bytes, all within
+/// `timeout`: `Ok(None)` for a status other than 2xx (nothing there), `Err` for a transport
+/// failure, a timeout or a body that is not the JSON expected.
 pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
     http: &reqwest::Client,
     url: &reqwest::Url,
     headers: &[(&str, &str)],
+    timeout: Duration,
 ) -> Result<Option<T>, String> {
     let mut rb = http.get(url.clone()).header("accept", "application/json");
     for (k, v) in headers {
         rb = rb.header(*k, *v);
     }
-    let resp = rb
-        .send()
-        .await
-        .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
-    if !resp.status().is_success() {
-        return Ok(None);
-    }
-    let body = read_body(resp)
+    let (status, body) = exchange(rb, timeout)
         .await
         .map_err(|e| format!("GET {url}: {e}"))?;
+    if !status.is_success() {
+        return Ok(None);
+    }
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(|e| format!("GET {url}: malformed JSON: {e}"))

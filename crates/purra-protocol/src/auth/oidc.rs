@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::guard::{JwtValidator, TokenRejection, TokenValidator};
 use super::metadata::AuthorizationServerMetadata;
+use super::policy::{secure_or_loopback, HTTPS_ONLY};
 use super::{b64, b64url, bounded, error_chain, get_json, now_secs, random_string, read_body};
 use crate::error::AuthError;
 
@@ -80,10 +81,31 @@ impl OidcConfig {
         self.leeway = d;
         self
     }
-    /// The bound on each request to the provider.
+    /// The bound on each request to the provider, end to end.
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
         self
+    }
+
+    /// Whether this configuration can work, before anything is sent: the issuer must be an
+    /// https URL (plain http only on a loopback host, for development), since its discovery
+    /// document and keys decide who signs in.
+    pub fn check(&self) -> Result<Url, AuthError> {
+        let issuer = Url::parse(&self.issuer)
+            .map_err(|_| AuthError::Config(format!("issuer {:?} is not a URL", self.issuer)))?;
+        if !matches!(issuer.scheme(), "https" | "http") {
+            return Err(AuthError::Config(format!(
+                "issuer {:?} is not an http(s) URL",
+                self.issuer
+            )));
+        }
+        if !secure_or_loopback(&issuer) {
+            return Err(AuthError::Config(format!(
+                "issuer {:?} {HTTPS_ONLY}",
+                self.issuer
+            )));
+        }
+        Ok(issuer)
     }
 }
 
@@ -188,35 +210,37 @@ fn endpoint(
     let value = value.ok_or_else(|| {
         AuthError::Discovery(format!("{}'s configuration has no {name}", meta.issuer))
     })?;
-    Url::parse(value)
-        .map_err(|_| AuthError::Discovery(format!("{name} {:?} is not a URL", bounded(value, 200))))
+    let url = Url::parse(value).map_err(|_| {
+        AuthError::Discovery(format!("{name} {:?} is not a URL", bounded(value, 200)))
+    })?;
+    if !secure_or_loopback(&url) {
+        return Err(AuthError::Discovery(format!(
+            "{name} {:?} {HTTPS_ONLY}",
+            bounded(value, 200)
+        )));
+    }
+    Ok(url)
 }
 
 impl OidcProvider {
-    /// Reads `{issuer}/.well-known/openid-configuration` (bounded, with timeouts), checks that
-    /// it names the same issuer, supports the code flow and PKCE S256, and has the endpoints and
-    /// the JWKS a sign-in needs.
+    /// Checks the configuration ([`OidcConfig::check`]), reads
+    /// `{issuer}/.well-known/openid-configuration` (bounded, within the request timeout), checks
+    /// that it names the same issuer, supports the code flow and PKCE S256, and has the endpoints
+    /// (https, or plain http on a loopback host) and the JWKS a sign-in needs.
     pub async fn discover(config: OidcConfig) -> Result<OidcProvider, AuthError> {
+        config.check()?;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(config.request_timeout)
             .timeout(config.request_timeout)
             .build()
             .map_err(|e| AuthError::Config(format!("an HTTP client: {e}")))?;
-        let issuer = Url::parse(&config.issuer)
-            .map_err(|_| AuthError::Config(format!("issuer {:?} is not a URL", config.issuer)))?;
-        if !matches!(issuer.scheme(), "https" | "http") {
-            return Err(AuthError::Config(format!(
-                "issuer {:?} is not an http(s) URL",
-                config.issuer
-            )));
-        }
         let at = Url::parse(&format!(
             "{}/.well-known/openid-configuration",
             config.issuer.trim_end_matches('/')
         ))
         .map_err(|_| AuthError::Config(format!("issuer {:?} is not a URL", config.issuer)))?;
-        let doc: Discovery = get_json(&http, &at, &[])
+        let doc: Discovery = get_json(&http, &at, &[], config.request_timeout)
             .await
             .map_err(AuthError::Discovery)?
             .ok_or_else(|| AuthError::Discovery(format!("{at} answers no configuration")))?;
@@ -253,7 +277,10 @@ impl OidcProvider {
         let secret_post = config.client_secret.is_some()
             && !meta.supports_auth_method("client_secret_basic")
             && meta.supports_auth_method("client_secret_post");
-        let validator = JwtValidator::new(config.issuer.clone(), config.client_id.clone())
+        // ID tokens say `typ: JWT` (or nothing): this validator is for them, never for access
+        // tokens; nonce, iat and azp are checked on top of it.
+        let validator = JwtValidator::new(config.issuer.clone(), config.client_id.clone())?
+            .require_at_jwt(false)
             .jwks_uri(jwks_uri.as_str())?
             .leeway(config.leeway)
             .http_client(http.clone());
