@@ -246,7 +246,8 @@ pub struct AuthSettings {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IntrospectionSettings {
-    /// The introspection endpoint's URL.
+    /// The introspection endpoint's URL: https (plain http only on a loopback host), since it
+    /// is sent the gateway's client secret and every caller's token.
     pub endpoint: String,
     /// The gateway's client id at the authorization server.
     pub client_id: String,
@@ -821,7 +822,10 @@ impl GatewayConfig {
                 ));
             }
         }
-        if let Some(why) = url_problem(&i.endpoint, false) {
+        // The endpoint receives the gateway's client secret and every caller's token.
+        if let Some(why) =
+            url_problem(&i.endpoint, false).or_else(|| plain_http_off_loopback(&i.endpoint))
+        {
             out.push(("gateway.auth.introspection.endpoint".into(), why.into()));
         }
         if i.client_id.is_empty() {

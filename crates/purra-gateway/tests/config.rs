@@ -505,7 +505,7 @@ client_secret = "inline"
     assert_eq!(
         errors(
             "[gateway]\nlisten = \"127.0.0.1:1\"\n[gateway.auth]\nissuer = \"https://a\"\n\
-             [gateway.auth.introspection]\nendpoint = \"http://a/i\"\nclient_id = \"g\"\n"
+             [gateway.auth.introspection]\nendpoint = \"https://a/i\"\nclient_id = \"g\"\n"
         ),
         ["g.toml:5: gateway.auth.introspection: needs client_secret_file or client_secret_env (the secret is never in this file)"]
     );
@@ -550,6 +550,22 @@ allow_subjects = ["ada"]
         );
         assert!(load_str("g.toml", &good).is_ok(), "{host}");
     }
+    // The introspection endpoint is sent the gateway's client secret and every caller's token.
+    let introspection = |endpoint: &str| {
+        format!(
+            "[gateway]\nlisten = \"127.0.0.1:8787\"\n[gateway.auth]\nissuer = \"https://auth.example\"\n\
+             [gateway.auth.introspection]\nendpoint = \"{endpoint}\"\nclient_id = \"gw\"\n\
+             client_secret_env = \"GW_SECRET\"\n"
+        )
+    };
+    assert_eq!(
+        errors(&introspection("http://auth.example/introspect")),
+        [format!(
+            "g.toml:6: gateway.auth.introspection.endpoint: {HTTPS}"
+        )]
+    );
+    assert!(load_str("g.toml", &introspection("http://127.0.0.1:9000/introspect")).is_ok());
+    assert!(load_str("g.toml", &introspection("https://auth.example/introspect")).is_ok());
 }
 
 /// Finding 1 of issue 40: who may decide a write. Left out, an operator only; `"client"` is
