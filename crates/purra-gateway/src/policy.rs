@@ -1292,6 +1292,34 @@ action "set_note" in [Action::"Write"] appliesTo {
         );
     }
 
+    /// A policy for an action group none of whose tools is bound applies to nothing: Cedar's
+    /// strict validation refuses it, as it refuses any policy that can never apply.
+    #[test]
+    fn a_policy_for_a_group_with_no_bound_tool_is_a_mistake() {
+        let s = sources(
+            "permit(principal, action, resource);\n\
+             forbid(principal, action in Action::\"Destructive\", resource);\n",
+            &[],
+        )
+        .unwrap();
+        let empty = json!({"type": "object", "properties": {}});
+        let errs = Policies::compile(
+            s,
+            &[ToolSpec {
+                local: "get_note",
+                kind: ToolKind::Read,
+                input: &empty,
+            }],
+            &ConfigSource::default(),
+        )
+        .unwrap_err();
+        let errs: Vec<String> = errs.iter().map(|e| strip(&e.to_string())).collect();
+        assert_eq!(
+            errs,
+            ["p.cedar:2: unable to find an applicable action given the policy scope constraints"]
+        );
+    }
+
     #[test]
     fn the_digest_follows_the_files_and_the_claims() {
         let a = sources("permit(principal, action, resource);", &[]).unwrap();
