@@ -143,7 +143,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct GatewayArgs {
     /// The configuration file (TOML): [gateway] settings, [upstreams.ID], [reads.NAME] and
-    /// [writes.NAME] bindings, [limits].
+    /// [writes.NAME] bindings, [limits], [policies] (Cedar policy files).
     #[arg(long, value_name = "FILE")]
     pub config: std::path::PathBuf,
     /// Check the configuration against the upstreams, print the bound tools and exit.

@@ -27,8 +27,8 @@ pub enum Failure {
     Protocol {
         /// What was being done, e.g. `calling tool echo`.
         context: String,
-        /// The error.
-        error: Error,
+        /// The error (boxed: a failure stays small whatever the error holds).
+        error: Box<Error>,
     },
     /// The tool reported an error; its content was already printed.
     ToolError,
@@ -55,7 +55,7 @@ impl Failure {
     pub fn protocol(context: impl Into<String>, error: Error) -> Self {
         Failure::Protocol {
             context: context.into(),
-            error,
+            error: Box::new(error),
         }
     }
 
@@ -88,7 +88,7 @@ impl Failure {
         let Failure::Protocol { context, error } = self else {
             return None;
         };
-        let mut e = match error {
+        let mut e = match &**error {
             Error::Rpc(o) => json!({
                 "kind": "rpc",
                 "code": o.code.0,

@@ -1154,7 +1154,7 @@ arguments = ["len(value) <== 40"]
         String::from_utf8_lossy(&out.stderr),
         format!(
             "purra: the configuration has 5 mistakes:
-  {file}:4: gateway.aproval_wait: unknown key (expected one of: approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, db, elicitation, lease, listen, max_pending_per_caller, name, principal, progress_interval, run_decided_without_caller)
+  {file}:4: gateway.aproval_wait: unknown key (expected one of: approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, db, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, name, principal, progress_interval, run_decided_without_caller)
   {file}:11: reads.get_value.tool: upstream \"values\" has no tool \"get_valeu\" (it lists: get_value, set_value, admin_reset)
   {file}:15: writes.set_value.binding_revision: a write binding needs its binding revision (change it whenever the authorization changes)
   {file}:15: writes.set_value.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)
@@ -1188,4 +1188,66 @@ fn check_warns_what_apps_trusts_over_http() {
         String::from_utf8_lossy(&out.stderr),
         "purra gateway: warning: gateway.apps is on and clients connect over HTTP (127.0.0.1:0): it trusts every client's host to show the approval view to a person and to keep the app-only tool purra_approval from its model; a client that calls purra_approval itself decides its own write; writes whose binding says approval = \"client\" can be decided that way: set_value\n"
     );
+}
+
+/// Item 4 at `--check`: Cedar policies are validated against the schema of the tools the
+/// upstream lists as bound; a policy naming a tool that is not bound or an argument the tool
+/// does not take is a mistake at its policy file and line (exit 78, nothing served, no store);
+/// valid ones are counted, and with `-v` the generated schema is printed.
+#[test]
+fn check_validates_policies_against_the_bound_tools() {
+    let sc = Scenario::new("check-policies");
+    sc.write_config(&Setup::default());
+    let mut text = std::fs::read_to_string(sc.config()).expect("config");
+    text.push_str("\n[policies]\nfiles = [\"access.cedar\"]\n");
+    std::fs::write(sc.config(), text).expect("config");
+    let policies = sc.dir.join("access.cedar");
+    std::fs::write(
+        &policies,
+        "permit (principal, action, resource);\n\
+         forbid (principal, action == Action::\"set_values\", resource);\n\
+         forbid (principal, action == Action::\"set_value\", resource)\n  \
+           when { context.arguments.val == \"x\" };\n",
+    )
+    .expect("policies");
+    let out = purra(&["gateway", "--config", &sc.config(), "--check"]);
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let file = policies.display();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "purra: the configuration has 2 mistakes:
+  {file}:2: unrecognized action `Action::\"set_values\"` (did you mean `Action::\"set_value\"`?)
+  {file}:4: attribute `arguments.val` in context for Action::\"set_value\" not found (did you mean `value`?)
+"
+        )
+    );
+    assert!(!sc.dir.join("gateway.db").exists());
+
+    std::fs::write(
+        &policies,
+        "permit (principal, action in Action::\"Read\", resource);\n\
+         permit (principal, action == Action::\"set_value\", resource)\n  \
+           unless { context.arguments.value like \"*<*\" };\n",
+    )
+    .expect("policies");
+    let out = purra(&["gateway", "--config", &sc.config(), "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "configuration ok: 2 tools: get_value, set_value\n\
+         policies ok: 2 policies in 1 file, valid against the schema of the bound tools\n"
+    );
+    let out = purra(&["-v", "gateway", "--config", &sc.config(), "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "policies ok: 2 policies in 1 file, valid against the schema of the bound tools",
+        "entity Tool enum [\"get_value\", \"set_value\"];",
+        "action \"set_value\" in [Action::\"Write\"] appliesTo {",
+        "    \"value\": String",
+    ] {
+        assert!(shown.lines().any(|l| l == line), "{line:?} in:\n{shown}");
+    }
 }

@@ -64,7 +64,16 @@ impl Guarded {
     /// `approvers_must_differ`, `set_value` bound as a write for `alice` and `bob` only, the page's
     /// token approvers named as those two principals, and `extra` appended to the file.
     fn start(name: &str, extra: &str) -> Guarded {
+        Guarded::start_with(name, "", extra, &[])
+    }
+
+    /// [`Guarded::start`] with `settings` added to the `[gateway]` table and `files` (name and
+    /// text) written beside the configuration file.
+    fn start_with(name: &str, settings: &str, extra: &str, files: &[(&str, &str)]) -> Guarded {
         let dir = fresh_dir("gateway-auth", name);
+        for (file, text) in files {
+            std::fs::write(dir.join(file), text).expect("a file beside the configuration");
+        }
         let issuer = oidc_issuer().to_owned();
         let upstream = peer(repo_root().join("peers/python/gateway_upstream.py"));
         let (alice, bob) = (principal(&issuer, "alice"), principal(&issuer, "bob"));
@@ -76,7 +85,7 @@ listen = "127.0.0.1:0"
 approval_wait = "80s"
 progress_interval = "1s"
 approvers_must_differ = true
-
+{settings}
 [gateway.auth]
 issuer = {issuer:?}
 scopes = ["mcp:read"]
@@ -295,9 +304,14 @@ fn principal(issuer: &str, user: &str) -> String {
 
 /// An access token of `user` for `resource` (`peers/oidc/token.mjs`).
 fn token_for(issuer: &str, user: &str, resource: &str) -> String {
+    token_with_scope(issuer, user, resource, "mcp:read mcp:write")
+}
+
+/// An access token of `user` for `resource` granting `scope`.
+fn token_with_scope(issuer: &str, user: &str, resource: &str, scope: &str) -> String {
     let out = Command::new(node())
         .arg(repo_root().join("peers/oidc/token.mjs"))
-        .args([issuer, user, resource])
+        .args([issuer, user, resource, scope])
         .stdin(Stdio::null())
         .output()
         .expect("run peers/oidc/token.mjs");
@@ -714,4 +728,148 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
         2
     );
     assert_eq!(g.writes(), 2);
+}
+
+/// Cedar policies with real tokens (item 4): a policy forbidding Bob `set_value` refuses him
+/// before any approval is prepared (nothing in `purra approvals list`, nothing in the upstream's
+/// ledger) while Alice's identical write is prepared, approved by Bob and sent once; a permit
+/// that needs the token's `mcp:write` scope refuses Alice's read-only token the write and serves
+/// its read; the declared claim `client_id` is read from the real token (a forbid unless it names
+/// the public client would refuse every write otherwise).
+#[test]
+fn a_cedar_policy_refuses_a_user_before_any_approval_is_prepared() {
+    let issuer = oidc_issuer().to_owned();
+    let (alice, bob) = (principal(&issuer, "alice"), principal(&issuer, "bob"));
+    let policies = format!(
+        r#"// Everyone reads; writing takes a token that grants mcp:write.
+permit (principal, action in Action::"Read", resource);
+permit (principal, action in Action::"Write", resource)
+  when {{ principal.authenticated && principal.scopes.contains("mcp:write") }};
+
+// Bob may not set the value, whatever his token grants.
+forbid (principal == Caller::"{bob}", action == Action::"set_value", resource);
+
+// Only the public client's tokens write.
+forbid (principal, action in Action::"Write", resource)
+  unless {{ principal.claims has client_id && principal.claims.client_id == "purra-public" }};
+"#
+    );
+    let g = Guarded::start_with(
+        "policy",
+        "",
+        "\n[policies]\nfiles = [\"access.cedar\"]\n\n[policies.claims]\nclient_id = \"String\"\n",
+        &[("access.cedar", &policies)],
+    );
+    let denied = "set_value failed: policy_denied (nothing was sent and no approval was \
+                  prepared: the gateway's policies do not allow this caller this call)";
+
+    // Bob, through the TypeScript SDK's client: refused the write, served the read.
+    let lines = Client::start(
+        Sdk::Node,
+        &g.url,
+        Some(&g.token("bob")),
+        json!([set_value("from bob"), {"call": "get_value", "args": {}}]),
+    )
+    .finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 2, "{lines:?}");
+    assert_eq!(
+        result_text(steps[0]),
+        (denied.to_owned(), true),
+        "{lines:?}"
+    );
+    assert_eq!(
+        steps[1]["result"]["structuredContent"],
+        json!({"value": ""}),
+        "{lines:?}"
+    );
+    assert_eq!(g.approvals(&["list"])["approvals"], json!([]));
+    assert_eq!(g.writes(), 0);
+
+    // Alice with a read-only token: no permit for the write.
+    let read_only = token_with_scope(&issuer, "alice", &g.url, "mcp:read");
+    let lines = Client::start(
+        Sdk::Python,
+        &g.url,
+        Some(&read_only),
+        json!([set_value("read only")]),
+    )
+    .finish();
+    assert_eq!(
+        result_text(steps_of(&lines)[0]),
+        (denied.to_owned(), true),
+        "{lines:?}"
+    );
+    assert_eq!(g.approvals(&["list"])["approvals"], json!([]));
+
+    // Alice with a token that grants writes: prepared, and once Bob approves, sent once.
+    let a = Client::start(
+        Sdk::Python,
+        &g.url,
+        Some(&g.token("alice")),
+        json!([set_value("from alice")]),
+    );
+    assert_eq!(g.wait_pending(1), ["approval-1"]);
+    let shown = g.approvals(&["show", "approval-1"]);
+    assert_eq!(shown["labels"]["principal"], alice.as_str());
+    let revision = shown["binding"]["scopeRevision"]
+        .as_str()
+        .expect("revision");
+    assert!(revision.starts_with("1+policies:"), "{shown}");
+    let approved = g.approvals(&["approve", "approval-1", "--approver", &bob]);
+    assert_eq!(approved["state"], "approved");
+    let lines = a.finish();
+    assert_eq!(
+        steps_of(&lines)[0]["result"]["structuredContent"],
+        json!({"stored": "from alice"}),
+        "{lines:?}"
+    );
+    assert_eq!(g.writes(), 1);
+    assert_eq!(
+        g.approvals(&["list"])["approvals"]
+            .as_array()
+            .expect("approvals")
+            .len(),
+        1
+    );
+}
+
+/// Calls a minute per principal (item 5), with real tokens: Alice's third call in a burst over
+/// a quota of two is refused at once with `rate_limited`, while Bob, another principal through
+/// the same gateway, is served.
+#[test]
+fn calls_a_minute_are_counted_per_principal() {
+    let g = Guarded::start_with("rate", "max_calls_per_minute_per_caller = 2\n", "", &[]);
+    let read = json!({"call": "get_value", "args": {}});
+    let lines = Client::start(
+        Sdk::Python,
+        &g.url,
+        Some(&g.token("alice")),
+        json!([read, read, read]),
+    )
+    .finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 3, "{lines:?}");
+    for s in &steps[..2] {
+        assert_eq!(
+            s["result"]["structuredContent"],
+            json!({"value": ""}),
+            "{lines:?}"
+        );
+    }
+    let (text, is_error) = result_text(steps[2]);
+    let prefix = "get_value failed: rate_limited (nothing was sent: this caller's calls exceed 2 \
+                  a minute, the most max_calls_per_minute_per_caller allows; call again in ";
+    let secs: u64 = text
+        .strip_prefix(prefix)
+        .and_then(|rest| rest.strip_suffix("s)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(is_error && (1..=30).contains(&secs), "{text}");
+    let lines = Client::start(Sdk::Python, &g.url, Some(&g.token("bob")), json!([read])).finish();
+    assert_eq!(
+        steps_of(&lines)[0]["result"]["structuredContent"],
+        json!({"value": ""}),
+        "{lines:?}"
+    );
 }

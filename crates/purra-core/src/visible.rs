@@ -252,7 +252,9 @@ mod tests {
 
     #[test]
     fn json_text_keeps_its_value() {
-        let v = json!({"path": "/srv/\u{202e}a\u{200b}", "tag": "x\u{e0041}", "n": [1, "\u{7f}\u{85}"]});
+        // Members in name order: the text is the same whether or not serde_json keeps insertion
+        // order (`preserve_order`, which a dependency of purra-gateway turns on in the workspace).
+        let v = json!({"n": [1, "\u{7f}\u{85}"], "path": "/srv/\u{202e}a\u{200b}", "tag": "x\u{e0041}"});
         let text = serde_json::to_string(&v).expect("json");
         let shown = escape_hidden_json(&text);
         assert_eq!(

@@ -29,6 +29,19 @@ const DEFAULT_MAX_PENDING_PER_CALLER: u32 = 16;
 /// many index entries (a listing's page bound).
 const MAX_PENDING_PER_CALLER: u32 = purra_core::MAX_PAGE;
 
+/// The default of `max_calls_per_minute_per_caller`: ten calls a second, sustained, for one
+/// principal; far more than a person's agent makes, far less than a runaway loop.
+const DEFAULT_MAX_CALLS_PER_MINUTE: u32 = 600;
+
+/// The largest `max_calls_per_minute_per_caller`: a thousand calls a second.
+const MAX_CALLS_PER_MINUTE: u32 = 60_000;
+
+/// The most policy files `[policies] files` may name (each is read whole at start).
+pub const MAX_POLICY_FILES: usize = 64;
+
+/// The longest name of a declared claim, in bytes.
+const MAX_CLAIM_NAME_BYTES: usize = 128;
+
 /// A whole gateway configuration.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +64,87 @@ pub struct GatewayConfig {
     /// The approver page's sign-in, when the gateway serves the page (`--page`).
     #[serde(default)]
     pub page: PageSettings,
+    /// Cedar policies every call of a bound tool must be permitted by (the `[policies]` table);
+    /// none: only the bindings' scope rules decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<PoliciesConfig>,
+}
+
+/// Cedar policies (the `[policies]` table): who may call which bound tool with which arguments.
+/// Every call of a bound tool is evaluated against them (after the binding's scope rules, before
+/// anything is prepared or sent); a call no policy permits, or one a policy forbids, is refused
+/// with `policy_denied`. See [`crate::policy`] for the schema the policies are validated against.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoliciesConfig {
+    /// Policy files in Cedar's language (relative to the configuration file's directory), at
+    /// least one and at most [`MAX_POLICY_FILES`], each at most
+    /// [`MAX_POLICY_FILE_BYTES`](crate::policy::MAX_POLICY_FILE_BYTES).
+    pub files: Vec<PathBuf>,
+    /// Token claims the policies may read as `principal.claims.NAME`, each with its Cedar type.
+    /// Claims are open-ended, so only the declared ones are typed and shown to policies; each is
+    /// optional (`principal.claims has NAME`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub claims: BTreeMap<String, ClaimType>,
+}
+
+/// The Cedar type of a declared token claim (`[policies.claims]`): `"String"`, `"Long"`,
+/// `"Bool"`, `"Set<String>"` or `"Set<Long>"`. A caller whose token carries a declared claim of
+/// another type is refused (`policy_denied`): its policies cannot be evaluated as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimType {
+    /// A JSON string.
+    String,
+    /// A JSON integer within the signed 64-bit range.
+    Long,
+    /// A JSON boolean.
+    Bool,
+    /// A JSON array of strings.
+    SetOfStrings,
+    /// A JSON array of integers within the signed 64-bit range.
+    SetOfLongs,
+}
+
+impl ClaimType {
+    /// Every type, in the order messages name them.
+    pub const ALL: [ClaimType; 5] = [
+        ClaimType::String,
+        ClaimType::Long,
+        ClaimType::Bool,
+        ClaimType::SetOfStrings,
+        ClaimType::SetOfLongs,
+    ];
+
+    /// The type as Cedar writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimType::String => "String",
+            ClaimType::Long => "Long",
+            ClaimType::Bool => "Bool",
+            ClaimType::SetOfStrings => "Set<String>",
+            ClaimType::SetOfLongs => "Set<Long>",
+        }
+    }
+}
+
+impl Serialize for ClaimType {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ClaimType {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        ClaimType::ALL
+            .into_iter()
+            .find(|t| t.as_str() == text)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "expected one of \"String\", \"Long\", \"Bool\", \"Set<String>\", \"Set<Long>\", found {text:?}"
+                ))
+            })
+    }
 }
 
 /// The approver page's sign-in and cookies (the `[page]` table).
@@ -191,6 +285,11 @@ pub struct Settings {
     /// refused with `approval_limit` and prepares nothing; the same call made again is never
     /// refused. Counted in the store, so every gateway on it and every restart agrees.
     pub max_pending_per_caller: u32,
+    /// The most calls of bound tools one caller (one principal) may make a minute (default 600,
+    /// at most 60000): a sustained rate with bursts of up to as many at once. One more call is
+    /// answered at once with `rate_limited`, sending and preparing nothing. Counted by this
+    /// gateway process (see [`crate::limit`]).
+    pub max_calls_per_minute_per_caller: u32,
     /// Separation of duties: whether a write's approval refuses a decision by the principal that
     /// asked for it (default false). The rule travels with the approval request, so the approver
     /// page and `purra approvals` in other processes enforce it too; elicitation and the approval
@@ -276,6 +375,7 @@ impl Default for Settings {
             run_decided_without_caller: false,
             lease: Dur(Duration::from_secs(60)),
             max_pending_per_caller: DEFAULT_MAX_PENDING_PER_CALLER,
+            max_calls_per_minute_per_caller: DEFAULT_MAX_CALLS_PER_MINUTE,
             approvers_must_differ: false,
             auth: None,
         }
@@ -936,6 +1036,13 @@ impl GatewayConfig {
                 format!("must be at least 1 and at most {MAX_PENDING_PER_CALLER}"),
             ));
         }
+        if !(1..=MAX_CALLS_PER_MINUTE).contains(&g.max_calls_per_minute_per_caller) {
+            out.push((
+                "gateway.max_calls_per_minute_per_caller".into(),
+                format!("must be at least 1 and at most {MAX_CALLS_PER_MINUTE}"),
+            ));
+        }
+        self.check_policies(&mut out);
         self.check_page(&mut out);
         self.check_auth(&mut out);
         if self.limits.limits().validate().is_err() {
@@ -1074,6 +1181,40 @@ impl GatewayConfig {
             }
         }
         out
+    }
+}
+
+impl GatewayConfig {
+    fn check_policies(&self, out: &mut Vec<Problem>) {
+        let Some(p) = &self.policies else {
+            return;
+        };
+        if p.files.is_empty() {
+            out.push((
+                "policies.files".into(),
+                "name at least one Cedar policy file (or leave [policies] out)".into(),
+            ));
+        }
+        if p.files.len() > MAX_POLICY_FILES {
+            out.push((
+                "policies.files".into(),
+                format!("at most {MAX_POLICY_FILES} policy files"),
+            ));
+        }
+        for name in p.claims.keys() {
+            if name.is_empty()
+                || name.len() > MAX_CLAIM_NAME_BYTES
+                || name.contains(|c: char| c.is_control())
+            {
+                out.push((
+                    format!("policies.claims.{name}"),
+                    format!(
+                        "a claim's name is 1 to {MAX_CLAIM_NAME_BYTES} bytes without control \
+                         characters"
+                    ),
+                ));
+            }
+        }
     }
 }
 

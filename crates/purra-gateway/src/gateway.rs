@@ -32,7 +32,9 @@ use crate::auth::AuthPlan;
 use crate::config::{
     ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig, Listen, Settings,
 };
+use crate::limit::CallLimiter;
 use crate::load::ConfigSource;
+use crate::policy::{Policies, Refusal, Sources, ToolKind, ToolSpec};
 use crate::results;
 use crate::scope::{Caller, Scope};
 use crate::store::{Decisions, GatewayStore};
@@ -146,6 +148,10 @@ pub(crate) struct Inner {
     pub stop: CancellationToken,
     /// The guard of the HTTP listener (`[gateway.auth]`).
     auth: Option<AuthPlan>,
+    /// The Cedar policies every call of a bound tool must be allowed by (`[policies]`).
+    policies: Option<Policies>,
+    /// The calls each principal made this minute (`max_calls_per_minute_per_caller`).
+    calls: CallLimiter,
     log: Option<Log>,
     weak: Weak<Inner>,
 }
@@ -189,6 +195,14 @@ impl Gateway {
             Some(a) => Some(
                 AuthPlan::read(a, source).map_err(|e| StartError::Config(ConfigErrors(vec![e])))?,
             ),
+            None => None,
+        };
+        // The policy files are read before anything connects: their digest is part of every
+        // write binding's scope revision.
+        let sources = match &config.policies {
+            Some(p) => {
+                Some(Sources::read(p, source).map_err(|e| StartError::Config(ConfigErrors(e)))?)
+            }
             None => None,
         };
         let limits = config.limits.limits();
@@ -238,7 +252,11 @@ impl Gateway {
                         binding_id: w.binding_id.clone(),
                         binding_revision: w.binding_revision.clone(),
                         scope_id: w.scope_id.clone(),
-                        scope_revision: w.scope_revision.clone(),
+                        // An approval prepared under other policies is refused as a mismatch.
+                        scope_revision: match &sources {
+                            Some(s) => format!("{}+policies:{}", w.scope_revision, s.digest()),
+                            None => w.scope_revision.clone(),
+                        },
                     },
                 );
                 scopes.push((
@@ -284,6 +302,19 @@ impl Gateway {
             return Err(StartError::Config(ConfigErrors(errors)));
         }
 
+        let policies = match sources {
+            Some(sources) => match compile_policies(sources, &bindings, source) {
+                Ok(p) => Some(p),
+                Err(errors) => {
+                    for u in upstreams.values() {
+                        u.close().await;
+                    }
+                    return Err(StartError::Config(ConfigErrors(errors)));
+                }
+            },
+            None => None,
+        };
+
         if let Some(log) = &options.log {
             for warning in destructive_warnings(&bindings, source) {
                 log(&warning);
@@ -322,6 +353,8 @@ impl Gateway {
             shown: Mutex::new(BTreeMap::new()),
             stop: CancellationToken::new(),
             auth,
+            policies,
+            calls: CallLimiter::new(config.gateway.max_calls_per_minute_per_caller),
             log: options.log,
             weak: weak.clone(),
         });
@@ -342,6 +375,16 @@ impl Gateway {
     /// The MCP server downstream clients are served by (to serve it over another transport).
     pub fn server(&self) -> &Server {
         &self.inner.server
+    }
+
+    /// The schema the policies of `[policies]` were validated against, in Cedar's schema syntax
+    /// (generated at start from the bound tools and the declared claims), and how many policies
+    /// the files hold; `None` without `[policies]`.
+    pub fn policy_schema(&self) -> Option<(usize, String)> {
+        self.inner
+            .policies
+            .as_ref()
+            .map(|p| (p.count(), p.schema_text().to_owned()))
     }
 
     /// The names downstream clients see now, sorted.
@@ -572,6 +615,42 @@ async fn start_errors(
         &at,
         crate::upstream::refusal_message(&upstream.id, err, excerpts),
     )]
+}
+
+/// Validates the policies against the schema of the bound tools as discovered (each with its
+/// strict input schema): every mistake at its policy file and line.
+fn compile_policies(
+    sources: Sources,
+    bindings: &BTreeMap<String, Arc<Binding>>,
+    source: &ConfigSource,
+) -> Result<Policies, Vec<ConfigError>> {
+    let mut inputs = Vec::new();
+    for b in bindings.values() {
+        let input = b
+            .upstream
+            .live()
+            .and_then(|live| {
+                live.tools
+                    .get(&b.local)
+                    .map(|t| t.tool.input_schema.clone())
+            })
+            .map(serde_json::Value::Object);
+        let kind = match b.effect {
+            None => ToolKind::Read,
+            Some(EffectConfig::Write) => ToolKind::Write,
+            Some(EffectConfig::Destructive) => ToolKind::Destructive,
+        };
+        inputs.push((b.local.as_str(), kind, input.unwrap_or_default()));
+    }
+    let specs: Vec<ToolSpec<'_>> = inputs
+        .iter()
+        .map(|(local, kind, input)| ToolSpec {
+            local,
+            kind: *kind,
+            input,
+        })
+        .collect();
+    Policies::compile(sources, &specs, source)
 }
 
 /// A warning for every write bound with `effect = "write"` over a tool its upstream marks
@@ -829,20 +908,54 @@ impl Inner {
         if self.unauthenticated(&ctx) {
             return results::failed(local, &ErrorCode::SCOPE_DENIED, "nothing was sent");
         }
-        if binding.effect.is_some() {
+        let write = binding.effect.is_some();
+        let principal = self.caller(&ctx).principal;
+        if let Err(wait) = self.calls.check(&principal, std::time::Instant::now()) {
+            return results::rate_limited(local, self.calls.per_minute(), wait, write);
+        }
+        if write {
             return self.call_write(&binding, args, ctx).await;
         }
         self.call_read(&binding, args, &ctx).await
     }
 
+    /// Whether the policies of `[policies]` allow `caller` to call the bound tool with `args`
+    /// (valid against its input schema); always without `[policies]`. A request that cannot be
+    /// evaluated is refused too, and logged.
+    pub(crate) fn allowed_by_policies(&self, b: &Binding, caller: &Caller, args: &Value) -> bool {
+        let Some(policies) = &self.policies else {
+            return true;
+        };
+        match policies.authorize(&b.local, caller, args) {
+            Ok(()) => true,
+            Err(Refusal::Denied) => false,
+            Err(Refusal::Error(why)) => {
+                self.log(&format!(
+                    "policies: the call of {} by {} was refused: {why}",
+                    b.local, caller.principal
+                ));
+                false
+            }
+        }
+    }
+
     async fn call_read(&self, b: &Binding, args: JsonObject, ctx: &RequestCtx) -> CallToolResult {
-        if !b.scope.allows_caller(&self.caller(ctx)) {
+        let caller = self.caller(ctx);
+        if !b.scope.allows_caller(&caller) {
             return results::failed(&b.local, &ErrorCode::SCOPE_DENIED, "nothing was sent");
         }
         let bound = match self.registration(b).await {
             Ok(r) => r,
             Err(code) => return results::failed(&b.local, &code, "nothing was sent"),
         };
+        let args = Value::Object(args);
+        // The policies read typed arguments: arguments the schema refuses are refused by
+        // `execute` below, as without policies.
+        if bound.registration.input_schema().validate(&args).is_ok()
+            && !self.allowed_by_policies(b, &caller, &args)
+        {
+            return results::policy_denied(&b.local, false);
+        }
         let run = RunContext {
             run_id: RunId::new(format!("{}:read", self.settings.name)),
             root_run_id: RunId::new(format!("{}:read", self.settings.name)),
@@ -851,7 +964,7 @@ impl Inner {
         };
         match execute(
             bound.registration.clone(),
-            Value::Object(args),
+            args,
             run,
             self.schedule_limits(),
         )
@@ -878,6 +991,7 @@ impl Inner {
                 () = tokio::time::sleep(SWEEP_INTERVAL) => {}
             }
             let Some(inner) = weak.upgrade() else { return };
+            inner.calls.prune(std::time::Instant::now());
             if let Err(e) = inner.sweep().await {
                 inner.log(&format!("looking at waiting writes failed: {e}"));
             }

@@ -17,6 +17,13 @@
 //!   `approval = "client"`; an approved write is claimed before it is
 //!   sent, sent once, and its outcome recorded; the same call made again returns the decided
 //!   outcome or the stored receipt without sending again (see [`write`](crate#writes)).
+//! - With `[policies]`, every call of a bound tool is a Cedar request (the caller with its
+//!   token's claims, the tool, its typed arguments), evaluated before anything is prepared or
+//!   sent; the policies are validated against a schema generated from the bound tools, each
+//!   mistake at its policy file and line ([`policy`]).
+//! - Each caller (principal) may make `max_calls_per_minute_per_caller` calls a minute
+//!   ([`limit`]) and have `max_pending_per_caller` writes waiting for a decision; one more is
+//!   refused at once, nothing prepared.
 //! - An upstream `tools/list_changed` makes its registrations stale at once; the gateway
 //!   rediscovers, replaces the downstream tool list (downstream `list_changed`), and an approval
 //!   prepared for the old binding can no longer be claimed.
@@ -51,7 +58,9 @@ mod app;
 pub mod auth;
 pub mod config;
 mod gateway;
+pub mod limit;
 mod load;
+pub mod policy;
 pub mod results;
 pub mod scope;
 pub mod store;
@@ -61,9 +70,9 @@ mod write;
 pub use app::{app_uri, APPROVAL_TOOL};
 pub use config::ApprovalBy;
 pub use config::{
-    parse_claim, AuthSettings, ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig,
-    IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings, ReadConfig, ScopeConfig,
-    ScopeRules, Settings, UpstreamConfig, WriteConfig,
+    parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
+    GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings,
+    PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig, WriteConfig,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use load::{

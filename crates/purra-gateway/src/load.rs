@@ -19,8 +19,8 @@ use purra_mcp::Limits;
 
 use crate::config::{
     AuthSettings, ConfigError, ConfigErrors, GatewayConfig, IntrospectionSettings, LimitsConfig,
-    PageOidc, PageSettings, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig,
-    WriteConfig,
+    PageOidc, PageSettings, PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings,
+    UpstreamConfig, WriteConfig,
 };
 
 /// Whether a `db` setting is a PostgreSQL URL (kept as written) rather than a file path.
@@ -78,7 +78,40 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
             u.cwd = Some(base.to_path_buf());
         }
     }
+    if let Some(p) = config.policies.as_mut() {
+        resolve_policy_files(path, p);
+        let mut mistakes = crate::policy::file_mistakes(p, &source);
+        if !mistakes.is_empty() {
+            sort_mistakes(&mut mistakes, &source.file);
+            return Err(ConfigErrors(mistakes));
+        }
+    }
     Ok(Loaded { config, source })
+}
+
+/// Puts the mistakes in the order they are read in: the configuration file's by line, then each
+/// policy file's by line.
+fn sort_mistakes(errors: &mut [ConfigError], config: &str) {
+    errors.sort_by(|a, b| {
+        (a.file != config, &a.file, a.line.unwrap_or(0)).cmp(&(
+            b.file != config,
+            &b.file,
+            b.line.unwrap_or(0),
+        ))
+    });
+}
+
+/// Resolves the policy files named by the configuration at `path` against its directory (a
+/// file in the current directory keeps its names as written, so messages name them so).
+fn resolve_policy_files(path: &Path, p: &mut PoliciesConfig) {
+    let Some(base) = path.parent().filter(|b| !b.as_os_str().is_empty()) else {
+        return;
+    };
+    for f in &mut p.files {
+        if f.is_relative() {
+            *f = base.join(&*f);
+        }
+    }
 }
 
 /// The largest configuration file read (1 MiB): bounded before it is parsed.
@@ -163,6 +196,8 @@ struct Partial {
     refs: Vec<(String, String, String)>,
     /// The `[limits]` table, when it could be read.
     limits: Option<Box<LimitsConfig>>,
+    /// The `[policies]` table, when it could be read.
+    policies: Option<Box<PoliciesConfig>>,
 }
 
 /// Reads `text`; `whole` adds the checks of a whole configuration (something to serve).
@@ -175,6 +210,7 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
         upstreams: BTreeMap::new(),
         refs: Vec::new(),
         limits: None,
+        policies: None,
     };
     let (doc, syntax) = DeTable::parse_recoverable(text);
     if !syntax.is_empty() {
@@ -193,6 +229,7 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
             upstreams: BTreeMap::new(),
             refs: Vec::new(),
             limits: None,
+            policies: None,
         });
     }
     let config = cx.document(doc.get_ref(), doc.span());
@@ -232,6 +269,7 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
                 upstreams: cx.upstreams,
                 refs: cx.refs,
                 limits: cx.limits.map(Box::new),
+                policies: cx.policies.map(Box::new),
             })
         }
     }
@@ -263,6 +301,10 @@ pub async fn load_reporting_all_with(path: &Path, excerpts: bool) -> Result<Load
         keys: partial.keys,
     };
     let mut errors = partial.errors;
+    if let Some(mut p) = partial.policies {
+        resolve_policy_files(path, &mut p);
+        errors.extend(crate::policy::file_mistakes(&p, &source));
+    }
     let base = base_dir(path);
     let limits = partial.limits.map_or_else(Limits::default, |l| l.limits());
     for (id, mut u) in partial.upstreams {
@@ -293,23 +335,23 @@ pub async fn load_reporting_all_with(path: &Path, excerpts: bool) -> Result<Load
             Err(e) => errors.push(source.error(&format!("upstreams.{id}"), e.to_string())),
         }
     }
-    errors.sort_by_key(|e| e.line.unwrap_or(0));
+    sort_mistakes(&mut errors, &source.file);
     Err(ConfigErrors(errors))
 }
 
 /// Byte offsets to 1-based line numbers.
-struct LineIndex {
+pub(crate) struct LineIndex {
     starts: Vec<usize>,
 }
 
 impl LineIndex {
-    fn new(text: &str) -> LineIndex {
+    pub(crate) fn new(text: &str) -> LineIndex {
         let mut starts = vec![0];
         starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         LineIndex { starts }
     }
 
-    fn line(&self, offset: usize) -> usize {
+    pub(crate) fn line(&self, offset: usize) -> usize {
         match self.starts.binary_search(&offset) {
             Ok(i) => i + 1,
             Err(i) => i,
@@ -329,6 +371,8 @@ struct Cx {
     refs: Vec<(String, String, String)>,
     /// The `[limits]` table, when it could be read.
     limits: Option<LimitsConfig>,
+    /// The `[policies]` table, when it could be read.
+    policies: Option<PoliciesConfig>,
 }
 
 impl Cx {
@@ -485,8 +529,27 @@ impl Cx {
                 },
             })
         });
+        let policies = t.table("policies", |cx, table, key, span| {
+            let mut f = Fields::new(cx, table, key, span);
+            let files = f.req_why(
+                "files",
+                "name the Cedar policy files, such as files = [\"policies.cedar\"]",
+            );
+            let claims = f.opt("claims").unwrap_or_default();
+            f.finish();
+            let p = PoliciesConfig {
+                files: files?,
+                claims,
+            };
+            cx.policies = Some(p.clone());
+            Some(p)
+        });
         t.finish();
         Some(GatewayConfig {
+            policies: match policies {
+                Some(p) => Some(p?),
+                None => None,
+            },
             page: page.unwrap_or_else(|| Some(PageSettings::default()))?,
             gateway: gateway.unwrap_or_else(|| Some(Settings::default()))?,
             limits: limits.unwrap_or_else(|| Some(LimitsConfig::default()))?,
@@ -519,6 +582,9 @@ impl Cx {
             max_pending_per_caller: f
                 .opt("max_pending_per_caller")
                 .unwrap_or(d.max_pending_per_caller),
+            max_calls_per_minute_per_caller: f
+                .opt("max_calls_per_minute_per_caller")
+                .unwrap_or(d.max_calls_per_minute_per_caller),
             approvers_must_differ: f
                 .opt("approvers_must_differ")
                 .unwrap_or(d.approvers_must_differ),

@@ -57,6 +57,56 @@ pub fn approval_limit(tool: &str, limit: u32) -> CallToolResult {
     )
 }
 
+/// The code of a call the gateway's Cedar policies do not allow.
+pub fn policy_denied_code() -> ErrorCode {
+    ErrorCode::new("policy_denied").unwrap_or(ErrorCode::SCOPE_DENIED)
+}
+
+/// A call the gateway's policies do not allow (no policy permits it, or one forbids it): nothing
+/// was sent, and for a write nothing was prepared.
+pub fn policy_denied(tool: &str, write: bool) -> CallToolResult {
+    let what = if write {
+        "nothing was sent and no approval was prepared"
+    } else {
+        "nothing was sent"
+    };
+    failed(
+        tool,
+        &policy_denied_code(),
+        &format!("{what}: the gateway's policies do not allow this caller this call"),
+    )
+}
+
+/// The code of a call refused because its caller made too many calls this minute.
+pub fn rate_limited_code() -> ErrorCode {
+    ErrorCode::new("rate_limited").unwrap_or(ErrorCode::TOOL_FAILED)
+}
+
+/// A call refused at once because its caller (one principal) is over
+/// `max_calls_per_minute_per_caller`; the next call fits after `retry_after` (rounded up to
+/// whole seconds). Nothing was sent or prepared.
+pub fn rate_limited(
+    tool: &str,
+    per_minute: u32,
+    retry_after: std::time::Duration,
+    write: bool,
+) -> CallToolResult {
+    let what = if write {
+        "nothing was sent and no approval was prepared"
+    } else {
+        "nothing was sent"
+    };
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    failed(
+        tool,
+        &rate_limited_code(),
+        &format!(
+            "{what}: this caller's calls exceed {per_minute} a minute, the most \
+             max_calls_per_minute_per_caller allows; call again in {secs}s"
+        ),
+    )
+}
+
 /// The write waits for a decision.
 pub fn pending(tool: &str, approval: &str, digest: &JsonIdentity) -> CallToolResult {
     CallToolResult::error(format!(

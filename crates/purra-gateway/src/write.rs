@@ -142,8 +142,9 @@ impl Inner {
 
     /// Which write call `caller` makes with `args`: the checks every look at a write call makes
     /// first (the caller's and the arguments' scope, the current registration, the input
-    /// schema), then its run id and its intent for the registration as it is now. The refusals
-    /// are codes; nothing is read from or written to the store.
+    /// schema, the policies of `[policies]`), then its run id and its intent for the
+    /// registration as it is now. The refusals are codes; nothing is read from or written to the
+    /// store.
     pub(crate) async fn identify(
         &self,
         b: &Binding,
@@ -159,6 +160,10 @@ impl Inner {
         let bound = self.registration(b).await?;
         if bound.registration.input_schema().validate(args).is_err() {
             return Err(ErrorCode::INVALID_ARGUMENTS);
+        }
+        // Before anything is read or prepared: a call the policies do not allow asks nobody.
+        if !self.allowed_by_policies(b, caller, args) {
+            return Err(results::policy_denied_code());
         }
         let run_id = self
             .write_run_id(b, caller, args)
@@ -235,6 +240,9 @@ impl Inner {
             intent,
         } = match self.identify(b, &caller, &args).await {
             Ok(call) => call,
+            Err(code) if code == results::policy_denied_code() => {
+                return results::policy_denied(tool, true)
+            }
             Err(code) => return results::failed(tool, &code, "nothing was sent"),
         };
         let reg = &bound.registration;

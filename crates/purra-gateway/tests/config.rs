@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use purra_gateway::{
-    from_toml_serde, load_str, ApprovalBy, ConfigError, Dur, EffectConfig, GatewayConfig, Listen,
-    ScopeConfig,
+    from_toml_serde, load_str, ApprovalBy, ClaimType, ConfigError, Dur, EffectConfig,
+    GatewayConfig, Listen, ScopeConfig,
 };
 
 const GOOD: &str = r#"
@@ -676,4 +676,204 @@ fn earlier_schema_dialects_are_accepted_by_default_and_can_be_turned_off() {
         errors("[limits]\ndialects = false\n"),
         ["g.toml:2: limits.dialects: unknown key (expected one of: earlier_schema_dialects, max_catalog_bytes, max_content_blocks, max_description_bytes, max_pages, max_result_bytes, max_schema_bytes, max_tools, timeout)"]
     );
+}
+
+/// The calls one caller may make a minute: 600 by default, read from the file, between 1 and
+/// 60000.
+#[test]
+fn the_calls_per_minute_per_caller_are_bounded() {
+    let c = load_str("g.toml", "").expect("empty").config;
+    assert_eq!(c.gateway.max_calls_per_minute_per_caller, 600);
+    let text = "[gateway]\nmax_calls_per_minute_per_caller = 60000\n";
+    let c = load_str("g.toml", text).expect("at the bound").config;
+    assert_eq!(c.gateway.max_calls_per_minute_per_caller, 60000);
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
+    for value in ["0", "60001"] {
+        assert_eq!(
+            errors(&format!(
+                "[gateway]\nmax_calls_per_minute_per_caller = {value}\n"
+            )),
+            ["g.toml:2: gateway.max_calls_per_minute_per_caller: must be at least 1 and at most 60000"]
+        );
+    }
+    assert_eq!(
+        errors("[gateway]\nmax_calls_per_minute_per_caller = \"many\"\n"),
+        ["g.toml:2: gateway.max_calls_per_minute_per_caller: invalid type: string \"many\", expected u32"]
+    );
+}
+
+/// `[policies]`: the files and the declared claims, read the same by the reader and by serde;
+/// each mistake at its line.
+#[test]
+fn the_policies_table_is_read_and_its_mistakes_named_with_their_lines() {
+    let text = r#"[policies]
+files = ["policies/notes.cedar", "/etc/purra/common.cedar"]
+
+[policies.claims]
+groups = "Set<String>"
+email = "String"
+email_verified = "Bool"
+level = "Long"
+"https://example.com/roles" = "Set<Long>"
+"#;
+    let c = load_str("g.toml", text).expect("reads").config;
+    let p = c.policies.clone().expect("policies");
+    assert_eq!(
+        p.files,
+        [
+            std::path::PathBuf::from("policies/notes.cedar"),
+            std::path::PathBuf::from("/etc/purra/common.cedar")
+        ]
+    );
+    assert_eq!(
+        p.claims
+            .iter()
+            .map(|(k, t)| (k.as_str(), *t))
+            .collect::<Vec<_>>(),
+        [
+            ("email", ClaimType::String),
+            ("email_verified", ClaimType::Bool),
+            ("groups", ClaimType::SetOfStrings),
+            ("https://example.com/roles", ClaimType::SetOfLongs),
+            ("level", ClaimType::Long),
+        ]
+    );
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
+    let again = toml::to_string(&c).expect("serialize");
+    assert_eq!(load_str("again.toml", &again).expect("reads").config, c);
+
+    assert_eq!(
+        errors("[policies]\nclaims = { groups = \"Set<String>\" }\n"),
+        ["g.toml:1: policies.files: name the Cedar policy files, such as files = [\"policies.cedar\"]"]
+    );
+    assert_eq!(
+        errors("[policies]\nfiles = []\n"),
+        ["g.toml:2: policies.files: name at least one Cedar policy file (or leave [policies] out)"]
+    );
+    assert_eq!(
+        errors(
+            "[policies]\nfiles = [\"p.cedar\"]\nfile = \"x\"\n\n[policies.claims]\ngroups = \"List<String>\"\n"
+        ),
+        [
+            "g.toml:3: policies.file: unknown key (expected one of: claims, files)",
+            "g.toml:6: policies.claims: expected one of \"String\", \"Long\", \"Bool\", \"Set<String>\", \"Set<Long>\", found \"List<String>\"",
+        ]
+    );
+    assert_eq!(
+        errors("[policies]\nfiles = [\"p.cedar\"]\nclaims = { \"\" = \"String\" }\n"),
+        ["g.toml:3: policies.claims.: a claim's name is 1 to 128 bytes without control characters"]
+    );
+    let many: Vec<String> = (0..65).map(|i| format!("\"p{i}.cedar\"")).collect();
+    assert_eq!(
+        errors(&format!("[policies]\nfiles = [{}]\n", many.join(", "))),
+        ["g.toml:2: policies.files: at most 64 policy files"]
+    );
+}
+
+/// A file's policy files are read with it: relative to its directory, bounded, parsed; an
+/// unreadable one is a mistake at its `files` entry, a syntax mistake or a template at its own
+/// file and line, beside the configuration's own mistakes.
+#[test]
+fn policy_files_are_read_with_the_configuration_bounded_and_parsed() {
+    let dir = std::env::temp_dir().join(format!(
+        "purra-gw-config-policies-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    let config = dir.join("gateway.toml");
+    let d = dir.display().to_string();
+    let body = r#"
+[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[reads.get_note]
+upstream = "notes"
+title = "Read"
+scope = "open"
+"#;
+    let write = |policies: &str, extra: &str| {
+        std::fs::write(
+            &config,
+            format!("[policies]\nfiles = [{policies}]\n{extra}{body}"),
+        )
+        .unwrap();
+    };
+    let messages = |e: purra_gateway::ConfigErrors| -> Vec<String> {
+        e.0.iter()
+            .map(|e| e.to_string().replace(&d, "DIR"))
+            .collect()
+    };
+
+    std::fs::write(
+        dir.join("policies/ok.cedar"),
+        "permit(principal, action, resource);\n",
+    )
+    .unwrap();
+    write("\"policies/ok.cedar\"", "");
+    let loaded = purra_gateway::load(&config).expect("reads");
+    assert_eq!(
+        loaded.config.policies.expect("policies").files,
+        [dir.join("policies/ok.cedar")]
+    );
+
+    write("\"policies/missing.cedar\", \"policies/ok.cedar\"", "");
+    assert_eq!(
+        messages(purra_gateway::load(&config).expect_err("missing")),
+        ["DIR/gateway.toml:2: policies.files[0]: cannot read the policy file DIR/policies/missing.cedar: No such file or directory (os error 2)"]
+    );
+
+    std::fs::write(
+        dir.join("policies/bad.cedar"),
+        "permit(principal, action, resource);\n\nforbid(principal action, resource);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("policies/slots.cedar"),
+        "// a template\npermit(principal == ?principal, action, resource);\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("policies/huge.cedar"), "/".repeat(1024 * 1024 + 1)).unwrap();
+    write(
+        "\"policies/bad.cedar\", \"policies/slots.cedar\", \"policies/huge.cedar\"",
+        "",
+    );
+    assert_eq!(
+        messages(purra_gateway::load(&config).expect_err("mistakes")),
+        [
+            "DIR/gateway.toml:2: policies.files[2]: cannot read the policy file DIR/policies/huge.cedar: the file is larger than 1048576 bytes",
+            "DIR/policies/bad.cedar:3: unexpected token `action`",
+            "DIR/policies/slots.cedar:2: a policy template (?principal, ?resource) never applies: the gateway links no template; write the policy without slots",
+        ]
+    );
+
+    // Beside the configuration's own mistakes, when every mistake is reported at once (the
+    // upstream, given both ways, is not asked for its tools).
+    std::fs::write(
+        &config,
+        format!(
+            "[policies]\nfiles = [\"policies/bad.cedar\"]\n[gateway]\n\
+             max_calls_per_minute_per_caller = 0\n{}",
+            body.replace("command =", "url = \"http://127.0.0.1:9/mcp\"\ncommand =")
+        ),
+    )
+    .unwrap();
+    let all = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(purra_gateway::load_reporting_all(&config))
+        .expect_err("mistakes");
+    assert_eq!(
+        messages(all),
+        [
+            "DIR/gateway.toml:4: gateway.max_calls_per_minute_per_caller: must be at least 1 and at most 60000",
+            "DIR/gateway.toml:6: upstreams.notes: give either command or url, not both",
+            "DIR/policies/bad.cedar:3: unexpected token `action`",
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

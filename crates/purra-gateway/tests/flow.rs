@@ -1348,3 +1348,191 @@ async fn argument_rules_cannot_be_walked_around_through_the_gateway() {
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     fx.gateway.shutdown().await;
 }
+
+/// A directory of its own for a test's policy files.
+fn policy_dir(name: &str) -> TempDir {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "purra-gw-policies-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    TempDir(dir)
+}
+
+const POLICIES: &str = r#"// Reads for everyone but `explode`; `set_value` for the local principal through flow-client.
+permit (principal, action in Action::"Read", resource);
+forbid (principal, action == Action::"explode", resource);
+permit (principal == Caller::"local", action == Action::"set_value", resource)
+  when { context.client == "flow-client" && !principal.authenticated };
+forbid (principal, action in Action::"Write", resource)
+  when { context.arguments.value == "no" };
+"#;
+
+/// Item 4 of "the gateway for real servers and real teams": Cedar policies decide who may call
+/// which bound tool with which arguments, before anything is prepared or sent. A forbidden write
+/// prepares no approval and saves no run, a forbidden read sends nothing, an allowed write is
+/// prepared with the policies' digest in its scope revision, and an approval prepared under
+/// other policies is refused as a mismatch when the same call is made again, never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_refuse_before_anything_is_prepared_and_a_change_refuses_old_approvals() {
+    let dir = policy_dir("flow");
+    let file = dir.0.join("flow.cedar");
+    std::fs::write(&file, POLICIES).expect("policies");
+    let policies = purra_gateway::PoliciesConfig {
+        files: vec![file.clone()],
+        claims: Default::default(),
+    };
+    let fx = fixture_with("policies", Duration::from_millis(50), |c| {
+        c.policies = Some(policies.clone());
+        // The policies, not the scope rules, decide which clients write.
+        if let Some(w) = c.writes.get_mut("set_value") {
+            w.scope.clients = None;
+        }
+    })
+    .await;
+    let (count, schema) = fx.gateway.policy_schema().expect("policies");
+    assert_eq!(count, 4);
+    assert!(
+        schema.contains("action \"set_value\" in [Action::\"Write\"] appliesTo {"),
+        "{schema}"
+    );
+    let conn = client(&fx.gateway, "flow-client").await;
+
+    let denied_write = (
+        "set_value failed: policy_denied (nothing was sent and no approval was prepared: the \
+         gateway's policies do not allow this caller this call)"
+            .to_owned(),
+        true,
+    );
+    let r = conn
+        .call_tool("set_value", json!({"value": "no"}))
+        .await
+        .expect("call");
+    assert_eq!(text(&r), denied_write);
+    let r = conn.call_tool("explode", json!({})).await.expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "explode failed: policy_denied (nothing was sent: the gateway's policies do not \
+             allow this caller this call)"
+                .to_owned(),
+            true
+        )
+    );
+    let r = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(text(&r), ("v".to_owned(), false));
+    // Another client of the same principal: no permit applies.
+    let other = client(&fx.gateway, "other-client").await;
+    let r = other
+        .call_tool("set_value", json!({"value": "ok"}))
+        .await
+        .expect("call");
+    assert_eq!(text(&r), denied_write);
+    assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
+    assert_eq!(fx.store.count_approvals(ApprovalQuery::all()).await, Ok(0));
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+
+    // Allowed: prepared, its scope revision naming the policies it was allowed under.
+    let r = conn
+        .call_tool("set_value", json!({"value": "ok"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&r).0.contains("approval approval-1 is pending"),
+        "{r:?}"
+    );
+    let id = ApprovalId("approval-1".into());
+    let prepared = fx
+        .store
+        .approval(id.clone())
+        .await
+        .expect("read")
+        .expect("prepared");
+    let revision = prepared.request.binding.scope_revision.clone();
+    let digest = revision.strip_prefix("1+policies:").expect("the digest");
+    assert_eq!(digest.len(), 16, "{revision}");
+    assert!(digest.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
+    fx.gateway
+        .decide(id.clone(), approval_by("ada", Duration::from_secs(600)))
+        .await
+        .expect("decide");
+    fx.gateway.shutdown().await;
+
+    // The policies change (a comment is enough): the approval was decided under others.
+    std::fs::write(&file, format!("// reviewed\n{POLICIES}")).expect("policies");
+    let other_store = SqliteStore::open(&fx.config.gateway.db).expect("store");
+    let second = Gateway::start(
+        fx.config.clone(),
+        &ConfigSource::default(),
+        Arc::new(other_store),
+    )
+    .await
+    .expect("start");
+    let conn = client(&second, "flow-client").await;
+    let r = conn
+        .call_tool("set_value", json!({"value": "ok"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "set_value was not sent: approval approval-1 was for an earlier binding of the tool, \
+             which changed since (approval_mismatch); call set_value again to ask for a new \
+             approval"
+                .to_owned(),
+            true
+        )
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    second.shutdown().await;
+}
+
+/// Item 5: a caller (one principal) over `max_calls_per_minute_per_caller` is answered at once
+/// with `rate_limited`, reads and writes alike, nothing sent or prepared. (The quota is two a
+/// minute and the calls are a burst of three: the third is over whatever the machine's speed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_over_the_per_minute_limit_are_refused_at_once() {
+    let fx = fixture_with("rate", Duration::from_millis(50), |c| {
+        c.gateway.max_calls_per_minute_per_caller = 2;
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    for _ in 0..2 {
+        let r = conn.call_tool("get_value", json!({})).await.expect("call");
+        assert_eq!(text(&r), ("v".to_owned(), false));
+    }
+    // The next call fits once a 30 s interval has passed since the first.
+    let refused = |tool: &str, what: &str, r: &CallToolResult| {
+        let (t, is_error) = text(r);
+        let prefix = format!(
+            "{tool} failed: rate_limited ({what}: this caller's calls exceed 2 a minute, the \
+             most max_calls_per_minute_per_caller allows; call again in "
+        );
+        let secs: u64 = t
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix("s)"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{t}"));
+        assert!(is_error && (1..=30).contains(&secs), "{t}");
+    };
+    let r = conn.call_tool("get_value", json!({})).await.expect("call");
+    refused("get_value", "nothing was sent", &r);
+    // Another client of the same principal shares the quota.
+    let other = client(&fx.gateway, "other-client").await;
+    let r = other
+        .call_tool("set_value", json!({"value": "a"}))
+        .await
+        .expect("call");
+    refused(
+        "set_value",
+        "nothing was sent and no approval was prepared",
+        &r,
+    );
+    assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
+    assert_eq!(fx.store.count_approvals(ApprovalQuery::all()).await, Ok(0));
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}

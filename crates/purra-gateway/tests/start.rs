@@ -209,8 +209,8 @@ async fn every_refused_tool_is_named_at_its_binding_with_the_pointer_and_the_rea
     assert_eq!(
         refused.expect_err("refused"),
         [
-            "g.toml:6: reads.read.tool: upstream \"fs\" tool \"edit_file\" at /inputSchema/properties/dryRun/default: keyword outside purra.output-schema/v1 (mcp_schema_unsupported)\n      the listed JSON there: {\"default\":false,\"type\":\"boolean\"}",
-            "g.toml:12: writes.write.tool: upstream \"fs\" tool \"rows\" at /outputSchema/properties/rows/additionalItems: draft-07 additionalItems applies to the elements after an array items (2020-12's items after prefixItems), outside the profile (mcp_schema_unsupported)\n      the listed JSON there: {\"additionalItems\":false,\"items\":{\"type\":\"string\"},\"type\":\"array\"}",
+            "g.toml:6: reads.read.tool: upstream \"fs\" tool \"edit_file\" at /inputSchema/properties/dryRun/default: keyword outside purra.output-schema/v1 (mcp_schema_unsupported)\n      the listed JSON there: {\"type\":\"boolean\",\"default\":false}",
+            "g.toml:12: writes.write.tool: upstream \"fs\" tool \"rows\" at /outputSchema/properties/rows/additionalItems: draft-07 additionalItems applies to the elements after an array items (2020-12's items after prefixItems), outside the profile (mcp_schema_unsupported)\n      the listed JSON there: {\"type\":\"array\",\"items\":{\"type\":\"string\"},\"additionalItems\":false}",
         ]
     );
     // A tool the upstream does not list beside a refused one: both at once.
@@ -287,4 +287,90 @@ async fn a_configuration_without_an_upstream_or_a_binding_is_refused() {
     );
     // A fragment read as text is checked as far as it goes.
     assert!(load_str("g.toml", "[gateway]\nname = \"gw\"\n").is_ok());
+}
+
+/// Cedar policies are validated against the schema generated from the bound tools as the
+/// upstream lists them: a policy naming an action that is no bound tool, a tool that is not
+/// bound (an upstream name is not a local one), an argument the tool does not take or a claim
+/// not declared is a mistake at its policy file and line, and nothing starts; valid policies
+/// start, and the gateway tells the schema they were checked against. (Cedar's "did you mean"
+/// picks among the nearest names; each misspelling here has one nearest.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_are_validated_against_the_schema_of_the_bound_tools() {
+    let url = upstream().await;
+    let d = dir("policies");
+    let config = d.0.join("gateway.toml");
+    std::fs::write(
+        &config,
+        text(
+            &url,
+            "read_text_file",
+            "write_file",
+            "destructive",
+            "\n[policies]\nfiles = [\"access.cedar\"]\n\n[policies.claims]\ngroups = \"Set<String>\"\n",
+        ),
+    )
+    .expect("config");
+    let policies = d.0.join("access.cedar");
+    std::fs::write(
+        &policies,
+        r#"permit (principal, action in Action::"Read", resource);
+permit (principal, action == Action::"write", resource)
+  when { context.arguments.path like "/srv/*" };
+forbid (principal, action == Action::"writes", resource);
+forbid (principal, action, resource == Tool::"read_text_file");
+forbid (principal, action == Action::"write", resource)
+  when { context.arguments.mode == "append" };
+forbid (principal, action, resource)
+  when { principal.claims.role == "guest" };
+"#,
+    )
+    .expect("policies");
+    let start_file = || async {
+        let loaded = load(&config).expect("the file itself has no mistakes");
+        let store = Arc::new(SqliteStore::open_in_memory().expect("store"));
+        Gateway::start(loaded.config, &loaded.source, store).await
+    };
+    let shown = d.0.display().to_string();
+    let mistakes: Vec<String> = match start_file().await {
+        Err(StartError::Config(e)) => {
+            e.0.iter()
+                .map(|e| e.to_string().replace(&shown, "DIR"))
+                .collect()
+        }
+        Err(other) => panic!("not a configuration error: {other}"),
+        Ok(_) => panic!("started"),
+    };
+    assert_eq!(
+        mistakes,
+        [
+            "DIR/access.cedar:4: unrecognized action `Action::\"writes\"` (did you mean `Action::\"write\"`?)",
+            "DIR/access.cedar:5: entity `Tool::\"read_text_file\"` is of an enumerated entity type, but `\"read_text_file\"` is not declared as a valid eid (valid entity eids: \"read\", \"write\")",
+            "DIR/access.cedar:7: attribute `arguments.mode` in context for Action::\"write\" not found (did you mean `path`?)",
+            "DIR/access.cedar:9: attribute `claims.role` on entity type `Caller` not found (did you mean `groups`?)",
+        ]
+    );
+
+    std::fs::write(
+        &policies,
+        r#"permit (principal, action in Action::"Read", resource);
+permit (principal, action in Action::"Destructive", resource)
+  when { context.arguments.path like "/srv/*" && principal.claims has groups
+         && principal.claims.groups.contains("editors") };
+"#,
+    )
+    .expect("policies");
+    let gateway = start_file().await.expect("starts");
+    let (count, schema) = gateway.policy_schema().expect("policies");
+    assert_eq!(count, 2);
+    // `write` is bound with effect = "destructive"; both tools take a required `path`.
+    assert!(
+        schema.contains("action \"write\" in [Action::\"Destructive\"] appliesTo {"),
+        "{schema}"
+    );
+    assert!(
+        schema.contains("\"arguments\": {\n    \"content\": String,\n    \"path\": String\n  },"),
+        "{schema}"
+    );
+    gateway.shutdown().await;
 }

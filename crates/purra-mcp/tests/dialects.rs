@@ -199,7 +199,9 @@ async fn what_means_something_else_is_refused_with_the_tool_the_pointer_and_the_
     let tuple = json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
         "type": "object",
-        "properties": {"rows": {"type": "array", "items": [{"type": "string"}, {"type": "number"}]}}
+        // Members in name order: the excerpt reads the same whether or not serde_json keeps
+        // insertion order (`preserve_order`, on in a workspace build with purra-gateway's Cedar).
+        "properties": {"rows": {"items": [{"type": "string"}, {"type": "number"}], "type": "array"}}
     });
     let tools = json!([
         tool("ok", write_file_schema("http://json-schema.org/draft-07/schema#")),
@@ -207,7 +209,7 @@ async fn what_means_something_else_is_refused_with_the_tool_the_pointer_and_the_
         tool("defaults", json!({
             "$schema": "http://json-schema.org/draft-07/schema#",
             "type": "object",
-            "properties": {"dryRun": {"type": "boolean", "default": false, "description": "Preview"}}
+            "properties": {"dryRun": {"default": false, "description": "Preview", "type": "boolean"}}
         })),
         {"name": "long", "description": "x".repeat(101), "inputSchema": {"type": "object"}},
     ]);
@@ -289,7 +291,8 @@ async fn an_excerpt_is_bounded() {
     for i in 0..100 {
         properties.insert(format!("field_{i:03}"), json!({"type": "string"}));
     }
-    properties.insert("é_bad".into(), json!({"type": "string", "format": "uri"}));
+    // In name order, as above.
+    properties.insert("é_bad".into(), json!({"format": "uri", "type": "string"}));
     let mut input = json!({"type": "object", "properties": properties, "x-vendor": true});
     let (conn, monitor) = connect(json!([tool("wide", input.clone())])).await;
     let e = read(&conn, &monitor, "wide", earlier()).await.unwrap_err();

@@ -491,9 +491,11 @@ mod tests {
     /// still reads as the same value.
     #[test]
     fn what_the_approver_reads_shows_hidden_characters_escaped() {
+        // Members in name order: the page shows them in the order serde_json keeps, sorted or
+        // (with `preserve_order`, on in a workspace build for purra-gateway's Cedar) as given.
         let args = serde_json::json!({
-            "path": "/srv/notes/\u{202e}txt.exe",
             "n\u{200b}ame": {"tag": "x\u{e0041}"},
+            "path": "/srv/notes/\u{202e}txt.exe",
         });
         let mut out = String::new();
         arguments(&mut out, &args);

@@ -205,24 +205,29 @@ pub enum Message {
 pub struct DecodeError {
     /// The id to answer with, when the frame was well-formed enough to carry one.
     pub id: Option<RequestId>,
-    /// The error to answer with (-32700 or -32600).
-    pub error: ErrorObject,
+    /// The error to answer with (-32700 or -32600), boxed so that a decoded frame's `Result`
+    /// stays small (an `ErrorObject` holds a `serde_json::Value`, larger when another crate in
+    /// the build turns on serde_json's `preserve_order`).
+    pub error: Box<ErrorObject>,
 }
 
 impl DecodeError {
     fn parse(e: impl fmt::Display) -> Self {
         DecodeError {
             id: None,
-            error: ErrorObject::new(RpcErrorCode::PARSE_ERROR, format!("Parse error: {e}")),
+            error: Box::new(ErrorObject::new(
+                RpcErrorCode::PARSE_ERROR,
+                format!("Parse error: {e}"),
+            )),
         }
     }
     fn invalid(id: Option<RequestId>, why: impl Into<String>) -> Self {
         DecodeError {
             id,
-            error: ErrorObject::new(
+            error: Box::new(ErrorObject::new(
                 RpcErrorCode::INVALID_REQUEST,
                 format!("Invalid request: {}", why.into()),
-            ),
+            )),
         }
     }
 }

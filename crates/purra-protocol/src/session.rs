@@ -1146,10 +1146,10 @@ impl<S: Service> Engine<S> {
         };
         self.reject(DecodeError {
             id,
-            error: ErrorObject::new(
+            error: Box::new(ErrorObject::new(
                 RpcErrorCode::INVALID_REQUEST,
                 format!("Invalid request: frame of {len} bytes exceeds the {limit}-byte limit"),
-            ),
+            )),
         })
         .await;
         ControlFlow::Continue(())
@@ -1269,10 +1269,10 @@ impl<S: Service> Engine<S> {
         if !self.peer.shared.batches_allowed.load(Ordering::Relaxed) {
             self.reject(DecodeError {
                 id: None,
-                error: ErrorObject::new(
+                error: Box::new(ErrorObject::new(
                     RpcErrorCode::INVALID_REQUEST,
                     "Invalid request: batches are only allowed in protocol version 2025-03-26",
-                ),
+                )),
             })
             .await;
             return ControlFlow::Continue(());

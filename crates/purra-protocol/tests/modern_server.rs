@@ -138,6 +138,14 @@ async fn ask(raw: &mut RawEnd, frame: String) -> String {
 
 /// Cuts the (random) requestState out of an answer: (the answer with `"requestState":"…"`
 /// replaced by `"requestState":"<state>"`, the state).
+/// `got` and `want` are the same JSON value (members in any order: serde_json keeps insertion
+/// order when `preserve_order` is on, as in a workspace build with purra-gateway's Cedar).
+#[track_caller]
+fn same_json(got: &str, want: &str) {
+    let parse = |t: &str| serde_json::from_str::<serde_json::Value>(t).expect("json");
+    assert_eq!(parse(got), parse(want), "{got}");
+}
+
 fn cut_state(answer: &str) -> (String, String) {
     let v: Value = serde_json::from_str(answer).unwrap();
     let state = v["result"]["requestState"].as_str().unwrap().to_owned();
@@ -222,9 +230,9 @@ async fn the_ladder_and_removed_methods_answer_with_the_revisions_codes() {
         r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"Invalid params: params._meta must be an object carrying \"io.modelcontextprotocol/protocolVersion\" and \"io.modelcontextprotocol/clientCapabilities\""}}"#
     );
     let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#.into()).await;
-    assert_eq!(
-        got,
-        r#"{"jsonrpc":"2.0","id":6,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"requested":"2099-01-01","supported":["2026-07-28"]}}}"#
+    same_json(
+        &got,
+        r#"{"jsonrpc":"2.0","id":6,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"requested":"2099-01-01","supported":["2026-07-28"]}}}"#,
     );
     // The connection chose the modern revision: a handshake now names what it speaks.
     let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#.into()).await;
@@ -262,11 +270,11 @@ async fn an_elicitation_round_trips_through_input_required() {
     };
     let first = ask(&mut raw, call(1, "")).await;
     let (shape, state) = cut_state(&first);
-    assert_eq!(
-        shape,
-        format!(
+    same_json(
+        &shape,
+        &format!(
             r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","inputRequests":{{"elicitation-0":{{"method":"elicitation/create","params":{{"message":"What is your name?","requestedSchema":{{"properties":{{"name":{{"type":"string"}}}},"required":["name"],"type":"object"}}}}}}}},"requestState":"<state>",{INFO}}}}}"#
-        )
+        ),
     );
     let answer =
         r#","inputResponses":{"elicitation-0":{"action":"accept","content":{"name":"Alice"}}}"#;
@@ -373,11 +381,11 @@ async fn requests_made_together_are_asked_together_and_capabilities_are_honoured
         )
     };
     let (shape, state) = cut_state(&ask(&mut raw, call(2, "")).await);
-    assert_eq!(
-        shape,
-        format!(
+    same_json(
+        &shape,
+        &format!(
             r#"{{"jsonrpc":"2.0","id":2,"result":{{"resultType":"input_required","inputRequests":{{"user_name":{{"method":"elicitation/create","params":{{"message":"Name?","requestedSchema":{{"properties":{{"name":{{"type":"string"}}}},"required":["name"],"type":"object"}}}}}},"roots-0":{{"method":"roots/list","params":{{}}}}}},"requestState":"<state>",{INFO}}}}}"#
-        )
+        ),
     );
     let answers = format!(
         r#","inputResponses":{{"user_name":{{"action":"decline"}},"roots-0":{{"roots":[]}}}},"requestState":"{state}""#

@@ -5,7 +5,9 @@
 //! and key (a bound tool the upstream refuses also names the place in the tool and the reason;
 //! with `-v`, the listed JSON there), and the command exits 78 before anything is served.
 //! Warnings (a write bound with `effect = "write"` over a tool the upstream marks destructive)
-//! are printed at `--check` and at start. Operational messages go to
+//! are printed at `--check` and at start. With `[policies]`, `--check` also says how many Cedar
+//! policies were validated (a policy naming an unknown tool or attribute is a mistake at its
+//! file and line), and with `-v` prints the schema generated for them. Operational messages go to
 //! stderr, prefixed `purra gateway:`; over HTTP the first line is `purra gateway: serving URL`,
 //! followed by where the protected resource metadata is when `[gateway.auth]` guards the
 //! listener (else by a warning that HTTP callers are not authenticated).
@@ -29,6 +31,7 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Config(e.to_string()))?;
     let settings = loaded.config.gateway.clone();
+    let policy_files = loaded.config.policies.as_ref().map_or(0, |p| p.files.len());
     let page_settings = loaded.config.page.clone();
     let source = loaded.source.clone();
     // The approver page (`--page`) reads the same store through its operator view.
@@ -61,17 +64,35 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
             other => Failure::store("store", other.to_string()),
         })?;
     let tools = gateway.tool_names();
+    let policies = gateway.policy_schema();
     if args.check {
         println!(
             "configuration ok: {} tools: {}",
             tools.len(),
             tools.join(", ")
         );
+        if let Some((count, schema)) = &policies {
+            println!(
+                "policies ok: {count} {} in {policy_files} {}, valid against the schema of the bound tools",
+                if *count == 1 { "policy" } else { "policies" },
+                if policy_files == 1 { "file" } else { "files" },
+            );
+            // With -v, the generated schema policies are written against.
+            if excerpts {
+                println!("{}", schema.trim_end());
+            }
+        }
         gateway.shutdown().await;
         return Ok(());
     }
+    let policy_note = policies.map_or_else(String::new, |(count, _)| {
+        format!(
+            "; {count} {}",
+            if count == 1 { "policy" } else { "policies" }
+        )
+    });
     eprintln!(
-        "purra gateway: {}: {} tools ({}); store {}",
+        "purra gateway: {}: {} tools ({}); store {}{policy_note}",
         settings.name,
         tools.len(),
         tools.join(", "),

@@ -103,13 +103,16 @@ pub fn unsupported_version(requested: &str) -> ErrorObject {
     )
 }
 
-/// The data of -32022: the versions served and the one asked for.
+/// The data of -32022: the version asked for and the versions served.
+///
+/// The fields are in name order, so the data reads the same whether or not serde_json keeps
+/// insertion order (its `preserve_order` feature, which another crate in a build may turn on).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct UnsupportedVersionData {
-    /// The versions the server serves (on the modern path).
-    pub supported: Vec<String>,
     /// The version the request asked for.
     pub requested: String,
+    /// The versions the server serves (on the modern path).
+    pub supported: Vec<String>,
 }
 
 /// Runs the ladder over one request: `method`, its raw `params`, and on HTTP its headers.
