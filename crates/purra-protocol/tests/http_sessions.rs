@@ -124,14 +124,24 @@ async fn a_thousand_idle_sessions_expire_and_memory_returns_to_baseline() {
     tokio::time::sleep(IDLE + IDLE / 2).await;
     settle().await;
     assert_eq!(http.pending_session_count(), 0);
-    let after = LIVE.load(Ordering::Relaxed);
-    let leaked = after - baseline;
+    // Near the baseline: less than 2% of what the sessions held at their peak. Expired sessions'
+    // engines finish dropping on their own tasks, later on a loaded machine: wait for that (up
+    // to 10 s) rather than for a fixed time; a leak never gets there.
+    let bound = (peak - baseline) / 50;
+    let mut after = LIVE.load(Ordering::Relaxed);
+    for _ in 0..200 {
+        if after.saturating_sub(baseline) < bound {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        after = LIVE.load(Ordering::Relaxed);
+    }
+    let leaked = after.saturating_sub(baseline);
     eprintln!(
         "baseline {baseline} B, peak {peak} B ({per_session} B/session), after expiry {after} B ({leaked} B above baseline)"
     );
-    // Near the baseline: less than 2% of what the sessions held at their peak.
     assert!(
-        leaked < (peak - baseline) / 50,
+        leaked < bound,
         "baseline {baseline} B, peak {peak} B ({per_session} B/session), after expiry {after} B"
     );
 }
