@@ -152,3 +152,64 @@ fn read_fetches_one_skill_file_verified() {
         );
     }
 }
+
+/// `purra gateway` over the TypeScript SDK's skills server with one skill bound: `purra inspect`
+/// and `purra read` through it see that skill alone, at `skill://refunds/…`, verified.
+#[test]
+fn a_gateway_passes_a_bound_skill_through() {
+    let dir = std::env::temp_dir().join(format!("purra-cli-skills-gw-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[upstreams.docs]\ncommand = [{:?}, {:?}, {:?}]\n\n[skills.refunds]\nupstream = \"docs\"\n",
+            peer("bin/node"),
+            repo_root().join("peers/node-v2/skills_server.mjs").display().to_string(),
+            repo_root().join("peers/skills").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let through = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra"));
+        cmd.args(args)
+            .args(["--", env!("CARGO_BIN_EXE_purra"), "gateway", "--config"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = cmd.output().expect("purra");
+        let _ = std::fs::remove_file(dir.join("purra.db"));
+        out
+    };
+    let (json, _) = expect(&through(&["inspect", "--json"]), 0);
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    let names: Vec<&str> = doc["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["skill://refunds/SKILL.md"]);
+    let email = "Dear customer, your refund is on its way.\n";
+    let (text, err) = expect(&through(&["read", "skill://refunds/examples/email.md"]), 0);
+    assert_eq!(text, email);
+    assert_eq!(
+        err,
+        format!(
+            "purra gateway: gateway: 0 tools (); 1 skill (refunds); store {}\nverified against the entry of skill://refunds/SKILL.md: {} bytes, {}\n",
+            dir.join("purra.db").display(),
+            email.len(),
+            purra_protocol::skills::digest(email.as_bytes())
+        )
+    );
+    let (_, err) = expect(&through(&["read", "skill://pdf-processing/SKILL.md"]), 2);
+    assert!(
+        err.ends_with(
+            "\npurra: reading skill://pdf-processing/SKILL.md: JSON-RPC error -32602: Resource not found\n"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

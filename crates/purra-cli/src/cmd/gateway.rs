@@ -61,17 +61,45 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
             other => Failure::store("store", other.to_string()),
         })?;
     let tools = gateway.tool_names();
+    // Bound skills ([skills.NAME]), when there are any.
+    let skills: Vec<String> = gateway
+        .server()
+        .skills()
+        .iter()
+        .map(|s| s.name().to_owned())
+        .collect();
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     if args.check {
+        let also = if skills.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} skill{}: {}",
+                skills.len(),
+                plural(skills.len()),
+                skills.join(", ")
+            )
+        };
         println!(
-            "configuration ok: {} tools: {}",
+            "configuration ok: {} tools: {}{also}",
             tools.len(),
             tools.join(", ")
         );
         gateway.shutdown().await;
         return Ok(());
     }
+    let also = if skills.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} skill{} ({})",
+            skills.len(),
+            plural(skills.len()),
+            skills.join(", ")
+        )
+    };
     eprintln!(
-        "purra gateway: {}: {} tools ({}); store {}",
+        "purra gateway: {}: {} tools ({}){also}; store {}",
         settings.name,
         tools.len(),
         tools.join(", "),
