@@ -318,12 +318,12 @@ pub(super) async fn read(
     uri: &str,
     ctx: RequestCtx,
 ) -> Option<Result<ReadResourceResult, ErrorObject>> {
-    let found =
-        {
-            let catalog = server.inner.skills.read().expect("skills lock");
-            match catalog.file(uri) {
-                Some(f) => f,
-                None => return catalog.dir(uri).map(|_| {
+    let found = {
+        let catalog = server.inner.skills.read().expect("skills lock");
+        match catalog.file(uri) {
+            Some(f) => f,
+            None => {
+                return catalog.dir(uri).map(|_| {
                     Err(ErrorObject::new(
                         RpcErrorCode::RESOURCE_NOT_FOUND,
                         format!(
@@ -331,9 +331,10 @@ pub(super) async fn read(
                         ),
                     )
                     .with_data(serde_json::json!({ "uri": uri })))
-                }),
+                })
             }
-        };
+        }
+    };
     let (file, source) = found;
     let bytes: Arc<[u8]> = match source {
         Source::Memory(m) => match m.get(&file.uri) {
