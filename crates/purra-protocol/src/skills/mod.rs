@@ -13,6 +13,27 @@
 //! code. Client: [`Connection::skills`](crate::Connection::skills) is the listing, kept in sync;
 //! [`Connection::read_skill`](crate::Connection::read_skill) reads one file and verifies it
 //! against its entry (size, digest, and for `SKILL.md` the frontmatter).
+//!
+//! ```no_run
+//! use purra_protocol::skills::SkillBundle;
+//! use purra_protocol::{Client, ClientOptions, Server, StdioCommand};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // A server: the skills of ./skills, and one built in code.
+//! let server = Server::builder("docs", "1.0.0").skills_dir("skills")?.build();
+//! server.add_skill(SkillBundle::new("git-workflow").file(
+//!     "SKILL.md",
+//!     "---\nname: git-workflow\ndescription: Commit like us\n---\nRebase.\n",
+//! ))?;
+//!
+//! // A client: the listing, and one file read and checked against its entry (or an error).
+//! let conn = Client::connect_stdio(StdioCommand::new("docs-server"), ClientOptions::default()).await?;
+//! for skill in conn.skills().iter() {
+//!     let md = conn.read_skill(skill, "SKILL.md").await?;
+//!     println!("{}: {}", skill.name(), md.body.unwrap_or_default());
+//! }
+//! # Ok(()) }
+//! ```
 
 mod dir;
 pub mod frontmatter;
