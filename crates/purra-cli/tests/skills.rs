@@ -183,6 +183,14 @@ fn a_gateway_passes_a_bound_skill_through() {
         let _ = std::fs::remove_file(dir.join("purra.db"));
         out
     };
+    let check = Command::new(env!("CARGO_BIN_EXE_purra"))
+        .args(["gateway", "--check", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .expect("purra");
+    let (text, _) = expect(&check, 0);
+    assert_eq!(text, "configuration ok: 0 tools: ; 1 skill: refunds\n");
     let (json, _) = expect(&through(&["inspect", "--json"]), 0);
     let doc: Value = serde_json::from_str(&json).unwrap();
     let names: Vec<&str> = doc["skills"]
