@@ -7,8 +7,9 @@
 # the client-credentials extension scenarios and the draft ones: resource mismatch, offline
 # access), each scenario checked for its own check ids; then 0.2.0-alpha.12
 # (peers/conformance-next) with `--spec-version 2026-07-28`: every server scenario of the
-# revision (40), the tasks extension's ten server scenarios one by one, and the revision's
-# client scenarios except authorization and extensions.
+# revision (40), the tasks extension's ten server scenarios and the Skills extension's three
+# (sep-2640-skills-*) one by one, and the revision's client scenarios except authorization and
+# extensions.
 #
 # Builds nothing. The binaries come from $PURRA_CONFORMANCE_SERVER and $PURRA_CONFORMANCE_CLIENT,
 # else from $CARGO_TARGET_DIR/debug (default target/debug); build them first with
@@ -57,6 +58,12 @@ declare -A TASKS_CHECKS=(
     [tasks-request-state-removal]=3 [tasks-mrtr-input]=4 [tasks-request-headers]=5
     [tasks-dispatch-and-envelope]=9 [tasks-status-notifications]=0 [tasks-required-task-error]=3
     [tasks-mrtr-composition]=2
+)
+# The Skills extension's server scenarios (io.modelcontextprotocol/skills, SEP-2640), run one by
+# one the same way, each with the number of checks it reports, all to pass.
+SKILLS_SCENARIOS=(sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory)
+declare -A SKILLS_CHECKS=(
+    [sep-2640-skills-enumeration]=32 [sep-2640-skills-manifest]=6 [sep-2640-skills-directory]=7
 )
 MODERN_CLIENT_SCENARIOS=(tools_call request-metadata sep-2322-client-request-state http-standard-headers
     http-custom-headers http-invalid-tool-headers json-schema-ref-no-deref json-schema-2020-12-preservation)
@@ -290,6 +297,9 @@ done
 server_suite 2026-07-28 "$CONFORMANCE_NEXT" "$MODERN_SERVER_SCENARIOS" --suite all --spec-version 2026-07-28
 for scenario in "${TASKS_SCENARIOS[@]}"; do
     extension_scenario 2026-07-28 "$CONFORMANCE_NEXT" "$scenario" "${TASKS_CHECKS[$scenario]}"
+done
+for scenario in "${SKILLS_SCENARIOS[@]}"; do
+    extension_scenario 2026-07-28 "$CONFORMANCE_NEXT" "$scenario" "${SKILLS_CHECKS[$scenario]}"
 done
 for scenario in "${MODERN_CLIENT_SCENARIOS[@]}"; do
     want="${MODERN_CLIENT_CHECKS[$scenario]}"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): installs the pinned peers, checks formatting,
 # lints and purra-protocol's feature combinations (scripts/check-features.sh), runs every test of
-# the workspace (the fuzz corpora replay on stable: crates/purra-fuzz/tests/corpus.rs), the MCP
+# the workspace (the fuzz corpora replay on stable: crates/purra-fuzz/tests/corpus.rs; among them
+# purra-examples' skills interop test, which builds the rmcp 3.11.0 skills peer
+# consumers/rmcp-skills into target/rmcp-skills, about a minute the first time), the MCP
 # conformance suite (scripts/conformance.sh), and the out-of-workspace
 # consumer project (consumers/host-smoke): its smoke, the durable-write fault scenarios and the
 # crash points, on SQLite and on PostgreSQL, and PostgreSQL's own faults. It ends by saying how

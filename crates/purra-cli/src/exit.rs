@@ -108,6 +108,9 @@ impl Failure {
             Error::ResponseTooLarge { len, limit } => {
                 json!({"kind": "response_too_large", "bytes": len, "limit": limit})
             }
+            Error::SkillVerification { uri, .. } => {
+                json!({"kind": "skill_verification", "uri": uri})
+            }
             _ => json!({"kind": "other"}),
         };
         if let Value::Object(o) = &mut e {

@@ -7,4 +7,5 @@
 pub mod client;
 pub mod modern_server;
 pub mod server;
+pub mod skills_server;
 pub mod tasks_server;

@@ -127,7 +127,8 @@ async fn elicit(
 }
 
 /// Builds the conformance server: every tool, resource, template and prompt the 0.1.16 server
-/// scenarios use, with logging, completions and resource subscriptions declared.
+/// scenarios use, with logging, completions and resource subscriptions declared, and the
+/// fixtures of the 2026-07-28 suite's modern, tasks and skills scenarios.
 pub fn build() -> Server {
     let server = Server::builder("purra-conformance-server", env!("CARGO_PKG_VERSION"))
         .logging()
@@ -137,6 +138,7 @@ pub fn build() -> Server {
         .and_then(|()| add_prompts(&server))
         .and_then(|()| crate::modern_server::add(&server))
         .and_then(|()| crate::tasks_server::add(&server))
+        .and_then(|()| crate::skills_server::add(&server))
         .expect("the conformance fixtures are valid definitions");
     server.completion(|p: CompleteParams, _ctx| async move {
         let values = match (&p.reference, p.argument.name.as_str()) {

@@ -105,9 +105,24 @@ async fn every_fixture_is_listed_with_a_description() {
     assert_eq!(
         uris,
         [
+            "skill://acme/billing/refunds/SKILL.md",
+            "skill://pdf-processing/SKILL.md",
             "test://static-binary",
             "test://static-text",
             "test://watched-resource"
+        ]
+    );
+    // The skills scenarios' fixtures: each skill with a subfolder.
+    let skills: Vec<(String, usize)> = conn
+        .skills()
+        .iter()
+        .map(|s| (s.uri.clone(), s.files().len()))
+        .collect();
+    assert_eq!(
+        skills,
+        [
+            ("skill://acme/billing/refunds/SKILL.md".to_owned(), 2),
+            ("skill://pdf-processing/SKILL.md".to_owned(), 3),
         ]
     );
     let templates = conn.resource_templates();

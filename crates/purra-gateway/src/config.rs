@@ -61,6 +61,9 @@ pub struct GatewayConfig {
     /// Write bindings by local name.
     #[serde(default)]
     pub writes: BTreeMap<String, WriteConfig>,
+    /// Skill bindings (the Skills extension) by the skill's name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub skills: BTreeMap<String, SkillConfig>,
     /// The approver page's sign-in, when the gateway serves the page (`--page`).
     #[serde(default)]
     pub page: PageSettings,
@@ -632,6 +635,20 @@ pub struct ReadConfig {
     pub tasks: bool,
 }
 
+/// A skill binding (a `[skills.NAME]` table): one skill an upstream serves (the Skills
+/// extension), passed through to downstream clients as `skill://NAME/…`, its entry pinned when
+/// the gateway starts (see [`crate::skills`](crate#skills)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillConfig {
+    /// The upstream's id.
+    pub upstream: String,
+    /// The upstream skill's `SKILL.md` URI (default: the one skill the upstream lists under the
+    /// name NAME).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+}
+
 /// What a write does, as the host declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -963,7 +980,7 @@ impl GatewayConfig {
                     .into(),
             ));
         }
-        if self.reads.is_empty() && self.writes.is_empty() {
+        if self.reads.is_empty() && self.writes.is_empty() && self.skills.is_empty() {
             out.push((
                 "reads".into(),
                 "nothing is bound: add a [reads.NAME] or [writes.NAME] table naming an upstream tool"
@@ -1139,6 +1156,7 @@ impl GatewayConfig {
                 ));
             }
         }
+        crate::skills::check(self, &mut out);
         for (name, r) in &self.reads {
             let key = format!("reads.{name}");
             if r.title.is_empty() {

@@ -338,6 +338,13 @@ impl Gateway {
             builder = builder.apps();
         }
         let server = builder.build();
+        let skill_errors = crate::skills::bind(&config, &upstreams, &server, source).await;
+        if !skill_errors.is_empty() {
+            for u in upstreams.values() {
+                u.close().await;
+            }
+            return Err(StartError::Config(ConfigErrors(skill_errors)));
+        }
         let inner = Arc::new_cyclic(|weak| Inner {
             settings: config.gateway.clone(),
             limits,

@@ -40,6 +40,16 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Skills
+//!
+//! `[skills.NAME]` passes one skill an upstream serves (the Skills extension, SEP-2640) through
+//! to downstream clients as `skill://NAME/…`; nothing else an upstream serves as a skill is
+//! visible. Its entry is pinned at start (`skills/get` at the binding's `uri`, or the one skill
+//! the upstream lists as NAME): downstream clients see that entry, and a file is answered only
+//! when the upstream's bytes are the pinned entry's (size and digest), so a skill changed
+//! upstream is refused until the gateway restarts. An upstream without the extension, a missing,
+//! `"dynamic"`, misnamed or oversized skill is a start mistake at its binding.
+//!
 //! # Writes
 //!
 //! A write call is identified by the gateway's name, the tool, the caller and the arguments; its
@@ -63,6 +73,7 @@ mod load;
 pub mod policy;
 pub mod results;
 pub mod scope;
+mod skills;
 pub mod store;
 mod upstream;
 mod write;
@@ -72,7 +83,8 @@ pub use config::ApprovalBy;
 pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
     GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings,
-    PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig, WriteConfig,
+    PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, SkillConfig, UpstreamConfig,
+    WriteConfig,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use load::{

@@ -20,7 +20,7 @@ use purra_mcp::Limits;
 use crate::config::{
     AuthSettings, ConfigError, ConfigErrors, GatewayConfig, IntrospectionSettings, LimitsConfig,
     PageOidc, PageSettings, PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings,
-    UpstreamConfig, WriteConfig,
+    SkillConfig, UpstreamConfig, WriteConfig,
 };
 
 /// Whether a `db` setting is a PostgreSQL URL (kept as written) rather than a file path.
@@ -496,6 +496,16 @@ impl Cx {
                 approval,
             })
         });
+        let skills = t.map("skills", |cx, table, key, span| {
+            let mut f = Fields::new(cx, table, key, span);
+            let upstream = f.req("upstream");
+            let uri = f.opt("uri");
+            f.finish();
+            Some(SkillConfig {
+                upstream: upstream?,
+                uri,
+            })
+        });
         let page = t.table("page", |cx, table, key, span| {
             let mut f = Fields::new(cx, table, key, span);
             let token_login = f.opt("token_login");
@@ -556,6 +566,7 @@ impl Cx {
             upstreams: upstreams?,
             reads: reads?,
             writes: writes?,
+            skills: skills?,
         })
     }
 

@@ -24,9 +24,11 @@ use std::convert::Infallible as ChildProcess;
 
 mod modern;
 mod receiver;
+mod skills;
 mod tasks;
 pub use modern::{CacheMode, ProtocolMode};
 pub use receiver::ClientTaskOptions;
+pub use skills::SkillContent;
 pub use tasks::TaskSubscription;
 
 /// Answers `sampling/createMessage`.
@@ -331,6 +333,10 @@ struct ClientService {
     resources: Catalog<Resource>,
     templates: Catalog<ResourceTemplate>,
     prompts: Catalog<Prompt>,
+    /// The Skills extension's listing, when the server declares it.
+    skills: Catalog<crate::skills::Skill>,
+    /// Whether the server declared the Skills extension (set before the catalogs are fetched).
+    skills_declared: std::sync::atomic::AtomicBool,
     listeners: Mutex<HashMap<String, Vec<(u64, Listener)>>>,
     /// Listeners called on arrival, before any refetch.
     early_listeners: Mutex<HashMap<String, Vec<(u64, Listener)>>>,
@@ -595,6 +601,10 @@ async fn refetch_loop(this: Arc<ClientService>, peer: Peer, kind: Kind, method: 
             Kind::Resources => {
                 let r = refresh_resources(&this, &peer).await.map(drop);
                 let _ = refresh_templates(&this, &peer).await;
+                // The Skills extension has no notification of its own: its skills are resources.
+                if this.skills_declared.load(Ordering::Acquire) {
+                    let _ = skills::refresh(&this, &peer).await;
+                }
                 r
             }
             Kind::Prompts => refresh_prompts(&this, &peer).await.map(drop),
@@ -870,6 +880,8 @@ impl Client {
             resources: Catalog::default(),
             templates: Catalog::default(),
             prompts: Catalog::default(),
+            skills: Catalog::default(),
+            skills_declared: std::sync::atomic::AtomicBool::new(false),
             listeners: Mutex::new(HashMap::new()),
             early_listeners: Mutex::new(HashMap::new()),
             next_listener: AtomicU64::new(0),
@@ -1140,7 +1152,9 @@ impl Connection {
         let caps = &self.init.capabilities;
         let s = &self.service;
         let p = &self.peer;
-        let (t, r, rt, pr) = tokio::join!(
+        let serves_skills = self.serves_skills();
+        s.skills_declared.store(serves_skills, Ordering::Release);
+        let (t, r, rt, pr, sk) = tokio::join!(
             async {
                 if caps.tools.is_some() {
                     refresh_tools(s, p).await.map(drop)
@@ -1169,8 +1183,15 @@ impl Connection {
                     Ok(())
                 }
             },
+            async {
+                if serves_skills {
+                    skills::refresh(s, p).await.map(drop)
+                } else {
+                    Ok(())
+                }
+            },
         );
-        t.and(r).and(rt).and(pr)
+        t.and(r).and(rt).and(pr).and(sk)
     }
 
     /// The tools, as of the last fetch (kept in sync on `list_changed`).

@@ -51,6 +51,15 @@ pub enum Error {
     /// The server requires authorization and it could not be obtained (OAuth 2.1; the `auth`
     /// feature). Never carries a token.
     Auth(AuthError),
+    /// A skill file read through the Skills extension is not what its entry says (not listed,
+    /// another size or digest, or a `SKILL.md` whose frontmatter differs from the entry's): its
+    /// content is not returned.
+    SkillVerification {
+        /// The file's URI.
+        uri: String,
+        /// What differs.
+        reason: String,
+    },
 }
 
 /// Why authorization failed. The messages name URLs, statuses and the authorization server's
@@ -185,6 +194,9 @@ impl fmt::Display for Error {
                 "the response exceeds the {limit}-byte frame limit ({len} bytes read); it was discarded"
             ),
             Error::Auth(e) => write!(f, "{e}"),
+            Error::SkillVerification { uri, reason } => {
+                write!(f, "the skill file {uri} failed verification: {reason}")
+            }
         }
     }
 }

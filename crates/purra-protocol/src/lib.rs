@@ -65,6 +65,7 @@ pub mod request_state;
 #[cfg(feature = "server")]
 mod server;
 mod session;
+pub mod skills;
 #[cfg(feature = "stdio")]
 pub mod stdio;
 pub mod tasks;
@@ -77,7 +78,8 @@ pub mod ws;
 #[cfg(feature = "client")]
 pub use client::{
     CacheMode, Client, ClientOptions, ClientTaskOptions, Connection, ElicitationHandler,
-    ListenerHandle, ProtocolMode, ResourceSubscription, SamplingHandler, TaskSubscription,
+    ListenerHandle, ProtocolMode, ResourceSubscription, SamplingHandler, SkillContent,
+    TaskSubscription,
 };
 pub use error::{AuthError, Error};
 #[cfg(any(feature = "http-server", feature = "ws"))]

@@ -45,6 +45,7 @@ use crate::version::ProtocolVersion;
 mod listen;
 pub(crate) mod modern;
 mod mrtr;
+mod skills;
 mod tasks;
 
 pub use self::tasks::TaskOptions;
@@ -170,6 +171,8 @@ struct ServerInner {
     resources: RwLock<Registry<ResourceEntry>>,
     templates: RwLock<Registry<TemplateEntry>>,
     prompts: RwLock<Registry<PromptEntry>>,
+    /// The skills served (the Skills extension).
+    skills: RwLock<skills::Catalog>,
     completion: RwLock<Option<CompleteFn>>,
     /// Seals and opens the `requestState` of 2026-07-28 multi round-trip requests.
     request_state: RequestStateSecurity,
@@ -203,19 +206,48 @@ pub struct ServerBuilder {
     cache_hints: HashMap<&'static str, CacheHint>,
     extensions: crate::extensions::Extensions,
     tasks: TaskOptions,
+    skills: Option<crate::skills::LoadedSkills>,
 }
 
 impl ServerBuilder {
+    /// Serves the skills of a folder of skill folders (the Skills extension, see
+    /// [`crate::skills`]): each folder below `path` holding a `SKILL.md` is a skill at
+    /// `skill://<its path>/SKILL.md`. The folder is read now, within
+    /// [`SkillsDirOptions::default`](crate::skills::SkillsDirOptions)'s bounds; a tree that breaks
+    /// one (too many entries, a file too large, a symbolic link, a skill over SEP-2640's limits)
+    /// is refused whole with `SkillsFolder` naming the path and the reason. The extension is
+    /// declared (with `directoryRead`) even when the folder holds no skill.
+    pub fn skills_dir(self, path: impl AsRef<std::path::Path>) -> Result<Self, RegistrationError> {
+        self.skills_dir_with(path, &crate::skills::SkillsDirOptions::default())
+    }
+    /// [`skills_dir`](Self::skills_dir) with other bounds, or a prefix for every skill's path.
+    /// A second folder adds its skills to the first's.
+    pub fn skills_dir_with(
+        mut self,
+        path: impl AsRef<std::path::Path>,
+        options: &crate::skills::SkillsDirOptions,
+    ) -> Result<Self, RegistrationError> {
+        let loaded = crate::skills::load_dir(path.as_ref(), options)
+            .map_err(RegistrationError::SkillsFolder)?;
+        let all = self.skills.get_or_insert_with(Default::default);
+        all.skills.extend(loaded.skills);
+        all.files.extend(loaded.files);
+        Ok(self)
+    }
     /// Declares the extension `name` (reverse-DNS, `com.example/feature`) with its `settings`
     /// under `capabilities.extensions` (see [`crate::extensions`]). A malformed name is refused
     /// with `InvalidExtension`; the tasks extension is declared by the server itself while a
-    /// tool may run as a task.
+    /// tool may run as a task, and the Skills extension while it serves skills (refused here
+    /// too).
     pub fn extension(
         mut self,
         name: &str,
         settings: JsonObject,
     ) -> Result<Self, RegistrationError> {
-        if !crate::extensions::is_valid_name(name) || name == crate::extensions::TASKS {
+        if !crate::extensions::is_valid_name(name)
+            || name == crate::extensions::TASKS
+            || name == crate::skills::EXTENSION_ID
+        {
             return Err(RegistrationError::InvalidExtension(name.to_owned()));
         }
         self.extensions.insert(name.to_owned(), settings);
@@ -279,11 +311,13 @@ impl ServerBuilder {
     }
     /// The caching hint (`ttlMs`, `cacheScope`) of 2026-07-28 results of `method`, one of
     /// `server/discover`, `tools/list`, `prompts/list`, `resources/list`,
-    /// `resources/templates/list` and `resources/read` (default for each: immediately stale and
+    /// `resources/templates/list`, `resources/read`, and the Skills extension's `skills/list`,
+    /// `skills/get` and `resources/directory/read` (default for each: immediately stale and
     /// private). Another method is refused with `InvalidCacheMethod`.
     pub fn cache_hint(mut self, method: &str, hint: CacheHint) -> Result<Self, RegistrationError> {
         let Some(m) = crate::modern::CACHEABLE_METHODS
             .iter()
+            .chain(modern::SKILLS_CACHEABLE.iter())
             .find(|m| **m == method)
         else {
             return Err(RegistrationError::InvalidCacheMethod(method.to_owned()));
@@ -292,7 +326,16 @@ impl ServerBuilder {
         Ok(self)
     }
     /// Builds the server.
-    pub fn build(self) -> Server {
+    pub fn build(mut self) -> Server {
+        let skills = self.skills.take();
+        let server = self.build_inner();
+        if let Some(loaded) = skills {
+            server.insert_loaded(loaded);
+        }
+        server
+    }
+
+    fn build_inner(self) -> Server {
         Server {
             inner: Arc::new(ServerInner {
                 info_json: crate::modern::raw(&self.info),
@@ -309,6 +352,7 @@ impl ServerBuilder {
                 resources: RwLock::default(),
                 templates: RwLock::default(),
                 prompts: RwLock::default(),
+                skills: RwLock::default(),
                 completion: RwLock::new(None),
                 request_state: self
                     .request_state
@@ -500,6 +544,7 @@ impl Server {
             cache_hints: HashMap::new(),
             extensions: crate::extensions::Extensions::new(),
             tasks: TaskOptions::default(),
+            skills: None,
         }
     }
 
@@ -943,8 +988,10 @@ impl Server {
     fn advertised(&self) -> Advertised {
         let i = &self.inner;
         let bit = |on: bool, b: u8| if on { b } else { 0 };
+        let skills = i.skills.read().expect("lock").advertised();
         let has_resources = !i.resources.read().expect("lock").is_empty()
-            || !i.templates.read().expect("lock").is_empty();
+            || !i.templates.read().expect("lock").is_empty()
+            || skills;
         Advertised(
             bit(!i.tools.read().expect("lock").is_empty(), Advertised::TOOLS)
                 | bit(has_resources, Advertised::RESOURCES)
@@ -956,7 +1003,8 @@ impl Server {
                     i.completion.read().expect("lock").is_some(),
                     Advertised::COMPLETIONS,
                 )
-                | bit(i.logging, Advertised::LOGGING),
+                | bit(i.logging, Advertised::LOGGING)
+                | bit(skills, Advertised::SKILLS),
         )
     }
 
@@ -967,10 +1015,19 @@ impl Server {
             o.insert("listChanged".into(), Value::Bool(true));
             o
         };
+        let skills = i.skills.read().expect("lock").advertised();
+        // Skill files are resources: a server serving skills has the resources capability.
         let has_resources = !i.resources.read().expect("lock").is_empty()
-            || !i.templates.read().expect("lock").is_empty();
+            || !i.templates.read().expect("lock").is_empty()
+            || skills;
         let offers_tasks = self.offers_tasks();
         let mut extensions = i.extensions.clone();
+        if skills {
+            extensions.insert(
+                crate::skills::EXTENSION_ID.to_owned(),
+                crate::skills::server_settings(true),
+            );
+        }
         if offers_tasks {
             extensions.insert(crate::extensions::TASKS.to_owned(), JsonObject::new());
         }
@@ -1191,6 +1248,7 @@ impl Advertised {
     const PROMPTS: u8 = 1 << 2;
     const COMPLETIONS: u8 = 1 << 3;
     const LOGGING: u8 = 1 << 4;
+    const SKILLS: u8 = 1 << 5;
 
     /// What `caps` advertises.
     pub(crate) fn of(caps: &ServerCapabilities) -> Advertised {
@@ -1200,7 +1258,13 @@ impl Advertised {
                 | bit(caps.resources.is_some(), Self::RESOURCES)
                 | bit(caps.prompts.is_some(), Self::PROMPTS)
                 | bit(caps.completions.is_some(), Self::COMPLETIONS)
-                | bit(caps.logging.is_some(), Self::LOGGING),
+                | bit(caps.logging.is_some(), Self::LOGGING)
+                | bit(
+                    caps.extensions
+                        .as_ref()
+                        .is_some_and(|e| e.contains_key(crate::skills::EXTENSION_ID)),
+                    Self::SKILLS,
+                ),
         )
     }
 
@@ -1228,6 +1292,9 @@ impl Advertised {
     }
     fn logging(self) -> bool {
         self.has(Self::LOGGING)
+    }
+    fn skills(self) -> bool {
+        self.has(Self::SKILLS)
     }
 }
 
@@ -1864,11 +1931,76 @@ impl SessionState {
                     .read()
                     .expect("resources lock")
                     .page(offset, inner.page_size);
+                let mut resources: Vec<Resource> =
+                    items.iter().map(|e| e.resource.clone()).collect();
+                let mut next = next;
+                // Each skill's SKILL.md follows the registered resources, in the same pages.
+                if next.is_none() {
+                    let registered = inner.resources.read().expect("resources lock").order.len();
+                    let listed = inner.skills.read().expect("skills lock").listings();
+                    let from = offset.saturating_sub(registered);
+                    let room = inner.page_size - resources.len().min(inner.page_size);
+                    let end = from.saturating_add(room).min(listed.len());
+                    if from < end {
+                        resources.extend_from_slice(&listed[from..end]);
+                    }
+                    if end < listed.len() {
+                        next = Some(registered + end);
+                    }
+                }
                 Ok(to_raw(&ListResourcesResult {
-                    resources: items.iter().map(|e| e.resource.clone()).collect(),
+                    resources,
                     next_cursor: next.map(encode_cursor),
                     meta: None,
                 })?)
+            }
+            crate::skills::methods::LIST if advertised.skills() => {
+                let page: PaginatedParams = from_params(p)?;
+                let offset = decode_cursor(page.cursor.as_deref())?;
+                let (skills, next) = inner
+                    .skills
+                    .read()
+                    .expect("skills lock")
+                    .page(offset, inner.page_size);
+                Ok(to_raw(&crate::skills::ListSkillsResult {
+                    skills,
+                    next_cursor: next.map(encode_cursor),
+                })?)
+            }
+            crate::skills::methods::GET if advertised.skills() => {
+                let UriParams { uri, .. } = from_params(p)?;
+                let skill = inner
+                    .skills
+                    .read()
+                    .expect("skills lock")
+                    .get(&uri)
+                    .ok_or_else(|| {
+                        ErrorObject::invalid_params(format!("No skill is served at {uri}"))
+                    })?;
+                Ok(to_raw(&crate::skills::GetSkillResult { skill })?)
+            }
+            crate::skills::methods::DIRECTORY_READ if advertised.skills() => {
+                #[derive(Deserialize)]
+                struct DirParams {
+                    uri: String,
+                    #[serde(default)]
+                    cursor: Option<String>,
+                }
+                let DirParams { uri, cursor } = from_params(p)?;
+                let offset = decode_cursor(cursor.as_deref())?;
+                let catalog = inner.skills.read().expect("skills lock");
+                let children = catalog.dir(&uri).ok_or_else(|| {
+                    ErrorObject::invalid_params(format!(
+                        "{uri} is not a folder of a skill this server serves"
+                    ))
+                })?;
+                let end = offset.saturating_add(inner.page_size).min(children.len());
+                let r = crate::skills::ReadDirectoryResult {
+                    resources: children[offset.min(end)..end].to_vec(),
+                    next_cursor: (end < children.len()).then(|| encode_cursor(end)),
+                };
+                drop(catalog);
+                Ok(to_raw(&r)?)
             }
             methods::RESOURCES_TEMPLATES_LIST if advertised.resources() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -1887,6 +2019,12 @@ impl SessionState {
             methods::RESOURCES_READ if advertised.resources() => {
                 let UriParams { uri, .. } = from_params(p)?;
                 let exact = inner.resources.read().expect("resources lock").get(&uri);
+                // A skill's file (or folder) comes before the templates.
+                if exact.is_none() && advertised.skills() {
+                    if let Some(r) = skills::read(&server, &uri, ctx.clone()).await {
+                        return Ok(to_raw(&r?)?);
+                    }
+                }
                 let (handler, vars) = match exact {
                     Some(e) => (e.handler.clone(), HashMap::new()),
                     None => {

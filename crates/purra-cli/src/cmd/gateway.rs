@@ -65,9 +65,27 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
         })?;
     let tools = gateway.tool_names();
     let policies = gateway.policy_schema();
+    // Bound skills ([skills.NAME]), when there are any.
+    let skills: Vec<String> = gateway
+        .server()
+        .skills()
+        .iter()
+        .map(|s| s.name().to_owned())
+        .collect();
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     if args.check {
+        let also = if skills.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} skill{}: {}",
+                skills.len(),
+                plural(skills.len()),
+                skills.join(", ")
+            )
+        };
         println!(
-            "configuration ok: {} tools: {}",
+            "configuration ok: {} tools: {}{also}",
             tools.len(),
             tools.join(", ")
         );
@@ -91,8 +109,18 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
             if count == 1 { "policy" } else { "policies" }
         )
     });
+    let also = if skills.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} skill{} ({})",
+            skills.len(),
+            plural(skills.len()),
+            skills.join(", ")
+        )
+    };
     eprintln!(
-        "purra gateway: {}: {} tools ({}); store {}{policy_note}",
+        "purra gateway: {}: {} tools ({}){also}; store {}{policy_note}",
         settings.name,
         tools.len(),
         tools.join(", "),

@@ -60,7 +60,7 @@ fn era_and_choice(conn: &Connection, mode: &ProtocolMode) -> (&'static str, &'st
 /// their schemas).
 pub fn document(conn: &Connection, mode: &ProtocolMode) -> Value {
     let (era, choice) = era_and_choice(conn, mode);
-    json!({
+    let mut doc = json!({
         "serverInfo": conn.server_info(),
         "protocolVersion": conn.protocol_version(),
         "era": era,
@@ -72,7 +72,12 @@ pub fn document(conn: &Connection, mode: &ProtocolMode) -> Value {
         "resources": *conn.resources(),
         "resourceTemplates": *conn.resource_templates(),
         "prompts": *conn.prompts(),
-    })
+    });
+    // The Skills extension's listing, when the server declares it.
+    if conn.serves_skills() {
+        doc["skills"] = json!(*conn.skills());
+    }
+    doc
 }
 
 /// `name (flag, flag)` for one capability.
@@ -136,8 +141,9 @@ fn indent(s: &str, n: usize) -> String {
 }
 
 /// The readable form: server, title, protocol, era and capabilities, then tools (with `schemas`,
-/// each tool's input and output schema), resources, resource templates, prompts, and last the
-/// server's instructions.
+/// each tool's input and output schema), resources, resource templates, prompts, the skills (when
+/// the server declares the Skills extension: name, `SKILL.md` URI, files and bytes, description),
+/// and last the server's instructions.
 pub fn readable(conn: &Connection, mode: &ProtocolMode, schemas: bool) -> String {
     let (era, choice) = era_and_choice(conn, mode);
     let info = conn.server_info();
@@ -270,6 +276,25 @@ pub fn readable(conn: &Connection, mode: &ProtocolMode, schemas: bool) -> String
         })
         .collect();
     section(&mut out, "prompts", &rows);
+
+    if conn.serves_skills() {
+        let rows: Vec<(String, String)> = conn
+            .skills()
+            .iter()
+            .map(|s| {
+                let size = match &s.resources {
+                    purra_protocol::skills::SkillResources::Files(_) => {
+                        let (n, bytes) = s.totals();
+                        format!("{n} file{}, {bytes} bytes", if n == 1 { "" } else { "s" })
+                    }
+                    purra_protocol::skills::SkillResources::Dynamic => "dynamic".to_owned(),
+                };
+                let d = first_line(Some(s.description()));
+                (s.name().to_owned(), format!("{}  ({size})  {d}", s.uri))
+            })
+            .collect();
+        section(&mut out, "skills", &rows);
+    }
 
     if let Some(instructions) = conn.instructions() {
         out.push_str("\ninstructions:\n");

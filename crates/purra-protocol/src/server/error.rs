@@ -210,6 +210,15 @@ pub enum RegistrationError {
         /// The URI given.
         uri: String,
     },
+    /// A skill breaks SEP-2640's rules or limits (or is `"dynamic"`, which cannot be served).
+    InvalidSkill {
+        /// The skill's path or URI.
+        skill: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A skills folder breaks a bound or a rule (see [`crate::skills::SkillsDirOptions`]).
+    SkillsFolder(crate::skills::SkillsDirError),
 }
 
 impl fmt::Display for RegistrationError {
@@ -242,8 +251,12 @@ impl fmt::Display for RegistrationError {
             ),
             RegistrationError::InvalidExtension(n) => write!(
                 f,
-                "{n:?} cannot be declared as an extension: a name is reverse-DNS/name (com.example/feature), and the tasks extension is declared by the server itself"
+                "{n:?} cannot be declared as an extension: a name is reverse-DNS/name (com.example/feature), and the tasks and skills extensions are declared by the server itself"
             ),
+            RegistrationError::InvalidSkill { skill, reason } => {
+                write!(f, "the skill {skill} cannot be served: {reason}")
+            }
+            RegistrationError::SkillsFolder(e) => e.fmt(f),
         }
     }
 }

@@ -175,15 +175,23 @@ async fn serve(
     };
     match outcome {
         Ok(Outcome::Complete(r)) => {
-            let cache = CACHEABLE_METHODS
-                .contains(&method.as_str())
-                .then(|| hint(&server, &method));
+            let cache = (CACHEABLE_METHODS.contains(&method.as_str())
+                || SKILLS_CACHEABLE.contains(&method.as_str()))
+            .then(|| hint(&server, &method));
             Ok(result::complete_with(r, Some(&inner.info_json), cache))
         }
         Ok(Outcome::InputRequired(r)) => Ok(result::complete_with(r, Some(&inner.info_json), None)),
         Err(e) => Err(modern_error(e)),
     }
 }
+
+/// The Skills extension's results, which carry the caching attributes as `resources/read`'s do
+/// (SEP-2640 with SEP-2549).
+pub(crate) const SKILLS_CACHEABLE: [&str; 3] = [
+    crate::skills::methods::LIST,
+    crate::skills::methods::GET,
+    crate::skills::methods::DIRECTORY_READ,
+];
 
 /// The caching hint of `method`'s results (default: immediately stale, private).
 fn hint(server: &super::Server, method: &str) -> crate::modern::CacheHint {

@@ -1,0 +1,223 @@
+//! `purra inspect` and `purra read` with a skills server (the Skills extension, SEP-2640): the
+//! official TypeScript SDK 2.4.0's `ext/skills` server (`peers/node-v2/skills_server.mjs`)
+//! serving `peers/skills`, over stdio, in both eras. The listing is shown; a skill's file is
+//! read verified against its entry; a skill's folder lists its children; a file the entry does
+//! not list is refused.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use purra_protocol::skills::{load_dir, SkillsDirOptions};
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn peer(rel: &str) -> String {
+    let p = std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+        .join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p.to_string_lossy().into_owned()
+}
+
+/// `purra ARGS... [--protocol-version V] -- node skills_server.mjs peers/skills`.
+fn purra(args: &[&str], version: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra"));
+    cmd.args(args);
+    if let Some(v) = version {
+        cmd.args(["--protocol-version", v]);
+    }
+    cmd.arg("--")
+        .arg(peer("bin/node"))
+        .arg(repo_root().join("peers/node-v2/skills_server.mjs"))
+        .arg(repo_root().join("peers/skills"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn purra");
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("purra timed out");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn expect(out: &Output, code: i32) -> (String, String) {
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert_eq!(out.status.code(), Some(code), "stdout:\n{o}\nstderr:\n{e}");
+    (o, e)
+}
+
+const ERAS: [Option<&str>; 2] = [None, Some("2025-11-25")];
+
+#[test]
+fn inspect_lists_the_skills() {
+    let loaded = load_dir(
+        &repo_root().join("peers/skills"),
+        &SkillsDirOptions::default(),
+    )
+    .unwrap();
+    for version in ERAS {
+        let (text, _) = expect(&purra(&["inspect"], version), 0);
+        assert!(
+            text.contains("\nextensions:   io.modelcontextprotocol/skills\n"),
+            "{text}"
+        );
+        let skills = text.split("\nskills (2):\n").nth(1).expect(&text);
+        assert_eq!(
+            skills,
+            "  refunds         skill://acme/refunds/SKILL.md  (2 files, 193 bytes)  Process customer refund requests per company policy\n  \
+pdf-processing  skill://pdf-processing/SKILL.md  (3 files, 462 bytes)  Extract, fill, and assemble PDF documents: forms, invoices and purchase orders.\n"
+        );
+        let (json, _) = expect(&purra(&["inspect", "--json"], version), 0);
+        let doc: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(doc["skills"], serde_json::to_value(&loaded.skills).unwrap());
+    }
+}
+
+#[test]
+fn read_fetches_one_skill_file_verified() {
+    let md =
+        std::fs::read_to_string(repo_root().join("peers/skills/pdf-processing/SKILL.md")).unwrap();
+    let digest = purra_protocol::skills::digest(md.as_bytes());
+    for version in ERAS {
+        let (text, err) = expect(
+            &purra(&["read", "skill://pdf-processing/SKILL.md"], version),
+            0,
+        );
+        assert_eq!(text, md);
+        assert_eq!(
+            err,
+            format!(
+                "verified against the entry of skill://pdf-processing/SKILL.md: {} bytes, {digest}\n",
+                md.len()
+            )
+        );
+        let (json, _) = expect(
+            &purra(
+                &["read", "--json", "skill://acme/refunds/examples/email.md"],
+                version,
+            ),
+            0,
+        );
+        let email = "Dear customer, your refund is on its way.\n";
+        assert_eq!(
+            serde_json::from_str::<Value>(&json).unwrap(),
+            serde_json::json!({
+                "uri": "skill://acme/refunds/examples/email.md",
+                "skill": "skill://acme/refunds/SKILL.md",
+                "verified": true,
+                "size": email.len(),
+                "digest": purra_protocol::skills::digest(email.as_bytes()),
+                "mimeType": "text/markdown",
+                "text": email,
+            })
+        );
+        let (text, _) = expect(&purra(&["read", "skill://pdf-processing"], version), 0);
+        assert_eq!(
+            text,
+            format!(
+                "skill://pdf-processing/SKILL.md    (text/markdown, {} bytes)\n\
+                 skill://pdf-processing/references  (inode/directory)\n\
+                 skill://pdf-processing/templates   (inode/directory)\n",
+                md.len()
+            )
+        );
+        let (text, err) = expect(
+            &purra(&["read", "skill://pdf-processing/secrets.md"], version),
+            2,
+        );
+        assert_eq!(text, "");
+        assert_eq!(
+            err,
+            "purra: reading skill://pdf-processing/secrets.md: the skill file skill://pdf-processing/secrets.md failed verification: it is not a file of the skill skill://pdf-processing/SKILL.md\n"
+        );
+    }
+}
+
+/// `purra gateway` over the TypeScript SDK's skills server with one skill bound: `purra inspect`
+/// and `purra read` through it see that skill alone, at `skill://refunds/…`, verified.
+#[test]
+fn a_gateway_passes_a_bound_skill_through() {
+    let dir = std::env::temp_dir().join(format!("purra-cli-skills-gw-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[upstreams.docs]\ncommand = [{:?}, {:?}, {:?}]\n\n[skills.refunds]\nupstream = \"docs\"\n",
+            peer("bin/node"),
+            repo_root().join("peers/node-v2/skills_server.mjs").display().to_string(),
+            repo_root().join("peers/skills").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let through = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra"));
+        cmd.args(args)
+            .args(["--", env!("CARGO_BIN_EXE_purra"), "gateway", "--config"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = cmd.output().expect("purra");
+        let _ = std::fs::remove_file(dir.join("purra.db"));
+        out
+    };
+    let check = Command::new(env!("CARGO_BIN_EXE_purra"))
+        .args(["gateway", "--check", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .expect("purra");
+    let (text, _) = expect(&check, 0);
+    assert_eq!(text, "configuration ok: 0 tools: ; 1 skill: refunds\n");
+    let (json, _) = expect(&through(&["inspect", "--json"]), 0);
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    let names: Vec<&str> = doc["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["skill://refunds/SKILL.md"]);
+    let email = "Dear customer, your refund is on its way.\n";
+    let (text, err) = expect(&through(&["read", "skill://refunds/examples/email.md"]), 0);
+    assert_eq!(text, email);
+    assert_eq!(
+        err,
+        format!(
+            "purra gateway: gateway: 0 tools (); 1 skill (refunds); store {}\nverified against the entry of skill://refunds/SKILL.md: {} bytes, {}\n",
+            dir.join("purra.db").display(),
+            email.len(),
+            purra_protocol::skills::digest(email.as_bytes())
+        )
+    );
+    let (_, err) = expect(&through(&["read", "skill://pdf-processing/SKILL.md"]), 2);
+    assert!(
+        err.ends_with(
+            "\npurra: reading skill://pdf-processing/SKILL.md: JSON-RPC error -32602: Resource not found\n"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
