@@ -33,6 +33,14 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Webhooks
+//!
+//! `[webhooks.NAME]` endpoints get the approval and effect events (`approval.pending`,
+//! `approval.decided`, `effect.committed`, `effect.unknown`) as signed Standard Webhooks (or
+//! Slack-compatible messages): the store records each in the transaction of the change it
+//! reports, whichever process makes the change, and the gateway delivers them at least once,
+//! with retries, surviving restarts ([`webhooks`]).
+//!
 //! # Writes
 //!
 //! A write call is identified by the gateway's name, the tool, the caller and the arguments; its
@@ -56,6 +64,7 @@ pub mod results;
 pub mod scope;
 pub mod store;
 mod upstream;
+pub mod webhooks;
 mod write;
 
 pub use app::{app_uri, APPROVAL_TOOL};
@@ -63,7 +72,8 @@ pub use config::ApprovalBy;
 pub use config::{
     parse_claim, AuthSettings, ConfigError, ConfigErrors, Dur, EffectConfig, GatewayConfig,
     IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings, ReadConfig, ScopeConfig,
-    ScopeRules, Settings, UpstreamConfig, WriteConfig,
+    ScopeRules, Settings, UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat,
+    WriteConfig,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use load::{
@@ -71,3 +81,4 @@ pub use load::{
     Loaded,
 };
 pub use store::{Decisions, GatewayStore};
+pub use webhooks::Webhooks;
