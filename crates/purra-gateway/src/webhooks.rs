@@ -22,7 +22,9 @@
 //!
 //! While an endpoint fails, its task backs off as a whole (one probe at a time, not every
 //! pending delivery each round); the first success after an outage makes its waiting deliveries
-//! due at once ([`WebhookOutbox::webhooks_due_now`]).
+//! due at once ([`WebhookOutbox::webhooks_due_now`]), and so does a task's start (a restarted
+//! gateway tries its waiting deliveries at once, then backs off again if the endpoint still
+//! fails).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -314,15 +316,32 @@ impl Webhooks {
         self.targets
             .iter()
             .map(|t| {
-                let worker = Worker {
-                    target: Arc::clone(t),
-                    outbox: Arc::clone(&outbox),
-                    events: events.as_ref().map(|g| g.subscribe()),
-                    page_url: Arc::clone(&self.page_url),
-                    log: log.clone(),
-                    observer: observer.clone(),
-                };
-                tokio::spawn(worker.run(stop.clone()))
+                let (target, outbox, events) = (Arc::clone(t), Arc::clone(&outbox), events.clone());
+                let (page_url, log, observer) =
+                    (Arc::clone(&self.page_url), log.clone(), observer.clone());
+                let stop = stop.clone();
+                // A panic of the task (a log or an observer that panics, such as a process
+                // printing to a closed stderr) starts it again: deliveries never stop for it.
+                tokio::spawn(async move {
+                    loop {
+                        let worker = Worker {
+                            target: Arc::clone(&target),
+                            outbox: Arc::clone(&outbox),
+                            events: events.as_ref().map(|g| g.subscribe()),
+                            page_url: Arc::clone(&page_url),
+                            log: log.clone(),
+                            observer: observer.clone(),
+                        };
+                        match tokio::spawn(worker.run(stop.clone())).await {
+                            Err(e) if e.is_panic() => {
+                                if sleep_or_stop(STORE_RETRY, &stop).await {
+                                    return;
+                                }
+                            }
+                            _ => return,
+                        }
+                    }
+                })
             })
             .collect()
     }
@@ -511,6 +530,9 @@ impl Worker {
         // Endpoint failures in a row (a success resets it) and whether the store is failing.
         let mut failures: u32 = 0;
         let mut store_failing = false;
+        // A deliverer that starts (a restarted gateway) tries what waits for a retry at once:
+        // one probe, then the endpoint's backoff if it still fails.
+        let _ = self.outbox.webhooks_due_now(name.clone()).await;
         loop {
             if stop.is_cancelled() {
                 return;
