@@ -603,3 +603,54 @@ async fn secrets_that_cannot_be_used_stop_the_start() {
     );
     assert_eq!(store.webhook_endpoints().await, Ok(vec![]));
 }
+
+/// An observer that panics (as a process printing to a closed stderr does) does not stop the
+/// endpoint's deliveries: its task starts again and every event arrives, once by id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_observer_does_not_stop_deliveries() {
+    let dir = Dir::new("panic");
+    let receiver = Receiver::start(&dir.0);
+    let store = SqliteStore::open(dir.0.join("g.db")).expect("store");
+    let c = config(
+        &upstream().await,
+        dir.0.join("g.db"),
+        vec![("ops", signed(&dir.0, receiver.url("/ops")))],
+    );
+    let panics = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = panics.clone();
+    let options = StartOptions::default().webhook_observer(move |a| {
+        if count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            panic!("the observer of {} failed", a.msg_id);
+        }
+    });
+    let gateway = Gateway::start_with(
+        c,
+        &ConfigSource::default(),
+        Arc::new(store.clone()),
+        options,
+    )
+    .await
+    .expect("start");
+    let conn = client(&gateway).await;
+    let call =
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "p"})).await });
+    prepared(&store, "approval-1").await;
+    gateway
+        .decide(ApprovalId("approval-1".into()), approve("ada"))
+        .await
+        .expect("decide");
+    call.await.expect("join").expect("call");
+    let started = std::time::Instant::now();
+    while !pending(&store).await.is_empty() {
+        assert!(started.elapsed() < PATIENCE, "{:#?}", pending(&store).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ids: std::collections::BTreeSet<String> = receiver
+        .on("/ops")
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert!(panics.load(std::sync::atomic::Ordering::SeqCst) >= 3);
+    gateway.shutdown().await;
+}
