@@ -276,7 +276,8 @@ pub enum ApprovalsCommand {
         store: StoreArgs,
     },
     /// Serve the approver page for the store: pending approvals updated live, approve or deny
-    /// with a note, the history with effects, receipts and audit trails.
+    /// with a note, the history with effects, receipts and audit trails. Found through a gateway
+    /// file (--config, ./gateway.toml) with [webhooks], it delivers their events too.
     Serve {
         /// Where to listen (loopback by default).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8470")]
