@@ -492,13 +492,20 @@ async fn retries_keep_their_id_and_410_retires_the_endpoint() {
         .map(|e| e.name)
         .collect();
     assert_eq!(names, ["flaky"]);
-    let logged = logged.lock().unwrap().clone();
-    assert!(
-        logged
+    // The log and the observer hear of an attempt after the store recorded it.
+    let started = std::time::Instant::now();
+    let logged = loop {
+        let logged = logged.lock().unwrap().clone();
+        let observed = attempts.lock().unwrap().len();
+        let retired = logged
             .iter()
-            .any(|m| m.starts_with("webhook gone: answered 410 Gone: the endpoint is retired (")),
-        "{logged:#?}"
-    );
+            .any(|m| m.starts_with("webhook gone: answered 410 Gone: the endpoint is retired ("));
+        if observed == 10 && retired {
+            break logged;
+        }
+        assert!(started.elapsed() < PATIENCE, "{logged:#?} {observed}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(
         logged
             .iter()
@@ -652,5 +659,84 @@ async fn a_panicking_observer_does_not_stop_deliveries() {
         .collect();
     assert_eq!(ids.len(), 3);
     assert!(panics.load(std::sync::atomic::Ordering::SeqCst) >= 3);
+    gateway.shutdown().await;
+}
+
+/// A delivery whose attempts keep failing is given up once it is `give_up_after` old: kept in
+/// the store as failed, with the last status, and said once; never dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_failing_past_give_up_after_is_kept_failed() {
+    let dir = Dir::new("give-up");
+    let receiver = Receiver::start(&dir.0);
+    let store = SqliteStore::open(dir.0.join("g.db")).expect("store");
+    let mut hook = signed(&dir.0, receiver.url("/broken?status=500"));
+    hook.events = vec![WebhookEventName::ApprovalPending];
+    hook.backoff = Dur(Duration::from_millis(10));
+    hook.max_backoff = Dur(Duration::from_millis(10));
+    hook.give_up_after = Dur(Duration::from_millis(10));
+    let c = config(
+        &upstream().await,
+        dir.0.join("g.db"),
+        vec![("broken", hook)],
+    );
+    let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = logged.clone();
+    let options = StartOptions::default().log(move |m| log.lock().unwrap().push(m.to_owned()));
+    let gateway = Gateway::start_with(
+        c,
+        &ConfigSource::default(),
+        Arc::new(store.clone()),
+        options,
+    )
+    .await
+    .expect("start");
+    let conn = client(&gateway).await;
+    let _call =
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "g"})).await });
+    prepared(&store, "approval-1").await;
+    let started = std::time::Instant::now();
+    let failed = loop {
+        let left = pending(&store).await;
+        if left.len() == 1 && left[0].state == WebhookState::Failed {
+            break left[0].clone();
+        }
+        assert!(started.elapsed() < PATIENCE, "{left:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let received = receiver.on("/broken");
+    assert!(!received.is_empty());
+    assert!(received
+        .iter()
+        .all(|r| r["id"] == failed.msg_id.as_str() && r["verified"] == true));
+    assert_eq!(
+        (
+            failed.last_status,
+            failed.last_error.as_deref(),
+            failed.next_at
+        ),
+        (Some(500), Some("HTTP 500 Internal Server Error"), None)
+    );
+    assert_eq!(failed.attempts as usize, received.len());
+    // The log line follows the store's record of it.
+    let prefix = format!(
+        "webhook broken: gave up on {} (approval.pending) after ",
+        failed.msg_id
+    );
+    let started = std::time::Instant::now();
+    let logged = loop {
+        let logged = logged.lock().unwrap().clone();
+        if logged.iter().any(|m| m.starts_with(&prefix)) {
+            break logged;
+        }
+        assert!(started.elapsed() < PATIENCE, "{logged:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let gave_up: Vec<&String> = logged.iter().filter(|m| m.starts_with(&prefix)).collect();
+    assert_eq!(gave_up.len(), 1, "{logged:#?}");
+    assert!(
+        gave_up[0].ends_with(": HTTP 500 Internal Server Error; it is kept as failed"),
+        "{}",
+        gave_up[0]
+    );
     gateway.shutdown().await;
 }
