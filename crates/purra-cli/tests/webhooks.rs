@@ -659,3 +659,116 @@ fn the_approver_page_process_delivers_what_the_cli_decided_while_the_gateway_is_
         )
     );
 }
+
+/// `purra webhooks list` shows what is not delivered yet (pending and failed, with attempts and
+/// the last failure), `--failed` and `--endpoint` narrow it, `--json` is the exact data, and
+/// `purra webhooks retry` makes the failed ones pending again.
+#[test]
+fn the_cli_lists_undelivered_deliveries_and_retries_the_failed_ones() {
+    let sc = Scenario::new("cli", false);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (failed_id, pending_id) = rt.block_on(async {
+        use purra_core::{ApprovalGateway, WebhookOutbox};
+        let store = purra_sqlite::SqliteStore::open(sc.db()).expect("store");
+        store
+            .set_webhook_endpoints(vec![
+                purra_core::WebhookEndpoint {
+                    name: "ops".into(),
+                    events: vec![purra_core::WebhookEventType::ApprovalPending],
+                },
+                purra_core::WebhookEndpoint {
+                    name: "chat".into(),
+                    events: vec![purra_core::WebhookEventType::ApprovalPending],
+                },
+            ])
+            .await
+            .expect("endpoints");
+        store
+            .prepare(purra_store_tests::request("a"))
+            .await
+            .expect("prepare");
+        let d = store
+            .claim_webhook("ops".into(), Duration::from_secs(60))
+            .await
+            .expect("claim")
+            .expect("due");
+        let failure = purra_core::WebhookFailure {
+            status: Some(500),
+            error: "HTTP 500 Internal Server Error".into(),
+        };
+        store
+            .webhook_failed(d.lease.clone(), failure, None)
+            .await
+            .expect("failed");
+        let chat = store
+            .webhook_deliveries(purra_core::WebhookQuery::all().endpoint("chat"))
+            .await
+            .expect("list");
+        (d.lease.msg_id, chat[0].msg_id.clone())
+    });
+    assert_eq!(failed_id, pending_id, "one event, one id on both endpoints");
+    let db = sc.db();
+    let out = purra(&["webhooks", "list", "--db", &db]);
+    assert_eq!(out.status.code(), Some(0));
+    let id = &failed_id;
+    let pad = " ".repeat(id.len() - 2);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "ID{pad}  ENDPOINT  EVENT             STATE    ATTEMPTS  LAST FAILURE\n\
+             {id}  chat      approval.pending  pending  0\n\
+             {id}  ops       approval.pending  failed   1         HTTP 500 Internal Server Error\n"
+        )
+    );
+    let out = purra(&["webhooks", "list", "--failed", "--json", "--db", &db]);
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let one = &listed["deliveries"][0];
+    assert_eq!(listed["deliveries"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (
+            &one["id"],
+            &one["endpoint"],
+            &one["event"],
+            &one["state"],
+            &one["attempts"],
+            &one["lastStatus"],
+            &one["nextAtMs"],
+            &one["payload"]["type"],
+            &one["payload"]["data"]["approval"]
+        ),
+        (
+            &json!(id),
+            &json!("ops"),
+            &json!("approval.pending"),
+            &json!("failed"),
+            &json!(1),
+            &json!(500),
+            &Value::Null,
+            &json!("approval.pending"),
+            &json!("approval-1")
+        )
+    );
+    let out = purra(&["webhooks", "list", "--endpoint", "nobody", "--db", &db]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("no webhook delivery waits in {db}\n")
+    );
+    let out = purra(&["webhooks", "retry", "--endpoint", "ops", "--db", &db]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1 failed delivery is pending again: the gateway sends it under its own webhook-id\n"
+    );
+    let out = purra(&["webhooks", "retry", "--json", "--db", &db]);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).expect("json"),
+        json!({"retried": 0})
+    );
+    let out = purra(&["webhooks", "list", "--failed", "--json", "--db", &db]);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).expect("json"),
+        json!({"deliveries": []})
+    );
+}
