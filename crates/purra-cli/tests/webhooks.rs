@@ -658,6 +658,57 @@ fn the_approver_page_process_delivers_what_the_cli_decided_while_the_gateway_is_
             &json!(format!("https://approvals.example/approvals/{id}"))
         )
     );
+
+    // A secret the page's process cannot read stops no page: it says so and delivers nothing.
+    let text = std::fs::read_to_string(sc.config())
+        .expect("config")
+        .replace(
+            "secret_file = \"ops.whsec\"",
+            "secret_env = \"PURRA_TEST_WEBHOOK_SECRET_UNSET\"",
+        );
+    let other = sc.dir.join("elsewhere.toml");
+    std::fs::write(&other, text).expect("config");
+    let mut page = Command::new(purra_bin())
+        .args(["approvals", "serve", "--config"])
+        .arg(&other)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("PURRA_TEST_WEBHOOK_SECRET_UNSET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the page");
+    let lines = lines_of(page.stderr.take().expect("stderr"), Some);
+    let mut said = Vec::new();
+    let start = Instant::now();
+    while !said
+        .iter()
+        .any(|l: &String| l.contains("webhooks.ops.secret_env"))
+    {
+        let line = lines
+            .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
+            .unwrap_or_else(|_| panic!("the page did not start: {said:?}"));
+        said.push(line);
+    }
+    let _ = page.kill();
+    let _ = page.wait();
+    assert!(
+        said.iter().any(|l| l
+            == "purra approvals: not delivering webhooks (the gateway does): the configuration has 1 mistake:"),
+        "{said:?}"
+    );
+    assert!(
+        said.iter().any(|l| l.ends_with(
+            "webhooks.ops.secret_env: the environment variable PURRA_TEST_WEBHOOK_SECRET_UNSET is not set or empty"
+        )),
+        "{said:?}"
+    );
+    assert!(
+        !said
+            .iter()
+            .any(|l| l.starts_with("purra approvals: delivering")),
+        "{said:?}"
+    );
 }
 
 /// `purra webhooks list` shows what is not delivered yet (pending and failed, with attempts and
