@@ -127,6 +127,10 @@ pub enum Command {
     /// List or show the runs in a store.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// List the webhook deliveries a store has not made yet (pending and failed), or send the
+    /// failed ones again.
+    #[command(subcommand)]
+    Webhooks(WebhooksCommand),
     /// The durable-write demo: an agent reads from a server, asks for a write, the write is
     /// approved, dispatched once and its receipt stored; run again, it is not sent again.
     Demo(DemoArgs),
@@ -276,7 +280,8 @@ pub enum ApprovalsCommand {
         store: StoreArgs,
     },
     /// Serve the approver page for the store: pending approvals updated live, approve or deny
-    /// with a note, the history with effects, receipts and audit trails.
+    /// with a note, the history with effects, receipts and audit trails. Found through a gateway
+    /// file (--config, ./gateway.toml) with [webhooks], it delivers their events too.
     Serve {
         /// Where to listen (loopback by default).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8470")]
@@ -321,6 +326,47 @@ pub enum RunsCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+}
+
+/// `purra webhooks`.
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCommand {
+    /// The deliveries not made yet, the oldest first: pending (waiting for an attempt or a
+    /// retry) and failed (given up, kept), with their attempts and last failure.
+    List {
+        /// Only the failed ones.
+        #[arg(long)]
+        failed: bool,
+        /// Only this endpoint's.
+        #[arg(long, value_name = "NAME")]
+        endpoint: Option<String>,
+        /// At most this many (1 to 1000).
+        #[arg(long, value_name = "N", default_value_t = 50,
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Make every failed delivery (of one endpoint, with --endpoint) pending and due now: the
+    /// gateway sends each again, under its own webhook-id.
+    Retry {
+        /// Only this endpoint's.
+        #[arg(long, value_name = "NAME")]
+        endpoint: Option<String>,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+impl WebhooksCommand {
+    /// The store and output options of this subcommand.
+    pub fn store_args(&self) -> &StoreArgs {
+        match self {
+            WebhooksCommand::List { store, .. } | WebhooksCommand::Retry { store, .. } => store,
+        }
+    }
 }
 
 /// `purra demo`.

@@ -76,6 +76,7 @@ fn main() {
         | Command::Logout(_) => false,
         Command::Approvals(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
+        Command::Webhooks(a) => a.store_args().json,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -139,6 +140,7 @@ async fn dispatch(command: Command, verbose: u8) -> Result<(), Failure> {
         }
         Command::Approvals(a) => cmd::approvals::run(a).await,
         Command::Runs(a) => cmd::runs::run(a).await,
+        Command::Webhooks(a) => cmd::webhooks::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
         Command::Gateway(a) => cmd::gateway::run(a, verbose > 0).await,
     }

@@ -14,7 +14,9 @@
 //!   overlap, the others run alone, results are bounded.
 //! - [`approval`], [`idempotency`], [`run_store`]: the contracts durable stores implement, with
 //!   in-memory versions for tests; [`operator`]: what an operator (CLI, approver page) sees of a durable
-//!   store; [`events`]: the store events hosts wait on instead of polling.
+//!   store; [`events`]: the store events hosts wait on instead of polling; [`webhook`]: the outbox
+//!   a store records approval and effect events in, in the transaction that makes them, for
+//!   webhook deliverers.
 //! - [`model`] and [`agent`]: the `Model` trait, a scripted model, and the agent loop with checkpoints.
 //! - [`approver`]: the path a decision came by, recorded in its approver (`ada (page)`);
 //!   [`visible`]: the characters shown as escapes wherever a person reads what a write sends.
@@ -44,6 +46,7 @@ pub mod store;
 pub mod stored;
 pub mod tool;
 pub mod visible;
+pub mod webhook;
 
 pub use admission::{admit_batch, Admission, AdmissionLimits, AdmittedCall, Rejection};
 pub use agent::{Agent, AgentBuildError, AgentBuilder, AgentLimits, RunOutcome, RunRequest};
@@ -83,4 +86,8 @@ pub use store::{BoxFuture, StoreError};
 pub use tool::{
     ApprovalBinding, Concurrency, Effect, Handler, Policy, Risk, ScopeCheck, ScopeDecision,
     ToolCall, ToolError, ToolFuture, ToolRegistration, ToolRegistrationError, ToolSpec,
+};
+pub use webhook::{
+    ApprovalRef, WebhookDelivery, WebhookDeliveryView, WebhookEndpoint, WebhookEvent,
+    WebhookEventType, WebhookFailure, WebhookLease, WebhookOutbox, WebhookQuery, WebhookState,
 };

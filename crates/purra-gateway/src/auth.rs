@@ -120,7 +120,7 @@ impl AuthPlan {
     }
 }
 
-fn read_secret_file(path: &Path) -> Result<String, String> {
+pub(crate) fn read_secret_file(path: &Path) -> Result<String, String> {
     use std::io::Read;
     let file =
         std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;

@@ -71,6 +71,131 @@ pub struct GatewayConfig {
     /// none: only the bindings' scope rules decide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policies: Option<PoliciesConfig>,
+    /// Webhook endpoints by name: where approval and effect events are delivered.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub webhooks: BTreeMap<String, WebhookConfig>,
+}
+
+/// The events a webhook endpoint may subscribe to, as the configuration spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum WebhookEventName {
+    /// An approval waits for a decision.
+    #[serde(rename = "approval.pending")]
+    ApprovalPending,
+    /// An approval was approved or denied.
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided,
+    /// A write's effect was recorded committed.
+    #[serde(rename = "effect.committed")]
+    EffectCommitted,
+    /// A write's effect is unknown.
+    #[serde(rename = "effect.unknown")]
+    EffectUnknown,
+}
+
+impl WebhookEventName {
+    /// Every event, in the order of the write state machine (the default subscription).
+    pub const ALL: [WebhookEventName; 4] = [
+        WebhookEventName::ApprovalPending,
+        WebhookEventName::ApprovalDecided,
+        WebhookEventName::EffectCommitted,
+        WebhookEventName::EffectUnknown,
+    ];
+
+    /// Core's event type.
+    pub fn event_type(self) -> purra_core::WebhookEventType {
+        use purra_core::WebhookEventType as T;
+        match self {
+            WebhookEventName::ApprovalPending => T::ApprovalPending,
+            WebhookEventName::ApprovalDecided => T::ApprovalDecided,
+            WebhookEventName::EffectCommitted => T::EffectCommitted,
+            WebhookEventName::EffectUnknown => T::EffectUnknown,
+        }
+    }
+}
+
+/// What a webhook request's body is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    /// The Standard Webhooks payload (`{"type", "timestamp", "data"}`), signed (the default).
+    #[default]
+    Standard,
+    /// A Slack-compatible incoming-webhook message (`{"text"}`), signed too when a secret is
+    /// given.
+    Slack,
+}
+
+/// One webhook endpoint (a `[webhooks.NAME]` table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Where events are POSTed: an `http(s)` URL.
+    pub url: String,
+    /// A file holding the endpoint's Standard Webhooks secret (`whsec_` and base64 of 24 to 64
+    /// random bytes; relative to the configuration file's directory). Never the secret itself
+    /// in this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
+    /// An environment variable holding the secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// The events delivered to it (default: all four).
+    #[serde(default = "all_webhook_events")]
+    pub events: Vec<WebhookEventName>,
+    /// The body's format (default `standard`).
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// How long one request may take, connecting included (default 15 s, at most 300 s).
+    #[serde(default = "default_webhook_timeout")]
+    pub timeout: Dur,
+    /// The delay before the first retry; each further failure doubles it (default 5 s).
+    #[serde(default = "default_webhook_backoff")]
+    pub backoff: Dur,
+    /// The longest delay between two attempts (default 1 h).
+    #[serde(default = "default_webhook_max_backoff")]
+    pub max_backoff: Dur,
+    /// How old a delivery may be when an attempt fails before it is given up: kept, `failed`,
+    /// until an operator retries it (default 72 h, at most a year).
+    #[serde(default = "default_webhook_give_up_after")]
+    pub give_up_after: Dur,
+}
+
+fn all_webhook_events() -> Vec<WebhookEventName> {
+    WebhookEventName::ALL.to_vec()
+}
+
+fn default_webhook_timeout() -> Dur {
+    Dur(Duration::from_secs(15))
+}
+
+fn default_webhook_backoff() -> Dur {
+    Dur(Duration::from_secs(5))
+}
+
+fn default_webhook_max_backoff() -> Dur {
+    Dur(Duration::from_secs(3600))
+}
+
+fn default_webhook_give_up_after() -> Dur {
+    Dur(Duration::from_secs(72 * 3600))
+}
+
+impl WebhookConfig {
+    /// An endpoint at `url` with every default (no secret: set one).
+    pub fn new(url: impl Into<String>) -> WebhookConfig {
+        WebhookConfig {
+            url: url.into(),
+            secret_file: None,
+            secret_env: None,
+            events: all_webhook_events(),
+            format: WebhookFormat::Standard,
+            timeout: default_webhook_timeout(),
+            backoff: default_webhook_backoff(),
+            max_backoff: default_webhook_max_backoff(),
+            give_up_after: default_webhook_give_up_after(),
+        }
+    }
 }
 
 /// Cedar policies (the `[policies]` table): who may call which bound tool with which arguments.
@@ -161,6 +286,11 @@ pub struct PageSettings {
     /// prefix (default false): set it when browsers reach the page over TLS, through a proxy
     /// that terminates it (`--page-secure-cookie` says the same).
     pub secure_cookie: bool,
+    /// The page's public URL, as approvers reach it (`https://approvals.example`, perhaps
+    /// through a proxy): webhook events link to an approval under it. Default: the address
+    /// `--page` serves on, when the gateway serves the page; otherwise events carry no link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// Sign-in through an OpenID Connect provider.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oidc: Option<PageOidc>,
@@ -171,6 +301,7 @@ impl Default for PageSettings {
         PageSettings {
             token_login: true,
             secure_cookie: false,
+            url: None,
             oidc: None,
         }
     }
@@ -799,6 +930,73 @@ impl std::error::Error for ConfigErrors {}
 pub type Problem = (String, String);
 
 impl GatewayConfig {
+    fn check_webhooks(&self, out: &mut Vec<Problem>) {
+        if let Some(why) = self.page.url.as_deref().and_then(|u| url_problem(u, true)) {
+            out.push(("page.url".into(), why.into()));
+        }
+        for (name, w) in &self.webhooks {
+            let key = format!("webhooks.{name}");
+            if !identifier(name) {
+                out.push((
+                    key.clone(),
+                    "webhook names must match ^[a-z][a-z0-9_]{0,63}$".into(),
+                ));
+            }
+            if let Some(why) = url_problem(&w.url, false) {
+                out.push((format!("{key}.url"), why.into()));
+            }
+            match (&w.secret_file, &w.secret_env) {
+                (Some(_), Some(_)) => out.push((
+                    format!("{key}.secret_env"),
+                    "name the secret's file or its environment variable, not both".into(),
+                )),
+                (None, None) if w.format == WebhookFormat::Standard => out.push((
+                    key.clone(),
+                    "needs secret_file or secret_env: the Standard Webhooks secret (whsec_ and \
+                     base64) its requests are signed with, never in this file"
+                        .into(),
+                )),
+                _ => {}
+            }
+            if w.events.is_empty() {
+                out.push((
+                    format!("{key}.events"),
+                    "subscribes to no event: leave events out for all four".into(),
+                ));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for (i, e) in w.events.iter().enumerate() {
+                if !seen.insert(*e) {
+                    out.push((
+                        format!("{key}.events[{i}]"),
+                        format!("{} is named twice", e.event_type()),
+                    ));
+                }
+            }
+            if !(Duration::from_millis(100)..=Duration::from_secs(300)).contains(&w.timeout.0) {
+                out.push((
+                    format!("{key}.timeout"),
+                    "must be at least 100ms and at most 300s".into(),
+                ));
+            }
+            if w.backoff.0 < Duration::from_millis(10) {
+                out.push((format!("{key}.backoff"), "must be at least 10ms".into()));
+            }
+            if w.max_backoff.0 < w.backoff.0 {
+                out.push((
+                    format!("{key}.max_backoff"),
+                    format!("must be at least backoff ({})", w.backoff),
+                ));
+            }
+            if w.give_up_after.0 < w.backoff.0 || w.give_up_after.0 > MAX_TTL {
+                out.push((
+                    format!("{key}.give_up_after"),
+                    format!("must be at least backoff ({}) and at most 8760h", w.backoff),
+                ));
+            }
+        }
+    }
+
     fn check_page(&self, out: &mut Vec<Problem>) {
         let Some(o) = &self.page.oidc else {
             if !self.page.token_login {
@@ -1062,6 +1260,7 @@ impl GatewayConfig {
         self.check_policies(&mut out);
         self.check_page(&mut out);
         self.check_auth(&mut out);
+        self.check_webhooks(&mut out);
         if self.limits.limits().validate().is_err() {
             out.push((
                 "limits".into(),

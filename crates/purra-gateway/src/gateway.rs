@@ -39,6 +39,7 @@ use crate::results;
 use crate::scope::{Caller, Scope};
 use crate::store::{Decisions, GatewayStore};
 use crate::upstream::{Bound, Upstream, UpstreamError};
+use crate::webhooks::Webhooks;
 
 /// One bound tool as configured.
 pub(crate) struct Binding {
@@ -88,6 +89,8 @@ pub struct StartOptions {
     /// Whether a refused tool's mistake also shows the listed JSON around the refused place
     /// (a bounded excerpt of the upstream's schema; default false).
     pub excerpts: bool,
+    /// Hears every webhook delivery attempt (for traces and metrics; default: none).
+    pub webhook_observer: Option<crate::webhooks::Observer>,
 }
 
 impl StartOptions {
@@ -103,6 +106,16 @@ impl StartOptions {
         self.excerpts = yes;
         self
     }
+
+    /// Tells `observer` of every webhook delivery attempt (see
+    /// [`StartOptions::webhook_observer`]).
+    pub fn webhook_observer(
+        mut self,
+        observer: impl Fn(&crate::webhooks::Attempt) + Send + Sync + 'static,
+    ) -> Self {
+        self.webhook_observer = Some(Arc::new(observer));
+        self
+    }
 }
 
 impl std::fmt::Debug for StartOptions {
@@ -110,6 +123,7 @@ impl std::fmt::Debug for StartOptions {
         f.debug_struct("StartOptions")
             .field("log", &self.log.is_some())
             .field("excerpts", &self.excerpts)
+            .field("webhook_observer", &self.webhook_observer.is_some())
             .finish()
     }
 }
@@ -148,6 +162,8 @@ pub(crate) struct Inner {
     pub stop: CancellationToken,
     /// The guard of the HTTP listener (`[gateway.auth]`).
     auth: Option<AuthPlan>,
+    /// The webhook endpoints this gateway delivers to.
+    webhooks: Webhooks,
     /// The Cedar policies every call of a bound tool must be allowed by (`[policies]`).
     policies: Option<Policies>,
     /// The calls each principal made this minute (`max_calls_per_minute_per_caller`).
@@ -205,6 +221,7 @@ impl Gateway {
             }
             None => None,
         };
+        let webhooks = Webhooks::read(&config, source).map_err(StartError::Config)?;
         let limits = config.limits.limits();
         let mut upstreams = BTreeMap::new();
         let mut bindings = BTreeMap::new();
@@ -321,6 +338,24 @@ impl Gateway {
             }
         }
 
+        // The store records events for exactly the configured endpoints from now on (before the
+        // reconciliation below, whose interrupted claims are events too).
+        let outbox = match store.outbox() {
+            Some(outbox) => {
+                outbox
+                    .set_webhook_endpoints(webhooks.endpoints())
+                    .await
+                    .map_err(StartError::Store)?;
+                Some(outbox)
+            }
+            None if !webhooks.is_empty() => {
+                return Err(StartError::Config(ConfigErrors(vec![source.error(
+                    "webhooks",
+                    "the gateway's store keeps no webhook outbox (a SQLite or PostgreSQL store does)",
+                )])))
+            }
+            None => None,
+        };
         store
             .reconcile_interrupted(std::time::SystemTime::now())
             .await
@@ -353,6 +388,7 @@ impl Gateway {
             store,
             server,
             bindings,
+            webhooks,
             upstreams,
             decisions: Decisions::default(),
             waiting: Mutex::new(HashSet::new()),
@@ -376,6 +412,15 @@ impl Gateway {
             inner.watch(upstream.clone());
         }
         tokio::spawn(inner.clone().sweeper());
+        if let Some(outbox) = outbox {
+            inner.webhooks.spawn(
+                outbox,
+                Some(inner.approvals.clone()),
+                inner.log.clone(),
+                options.webhook_observer,
+                inner.stop.clone(),
+            );
+        }
         Ok(Gateway { inner })
     }
 
@@ -392,6 +437,12 @@ impl Gateway {
             .policies
             .as_ref()
             .map(|p| (p.count(), p.schema_text().to_owned()))
+    }
+
+    /// The webhook endpoints this gateway delivers to (and the approver page's URL their events
+    /// link under: [`Webhooks::default_page_url`]).
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.inner.webhooks
     }
 
     /// The names downstream clients see now, sorted.

@@ -50,6 +50,14 @@
 //! upstream is refused until the gateway restarts. An upstream without the extension, a missing,
 //! `"dynamic"`, misnamed or oversized skill is a start mistake at its binding.
 //!
+//! # Webhooks
+//!
+//! `[webhooks.NAME]` endpoints get the approval and effect events (`approval.pending`,
+//! `approval.decided`, `effect.committed`, `effect.unknown`) as signed Standard Webhooks (or
+//! Slack-compatible messages): the store records each in the transaction of the change it
+//! reports, whichever process makes the change, and the gateway delivers them at least once,
+//! with retries, surviving restarts ([`webhooks`]).
+//!
 //! # Writes
 //!
 //! A write call is identified by the gateway's name, the tool, the caller and the arguments; its
@@ -76,6 +84,7 @@ pub mod scope;
 mod skills;
 pub mod store;
 mod upstream;
+pub mod webhooks;
 mod write;
 
 pub use app::{app_uri, APPROVAL_TOOL};
@@ -84,7 +93,7 @@ pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
     GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings,
     PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, SkillConfig, UpstreamConfig,
-    WriteConfig,
+    WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use load::{
@@ -92,3 +101,4 @@ pub use load::{
     Loaded,
 };
 pub use store::{Decisions, GatewayStore};
+pub use webhooks::Webhooks;

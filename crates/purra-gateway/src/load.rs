@@ -20,7 +20,7 @@ use purra_mcp::Limits;
 use crate::config::{
     AuthSettings, ConfigError, ConfigErrors, GatewayConfig, IntrospectionSettings, LimitsConfig,
     PageOidc, PageSettings, PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings,
-    SkillConfig, UpstreamConfig, WriteConfig,
+    SkillConfig, UpstreamConfig, WebhookConfig, WriteConfig,
 };
 
 /// Whether a `db` setting is a PostgreSQL URL (kept as written) rather than a file path.
@@ -67,6 +67,13 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
     {
         if f.is_relative() {
             *f = base.join(&*f);
+        }
+    }
+    for w in config.webhooks.values_mut() {
+        if let Some(f) = w.secret_file.as_mut() {
+            if f.is_relative() {
+                *f = base.join(&*f);
+            }
         }
     }
     for u in config.upstreams.values_mut() {
@@ -510,6 +517,7 @@ impl Cx {
             let mut f = Fields::new(cx, table, key, span);
             let token_login = f.opt("token_login");
             let secure_cookie = f.opt("secure_cookie");
+            let url = f.opt("url");
             let oidc = f.table("oidc", |cx, table, key, span| {
                 let mut f = Fields::new(cx, table, key, span);
                 let issuer = f.req("issuer");
@@ -533,6 +541,7 @@ impl Cx {
             Some(PageSettings {
                 token_login: token_login.unwrap_or(true),
                 secure_cookie: secure_cookie.unwrap_or(false),
+                url,
                 oidc: match oidc {
                     Some(o) => Some(o?),
                     None => None,
@@ -554,12 +563,38 @@ impl Cx {
             cx.policies = Some(p.clone());
             Some(p)
         });
+        let webhooks = t.map("webhooks", |cx, table, key, span| {
+            let mut f = Fields::new(cx, table, key, span);
+            let d = WebhookConfig::new("");
+            let url = f.req("url");
+            let secret_file = f.opt("secret_file");
+            let secret_env = f.opt("secret_env");
+            let events = f.opt("events").unwrap_or(d.events);
+            let format = f.opt("format").unwrap_or(d.format);
+            let timeout = f.opt("timeout").unwrap_or(d.timeout);
+            let backoff = f.opt("backoff").unwrap_or(d.backoff);
+            let max_backoff = f.opt("max_backoff").unwrap_or(d.max_backoff);
+            let give_up_after = f.opt("give_up_after").unwrap_or(d.give_up_after);
+            f.finish();
+            Some(WebhookConfig {
+                url: url?,
+                secret_file,
+                secret_env,
+                events,
+                format,
+                timeout,
+                backoff,
+                max_backoff,
+                give_up_after,
+            })
+        });
         t.finish();
         Some(GatewayConfig {
             policies: match policies {
                 Some(p) => Some(p?),
                 None => None,
             },
+            webhooks: webhooks?,
             page: page.unwrap_or_else(|| Some(PageSettings::default()))?,
             gateway: gateway.unwrap_or_else(|| Some(Settings::default()))?,
             limits: limits.unwrap_or_else(|| Some(LimitsConfig::default()))?,

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use purra_core::{
     ApprovalGateway, ApprovalId, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalView,
-    BoxFuture, OperatorStore, RunId, RunStore, StoreError, StoreEvent,
+    BoxFuture, OperatorStore, RunId, RunStore, StoreError, StoreEvent, WebhookOutbox,
 };
 use purra_postgres::PostgresStore;
 use purra_sqlite::SqliteStore;
@@ -47,6 +47,11 @@ pub trait GatewayStore: Send + Sync {
         limit: u32,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>>;
+    /// The store's webhook outbox, when it keeps one (every durable store does); a gateway with
+    /// `[webhooks]` needs it.
+    fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
+        None
+    }
 }
 
 /// Lists the suspended runs of an operator's view.
@@ -106,6 +111,10 @@ macro_rules! gateway_store {
             ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
                 OperatorStore::prepare_within(self, request, limit, now)
             }
+
+            fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
+                Some(Arc::new(self.clone()))
+            }
         }
     };
 }
@@ -141,6 +150,10 @@ impl GatewayStore for AnyStore {
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
         self.ops().prepare_within(request, limit, now)
+    }
+
+    fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
+        Some(AnyStore::outbox(self))
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use purra_gateway::{
     from_toml_serde, load_str, ApprovalBy, ClaimType, ConfigError, Dur, EffectConfig,
-    GatewayConfig, Listen, ScopeConfig,
+    GatewayConfig, Listen, ScopeConfig, WebhookEventName, WebhookFormat,
 };
 
 const GOOD: &str = r#"
@@ -876,4 +876,155 @@ scope = "open"
         ]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Webhook endpoints: defaults, every key read, the secret named by file or environment
+/// variable and never written here, and every mistake at its line; `[page] url` for links.
+#[test]
+fn webhooks_are_read_and_their_mistakes_named_with_their_lines() {
+    let good = r#"[page]
+url = "https://approvals.example/purra"
+
+[webhooks.ops]
+url = "https://hooks.example/purra"
+secret_file = "ops.whsec"
+
+[webhooks.chat]
+url = "https://chat.example/services/T1/B2/x"
+format = "slack"
+events = ["approval.pending", "approval.decided"]
+timeout = "5s"
+backoff = "1s"
+max_backoff = "10m"
+give_up_after = "24h"
+"#;
+    let c = load_str("g.toml", good).expect("no mistakes").config;
+    assert_eq!(
+        c.page.url.as_deref(),
+        Some("https://approvals.example/purra")
+    );
+    let ops = &c.webhooks["ops"];
+    assert_eq!(ops.events, WebhookEventName::ALL.to_vec());
+    assert_eq!(ops.format, WebhookFormat::Standard);
+    assert_eq!(
+        (ops.timeout, ops.backoff, ops.max_backoff, ops.give_up_after),
+        (
+            Dur(Duration::from_secs(15)),
+            Dur(Duration::from_secs(5)),
+            Dur(Duration::from_secs(3600)),
+            Dur(Duration::from_secs(72 * 3600))
+        )
+    );
+    assert_eq!(
+        ops.secret_file.as_deref(),
+        Some(std::path::Path::new("ops.whsec"))
+    );
+    let chat = &c.webhooks["chat"];
+    assert_eq!(chat.format, WebhookFormat::Slack);
+    assert_eq!(chat.secret_file, None);
+    assert_eq!(
+        chat.events,
+        [
+            WebhookEventName::ApprovalPending,
+            WebhookEventName::ApprovalDecided
+        ]
+    );
+    assert_eq!(chat.give_up_after, Dur(Duration::from_secs(24 * 3600)));
+    assert_eq!(from_toml_serde(good).expect("serde"), c);
+    let text = toml::to_string(&c).expect("serialize");
+    assert_eq!(load_str("again.toml", &text).expect("reads").config, c);
+
+    let bad = r#"[page]
+url = "approvals.example"
+
+[webhooks.ops]
+url = "ftp://hooks.example"
+secret_file = "a"
+secret_env = "B"
+events = ["approval.pending", "approval.claimed"]
+timeout = "10m"
+
+[webhooks.Bad]
+url = "https://x.example"
+format = "teams"
+secret = "whsec_inline"
+
+[webhooks.quiet]
+url = "https://x.example"
+secret_env = "S"
+events = []
+backoff = "5ms"
+max_backoff = "1ms"
+give_up_after = "9000h"
+
+[webhooks.twice]
+url = "https://x.example"
+secret_env = "S"
+events = ["effect.unknown", "effect.unknown"]
+
+[webhooks.unsigned]
+url = "https://x.example"
+
+[webhooks.nourl]
+secret_env = "S"
+"#;
+    assert_eq!(
+        errors(bad),
+        [
+            "g.toml:8: webhooks.ops.events: unknown variant `approval.claimed`, expected one of `approval.pending`, `approval.decided`, `effect.committed`, `effect.unknown`",
+            "g.toml:13: webhooks.Bad.format: unknown variant `teams`, expected `standard` or `slack`",
+            "g.toml:14: webhooks.Bad.secret: unknown key (expected one of: backoff, events, format, give_up_after, max_backoff, secret_env, secret_file, timeout, url)",
+            "g.toml:32: webhooks.nourl.url: required",
+        ]
+    );
+    // Once every value reads, the checks that need them.
+    let bad = r#"[page]
+url = "https://approvals.example/?x=1"
+
+[webhooks.Ops]
+url = "https://x.example"
+secret_env = "S"
+
+[webhooks.ops]
+url = "ftp://hooks.example"
+secret_file = "a"
+secret_env = "B"
+timeout = "10m"
+
+[webhooks.quiet]
+url = "https://x.example"
+secret_env = "S"
+events = []
+backoff = "5ms"
+max_backoff = "1ms"
+give_up_after = "9000h"
+
+[webhooks.twice]
+url = "https://x.example"
+secret_env = "S"
+events = ["effect.unknown", "effect.unknown"]
+
+[webhooks.unsigned]
+url = "https://x.example"
+
+[webhooks.slack]
+url = "https://x.example"
+format = "slack"
+"#;
+    assert_eq!(
+        errors(bad),
+        [
+            "g.toml:2: page.url: must be an http(s) URL without a query or fragment",
+            "g.toml:4: webhooks.Ops: webhook names must match ^[a-z][a-z0-9_]{0,63}$",
+            "g.toml:9: webhooks.ops.url: must be an http(s) URL",
+            "g.toml:11: webhooks.ops.secret_env: name the secret's file or its environment variable, not both",
+            "g.toml:12: webhooks.ops.timeout: must be at least 100ms and at most 300s",
+            "g.toml:17: webhooks.quiet.events: subscribes to no event: leave events out for all four",
+            "g.toml:18: webhooks.quiet.backoff: must be at least 10ms",
+            "g.toml:19: webhooks.quiet.max_backoff: must be at least backoff (5ms)",
+            "g.toml:20: webhooks.quiet.give_up_after: must be at least backoff (5ms) and at most 8760h",
+            "g.toml:25: webhooks.twice.events[1]: effect.unknown is named twice",
+            "g.toml:27: webhooks.unsigned: needs secret_file or secret_env: the Standard Webhooks secret (whsec_ and base64) its requests are signed with, never in this file",
+        ]
+    );
 }

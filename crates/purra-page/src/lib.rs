@@ -16,7 +16,9 @@
 //! `unknown` outcome, only with evidence. Both lists show one page, the newest first
 //! ([`PageConfig::pending_page`], [`PageConfig::history_limit`]), with a link to the older ones
 //! (`?before=ID`): the pending list says how many wait in all and how many more are older, so a
-//! flood of requests cannot hide the real ones, and no refresh reads the whole store.
+//! flood of requests cannot hide the real ones, and no refresh reads the whole store. Each
+//! approval also has a page of its own, `/approvals/ID` (its decide form while it waits, its
+//! decision, effect and trail after): where a gateway's webhook events link.
 //!
 //! Every request passes the MCP endpoints' Host and Origin policy ([`HostPolicy`], loopback by
 //! default); every state-changing request must come from the page's own origin and repeat the
@@ -540,6 +542,9 @@ async fn route(page: &Arc<Inner>, parts: &Parts, body: Body) -> Response {
         "/fragment/pending" if get => fragment(page, parts, View::Pending).await,
         "/fragment/history" if get => fragment(page, parts, View::History).await,
         "/events" if get => events(page, parts),
+        _ if path.starts_with("/approvals/") && get => {
+            one(page, parts, &path["/approvals/".len()..]).await
+        }
         _ if path.starts_with("/approvals/") && post => {
             let rest = &path["/approvals/".len()..];
             match rest.rsplit_once('/') {
@@ -1088,6 +1093,50 @@ async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
         }
         Err(resp) => resp,
     }
+}
+
+/// One approval's page (`/approvals/ID`): where webhook events link. 404 for an id that is not
+/// an approval's.
+async fn one(page: &Inner, parts: &Parts, id: &str) -> Response {
+    let Some((_, s)) = session(page, parts) else {
+        return see_other("/login");
+    };
+    let id = ApprovalId(id.to_owned());
+    let found = match page.store.approval(id.clone()).await {
+        Ok(found) => found,
+        Err(e) => {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the store could not be read: {e}"),
+            )
+        }
+    };
+    let Some(view) = found else {
+        return text(StatusCode::NOT_FOUND, "no such approval");
+    };
+    let trail = if view.state == purra_core::ApprovalState::Prepared {
+        Vec::new()
+    } else {
+        match page.store.approval_audit(id.clone()).await {
+            Ok(trail) => trail,
+            Err(e) => {
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("the store could not be read: {e}"),
+                )
+            }
+        }
+    };
+    let body = render::one(&render::Item { view, trail }, &s.csrf, SystemTime::now());
+    let main = format!(
+        "<div id=\"approval\">{body}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
+        render::esc(&s.csrf)
+    );
+    html(
+        StatusCode::OK,
+        render::layout(&id.0, None, Some(&s.approver), &main),
+    )
 }
 
 async fn fragment(page: &Inner, parts: &Parts, view: View) -> Response {

@@ -212,6 +212,23 @@ pub fn list(view: View, listing: &Listing, csrf: &str, now: SystemTime) -> Strin
     out
 }
 
+/// One approval on a page of its own (`/approvals/ID`, where webhook events link): its pending
+/// form while it waits, else its decision, effect and trail as the history shows them.
+pub fn one(item: &Item, csrf: &str, now: SystemTime) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<h2>Approval <span id=\"approval-id\">{}</span></h2>",
+        esc(&item.view.id.0)
+    );
+    if item.view.state == ApprovalState::Prepared {
+        pending(&mut out, &item.view, csrf, now);
+    } else {
+        history(&mut out, item, csrf);
+    }
+    out
+}
+
 /// On a page past the first, the way back to the newest.
 fn paging_back(out: &mut String, listing: &Listing, to: &str, what: &str) {
     if listing.paged {

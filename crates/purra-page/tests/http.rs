@@ -1322,3 +1322,63 @@ async fn finding_8_a_live_update_stream_ends_at_logout_and_at_expiry() {
     assert!(!rest.contains("data: prepared"), "after expiry: {rest:?}");
     assert_eq!(s.get("/", Some(&ada.cookie)).await.0, 303);
 }
+
+/// Webhook events link to `/approvals/ID`: one approval on a page of its own, its decide form
+/// while it waits and its decision, effect and trail once decided; signed in only; an id that is
+/// not an approval's is 404.
+#[tokio::test]
+async fn one_approval_has_a_page_of_its_own() {
+    let s = served("one").await;
+    let id = s.prepare("\"v1\"").await;
+    let path = format!("/approvals/{}", id.0);
+    let r = s.http.get(format!("{}{path}", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/login");
+    let ada = s.login("ada").await;
+    let (status, page) = s.get(&path, Some(&ada.cookie)).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("<title>approval-1 · purra approvals</title>"),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "<div id=\"approval\"><h2>Approval <span id=\"approval-id\">approval-1</span></h2>\
+             <article class=\"approval\" id=\"pending-approval-1\" data-id=\"approval-1\" \
+             data-status=\"pending\">"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "<form class=\"decide\" method=\"post\" action=\"/approvals/approval-1/decide\">"
+        ),
+        "{page}"
+    );
+    // No list to refresh: the page's script leaves it as served.
+    assert!(page.contains("<body data-view=\"\">"), "{page}");
+    let (status, _) = s.decide(&ada, &id.0, "deny", "not now").await;
+    assert_eq!(status, 200);
+    let (status, page) = s.get(&path, Some(&ada.cookie)).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(
+            "<article class=\"approval\" id=\"history-approval-1\" data-id=\"approval-1\" \
+             data-status=\"denied\" data-effect=\"never_dispatched\">"
+        ),
+        "{page}"
+    );
+    assert!(page.contains(": <q class=\"note\">not now</q>"), "{page}");
+    assert!(!page.contains("class=\"decide\""), "{page}");
+    for missing in [
+        "/approvals/approval-9",
+        "/approvals/nonsense",
+        "/approvals/approval-1/decide",
+    ] {
+        assert_eq!(
+            s.get(missing, Some(&ada.cookie)).await,
+            (404, "no such approval".to_owned()),
+            "{missing}"
+        );
+    }
+}

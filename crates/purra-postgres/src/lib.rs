@@ -16,6 +16,10 @@
 //! - events: a trigger notifies every committed audit row; the store `LISTEN`s, so
 //!   [`purra_core::ApprovalGateway::wait_for_decision`] wakes at once on a decision made by any host.
 //!
+//! - [`purra_core::WebhookOutbox`]: once endpoints are registered, each prepare, decision, outcome
+//!   and reconciliation records its event for them in its own transaction; deliverers on every
+//!   host claim deliveries with `FOR UPDATE SKIP LOCKED` under a lease on the database's clock.
+//!
 //! The audit table is append-only in the database itself: triggers abort any `UPDATE`, `DELETE` or
 //! `TRUNCATE`, whoever issues it. Migrations are versioned; a schema from a newer build is refused.
 //!
@@ -31,6 +35,7 @@
 mod listen;
 mod migrate;
 mod store;
+mod webhook;
 
 pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};
 pub use store::{redact_url, PostgresOptions, PostgresStore};

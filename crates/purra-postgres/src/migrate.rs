@@ -112,8 +112,38 @@ CREATE INDEX approvals_open_by_principal
     WHERE state = 'prepared' AND principal IS NOT NULL;
 "#;
 
+/// Schema version 3: the webhook outbox, as purra-sqlite's schema 5: `webhook_subscriptions`
+/// (one row per registered endpoint and event type, keyed by the type; empty unless endpoints
+/// are registered, so a write without them changes nothing more) and `webhook_outbox` (each
+/// undelivered delivery with its `webhook-id`, payload, attempts, due instant on the database's
+/// clock, last claimant and last failure; deleted when delivered, kept `failed` when given up),
+/// with `webhook_outbox_due`, a partial index of the pending deliveries by endpoint and due
+/// instant. Keys come from an identity column, never reused. Nothing existing is touched.
+const V3: &str = r#"
+CREATE TABLE webhook_subscriptions (
+    event    TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    PRIMARY KEY (event, endpoint)
+);
+CREATE TABLE webhook_outbox (
+    seq           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    msg_id        TEXT NOT NULL,
+    endpoint      TEXT NOT NULL,
+    event         TEXT NOT NULL,
+    payload       TEXT NOT NULL,
+    created_at_ns BIGINT NOT NULL,
+    state         TEXT NOT NULL CHECK (state IN ('pending', 'failed')),
+    attempts      INTEGER NOT NULL CHECK (attempts >= 0),
+    next_at_ns    BIGINT NOT NULL,
+    leased_by     TEXT,
+    last_status   INTEGER,
+    last_error    TEXT
+);
+CREATE INDEX webhook_outbox_due ON webhook_outbox (endpoint, next_at_ns, seq) WHERE state = 'pending';
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Why migrating failed.
 pub(crate) enum MigrateError {

@@ -25,11 +25,11 @@ use purra_core::stored::{
 };
 use purra_core::{
     check_reconciliation, request_principal, ApprovalGateway, ApprovalId, ApprovalIntent,
-    ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalStatus,
-    ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView,
-    Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
+    ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRef, ApprovalRequest, ApprovalState,
+    ApprovalStatus, ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict,
+    ClaimView, Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
     JsonIdentity, OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvents,
-    SuspendedRun, Verdict, INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
+    SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
 };
 use serde_json::{json, Value};
 use std::future::Future;
@@ -252,9 +252,9 @@ fn now_ns() -> i64 {
 }
 
 /// One transaction on a pooled connection.
-type Tx<'a> = deadpool_postgres::Transaction<'a>;
+pub(crate) type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
-async fn exec<C: GenericClient>(
+pub(crate) async fn exec<C: GenericClient>(
     c: &C,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
@@ -263,7 +263,7 @@ async fn exec<C: GenericClient>(
     Ok(c.execute(&stmt, params).await?)
 }
 
-async fn query<C: GenericClient>(
+pub(crate) async fn query<C: GenericClient>(
     c: &C,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
@@ -272,7 +272,7 @@ async fn query<C: GenericClient>(
     Ok(c.query(&stmt, params).await?)
 }
 
-async fn query_opt<C: GenericClient>(
+pub(crate) async fn query_opt<C: GenericClient>(
     c: &C,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
@@ -381,6 +381,8 @@ struct NewApproval {
     run: String,
     shown: Value,
     principal: Option<String>,
+    /// The request, for its `approval.pending` event.
+    request: ApprovalRequest,
 }
 
 impl NewApproval {
@@ -398,6 +400,7 @@ impl NewApproval {
             run: intent.run_id.as_str().to_owned(),
             shown: intent.to_json(),
             principal: request.labels.get(PRINCIPAL_LABEL).cloned(),
+            request: request.clone(),
         })
     }
 }
@@ -441,6 +444,10 @@ async fn insert_approval(
         .run(&row.run),
     )
     .await?;
+    if crate::webhook::wanted(tx, WebhookEventType::ApprovalPending).await? {
+        let event = WebhookEvent::pending(&id, &row.request, SystemTime::now());
+        crate::webhook::insert(tx, &event).await?;
+    }
     Ok(id)
 }
 
@@ -483,6 +490,33 @@ async fn read_claim<C: GenericClient>(
         "SELECT outcome_json FROM claims WHERE key = $1"
     };
     Ok(query_opt(c, sql, &[&key]).await?.map(|r| r.get(0)))
+}
+
+/// Records the effect event of claim `key` completed with `outcome` (none for `not_started`), for
+/// the endpoints subscribed to it.
+async fn record_effect(
+    tx: &Tx<'_>,
+    key: &IdempotencyKey,
+    outcome: &EffectOutcome,
+    reconciled: bool,
+) -> Result<(), Error> {
+    let Some(event_type) = WebhookEvent::effect_type(outcome) else {
+        return Ok(());
+    };
+    if !crate::webhook::wanted(tx, event_type).await? {
+        return Ok(());
+    }
+    let approval = crate::webhook::approval_of_claim(tx, &key.0).await?;
+    if let Some(event) = WebhookEvent::effect(
+        key,
+        approval.as_ref(),
+        outcome,
+        reconciled,
+        SystemTime::now(),
+    ) {
+        crate::webhook::insert(tx, &event).await?;
+    }
+    Ok(())
 }
 
 static OWNER_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -694,7 +728,7 @@ impl PostgresStore {
 
     /// Runs `attempt` in one transaction on a pooled connection, retrying it within the retry budget
     /// while the failure is retryable. `attempt` gets whether this is a retry.
-    fn transact<T, F>(&self, attempt: F) -> BoxFuture<'_, Result<T, StoreError>>
+    pub(crate) fn transact<T, F>(&self, attempt: F) -> BoxFuture<'_, Result<T, StoreError>>
     where
         T: Send + 'static,
         F: for<'t> Fn(&'t Tx<'t>, &'t str, bool) -> BoxFuture<'t, Result<T, Error>>
@@ -729,7 +763,7 @@ impl PostgresStore {
     }
 
     /// Runs a read on a pooled connection, retried like [`PostgresStore::transact`].
-    fn read<T, F, Fut>(&self, read: F) -> BoxFuture<'_, Result<T, StoreError>>
+    pub(crate) fn read<T, F, Fut>(&self, read: F) -> BoxFuture<'_, Result<T, StoreError>>
     where
         T: Send + 'static,
         F: Fn(deadpool_postgres::Object) -> Fut + Send + Sync + 'static,
@@ -1025,15 +1059,15 @@ impl ApprovalGateway for PostgresStore {
                 Box::pin(async move {
                     let row = query_opt(
                         tx,
-                        "SELECT state, request_expires_at_ns FROM approvals WHERE seq = $1
-                         FOR UPDATE",
+                        "SELECT state, request_expires_at_ns, tool, principal FROM approvals
+                         WHERE seq = $1 FOR UPDATE",
                         &[&seq],
                     )
                     .await?;
                     if retry && witness(tx, me, &op).await?.is_some() {
                         return Ok(());
                     }
-                    match row {
+                    let approval = match row {
                         None => return Err(StoreError::NotFound.into()),
                         Some(r) if r.get::<_, &str>(0) != "prepared" => {
                             return Err(StoreError::Conflict("already decided").into())
@@ -1041,8 +1075,12 @@ impl ApprovalGateway for PostgresStore {
                         Some(r) if r.get::<_, Option<i64>>(1).is_some_and(|u| u <= decided_at) => {
                             return Err(StoreError::Conflict("the approval request expired").into())
                         }
-                        Some(_) => {}
-                    }
+                        Some(r) => ApprovalRef {
+                            id: id.clone(),
+                            tool: r.get(2),
+                            principal: r.get(3),
+                        },
+                    };
                     exec(
                         tx,
                         "UPDATE approvals SET state = 'decided', verdict = $1, approver = $2,
@@ -1070,7 +1108,12 @@ impl ApprovalGateway for PostgresStore {
                         )
                         .approval(&id.0),
                     )
-                    .await
+                    .await?;
+                    if crate::webhook::wanted(tx, WebhookEventType::ApprovalDecided).await? {
+                        let event = WebhookEvent::decided(&approval, &decision, SystemTime::now());
+                        crate::webhook::insert(tx, &event).await?;
+                    }
+                    Ok(())
                 })
             })
             .await
@@ -1329,6 +1372,7 @@ impl IdempotencyStore for PostgresStore {
                                     Audit::new("outcome", json!({"outcome": outcome})).key(&key.0),
                                 )
                                 .await?;
+                                record_effect(tx, &key, &outcome, false).await?;
                                 Ok(false)
                             }
                         }
@@ -1686,7 +1730,9 @@ impl OperatorStore for PostgresStore {
                                 .key(key),
                             )
                             .await?;
-                            report.interrupted.push(IdempotencyKey(key.to_owned()));
+                            let key = IdempotencyKey(key.to_owned());
+                            record_effect(tx, &key, &outcome, false).await?;
+                            report.interrupted.push(key);
                         }
                     }
                     Ok(report)
@@ -1750,7 +1796,8 @@ impl OperatorStore for PostgresStore {
                         )
                         .key(&key.0),
                     )
-                    .await
+                    .await?;
+                    record_effect(tx, &key, &outcome, true).await
                 })
             })
             .await

@@ -26,6 +26,10 @@
 //! with independent evidence, that an `unknown` outcome was in fact `committed` or `not_started`).
 //! Every change is also a row of the append-only audit log ([`purra_core::OperatorStore::audit`]).
 //!
+//! It keeps purra-core's webhook outbox ([`purra_core::WebhookOutbox`]) too: once endpoints are
+//! registered, each prepare, decision, outcome and reconciliation records its event for them in
+//! its own transaction; with none registered nothing more is written.
+//!
 //! ```
 //! use purra_core::*;
 //! use purra_sqlite::SqliteStore;
@@ -94,6 +98,7 @@
 mod audit;
 mod migrate;
 mod store;
+mod webhook;
 
 pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};
 pub use store::{SqliteOptions, SqliteStore};

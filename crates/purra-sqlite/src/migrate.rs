@@ -210,8 +210,42 @@ CREATE INDEX approvals_open_by_principal
     WHERE state = 'prepared' AND principal IS NOT NULL;
 "#;
 
+/// Schema version 5: the webhook outbox (see purra-core's `webhook`). `webhook_subscriptions`
+/// holds one row per registered endpoint and event type it subscribes to, keyed by the type so
+/// that a write asks "who wants this?" with one seek; with no endpoint registered it is empty and a
+/// write changes no page for it. `webhook_outbox` holds each undelivered delivery: its
+/// `webhook-id`, fixed when recorded, the payload as recorded, its attempts, when it is due next
+/// (a claim moves that past its lease) and who claimed it last, its last failure; a delivered one
+/// is deleted (so the table holds only what is pending or failed), a given-up one stays `failed`.
+/// `webhook_outbox_due` is a partial index of the pending deliveries by endpoint and due
+/// instant: a deliverer's next due delivery is one seek. Keys are increasing integers without
+/// `AUTOINCREMENT` (a deleted last row's key can come back, so a claim is named by key, message
+/// id and attempt together). Nothing existing is touched.
+const V5: &str = r#"
+CREATE TABLE webhook_subscriptions (
+    event    TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    PRIMARY KEY (event, endpoint)
+) WITHOUT ROWID;
+CREATE TABLE webhook_outbox (
+    seq           INTEGER PRIMARY KEY,
+    msg_id        TEXT NOT NULL,
+    endpoint      TEXT NOT NULL,
+    event         TEXT NOT NULL,
+    payload       TEXT NOT NULL,
+    created_at_ns INTEGER NOT NULL,
+    state         TEXT NOT NULL CHECK (state IN ('pending', 'failed')),
+    attempts      INTEGER NOT NULL CHECK (attempts >= 0),
+    next_at_ns    INTEGER NOT NULL,
+    leased_by     TEXT,
+    last_status   INTEGER,
+    last_error    TEXT
+);
+CREATE INDEX webhook_outbox_due ON webhook_outbox(endpoint, next_at_ns) WHERE state = 'pending';
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which
 /// cannot use WAL.

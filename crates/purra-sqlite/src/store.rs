@@ -37,7 +37,8 @@ use purra_core::{
     ApprovalStatus, ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict,
     ClaimView, Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
     JsonIdentity, OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvent,
-    StoreEvents, SuspendedRun, Verdict, INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
+    StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE,
+    PRINCIPAL_LABEL,
 };
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::json;
@@ -774,6 +775,9 @@ fn insert_approval(
         params![seq, audit],
     )
     .map_err(backend)?;
+    crate::webhook::record(tx, WebhookEventType::ApprovalPending, |_| {
+        Ok(WebhookEvent::pending(&id, request, from_ns(at)))
+    })?;
     Ok(id)
 }
 
@@ -807,6 +811,26 @@ fn insert_claim(
     )
     .map_err(backend)?;
     Ok(Some(seq))
+}
+
+/// Records the effect event of claim `key` (row `seq`) completed with `outcome` at `at` (none for
+/// `not_started`), for the endpoints subscribed to it.
+fn record_effect(
+    tx: &Connection,
+    key: &IdempotencyKey,
+    seq: i64,
+    outcome: &EffectOutcome,
+    reconciled: bool,
+    at: i64,
+) -> Result<(), StoreError> {
+    let Some(event_type) = WebhookEvent::effect_type(outcome) else {
+        return Ok(());
+    };
+    crate::webhook::record(tx, event_type, |tx| {
+        let approval = crate::webhook::approval_of_claim(tx, seq)?;
+        WebhookEvent::effect(key, approval.as_ref(), outcome, reconciled, from_ns(at))
+            .ok_or_else(|| StoreError::Backend("an effect without an event".into()))
+    })
 }
 
 static OWNER_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -965,7 +989,7 @@ impl SqliteStore {
 
     /// Queues `op` for the next group commit and answers once that group is on disk (see the
     /// module documentation), then wakes the event pump. `op` runs inside a savepoint: an `Err` rolls back its changes only.
-    fn write<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    pub(crate) fn write<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
     where
         T: Send + 'static,
         F: FnOnce(&Connection, &str) -> Result<T, StoreError> + Send + 'static,
@@ -1054,7 +1078,7 @@ impl SqliteStore {
     }
 
     /// Runs `op` with the connection on the blocking pool.
-    fn run<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    pub(crate) fn run<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection, &str) -> Result<T, StoreError> + Send + 'static,
@@ -1258,7 +1282,9 @@ impl OperatorStore for SqliteStore {
                     None,
                     &json!({"claimOwner": owner, "outcome": outcome, "checkedAtNs": now}),
                 )?;
-                report.interrupted.push(IdempotencyKey(key));
+                let key = IdempotencyKey(key);
+                record_effect(&tx, &key, seq, &outcome, false, at)?;
+                report.interrupted.push(key);
             }
             tx.commit().map_err(backend)?;
             Ok(report)
@@ -1310,6 +1336,7 @@ impl OperatorStore for SqliteStore {
                 None,
                 &json!({"before": before, "after": outcome, "evidence": evidence}),
             )?;
+            record_effect(&tx, &key, seq, &outcome, true, at)?;
             tx.commit().map_err(backend)
         })
     }
@@ -1333,27 +1360,29 @@ impl ApprovalGateway for SqliteStore {
                 Verdict::Approve => "approve",
                 Verdict::Deny => "deny",
             };
-            let row: Option<(String, Option<i64>)> = tx
+            let row: Option<(String, Option<i64>, String, Option<String>)> = tx
                 .row(
-                    "SELECT state, request_expires_at_ns FROM approvals WHERE seq = ?1",
+                    "SELECT state, request_expires_at_ns, tool, principal FROM approvals
+                     WHERE seq = ?1",
                     params![seq],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
                 )
                 .optional()
                 .map_err(backend)?;
-            match row {
+            let (tool, principal) = match row {
                 None => return Err(StoreError::NotFound),
-                Some((state, _)) if state != "prepared" => {
+                Some((state, ..)) if state != "prepared" => {
                     return Err(StoreError::Conflict("already decided"))
                 }
-                Some((_, Some(until))) if until <= decided_at => {
+                Some((_, Some(until), ..)) if until <= decided_at => {
                     return Err(StoreError::Conflict("the approval request expired"))
                 }
-                Some(_) => {}
-            }
+                Some((_, _, tool, principal)) => (tool, principal),
+            };
+            let at = now_ns()?;
             let audit = append(
                 tx,
-                now_ns()?,
+                at,
                 me,
                 "decided",
                 Some((&id.0, Trail::FromApproval)),
@@ -1378,7 +1407,10 @@ impl ApprovalGateway for SqliteStore {
                 ],
             )
             .map_err(backend)?;
-            Ok(())
+            crate::webhook::record(tx, WebhookEventType::ApprovalDecided, |_| {
+                let approval = crate::webhook::approval_ref(&id, tool, principal);
+                Ok(WebhookEvent::decided(&approval, &decision, from_ns(at)))
+            })
         })
     }
 
@@ -1600,6 +1632,7 @@ impl IdempotencyStore for SqliteStore {
                         None,
                         &json!({"outcome": outcome}),
                     )?;
+                    record_effect(tx, &key, seq, &outcome, false, at)?;
                     Ok(Ok(()))
                 }
             }

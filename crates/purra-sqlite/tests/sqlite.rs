@@ -1,5 +1,5 @@
 //! What only the SQLite store has: WAL and the pragmas, the in-memory store (not durable), and files
-//! made by schema versions 1, 2 and 3, migrated in place.
+//! made by schema versions 1, 2, 3 and 4, migrated in place.
 
 use purra_core::*;
 use purra_sqlite::*;
@@ -283,7 +283,7 @@ async fn a_schema_2_file_is_migrated_with_every_trail_and_claim_intact() {
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     let claim_seqs: Vec<(i64, String)> = raw
         .prepare("SELECT seq, key FROM claims ORDER BY seq")
         .unwrap()
@@ -400,7 +400,7 @@ async fn a_schema_3_file_is_migrated_and_counts_principals_from_then_on() {
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     let principals: Vec<(i64, Option<String>)> = raw
         .prepare("SELECT seq, principal FROM approvals ORDER BY seq")
         .unwrap()
@@ -426,4 +426,165 @@ async fn a_schema_3_file_is_migrated_and_counts_principals_from_then_on() {
         )
         .unwrap();
     assert_eq!(index, 1);
+}
+
+/// Every row of `table` in `path`, in key order, as SQLite values.
+fn dump(path: &std::path::Path, table: &str) -> Vec<Vec<rusqlite::types::Value>> {
+    let raw = rusqlite::Connection::open(path).unwrap();
+    let mut stmt = raw
+        .prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))
+        .unwrap();
+    let n = stmt.column_count();
+    stmt.query_map([], |r| (0..n).map(|i| r.get(i)).collect())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// A file as schema version 4 left it, with every kind of row (approvals pending with a
+/// principal, decided, claimed with a committed and an unknown outcome, refused; a bare claim; a
+/// suspended run; the owners and the audit log). Version 5 only adds the outbox's two tables, so
+/// the file is made by this build's store and then put back to version 4 by dropping them, which
+/// leaves exactly what version 4 wrote. Migrated to version 5: every row of every table is as it
+/// was, the outbox is empty, and from the first endpoint registered the old approvals' decisions
+/// and outcomes are reported with what version 4 stored (the principal column).
+#[tokio::test]
+async fn a_schema_4_file_is_migrated_with_every_row_intact_and_reports_from_then_on() {
+    let path = fresh("v4");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        let mut asked = request("one");
+        asked.labels.insert(PRINCIPAL_LABEL.into(), "local".into());
+        let one = store
+            .prepare_within(asked, 16, at(1))
+            .await
+            .unwrap()
+            .unwrap();
+        let two = store.prepare(request("two")).await.unwrap();
+        store
+            .decide(two.clone(), decision(Verdict::Approve, None))
+            .await
+            .unwrap();
+        let ClaimVerdict::Claimed(k2) = store
+            .check_and_claim(two.clone(), intent("two").digest(), at(20))
+            .await
+            .unwrap()
+        else {
+            panic!("not claimed")
+        };
+        store
+            .complete(
+                k2,
+                EffectOutcome::Committed {
+                    receipt: serde_json::json!({"ok": 1}),
+                },
+            )
+            .await
+            .unwrap();
+        let three = store.prepare(request("three")).await.unwrap();
+        store
+            .decide(three.clone(), decision(Verdict::Approve, None))
+            .await
+            .unwrap();
+        let ClaimVerdict::Claimed(k3) = store
+            .check_and_claim(three.clone(), intent("three").digest(), at(20))
+            .await
+            .unwrap()
+        else {
+            panic!("not claimed")
+        };
+        store
+            .save_suspended(suspended_run(&three, "three"))
+            .await
+            .unwrap();
+        store.complete(k3, unknown("mcp_timeout")).await.unwrap();
+        let four = store.prepare(request("four")).await.unwrap();
+        store
+            .decide(four.clone(), decision(Verdict::Approve, Some(at(15))))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .check_and_claim(four, intent("four").digest(), at(20))
+                .await,
+            Ok(ClaimVerdict::Expired)
+        );
+        store.claim(IdempotencyKey("bare".into())).await.unwrap();
+        assert_eq!(one, ApprovalId("approval-1".into()));
+    }
+    {
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.execute_batch(
+            "DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions; PRAGMA user_version = 4;",
+        )
+        .unwrap();
+    }
+    let tables = ["owners", "approvals", "claims", "suspended_runs", "audit"];
+    let before: Vec<_> = tables.iter().map(|t| dump(&path, t)).collect();
+    let store = SqliteStore::open(&path).unwrap();
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = raw
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 5);
+    for (table, rows) in tables.iter().zip(&before) {
+        let after = dump(&path, table);
+        // Opening adds this store's owner and its `opened` row; nothing else changed.
+        let added = usize::from(matches!(*table, "owners" | "audit"));
+        assert_eq!(after.len(), rows.len() + added, "{table}");
+        assert_eq!(&after[..rows.len()], &rows[..], "{table}");
+    }
+    assert!(!before[4].is_empty() && before[2].len() == 3);
+    assert_eq!(
+        WebhookOutbox::webhook_deliveries(&store, WebhookQuery::all()).await,
+        Ok(vec![])
+    );
+    store
+        .set_webhook_endpoints(vec![WebhookEndpoint {
+            name: "ops".into(),
+            events: WebhookEventType::ALL.to_vec(),
+        }])
+        .await
+        .unwrap();
+    store
+        .decide(
+            ApprovalId("approval-1".into()),
+            decision(Verdict::Deny, None),
+        )
+        .await
+        .unwrap();
+    let views = store.webhook_deliveries(WebhookQuery::all()).await.unwrap();
+    assert_eq!(views.len(), 1);
+    let data: serde_json::Value = serde_json::from_str(&views[0].payload).unwrap();
+    assert_eq!(
+        (
+            &data["type"],
+            &data["data"]["approval"],
+            &data["data"]["principal"]
+        ),
+        (
+            &serde_json::json!("approval.decided"),
+            &serde_json::json!("approval-1"),
+            &serde_json::json!("local")
+        )
+    );
+}
+
+/// The suspended run of approval `id` for the call with arguments `args`.
+fn suspended_run(id: &ApprovalId, args: &str) -> SuspendedRun {
+    SuspendedRun {
+        run_id: RunId::new("r1"),
+        root_run_id: RunId::new("r1"),
+        agent: "agent".into(),
+        turns_used: 1,
+        transcript: vec![],
+        pending_call: ToolCall {
+            id: "c1".into(),
+            name: "update".into(),
+            arguments: serde_json::json!(args),
+        },
+        approval_id: id.clone(),
+        intent_digest: intent(args).digest(),
+        preset_fingerprint: json_identity(&serde_json::json!("preset")).unwrap(),
+    }
 }

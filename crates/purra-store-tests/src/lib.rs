@@ -9,12 +9,15 @@
 //! durability across reopening and Core's agent suspended on one store and resumed on another
 //! ([`reopen`]), two OS processes racing for 100 approved intents and a claimant killed with SIGKILL
 //! ([`race`]), and the operator's view and store events, listings by page and the cap on a
-//! principal's open approvals ([`operator`]).
+//! principal's open approvals ([`operator`]), and the webhook outbox: events recorded with the
+//! change that makes them, leases, retries keeping their id, given-up deliveries kept
+//! ([`webhooks`]).
 
 pub mod operator;
 pub mod race;
 pub mod reopen;
 pub mod transitions;
+pub mod webhooks;
 
 use purra_core::*;
 use serde_json::json;
@@ -24,7 +27,7 @@ use std::time::{Duration, SystemTime};
 /// What a store's test binary provides to the suite.
 pub trait Harness: Send + Sync + 'static {
     /// The store under test.
-    type Store: OperatorStore + Clone + std::fmt::Debug + 'static;
+    type Store: OperatorStore + WebhookOutbox + Clone + std::fmt::Debug + 'static;
 
     /// The location (a path, a schema name...) of a new, empty database; `name` makes it recognizable.
     fn fresh(&self, name: &str) -> String;
@@ -78,7 +81,17 @@ macro_rules! contract_tests {
             operator::subscribers_hear_of_every_change_of_this_store,
             operator::a_decision_made_through_another_store_instance_wakes_a_waiter,
             operator::a_flood_of_approvals_is_listed_by_page_newest_first_with_counts,
-            operator::open_approvals_per_principal_are_capped_in_one_step
+            operator::open_approvals_per_principal_are_capped_in_one_step,
+            webhooks::no_event_is_recorded_without_a_registered_endpoint,
+            webhooks::each_change_records_its_event_for_each_subscribed_endpoint,
+            webhooks::a_refused_change_records_no_event,
+            webhooks::a_decision_made_through_another_instance_records_its_event,
+            webhooks::a_claim_leases_the_delivery_and_a_retry_keeps_its_id,
+            webhooks::a_lapsed_lease_is_claimed_again_by_another_instance,
+            webhooks::given_up_deliveries_stay_failed_until_an_operator_retries_them,
+            webhooks::endpoints_no_longer_registered_give_up_their_pending_deliveries,
+            webhooks::deliveries_waiting_for_a_retry_become_due_when_the_endpoint_answers_again,
+            webhooks::concurrent_deliverers_claim_each_delivery_once
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -2,8 +2,8 @@
 //!
 //! [`StoreLocation::parse`] reads what a user writes (`--db`, a configuration's `db`);
 //! [`AnyStore::open`] opens it; [`AnyStore`] hands out the store as each contract an agent, a CLI or a
-//! gateway needs (`Arc<dyn ApprovalGateway>`, `Arc<dyn RunStore>`, `&dyn OperatorStore`), whichever
-//! store it is.
+//! gateway needs (`Arc<dyn ApprovalGateway>`, `Arc<dyn RunStore>`, `&dyn OperatorStore`,
+//! `Arc<dyn WebhookOutbox>`), whichever store it is.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), purra_core::StoreError> {
@@ -13,7 +13,7 @@
 //! # Ok(()) }
 //! ```
 
-use purra_core::{ApprovalGateway, OperatorStore, RunStore, StoreError};
+use purra_core::{ApprovalGateway, OperatorStore, RunStore, StoreError, WebhookOutbox};
 use purra_postgres::{PostgresOptions, PostgresStore};
 use purra_sqlite::{SqliteOptions, SqliteStore};
 use std::path::PathBuf;
@@ -133,6 +133,14 @@ impl AnyStore {
 
     /// The store as an agent's run store.
     pub fn runs(&self) -> Arc<dyn RunStore> {
+        match self {
+            AnyStore::Sqlite(s) => s.clone(),
+            AnyStore::Postgres(s) => s.clone(),
+        }
+    }
+
+    /// The store's webhook outbox (registered endpoints, deliveries to claim and record).
+    pub fn outbox(&self) -> Arc<dyn WebhookOutbox> {
         match self {
             AnyStore::Sqlite(s) => s.clone(),
             AnyStore::Postgres(s) => s.clone(),

@@ -121,7 +121,48 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                 crate::cmd::page::bind(db.operator(), None, *listen, page, None, "purra approvals")
                     .await?;
             eprintln!("purra approvals: store {}", location.shown());
-            bound.serve(crate::cmd::interrupted()).await?;
+            // Found through a gateway file with [webhooks]: this process delivers too (beside
+            // the gateway, or while it is down).
+            let stop = purra_protocol::CancellationToken::new();
+            if let Some(file) = store::locate(args)?.gateway_file {
+                let loaded =
+                    purra_gateway::load(&file).map_err(|e| Failure::Config(e.to_string()))?;
+                // The page serves whatever becomes of the webhooks: a secret this process
+                // cannot read (it may be in the gateway's environment alone) is said, and this
+                // process delivers nothing.
+                let hooks = purra_gateway::Webhooks::read(&loaded.config, &loaded.source)
+                    .map_err(|e| {
+                        eprintln!(
+                            "purra approvals: not delivering webhooks (the gateway does): {}",
+                            crate::term::for_stderr(&e.to_string())
+                        );
+                    })
+                    .ok()
+                    .filter(|h| !h.is_empty());
+                if let Some(hooks) = hooks {
+                    hooks.default_page_url(bound.url());
+                    let names: Vec<String> =
+                        hooks.endpoints().into_iter().map(|e| e.name).collect();
+                    eprintln!("purra approvals: delivering webhooks: {}", names.join(", "));
+                    hooks.spawn(
+                        db.outbox(),
+                        Some(db.gateway()),
+                        Some(std::sync::Arc::new(|m: &str| {
+                            use std::io::Write;
+                            let _ = writeln!(
+                                std::io::stderr(),
+                                "purra approvals: {}",
+                                crate::term::for_stderr(m)
+                            );
+                        })),
+                        None,
+                        stop.clone(),
+                    );
+                }
+            }
+            let served = bound.serve(crate::cmd::interrupted()).await;
+            stop.cancel();
+            served?;
         }
     }
     Ok(())

@@ -13,7 +13,9 @@
 //! listener (else by a warning that HTTP callers are not authenticated).
 //! With `--page`, the approver page is served beside it (`purra gateway: approver page at URL`,
 //! then one sign-in token per approver); its decisions go through [`Gateway::decide`], which wakes
-//! this process's waiting calls at once.
+//! this process's waiting calls at once. With `[webhooks.NAME]` endpoints the start names them
+//! (`purra gateway: webhooks: NAMES ...`), and what their deliveries meet (an endpoint failing
+//! and answering again, a delivery given up, `410 Gone`) is printed as it happens.
 
 use std::sync::Arc;
 
@@ -55,7 +57,15 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
             Arc::new(store)
         };
     let options = StartOptions::default()
-        .log(|m| eprintln!("purra gateway: {}", crate::term::for_stderr(m)))
+        // Never a panic when stderr is gone: the gateway (and its webhook deliveries) go on.
+        .log(|m| {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "purra gateway: {}",
+                crate::term::for_stderr(m)
+            );
+        })
         .excerpts(excerpts);
     let gateway = Gateway::start_with(loaded.config, &loaded.source, store, options)
         .await
@@ -126,6 +136,14 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
         tools.join(", "),
         shown_db(&settings.db)
     );
+    let hooks = gateway.webhooks().endpoints();
+    if !hooks.is_empty() {
+        let names: Vec<&str> = hooks.iter().map(|e| e.name.as_str()).collect();
+        eprintln!(
+            "purra gateway: webhooks: {} (events recorded in the store, delivered from here)",
+            names.join(", ")
+        );
+    }
     // The page decides through the gateway, so its waiting calls wake at once.
     let page_stop = purra_protocol::CancellationToken::new();
     let page_task = match (args.page, operator) {
@@ -154,6 +172,8 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
                     return Err(e);
                 }
             };
+            // Webhook events link under the page's address unless `[page] url` names another.
+            gateway.webhooks().default_page_url(bound.url());
             let stop = page_stop.clone();
             Some(tokio::spawn(
                 bound.serve(async move { stop.cancelled().await }),

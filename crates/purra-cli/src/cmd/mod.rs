@@ -13,6 +13,7 @@ pub mod runs;
 pub mod serve_example;
 pub mod store;
 pub mod tasks;
+pub mod webhooks;
 
 use purra_protocol::Connection;
 

@@ -4,7 +4,8 @@
 //! the provider is discovered before anything is served, and the callback URL is printed too.
 //! With `--page-secure-cookie` (or `[page] secure_cookie = true`) the cookies are `Secure` and
 //! that is printed. Both commands serve through `Page::serve`: the MCP endpoint's accept loop and
-//! connection limits.
+//! connection limits. Webhook events link to an approval on the page (`/approvals/ID`) under the
+//! file's `[page] url`, else under the address the page serves on.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -22,6 +23,7 @@ use crate::exit::Failure;
 pub struct Bound {
     page: Page,
     listener: tokio::net::TcpListener,
+    url: String,
 }
 
 /// The gateway file's `[page]` table and where its keys are.
@@ -253,10 +255,19 @@ pub async fn bind(
     for (approver, token) in page.tokens() {
         eprintln!("{prefix}: sign-in token for {approver}: {token}");
     }
-    Ok(Bound { page, listener })
+    Ok(Bound {
+        page,
+        listener,
+        url: format!("http://{local}"),
+    })
 }
 
 impl Bound {
+    /// Where the page serves (`http://ADDR`, no trailing slash).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// Serves until `shutdown` completes.
     pub async fn serve(
         self,
