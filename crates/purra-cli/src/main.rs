@@ -10,7 +10,9 @@
 
 mod cli;
 mod cmd;
+mod demo_server;
 mod exit;
+mod fixture_server;
 mod kv;
 mod render;
 mod status;
@@ -135,7 +137,7 @@ async fn dispatch(command: Command, verbose: u8) -> Result<(), Failure> {
         Command::Login(a) => cmd::login::login(a).await,
         Command::Logout(a) => cmd::login::logout(a).await,
         Command::ServeDemo => {
-            purra_examples::demo_server::build().serve_stdio().await;
+            demo_server::build().serve_stdio().await;
             Ok(())
         }
         Command::Approvals(a) => cmd::approvals::run(a).await,

@@ -1,4 +1,4 @@
-//! `purra serve-example`: purra's example server (`purra_examples::fixture_server`, the surface
+//! `purra serve-example`: purra's example server (`fixture_server`, the surface
 //! of `peers/FIXTURES.md`) over stdio, Streamable HTTP (with the HTTP+SSE transport of
 //! 2024-11-05 beside it, at `/sse`) or WebSocket.
 
@@ -15,7 +15,7 @@ use crate::exit::Failure;
 /// Runs `purra serve-example`. Over HTTP and WebSocket it prints `listening on <url>` to stderr
 /// once bound (with the port the OS chose for port 0) and serves until SIGINT or SIGTERM.
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
-    let server = purra_examples::fixture_server::build();
+    let server = crate::fixture_server::build();
     if let Some(addr) = &args.http {
         let listener = bind(addr).await?;
         let local = listener.local_addr().map_err(io_failure)?;
