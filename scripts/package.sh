@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Packages every crate meant for crates.io (each workspace member without `publish = false`) as
+# `cargo publish` would, publishes nothing, and shows that a stranger can build on what it made
+# (run by scripts/test.sh; docs/releasing.md):
+# 1. `cargo package --no-verify` of all of them in one run (cargo orders them and resolves each
+#    against the others' packages): a crate that cannot be packaged fails here;
+# 2. the .crate files unpacked into a workspace of their own (target/packaged) whose
+#    `[patch.crates-io]` puts them in crates.io's place, with the repository's lock file (the
+#    tested versions of everything else), and consumers/packaged copied in beside them; every
+#    purra crate that workspace resolves must be an unpacked one;
+# 3. one build of the consumer and the packaged purra-cli together (the packaged sources compile,
+#    under their own manifests' lints), then the consumer run: a server and a client over stdio,
+#    an agent through purra-mcp, purra-gateway over purra-store, purra-page;
+# 4. `cargo install --debug --locked` of the packaged purra-cli and of crates/purra-cli, each
+#    into a temporary root, and `purra demo` run by each installed binary
+#    (its write approved, sent once, then answered from the store).
+# The workspace's builds share its target directory, so only the packaged copies of purra's own
+# crates compile anew. It ends by saying how long each step took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+root=$PWD
+packaged=$root/target/packaged
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export CARGO_TARGET_DIR=$root/target
+
+timings=()
+timed() {
+    local label=$1 t0=$SECONDS
+    shift
+    "$@"
+    timings+=("$label: $((SECONDS - t0)) s")
+}
+
+# The crates to publish, with their versions: "name version" lines.
+publishable=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["packages"]:
+    if p["publish"] is None:
+        print(p["name"], p["version"])')
+names=$(cut -d" " -f1 <<<"$publishable")
+echo "package: the crates to publish:" $names
+
+# 1. Package them (what `cargo publish --dry-run` checks, without verifying each crate by a build
+#    of its own: step 3 builds them all at once).
+package_args=()
+for name in $names; do package_args+=(-p "$name"); done
+timed "cargo package" cargo package --locked --no-verify --allow-dirty "${package_args[@]}"
+
+# 2. A workspace of the unpacked packages and the consumer.
+rm -rf "$packaged"
+mkdir -p "$packaged"
+members=()
+patch=""
+while read -r name version; do
+    tar -xzf "target/package/$name-$version.crate" -C "$packaged"
+    mv "$packaged/$name-$version" "$packaged/$name"
+    members+=("\"$name\"")
+    patch+="$name = { path = \"$name\" }"$'\n'
+done <<<"$publishable"
+mkdir "$packaged/packaged-smoke"
+cp -r consumers/packaged/Cargo.toml consumers/packaged/src "$packaged/packaged-smoke/"
+members+=("\"packaged-smoke\"")
+cat >"$packaged/Cargo.toml" <<EOF
+# Written by scripts/package.sh: the crates as \`cargo package\` made them, in crates.io's place.
+[workspace]
+resolver = "2"
+members = [$(IFS=,; echo "${members[*]}")]
+
+[patch.crates-io]
+$patch
+# The repository's profiles, so the dependencies the tests built are reused.
+[profile.dev]
+debug = "line-tables-only"
+
+[profile.dev.package."*"]
+debug = false
+EOF
+cp Cargo.lock "$packaged/Cargo.lock"
+# Every purra crate resolved there is an unpacked package, none the repository's own sources.
+cargo metadata --format-version 1 --manifest-path "$packaged/Cargo.toml" | python3 -c '
+import json, os, sys
+packaged = sys.argv[1]
+meta = json.load(sys.stdin)
+purra = [p for p in meta["packages"] if p["name"].startswith("purra-")]
+outside = [p["manifest_path"] for p in purra if not p["manifest_path"].startswith(packaged + os.sep)]
+if outside or not purra:
+    sys.exit("package: purra crates resolved outside the unpacked packages: %s" % (outside or "none found"))
+print("package: %d purra crates, all from the packages" % len(purra))' "$packaged"
+
+# 3. Build the consumer and the CLI from the packages; run the consumer.
+timed "build from the packages" cargo build --manifest-path "$packaged/Cargo.toml" \
+    -p packaged-smoke -p purra-cli
+timed "the consumer" "$CARGO_TARGET_DIR/debug/packaged-smoke"
+
+# 4. Install purra from the package and from the repository; each runs the demo.
+demo() {
+    local purra=$1 db=$2 out
+    out=$("$purra" demo --db "$db" 2>&1) || { echo "$out" >&2; echo "package: $purra demo failed" >&2; return 1; }
+    if ! grep -q "^sent once: " <<<"$out" || ! grep -q "^server: write requests this server process received = 1$" <<<"$out"; then
+        echo "$out" >&2
+        echo "package: $purra demo did not send its approved write once" >&2
+        return 1
+    fi
+    echo "package: $(basename "$(dirname "$(dirname "$purra")")")/bin/purra demo: its approved write sent once"
+}
+timed "cargo install (packaged purra-cli)" cargo install --quiet --debug --locked \
+    --path "$packaged/purra-cli" --root "$scratch/from-package"
+timed "demo (packaged)" demo "$scratch/from-package/bin/purra" "$scratch/from-package.db"
+timed "cargo install --path crates/purra-cli" cargo install --quiet --debug --locked \
+    --path crates/purra-cli --root "$scratch/from-path"
+timed "demo (path)" demo "$scratch/from-path/bin/purra" "$scratch/from-path.db"
+
+echo "package: every crate packages; the consumer and purra demo ran from the packages" >&2
+printf '  %s\n' "${timings[@]}" >&2
