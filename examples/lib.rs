@@ -12,3 +12,21 @@
 //! `tests/bind.rs` checks that every typed tool they declare binds through purra-mcp's strict
 //! read discovery unchanged; `tests/axum_app.rs` and `tests/tls_client.rs` run the two HTTP
 //! examples as child processes over real sockets.
+
+/// `docs/from-rmcp.md`, the guide from rmcp to purra: each purra block is a doctest of this
+/// package (compiled, and run unless marked `no_run`); the rmcp blocks are marked `ignore`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/from-rmcp.md")]
+pub struct FromRmcp;
+
+/// The examples in the READMEs of the published crates that have Rust code (purra-core's
+/// README is its crate documentation, tested there).
+#[cfg(doctest)]
+pub mod readmes {
+    /// purra-protocol's README.
+    #[doc = include_str!("../crates/purra-protocol/README.md")]
+    pub struct Protocol;
+    /// purra-store's README.
+    #[doc = include_str!("../crates/purra-store/README.md")]
+    pub struct Store;
+}
