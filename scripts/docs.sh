@@ -6,7 +6,8 @@
 #    and private intra-doc links, bad code blocks, missing docs);
 # 3. purra-protocol documented as docs.rs documents it (`--cfg docsrs`, its docs.rs features, the
 #    nightly `doc_cfg` that marks what a feature enables, allowed on stable by RUSTC_BOOTSTRAP as
-#    docs.rs's nightly allows it), and its feature-gated items checked to say their feature.
+#    docs.rs's nightly allows it, for rustdoc only), and its feature-gated items checked to say
+#    their feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,8 +33,15 @@ echo "docs: $(wc -w <<<"$manifests") crates to publish, each denying missing doc
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --locked --workspace --all-features --no-deps
 echo "docs: cargo doc --workspace --all-features --no-deps: no warning"
 
-# 3. purra-protocol as docs.rs builds it: items behind a feature name it.
-RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="-D warnings --cfg docsrs" \
+# 3. purra-protocol as docs.rs builds it: items behind a feature name it. RUSTC_BOOTSTRAP reaches
+#    rustdoc alone, through a wrapper: build scripts that probe for nightly (proc-macro2's) rerun
+#    when it changes, and everything built on them would then compile again, here and in every
+#    build after this one that shares the target directory.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+printf '#!/bin/sh\nRUSTC_BOOTSTRAP=1 exec rustdoc "$@"\n' >"$scratch/rustdoc"
+chmod +x "$scratch/rustdoc"
+RUSTDOC=$scratch/rustdoc RUSTDOCFLAGS="-D warnings --cfg docsrs" \
     cargo doc --quiet --locked -p purra-protocol --features auth --no-deps
 marked() { # FILE FEATURE: the page of an item behind FEATURE says so.
     if ! grep -q "Available on <strong>[^.]*crate features\? [^.]*<code>$2</code>" "$1"; then
