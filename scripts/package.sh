@@ -12,18 +12,32 @@
 #    under their own manifests' lints), then the consumer run: a server and a client over stdio,
 #    an agent through purra-mcp, purra-gateway over purra-store, purra-page;
 # 4. `cargo install --debug --locked` of the packaged purra-cli and of crates/purra-cli, each
-#    into a temporary root, and `purra demo` run by each installed binary
-#    (its write approved, sent once, then answered from the store).
-# The workspace's builds share its target directory, so only the packaged copies of purra's own
-# crates compile anew. It ends by saying how long each step took.
+#    into a temporary root, and `purra demo` run by each installed binary (its approved write
+#    sent once, then answered from the store).
+# The builds share the workspace's target directory, so what the tests built is reused where the
+# features agree. It ends by saying how long each step took.
+#
+# `scripts/package.sh --unpack DIR [CHECKOUT]` does steps 1 and 2 alone for CHECKOUT (default
+# this one) into DIR (replaced), without the consumer, each package's dependencies on the others
+# given their paths: scripts/semver.sh's baseline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 root=$PWD
 packaged=$root/target/packaged
+source=$root
+unpack_only=false
+if [[ ${1:-} == --unpack ]]; then
+    unpack_only=true
+    packaged=$(realpath -m "${2:?--unpack DIR [CHECKOUT]}")
+    source=$(realpath "${3:-$root}")
+fi
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export CARGO_TARGET_DIR=$root/target
+# The packaged crates are compiled afresh from their unpacked sources: incremental compilation's
+# caches would only take disk (about 650 MB more per run, measured).
+export CARGO_INCREMENTAL=0
 
 timings=()
 timed() {
@@ -34,6 +48,7 @@ timed() {
 }
 
 # The crates to publish, with their versions: "name version" lines.
+cd "$source"
 publishable=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys
 for p in json.load(sys.stdin)["packages"]:
@@ -46,7 +61,11 @@ echo "package: the crates to publish:" $names
 #    of its own: step 3 builds them all at once).
 package_args=()
 for name in $names; do package_args+=(-p "$name"); done
-timed "cargo package" cargo package --locked --no-verify --allow-dirty "${package_args[@]}"
+# Another checkout's packages go to a directory of their own (they have the same names).
+crates=$root/target/package
+[[ $source == "$root" ]] || crates=$scratch/package-target/package
+timed "cargo package" cargo package --locked --no-verify --allow-dirty \
+    --target-dir "$(dirname "$crates")" "${package_args[@]}"
 
 # 2. A workspace of the unpacked packages and the consumer.
 rm -rf "$packaged"
@@ -54,23 +73,26 @@ mkdir -p "$packaged"
 members=()
 patch=""
 while read -r name version; do
-    tar -xzf "target/package/$name-$version.crate" -C "$packaged"
+    tar -xzf "$crates/$name-$version.crate" -C "$packaged"
     mv "$packaged/$name-$version" "$packaged/$name"
     members+=("\"$name\"")
     patch+="$name = { path = \"$name\" }"$'\n'
 done <<<"$publishable"
-mkdir "$packaged/packaged-smoke"
-cp -r consumers/packaged/Cargo.toml consumers/packaged/src "$packaged/packaged-smoke/"
-members+=("\"packaged-smoke\"")
+if ! $unpack_only; then
+    mkdir "$packaged/packaged-smoke"
+    cp -r consumers/packaged/Cargo.toml consumers/packaged/src "$packaged/packaged-smoke/"
+    members+=("\"packaged-smoke\"")
+fi
+# (The baseline links its packages by path instead: below.)
+$unpack_only && patch="" || patch="# In crates.io's place."$'\n'"[patch.crates-io]"$'\n'"$patch"
 cat >"$packaged/Cargo.toml" <<EOF
-# Written by scripts/package.sh: the crates as \`cargo package\` made them, in crates.io's place.
+# Written by scripts/package.sh: the crates as \`cargo package\` made them.
 [workspace]
 resolver = "2"
 members = [$(IFS=,; echo "${members[*]}")]
 
-[patch.crates-io]
 $patch
-# The repository's profiles, so the dependencies the tests built are reused.
+# The repository's dev profile, as the tests build with it.
 [profile.dev]
 debug = "line-tables-only"
 
@@ -78,6 +100,24 @@ debug = "line-tables-only"
 debug = false
 EOF
 cp Cargo.lock "$packaged/Cargo.lock"
+if $unpack_only; then
+    # cargo-semver-checks documents each crate from a project of its own that depends on it by
+    # path, where a workspace's [patch] does not reach: each unpacked manifest's dependency on
+    # another published crate gets the path of its unpacked package beside its version, as in the
+    # repository's manifests.
+    python3 - "$packaged" $names <<'PY'
+import pathlib, re, sys
+packaged, names = pathlib.Path(sys.argv[1]), set(sys.argv[2:])
+for name in names:
+    manifest = packaged / name / "Cargo.toml"
+    def with_path(m):
+        return m.group(0) + 'path = "../%s"\n' % m.group(1) if m.group(1) in names else m.group(0)
+    text = re.sub(r'^\[(?:.+\.)?(?:dev-|build-)?dependencies\.([A-Za-z0-9_-]+)\]\n', with_path,
+                  manifest.read_text(), flags=re.M)
+    manifest.write_text(text)
+PY
+fi
+cd "$root"
 # Every purra crate resolved there is an unpacked package, none the repository's own sources.
 cargo metadata --format-version 1 --manifest-path "$packaged/Cargo.toml" | python3 -c '
 import json, os, sys
@@ -88,6 +128,10 @@ outside = [p["manifest_path"] for p in purra if not p["manifest_path"].startswit
 if outside or not purra:
     sys.exit("package: purra crates resolved outside the unpacked packages: %s" % (outside or "none found"))
 print("package: %d purra crates, all from the packages" % len(purra))' "$packaged"
+if $unpack_only; then
+    echo "package: $(wc -l <<<"$publishable") crates of $source unpacked into $packaged"
+    exit 0
+fi
 
 # 3. Build the consumer and the CLI from the packages; run the consumer.
 timed "build from the packages" cargo build --manifest-path "$packaged/Cargo.toml" \
