@@ -6,8 +6,10 @@
 # consumers/rmcp-skills into target/rmcp-skills, about a minute the first time), the MCP
 # conformance suite (scripts/conformance.sh), and the out-of-workspace
 # consumer project (consumers/host-smoke): its smoke, the durable-write fault scenarios and the
-# crash points, on SQLite and on PostgreSQL, and PostgreSQL's own faults. It ends by saying how
-# long the PostgreSQL parts took.
+# crash points, on SQLite and on PostgreSQL, and PostgreSQL's own faults; then the docs as docs.rs
+# builds them, warnings denied (scripts/docs.sh), and every published crate packaged with a
+# consumer and `purra demo` built from the packages (scripts/package.sh). It ends by saying how
+# long the PostgreSQL parts and the last two took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,5 +72,8 @@ timed "dispatch-race on PostgreSQL" target/debug/dispatch-race --db "$PURRA_TEST
 # acknowledgement cut, a partition longer than the lease.
 timed "pg-faults" target/debug/pg-faults --db "$PURRA_TEST_POSTGRES" --ctl "$PURRA_TEST_POSTGRES_CTL" \
     .peers/venv/bin/python peers/python/write_server.py "$work/pg-faults"
-echo "test.sh: the PostgreSQL parts took:" >&2
+# What people read on docs.rs, and what they would download from crates.io.
+timed "docs" bash scripts/docs.sh
+timed "package" bash scripts/package.sh
+echo "test.sh: the PostgreSQL parts, the docs and the packages took:" >&2
 printf '  %s\n' "${timings[@]}" >&2
