@@ -60,6 +60,7 @@ pub mod config;
 mod gateway;
 pub mod limit;
 mod load;
+pub mod metrics;
 pub mod policy;
 pub mod results;
 pub mod scope;
@@ -72,7 +73,8 @@ pub use config::ApprovalBy;
 pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
     GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings,
-    PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, UpstreamConfig, WriteConfig,
+    PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, TelemetrySettings,
+    UpstreamConfig, WriteConfig, DEFAULT_METRICS_INTERVAL,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use load::{

@@ -47,6 +47,16 @@ pub trait GatewayStore: Send + Sync {
         limit: u32,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>>;
+    /// How many approvals wait for a decision (every gateway's; read through the store's pending
+    /// index), for the metrics.
+    fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+}
+
+/// Counts the pending approvals of an operator's view.
+fn pending(store: &dyn OperatorStore) -> BoxFuture<'_, Result<u64, StoreError>> {
+    store.count_approvals(
+        purra_core::ApprovalQuery::all().status(purra_core::ApprovalStatus::Pending),
+    )
 }
 
 /// Lists the suspended runs of an operator's view.
@@ -106,6 +116,10 @@ macro_rules! gateway_store {
             ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
                 OperatorStore::prepare_within(self, request, limit, now)
             }
+
+            fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+                pending(self)
+            }
         }
     };
 }
@@ -141,6 +155,10 @@ impl GatewayStore for AnyStore {
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
         self.ops().prepare_within(request, limit, now)
+    }
+
+    fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        pending(self.ops())
     }
 }
 
