@@ -120,7 +120,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             let bound =
                 crate::cmd::page::bind(db.operator(), None, *listen, page, None, "purra approvals")
                     .await?;
-            eprintln!("purra approvals: store {}", location.shown());
+            crate::telemetry::say("purra approvals", &format!("store {}", location.shown()));
             bound.serve(crate::cmd::interrupted()).await?;
         }
     }
