@@ -23,8 +23,9 @@ pub enum LogFormat {
     /// Lines for people (`purra gateway: ...`, tracing's own format with `-v`).
     #[default]
     Text,
-    /// One JSON object a line: `timestamp`, `level`, `target`, `message`, the event's fields,
-    /// `span` and `spans`, and `trace_id` / `span_id` inside a traced span.
+    /// One JSON object a line: `timestamp`, `level`, `target`, `message`, the event's `fields`,
+    /// `span` (the innermost span's `name` and fields) and `spans` (all of them, outermost
+    /// first), and `trace_id` / `span_id` inside a traced span.
     Json,
 }
 
@@ -131,21 +132,31 @@ pub fn init(verbose: u8, log: LogFormat, export: &Export) -> Result<Telemetry, S
             .with_filter(filter.clone())
     });
     let json = (log == LogFormat::Json).then(|| {
-        tracing_subscriber::fmt::layer()
+        let fields = SpanFields.with_filter(filter.clone());
+        let lines = tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .event_format(JsonLines)
-            .with_filter(filter)
+            .with_filter(filter);
+        fields.and_then(lines)
     });
-    let registry = tracing_subscriber::registry().with(text).with(json);
+    // The OpenTelemetry layer first: a span's context is active when the JSON layers see it
+    // entered, so they can note its ids.
     #[cfg(feature = "otel")]
     {
-        let (layer, provider) = if export.endpoint.is_some() || log == LogFormat::Json {
-            let (layer, provider) = otel::layer(export)?;
-            (Some(layer), Some(provider))
-        } else {
-            (None, None)
-        };
-        registry.with(layer).try_init().map_err(|e| e.to_string())?;
+        // Without an exporter, spans are made only for the ids of JSON lines that show them.
+        let (layer, provider) =
+            if export.endpoint.is_some() || (log == LogFormat::Json && verbose > 0) {
+                let (layer, provider) = otel::layer(export)?;
+                (Some(layer), Some(provider))
+            } else {
+                (None, None)
+            };
+        tracing_subscriber::registry()
+            .with(layer)
+            .with(text)
+            .with(json)
+            .try_init()
+            .map_err(|e| e.to_string())?;
         Ok(Telemetry { provider })
     }
     #[cfg(not(feature = "otel"))]
@@ -155,7 +166,11 @@ pub fn init(verbose: u8, log: LogFormat, export: &Export) -> Result<Telemetry, S
                 "this purra was built without the otel feature: it cannot export over OTLP".into(),
             );
         }
-        registry.try_init().map_err(|e| e.to_string())?;
+        tracing_subscriber::registry()
+            .with(text)
+            .with(json)
+            .try_init()
+            .map_err(|e| e.to_string())?;
         Ok(Telemetry::default())
     }
 }
@@ -212,47 +227,126 @@ where
             line.insert("fields".into(), fields.0.into());
         }
         if let Some(scope) = ctx.event_scope() {
-            let names: Vec<serde_json::Value> =
-                scope.from_root().map(|s| s.name().into()).collect();
-            if let Some(last) = names.last() {
+            let spans: Vec<serde_json::Value> = scope
+                .from_root()
+                .map(|span| {
+                    let mut o = serde_json::Map::new();
+                    o.insert("name".into(), span.name().into());
+                    if let Some(JsonFields(f)) = span.extensions().get::<JsonFields>() {
+                        o.extend(f.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    }
+                    serde_json::Value::Object(o)
+                })
+                .collect();
+            if let Some(last) = spans.last() {
                 line.insert("span".into(), last.clone());
             }
-            line.insert("spans".into(), names.into());
+            line.insert("spans".into(), spans.into());
         }
+        // The ids of the innermost span that has them (noted when it was entered).
         #[cfg(feature = "otel")]
-        {
-            use opentelemetry::trace::TraceContextExt;
-            let cx = opentelemetry::Context::current();
-            let span = cx.span();
-            let sc = span.span_context();
-            if sc.is_valid() {
-                line.insert("trace_id".into(), sc.trace_id().to_string().into());
-                line.insert("span_id".into(), sc.span_id().to_string().into());
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope {
+                if let Some(TraceIds(trace, id)) = span.extensions().get::<TraceIds>() {
+                    line.insert("trace_id".into(), trace.as_str().into());
+                    line.insert("span_id".into(), id.as_str().into());
+                    break;
+                }
             }
         }
         writeln!(writer, "{}", serde_json::Value::Object(line))
     }
 }
 
-/// An event's fields as JSON values.
+/// A span's fields as JSON values, kept in its extensions for the JSON lines (`otel.*`, which
+/// only name the exported span, left out).
+struct JsonFields(serde_json::Map<String, serde_json::Value>);
+
+/// A span's OpenTelemetry trace and span ids, noted when it is first entered.
+#[cfg(feature = "otel")]
+struct TraceIds(String, String);
+
+/// Keeps each span's fields as [`JsonFields`].
+struct SpanFields;
+
+impl<S> tracing_subscriber::Layer<S> for SpanFields
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut fields = Fields(serde_json::Map::new());
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(JsonFields(fields.0));
+        }
+    }
+
+    #[cfg(feature = "otel")]
+    fn on_enter(&self, id: &tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        use opentelemetry::trace::TraceContextExt;
+        let Some(span) = ctx.span(id) else { return };
+        if span.extensions().get::<TraceIds>().is_some() {
+            return;
+        }
+        let cx = opentelemetry::Context::current();
+        let otel = cx.span();
+        let sc = otel.span_context();
+        if sc.is_valid() {
+            span.extensions_mut().insert(TraceIds(
+                sc.trace_id().to_string(),
+                sc.span_id().to_string(),
+            ));
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id) {
+            let mut ext = span.extensions_mut();
+            if let Some(JsonFields(map)) = ext.get_mut::<JsonFields>() {
+                let mut fields = Fields(std::mem::take(map));
+                values.record(&mut fields);
+                *map = fields.0;
+            }
+        }
+    }
+}
+
+/// An event's (or a span's) fields as JSON values.
 struct Fields(serde_json::Map<String, serde_json::Value>);
+
+impl Fields {
+    fn put(&mut self, field: &tracing::field::Field, value: serde_json::Value) {
+        if !field.name().starts_with("otel.") {
+            self.0.insert(field.name().into(), value);
+        }
+    }
+}
 
 impl tracing::field::Visit for Fields {
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
-        self.0.insert(field.name().into(), value.into());
+        self.put(field, value.into());
     }
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .insert(field.name().into(), format!("{value:?}").into());
+        self.put(field, format!("{value:?}").into());
     }
 }
 

@@ -858,7 +858,9 @@ pub(crate) fn start_with<S: Service>(
         label: (transport_kind, session_id),
         ..
     } = transport;
+    // A root: a connection outlives the span it was opened in (an upstream's, a discovery).
     let span = tracing::debug_span!(
+        parent: None,
         "mcp.connection",
         side = S::SIDE,
         transport = transport_kind,
