@@ -6,6 +6,9 @@
 //! Everything here runs only for a span that a subscriber enabled (or a server with a request
 //! observer): with no subscriber, a request costs what it did before.
 
+// Without `client` or `server` nothing makes a request span; the crate then only offers the types.
+#![cfg_attr(not(any(feature = "client", feature = "server")), allow(dead_code))]
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -80,8 +83,10 @@ impl std::fmt::Display for RequestOutcome {
 pub type RequestObserver = std::sync::Arc<dyn Fn(&RequestRecord<'_>) + Send + Sync>;
 
 /// The `_meta` keys of W3C trace context (the MCP specification reserves them unprefixed).
+#[cfg(feature = "otel")]
 pub(crate) const TRACEPARENT: &str = "traceparent";
 /// See [`TRACEPARENT`].
+#[cfg(feature = "otel")]
 pub(crate) const TRACESTATE: &str = "tracestate";
 
 /// What the params of one request say about it, borrowed from the frame.
@@ -90,6 +95,7 @@ pub(crate) struct Facts<'a> {
     /// `tools/call`'s tool, `prompts/get`'s prompt.
     #[serde(default, borrow)]
     pub name: Option<std::borrow::Cow<'a, str>>,
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
     #[serde(default, rename = "_meta", borrow)]
     pub meta: Option<TraceMeta<'a>>,
 }
@@ -97,6 +103,7 @@ pub(crate) struct Facts<'a> {
 /// The trace context of a request's `_meta`.
 #[derive(Deserialize, Default)]
 pub(crate) struct TraceMeta<'a> {
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
     #[serde(default, borrow)]
     pub traceparent: Option<std::borrow::Cow<'a, str>>,
     #[cfg_attr(not(feature = "otel"), allow(dead_code))]
