@@ -13,7 +13,10 @@ use serde_json::json;
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Nothing {}
 
-fn server(seen: Arc<Mutex<Vec<(String, Option<String>, RequestOutcome)>>>) -> Server {
+/// What the observer heard: method, tool, outcome.
+type Heard = Arc<Mutex<Vec<(String, Option<String>, RequestOutcome)>>>;
+
+fn server(seen: Heard) -> Server {
     let server = Server::builder("observed", "1")
         .observe_requests(move |r| {
             seen.lock()
