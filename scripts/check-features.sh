@@ -4,7 +4,8 @@
 #    WebSocket crate (`cargo tree -e normal`, so dev- and build-dependencies do not count);
 # 2. `otel` brings only OpenTelemetry's API crates (`opentelemetry`, `tracing-opentelemetry`), never
 #    the SDK or an exporter, and nothing at all without it;
-# 3. the feature combinations a user picks compile without warnings (`cargo check`).
+# 3. the feature combinations a user picks compile without warnings (`cargo check`), and so does
+#    the `purra` binary without its `otel` feature, with no OpenTelemetry crate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,3 +61,17 @@ for features in "${combinations[@]}"; do
     fi
     echo "check-features: [${features:-no features}] ok"
 done
+
+# The `purra` binary without its `otel` feature: no OpenTelemetry crate, no warning.
+out=$(cargo check -q -p purra-cli --bin purra --no-default-features --message-format short 2>&1) \
+    || { echo "$out" >&2; echo "check-features: purra-cli without otel does not compile" >&2; exit 1; }
+if grep -q "warning" <<<"$out"; then
+    echo "$out" >&2
+    echo "check-features: purra-cli without otel compiles with warnings" >&2
+    exit 1
+fi
+if cargo tree -q -p purra-cli -e normal --no-default-features --prefix none | grep -q '^opentelemetry'; then
+    echo "check-features: purra-cli without otel depends on OpenTelemetry" >&2
+    exit 1
+fi
+echo "check-features: purra-cli without otel ok (no OpenTelemetry crate)"

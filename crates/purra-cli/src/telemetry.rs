@@ -48,6 +48,7 @@ pub struct Export {
     /// The OTLP/HTTP collector's base URL; none: nothing is exported.
     pub endpoint: Option<String>,
     /// `service.name`.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
     pub service_name: String,
 }
 
