@@ -436,11 +436,33 @@ impl Gateway {
         }
         tokio::spawn(inner.clone().sweeper());
         if let Some(outbox) = outbox {
+            // Every attempt is counted in the metrics, then told to the host's observer.
+            let metrics = inner.metrics.clone();
+            let host = options.webhook_observer;
+            let observer: crate::webhooks::Observer = Arc::new(move |a| {
+                metrics.observe(
+                    crate::metrics::WEBHOOK_DURATION,
+                    vec![("endpoint", a.endpoint.clone())],
+                    a.elapsed,
+                );
+                metrics.add(
+                    crate::metrics::WEBHOOK_ATTEMPTS,
+                    vec![
+                        ("endpoint", a.endpoint.clone()),
+                        ("event", a.event_type.as_str().to_owned()),
+                        ("result", a.result.name().to_owned()),
+                    ],
+                    1,
+                );
+                if let Some(host) = &host {
+                    host(a);
+                }
+            });
             inner.webhooks.spawn(
                 outbox,
                 Some(inner.approvals.clone()),
                 inner.log.clone(),
-                options.webhook_observer,
+                Some(observer),
                 inner.stop.clone(),
             );
         }

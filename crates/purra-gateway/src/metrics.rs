@@ -5,8 +5,9 @@
 //! Every family is named in [`FAMILIES`] (name, kind, help); a label set is created on first
 //! use, and the effects and verdicts are created at zero when the gateway starts, so
 //! `purra_gateway_effects_total{state="unknown"} 0` is there to alert on before the first one.
-//! Recording takes one short lock; nothing waits. A family added later (webhook deliveries,
-//! say) is a row of [`FAMILIES`] and calls of [`Metrics::add`] / [`Metrics::observe`].
+//! Recording takes one short lock; nothing waits. A family added later is a row of
+//! [`FAMILIES`] and calls of [`Metrics::add`] / [`Metrics::observe`], as the webhook deliveries'
+//! are (counted from the gateway's own [`crate::webhooks::Observer`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -57,6 +58,10 @@ pub const EFFECTS: &str = "purra_gateway_effects_total";
 pub const STORE_DURATION: &str = "purra_gateway_store_operation_duration_seconds";
 /// Downstream sessions open (read when scraped or exported).
 pub const SESSIONS_OPEN: &str = "purra_gateway_sessions_open";
+/// Webhook delivery attempts this process made, by endpoint, event and result.
+pub const WEBHOOK_ATTEMPTS: &str = "purra_gateway_webhook_attempts_total";
+/// Webhook delivery attempts' durations by endpoint.
+pub const WEBHOOK_DURATION: &str = "purra_gateway_webhook_attempt_duration_seconds";
 
 /// Every family the gateway records.
 pub const FAMILIES: &[Family] = &[
@@ -114,6 +119,16 @@ pub const FAMILIES: &[Family] = &[
         name: SESSIONS_OPEN,
         kind: Kind::Gauge,
         help: "Downstream MCP sessions open.",
+    },
+    Family {
+        name: WEBHOOK_ATTEMPTS,
+        kind: Kind::Counter,
+        help: "Webhook delivery attempts this gateway made, by endpoint, event and result (delivered, retry, gave_up, gone).",
+    },
+    Family {
+        name: WEBHOOK_DURATION,
+        kind: Kind::Histogram,
+        help: "Webhook delivery attempts' durations in seconds, by endpoint.",
     },
 ];
 
