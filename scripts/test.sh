@@ -20,6 +20,9 @@ timed() {
     timings+=("$label: $((SECONDS - t0)) s")
 }
 
+# CI builds everything once from a clean checkout: incremental compilation's caches would only
+# take disk (gigabytes, on a machine whose disk is not large).
+export CARGO_INCREMENTAL=0
 bash scripts/setup-peers.sh
 # One PostgreSQL server for the whole run (purra-postgres's tests, the CLI's and the consumer's
 # PostgreSQL scenarios find it through PURRA_TEST_POSTGRES); stopped and removed at the end, also
@@ -72,3 +75,4 @@ timed "pg-faults" target/debug/pg-faults --db "$PURRA_TEST_POSTGRES" --ctl "$PUR
     .peers/venv/bin/python peers/python/write_server.py "$work/pg-faults"
 echo "test.sh: the PostgreSQL parts took:" >&2
 printf '  %s\n' "${timings[@]}" >&2
+echo "test.sh: target/ holds $(du -sh target | cut -f1)" >&2
