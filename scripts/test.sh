@@ -22,6 +22,9 @@ timed() {
     timings+=("$label: $((SECONDS - t0)) s")
 }
 
+# CI builds everything once from a clean checkout: incremental compilation's caches would only
+# take disk (gigabytes, on a machine whose disk is not large).
+export CARGO_INCREMENTAL=0
 bash scripts/setup-peers.sh
 # One PostgreSQL server for the whole run (purra-postgres's tests, the CLI's and the consumer's
 # PostgreSQL scenarios find it through PURRA_TEST_POSTGRES); stopped and removed at the end, also
@@ -77,3 +80,4 @@ timed "docs" bash scripts/docs.sh
 timed "package" bash scripts/package.sh
 echo "test.sh: the PostgreSQL parts, the docs and the packages took:" >&2
 printf '  %s\n' "${timings[@]}" >&2
+echo "test.sh: target/ holds $(du -sh target | cut -f1)" >&2

@@ -6,7 +6,10 @@ Usage: gateway_client.py [--elicit approve|deny] [--apps] [--bearer-env VAR] --s
 Steps (a JSON array, run in order):
   {"list": true}                      prints {"step": "list", "tools": [Tool, ...]}
   {"call": NAME, "args": {...}}       prints {"step": "call", "tool": NAME, "result": CallToolResult}
-                                      or {"step": "call", "tool": NAME, "error": TEXT}
+                                      or {"step": "call", "tool": NAME, "error": TEXT}; with
+                                      "meta": {...} the request's `_meta` carries those keys too
+                                      (a `traceparent`, which the SDK sends only when an
+                                      OpenTelemetry SDK is installed, and none is here)
   {"wait_list_changed": true}         waits (up to 60 s) for notifications/tools/list_changed
                                       since the previous step, prints {"step": "list_changed"}
 
@@ -115,7 +118,9 @@ async def run(opts: argparse.Namespace) -> None:
             name = step["call"]
             try:
                 with anyio.fail_after(CALL_TIMEOUT):
-                    res = await session.call_tool(name, step.get("args", {}), progress_callback=progress)
+                    res = await session.call_tool(
+                        name, step.get("args", {}), progress_callback=progress, meta=step.get("meta")
+                    )
                 emit({"step": "call", "tool": name, "result": dump(res)})
             except Exception as err:  # the connection closed, a timeout: reported, then on
                 emit({"step": "call", "tool": name, "error": f"{type(err).__name__}: {err}"})

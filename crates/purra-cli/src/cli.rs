@@ -79,6 +79,12 @@ pub struct Cli {
     /// output (HTTP, TLS).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// How log lines on stderr are written: `text`, or `json` (one JSON object a line, with the
+    /// trace and span ids of the request they belong to); `purra gateway` and `purra approvals
+    /// serve` write their operational messages the same way. Neither carries a token, an
+    /// argument value or an upstream's text below -vv.
+    #[arg(long, value_enum, default_value_t = crate::telemetry::LogFormat::Text, global = true)]
+    pub log_format: crate::telemetry::LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

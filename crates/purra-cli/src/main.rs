@@ -21,42 +21,13 @@ mod kv;
 mod render;
 mod status;
 mod target;
+mod telemetry;
 mod term;
 
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Failure;
-
-/// `-v`: purra's spans and events at debug; `-vv`: purra's at trace, everything else at debug.
-/// Written to stderr (stdout carries only results); nothing is installed without `-v`.
-fn trace(verbose: u8) {
-    use std::io::IsTerminal;
-    use tracing_subscriber::filter::{LevelFilter, Targets};
-    use tracing_subscriber::prelude::*;
-    let (ours, others) = match verbose {
-        0 => return,
-        1 => (LevelFilter::DEBUG, LevelFilter::OFF),
-        _ => (LevelFilter::TRACE, LevelFilter::DEBUG),
-    };
-    let filter = Targets::new().with_default(others).with_targets(
-        [
-            "purra_protocol",
-            "purra_mcp",
-            "purra_core",
-            "purra_sqlite",
-            "purra",
-        ]
-        .map(|t| (t, ours)),
-    );
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false);
-    tracing_subscriber::registry()
-        .with(fmt.with_filter(filter))
-        .init();
-}
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -67,7 +38,6 @@ fn main() {
             std::process::exit(if e.use_stderr() { exit::USAGE } else { 0 });
         }
     };
-    trace(cli.verbose);
     let json = match &cli.command {
         Command::Inspect(a) => a.connect.json,
         Command::Call(a) => a.connect.json,
@@ -95,12 +65,35 @@ fn main() {
             std::process::exit(exit::PROTOCOL_ERROR);
         }
     };
+    // The gateway starts its telemetry once it read its file's `[telemetry]`; every other
+    // command from the environment's OTEL_* variables.
+    let telemetry = if matches!(cli.command, Command::Gateway(_)) {
+        None
+    } else {
+        let service = match cli.command {
+            Command::ServeExample(_) => "purra-example-server",
+            _ => "purra",
+        };
+        let _runtime = runtime.enter();
+        match telemetry::init(
+            cli.verbose,
+            cli.log_format,
+            &telemetry::Export::from_env(service),
+        ) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("purra: telemetry: {e}");
+                std::process::exit(exit::CONFIG);
+            }
+        }
+    };
+    let (verbose, log_format) = (cli.verbose, cli.log_format);
     let outcome = runtime.block_on(async {
         let serving = matches!(
             cli.command,
             Command::ServeExample(_) | Command::ServeDemo | Command::Gateway(_)
         );
-        let work = dispatch(cli.command, cli.verbose);
+        let work = dispatch(cli.command, verbose, log_format);
         if serving {
             // The server handles SIGINT and SIGTERM itself and stops gracefully.
             return work.await;
@@ -110,6 +103,11 @@ fn main() {
             _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
         }
     });
+    // Spans still buffered are sent while the runtime can still run the requests.
+    if let Some(t) = telemetry {
+        let _runtime = runtime.enter();
+        t.shutdown();
+    }
     // Dropping the runtime stops leftover tasks; a stdio server child is reaped by its handle.
     drop(runtime);
     match outcome {
@@ -130,7 +128,11 @@ fn main() {
     }
 }
 
-async fn dispatch(command: Command, verbose: u8) -> Result<(), Failure> {
+async fn dispatch(
+    command: Command,
+    verbose: u8,
+    log_format: telemetry::LogFormat,
+) -> Result<(), Failure> {
     match command {
         Command::Inspect(a) => cmd::inspect::run(a).await,
         Command::Call(a) => cmd::call::run(a).await,
@@ -148,6 +150,6 @@ async fn dispatch(command: Command, verbose: u8) -> Result<(), Failure> {
         Command::Runs(a) => cmd::runs::run(a).await,
         Command::Webhooks(a) => cmd::webhooks::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
-        Command::Gateway(a) => cmd::gateway::run(a, verbose > 0).await,
+        Command::Gateway(a) => cmd::gateway::run(a, verbose, log_format).await,
     }
 }

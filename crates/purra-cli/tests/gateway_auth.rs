@@ -70,6 +70,22 @@ impl Guarded {
     /// [`Guarded::start`] with `settings` added to the `[gateway]` table and `files` (name and
     /// text) written beside the configuration file.
     fn start_with(name: &str, settings: &str, extra: &str, files: &[(&str, &str)]) -> Guarded {
+        Guarded::start_full(name, settings, extra, files, None)
+    }
+
+    /// [`Guarded::start`] with `--log-format json -v`: every line the gateway writes on stderr
+    /// is parsed as a JSON object (the test fails on one that is not) and kept in `log`.
+    fn start_logged(name: &str, log: std::sync::Arc<std::sync::Mutex<Vec<Value>>>) -> Guarded {
+        Guarded::start_full(name, "", "", &[], Some(log))
+    }
+
+    fn start_full(
+        name: &str,
+        settings: &str,
+        extra: &str,
+        files: &[(&str, &str)],
+        log: Option<std::sync::Arc<std::sync::Mutex<Vec<Value>>>>,
+    ) -> Guarded {
         let dir = fresh_dir("gateway-auth", name);
         for (file, text) in files {
             std::fs::write(dir.join(file), text).expect("a file beside the configuration");
@@ -116,19 +132,34 @@ arguments = ["len(value) <= 40"]
         );
         let config = dir.join("gateway.toml");
         std::fs::write(&config, text).expect("config");
-        let mut child = Command::new(purra_bin())
-            .args(["gateway", "--config"])
+        let mut cmd = Command::new(purra_bin());
+        cmd.args(["gateway", "--config"])
             .arg(&config)
             .args(["--page", "127.0.0.1:0", "--page-approver", &alice])
-            .args(["--page-approver", &bob])
+            .args(["--page-approver", &bob]);
+        if log.is_some() {
+            cmd.args(["--log-format", "json", "-v"]);
+        }
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn gateway");
-        let rx = lines_of(child.stderr.take().expect("stderr"), |line| {
+        let rx = lines_of(child.stderr.take().expect("stderr"), move |line| {
             eprintln!("[gateway] {line}");
-            Some(line)
+            let Some(log) = &log else {
+                return Some(line);
+            };
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
+            assert!(v.is_object(), "{line}");
+            log.lock().expect("log").push(v.clone());
+            // The start's operational lines, read as the text lines they say.
+            match (v["target"].as_str(), v["message"].as_str()) {
+                (Some(t @ "purra gateway"), Some(m)) => Some(format!("{t}: {m}")),
+                _ => None,
+            }
         });
         let (mut url, mut page, mut tokens) = (None, None, Vec::new());
         let start = Instant::now();
@@ -872,4 +903,106 @@ fn calls_a_minute_are_counted_per_principal() {
         json!({"value": ""}),
         "{lines:?}"
     );
+}
+
+/// `--log-format json -v`: every line the gateway writes during a session (start, a read, a
+/// write approved from another process and sent) is one JSON object; the lines inside the
+/// calls carry their trace ids; none carries the caller's bearer token or an argument value.
+#[test]
+fn json_log_lines_parse_and_carry_no_token_and_no_argument_value() {
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = Guarded::start_logged("json-logs", log.clone());
+    let token = g.token("alice");
+    let secret_value = "argument-value-7f3a9c";
+    let client = Client::start(
+        Sdk::Python,
+        &g.url,
+        Some(&token),
+        json!([{"call": "get_value", "args": {}}, set_value(secret_value)]),
+    );
+    let id = g.wait_pending(1);
+    g.approvals(&["approve", &id[0], "--approver", "ada"]);
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 2, "{lines:?}");
+    assert_eq!(
+        steps[1]["result"]["structuredContent"],
+        json!({"stored": secret_value}),
+        "{lines:?}"
+    );
+    assert_eq!(g.writes(), 1);
+    // The gateway's last lines are written as the call ends: wait for the write's answer.
+    let start = Instant::now();
+    let answered = |log: &[Value]| {
+        log.iter().any(|l| {
+            l["message"] == "answered"
+                && l["span"]["name"] == "request"
+                && l["span"]["dir"] == "in"
+                && l["span"]["method"] == "tools/call"
+                && l["span"]["tool"] == "set_value"
+                && l["span"]["outcome"] == "ok"
+                && l["fields"]["outcome"] == "ok"
+                && l.get("trace_id").is_some()
+                && l["spans"].as_array().is_some_and(|s| s.len() == 2)
+                && l["spans"][0]["name"] == "mcp.connection"
+        })
+    };
+    while !answered(&log.lock().expect("log")) {
+        assert!(start.elapsed() < LIMIT, "no answered line");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(g);
+    let log = log.lock().expect("log").clone();
+    assert!(log.len() > 10, "{log:#?}");
+    for line in &log {
+        let text = line.to_string();
+        for key in ["timestamp", "level", "target"] {
+            assert!(line[key].is_string(), "{key}: {text}");
+        }
+        assert!(
+            !text.contains(&token),
+            "a log line carries the bearer token: {text}"
+        );
+        assert!(
+            !text.contains(secret_value),
+            "a log line carries an argument value: {text}"
+        );
+    }
+    // The start's lines, the write's spans (approval wait, claim, dispatch) and its answer.
+    let messages: Vec<&str> = log.iter().filter_map(|l| l["message"].as_str()).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("gw: 2 tools (get_value, set_value); store ")),
+        "{messages:?}"
+    );
+    // The upstream call's line is inside the write's dispatch span, in the call's trace.
+    let done = log
+        .iter()
+        .find(|l| {
+            l["message"] == "done"
+                && l["spans"].as_array().is_some_and(|s| {
+                    s.iter()
+                        .any(|n| n["name"] == "gateway.dispatch" && n["approval"].is_string())
+                })
+        })
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    assert_eq!(done["span"]["name"], "mcp.tool_call", "{done}");
+    assert_eq!(done["span"]["tool"], "set_value", "{done}");
+    let write_trace = log
+        .iter()
+        .find(|l| {
+            l["message"] == "answered"
+                && l["span"]["tool"] == "set_value"
+                && l["span"]["dir"] == "in"
+        })
+        .and_then(|l| l["trace_id"].as_str())
+        .expect("the write's trace");
+    assert_eq!(done["trace_id"], write_trace, "{done}");
+    let traced: std::collections::BTreeSet<&str> = log
+        .iter()
+        .filter(|l| l["span"]["name"] == "request" && l["message"] == "answered")
+        .filter_map(|l| l["trace_id"].as_str())
+        .collect();
+    assert!(traced.len() >= 2, "each call its own trace: {traced:?}");
 }

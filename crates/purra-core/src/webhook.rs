@@ -265,9 +265,15 @@ impl WebhookEvent {
         })
     }
 
-    /// The payload as compact JSON text: what a store records and a deliverer sends.
+    /// The payload as compact JSON text: what a store records and a deliverer sends. Members
+    /// are written in RFC 8785's canonical order, so the bytes signed and sent are the same
+    /// whatever order serde_json keeps maps in (its `preserve_order` feature, which another
+    /// crate in the same build may turn on).
     pub fn payload(&self) -> String {
-        self.to_json().to_string()
+        let json = self.to_json();
+        // Strings, nulls and small integers only; canonicalization fails on none of them, and
+        // the plain form would still be valid JSON.
+        crate::identity::canonicalize(&json).unwrap_or_else(|_| json.to_string())
     }
 }
 

@@ -74,6 +74,9 @@ pub struct GatewayConfig {
     /// Webhook endpoints by name: where approval and effect events are delivered.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub webhooks: BTreeMap<String, WebhookConfig>,
+    /// Where spans and metrics go (the `[telemetry]` table).
+    #[serde(default)]
+    pub telemetry: TelemetrySettings,
 }
 
 /// The events a webhook endpoint may subscribe to, as the configuration spells them.
@@ -194,6 +197,40 @@ impl WebhookConfig {
             backoff: default_webhook_backoff(),
             max_backoff: default_webhook_max_backoff(),
             give_up_after: default_webhook_give_up_after(),
+        }
+    }
+}
+
+/// The default interval between two exports of the metrics over OTLP.
+pub const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Telemetry (the `[telemetry]` table): the Prometheus endpoint and the OTLP/HTTP exporter.
+/// Nothing is exported or served unless configured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetrySettings {
+    /// The OTLP/HTTP collector's base URL (`http://127.0.0.1:4318`): spans go to `/v1/traces`,
+    /// metrics to `/v1/metrics`. Unset: `OTEL_EXPORTER_OTLP_ENDPOINT`, else nothing is exported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otlp_endpoint: Option<String>,
+    /// The exported `service.name`. Unset: `OTEL_SERVICE_NAME`, else `purra-gateway`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+    /// The address of the Prometheus endpoint, `/metrics` on a listener of its own (no MCP, no
+    /// page on it). Unset: no endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// How often the metrics are exported over OTLP (default 60 s, at least 1 s).
+    pub metrics_interval: Dur,
+}
+
+impl Default for TelemetrySettings {
+    fn default() -> Self {
+        TelemetrySettings {
+            otlp_endpoint: None,
+            service_name: None,
+            metrics_listen: None,
+            metrics_interval: Dur(DEFAULT_METRICS_INTERVAL),
         }
     }
 }
@@ -1203,6 +1240,26 @@ impl GatewayConfig {
     /// write authorizations and limits. Each problem names its dotted key.
     pub fn check(&self) -> Vec<Problem> {
         let mut out: Vec<Problem> = Vec::new();
+        let t = &self.telemetry;
+        if let Some(url) = &t.otlp_endpoint {
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || url.contains(char::is_whitespace)
+            {
+                out.push((
+                    "telemetry.otlp_endpoint".into(),
+                    "must be an http:// or https:// URL, such as \"http://127.0.0.1:4318\"".into(),
+                ));
+            }
+        }
+        if t.service_name.as_deref() == Some("") {
+            out.push(("telemetry.service_name".into(), "must not be empty".into()));
+        }
+        if t.metrics_interval.0 < Duration::from_secs(1) {
+            out.push((
+                "telemetry.metrics_interval".into(),
+                "must be at least 1s".into(),
+            ));
+        }
         let g = &self.gateway;
         if !identifier(&g.name) {
             out.push((

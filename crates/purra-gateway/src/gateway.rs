@@ -27,6 +27,7 @@ use purra_protocol::types::{methods, CallToolResult, JsonObject, Tool};
 use purra_protocol::{HttpServerConfig, RequestCtx, Server, StreamableHttpServer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::auth::AuthPlan;
 use crate::config::{
@@ -34,6 +35,7 @@ use crate::config::{
 };
 use crate::limit::CallLimiter;
 use crate::load::ConfigSource;
+use crate::metrics::Metrics;
 use crate::policy::{Policies, Refusal, Sources, ToolKind, ToolSpec};
 use crate::results;
 use crate::scope::{Caller, Scope};
@@ -169,6 +171,8 @@ pub(crate) struct Inner {
     /// The calls each principal made this minute (`max_calls_per_minute_per_caller`).
     calls: CallLimiter,
     log: Option<Log>,
+    /// What the Prometheus endpoint and the OTLP exporter read.
+    pub metrics: Arc<Metrics>,
     weak: Weak<Inner>,
 }
 
@@ -372,6 +376,24 @@ impl Gateway {
         if config.gateway.apps {
             builder = builder.apps();
         }
+        let metrics = Arc::new(Metrics::new());
+        let recorder = metrics.clone();
+        builder = builder.observe_requests(move |r| {
+            let mut labels = vec![("method", r.method.to_owned())];
+            if let Some(tool) = r.tool {
+                labels.push(("tool", tool.to_owned()));
+            }
+            recorder.observe(crate::metrics::REQUEST_DURATION, labels.clone(), r.duration);
+            labels.push(("outcome", r.outcome.label().to_owned()));
+            recorder.add(crate::metrics::REQUESTS, labels, 1);
+        });
+        for id in upstreams.keys() {
+            metrics.set(
+                crate::metrics::UPSTREAM_UP,
+                vec![("upstream", id.clone())],
+                1,
+            );
+        }
         let server = builder.build();
         let skill_errors = crate::skills::bind(&config, &upstreams, &server, source).await;
         if !skill_errors.is_empty() {
@@ -399,6 +421,7 @@ impl Gateway {
             policies,
             calls: CallLimiter::new(config.gateway.max_calls_per_minute_per_caller),
             log: options.log,
+            metrics,
             weak: weak.clone(),
         });
         if inner.settings.apps {
@@ -413,11 +436,33 @@ impl Gateway {
         }
         tokio::spawn(inner.clone().sweeper());
         if let Some(outbox) = outbox {
+            // Every attempt is counted in the metrics, then told to the host's observer.
+            let metrics = inner.metrics.clone();
+            let host = options.webhook_observer;
+            let observer: crate::webhooks::Observer = Arc::new(move |a| {
+                metrics.observe(
+                    crate::metrics::WEBHOOK_DURATION,
+                    vec![("endpoint", a.endpoint.clone())],
+                    a.elapsed,
+                );
+                metrics.add(
+                    crate::metrics::WEBHOOK_ATTEMPTS,
+                    vec![
+                        ("endpoint", a.endpoint.clone()),
+                        ("event", a.event_type.as_str().to_owned()),
+                        ("result", a.result.name().to_owned()),
+                    ],
+                    1,
+                );
+                if let Some(host) = &host {
+                    host(a);
+                }
+            });
             inner.webhooks.spawn(
                 outbox,
                 Some(inner.approvals.clone()),
                 inner.log.clone(),
-                options.webhook_observer,
+                Some(observer),
                 inner.stop.clone(),
             );
         }
@@ -466,6 +511,84 @@ impl Gateway {
                 ..HttpServerConfig::default()
             },
         )
+    }
+
+    /// The gateway's metrics (see [`crate::metrics`]); [`Gateway::refresh_metrics`] first brings
+    /// the values read from elsewhere up to date.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.inner.metrics.clone()
+    }
+
+    /// Reads what the metrics do not count as it happens: the approvals pending in the store,
+    /// the sessions open, each upstream's reconnections.
+    pub async fn refresh_metrics(&self) {
+        let inner = &self.inner;
+        let m = &inner.metrics;
+        if let Ok(n) = m.store("count_pending", inner.store.pending_count()).await {
+            m.set(
+                crate::metrics::APPROVALS_PENDING,
+                Vec::new(),
+                i64::try_from(n).unwrap_or(i64::MAX),
+            );
+        }
+        m.set(
+            crate::metrics::SESSIONS_OPEN,
+            Vec::new(),
+            i64::try_from(inner.server.open_sessions()).unwrap_or(i64::MAX),
+        );
+        for (id, u) in &inner.upstreams {
+            let made = u.connections.load(std::sync::atomic::Ordering::Relaxed);
+            m.set_count(
+                crate::metrics::UPSTREAM_RECONNECTS,
+                vec![("upstream", id.clone())],
+                made.saturating_sub(1),
+            );
+        }
+    }
+
+    /// Serves the Prometheus endpoint, `GET /metrics` (the text exposition format, refreshed
+    /// per scrape), on `listener` until `shutdown` resolves: a listener of its own, on
+    /// purra-protocol's accept loop with the MCP endpoint's connection limits; anything else is
+    /// 404.
+    pub async fn serve_metrics(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        use axum::response::IntoResponse;
+        let gateway = self.clone();
+        let router = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let gateway = gateway.clone();
+                async move {
+                    gateway.refresh_metrics().await;
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        gateway.inner.metrics.render(),
+                    )
+                        .into_response()
+                }
+            }),
+        );
+        let stop = CancellationToken::new();
+        let trigger = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown => trigger.cancel(),
+                () = trigger.cancelled() => {}
+            }
+        });
+        purra_protocol::http::serve(
+            listener,
+            router,
+            purra_protocol::http::ConnectionLimits::default(),
+            stop,
+        )
+        .await
     }
 
     /// The OAuth resource-server guard of `[gateway.auth]` for a listener bound to `local` (its
@@ -860,8 +983,17 @@ impl Inner {
         });
         let weak = self.weak.clone();
         let peer = live.conn.peer().clone();
+        let id = upstream.id.clone();
         tokio::spawn(async move {
             peer.closed().await;
+            if let Some(inner) = weak.upgrade() {
+                inner.metrics.set(
+                    crate::metrics::UPSTREAM_UP,
+                    vec![("upstream", id.clone())],
+                    0,
+                );
+                tracing::info!(upstream = %id, "upstream connection closed");
+            }
             let mut backoff = Duration::from_millis(100);
             loop {
                 let Some(inner) = weak.upgrade() else { return };
@@ -887,30 +1019,50 @@ impl Inner {
         let before = upstream.live().map(|l| Arc::as_ptr(&l.conn) as usize);
         let result = upstream.current().await;
         self.publish();
+        let labels = || vec![("upstream", upstream.id.clone())];
         match result {
             Ok((live, _)) => {
                 if before != Some(Arc::as_ptr(&live.conn) as usize) {
+                    self.note_up(&upstream.id);
                     self.watch(upstream);
                 }
                 true
             }
             Err(e) => {
+                self.metrics.set(crate::metrics::UPSTREAM_UP, labels(), 0);
+                self.metrics
+                    .add(crate::metrics::UPSTREAM_FAILURES, labels(), 1);
                 self.log(&format!("upstream {}: {e}", upstream.id));
                 false
             }
         }
     }
 
+    /// A new connection to an upstream is up.
+    fn note_up(&self, id: &str) {
+        self.metrics.set(
+            crate::metrics::UPSTREAM_UP,
+            vec![("upstream", id.to_owned())],
+            1,
+        );
+    }
+
     /// The current registration of a binding, rediscovering first when its upstream's list
     /// changed or its connection closed.
     pub(crate) async fn registration(&self, b: &Binding) -> Result<Arc<BoundTool>, ErrorCode> {
         let before = b.upstream.live().map(|l| Arc::as_ptr(&l.conn) as usize);
+        let labels = || vec![("upstream", b.upstream.id.clone())];
         let (live, changed) = match b.upstream.current().await {
             Ok(r) => r,
             Err(UpstreamError::Connect(_)) => {
+                self.metrics.set(crate::metrics::UPSTREAM_UP, labels(), 0);
+                self.metrics
+                    .add(crate::metrics::UPSTREAM_FAILURES, labels(), 1);
                 return Err(purra_mcp::codes::connection_closed());
             }
             Err(UpstreamError::Discovery(e)) => {
+                self.metrics
+                    .add(crate::metrics::UPSTREAM_FAILURES, labels(), 1);
                 self.publish();
                 return Err(e.code);
             }
@@ -918,6 +1070,7 @@ impl Inner {
         if changed {
             self.publish();
             if before != Some(Arc::as_ptr(&live.conn) as usize) {
+                self.note_up(&b.upstream.id);
                 self.watch(b.upstream.clone());
             }
         }
@@ -984,7 +1137,15 @@ impl Inner {
         let Some(policies) = &self.policies else {
             return true;
         };
-        match policies.authorize(&b.local, caller, args) {
+        let span = tracing::debug_span!(
+            "gateway.policy",
+            tool = %b.local,
+            allowed = tracing::field::Empty
+        );
+        let _entered = span.enter();
+        let decision = policies.authorize(&b.local, caller, args);
+        span.record("allowed", decision.is_ok());
+        match decision {
             Ok(()) => true,
             Err(Refusal::Denied) => false,
             Err(Refusal::Error(why)) => {
@@ -1026,6 +1187,11 @@ impl Inner {
             run,
             self.schedule_limits(),
         )
+        .instrument(tracing::debug_span!(
+            "gateway.dispatch",
+            tool = %b.local,
+            upstream = %b.upstream.id
+        ))
         .await
         {
             Execution::Succeeded(v) => results::success(&v),

@@ -78,6 +78,7 @@ pub mod config;
 mod gateway;
 pub mod limit;
 mod load;
+pub mod metrics;
 pub mod policy;
 pub mod results;
 pub mod scope;
@@ -92,8 +93,9 @@ pub use config::ApprovalBy;
 pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
     GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings,
-    PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, SkillConfig, UpstreamConfig,
-    WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
+    PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, SkillConfig, TelemetrySettings,
+    UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
+    DEFAULT_METRICS_INTERVAL,
 };
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use load::{

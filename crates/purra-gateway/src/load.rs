@@ -20,7 +20,7 @@ use purra_mcp::Limits;
 use crate::config::{
     AuthSettings, ConfigError, ConfigErrors, GatewayConfig, IntrospectionSettings, LimitsConfig,
     PageOidc, PageSettings, PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings,
-    SkillConfig, UpstreamConfig, WebhookConfig, WriteConfig,
+    SkillConfig, TelemetrySettings, UpstreamConfig, WebhookConfig, WriteConfig,
 };
 
 /// Whether a `db` setting is a PostgreSQL URL (kept as written) rather than a file path.
@@ -588,8 +588,21 @@ impl Cx {
                 give_up_after,
             })
         });
+        let telemetry = t.table("telemetry", |cx, table, key, span| {
+            let d = TelemetrySettings::default();
+            let mut f = Fields::new(cx, table, key, span);
+            let s = TelemetrySettings {
+                otlp_endpoint: f.opt("otlp_endpoint"),
+                service_name: f.opt("service_name"),
+                metrics_listen: f.opt("metrics_listen"),
+                metrics_interval: f.opt("metrics_interval").unwrap_or(d.metrics_interval),
+            };
+            f.finish();
+            Some(s)
+        });
         t.finish();
         Some(GatewayConfig {
+            telemetry: telemetry.unwrap_or_else(|| Some(TelemetrySettings::default()))?,
             policies: match policies {
                 Some(p) => Some(p?),
                 None => None,

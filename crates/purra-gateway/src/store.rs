@@ -52,6 +52,16 @@ pub trait GatewayStore: Send + Sync {
     fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
         None
     }
+    /// How many approvals wait for a decision (every gateway's; read through the store's pending
+    /// index), for the metrics.
+    fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+}
+
+/// Counts the pending approvals of an operator's view.
+fn pending(store: &dyn OperatorStore) -> BoxFuture<'_, Result<u64, StoreError>> {
+    store.count_approvals(
+        purra_core::ApprovalQuery::all().status(purra_core::ApprovalStatus::Pending),
+    )
 }
 
 /// Lists the suspended runs of an operator's view.
@@ -115,6 +125,10 @@ macro_rules! gateway_store {
             fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
                 Some(Arc::new(self.clone()))
             }
+
+            fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+                pending(self)
+            }
         }
     };
 }
@@ -154,6 +168,10 @@ impl GatewayStore for AnyStore {
 
     fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
         Some(AnyStore::outbox(self))
+    }
+
+    fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        pending(self.ops())
     }
 }
 

@@ -22,6 +22,7 @@ use purra_protocol::{
 };
 use serde_json::Value;
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use crate::config::UpstreamConfig;
 
@@ -90,6 +91,8 @@ pub(crate) struct Upstream {
     live: RwLock<Option<Arc<Live>>>,
     /// One refresh at a time.
     gate: Semaphore,
+    /// Connections made (the first, then each reconnection), for the metrics.
+    pub connections: std::sync::atomic::AtomicU64,
 }
 
 impl Upstream {
@@ -118,6 +121,7 @@ impl Upstream {
             titles,
             live: RwLock::new(None),
             gate: Semaphore::new(1),
+            connections: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -137,6 +141,14 @@ impl Upstream {
         if let Some(live) = self.live().filter(|l| l.is_current()) {
             return Ok((live, false));
         }
+        self.refresh()
+            .instrument(tracing::debug_span!("gateway.discovery", upstream = %self.id))
+            .await
+    }
+
+    /// [`Upstream::current`] past its fast path: connects when the connection closed and
+    /// discovers again.
+    async fn refresh(&self) -> Result<(Arc<Live>, bool), UpstreamError> {
         // Whoever holds the gate refreshes; the others find its result.
         let _permit = self
             .gate
@@ -155,6 +167,14 @@ impl Upstream {
             None => {
                 let conn = Arc::new(self.connect().await?);
                 let monitor = CatalogMonitor::attach(&conn);
+                // Under the gate: each new connection is counted once, whoever asked.
+                if self
+                    .connections
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    > 0
+                {
+                    tracing::info!(upstream = %self.id, "upstream reconnected");
+                }
                 (conn, monitor)
             }
         };

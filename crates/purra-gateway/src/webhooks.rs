@@ -192,6 +192,19 @@ pub enum AttemptResult {
     Gone,
 }
 
+impl AttemptResult {
+    /// The result as one word, as the metrics label it: `delivered`, `retry`, `gave_up` or
+    /// `gone`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AttemptResult::Delivered { .. } => "delivered",
+            AttemptResult::Retry { .. } => "retry",
+            AttemptResult::GaveUp { .. } => "gave_up",
+            AttemptResult::Gone => "gone",
+        }
+    }
+}
+
 /// One attempt, reported to an [`Observer`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]

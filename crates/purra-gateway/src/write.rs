@@ -51,6 +51,7 @@ use purra_protocol::types::{CallToolResult, ElicitAction, ElicitParams, JsonObje
 use purra_protocol::RequestCtx;
 use serde_json::{json, Value};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::config::ApprovalBy;
 use crate::gateway::{Binding, BoundTool, Inner};
@@ -251,7 +252,14 @@ impl Inner {
 
         // 1. Done before: the stored outcome, nothing sent.
         let receipts = self.approvals.receipts();
-        match receipts.state(IdempotencyKey(digest.to_string())).await {
+        match self
+            .metrics
+            .store(
+                "claim_state",
+                receipts.state(IdempotencyKey(digest.to_string())),
+            )
+            .await
+        {
             Ok(Some(state)) => {
                 return self
                     .outcome_of(tool, &format!("intent {digest}"), &digest, state)
@@ -264,7 +272,11 @@ impl Inner {
         // 2. The call's approval: found from an earlier call, or prepared now (also when the
         // earlier request expired undecided: no decision would be accepted for it any more).
         let now = SystemTime::now();
-        let found = match self.runs.load_suspended(run_id.clone()).await {
+        let found = match self
+            .metrics
+            .store("load_run", self.runs.load_suspended(run_id.clone()))
+            .await
+        {
             Err(_) => return store_failed(tool),
             Ok(Some(s)) if s.intent_digest == digest => {
                 match self.store.approval(s.approval_id.clone()).await {
@@ -301,9 +313,14 @@ impl Inner {
                 let limit = cap.saturating_add(u32::from(replaces));
                 match self
                     .prepare(intent, reg, b, &caller, &run_id, &args, limit)
+                    .instrument(tracing::debug_span!("gateway.prepare", tool))
                     .await
                 {
-                    Ok(Some(prepared)) => prepared,
+                    Ok(Some(prepared)) => {
+                        self.metrics
+                            .add(crate::metrics::APPROVALS_PREPARED, Vec::new(), 1);
+                        prepared
+                    }
                     Ok(None) => return results::approval_limit(tool, cap),
                     Err(_) => return store_failed(tool),
                 }
@@ -318,9 +335,19 @@ impl Inner {
                 .map_or(true, |left| left < self.settings.approval_wait.0)
         });
         self.set_waiting(&run_id, true);
+        let wait_span = tracing::debug_span!(
+            "gateway.approval_wait",
+            tool,
+            approval = %approval.0,
+            state = tracing::field::Empty
+        );
         let record = self
             .decision(b, &approval, request_expires, &digest, &args, &ctx)
+            .instrument(wait_span.clone())
             .await;
+        if let Ok(r) = &record {
+            wait_span.record("state", approval_state(&r.state));
+        }
         self.set_waiting(&run_id, false);
         match record {
             Ok(r) if r.state == ApprovalState::Prepared => {
@@ -389,26 +416,29 @@ impl Inner {
                 .labels
                 .insert(APPROVERS_MUST_DIFFER_LABEL.to_owned(), "true".to_owned());
         }
-        let Some(id) = self.store.prepare_within(request, limit, now).await? else {
+        let Some(id) = self
+            .metrics
+            .store("prepare", self.store.prepare_within(request, limit, now))
+            .await?
+        else {
             return Ok(None);
         };
-        self.runs
-            .save_suspended(SuspendedRun {
-                run_id: run_id.clone(),
-                root_run_id: run_id.clone(),
-                agent: self.settings.name.clone(),
-                preset_fingerprint: preset,
-                transcript: Vec::new(),
-                pending_call: ToolCall {
-                    id: CALL_ID.into(),
-                    name: tool,
-                    arguments: args.clone(),
-                },
-                approval_id: id.clone(),
-                intent_digest: digest,
-                turns_used: 0,
-            })
-            .await?;
+        let saved = self.runs.save_suspended(SuspendedRun {
+            run_id: run_id.clone(),
+            root_run_id: run_id.clone(),
+            agent: self.settings.name.clone(),
+            preset_fingerprint: preset,
+            transcript: Vec::new(),
+            pending_call: ToolCall {
+                id: CALL_ID.into(),
+                name: tool,
+                arguments: args.clone(),
+            },
+            approval_id: id.clone(),
+            intent_digest: digest,
+            turns_used: 0,
+        });
+        self.metrics.store("save_run", saved).await?;
         Ok(Some((id, expires_at)))
     }
 
@@ -580,14 +610,39 @@ impl Inner {
         let Ok(Some(record)) = self.approvals.record(approval.clone()).await else {
             return store_failed(tool);
         };
+        let claim_span = tracing::debug_span!(
+            "gateway.claim",
+            tool,
+            approval = %approval.0,
+            verdict = tracing::field::Empty
+        );
         let verdict = match self
-            .approvals
-            .check_and_claim(approval.clone(), current, SystemTime::now())
+            .metrics
+            .store(
+                "check_and_claim",
+                self.approvals
+                    .check_and_claim(approval.clone(), current, SystemTime::now()),
+            )
+            .instrument(claim_span.clone())
             .await
         {
             Ok(v) => v,
             Err(_) => return store_failed(tool),
         };
+        claim_span.record("verdict", claim_verdict(&verdict));
+        match &verdict {
+            ClaimVerdict::Claimed(_) => self.metrics.add(
+                crate::metrics::APPROVALS_DECIDED,
+                vec![("verdict", "approve".to_owned())],
+                1,
+            ),
+            ClaimVerdict::Denied => self.metrics.add(
+                crate::metrics::APPROVALS_DECIDED,
+                vec![("verdict", "deny".to_owned())],
+                1,
+            ),
+            _ => {}
+        }
         let approver = match &record.state {
             ApprovalState::Decided(d) | ApprovalState::Claimed(d) | ApprovalState::Refused(d) => {
                 match &d.note {
@@ -641,22 +696,50 @@ impl Inner {
         let limits = self.schedule_limits();
         let args = args.clone();
         let run = run_id.clone();
-        let dispatch = tokio::spawn(async move {
-            let execution = execute(registration, args, context, limits).await;
-            let outcome = match &execution {
-                Execution::Succeeded(v) => EffectOutcome::Committed { receipt: v.clone() },
-                Execution::Failed {
-                    effect: purra_core::Effect::NotStarted,
-                    ..
-                } => EffectOutcome::NotStarted,
-                Execution::Failed { code, .. } => EffectOutcome::Unknown {
-                    reason: code.clone(),
-                },
-            };
-            let recorded = receipts.complete(key, outcome.clone()).await;
-            let _ = runs.remove_suspended(run).await;
-            (execution, outcome, recorded)
-        });
+        let metrics = self.metrics.clone();
+        let dispatch_span = tracing::debug_span!(
+            "gateway.dispatch",
+            tool,
+            upstream = %b.upstream.id,
+            approval = %approval.0
+        );
+        let outcome_span = tracing::debug_span!(
+            parent: &dispatch_span,
+            "gateway.outcome",
+            tool,
+            state = tracing::field::Empty
+        );
+        let dispatch = tokio::spawn(
+            async move {
+                let execution = execute(registration, args, context, limits).await;
+                let outcome = match &execution {
+                    Execution::Succeeded(v) => EffectOutcome::Committed { receipt: v.clone() },
+                    Execution::Failed {
+                        effect: purra_core::Effect::NotStarted,
+                        ..
+                    } => EffectOutcome::NotStarted,
+                    Execution::Failed { code, .. } => EffectOutcome::Unknown {
+                        reason: code.clone(),
+                    },
+                };
+                let state = effect_state(&outcome);
+                outcome_span.record("state", state);
+                let recorded = metrics
+                    .store("complete", receipts.complete(key, outcome.clone()))
+                    .instrument(outcome_span)
+                    .await;
+                if recorded.is_ok() {
+                    metrics.add(
+                        crate::metrics::EFFECTS,
+                        vec![("state", state.to_owned())],
+                        1,
+                    );
+                }
+                let _ = runs.remove_suspended(run).await;
+                (execution, outcome, recorded)
+            }
+            .instrument(dispatch_span),
+        );
         match dispatch.await {
             Ok((_, EffectOutcome::Committed { receipt }, Ok(()))) => results::success(&receipt),
             Ok((execution, EffectOutcome::NotStarted, Ok(()))) => {
@@ -765,5 +848,36 @@ impl Inner {
             }
         }
         Ok(())
+    }
+}
+
+/// An effect's state as the metrics and spans name it.
+fn effect_state(outcome: &EffectOutcome) -> &'static str {
+    match outcome {
+        EffectOutcome::Committed { .. } => "committed",
+        EffectOutcome::NotStarted => "not_started",
+        EffectOutcome::Unknown { .. } => "unknown",
+    }
+}
+
+/// A claim's verdict as its span names it.
+fn claim_verdict(verdict: &ClaimVerdict) -> &'static str {
+    match verdict {
+        ClaimVerdict::Claimed(_) => "claimed",
+        ClaimVerdict::Pending => "pending",
+        ClaimVerdict::Denied => "denied",
+        ClaimVerdict::Expired => "expired",
+        ClaimVerdict::Mismatch => "mismatch",
+        ClaimVerdict::AlreadyClaimed => "already_claimed",
+    }
+}
+
+/// An approval's state as the wait's span names it.
+fn approval_state(state: &ApprovalState) -> &'static str {
+    match state {
+        ApprovalState::Prepared => "pending",
+        ApprovalState::Decided(_) => "decided",
+        ApprovalState::Claimed(_) => "claimed",
+        ApprovalState::Refused(_) => "refused",
     }
 }

@@ -1028,3 +1028,48 @@ format = "slack"
         ]
     );
 }
+
+#[test]
+fn telemetry_is_read_with_the_file_and_its_mistakes_placed() {
+    let text = r#"[telemetry]
+otlp_endpoint = "http://127.0.0.1:4318"
+service_name = "gw-east"
+metrics_listen = "127.0.0.1:9464"
+metrics_interval = "10s"
+"#;
+    let c = load_str("g.toml", text).expect("no mistakes").config;
+    assert_eq!(
+        c.telemetry.otlp_endpoint.as_deref(),
+        Some("http://127.0.0.1:4318")
+    );
+    assert_eq!(c.telemetry.service_name.as_deref(), Some("gw-east"));
+    assert_eq!(
+        c.telemetry.metrics_listen,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
+    assert_eq!(c.telemetry.metrics_interval, Dur(Duration::from_secs(10)));
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
+    // Nothing is served or exported unless asked for; the export interval is a minute.
+    let d = GatewayConfig::default().telemetry;
+    assert_eq!(
+        (d.otlp_endpoint, d.metrics_listen, d.metrics_interval),
+        (None, None, Dur(Duration::from_secs(60)))
+    );
+    let text = r#"[telemetry]
+otlp_endpoint = "collector:4318"
+service_name = ""
+metrics_listen = "localhost"
+metrics_interval = "500ms"
+exporter = "otlp"
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "g.toml:2: telemetry.otlp_endpoint: must be an http:// or https:// URL, such as \"http://127.0.0.1:4318\"",
+            "g.toml:3: telemetry.service_name: must not be empty",
+            "g.toml:4: telemetry.metrics_listen: invalid socket address syntax",
+            "g.toml:5: telemetry.metrics_interval: must be at least 1s",
+            "g.toml:6: telemetry.exporter: unknown key (expected one of: metrics_interval, metrics_listen, otlp_endpoint, service_name)",
+        ]
+    );
+}

@@ -519,6 +519,34 @@ async fn retries_keep_their_id_and_410_retires_the_endpoint() {
         "{attempts:?}"
     );
     assert!(attempts.iter().any(|(e, n)| e == "flaky" && *n == 3));
+    // The metrics count the same attempts by endpoint, event and result.
+    let text = gateway.metrics().render();
+    let attempts_of = |endpoint: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| {
+                l.starts_with(&format!(
+                    "purra_gateway_webhook_attempts_total{{endpoint=\"{endpoint}\""
+                ))
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut want = Vec::new();
+    for event in ["approval.decided", "approval.pending", "effect.committed"] {
+        for (result, n) in [("delivered", 1), ("retry", 2)] {
+            want.push(format!(
+                "purra_gateway_webhook_attempts_total{{endpoint=\"flaky\",event=\"{event}\",result=\"{result}\"}} {n}"
+            ));
+        }
+    }
+    assert_eq!(attempts_of("flaky"), want, "{text}");
+    let gone = attempts_of("gone");
+    assert_eq!(gone.len(), 1, "{text}");
+    assert!(gone[0].ends_with(",result=\"gone\"} 1"), "{text}");
+    assert!(
+        text.contains("purra_gateway_webhook_attempt_duration_seconds_count{endpoint=\"flaky\"} 9"),
+        "{text}"
+    );
     gateway.shutdown().await;
 }
 

@@ -85,9 +85,13 @@ impl CallTarget {
         let target = self.clone();
         Arc::new(move |args: Value, run: RunContext| {
             let target = target.clone();
+            // The caller's span, taken before Core spawns the call onto a task of its own: the
+            // call's span stays its child (and the upstream request in its trace).
+            let parent = tracing::Span::current();
             Box::pin(async move {
                 // The remote name and run are the host's own data; the outcome is a code.
                 let span = tracing::debug_span!(
+                    parent: &parent,
                     "mcp.tool_call",
                     tool = %target.remote,
                     run = %run.run_id,

@@ -1056,6 +1056,7 @@ impl Connection {
                 .unwrap_or_else(|| Implementation::new("", "")),
         );
         init.instructions = d.instructions.clone();
+        self.peer.set_revision(init.protocol_version.as_str());
         self.init = init;
         self.discover = Some(d);
         let caps = self.init.capabilities.clone();
@@ -1122,6 +1123,7 @@ impl Connection {
                     .set(Arc::new(receiver::Receiver::new(t)));
             }
         }
+        self.peer.set_revision(init.protocol_version.as_str());
         self.init = init;
         self.peer.notify_empty(methods::INITIALIZED).await
     }

@@ -201,6 +201,30 @@ impl fmt::Display for Error {
     }
 }
 
+impl Error {
+    /// The kind of failure as one word (`rpc`, `timeout`, `transport`, `protocol`, ...), without
+    /// any text from the peer: what a log line or a span may say about it.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Error::Rpc(_) => "rpc",
+            Error::Timeout => "timeout",
+            Error::Cancelled => "cancelled",
+            Error::ConnectionClosed => "closed",
+            Error::Transport(_) => "transport",
+            Error::Http { .. } => "http",
+            Error::InvalidResponse(_) => "invalid_response",
+            Error::Protocol(_) => "protocol",
+            Error::UnsupportedProtocolVersion(_) => "unsupported_protocol_version",
+            Error::MissingClientCapability(_) => "missing_client_capability",
+            Error::InputRoundsExceeded(_) => "input_rounds_exceeded",
+            Error::Encode(_) => "encode",
+            Error::ResponseTooLarge { .. } => "response_too_large",
+            Error::Auth(_) => "auth",
+            Error::SkillVerification { .. } => "skill_verification",
+        }
+    }
+}
+
 impl std::error::Error for Error {}
 
 impl From<ErrorObject> for Error {

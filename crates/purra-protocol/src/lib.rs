@@ -71,6 +71,7 @@ pub mod skills;
 #[cfg(feature = "stdio")]
 pub mod stdio;
 pub mod tasks;
+mod telemetry;
 mod transport;
 pub mod types;
 pub mod version;
@@ -104,6 +105,7 @@ pub use server::{
 pub use session::{BoxFuture, EngineConfig, Peer, ProgressCallback, RequestOptions, Stats};
 #[cfg(feature = "stdio")]
 pub use stdio::{StderrMode, StdioCommand};
+pub use telemetry::{RequestObserver, RequestOutcome, RequestRecord};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{
     memory, Inbound, Outbound, Transport, TransportControl, DEFAULT_MAX_FRAME_BYTES,

@@ -187,6 +187,8 @@ struct ServerInner {
     /// Live sessions by a private key; each removes itself when dropped.
     sessions: Mutex<HashMap<u64, Weak<SessionState>>>,
     next_session: std::sync::atomic::AtomicU64,
+    /// Told of every answered request (`ServerBuilder::observe_requests`).
+    observer: Option<crate::RequestObserver>,
 }
 
 /// The default bound on one session's resource subscriptions.
@@ -207,6 +209,17 @@ pub struct ServerBuilder {
     extensions: crate::extensions::Extensions,
     tasks: TaskOptions,
     skills: Option<crate::skills::LoadedSkills>,
+    observer: Option<Observer>,
+}
+
+/// A request observer in a `Debug` builder.
+#[derive(Clone)]
+struct Observer(crate::RequestObserver);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestObserver")
+    }
 }
 
 impl ServerBuilder {
@@ -234,6 +247,19 @@ impl ServerBuilder {
         all.files.extend(loaded.files);
         Ok(self)
     }
+
+    /// Calls `observer` with every inbound request once it is answered (cancelled, or its
+    /// handler panicked): the method, the tool or prompt it named, the outcome and how long it
+    /// took; what a metrics registry counts. It runs on the request's task, so it must be quick.
+    /// Without one, nothing is measured.
+    pub fn observe_requests(
+        mut self,
+        observer: impl Fn(&crate::RequestRecord<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.observer = Some(Observer(Arc::new(observer)));
+        self
+    }
+
     /// Declares the extension `name` (reverse-DNS, `com.example/feature`) with its `settings`
     /// under `capabilities.extensions` (see [`crate::extensions`]). A malformed name is refused
     /// with `InvalidExtension`; the tasks extension is declared by the server itself while a
@@ -363,6 +389,7 @@ impl ServerBuilder {
                 tasks: tasks::Engine::new(self.tasks),
                 sessions: Mutex::new(HashMap::new()),
                 next_session: std::sync::atomic::AtomicU64::new(0),
+                observer: self.observer.map(|o| o.0),
             }),
         }
     }
@@ -545,7 +572,20 @@ impl Server {
             extensions: crate::extensions::Extensions::new(),
             tasks: TaskOptions::default(),
             skills: None,
+            observer: None,
         }
+    }
+
+    /// How many sessions are open: connections (stdio, WebSocket) and Streamable HTTP sessions
+    /// being served, each until it closes.
+    pub fn open_sessions(&self) -> usize {
+        self.inner
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .filter(|s| s.strong_count() > 0)
+            .count()
     }
 
     /// Registers a tool whose arguments are `A`: the input schema is derived from `A` (and the
@@ -1782,6 +1822,16 @@ impl Service for SessionState {
     /// Everything a server does with a notification is done in the reader (above).
     const HANDLES_NOTIFICATIONS: bool = false;
 
+    fn observes(&self) -> bool {
+        self.server.inner.observer.is_some()
+    }
+
+    fn observe(&self, record: &crate::RequestRecord<'_>) {
+        if let Some(observer) = &self.server.inner.observer {
+            observer(record);
+        }
+    }
+
     fn notification(
         self: &Arc<Self>,
         _peer: &Peer,
@@ -2131,6 +2181,7 @@ impl SessionState {
         drop(slot);
         if let Some(peer) = self.peer.get() {
             peer.set_batches_allowed(version.allows_batches());
+            peer.set_revision(version.as_str());
         }
         let mut caps = self.server.capabilities();
         // The tasks extension is 2026-07-28's; a handshake session has the `tasks` capability.

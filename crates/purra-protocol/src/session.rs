@@ -31,6 +31,7 @@ use crate::jsonrpc::{
     DecodeError, ErrorObject, Frame, IdMap, Message, RequestId, RpcErrorCode,
 };
 use crate::peek::{Peek, PeekId};
+use crate::telemetry::{RequestOutcome, RequestRecord};
 use crate::transport::{
     DecodedFrame, Inbound, InboundSource, Outbound, OutboundRequest, OutboundSink, Transport,
     TransportContext, DEFAULT_MAX_FRAME_BYTES,
@@ -284,9 +285,27 @@ pub(crate) struct Shared {
     span: Span,
     /// The transport's kind (`stdio`, `http`, `sse`, `ws`, `memory`, `custom`).
     transport: &'static str,
+    /// The revision the connection speaks, once known (the handshake's, or the 2026-07-28
+    /// envelope's), for request spans.
+    revision: OnceLock<Box<str>>,
 }
 
 impl Shared {
+    /// Records what a request span says of its request: the tool or prompt, the span's name
+    /// (`METHOD TARGET`) and the connection's revision.
+    fn describe(&self, span: &Span, method: &str, target: Option<&str>) {
+        if let Some(t) = target {
+            span.record("tool", t);
+        }
+        span.record(
+            "otel.name",
+            crate::telemetry::span_name(method, target).as_str(),
+        );
+        if let Some(r) = self.revision.get() {
+            span.record("revision", &**r);
+        }
+    }
+
     fn fail_pending(&self) {
         let drained: Vec<PendingEntry> = {
             let mut map = self.pending.lock().expect("pending lock");
@@ -519,6 +538,11 @@ impl Peer {
     }
 
     /// Sends a request with raw params and returns the raw result.
+    ///
+    /// Its `request` span (when a subscriber enables it) names the method, the tool or prompt,
+    /// the connection's revision and, once answered, the outcome; with the `otel` feature it is
+    /// a child of the caller's span in OpenTelemetry, and the request carries its trace context
+    /// in `_meta` (`traceparent`, `tracestate`).
     pub async fn request_raw(
         &self,
         method: &str,
@@ -530,17 +554,41 @@ impl Peer {
             "request",
             dir = "out",
             method,
-            id = tracing::field::Empty
+            id = tracing::field::Empty,
+            tool = tracing::field::Empty,
+            revision = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            otel.name = tracing::field::Empty,
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
         );
-        let started = (!span.is_disabled()).then(std::time::Instant::now);
+        #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
+        let mut params = params;
+        let started = if span.is_disabled() {
+            None
+        } else {
+            let facts = crate::telemetry::Facts::read(params.as_deref());
+            self.shared.describe(&span, method, facts.target(method));
+            #[cfg(feature = "otel")]
+            {
+                crate::telemetry::join_current(&span);
+                params = crate::telemetry::inject(&span, params)?;
+            }
+            Some(std::time::Instant::now())
+        };
         let res = self
             .request_raw_traced(method, params, options, &span)
             .instrument(span.clone())
             .await;
         if let Some(started) = started {
+            let outcome = outcome_of(&res);
+            span.record("outcome", outcome.as_str());
+            if res.is_err() {
+                span.record("otel.status_code", "ERROR");
+            }
             tracing::debug!(
                 parent: &span,
-                outcome = outcome_of(&res),
+                outcome,
                 duration_us = started.elapsed().as_micros() as u64,
                 "answered"
             );
@@ -672,7 +720,8 @@ fn outcome_of<T>(res: &Result<T, Error>) -> String {
         Err(Error::Timeout) => "timeout".to_owned(),
         Err(Error::Cancelled) => "cancelled".to_owned(),
         Err(Error::ConnectionClosed) => "closed".to_owned(),
-        Err(e) => format!("failed: {e}"),
+        // The failure's kind, never its text: a protocol error quotes what the peer sent.
+        Err(e) => format!("failed: {}", e.kind()),
     }
 }
 
@@ -772,6 +821,15 @@ pub(crate) trait Service: Send + Sync + 'static {
 
     /// The connection closed.
     fn closed(&self) {}
+
+    /// Whether [`observe`](Self::observe) wants to hear of answered requests (a server with a
+    /// request observer); when false, nothing is measured for it.
+    fn observes(&self) -> bool {
+        false
+    }
+
+    /// One inbound request was answered (or cancelled, or its handler panicked).
+    fn observe(&self, _record: &RequestRecord<'_>) {}
 }
 
 /// Starts the engine over `transport`; returns the peer handle and the join handle of its loop.
@@ -800,7 +858,9 @@ pub(crate) fn start_with<S: Service>(
         label: (transport_kind, session_id),
         ..
     } = transport;
+    // A root: a connection outlives the span it was opened in (an upstream's, a discovery).
     let span = tracing::debug_span!(
+        parent: None,
         "mcp.connection",
         side = S::SIDE,
         transport = transport_kind,
@@ -821,6 +881,7 @@ pub(crate) fn start_with<S: Service>(
         stats: Stats::default(),
         span,
         transport: transport_kind,
+        revision: OnceLock::new(),
     });
     let peer = Peer {
         shared: shared.clone(),
@@ -866,12 +927,19 @@ pub(crate) fn detached_peer(
             stats: Stats::default(),
             span: Span::none(),
             transport: "http",
+            revision: OnceLock::new(),
         }),
         related: Some(related),
     }
 }
 
 impl Peer {
+    /// Sets the revision the connection speaks (once; later calls change nothing), which its
+    /// request spans name.
+    pub(crate) fn set_revision(&self, revision: &str) {
+        let _ = self.shared.revision.set(revision.into());
+    }
+
     /// Allows or refuses inbound batches (only 2025-03-26 allows them).
     pub(crate) fn set_batches_allowed(&self, allowed: bool) {
         self.shared
@@ -1360,13 +1428,42 @@ impl<S: Service> Engine<S> {
                     "request",
                     dir = "in",
                     method = %method,
-                    %id
+                    %id,
+                    tool = tracing::field::Empty,
+                    revision = tracing::field::Empty,
+                    outcome = tracing::field::Empty,
+                    otel.name = tracing::field::Empty,
+                    otel.kind = "server",
+                    otel.status_code = tracing::field::Empty,
                 );
-                let started = (!span.is_disabled()).then(std::time::Instant::now);
+                // The request's facts are read only for an enabled span or an observer.
+                let observer = self.service.observes().then(|| self.service.clone());
+                let traced = !span.is_disabled();
+                let mut target: Option<Box<str>> = None;
+                let started = if traced || observer.is_some() {
+                    let facts = crate::telemetry::Facts::read(params.as_deref());
+                    target = facts.target(&method).map(Box::from);
+                    if traced {
+                        shared.describe(&span, &method, target.as_deref());
+                        #[cfg(feature = "otel")]
+                        {
+                            let meta = facts.meta.as_ref();
+                            crate::telemetry::join_remote(
+                                &span,
+                                meta.and_then(|m| m.traceparent.as_deref()),
+                                meta.and_then(|m| m.tracestate.as_deref()),
+                            );
+                        }
+                    }
+                    Some(std::time::Instant::now())
+                } else {
+                    None
+                };
+                let observed_method = observer.is_some().then(|| method.clone());
                 let fut = self.service.request(ctx, method, params);
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
-                let traced = span.clone();
+                let traced_span = span.clone();
                 let task = async move {
                     let _permit = permit;
                     let mut fut = CatchUnwind(fut);
@@ -1377,19 +1474,30 @@ impl<S: Service> Engine<S> {
                     };
                     shared.inflight.lock().expect("inflight lock").remove(&id);
                     if let Some(started) = started {
+                        let duration = started.elapsed();
                         let outcome = match &res {
-                            _ if token.is_cancelled() => "cancelled".to_owned(),
-                            Some(Ok(Ok(_))) => "ok".to_owned(),
-                            Some(Ok(Err(e))) => format!("error {}", e.code),
-                            Some(Err(_)) => "panic".to_owned(),
-                            None => "cancelled".to_owned(),
+                            _ if token.is_cancelled() => RequestOutcome::Cancelled,
+                            Some(Ok(Ok(v)))
+                                if target.is_some() && crate::telemetry::is_tool_error(v) =>
+                            {
+                                RequestOutcome::ToolError
+                            }
+                            Some(Ok(Ok(_))) => RequestOutcome::Ok,
+                            Some(Ok(Err(e))) => RequestOutcome::Error(e.code),
+                            Some(Err(_)) => RequestOutcome::Panicked,
+                            None => RequestOutcome::Cancelled,
                         };
-                        tracing::debug!(
-                            parent: &traced,
-                            outcome,
-                            duration_us = started.elapsed().as_micros() as u64,
-                            "answered"
-                        );
+                        if traced {
+                            crate::telemetry::answered(&traced_span, outcome, duration);
+                        }
+                        if let (Some(service), Some(method)) = (&observer, &observed_method) {
+                            service.observe(&RequestRecord {
+                                method,
+                                tool: target.as_deref(),
+                                outcome,
+                                duration,
+                            });
+                        }
                     }
                     // A handler that saw its cancellation and returned is still cancelled: the
                     // peer gets no response after a cancel.

@@ -120,7 +120,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             let bound =
                 crate::cmd::page::bind(db.operator(), None, *listen, page, None, "purra approvals")
                     .await?;
-            eprintln!("purra approvals: store {}", location.shown());
+            crate::telemetry::say("purra approvals", &format!("store {}", location.shown()));
             // Found through a gateway file with [webhooks]: this process delivers too (beside
             // the gateway, or while it is down).
             let stop = purra_protocol::CancellationToken::new();
@@ -132,9 +132,9 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                 // process delivers nothing.
                 let hooks = purra_gateway::Webhooks::read(&loaded.config, &loaded.source)
                     .map_err(|e| {
-                        eprintln!(
-                            "purra approvals: not delivering webhooks (the gateway does): {}",
-                            crate::term::for_stderr(&e.to_string())
+                        crate::telemetry::say(
+                            "purra approvals",
+                            &format!("not delivering webhooks (the gateway does): {e}"),
                         );
                     })
                     .ok()
@@ -143,17 +143,15 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                     hooks.default_page_url(bound.url());
                     let names: Vec<String> =
                         hooks.endpoints().into_iter().map(|e| e.name).collect();
-                    eprintln!("purra approvals: delivering webhooks: {}", names.join(", "));
+                    crate::telemetry::say(
+                        "purra approvals",
+                        &format!("delivering webhooks: {}", names.join(", ")),
+                    );
                     hooks.spawn(
                         db.outbox(),
                         Some(db.gateway()),
                         Some(std::sync::Arc::new(|m: &str| {
-                            use std::io::Write;
-                            let _ = writeln!(
-                                std::io::stderr(),
-                                "purra approvals: {}",
-                                crate::term::for_stderr(m)
-                            );
+                            crate::telemetry::say("purra approvals", m)
                         })),
                         None,
                         stop.clone(),

@@ -26,12 +26,46 @@ use purra_store::{AnyStore, StoreLocation};
 use crate::cli::GatewayArgs;
 use crate::cmd::interrupted;
 use crate::exit::Failure;
+use crate::telemetry::{say, Export, LogFormat};
 
-/// Runs `purra gateway`; `excerpts` (`-v`) adds the listed JSON around a refused tool's place.
-pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
+/// Runs `purra gateway`; `-v` adds the listed JSON around a refused tool's place. Telemetry
+/// (log lines, the OTLP exporter) starts once the file's `[telemetry]` is read.
+pub async fn run(args: GatewayArgs, verbose: u8, log_format: LogFormat) -> Result<(), Failure> {
+    let excerpts = verbose > 0;
     let loaded = purra_gateway::load_reporting_all_with(&args.config, excerpts)
         .await
         .map_err(|e| Failure::Config(e.to_string()))?;
+    let t = &loaded.config.telemetry;
+    let export = Export::configured(
+        t.otlp_endpoint.as_deref(),
+        t.service_name.as_deref(),
+        "purra-gateway",
+    );
+    let metrics_interval = t.metrics_interval.0;
+    let metrics_listen = t.metrics_listen;
+    let telemetry = crate::telemetry::init(verbose, log_format, &export)
+        .map_err(|e| Failure::Config(format!("telemetry: {e}")))?;
+    let result = serve(
+        args,
+        loaded,
+        excerpts,
+        export,
+        metrics_interval,
+        metrics_listen,
+    )
+    .await;
+    telemetry.shutdown_async().await;
+    result
+}
+
+async fn serve(
+    args: GatewayArgs,
+    loaded: purra_gateway::Loaded,
+    excerpts: bool,
+    export: Export,
+    metrics_interval: std::time::Duration,
+    metrics_listen: Option<std::net::SocketAddr>,
+) -> Result<(), Failure> {
     let settings = loaded.config.gateway.clone();
     let policy_files = loaded.config.policies.as_ref().map_or(0, |p| p.files.len());
     let page_settings = loaded.config.page.clone();
@@ -57,15 +91,7 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
             Arc::new(store)
         };
     let options = StartOptions::default()
-        // Never a panic when stderr is gone: the gateway (and its webhook deliveries) go on.
-        .log(|m| {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "purra gateway: {}",
-                crate::term::for_stderr(m)
-            );
-        })
+        .log(|m| say("purra gateway", m))
         .excerpts(excerpts);
     let gateway = Gateway::start_with(loaded.config, &loaded.source, store, options)
         .await
@@ -129,21 +155,66 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
             skills.join(", ")
         )
     };
-    eprintln!(
-        "purra gateway: {}: {} tools ({}){also}; store {}{policy_note}",
-        settings.name,
-        tools.len(),
-        tools.join(", "),
-        shown_db(&settings.db)
+    say(
+        "purra gateway",
+        &format!(
+            "{}: {} tools ({}){also}; store {}{policy_note}",
+            settings.name,
+            tools.len(),
+            tools.join(", "),
+            shown_db(&settings.db)
+        ),
     );
     let hooks = gateway.webhooks().endpoints();
     if !hooks.is_empty() {
         let names: Vec<&str> = hooks.iter().map(|e| e.name.as_str()).collect();
-        eprintln!(
-            "purra gateway: webhooks: {} (events recorded in the store, delivered from here)",
-            names.join(", ")
+        say(
+            "purra gateway",
+            &format!(
+                "webhooks: {} (events recorded in the store, delivered from here)",
+                names.join(", ")
+            ),
         );
     }
+    // The Prometheus endpoint on its own listener, and the OTLP metrics exporter.
+    let telemetry_stop = purra_protocol::CancellationToken::new();
+    let mut telemetry_tasks = Vec::new();
+    if let Some(addr) = metrics_listen {
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                gateway.shutdown().await;
+                return Err(Failure::Config(format!(
+                    "cannot listen on {addr} for the metrics: {e}"
+                )));
+            }
+        };
+        let local = listener.local_addr().map_err(|e| {
+            Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string()))
+        })?;
+        say(
+            "purra gateway",
+            &format!("metrics at http://{local}/metrics"),
+        );
+        let g = gateway.clone();
+        let stop = telemetry_stop.clone();
+        telemetry_tasks.push(tokio::spawn(async move {
+            let _ = g
+                .serve_metrics(listener, async move { stop.cancelled().await })
+                .await;
+        }));
+    }
+    #[cfg(feature = "otel")]
+    if export.endpoint.is_some() {
+        telemetry_tasks.push(tokio::spawn(crate::telemetry::export_metrics(
+            gateway.clone(),
+            export.clone(),
+            metrics_interval,
+            telemetry_stop.clone(),
+        )));
+    }
+    #[cfg(not(feature = "otel"))]
+    let _ = (&export, metrics_interval);
     // The page decides through the gateway, so its waiting calls wake at once.
     let page_stop = purra_protocol::CancellationToken::new();
     let page_task = match (args.page, operator) {
@@ -194,6 +265,11 @@ pub async fn run(args: GatewayArgs, excerpts: bool) -> Result<(), Failure> {
     if let Some(task) = page_task {
         let _ = task.await;
     }
+    // The last metrics go out before the gateway closes.
+    telemetry_stop.cancel();
+    for task in telemetry_tasks {
+        let _ = task.await;
+    }
     gateway.shutdown().await;
     result
 }
@@ -205,7 +281,7 @@ async fn serve_http(gateway: &Gateway, addr: std::net::SocketAddr) -> Result<(),
     let local = listener.local_addr().map_err(|e| {
         Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string()))
     })?;
-    eprintln!("purra gateway: serving http://{local}/mcp");
+    say("purra gateway", &format!("serving http://{local}/mcp"));
     // Behind the guard of [gateway.auth] when it is set (the gateway logs its metadata URL),
     // else with a warning that HTTP callers are not authenticated.
     gateway

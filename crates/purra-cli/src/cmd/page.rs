@@ -18,6 +18,7 @@ use purra_page::{AllowList, Decide, HostPolicy, OidcConfig, OidcLogin, Page, Pag
 
 use crate::cli::PageArgs;
 use crate::exit::Failure;
+use crate::telemetry::say;
 
 /// A page bound to its address, ready to serve.
 pub struct Bound {
@@ -242,18 +243,30 @@ pub async fn bind(
     page.discover()
         .await
         .map_err(|e| Failure::Config(format!("the OpenID Connect provider cannot be used: {e}")))?;
-    eprintln!("{prefix}: approver page at http://{local}/");
+    say(prefix, &format!("approver page at http://{local}/"));
     if config_secure {
-        eprintln!(
-            "{prefix}: the page's cookies are Secure (__Host-purra_page_session): browsers must \
-             reach it over https"
+        say(
+            prefix,
+            "the page's cookies are Secure (__Host-purra_page_session): browsers must reach it \
+             over https",
         );
     }
     if let Some(uri) = page.redirect_uri() {
-        eprintln!("{prefix}: OpenID Connect sign-in, callback {uri}");
+        say(prefix, &format!("OpenID Connect sign-in, callback {uri}"));
     }
+    // JSON lines go to log stores: a sign-in token is written there only at -vv.
+    let json = crate::telemetry::format() == crate::telemetry::LogFormat::Json;
     for (approver, token) in page.tokens() {
-        eprintln!("{prefix}: sign-in token for {approver}: {token}");
+        if json && crate::telemetry::verbose() < 2 {
+            say(
+                prefix,
+                &format!(
+                    "the sign-in token of {approver} is not written: JSON lines carry no token below -vv"
+                ),
+            );
+        } else {
+            say(prefix, &format!("sign-in token for {approver}: {token}"));
+        }
     }
     Ok(Bound {
         page,

@@ -85,6 +85,8 @@ pub(super) async fn serve_on_connection(
         return Err(e);
     }
     let envelope = classify(&method, params.as_deref(), None)?;
+    // The engine's request span learns the revision here (the handshake's is the connection's).
+    tracing::Span::current().record("revision", envelope.protocol_version.as_str());
     serve(session, req, method, params, envelope, Extras::default()).await
 }
 
@@ -310,13 +312,79 @@ impl Exchanges {
         envelope: RequestEnvelope,
         extras: Extras,
     ) -> crate::session::BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
-        Box::pin(serve(
-            self.state.clone(),
-            req,
-            method,
-            params,
-            envelope,
-            extras,
-        ))
+        use crate::telemetry::{answered, Facts, RequestOutcome, RequestRecord};
+        use tracing::Instrument;
+        // The same `request` span and observer as a connection's requests (the engine's).
+        let span = tracing::debug_span!(
+            "request",
+            dir = "in",
+            method = %method,
+            id = %req.id,
+            tool = tracing::field::Empty,
+            revision = %envelope.protocol_version,
+            outcome = tracing::field::Empty,
+            otel.name = tracing::field::Empty,
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+        );
+        let observer = self.state.server.inner.observer.clone();
+        let traced = !span.is_disabled();
+        if !traced && observer.is_none() {
+            return Box::pin(serve(
+                self.state.clone(),
+                req,
+                method,
+                params,
+                envelope,
+                extras,
+            ));
+        }
+        let target: Option<Box<str>> = {
+            let facts = Facts::read(params.as_deref());
+            let target = facts.target(&method).map(Box::from);
+            if traced {
+                span.record("tool", target.as_deref());
+                span.record(
+                    "otel.name",
+                    crate::telemetry::span_name(&method, target.as_deref()).as_str(),
+                );
+                #[cfg(feature = "otel")]
+                {
+                    let meta = facts.meta.as_ref();
+                    crate::telemetry::join_remote(
+                        &span,
+                        meta.and_then(|m| m.traceparent.as_deref()),
+                        meta.and_then(|m| m.tracestate.as_deref()),
+                    );
+                }
+            }
+            target
+        };
+        let name = method.clone();
+        let started = std::time::Instant::now();
+        let fut = serve(self.state.clone(), req, method, params, envelope, extras);
+        Box::pin(async move {
+            let res = fut.instrument(span.clone()).await;
+            let outcome = match &res {
+                Ok(v) if target.is_some() && crate::telemetry::is_tool_error(v) => {
+                    RequestOutcome::ToolError
+                }
+                Ok(_) => RequestOutcome::Ok,
+                Err(e) => RequestOutcome::Error(e.code),
+            };
+            let duration = started.elapsed();
+            if traced {
+                answered(&span, outcome, duration);
+            }
+            if let Some(observer) = observer {
+                observer(&RequestRecord {
+                    method: &name,
+                    tool: target.as_deref(),
+                    outcome,
+                    duration,
+                });
+            }
+            res
+        })
     }
 }
