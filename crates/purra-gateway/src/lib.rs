@@ -74,11 +74,15 @@
 
 mod app;
 pub mod auth;
+mod catalog;
 pub mod config;
+pub mod drain;
 mod gateway;
+pub mod health;
 pub mod limit;
 mod load;
 pub mod policy;
+pub mod reload;
 pub mod results;
 pub mod scope;
 mod skills;
@@ -95,10 +99,13 @@ pub use config::{
     PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, SkillConfig, UpstreamConfig,
     WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
 };
+pub use drain::Drained;
 pub use gateway::{Gateway, Log, StartError, StartOptions};
+pub use health::{HealthService, Readiness};
 pub use load::{
     from_toml_serde, load, load_reporting_all, load_reporting_all_with, load_str, ConfigSource,
     Loaded,
 };
+pub use reload::Reloaded;
 pub use store::{Decisions, GatewayStore};
 pub use webhooks::Webhooks;

@@ -52,6 +52,15 @@ pub trait GatewayStore: Send + Sync {
     fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
         None
     }
+
+    /// Whether the store answers: one read of an approval that never exists (`/readyz`).
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.approval(ApprovalId("approval-0".into()))
+                .await
+                .map(|_| ())
+        })
+    }
 }
 
 /// Lists the suspended runs of an operator's view.
