@@ -4,8 +4,9 @@
 # CLI and gateway tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
 # $PURRA_PEERS_DIR, the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28),
 # and oidc-provider (peers/oidc) for the auth tests; and Debian's postgresql package for the PostgreSQL store's tests
-# (scripts/postgres.sh install) and Debian's chromium and chromium-driver for the approver page's browser tests
-# (scripts/chromium.sh install) when they are missing.
+# (scripts/postgres.sh install), Debian's chromium and chromium-driver for the approver page's browser tests
+# (scripts/chromium.sh install) and Debian's haproxy for the gateway's fleet test (scripts/haproxy.sh install) when
+# they are missing.
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
@@ -84,6 +85,9 @@ bash "$SCRIPT_DIR/postgres.sh" install
 # Headless Chromium and chromedriver for the approver page's browser tests, installed with apt-get
 # when missing.
 bash "$SCRIPT_DIR/chromium.sh" install
+# HAProxy in front of several gateways for the fleet test (purra-cli's tests/fleet.rs), installed with
+# apt-get when missing.
+bash "$SCRIPT_DIR/haproxy.sh" install
 
 WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION memory=$MEMORY_VERSION fastmcp=$FASTMCP_VERSION standardwebhooks=$STANDARDWEBHOOKS_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
