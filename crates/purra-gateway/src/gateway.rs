@@ -177,6 +177,11 @@ pub(crate) struct Inner {
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How often the sweeper looks at waiting writes whose caller has gone.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a stopping HTTP listener lets the answers still being written go out before it ends
+/// every stream.
+const FLUSH_BOUND: Duration = Duration::from_secs(5);
+/// How long a stopping HTTP listener keeps its sessions' streams open after the last answer left.
+const READ_GRACE: Duration = Duration::from_millis(500);
 
 impl Gateway {
     /// Starts a gateway: checks the configuration, reconciles claims a killed process left,
@@ -403,13 +408,26 @@ impl Gateway {
         let stop = config.shutdown.clone();
         let limits = config.connections.clone();
         let mcp = StreamableHttpServer::new(self.inner.server.clone(), config);
-        let trigger = stop.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown => trigger.cancel(),
-                () = trigger.cancelled() => {}
-            }
-        });
+        // When `shutdown` resolves, the answers still being written (a drained call's result
+        // leaves after its handler returned) are let out, for at most `FLUSH_BOUND`, and read, for
+        // `READ_GRACE` more (a client that finds its session's GET stream gone at once may give
+        // up before it handled the answer it just read: the Python SDK's does); then every stream
+        // ends and every session closes.
+        let watch = |in_flight: crate::health::InFlight| {
+            let trigger = stop.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = shutdown => {
+                        in_flight
+                            .settled(tokio::time::Instant::now() + FLUSH_BOUND)
+                            .await;
+                        tokio::time::sleep(READ_GRACE).await;
+                        trigger.cancel();
+                    }
+                    () = trigger.cancelled() => {}
+                }
+            });
+        };
         let Some(guard) = guard else {
             self.inner.log(&format!(
                 "warning: HTTP callers are not authenticated ([gateway.auth] is not set): every \
@@ -417,6 +435,7 @@ impl Gateway {
                 self.inner.settings.principal
             ));
             let service = self.with_health(mcp, Some(&endpoint));
+            watch(service.in_flight());
             return purra_protocol::http::serve(listener, service, limits, stop).await;
         };
         self.inner.log(&format!(
@@ -430,6 +449,7 @@ impl Gateway {
             guard.metadata_url()
         ));
         let service = self.with_health(guard.layer(mcp.router()), None);
+        watch(service.in_flight());
         purra_protocol::http::serve(listener, service, limits, stop).await
     }
 

@@ -11,11 +11,16 @@
 //! Host check of the MCP endpoint (a load balancer's check names the instance's address). HAProxy
 //! uses `/readyz` (`option httpchk GET /readyz`): an instance that drains, lost its store or an
 //! upstream gets no new session, and its sessions move to others when it dies.
+//!
+//! The same service counts the POSTs whose answer is still being written ([`InFlight`]): a call's
+//! result leaves after its handler returned, so a drained gateway waits for them before it ends
+//! the sessions' streams ([`Gateway::serve_http`]).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -23,6 +28,7 @@ use std::time::Duration;
 use axum::body::Body;
 use http::{header, Request, Response, StatusCode};
 use serde_json::{json, Value};
+use tokio::sync::Notify;
 
 use crate::gateway::Gateway;
 
@@ -111,7 +117,83 @@ impl Gateway {
             gateway: self.clone(),
             inner: service,
             endpoint: endpoint.map(Arc::from),
+            in_flight: InFlight::default(),
         }
+    }
+}
+
+/// The POSTs a [`HealthService`] passed on whose answer is not written to its end yet.
+#[derive(Debug, Clone, Default)]
+pub struct InFlight(Arc<InFlightInner>);
+
+#[derive(Debug, Default)]
+struct InFlightInner {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+impl InFlight {
+    /// POSTs whose answer is still being written.
+    pub fn count(&self) -> usize {
+        self.0.count.load(Ordering::SeqCst)
+    }
+
+    /// Returns when none is left, or at `deadline`.
+    pub async fn settled(&self, deadline: tokio::time::Instant) {
+        loop {
+            let idle = self.0.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.count() == 0 {
+                return;
+            }
+            tokio::select! {
+                () = &mut idle => {}
+                () = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    fn enter(&self) -> Counted {
+        self.0.count.fetch_add(1, Ordering::SeqCst);
+        Counted(self.0.clone())
+    }
+}
+
+/// One POST in flight, counted until its answer's body ends (or is dropped).
+struct Counted(Arc<InFlightInner>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// An answer's body that keeps its POST counted while it is written.
+struct CountedBody {
+    body: Body,
+    _counted: Counted,
+}
+
+impl http_body::Body for CountedBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -122,6 +204,14 @@ pub struct HealthService<S> {
     gateway: Gateway,
     inner: S,
     endpoint: Option<Arc<str>>,
+    in_flight: InFlight,
+}
+
+impl<S> HealthService<S> {
+    /// The POSTs whose answer is still being written.
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.clone()
+    }
 }
 
 impl<S> std::fmt::Debug for HealthService<S> {
@@ -132,19 +222,24 @@ impl<S> std::fmt::Debug for HealthService<S> {
     }
 }
 
-/// The future of [`HealthService`]: the wrapped service's, or a health answer.
-pub enum HealthFuture<F> {
+/// The future of [`HealthService`]: the wrapped service's answer, or a health answer.
+pub struct HealthFuture<F>(Kind<F>);
+
+enum Kind<F> {
     /// The wrapped service answers.
     Inner(F),
+    /// The wrapped service answers a POST, counted from the request until its answer is written.
+    Counted(F, Option<Counted>),
     /// A health check (or a 404) answers.
     Own(Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>),
 }
 
 impl<F> std::fmt::Debug for HealthFuture<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            HealthFuture::Inner(_) => "HealthFuture::Inner",
-            HealthFuture::Own(_) => "HealthFuture::Own",
+        f.write_str(match self.0 {
+            Kind::Inner(_) => "HealthFuture(inner)",
+            Kind::Counted(..) => "HealthFuture(counted)",
+            Kind::Own(_) => "HealthFuture(own)",
         })
     }
 }
@@ -156,9 +251,23 @@ where
     type Output = Result<Response<Body>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            HealthFuture::Inner(f) => Pin::new(f).poll(cx),
-            HealthFuture::Own(f) => f.as_mut().poll(cx),
+        match &mut self.get_mut().0 {
+            Kind::Inner(f) => Pin::new(f).poll(cx),
+            Kind::Counted(f, counted) => {
+                let Poll::Ready(Ok(response)) = Pin::new(f).poll(cx) else {
+                    return Poll::Pending;
+                };
+                let Some(counted) = counted.take() else {
+                    return Poll::Ready(Ok(response));
+                };
+                Poll::Ready(Ok(response.map(|body| {
+                    Body::new(CountedBody {
+                        body,
+                        _counted: counted,
+                    })
+                })))
+            }
+            Kind::Own(f) => f.as_mut().poll(cx),
         }
     }
 }
@@ -192,16 +301,16 @@ where
         if path == HEALTHZ || path == READYZ {
             if !get {
                 let r = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-                return HealthFuture::Own(Box::pin(std::future::ready(Ok(r))));
+                return HealthFuture(Kind::Own(Box::pin(std::future::ready(Ok(r)))));
             }
             if path == HEALTHZ {
-                return HealthFuture::Own(Box::pin(std::future::ready(Ok(plain(
+                return HealthFuture(Kind::Own(Box::pin(std::future::ready(Ok(plain(
                     StatusCode::OK,
                     "ok\n",
-                )))));
+                ))))));
             }
             let gateway = self.gateway.clone();
-            return HealthFuture::Own(Box::pin(async move {
+            return HealthFuture(Kind::Own(Box::pin(async move {
                 let readiness = gateway.readiness().await;
                 let status = if readiness.ready {
                     StatusCode::OK
@@ -219,13 +328,19 @@ where
                     http::HeaderValue::from_static("no-store"),
                 );
                 Ok(r)
-            }));
+            })));
         }
         if self.endpoint.as_deref().is_some_and(|e| e != path) {
             let mut r = Response::new(Body::empty());
             *r.status_mut() = StatusCode::NOT_FOUND;
-            return HealthFuture::Own(Box::pin(std::future::ready(Ok(r))));
+            return HealthFuture(Kind::Own(Box::pin(std::future::ready(Ok(r)))));
         }
-        HealthFuture::Inner(self.inner.call(req))
+        // A POST's answer (a call's result among them) is counted until it is written; a GET's
+        // stream lives as long as its session and is not.
+        if req.method() == http::Method::POST {
+            let counted = self.in_flight.enter();
+            return HealthFuture(Kind::Counted(self.inner.call(req), Some(counted)));
+        }
+        HealthFuture(Kind::Inner(self.inner.call(req)))
     }
 }
