@@ -16,6 +16,8 @@ Scenarios (what set_value does after logging the call):
   normal        write, answer
   slow-write    wait 5 s, then write and answer (time to kill the gateway while it dispatches)
   exit-on-call  write, then exit without answering (the upstream exits mid-call)
+  hold-write    wait until the file DIR/release-write appears, then write and answer (a dispatch
+                held in flight for as long as a test needs)
 
 --write-delay-ms N: set_value waits N ms between logging the call and writing (any scenario), so
 a gateway killed at random often dies while the upstream handles its write.
@@ -46,7 +48,7 @@ warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 DIR = "."
 SCENARIO = "normal"
-SCENARIOS = ["normal", "slow-write", "exit-on-call"]
+SCENARIOS = ["normal", "slow-write", "exit-on-call", "hold-write"]
 REVISION = 1
 SESSION: Any = None
 WRITE_DELAY = 0.0
@@ -138,6 +140,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> dict[str, 
     event(f"call set_value {value}")
     if SCENARIO == "slow-write":
         await anyio.sleep(5)
+    if SCENARIO == "hold-write":
+        while not os.path.exists(os.path.join(DIR, "release-write")):
+            await anyio.sleep(0.05)
     if WRITE_DELAY:
         await anyio.sleep(WRITE_DELAY)
     write_value(value)
