@@ -10,7 +10,16 @@
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
+#
+# With --bench (bench/run.sh passes it) it also installs peers/proxies from its committed lockfile: the
+# MCP proxies the gateway's benchmark rows compare with (supergateway 4.0.0, mcp-proxy 6.7.19), which
+# no test needs, so the test command never installs them.
 set -euo pipefail
+
+BENCH=0
+if [ "${1:-}" = "--bench" ]; then
+    BENCH=1
+fi
 
 # ---- pinned versions (change here, the stamp makes the next run reinstall) ----
 MCP_PY_VERSION="2.3.0"
@@ -124,9 +133,32 @@ summary() {
     log "node v2 peer packages: peers/node-v2/node_modules (@modelcontextprotocol/client $(cd "$NODE_V2_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/client/package.json").version'), @modelcontextprotocol/server $(cd "$NODE_V2_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server/package.json").version'))"
 }
 
+# The benchmark-only proxies (--bench), from their own lockfile and with their own stamp.
+PROXIES_DIR="$REPO_ROOT/peers/proxies"
+SUPERGATEWAY_VERSION="4.0.0"   # must match peers/proxies/package.json
+MCP_PROXY_VERSION="6.7.19"     # must match peers/proxies/package.json
+install_proxies() {
+    [ "$BENCH" = 1 ] || return 0
+    [ -f "$PROXIES_DIR/package-lock.json" ] || die "peers/proxies/package-lock.json is missing"
+    grep -q "\"supergateway\": \"$SUPERGATEWAY_VERSION\"" "$PROXIES_DIR/package.json" \
+        || die "peers/proxies/package.json does not pin supergateway $SUPERGATEWAY_VERSION"
+    grep -q "\"mcp-proxy\": \"$MCP_PROXY_VERSION\"" "$PROXIES_DIR/package.json" \
+        || die "peers/proxies/package.json does not pin mcp-proxy $MCP_PROXY_VERSION"
+    local want="proxies-lock=$(lock_hash "$PROXIES_DIR")"
+    if [ -f "$PROXIES_DIR/node_modules/.purra-stamp" ] && [ "$(cat "$PROXIES_DIR/node_modules/.purra-stamp")" = "$want" ] \
+        && [ -f "$PROXIES_DIR/node_modules/supergateway/package.json" ] \
+        && [ -f "$PROXIES_DIR/node_modules/mcp-proxy/package.json" ]; then
+        return 0
+    fi
+    log "installing peers/proxies packages (npm ci: supergateway $SUPERGATEWAY_VERSION, mcp-proxy $MCP_PROXY_VERSION)"
+    (cd "$PROXIES_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    printf '%s\n' "$want" > "$PROXIES_DIR/node_modules/.purra-stamp"
+}
+
 if installed_ok; then
     log "already installed (stamp matches)"
     (cd "$NODE_PEER_DIR" && summary)
+    install_proxies
     exit 0
 fi
 
@@ -138,6 +170,7 @@ if command -v flock >/dev/null; then
     if installed_ok; then
         log "already installed (by a concurrent run)"
         (cd "$NODE_PEER_DIR" && summary)
+        install_proxies
         exit 0
     fi
 fi
@@ -227,4 +260,5 @@ log "installing peers/oidc packages (npm ci)"
 
 printf '%s\n' "$WANT_STAMP" > "$STAMP"
 (cd "$NODE_PEER_DIR" && summary)
+install_proxies
 log "done"
