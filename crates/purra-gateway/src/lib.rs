@@ -58,6 +58,16 @@
 //! reports, whichever process makes the change, and the gateway delivers them at least once,
 //! with retries, surviving restarts ([`webhooks`]).
 //!
+//! # Reload, drain, health, fleet
+//!
+//! [`Gateway::reload`] replaces the upstreams, bindings, limits and policies while serving (a
+//! configuration with mistakes is refused and the running one serves on; see [`reload`]);
+//! [`Gateway::drain`] stops taking calls, answers waiting writes as pending and waits for what is
+//! in flight ([`drain`]); [`Gateway::serve_http`] answers `/healthz` and `/readyz` beside `/mcp`
+//! ([`health`]). Several gateways on one PostgreSQL store make a fleet: they share nothing but
+//! the store, so a call repeated on another instance finds its approval, claim or receipt, and a
+//! decision made anywhere wakes the call waiting on any instance.
+//!
 //! # Writes
 //!
 //! A write call is identified by the gateway's name, the tool, the caller and the arguments; its
