@@ -454,15 +454,17 @@ impl Inner {
             }
         };
         tokio::pin!(stop_waiting);
+        // Polled to its end at most once.
+        let mut stopped = false;
         if ask {
             let question = self.elicit(b, approval, digest, args, ctx);
             tokio::select! {
                 r = &mut waited => return r,
                 () = question => {}
-                () = &mut stop_waiting => {}
+                () = &mut stop_waiting => stopped = true,
             }
         }
-        if !self.drain.is_draining() {
+        if !stopped {
             tokio::select! {
                 r = &mut waited => return r,
                 () = &mut stop_waiting => {}

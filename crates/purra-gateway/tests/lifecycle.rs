@@ -724,3 +724,125 @@ async fn health_checks_and_the_host_rule_over_http() {
     serving.await.expect("join").expect("served");
     fx.gateway.shutdown().await;
 }
+
+/// A drain while the write waits on its client's elicitation form (a binding that lets the client
+/// decide, a client that never answers): the call is answered as pending at once, and the
+/// approval stays undecided in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_answers_a_write_waiting_on_its_elicitation_form() {
+    let fx = fixture("drain-form", |c| {
+        c.gateway.elicitation = true;
+        c.writes.get_mut("set_value").expect("binding").approval = ApprovalBy::Client;
+    })
+    .await;
+    let (a, b) = memory::pair();
+    let server = fx.gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let mut options = ClientOptions::default().on_elicitation(false, move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        // Never answers.
+        std::future::pending()
+    });
+    options.client_info = purra_protocol::types::Implementation::new("life-client", "1");
+    let conn = Arc::new(Client::connect(b, options).await.expect("connect"));
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "form"})).await })
+    };
+    wait_until("the form asked", || asked.load(Ordering::SeqCst) == 1).await;
+    let drained = fx.gateway.drain(Duration::from_secs(60)).await;
+    assert_eq!((drained.calls_left, drained.dispatches_left), (0, 0));
+    let r = waiting.await.expect("join").expect("call");
+    let digest = fx
+        .store
+        .record(approval(1))
+        .await
+        .expect("record")
+        .expect("exists")
+        .intent_digest;
+    assert_eq!(
+        text(&r),
+        (
+            format!("set_value was not sent: approval approval-1 is pending (intent {digest}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once, a denied one never."),
+            true
+        )
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// The client cancels its write while the write waits on the elicitation form, eight times (the
+/// form's end and the cancellation race, and either may be seen first): each wait ends without a
+/// panic in the gateway (its stop is polled to its end once), the calls leave nothing in flight,
+/// the connection serves on and the approvals stay undecided in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_write_waiting_on_its_elicitation_form_ends_its_wait() {
+    // Panics in the gateway's own code (its handlers run in tasks of their own, whose panic the
+    // client does not see).
+    let panics = Arc::new(AtomicUsize::new(0));
+    {
+        let panics = panics.clone();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info
+                .location()
+                .is_some_and(|l| l.file().contains("purra-gateway/src"))
+            {
+                panics.fetch_add(1, Ordering::SeqCst);
+            }
+            previous(info);
+        }));
+    }
+    let fx = fixture("cancel-form", |c| {
+        c.gateway.elicitation = true;
+        c.writes.get_mut("set_value").expect("binding").approval = ApprovalBy::Client;
+    })
+    .await;
+    let (a, b) = memory::pair();
+    let server = fx.gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let mut options = ClientOptions::default().on_elicitation(false, move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        // Never answers.
+        std::future::pending()
+    });
+    options.client_info = purra_protocol::types::Implementation::new("life-client", "1");
+    let conn = Arc::new(Client::connect(b, options).await.expect("connect"));
+    for n in 1..=8 {
+        let cancel = CancellationToken::new();
+        let waiting = {
+            let conn = conn.clone();
+            let options = purra_protocol::RequestOptions {
+                cancel: Some(cancel.clone()),
+                ..purra_protocol::RequestOptions::default()
+            };
+            tokio::spawn(async move {
+                conn.call_tool_with("set_value", json!({"value": format!("form {n}")}), options)
+                    .await
+            })
+        };
+        wait_until("the form asked", || asked.load(Ordering::SeqCst) == n).await;
+        cancel.cancel();
+        assert!(waiting.await.expect("join").is_err(), "a cancelled call");
+        wait_until("the wait ended", || fx.gateway.calls_in_flight() == 0).await;
+    }
+    assert_eq!(panics.load(Ordering::SeqCst), 0, "the gateway panicked");
+    // The connection serves on.
+    let r = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(text(&r), ("v".to_owned(), false));
+    for n in 1..=8 {
+        let record = fx
+            .store
+            .record(approval(n))
+            .await
+            .expect("record")
+            .expect("exists");
+        assert_eq!(record.state, ApprovalState::Prepared);
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
