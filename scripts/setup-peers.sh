@@ -4,13 +4,22 @@
 # CLI and gateway tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
 # $PURRA_PEERS_DIR, the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28),
 # and oidc-provider (peers/oidc) for the auth tests; and Debian's postgresql package for the PostgreSQL store's tests
-# (scripts/postgres.sh install) and Debian's chromium and chromium-driver for the approver page's browser tests
-# (scripts/chromium.sh install) and Debian's prometheus for the gateway's metrics tests (scripts/prometheus.sh install)
-# when they are missing.
+# (scripts/postgres.sh install), Debian's chromium and chromium-driver for the approver page's browser tests
+# (scripts/chromium.sh install), Debian's prometheus for the gateway's metrics tests (scripts/prometheus.sh install)
+# and Debian's haproxy for the gateway's fleet test (scripts/haproxy.sh install) when they are missing.
 #
 # Idempotent: a stamp file records the pinned versions (and the node lockfile hashes); when it matches
 # and the installed pieces are present, nothing is done. Needs only python3, node and npm on PATH.
+#
+# With --bench (bench/run.sh passes it) it also installs peers/proxies from its committed lockfile: the
+# MCP proxies the gateway's benchmark rows compare with (supergateway 4.0.0, mcp-proxy 6.7.19), which
+# no test needs, so the test command never installs them.
 set -euo pipefail
+
+BENCH=0
+if [ "${1:-}" = "--bench" ]; then
+    BENCH=1
+fi
 
 # ---- pinned versions (change here, the stamp makes the next run reinstall) ----
 MCP_PY_VERSION="2.3.0"
@@ -91,6 +100,9 @@ bash "$SCRIPT_DIR/chromium.sh" install
 # The Prometheus server that scrapes the gateway in the metrics tests (Debian's prometheus package),
 # installed with apt-get when missing.
 bash "$SCRIPT_DIR/prometheus.sh" install
+# HAProxy in front of several gateways for the fleet test (purra-cli's tests/fleet.rs), installed with
+# apt-get when missing.
+bash "$SCRIPT_DIR/haproxy.sh" install
 
 WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION memory=$MEMORY_VERSION fastmcp=$FASTMCP_VERSION standardwebhooks=$STANDARDWEBHOOKS_VERSION otel-proto=$OTEL_PROTO_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
@@ -129,9 +141,32 @@ summary() {
     log "node v2 peer packages: peers/node-v2/node_modules (@modelcontextprotocol/client $(cd "$NODE_V2_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/client/package.json").version'), @modelcontextprotocol/server $(cd "$NODE_V2_DIR" && "$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server/package.json").version'))"
 }
 
+# The benchmark-only proxies (--bench), from their own lockfile and with their own stamp.
+PROXIES_DIR="$REPO_ROOT/peers/proxies"
+SUPERGATEWAY_VERSION="4.0.0"   # must match peers/proxies/package.json
+MCP_PROXY_VERSION="6.7.19"     # must match peers/proxies/package.json
+install_proxies() {
+    [ "$BENCH" = 1 ] || return 0
+    [ -f "$PROXIES_DIR/package-lock.json" ] || die "peers/proxies/package-lock.json is missing"
+    grep -q "\"supergateway\": \"$SUPERGATEWAY_VERSION\"" "$PROXIES_DIR/package.json" \
+        || die "peers/proxies/package.json does not pin supergateway $SUPERGATEWAY_VERSION"
+    grep -q "\"mcp-proxy\": \"$MCP_PROXY_VERSION\"" "$PROXIES_DIR/package.json" \
+        || die "peers/proxies/package.json does not pin mcp-proxy $MCP_PROXY_VERSION"
+    local want="proxies-lock=$(lock_hash "$PROXIES_DIR")"
+    if [ -f "$PROXIES_DIR/node_modules/.purra-stamp" ] && [ "$(cat "$PROXIES_DIR/node_modules/.purra-stamp")" = "$want" ] \
+        && [ -f "$PROXIES_DIR/node_modules/supergateway/package.json" ] \
+        && [ -f "$PROXIES_DIR/node_modules/mcp-proxy/package.json" ]; then
+        return 0
+    fi
+    log "installing peers/proxies packages (npm ci: supergateway $SUPERGATEWAY_VERSION, mcp-proxy $MCP_PROXY_VERSION)"
+    (cd "$PROXIES_DIR" && PATH="$PEERS_DIR/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    printf '%s\n' "$want" > "$PROXIES_DIR/node_modules/.purra-stamp"
+}
+
 if installed_ok; then
     log "already installed (stamp matches)"
     (cd "$NODE_PEER_DIR" && summary)
+    install_proxies
     exit 0
 fi
 
@@ -143,6 +178,7 @@ if command -v flock >/dev/null; then
     if installed_ok; then
         log "already installed (by a concurrent run)"
         (cd "$NODE_PEER_DIR" && summary)
+        install_proxies
         exit 0
     fi
 fi
@@ -240,4 +276,5 @@ log "installing peers/oidc packages (npm ci)"
 
 printf '%s\n' "$WANT_STAMP" > "$STAMP"
 (cd "$NODE_PEER_DIR" && summary)
+install_proxies
 log "done"

@@ -1,7 +1,7 @@
 # Upstream server for purra gateway's end-to-end tests, on the official Python MCP SDK 2.3.0 (stdio).
 """Gateway upstream `gateway-upstream-python`.
 
-Usage: gateway_upstream.py --dir DIR [--scenario NAME]
+Usage: gateway_upstream.py --dir DIR [--scenario NAME] [--write-delay-ms N] [--http]
 
 Tools:
   get_value {}          the stored value (a read)
@@ -16,10 +16,20 @@ Scenarios (what set_value does after logging the call):
   normal        write, answer
   slow-write    wait 5 s, then write and answer (time to kill the gateway while it dispatches)
   exit-on-call  write, then exit without answering (the upstream exits mid-call)
+  hold-write    wait until the file DIR/release-write appears, then write and answer (a dispatch
+                held in flight for as long as a test needs)
 
-Catalog changes: when the file DIR/change-catalog appears, it is removed, set_value's description
-gets the next revision number, `catalog changed N` is logged and notifications/tools/list_changed
-is sent on the session.
+--write-delay-ms N: set_value waits N ms between logging the call and writing (any scenario), so
+a gateway killed at random often dies while the upstream handles its write.
+
+--http: Streamable HTTP on 127.0.0.1 at a free port instead of stdio, printing
+`{"listening": PORT}` on stdout once it accepts connections: one upstream (one ledger) for a fleet
+of gateways, each with its own session. Without a session to notify, there are no catalog
+changes over HTTP.
+
+Catalog changes (stdio): when the file DIR/change-catalog appears, it is removed, set_value's
+description gets the next revision number, `catalog changed N` is logged and
+notifications/tools/list_changed is sent on the session.
 """
 
 from __future__ import annotations
@@ -38,9 +48,10 @@ warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 DIR = "."
 SCENARIO = "normal"
-SCENARIOS = ["normal", "slow-write", "exit-on-call"]
+SCENARIOS = ["normal", "slow-write", "exit-on-call", "hold-write"]
 REVISION = 1
 SESSION: Any = None
+WRITE_DELAY = 0.0
 
 
 def event(text: str) -> None:
@@ -129,6 +140,11 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> dict[str, 
     event(f"call set_value {value}")
     if SCENARIO == "slow-write":
         await anyio.sleep(5)
+    if SCENARIO == "hold-write":
+        while not os.path.exists(os.path.join(DIR, "release-write")):
+            await anyio.sleep(0.05)
+    if WRITE_DELAY:
+        await anyio.sleep(WRITE_DELAY)
     write_value(value)
     if SCENARIO == "exit-on-call":
         event("exit mid-call")
@@ -150,10 +166,40 @@ async def watch_catalog() -> None:
         await SESSION.send_notification(types.ToolListChangedNotification())
 
 
+def build() -> Server:
+    return Server("gateway-upstream-python", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def run_http() -> None:
+    import json
+    import socket
+    import sys
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    app = build().streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning")
+    server = uvicorn.Server(config)
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            while not server.started:
+                await anyio.sleep(0.01)
+            print(json.dumps({"listening": sock.getsockname()[1]}), flush=True)
+            sys.stdout.flush()
+
+    anyio.run(serve)
+
+
 async def run_stdio() -> None:
     from mcp.server.stdio import stdio_server
 
-    server = Server("gateway-upstream-python", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = build()
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
     async with stdio_server() as (read, write):
         async with anyio.create_task_group() as tg:
@@ -163,14 +209,19 @@ async def run_stdio() -> None:
 
 
 def main() -> None:
-    global DIR, SCENARIO
+    global DIR, SCENARIO, WRITE_DELAY
     parser = argparse.ArgumentParser(description="purra gateway test upstream (official Python SDK)")
     parser.add_argument("--dir", required=True)
     parser.add_argument("--scenario", default="normal", choices=SCENARIOS)
+    parser.add_argument("--write-delay-ms", type=int, default=0)
+    parser.add_argument("--http", action="store_true")
     opts = parser.parse_args()
-    DIR, SCENARIO = opts.dir, opts.scenario
+    DIR, SCENARIO, WRITE_DELAY = opts.dir, opts.scenario, opts.write_delay_ms / 1000.0
     event(f"started {SCENARIO}")
-    anyio.run(run_stdio)
+    if opts.http:
+        run_http()
+    else:
+        anyio.run(run_stdio)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,11 @@ struct Setup {
     run_decided_without_caller: bool,
     lease: &'static str,
     scenario: &'static str,
+    /// `set_value`'s `binding_revision`.
+    binding_revision: &'static str,
+    /// How long the upstream's `set_value` waits before it writes.
+    write_delay_ms: u64,
+    drain_timeout: &'static str,
 }
 
 impl Default for Setup {
@@ -64,6 +69,9 @@ impl Default for Setup {
             run_decided_without_caller: false,
             lease: "60s",
             scenario: "normal",
+            binding_revision: "1",
+            write_delay_ms: 0,
+            drain_timeout: "30s",
         }
     }
 }
@@ -113,9 +121,10 @@ apps = {apps}
 approval_ttl = "10m"
 run_decided_without_caller = {run}
 lease = "{lease}"
+drain_timeout = "{drain}"
 
 [upstreams.values]
-command = [{python:?}, {upstream:?}, "--dir", {dir:?}, "--scenario", "{scenario}"]
+command = [{python:?}, {upstream:?}, "--dir", {dir:?}, "--scenario", "{scenario}", "--write-delay-ms", "{delay}"]
 
 [reads.get_value]
 upstream = "values"
@@ -128,7 +137,7 @@ upstream = "values"
 title = "Set the value"
 effect = "write"
 binding_id = "values"
-binding_revision = "1"
+binding_revision = "{revision}"
 scope_id = "values-clients"
 scope_revision = "1"
 {approval}
@@ -151,6 +160,9 @@ arguments = ["len(value) <= 40"]
             python = python(),
             dir = self.dir.to_string_lossy(),
             scenario = s.scenario,
+            revision = s.binding_revision,
+            delay = s.write_delay_ms,
+            drain = s.drain_timeout,
         );
         std::fs::write(self.config(), text).expect("config");
     }
@@ -272,6 +284,8 @@ struct Gateway {
     url: String,
     /// What it printed on stderr before saying where it serves.
     started: Vec<String>,
+    /// What it prints on stderr since.
+    lines: Receiver<String>,
 }
 
 impl Gateway {
@@ -302,7 +316,39 @@ impl Gateway {
             child,
             url,
             started,
+            lines: rx,
         }
+    }
+
+    /// Waits for the next stderr line starting with `prefix` (skipping others); returns it.
+    fn wait_line(&self, prefix: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
+                .unwrap_or_else(|_| panic!("the gateway printed no line {prefix:?}"));
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    }
+
+    /// Sends `signal` (`HUP`, `TERM`) to the gateway's process.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// `HOST:PORT` it serves on.
+    fn authority(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned()
     }
 
     /// SIGKILL: no cleanup of any kind.
@@ -1250,4 +1296,223 @@ fn check_validates_policies_against_the_bound_tools() {
     ] {
         assert!(shown.lines().any(|l| l == line), "{line:?} in:\n{shown}");
     }
+}
+
+/// One HTTP/1.1 GET on a new connection to `authority`: the status line and the body.
+fn http_get(authority: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(authority).expect("connect");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// `SIGHUP` reloads the file while a write waits: a changed binding revision (checked first
+/// with `--check`) tells the client to list again, on the same session, and the approval
+/// prepared under the old revision is refused as a mismatch when it is approved, nothing sent;
+/// a broken file, and one changing a key only a restart applies, are refused with their
+/// mistakes and the running configuration serves on; the same call then asks for a new approval
+/// and is sent once.
+#[test]
+fn sighup_reloads_a_changed_binding_and_refuses_a_broken_file() {
+    let (sc, gateway) = served("reload", Setup::default());
+    let mut client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([
+            call("set_value", json!({"value": "r"})),
+            call("get_value", json!({}))
+        ]),
+    );
+    let id = sc.wait_pending();
+    let next = Setup {
+        listen: "127.0.0.1:0",
+        binding_revision: "2",
+        ..Setup::default()
+    };
+    sc.write_config(&next);
+    let check = purra(&["gateway", "--check", "--config", &sc.config()]);
+    assert_eq!(
+        (
+            check.status.code(),
+            String::from_utf8_lossy(&check.stdout).into_owned()
+        ),
+        (
+            Some(0),
+            "configuration ok: 2 tools: get_value, set_value\n".to_owned()
+        ),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    gateway.signal("HUP");
+    assert_eq!(
+        gateway.wait_line("purra gateway: reload"),
+        format!(
+            "purra gateway: reloaded {}: revision 2: 2 tools (get_value, set_value); changed: set_value; added: none; removed: none",
+            sc.config()
+        )
+    );
+    client.wait_for("list_changed", |l| l["event"] == "list_changed");
+    sc.approve(&id);
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 2, "{lines:?}");
+    assert_eq!(
+        result_text(steps[0]),
+        (
+            format!("set_value was not sent: approval {id} was for an earlier binding of the tool, which changed since (approval_mismatch); call set_value again to ask for a new approval"),
+            true
+        )
+    );
+    // The same session goes on.
+    assert_eq!(
+        steps[1]["result"]["structuredContent"],
+        json!({"value": ""}),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
+    assert_eq!(sc.approvals(&["show", &id])["state"], "refused");
+
+    // A broken file: refused with its mistake; revision 2 serves on.
+    std::fs::write(sc.config(), "[gateway\nname = \"gw\"\n").expect("write");
+    gateway.signal("HUP");
+    assert_eq!(
+        gateway.wait_line("purra gateway: reload"),
+        format!(
+            "purra gateway: reload of {} refused; revision 2 keeps serving: the configuration has 1 mistake:",
+            sc.config()
+        )
+    );
+    let mistake = gateway.wait_line("  ");
+    assert!(
+        mistake.starts_with(&format!("  {}:1: ", sc.config())),
+        "{mistake}"
+    );
+    // A key only a restart applies: refused by name.
+    sc.write_config(&Setup {
+        approval_wait: "30s",
+        ..next.clone()
+    });
+    gateway.signal("HUP");
+    gateway.wait_line("purra gateway: reload of");
+    let mistake = gateway.wait_line("  ");
+    assert!(
+        mistake.ends_with(
+            ": gateway.approval_wait: cannot change while the gateway runs: it is read once at start; restart the gateway to apply it (SIGTERM drains it first)"
+        ),
+        "{mistake}"
+    );
+
+    // The same call again: a new approval, for revision 2, sent once.
+    let client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "r"}))]),
+    );
+    let again = sc.wait_pending();
+    assert_ne!(again, id);
+    sc.approve(&again);
+    let lines = client.finish();
+    assert_eq!(
+        steps_of(&lines)[0]["result"]["structuredContent"],
+        json!({"stored": "r"}),
+        "{lines:?}"
+    );
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
+    drop(gateway);
+}
+
+/// `SIGTERM` drains: the write waiting for its decision is answered as pending at once, `/readyz`
+/// says 503 (draining) while `/healthz` still says the process is up, a new call is refused with
+/// nothing sent, the dispatch in flight finishes with its receipt, and the gateway exits 0.
+#[test]
+fn sigterm_drains_and_exits_once_the_dispatch_in_flight_is_done() {
+    let (sc, mut gateway) = served(
+        "drain",
+        Setup {
+            scenario: "hold-write",
+            ..Setup::default()
+        },
+    );
+    let sending = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "sent"}))]),
+    );
+    let sent = sc.wait_pending();
+    sc.approve(&sent);
+    sc.wait_ledger("call set_value sent");
+    let waiting = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([call("set_value", json!({"value": "waits"}))]),
+    );
+    let pending = sc.wait_pending();
+    assert_ne!(pending, sent);
+
+    gateway.signal("TERM");
+    assert_eq!(
+        gateway.wait_line("purra gateway: draining"),
+        "purra gateway: draining: no new calls; waiting writes are answered as pending; 2 calls and 1 dispatches in flight, waited for at most 30s"
+    );
+    let lines = waiting.finish();
+    assert_eq!(
+        result_text(steps_of(&lines)[0]),
+        (pending_text(&sc, &pending), true)
+    );
+    let authority = gateway.authority();
+    assert_eq!(
+        http_get(&authority, "/readyz"),
+        (
+            "HTTP/1.1 503 Service Unavailable".to_owned(),
+            r#"{"ready":false,"draining":true,"revision":1,"store":"ok","upstreams":{"values":"ok"}}"#
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        http_get(&authority, "/healthz"),
+        ("HTTP/1.1 200 OK".to_owned(), "ok\n".to_owned())
+    );
+    let lines = Client::http(Sdk::Python, &gateway, json!([call("get_value", json!({}))])).finish();
+    assert_eq!(
+        result_text(steps_of(&lines)[0]),
+        (
+            "get_value failed: gateway_stopping (nothing was sent)".to_owned(),
+            true
+        )
+    );
+
+    std::fs::write(sc.dir.join("release-write"), "").expect("release");
+    let lines = sending.finish();
+    assert_eq!(steps_of(&lines).len(), 1, "{lines:?}");
+    assert_eq!(
+        steps_of(&lines)[0]["result"]["structuredContent"],
+        json!({"stored": "sent"}),
+        "{lines:?}"
+    );
+    assert_eq!(
+        gateway.wait_line("purra gateway: drained"),
+        "purra gateway: drained"
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = gateway.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(start.elapsed() < LIMIT, "the gateway did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    sc.assert_effect(&sent, "committed", 1);
+    assert_eq!(sc.approvals(&["show", &pending])["state"], "pending");
+    assert_eq!(sc.writes(), 1, "{:?}", sc.ledger());
 }

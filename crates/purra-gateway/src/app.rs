@@ -134,12 +134,7 @@ impl Inner {
             );
         }
         let tool = args.get("tool").and_then(Value::as_str).unwrap_or_default();
-        let Some(b) = self
-            .bindings
-            .get(tool)
-            .filter(|b| b.effect.is_some())
-            .cloned()
-        else {
+        let Some(b) = self.binding(tool).filter(|b| b.effect.is_some()) else {
             return refused(
                 "unknown_write",
                 "no write tool of that name; nothing was decided",

@@ -466,12 +466,30 @@ pub struct Settings {
     /// page and `purra approvals` in other processes enforce it too; elicitation and the approval
     /// view (the caller deciding its own call) are then never asked.
     pub approvers_must_differ: bool,
+    /// How long a drain (`SIGTERM`) waits for the calls and dispatches in flight before the
+    /// process exits anyway (default 30 s, at most 1 h). Writes waiting for their decision are
+    /// answered as pending at once; a dispatch still running at the bound becomes `unknown` once
+    /// the lease lapses, never sent again.
+    pub drain_timeout: Dur,
+    /// Host names the HTTP listener answers besides the loopback names (`localhost`,
+    /// `127.0.0.1`, `[::1]`): a name on any port (`mcp.example.com`) or `name:port` on that port
+    /// only. Behind a load balancer, the name clients reach it by; any other `Host` is refused
+    /// 403 (protection against DNS rebinding). Default none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
     /// The OAuth resource-server guard in front of the HTTP listener (`[gateway.auth]`): every
     /// HTTP request needs a bearer token for the gateway's resource, and each caller's principal
     /// is its token's issuer and subject.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthSettings>,
 }
+
+/// The default of `drain_timeout`: a write's dispatch usually takes seconds; an orchestrator
+/// gives a stopping container about this long before it kills it.
+const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest `drain_timeout`.
+const MAX_DRAIN_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// The OAuth resource-server guard in front of the gateway's Streamable HTTP listener (the
 /// `[gateway.auth]` table): tokens are JWTs checked against the issuer's keys (its JWKS), or
@@ -548,6 +566,8 @@ impl Default for Settings {
             max_pending_per_caller: DEFAULT_MAX_PENDING_PER_CALLER,
             max_calls_per_minute_per_caller: DEFAULT_MAX_CALLS_PER_MINUTE,
             approvers_must_differ: false,
+            drain_timeout: Dur(DEFAULT_DRAIN_TIMEOUT),
+            allowed_hosts: Vec::new(),
             auth: None,
         }
     }
@@ -1226,6 +1246,18 @@ impl GatewayConfig {
     }
 }
 
+/// Whether `host` is a host name, an IP literal, or either with a port: what a `Host` header
+/// names (no scheme, path, user or empty name).
+fn allowed_host(host: &str) -> bool {
+    let Ok(authority) = host.parse::<http::uri::Authority>() else {
+        return false;
+    };
+    let has_port = authority.as_str().len() > authority.host().len();
+    !host.contains('@')
+        && !authority.host().is_empty()
+        && (!has_port || authority.port_u16().is_some())
+}
+
 fn identifier(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
@@ -1313,6 +1345,19 @@ impl GatewayConfig {
                 "gateway.max_calls_per_minute_per_caller".into(),
                 format!("must be at least 1 and at most {MAX_CALLS_PER_MINUTE}"),
             ));
+        }
+        if g.drain_timeout.0 > MAX_DRAIN_TIMEOUT {
+            out.push(("gateway.drain_timeout".into(), "must be at most 1h".into()));
+        }
+        for (i, host) in g.allowed_hosts.iter().enumerate() {
+            if !allowed_host(host) {
+                out.push((
+                    format!("gateway.allowed_hosts[{i}]"),
+                    format!(
+                        "expected a host name such as \"mcp.example.com\" or \"mcp.example.com:443\", found {host:?}"
+                    ),
+                ));
+            }
         }
         self.check_policies(&mut out);
         self.check_page(&mut out);

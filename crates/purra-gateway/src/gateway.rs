@@ -14,15 +14,14 @@
 //! registrations whole, and changes the downstream tool list (which sends downstream
 //! `list_changed`). An upstream whose connection closed is reconnected with backoff.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use purra_core::{
     execute, ApprovalGateway, ErrorCode, Execution, Lease, RunContext, RunId, RunStore,
     ScheduleLimits, StoreError,
 };
-use purra_mcp::{Limits, ReadBinding, WriteBinding};
 use purra_protocol::types::{methods, CallToolResult, JsonObject, Tool};
 use purra_protocol::{HttpServerConfig, RequestCtx, Server, StreamableHttpServer};
 use serde_json::Value;
@@ -30,9 +29,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::auth::AuthPlan;
-use crate::config::{
-    ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig, Listen, Settings,
-};
+use crate::catalog::Catalog;
+use crate::config::{ApprovalBy, ConfigErrors, EffectConfig, GatewayConfig, Listen, Settings};
 use crate::limit::CallLimiter;
 use crate::load::ConfigSource;
 use crate::metrics::Metrics;
@@ -146,13 +144,18 @@ impl std::fmt::Debug for Gateway {
 
 pub(crate) struct Inner {
     pub settings: Settings,
-    pub limits: Limits,
     pub store: Arc<dyn GatewayStore>,
     pub approvals: Arc<dyn ApprovalGateway>,
     pub runs: Arc<dyn RunStore>,
     pub server: Server,
-    pub bindings: BTreeMap<String, Arc<Binding>>,
-    pub upstreams: BTreeMap<String, Arc<Upstream>>,
+    /// What is served now: upstreams, bindings, policies (a reload replaces it whole).
+    catalog: Arc<RwLock<Arc<Catalog>>>,
+    /// Whether a refused tool's mistake shows the listed JSON (`StartOptions::excerpts`).
+    pub excerpts: bool,
+    /// One reload at a time.
+    pub reloading: tokio::sync::Mutex<()>,
+    /// Calls in flight, and whether the gateway is draining.
+    pub drain: crate::drain::Drain,
     pub decisions: Decisions,
     /// Write runs a caller in this process is waiting on (the sweeper leaves them alone).
     pub waiting: Mutex<HashSet<RunId>>,
@@ -166,8 +169,6 @@ pub(crate) struct Inner {
     auth: Option<AuthPlan>,
     /// The webhook endpoints this gateway delivers to.
     webhooks: Webhooks,
-    /// The Cedar policies every call of a bound tool must be allowed by (`[policies]`).
-    policies: Option<Policies>,
     /// The calls each principal made this minute (`max_calls_per_minute_per_caller`).
     calls: CallLimiter,
     log: Option<Log>,
@@ -180,6 +181,11 @@ pub(crate) struct Inner {
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How often the sweeper looks at waiting writes whose caller has gone.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a stopping HTTP listener lets the answers still being written go out before it ends
+/// every stream.
+const FLUSH_BOUND: Duration = Duration::from_secs(5);
+/// How long a stopping HTTP listener keeps its sessions' streams open after the last answer left.
+const READ_GRACE: Duration = Duration::from_millis(500);
 
 impl Gateway {
     /// Starts a gateway: checks the configuration, reconciles claims a killed process left,
@@ -217,127 +223,12 @@ impl Gateway {
             ),
             None => None,
         };
-        // The policy files are read before anything connects: their digest is part of every
-        // write binding's scope revision.
-        let sources = match &config.policies {
-            Some(p) => {
-                Some(Sources::read(p, source).map_err(|e| StartError::Config(ConfigErrors(e)))?)
-            }
-            None => None,
-        };
         let webhooks = Webhooks::read(&config, source).map_err(StartError::Config)?;
-        let limits = config.limits.limits();
-        let mut upstreams = BTreeMap::new();
-        let mut bindings = BTreeMap::new();
-        for (id, u) in &config.upstreams {
-            let mut reads = BTreeMap::new();
-            let mut writes = BTreeMap::new();
-            let mut scopes = Vec::new();
-            for (local, r) in config.reads.iter().filter(|(_, r)| &r.upstream == id) {
-                let scope = Scope::compile(&r.scope).map_err(|e| {
-                    StartError::Config(ConfigErrors(vec![
-                        source.error(&format!("reads.{local}.scope"), e)
-                    ]))
-                })?;
-                let remote = r.tool.clone().unwrap_or_else(|| local.clone());
-                reads.insert(
-                    remote.clone(),
-                    ReadBinding::new(local.clone(), r.title.clone(), scope.scope_check())
-                        .concurrency(r.concurrency.into())
-                        .run_tasks(r.tasks),
-                );
-                scopes.push((
-                    format!("reads.{local}"),
-                    local.clone(),
-                    remote,
-                    scope,
-                    None,
-                    ApprovalBy::Operator,
-                ));
-            }
-            for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
-                let scope = Scope::from_rules(&w.scope).map_err(|e| {
-                    StartError::Config(ConfigErrors(vec![
-                        source.error(&format!("writes.{local}.scope"), e)
-                    ]))
-                })?;
-                let remote = w.tool.clone().unwrap_or_else(|| local.clone());
-                writes.insert(
-                    remote.clone(),
-                    WriteBinding {
-                        local_name: local.clone(),
-                        title: w.title.clone(),
-                        risk: w.effect.risk(),
-                        effect: w.effect.effect(),
-                        scope: scope.scope_check(),
-                        binding_id: w.binding_id.clone(),
-                        binding_revision: w.binding_revision.clone(),
-                        scope_id: w.scope_id.clone(),
-                        // An approval prepared under other policies is refused as a mismatch.
-                        scope_revision: match &sources {
-                            Some(s) => format!("{}+policies:{}", w.scope_revision, s.digest()),
-                            None => w.scope_revision.clone(),
-                        },
-                    },
-                );
-                scopes.push((
-                    format!("writes.{local}"),
-                    local.clone(),
-                    remote,
-                    scope,
-                    Some(w.effect),
-                    w.approval,
-                ));
-            }
-            let upstream = Arc::new(Upstream::new(id.clone(), u.clone(), limits, reads, writes));
-            for (key, local, remote, scope, effect, approval) in scopes {
-                bindings.insert(
-                    local.clone(),
-                    Arc::new(Binding {
-                        upstream: upstream.clone(),
-                        local,
-                        remote,
-                        scope,
-                        effect,
-                        approval,
-                        key,
-                    }),
-                );
-            }
-            upstreams.insert(id.clone(), upstream);
-        }
-
-        // Discover everything before serving anything; collect every mistake.
-        let mut errors = Vec::new();
-        for upstream in upstreams.values() {
-            if let Err(e) = upstream.current().await {
-                errors
-                    .extend(start_errors(upstream, &bindings, source, &e, options.excerpts).await);
-            }
-        }
-        if !errors.is_empty() {
-            for u in upstreams.values() {
-                u.close().await;
-            }
-            errors.sort_by_key(|e: &ConfigError| e.line.unwrap_or(0));
-            return Err(StartError::Config(ConfigErrors(errors)));
-        }
-
-        let policies = match sources {
-            Some(sources) => match compile_policies(sources, &bindings, source) {
-                Ok(p) => Some(p),
-                Err(errors) => {
-                    for u in upstreams.values() {
-                        u.close().await;
-                    }
-                    return Err(StartError::Config(ConfigErrors(errors)));
-                }
-            },
-            None => None,
-        };
+        let built = crate::catalog::build(&config, source, options.excerpts, None).await?;
+        let catalog = built.catalog;
 
         if let Some(log) = &options.log {
-            for warning in destructive_warnings(&bindings, source) {
+            for warning in crate::catalog::destructive_warnings(&catalog.bindings, source) {
                 log(&warning);
             }
         }
@@ -395,7 +286,17 @@ impl Gateway {
             );
         }
         let server = builder.build();
-        let skill_errors = crate::skills::bind(&config, &upstreams, &server, source).await;
+        let upstreams = catalog.upstreams.clone();
+        let cell = Arc::new(RwLock::new(Arc::new(catalog)));
+        // A skill's files are read from its upstream as the running catalog has it.
+        let resolve: crate::skills::Resolve = {
+            let cell = cell.clone();
+            Arc::new(move |id: &str| {
+                let catalog = cell.read().unwrap_or_else(|p| p.into_inner()).clone();
+                catalog.upstreams.get(id).cloned()
+            })
+        };
+        let skill_errors = crate::skills::bind(&config, &upstreams, &server, source, resolve).await;
         if !skill_errors.is_empty() {
             for u in upstreams.values() {
                 u.close().await;
@@ -404,21 +305,21 @@ impl Gateway {
         }
         let inner = Arc::new_cyclic(|weak| Inner {
             settings: config.gateway.clone(),
-            limits,
             approvals: store.approvals(),
             runs: store.runs(),
             store,
             server,
-            bindings,
+            catalog: cell,
+            excerpts: options.excerpts,
+            reloading: tokio::sync::Mutex::new(()),
+            drain: crate::drain::Drain::default(),
             webhooks,
-            upstreams,
             decisions: Decisions::default(),
             waiting: Mutex::new(HashSet::new()),
             run_locks: Mutex::new(HashMap::new()),
             shown: Mutex::new(BTreeMap::new()),
             stop: CancellationToken::new(),
             auth,
-            policies,
             calls: CallLimiter::new(config.gateway.max_calls_per_minute_per_caller),
             log: options.log,
             metrics,
@@ -431,7 +332,7 @@ impl Gateway {
             inner.log(&warning);
         }
         inner.publish();
-        for upstream in inner.upstreams.values() {
+        for upstream in inner.catalog().upstreams.values() {
             inner.watch(upstream.clone());
         }
         tokio::spawn(inner.clone().sweeper());
@@ -479,6 +380,7 @@ impl Gateway {
     /// the files hold; `None` without `[policies]`.
     pub fn policy_schema(&self) -> Option<(usize, String)> {
         self.inner
+            .catalog()
             .policies
             .as_ref()
             .map(|p| (p.count(), p.schema_text().to_owned()))
@@ -501,16 +403,24 @@ impl Gateway {
     }
 
     /// A Streamable HTTP server for downstream clients (endpoint `/mcp`) on `addr`, **without**
-    /// the guard of `[gateway.auth]`: mount [`StreamableHttpServer::router`] behind
-    /// [`Gateway::auth_layer`] (beside other routes) or bind it; [`Gateway::serve_http`] does both.
+    /// the guard of `[gateway.auth]` and the health checks: mount
+    /// [`StreamableHttpServer::router`] behind [`Gateway::auth_layer`] (beside other routes) or
+    /// bind it; [`Gateway::serve_http`] does both, with `/healthz` and `/readyz`. It answers the
+    /// loopback names and `[gateway] allowed_hosts`.
     pub fn http_server(&self, addr: std::net::SocketAddr) -> StreamableHttpServer {
-        StreamableHttpServer::new(
-            self.inner.server.clone(),
-            HttpServerConfig {
-                bind: addr,
-                ..HttpServerConfig::default()
-            },
-        )
+        StreamableHttpServer::new(self.inner.server.clone(), self.http_config(addr))
+    }
+
+    fn http_config(&self, addr: std::net::SocketAddr) -> HttpServerConfig {
+        let mut policy = purra_protocol::HostPolicy::loopback();
+        for host in &self.inner.settings.allowed_hosts {
+            policy = policy.allow_host(host);
+        }
+        HttpServerConfig {
+            bind: addr,
+            host_policy: policy,
+            ..HttpServerConfig::default()
+        }
     }
 
     /// The gateway's metrics (see [`crate::metrics`]); [`Gateway::refresh_metrics`] first brings
@@ -606,6 +516,7 @@ impl Gateway {
     /// `shutdown` resolves, behind the guard of `[gateway.auth]` when it is configured (the
     /// protected resource metadata is then served at `/.well-known/oauth-protected-resource/mcp`,
     /// logged at start). Without it, a warning is logged: HTTP callers are not authenticated.
+    /// `/healthz` and `/readyz` are answered in front of both ([`crate::health`]).
     pub async fn serve_http(
         &self,
         listener: tokio::net::TcpListener,
@@ -615,13 +526,40 @@ impl Gateway {
         let guard = self
             .auth_layer(local)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        let config = self.http_config(local);
+        let endpoint = config.endpoint.clone();
+        let stop = config.shutdown.clone();
+        let limits = config.connections.clone();
+        let mcp = StreamableHttpServer::new(self.inner.server.clone(), config);
+        // When `shutdown` resolves, the answers still being written (a drained call's result
+        // leaves after its handler returned) are let out, for at most `FLUSH_BOUND`, and read, for
+        // `READ_GRACE` more (a client that finds its session's GET stream gone at once may give
+        // up before it handled the answer it just read: the Python SDK's does); then every stream
+        // ends and every session closes.
+        let watch = |in_flight: crate::health::InFlight| {
+            let trigger = stop.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = shutdown => {
+                        in_flight
+                            .settled(tokio::time::Instant::now() + FLUSH_BOUND)
+                            .await;
+                        tokio::time::sleep(READ_GRACE).await;
+                        trigger.cancel();
+                    }
+                    () = trigger.cancelled() => {}
+                }
+            });
+        };
         let Some(guard) = guard else {
             self.inner.log(&format!(
                 "warning: HTTP callers are not authenticated ([gateway.auth] is not set): every \
                  caller that reaches {local} acts as principal {:?}",
                 self.inner.settings.principal
             ));
-            return self.http_server(local).serve(listener, shutdown).await;
+            let service = self.with_health(mcp, Some(&endpoint));
+            watch(service.in_flight());
+            return purra_protocol::http::serve(listener, service, limits, stop).await;
         };
         self.inner.log(&format!(
             "callers need a token from {} for {}; protected resource metadata at {}",
@@ -633,21 +571,9 @@ impl Gateway {
                 .unwrap_or_default(),
             guard.metadata_url()
         ));
-        let config = HttpServerConfig {
-            bind: local,
-            ..HttpServerConfig::default()
-        };
-        let stop = config.shutdown.clone();
-        let limits = config.connections.clone();
-        let endpoint = StreamableHttpServer::new(self.inner.server.clone(), config).router();
-        let trigger = stop.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown => trigger.cancel(),
-                () = trigger.cancelled() => {}
-            }
-        });
-        purra_protocol::http::serve(listener, guard.layer(endpoint), limits, stop).await
+        let service = self.with_health(guard.layer(mcp.router()), None);
+        watch(service.in_flight());
+        purra_protocol::http::serve(listener, service, limits, stop).await
     }
 
     /// Records a decision made outside the store's other writers (an approver page, an
@@ -681,7 +607,7 @@ impl Gateway {
     /// Stops the background tasks and closes every upstream connection.
     pub async fn shutdown(&self) {
         self.inner.stop.cancel();
-        for u in self.inner.upstreams.values() {
+        for u in self.inner.catalog().upstreams.values() {
             u.close().await;
         }
     }
@@ -731,150 +657,29 @@ pub(crate) fn client_decision_warnings(config: &GatewayConfig) -> Vec<String> {
     out
 }
 
-/// The key a binding's mistakes about its upstream tool are placed at: its `tool` key when it
-/// has one, else the binding's table.
-fn tool_key(b: &Binding, source: &ConfigSource) -> String {
-    let tool = format!("{}.tool", b.key);
-    if source.keys.contains_key(&tool) {
-        tool
-    } else {
-        b.key.clone()
-    }
-}
-
-/// The configuration mistakes behind a failed discovery of `upstream`: every bound tool it does
-/// not list or whose description or schema discovery refuses, each at its binding's key, with
-/// the place in the tool and the reason (and with `excerpts` the listed JSON there).
-async fn start_errors(
-    upstream: &Arc<Upstream>,
-    bindings: &BTreeMap<String, Arc<Binding>>,
-    source: &ConfigSource,
-    e: &UpstreamError,
-    excerpts: bool,
-) -> Vec<ConfigError> {
-    let mine: Vec<&Arc<Binding>> = bindings
-        .values()
-        .filter(|b| Arc::ptr_eq(&b.upstream, upstream))
-        .collect();
-    let key = format!("upstreams.{}", upstream.id);
-    let err = match e {
-        UpstreamError::Connect(why) => {
-            return vec![source.error(&key, format!("cannot connect: {why}"))]
-        }
-        UpstreamError::Discovery(err) => err,
-    };
-    let Some(refusal) = &err.refusal else {
-        return vec![source.error(&key, format!("discovery failed: {}", err.code))];
-    };
-    // Discovery stopped at the first refused tool: look at every bound one.
-    let refs: Vec<(String, String)> = mine
-        .iter()
-        .map(|b| (tool_key(b, source), b.remote.clone()))
-        .collect();
-    let found = match upstream.probe().await {
-        Ok(tools) => crate::upstream::binding_mistakes(
-            &upstream.id,
-            &refs,
-            &tools,
-            upstream.limits(),
-            excerpts,
-        ),
-        Err(_) => Vec::new(),
-    };
-    if !found.is_empty() {
-        return found
-            .into_iter()
-            .map(|(k, m)| source.error(&k, m))
-            .collect();
-    }
-    // What discovery saw, placed at the binding of the tool it names.
-    let at = mine
-        .iter()
-        .find(|b| b.remote == refusal.tool)
-        .map_or(key, |b| tool_key(b, source));
-    vec![source.error(
-        &at,
-        crate::upstream::refusal_message(&upstream.id, err, excerpts),
-    )]
-}
-
-/// Validates the policies against the schema of the bound tools as discovered (each with its
-/// strict input schema): every mistake at its policy file and line.
-fn compile_policies(
-    sources: Sources,
-    bindings: &BTreeMap<String, Arc<Binding>>,
-    source: &ConfigSource,
-) -> Result<Policies, Vec<ConfigError>> {
-    let mut inputs = Vec::new();
-    for b in bindings.values() {
-        let input = b
-            .upstream
-            .live()
-            .and_then(|live| {
-                live.tools
-                    .get(&b.local)
-                    .map(|t| t.tool.input_schema.clone())
-            })
-            .map(serde_json::Value::Object);
-        let kind = match b.effect {
-            None => ToolKind::Read,
-            Some(EffectConfig::Write) => ToolKind::Write,
-            Some(EffectConfig::Destructive) => ToolKind::Destructive,
-        };
-        inputs.push((b.local.as_str(), kind, input.unwrap_or_default()));
-    }
-    let specs: Vec<ToolSpec<'_>> = inputs
-        .iter()
-        .map(|(local, kind, input)| ToolSpec {
-            local,
-            kind: *kind,
-            input,
-        })
-        .collect();
-    Policies::compile(sources, &specs, source)
-}
-
-/// A warning for every write bound with `effect = "write"` over a tool its upstream marks
-/// `destructiveHint: true`: the approver is told the call writes, the upstream says it may
-/// destroy.
-fn destructive_warnings(
-    bindings: &BTreeMap<String, Arc<Binding>>,
-    source: &ConfigSource,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for b in bindings.values() {
-        if b.effect != Some(EffectConfig::Write) {
-            continue;
-        }
-        let Some(live) = b.upstream.live() else {
-            continue;
-        };
-        let marked = live.conn.tools().iter().any(|t| {
-            t.name == b.remote
-                && t.annotations
-                    .as_ref()
-                    .and_then(|a| a.destructive_hint)
-                    .unwrap_or(false)
-        });
-        if marked {
-            let at = source.error(
-                &format!("{}.effect", b.key),
-                format!(
-                    "upstream {:?} marks the tool {:?} destructive (destructiveHint: true), but the binding declares effect = \"write\": approvers are told it writes; declare effect = \"destructive\" if it can destroy data",
-                    b.upstream.id, b.remote
-                ),
-            );
-            out.push(format!("warning: {at}"));
-        }
-    }
-    out
-}
-
 impl Inner {
     pub(crate) fn log(&self, message: &str) {
         if let Some(log) = &self.log {
             log(message);
         }
+    }
+
+    /// What is served now (a reload replaces it whole; a call reads it once per look).
+    pub(crate) fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Makes `next` what is served.
+    pub(crate) fn set_catalog(&self, next: Arc<Catalog>) {
+        *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = next;
+    }
+
+    /// The current binding of local name `local`, if it is bound.
+    pub(crate) fn binding(&self, local: &str) -> Option<Arc<Binding>> {
+        self.catalog().bindings.get(local).cloned()
     }
 
     /// Serves the approval view of every write binding and the app-only tool behind it.
@@ -885,7 +690,12 @@ impl Inner {
                 format!("the approval view cannot be served: {e}"),
             )]))
         };
-        for b in self.bindings.values().filter(|b| b.effect.is_some()) {
+        for b in self
+            .catalog()
+            .bindings
+            .values()
+            .filter(|b| b.effect.is_some())
+        {
             self.server
                 .add_app(crate::app::app_resource(&b.local))
                 .map_err(failed)?;
@@ -895,12 +705,19 @@ impl Inner {
             .raw_tool(crate::app::approval_tool(), move |args, ctx| {
                 let weak = weak.clone();
                 async move {
-                    let Some(inner) = weak.upgrade() else {
-                        return Ok(results::failed(
+                    let stopping = || {
+                        results::failed(
                             crate::app::APPROVAL_TOOL,
                             &results::stopping(),
                             "nothing was decided",
-                        ));
+                        )
+                    };
+                    let Some(inner) = weak.upgrade() else {
+                        return Ok(stopping());
+                    };
+                    // A draining gateway takes no new call.
+                    let Some(_active) = inner.drain.enter() else {
+                        return Ok(stopping());
                     };
                     Ok(inner.approval_view(args, ctx).await)
                 }
@@ -917,11 +734,21 @@ impl Inner {
     /// and new tools are registered, tools no longer bound are removed (each change sends
     /// downstream `list_changed`).
     pub(crate) fn publish(&self) {
+        self.publish_forcing(&BTreeSet::new());
+    }
+
+    /// [`Inner::publish`], registering the tools named in `force` again even where they look the
+    /// same (a reload changed their binding: downstream clients are told to list again).
+    pub(crate) fn publish_forcing(&self, force: &BTreeSet<String>) {
+        let catalog = self.catalog();
         let mut want: BTreeMap<String, Tool> = BTreeMap::new();
-        for u in self.upstreams.values() {
+        for u in catalog.upstreams.values() {
             if let Some(live) = u.live() {
                 for (name, bound) in &live.tools {
-                    let is_write = self.bindings.get(name).is_some_and(|b| b.effect.is_some());
+                    let is_write = catalog
+                        .bindings
+                        .get(name)
+                        .is_some_and(|b| b.effect.is_some());
                     let tool = if is_write && self.settings.apps {
                         crate::app::with_view(bound.tool.clone())
                     } else {
@@ -942,7 +769,7 @@ impl Inner {
             self.server.remove_tool(&name);
         }
         for (name, tool) in want {
-            if shown.get(&name) == Some(&tool) {
+            if shown.get(&name) == Some(&tool) && !force.contains(&name) {
                 continue;
             }
             let weak = self.weak.clone();
@@ -951,12 +778,14 @@ impl Inner {
                 let weak = weak.clone();
                 let local = local.clone();
                 async move {
+                    let stopping =
+                        || results::failed(&local, &results::stopping(), "nothing was sent");
                     let Some(inner) = weak.upgrade() else {
-                        return Ok(results::failed(
-                            &local,
-                            &results::stopping(),
-                            "nothing was sent",
-                        ));
+                        return Ok(stopping());
+                    };
+                    // A draining gateway takes no new call; those in flight are counted.
+                    let Some(_active) = inner.drain.enter() else {
+                        return Ok(stopping());
                     };
                     Ok(inner.call(&local, args, ctx).await)
                 }
@@ -969,23 +798,28 @@ impl Inner {
 
     /// Watches an upstream: a tool list change triggers a rediscovery, a closed connection a
     /// reconnection with backoff.
-    fn watch(&self, upstream: Arc<Upstream>) {
+    pub(crate) fn watch(&self, upstream: Arc<Upstream>) {
         let Some(live) = upstream.live() else {
             return;
         };
         let weak = self.weak.clone();
-        let u = upstream.clone();
-        let _listener = live.conn.on(methods::TOOLS_LIST_CHANGED, move |_| {
-            if let Some(inner) = weak.upgrade() {
-                let u = u.clone();
+        let u = Arc::downgrade(&upstream);
+        let listener = live.conn.on(methods::TOOLS_LIST_CHANGED, move |_| {
+            if let (Some(inner), Some(u)) = (weak.upgrade(), u.upgrade()) {
                 tokio::spawn(async move { inner.refresh(u).await });
             }
         });
+        // Removed when a reload retires the upstream.
+        upstream.keep_listener(listener);
         let weak = self.weak.clone();
         let peer = live.conn.peer().clone();
         let id = upstream.id.clone();
         tokio::spawn(async move {
-            peer.closed().await;
+            tokio::select! {
+                () = peer.closed() => {}
+                // Replaced by a reload: the upstream that replaced it watches its connection.
+                () = upstream.retired() => return,
+            }
             if let Some(inner) = weak.upgrade() {
                 inner.metrics.set(
                     crate::metrics::UPSTREAM_UP,
@@ -997,7 +831,7 @@ impl Inner {
             let mut backoff = Duration::from_millis(100);
             loop {
                 let Some(inner) = weak.upgrade() else { return };
-                if inner.stop.is_cancelled() {
+                if inner.stop.is_cancelled() || upstream.is_retired() {
                     return;
                 }
                 if inner.refresh(upstream.clone()).await {
@@ -1016,6 +850,9 @@ impl Inner {
 
     /// Brings an upstream up to date; true when it is usable. A new connection gets watched.
     async fn refresh(&self, upstream: Arc<Upstream>) -> bool {
+        if upstream.is_retired() {
+            return true;
+        }
         let before = upstream.live().map(|l| Arc::as_ptr(&l.conn) as usize);
         let result = upstream.current().await;
         self.publish();
@@ -1080,6 +917,7 @@ impl Inner {
             .ok_or_else(purra_mcp::codes::tool_missing)?;
         Ok(Arc::new(BoundTool {
             registration: bound.registration.clone(),
+            _in_use: crate::upstream::InUse::new(&b.upstream),
         }))
     }
 
@@ -1107,13 +945,14 @@ impl Inner {
     pub(crate) fn schedule_limits(&self) -> ScheduleLimits {
         ScheduleLimits {
             max_concurrency: 1,
-            max_result_bytes: usize::try_from(self.limits.max_result_bytes).unwrap_or(usize::MAX),
+            max_result_bytes: usize::try_from(self.catalog().limits.max_result_bytes)
+                .unwrap_or(usize::MAX),
         }
     }
 
     /// One downstream `tools/call` of a bound tool.
     async fn call(&self, local: &str, args: JsonObject, ctx: RequestCtx) -> CallToolResult {
-        let Some(binding) = self.bindings.get(local).cloned() else {
+        let Some(binding) = self.binding(local) else {
             return results::failed(local, &purra_mcp::codes::tool_missing(), "nothing was sent");
         };
         if self.unauthenticated(&ctx) {
@@ -1134,7 +973,8 @@ impl Inner {
     /// (valid against its input schema); always without `[policies]`. A request that cannot be
     /// evaluated is refused too, and logged.
     pub(crate) fn allowed_by_policies(&self, b: &Binding, caller: &Caller, args: &Value) -> bool {
-        let Some(policies) = &self.policies else {
+        let catalog = self.catalog();
+        let Some(policies) = &catalog.policies else {
             return true;
         };
         let span = tracing::debug_span!(
@@ -1169,8 +1009,9 @@ impl Inner {
         };
         let args = Value::Object(args);
         // The policies read typed arguments: arguments the schema refuses are refused by
-        // `execute` below, as without policies.
-        if bound.registration.input_schema().validate(&args).is_ok()
+        // `execute` below, as without policies (so without policies they are validated once).
+        if self.catalog().policies.is_some()
+            && bound.registration.input_schema().validate(&args).is_ok()
             && !self.allowed_by_policies(b, &caller, &args)
         {
             return results::policy_denied(&b.local, false);
@@ -1215,6 +1056,10 @@ impl Inner {
                 () = tokio::time::sleep(SWEEP_INTERVAL) => {}
             }
             let Some(inner) = weak.upgrade() else { return };
+            // A draining gateway starts no dispatch of its own.
+            if inner.drain.is_draining() {
+                return;
+            }
             inner.calls.prune(std::time::Instant::now());
             if let Err(e) = inner.sweep().await {
                 inner.log(&format!("looking at waiting writes failed: {e}"));
@@ -1223,7 +1068,9 @@ impl Inner {
     }
 }
 
-/// A binding's current registration, held for one call.
+/// A binding's current registration, held for one call (and its dispatch): while it is held,
+/// the upstream it came from stays connected, even when a reload replaced it.
 pub(crate) struct BoundTool {
     pub registration: Arc<purra_core::ToolRegistration>,
+    _in_use: crate::upstream::InUse,
 }

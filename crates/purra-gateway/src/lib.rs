@@ -58,6 +58,16 @@
 //! reports, whichever process makes the change, and the gateway delivers them at least once,
 //! with retries, surviving restarts ([`webhooks`]).
 //!
+//! # Reload, drain, health, fleet
+//!
+//! [`Gateway::reload`] replaces the upstreams, bindings, limits and policies while serving (a
+//! configuration with mistakes is refused and the running one serves on; see [`reload`]);
+//! [`Gateway::drain`] stops taking calls, answers waiting writes as pending and waits for what is
+//! in flight ([`drain`]); [`Gateway::serve_http`] answers `/healthz` and `/readyz` beside `/mcp`
+//! ([`health`]). Several gateways on one PostgreSQL store make a fleet: they share nothing but
+//! the store, so a call repeated on another instance finds its approval, claim or receipt, and a
+//! decision made anywhere wakes the call waiting on any instance.
+//!
 //! # Writes
 //!
 //! A write call is identified by the gateway's name, the tool, the caller and the arguments; its
@@ -74,12 +84,16 @@
 
 mod app;
 pub mod auth;
+mod catalog;
 pub mod config;
+pub mod drain;
 mod gateway;
+pub mod health;
 pub mod limit;
 mod load;
 pub mod metrics;
 pub mod policy;
+pub mod reload;
 pub mod results;
 pub mod scope;
 mod skills;
@@ -97,10 +111,13 @@ pub use config::{
     UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
     DEFAULT_METRICS_INTERVAL,
 };
+pub use drain::Drained;
 pub use gateway::{Gateway, Log, StartError, StartOptions};
+pub use health::{HealthService, Readiness};
 pub use load::{
     from_toml_serde, load, load_reporting_all, load_reporting_all_with, load_str, ConfigSource,
     Loaded,
 };
+pub use reload::Reloaded;
 pub use store::{Decisions, GatewayStore};
 pub use webhooks::Webhooks;

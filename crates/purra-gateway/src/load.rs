@@ -647,6 +647,8 @@ impl Cx {
             approvers_must_differ: f
                 .opt("approvers_must_differ")
                 .unwrap_or(d.approvers_must_differ),
+            drain_timeout: f.opt("drain_timeout").unwrap_or(d.drain_timeout),
+            allowed_hosts: f.opt("allowed_hosts").unwrap_or(d.allowed_hosts),
             auth: f
                 .table("auth", |cx, table, key, span| cx.auth(table, key, span))
                 .flatten(),

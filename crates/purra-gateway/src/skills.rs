@@ -163,13 +163,17 @@ async fn read_upstream(
     }
 }
 
-/// Pins every bound skill and serves it on `server`; every skill that cannot be pinned is a
-/// mistake at its binding.
+/// The upstream of an id as it is when a skill file is read (a reload may have replaced it).
+pub(crate) type Resolve = Arc<dyn Fn(&str) -> Option<Arc<Upstream>> + Send + Sync>;
+
+/// Pins every bound skill (from `upstreams`) and serves it on `server`, each file read from the
+/// upstream `resolve` names then; every skill that cannot be pinned is a mistake at its binding.
 pub(crate) async fn bind(
     config: &GatewayConfig,
     upstreams: &BTreeMap<String, Arc<Upstream>>,
     server: &Server,
     source: &ConfigSource,
+    resolve: Resolve,
 ) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     for (name, binding) in &config.skills {
@@ -183,16 +187,17 @@ pub(crate) async fn bind(
         };
         let served = pinned.and_then(|skill| {
             let (local, map) = rewrite(name, &skill)?;
-            let upstream = upstream.clone();
+            let id = binding.upstream.clone();
+            let resolve = resolve.clone();
             let pinned = Arc::new(skill);
             let map = Arc::new(map);
             server
                 .add_skill_with(local, move |uri, _ctx: RequestCtx| {
-                    let upstream = upstream.clone();
+                    let upstream = resolve(&id);
                     let pinned = pinned.clone();
                     let remote = map.get(&uri).cloned();
                     async move {
-                        let Some(remote) = remote else {
+                        let (Some(remote), Some(upstream)) = (remote, upstream) else {
                             return Err(HandlerError::from(ErrorObject::internal(format!(
                                 "{uri} is not a file of a bound skill"
                             ))));

@@ -55,6 +55,15 @@ pub trait GatewayStore: Send + Sync {
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Whether the store answers: one read of an approval that never exists (`/readyz`).
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.approval(ApprovalId("approval-0".into()))
+                .await
+                .map(|_| ())
+        })
+    }
 }
 
 /// Counts the pending approvals of an operator's view.

@@ -7,9 +7,16 @@
 //! tool list changed) runs one at a time behind a one-permit gate; calls in flight keep the
 //! registrations they started with, whose handlers answer `mcp_catalog_stale` once the list
 //! changed (a registration never widens itself).
+//!
+//! A reload that changes an upstream's bindings makes a new `Upstream` that shares the old one's
+//! connection (its *seed*); one that changes the upstream's own table, or removes it, makes a new
+//! connection. Either way the old `Upstream` is *retired*: it refreshes nothing any more, its
+//! listeners are removed, and a connection of its own is closed once no call uses it (each call
+//! holds an [`InUse`] while it runs, its dispatch included).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use purra_core::ToolRegistration;
 use purra_mcp::{
@@ -18,10 +25,12 @@ use purra_mcp::{
 };
 use purra_protocol::types::{Tool, ToolAnnotations};
 use purra_protocol::{
-    Client, ClientOptions, Connection, HttpClientOptions, StderrMode, StdioCommand, WsClientOptions,
+    Client, ClientOptions, Connection, HttpClientOptions, ListenerHandle, StderrMode, StdioCommand,
+    WsClientOptions,
 };
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::UpstreamConfig;
@@ -93,6 +102,36 @@ pub(crate) struct Upstream {
     gate: Semaphore,
     /// Connections made (the first, then each reconnection), for the metrics.
     pub connections: std::sync::atomic::AtomicU64,
+    /// A connection to use instead of connecting, once (an earlier `Upstream`'s, shared when a
+    /// reload changed only the bindings).
+    seed: Mutex<Option<(Arc<Connection>, CatalogMonitor)>>,
+    /// Cancelled when a reload replaced this upstream: it refreshes nothing any more.
+    retired: CancellationToken,
+    /// The listeners it put on its connections (removed when it is retired).
+    listeners: Mutex<Vec<ListenerHandle>>,
+    /// Calls using it now ([`InUse`]).
+    users: AtomicUsize,
+    /// Woken when the last user is done.
+    idle: Notify,
+}
+
+/// A call's use of an upstream: while any is held, a retired upstream's own connection stays
+/// open.
+pub(crate) struct InUse(Arc<Upstream>);
+
+impl InUse {
+    pub fn new(upstream: &Arc<Upstream>) -> InUse {
+        upstream.users.fetch_add(1, Ordering::SeqCst);
+        InUse(upstream.clone())
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        if self.0.users.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl Upstream {
@@ -122,7 +161,77 @@ impl Upstream {
             live: RwLock::new(None),
             gate: Semaphore::new(1),
             connections: std::sync::atomic::AtomicU64::new(0),
+            seed: Mutex::new(None),
+            retired: CancellationToken::new(),
+            listeners: Mutex::new(Vec::new()),
+            users: AtomicUsize::new(0),
+            idle: Notify::new(),
         }
+    }
+
+    /// Uses `from`'s connection (when it is open) instead of connecting: the binding-only change
+    /// of a reload. Returns whether there was one to share.
+    pub fn share_connection(&self, from: &Upstream) -> bool {
+        let Some(live) = from
+            .live()
+            .filter(|l| !l.monitor.is_closed() && !l.conn.peer().is_closed())
+        else {
+            return false;
+        };
+        *self.seed.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((live.conn.clone(), live.monitor.clone()));
+        true
+    }
+
+    /// Whether a reload replaced this upstream.
+    pub fn is_retired(&self) -> bool {
+        self.retired.is_cancelled()
+    }
+
+    /// Completes when a reload replaced this upstream.
+    pub async fn retired(&self) {
+        self.retired.cancelled().await;
+    }
+
+    /// Keeps `handle` to remove the listener when this upstream is retired.
+    pub fn keep_listener(&self, handle: ListenerHandle) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(handle);
+    }
+
+    /// Retires this upstream (a reload replaced it): it refreshes nothing any more and its
+    /// listeners are removed; with `close` (its connection is its own, not shared with the
+    /// upstream that replaced it) the connection is closed once no call uses it, or at once when
+    /// `stop` is cancelled.
+    pub fn retire(self: &Arc<Self>, close: bool, stop: CancellationToken) {
+        self.retired.cancel();
+        let handles =
+            std::mem::take(&mut *self.listeners.lock().unwrap_or_else(|p| p.into_inner()));
+        for h in handles {
+            h.cancel();
+        }
+        if !close {
+            // The connection lives on in the upstream that replaced this one.
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let idle = me.idle.notified();
+                tokio::pin!(idle);
+                idle.as_mut().enable();
+                if me.users.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                tokio::select! {
+                    () = &mut idle => {}
+                    () = stop.cancelled() => break,
+                }
+            }
+            me.close().await;
+        });
     }
 
     /// The current live state, if any (possibly no longer current).
@@ -158,10 +267,23 @@ impl Upstream {
         if let Some(live) = self.live().filter(|l| l.is_current()) {
             return Ok((live, false));
         }
+        if self.is_retired() {
+            // Replaced by a reload: calls made since use the upstream that replaced it.
+            return Err(UpstreamError::Connect(
+                "replaced by a reload of the configuration".into(),
+            ));
+        }
+        let seed = self
+            .seed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(|(c, m)| !m.is_closed() && !c.peer().is_closed());
         let reuse = self
             .live()
             .filter(|l| !l.monitor.is_closed() && !l.conn.peer().is_closed())
-            .map(|l| (l.conn.clone(), l.monitor.clone()));
+            .map(|l| (l.conn.clone(), l.monitor.clone()))
+            .or(seed);
         let (conn, monitor) = match reuse {
             Some(c) => c,
             None => {

@@ -475,22 +475,35 @@ impl Inner {
             && b.approval == ApprovalBy::Client
             && !self.settings.approvers_must_differ
             && ctx.client_capabilities().elicitation.is_some();
+        // A draining gateway answers a waiting call with its record as it is (pending: the
+        // caller calls again, on another instance).
+        let stop_waiting = async {
+            tokio::select! {
+                () = ctx.cancelled() => {}
+                () = self.drain.draining() => {}
+            }
+        };
+        tokio::pin!(stop_waiting);
+        // Polled to its end at most once.
+        let mut stopped = false;
         if ask {
             let question = self.elicit(b, approval, digest, args, ctx);
             tokio::select! {
                 r = &mut waited => return r,
                 () = question => {}
-                () = ctx.cancelled() => {}
+                () = &mut stop_waiting => stopped = true,
             }
         }
-        tokio::select! {
-            r = &mut waited => r,
-            () = ctx.cancelled() => self
-                .approvals
-                .record(approval.clone())
-                .await?
-                .ok_or(StoreError::NotFound),
+        if !stopped {
+            tokio::select! {
+                r = &mut waited => return r,
+                () = &mut stop_waiting => {}
+            }
         }
+        self.approvals
+            .record(approval.clone())
+            .await?
+            .ok_or(StoreError::NotFound)
     }
 
     /// Waits for the decision until `until`, with a progress notification at once (it names the
@@ -596,6 +609,16 @@ impl Inner {
     ) -> CallToolResult {
         let tool = b.local.as_str();
         let label = format!("approval {}", approval.0);
+        // A reload may have replaced the binding since the call began: the claim is checked
+        // against the binding as it is now (an approval for an earlier one is a mismatch).
+        let Some(now_bound) = self.binding(tool) else {
+            return results::failed(
+                tool,
+                &purra_mcp::codes::tool_missing(),
+                &format!("nothing was sent; {label} is kept"),
+            );
+        };
+        let b: &Binding = &now_bound;
         // The safe boundary: a changed tool list is rediscovered before anything is claimed.
         let bound = match self.registration(b).await {
             Ok(r) => r,
@@ -683,7 +706,9 @@ impl Inner {
             }
         };
         // Claimed: the claim is on disk. Dispatch in a task of its own, so that the outcome is
-        // recorded even if the caller goes away.
+        // recorded even if the caller goes away; it holds the upstream it was claimed for and is
+        // counted by a drain, which waits for it.
+        let held = (bound.clone(), self.drain.hold());
         let registration = bound.registration.clone();
         let receipts = self.approvals.receipts();
         let runs = self.runs.clone();
@@ -711,6 +736,7 @@ impl Inner {
         );
         let dispatch = tokio::spawn(
             async move {
+                let _held = held;
                 let execution = execute(registration, args, context, limits).await;
                 let outcome = match &execution {
                     Execution::Succeeded(v) => EffectOutcome::Committed { receipt: v.clone() },
@@ -780,14 +806,17 @@ impl Inner {
                     EffectOutcome::Unknown { reason } => results::unknown(tool, label, &reason),
                 };
             }
-            if Instant::now() >= until {
+            if Instant::now() >= until || self.drain.is_draining() {
                 return results::in_flight(tool, label);
             }
             let _ = self.store.reconcile_interrupted(SystemTime::now()).await;
             state = match receipts.state(key.clone()).await {
                 Ok(Some(s @ ClaimState::Completed { .. })) => s,
                 Ok(Some(ClaimState::InFlight)) => {
-                    tokio::time::sleep(POLL_INTERVAL).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(POLL_INTERVAL) => {}
+                        () = self.drain.draining() => {}
+                    }
                     ClaimState::InFlight
                 }
                 _ => return store_failed(tool),
@@ -813,7 +842,7 @@ impl Inner {
             let Some(run) = self.runs.load_suspended(run_id.clone()).await? else {
                 continue;
             };
-            let Some(b) = self.bindings.get(&run.pending_call.name).cloned() else {
+            let Some(b) = self.binding(&run.pending_call.name) else {
                 continue;
             };
             let Some(view) = self.store.approval(run.approval_id.clone()).await? else {

@@ -16,6 +16,12 @@
 //! this process's waiting calls at once. With `[webhooks.NAME]` endpoints the start names them
 //! (`purra gateway: webhooks: NAMES ...`), and what their deliveries meet (an endpoint failing
 //! and answering again, a delivery given up, `410 Gone`) is printed as it happens.
+//!
+//! Signals ([`lifecycle`]): `SIGHUP` reloads the file (`purra gateway: reloaded FILE: revision
+//! N: ...`, or `purra gateway: reload refused ...` with every mistake, the running configuration
+//! serving on); `SIGTERM` or `SIGINT` drains (no new calls, waiting writes answered as pending,
+//! calls in flight finished within `[gateway] drain_timeout`) and then exits; a second one exits
+//! at once. Over HTTP, `/healthz` and `/readyz` are served beside `/mcp`.
 
 use std::sync::Arc;
 
@@ -24,13 +30,14 @@ use purra_sqlite::SqliteStore;
 use purra_store::{AnyStore, StoreLocation};
 
 use crate::cli::GatewayArgs;
-use crate::cmd::interrupted;
 use crate::exit::Failure;
 use crate::telemetry::{say, Export, LogFormat};
 
 /// Runs `purra gateway`; `-v` adds the listed JSON around a refused tool's place. Telemetry
 /// (log lines, the OTLP exporter) starts once the file's `[telemetry]` is read.
 pub async fn run(args: GatewayArgs, verbose: u8, log_format: LogFormat) -> Result<(), Failure> {
+    // Listening for SIGHUP before anything else: its default action would end the process.
+    let hangups = lifecycle::hangups();
     let excerpts = verbose > 0;
     let loaded = purra_gateway::load_reporting_all_with(&args.config, excerpts)
         .await
@@ -47,6 +54,7 @@ pub async fn run(args: GatewayArgs, verbose: u8, log_format: LogFormat) -> Resul
         .map_err(|e| Failure::Config(format!("telemetry: {e}")))?;
     let result = serve(
         args,
+        hangups,
         loaded,
         excerpts,
         export,
@@ -60,6 +68,7 @@ pub async fn run(args: GatewayArgs, verbose: u8, log_format: LogFormat) -> Resul
 
 async fn serve(
     args: GatewayArgs,
+    hangups: Option<tokio::signal::unix::Signal>,
     loaded: purra_gateway::Loaded,
     excerpts: bool,
     export: Export,
@@ -252,15 +261,23 @@ async fn serve(
         }
         _ => None,
     };
+    let reloads = tokio::spawn(lifecycle::reload_on_hangup(
+        hangups,
+        gateway.clone(),
+        args.config.clone(),
+        excerpts,
+    ));
+    let drain_bound = settings.drain_timeout.0;
     let result = match settings.listen {
         Listen::Stdio => {
             tokio::select! {
                 () = gateway.serve_stdio() => Ok(()),
-                () = interrupted() => Ok(()),
+                () = lifecycle::stop(gateway.clone(), drain_bound) => Ok(()),
             }
         }
-        Listen::Http(addr) => serve_http(&gateway, addr).await,
+        Listen::Http(addr) => serve_http(&gateway, addr, drain_bound).await,
     };
+    reloads.abort();
     page_stop.cancel();
     if let Some(task) = page_task {
         let _ = task.await;
@@ -274,7 +291,11 @@ async fn serve(
     result
 }
 
-async fn serve_http(gateway: &Gateway, addr: std::net::SocketAddr) -> Result<(), Failure> {
+async fn serve_http(
+    gateway: &Gateway,
+    addr: std::net::SocketAddr,
+    drain_bound: std::time::Duration,
+) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Failure::Config(format!("cannot listen on {addr}: {e}")))?;
@@ -283,9 +304,10 @@ async fn serve_http(gateway: &Gateway, addr: std::net::SocketAddr) -> Result<(),
     })?;
     say("purra gateway", &format!("serving http://{local}/mcp"));
     // Behind the guard of [gateway.auth] when it is set (the gateway logs its metadata URL),
-    // else with a warning that HTTP callers are not authenticated.
+    // else with a warning that HTTP callers are not authenticated. On SIGTERM it drains first:
+    // the pending answers reach their clients before the listener closes.
     gateway
-        .serve_http(listener, interrupted())
+        .serve_http(listener, lifecycle::stop(gateway.clone(), drain_bound))
         .await
         .map_err(|e| Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string())))
 }
@@ -294,4 +316,107 @@ async fn serve_http(gateway: &Gateway, addr: std::net::SocketAddr) -> Result<(),
 fn shown_db(db: &std::path::Path) -> String {
     let text = db.display().to_string();
     StoreLocation::parse(&text).map_or(text, |l| l.shown())
+}
+
+/// What the gateway does on signals: reload on `SIGHUP`, drain and stop on `SIGTERM`/`SIGINT`.
+mod lifecycle {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use purra_gateway::{Gateway, StartError};
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+
+    use crate::cmd::interrupted;
+
+    /// One line on stderr, prefixed `purra gateway:` (a JSON object with `--log-format json`),
+    /// never a panic when stderr is gone.
+    fn say(message: &str) {
+        crate::telemetry::say("purra gateway", message);
+    }
+
+    /// The `SIGHUP` stream (`None` where it cannot be had).
+    pub fn hangups() -> Option<Signal> {
+        signal(SignalKind::hangup()).ok()
+    }
+
+    fn names(list: &[String]) -> String {
+        if list.is_empty() {
+            "none".into()
+        } else {
+            list.join(", ")
+        }
+    }
+
+    /// Reloads `file` on every `SIGHUP`, one at a time; what came of it is said on stderr.
+    pub async fn reload_on_hangup(
+        hangups: Option<Signal>,
+        gateway: Gateway,
+        file: PathBuf,
+        excerpts: bool,
+    ) {
+        let Some(mut hangups) = hangups else { return };
+        while hangups.recv().await.is_some() {
+            let shown = file.display();
+            let running = gateway.revision();
+            let refused = |why: String| {
+                say(&format!(
+                    "reload of {shown} refused; revision {running} keeps serving: {why}"
+                ));
+            };
+            let loaded = match purra_gateway::load_reporting_all_with(&file, excerpts).await {
+                Ok(l) => l,
+                Err(e) => {
+                    refused(e.to_string());
+                    continue;
+                }
+            };
+            match gateway.reload(loaded.config, &loaded.source).await {
+                Ok(r) => {
+                    for w in &r.warnings {
+                        say(w);
+                    }
+                    say(&format!(
+                        "reloaded {shown}: revision {}: {} tools ({}); changed: {}; added: {}; removed: {}",
+                        r.revision,
+                        r.tools.len(),
+                        r.tools.join(", "),
+                        names(&r.changed),
+                        names(&r.added),
+                        names(&r.removed),
+                    ));
+                }
+                Err(StartError::Config(e)) => refused(e.to_string()),
+                Err(e) => refused(e.to_string()),
+            }
+        }
+    }
+
+    /// Completes once the gateway was told to stop (`SIGTERM` or `SIGINT`) and has drained:
+    /// no new calls, the waiting writes answered as pending, the calls in flight finished, or
+    /// `bound` passed. A second signal while it drains ends the wait at once.
+    pub async fn stop(gateway: Gateway, bound: Duration) {
+        interrupted().await;
+        say(&format!(
+            "draining: no new calls; waiting writes are answered as pending; {} calls and {} \
+             dispatches in flight, waited for at most {}",
+            gateway.calls_in_flight(),
+            gateway.dispatches_in_flight(),
+            purra_gateway::Dur(bound)
+        ));
+        tokio::select! {
+            drained = gateway.drain(bound) => {
+                if drained.calls_left == 0 && drained.dispatches_left == 0 {
+                    say("drained");
+                } else {
+                    say(&format!(
+                        "the drain bound passed with {} calls and {} dispatches in flight: a \
+                         claimed write among them becomes unknown once the lease lapses, never \
+                         sent again",
+                        drained.calls_left, drained.dispatches_left
+                    ));
+                }
+            }
+            () = interrupted() => say("stopping at once (a second signal)"),
+        }
+    }
 }

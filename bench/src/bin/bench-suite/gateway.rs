@@ -1,0 +1,711 @@
+//! The gateway's rows of the suite: what `purra gateway` costs a call beside a direct connection,
+//! beside the MCP proxies a user would pick instead, for a durable write, and across a fleet.
+//!
+//! - stdio: purra's `bench-client` against `purra gateway` (stdio, `echo` bound as a read) in
+//!   front of `purra-bench-server`, beside the direct pair of the stdio table;
+//! - Streamable HTTP: the raw load client (1 and 16 sessions, `add`) against `purra gateway`
+//!   (HTTP, the same server behind it over stdio), `supergateway` 4.0.0 (`--stateful`, a child
+//!   per session; and as it runs by default, stateless: a child per request) and `mcp-proxy`
+//!   6.7.19 (`--server stream`), each in front of the same stdio `purra-bench-server`, beside the
+//!   direct HTTP server of the HTTP table;
+//! - write cycles (`gateway-bench`: call, approval by the client's own elicitation, claim, send,
+//!   receipt) through one gateway on a SQLite file and on PostgreSQL, one at a time and 16 in
+//!   flight;
+//! - a fleet: 1, 2 and 3 gateways (HTTP, one PostgreSQL store, each with its own stdio upstream)
+//!   behind HAProxy (sessions sticky by `Mcp-Session-Id`), 16 sessions of `add`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use purra_bench::http::load;
+use purra_bench::svg::{Bar, Chart};
+
+use super::{cell, field, fmt_ratio, free_port, ratio, run_json, Env, Results, Running};
+
+/// The proxies of the HTTP rows, in table order: (key, label).
+pub(super) const HTTP_FRONTS: &[(&str, &str)] = &[
+    ("gateway", "purra gateway"),
+    ("supergateway", "supergateway --stateful"),
+    (
+        "supergateway-stateless",
+        "supergateway (default: stateless)",
+    ),
+    ("mcp-proxy", "mcp-proxy"),
+];
+
+/// Session counts of the HTTP rows.
+pub(super) const FRONT_CLIENTS: &[usize] = &[1, 16];
+
+/// Instances of the fleet rows.
+pub(super) const FLEET: &[usize] = &[1, 2, 3];
+
+/// Sessions of the fleet rows.
+pub(super) const FLEET_CLIENTS: usize = 16;
+
+fn dir() -> PathBuf {
+    PathBuf::from("target/bench/gateway")
+}
+
+fn absolute(p: &str) -> String {
+    std::fs::canonicalize(p).map_or_else(|_| p.to_owned(), |p| p.display().to_string())
+}
+
+/// A gateway configuration binding the benchmark server's `echo` and `add` as reads.
+fn read_config(env: &Env, name: &str, listen: &str, db: &str) -> Result<String, String> {
+    std::fs::create_dir_all(dir()).map_err(|e| e.to_string())?;
+    let server = absolute(&env.bin("purra-bench-server"));
+    let text = format!(
+        r#"[gateway]
+name = "bench"
+db = {db:?}
+listen = "{listen}"
+max_calls_per_minute_per_caller = 60000
+
+[upstreams.bench]
+command = [{server:?}]
+
+[reads.echo]
+upstream = "bench"
+title = "Echo"
+concurrency = "safe"
+scope = "open"
+
+[reads.add]
+upstream = "bench"
+title = "Add"
+concurrency = "safe"
+scope = "open"
+"#
+    );
+    let file = dir().join(format!("{name}.toml"));
+    std::fs::write(&file, text).map_err(|e| e.to_string())?;
+    Ok(absolute(&file.display().to_string()))
+}
+
+/// `bench-client` against `purra gateway` over stdio.
+pub(super) async fn stdio(env: &Env, res: &mut Results, calls: usize) {
+    let key = "gw/stdio";
+    let config = match read_config(env, "read-stdio", "stdio", "read-stdio.db") {
+        Ok(c) => c,
+        Err(e) => return res.fail(key, e),
+    };
+    let cmd = vec![
+        env.bin("bench-client"),
+        "--calls".into(),
+        calls.to_string(),
+        "--concurrency".into(),
+        "16".into(),
+        "--".into(),
+        absolute(&env.bin("purra")),
+        "gateway".into(),
+        "--config".into(),
+        config,
+    ];
+    let started = Instant::now();
+    match run_json(&cmd, Duration::from_secs(600))
+        .await
+        .and_then(|v| {
+            Ok([
+                field(&v, "sequential_calls_per_s")?,
+                field(&v, "p50_us")?,
+                field(&v, "p99_us")?,
+                field(&v, "concurrent_calls_per_s")?,
+            ])
+        }) {
+        Ok([seq, p50, p99, conc]) => {
+            eprintln!(
+                "  purra → purra gateway → purra: seq {seq:>7.0}/s p50 {p50:>5.0} µs p99 {p99:>6.0} µs | 16 in flight {conc:>7.0}/s ({:.1} s)",
+                started.elapsed().as_secs_f64()
+            );
+            res.put(&format!("{key}/seq"), seq);
+            res.put(&format!("{key}/p50"), p50);
+            res.put(&format!("{key}/p99"), p99);
+            res.put(&format!("{key}/conc"), conc);
+        }
+        Err(e) => res.fail(key, e),
+    }
+}
+
+/// The command of front `which` on `port`, in front of the stdio benchmark server.
+fn front(env: &Env, which: &str, port: u16) -> Result<Vec<String>, String> {
+    let server = absolute(&env.bin("purra-bench-server"));
+    let node = env.node.display().to_string();
+    Ok(match which {
+        "gateway" => {
+            let config = read_config(
+                env,
+                "read-http",
+                &format!("127.0.0.1:{port}"),
+                "read-http.db",
+            )?;
+            vec![
+                absolute(&env.bin("purra")),
+                "gateway".into(),
+                "--config".into(),
+                config,
+            ]
+        }
+        "supergateway" | "supergateway-stateless" => {
+            let mut cmd = vec![
+                node,
+                "peers/proxies/node_modules/supergateway/dist/index.js".into(),
+                "--stdio".into(),
+                server,
+                "--outputTransport".into(),
+                "streamableHttp".into(),
+                "--port".into(),
+                port.to_string(),
+                "--logLevel".into(),
+                "none".into(),
+            ];
+            if which == "supergateway" {
+                cmd.push("--stateful".into());
+            }
+            cmd
+        }
+        "mcp-proxy" => vec![
+            node,
+            "peers/proxies/node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs".into(),
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--server".into(),
+            "stream".into(),
+            "--".into(),
+            server,
+        ],
+        other => return Err(format!("no front {other}")),
+    })
+}
+
+/// How many calls a run through front `which` makes, of `calls`: the proxies answer in
+/// milliseconds (supergateway's default starts a process per request), so fewer.
+fn calls_for(which: &str, calls: usize) -> usize {
+    match which {
+        "gateway" => calls,
+        "supergateway-stateless" => calls / 200,
+        _ => calls / 20,
+    }
+}
+
+/// The raw load client through each front, at 1 and 16 sessions: a fresh front process for each
+/// session count (so the gateway's per-caller limit, at its largest, 60 000 a minute with every
+/// HTTP session one caller, starts full for each run).
+pub(super) async fn http(env: &Env, res: &mut Results, calls: usize) {
+    for &(which, label) in HTTP_FRONTS {
+        for &clients in FRONT_CLIENTS {
+            let key = format!("gw/http/{which}/{clients}");
+            let port = free_port();
+            let cmd = match front(env, which, port) {
+                Ok(c) => c,
+                Err(e) => {
+                    res.fail(&key, e);
+                    continue;
+                }
+            };
+            let running = match Running::start(&cmd, port).await {
+                Ok(r) => r,
+                Err(e) => {
+                    res.fail(&key, e);
+                    continue;
+                }
+            };
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            let n = calls_for(which, calls).max(clients * 4);
+            match tokio::time::timeout(Duration::from_secs(300), load(&url, clients, n)).await {
+                Ok(Ok(r)) => {
+                    eprintln!(
+                        "  HTTP {label:<34} {clients:>3} clients {:>7.0} calls/s p50 {:>7.0} µs p99 {:>8.0} µs",
+                        r.calls_per_s, r.p50_us, r.p99_us
+                    );
+                    res.put(&format!("{key}/rps"), r.calls_per_s);
+                    res.put(&format!("{key}/p50"), r.p50_us);
+                    res.put(&format!("{key}/p99"), r.p99_us);
+                }
+                Ok(Err(e)) => res.fail(&key, e),
+                Err(_) => res.fail(&key, "no end within 300 s".into()),
+            }
+            drop(running);
+        }
+    }
+}
+
+/// Write cycles through one gateway on SQLite and on PostgreSQL (`postgres`: the server's URL;
+/// each run a fresh schema).
+pub(super) async fn writes(env: &Env, res: &mut Results, calls: usize, postgres: Option<&str>) {
+    let base = dir().join("writes");
+    // A fresh SQLite file each round; the directory exists before its path is made absolute.
+    let _ = std::fs::remove_dir_all(&base);
+    if let Err(e) = std::fs::create_dir_all(&base) {
+        for which in ["sqlite", "postgres"] {
+            res.fail(
+                &format!("gw/writes/{which}"),
+                format!("cannot create {}: {e}", base.display()),
+            );
+        }
+        return;
+    }
+    let n = std::process::id();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+    let stores = [
+        (
+            "sqlite",
+            Some(absolute(&base.display().to_string()) + "/writes.db"),
+        ),
+        (
+            "postgres",
+            postgres.map(|u| format!("{u}?schema=bench_gw_{n}_{nanos}")),
+        ),
+    ];
+    for (which, db) in stores {
+        let key = format!("gw/writes/{which}");
+        let Some(db) = db else {
+            res.fail(
+                &key,
+                "no PostgreSQL server: PURRA_BENCH_POSTGRES is not set (bench/run.sh starts one)"
+                    .into(),
+            );
+            continue;
+        };
+        let cmd = vec![
+            env.bin("gateway-bench"),
+            "--purra".into(),
+            absolute(&env.bin("purra")),
+            "--server".into(),
+            absolute(&env.bin("purra-bench-server")),
+            "--dir".into(),
+            base.join(which).display().to_string(),
+            "--db".into(),
+            db,
+            "--calls".into(),
+            calls.to_string(),
+        ];
+        match run_json(&cmd, Duration::from_secs(600))
+            .await
+            .and_then(|v| {
+                Ok([
+                    field(&v, "sequential_cycles_per_s")?,
+                    field(&v, "p50_us")?,
+                    field(&v, "p99_us")?,
+                    field(&v, "concurrent_cycles_per_s")?,
+                ])
+            }) {
+            Ok([seq, p50, p99, conc]) => {
+                eprintln!(
+                    "  write cycles through the gateway on {which}: {seq:.0}/s one at a time (p50 {p50:.0} µs, p99 {p99:.0} µs), {conc:.0}/s with 16 in flight"
+                );
+                res.put(&format!("{key}/seq"), seq);
+                res.put(&format!("{key}/p50"), p50);
+                res.put(&format!("{key}/p99"), p99);
+                res.put(&format!("{key}/conc"), conc);
+            }
+            Err(e) => res.fail(&key, e),
+        }
+    }
+}
+
+/// HAProxy's configuration in front of `ports` on `port`: round robin, sessions sticky by
+/// `Mcp-Session-Id`, `/readyz` checked.
+fn haproxy_config(port: u16, ports: &[u16]) -> String {
+    let mut s = format!(
+        "global\n    maxconn 4096\n\ndefaults\n    mode http\n    timeout connect 1s\n    \
+         timeout client 300s\n    timeout server 300s\n    timeout http-keep-alive 10s\n    \
+         timeout check 3s\n    option redispatch 1\n    retries 2\n\nlisten mcp\n    \
+         bind 127.0.0.1:{port}\n    balance roundrobin\n    \
+         stick-table type string len 128 size 100k expire 30m\n    \
+         stick match req.hdr(Mcp-Session-Id)\n    stick store-response res.hdr(Mcp-Session-Id)\n    \
+         option httpchk GET /readyz\n    http-check expect status 200\n    \
+         default-server inter 1s fall 2 rise 1\n"
+    );
+    for (i, p) in ports.iter().enumerate() {
+        let _ = writeln!(s, "    server g{} 127.0.0.1:{p} check", i + 1);
+    }
+    s
+}
+
+/// Whether `port` answers `/readyz` with 200.
+async fn ready(port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return false;
+    };
+    let _ = s
+        .write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await;
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer).await;
+    answer.starts_with(b"HTTP/1.1 200 OK")
+}
+
+/// 1, 2 and 3 gateways behind HAProxy on one PostgreSQL schema.
+pub(super) async fn fleet(env: &Env, res: &mut Results, calls: usize, postgres: Option<&str>) {
+    let Some(postgres) = postgres else {
+        res.fail(
+            "gw/fleet",
+            "no PostgreSQL server: PURRA_BENCH_POSTGRES is not set (bench/run.sh starts one)"
+                .into(),
+        );
+        return;
+    };
+    let Some(haproxy) = env.haproxy.clone() else {
+        res.fail("gw/fleet", "haproxy is missing (scripts/haproxy.sh)".into());
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+    let db = format!(
+        "{postgres}?schema=bench_fleet_{}_{nanos}",
+        std::process::id()
+    );
+    for &n in FLEET {
+        let key = format!("gw/fleet/{n}");
+        let outcome = async {
+            let mut instances = Vec::new();
+            let mut ports = Vec::new();
+            for i in 0..n {
+                let port = free_port();
+                let config = read_config(
+                    env,
+                    &format!("fleet-{n}-{i}"),
+                    &format!("127.0.0.1:{port}"),
+                    &db,
+                )?;
+                let cmd = vec![
+                    absolute(&env.bin("purra")),
+                    "gateway".into(),
+                    "--config".into(),
+                    config,
+                ];
+                instances.push(Running::start(&cmd, port).await?);
+                ports.push(port);
+            }
+            for &p in &ports {
+                let start = Instant::now();
+                while !ready(p).await {
+                    if start.elapsed() > Duration::from_secs(30) {
+                        return Err(format!("127.0.0.1:{p} is not ready"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            let lb = free_port();
+            let cfg = dir().join(format!("haproxy-{n}.cfg"));
+            std::fs::write(&cfg, haproxy_config(lb, &ports)).map_err(|e| e.to_string())?;
+            let proxy = tokio::process::Command::new(&haproxy)
+                .args(["-db", "-f", &cfg.display().to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| format!("cannot start haproxy: {e}"))?;
+            purra_bench::http::wait_listening(([127, 0, 0, 1], lb).into(), Duration::from_secs(30))
+                .await?;
+            // HAProxy's first checks pass.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let url = format!("http://127.0.0.1:{lb}/mcp");
+            let r = tokio::time::timeout(
+                Duration::from_secs(300),
+                load(&url, FLEET_CLIENTS, calls.max(FLEET_CLIENTS * 4)),
+            )
+            .await
+            .map_err(|_| "no end within 300 s".to_owned())??;
+            drop(proxy);
+            drop(instances);
+            Ok::<_, String>(r)
+        }
+        .await;
+        match outcome {
+            Ok(r) => {
+                eprintln!(
+                    "  fleet of {n} behind HAProxy, {FLEET_CLIENTS} sessions: {:>7.0} calls/s p50 {:>6.0} µs p99 {:>7.0} µs",
+                    r.calls_per_s, r.p50_us, r.p99_us
+                );
+                res.put(&format!("{key}/rps"), r.calls_per_s);
+                res.put(&format!("{key}/p50"), r.p50_us);
+                res.put(&format!("{key}/p99"), r.p99_us);
+            }
+            Err(e) => res.fail(&key, e),
+        }
+    }
+}
+
+/// The gateway's section of the report.
+pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: usize) {
+    let m = |k: &str| res.median(k);
+    let _ = writeln!(s, "### The gateway: what it adds to a call\n");
+    let _ = writeln!(s, "`purra gateway` (release build) with the benchmark server's `echo` and `add` bound as reads (`scope = \"open\"`, `concurrency = \"safe\"`), the server behind it over stdio. Over stdio purra's `bench-client` makes the stdio table's calls ({calls} one at a time, then {calls} with 16 in flight) through the gateway, beside the direct pair of that table. The added latency is the difference of the p50s.\n");
+    let _ = writeln!(s, "| client → server | sequential calls/s | p50 µs | p99 µs | 16 in flight calls/s | ÷ direct (sequential) | ÷ direct (16 in flight) |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    let direct = "stdio/purra/purra";
+    let gw = "gw/stdio";
+    for (label, k) in [
+        ("purra → purra (direct)", direct),
+        ("purra → purra gateway → purra", gw),
+    ] {
+        if res.failed(k) {
+            let _ = writeln!(
+                s,
+                "| {label} | FAILED: {} | | | | | |",
+                res.failures.get(k).map_or("", String::as_str)
+            );
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {label} | {} | {} | {} | {} | {} | {} |",
+            cell(m(&format!("{k}/seq"))),
+            cell(m(&format!("{k}/p50"))),
+            cell(m(&format!("{k}/p99"))),
+            cell(m(&format!("{k}/conc"))),
+            fmt_ratio(ratio(m(&format!("{k}/seq")), m(&format!("{direct}/seq")))),
+            fmt_ratio(ratio(m(&format!("{k}/conc")), m(&format!("{direct}/conc")))),
+        );
+    }
+    let added = added_p50(res);
+    let _ = writeln!(
+        s,
+        "\nThe gateway adds {} µs to the p50 of a read over stdio (the gateway row's median p50 less the direct row's).\n",
+        added.map_or_else(|| "FAILED".into(), |a| format!("{a:.0}"))
+    );
+    let _ = writeln!(
+        s,
+        "![A read over stdio, direct and through the gateway](bench/charts/gateway-stdio.svg)\n"
+    );
+
+    let _ = writeln!(s, "Over Streamable HTTP the raw load client of the HTTP table (1 and 16 sessions, `add`, every sum checked) drives each front, all of them in front of the same stdio `purra-bench-server`: `purra gateway`, `supergateway` 4.0.0 (`--outputTransport streamableHttp`; with `--stateful`, which keeps a server process per session, and as it runs without it, stateless, starting a server process for every request), `mcp-proxy` 6.7.19 (`--server stream`); and, for scale, the benchmark server's own HTTP endpoint with no proxy (the HTTP table's purra row). {http_calls} calls a run through the gateway, a twentieth of that through the proxies and a two-hundredth through stateless supergateway, whose runs would otherwise take minutes (always at least 4 per session). Each front is started afresh for each session count; the gateway's per-caller limit is set to its largest, 60 000 calls a minute (every HTTP session is the one configured caller), which no run reaches.\n");
+    let _ = writeln!(
+        s,
+        "| front → stdio server | sessions | calls/s | p50 µs | p99 µs | calls/s ÷ direct HTTP | purra gateway ÷ it (calls/s) |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    for &c in FRONT_CLIENTS {
+        let direct = m(&format!("http/purra/{c}/rps"));
+        let _ = writeln!(
+            s,
+            "| purra-bench-server's own HTTP (no proxy) | {c} | {} | {} | {} | 1.00× | {} |",
+            cell(direct),
+            cell(m(&format!("http/purra/{c}/p50"))),
+            cell(m(&format!("http/purra/{c}/p99"))),
+            fmt_ratio(ratio(m(&format!("gw/http/gateway/{c}/rps")), direct)),
+        );
+        for &(which, label) in HTTP_FRONTS {
+            let k = format!("gw/http/{which}/{c}");
+            if res.failed(&k)
+                || res.failed(&format!("gw/http/{which}")) && m(&format!("{k}/rps")).is_none()
+            {
+                let why = res
+                    .failures
+                    .get(&k)
+                    .or_else(|| res.failures.get(&format!("gw/http/{which}")))
+                    .map_or("", String::as_str);
+                let _ = writeln!(s, "| {label} | {c} | FAILED: {why} | | | | |");
+                continue;
+            }
+            let rps = m(&format!("{k}/rps"));
+            let _ = writeln!(
+                s,
+                "| {label} | {c} | {} | {} | {} | {} | {} |",
+                cell(rps),
+                cell(m(&format!("{k}/p50"))),
+                cell(m(&format!("{k}/p99"))),
+                fmt_ratio(ratio(rps, direct)),
+                if which == "gateway" {
+                    "—".to_owned()
+                } else {
+                    fmt_ratio(ratio(m(&format!("gw/http/gateway/{c}/rps")), rps))
+                },
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n![The gateway beside the proxies](bench/charts/gateway-http.svg)\n"
+    );
+
+    let _ = writeln!(s, "### Write cycles through one gateway\n");
+    let _ = writeln!(s, "`gateway-bench`: `purra gateway` over stdio with the benchmark server's `echo` bound as a write whose binding says `approval = \"client\"`, and purra's client, whose elicitation handler approves every form: one `tools/call` is one whole cycle (the approval prepared and the call saved, the form asked and answered, the decision recorded, the claim committed, the request sent, the outcome recorded and the run dropped: six durable writes, then the receipt). Every call's arguments differ and every receipt is checked; 400 cycles one at a time, then 400 with 16 in flight, on a SQLite file in `target/bench/gateway` and on a fresh schema of a PostgreSQL server on the same machine (`scripts/postgres.sh`: `fsync` on, loopback).\n");
+    let _ = writeln!(
+        s,
+        "| store | one at a time: cycles/s | p50 µs | p99 µs | 16 in flight: cycles/s |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    for (which, label) in [("sqlite", "SQLite"), ("postgres", "PostgreSQL")] {
+        let k = format!("gw/writes/{which}");
+        if res.failed(&k) {
+            let _ = writeln!(
+                s,
+                "| {label} | FAILED: {} | | | |",
+                res.failures.get(&k).map_or("", String::as_str)
+            );
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {label} | {} | {} | {} | {} |",
+            cell(m(&format!("{k}/seq"))),
+            cell(m(&format!("{k}/p50"))),
+            cell(m(&format!("{k}/p99"))),
+            cell(m(&format!("{k}/conc"))),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n![Write cycles through one gateway](bench/charts/gateway-writes.svg)"
+    );
+
+    let _ = writeln!(s, "\n### A fleet behind HAProxy\n");
+    let _ = writeln!(s, "1, 2 and 3 `purra gateway` instances (HTTP, one PostgreSQL schema, each with its own stdio `purra-bench-server`) behind Debian's HAProxy 2.6 (round robin, sessions sticky by `Mcp-Session-Id`, `/readyz` checked every second); the raw load client opens {FLEET_CLIENTS} sessions through HAProxy and makes {http_calls} `add` calls. Every process of the run (the client, HAProxy, the instances and their upstreams) shares this machine's two cores, so more instances add no CPU: the rows show what a fleet costs on one machine of this size, not how it scales across machines (no machine with more cores was available for this run).\n");
+    let _ = writeln!(
+        s,
+        "| instances | calls/s | p50 µs | p99 µs | ÷ 1 instance |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|");
+    for &n in FLEET {
+        let k = format!("gw/fleet/{n}");
+        if res.failed(&k) || res.failed("gw/fleet") && m(&format!("{k}/rps")).is_none() {
+            let why = res
+                .failures
+                .get(&k)
+                .or_else(|| res.failures.get("gw/fleet"))
+                .map_or("", String::as_str);
+            let _ = writeln!(s, "| {n} | FAILED: {why} | | | |");
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {n} | {} | {} | {} | {} |",
+            cell(m(&format!("{k}/rps"))),
+            cell(m(&format!("{k}/p50"))),
+            cell(m(&format!("{k}/p99"))),
+            fmt_ratio(ratio(m(&format!("{k}/rps")), m("gw/fleet/1/rps"))),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n![A fleet behind HAProxy](bench/charts/gateway-fleet.svg)\n"
+    );
+}
+
+/// The gateway's added p50 over stdio, in µs.
+pub(super) fn added_p50(res: &Results) -> Option<f64> {
+    Some(res.median("gw/stdio/p50")? - res.median("stdio/purra/purra/p50")?)
+}
+
+/// A bar of a median; a failed or missing one is drawn at zero and labelled FAILED.
+fn bar(label: String, v: Option<f64>, accent: bool) -> Bar {
+    match v {
+        Some(value) => Bar {
+            label,
+            value,
+            accent,
+        },
+        None => Bar {
+            label: format!("{label}: FAILED"),
+            value: 0.0,
+            accent,
+        },
+    }
+}
+
+/// The gateway's charts: stdio beside the direct pair, HTTP beside the proxies, write cycles,
+/// the fleet.
+pub(super) fn charts(res: &Results, dir: &Path) {
+    let m = |k: &str| res.median(k);
+    let stdio = Chart {
+        title: "A read over stdio, direct and through purra gateway: calls/s (median)".into(),
+        unit: "/s".into(),
+        bars: [("seq", "one at a time"), ("conc", "16 in flight")]
+            .iter()
+            .flat_map(|&(metric, how)| {
+                [
+                    bar(
+                        format!("purra → purra, {how}"),
+                        m(&format!("stdio/purra/purra/{metric}")),
+                        false,
+                    ),
+                    bar(
+                        format!("purra → purra gateway → purra, {how}"),
+                        m(&format!("gw/stdio/{metric}")),
+                        true,
+                    ),
+                ]
+            })
+            .collect(),
+        reference: None,
+    };
+    let mut bars = Vec::new();
+    for &c in FRONT_CLIENTS {
+        bars.push(bar(
+            format!("no proxy (the server's own HTTP), {c} sessions"),
+            m(&format!("http/purra/{c}/rps")),
+            false,
+        ));
+        for &(which, label) in HTTP_FRONTS {
+            bars.push(bar(
+                format!("{label}, {c} sessions"),
+                m(&format!("gw/http/{which}/{c}/rps")),
+                which == "gateway",
+            ));
+        }
+    }
+    let http = Chart {
+        title: "Streamable HTTP in front of one stdio server: calls/s (median)".into(),
+        unit: "/s".into(),
+        bars,
+        reference: None,
+    };
+    let writes = Chart {
+        title: "Write cycles through one purra gateway: cycles/s (median)".into(),
+        unit: "/s".into(),
+        bars: [("sqlite", "SQLite"), ("postgres", "PostgreSQL")]
+            .iter()
+            .flat_map(|&(which, label)| {
+                [
+                    bar(
+                        format!("{label}, one at a time"),
+                        m(&format!("gw/writes/{which}/seq")),
+                        true,
+                    ),
+                    bar(
+                        format!("{label}, 16 in flight"),
+                        m(&format!("gw/writes/{which}/conc")),
+                        true,
+                    ),
+                ]
+            })
+            .collect(),
+        reference: None,
+    };
+    let fleet = Chart {
+        title: format!(
+            "purra gateway instances behind HAProxy, {FLEET_CLIENTS} sessions: calls/s (median)"
+        ),
+        unit: "/s".into(),
+        bars: FLEET
+            .iter()
+            .map(|&n| {
+                bar(
+                    format!("{n} instance{}", if n == 1 { "" } else { "s" }),
+                    m(&format!("gw/fleet/{n}/rps")),
+                    true,
+                )
+            })
+            .collect(),
+        reference: None,
+    };
+    for (file, chart) in [
+        ("gateway-stdio.svg", stdio),
+        ("gateway-http.svg", http),
+        ("gateway-writes.svg", writes),
+        ("gateway-fleet.svg", fleet),
+    ] {
+        let _ = std::fs::write(dir.join(file), chart.render());
+    }
+}

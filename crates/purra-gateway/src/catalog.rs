@@ -1,0 +1,387 @@
+//! What the gateway serves, built from a configuration: the upstreams, the bound tools and the
+//! policies, discovered and validated as one [`Catalog`] that calls read whole and a reload
+//! replaces whole.
+//!
+//! Building connects every upstream, discovers its bindings and validates the policies against
+//! the tools as discovered; every mistake is reported at once, placed in the configuration. A
+//! reload builds the next catalog beside the running one, reusing what did not change: an
+//! upstream whose table, bindings, limits and policies are the same is kept as it is (its
+//! connection, its registrations); one whose bindings changed gets a new [`Upstream`] on the same
+//! connection; one whose own table changed gets a new connection. Nothing of the running catalog
+//! changes until the next one is complete, so a reload that fails leaves it serving.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use purra_mcp::{Limits, ReadBinding, WriteBinding};
+
+use crate::config::{ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig};
+use crate::gateway::{Binding, StartError};
+use crate::load::ConfigSource;
+use crate::policy::{Policies, Sources, ToolKind, ToolSpec};
+use crate::scope::Scope;
+use crate::upstream::{Upstream, UpstreamError};
+
+/// The upstreams, bindings and policies of one configuration, as discovered.
+pub(crate) struct Catalog {
+    /// The configuration it was built from (a reload compares the next one with it).
+    pub config: GatewayConfig,
+    /// 1 for the configuration the gateway started with, one more for each reload.
+    pub revision: u64,
+    /// The adapter's limits.
+    pub limits: Limits,
+    /// Bound tools by local name.
+    pub bindings: BTreeMap<String, Arc<Binding>>,
+    /// Upstreams by id.
+    pub upstreams: BTreeMap<String, Arc<Upstream>>,
+    /// The Cedar policies every call of a bound tool must be allowed by (`[policies]`).
+    pub policies: Option<Policies>,
+    /// The digest of the policy files and declared claims (empty without `[policies]`).
+    pub policy_digest: String,
+}
+
+/// A catalog just built, and what it took from the one it replaces.
+pub(crate) struct Built {
+    pub catalog: Catalog,
+    /// Upstreams of the earlier catalog whose connection a new upstream shares (retired without
+    /// closing it).
+    pub shared: Vec<Arc<Upstream>>,
+    /// Upstreams made for this catalog (to watch once it serves), each with whether its
+    /// connection is its own (not shared with an upstream of the earlier catalog).
+    pub new: Vec<(Arc<Upstream>, bool)>,
+}
+
+impl Catalog {
+    /// Whether `upstream` (an `Arc` of this catalog or not) is one of this catalog's.
+    pub fn holds(&self, upstream: &Arc<Upstream>) -> bool {
+        self.upstreams.values().any(|u| Arc::ptr_eq(u, upstream))
+    }
+}
+
+/// What of `config` concerns upstream `id`: its bindings, the limits, the policies' digest.
+fn same_bindings(a: &GatewayConfig, b: &GatewayConfig, id: &str, digests: (&str, &str)) -> bool {
+    let reads = |c: &GatewayConfig| {
+        c.reads
+            .iter()
+            .filter(|(_, r)| r.upstream == id)
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let writes = |c: &GatewayConfig| {
+        c.writes
+            .iter()
+            .filter(|(_, w)| w.upstream == id)
+            .map(|(k, w)| (k.clone(), w.clone()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    a.limits == b.limits && reads(a) == reads(b) && writes(a) == writes(b) && digests.0 == digests.1
+}
+
+/// Builds the catalog of `config`: connects (or reuses, from `previous`) every upstream,
+/// discovers its bindings and validates the policies. Every mistake is reported at once, placed
+/// with `source`; on failure every connection this call made is closed and `previous` is as it
+/// was.
+pub(crate) async fn build(
+    config: &GatewayConfig,
+    source: &ConfigSource,
+    excerpts: bool,
+    previous: Option<&Catalog>,
+) -> Result<Built, StartError> {
+    // The policy files are read before anything connects: their digest is part of every write
+    // binding's scope revision.
+    let sources = match &config.policies {
+        Some(p) => Some(Sources::read(p, source).map_err(|e| StartError::Config(ConfigErrors(e)))?),
+        None => None,
+    };
+    let digest = sources.as_ref().map_or("", |s| s.digest()).to_owned();
+    let previous_digest = previous.map_or("", |c| c.policy_digest.as_str()).to_owned();
+    let limits = config.limits.limits();
+    let mut upstreams = BTreeMap::new();
+    let mut bindings = BTreeMap::new();
+    let mut shared = Vec::new();
+    let mut new = Vec::new();
+    for (id, u) in &config.upstreams {
+        let before = previous.and_then(|p| p.upstreams.get(id).map(|up| (p, up)));
+        if let Some((p, up)) = before {
+            if p.config.upstreams.get(id) == Some(u)
+                && same_bindings(&p.config, config, id, (&previous_digest, &digest))
+            {
+                // Nothing of it changed: the same upstream, connection and bindings.
+                upstreams.insert(id.clone(), up.clone());
+                for (name, b) in &p.bindings {
+                    if Arc::ptr_eq(&b.upstream, up) {
+                        bindings.insert(name.clone(), b.clone());
+                    }
+                }
+                continue;
+            }
+        }
+        let mut reads = BTreeMap::new();
+        let mut writes = BTreeMap::new();
+        let mut scopes = Vec::new();
+        for (local, r) in config.reads.iter().filter(|(_, r)| &r.upstream == id) {
+            let scope = Scope::compile(&r.scope).map_err(|e| {
+                StartError::Config(ConfigErrors(vec![
+                    source.error(&format!("reads.{local}.scope"), e)
+                ]))
+            })?;
+            let remote = r.tool.clone().unwrap_or_else(|| local.clone());
+            reads.insert(
+                remote.clone(),
+                ReadBinding::new(local.clone(), r.title.clone(), scope.scope_check())
+                    .concurrency(r.concurrency.into())
+                    .run_tasks(r.tasks),
+            );
+            scopes.push((
+                format!("reads.{local}"),
+                local.clone(),
+                remote,
+                scope,
+                None,
+                ApprovalBy::Operator,
+            ));
+        }
+        for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
+            let scope = Scope::from_rules(&w.scope).map_err(|e| {
+                StartError::Config(ConfigErrors(vec![
+                    source.error(&format!("writes.{local}.scope"), e)
+                ]))
+            })?;
+            let remote = w.tool.clone().unwrap_or_else(|| local.clone());
+            writes.insert(
+                remote.clone(),
+                WriteBinding {
+                    local_name: local.clone(),
+                    title: w.title.clone(),
+                    risk: w.effect.risk(),
+                    effect: w.effect.effect(),
+                    scope: scope.scope_check(),
+                    binding_id: w.binding_id.clone(),
+                    binding_revision: w.binding_revision.clone(),
+                    scope_id: w.scope_id.clone(),
+                    // An approval prepared under other policies is refused as a mismatch.
+                    scope_revision: match &sources {
+                        Some(s) => format!("{}+policies:{}", w.scope_revision, s.digest()),
+                        None => w.scope_revision.clone(),
+                    },
+                },
+            );
+            scopes.push((
+                format!("writes.{local}"),
+                local.clone(),
+                remote,
+                scope,
+                Some(w.effect),
+                w.approval,
+            ));
+        }
+        let upstream = Arc::new(Upstream::new(id.clone(), u.clone(), limits, reads, writes));
+        // Only the bindings changed: the same connection, discovered again.
+        let mut own = true;
+        if let Some((p, up)) = before {
+            if p.config.upstreams.get(id) == Some(u) && upstream.share_connection(up) {
+                shared.push(up.clone());
+                own = false;
+            }
+        }
+        for (key, local, remote, scope, effect, approval) in scopes {
+            bindings.insert(
+                local.clone(),
+                Arc::new(Binding {
+                    upstream: upstream.clone(),
+                    local,
+                    remote,
+                    scope,
+                    effect,
+                    approval,
+                    key,
+                }),
+            );
+        }
+        new.push((upstream.clone(), own));
+        upstreams.insert(id.clone(), upstream);
+    }
+
+    // Discover everything before serving anything; collect every mistake.
+    let mut errors = Vec::new();
+    for (upstream, _) in &new {
+        if let Err(e) = upstream.current().await {
+            errors.extend(start_errors(upstream, &bindings, source, &e, excerpts).await);
+        }
+    }
+    // A connection shared with a running upstream stays open.
+    let close_new = |new: Vec<(Arc<Upstream>, bool)>| async move {
+        for (u, own) in new {
+            if own {
+                u.close().await;
+            }
+        }
+    };
+    if !errors.is_empty() {
+        close_new(new).await;
+        errors.sort_by_key(|e: &ConfigError| e.line.unwrap_or(0));
+        return Err(StartError::Config(ConfigErrors(errors)));
+    }
+    let policies = match sources {
+        Some(sources) => match compile_policies(sources, &bindings, source) {
+            Ok(p) => Some(p),
+            Err(errors) => {
+                close_new(new).await;
+                return Err(StartError::Config(ConfigErrors(errors)));
+            }
+        },
+        None => None,
+    };
+    Ok(Built {
+        catalog: Catalog {
+            config: config.clone(),
+            revision: previous.map_or(1, |p| p.revision + 1),
+            limits,
+            bindings,
+            upstreams,
+            policies,
+            policy_digest: digest,
+        },
+        shared,
+        new,
+    })
+}
+
+/// The key a binding's mistakes about its upstream tool are placed at: its `tool` key when it
+/// has one, else the binding's table.
+fn tool_key(b: &Binding, source: &ConfigSource) -> String {
+    let tool = format!("{}.tool", b.key);
+    if source.keys.contains_key(&tool) {
+        tool
+    } else {
+        b.key.clone()
+    }
+}
+
+/// The configuration mistakes behind a failed discovery of `upstream`: every bound tool it does
+/// not list or whose description or schema discovery refuses, each at its binding's key, with
+/// the place in the tool and the reason (and with `excerpts` the listed JSON there).
+async fn start_errors(
+    upstream: &Arc<Upstream>,
+    bindings: &BTreeMap<String, Arc<Binding>>,
+    source: &ConfigSource,
+    e: &UpstreamError,
+    excerpts: bool,
+) -> Vec<ConfigError> {
+    let mine: Vec<&Arc<Binding>> = bindings
+        .values()
+        .filter(|b| Arc::ptr_eq(&b.upstream, upstream))
+        .collect();
+    let key = format!("upstreams.{}", upstream.id);
+    let err = match e {
+        UpstreamError::Connect(why) => {
+            return vec![source.error(&key, format!("cannot connect: {why}"))]
+        }
+        UpstreamError::Discovery(err) => err,
+    };
+    let Some(refusal) = &err.refusal else {
+        return vec![source.error(&key, format!("discovery failed: {}", err.code))];
+    };
+    // Discovery stopped at the first refused tool: look at every bound one.
+    let refs: Vec<(String, String)> = mine
+        .iter()
+        .map(|b| (tool_key(b, source), b.remote.clone()))
+        .collect();
+    let found = match upstream.probe().await {
+        Ok(tools) => crate::upstream::binding_mistakes(
+            &upstream.id,
+            &refs,
+            &tools,
+            upstream.limits(),
+            excerpts,
+        ),
+        Err(_) => Vec::new(),
+    };
+    if !found.is_empty() {
+        return found
+            .into_iter()
+            .map(|(k, m)| source.error(&k, m))
+            .collect();
+    }
+    // What discovery saw, placed at the binding of the tool it names.
+    let at = mine
+        .iter()
+        .find(|b| b.remote == refusal.tool)
+        .map_or(key, |b| tool_key(b, source));
+    vec![source.error(
+        &at,
+        crate::upstream::refusal_message(&upstream.id, err, excerpts),
+    )]
+}
+
+/// Validates the policies against the schema of the bound tools as discovered (each with its
+/// strict input schema): every mistake at its policy file and line.
+fn compile_policies(
+    sources: Sources,
+    bindings: &BTreeMap<String, Arc<Binding>>,
+    source: &ConfigSource,
+) -> Result<Policies, Vec<ConfigError>> {
+    let mut inputs = Vec::new();
+    for b in bindings.values() {
+        let input = b
+            .upstream
+            .live()
+            .and_then(|live| {
+                live.tools
+                    .get(&b.local)
+                    .map(|t| t.tool.input_schema.clone())
+            })
+            .map(serde_json::Value::Object);
+        let kind = match b.effect {
+            None => ToolKind::Read,
+            Some(EffectConfig::Write) => ToolKind::Write,
+            Some(EffectConfig::Destructive) => ToolKind::Destructive,
+        };
+        inputs.push((b.local.as_str(), kind, input.unwrap_or_default()));
+    }
+    let specs: Vec<ToolSpec<'_>> = inputs
+        .iter()
+        .map(|(local, kind, input)| ToolSpec {
+            local,
+            kind: *kind,
+            input,
+        })
+        .collect();
+    Policies::compile(sources, &specs, source)
+}
+
+/// A warning for every write bound with `effect = "write"` over a tool its upstream marks
+/// `destructiveHint: true`: the approver is told the call writes, the upstream says it may
+/// destroy.
+pub(crate) fn destructive_warnings(
+    bindings: &BTreeMap<String, Arc<Binding>>,
+    source: &ConfigSource,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in bindings.values() {
+        if b.effect != Some(EffectConfig::Write) {
+            continue;
+        }
+        let Some(live) = b.upstream.live() else {
+            continue;
+        };
+        let marked = live.conn.tools().iter().any(|t| {
+            t.name == b.remote
+                && t.annotations
+                    .as_ref()
+                    .and_then(|a| a.destructive_hint)
+                    .unwrap_or(false)
+        });
+        if marked {
+            let at = source.error(
+                &format!("{}.effect", b.key),
+                format!(
+                    "upstream {:?} marks the tool {:?} destructive (destructiveHint: true), but the binding declares effect = \"write\": approvers are told it writes; declare effect = \"destructive\" if it can destroy data",
+                    b.upstream.id, b.remote
+                ),
+            );
+            out.push(format!("warning: {at}"));
+        }
+    }
+    out
+}

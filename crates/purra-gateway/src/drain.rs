@@ -1,0 +1,174 @@
+//! Draining: a gateway asked to stop (`SIGTERM` in `purra gateway`, [`Gateway::drain`]) takes no
+//! new call, answers every write waiting for its decision at once with its pending result (the
+//! caller calls again, on another instance of the fleet, or after a restart: the approval is in
+//! the store), lets the calls and dispatches in flight finish, and says when it is idle, within a
+//! bound (`[gateway] drain_timeout`, 30 s by default). A dispatch still running at the bound is
+//! left to the process's end: its claim is in the store, so it becomes `unknown` (`interrupted`)
+//! once the lease lapses, and it is never sent again.
+//!
+//! While it drains, `/readyz` answers 503 ([`crate::health`]), so a load balancer sends it no new
+//! session; a new call that reaches it anyway is answered `gateway_stopping` with nothing sent.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::Gateway;
+
+/// Calls in flight, and whether the gateway is draining.
+#[derive(Debug, Default)]
+pub(crate) struct Drain {
+    draining: CancellationToken,
+    counts: Arc<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    /// Downstream calls being answered.
+    calls: AtomicUsize,
+    /// Claimed writes being dispatched (in a task of their own: they outlive a caller that left).
+    dispatches: AtomicUsize,
+    /// Woken when either comes down to zero.
+    idle: Notify,
+}
+
+/// One call or dispatch in flight (counted until dropped).
+#[derive(Debug)]
+pub(crate) struct Active {
+    counts: Arc<Counts>,
+    dispatch: bool,
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let counter = if self.dispatch {
+            &self.counts.dispatches
+        } else {
+            &self.counts.calls
+        };
+        if counter.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.counts.idle.notify_waiters();
+        }
+    }
+}
+
+impl Drain {
+    /// A new downstream call: counted, or `None` when the gateway is draining (the call is
+    /// refused, nothing sent).
+    pub fn enter(&self) -> Option<Active> {
+        if self.draining.is_cancelled() {
+            return None;
+        }
+        self.counts.calls.fetch_add(1, Ordering::SeqCst);
+        let active = Active {
+            counts: self.counts.clone(),
+            dispatch: false,
+        };
+        // Looked at again after counting, so a drain that began in between waits for it or it
+        // is refused.
+        if self.draining.is_cancelled() {
+            return None;
+        }
+        Some(active)
+    }
+
+    /// A claimed write's dispatch: the drain waits for it whatever happens.
+    pub fn hold(&self) -> Active {
+        self.counts.dispatches.fetch_add(1, Ordering::SeqCst);
+        Active {
+            counts: self.counts.clone(),
+            dispatch: true,
+        }
+    }
+
+    /// Whether the gateway is draining.
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    /// Completes when the gateway starts draining.
+    pub async fn draining(&self) {
+        self.draining.cancelled().await;
+    }
+
+    /// Downstream calls in flight now.
+    pub fn calls(&self) -> usize {
+        self.counts.calls.load(Ordering::SeqCst)
+    }
+
+    /// Claimed writes being dispatched now.
+    pub fn dispatches(&self) -> usize {
+        self.counts.dispatches.load(Ordering::SeqCst)
+    }
+
+    /// Starts draining; returns when nothing is in flight, or when `bound` passed: the calls and
+    /// dispatches still in flight then.
+    async fn run(&self, bound: Duration) -> (usize, usize) {
+        self.draining.cancel();
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let idle = self.counts.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.calls() == 0 && self.dispatches() == 0 {
+                return (0, 0);
+            }
+            tokio::select! {
+                () = &mut idle => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return (self.calls(), self.dispatches());
+                }
+            }
+        }
+    }
+}
+
+/// What a drain came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Drained {
+    /// Downstream calls still being answered when the bound passed.
+    pub calls_left: usize,
+    /// Claimed writes still being dispatched when the bound passed: their claims become
+    /// `unknown` once the lease lapses, if the process ends before they do.
+    pub dispatches_left: usize,
+    /// How long it took.
+    pub took: Duration,
+}
+
+impl Gateway {
+    /// Drains the gateway: from now on it takes no new call (each is answered
+    /// `gateway_stopping`, nothing sent) and `/readyz` says it is not ready; every write waiting
+    /// for its decision is answered at once with its pending result; returns when the calls and
+    /// dispatches in flight have finished, or when `bound` passed. Serving (the HTTP listener,
+    /// the sessions) goes on until the caller stops it, so the pending answers reach their
+    /// clients; then [`Gateway::shutdown`].
+    pub async fn drain(&self, bound: Duration) -> Drained {
+        let start = tokio::time::Instant::now();
+        let (calls_left, dispatches_left) = self.inner.drain.run(bound).await;
+        Drained {
+            calls_left,
+            dispatches_left,
+            took: start.elapsed(),
+        }
+    }
+
+    /// Whether the gateway is draining ([`Gateway::drain`]).
+    pub fn is_draining(&self) -> bool {
+        self.inner.drain.is_draining()
+    }
+
+    /// Downstream calls in flight now (a write waiting for its decision or its dispatch is one).
+    pub fn calls_in_flight(&self) -> usize {
+        self.inner.drain.calls()
+    }
+
+    /// Claimed writes being dispatched now (each in a task of its own, which a caller that
+    /// leaves does not stop).
+    pub fn dispatches_in_flight(&self) -> usize {
+        self.inner.drain.dispatches()
+    }
+}

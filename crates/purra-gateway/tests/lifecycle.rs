@@ -1,0 +1,848 @@
+//! The gateway's life while it serves, in one process: a reload of its configuration (a changed
+//! binding revision refusing the approval a call waits on as a mismatch, with `list_changed`
+//! downstream; a configuration with mistakes, or changing what only a restart applies, refused
+//! with the running one serving on; bindings added and removed), a drain (waiting writes
+//! answered as pending at once, new calls refused, a dispatch in flight waited for, or left at
+//! the bound), and the health checks over HTTP (`/healthz`, `/readyz` with an upstream gone, the
+//! Host rule of `allowed_hosts`). The upstream is a purra server on loopback Streamable HTTP whose
+//! write waits at a gate the test opens; the store a SQLite file.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use purra_core::{ApprovalGateway, ApprovalId, ApprovalState, Decision, OperatorStore, Verdict};
+use purra_gateway::{
+    ApprovalBy, ConfigSource, EffectConfig, Gateway, GatewayConfig, ReadConfig, ScopeConfig,
+    ScopeRules, StartError, UpstreamConfig, WriteConfig,
+};
+use purra_protocol::types::{methods, CallToolResult, JsonObject, Tool};
+use purra_protocol::{
+    memory, CancellationToken, Client, ClientOptions, Connection, HttpServerConfig, Server,
+    StreamableHttpServer,
+};
+use purra_sqlite::SqliteStore;
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+/// The upstream: `get_value`, `peek` and `set_value`, which counts its calls and then waits for a
+/// permit of `gate` before it answers; over Streamable HTTP, or WebSocket with `ws` (whose
+/// connection ends when the server stops). Stops serving when `stop` is cancelled.
+async fn upstream(
+    writes: Arc<AtomicU64>,
+    gate: Arc<Semaphore>,
+    stop: CancellationToken,
+    ws: bool,
+) -> String {
+    let server = Server::builder("upstream", "1.0.0").build();
+    server
+        .raw_tool(
+            Tool::new(
+                "get_value",
+                object(json!({"type": "object", "properties": {}})),
+            )
+            .with_description("Reads"),
+            |_, _| async { Ok(CallToolResult::text("v")) },
+        )
+        .expect("tool");
+    server
+        .raw_tool(
+            Tool::new("peek", object(json!({"type": "object", "properties": {}})))
+                .with_description("Peeks"),
+            |_, _| async { Ok(CallToolResult::text("peeked")) },
+        )
+        .expect("tool");
+    server
+        .raw_tool(
+            Tool::new(
+                "set_value",
+                object(
+                    json!({"type": "object", "properties": {"value": {"type": "string"}},
+                    "required": ["value"], "additionalProperties": false}),
+                ),
+            )
+            .with_description("Writes"),
+            move |args, _| {
+                let writes = writes.clone();
+                let gate = gate.clone();
+                async move {
+                    writes.fetch_add(1, Ordering::SeqCst);
+                    gate.acquire().await.expect("gate").forget();
+                    let v = args["value"].clone();
+                    Ok(CallToolResult::text(format!("stored {v}"))
+                        .with_structured_content(json!({"stored": v})))
+                }
+            },
+        )
+        .expect("tool");
+    if ws {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("ws://{}/", listener.local_addr().expect("addr"));
+        tokio::spawn(purra_protocol::ws::serve(
+            server,
+            listener,
+            purra_protocol::WsServerOptions::default(),
+            stop.cancelled_owned(),
+        ));
+        return url;
+    }
+    let bound = StreamableHttpServer::new(server, HttpServerConfig::default())
+        .bind()
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", bound.local_addr().expect("addr"));
+    tokio::spawn(bound.serve(stop.cancelled_owned()));
+    url
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Fixture {
+    gateway: Gateway,
+    store: SqliteStore,
+    writes: Arc<AtomicU64>,
+    /// Permits for the upstream's writes to answer.
+    gate: Arc<Semaphore>,
+    /// Stops the upstream.
+    upstream_stop: CancellationToken,
+    config: GatewayConfig,
+    _dir: TempDir,
+}
+
+fn config(url: &str, db: PathBuf) -> GatewayConfig {
+    let mut c = GatewayConfig::default();
+    c.gateway.name = "life".into();
+    c.gateway.db = db;
+    c.gateway.approval_wait = purra_gateway::Dur(Duration::from_secs(60));
+    c.upstreams.insert(
+        "up".into(),
+        UpstreamConfig {
+            url: Some(url.into()),
+            ..UpstreamConfig::default()
+        },
+    );
+    c.reads.insert(
+        "get_value".into(),
+        ReadConfig {
+            upstream: "up".into(),
+            tool: None,
+            title: "Read".into(),
+            concurrency: Default::default(),
+            scope: ScopeConfig::Open,
+            tasks: false,
+        },
+    );
+    c.writes.insert(
+        "set_value".into(),
+        WriteConfig {
+            upstream: "up".into(),
+            tool: None,
+            title: "Set".into(),
+            effect: EffectConfig::Write,
+            risk: None,
+            binding_id: "b".into(),
+            binding_revision: "1".into(),
+            scope_id: "s".into(),
+            scope_revision: "1".into(),
+            scope: ScopeRules {
+                principals: Some(vec!["local".into()]),
+                clients: Some(vec!["life-client".into()]),
+                arguments: vec![],
+            },
+            approval: ApprovalBy::Operator,
+        },
+    );
+    c
+}
+
+async fn fixture(name: &str, edit: impl FnOnce(&mut GatewayConfig)) -> Fixture {
+    fixture_on(name, false, edit).await
+}
+
+async fn fixture_on(name: &str, ws: bool, edit: impl FnOnce(&mut GatewayConfig)) -> Fixture {
+    let writes = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(Semaphore::new(0));
+    let upstream_stop = CancellationToken::new();
+    let url = upstream(writes.clone(), gate.clone(), upstream_stop.clone(), ws).await;
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "purra-gw-life-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let db = dir.join("life.db");
+    let store = SqliteStore::open(&db).expect("store");
+    let mut c = config(&url, db);
+    edit(&mut c);
+    let gateway = Gateway::start(c.clone(), &ConfigSource::default(), Arc::new(store.clone()))
+        .await
+        .expect("start");
+    Fixture {
+        gateway,
+        store,
+        writes,
+        gate,
+        upstream_stop,
+        config: c,
+        _dir: TempDir(dir),
+    }
+}
+
+/// A downstream client (`life-client`) in this process, counting `tools/list_changed`.
+async fn client(gateway: &Gateway) -> (Connection, Arc<AtomicUsize>) {
+    let (a, b) = memory::pair();
+    let server = gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let mut options = ClientOptions::default();
+    options.client_info = purra_protocol::types::Implementation::new("life-client", "1");
+    let conn = Client::connect(b, options).await.expect("connect");
+    let changes = Arc::new(AtomicUsize::new(0));
+    let counted = changes.clone();
+    // Kept for the connection's life.
+    let _listener = conn.on(methods::TOOLS_LIST_CHANGED, move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    (conn, changes)
+}
+
+fn text(r: &CallToolResult) -> (String, bool) {
+    (r.texts().collect::<Vec<_>>().join(""), r.is_error())
+}
+
+fn approval(n: u64) -> ApprovalId {
+    ApprovalId(format!("approval-{n}"))
+}
+
+/// Waits until approval `id` exists in the store.
+async fn wait_prepared(store: &SqliteStore, id: &ApprovalId) {
+    let start = std::time::Instant::now();
+    while store.record(id.clone()).await.expect("record").is_none() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no {id:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `what` holds.
+async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn approve() -> Decision {
+    let now = SystemTime::now();
+    Decision {
+        verdict: Verdict::Approve,
+        approver: "ada (cli)".into(),
+        decided_at: now,
+        expires_at: Some(now + Duration::from_secs(600)),
+        note: None,
+    }
+}
+
+fn refused(e: StartError) -> Vec<String> {
+    match e {
+        StartError::Config(errors) => errors.0.iter().map(|e| e.to_string()).collect(),
+        other => panic!("not a configuration refusal: {other}"),
+    }
+}
+
+/// A reload that changes the write binding's revision: the client is told to list again, the
+/// approval the call waits on (prepared under revision 1) is refused as a mismatch when it is
+/// decided, nothing is sent; the same call asks for a new approval, which is sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_binding_revision_refuses_the_waiting_approval_as_a_mismatch() {
+    let fx = fixture("mismatch", |_| {}).await;
+    fx.gate.add_permits(10);
+    let (conn, changes) = client(&fx.gateway).await;
+    let conn = Arc::new(conn);
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await })
+    };
+    wait_prepared(&fx.store, &approval(1)).await;
+    let before = fx
+        .store
+        .record(approval(1))
+        .await
+        .expect("record")
+        .expect("exists")
+        .intent_digest;
+
+    let mut next = fx.config.clone();
+    next.writes
+        .get_mut("set_value")
+        .expect("binding")
+        .binding_revision = "2".into();
+    let seen = changes.load(Ordering::SeqCst);
+    let reloaded = fx
+        .gateway
+        .reload(next, &ConfigSource::default())
+        .await
+        .expect("reload");
+    assert_eq!(reloaded.revision, 2);
+    assert_eq!(reloaded.changed, ["set_value"]);
+    assert!(reloaded.added.is_empty() && reloaded.removed.is_empty());
+    assert_eq!(reloaded.tools, ["get_value", "set_value"]);
+    assert_eq!(fx.gateway.revision(), 2);
+    wait_until("list_changed downstream", || {
+        changes.load(Ordering::SeqCst) > seen
+    })
+    .await;
+
+    fx.gateway
+        .decide(approval(1), approve())
+        .await
+        .expect("decide");
+    let r = waiting.await.expect("join").expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "set_value was not sent: approval approval-1 was for an earlier binding of the tool, which changed since (approval_mismatch); call set_value again to ask for a new approval".to_owned(),
+            true
+        )
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    let refused_record = fx
+        .store
+        .record(approval(1))
+        .await
+        .expect("record")
+        .expect("exists");
+    assert!(
+        matches!(refused_record.state, ApprovalState::Refused(_)),
+        "{refused_record:?}"
+    );
+    let trail: Vec<Value> = fx
+        .store
+        .audit(0, 1000)
+        .await
+        .expect("audit")
+        .into_iter()
+        .filter(|e| e.event == "refused" && e.approval_id.as_deref() == Some("approval-1"))
+        .map(|e| e.detail)
+        .collect();
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0]["reason"], "mismatch");
+
+    // The same call again: a new approval for revision 2, sent once.
+    let again = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await })
+    };
+    wait_prepared(&fx.store, &approval(2)).await;
+    let after = fx
+        .store
+        .record(approval(2))
+        .await
+        .expect("record")
+        .expect("exists")
+        .intent_digest;
+    assert_ne!(before, after);
+    fx.gateway
+        .decide(approval(2), approve())
+        .await
+        .expect("decide");
+    let r = again.await.expect("join").expect("call");
+    assert_eq!(r.structured_content, Some(json!({"stored": "a"})), "{r:?}");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+}
+
+/// A configuration with a mistake, and one changing what only a restart applies, are refused
+/// with every mistake; the running configuration serves on, unchanged. A binding added, then
+/// removed, by reloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reload_leaves_the_running_configuration_serving() {
+    let fx = fixture("refused", |_| {}).await;
+    fx.gate.add_permits(10);
+    let (conn, changes) = client(&fx.gateway).await;
+
+    let mut broken = fx.config.clone();
+    broken.writes.get_mut("set_value").expect("binding").tool = Some("nope".into());
+    let e = fx
+        .gateway
+        .reload(broken, &ConfigSource::default())
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refused(e),
+        ["writes.set_value: upstream \"up\" has no tool \"nope\" (it lists: get_value, peek, set_value)"]
+    );
+    let mut restart = fx.config.clone();
+    restart.gateway.approval_wait = purra_gateway::Dur(Duration::from_secs(5));
+    restart.gateway.name = "other".into();
+    let e = fx
+        .gateway
+        .reload(restart, &ConfigSource::default())
+        .await
+        .expect_err("refused");
+    let why = "cannot change while the gateway runs: it is read once at start; restart the gateway to apply it (SIGTERM drains it first)";
+    assert_eq!(
+        refused(e),
+        [
+            format!("gateway.approval_wait: {why}"),
+            format!("gateway.name: {why}")
+        ]
+    );
+    assert_eq!(fx.gateway.revision(), 1);
+    assert_eq!(changes.load(Ordering::SeqCst), 0);
+    let r = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(text(&r), ("v".to_owned(), false));
+
+    // A read bound under a second name is added; downstream clients are told.
+    let mut added = fx.config.clone();
+    added.reads.insert(
+        "peek".into(),
+        ReadConfig {
+            upstream: "up".into(),
+            tool: None,
+            title: "Peek".into(),
+            concurrency: Default::default(),
+            scope: ScopeConfig::Open,
+            tasks: false,
+        },
+    );
+    let reloaded = fx
+        .gateway
+        .reload(added, &ConfigSource::default())
+        .await
+        .expect("reload");
+    assert_eq!(
+        (
+            reloaded.revision,
+            reloaded.added.clone(),
+            reloaded.changed.clone()
+        ),
+        (2, vec!["peek".to_owned()], Vec::<String>::new())
+    );
+    assert_eq!(reloaded.tools, ["get_value", "peek", "set_value"]);
+    wait_until("list_changed downstream", || {
+        changes.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    let r = conn.call_tool("peek", json!({})).await.expect("call");
+    assert_eq!(text(&r), ("peeked".to_owned(), false));
+
+    // And removed again: calling it now is refused, nothing sent.
+    let reloaded = fx
+        .gateway
+        .reload(fx.config.clone(), &ConfigSource::default())
+        .await
+        .expect("reload");
+    assert_eq!(
+        (reloaded.revision, reloaded.removed.clone()),
+        (3, vec!["peek".to_owned()])
+    );
+    assert_eq!(fx.gateway.tool_names(), ["get_value", "set_value"]);
+    fx.gateway.shutdown().await;
+}
+
+/// A drain: the write waiting for its decision is answered as pending at once; a new call is
+/// refused; `/readyz`'s readiness says draining; the dispatch in flight is waited for, and its
+/// receipt recorded; a reload while draining is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_answers_waiting_writes_refuses_new_calls_and_waits_for_dispatches() {
+    let fx = fixture("drain", |_| {}).await;
+    let (conn, _) = client(&fx.gateway).await;
+    let conn = Arc::new(conn);
+    // A write dispatching (the upstream holds it at its gate).
+    let sending = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "sent"})).await })
+    };
+    wait_prepared(&fx.store, &approval(1)).await;
+    fx.gateway
+        .decide(approval(1), approve())
+        .await
+        .expect("decide");
+    let writes = fx.writes.clone();
+    wait_until("the dispatch reached the upstream", || {
+        writes.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    // A write waiting for its decision.
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "waits"})).await })
+    };
+    wait_prepared(&fx.store, &approval(2)).await;
+    let ready = fx.gateway.readiness().await;
+    assert!(ready.ready, "{ready:?}");
+    assert_eq!(fx.gateway.calls_in_flight(), 2);
+    assert_eq!(fx.gateway.dispatches_in_flight(), 1);
+
+    let drain = {
+        let gateway = fx.gateway.clone();
+        tokio::spawn(async move { gateway.drain(Duration::from_secs(120)).await })
+    };
+    let r = waiting.await.expect("join").expect("call");
+    let digest = fx
+        .store
+        .record(approval(2))
+        .await
+        .expect("record")
+        .expect("exists")
+        .intent_digest;
+    assert_eq!(
+        text(&r),
+        (
+            format!("set_value was not sent: approval approval-2 is pending (intent {digest}). Once it is decided (purra approvals approve approval-2), call set_value again with the same arguments: an approved call is sent once, a denied one never."),
+            true
+        )
+    );
+    let refused_call = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(
+        text(&refused_call),
+        (
+            "get_value failed: gateway_stopping (nothing was sent)".to_owned(),
+            true
+        )
+    );
+    let ready = fx.gateway.readiness().await;
+    assert_eq!(
+        ready.to_json(),
+        json!({"ready": false, "draining": true, "revision": 1, "store": "ok",
+               "upstreams": {"up": "ok"}})
+    );
+    assert_eq!(fx.gateway.calls_in_flight(), 1);
+    assert_eq!(fx.gateway.dispatches_in_flight(), 1);
+    assert!(!drain.is_finished());
+    let e = fx
+        .gateway
+        .reload(fx.config.clone(), &ConfigSource::default())
+        .await
+        .expect_err("refused");
+    assert_eq!(refused(e), ["the gateway is draining: nothing is reloaded"]);
+
+    // The dispatch finishes: its receipt is the caller's, and the drain is done.
+    fx.gate.add_permits(1);
+    let r = sending.await.expect("join").expect("call");
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"stored": "sent"})),
+        "{r:?}"
+    );
+    let drained = drain.await.expect("join");
+    assert_eq!((drained.calls_left, drained.dispatches_left), (0, 0));
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    // Approval 2 is still pending in the store, for the next instance to wait on.
+    let rec = fx
+        .store
+        .record(approval(2))
+        .await
+        .expect("record")
+        .expect("exists");
+    assert_eq!(rec.state, ApprovalState::Prepared);
+    fx.gateway.shutdown().await;
+}
+
+/// A drain whose bound passes with a dispatch in flight says how many are left; the dispatch
+/// goes on (its claim is in the store) and records its outcome when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_bound_passes_with_a_dispatch_in_flight() {
+    let fx = fixture("drain-bound", |_| {}).await;
+    let (conn, _) = client(&fx.gateway).await;
+    let conn = Arc::new(conn);
+    let sending = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "slow"})).await })
+    };
+    wait_prepared(&fx.store, &approval(1)).await;
+    fx.gateway
+        .decide(approval(1), approve())
+        .await
+        .expect("decide");
+    let writes = fx.writes.clone();
+    wait_until("the dispatch reached the upstream", || {
+        writes.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let drained = fx.gateway.drain(Duration::from_millis(200)).await;
+    assert_eq!((drained.calls_left, drained.dispatches_left), (1, 1));
+    fx.gate.add_permits(1);
+    let r = sending.await.expect("join").expect("call");
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"stored": "slow"})),
+        "{r:?}"
+    );
+    assert_eq!(
+        (
+            fx.gateway.calls_in_flight(),
+            fx.gateway.dispatches_in_flight()
+        ),
+        (0, 0)
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// One HTTP/1.1 request on a new connection; the whole answer.
+fn http(addr: std::net::SocketAddr, head: &str, body: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read");
+    answer
+}
+
+/// The status line and the body of an answer (headers left out but the content type).
+fn status_and_body(answer: &str) -> (String, String) {
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("join")
+}
+
+/// `/healthz` and `/readyz` beside `/mcp` on the gateway's own listener: exact answers, the
+/// upstream gone (503 and why), a path nobody serves (404); `allowed_hosts` letting a load
+/// balancer's name through the Host rule that refuses others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_and_the_host_rule_over_http() {
+    // A WebSocket upstream: its connection ends when it stops.
+    let fx = fixture_on("health", true, |c| {
+        c.gateway.allowed_hosts = vec!["mcp.example.test".into()];
+    })
+    .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let stop = CancellationToken::new();
+    let serving = {
+        let gateway = fx.gateway.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { gateway.serve_http(listener, stop.cancelled_owned()).await })
+    };
+    let get = |path: &'static str| {
+        blocking(move || {
+            status_and_body(&http(
+                addr,
+                &format!("GET {path} HTTP/1.1\r\nHost: 10.0.0.7:8080"),
+                "",
+            ))
+        })
+    };
+    assert_eq!(
+        get("/healthz").await,
+        ("HTTP/1.1 200 OK".to_owned(), "ok\n".to_owned())
+    );
+    assert_eq!(
+        get("/readyz").await,
+        (
+            "HTTP/1.1 200 OK".to_owned(),
+            r#"{"ready":true,"draining":false,"revision":1,"store":"ok","upstreams":{"up":"ok"}}"#
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        get("/elsewhere").await,
+        ("HTTP/1.1 404 Not Found".to_owned(), String::new())
+    );
+    let post = blocking(move || {
+        status_and_body(&http(addr, "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1", ""))
+    })
+    .await;
+    assert_eq!(post.0, "HTTP/1.1 405 Method Not Allowed");
+
+    // The MCP endpoint answers the loopback names and the allowed host, and refuses others.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#;
+    let initialize = |host: &'static str| {
+        blocking(move || {
+            status_and_body(&http(
+                addr,
+                &format!(
+                    "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+                     Accept: application/json, text/event-stream"
+                ),
+                init,
+            ))
+            .0
+        })
+    };
+    assert_eq!(initialize("mcp.example.test").await, "HTTP/1.1 200 OK");
+    assert_eq!(initialize("127.0.0.1:9").await, "HTTP/1.1 200 OK");
+    assert_eq!(
+        initialize("evil.example.test").await,
+        "HTTP/1.1 403 Forbidden"
+    );
+
+    // The upstream goes away: not ready, saying which.
+    fx.upstream_stop.cancel();
+    let start = std::time::Instant::now();
+    loop {
+        let (status, body) = get("/readyz").await;
+        if status == "HTTP/1.1 503 Service Unavailable" {
+            assert_eq!(
+                body,
+                r#"{"ready":false,"draining":false,"revision":1,"store":"ok","upstreams":{"up":"down"}}"#
+            );
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "still ready: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        get("/healthz").await,
+        ("HTTP/1.1 200 OK".to_owned(), "ok\n".to_owned())
+    );
+    stop.cancel();
+    serving.await.expect("join").expect("served");
+    fx.gateway.shutdown().await;
+}
+
+/// A drain while the write waits on its client's elicitation form (a binding that lets the client
+/// decide, a client that never answers): the call is answered as pending at once, and the
+/// approval stays undecided in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_answers_a_write_waiting_on_its_elicitation_form() {
+    let fx = fixture("drain-form", |c| {
+        c.gateway.elicitation = true;
+        c.writes.get_mut("set_value").expect("binding").approval = ApprovalBy::Client;
+    })
+    .await;
+    let (a, b) = memory::pair();
+    let server = fx.gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let mut options = ClientOptions::default().on_elicitation(false, move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        // Never answers.
+        std::future::pending()
+    });
+    options.client_info = purra_protocol::types::Implementation::new("life-client", "1");
+    let conn = Arc::new(Client::connect(b, options).await.expect("connect"));
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "form"})).await })
+    };
+    wait_until("the form asked", || asked.load(Ordering::SeqCst) == 1).await;
+    let drained = fx.gateway.drain(Duration::from_secs(60)).await;
+    assert_eq!((drained.calls_left, drained.dispatches_left), (0, 0));
+    let r = waiting.await.expect("join").expect("call");
+    let digest = fx
+        .store
+        .record(approval(1))
+        .await
+        .expect("record")
+        .expect("exists")
+        .intent_digest;
+    assert_eq!(
+        text(&r),
+        (
+            format!("set_value was not sent: approval approval-1 is pending (intent {digest}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once, a denied one never."),
+            true
+        )
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// The client cancels its write while the write waits on the elicitation form, eight times (the
+/// form's end and the cancellation race, and either may be seen first): each wait ends without a
+/// panic in the gateway (its stop is polled to its end once), the calls leave nothing in flight,
+/// the connection serves on and the approvals stay undecided in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_write_waiting_on_its_elicitation_form_ends_its_wait() {
+    // Panics in the gateway's own code (its handlers run in tasks of their own, whose panic the
+    // client does not see).
+    let panics = Arc::new(AtomicUsize::new(0));
+    {
+        let panics = panics.clone();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info
+                .location()
+                .is_some_and(|l| l.file().contains("purra-gateway/src"))
+            {
+                panics.fetch_add(1, Ordering::SeqCst);
+            }
+            previous(info);
+        }));
+    }
+    let fx = fixture("cancel-form", |c| {
+        c.gateway.elicitation = true;
+        c.writes.get_mut("set_value").expect("binding").approval = ApprovalBy::Client;
+    })
+    .await;
+    let (a, b) = memory::pair();
+    let server = fx.gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let mut options = ClientOptions::default().on_elicitation(false, move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        // Never answers.
+        std::future::pending()
+    });
+    options.client_info = purra_protocol::types::Implementation::new("life-client", "1");
+    let conn = Arc::new(Client::connect(b, options).await.expect("connect"));
+    for n in 1..=8 {
+        let cancel = CancellationToken::new();
+        let waiting = {
+            let conn = conn.clone();
+            let options = purra_protocol::RequestOptions {
+                cancel: Some(cancel.clone()),
+                ..purra_protocol::RequestOptions::default()
+            };
+            tokio::spawn(async move {
+                conn.call_tool_with("set_value", json!({"value": format!("form {n}")}), options)
+                    .await
+            })
+        };
+        wait_until("the form asked", || asked.load(Ordering::SeqCst) == n).await;
+        cancel.cancel();
+        assert!(waiting.await.expect("join").is_err(), "a cancelled call");
+        wait_until("the wait ended", || fx.gateway.calls_in_flight() == 0).await;
+    }
+    assert_eq!(panics.load(Ordering::SeqCst), 0, "the gateway panicked");
+    // The connection serves on.
+    let r = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(text(&r), ("v".to_owned(), false));
+    for n in 1..=8 {
+        let record = fx
+            .store
+            .record(approval(n))
+            .await
+            .expect("record")
+            .expect("exists");
+        assert_eq!(record.state, ApprovalState::Prepared);
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
