@@ -34,7 +34,7 @@ use crate::config::{ApprovalBy, ConfigErrors, EffectConfig, GatewayConfig, Liste
 use crate::limit::CallLimiter;
 use crate::load::ConfigSource;
 use crate::metrics::Metrics;
-use crate::policy::{Policies, Refusal, Sources, ToolKind, ToolSpec};
+use crate::policy::Refusal;
 use crate::results;
 use crate::scope::{Caller, Scope};
 use crate::store::{Decisions, GatewayStore};
@@ -278,7 +278,7 @@ impl Gateway {
             labels.push(("outcome", r.outcome.label().to_owned()));
             recorder.add(crate::metrics::REQUESTS, labels, 1);
         });
-        for id in upstreams.keys() {
+        for id in catalog.upstreams.keys() {
             metrics.set(
                 crate::metrics::UPSTREAM_UP,
                 vec![("upstream", id.clone())],
@@ -446,7 +446,8 @@ impl Gateway {
             Vec::new(),
             i64::try_from(inner.server.open_sessions()).unwrap_or(i64::MAX),
         );
-        for (id, u) in &inner.upstreams {
+        let catalog = inner.catalog();
+        for (id, u) in &catalog.upstreams {
             let made = u.connections.load(std::sync::atomic::Ordering::Relaxed);
             m.set_count(
                 crate::metrics::UPSTREAM_RECONNECTS,
@@ -876,7 +877,7 @@ impl Inner {
     }
 
     /// A new connection to an upstream is up.
-    fn note_up(&self, id: &str) {
+    pub(crate) fn note_up(&self, id: &str) {
         self.metrics.set(
             crate::metrics::UPSTREAM_UP,
             vec![("upstream", id.to_owned())],

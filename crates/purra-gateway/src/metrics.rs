@@ -226,6 +226,14 @@ impl Metrics {
             .insert((name, labels), Value::Gauge(value));
     }
 
+    /// Removes a series (a gauge of an upstream a reload removed): it is no longer exported.
+    pub fn forget(&self, name: &'static str, labels: Labels) {
+        self.series
+            .lock()
+            .expect("metrics lock")
+            .remove(&(name, labels));
+    }
+
     /// Adds one observation to a histogram.
     pub fn observe(&self, name: &'static str, labels: Labels, duration: Duration) {
         debug_assert_eq!(family(name).kind, Kind::Histogram, "{name}");

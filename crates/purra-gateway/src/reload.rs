@@ -219,6 +219,17 @@ impl Gateway {
         inner.publish_forcing(&force);
         for (upstream, _) in &built.new {
             inner.watch(upstream.clone());
+            if upstream.live().is_some() {
+                inner.note_up(&upstream.id);
+            }
+        }
+        // An upstream the file no longer names is no longer reported up or down.
+        for id in running.upstreams.keys() {
+            if !next.upstreams.contains_key(id) {
+                inner
+                    .metrics
+                    .forget(crate::metrics::UPSTREAM_UP, vec![("upstream", id.clone())]);
+            }
         }
         for old in running.upstreams.values() {
             if next.holds(old) {
