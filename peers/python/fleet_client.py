@@ -21,7 +21,8 @@ Commands, one JSON object a line on stdin:
 While a call waits, the client pings its session every 100 ms on separate requests: that is how
 it learns its instance died (the load balancer sends the ping to a live instance, which answers
 404 for a session it does not know), instead of waiting for its SSE stream's reconnection
-attempts. Only a 404 ends a session; any other failure (a request cut as its instance died, a
+attempts. Only a 404 ends a session (or the SDK closing the session's transport for good, "Connection
+closed": nothing can be sent on it any more); any other failure (a request cut as its instance died, a
 502 from the load balancer) is not an answer about the session, and a call cut that way is made
 again on the same session when the session still answers. `I` is what the load balancer put in the `X-Purra-Instance` response header of the
 session's `initialize` (the test's HAProxy names the server there).
@@ -203,7 +204,10 @@ async def ping(session: ClientSession) -> str | bool | None:
         return None
     except Exception as err:  # noqa: BLE001 - classified
         text = f"ping: {type(err).__name__}: {err}"
-        if "Not Found" in text or "Session terminated" in text:
+        # A 404 ends the session; so does the SDK's session object closing its transport for
+        # good ("Connection closed": its streams gave up after the instance died): nothing can
+        # be sent on it any more, so a new session is the only way on.
+        if "Not Found" in text or "Session terminated" in text or "Connection closed" in text:
             return text
         return False
 
