@@ -1,6 +1,6 @@
 //! Reloading the configuration while serving (`SIGHUP` in `purra gateway`, [`Gateway::reload`]).
 //!
-//! The next configuration is checked and built beside the running one ([`crate::catalog`]):
+//! The next configuration is checked and built beside the running one (the `catalog` module):
 //! every upstream it names connected (or kept) and discovered, every policy validated. Any
 //! mistake refuses the reload as a whole, with every mistake placed in the file, and the running
 //! configuration keeps serving, unchanged. Otherwise it replaces the running one at once:
