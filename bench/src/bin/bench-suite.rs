@@ -250,7 +250,6 @@ fn field(v: &Value, name: &str) -> Result<f64, String> {
 }
 
 async fn stdio_pair(env: &Env, res: &mut Results, client: &str, server: &str, calls: usize) {
-    let key = format!("stdio/{client}/{server}");
     let mut cmd = env.client(client);
     cmd.extend([
         "--calls".into(),
@@ -260,25 +259,25 @@ async fn stdio_pair(env: &Env, res: &mut Results, client: &str, server: &str, ca
         "--".into(),
     ]);
     cmd.extend(env.server(server));
+    let key = format!("stdio/{client}/{server}");
+    stdio_run(res, &key, &pair_label(client, server), &cmd).await;
+}
+
+/// Runs one stdio client command (its `--calls`, `--concurrency 16`, then the server's command)
+/// and records its rates and latencies under `key`: `/seq`, `/p50`, `/p99`, `/conc`.
+async fn stdio_run(res: &mut Results, key: &str, label: &str, cmd: &[String]) {
     let started = Instant::now();
-    match run_json(&cmd, Duration::from_secs(600))
-        .await
-        .and_then(|v| {
-            Ok([
-                field(&v, "sequential_calls_per_s")?,
-                field(&v, "p50_us")?,
-                field(&v, "p99_us")?,
-                field(&v, "concurrent_calls_per_s")?,
-            ])
-        }) {
+    match run_json(cmd, Duration::from_secs(600)).await.and_then(|v| {
+        Ok([
+            field(&v, "sequential_calls_per_s")?,
+            field(&v, "p50_us")?,
+            field(&v, "p99_us")?,
+            field(&v, "concurrent_calls_per_s")?,
+        ])
+    }) {
         Ok([seq, p50, p99, conc]) => {
             eprintln!(
-                "  {:<42} seq {:>7.0}/s p50 {:>5.0} µs p99 {:>6.0} µs | 16 in flight {:>7.0}/s ({:.1} s)",
-                pair_label(client, server),
-                seq,
-                p50,
-                p99,
-                conc,
+                "  {label:<42} seq {seq:>7.0}/s p50 {p50:>5.0} µs p99 {p99:>6.0} µs | 16 in flight {conc:>7.0}/s ({:.1} s)",
                 started.elapsed().as_secs_f64()
             );
             res.put(&format!("{key}/seq"), seq);
@@ -286,7 +285,7 @@ async fn stdio_pair(env: &Env, res: &mut Results, client: &str, server: &str, ca
             res.put(&format!("{key}/p99"), p99);
             res.put(&format!("{key}/conc"), conc);
         }
-        Err(e) => res.fail(&key, e),
+        Err(e) => res.fail(key, e),
     }
 }
 

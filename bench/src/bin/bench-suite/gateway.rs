@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use purra_bench::http::load;
 use purra_bench::svg::{Bar, Chart};
 
-use super::{cell, field, fmt_ratio, free_port, ratio, run_json, Env, Results, Running};
+use super::{cell, field, fmt_ratio, free_port, ratio, run_json, stdio_run, Env, Results, Running};
 
 /// The proxies of the HTTP rows, in table order: (key, label).
 pub(super) const HTTP_FRONTS: &[(&str, &str)] = &[
@@ -103,29 +103,7 @@ pub(super) async fn stdio(env: &Env, res: &mut Results, calls: usize) {
         "--config".into(),
         config,
     ];
-    let started = Instant::now();
-    match run_json(&cmd, Duration::from_secs(600))
-        .await
-        .and_then(|v| {
-            Ok([
-                field(&v, "sequential_calls_per_s")?,
-                field(&v, "p50_us")?,
-                field(&v, "p99_us")?,
-                field(&v, "concurrent_calls_per_s")?,
-            ])
-        }) {
-        Ok([seq, p50, p99, conc]) => {
-            eprintln!(
-                "  purra → purra gateway → purra: seq {seq:>7.0}/s p50 {p50:>5.0} µs p99 {p99:>6.0} µs | 16 in flight {conc:>7.0}/s ({:.1} s)",
-                started.elapsed().as_secs_f64()
-            );
-            res.put(&format!("{key}/seq"), seq);
-            res.put(&format!("{key}/p50"), p50);
-            res.put(&format!("{key}/p99"), p99);
-            res.put(&format!("{key}/conc"), conc);
-        }
-        Err(e) => res.fail(key, e),
-    }
+    stdio_run(res, key, "purra → purra gateway → purra", &cmd).await;
 }
 
 /// The command of front `which` on `port`, in front of the stdio benchmark server.
