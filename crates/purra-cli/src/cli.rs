@@ -18,10 +18,12 @@ Targets:
       purra call echo text=hi -- python server.py
 
 Arguments:
-  Tool arguments are KEY=VALUE pairs; VALUE is parsed as JSON when it parses (numbers, true,
-  false, null, objects, arrays, \"quoted strings\"), otherwise it is the string as written:
-  n=3 is the number 3, text=hi the string \"hi\", text='\"3\"' the string \"3\".
-  --args '{...}' gives a JSON object first; KEY=VALUE pairs then set or replace keys.
+  Tool arguments are KEY=VALUE pairs, converted by the tool's input schema: a property of type
+  string takes VALUE as written (zip=94103 is the string \"94103\"); any other VALUE is parsed
+  as JSON when it parses (numbers, true, false, null, objects, arrays, \"quoted strings\"),
+  otherwise it is the string as written: n=3 is the number 3, text=hi the string \"hi\".
+  --args '{...}' gives a raw JSON object first (never converted); KEY=VALUE pairs then set or
+  replace keys.
   Prompt arguments are always strings (MCP prompt arguments are strings).
 
 Output:

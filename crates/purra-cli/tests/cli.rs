@@ -363,6 +363,12 @@ fn check_call(target: &Target) {
     let out = run_on(target, "call", &["echo", "text=hello world"]);
     assert_eq!(expect_code(&out, 0), "hello world\n");
 
+    // `text` is a string property: a value that would parse as JSON is sent as written.
+    let out = run_on(target, "call", &["echo", "text=94103"]);
+    assert_eq!(expect_code(&out, 0), "94103\n");
+    let out = run_on(target, "call", &["echo", "text=true"]);
+    assert_eq!(expect_code(&out, 0), "true\n");
+
     // A value that parses as JSON is JSON: a=2 is the number 2.
     let out = run_on(target, "call", &["add", "a=2", "b=3"]);
     let text = expect_code(&out, 0);
@@ -523,7 +529,7 @@ fn help_documents_targets_arguments_and_exit_codes() {
         "serve-example",
         "after `--`",
         "KEY=VALUE",
-        "parsed as JSON when it parses",
+        "converted by the tool's input schema",
         "Exit codes:",
         "  1   the tool reported an error",
         "  2   protocol or transport error",
