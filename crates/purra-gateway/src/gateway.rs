@@ -990,9 +990,14 @@ impl Inner {
             Ok(()) => true,
             Err(Refusal::Denied) => false,
             Err(Refusal::Error(why)) => {
+                // `why` names the policy and the kind of error, never a value it evaluated.
                 self.log(&format!(
                     "policies: the call of {} by {} was refused: {why}",
-                    b.local, caller.principal
+                    b.local,
+                    purra_core::visible::one_line(
+                        &caller.principal,
+                        purra_core::visible::WHO_MAX_CHARS
+                    )
                 ));
                 false
             }
