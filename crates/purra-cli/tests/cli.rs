@@ -895,3 +895,91 @@ fn a_python_sdk_apps_server_is_seen_as_such() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The subcommands a help text lists under `Commands:` (`help` left out).
+fn listed_subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| l.trim_end() != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `bytes` with clap's own styling removed: SGR sequences `ESC [ digits and ; m`, which clap
+/// writes when colour is forced. Any other ESC is kept.
+fn without_styles(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'[') {
+            let end = bytes[i + 2..]
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || *b == b';'))
+                .map(|n| i + 2 + n);
+            if let Some(end) = end.filter(|e| bytes[*e] == b'm') {
+                i = end + 1;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+/// `purra --help` and every subcommand's `--help` (nested ones too) are plain text: no byte
+/// below 0x20 but newline and tab, piped and with colour forced (clap's styling aside), so on a
+/// terminal too (issue 44 defect 7: a raw ESC in a string literal garbled the top-level help;
+/// piped, clap stripped it with the two characters after it, on a terminal it was sent).
+#[test]
+fn help_text_has_no_control_bytes() {
+    let mut queue: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = 0;
+    while let Some(path) = queue.pop() {
+        let mut args = path.clone();
+        args.push("--help".into());
+        let out = purra(&args);
+        let text = expect_code(&out, 0);
+        assert!(out.stderr.is_empty(), "purra {args:?}: {}", describe(&out));
+        let forced = Command::new(purra_bin())
+            .args(&args)
+            .env("CLICOLOR_FORCE", "1")
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("purra");
+        assert_eq!(forced.status.code(), Some(0), "{}", describe(&forced));
+        for (how, bytes) in [
+            ("piped", out.stdout.clone()),
+            ("forced colour", without_styles(&forced.stdout)),
+        ] {
+            if let Some((i, b)) = bytes
+                .iter()
+                .enumerate()
+                .find(|(_, b)| **b < 0x20 && **b != b'\n' && **b != b'\t')
+            {
+                panic!(
+                    "purra {args:?} ({how}) prints the byte {b:#04x} at offset {i}:\n{}",
+                    String::from_utf8_lossy(&bytes)
+                );
+            }
+        }
+        for sub in listed_subcommands(&text) {
+            let mut next = path.clone();
+            next.push(sub);
+            queue.push(next);
+        }
+        seen += 1;
+    }
+    // The top level and its subcommands, and the nested ones (`approvals list`, ...).
+    assert!(seen > 20, "only {seen} help texts were found");
+    let top = stdout(&purra(&["--help"]));
+    assert!(
+        top.contains("shown as escapes like \\x1b, never obeyed"),
+        "{top}"
+    );
+}
