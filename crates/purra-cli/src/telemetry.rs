@@ -228,7 +228,7 @@ pub fn say(prefix: &str, message: &str) {
 const PANIC_MESSAGE_MAX_CHARS: usize = 1024;
 
 /// Installs the process's panic hook: a panic is written as one log line in `log`'s format
-/// ([`panic_line`]) instead of Rust's default text, which prints the message raw. A message
+/// (`panic_line`) instead of Rust's default text, which prints the message raw. A message
 /// may quote what a client sent (a URI, a name): a newline or an escape sequence there must
 /// not forge a log line or drive the terminal.
 pub fn install_panic_hook(log: LogFormat) {
