@@ -983,3 +983,74 @@ fn help_text_has_no_control_bytes() {
         "{top}"
     );
 }
+
+/// Issue 43, "nothing a client sends reaches a log line unescaped": a method name a client
+/// sends (a newline, a forged JSON line, an escape sequence, a bidi override) is escaped in the
+/// log lines of `purra -v serve-example`, in text and in JSON (tracing writes `%` fields as
+/// they are: before, the newline began a line of the client's).
+#[test]
+fn finding_7_client_text_reaches_log_lines_escaped() {
+    use std::io::{Read, Write};
+    let method = "x\n{\"message\":\"forged\"}\u{1b}[2J\u{202e}";
+    for format in ["text", "json"] {
+        let mut child = Command::new(purra_bin())
+            .args(["-v", "--log-format", format, "serve-example"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("purra serve-example");
+        let mut stdin = child.stdin.take().expect("stdin");
+        for message in [
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "finding-7", "version": "1"}}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method}),
+        ] {
+            writeln!(stdin, "{message}").expect("write");
+        }
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut answered = false;
+        for _ in 0..2 {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("read");
+            let v: Value = serde_json::from_str(&line).expect("JSON");
+            answered |= v["id"] == 2 && v["error"]["code"] == -32601;
+        }
+        assert!(answered, "{format}: no -32601 for the made-up method");
+        drop(stdin);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut err)
+            .expect("stderr");
+        let _ = child.wait();
+        assert!(
+            !err.contains(['\u{1b}', '\u{202e}']),
+            "{format}: a raw control in {err}"
+        );
+        assert!(
+            !err.lines()
+                .any(|l| l.starts_with("{\"message\":\"forged\"}")),
+            "{format}: a forged line in {err}"
+        );
+        match format {
+            "text" => assert!(
+                err.contains(r#"method=x\n{"message":"forged"}\u001b[2J\u202e"#),
+                "{err}"
+            ),
+            _ => {
+                let mut seen = false;
+                for line in err.lines() {
+                    let v: Value = serde_json::from_str(line)
+                        .unwrap_or_else(|e| panic!("a raw line ({e}): {line:?}"));
+                    seen |= v["span"]["method"] == "x\n{\"message\":\"forged\"}\\u001b[2J\\u202e";
+                }
+                assert!(seen, "{err}");
+            }
+        }
+    }
+}
