@@ -540,6 +540,45 @@ async fn a_repeated_call_replaces_a_request_that_expired_while_nobody_called() {
     fx.gateway.shutdown().await;
 }
 
+/// Issue 43 finding 7: in the approval view, a decider named after a client's self-declared
+/// name (`NAME (app)`) is shown on one line, escaped and bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_7_the_view_shows_a_clients_name_escaped_and_bounded() {
+    let fx = fixture_with("view-name", Duration::from_secs(30), |c| {
+        apps_on(c);
+        if let Some(w) = c.writes.get_mut("set_value") {
+            w.scope.clients = None;
+        }
+    })
+    .await;
+    let long = "x".repeat(10_000);
+    for (name, value, shown) in [
+        (
+            "evil\u{202e}\nname",
+            "a",
+            "evil\\u202e\\nname (app)".to_owned(),
+        ),
+        (
+            long.as_str(),
+            "b",
+            format!("{}\u{2026} (app)", "x".repeat(128)),
+        ),
+    ] {
+        let conn = Arc::new(client_with(&fx.gateway, name, ClientOptions::default().apps()).await);
+        let call = {
+            let conn = conn.clone();
+            tokio::spawn(async move { conn.call_tool("set_value", json!({"value": value})).await })
+        };
+        view_until(&conn, value, "pending").await;
+        let decided = view(&conn, value, json!({"decision": "approve"})).await;
+        let s = decided.structured_content.clone().expect("structured");
+        assert_eq!(s["decidedBy"], json!(shown), "{s}");
+        call.await.expect("join").expect("call");
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 2);
+    fx.gateway.shutdown().await;
+}
+
 /// Asks the approval view's tool about the `set_value` call with `value`, with `extra` fields.
 async fn view(conn: &Connection, value: &str, extra: Value) -> CallToolResult {
     let mut args = json!({"tool": "set_value", "arguments": {"value": value}});
