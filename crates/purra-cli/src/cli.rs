@@ -31,7 +31,7 @@ Output:
   and binary resources summarized (e.g. [image image/png, 1.2 KiB]). --json prints one JSON
   document instead. Progress and server log messages go to stderr (a live progress bar when
   stderr is a terminal, plain lines otherwise). On a terminal, control characters a server
-  sent (escape sequences) are shown as escapes like \x1b, never obeyed; pipes and files get
+  sent (escape sequences) are shown as escapes like \\x1b, never obeyed; pipes and files get
   the text exactly as sent. `call --max-time SECS` (default 600) bounds a call in all, however
   much progress the server reports.
 
