@@ -160,6 +160,21 @@ struct JwksCache {
     keys: Arc<Vec<Jwk>>,
     fetched: Option<Instant>,
     jwks_uri: Option<Url>,
+    /// The last failed fetch and how many failed in a row since the last one that worked: no
+    /// fetch is tried again before [`jwks_backoff`] has passed since it.
+    failed: Option<(Instant, u32)>,
+}
+
+/// The longest wait between two JWKS fetches after failures.
+const MAX_JWKS_BACKOFF: Duration = Duration::from_secs(300);
+
+/// How long no JWKS fetch is tried after the `failures`-th failure in a row: `min_refresh` (at
+/// least one second), doubled for each further failure, at most [`MAX_JWKS_BACKOFF`] (or
+/// `min_refresh` when that is longer).
+fn jwks_backoff(min_refresh: Duration, failures: u32) -> Duration {
+    let base = min_refresh.max(Duration::from_secs(1));
+    let doubled = base.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    doubled.min(MAX_JWKS_BACKOFF.max(base))
 }
 
 /// Validates JWT access tokens (RFC 9068) against the authorization server's JWKS: the header's
@@ -167,7 +182,11 @@ struct JwksCache {
 /// (asymmetric algorithms only), `iss`, `aud` (must name this resource), `exp` and `nbf` within a
 /// bounded clock skew. The JWKS is fetched on first use (from `jwks_uri`, or the
 /// issuer's metadata), cached for `jwks_max_age`, and fetched again when a token names a key it
-/// does not hold (rotation), at most once per `jwks_min_refresh`.
+/// does not hold (rotation), at most once per `jwks_min_refresh`. A fetch that fails (the
+/// metadata or the JWKS) is not tried again before `jwks_min_refresh` (at least a second) has
+/// passed, doubled for each further failure in a row up to five minutes, whatever the tokens
+/// name: meanwhile the keys fetched last are used (a token they do not verify is refused), or,
+/// with none, tokens are answered as unavailable without a request.
 pub struct JwtValidator {
     issuer: String,
     audience: Vec<String>,
@@ -223,6 +242,7 @@ impl JwtValidator {
                 keys: Arc::new(Vec::new()),
                 fetched: None,
                 jwks_uri: None,
+                failed: None,
             }),
             fetching: tokio::sync::Mutex::new(()),
         })
@@ -254,8 +274,10 @@ impl JwtValidator {
         self.jwks_max_age = d;
         self
     }
-    /// The shortest interval between two fetches prompted by unknown keys (default 10 s): a
-    /// stream of tokens naming made-up keys cannot make the guard hammer the JWKS endpoint.
+    /// The shortest interval between two fetches prompted by unknown keys (default 10 s), and
+    /// the first wait after a failed fetch (at least a second, doubled for each further failure
+    /// up to five minutes): a stream of tokens naming made-up keys cannot make the guard hammer
+    /// the JWKS endpoint, whether it answers or not.
     pub fn jwks_min_refresh(mut self, d: Duration) -> Self {
         self.jwks_min_refresh = d;
         self
@@ -281,20 +303,53 @@ impl JwtValidator {
             Some(at) if unknown_key => at.elapsed() < self.jwks_min_refresh,
             Some(at) => at.elapsed() < self.jwks_max_age,
         };
-        {
-            let c = self.cache.lock().expect("jwks lock");
-            if fresh_enough(&c) {
-                return Ok(c.keys.clone());
+        // Fresh enough, or not to be fetched yet after a failure: the keys held (none held:
+        // unavailable, without a request).
+        let held = |c: &JwksCache| -> Option<Result<Arc<Vec<Jwk>>, TokenRejection>> {
+            if fresh_enough(c) {
+                return Some(Ok(c.keys.clone()));
             }
+            let (at, failures) = c.failed?;
+            let wait = jwks_backoff(self.jwks_min_refresh, failures);
+            let left = wait.checked_sub(at.elapsed()).filter(|l| !l.is_zero())?;
+            Some(if c.fetched.is_some() {
+                Ok(c.keys.clone())
+            } else {
+                Err(TokenRejection::Unavailable(format!(
+                    "the JWKS could not be fetched; it is asked for again in {} s",
+                    left.as_secs().max(1)
+                )))
+            })
+        };
+        if let Some(r) = held(&self.cache.lock().expect("jwks lock")) {
+            return r;
         }
         let _one = self.fetching.lock().await;
         let jwks_uri = {
             let c = self.cache.lock().expect("jwks lock");
-            if fresh_enough(&c) {
-                return Ok(c.keys.clone());
+            if let Some(r) = held(&c) {
+                return r;
             }
             c.jwks_uri.clone()
         };
+        let fetched = self.fetch_keys(jwks_uri).await;
+        let mut c = self.cache.lock().expect("jwks lock");
+        match &fetched {
+            Ok(keys) => {
+                c.keys = keys.clone();
+                c.fetched = Some(Instant::now());
+                c.failed = None;
+            }
+            Err(_) => {
+                let failures = c.failed.map_or(0, |(_, n)| n).saturating_add(1);
+                c.failed = Some((Instant::now(), failures));
+            }
+        }
+        fetched
+    }
+
+    /// One fetch of the JWKS (from `jwks_uri`, or the issuer's metadata first).
+    async fn fetch_keys(&self, jwks_uri: Option<Url>) -> Result<Arc<Vec<Jwk>>, TokenRejection> {
         let jwks_uri = match jwks_uri {
             Some(u) => u,
             None => {
@@ -330,11 +385,7 @@ impl JwtValidator {
             .await
             .map_err(TokenRejection::Unavailable)?
             .ok_or_else(|| TokenRejection::Unavailable("the JWKS could not be fetched".into()))?;
-        let keys = Arc::new(set.keys);
-        let mut c = self.cache.lock().expect("jwks lock");
-        c.keys = keys.clone();
-        c.fetched = Some(Instant::now());
-        Ok(keys)
+        Ok(Arc::new(set.keys))
     }
 
     async fn check(&self, token: &str) -> Result<Principal, TokenRejection> {
@@ -1101,6 +1152,66 @@ mod tests {
 
     fn invalid(why: &str) -> Result<String, TokenRejection> {
         Err(TokenRejection::Invalid(why.into()))
+    }
+
+    /// A loopback HTTP server answering every request with `status`, counting them.
+    async fn counting_server(status: StatusCode) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                status
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}"), hits)
+    }
+
+    /// Finding 5 of issue 43: while the issuer's JWKS endpoint fails, 50 requests whose tokens
+    /// name unknown keys cause exactly one fetch (the first; the next is not tried before
+    /// `jwks_min_refresh`, 10 s, has passed), each answered unavailable.
+    #[tokio::test]
+    async fn finding_5_a_failing_jwks_endpoint_is_not_fetched_again_within_the_backoff() {
+        use std::sync::atomic::Ordering;
+        let (issuer, hits) = counting_server(StatusCode::INTERNAL_SERVER_ERROR).await;
+        let v = JwtValidator::new(&issuer, AUD)
+            .unwrap()
+            .jwks_uri(&format!("{issuer}/jwks"))
+            .unwrap();
+        let key = es256();
+        let later = now_secs() + 300;
+        for i in 0..50 {
+            let token = key
+                .sign_typed(Some(&format!("made-up-{i}")), "at+jwt", &claims(&issuer, AUD, later))
+                .unwrap();
+            match validate(&v, &token).await {
+                Err(TokenRejection::Unavailable(_)) => {}
+                other => panic!("request {i}: {other:?}"),
+            }
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    /// The wait after failed JWKS fetches: `jwks_min_refresh` (at least a second), doubled per
+    /// further failure, at most five minutes.
+    #[test]
+    fn jwks_backoff_doubles_to_its_bound() {
+        let s = Duration::from_secs;
+        let ten = s(10);
+        let waits: Vec<Duration> = (1..=7).map(|n| jwks_backoff(ten, n)).collect();
+        assert_eq!(
+            waits,
+            [s(10), s(20), s(40), s(80), s(160), s(300), s(300)]
+        );
+        assert_eq!(jwks_backoff(Duration::ZERO, 1), s(1));
+        assert_eq!(jwks_backoff(Duration::ZERO, 3), s(4));
+        assert_eq!(jwks_backoff(ten, u32::MAX), s(300));
+        assert_eq!(jwks_backoff(s(600), 4), s(600));
     }
 
     #[tokio::test]
