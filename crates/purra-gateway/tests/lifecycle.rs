@@ -850,8 +850,11 @@ async fn a_cancelled_write_waiting_on_its_elicitation_form_ends_its_wait() {
 /// The caller the fixture's write binding admits dropped from its caller rules, with the same
 /// `scope_revision`: `principals` names someone else.
 fn drop_the_caller(c: &mut GatewayConfig) {
-    c.writes.get_mut("set_value").expect("binding").scope.principals =
-        Some(vec!["someone-else".into()]);
+    c.writes
+        .get_mut("set_value")
+        .expect("binding")
+        .scope
+        .principals = Some(vec!["someone-else".into()]);
 }
 
 /// The refusals recorded for `id` in the store's audit log, as their details.
@@ -960,9 +963,13 @@ async fn finding_3_a_restart_dropping_the_caller_refuses_the_earlier_approval() 
         tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await })
     };
     wait_prepared(&fx.store, &approval(1)).await;
+    // The caller goes away (its session closes, ending its wait) and the gateway stops; the
+    // run stays in the store.
+    waiting.abort();
+    let _ = waiting.await;
+    drop(conn);
+    tokio::time::sleep(Duration::from_millis(300)).await;
     fx.gateway.shutdown().await;
-    let r = waiting.await.expect("join").expect("call");
-    assert!(text(&r).0.contains("approval-1"), "{r:?}");
 
     let mut next = fx.config.clone();
     drop_the_caller(&mut next);
@@ -995,4 +1002,38 @@ async fn finding_3_a_restart_dropping_the_caller_refuses_the_earlier_approval() 
     assert_eq!(trail[0]["reason"], "mismatch");
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     second.shutdown().await;
+}
+
+/// Finding 3 of issue 43: a reload that changes only a write binding's argument rules (the same
+/// `scope_revision`, the waiting call still within them) changes the binding identity its
+/// approvals are bound to: the approval prepared before is refused as a mismatch, nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_3_a_reload_changing_only_argument_rules_refuses_the_earlier_approval() {
+    let fx = fixture("arguments", |_| {}).await;
+    fx.gate.add_permits(10);
+    let (conn, _) = client(&fx.gateway).await;
+    let waiting =
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await });
+    wait_prepared(&fx.store, &approval(1)).await;
+    let mut next = fx.config.clone();
+    next.writes
+        .get_mut("set_value")
+        .expect("binding")
+        .scope
+        .arguments = vec!["len(value) <= 100".into()];
+    fx.gateway
+        .reload(next, &ConfigSource::default())
+        .await
+        .expect("reload");
+    fx.gateway
+        .decide(approval(1), approve())
+        .await
+        .expect("decide");
+    let r = waiting.await.expect("join").expect("call");
+    assert!(text(&r).0.contains("(approval_mismatch)"), "{r:?}");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    let trail = refusals(&fx.store, "approval-1").await;
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0]["reason"], "mismatch");
+    fx.gateway.shutdown().await;
 }

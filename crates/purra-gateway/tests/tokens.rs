@@ -36,8 +36,10 @@ async fn upstream(writes: Arc<AtomicU64>, stop: CancellationToken) -> String {
         .raw_tool(
             Tool::new(
                 "set_value",
-                object(json!({"type": "object", "properties": {"value": {"type": "string"}},
-                              "required": ["value"], "additionalProperties": false})),
+                object(
+                    json!({"type": "object", "properties": {"value": {"type": "string"}},
+                              "required": ["value"], "additionalProperties": false}),
+                ),
             )
             .with_description("Writes"),
             move |args, _| {
@@ -86,7 +88,10 @@ async fn introspection(issuer: &str, audience: String, hits: Arc<AtomicU64>) -> 
                                              "client_id": "alice", "exp": exp}),
                     _ => json!({"active": false}),
                 };
-                axum::Json(answer)
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    answer.to_string(),
+                )
             }
         }),
     );
@@ -345,7 +350,9 @@ fn post_ping(
                  Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
-            let mut s = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+            let mut s = tokio::net::TcpStream::connect(&addr)
+                .await
+                .expect("connect");
             s.write_all(request.as_bytes()).await.expect("write");
             let mut answer = Vec::new();
             s.read_to_end(&mut answer).await.expect("read");

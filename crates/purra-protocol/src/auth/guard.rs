@@ -631,7 +631,10 @@ impl Introspection {
         if by_token.len() >= self.max_entries && !by_token.contains_key(&key) {
             by_token.retain(|_, a| a.until > now);
             while by_token.len() >= self.max_entries {
-                let Some(first) = by_token.iter().min_by_key(|(_, a)| a.until).map(|(k, _)| *k)
+                let Some(first) = by_token
+                    .iter()
+                    .min_by_key(|(_, a)| a.until)
+                    .map(|(k, _)| *k)
                 else {
                     break;
                 };
@@ -1382,7 +1385,11 @@ mod tests {
         let later = now_secs() + 300;
         for i in 0..50 {
             let token = key
-                .sign_typed(Some(&format!("made-up-{i}")), "at+jwt", &claims(&issuer, AUD, later))
+                .sign_typed(
+                    Some(&format!("made-up-{i}")),
+                    "at+jwt",
+                    &claims(&issuer, AUD, later),
+                )
                 .unwrap();
             match validate(&v, &token).await {
                 Err(TokenRejection::Unavailable(_)) => {}
@@ -1398,8 +1405,10 @@ mod tests {
     #[test]
     fn finding_10_client_only_tokens_never_take_a_users_subject() {
         let claims = |v: Value| -> Map<String, Value> { serde_json::from_value(v).unwrap() };
-        let user = principal_of(claims(json!({"iss": ISS, "sub": "alice", "client_id": "web"})))
-            .unwrap();
+        let user = principal_of(claims(
+            json!({"iss": ISS, "sub": "alice", "client_id": "web"}),
+        ))
+        .unwrap();
         let client = principal_of(claims(json!({"iss": ISS, "client_id": "alice"}))).unwrap();
         assert_eq!(user.subject, "alice");
         assert_eq!(client.subject, "client:alice");
@@ -1424,7 +1433,11 @@ mod tests {
     /// `delay` and is counted, with the most answered at once.
     async fn introspection_endpoint(
         delay: Duration,
-    ) -> (String, Arc<std::sync::atomic::AtomicUsize>, Arc<std::sync::atomic::AtomicUsize>) {
+    ) -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let hits = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
@@ -1455,7 +1468,10 @@ mod tests {
                     } else {
                         json!({"active": false})
                     };
-                    axum::Json(answer)
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        answer.to_string(),
+                    )
                 }
             }),
         );
@@ -1531,10 +1547,7 @@ mod tests {
             })
             .collect();
         for c in checks {
-            assert!(matches!(
-                c.await.unwrap(),
-                Err(TokenRejection::Invalid(_))
-            ));
+            assert!(matches!(c.await.unwrap(), Err(TokenRejection::Invalid(_))));
         }
         assert_eq!(hits.load(Ordering::SeqCst), 8);
         assert_eq!(most.load(Ordering::SeqCst), 2);
@@ -1560,10 +1573,7 @@ mod tests {
         let s = Duration::from_secs;
         let ten = s(10);
         let waits: Vec<Duration> = (1..=7).map(|n| jwks_backoff(ten, n)).collect();
-        assert_eq!(
-            waits,
-            [s(10), s(20), s(40), s(80), s(160), s(300), s(300)]
-        );
+        assert_eq!(waits, [s(10), s(20), s(40), s(80), s(160), s(300), s(300)]);
         assert_eq!(jwks_backoff(Duration::ZERO, 1), s(1));
         assert_eq!(jwks_backoff(Duration::ZERO, 3), s(4));
         assert_eq!(jwks_backoff(ten, u32::MAX), s(300));
