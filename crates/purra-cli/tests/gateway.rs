@@ -1475,6 +1475,62 @@ fn sighup_reloads_a_changed_binding_and_refuses_a_broken_file() {
     drop(gateway);
 }
 
+/// Finding 3 of issue 43, end to end: a Python SDK client waits on a write; the file is rewritten
+/// to drop that client from the binding's `clients` (the same `scope_revision`), `SIGHUP`, then
+/// an operator approves: the caller gets the mismatch refusal, the upstream's ledger records no
+/// write, the approval is refused in the store; a new call by the same client is refused
+/// `scope_denied`.
+#[test]
+fn finding_3_sighup_dropping_the_waiting_client_sends_nothing() {
+    let (sc, gateway) = served("revoked", Setup::default());
+    let mut client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([
+            call("set_value", json!({"value": "r"})),
+            call("set_value", json!({"value": "r"}))
+        ]),
+    );
+    let id = sc.wait_pending();
+    let before = std::fs::read_to_string(sc.config()).expect("read");
+    let dropped = before.replace(
+        r#"clients = ["gateway-client-python", "gateway-client-node"]"#,
+        r#"clients = ["gateway-client-node"]"#,
+    );
+    assert_ne!(before, dropped);
+    std::fs::write(sc.config(), dropped).expect("write");
+    gateway.signal("HUP");
+    assert_eq!(
+        gateway.wait_line("purra gateway: reload"),
+        format!(
+            "purra gateway: reloaded {}: revision 2: 2 tools (get_value, set_value); changed: set_value; added: none; removed: none",
+            sc.config()
+        )
+    );
+    client.wait_for("list_changed", |l| l["event"] == "list_changed");
+    sc.approve(&id);
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 2, "{lines:?}");
+    assert_eq!(
+        result_text(steps[0]),
+        (
+            format!("set_value was not sent: approval {id} was for an earlier binding of the tool, which changed since (approval_mismatch); call set_value again to ask for a new approval"),
+            true
+        )
+    );
+    assert_eq!(
+        result_text(steps[1]),
+        (
+            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            true
+        )
+    );
+    assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
+    assert_eq!(sc.approvals(&["show", &id])["state"], "refused");
+    drop(gateway);
+}
+
 /// `SIGTERM` drains: the write waiting for its decision is answered as pending at once, `/readyz`
 /// says 503 (draining) while `/healthz` still says the process is up, a new call is refused with
 /// nothing sent, the dispatch in flight finishes with its receipt, and the gateway exits 0.

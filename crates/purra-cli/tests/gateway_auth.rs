@@ -659,8 +659,9 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     );
     assert_eq!(
         one["labels"],
-        json!({"approvers_must_differ": "true", "gateway": "gw", "principal": alice,
-               "upstream": "values", "upstream_tool": "set_value"})
+        json!({"approvers_must_differ": "true", "client": "gateway-client-python",
+               "gateway": "gw", "principal": alice, "upstream": "values",
+               "upstream_tool": "set_value"})
     );
     assert_eq!(two["labels"]["principal"], bob.as_str());
     assert_eq!(one["arguments"], two["arguments"]);
@@ -846,7 +847,10 @@ forbid (principal, action in Action::"Write", resource)
     let revision = shown["binding"]["scopeRevision"]
         .as_str()
         .expect("revision");
-    assert!(revision.starts_with("1+policies:"), "{shown}");
+    assert!(
+        revision.starts_with("1+scope:") && revision.contains("+policies:"),
+        "{shown}"
+    );
     let approved = g.approvals(&["approve", "approval-1", "--approver", &bob]);
     assert_eq!(approved["state"], "approved");
     let lines = a.finish();

@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use purra_mcp::{Limits, ReadBinding, WriteBinding};
 
-use crate::config::{ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig};
+use crate::config::{
+    ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig, ScopeRules,
+};
 use crate::gateway::{Binding, StartError};
 use crate::load::ConfigSource;
 use crate::policy::{Policies, Sources, ToolKind, ToolSpec};
@@ -75,6 +77,22 @@ fn same_bindings(a: &GatewayConfig, b: &GatewayConfig, id: &str, digests: (&str,
             .collect::<BTreeMap<_, _>>()
     };
     a.limits == b.limits && reads(a) == reads(b) && writes(a) == writes(b) && digests.0 == digests.1
+}
+
+/// The digest of a write binding's scope table (its caller rules and argument rules), as the
+/// first 16 hex digits of its JSON identity: part of the binding's effective scope revision, so
+/// that an approval prepared under other rules is a mismatch even when `scope_revision` was not
+/// changed.
+pub(crate) fn scope_digest(rules: &ScopeRules) -> String {
+    let value = serde_json::to_value(rules).unwrap_or(serde_json::Value::Null);
+    match purra_core::json_identity(&value) {
+        Ok(id) => {
+            let hex = id.as_str().trim_start_matches("sha256:");
+            hex[..16.min(hex.len())].to_owned()
+        }
+        // A table that has no identity (it cannot happen for strings) matches nothing earlier.
+        Err(_) => "unidentified".to_owned(),
+    }
 }
 
 /// Builds the catalog of `config`: connects (or reuses, from `previous`) every upstream,
@@ -159,10 +177,19 @@ pub(crate) async fn build(
                     binding_id: w.binding_id.clone(),
                     binding_revision: w.binding_revision.clone(),
                     scope_id: w.scope_id.clone(),
-                    // An approval prepared under other policies is refused as a mismatch.
-                    scope_revision: match &sources {
-                        Some(s) => format!("{}+policies:{}", w.scope_revision, s.digest()),
-                        None => w.scope_revision.clone(),
+                    // An approval prepared under other scope rules (caller or argument rules,
+                    // even with the same `scope_revision`) or other policies is refused as a
+                    // mismatch.
+                    scope_revision: {
+                        let rules = scope_digest(&w.scope);
+                        match &sources {
+                            Some(s) => format!(
+                                "{}+scope:{rules}+policies:{}",
+                                w.scope_revision,
+                                s.digest()
+                            ),
+                            None => format!("{}+scope:{rules}", w.scope_revision),
+                        }
                     },
                 },
             );

@@ -546,6 +546,22 @@ pub struct IntrospectionSettings {
     /// An environment variable holding the client secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret_env: Option<String>,
+    /// The longest an active token's answer is used before it is introspected again (default
+    /// 60 s, never past the token's `exp`; `0s`: not kept). A token revoked at the
+    /// authorization server is accepted for up to this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_max_age: Option<Dur>,
+    /// How long a refused token's answer is used before it is introspected again (default
+    /// 10 s; `0s`: not kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_inactive: Option<Dur>,
+    /// How many answers are kept at most (default 10 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_max_entries: Option<u32>,
+    /// How many introspections run at once for one client address (default 4, at least 1);
+    /// further checks from that address wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_per_address: Option<u32>,
 }
 
 impl Default for Settings {
@@ -1210,6 +1226,12 @@ impl GatewayConfig {
             out.push((
                 "gateway.auth.introspection.client_id".into(),
                 "must not be empty".into(),
+            ));
+        }
+        if i.max_concurrent_per_address == Some(0) {
+            out.push((
+                "gateway.auth.introspection.max_concurrent_per_address".into(),
+                "must be at least 1".into(),
             ));
         }
         match (&i.client_secret_file, &i.client_secret_env) {

@@ -672,12 +672,20 @@ impl Cx {
             let client_id = f.req("client_id");
             let client_secret_file = f.opt("client_secret_file");
             let client_secret_env = f.opt("client_secret_env");
+            let cache_max_age = f.opt("cache_max_age");
+            let cache_inactive = f.opt("cache_inactive");
+            let cache_max_entries = f.opt("cache_max_entries");
+            let max_concurrent_per_address = f.opt("max_concurrent_per_address");
             f.finish();
             Some(IntrospectionSettings {
                 endpoint: endpoint?,
                 client_id: client_id?,
                 client_secret_file,
                 client_secret_env,
+                cache_max_age,
+                cache_inactive,
+                cache_max_entries,
+                max_concurrent_per_address,
             })
         });
         f.finish();

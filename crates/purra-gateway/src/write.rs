@@ -27,9 +27,12 @@
 //!    binding's approvals are decided only on an operator's path (the approver page, `purra
 //!    approvals approve|deny`, `Gateway::decide`): no client decides its own write unless the
 //!    operator said so in the binding;
-//! 4. the claim, against the *current* registration (rediscovered first if the upstream's list
-//!    changed): `check_and_claim` re-checks decision, expiry and the intent digest and commits the
-//!    claim before anything is sent; the dispatch runs in its own task, so a caller that goes away
+//! 4. the claim, against the *current* binding and registration (rediscovered first if the
+//!    upstream's list changed): the caller rules are checked again for the caller the request's
+//!    labels name (principal, client), and `check_and_claim` re-checks decision, expiry and the
+//!    intent digest (whose binding identity includes a digest of the binding's scope table) and
+//!    commits the claim before anything is sent; a caller who no longer qualifies is refused as a
+//!    mismatch; the dispatch runs in its own task, so a caller that goes away
 //!    never cuts it short, and its outcome (`committed` with the receipt, `not_started`,
 //!    `unknown`) is recorded before the result is returned.
 //!
@@ -73,6 +76,21 @@ pub(crate) struct WriteCall {
 enum Found {
     Pending(ApprovalId, Option<SystemTime>),
     New { replaces: bool },
+}
+
+/// The label of a write's approval request naming the client's declared name (absent when it
+/// gave none); with [`PRINCIPAL_LABEL`] it is the caller the caller rules are checked for again
+/// when the approval is claimed.
+pub(crate) const CLIENT_LABEL: &str = "client";
+
+/// The caller an approval request was asked by, from its labels (a request without a label
+/// for the client names none: a binding with `clients` rules refuses it).
+fn requester(labels: &BTreeMap<String, String>) -> Caller {
+    Caller {
+        principal: labels.get(PRINCIPAL_LABEL).cloned().unwrap_or_default(),
+        client: labels.get(CLIENT_LABEL).cloned().unwrap_or_default(),
+        identity: None,
+    }
 }
 
 /// The checkpoint call id of every gateway write (the run id already identifies the call).
@@ -414,6 +432,12 @@ impl Inner {
                 (PRINCIPAL_LABEL.to_owned(), caller.principal.clone()),
             ]),
         };
+        // The client's declared name, for the caller rules checked again at the claim.
+        if !caller.client.is_empty() {
+            request
+                .labels
+                .insert(CLIENT_LABEL.to_owned(), caller.client.clone());
+        }
         if self.settings.approvers_must_differ {
             request
                 .labels
@@ -629,9 +653,27 @@ impl Inner {
                 return results::failed(tool, &code, &format!("nothing was sent; {label} is kept"))
             }
         };
-        let current = match self.intent(&bound.registration, run_id, args) {
-            Ok(i) => i.digest(),
-            Err(code) => return results::failed(tool, &code, "nothing was sent"),
+        // The caller rules, checked again against the binding as it is now, for the caller the
+        // request names (its labels): one a reload or a restart dropped from `principals` or
+        // `clients` has no current intent, so the claim is checked against one that matches no
+        // approval and the store records the refusal as a mismatch; nothing is sent.
+        let asker = match self.store.approval(approval.clone()).await {
+            Ok(Some(view)) => requester(&view.request.labels),
+            Ok(None) | Err(_) => return store_failed(tool),
+        };
+        let current = if b.scope.allows_caller(&asker) {
+            match self.intent(&bound.registration, run_id, args) {
+                Ok(i) => i.digest(),
+                Err(code) => return results::failed(tool, &code, "nothing was sent"),
+            }
+        } else {
+            match json_identity(&json!({
+                "profile": "purra.gateway-caller-refused/v1",
+                "approval": approval.0,
+            })) {
+                Ok(id) => id,
+                Err(_) => return store_failed(tool),
+            }
         };
         let Ok(Some(record)) = self.approvals.record(approval.clone()).await else {
             return store_failed(tool);

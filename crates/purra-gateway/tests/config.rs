@@ -408,6 +408,67 @@ fn the_pending_approvals_per_caller_are_bounded() {
     }
 }
 
+/// Finding 6 of issue 43: the introspection cache's settings are read by the file's reader and
+/// by plain serde alike, absent by default, and a concurrency of 0 is a mistake at its line.
+#[test]
+fn finding_6_the_introspection_cache_settings_are_read() {
+    let text = r#"[gateway]
+listen = "127.0.0.1:8787"
+
+[gateway.auth]
+issuer = "https://auth.example"
+
+[gateway.auth.introspection]
+endpoint = "https://auth.example/introspect"
+client_id = "gateway"
+client_secret_env = "GATEWAY_SECRET"
+cache_max_age = "2m"
+cache_inactive = "5s"
+cache_max_entries = 500
+max_concurrent_per_address = 2
+"#;
+    let c = load_str("g.toml", text).expect("no mistakes").config;
+    let i = c
+        .gateway
+        .auth
+        .as_ref()
+        .and_then(|a| a.introspection.as_ref())
+        .expect("introspection");
+    assert_eq!(i.cache_max_age, Some(Dur(Duration::from_secs(120))));
+    assert_eq!(i.cache_inactive, Some(Dur(Duration::from_secs(5))));
+    assert_eq!(i.cache_max_entries, Some(500));
+    assert_eq!(i.max_concurrent_per_address, Some(2));
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
+    let again = toml::to_string(&c).expect("serialize");
+    assert_eq!(load_str("again.toml", &again).expect("reads").config, c);
+
+    let defaults = text
+        .lines()
+        .filter(|l| !l.starts_with("cache_") && !l.starts_with("max_concurrent"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let c = load_str("g.toml", &defaults).expect("no mistakes").config;
+    let i = c.gateway.auth.unwrap().introspection.unwrap();
+    assert_eq!(
+        (
+            i.cache_max_age,
+            i.cache_inactive,
+            i.cache_max_entries,
+            i.max_concurrent_per_address
+        ),
+        (None, None, None, None)
+    );
+
+    let zero = text.replace(
+        "max_concurrent_per_address = 2",
+        "max_concurrent_per_address = 0",
+    );
+    assert_eq!(
+        errors(&zero),
+        ["g.toml:14: gateway.auth.introspection.max_concurrent_per_address: must be at least 1"]
+    );
+}
+
 #[test]
 fn the_auth_guard_is_read_and_its_mistakes_named_with_their_lines() {
     let good = r#"[gateway]
@@ -494,7 +555,7 @@ client_secret = "inline"
             "g.toml:13: gateway.auth.introspection.endpoint: must be an http(s) URL",
             "g.toml:14: gateway.auth.introspection.client_id: must not be empty",
             "g.toml:16: gateway.auth.introspection.client_secret_env: name the secret's file or its environment variable, not both",
-            "g.toml:17: gateway.auth.introspection.client_secret: unknown key (expected one of: client_id, client_secret_env, client_secret_file, endpoint)",
+            "g.toml:17: gateway.auth.introspection.client_secret: unknown key (expected one of: cache_inactive, cache_max_age, cache_max_entries, client_id, client_secret_env, client_secret_file, endpoint, max_concurrent_per_address)",
         ]
     );
     // The guard is for the HTTP listener: with stdio it is a mistake.

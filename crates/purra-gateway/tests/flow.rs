@@ -1502,7 +1502,13 @@ async fn policies_refuse_before_anything_is_prepared_and_a_change_refuses_old_ap
         .expect("read")
         .expect("prepared");
     let revision = prepared.request.binding.scope_revision.clone();
-    let digest = revision.strip_prefix("1+policies:").expect("the digest");
+    // `SCOPE_REVISION+scope:RULES+policies:POLICIES`, each digest 16 hex digits.
+    let (scope, digest) = revision
+        .strip_prefix("1+scope:")
+        .and_then(|r| r.split_once("+policies:"))
+        .expect("the digests");
+    assert_eq!(scope.len(), 16, "{revision}");
+    assert!(scope.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
     assert_eq!(digest.len(), 16, "{revision}");
     assert!(digest.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
     fx.gateway

@@ -846,3 +846,194 @@ async fn a_cancelled_write_waiting_on_its_elicitation_form_ends_its_wait() {
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     fx.gateway.shutdown().await;
 }
+
+/// The caller the fixture's write binding admits dropped from its caller rules, with the same
+/// `scope_revision`: `principals` names someone else.
+fn drop_the_caller(c: &mut GatewayConfig) {
+    c.writes
+        .get_mut("set_value")
+        .expect("binding")
+        .scope
+        .principals = Some(vec!["someone-else".into()]);
+}
+
+/// The refusals recorded for `id` in the store's audit log, as their details.
+async fn refusals(store: &SqliteStore, id: &str) -> Vec<Value> {
+    store
+        .audit(0, 1000)
+        .await
+        .expect("audit")
+        .into_iter()
+        .filter(|e| e.event == "refused" && e.approval_id.as_deref() == Some(id))
+        .map(|e| e.detail)
+        .collect()
+}
+
+/// Finding 3 of issue 43: a caller waiting on a write, the file rewritten to drop that caller
+/// from `principals` (the same `scope_revision`), a reload, then an operator's approval: the
+/// upstream gets no request, the caller the mismatch refusal, the store records it; a new call
+/// by the same caller is refused `scope_denied`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_3_a_reload_dropping_the_waiting_caller_sends_nothing() {
+    let fx = fixture("revoked", |_| {}).await;
+    fx.gate.add_permits(10);
+    let (conn, _) = client(&fx.gateway).await;
+    let conn = Arc::new(conn);
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await })
+    };
+    wait_prepared(&fx.store, &approval(1)).await;
+    let prepared = fx
+        .store
+        .approval(approval(1))
+        .await
+        .expect("read")
+        .expect("prepared");
+    assert_eq!(prepared.request.labels["principal"], "local");
+    assert_eq!(prepared.request.labels["client"], "life-client");
+
+    let mut next = fx.config.clone();
+    drop_the_caller(&mut next);
+    let reloaded = fx
+        .gateway
+        .reload(next, &ConfigSource::default())
+        .await
+        .expect("reload");
+    assert_eq!(reloaded.changed, ["set_value"]);
+
+    fx.gateway
+        .decide(approval(1), approve())
+        .await
+        .expect("decide");
+    let r = waiting.await.expect("join").expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "set_value was not sent: approval approval-1 was for an earlier binding of the tool, which changed since (approval_mismatch); call set_value again to ask for a new approval".to_owned(),
+            true
+        )
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    let record = fx
+        .store
+        .record(approval(1))
+        .await
+        .expect("record")
+        .expect("exists");
+    assert!(
+        matches!(record.state, ApprovalState::Refused(_)),
+        "{record:?}"
+    );
+    let trail = refusals(&fx.store, "approval-1").await;
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0]["reason"], "mismatch");
+
+    // A new call by the same caller is outside the scope now.
+    let r = conn
+        .call_tool("set_value", json!({"value": "a"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            true
+        )
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 3 of issue 43, across a restart: the approval a caller waited on, prepared before the
+/// gateway was restarted with a file that drops that caller (the same `scope_revision`), is
+/// refused as a mismatch when it is approved and the gateway runs decided writes without their
+/// caller: nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_3_a_restart_dropping_the_caller_refuses_the_earlier_approval() {
+    let fx = fixture("restarted", |c| {
+        c.gateway.run_decided_without_caller = true;
+    })
+    .await;
+    fx.gate.add_permits(10);
+    let (conn, _) = client(&fx.gateway).await;
+    let conn = Arc::new(conn);
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await })
+    };
+    wait_prepared(&fx.store, &approval(1)).await;
+    // The caller goes away (its session closes, ending its wait) and the gateway stops; the
+    // run stays in the store.
+    waiting.abort();
+    let _ = waiting.await;
+    drop(conn);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    fx.gateway.shutdown().await;
+
+    let mut next = fx.config.clone();
+    drop_the_caller(&mut next);
+    let store = SqliteStore::open(&next.gateway.db).expect("store");
+    let second = Gateway::start(next, &ConfigSource::default(), Arc::new(store))
+        .await
+        .expect("start");
+    second.decide(approval(1), approve()).await.expect("decide");
+    // The sweeper claims decided writes without their caller (every second).
+    let start = std::time::Instant::now();
+    let record = loop {
+        let r = fx
+            .store
+            .record(approval(1))
+            .await
+            .expect("record")
+            .expect("exists");
+        if !matches!(r.state, ApprovalState::Decided(_)) {
+            break r;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "never settled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        matches!(record.state, ApprovalState::Refused(_)),
+        "{record:?}"
+    );
+    let trail = refusals(&fx.store, "approval-1").await;
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0]["reason"], "mismatch");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    second.shutdown().await;
+}
+
+/// Finding 3 of issue 43: a reload that changes only a write binding's argument rules (the same
+/// `scope_revision`, the waiting call still within them) changes the binding identity its
+/// approvals are bound to: the approval prepared before is refused as a mismatch, nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_3_a_reload_changing_only_argument_rules_refuses_the_earlier_approval() {
+    let fx = fixture("arguments", |_| {}).await;
+    fx.gate.add_permits(10);
+    let (conn, _) = client(&fx.gateway).await;
+    let waiting =
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await });
+    wait_prepared(&fx.store, &approval(1)).await;
+    let mut next = fx.config.clone();
+    next.writes
+        .get_mut("set_value")
+        .expect("binding")
+        .scope
+        .arguments = vec!["len(value) <= 100".into()];
+    fx.gateway
+        .reload(next, &ConfigSource::default())
+        .await
+        .expect("reload");
+    fx.gateway
+        .decide(approval(1), approve())
+        .await
+        .expect("decide");
+    let r = waiting.await.expect("join").expect("call");
+    assert!(text(&r).0.contains("(approval_mismatch)"), "{r:?}");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    let trail = refusals(&fx.store, "approval-1").await;
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0]["reason"], "mismatch");
+    fx.gateway.shutdown().await;
+}

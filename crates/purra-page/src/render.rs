@@ -307,6 +307,7 @@ fn label_title(key: &str) -> String {
         "upstream" => "Upstream".into(),
         "upstream_tool" => "Upstream tool".into(),
         purra_core::PRINCIPAL_LABEL => "Principal".into(),
+        "client" => "Client".into(),
         purra_core::APPROVERS_MUST_DIFFER_LABEL => "Approvers must differ".into(),
         other => other.replace('_', " "),
     }
