@@ -179,7 +179,14 @@ impl WebhookEvent {
         );
         data.insert("requestedAt".into(), json!(rfc3339(request.requested_at)));
         data.insert("expiresAt".into(), json!(request.expires_at.map(rfc3339)));
-        data.insert("labels".into(), json!(request.labels));
+        // Labels may carry what a client chose (the gateway's `client` label is its declared
+        // name): each value one line, escaped and bounded, like who asked.
+        let labels: Map<String, Value> = request
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(one_line(v, WHO_MAX_CHARS))))
+            .collect();
+        data.insert("labels".into(), Value::Object(labels));
         WebhookEvent {
             event_type: WebhookEventType::ApprovalPending,
             at,
@@ -664,6 +671,13 @@ mod tests {
         assert!(pending
             .payload()
             .contains(r#""requestedBy":"local (evil\\u202e\\nname)""#));
+        // The gateway's `client` label holds the declared name as sent: shown escaped too.
+        r.labels
+            .insert("client".into(), "evil\u{202e}\nname".into());
+        assert_eq!(
+            WebhookEvent::pending(&id, &r, at).to_json()["data"]["labels"]["client"],
+            "evil\\u202e\\nname"
+        );
         r.requested_by = format!("local ({})", "x".repeat(10_000));
         assert_eq!(
             WebhookEvent::pending(&id, &r, at).to_json()["data"]["requestedBy"],

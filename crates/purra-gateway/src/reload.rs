@@ -196,7 +196,10 @@ impl Gateway {
         let next = Arc::new(built.catalog);
         let mut report = Reloaded {
             revision: next.revision,
-            warnings: crate::catalog::destructive_warnings(&next.bindings, source),
+            warnings: crate::catalog::destructive_warnings(&next.bindings, source)
+                .into_iter()
+                .chain(crate::gateway::client_name_warnings(&config, source))
+                .collect(),
             ..Reloaded::default()
         };
         report.added = next
