@@ -1069,7 +1069,7 @@ exporter = "otlp"
             "g.toml:3: telemetry.service_name: must not be empty",
             "g.toml:4: telemetry.metrics_listen: invalid socket address syntax",
             "g.toml:5: telemetry.metrics_interval: must be at least 1s",
-            "g.toml:6: telemetry.exporter: unknown key (expected one of: metrics_interval, metrics_listen, otlp_endpoint, service_name)",
+            "g.toml:6: telemetry.exporter: unknown key (expected one of: metrics_interval, metrics_listen, metrics_token_file, otlp_endpoint, service_name)",
         ]
     );
 }

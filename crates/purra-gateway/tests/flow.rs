@@ -1536,3 +1536,83 @@ async fn calls_over_the_per_minute_limit_are_refused_at_once() {
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     fx.gateway.shutdown().await;
 }
+
+/// This process's resident size in KiB (`VmRSS` of `/proc/self/status`).
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Finding 1 of the second security review: a caller's made-up tool and method names never
+/// become metric labels. 10 000 distinct unknown tool names and 10 000 unknown methods (2 KiB
+/// each) leave the series count exactly as it was and the resident size flat (recording them
+/// used to keep ~80 MB: a histogram and a counter per name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_1_unknown_names_add_no_series_and_no_memory() {
+    const N: usize = 10_000;
+    const TOLERANCE_KIB: u64 = 16 * 1024;
+    let fx = fixture("labels", Duration::from_secs(1)).await;
+    let conn = Arc::new(client(&fx.gateway, "flow-client").await);
+    let metrics = fx.gateway.metrics();
+    let name = |kind: &str, i: usize| format!("{kind}-{i:05}-{}", "x".repeat(2048));
+    let send = |method: String, params: Value| {
+        let conn = conn.clone();
+        async move {
+            conn.request_raw(&method, params, Default::default())
+                .await
+                .expect_err("refused");
+        }
+    };
+    // Every label set the flood could touch exists once before it is measured.
+    conn.call_tool("get_value", json!({})).await.expect("call");
+    send(
+        "tools/call".into(),
+        json!({"name": name("tool", N), "arguments": {}}),
+    )
+    .await;
+    send(name("method", N), json!({})).await;
+    let series = metrics.series_count();
+    let before = resident_kib();
+    for batch in 0..N / 100 {
+        let mut calls = tokio::task::JoinSet::new();
+        for i in batch * 100..(batch + 1) * 100 {
+            calls.spawn(send(
+                "tools/call".into(),
+                json!({"name": name("tool", i), "arguments": {}}),
+            ));
+            calls.spawn(send(name("method", i), json!({})));
+        }
+        while let Some(done) = calls.join_next().await {
+            done.expect("request task");
+        }
+    }
+    let after = resident_kib();
+    eprintln!("finding_1: resident {before} KiB before, {after} KiB after; {series} series");
+    assert_eq!(metrics.series_count(), series);
+    let requests = purra_gateway::metrics::REQUESTS;
+    let unbound = [
+        ("method", "tools/call"),
+        ("tool", "(unbound)"),
+        ("outcome", "error"),
+    ];
+    assert_eq!(metrics.value(requests, &unbound), N as u64 + 1);
+    let other = [("method", "other"), ("outcome", "error")];
+    assert_eq!(metrics.value(requests, &other), N as u64 + 1);
+    let bound = [
+        ("method", "tools/call"),
+        ("tool", "get_value"),
+        ("outcome", "ok"),
+    ];
+    assert_eq!(metrics.value(requests, &bound), 1);
+    let text = metrics.render();
+    assert!(!text.contains("xxxxxxxx"), "a caller's name is a label");
+    assert!(
+        after.saturating_sub(before) < TOLERANCE_KIB,
+        "resident size grew from {before} KiB to {after} KiB"
+    );
+    fx.gateway.shutdown().await;
+}
