@@ -1616,3 +1616,55 @@ async fn finding_1_unknown_names_add_no_series_and_no_memory() {
     );
     fx.gateway.shutdown().await;
 }
+
+/// Finding 2 of the second security review: opening a session, `ping` and `tools/list` count
+/// against the caller's rate (a limiter apart from its tool calls, at `max_calls_per_minute_per_caller`
+/// or 60, whichever is more): past it each is refused at once with `rate_limited`, a new session
+/// is not opened, and the caller's tool calls keep their own quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_2_sessions_pings_and_listings_count_against_the_callers_rate() {
+    let fx = fixture_with("request-rate", Duration::from_secs(1), |c| {
+        c.gateway.max_calls_per_minute_per_caller = 1;
+    })
+    .await;
+    // initialize (1) and the client's own tools/list (2), then pings up to 60.
+    let conn = client(&fx.gateway, "flow-client").await;
+    let mut served = 0;
+    let refusal = loop {
+        match conn.ping().await {
+            Ok(()) => served += 1,
+            Err(e) => break e,
+        }
+        assert!(served <= 60, "never refused");
+    };
+    let purra_protocol::Error::Rpc(e) = refusal else {
+        panic!("{refusal:?}");
+    };
+    assert_eq!(e.code, purra_protocol::RpcErrorCode(-32029));
+    assert!(
+        e.message.starts_with(
+            "rate_limited: this caller's requests exceed 60 a minute, the most \
+             max_calls_per_minute_per_caller allows; try again in "
+        ),
+        "{}",
+        e.message
+    );
+    // 60 requests in all: initialize, the client's tools/list, and 58 pings.
+    assert_eq!(served, 58);
+    let listed = conn
+        .request_raw("tools/list", json!({}), Default::default())
+        .await
+        .expect_err("refused");
+    assert!(listed.to_string().contains("rate_limited"), "{listed}");
+    // A new session of the same caller is refused too.
+    let (a, b) = memory::pair();
+    let server = fx.gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let opened = Client::connect(b, ClientOptions::default()).await;
+    let refused = opened.err().expect("a session opened past the rate");
+    assert!(refused.to_string().contains("rate_limited"), "{refused}");
+    // The tool calls' own quota (one) is untouched.
+    let ok = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(text(&ok), ("v".to_owned(), false));
+    fx.gateway.shutdown().await;
+}
