@@ -1661,7 +1661,7 @@ async fn finding_2_sessions_pings_and_listings_count_against_the_callers_rate() 
     let server = fx.gateway.server().clone();
     tokio::spawn(async move { server.serve(a).await });
     let opened = Client::connect(b, ClientOptions::default()).await;
-    let refused = opened.err().expect("a session opened past the rate");
+    let refused = opened.expect_err("a session opened past the rate");
     assert!(refused.to_string().contains("rate_limited"), "{refused}");
     // The tool calls' own quota (one) is untouched.
     let ok = conn.call_tool("get_value", json!({})).await.expect("call");
