@@ -8,6 +8,14 @@
 //! Recording takes one short lock; nothing waits. A family added later is a row of
 //! [`FAMILIES`] and calls of [`Metrics::add`] / [`Metrics::observe`], as the webhook deliveries'
 //! are (counted from the gateway's own [`crate::webhooks::Observer`]).
+//!
+//! Label values are ones the gateway controls, never a caller's text: a request's `method` is
+//! [`purra_protocol::method_label`]'s (a method MCP defines, else `other`), its `tool` a bound
+//! tool's local name or [`UNBOUND`]; upstreams, endpoints and operations come from the
+//! configuration and the code. As defence in depth each family keeps at most
+//! [`MAX_SERIES_PER_FAMILY`] label sets ([`SERIES_DROPPED`] counts the rest), so neither the
+//! registry, a scrape nor an OTLP export (whose attributes are these labels) can grow without
+//! bound.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
