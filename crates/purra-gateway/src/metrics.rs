@@ -75,9 +75,9 @@ pub const SERIES_DROPPED: &str = "purra_gateway_metric_series_dropped_total";
 
 /// The most label sets one family keeps. Labels carry only values the gateway controls (a
 /// bound tool's name or `(unbound)`, a known method or `other`, configured upstreams and
-/// endpoints), so this is never reached by a sound configuration; it bounds what a mistake could
-/// cost. A new label set past it is not recorded and counts in [`SERIES_DROPPED`].
-pub const MAX_SERIES_PER_FAMILY: usize = 5000;
+/// endpoints), so a catalog of some 2000 tools (five outcomes each) fits; it bounds what a
+/// mistake could cost (a histogram's label set is about 300 bytes). A new label set past it is not recorded and counts in [`SERIES_DROPPED`].
+pub const MAX_SERIES_PER_FAMILY: usize = 10_000;
 
 /// The `tool` label of a `tools/call` or `prompts/get` whose name is not bound: the caller's
 /// text is never a label.
