@@ -36,6 +36,19 @@ const DEFAULT_MAX_CALLS_PER_MINUTE: u32 = 600;
 /// The largest `max_calls_per_minute_per_caller`: a thousand calls a second.
 const MAX_CALLS_PER_MINUTE: u32 = 60_000;
 
+/// The default of `max_sessions`: the HTTP listener's established MCP sessions, all callers.
+const DEFAULT_MAX_SESSIONS: usize = 10_000;
+
+/// The largest `max_sessions`.
+const MAX_MAX_SESSIONS: usize = 1_000_000;
+
+/// The default of `max_sessions_per_caller`: an agent holds a session or two at a time; sixteen
+/// leaves room for restarts whose old sessions have not expired.
+const DEFAULT_MAX_SESSIONS_PER_CALLER: usize = 16;
+
+/// The default of `session_idle_timeout`.
+const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The most policy files `[policies] files` may name (each is read whole at start).
 pub const MAX_POLICY_FILES: usize = 64;
 
@@ -222,6 +235,11 @@ pub struct TelemetrySettings {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// How often the metrics are exported over OTLP (default 60 s, at least 1 s).
     pub metrics_interval: Dur,
+    /// A file holding the bearer token every scrape of the Prometheus endpoint must carry
+    /// (relative to the configuration file's directory). Unset: the endpoint answers any
+    /// scrape that names an allowed host; bound beyond loopback, set it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 impl Default for TelemetrySettings {
@@ -231,6 +249,7 @@ impl Default for TelemetrySettings {
             service_name: None,
             metrics_listen: None,
             metrics_interval: Dur(DEFAULT_METRICS_INTERVAL),
+            metrics_token_file: None,
         }
     }
 }
@@ -458,9 +477,21 @@ pub struct Settings {
     pub max_pending_per_caller: u32,
     /// The most calls of bound tools one caller (one principal) may make a minute (default 600,
     /// at most 60000): a sustained rate with bursts of up to as many at once. One more call is
-    /// answered at once with `rate_limited`, sending and preparing nothing. Counted by this
-    /// gateway process (see [`crate::limit`]).
+    /// answered at once with `rate_limited`, sending and preparing nothing. Its other requests
+    /// (opening a session, `ping`, listings) are counted apart at this rate (at least 60 a
+    /// minute). Counted by this gateway process (see [`crate::limit`]).
     pub max_calls_per_minute_per_caller: u32,
+    /// The most MCP sessions the HTTP listener keeps, all callers together (default 10 000, at
+    /// most 1 000 000); an `initialize` beyond it is answered 503.
+    pub max_sessions: usize,
+    /// The most MCP sessions one caller (one principal; callers without one share one count)
+    /// may hold on the HTTP listener (default 16, at most `max_sessions`). A new session at the
+    /// bound closes that caller's own least recently used idle session, never another's; with
+    /// every one of them in use it is answered 429.
+    pub max_sessions_per_caller: usize,
+    /// How long an MCP session on the HTTP listener may stay idle before it is closed (default
+    /// 10 min, at least 1 s, at most 24 h).
+    pub session_idle_timeout: Dur,
     /// Separation of duties: whether a write's approval refuses a decision by the principal that
     /// asked for it (default false). The rule travels with the approval request, so the approver
     /// page and `purra approvals` in other processes enforce it too; elicitation and the approval
@@ -581,6 +612,9 @@ impl Default for Settings {
             lease: Dur(Duration::from_secs(60)),
             max_pending_per_caller: DEFAULT_MAX_PENDING_PER_CALLER,
             max_calls_per_minute_per_caller: DEFAULT_MAX_CALLS_PER_MINUTE,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
+            session_idle_timeout: Dur(DEFAULT_SESSION_IDLE_TIMEOUT),
             approvers_must_differ: false,
             drain_timeout: Dur(DEFAULT_DRAIN_TIMEOUT),
             allowed_hosts: Vec::new(),
@@ -1376,6 +1410,28 @@ impl GatewayConfig {
         }
         if g.drain_timeout.0 > MAX_DRAIN_TIMEOUT {
             out.push(("gateway.drain_timeout".into(), "must be at most 1h".into()));
+        }
+        if !(1..=MAX_MAX_SESSIONS).contains(&g.max_sessions) {
+            out.push((
+                "gateway.max_sessions".into(),
+                format!("must be at least 1 and at most {MAX_MAX_SESSIONS}"),
+            ));
+        }
+        if !(1..=g.max_sessions.max(1)).contains(&g.max_sessions_per_caller) {
+            out.push((
+                "gateway.max_sessions_per_caller".into(),
+                format!(
+                    "must be at least 1 and at most max_sessions ({})",
+                    g.max_sessions
+                ),
+            ));
+        }
+        let idle = g.session_idle_timeout.0;
+        if idle < Duration::from_secs(1) || idle > Duration::from_secs(24 * 3600) {
+            out.push((
+                "gateway.session_idle_timeout".into(),
+                "must be at least 1s and at most 24h".into(),
+            ));
         }
         for (i, host) in g.allowed_hosts.iter().enumerate() {
             if !allowed_host(host) {

@@ -170,10 +170,22 @@ pub(crate) struct Inner {
     /// The webhook endpoints this gateway delivers to.
     webhooks: Webhooks,
     /// The calls each principal made this minute (`max_calls_per_minute_per_caller`).
-    calls: CallLimiter,
+    calls: Arc<CallLimiter>,
+    /// The other requests each principal made this minute (every one but `tools/call`), counted
+    /// by the server's request gate.
+    requests: Arc<CallLimiter>,
     log: Option<Log>,
     /// What the Prometheus endpoint and the OTLP exporter read.
     pub metrics: Arc<Metrics>,
+    /// The bearer token a scrape of the Prometheus endpoint must carry
+    /// (`[telemetry] metrics_token_file`), when one is configured.
+    metrics_token: Option<String>,
+    /// `/readyz`'s last store probe and when it was made (reused for
+    /// [`crate::health::STORE_PROBE_CACHE`]). An async lock: concurrent checks wait for the one
+    /// probe in flight instead of each reading the store.
+    pub store_probe: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
+    /// What `/readyz` last logged of why it is (not) ready, so a change is logged once.
+    pub readiness_logged: Mutex<String>,
     weak: Weak<Inner>,
 }
 
@@ -186,6 +198,27 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 const FLUSH_BOUND: Duration = Duration::from_secs(5);
 /// How long a stopping HTTP listener keeps its sessions' streams open after the last answer left.
 const READ_GRACE: Duration = Duration::from_millis(500);
+
+/// Whether `headers` carry `Authorization: Bearer TOKEN` with exactly `token` (compared in
+/// time independent of where they differ).
+fn bearer_matches(headers: &axum::http::HeaderMap, token: &str) -> bool {
+    let Some(given) = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, rest) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        })
+    else {
+        return false;
+    };
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}
 
 impl Gateway {
     /// Starts a gateway: checks the configuration, reconciles claims a killed process left,
@@ -224,6 +257,14 @@ impl Gateway {
             None => None,
         };
         let webhooks = Webhooks::read(&config, source).map_err(StartError::Config)?;
+        let metrics_token = match &config.telemetry.metrics_token_file {
+            Some(file) => Some(crate::auth::read_secret_file(file).map_err(|why| {
+                StartError::Config(ConfigErrors(vec![
+                    source.error("telemetry.metrics_token_file", why)
+                ]))
+            })?),
+            None => None,
+        };
         let built = crate::catalog::build(&config, source, options.excerpts, None).await?;
         let catalog = built.catalog;
 
@@ -267,11 +308,38 @@ impl Gateway {
         if config.gateway.apps {
             builder = builder.apps();
         }
+        // Every request but a tool call (counted once its tool is known bound, `Inner::call`)
+        // counts against its caller's rate of other requests: opening sessions, pings and
+        // listings included, so one caller cannot flood them either.
+        let calls = Arc::new(CallLimiter::new(
+            config.gateway.max_calls_per_minute_per_caller,
+        ));
+        let limiter = Arc::new(CallLimiter::new(
+            config
+                .gateway
+                .max_calls_per_minute_per_caller
+                .max(crate::limit::MIN_REQUESTS_PER_MINUTE),
+        ));
+        let requests = limiter.clone();
+        let configured = config.gateway.principal.clone();
+        builder = builder.admit_requests(move |method, principal| {
+            if method == purra_protocol::types::methods::TOOLS_CALL {
+                return Ok(());
+            }
+            let caller = principal.map_or_else(|| configured.clone(), crate::auth::principal_of);
+            limiter
+                .check(&caller, std::time::Instant::now())
+                .map_err(|wait| results::rate_limited_request(limiter.per_minute(), wait))
+        });
         let metrics = Arc::new(Metrics::new());
         let recorder = metrics.clone();
+        // Labels carry only values the gateway controls: a known method or `other`, a bound
+        // tool (the server names only tools it has) or `(unbound)`, never the caller's text.
         builder = builder.observe_requests(move |r| {
-            let mut labels = vec![("method", r.method.to_owned())];
-            if let Some(tool) = r.tool {
+            let method = purra_protocol::method_label(r.method);
+            let mut labels = vec![("method", method.to_owned())];
+            if matches!(method, "tools/call" | "prompts/get") {
+                let tool = r.tool.unwrap_or(crate::metrics::UNBOUND);
                 labels.push(("tool", tool.to_owned()));
             }
             recorder.observe(crate::metrics::REQUEST_DURATION, labels.clone(), r.duration);
@@ -320,9 +388,13 @@ impl Gateway {
             shown: Mutex::new(BTreeMap::new()),
             stop: CancellationToken::new(),
             auth,
-            calls: CallLimiter::new(config.gateway.max_calls_per_minute_per_caller),
+            calls,
+            requests,
             log: options.log,
             metrics,
+            metrics_token,
+            store_probe: tokio::sync::Mutex::new(None),
+            readiness_logged: Mutex::new(String::new()),
             weak: weak.clone(),
         });
         if inner.settings.apps {
@@ -419,9 +491,13 @@ impl Gateway {
         for host in &self.inner.settings.allowed_hosts {
             policy = policy.allow_host(host);
         }
+        let settings = &self.inner.settings;
         HttpServerConfig {
             bind: addr,
             host_policy: policy,
+            max_sessions: settings.max_sessions,
+            max_sessions_per_principal: settings.max_sessions_per_caller,
+            session_idle_timeout: settings.session_idle_timeout.0,
             ..HttpServerConfig::default()
         }
     }
@@ -463,30 +539,67 @@ impl Gateway {
     /// Serves the Prometheus endpoint, `GET /metrics` (the text exposition format, refreshed
     /// per scrape), on `listener` until `shutdown` resolves: a listener of its own, on
     /// purra-protocol's accept loop with the MCP endpoint's connection limits; anything else is
-    /// 404.
+    /// 404. It answers the loopback names and `[gateway] allowed_hosts` (any other `Host` is
+    /// 403, as on the MCP endpoint and the page), and with `[telemetry] metrics_token_file` only
+    /// a scrape carrying that bearer token (401 otherwise).
     pub async fn serve_metrics(
         &self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         use axum::response::IntoResponse;
+        let local = listener.local_addr()?;
+        if !local.ip().is_loopback() {
+            self.inner.log(&format!(
+                "warning: the metrics endpoint listens on {local}, beyond loopback: {}",
+                if self.inner.metrics_token.is_some() {
+                    "scrapes need the bearer token of [telemetry] metrics_token_file"
+                } else {
+                    "anyone who reaches it reads the gateway's metrics; set [telemetry] \
+                     metrics_token_file to require a bearer token"
+                }
+            ));
+        }
         let gateway = self.clone();
+        let mut policy = purra_protocol::HostPolicy::loopback();
+        for host in &self.inner.settings.allowed_hosts {
+            policy = policy.allow_host(host);
+        }
         let router = axum::Router::new().route(
             "/metrics",
-            axum::routing::get(move || {
-                let gateway = gateway.clone();
-                async move {
-                    gateway.refresh_metrics().await;
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            "text/plain; version=0.0.4; charset=utf-8",
-                        )],
-                        gateway.inner.metrics.render(),
-                    )
-                        .into_response()
-                }
-            }),
+            axum::routing::get(
+                move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
+                    let gateway = gateway.clone();
+                    let checked = policy.check(&uri, &headers).map_err(|e| {
+                        (axum::http::StatusCode::FORBIDDEN, format!("refused: {e}\n"))
+                            .into_response()
+                    });
+                    async move {
+                        if let Err(refused) = checked {
+                            return refused;
+                        }
+                        if let Some(token) = &gateway.inner.metrics_token {
+                            if !bearer_matches(&headers, token) {
+                                return (
+                                    axum::http::StatusCode::UNAUTHORIZED,
+                                    [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+                                    "a bearer token is required\n",
+                                )
+                                    .into_response();
+                            }
+                        }
+                        gateway.refresh_metrics().await;
+                        (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                "text/plain; version=0.0.4; charset=utf-8",
+                            )],
+                            gateway.inner.metrics.render(),
+                        )
+                            .into_response()
+                    }
+                },
+            ),
         );
         let stop = CancellationToken::new();
         let trigger = stop.clone();
@@ -1098,6 +1211,7 @@ impl Inner {
                 return;
             }
             inner.calls.prune(std::time::Instant::now());
+            inner.requests.prune(std::time::Instant::now());
             if let Err(e) = inner.sweep().await {
                 inner.log(&format!("looking at waiting writes failed: {e}"));
             }

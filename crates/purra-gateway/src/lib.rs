@@ -22,8 +22,11 @@
 //!   sent; the policies are validated against a schema generated from the bound tools, each
 //!   mistake at its policy file and line ([`policy`]).
 //! - Each caller (principal) may make `max_calls_per_minute_per_caller` calls a minute
-//!   ([`limit`]) and have `max_pending_per_caller` writes waiting for a decision; one more is
-//!   refused at once, nothing prepared.
+//!   ([`limit`]; its other requests, sessions opened included, count apart at that rate) and
+//!   have `max_pending_per_caller` writes waiting for a decision; one more is refused at once,
+//!   nothing prepared. Over HTTP it holds at most `max_sessions_per_caller` sessions: a new one
+//!   closes its own least recently used idle session, never another caller's.
+//! - Metric labels and span names carry only values the gateway controls ([`metrics`]).
 //! - An upstream `tools/list_changed` makes its registrations stale at once; the gateway
 //!   rediscovers, replaces the downstream tool list (downstream `list_changed`), and an approval
 //!   prepared for the old binding can no longer be claimed.

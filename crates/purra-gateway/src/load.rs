@@ -69,6 +69,11 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
             *f = base.join(&*f);
         }
     }
+    if let Some(f) = config.telemetry.metrics_token_file.as_mut() {
+        if f.is_relative() {
+            *f = base.join(&*f);
+        }
+    }
     for w in config.webhooks.values_mut() {
         if let Some(f) = w.secret_file.as_mut() {
             if f.is_relative() {
@@ -596,6 +601,7 @@ impl Cx {
                 service_name: f.opt("service_name"),
                 metrics_listen: f.opt("metrics_listen"),
                 metrics_interval: f.opt("metrics_interval").unwrap_or(d.metrics_interval),
+                metrics_token_file: f.opt("metrics_token_file"),
             };
             f.finish();
             Some(s)
@@ -644,6 +650,13 @@ impl Cx {
             max_calls_per_minute_per_caller: f
                 .opt("max_calls_per_minute_per_caller")
                 .unwrap_or(d.max_calls_per_minute_per_caller),
+            max_sessions: f.opt("max_sessions").unwrap_or(d.max_sessions),
+            max_sessions_per_caller: f
+                .opt("max_sessions_per_caller")
+                .unwrap_or(d.max_sessions_per_caller),
+            session_idle_timeout: f
+                .opt("session_idle_timeout")
+                .unwrap_or(d.session_idle_timeout),
             approvers_must_differ: f
                 .opt("approvers_must_differ")
                 .unwrap_or(d.approvers_must_differ),

@@ -107,6 +107,27 @@ pub fn rate_limited(
     )
 }
 
+/// The JSON-RPC error code of a request (not a tool call) refused because its caller is over
+/// `max_calls_per_minute_per_caller` (in the range JSON-RPC leaves to servers).
+pub const RATE_LIMITED_REQUEST: purra_protocol::RpcErrorCode = purra_protocol::RpcErrorCode(-32029);
+
+/// A request other than a tool call (`initialize`, `ping`, `tools/list`, ...) refused at once
+/// because its caller is over `max_calls_per_minute_per_caller`; the next fits after
+/// `retry_after` (rounded up to whole seconds). An `initialize` refused opens no session.
+pub fn rate_limited_request(
+    per_minute: u32,
+    retry_after: std::time::Duration,
+) -> purra_protocol::ErrorObject {
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    purra_protocol::ErrorObject::new(
+        RATE_LIMITED_REQUEST,
+        format!(
+            "rate_limited: this caller's requests exceed {per_minute} a minute, the most \
+             max_calls_per_minute_per_caller allows; try again in {secs}s"
+        ),
+    )
+}
+
 /// The write waits for a decision.
 pub fn pending(tool: &str, approval: &str, digest: &JsonIdentity) -> CallToolResult {
     CallToolResult::error(format!(

@@ -763,6 +763,49 @@ fn the_calls_per_minute_per_caller_are_bounded() {
     );
 }
 
+/// Finding 2 of the second security review: the HTTP listener's session bounds are
+/// `[gateway]` keys (10 000 overall, 16 per caller, 10 minutes idle by default), read the same by
+/// the reader and by serde, each mistake reported at its line.
+#[test]
+fn finding_2_the_session_bounds_are_gateway_keys() {
+    let c = load_str("g.toml", "").expect("empty").config;
+    assert_eq!(
+        (
+            c.gateway.max_sessions,
+            c.gateway.max_sessions_per_caller,
+            c.gateway.session_idle_timeout
+        ),
+        (10_000, 16, Dur(Duration::from_secs(600)))
+    );
+    let text = "[gateway]\nmax_sessions = 50\nmax_sessions_per_caller = 50\nsession_idle_timeout = \"90s\"\n";
+    let c = load_str("g.toml", text).expect("valid").config;
+    assert_eq!(
+        (
+            c.gateway.max_sessions,
+            c.gateway.max_sessions_per_caller,
+            c.gateway.session_idle_timeout
+        ),
+        (50, 50, Dur(Duration::from_secs(90)))
+    );
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
+    assert_eq!(
+        errors("[gateway]\nmax_sessions = 0\nmax_sessions_per_caller = 17\nsession_idle_timeout = \"25h\"\n"),
+        [
+            "g.toml:2: gateway.max_sessions: must be at least 1 and at most 1000000",
+            "g.toml:3: gateway.max_sessions_per_caller: must be at least 1 and at most max_sessions (0)",
+            "g.toml:4: gateway.session_idle_timeout: must be at least 1s and at most 24h",
+        ]
+    );
+    assert_eq!(
+        errors("[gateway]\nmax_sessions = 8\nmax_sessions_per_caller = 9\n"),
+        ["g.toml:3: gateway.max_sessions_per_caller: must be at least 1 and at most max_sessions (8)"]
+    );
+    assert_eq!(
+        errors("[gateway]\nmax_sessions_per_caller = -1\n"),
+        ["g.toml:2: gateway.max_sessions_per_caller: invalid value: integer `-1`, expected usize"]
+    );
+}
+
 /// `[policies]`: the files and the declared claims, read the same by the reader and by serde;
 /// each mistake at its line.
 #[test]
@@ -1130,7 +1173,7 @@ exporter = "otlp"
             "g.toml:3: telemetry.service_name: must not be empty",
             "g.toml:4: telemetry.metrics_listen: invalid socket address syntax",
             "g.toml:5: telemetry.metrics_interval: must be at least 1s",
-            "g.toml:6: telemetry.exporter: unknown key (expected one of: metrics_interval, metrics_listen, otlp_endpoint, service_name)",
+            "g.toml:6: telemetry.exporter: unknown key (expected one of: metrics_interval, metrics_listen, metrics_token_file, otlp_endpoint, service_name)",
         ]
     );
 }

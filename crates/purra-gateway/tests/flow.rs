@@ -1755,3 +1755,135 @@ async fn calls_over_the_per_minute_limit_are_refused_at_once() {
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     fx.gateway.shutdown().await;
 }
+
+/// This process's resident size in KiB (`VmRSS` of `/proc/self/status`).
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Finding 1 of the second security review: a caller's made-up tool and method names never
+/// become metric labels. 10 000 distinct unknown tool names and 10 000 unknown methods (2 KiB
+/// each) leave the series count exactly as it was and the resident size flat (recording them
+/// used to keep ~80 MB: a histogram and a counter per name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_1_unknown_names_add_no_series_and_no_memory() {
+    const N: usize = 10_000;
+    const TOLERANCE_KIB: u64 = 16 * 1024;
+    let fx = fixture("labels", Duration::from_secs(1)).await;
+    let conn = Arc::new(client(&fx.gateway, "flow-client").await);
+    let metrics = fx.gateway.metrics();
+    let name = |kind: &str, i: usize| format!("{kind}-{i:05}-{}", "x".repeat(2048));
+    let send = |method: String, params: Value| {
+        let conn = conn.clone();
+        async move {
+            conn.request_raw(&method, params, Default::default())
+                .await
+                .expect_err("refused");
+        }
+    };
+    // Every label set the flood could touch exists once before it is measured.
+    conn.call_tool("get_value", json!({})).await.expect("call");
+    send(
+        "tools/call".into(),
+        json!({"name": name("tool", N), "arguments": {}}),
+    )
+    .await;
+    send(name("method", N), json!({})).await;
+    let series = metrics.series_count();
+    let before = resident_kib();
+    for batch in 0..N / 100 {
+        let mut calls = tokio::task::JoinSet::new();
+        for i in batch * 100..(batch + 1) * 100 {
+            calls.spawn(send(
+                "tools/call".into(),
+                json!({"name": name("tool", i), "arguments": {}}),
+            ));
+            calls.spawn(send(name("method", i), json!({})));
+        }
+        while let Some(done) = calls.join_next().await {
+            done.expect("request task");
+        }
+    }
+    let after = resident_kib();
+    eprintln!("finding_1: resident {before} KiB before, {after} KiB after; {series} series");
+    assert_eq!(metrics.series_count(), series);
+    let requests = purra_gateway::metrics::REQUESTS;
+    let unbound = [
+        ("method", "tools/call"),
+        ("tool", "(unbound)"),
+        ("outcome", "error"),
+    ];
+    assert_eq!(metrics.value(requests, &unbound), N as u64 + 1);
+    let other = [("method", "other"), ("outcome", "error")];
+    assert_eq!(metrics.value(requests, &other), N as u64 + 1);
+    let bound = [
+        ("method", "tools/call"),
+        ("tool", "get_value"),
+        ("outcome", "ok"),
+    ];
+    assert_eq!(metrics.value(requests, &bound), 1);
+    let text = metrics.render();
+    assert!(!text.contains("xxxxxxxx"), "a caller's name is a label");
+    assert!(
+        after.saturating_sub(before) < TOLERANCE_KIB,
+        "resident size grew from {before} KiB to {after} KiB"
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 2 of the second security review: opening a session, `ping` and `tools/list` count
+/// against the caller's rate (a limiter apart from its tool calls, at `max_calls_per_minute_per_caller`
+/// or 60, whichever is more): past it each is refused at once with `rate_limited`, a new session
+/// is not opened, and the caller's tool calls keep their own quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_2_sessions_pings_and_listings_count_against_the_callers_rate() {
+    let fx = fixture_with("request-rate", Duration::from_secs(1), |c| {
+        c.gateway.max_calls_per_minute_per_caller = 1;
+    })
+    .await;
+    // initialize (1) and the client's own tools/list (2), then pings up to 60.
+    let conn = client(&fx.gateway, "flow-client").await;
+    let mut served = 0;
+    let refusal = loop {
+        match conn.ping().await {
+            Ok(()) => served += 1,
+            Err(e) => break e,
+        }
+        assert!(served <= 60, "never refused");
+    };
+    let purra_protocol::Error::Rpc(e) = refusal else {
+        panic!("{refusal:?}");
+    };
+    assert_eq!(e.code, purra_protocol::RpcErrorCode(-32029));
+    assert!(
+        e.message.starts_with(
+            "rate_limited: this caller's requests exceed 60 a minute, the most \
+             max_calls_per_minute_per_caller allows; try again in "
+        ),
+        "{}",
+        e.message
+    );
+    // 60 requests in all: initialize, the client's tools/list, and 58 pings.
+    assert_eq!(served, 58);
+    let listed = conn
+        .request_raw("tools/list", json!({}), Default::default())
+        .await
+        .expect_err("refused");
+    assert!(listed.to_string().contains("rate_limited"), "{listed}");
+    // A new session of the same caller is refused too.
+    let (a, b) = memory::pair();
+    let server = fx.gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let opened = Client::connect(b, ClientOptions::default()).await;
+    let refused = opened.expect_err("a session opened past the rate");
+    assert!(refused.to_string().contains("rate_limited"), "{refused}");
+    // The tool calls' own quota (one) is untouched.
+    let ok = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(text(&ok), ("v".to_owned(), false));
+    fx.gateway.shutdown().await;
+}

@@ -189,7 +189,16 @@ struct ServerInner {
     next_session: std::sync::atomic::AtomicU64,
     /// Told of every answered request (`ServerBuilder::observe_requests`).
     observer: Option<crate::RequestObserver>,
+    /// Asked before every inbound request is served (`ServerBuilder::admit_requests`).
+    admit: Option<RequestGate>,
 }
+
+/// A server's request gate ([`ServerBuilder::admit_requests`]): given a request's method and
+/// the principal a layer in front proved (none on stdio or without one), `Ok` serves it and an
+/// error answers it at once. It runs on the request's task before anything else, so it must be
+/// quick (count, not wait).
+pub type RequestGate =
+    Arc<dyn Fn(&str, Option<&crate::Principal>) -> Result<(), ErrorObject> + Send + Sync>;
 
 /// The default bound on one session's resource subscriptions.
 pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1024;
@@ -210,6 +219,7 @@ pub struct ServerBuilder {
     tasks: TaskOptions,
     skills: Option<crate::skills::LoadedSkills>,
     observer: Option<Observer>,
+    admit: Option<Gate>,
 }
 
 /// A request observer in a `Debug` builder.
@@ -219,6 +229,16 @@ struct Observer(crate::RequestObserver);
 impl std::fmt::Debug for Observer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("RequestObserver")
+    }
+}
+
+/// A request gate in a `Debug` builder.
+#[derive(Clone)]
+struct Gate(RequestGate);
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestGate")
     }
 }
 
@@ -257,6 +277,22 @@ impl ServerBuilder {
         observer: impl Fn(&crate::RequestRecord<'_>) + Send + Sync + 'static,
     ) -> Self {
         self.observer = Some(Observer(Arc::new(observer)));
+        self
+    }
+
+    /// Calls `gate` before serving every inbound request (`initialize` and `ping` included)
+    /// with its method and the [`Principal`](crate::Principal) a layer in front proved: an
+    /// error answers the request at once (a refused `initialize` opens no session). A host
+    /// counts each caller's requests against its rate here. Without one, every request is
+    /// served.
+    pub fn admit_requests(
+        mut self,
+        gate: impl Fn(&str, Option<&crate::Principal>) -> Result<(), ErrorObject>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.admit = Some(Gate(Arc::new(gate)));
         self
     }
 
@@ -390,6 +426,7 @@ impl ServerBuilder {
                 sessions: Mutex::new(HashMap::new()),
                 next_session: std::sync::atomic::AtomicU64::new(0),
                 observer: self.observer.map(|o| o.0),
+                admit: self.admit.map(|g| g.0),
             }),
         }
     }
@@ -557,6 +594,47 @@ fn validation_errors(validator: &Validator, instance: &Value) -> Vec<String> {
 }
 
 impl Server {
+    /// Asks the request gate ([`ServerBuilder::admit_requests`]) whether to serve `method`.
+    pub(crate) fn admit(&self, req: &RequestContext, method: &str) -> Result<(), ErrorObject> {
+        let Some(gate) = &self.inner.admit else {
+            return Ok(());
+        };
+        #[cfg(any(feature = "http-server", feature = "ws"))]
+        let principal = req
+            .transport
+            .as_deref()
+            .and_then(|t| t.downcast_ref::<crate::HttpContext>())
+            .and_then(|h| h.parts().extensions.get::<crate::Principal>());
+        #[cfg(not(any(feature = "http-server", feature = "ws")))]
+        let principal: Option<&crate::Principal> = {
+            let _ = req;
+            None
+        };
+        gate(method, principal)
+    }
+
+    /// Whether this server has the tool (`tools/call`) or prompt (`prompts/get`) `name`: what
+    /// a request's telemetry may name (see [`crate::RequestRecord::tool`]).
+    pub(crate) fn knows_target(&self, method: &str, name: &str) -> bool {
+        match method {
+            methods::TOOLS_CALL => self
+                .inner
+                .tools
+                .read()
+                .expect("tools lock")
+                .items
+                .contains_key(name),
+            methods::PROMPTS_GET => self
+                .inner
+                .prompts
+                .read()
+                .expect("prompts lock")
+                .items
+                .contains_key(name),
+            _ => false,
+        }
+    }
+
     /// Starts configuring a server with this name and version.
     pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
         ServerBuilder {
@@ -573,6 +651,7 @@ impl Server {
             tasks: TaskOptions::default(),
             skills: None,
             observer: None,
+            admit: None,
         }
     }
 
@@ -1832,6 +1911,10 @@ impl Service for SessionState {
         }
     }
 
+    fn knows_target(&self, method: &str, name: &str) -> bool {
+        self.server.knows_target(method, name)
+    }
+
     fn notification(
         self: &Arc<Self>,
         _peer: &Peer,
@@ -1849,6 +1932,7 @@ impl SessionState {
         method: String,
         params: Option<Box<RawValue>>,
     ) -> Result<Box<RawValue>, ErrorObject> {
+        self.server.admit(&req, &method)?;
         if method == methods::INITIALIZE {
             return self.initialize(params.as_deref());
         }
