@@ -597,9 +597,17 @@ impl<'de> Deserialize<'de> for Listen {
         if text == "stdio" {
             return Ok(Listen::Stdio);
         }
-        text.parse().map(Listen::Http).map_err(|_| {
+        // `localhost:PORT` is the IPv4 loopback address.
+        let parsed = match text.strip_prefix("localhost:") {
+            Some(port) => port
+                .parse::<u16>()
+                .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+                .ok(),
+            None => text.parse().ok(),
+        };
+        parsed.map(Listen::Http).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "expected \"stdio\" or an address such as \"127.0.0.1:8787\", found {text:?}"
+                "expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found {text:?}"
             ))
         })
     }
@@ -821,6 +829,12 @@ pub struct ReadConfig {
     /// fails closed). Writes have no such key.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tasks: bool,
+    /// Whether the host asserts the tool only reads although its upstream marks it
+    /// `destructiveHint: true` or `readOnlyHint: false` (default false: such a tool bound as a
+    /// read is a configuration mistake; with true it is served as a read, with a warning at
+    /// every start). Remote annotations grant nothing: they only make the host say so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asserted_read_only: bool,
 }
 
 /// A skill binding (a `[skills.NAME]` table): one skill an upstream serves (the Skills

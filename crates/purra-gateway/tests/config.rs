@@ -180,7 +180,7 @@ tasks = "yes"
         errors(text),
         [
             "g.toml:2: gateway.name: invalid type: integer `7`, expected a string",
-            "g.toml:3: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\", found \"everywhere\"",
+            "g.toml:3: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found \"everywhere\"",
             "g.toml:4: gateway.approval_wait: expected a duration with a unit ms, s, m or h (such as \"30s\"), found \"30\"",
             "g.toml:5: gateway.elicitation: invalid type: string \"yes\", expected a boolean",
             "g.toml:11: upstreams.notes.command: invalid type: string \"python3 notes.py\", expected a sequence",
