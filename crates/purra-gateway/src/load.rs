@@ -208,7 +208,7 @@ struct Partial {
 }
 
 /// Reads `text`; `whole` adds the checks of a whole configuration (something to serve).
-fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
+fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Box<Partial>> {
     let mut cx = Cx {
         file: file.to_owned(),
         lines: LineIndex::new(text),
@@ -231,7 +231,7 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
                 message: format!("invalid TOML: {}", e.message().trim()),
             })
             .collect();
-        return Err(Partial {
+        return Err(Box::new(Partial {
             errors,
             keys: BTreeMap::new(),
             upstreams: BTreeMap::new(),
@@ -239,7 +239,7 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
             facts: BTreeMap::new(),
             limits: None,
             policies: None,
-        });
+        }));
     }
     let config = cx.document(doc.get_ref(), doc.span());
     if let Some(config) = &config {
@@ -272,7 +272,7 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
         _ => {
             let mut errors = cx.errors;
             errors.sort_by_key(|e| e.line.unwrap_or(0));
-            Err(Partial {
+            Err(Box::new(Partial {
                 errors,
                 keys: cx.keys,
                 upstreams: cx.upstreams,
@@ -280,7 +280,7 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
                 facts: cx.facts,
                 limits: cx.limits.map(Box::new),
                 policies: cx.policies.map(Box::new),
-            })
+            }))
         }
     }
 }

@@ -718,6 +718,71 @@ mod tests {
         assert!(holds("len(tags) >= 2", json!({"tags": [1, 2]})));
     }
 
+    /// Issue 44, defect 4: a refusal names the rule that did not hold and the value's path,
+    /// never the value; a rule on an argument the schema does not declare is found.
+    #[test]
+    fn refusals_name_the_rule_and_the_path_never_the_value() {
+        let scope = Scope::from_rules(&ScopeRules {
+            principals: Some(vec!["local".into()]),
+            clients: None,
+            arguments: vec!["len(doc.text) <= 3".into(), "mode in [\"a\"]".into()],
+        })
+        .unwrap();
+        let who = Caller {
+            principal: "local".into(),
+            client: "c".into(),
+            identity: None,
+        };
+        assert_eq!(
+            scope.refusal(&who, &json!({"doc": {"text": "secret value"}, "mode": "a"})),
+            Some(
+                "the argument rule `len(doc.text) <= 3` does not hold for the value at `doc.text`"
+                    .into()
+            )
+        );
+        assert_eq!(
+            scope.refusal(&who, &json!({"doc": {"text": "ok"}})),
+            Some("the argument rule `mode in [\"a\"]` does not hold: the arguments have no value at `mode`".into())
+        );
+        assert_eq!(
+            scope.refusal(&who, &json!({"doc": {"text": "ok"}, "mode": "a"})),
+            None
+        );
+        let stranger = Caller {
+            principal: "mallory".into(),
+            ..who
+        };
+        assert_eq!(
+            scope.refusal(&stranger, &json!({})),
+            Some("the caller's principal is not one of scope.principals".into())
+        );
+
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}});
+        let rule = |r: &str| {
+            ArgumentRule::parse(r)
+                .unwrap()
+                .missing_in(&schema, "the tool \"w\"")
+        };
+        assert_eq!(
+            rule("pth within \"/srv\""),
+            Some("names the argument `pth`, which the tool \"w\" does not take (it takes: path, content; did you mean `path`?)".into())
+        );
+        assert_eq!(
+            rule("len(zzzzzz) <= 3"),
+            Some("names the argument `zzzzzz`, which the tool \"w\" does not take (it takes: path, content)".into())
+        );
+        assert_eq!(rule("path within \"/srv\""), None);
+        // Below a declared string, nothing is looked into; an open object is not checked.
+        assert_eq!(rule("path.x == 1"), None);
+        let open = json!({"type": "object", "additionalProperties": true});
+        assert_eq!(
+            ArgumentRule::parse("any == 1")
+                .unwrap()
+                .missing_in(&open, "t"),
+            None
+        );
+    }
+
     #[test]
     fn rules_that_cannot_parse_say_why() {
         let err = |rule: &str| ArgumentRule::parse(rule).unwrap_err();
