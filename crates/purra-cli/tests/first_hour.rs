@@ -442,3 +442,60 @@ fn defect_4_a_rule_on_a_missing_argument_is_a_mistake() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A scenario whose only upstream is `command` (a bound read over it).
+fn broken(name: &str, command: &[&str], extra: &str) -> (PathBuf, String) {
+    let dir = fresh_dir("first-hour", name);
+    let text = format!(
+        "[gateway]\ndb = \"gateway.db\"\n{extra}\n[upstreams.up]\ncommand = {command:?}\n\n[reads.get]\nupstream = \"up\"\ntitle = \"Get\"\nscope = \"open\"\n"
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).expect("config");
+    (dir, config.to_string_lossy().into_owned())
+}
+
+/// Friction: an upstream that ends at start said only "connection closed"; now its last line
+/// on stderr too (and what it wrote still reaches the gateway's stderr).
+#[test]
+fn an_upstream_that_ends_at_start_names_its_last_stderr_line() {
+    let (dir, config) = broken(
+        "crash",
+        &[
+            "sh",
+            "-c",
+            "echo 'starting' >&2; echo 'fatal: no token' >&2; exit 3",
+        ],
+        "",
+    );
+    let out = purra(&["gateway", "--config", &config, "--check"]);
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(
+        own_lines(&out.stderr),
+        [
+            "purra: the configuration has 1 mistake:".to_owned(),
+            format!("  {config}:4: upstreams.up: cannot connect: connection closed; its last line on stderr: \"fatal: no token\""),
+        ]
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("starting\nfatal: no token\n"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Friction: a hanging upstream took 60 s and named no setting; now `[limits] timeout` bounds
+/// the handshake and the message names it.
+#[test]
+fn a_hanging_upstream_names_the_setting_that_bounds_it() {
+    let (dir, config) = broken("hang", &["sleep", "30"], "\n[limits]\ntimeout = \"1s\"\n");
+    let started = std::time::Instant::now();
+    let out = purra(&["gateway", "--config", &config, "--check"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(
+        own_lines(&out.stderr),
+        [
+            "purra: the configuration has 1 mistake:".to_owned(),
+            format!("  {config}:7: upstreams.up: cannot connect: no answer within 1s (the [limits] timeout bounds the handshake and the listing)"),
+        ]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
