@@ -4,8 +4,11 @@
 //! The configuration is read and checked first; every mistake is printed with its file, line
 //! and key (a bound tool the upstream refuses also names the place in the tool and the reason;
 //! with `-v`, the listed JSON there), and the command exits 78 before anything is served.
-//! Warnings (a write bound with `effect = "write"` over a tool the upstream marks destructive)
-//! are printed at `--check` and at start. With `[policies]`, `--check` also says how many Cedar
+//! Warnings (a write bound with `effect = "write"` over a tool the upstream marks destructive, a
+//! read with `asserted_read_only = true` over one it marks writing) are printed at `--check` and
+//! at start. `--check` also opens the store as the start would (removing a SQLite file it
+//! created) and tries each address the start would listen on (`listen`, `metrics_listen`,
+//! `--page`): one that cannot be used is a mistake at its key and line, as at start. With `[policies]`, `--check` also says how many Cedar
 //! policies were validated (a policy naming an unknown tool or attribute is a mistake at its
 //! file and line), and with `-v` prints the schema generated for them. Operational messages go to
 //! stderr, prefixed `purra gateway:`; over HTTP the first line is `purra gateway: serving URL`,
