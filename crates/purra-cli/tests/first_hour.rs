@@ -409,6 +409,13 @@ fn defect_3_check_refuses_busy_addresses() {
 /// every call.
 #[test]
 fn defect_4_a_rule_on_a_missing_argument_is_a_mistake() {
+    let refused = |sc: &Scenario| {
+        format!(
+            "  {}:{}: writes.write_file.scope.arguments[0]: the rule `pth within \"/srv\"` names the argument `pth`, which the tool \"write_file\" of upstream \"up\" does not take (it takes: path, content; did you mean `path`?): it would deny every call",
+            sc.config(),
+            sc.line_of("arguments = ")
+        )
+    };
     let sc = Scenario::new(
         "missing-argument",
         "db = \"gateway.db\"\nlisten = \"127.0.0.1:0\"",
@@ -416,11 +423,7 @@ fn defect_4_a_rule_on_a_missing_argument_is_a_mistake() {
     );
     let mistake = vec![
         "purra: the configuration has 1 mistake:".to_owned(),
-        format!(
-            "  {}:{}: writes.write_file.scope.arguments[0]: the rule `pth within \"/srv\"` names the argument `pth`, which the tool \"write_file\" of upstream \"up\" does not take (it takes: path, content; did you mean `path`?): it would deny every call",
-            sc.config(),
-            sc.line_of("arguments = ")
-        ),
+        refused(&sc),
     ];
     let out = sc.check();
     assert_eq!(out.status.code(), Some(78));
@@ -428,6 +431,28 @@ fn defect_4_a_rule_on_a_missing_argument_is_a_mistake() {
     let out = sc.start();
     assert_eq!(out.status.code(), Some(78));
     assert_eq!(own_lines(&out.stderr), mistake);
+
+    // Beside another mistake (the all-mistakes path), both at once.
+    let sc = Scenario::new(
+        "missing-argument-and-more",
+        "db = \"gateway.db\"\napproval_wait = \"90\"",
+        &WRITE.replace("path within", "pth within"),
+    );
+    let out = sc.check();
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(
+        own_lines(&out.stderr),
+        [
+            "purra: the configuration has 2 mistakes:".to_owned(),
+            format!(
+                "  {}:{}: gateway.approval_wait: expected a duration with a unit ms, s, m or h (such as \"30s\"), found \"90\"",
+                sc.config(),
+                sc.line_of("approval_wait")
+            ),
+            refused(&sc),
+        ]
+    );
+
     // The rule as meant passes.
     let ok = Scenario::new(
         "present-argument",
