@@ -653,7 +653,9 @@ impl Cx {
             let s = TelemetrySettings {
                 otlp_endpoint: f.opt("otlp_endpoint"),
                 service_name: f.opt("service_name"),
-                metrics_listen: f.opt("metrics_listen"),
+                metrics_listen: f
+                    .opt::<crate::config::Address>("metrics_listen")
+                    .map(|a| a.0),
                 metrics_interval: f.opt("metrics_interval").unwrap_or(d.metrics_interval),
             };
             f.finish();
