@@ -19,6 +19,12 @@
 #[doc = include_str!("../docs/from-rmcp.md")]
 pub struct FromRmcp;
 
+/// The repository's README: every Rust sample in it is a whole program, compiled here (the
+/// rmcp side of its comparison is marked `ignore`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;
+
 /// The examples in the READMEs of the published crates that have Rust code (purra-core's
 /// README is its crate documentation, tested there).
 #[cfg(doctest)]

@@ -18,10 +18,12 @@ Targets:
       purra call echo text=hi -- python server.py
 
 Arguments:
-  Tool arguments are KEY=VALUE pairs; VALUE is parsed as JSON when it parses (numbers, true,
-  false, null, objects, arrays, \"quoted strings\"), otherwise it is the string as written:
-  n=3 is the number 3, text=hi the string \"hi\", text='\"3\"' the string \"3\".
-  --args '{...}' gives a JSON object first; KEY=VALUE pairs then set or replace keys.
+  Tool arguments are KEY=VALUE pairs, converted by the tool's input schema: a property of type
+  string takes VALUE as written (zip=94103 is the string \"94103\"); any other VALUE is parsed
+  as JSON when it parses (numbers, true, false, null, objects, arrays, \"quoted strings\"),
+  otherwise it is the string as written: n=3 is the number 3, text=hi the string \"hi\".
+  --args '{...}' gives a raw JSON object first (never converted); KEY=VALUE pairs then set or
+  replace keys.
   Prompt arguments are always strings (MCP prompt arguments are strings).
 
 Output:
@@ -29,7 +31,7 @@ Output:
   and binary resources summarized (e.g. [image image/png, 1.2 KiB]). --json prints one JSON
   document instead. Progress and server log messages go to stderr (a live progress bar when
   stderr is a terminal, plain lines otherwise). On a terminal, control characters a server
-  sent (escape sequences) are shown as escapes like \x1b, never obeyed; pipes and files get
+  sent (escape sequences) are shown as escapes like \\x1b, never obeyed; pipes and files get
   the text exactly as sent. `call --max-time SECS` (default 600) bounds a call in all, however
   much progress the server reports.
 

@@ -1,4 +1,6 @@
-//! `KEY=VALUE` arguments: a value is JSON when it parses as JSON, otherwise the string as written.
+//! `KEY=VALUE` arguments: a value is converted by the tool's input schema when the schema gives
+//! the property one kind of value (a string property takes the text as written, `zip=94103` the
+//! string "94103"); otherwise it is JSON when it parses as JSON, else the string as written.
 
 use serde_json::{Map, Value};
 
@@ -19,8 +21,13 @@ pub fn value(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
-/// Tool arguments: the `--args` object (if any), then each `KEY=VALUE` set on top of it.
-pub fn tool_arguments(json: Option<&str>, pairs: &[String]) -> Result<Value, Failure> {
+/// Tool arguments: the `--args` object (raw JSON, never converted), then each `KEY=VALUE` set on
+/// top of it, converted by `schema` (the tool's `inputSchema`, when known).
+pub fn tool_arguments(
+    json: Option<&str>,
+    pairs: &[String],
+    schema: Option<&Value>,
+) -> Result<Value, Failure> {
     let mut args = match json {
         None => Map::new(),
         Some(text) => match serde_json::from_str::<Value>(text) {
@@ -31,9 +38,32 @@ pub fn tool_arguments(json: Option<&str>, pairs: &[String]) -> Result<Value, Fai
     };
     for pair in pairs {
         let (key, text) = split(pair)?;
-        args.insert(key.to_owned(), value(text));
+        let value = if takes_only_strings(schema, key) {
+            Value::String(text.to_owned())
+        } else {
+            value(text)
+        };
+        args.insert(key.to_owned(), value);
     }
     Ok(Value::Object(args))
+}
+
+/// Whether `schema` declares property `key` with `type` "string" (or a list of types whose only
+/// non-null one is "string"): then the text is the value as written, as the MCP Inspector's CLI
+/// does; a property with no such declaration (none, a union, `anyOf`, a `$ref`) takes JSON when
+/// the text parses.
+fn takes_only_strings(schema: Option<&Value>, key: &str) -> bool {
+    let Some(ty) = schema.and_then(|s| s.get("properties")?.get(key)?.get("type")) else {
+        return false;
+    };
+    match ty {
+        Value::String(t) => t == "string",
+        Value::Array(types) => {
+            let mut kinds = types.iter().filter(|t| *t != "null");
+            kinds.next().is_some_and(|t| t == "string") && kinds.next().is_none()
+        }
+        _ => false,
+    }
 }
 
 /// Prompt arguments: every value is a string, as MCP prompt arguments are.
@@ -67,26 +97,62 @@ mod tests {
     fn pairs_go_on_top_of_the_json_object() {
         let pairs = vec!["b=3".to_owned(), "text=x=y".to_owned()];
         assert_eq!(
-            tool_arguments(Some(r#"{"a": 1, "b": 2}"#), &pairs).unwrap(),
+            tool_arguments(Some(r#"{"a": 1, "b": 2}"#), &pairs, None).unwrap(),
             json!({"a": 1, "b": 3, "text": "x=y"})
         );
-        assert_eq!(tool_arguments(None, &[]).unwrap(), json!({}));
+        assert_eq!(tool_arguments(None, &[], None).unwrap(), json!({}));
         assert!(matches!(
-            tool_arguments(Some("[1]"), &[]),
+            tool_arguments(Some("[1]"), &[], None),
             Err(Failure::Usage(_))
         ));
         assert!(matches!(
-            tool_arguments(Some("{"), &[]),
+            tool_arguments(Some("{"), &[], None),
             Err(Failure::Usage(_))
         ));
         assert!(matches!(
-            tool_arguments(None, &["=1".to_owned()]),
+            tool_arguments(None, &["=1".to_owned()], None),
             Err(Failure::Usage(_))
         ));
         assert!(matches!(
-            tool_arguments(None, &["novalue".to_owned()]),
+            tool_arguments(None, &["novalue".to_owned()], None),
             Err(Failure::Usage(_))
         ));
+    }
+
+    #[test]
+    fn a_string_property_takes_the_text_as_written() {
+        let schema = json!({"type": "object", "properties": {
+            "zip": {"type": "string"},
+            "note": {"type": ["string", "null"]},
+            "n": {"type": "integer"},
+            "either": {"type": ["string", "integer"]},
+            "any": {"anyOf": [{"type": "string"}]},
+        }});
+        let pairs: Vec<String> = [
+            "zip=94103",
+            "note=true",
+            "n=3",
+            "either=3",
+            "any=4",
+            "other=5",
+        ]
+        .iter()
+        .map(|p| (*p).to_owned())
+        .collect();
+        assert_eq!(
+            tool_arguments(None, &pairs, Some(&schema)).unwrap(),
+            json!({"zip": "94103", "note": "true", "n": 3, "either": 3, "any": 4, "other": 5})
+        );
+        // --args is raw JSON: a number stays a number even where the schema wants a string.
+        assert_eq!(
+            tool_arguments(Some(r#"{"zip": 94103}"#), &[], Some(&schema)).unwrap(),
+            json!({"zip": 94103})
+        );
+        // Without the schema (not listed by the server), the old rule.
+        assert_eq!(
+            tool_arguments(None, &pairs[..1], None).unwrap(),
+            json!({"zip": 94103})
+        );
     }
 
     #[test]

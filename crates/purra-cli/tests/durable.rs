@@ -827,3 +827,44 @@ fn approvals_show_prints_hidden_characters_escaped_with_a_warning() {
     assert_eq!(exact["decision"]["approver"], "bot\u{2066} (app)");
     assert_eq!(exact["decision"]["note"], "fine\u{e0041}");
 }
+
+/// Issue 43 finding 7: `purra approvals show` prints who asked and who decided, which name a
+/// client that chose its own name, on one line each, escaped and bounded (a record made before
+/// the gateway bounded names included).
+#[test]
+fn finding_7_approvals_show_prints_a_clients_name_escaped_and_bounded() {
+    let tmp = TempDir::new("client-name");
+    let db = tmp.db();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        use purra_core::ApprovalGateway;
+        let store = purra_sqlite::SqliteStore::open(&db).expect("store");
+        let mut evil = purra_store_tests::request("a");
+        evil.requested_by = "local (evil\u{202e}\nname)".into();
+        let id = store.prepare(evil).await.expect("prepare");
+        let mut decision = purra_store_tests::decision(purra_core::Verdict::Deny, None);
+        decision.approver = "evil\u{202e}\nname (app)".into();
+        store.decide(id, decision).await.expect("decide");
+        let mut long = purra_store_tests::request("b");
+        long.requested_by = format!("local ({})", "x".repeat(10_000));
+        store.prepare(long).await.expect("prepare");
+    });
+    let out = expect_code(
+        &purra(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
+        0,
+    );
+    has_line(&out, r"requested by: local (evil\u202e\nname)");
+    has_line(&out, r"decision: deny by evil\u202e\nname (app)");
+    assert!(!out.contains('\u{202e}'), "{out}");
+    let out = expect_code(
+        &purra(&tmp.0, &["approvals", "show", "approval-2", "--db", &db]),
+        0,
+    );
+    has_line(
+        &out,
+        &format!("requested by: local ({}\u{2026}", "x".repeat(505)),
+    );
+}

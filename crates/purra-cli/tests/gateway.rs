@@ -1236,6 +1236,50 @@ fn check_warns_what_apps_trusts_over_http() {
     );
 }
 
+/// Issue 43 finding 8: with `[gateway.auth]` on an HTTP listener, `--check` warns of a write
+/// binding whose only caller rule is `clients` (a name the caller chooses), at its key and line.
+#[test]
+fn finding_8_check_warns_of_a_write_whose_only_caller_rule_is_clients() {
+    let sc = Scenario::new("check-clients-only");
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        ..Setup::default()
+    });
+    let mut text = std::fs::read_to_string(sc.config()).expect("config");
+    text.push_str("\n[gateway.auth]\nissuer = \"https://issuer.example\"\n");
+    std::fs::write(sc.config(), &text).expect("config");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("clients = "))
+        .expect("the clients line");
+    let out = purra(&["gateway", "--config", &sc.config(), "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "configuration ok: 2 tools: get_value, set_value\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "purra gateway: warning: {}:{line}: writes.set_value.scope.clients: the write's only \
+             caller rule is clients, and a client chooses its own name (clientInfo.name): any \
+             caller with a valid token that gives one of these names passes; clients is not \
+             authentication: name who may write with principals = [...] or with [policies] on \
+             the token's claims\n",
+            sc.config()
+        )
+    );
+    // A principals rule beside it: no warning.
+    let text = text.replace(
+        "[writes.set_value.scope]\n",
+        "[writes.set_value.scope]\nprincipals = [\"https://issuer.example#alice\"]\n",
+    );
+    std::fs::write(sc.config(), &text).expect("config");
+    let out = purra(&["gateway", "--config", &sc.config(), "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
 /// Item 4 at `--check`: Cedar policies are validated against the schema of the tools the
 /// upstream lists as bound; a policy naming a tool that is not bound or an argument the tool
 /// does not take is a mistake at its policy file and line (exit 78, nothing served, no store);

@@ -747,3 +747,124 @@ fn real_schemas_outside_the_profile_are_named_exactly() {
         ]
     );
 }
+
+/// docs/clients.md's stdio snippet (the Claude Desktop block, the same `command` and `args` the
+/// other clients' stdio snippets give) over docs/examples/official-servers.toml: the Python SDK
+/// client starts `purra` from PATH with exactly the snippet's arguments (the file's path put in
+/// place of the placeholder, /srv/notes in the sample made a fresh folder), lists the five bound
+/// tools and reads a file through the official filesystem server. npx finds the pinned reference
+/// servers in a `node_modules` beside the file, offline, as it would after a first download.
+#[test]
+fn the_documented_stdio_snippet_starts_the_gateway_over_the_official_servers() {
+    let root = repo_root();
+    let guide = std::fs::read_to_string(root.join("docs/clients.md")).expect("docs/clients.md");
+    let after = guide
+        .split("<!-- stdio-snippet")
+        .nth(1)
+        .expect("the stdio-snippet marker");
+    let block = after
+        .split("```json\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("the snippet's JSON block");
+    let snippet: Value = serde_json::from_str(block).expect("the snippet is JSON");
+    let server = &snippet["mcpServers"]["purra"];
+    assert_eq!(server["command"], "purra");
+    let placeholder = "/absolute/path/to/gateway.toml";
+
+    let dir = fresh_dir("real", "snippet");
+    let notes = dir.join("notes");
+    std::fs::create_dir_all(&notes).expect("notes");
+    std::fs::write(notes.join("hello.txt"), "hello from the notes\n").expect("a note");
+    std::os::unix::fs::symlink(
+        root.join("peers/node/node_modules"),
+        dir.join("node_modules"),
+    )
+    .expect("node_modules");
+    let sample = std::fs::read_to_string(root.join("docs/examples/official-servers.toml"))
+        .expect("the sample gateway file");
+    assert!(
+        sample.contains("\"/srv/notes\""),
+        "the sample names /srv/notes"
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        sample.replace("/srv/notes", &notes.to_string_lossy()),
+    )
+    .expect("config");
+    let args: Vec<String> = server["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| {
+            let a = a.as_str().expect("a string");
+            if a == placeholder {
+                config.to_string_lossy().into_owned()
+            } else {
+                a.to_owned()
+            }
+        })
+        .collect();
+    assert!(
+        args.iter().any(|a| *a == config.to_string_lossy()),
+        "{args:?}"
+    );
+
+    let bin_dir = Path::new(purra_bin()).parent().expect("bin dir").to_owned();
+    let path = format!(
+        "{}:{}:{}",
+        bin_dir.display(),
+        peers_dir().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let file = notes.join("hello.txt").to_string_lossy().into_owned();
+    let steps = json!([{"list": true}, {"call": "read_text_file", "args": {"path": file}}]);
+    let out = Command::new(python())
+        .arg(peer(root.join("peers/python/gateway_client.py")))
+        .args(["--steps", &steps.to_string(), "--", "purra"])
+        .args(&args)
+        .current_dir(&dir)
+        .env("PATH", path)
+        .env("npm_config_offline", "true")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the Python SDK client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let list = docs.iter().find(|d| d["step"] == "list").expect("the list");
+    let mut names: Vec<&str> = list["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("a name"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "create_entities",
+            "list_directory",
+            "read_graph",
+            "read_text_file",
+            "write_file"
+        ]
+    );
+    let call = docs.iter().find(|d| d["step"] == "call").expect("the call");
+    assert_eq!(
+        call["result"]["structuredContent"],
+        json!({"content": "hello from the notes\n"}),
+        "{call}"
+    );
+    assert!(docs.iter().any(|d| d["event"] == "done"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -28,7 +28,9 @@
 
 use std::time::SystemTime;
 
-use purra_core::visible::{escape_hidden, escape_hidden_json, has_hidden, value_has_hidden};
+use purra_core::visible::{
+    escape_hidden, escape_hidden_json, has_hidden, one_line, value_has_hidden, WHO_MAX_CHARS,
+};
 use purra_core::{
     ApprovalId, ApprovalState, ClaimState, Decision, DecisionPath, EffectOutcome, ErrorCode,
     IdempotencyKey, SelfDecision, StoreError, Verdict,
@@ -314,7 +316,7 @@ impl Inner {
             "approval": view.approval.as_ref().map(|a| a.0.clone()),
             "status": view.status,
             "approvalBy": b.approval.as_str(),
-            "decidedBy": decided_by.map(escape_hidden),
+            "decidedBy": decided_by.map(|d| one_line(d, WHO_MAX_CHARS)),
             "note": note.map(escape_hidden),
         })
     }

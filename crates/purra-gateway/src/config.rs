@@ -809,6 +809,12 @@ pub struct ScopeRules {
     /// Principals allowed to call (absent: any).
     pub principals: Option<Vec<String>>,
     /// Downstream client names (`clientInfo.name`) allowed to call (absent: any).
+    ///
+    /// Not authentication: a client chooses its own name, and any client that calls itself
+    /// `claude-code` passes `clients = ["claude-code"]`. It keeps honest clients to their tools;
+    /// for authority name `principals` (with `[gateway.auth]`, the token's `ISSUER#SUBJECT`) or
+    /// write policies on the token's claims. `--check` warns when a write's only caller rule
+    /// is `clients` on an HTTP listener with `[gateway.auth]`.
     pub clients: Option<Vec<String>>,
     /// Argument rules such as `len(text) <= 200` (see [`crate::scope`]).
     pub arguments: Vec<String>,

@@ -331,7 +331,10 @@ impl Gateway {
         if inner.settings.apps {
             inner.serve_approval_views(source)?;
         }
-        for warning in client_decision_warnings(&config) {
+        for warning in client_decision_warnings(&config)
+            .into_iter()
+            .chain(client_name_warnings(&config, source))
+        {
             inner.log(&warning);
         }
         inner.publish();
@@ -615,6 +618,34 @@ impl Gateway {
             u.close().await;
         }
     }
+}
+
+/// What the gateway warns about at start (and with `--check`) on an HTTP listener with
+/// `[gateway.auth]`: a write binding whose only caller rule is `clients = [...]`. A client
+/// chooses its own `clientInfo.name`, so any caller with a valid token passes that rule by
+/// giving an allowed name; it is not authentication.
+pub(crate) fn client_name_warnings(config: &GatewayConfig, source: &ConfigSource) -> Vec<String> {
+    let g = &config.gateway;
+    if !matches!(g.listen, Listen::Http(_)) || g.auth.is_none() {
+        return Vec::new();
+    }
+    config
+        .writes
+        .iter()
+        .filter(|(_, w)| {
+            w.scope.principals.is_none() && w.scope.clients.as_ref().is_some_and(|c| !c.is_empty())
+        })
+        .map(|(name, _)| {
+            let at = source.error(
+                &format!("writes.{name}.scope.clients"),
+                "the write's only caller rule is clients, and a client chooses its own name \
+                 (clientInfo.name): any caller with a valid token that gives one of these names \
+                 passes; clients is not authentication: name who may write with principals = \
+                 [...] or with [policies] on the token's claims",
+            );
+            format!("warning: {at}")
+        })
+        .collect()
 }
 
 /// What the gateway warns about at start (and with `--check`) when clients that connect over
@@ -1018,9 +1049,14 @@ impl Inner {
             Ok(()) => true,
             Err(Refusal::Denied) => false,
             Err(Refusal::Error(why)) => {
+                // `why` names the policy and the kind of error, never a value it evaluated.
                 self.log(&format!(
                     "policies: the call of {} by {} was refused: {why}",
-                    b.local, caller.principal
+                    b.local,
+                    purra_core::visible::one_line(
+                        &caller.principal,
+                        purra_core::visible::WHO_MAX_CHARS
+                    )
                 ));
                 false
             }

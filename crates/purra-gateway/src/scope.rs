@@ -1,7 +1,10 @@
 //! Scope rules as data: which callers may use a binding, and what its arguments must satisfy.
 //!
 //! A caller is the principal it acts as and the client name it declared in `initialize`
-//! (`clientInfo.name`). An argument rule is one line `TERM OP VALUE`:
+//! (`clientInfo.name`). The client name is the caller's own claim, not authentication: any
+//! client can call itself `claude-code`. Authority comes from the principal (with
+//! `[gateway.auth]`, the token's `ISSUER#SUBJECT`) or from policies on the token's claims.
+//! An argument rule is one line `TERM OP VALUE`:
 //!
 //! | part | forms |
 //! |---|---|

@@ -40,6 +40,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use purra_core::visible::client_name;
 use purra_core::{
     execute, json_identity, preset_fingerprint, ApprovalId, ApprovalIntent, ApprovalRecord,
     ApprovalRequest, ApprovalState, ClaimState, ClaimVerdict, Decision, DecisionPath,
@@ -195,7 +196,7 @@ impl Inner {
         let now = SystemTime::now();
         Decision {
             verdict,
-            approver: via.approver(&client),
+            approver: via.approver(&client_name(&client)),
             decided_at: now,
             expires_at: (verdict == Verdict::Approve)
                 .then(|| now.checked_add(self.settings.approval_ttl.0))
@@ -390,10 +391,12 @@ impl Inner {
             .approval_binding()
             .cloned()
             .ok_or(StoreError::Conflict("the tool has no approval binding"))?;
+        // The client's name is its own choice: kept on one line, escaped and bounded, as every
+        // approver surface, webhook and log shows it.
         let requested_by = if caller.client.is_empty() {
             caller.principal.clone()
         } else {
-            format!("{} ({})", caller.principal, caller.client)
+            format!("{} ({})", caller.principal, client_name(&caller.client))
         };
         let now = SystemTime::now();
         let expires_at = now.checked_add(self.settings.approval_request_ttl.0);

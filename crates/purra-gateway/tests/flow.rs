@@ -58,6 +58,17 @@ async fn upstream(writes: Arc<AtomicU64>) -> String {
         .expect("tool");
     server
         .raw_tool(
+            tool(
+                "count",
+                json!({"type": "object", "properties": {"n": {"type": "integer"}},
+                    "required": ["n"], "additionalProperties": false}),
+                None,
+            ),
+            |_, _| async { Ok(CallToolResult::text("counted")) },
+        )
+        .expect("tool");
+    server
+        .raw_tool(
             tool("leak", json!({"type": "object", "properties": {}}), None),
             |_, _| async { Ok(CallToolResult::error("SECRET: /srv/db password=hunter2")) },
         )
@@ -552,6 +563,45 @@ async fn a_repeated_call_replaces_a_request_that_expired_while_nobody_called() {
         "{second:?}"
     );
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// Issue 43 finding 7: in the approval view, a decider named after a client's self-declared
+/// name (`NAME (app)`) is shown on one line, escaped and bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_7_the_view_shows_a_clients_name_escaped_and_bounded() {
+    let fx = fixture_with("view-name", Duration::from_secs(30), |c| {
+        apps_on(c);
+        if let Some(w) = c.writes.get_mut("set_value") {
+            w.scope.clients = None;
+        }
+    })
+    .await;
+    let long = "x".repeat(10_000);
+    for (name, value, shown) in [
+        (
+            "evil\u{202e}\nname",
+            "a",
+            "evil\\u202e\\nname (app)".to_owned(),
+        ),
+        (
+            long.as_str(),
+            "b",
+            format!("{}\u{2026} (app)", "x".repeat(128)),
+        ),
+    ] {
+        let conn = Arc::new(client_with(&fx.gateway, name, ClientOptions::default().apps()).await);
+        let call = {
+            let conn = conn.clone();
+            tokio::spawn(async move { conn.call_tool("set_value", json!({"value": value})).await })
+        };
+        view_until(&conn, value, "pending").await;
+        let decided = view(&conn, value, json!({"decision": "approve"})).await;
+        let s = decided.structured_content.clone().expect("structured");
+        assert_eq!(s["decidedBy"], json!(shown), "{s}");
+        call.await.expect("join").expect("call");
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 2);
     fx.gateway.shutdown().await;
 }
 
@@ -1514,6 +1564,169 @@ async fn policies_refuse_before_anything_is_prepared_and_a_change_refuses_old_ap
     );
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     second.shutdown().await;
+}
+
+/// Issue 43 finding 7: a client's self-declared name is recorded as who asked on one line,
+/// escaped and bounded (128 characters and `…`): the page, the CLI, the App view and webhooks
+/// all show the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_7_a_clients_name_is_recorded_escaped_and_bounded() {
+    let fx = fixture_with("client-name", Duration::from_millis(50), |c| {
+        if let Some(w) = c.writes.get_mut("set_value") {
+            w.scope.clients = None;
+        }
+    })
+    .await;
+    let long = "x".repeat(10_000);
+    for (name, value) in [("evil\u{202e}\nname", "a"), (long.as_str(), "b")] {
+        let conn = client(&fx.gateway, name).await;
+        let r = conn
+            .call_tool("set_value", json!({"value": value}))
+            .await
+            .expect("call");
+        assert!(text(&r).0.contains("is pending"), "{r:?}");
+    }
+    let mut asked_by = Vec::new();
+    for id in ["approval-1", "approval-2"] {
+        let record = fx
+            .store
+            .approval(ApprovalId(id.into()))
+            .await
+            .expect("read")
+            .expect("prepared");
+        asked_by.push(record.request.requested_by);
+    }
+    assert_eq!(
+        asked_by,
+        [
+            "local (evil\\u202e\\nname)".to_owned(),
+            format!("local ({}\u{2026})", "x".repeat(128))
+        ]
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// Every tracing line of this test binary (level first, no time, no colour), at every level: the
+/// subscriber is the process's global one, since the gateway's tasks run on the runtime's threads.
+fn captured_tracing() -> Arc<std::sync::Mutex<Vec<u8>>> {
+    static LINES: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LINES
+        .get_or_init(|| {
+            let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let sink = lines.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .without_time()
+                .with_ansi(false)
+                .with_writer(move || Sink(sink.clone()))
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+            lines
+        })
+        .clone()
+}
+
+/// Appends what tracing writes to the captured lines.
+struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lines").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Issue 43 finding 9: a policy whose evaluation fails on a typed argument (an integer
+/// overflow) refuses the call (fail-closed, nothing sent), and the argument's value is in no
+/// log line below trace (`-vv`): not in the operator's message, not at debug. Cedar's own text,
+/// which quotes both operands, is at trace only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_9_a_policy_evaluation_error_logs_no_argument_value_below_trace() {
+    let traced = captured_tracing();
+    let dir = policy_dir("overflow");
+    let file = dir.0.join("overflow.cedar");
+    std::fs::write(
+        &file,
+        "permit (principal, action, resource);\n\
+         forbid (principal, action == Action::\"count\", resource)\n  \
+           when { context.arguments.n + 9223372036854775807 > 0 };\n",
+    )
+    .expect("policies");
+    let policies = purra_gateway::PoliciesConfig {
+        files: vec![file.clone()],
+        claims: Default::default(),
+    };
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = logged.clone();
+    let fx = fixture_opts(
+        "overflow",
+        Duration::from_millis(50),
+        |c| {
+            c.policies = Some(policies);
+            c.reads.insert(
+                "count".into(),
+                ReadConfig {
+                    upstream: "up".into(),
+                    tool: None,
+                    title: "Count".into(),
+                    concurrency: Default::default(),
+                    scope: ScopeConfig::Open,
+                    tasks: false,
+                },
+            );
+        },
+        StartOptions::default().log(move |m| log.lock().expect("log").push(m.to_owned())),
+    )
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let value = 4_242_424_242_i64;
+    let r = conn
+        .call_tool("count", json!({"n": value}))
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "count failed: policy_denied (nothing was sent: the gateway's policies do not allow \
+             this caller this call)"
+                .to_owned(),
+            true
+        )
+    );
+    let logged = logged.lock().expect("log").clone();
+    assert_eq!(
+        logged
+            .iter()
+            .filter(|m| m.starts_with("policies:"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        [format!(
+            "policies: the call of count by local was refused: policy `{}#2` could not be \
+             evaluated: an integer overflow (Cedar's message, which quotes the values, is logged \
+             at -vv)",
+            file.display()
+        )]
+    );
+    fx.gateway.shutdown().await;
+    let traced = String::from_utf8(traced.lock().expect("lines").clone()).expect("UTF-8");
+    let value = value.to_string();
+    for line in traced.lines() {
+        assert!(
+            line.starts_with("TRACE") || !line.contains(&value),
+            "an argument value below trace: {line}"
+        );
+    }
+    // The value is there at trace (where the test would see a leak).
+    assert!(
+        traced.lines().any(|l| l.starts_with("TRACE")
+            && l.contains("policy evaluation failed")
+            && l.contains(&value)),
+        "{traced}"
+    );
 }
 
 /// Item 5: a caller (one principal) over `max_calls_per_minute_per_caller` is answered at once

@@ -7,7 +7,9 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use purra_core::visible::{escape_hidden, escape_hidden_json, value_has_hidden};
+use purra_core::visible::{
+    escape_hidden, escape_hidden_json, one_line, value_has_hidden, WHO_MAX_CHARS,
+};
 use purra_core::{ApprovalState, ApprovalStatus, ApprovalView, AuditEntry, Decision, Verdict};
 use serde_json::Value;
 
@@ -286,7 +288,7 @@ fn request(out: &mut String, v: &ApprovalView) {
          <dt>Intent digest</dt><dd><code class=\"digest\">{}</code></dd>\
          <dt>Binding</dt><dd><code>{} @ {}</code></dd><dt>Scope</dt><dd><code>{} @ {}</code></dd>\
          <dt>Run</dt><dd><code>{}</code></dd></dl>",
-        esc(&r.requested_by),
+        esc(&one_line(&r.requested_by, WHO_MAX_CHARS)),
         time(r.requested_at),
         esc(v.intent_digest.as_str()),
         esc(&r.binding.binding_id),
@@ -446,7 +448,7 @@ fn history(out: &mut String, item: &Item, csrf: &str) {
         let _ = write!(
             out,
             "<p class=\"decision\">{verdict} by <b class=\"decided-by\">{}</b> at {}",
-            esc(&d.approver),
+            esc(&one_line(&d.approver, WHO_MAX_CHARS)),
             time(d.decided_at)
         );
         if let Some(note) = &d.note {
@@ -546,6 +548,35 @@ mod tests {
         assert!(
             out.contains("<pre class=\"arguments\">[\n  &quot;\\u2066&quot;\n]</pre>"),
             "{out}"
+        );
+    }
+
+    /// Issue 43 finding 7: "Asked by" shows a client's name on one line, escaped and bounded
+    /// (the arguments beside it already were).
+    #[test]
+    fn finding_7_asked_by_shows_a_clients_name_escaped_and_bounded() {
+        let asked_by = |by: &str| {
+            let mut r = purra_store_tests::request("v");
+            r.requested_by = by.to_owned();
+            let view = ApprovalView {
+                id: purra_core::ApprovalId("approval-1".into()),
+                intent_digest: r.intent.digest(),
+                request: r,
+                state: ApprovalState::Prepared,
+                claim: None,
+            };
+            let mut out = String::new();
+            request(&mut out, &view);
+            let (_, dd) = out.split_once("<dd class=\"asked-by\">").expect("Asked by");
+            dd.split_once("</dd>").expect("its end").0.to_owned()
+        };
+        assert_eq!(
+            asked_by("local (evil\u{202e}\nname)"),
+            "local (evil\\u202e\\nname)"
+        );
+        assert_eq!(
+            asked_by(&format!("local ({})", "x".repeat(10_000))),
+            format!("local ({}\u{2026}", "x".repeat(505))
         );
     }
 

@@ -290,6 +290,11 @@ fn default_tls() -> Arc<rustls::ClientConfig> {
     TLS.get_or_init(|| {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        // ring, not aws-lc-rs: purra builds without a C toolchain for aws-lc. rustls 0.23.48
+        // deprecated ring's provider for lacking post-quantum key exchange; it stays supported
+        // within 0.23, and a caller who wants post-quantum key exchange passes its own
+        // `ClientConfig` with `WsClientOptions::tls`.
+        #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         Arc::new(
             rustls::ClientConfig::builder_with_provider(provider)

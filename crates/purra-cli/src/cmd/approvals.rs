@@ -272,8 +272,11 @@ pub fn print_approval(a: &Value) {
         }
     }
     println!("run: {}", text(&a["runId"]));
-    // Who asked and who decided name downstream clients, which choose their names.
-    let shown = |v: &Value| purra_core::visible::escape_hidden(&text(v)).into_owned();
+    // Who asked and who decided name downstream clients, which choose their names: one line,
+    // escaped and bounded.
+    let shown = |v: &Value| {
+        purra_core::visible::one_line(&text(v), purra_core::visible::WHO_MAX_CHARS).into_owned()
+    };
     println!("requested by: {}", shown(&a["requestedBy"]));
     let b = &a["binding"];
     println!(

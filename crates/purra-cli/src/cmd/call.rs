@@ -17,7 +17,9 @@ pub async fn run(args: CallArgs) -> Result<(), Failure> {
     let Some((tool, pairs)) = rest.split_first() else {
         return Err(Failure::usage("no tool name given"));
     };
-    let arguments = kv::tool_arguments(args.args_json.as_deref(), pairs)?;
+    // Checked before connecting (a usage mistake costs no connection), converted once the
+    // tool's input schema is known.
+    kv::tool_arguments(args.args_json.as_deref(), pairs, None)?;
     let timeout = request_timeout(&args.connect)?;
     let max_time = seconds("--max-time", args.max_time)?;
     let json = args.connect.json;
@@ -31,6 +33,12 @@ pub async fn run(args: CallArgs) -> Result<(), Failure> {
             .timeout(timeout)
             .on_progress(move |p| progress.progress(p), Some(max_time));
         let start = Instant::now();
+        let schema = conn
+            .tools()
+            .iter()
+            .find(|t| t.name == *tool)
+            .map(|t| serde_json::Value::Object(t.input_schema.clone()));
+        let arguments = kv::tool_arguments(args.args_json.as_deref(), pairs, schema.as_ref())?;
         let required = conn
             .tools()
             .iter()
