@@ -1075,7 +1075,9 @@ impl Inner {
         let why = b.scope.refusal(caller, args)?;
         self.log(&format!(
             "scope: the call of {} by {} was refused ({}.scope): {why}",
-            b.local, caller.principal, b.key
+            b.local,
+            purra_core::visible::one_line(&caller.principal, purra_core::visible::WHO_MAX_CHARS),
+            b.key
         ));
         Some(results::failed(
             &b.local,

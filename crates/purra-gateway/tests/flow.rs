@@ -1676,6 +1676,7 @@ async fn finding_9_a_policy_evaluation_error_logs_no_argument_value_below_trace(
                     concurrency: Default::default(),
                     scope: ScopeConfig::Open,
                     tasks: false,
+                    asserted_read_only: false,
                 },
             );
         },
