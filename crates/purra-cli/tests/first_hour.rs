@@ -392,6 +392,24 @@ fn defect_3_check_refuses_busy_addresses() {
     );
     // Nothing was left behind by the check.
     assert!(!sc.dir.join("gateway.db").exists());
+    // A file for a running gateway's reload: its listeners are that gateway's, not tried.
+    let out = purra(&[
+        "gateway",
+        "--config",
+        &sc.config(),
+        "--check",
+        "--for-reload",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "configuration ok: 1 tools: read_text_file\n"
+    );
     // The start: the metrics listener is bound first, and named.
     let out = sc.start();
     assert_eq!(out.status.code(), Some(78));

@@ -8,7 +8,9 @@
 //! read with `asserted_read_only = true` over one it marks writing) are printed at `--check` and
 //! at start. `--check` also opens the store as the start would (removing a SQLite file it
 //! created) and tries each address the start would listen on (`listen`, `metrics_listen`,
-//! `--page`): one that cannot be used is a mistake at its key and line, as at start. With `[policies]`, `--check` also says how many Cedar
+//! `--page`): one that cannot be used is a mistake at its key and line, as at start. With
+//! `--for-reload` (a file for a running gateway's `SIGHUP`, which keeps its listeners) the
+//! addresses are not tried. With `[policies]`, `--check` also says how many Cedar
 //! policies were validated (a policy naming an unknown tool or attribute is a mistake at its
 //! file and line), and with `-v` prints the schema generated for them. Operational messages go to
 //! stderr, prefixed `purra gateway:`; over HTTP the first line is `purra gateway: serving URL`,
@@ -103,6 +105,10 @@ async fn serve(
             }
             if let Some(addr) = args.page {
                 addresses.push((None, addr));
+            }
+            // A reload keeps the running gateway's listeners (they are restart-only keys).
+            if args.for_reload {
+                addresses.clear();
             }
             for (key, addr) in addresses {
                 if let Err(e) = std::net::TcpListener::bind(addr) {
