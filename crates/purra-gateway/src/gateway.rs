@@ -3,9 +3,11 @@
 //! Starting connects every upstream and discovers its bindings (an upstream tool that is not
 //! listed, or whose schema is outside the strict profile, is a configuration mistake reported
 //! before anything is served, at the binding's key and line with the place in the tool and the
-//! reason; a configuration without an upstream or a binding is one too). A write bound with
-//! `effect = "write"` over a tool the upstream marks `destructiveHint: true` is started with a
-//! warning through the [`Log`]. Each bound tool is registered on a purra-protocol [`Server`] with
+//! reason; a configuration without an upstream or a binding is one too; so are a read bound over
+//! a tool the upstream marks `destructiveHint: true` or `readOnlyHint: false` without
+//! `asserted_read_only = true`, and an argument rule on an argument the tool does not take). A
+//! write bound with `effect = "write"` over a tool the upstream marks `destructiveHint: true`,
+//! and an asserted read over one marked writing, are started with a warning through the [`Log`]. Each bound tool is registered on a purra-protocol [`Server`] with
 //! its strict-profile schemas; nothing else upstream is visible. Reads run through Core's
 //! `execute` and the adapter's bounded call; writes go through durable approvals ([`crate::write`]).
 //!
