@@ -382,10 +382,17 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
         "purra: approval approval-1 expired undecided; a decision is no longer accepted (the \
          same call made again asks for a new approval)"
     );
-    expect_code(
-        &purra(&tmp.0, &["approvals", "approve", "approval-2", "--db", &db]),
-        0,
+    let approved = purra(&tmp.0, &["approvals", "approve", "approval-2", "--db", &db]);
+    expect_code(&approved, 0);
+    // Issue 44: operator output carries no demo hints (only `purra demo` prints those).
+    let said = String::from_utf8_lossy(&approved.stdout);
+    assert!(
+        said.ends_with(
+            "a gateway call waiting on it sends the write once; otherwise the same call made again does\n"
+        ),
+        "{said}"
     );
+    assert!(!said.contains("demo"), "{said}");
     let list = json_of(&purra(
         &tmp.0,
         &["approvals", "list", "--db", &db, "--json"],

@@ -747,7 +747,7 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     assert_eq!(
         result_text(steps_of(&lines)[0]),
         (
-            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            "set_value failed: scope_denied (nothing was sent: the caller's principal is not one of scope.principals)".to_owned(),
             true
         ),
         "{lines:?}"

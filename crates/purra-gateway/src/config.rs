@@ -230,8 +230,11 @@ pub struct TelemetrySettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_name: Option<String>,
     /// The address of the Prometheus endpoint, `/metrics` on a listener of its own (no MCP, no
-    /// page on it). Unset: no endpoint.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// page on it; `localhost:PORT` is `127.0.0.1:PORT`). Unset: no endpoint.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_address"
+    )]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// How often the metrics are exported over OTLP (default 60 s, at least 1 s).
     pub metrics_interval: Dur,
@@ -647,12 +650,42 @@ impl<'de> Deserialize<'de> for Listen {
         if text == "stdio" {
             return Ok(Listen::Stdio);
         }
-        text.parse().map(Listen::Http).map_err(|_| {
+        parse_address(&text).map(Listen::Http).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "expected \"stdio\" or an address such as \"127.0.0.1:8787\", found {text:?}"
+                "expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found {text:?}"
             ))
         })
     }
+}
+
+/// An address to listen on: `IP:PORT`, or `localhost:PORT` (the IPv4 loopback address).
+fn parse_address(text: &str) -> Option<SocketAddr> {
+    match text.strip_prefix("localhost:") {
+        Some(port) => port
+            .parse::<u16>()
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+            .ok(),
+        None => text.parse().ok(),
+    }
+}
+
+/// An address to listen on as a configuration value ([`parse_address`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Address(pub SocketAddr);
+
+impl<'de> Deserialize<'de> for Address {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_address(&text).map(Address).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "expected an address such as \"127.0.0.1:9464\" or \"localhost:9464\", found {text:?}"
+            ))
+        })
+    }
+}
+
+fn optional_address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    Ok(Option::<Address>::deserialize(d)?.map(|a| a.0))
 }
 
 /// A duration written as a number and a unit: `500ms`, `30s`, `10m`, `1h`.
@@ -877,6 +910,12 @@ pub struct ReadConfig {
     /// fails closed). Writes have no such key.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tasks: bool,
+    /// Whether the host asserts the tool only reads although its upstream marks it
+    /// `destructiveHint: true` or `readOnlyHint: false` (default false: such a tool bound as a
+    /// read is a configuration mistake; with true it is served as a read, with a warning at
+    /// every start). Remote annotations grant nothing: they only make the host say so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asserted_read_only: bool,
 }
 
 /// A skill binding (a `[skills.NAME]` table): one skill an upstream serves (the Skills

@@ -3,9 +3,11 @@
 //! Starting connects every upstream and discovers its bindings (an upstream tool that is not
 //! listed, or whose schema is outside the strict profile, is a configuration mistake reported
 //! before anything is served, at the binding's key and line with the place in the tool and the
-//! reason; a configuration without an upstream or a binding is one too). A write bound with
-//! `effect = "write"` over a tool the upstream marks `destructiveHint: true` is started with a
-//! warning through the [`Log`]. Each bound tool is registered on a purra-protocol [`Server`] with
+//! reason; a configuration without an upstream or a binding is one too; so are a read bound over
+//! a tool the upstream marks `destructiveHint: true` or `readOnlyHint: false` without
+//! `asserted_read_only = true`, and an argument rule on an argument the tool does not take). A
+//! write bound with `effect = "write"` over a tool the upstream marks `destructiveHint: true`,
+//! and an asserted read over one marked writing, are started with a warning through the [`Log`]. Each bound tool is registered on a purra-protocol [`Server`] with
 //! its strict-profile schemas; nothing else upstream is visible. Reads run through Core's
 //! `execute` and the adapter's bounded call; writes go through durable approvals ([`crate::write`]).
 //!
@@ -53,6 +55,8 @@ pub(crate) struct Binding {
     pub approval: ApprovalBy,
     /// The dotted key of the binding in the configuration.
     pub key: String,
+    /// A read whose binding asserts the tool only reads (`asserted_read_only`).
+    pub asserted_read_only: bool,
 }
 
 /// Why the gateway did not start.
@@ -296,10 +300,7 @@ impl Gateway {
             .reconcile_interrupted(std::time::SystemTime::now())
             .await
             .map_err(StartError::Store)?;
-        let mut builder = Server::builder(
-            format!("purra-gateway-{}", config.gateway.name),
-            env!("CARGO_PKG_VERSION"),
-        )
+        let mut builder = Server::builder(server_name(&config.gateway.name), env!("CARGO_PKG_VERSION"))
         .instructions(
             "Tools of upstream MCP servers under host authority. Writes wait for a durable approval; \
              a write that returns a pending approval can be called again with the same arguments \
@@ -352,6 +353,10 @@ impl Gateway {
                 vec![("upstream", id.clone())],
                 1,
             );
+            // Every series of an upstream exists from the start, at zero.
+            let labels = vec![("upstream", id.clone())];
+            metrics.add(crate::metrics::UPSTREAM_FAILURES, labels.clone(), 0);
+            metrics.set_count(crate::metrics::UPSTREAM_RECONNECTS, labels, 0);
         }
         let server = builder.build();
         let upstreams = catalog.upstreams.clone();
@@ -761,6 +766,17 @@ pub(crate) fn client_name_warnings(config: &GatewayConfig, source: &ConfigSource
 /// What the gateway warns about at start (and with `--check`) when clients that connect over
 /// HTTP could decide writes: `elicitation` and `apps` trust the downstream client, and a client
 /// that answers its own elicitation form or calls the app-only tool itself decides its own write.
+/// The name the gateway's MCP server gives in `initialize`: `purra-gateway-NAME`, or
+/// `purra-gateway` for the default name `gateway` (not `purra-gateway-gateway`) and for a name
+/// that already starts with it.
+pub(crate) fn server_name(name: &str) -> String {
+    if name == "gateway" || name.starts_with("purra-gateway") {
+        "purra-gateway".to_owned() + name.strip_prefix("purra-gateway").unwrap_or("")
+    } else {
+        format!("purra-gateway-{name}")
+    }
+}
+
 /// Each warning names what it trusts and the write bindings that let a client decide.
 pub(crate) fn client_decision_warnings(config: &GatewayConfig) -> Vec<String> {
     let g = &config.gateway;
@@ -972,6 +988,12 @@ impl Inner {
                     0,
                 );
                 tracing::info!(upstream = %id, "upstream connection closed");
+                if !inner.stop.is_cancelled() && !upstream.is_retired() {
+                    inner.log(&format!(
+                        "upstream {id}: the connection closed; reconnecting (with backoff, up to {}s between attempts)",
+                        MAX_BACKOFF.as_secs()
+                    ));
+                }
             }
             let mut backoff = Duration::from_millis(100);
             loop {
@@ -980,6 +1002,9 @@ impl Inner {
                     return;
                 }
                 if inner.refresh(upstream.clone()).await {
+                    if !upstream.is_retired() {
+                        inner.log(&format!("upstream {id}: reconnected"));
+                    }
                     return;
                 }
                 let stop = inner.stop.clone();
@@ -1026,6 +1051,11 @@ impl Inner {
             crate::metrics::UPSTREAM_UP,
             vec![("upstream", id.to_owned())],
             1,
+        );
+        self.metrics.add(
+            crate::metrics::UPSTREAM_FAILURES,
+            vec![("upstream", id.to_owned())],
+            0,
         );
     }
 
@@ -1148,16 +1178,39 @@ impl Inner {
         }
     }
 
+    /// A call outside the binding's scope, refused: `scope_denied`, with the rule that did not
+    /// hold (the host's text and the path of the value, never the value), and logged.
+    pub(crate) fn scope_refusal(
+        &self,
+        b: &Binding,
+        caller: &Caller,
+        args: &Value,
+        what: &str,
+    ) -> Option<CallToolResult> {
+        let why = b.scope.refusal(caller, args)?;
+        self.log(&format!(
+            "scope: the call of {} by {} was refused ({}.scope): {why}",
+            b.local,
+            purra_core::visible::one_line(&caller.principal, purra_core::visible::WHO_MAX_CHARS),
+            b.key
+        ));
+        Some(results::failed(
+            &b.local,
+            &ErrorCode::SCOPE_DENIED,
+            &format!("{what}: {why}"),
+        ))
+    }
+
     async fn call_read(&self, b: &Binding, args: JsonObject, ctx: &RequestCtx) -> CallToolResult {
         let caller = self.caller(ctx);
-        if !b.scope.allows_caller(&caller) {
-            return results::failed(&b.local, &ErrorCode::SCOPE_DENIED, "nothing was sent");
+        let args = Value::Object(args);
+        if let Some(refused) = self.scope_refusal(b, &caller, &args, "nothing was sent") {
+            return refused;
         }
         let bound = match self.registration(b).await {
             Ok(r) => r,
             Err(code) => return results::failed(&b.local, &code, "nothing was sent"),
         };
-        let args = Value::Object(args);
         // The policies read typed arguments: arguments the schema refuses are refused by
         // `execute` below, as without policies (so without policies they are validated once).
         if self.catalog().policies.is_some()
@@ -1224,4 +1277,18 @@ impl Inner {
 pub(crate) struct BoundTool {
     pub registration: Arc<purra_core::ToolRegistration>,
     _in_use: crate::upstream::InUse,
+}
+
+#[cfg(test)]
+mod tests {
+    /// Issue 44: the default name gave the server name `purra-gateway-gateway`.
+    #[test]
+    fn the_server_name_has_no_doubled_suffix() {
+        assert_eq!(super::server_name("gateway"), "purra-gateway");
+        assert_eq!(super::server_name("notes"), "purra-gateway-notes");
+        assert_eq!(
+            super::server_name("purra-gateway-team"),
+            "purra-gateway-team"
+        );
+    }
 }

@@ -175,7 +175,7 @@ impl Inner {
             return Err(ErrorCode::SCOPE_DENIED);
         }
         if !b.scope.allows_arguments(args) {
-            return Err(purra_mcp::codes::scope_denied());
+            return Err(ErrorCode::SCOPE_DENIED);
         }
         let bound = self.registration(b).await?;
         if bound.registration.input_schema().validate(args).is_err() {
@@ -254,6 +254,9 @@ impl Inner {
         let tool = b.local.as_str();
         let caller = self.caller(&ctx);
         let args = Value::Object(args);
+        if let Some(refused) = self.scope_refusal(b, &caller, &args, "nothing was sent") {
+            return refused;
+        }
         let WriteCall {
             bound,
             run_id,

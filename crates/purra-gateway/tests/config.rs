@@ -180,7 +180,7 @@ tasks = "yes"
         errors(text),
         [
             "g.toml:2: gateway.name: invalid type: integer `7`, expected a string",
-            "g.toml:3: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\", found \"everywhere\"",
+            "g.toml:3: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found \"everywhere\"",
             "g.toml:4: gateway.approval_wait: expected a duration with a unit ms, s, m or h (such as \"30s\"), found \"30\"",
             "g.toml:5: gateway.elicitation: invalid type: string \"yes\", expected a boolean",
             "g.toml:11: upstreams.notes.command: invalid type: string \"python3 notes.py\", expected a sequence",
@@ -1153,6 +1153,19 @@ metrics_interval = "10s"
     );
     assert_eq!(c.telemetry.metrics_interval, Dur(Duration::from_secs(10)));
     assert_eq!(from_toml_serde(text).expect("serde"), c);
+    // Issue 44: `localhost:PORT` is an address, for the metrics and for `listen`, in both
+    // readers.
+    let text = "[gateway]\nlisten = \"localhost:8787\"\n\n[telemetry]\nmetrics_listen = \"localhost:9464\"\n";
+    let c = load_str("g.toml", text).expect("no mistakes").config;
+    assert_eq!(
+        c.telemetry.metrics_listen,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
+    assert_eq!(
+        c.gateway.listen,
+        purra_gateway::Listen::Http("127.0.0.1:8787".parse().unwrap())
+    );
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
     // Nothing is served or exported unless asked for; the export interval is a minute.
     let d = GatewayConfig::default().telemetry;
     assert_eq!(
@@ -1171,7 +1184,7 @@ exporter = "otlp"
         [
             "g.toml:2: telemetry.otlp_endpoint: must be an http:// or https:// URL, such as \"http://127.0.0.1:4318\"",
             "g.toml:3: telemetry.service_name: must not be empty",
-            "g.toml:4: telemetry.metrics_listen: invalid socket address syntax",
+            "g.toml:4: telemetry.metrics_listen: expected an address such as \"127.0.0.1:9464\" or \"localhost:9464\", found \"localhost\"",
             "g.toml:5: telemetry.metrics_interval: must be at least 1s",
             "g.toml:6: telemetry.exporter: unknown key (expected one of: metrics_interval, metrics_listen, metrics_token_file, otlp_endpoint, service_name)",
         ]

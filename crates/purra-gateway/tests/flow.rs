@@ -155,6 +155,7 @@ fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
                 concurrency: Default::default(),
                 scope: ScopeConfig::Open,
                 tasks: false,
+                asserted_read_only: false,
             },
         );
     }
@@ -287,7 +288,15 @@ async fn only_bound_tools_and_no_remote_error_text() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scope_refusals_prepare_nothing() {
-    let fx = fixture("scope", Duration::from_secs(1)).await;
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = logged.clone();
+    let fx = fixture_opts(
+        "scope",
+        Duration::from_secs(1),
+        |_| {},
+        StartOptions::default().log(move |m| sink.lock().unwrap().push(m.to_owned())),
+    )
+    .await;
     let stranger = client(&fx.gateway, "stranger").await;
     let r = stranger
         .call_tool("set_value", json!({"value": "a"}))
@@ -296,10 +305,12 @@ async fn scope_refusals_prepare_nothing() {
     assert_eq!(
         text(&r),
         (
-            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            "set_value failed: scope_denied (nothing was sent: the caller's client name is not one of scope.clients)".to_owned(),
             true
         )
     );
+    // Issue 44, defect 4: one code for a caller rule and an argument rule, and the refusal
+    // names the rule that did not hold and the value's path, never the value.
     let known = client(&fx.gateway, "flow-client").await;
     let r = known
         .call_tool("set_value", json!({"value": "toolong"}))
@@ -308,9 +319,24 @@ async fn scope_refusals_prepare_nothing() {
     assert_eq!(
         text(&r),
         (
-            "set_value failed: mcp_scope_denied (nothing was sent)".to_owned(),
+            "set_value failed: scope_denied (nothing was sent: the argument rule `len(value) <= 5` does not hold for the value at `value`)".to_owned(),
             true
         )
+    );
+    // Each refusal is logged (at the default level: the host's log), without the value.
+    let lines: Vec<String> = logged
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("scope: "))
+        .cloned()
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "scope: the call of set_value by local was refused (writes.set_value.scope): the caller's client name is not one of scope.clients",
+            "scope: the call of set_value by local was refused (writes.set_value.scope): the argument rule `len(value) <= 5` does not hold for the value at `value`",
+        ]
     );
     assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
     assert_eq!(
@@ -1380,7 +1406,7 @@ async fn argument_rules_cannot_be_walked_around_through_the_gateway() {
         assert_eq!(
             text(&r),
             (
-                "set_value failed: mcp_scope_denied (nothing was sent)".to_owned(),
+                "set_value failed: scope_denied (nothing was sent: the argument rule `value within \"/srv/notes\"` does not hold for the value at `value`)".to_owned(),
                 true
             ),
             "{outside}"
@@ -1656,6 +1682,7 @@ async fn finding_9_a_policy_evaluation_error_logs_no_argument_value_below_trace(
                     concurrency: Default::default(),
                     scope: ScopeConfig::Open,
                     tasks: false,
+                    asserted_read_only: false,
                 },
             );
         },

@@ -147,6 +147,7 @@ fn config(url: &str, db: PathBuf) -> GatewayConfig {
             concurrency: Default::default(),
             scope: ScopeConfig::Open,
             tasks: false,
+            asserted_read_only: false,
         },
     );
     c.writes.insert(
@@ -436,6 +437,7 @@ async fn a_refused_reload_leaves_the_running_configuration_serving() {
             concurrency: Default::default(),
             scope: ScopeConfig::Open,
             tasks: false,
+            asserted_read_only: false,
         },
     );
     let reloaded = fx

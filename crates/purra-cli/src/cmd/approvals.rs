@@ -104,7 +104,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             .await?;
             report(&db, id, json_out, "approved").await?;
             if !json_out {
-                println!("a gateway call waiting on it sends the write once; otherwise the same call made again does (for the demo: `purra demo` on the same --db)");
+                println!("a gateway call waiting on it sends the write once; otherwise the same call made again does");
             }
         }
         ApprovalsCommand::Deny {
