@@ -139,6 +139,7 @@ pub(crate) async fn build(
                 scope,
                 None,
                 ApprovalBy::Operator,
+                (r.title.clone(), None),
             ));
         }
         for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
@@ -173,6 +174,7 @@ pub(crate) async fn build(
                 scope,
                 Some(w.effect),
                 w.approval,
+                (w.title.clone(), w.receipt_ttl.map(|t| t.0)),
             ));
         }
         let upstream = Arc::new(Upstream::new(id.clone(), u.clone(), limits, reads, writes));
@@ -184,7 +186,7 @@ pub(crate) async fn build(
                 own = false;
             }
         }
-        for (key, local, remote, scope, effect, approval) in scopes {
+        for (key, local, remote, scope, effect, approval, (title, receipt_ttl)) in scopes {
             bindings.insert(
                 local.clone(),
                 Arc::new(Binding {
@@ -195,6 +197,8 @@ pub(crate) async fn build(
                     effect,
                     approval,
                     key,
+                    title,
+                    receipt_ttl,
                 }),
             );
         }

@@ -53,6 +53,10 @@ pub(crate) struct Binding {
     pub approval: ApprovalBy,
     /// The dotted key of the binding in the configuration.
     pub key: String,
+    /// The title the approver sees.
+    pub title: String,
+    /// How long a write's receipt answers the same call (`receipt_ttl`; `None`: for ever).
+    pub receipt_ttl: Option<std::time::Duration>,
 }
 
 /// Why the gateway did not start.
@@ -324,6 +328,12 @@ impl Gateway {
             log: options.log,
             metrics,
             weak: weak.clone(),
+        });
+        // Each caller is listed only the tools its caller rules let it call.
+        let weak = inner.weak.clone();
+        inner.server.tool_filter(move |tool, ctx| {
+            weak.upgrade()
+                .is_none_or(|inner| inner.lists_to(&tool.name, ctx))
         });
         if inner.settings.apps {
             inner.serve_approval_views(source)?;
@@ -933,6 +943,16 @@ impl Inner {
             ),
             client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
             identity,
+        }
+    }
+
+    /// Whether `tools/list` shows the tool `name` to the caller of `ctx`: a bound tool when its
+    /// caller rules (`principals`, `clients`) let this caller call it; anything else (the
+    /// approval view's tool) always. Argument rules and policies are judged per call.
+    pub(crate) fn lists_to(&self, name: &str, ctx: &RequestCtx) -> bool {
+        match self.binding(name) {
+            Some(b) => b.scope.allows_caller(&self.caller(ctx)),
+            None => true,
         }
     }
 

@@ -120,4 +120,5 @@ pub use load::{
 };
 pub use reload::Reloaded;
 pub use store::{Decisions, GatewayStore};
+pub use upstream::WRITE_WAITS;
 pub use webhooks::Webhooks;
