@@ -557,11 +557,12 @@ fn history(out: &mut String, item: &Item, csrf: &str) {
         let _ = write!(
             out,
             "<tr data-seq=\"{}\"><td>{}</td><td>{}</td><td class=\"event\">{}</td>\
-             <td class=\"by\">{}</td><td class=\"detail\">{}</td></tr>",
+             <td class=\"by\" title=\"{}\">{}</td><td class=\"detail\">{}</td></tr>",
             e.seq,
             n + 1,
             time(e.at),
             esc(&e.event.replace('_', " ")),
+            esc(&e.owner),
             esc(&by(e)),
             esc(&detail(&e.detail))
         );
@@ -569,23 +570,17 @@ fn history(out: &mut String, item: &Item, csrf: &str) {
     out.push_str("</tbody></table></details></article>");
 }
 
-/// A store owner (`PID-OPENEDNS-N`, as the stores write it) readably: `process 6838 (store
-/// opened 2026-12-06 12:40:01 UTC)`; anything else as it is.
+/// A store owner (`PID-OPENEDNS-N`, as the stores write it) readably: `process 6838` (`process
+/// 6838, store 3` for a process's third store); anything else as it is. The row keeps the
+/// owner's id in its `title`.
 pub fn owner(owner: &str) -> String {
     let mut parts = owner.splitn(3, '-');
     let (Some(pid), Some(opened), Some(n)) = (parts.next(), parts.next(), parts.next()) else {
         return owner.to_owned();
     };
     match (pid.parse::<u32>(), opened.parse::<u64>(), n.parse::<u64>()) {
-        (Ok(pid), Ok(ns), Ok(n)) => {
-            let at = UNIX_EPOCH + std::time::Duration::from_nanos(ns);
-            let nth = if n == 0 {
-                String::new()
-            } else {
-                format!(", store {}", n + 1)
-            };
-            format!("process {pid} (store opened {}{nth})", utc(at))
-        }
+        (Ok(pid), Ok(_), Ok(0)) => format!("process {pid}"),
+        (Ok(pid), Ok(_), Ok(n)) => format!("process {pid}, store {}", n + 1),
         _ => owner.to_owned(),
     }
 }
@@ -610,7 +605,8 @@ fn detail(d: &Value) -> String {
     sorted.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = Vec::new();
     for (k, v) in sorted {
-        if k == "approver" || v.is_null() {
+        // The approver is the row's "by"; the whole intent is the card's (its digest stays).
+        if k == "approver" || k == "intent" || v.is_null() {
             continue;
         }
         let (name, shown) = match (k.strip_suffix("Ns"), v.as_u64()) {
@@ -817,14 +813,8 @@ mod tests {
                 detail,
             )
         };
-        assert_eq!(
-            owner("6838-1796561140969958873-0"),
-            "process 6838 (store opened 2026-12-06 12:45:40 UTC)"
-        );
-        assert_eq!(
-            owner("6838-1796561140969958873-2"),
-            "process 6838 (store opened 2026-12-06 12:45:40 UTC, store 3)"
-        );
+        assert_eq!(owner("6838-1796561140969958873-0"), "process 6838");
+        assert_eq!(owner("6838-1796561140969958873-2"), "process 6838, store 3");
         assert_eq!(owner("someone"), "someone");
         let trail = [
             entry(
@@ -859,9 +849,9 @@ mod tests {
         assert!(
             rows[0].starts_with(
                 "\"41\"><td>1</td><td><time data-ms=\"1796561140000\">2026-12-06 12:45:40 UTC\
-                 </time></td><td class=\"event\">prepared</td><td class=\"by\">process 6838 \
-                 (store opened 2026-12-06 12:45:40 UTC)</td><td class=\"detail\">intent \
-                 digest: sha256:ab</td></tr>"
+                 </time></td><td class=\"event\">prepared</td><td class=\"by\" \
+                 title=\"6838-1796561140969958873-0\">process 6838</td><td class=\"detail\">\
+                 intent digest: sha256:ab</td></tr>"
             ),
             "{}",
             rows[0]
@@ -869,8 +859,8 @@ mod tests {
         assert!(
             rows[1].starts_with(
                 "\"57\"><td>2</td><td><time data-ms=\"1796561140000\">2026-12-06 12:45:40 UTC\
-                 </time></td><td class=\"event\">decided</td><td class=\"by\">ada (page), \
-                 through process 6838 (store opened 2026-12-06 12:45:40 UTC)</td>\
+                 </time></td><td class=\"event\">decided</td><td class=\"by\" \
+                 title=\"6838-1796561140969958873-0\">ada (page), through process 6838</td>\
                  <td class=\"detail\">decided at: 2026-12-06 12:45:40 UTC; note: ok; \
                  verdict: approve</td></tr>"
             ),
