@@ -659,8 +659,9 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     );
     assert_eq!(
         one["labels"],
-        json!({"approvers_must_differ": "true", "gateway": "gw", "principal": alice,
-               "upstream": "values", "upstream_tool": "set_value"})
+        json!({"approvers_must_differ": "true", "effect": "write", "gateway": "gw",
+               "principal": alice, "title": "Set the value", "upstream": "values",
+               "upstream_tool": "set_value"})
     );
     assert_eq!(two["labels"]["principal"], bob.as_str());
     assert_eq!(one["arguments"], two["arguments"]);
