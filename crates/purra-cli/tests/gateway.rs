@@ -583,11 +583,32 @@ fn write_once_after_cli_approval(sdk: Sdk, http: bool) {
             "{sdk:?} http={http} step {i}: {}",
             steps[i]
         );
-        assert_eq!(
-            steps[i]["result"]["content"],
-            json!([{"type": "text", "text": format!("stored {value}")}])
-        );
     }
+    assert_eq!(
+        steps[2]["result"]["content"],
+        json!([{"type": "text", "text": format!("stored {value}")}])
+    );
+    // The same call again: answered from the receipt, and said so (issue 44, defect 5).
+    let replay = &steps[3]["result"];
+    let at = replay["_meta"]["io.purra/replay"]["receiptAt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no replay marker: {replay}"));
+    assert_eq!(
+        replay["_meta"]["io.purra/replay"]["approval"],
+        "approval-1",
+        "{replay}"
+    );
+    assert_eq!(
+        replay["content"],
+        json!([
+            {"type": "text", "text": format!(
+                "answered from the receipt of approval-1, {} {} UTC; nothing was sent",
+                &at[..10],
+                &at[11..19]
+            )},
+            {"type": "text", "text": format!("stored {value}")}
+        ])
+    );
     assert_eq!(
         steps[4]["result"]["structuredContent"],
         json!({"value": value})
@@ -596,7 +617,8 @@ fn write_once_after_cli_approval(sdk: Sdk, http: bool) {
     assert!(
         lines
             .iter()
-            .any(|l| l["event"] == "progress" && l["message"] == "waiting for approval approval-1"),
+            .any(|l| l["event"] == "progress"
+                && l["message"] == "waiting for approval approval-1: 0 s of 90 s"),
         "{lines:?}"
     );
     // The upstream's fsynced ledger: one request, though the call was made twice.
