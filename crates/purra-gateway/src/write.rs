@@ -76,7 +76,7 @@ enum Found {
 
 /// What [`Inner::generation`] found: the generation whose stored outcome answers the call, or
 /// the one that asks for an approval.
-enum Generation {
+pub(crate) enum Generation {
     Done {
         run_id: RunId,
         digest: purra_core::JsonIdentity,
@@ -430,7 +430,7 @@ impl Inner {
     /// one (`RUN~N`) whose intent has no completed claim older than the binding's
     /// `receipt_ttl`. A claim in flight, or with an `unknown` outcome, always answers: it is
     /// never sent again.
-    async fn generation(
+    pub(crate) async fn generation(
         &self,
         b: &Binding,
         reg: &ToolRegistration,

@@ -754,11 +754,12 @@ async fn a_repeated_write_says_it_is_answered_from_its_receipt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_receipt_ttl_the_same_call_asks_for_a_new_approval() {
     let fx = fixture_with("receipt-ttl", Duration::from_millis(200), |c| {
+        apps_on(c);
         c.writes.get_mut("set_value").expect("bound").receipt_ttl =
             Some(Dur(Duration::from_secs(1)));
     })
     .await;
-    let conn = client(&fx.gateway, "flow-client").await;
+    let conn = client_with(&fx.gateway, "flow-client", ClientOptions::default().apps()).await;
     let first = approved_and_sent(&fx, &conn, "t", 1).await;
     // Within the ttl: the receipt answers.
     let replay = conn
@@ -772,6 +773,8 @@ async fn past_receipt_ttl_the_same_call_asks_for_a_new_approval() {
         "{replay:?}"
     );
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Past the ttl the view shows the next generation: no approval asked for it yet.
+    assert_eq!(status(&view(&conn, "t", json!({})).await), "none");
     let second = approved_and_sent(&fx, &conn, "t", 2).await;
     assert_eq!(fx.writes.load(Ordering::SeqCst), 2);
     let (one, two) = (
@@ -789,6 +792,16 @@ async fn past_receipt_ttl_the_same_call_asks_for_a_new_approval() {
     assert_eq!(
         one.claim.expect("claimed").receipt(),
         Some(&json!({"text": ["stored \"t\""], "structured": {"stored": "t"}}))
+    );
+    // The approval view follows the call's generation: the new one, committed.
+    let shown = view(&conn, "t", json!({})).await;
+    assert_eq!(status(&shown), "committed", "{shown:?}");
+    assert_eq!(
+        shown
+            .structured_content
+            .as_ref()
+            .map(|s| s["intentDigest"].clone()),
+        Some(json!(two.intent_digest.as_str()))
     );
     // The new receipt answers now, named by its approval.
     let again = conn
