@@ -594,8 +594,7 @@ fn write_once_after_cli_approval(sdk: Sdk, http: bool) {
         .as_str()
         .unwrap_or_else(|| panic!("no replay marker: {replay}"));
     assert_eq!(
-        replay["_meta"]["io.purra/replay"]["approval"],
-        "approval-1",
+        replay["_meta"]["io.purra/replay"]["approval"], "approval-1",
         "{replay}"
     );
     assert_eq!(
@@ -615,10 +614,8 @@ fn write_once_after_cli_approval(sdk: Sdk, http: bool) {
     );
     // Progress came while the write waited for the decision.
     assert!(
-        lines
-            .iter()
-            .any(|l| l["event"] == "progress"
-                && l["message"] == "waiting for approval approval-1: 0 s of 90 s"),
+        lines.iter().any(|l| l["event"] == "progress"
+            && l["message"] == "waiting for approval approval-1: 0 s of 90 s"),
         "{lines:?}"
     );
     // The upstream's fsynced ledger: one request, though the call was made twice.
