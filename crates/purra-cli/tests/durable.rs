@@ -598,7 +598,7 @@ fn a_denied_demo_write_is_never_sent() {
     let out = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
     has_line(
         &out,
-        "client: set_note -> set_note was not sent: approval approval-1 was denied by operator (cli) (note: not today) (approval_denied)",
+        "client: set_note -> set_note was not sent: approval approval-1 was denied by operator (cli) (note: not today) (approval_denied); calling set_note again with the same arguments asks for a new approval",
     );
     has_line(
         &out,

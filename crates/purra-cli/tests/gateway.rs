@@ -520,7 +520,7 @@ fn expected_tools() -> Value {
         {
             "name": "set_value",
             "title": "Set the value",
-            "description": "Sets the stored value",
+            "description": format!("Sets the stored value\n\n{}", purra_gateway::WRITE_WAITS),
             "inputSchema": {
                 "type": "object",
                 "properties": {"value": {"type": "string"}},
@@ -583,20 +583,39 @@ fn write_once_after_cli_approval(sdk: Sdk, http: bool) {
             "{sdk:?} http={http} step {i}: {}",
             steps[i]
         );
-        assert_eq!(
-            steps[i]["result"]["content"],
-            json!([{"type": "text", "text": format!("stored {value}")}])
-        );
     }
+    assert_eq!(
+        steps[2]["result"]["content"],
+        json!([{"type": "text", "text": format!("stored {value}")}])
+    );
+    // The same call again: answered from the receipt, and said so (issue 44, defect 5).
+    let replay = &steps[3]["result"];
+    let at = replay["_meta"]["io.purra/replay"]["receiptAt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no replay marker: {replay}"));
+    assert_eq!(
+        replay["_meta"]["io.purra/replay"]["approval"], "approval-1",
+        "{replay}"
+    );
+    assert_eq!(
+        replay["content"],
+        json!([
+            {"type": "text", "text": format!(
+                "answered from the receipt of approval-1, {} {} UTC; nothing was sent",
+                &at[..10],
+                &at[11..19]
+            )},
+            {"type": "text", "text": format!("stored {value}")}
+        ])
+    );
     assert_eq!(
         steps[4]["result"]["structuredContent"],
         json!({"value": value})
     );
     // Progress came while the write waited for the decision.
     assert!(
-        lines
-            .iter()
-            .any(|l| l["event"] == "progress" && l["message"] == "waiting for approval approval-1"),
+        lines.iter().any(|l| l["event"] == "progress"
+            && l["message"] == "waiting for approval approval-1: 0 s of 90 s"),
         "{lines:?}"
     );
     // The upstream's fsynced ledger: one request, though the call was made twice.
@@ -688,7 +707,7 @@ fn elicitation_approve_and_deny_from_the_clients_own_handler() {
                 result_text(steps[0]),
                 (
                     format!(
-                        "set_value was not sent: approval approval-1 was denied by {approver} (note: {note}) (approval_denied)"
+                        "set_value was not sent: approval approval-1 was denied by {approver} (note: {note}) (approval_denied); calling set_value again with the same arguments asks for a new approval"
                     ),
                     true
                 )
@@ -716,7 +735,7 @@ fn self_approval_steps() -> Value {
 
 fn pending_text(sc: &Scenario, id: &str) -> String {
     format!(
-        "set_value was not sent: approval {id} is pending (intent {}). Once it is decided (purra approvals approve {id}), call set_value again with the same arguments: an approved call is sent once, a denied one never.",
+        "set_value was not sent: approval {id} is pending (intent {}). Once it is decided (purra approvals approve {id}), call set_value again with the same arguments: an approved call is sent once; a denied one is not sent, and the same call made again after a denial asks for a new approval.",
         sc.approvals(&["show", id])["intentDigest"].as_str().unwrap_or("")
     )
 }
@@ -1090,7 +1109,7 @@ fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
     assert_eq!(
         result_text(steps_of(&lines)[0]).0,
         format!(
-            "set_value was not sent: approval approval-1 is pending (intent {}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once, a denied one never.",
+            "set_value was not sent: approval approval-1 is pending (intent {}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once; a denied one is not sent, and the same call made again after a denial asks for a new approval.",
             sc.approvals(&["show", "approval-1"])["intentDigest"].as_str().unwrap_or("")
         )
     );
@@ -1114,7 +1133,11 @@ fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
     assert_eq!(steps[1]["step"], "list_changed");
     assert_eq!(
         steps[2]["tools"][1]["description"],
-        "Sets the stored value (revision 2)"
+        format!(
+            "Sets the stored value (revision 2)\n\n{}",
+            purra_gateway::WRITE_WAITS
+        )
+        .as_str()
     );
     assert_eq!(
         result_text(steps[3]),

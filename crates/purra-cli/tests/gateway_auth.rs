@@ -660,7 +660,8 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     assert_eq!(
         one["labels"],
         json!({"approvers_must_differ": "true", "client": "gateway-client-python",
-               "gateway": "gw", "principal": alice, "upstream": "values",
+               "effect": "write", "gateway": "gw", "principal": alice,
+               "title": "Set the value", "upstream": "values",
                "upstream_tool": "set_value"})
     );
     assert_eq!(two["labels"]["principal"], bob.as_str());

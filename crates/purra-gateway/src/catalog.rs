@@ -158,6 +158,7 @@ pub(crate) async fn build(
                 None,
                 ApprovalBy::Operator,
                 r.asserted_read_only,
+                (r.title.clone(), None),
             ));
         }
         for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
@@ -202,6 +203,7 @@ pub(crate) async fn build(
                 Some(w.effect),
                 w.approval,
                 false,
+                (w.title.clone(), w.receipt_ttl.map(|t| t.0)),
             ));
         }
         let upstream = Arc::new(Upstream::new(id.clone(), u.clone(), limits, reads, writes));
@@ -213,7 +215,17 @@ pub(crate) async fn build(
                 own = false;
             }
         }
-        for (key, local, remote, scope, effect, approval, asserted_read_only) in scopes {
+        for (
+            key,
+            local,
+            remote,
+            scope,
+            effect,
+            approval,
+            asserted_read_only,
+            (title, receipt_ttl),
+        ) in scopes
+        {
             bindings.insert(
                 local.clone(),
                 Arc::new(Binding {
@@ -225,6 +237,8 @@ pub(crate) async fn build(
                     approval,
                     key,
                     asserted_read_only,
+                    title,
+                    receipt_ttl,
                 }),
             );
         }

@@ -998,6 +998,11 @@ pub struct WriteConfig {
     /// Who may decide this write's approvals (default: an operator only).
     #[serde(default)]
     pub approval: ApprovalBy,
+    /// How long the receipt of a committed (or `not_started`) call answers the same call made
+    /// again (default: for ever). Past it, the same call asks for a new approval; the old
+    /// receipt stays in the store and its audit trail.
+    #[serde(default)]
+    pub receipt_ttl: Option<Dur>,
 }
 
 /// Who may decide a write binding's approvals (the `approval` key of a `[writes.NAME]` table).
@@ -1594,6 +1599,12 @@ impl GatewayConfig {
             let key = format!("writes.{name}");
             if w.title.is_empty() {
                 out.push((format!("{key}.title"), "must not be empty".into()));
+            }
+            if w.receipt_ttl.is_some_and(|t| t.0 < Duration::from_secs(1)) {
+                out.push((
+                    format!("{key}.receipt_ttl"),
+                    "must be at least 1s (leave it out for receipts that answer for ever)".into(),
+                ));
             }
             if w.risk.is_some_and(|r| r != w.effect) {
                 out.push((

@@ -57,6 +57,10 @@ pub(crate) struct Binding {
     pub key: String,
     /// A read whose binding asserts the tool only reads (`asserted_read_only`).
     pub asserted_read_only: bool,
+    /// The title the approver sees.
+    pub title: String,
+    /// How long a write's receipt answers the same call (`receipt_ttl`; `None`: for ever).
+    pub receipt_ttl: Option<std::time::Duration>,
 }
 
 /// Why the gateway did not start.
@@ -401,6 +405,12 @@ impl Gateway {
             store_probe: tokio::sync::Mutex::new(None),
             readiness_logged: Mutex::new(String::new()),
             weak: weak.clone(),
+        });
+        // Each caller is listed only the tools its caller rules let it call.
+        let weak = inner.weak.clone();
+        inner.server.tool_filter(move |tool, ctx| {
+            weak.upgrade()
+                .is_none_or(|inner| inner.lists_to(&tool.name, ctx))
         });
         if inner.settings.apps {
             inner.serve_approval_views(source)?;
@@ -1107,6 +1117,16 @@ impl Inner {
             ),
             client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
             identity,
+        }
+    }
+
+    /// Whether `tools/list` shows the tool `name` to the caller of `ctx`: a bound tool when its
+    /// caller rules (`principals`, `clients`) let this caller call it; anything else (the
+    /// approval view's tool) always. Argument rules and policies are judged per call.
+    pub(crate) fn lists_to(&self, name: &str, ctx: &RequestCtx) -> bool {
+        match self.binding(name) {
+            Some(b) => b.scope.allows_caller(&self.caller(ctx)),
+            None => true,
         }
     }
 

@@ -543,6 +543,7 @@ impl Cx {
                 _ => None,
             };
             let approval = f.opt("approval").unwrap_or_default();
+            let receipt_ttl = f.opt("receipt_ttl");
             f.finish();
             cx.reference(key, upstream.as_ref(), tool.as_ref());
             cx.facts.insert(
@@ -565,6 +566,7 @@ impl Cx {
                 scope_revision: scope_revision?,
                 scope: scope?,
                 approval,
+                receipt_ttl,
             })
         });
         let skills = t.map("skills", |cx, table, key, span| {

@@ -538,8 +538,13 @@ pub(crate) fn missing_tool(upstream: &str, remote: &str, listed: &[String]) -> S
     )
 }
 
+/// The sentence appended to a write tool's description in `tools/list`.
+pub const WRITE_WAITS: &str = "A call of this tool waits for a person to approve it; if the \
+    wait ends first, the result names the pending approval, and the same call made again once it \
+    is approved is sent once.";
+
 /// What downstream clients are shown for a bound tool: the local name, the binding's title, the
-/// upstream description, the strict-profile input schema and the upstream's output schema, and
+/// upstream description (a write's with [`WRITE_WAITS`]), the strict-profile input schema and the upstream's output schema, and
 /// hints that say what the host declared (hints only: the gateway enforces the policy).
 fn downstream_tool(
     name: &str,
@@ -562,8 +567,17 @@ fn downstream_tool(
     } else {
         ToolAnnotations::new().with_read_only(true)
     };
+    // The model is told that a write waits for a person.
+    let description = if reg.is_confirm() {
+        match reg.description() {
+            "" => WRITE_WAITS.to_owned(),
+            d => format!("{d}\n\n{WRITE_WAITS}"),
+        }
+    } else {
+        reg.description().to_owned()
+    };
     let mut tool = Tool::new(name, input)
-        .with_description(reg.description())
+        .with_description(description)
         .with_annotations(annotations);
     if let Some(title) = title {
         tool = tool.with_title(title.as_str());

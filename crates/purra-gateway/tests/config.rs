@@ -282,7 +282,7 @@ tasks = true
             "g.toml:4: writes.set_note.scope_id: required",
             "g.toml:4: writes.set_note.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)",
             "g.toml:8: writes.set_note.scope: writes cannot opt out of scope rules: give a table (principals, clients, arguments)",
-            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: approval, binding_id, binding_revision, effect, risk, scope, scope_id, scope_revision, title, tool, upstream)",
+            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: approval, binding_id, binding_revision, effect, receipt_ttl, risk, scope, scope_id, scope_revision, title, tool, upstream)",
         ]
     );
 }
@@ -680,6 +680,50 @@ scope = {{ clients = ["claude-code"] }}
     assert_eq!(
         from_toml_serde(&write("approval = \"anyone\"", "apps = true")).map(|_| ()),
         Err("TOML parse error at line 15, column 12\n   |\n15 | approval = \"anyone\"\n   |            ^^^^^^^^\nunknown variant `anyone`, expected `operator` or `client`\n".to_owned())
+    );
+}
+
+/// Issue 44, defect 5: a write binding may bound how long its receipts answer the same call
+/// (`receipt_ttl`); left out, they answer for ever; less than a second is a mistake.
+#[test]
+fn a_write_binding_may_bound_how_long_its_receipts_answer() {
+    let write = |ttl: &str| {
+        format!(
+            r#"[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace"
+effect = "write"
+binding_id = "notes"
+binding_revision = "1"
+scope_id = "notes"
+scope_revision = "1"
+{ttl}
+scope = {{ clients = ["claude-code"] }}
+"#
+        )
+    };
+    let c = load_str("g.toml", &write("")).expect("no mistakes").config;
+    assert_eq!(c.writes["set_note"].receipt_ttl, None);
+    let c = load_str("g.toml", &write("receipt_ttl = \"10m\""))
+        .expect("no mistakes")
+        .config;
+    assert_eq!(
+        c.writes["set_note"].receipt_ttl,
+        Some(Dur(Duration::from_secs(600)))
+    );
+    assert_eq!(
+        from_toml_serde(&write("receipt_ttl = \"10m\""))
+            .expect("serde")
+            .writes["set_note"]
+            .receipt_ttl,
+        Some(Dur(Duration::from_secs(600)))
+    );
+    assert_eq!(
+        errors(&write("receipt_ttl = \"500ms\"")),
+        ["g.toml:12: writes.set_note.receipt_ttl: must be at least 1s (leave it out for receipts that answer for ever)"]
     );
 }
 

@@ -177,6 +177,7 @@ fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
                 arguments: vec!["len(value) <= 5".into()],
             },
             approval: ApprovalBy::Operator,
+            receipt_ttl: None,
         },
     );
     c
@@ -282,6 +283,47 @@ async fn only_bound_tools_and_no_remote_error_text() {
             "explode failed: mcp_protocol_error (nothing was written)".to_owned(),
             true
         )
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// Issue 44, frictions: a caller is listed only the tools its caller rules let it call, and a
+/// write tool's description tells the model that its call waits for a person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_caller_is_listed_what_it_may_call_and_a_write_says_it_waits() {
+    let fx = fixture("listed", Duration::from_secs(1)).await;
+    let stranger = client(&fx.gateway, "stranger").await;
+    let names: Vec<String> = stranger.tools().iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["explode", "get_value", "leak"]);
+    let known = client(&fx.gateway, "flow-client").await;
+    let described: Vec<(String, Option<String>)> = known
+        .tools()
+        .iter()
+        .map(|t| (t.name.clone(), t.description.clone()))
+        .collect();
+    assert_eq!(
+        described,
+        [
+            ("explode".to_owned(), Some("explode upstream".to_owned())),
+            (
+                "get_value".to_owned(),
+                Some("get_value upstream".to_owned())
+            ),
+            ("leak".to_owned(), Some("leak upstream".to_owned())),
+            (
+                "set_value".to_owned(),
+                Some(format!(
+                    "set_value upstream\n\n{}",
+                    purra_gateway::WRITE_WAITS
+                ))
+            ),
+        ]
+    );
+    assert_eq!(
+        purra_gateway::WRITE_WAITS,
+        "A call of this tool waits for a person to approve it; if the wait ends first, the \
+         result names the pending approval, and the same call made again once it is approved \
+         is sent once."
     );
     fx.gateway.shutdown().await;
 }
@@ -605,6 +647,253 @@ async fn finding_7_the_view_shows_a_clients_name_escaped_and_bounded() {
     fx.gateway.shutdown().await;
 }
 
+/// Issue 44, friction: a denied call's run stayed `suspended` for ever. Its caller calling again
+/// is told the denial (and that the same call made again asks anew) while the request would
+/// have accepted a decision; after that the sweeper closes the run, and the same call made again
+/// is a new request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_calls_run_is_closed_and_the_same_call_asks_anew() {
+    let fx = fixture_with("denied-closed", Duration::from_millis(100), |c| {
+        c.gateway.approval_request_ttl = Dur(Duration::from_millis(1500));
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let call = || conn.call_tool("set_value", json!({"value": "d"}));
+    let first = call().await.expect("call");
+    assert!(
+        text(&first).0.contains("approval approval-1 is pending"),
+        "{first:?}"
+    );
+    fx.store
+        .decide(
+            ApprovalId("approval-1".into()),
+            Decision {
+                verdict: Verdict::Deny,
+                approver: "ada".into(),
+                decided_at: SystemTime::now(),
+                expires_at: None,
+                note: None,
+            },
+        )
+        .await
+        .expect("decide");
+    let start = std::time::Instant::now();
+    while !fx.store.suspended_run_ids().await.expect("runs").is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the denied call's run was never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = call().await.expect("call");
+    assert!(
+        text(&again).0.contains("approval approval-2 is pending"),
+        "{again:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// Issue 44, friction: a waiting write's progress was fractional seconds
+/// (`1.787e-06/59.9997`). It is whole seconds, increasing, with a message saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_writes_progress_is_whole_seconds_with_a_message() {
+    let fx = fixture_with("progress", Duration::from_millis(2200), |c| {
+        c.gateway.progress_interval = Dur(Duration::from_secs(1));
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = seen.clone();
+    let options = purra_protocol::RequestOptions::default().on_progress(
+        move |p| {
+            into.lock().expect("lock").push((
+                p.progress,
+                p.total,
+                p.message.clone().unwrap_or_default(),
+            ));
+        },
+        None,
+    );
+    let r = conn
+        .call_tool_with("set_value", json!({"value": "p"}), options)
+        .await
+        .expect("call");
+    assert!(
+        text(&r).0.contains("approval approval-1 is pending"),
+        "{r:?}"
+    );
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(
+        seen,
+        (0..=2)
+            .map(|n| (
+                f64::from(n),
+                Some(2.0),
+                format!("waiting for approval approval-1: {n} s of 2 s")
+            ))
+            .collect::<Vec<_>>()
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` and RFC 3339 with milliseconds of `t`.
+fn times(t: SystemTime) -> (String, String) {
+    let ms = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis();
+    let stamp = purra_protocol::tasks::rfc3339(u64::try_from(ms).expect("ms"));
+    (format!("{} {} UTC", &stamp[..10], &stamp[11..19]), stamp)
+}
+
+/// Calls `set_value` with `value` until it is sent: the first call prepares an approval (the
+/// wait is short), which is approved, and the next call sends it. Returns the approval.
+async fn approved_and_sent(fx: &Fixture, conn: &Connection, value: &str, n: u32) -> ApprovalId {
+    let first = conn
+        .call_tool("set_value", json!({"value": value}))
+        .await
+        .expect("call");
+    let id = ApprovalId(format!("approval-{n}"));
+    assert!(
+        text(&first)
+            .0
+            .contains(&format!("approval {} is pending", id.0)),
+        "{first:?}"
+    );
+    fx.gateway
+        .decide(id.clone(), approval_by("ada", Duration::from_secs(60)))
+        .await
+        .expect("decide");
+    let sent = conn
+        .call_tool("set_value", json!({"value": value}))
+        .await
+        .expect("call");
+    assert_eq!(
+        (text(&sent), sent.meta.clone()),
+        ((format!("stored \"{value}\""), false), None)
+    );
+    id
+}
+
+/// Issue 44, defect 5: the same call made again after it was sent answered with the old
+/// receipt as if it had just been sent ("Successfully wrote to ..." in 0.0 s, nothing written).
+/// It says that it is a replay, in its text and in `_meta`; without `receipt_ttl` a receipt
+/// answers for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_write_says_it_is_answered_from_its_receipt() {
+    let fx = fixture("replay", Duration::from_millis(200)).await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let id = approved_and_sent(&fx, &conn, "r", 1).await;
+    let at = fx
+        .store
+        .approval(id.clone())
+        .await
+        .expect("view")
+        .expect("exists")
+        .claim
+        .expect("claimed")
+        .completed_at
+        .expect("completed");
+    let (shown, stamp) = times(at);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for _ in 0..2 {
+        let again = conn
+            .call_tool("set_value", json!({"value": "r"}))
+            .await
+            .expect("call");
+        assert_eq!(
+            again.texts().collect::<Vec<_>>(),
+            [
+                format!("answered from the receipt of approval-1, {shown}; nothing was sent"),
+                "stored \"r\"".to_owned()
+            ]
+        );
+        assert!(!again.is_error());
+        assert_eq!(again.structured_content, Some(json!({"stored": "r"})));
+        assert_eq!(
+            again.meta.map(Value::Object),
+            Some(json!({"io.purra/replay": {"approval": "approval-1", "receiptAt": stamp}}))
+        );
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        fx.store.record(ApprovalId("approval-2".into())).await,
+        Ok(None)
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// Issue 44, defect 5: with `receipt_ttl`, a receipt older than it no longer answers: the same
+/// call asks for a new approval (its run is the first one's with `~2`), the old approval and
+/// its receipt stay in the store, and once approved the call is sent again, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_receipt_ttl_the_same_call_asks_for_a_new_approval() {
+    let fx = fixture_with("receipt-ttl", Duration::from_millis(200), |c| {
+        apps_on(c);
+        c.writes.get_mut("set_value").expect("bound").receipt_ttl =
+            Some(Dur(Duration::from_secs(1)));
+    })
+    .await;
+    let conn = client_with(&fx.gateway, "flow-client", ClientOptions::default().apps()).await;
+    let first = approved_and_sent(&fx, &conn, "t", 1).await;
+    // Within the ttl: the receipt answers.
+    let replay = conn
+        .call_tool("set_value", json!({"value": "t"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&replay)
+            .0
+            .starts_with("answered from the receipt of approval-1, "),
+        "{replay:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Past the ttl the view shows the next generation: no approval asked for it yet.
+    assert_eq!(status(&view(&conn, "t", json!({})).await), "none");
+    let second = approved_and_sent(&fx, &conn, "t", 2).await;
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 2);
+    let (one, two) = (
+        fx.store.approval(first).await.expect("view").expect("kept"),
+        fx.store
+            .approval(second)
+            .await
+            .expect("view")
+            .expect("exists"),
+    );
+    assert_eq!(
+        two.request.intent.run_id.0,
+        format!("{}~2", one.request.intent.run_id.0)
+    );
+    assert_eq!(
+        one.claim.expect("claimed").receipt(),
+        Some(&json!({"text": ["stored \"t\""], "structured": {"stored": "t"}}))
+    );
+    // The approval view follows the call's generation: the new one, committed.
+    let shown = view(&conn, "t", json!({})).await;
+    assert_eq!(status(&shown), "committed", "{shown:?}");
+    assert_eq!(
+        shown
+            .structured_content
+            .as_ref()
+            .map(|s| s["intentDigest"].clone()),
+        Some(json!(two.intent_digest.as_str()))
+    );
+    // The new receipt answers now, named by its approval.
+    let again = conn
+        .call_tool("set_value", json!({"value": "t"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&again)
+            .0
+            .starts_with("answered from the receipt of approval-2, "),
+        "{again:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 2);
+    fx.gateway.shutdown().await;
+}
+
 /// Asks the approval view's tool about the `set_value` call with `value`, with `extra` fields.
 async fn view(conn: &Connection, value: &str, extra: Value) -> CallToolResult {
     let mut args = json!({"tool": "set_value", "arguments": {"value": value}});
@@ -829,7 +1118,8 @@ async fn denied_in_the_view_it_is_never_sent_and_an_approval_after_the_wait_send
         text(&again),
         (
             "set_value was not sent: approval approval-1 was denied by flow-client (app) \
-             (approval_denied)"
+             (approval_denied); calling set_value again with the same arguments asks for a \
+             new approval"
                 .to_owned(),
             true
         )

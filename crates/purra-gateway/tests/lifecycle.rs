@@ -168,6 +168,7 @@ fn config(url: &str, db: PathBuf) -> GatewayConfig {
                 arguments: vec![],
             },
             approval: ApprovalBy::Operator,
+            receipt_ttl: None,
         },
     );
     c
@@ -524,7 +525,7 @@ async fn a_drain_answers_waiting_writes_refuses_new_calls_and_waits_for_dispatch
     assert_eq!(
         text(&r),
         (
-            format!("set_value was not sent: approval approval-2 is pending (intent {digest}). Once it is decided (purra approvals approve approval-2), call set_value again with the same arguments: an approved call is sent once, a denied one never."),
+            format!("set_value was not sent: approval approval-2 is pending (intent {digest}). Once it is decided (purra approvals approve approval-2), call set_value again with the same arguments: an approved call is sent once; a denied one is not sent, and the same call made again after a denial asks for a new approval."),
             true
         )
     );
@@ -780,7 +781,7 @@ async fn a_drain_answers_a_write_waiting_on_its_elicitation_form() {
     assert_eq!(
         text(&r),
         (
-            format!("set_value was not sent: approval approval-1 is pending (intent {digest}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once, a denied one never."),
+            format!("set_value was not sent: approval approval-1 is pending (intent {digest}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once; a denied one is not sent, and the same call made again after a denial asks for a new approval."),
             true
         )
     );

@@ -183,6 +183,7 @@ async fn fixture(name: &str) -> Fixture {
             scope_revision: "1".into(),
             scope: ScopeRules::default(),
             approval: ApprovalBy::Operator,
+            receipt_ttl: None,
         },
     );
     let store = SqliteStore::open(&db).expect("store");

@@ -72,6 +72,9 @@ type PromptFn = Arc<
         + Send
         + Sync,
 >;
+/// Which tools `tools/list` shows to a request ([`Server::tool_filter`]).
+type ToolFilter = Arc<dyn Fn(&Tool, &RequestCtx) -> bool + Send + Sync>;
+
 type CompleteFn = Arc<
     dyn Fn(CompleteParams, RequestCtx) -> BoxFuture<'static, HandlerResult<Completion>>
         + Send
@@ -174,6 +177,8 @@ struct ServerInner {
     /// The skills served (the Skills extension).
     skills: RwLock<skills::Catalog>,
     completion: RwLock<Option<CompleteFn>>,
+    /// Which tools `tools/list` shows to a request's caller ([`Server::tool_filter`]).
+    tool_filter: RwLock<Option<ToolFilter>>,
     /// Seals and opens the `requestState` of 2026-07-28 multi round-trip requests.
     request_state: RequestStateSecurity,
     /// Caching hints of 2026-07-28 results, by method.
@@ -416,6 +421,7 @@ impl ServerBuilder {
                 prompts: RwLock::default(),
                 skills: RwLock::default(),
                 completion: RwLock::new(None),
+                tool_filter: RwLock::new(None),
                 request_state: self
                     .request_state
                     .unwrap_or_else(RequestStateSecurity::ephemeral),
@@ -1034,6 +1040,18 @@ impl Server {
             .expect("prompts lock")
             .insert(name, PromptEntry { prompt, handler });
         self.list_changed(Kind::Prompts);
+    }
+
+    /// Lists to each request only the tools `filter` keeps for it (a host that authorizes
+    /// tools per caller lists only what the caller may call); the others are still callable as
+    /// far as this server is concerned: the host refuses those calls itself. Pages are pages of
+    /// the tools kept.
+    pub fn tool_filter<F>(&self, filter: F) -> &Self
+    where
+        F: Fn(&Tool, &RequestCtx) -> bool + Send + Sync + 'static,
+    {
+        *self.inner.tool_filter.write().expect("tool filter lock") = Some(Arc::new(filter));
+        self
     }
 
     /// Answers `completion/complete` (declares the completions capability).
@@ -2002,13 +2020,34 @@ impl SessionState {
             methods::TOOLS_LIST if advertised.tools() => {
                 let page: PaginatedParams = from_params(p)?;
                 let offset = decode_cursor(page.cursor.as_deref())?;
-                let (items, next) = inner
-                    .tools
-                    .read()
-                    .expect("tools lock")
-                    .page(offset, inner.page_size);
+                let filter = inner.tool_filter.read().expect("tool filter lock").clone();
+                let (tools, next) = match filter {
+                    None => {
+                        let (items, next) = inner
+                            .tools
+                            .read()
+                            .expect("tools lock")
+                            .page(offset, inner.page_size);
+                        (items.iter().map(|e| e.tool.clone()).collect(), next)
+                    }
+                    Some(keep) => {
+                        let kept: Vec<Tool> = {
+                            let tools = inner.tools.read().expect("tools lock");
+                            tools
+                                .order
+                                .iter()
+                                .map(|k| &tools.items[k].tool)
+                                .filter(|t| keep(t, &ctx))
+                                .cloned()
+                                .collect()
+                        };
+                        let end = offset.saturating_add(inner.page_size).min(kept.len());
+                        let next = (end < kept.len()).then_some(end);
+                        (kept[offset.min(end)..end].to_vec(), next)
+                    }
+                };
                 Ok(to_raw(&ListToolsResult {
-                    tools: items.iter().map(|e| e.tool.clone()).collect(),
+                    tools,
                     next_cursor: next.map(encode_cursor),
                     meta: None,
                 })?)
