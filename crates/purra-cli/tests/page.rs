@@ -319,7 +319,8 @@ fn screenshot(b: &Browser, name: &str) {
     let png = b.screenshot();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     if std::env::var_os("PURRA_SCREENSHOTS").is_some_and(|v| v == "1") {
-        std::fs::write(repo_root().join("docs/src/images").join(name), png).expect("write screenshot");
+        std::fs::write(repo_root().join("docs/src/images").join(name), png)
+            .expect("write screenshot");
     }
 }
 

@@ -757,7 +757,8 @@ fn real_schemas_outside_the_profile_are_named_exactly() {
 #[test]
 fn the_documented_stdio_snippet_starts_the_gateway_over_the_official_servers() {
     let root = repo_root();
-    let guide = std::fs::read_to_string(root.join("docs/src/gateway/clients.md")).expect("docs/src/gateway/clients.md");
+    let guide = std::fs::read_to_string(root.join("docs/src/gateway/clients.md"))
+        .expect("docs/src/gateway/clients.md");
     let after = guide
         .split("<!-- stdio-snippet")
         .nth(1)
