@@ -14,7 +14,7 @@
 //! The gateway's approval view (MCP Apps) runs in a sandboxed iframe of a page whose host side
 //! the test plays over purra's client: a waiting write is approved in the view and sent once.
 //!
-//! With `PURRA_SCREENSHOTS=1` the approval tests also write the screenshots of the README
+//! With `PURRA_SCREENSHOTS=1` the approval tests also write the screenshots of the guide
 //! (`docs/src/images/approver-page-pending.png`, `docs/src/images/approver-page-history.png`,
 //! `docs/src/images/approval-app-pending.png`).
 
