@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The user guide (docs/, an mdBook; run by scripts/test.sh):
-# 1. mdbook, installed from its crate with `cargo install --locked` into target/mdbook when missing;
+# 1. mdbook, installed from its crate with `cargo install --locked` into target/mdbook when missing
+#    (without its default features: no file watcher, web server or search index, which the check
+#    needs not and which would double its build on CI's two cores);
 # 2. `mdbook build docs` (the book lands in target/guide, see docs/book.toml);
 # 3. every relative link and image in docs/src/*.md and README.md names a file that exists, and every
 #    `#anchor` on a Markdown page names one of its headings.
@@ -15,7 +17,7 @@ mdbook=$root/bin/mdbook
 # 1. mdbook, at the pinned version.
 if ! [ -x "$mdbook" ] || ! "$mdbook" --version | grep -qF "v$MDBOOK_VERSION"; then
     echo "guide: installing mdbook $MDBOOK_VERSION into $root" >&2
-    cargo install mdbook --locked --version "$MDBOOK_VERSION" --root "$root" --quiet
+    cargo install mdbook --locked --no-default-features --version "$MDBOOK_VERSION" --root "$root" --quiet
 fi
 
 # 2. The book.

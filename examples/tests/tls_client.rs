@@ -74,6 +74,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ca_file = std::env::temp_dir().join(format!("purra-tls-client-{}.pem", std::process::id()));
     std::fs::write(&ca_file, ca.pem())?;
 
+    // ring, as purra-protocol's WebSocket client (rustls 0.23.48 deprecated it for lacking
+    // post-quantum key exchange; it stays supported within 0.23).
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?

@@ -31,7 +31,7 @@ Output:
   and binary resources summarized (e.g. [image image/png, 1.2 KiB]). --json prints one JSON
   document instead. Progress and server log messages go to stderr (a live progress bar when
   stderr is a terminal, plain lines otherwise). On a terminal, control characters a server
-  sent (escape sequences) are shown as escapes like \x1b, never obeyed; pipes and files get
+  sent (escape sequences) are shown as escapes like \\x1b, never obeyed; pipes and files get
   the text exactly as sent. `call --max-time SECS` (default 600) bounds a call in all, however
   much progress the server reports.
 
@@ -158,9 +158,14 @@ pub struct GatewayArgs {
     /// [writes.NAME] bindings, [limits], [policies] (Cedar policy files).
     #[arg(long, value_name = "FILE")]
     pub config: std::path::PathBuf,
-    /// Check the configuration against the upstreams, print the bound tools and exit.
+    /// Check the configuration against the upstreams, print the bound tools and exit (the store
+    /// is opened and each address to listen on tried, as a start would).
     #[arg(long)]
     pub check: bool,
+    /// With --check: the file is for a running gateway's reload (kill -HUP), which keeps its
+    /// listeners; their addresses, held by that gateway, are not tried.
+    #[arg(long, requires = "check")]
+    pub for_reload: bool,
     /// Also serve the approver page on this address (loopback: 127.0.0.1:8470); decisions made
     /// there wake this gateway's waiting calls at once.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8470")]

@@ -38,6 +38,8 @@ fn main() {
             std::process::exit(if e.use_stderr() { exit::USAGE } else { 0 });
         }
     };
+    // From here on a panic is one log line in the chosen format, its message escaped.
+    telemetry::install_panic_hook(cli.log_format);
     let json = match &cli.command {
         Command::Inspect(a) => a.connect.json,
         Command::Call(a) => a.connect.json,

@@ -127,6 +127,7 @@ pub fn init(verbose: u8, log: LogFormat, export: &Export) -> Result<Telemetry, S
         .with_targets(OURS.map(|t| (t, ours)));
     let text = (log == LogFormat::Text && verbose > 0).then(|| {
         tracing_subscriber::fmt::layer()
+            .fmt_fields(text_fields())
             .with_writer(std::io::stderr)
             .with_ansi(std::io::stderr().is_terminal())
             .with_target(false)
@@ -176,16 +177,39 @@ pub fn init(verbose: u8, log: LogFormat, export: &Export) -> Result<Telemetry, S
     }
 }
 
+/// How many characters of one field's value a text log line shows.
+const LOG_VALUE_MAX_CHARS: usize = 4096;
+
+/// The text format's fields (`-v`): each value on one line, its control and invisible
+/// characters escaped and bounded ([`purra_core::visible::one_line`]). A value may be a method
+/// name or a URI a client sent, and tracing writes `%` values as they are: a newline there
+/// would forge a log line, an escape sequence drive the terminal.
+fn text_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let shown = format!("{value:?}");
+        let shown = purra_core::visible::one_line(&shown, LOG_VALUE_MAX_CHARS);
+        if field.name() == "message" {
+            write!(w, "{shown}")
+        } else {
+            write!(w, "{field}={shown}")
+        }
+    })
+    .delimited(" ")
+}
+
 /// One operational message of `prefix` (`purra gateway`): `prefix: message` on stderr, or in
 /// JSON a line `{"timestamp", "level": "INFO", "target": prefix, "message"}`.
 pub fn say(prefix: &str, message: &str) {
     match format() {
         // Never a panic when stderr is gone: a gateway (and its webhook deliveries) goes on.
+        // A log line's control characters are escapes wherever it goes (a file too): a
+        // message may quote text a client chose.
         LogFormat::Text => {
             let _ = writeln!(
                 std::io::stderr(),
                 "{prefix}: {}",
-                crate::term::for_stderr(message)
+                crate::term::safe(message)
             );
         }
         LogFormat::Json => {
@@ -197,6 +221,59 @@ pub fn say(prefix: &str, message: &str) {
             });
             let _ = writeln!(std::io::stderr(), "{line}");
         }
+    }
+}
+
+/// How many characters of a panic's message are written ([`panic_line`]).
+const PANIC_MESSAGE_MAX_CHARS: usize = 1024;
+
+/// Installs the process's panic hook: a panic is written as one log line in `log`'s format
+/// (`panic_line`) instead of Rust's default text, which prints the message raw. A message
+/// may quote what a client sent (a URI, a name): a newline or an escape sequence there must
+/// not forge a log line or drive the terminal.
+pub fn install_panic_hook(log: LogFormat) {
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(no message)");
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+        // Never a panic in the hook when stderr is gone.
+        let _ = writeln!(
+            std::io::stderr(),
+            "{}",
+            panic_line(log, message, location.as_deref())
+        );
+    }));
+}
+
+/// One panic as a log line: in text `purra: internal error (a bug in purra): panicked at
+/// LOCATION: MESSAGE`, in JSON `{"timestamp", "level": "ERROR", "target": "purra", "message":
+/// "panicked at LOCATION: MESSAGE"}`. The message is on one line, its control and invisible
+/// characters escaped (`\n`, `\u001b`, `\u202e`), and cut after
+/// [`PANIC_MESSAGE_MAX_CHARS`] characters.
+fn panic_line(log: LogFormat, message: &str, location: Option<&str>) -> String {
+    let message = purra_core::visible::one_line(message, PANIC_MESSAGE_MAX_CHARS);
+    let what = match location {
+        Some(at) => format!(
+            "panicked at {}: {message}",
+            purra_core::visible::one_line(at, 512)
+        ),
+        None => format!("panicked: {message}"),
+    };
+    match log {
+        LogFormat::Text => format!("purra: internal error (a bug in purra): {what}"),
+        LogFormat::Json => serde_json::json!({
+            "timestamp": now(),
+            "level": "ERROR",
+            "target": "purra",
+            "message": what,
+        })
+        .to_string(),
     }
 }
 
@@ -333,6 +410,13 @@ where
 struct Fields(serde_json::Map<String, serde_json::Value>);
 
 impl Fields {
+    /// A text value: JSON escapes every C0 control; the other characters nobody sees (bidi
+    /// controls, C1 controls, zero-width ones) are shown as `\u202e` escapes too.
+    fn text(&mut self, field: &tracing::field::Field, value: &str) {
+        let shown = purra_core::visible::escape_hidden(value).into_owned();
+        self.put(field, shown.into());
+    }
+
     fn put(&mut self, field: &tracing::field::Field, value: serde_json::Value) {
         if !field.name().starts_with("otel.") {
             self.0.insert(field.name().into(), value);
@@ -342,7 +426,7 @@ impl Fields {
 
 impl tracing::field::Visit for Fields {
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.put(field, value.into());
+        self.text(field, value);
     }
     fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
         self.put(field, value.into());
@@ -354,7 +438,7 @@ impl tracing::field::Visit for Fields {
         self.put(field, value.into());
     }
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.put(field, format!("{value:?}").into());
+        self.text(field, &format!("{value:?}"));
     }
 }
 
@@ -658,5 +742,39 @@ mod otel {
                 ..Default::default()
             }],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 43 finding 4: a panic whose message quotes a client's text (a newline, a forged
+    /// JSON line, an escape sequence, a bidi override) is one log line, escaped, in either
+    /// format.
+    #[test]
+    fn finding_4_a_panic_is_one_escaped_log_line() {
+        let message = "no file at skill://r/%a\u{20ac}\n{\"message\":\"forged\"}\u{1b}[2J\u{202e}";
+        let shown = "no file at skill://r/%a\u{20ac}\\n{\"message\":\"forged\"}\\u001b[2J\\u202e";
+        assert_eq!(
+            panic_line(LogFormat::Text, message, Some("src/a.rs:1:2")),
+            format!("purra: internal error (a bug in purra): panicked at src/a.rs:1:2: {shown}")
+        );
+        let line = panic_line(LogFormat::Json, message, None);
+        assert!(!line.contains(['\n', '\u{1b}', '\u{202e}']), "{line}");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["level"], "ERROR");
+        assert_eq!(v["target"], "purra");
+        assert_eq!(v["message"], format!("panicked: {shown}"));
+        assert_eq!(v.as_object().unwrap().len(), 4, "{v}");
+        // Bounded.
+        let long = "y".repeat(5000);
+        assert_eq!(
+            panic_line(LogFormat::Text, &long, None),
+            format!(
+                "purra: internal error (a bug in purra): panicked: {}\u{2026}",
+                "y".repeat(1024)
+            )
+        );
     }
 }

@@ -901,3 +901,162 @@ fn a_python_sdk_apps_server_is_seen_as_such() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The subcommands a help text lists under `Commands:` (`help` left out).
+fn listed_subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| l.trim_end() != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `bytes` with clap's own styling removed: SGR sequences `ESC [ digits and ; m`, which clap
+/// writes when colour is forced. Any other ESC is kept.
+fn without_styles(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'[') {
+            let end = bytes[i + 2..]
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || *b == b';'))
+                .map(|n| i + 2 + n);
+            if let Some(end) = end.filter(|e| bytes[*e] == b'm') {
+                i = end + 1;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+/// `purra --help` and every subcommand's `--help` (nested ones too) are plain text: no byte
+/// below 0x20 but newline and tab, piped and with colour forced (clap's styling aside), so on a
+/// terminal too (issue 44 defect 7: a raw ESC in a string literal garbled the top-level help;
+/// piped, clap stripped it with the two characters after it, on a terminal it was sent).
+#[test]
+fn help_text_has_no_control_bytes() {
+    let mut queue: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = 0;
+    while let Some(path) = queue.pop() {
+        let mut args = path.clone();
+        args.push("--help".into());
+        let out = purra(&args);
+        let text = expect_code(&out, 0);
+        assert!(out.stderr.is_empty(), "purra {args:?}: {}", describe(&out));
+        let forced = Command::new(purra_bin())
+            .args(&args)
+            .env("CLICOLOR_FORCE", "1")
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("purra");
+        assert_eq!(forced.status.code(), Some(0), "{}", describe(&forced));
+        for (how, bytes) in [
+            ("piped", out.stdout.clone()),
+            ("forced colour", without_styles(&forced.stdout)),
+        ] {
+            if let Some((i, b)) = bytes
+                .iter()
+                .enumerate()
+                .find(|(_, b)| **b < 0x20 && **b != b'\n' && **b != b'\t')
+            {
+                panic!(
+                    "purra {args:?} ({how}) prints the byte {b:#04x} at offset {i}:\n{}",
+                    String::from_utf8_lossy(&bytes)
+                );
+            }
+        }
+        for sub in listed_subcommands(&text) {
+            let mut next = path.clone();
+            next.push(sub);
+            queue.push(next);
+        }
+        seen += 1;
+    }
+    // The top level and its subcommands, and the nested ones (`approvals list`, ...).
+    assert!(seen > 20, "only {seen} help texts were found");
+    let top = stdout(&purra(&["--help"]));
+    assert!(
+        top.contains("shown as escapes like \\x1b, never obeyed"),
+        "{top}"
+    );
+}
+
+/// Issue 43, "nothing a client sends reaches a log line unescaped": a method name a client
+/// sends (a newline, a forged JSON line, an escape sequence, a bidi override) is escaped in the
+/// log lines of `purra -v serve-example`, in text and in JSON (tracing writes `%` fields as
+/// they are: before, the newline began a line of the client's).
+#[test]
+fn finding_7_client_text_reaches_log_lines_escaped() {
+    use std::io::{Read, Write};
+    let method = "x\n{\"message\":\"forged\"}\u{1b}[2J\u{202e}";
+    for format in ["text", "json"] {
+        let mut child = Command::new(purra_bin())
+            .args(["-v", "--log-format", format, "serve-example"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("purra serve-example");
+        let mut stdin = child.stdin.take().expect("stdin");
+        for message in [
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "finding-7", "version": "1"}}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method}),
+        ] {
+            writeln!(stdin, "{message}").expect("write");
+        }
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut answered = false;
+        for _ in 0..2 {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("read");
+            let v: Value = serde_json::from_str(&line).expect("JSON");
+            answered |= v["id"] == 2 && v["error"]["code"] == -32601;
+        }
+        assert!(answered, "{format}: no -32601 for the made-up method");
+        drop(stdin);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut err)
+            .expect("stderr");
+        let _ = child.wait();
+        assert!(
+            !err.contains(['\u{1b}', '\u{202e}']),
+            "{format}: a raw control in {err}"
+        );
+        assert!(
+            !err.lines()
+                .any(|l| l.starts_with("{\"message\":\"forged\"}")),
+            "{format}: a forged line in {err}"
+        );
+        match format {
+            "text" => assert!(
+                err.contains(r#"method=x\n{"message":"forged"}\u001b[2J\u202e"#),
+                "{err}"
+            ),
+            _ => {
+                let mut seen = false;
+                for line in err.lines() {
+                    let v: Value = serde_json::from_str(line)
+                        .unwrap_or_else(|e| panic!("a raw line ({e}): {line:?}"));
+                    seen |= v["span"]["method"] == "x\n{\"message\":\"forged\"}\\u001b[2J\\u202e";
+                }
+                assert!(seen, "{err}");
+            }
+        }
+    }
+}

@@ -382,10 +382,17 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
         "purra: approval approval-1 expired undecided; a decision is no longer accepted (the \
          same call made again asks for a new approval)"
     );
-    expect_code(
-        &purra(&tmp.0, &["approvals", "approve", "approval-2", "--db", &db]),
-        0,
+    let approved = purra(&tmp.0, &["approvals", "approve", "approval-2", "--db", &db]);
+    expect_code(&approved, 0);
+    // Issue 44: operator output carries no demo hints (only `purra demo` prints those).
+    let said = String::from_utf8_lossy(&approved.stdout);
+    assert!(
+        said.ends_with(
+            "a gateway call waiting on it sends the write once; otherwise the same call made again does\n"
+        ),
+        "{said}"
     );
+    assert!(!said.contains("demo"), "{said}");
     let list = json_of(&purra(
         &tmp.0,
         &["approvals", "list", "--db", &db, "--json"],
@@ -591,7 +598,7 @@ fn a_denied_demo_write_is_never_sent() {
     let out = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
     has_line(
         &out,
-        "client: set_note -> set_note was not sent: approval approval-1 was denied by operator (cli) (note: not today) (approval_denied)",
+        "client: set_note -> set_note was not sent: approval approval-1 was denied by operator (cli) (note: not today) (approval_denied); calling set_note again with the same arguments asks for a new approval",
     );
     has_line(
         &out,
@@ -819,4 +826,45 @@ fn approvals_show_prints_hidden_characters_escaped_with_a_warning() {
     assert_eq!(exact["arguments"], "/srv/notes/\u{202e}txt.exe\u{200b}");
     assert_eq!(exact["decision"]["approver"], "bot\u{2066} (app)");
     assert_eq!(exact["decision"]["note"], "fine\u{e0041}");
+}
+
+/// Issue 43 finding 7: `purra approvals show` prints who asked and who decided, which name a
+/// client that chose its own name, on one line each, escaped and bounded (a record made before
+/// the gateway bounded names included).
+#[test]
+fn finding_7_approvals_show_prints_a_clients_name_escaped_and_bounded() {
+    let tmp = TempDir::new("client-name");
+    let db = tmp.db();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        use purra_core::ApprovalGateway;
+        let store = purra_sqlite::SqliteStore::open(&db).expect("store");
+        let mut evil = purra_store_tests::request("a");
+        evil.requested_by = "local (evil\u{202e}\nname)".into();
+        let id = store.prepare(evil).await.expect("prepare");
+        let mut decision = purra_store_tests::decision(purra_core::Verdict::Deny, None);
+        decision.approver = "evil\u{202e}\nname (app)".into();
+        store.decide(id, decision).await.expect("decide");
+        let mut long = purra_store_tests::request("b");
+        long.requested_by = format!("local ({})", "x".repeat(10_000));
+        store.prepare(long).await.expect("prepare");
+    });
+    let out = expect_code(
+        &purra(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
+        0,
+    );
+    has_line(&out, r"requested by: local (evil\u202e\nname)");
+    has_line(&out, r"decision: deny by evil\u202e\nname (app)");
+    assert!(!out.contains('\u{202e}'), "{out}");
+    let out = expect_code(
+        &purra(&tmp.0, &["approvals", "show", "approval-2", "--db", &db]),
+        0,
+    );
+    has_line(
+        &out,
+        &format!("requested by: local ({}\u{2026}", "x".repeat(505)),
+    );
 }

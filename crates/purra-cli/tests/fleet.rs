@@ -586,11 +586,12 @@ impl Drop for FleetClient {
     }
 }
 
-/// The approval a progress line names (`waiting for approval approval-N`).
+/// The approval a progress line names (`waiting for approval approval-N: 0 s of 60 s`).
 fn approval_of(progress: &Value) -> String {
     progress["message"]
         .as_str()
         .and_then(|m| m.strip_prefix("waiting for approval "))
+        .and_then(|rest| rest.split(':').next())
         .unwrap_or_else(|| panic!("not a waiting write: {progress}"))
         .to_owned()
 }

@@ -520,7 +520,7 @@ fn expected_tools() -> Value {
         {
             "name": "set_value",
             "title": "Set the value",
-            "description": "Sets the stored value",
+            "description": format!("Sets the stored value\n\n{}", purra_gateway::WRITE_WAITS),
             "inputSchema": {
                 "type": "object",
                 "properties": {"value": {"type": "string"}},
@@ -583,20 +583,39 @@ fn write_once_after_cli_approval(sdk: Sdk, http: bool) {
             "{sdk:?} http={http} step {i}: {}",
             steps[i]
         );
-        assert_eq!(
-            steps[i]["result"]["content"],
-            json!([{"type": "text", "text": format!("stored {value}")}])
-        );
     }
+    assert_eq!(
+        steps[2]["result"]["content"],
+        json!([{"type": "text", "text": format!("stored {value}")}])
+    );
+    // The same call again: answered from the receipt, and said so (issue 44, defect 5).
+    let replay = &steps[3]["result"];
+    let at = replay["_meta"]["io.purra/replay"]["receiptAt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no replay marker: {replay}"));
+    assert_eq!(
+        replay["_meta"]["io.purra/replay"]["approval"], "approval-1",
+        "{replay}"
+    );
+    assert_eq!(
+        replay["content"],
+        json!([
+            {"type": "text", "text": format!(
+                "answered from the receipt of approval-1, {} {} UTC; nothing was sent",
+                &at[..10],
+                &at[11..19]
+            )},
+            {"type": "text", "text": format!("stored {value}")}
+        ])
+    );
     assert_eq!(
         steps[4]["result"]["structuredContent"],
         json!({"value": value})
     );
     // Progress came while the write waited for the decision.
     assert!(
-        lines
-            .iter()
-            .any(|l| l["event"] == "progress" && l["message"] == "waiting for approval approval-1"),
+        lines.iter().any(|l| l["event"] == "progress"
+            && l["message"] == "waiting for approval approval-1: 0 s of 90 s"),
         "{lines:?}"
     );
     // The upstream's fsynced ledger: one request, though the call was made twice.
@@ -688,7 +707,7 @@ fn elicitation_approve_and_deny_from_the_clients_own_handler() {
                 result_text(steps[0]),
                 (
                     format!(
-                        "set_value was not sent: approval approval-1 was denied by {approver} (note: {note}) (approval_denied)"
+                        "set_value was not sent: approval approval-1 was denied by {approver} (note: {note}) (approval_denied); calling set_value again with the same arguments asks for a new approval"
                     ),
                     true
                 )
@@ -716,7 +735,7 @@ fn self_approval_steps() -> Value {
 
 fn pending_text(sc: &Scenario, id: &str) -> String {
     format!(
-        "set_value was not sent: approval {id} is pending (intent {}). Once it is decided (purra approvals approve {id}), call set_value again with the same arguments: an approved call is sent once, a denied one never.",
+        "set_value was not sent: approval {id} is pending (intent {}). Once it is decided (purra approvals approve {id}), call set_value again with the same arguments: an approved call is sent once; a denied one is not sent, and the same call made again after a denial asks for a new approval.",
         sc.approvals(&["show", id])["intentDigest"].as_str().unwrap_or("")
     )
 }
@@ -1090,7 +1109,7 @@ fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
     assert_eq!(
         result_text(steps_of(&lines)[0]).0,
         format!(
-            "set_value was not sent: approval approval-1 is pending (intent {}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once, a denied one never.",
+            "set_value was not sent: approval approval-1 is pending (intent {}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once; a denied one is not sent, and the same call made again after a denial asks for a new approval.",
             sc.approvals(&["show", "approval-1"])["intentDigest"].as_str().unwrap_or("")
         )
     );
@@ -1114,7 +1133,11 @@ fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
     assert_eq!(steps[1]["step"], "list_changed");
     assert_eq!(
         steps[2]["tools"][1]["description"],
-        "Sets the stored value (revision 2)"
+        format!(
+            "Sets the stored value (revision 2)\n\n{}",
+            purra_gateway::WRITE_WAITS
+        )
+        .as_str()
     );
     assert_eq!(
         result_text(steps[3]),
@@ -1200,7 +1223,7 @@ arguments = ["len(value) <== 40"]
         String::from_utf8_lossy(&out.stderr),
         format!(
             "purra: the configuration has 5 mistakes:
-  {file}:4: gateway.aproval_wait: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, name, principal, progress_interval, run_decided_without_caller)
+  {file}:4: gateway.aproval_wait: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, principal, progress_interval, run_decided_without_caller, session_idle_timeout)
   {file}:11: reads.get_value.tool: upstream \"values\" has no tool \"get_valeu\" (it lists: get_value, set_value, admin_reset)
   {file}:15: writes.set_value.binding_revision: a write binding needs its binding revision (change it whenever the authorization changes)
   {file}:15: writes.set_value.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)
@@ -1234,6 +1257,50 @@ fn check_warns_what_apps_trusts_over_http() {
         String::from_utf8_lossy(&out.stderr),
         "purra gateway: warning: gateway.apps is on and clients connect over HTTP (127.0.0.1:0): it trusts every client's host to show the approval view to a person and to keep the app-only tool purra_approval from its model; a client that calls purra_approval itself decides its own write; writes whose binding says approval = \"client\" can be decided that way: set_value\n"
     );
+}
+
+/// Issue 43 finding 8: with `[gateway.auth]` on an HTTP listener, `--check` warns of a write
+/// binding whose only caller rule is `clients` (a name the caller chooses), at its key and line.
+#[test]
+fn finding_8_check_warns_of_a_write_whose_only_caller_rule_is_clients() {
+    let sc = Scenario::new("check-clients-only");
+    sc.write_config(&Setup {
+        listen: "127.0.0.1:0",
+        ..Setup::default()
+    });
+    let mut text = std::fs::read_to_string(sc.config()).expect("config");
+    text.push_str("\n[gateway.auth]\nissuer = \"https://issuer.example\"\n");
+    std::fs::write(sc.config(), &text).expect("config");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("clients = "))
+        .expect("the clients line");
+    let out = purra(&["gateway", "--config", &sc.config(), "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "configuration ok: 2 tools: get_value, set_value\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "purra gateway: warning: {}:{line}: writes.set_value.scope.clients: the write's only \
+             caller rule is clients, and a client chooses its own name (clientInfo.name): any \
+             caller with a valid token that gives one of these names passes; clients is not \
+             authentication: name who may write with principals = [...] or with [policies] on \
+             the token's claims\n",
+            sc.config()
+        )
+    );
+    // A principals rule beside it: no warning.
+    let text = text.replace(
+        "[writes.set_value.scope]\n",
+        "[writes.set_value.scope]\nprincipals = [\"https://issuer.example#alice\"]\n",
+    );
+    std::fs::write(sc.config(), &text).expect("config");
+    let out = purra(&["gateway", "--config", &sc.config(), "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
 
 /// Item 4 at `--check`: Cedar policies are validated against the schema of the tools the
@@ -1431,6 +1498,62 @@ fn sighup_reloads_a_changed_binding_and_refuses_a_broken_file() {
     drop(gateway);
 }
 
+/// Finding 3 of issue 43, end to end: a Python SDK client waits on a write; the file is rewritten
+/// to drop that client from the binding's `clients` (the same `scope_revision`), `SIGHUP`, then
+/// an operator approves: the caller gets the mismatch refusal, the upstream's ledger records no
+/// write, the approval is refused in the store; a new call by the same client is refused
+/// `scope_denied`.
+#[test]
+fn finding_3_sighup_dropping_the_waiting_client_sends_nothing() {
+    let (sc, gateway) = served("revoked", Setup::default());
+    let mut client = Client::http(
+        Sdk::Python,
+        &gateway,
+        json!([
+            call("set_value", json!({"value": "r"})),
+            call("set_value", json!({"value": "r"}))
+        ]),
+    );
+    let id = sc.wait_pending();
+    let before = std::fs::read_to_string(sc.config()).expect("read");
+    let dropped = before.replace(
+        r#"clients = ["gateway-client-python", "gateway-client-node"]"#,
+        r#"clients = ["gateway-client-node"]"#,
+    );
+    assert_ne!(before, dropped);
+    std::fs::write(sc.config(), dropped).expect("write");
+    gateway.signal("HUP");
+    assert_eq!(
+        gateway.wait_line("purra gateway: reload"),
+        format!(
+            "purra gateway: reloaded {}: revision 2: 2 tools (get_value, set_value); changed: set_value; added: none; removed: none",
+            sc.config()
+        )
+    );
+    client.wait_for("list_changed", |l| l["event"] == "list_changed");
+    sc.approve(&id);
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    assert_eq!(steps.len(), 2, "{lines:?}");
+    assert_eq!(
+        result_text(steps[0]),
+        (
+            format!("set_value was not sent: approval {id} was for an earlier binding of the tool, which changed since (approval_mismatch); call set_value again to ask for a new approval"),
+            true
+        )
+    );
+    assert_eq!(
+        result_text(steps[1]),
+        (
+            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            true
+        )
+    );
+    assert_eq!(sc.writes(), 0, "{:?}", sc.ledger());
+    assert_eq!(sc.approvals(&["show", &id])["state"], "refused");
+    drop(gateway);
+}
+
 /// `SIGTERM` drains: the write waiting for its decision is answered as pending at once, `/readyz`
 /// says 503 (draining) while `/healthz` still says the process is up, a new call is refused with
 /// nothing sent, the dispatch in flight finishes with its receipt, and the gateway exits 0.
@@ -1474,8 +1597,7 @@ fn sigterm_drains_and_exits_once_the_dispatch_in_flight_is_done() {
         http_get(&authority, "/readyz"),
         (
             "HTTP/1.1 503 Service Unavailable".to_owned(),
-            r#"{"ready":false,"draining":true,"revision":1,"store":"ok","upstreams":{"values":"ok"}}"#
-                .to_owned()
+            r#"{"ready":false}"#.to_owned()
         )
     );
     assert_eq!(

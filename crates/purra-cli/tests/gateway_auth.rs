@@ -659,8 +659,10 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     );
     assert_eq!(
         one["labels"],
-        json!({"approvers_must_differ": "true", "gateway": "gw", "principal": alice,
-               "upstream": "values", "upstream_tool": "set_value"})
+        json!({"approvers_must_differ": "true", "client": "gateway-client-python",
+               "effect": "write", "gateway": "gw", "principal": alice,
+               "title": "Set the value", "upstream": "values",
+               "upstream_tool": "set_value"})
     );
     assert_eq!(two["labels"]["principal"], bob.as_str());
     assert_eq!(one["arguments"], two["arguments"]);
@@ -746,7 +748,7 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     assert_eq!(
         result_text(steps_of(&lines)[0]),
         (
-            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            "set_value failed: scope_denied (nothing was sent: the caller's principal is not one of scope.principals)".to_owned(),
             true
         ),
         "{lines:?}"
@@ -846,7 +848,10 @@ forbid (principal, action in Action::"Write", resource)
     let revision = shown["binding"]["scopeRevision"]
         .as_str()
         .expect("revision");
-    assert!(revision.starts_with("1+policies:"), "{shown}");
+    assert!(
+        revision.starts_with("1+scope:") && revision.contains("+policies:"),
+        "{shown}"
+    );
     let approved = g.approvals(&["approve", "approval-1", "--approver", &bob]);
     assert_eq!(approved["state"], "approved");
     let lines = a.finish();
@@ -1005,4 +1010,63 @@ fn json_log_lines_parse_and_carry_no_token_and_no_argument_value() {
         .filter_map(|l| l["trace_id"].as_str())
         .collect();
     assert!(traced.len() >= 2, "each call its own trace: {traced:?}");
+}
+
+/// Finding 2 of the second security review, through the real guard with real tokens: Alice at
+/// her `max_sessions_per_caller` (2) does not keep Bob from opening a session under
+/// `max_sessions` (3); Alice's third session closes her own least recently used one, and a
+/// session stays its owner's.
+#[test]
+fn finding_2_a_caller_at_its_session_bound_does_not_keep_another_from_a_session() {
+    let g = Guarded::start_with(
+        "sessions",
+        "max_sessions = 3\nmax_sessions_per_caller = 2\n",
+        "",
+        &[],
+    );
+    let (alice, bob) = (g.token("alice"), g.token("bob"));
+    let post = |token: &str, session: Option<&str>, body: &str| {
+        let auth = format!("Bearer {token}");
+        let mut h = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("authorization", auth.as_str()),
+        ];
+        if let Some(id) = session {
+            h.push(("mcp-session-id", id));
+            h.push(("mcp-protocol-version", "2025-11-25"));
+        }
+        http("POST", &g.url, &h, body)
+    };
+    let open = |token: &str| {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        .to_string();
+        let r = post(token, None, &init);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let id = r.header("mcp-session-id").expect("a session").to_owned();
+        let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert_eq!(post(token, Some(&id), done).status, 202);
+        id
+    };
+    let ping = |token: &str, id: &str| {
+        post(
+            token,
+            Some(id),
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        )
+        .status
+    };
+    let a1 = open(&alice);
+    let a2 = open(&alice);
+    let a3 = open(&alice);
+    assert_eq!(
+        (ping(&alice, &a1), ping(&alice, &a2), ping(&alice, &a3)),
+        (404, 200, 200)
+    );
+    let b1 = open(&bob);
+    assert_eq!(ping(&bob, &b1), 200);
+    assert_eq!(ping(&alice, &b1), 404, "a session stays its owner's");
+    assert_eq!((ping(&alice, &a2), ping(&alice, &a3)), (200, 200));
 }

@@ -16,7 +16,7 @@
 //!
 //! With `PURRA_SCREENSHOTS=1` the approval tests also write the screenshots of the guide
 //! (`docs/src/images/approver-page-pending.png`, `docs/src/images/approver-page-history.png`,
-//! `docs/src/images/approval-app-pending.png`).
+//! `docs/src/images/approver-page-waiting.png`, `docs/src/images/approval-app-pending.png`).
 
 #[path = "support/peers.rs"]
 mod peers;
@@ -391,6 +391,90 @@ fn a_pending_write_appears_without_reload_is_approved_on_the_page_and_commits_on
     assert_eq!(shown["decision"]["note"], "checked with the owner");
 }
 
+/// Issue 44, defect 6: the approver is told what approving does. While the caller waits, the
+/// card says "caller waiting: approving sends now" (and until when); once its wait ended,
+/// without a reload, "nobody waiting: approving sends on the next identical call". The
+/// binding's title and effect are shown, and a multi-line argument keeps its lines. The same is
+/// in `purra approvals show` and its JSON.
+#[test]
+fn the_page_says_what_approving_does_with_the_title_effect_and_the_arguments_lines() {
+    let sc = Scenario::new("waiting");
+    let config = sc.write_config();
+    let text = std::fs::read_to_string(sc.dir.join("gateway.toml"))
+        .expect("config")
+        .replace("approval_wait = \"90s\"", "approval_wait = \"4s\"");
+    std::fs::write(&config, text).expect("config");
+    let p = Purra::start(&[
+        "gateway",
+        "--config",
+        &config,
+        "--page",
+        "127.0.0.1:0",
+        "--page-approver",
+        "ada",
+    ]);
+    let page = p.line("purra gateway: approver page at ");
+    let token = p.line("purra gateway: sign-in token for ada: ");
+    let mcp = p.line("purra gateway: serving ");
+    let b = Browser::new(1100, 1300);
+    sign_in(&b, &page, &token, "ada");
+    let client = Client::set_value(&mcp, "first line\nsecond line");
+    b.wait_for("#approve-approval-1");
+    let card = b.text_css("#pending-approval-1");
+    for shown in [
+        "caller waiting: approving sends now (the caller waits until ",
+        "Title\nSet the value",
+        "Effect\nwrite",
+        "value\nfirst line\nsecond line",
+    ] {
+        assert!(card.contains(shown), "{shown:?} not in {card:?}");
+    }
+    assert_eq!(
+        b.text_css("#pending-approval-1 .on-approve b"),
+        "caller waiting: approving sends now"
+    );
+    screenshot(&b, "approver-page-waiting.png");
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["title"], "Set the value");
+    assert_eq!(shown["writeEffect"], "write");
+    assert_eq!(shown["onApprove"]["what"], "caller_waiting");
+    assert_eq!(
+        shown["onApprove"]["text"],
+        "caller waiting: approving sends now"
+    );
+    assert!(
+        shown["onApprove"]["waitingUntilMs"].as_u64().is_some(),
+        "{shown}"
+    );
+
+    // The caller's wait ends (approval_wait): the page says so without a reload.
+    let result = client.result();
+    assert_eq!(result["isError"], true, "{result}");
+    b.wait_text(
+        "#pending-approval-1 .on-approve",
+        "nobody waiting: approving sends on the next identical call",
+    );
+    let shown = sc.show("approval-1");
+    assert_eq!(
+        shown["onApprove"],
+        json!({"what": "next_call", "waitingUntilMs": null,
+               "text": "nobody waiting: approving sends on the next identical call"})
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_purra"))
+        .args(["approvals", "show", "approval-1", "--db", &sc.db()])
+        .output()
+        .expect("purra approvals show");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "on approve: nobody waiting: approving sends on the next identical call\n",
+        "title: Set the value\n",
+        "effect of the write: write\n",
+    ] {
+        assert!(text.contains(line), "{line:?} not in {text}");
+    }
+    assert_eq!(sc.writes(), 0);
+}
+
 #[test]
 fn a_write_denied_on_the_page_is_never_sent() {
     let sc = Scenario::new("deny");
@@ -406,7 +490,7 @@ fn a_write_denied_on_the_page_is_never_sent() {
     assert_eq!(result["isError"], true);
     assert_eq!(
         result["content"][0]["text"],
-        "set_value was not sent: approval approval-1 was denied by ada (page) (note: wrong value) (approval_denied)"
+        "set_value was not sent: approval approval-1 was denied by ada (page) (note: wrong value) (approval_denied); calling set_value again with the same arguments asks for a new approval"
     );
     b.goto(&format!("{page}history"));
     b.wait_text("#effect-approval-1", "never_dispatched");

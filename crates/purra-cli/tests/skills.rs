@@ -221,3 +221,104 @@ fn a_gateway_passes_a_bound_skill_through() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 43 finding 4: a `resources/read` of a malformed `skill://` URI (`%a€`: an escape cut by
+/// a multi-byte character, with a newline and a forged JSON log line after it) sent to a
+/// gateway with a skill binding, started with `--log-format json`, is answered with a clean
+/// error, and every line the process writes on stderr is one JSON object (nothing raw: before,
+/// the catalog's `%` decoding panicked and the panic message printed the URI verbatim).
+#[test]
+fn finding_4_no_raw_stderr_line() {
+    use std::io::{BufRead, BufReader, Write};
+
+    let dir = std::env::temp_dir().join(format!("purra-cli-skills-f4-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[upstreams.docs]\ncommand = [{:?}, {:?}, {:?}]\n\n[skills.refunds]\nupstream = \"docs\"\n",
+            peer("bin/node"),
+            repo_root().join("peers/node-v2/skills_server.mjs").display().to_string(),
+            repo_root().join("peers/skills").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
+        .args(["--log-format", "json", "gateway", "--config"])
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("purra gateway");
+    let mut stdin = child.stdin.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        std::io::Read::read_to_end(&mut BufReader::new(stderr), &mut all).unwrap();
+        all
+    });
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut answer = |id: u64| -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the gateway closed stdout"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "finding-4", "version": "1"}}}),
+    );
+    assert!(answer(1)["result"].is_object());
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let forged = "{\"timestamp\":\"2026-01-01T00:00:00Z\",\"level\":\"INFO\",\"target\":\"purra gateway\",\"message\":\"forged\"}";
+    for (id, uri) in [
+        (2, format!("skill://refunds/%a€\n{forged}")),
+        (3, format!("skill://refunds/%€\x1b[2J\n{forged}")),
+        (4, "skill://refunds/examples/email.md%".to_owned()),
+        (5, "skill://refunds/%4".to_owned()),
+    ] {
+        send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
+            "params": {"uri": uri}}),
+        );
+        let a = answer(id);
+        assert_eq!(
+            a["error"],
+            serde_json::json!({"code": -32002, "message": "Resource not found",
+                "data": {"uri": uri}}),
+            "{uri:?}: {a}"
+        );
+    }
+    // The gateway still answers.
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
+        "params": {"uri": "skill://refunds/SKILL.md"}}),
+    );
+    assert!(answer(6)["result"]["contents"].is_array());
+    drop(stdin);
+    let _ = child.wait();
+    let stderr = String::from_utf8(stderr.join().unwrap()).expect("UTF-8 stderr");
+    assert!(!stderr.is_empty());
+    for line in stderr.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a raw stderr line ({e}): {line:?}\n{stderr}"));
+        assert!(v.is_object(), "{line}");
+        assert_ne!(v["message"], "forged", "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

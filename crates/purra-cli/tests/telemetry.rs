@@ -166,6 +166,8 @@ struct Gateway {
     _proc: Proc,
     url: String,
     metrics: String,
+    /// Its stderr lines after the two it was waited for by.
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Gateway {
@@ -194,11 +196,17 @@ impl Gateway {
                 metrics = Some(m.to_owned());
             }
         }
-        std::thread::spawn(move || rx.into_iter().for_each(drop));
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = lines.clone();
+        std::thread::spawn(move || {
+            rx.into_iter()
+                .for_each(|l| keep.lock().expect("lines").push(l))
+        });
         Gateway {
             _proc: Proc(child),
             url: url.expect("url"),
             metrics: metrics.expect("metrics"),
+            lines,
         }
     }
 }
@@ -508,6 +516,8 @@ arguments = ["len(value) <= 40"]
         (r#"purra_gateway_upstream_reconnects_total{upstream="values"}"#.into(), "0"),
         (r#"purra_gateway_upstream_up{upstream="crashy"}"#.into(), "1"),
         (r#"purra_gateway_upstream_up{upstream="values"}"#.into(), "1"),
+        // Issue 44: every upstream's failure count exists from the start, at zero.
+        (r#"purra_gateway_upstream_failures_total{upstream="values"}"#.into(), "0"),
         (r#"up{job="purra-gateway"}"#.into(), "1"),
     ];
     let start = Instant::now();
@@ -533,6 +543,14 @@ arguments = ["len(value) <= 40"]
         std::thread::sleep(Duration::from_millis(500));
     };
     assert_eq!(answers.len(), expected.len());
+    // Issue 44: the upstream's end and its reconnection are logged at the default level.
+    let said = gateway.lines.lock().expect("lines").clone();
+    for line in [
+        "purra gateway: upstream crashy: the connection closed; reconnecting (with backoff, up to 30s between attempts)",
+        "purra gateway: upstream crashy: reconnected",
+    ] {
+        assert!(said.iter().any(|l| l == line), "{line:?} not in {said:#?}");
+    }
     // One write reached the values upstream; the crashy one got its call and exited.
     let ledger = std::fs::read_to_string(dir.join("ledger.txt")).unwrap_or_default();
     assert_eq!(

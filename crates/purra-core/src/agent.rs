@@ -577,6 +577,7 @@ impl Agent {
             approval_id: approval_id.clone(),
             intent_digest: intent_digest.clone(),
             turns_used,
+            waiting_until: None,
         };
         if store.save_suspended(suspended).await.is_err() {
             return RunOutcome::Failed {

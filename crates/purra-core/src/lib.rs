@@ -72,8 +72,8 @@ pub use model::{
 };
 pub use operator::{
     check_reconciliation, request_principal, ApprovalPage, ApprovalQuery, ApprovalStatus,
-    ApprovalView, AuditEntry, ClaimView, OperatorStore, Reconciliation, INTERRUPTED, MAX_PAGE,
-    PRINCIPAL_LABEL,
+    ApprovalView, AuditEntry, ClaimView, OnApprove, OperatorStore, Reconciliation, EFFECT_LABEL,
+    INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL, SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
 };
 pub use run::{preset_fingerprint, Lease, RunContext, RunId};
 pub use run_store::{InMemoryRunStore, RunStore, SuspendedRun};

@@ -146,6 +146,82 @@ impl ApprovalView {
     }
 }
 
+/// The label of an [`ApprovalRequest`] with the title of the binding the call goes through (what
+/// an approver is told the write is).
+pub const TITLE_LABEL: &str = "title";
+
+/// The label of an [`ApprovalRequest`] with the effect of the write: `write` or `destructive`.
+pub const EFFECT_LABEL: &str = "effect";
+
+/// The label of an [`ApprovalRequest`] that, set to `"true"`, says its host sends an approved
+/// call without waiting for its caller to call again (a gateway's `run_decided_without_caller`).
+pub const SENDS_WITHOUT_CALLER_LABEL: &str = "sends_without_caller";
+
+/// What approving a pending approval does ([`ApprovalView::on_approve`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnApprove {
+    /// A caller waits for the decision until this instant: approving sends the call now.
+    CallerWaiting(SystemTime),
+    /// Nobody waits, but the host sends approved calls itself: approving sends it now.
+    SendsNow,
+    /// Nobody waits: approving sends the call when it is made again, identically.
+    NextCall,
+}
+
+impl OnApprove {
+    /// `caller waiting: approving sends now`, `approving sends now` or `nobody waiting:
+    /// approving sends on the next identical call`.
+    pub fn text(self) -> &'static str {
+        match self {
+            OnApprove::CallerWaiting(_) => "caller waiting: approving sends now",
+            OnApprove::SendsNow => "approving sends now",
+            OnApprove::NextCall => "nobody waiting: approving sends on the next identical call",
+        }
+    }
+
+    /// `caller_waiting`, `sends_now` or `next_call`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnApprove::CallerWaiting(_) => "caller_waiting",
+            OnApprove::SendsNow => "sends_now",
+            OnApprove::NextCall => "next_call",
+        }
+    }
+}
+
+impl ApprovalView {
+    /// What approving does at `now`, for an approval still open; `run` is the suspended run of
+    /// its request's run id, if any ([`RunStore::load_suspended`]): a caller waits while its
+    /// [`SuspendedRun::waiting_until`](crate::SuspendedRun::waiting_until) names this approval
+    /// and lies ahead.
+    pub fn on_approve(
+        &self,
+        run: Option<&crate::SuspendedRun>,
+        now: SystemTime,
+    ) -> Option<OnApprove> {
+        if !self.is_open(now) {
+            return None;
+        }
+        let waiting = run
+            .filter(|r| r.approval_id == self.id)
+            .and_then(|r| r.waiting_until)
+            .filter(|until| *until > now);
+        Some(match waiting {
+            Some(until) => OnApprove::CallerWaiting(until),
+            None if self
+                .request
+                .labels
+                .get(SENDS_WITHOUT_CALLER_LABEL)
+                .is_some_and(|v| v == "true") =>
+            {
+                OnApprove::SendsNow
+            }
+            None => OnApprove::NextCall,
+        })
+    }
+}
+
 /// The label of an [`ApprovalRequest`] that names the principal it was asked for (a gateway's
 /// caller): the one label a store reads. Stores keep it beside the request, so that a principal's
 /// open approvals are counted through an index ([`ApprovalQuery::principal`],

@@ -34,6 +34,11 @@ pub struct SuspendedRun {
     pub intent_digest: JsonIdentity,
     /// Model turns used so far.
     pub turns_used: usize,
+    /// Until when a caller waits for the decision (a gateway writes it when a call starts
+    /// waiting and clears it when the wait ends early): what an approver is told approving
+    /// does. `None`, or past: nobody waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_until: Option<std::time::SystemTime>,
 }
 
 /// The run store contract.

@@ -127,10 +127,80 @@ pub fn escape_hidden_json(json: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// How many characters of a caller's self-declared name (`clientInfo.name`, `version`) are
+/// kept wherever it is shown or sent ([`client_name`]).
+pub const CLIENT_NAME_MAX_CHARS: usize = 128;
+
+/// How many characters of a "who" (`requested by`, `approver`: a principal and a client's name)
+/// are kept wherever it is shown or sent ([`one_line`]).
+pub const WHO_MAX_CHARS: usize = 512;
+
+/// The marker that ends text cut by [`one_line`].
+pub const CUT_MARKER: char = '\u{2026}';
+
+/// `text` shown on one line: every hidden character escaped as [`escape_hidden`] does, line
+/// feed and tab too (`\n`, `\t`), and cut after `max_chars` characters of `text` with
+/// [`CUT_MARKER`] (`…`) added. For text a caller chooses (a client's name) that a person reads
+/// beside other facts or that a line-based log or chat message carries: a newline there could
+/// forge a line. Escaping again changes nothing. Borrowed when nothing changes.
+pub fn one_line(text: &str, max_chars: usize) -> Cow<'_, str> {
+    let cut = text.char_indices().nth(max_chars).map(|(i, _)| i);
+    let kept = &text[..cut.unwrap_or(text.len())];
+    if cut.is_none() && !kept.chars().any(|c| is_hidden(c) || c == '\n' || c == '\t') {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(kept.len() + 16);
+    for c in kept.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if !is_hidden(c) => out.push(c),
+            c if (c as u32) <= 0xFFFF => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+        }
+    }
+    if cut.is_some() {
+        out.push(CUT_MARKER);
+    }
+    Cow::Owned(out)
+}
+
+/// A client's self-declared name or version (`clientInfo`) as shown or sent anywhere: on one
+/// line, escaped and bounded to [`CLIENT_NAME_MAX_CHARS`] ([`one_line`]).
+pub fn client_name(name: &str) -> Cow<'_, str> {
+    one_line(name, CLIENT_NAME_MAX_CHARS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Issue 43 finding 7: a client's name is shown on one line, escaped and bounded.
+    #[test]
+    fn finding_7_a_client_name_is_one_escaped_bounded_line() {
+        assert_eq!(client_name("claude-code"), "claude-code");
+        assert!(matches!(client_name("claude-code"), Cow::Borrowed(_)));
+        assert_eq!(client_name("evil\u{202e}\nname"), "evil\\u202e\\nname");
+        assert_eq!(client_name("a\tb\r\u{1b}[2J"), "a\\tb\\u000d\\u001b[2J");
+        let long = "x".repeat(10_000);
+        assert_eq!(client_name(&long), format!("{}\u{2026}", "x".repeat(128)));
+        assert_eq!(client_name(&"x".repeat(128)), "x".repeat(128));
+        // Counted in characters of the name, before escaping.
+        let wide = "\u{e9}".repeat(200);
+        assert_eq!(
+            client_name(&wide),
+            format!("{}\u{2026}", "\u{e9}".repeat(128))
+        );
+        // Escaping again changes nothing.
+        let once = client_name("evil\u{202e}\nname").into_owned();
+        assert_eq!(client_name(&once), once);
+        assert_eq!(one_line("a\nb", 1), "a\u{2026}");
+    }
 
     /// Every character of `chars` is hidden and escaped as `\uXXXX` (or `\u{X}`).
     fn all_hidden(class: &str, chars: &[u32]) {

@@ -34,6 +34,7 @@
 use crate::approval::{ApprovalId, ApprovalRequest, Decision, Verdict};
 use crate::idempotency::{EffectOutcome, IdempotencyKey};
 use crate::store::{BoxFuture, StoreError};
+use crate::visible::{one_line, WHO_MAX_CHARS};
 use serde_json::{json, Map, Value};
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -171,10 +172,21 @@ impl WebhookEvent {
             json!(request.intent.digest().as_str()),
         );
         data.insert("principal".into(), json!(request.requester()));
-        data.insert("requestedBy".into(), json!(request.requested_by));
+        // Who asked names a client, which chooses its name: one line, escaped and bounded.
+        data.insert(
+            "requestedBy".into(),
+            json!(one_line(&request.requested_by, WHO_MAX_CHARS)),
+        );
         data.insert("requestedAt".into(), json!(rfc3339(request.requested_at)));
         data.insert("expiresAt".into(), json!(request.expires_at.map(rfc3339)));
-        data.insert("labels".into(), json!(request.labels));
+        // Labels may carry what a client chose (the gateway's `client` label is its declared
+        // name): each value one line, escaped and bounded, like who asked.
+        let labels: Map<String, Value> = request
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(one_line(v, WHO_MAX_CHARS))))
+            .collect();
+        data.insert("labels".into(), Value::Object(labels));
         WebhookEvent {
             event_type: WebhookEventType::ApprovalPending,
             at,
@@ -194,7 +206,10 @@ impl WebhookEvent {
                 Verdict::Deny => "deny",
             }),
         );
-        data.insert("approver".into(), json!(decision.approver));
+        data.insert(
+            "approver".into(),
+            json!(one_line(&decision.approver, WHO_MAX_CHARS)),
+        );
         data.insert("note".into(), json!(decision.note));
         data.insert("decidedAt".into(), json!(rfc3339(decision.decided_at)));
         data.insert("expiresAt".into(), json!(decision.expires_at.map(rfc3339)));
@@ -638,6 +653,52 @@ mod tests {
                 ("upstream".to_owned(), "values".to_owned()),
             ]),
         }
+    }
+
+    /// Issue 43 finding 7: a client's name in who asked and who decided reaches a Standard
+    /// Webhooks payload on one line, escaped and bounded, whatever the record holds.
+    #[test]
+    fn finding_7_payloads_carry_a_clients_name_escaped_and_bounded() {
+        let id = ApprovalId("approval-7".into());
+        let at = UNIX_EPOCH + Duration::from_secs(61);
+        let mut r = request();
+        r.requested_by = "local (evil\u{202e}\nname)".into();
+        let pending = WebhookEvent::pending(&id, &r, at);
+        assert_eq!(
+            pending.to_json()["data"]["requestedBy"],
+            "local (evil\\u202e\\nname)"
+        );
+        assert!(pending
+            .payload()
+            .contains(r#""requestedBy":"local (evil\\u202e\\nname)""#));
+        // The gateway's `client` label holds the declared name as sent: shown escaped too.
+        r.labels
+            .insert("client".into(), "evil\u{202e}\nname".into());
+        assert_eq!(
+            WebhookEvent::pending(&id, &r, at).to_json()["data"]["labels"]["client"],
+            "evil\\u202e\\nname"
+        );
+        r.requested_by = format!("local ({})", "x".repeat(10_000));
+        assert_eq!(
+            WebhookEvent::pending(&id, &r, at).to_json()["data"]["requestedBy"],
+            format!("local ({}\u{2026}", "x".repeat(505))
+        );
+        let a = ApprovalRef {
+            id,
+            tool: "set_value".into(),
+            principal: Some("local".into()),
+        };
+        let decision = Decision {
+            verdict: Verdict::Approve,
+            approver: "evil\u{202e}\nname (app)".into(),
+            decided_at: UNIX_EPOCH + Duration::from_secs(70),
+            expires_at: None,
+            note: None,
+        };
+        assert_eq!(
+            WebhookEvent::decided(&a, &decision, at).to_json()["data"]["approver"],
+            "evil\\u202e\\nname (app)"
+        );
     }
 
     /// The payloads, exactly: the Standard Webhooks shape, camelCase data, and never the

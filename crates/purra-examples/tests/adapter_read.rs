@@ -803,7 +803,9 @@ async fn every_call_code_of_the_seed_is_covered() {
     // The codes the two suites above assert, against the seed's list of call failures.
     let seed = [
         "mcp_invalid_arguments",
-        "mcp_scope_denied",
+        // The seed's `mcp_scope_denied` is Core's `scope_denied`: one code for every scope
+        // refusal (issue 44).
+        "scope_denied",
         "mcp_catalog_stale",
         "mcp_connection_closed",
         "mcp_timeout",

@@ -28,7 +28,9 @@
 
 use std::time::SystemTime;
 
-use purra_core::visible::{escape_hidden, escape_hidden_json, has_hidden, value_has_hidden};
+use purra_core::visible::{
+    escape_hidden, escape_hidden_json, has_hidden, one_line, value_has_hidden, WHO_MAX_CHARS,
+};
 use purra_core::{
     ApprovalId, ApprovalState, ClaimState, Decision, DecisionPath, EffectOutcome, ErrorCode,
     IdempotencyKey, SelfDecision, StoreError, Verdict,
@@ -40,6 +42,7 @@ use serde_json::{json, Value};
 
 use crate::config::ApprovalBy;
 use crate::gateway::{Binding, Inner};
+use crate::write::Generation;
 
 /// The gateway's app-only tool that reads and decides one write call's approval.
 pub const APPROVAL_TOOL: &str = "purra_approval";
@@ -161,9 +164,19 @@ impl Inner {
             return refused(ErrorCode::SCOPE_DENIED.as_str(), "nothing was decided");
         }
         let caller = self.caller(&ctx);
-        let (run_id, digest) = match self.identify(&b, &caller, &call_args).await {
-            Ok(call) => (call.run_id, call.intent.digest()),
+        let call = match self.identify(&b, &caller, &call_args).await {
+            Ok(call) => call,
             Err(code) => return refused(code.as_str(), "nothing was decided"),
+        };
+        // The call's generation that answers it now (past `receipt_ttl`, a later one's).
+        let reg = call.bound.registration.clone();
+        let (run_id, digest) = match self
+            .generation(&b, &reg, call.run_id, call.intent, &call_args)
+            .await
+        {
+            Ok(Generation::Done { run_id, digest, .. }) => (run_id, digest),
+            Ok(Generation::Open { run_id, intent }) => (run_id, intent.digest()),
+            Err(_) => return refused(ErrorCode::STORE_FAILED.as_str(), "nothing was decided"),
         };
 
         let mut view = match self.view_of(&run_id, &digest, shown.clone()).await {
@@ -314,7 +327,7 @@ impl Inner {
             "approval": view.approval.as_ref().map(|a| a.0.clone()),
             "status": view.status,
             "approvalBy": b.approval.as_str(),
-            "decidedBy": decided_by.map(escape_hidden),
+            "decidedBy": decided_by.map(|d| one_line(d, WHO_MAX_CHARS)),
             "note": note.map(escape_hidden),
         })
     }

@@ -12,9 +12,16 @@
 //! An authenticated caller's principal is its token's issuer and subject, written
 //! `ISSUER#SUBJECT` ([`purra_core::principal_name`]): it is what scope rules' `principals` match,
 //! what the write run id digests (so runs, approvals and receipts are the caller's own), what an
-//! approval request names as who asked, and what separation of duties compares. A token whose
-//! subject is empty, longer than [`MAX_SUBJECT_CHARS`] or holds control characters is refused
-//! (401): a principal is printable, and bounded.
+//! approval request names as who asked, and what separation of duties compares. A client-only
+//! token (one without `sub`) proves `ISSUER#client:CLIENT_ID`, and a token whose own `sub`
+//! starts with `client:` is refused (401), so a client never takes a user's principal
+//! ([`purra_protocol::auth::CLIENT_SUBJECT_PREFIX`]). A token whose subject is empty, longer
+//! than [`MAX_SUBJECT_CHARS`] or holds control characters is refused (401): a principal is
+//! printable, and bounded.
+//!
+//! Tokens checked by introspection are answered from a cache of earlier answers (by the
+//! token's hash; see [`Introspection`]), bounded as `[gateway.auth.introspection]` says
+//! (`cache_max_age`, `cache_inactive`, `cache_max_entries`, `max_concurrent_per_address`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -93,9 +100,23 @@ impl AuthPlan {
         let a = &self.settings;
         let resource = self.resource(local);
         let inner: Box<dyn TokenValidator> = match (&a.introspection, &self.secret) {
-            (Some(i), Some(secret)) => Box::new(
-                Introspection::new(&i.endpoint, &i.client_id, secret, &resource).issuer(&a.issuer),
-            ),
+            (Some(i), Some(secret)) => {
+                let mut v = Introspection::new(&i.endpoint, &i.client_id, secret, &resource)
+                    .issuer(&a.issuer);
+                if let Some(d) = i.cache_max_age {
+                    v = v.cache_max_age(d.0);
+                }
+                if let Some(d) = i.cache_inactive {
+                    v = v.cache_inactive(d.0);
+                }
+                if let Some(n) = i.cache_max_entries {
+                    v = v.cache_max_entries(n as usize);
+                }
+                if let Some(n) = i.max_concurrent_per_address {
+                    v = v.max_concurrent_per_address(n as usize);
+                }
+                Box::new(v)
+            }
             _ => {
                 let mut v = JwtValidator::new(&a.issuer, &resource)?;
                 if let Some(uri) = &a.jwks_uri {
@@ -151,8 +172,16 @@ struct CallerTokens {
 
 impl TokenValidator for CallerTokens {
     fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, TokenRejection>> {
+        self.validate_from(token, None)
+    }
+
+    fn validate_from<'a>(
+        &'a self,
+        token: &'a str,
+        peer: Option<std::net::IpAddr>,
+    ) -> BoxFuture<'a, Result<Principal, TokenRejection>> {
         Box::pin(async move {
-            let mut p = self.inner.validate(token).await?;
+            let mut p = self.inner.validate_from(token, peer).await?;
             caller_subject(&p.subject).map_err(|why| TokenRejection::Invalid(why.into()))?;
             if p.issuer.is_none() {
                 p.issuer = Some(self.issuer.clone());

@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use purra_mcp::{Limits, ReadBinding, WriteBinding};
 
-use crate::config::{ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig};
+use crate::config::{
+    ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig, ScopeRules,
+};
 use crate::gateway::{Binding, StartError};
 use crate::load::ConfigSource;
 use crate::policy::{Policies, Sources, ToolKind, ToolSpec};
@@ -75,6 +77,22 @@ fn same_bindings(a: &GatewayConfig, b: &GatewayConfig, id: &str, digests: (&str,
             .collect::<BTreeMap<_, _>>()
     };
     a.limits == b.limits && reads(a) == reads(b) && writes(a) == writes(b) && digests.0 == digests.1
+}
+
+/// The digest of a write binding's scope table (its caller rules and argument rules), as the
+/// first 16 hex digits of its JSON identity: part of the binding's effective scope revision, so
+/// that an approval prepared under other rules is a mismatch even when `scope_revision` was not
+/// changed.
+pub(crate) fn scope_digest(rules: &ScopeRules) -> String {
+    let value = serde_json::to_value(rules).unwrap_or(serde_json::Value::Null);
+    match purra_core::json_identity(&value) {
+        Ok(id) => {
+            let hex = id.as_str().trim_start_matches("sha256:");
+            hex[..16.min(hex.len())].to_owned()
+        }
+        // A table that has no identity (it cannot happen for strings) matches nothing earlier.
+        Err(_) => "unidentified".to_owned(),
+    }
 }
 
 /// Builds the catalog of `config`: connects (or reuses, from `previous`) every upstream,
@@ -139,6 +157,8 @@ pub(crate) async fn build(
                 scope,
                 None,
                 ApprovalBy::Operator,
+                r.asserted_read_only,
+                (r.title.clone(), None),
             ));
         }
         for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
@@ -159,10 +179,19 @@ pub(crate) async fn build(
                     binding_id: w.binding_id.clone(),
                     binding_revision: w.binding_revision.clone(),
                     scope_id: w.scope_id.clone(),
-                    // An approval prepared under other policies is refused as a mismatch.
-                    scope_revision: match &sources {
-                        Some(s) => format!("{}+policies:{}", w.scope_revision, s.digest()),
-                        None => w.scope_revision.clone(),
+                    // An approval prepared under other scope rules (caller or argument rules,
+                    // even with the same `scope_revision`) or other policies is refused as a
+                    // mismatch.
+                    scope_revision: {
+                        let rules = scope_digest(&w.scope);
+                        match &sources {
+                            Some(s) => format!(
+                                "{}+scope:{rules}+policies:{}",
+                                w.scope_revision,
+                                s.digest()
+                            ),
+                            None => format!("{}+scope:{rules}", w.scope_revision),
+                        }
                     },
                 },
             );
@@ -173,6 +202,8 @@ pub(crate) async fn build(
                 scope,
                 Some(w.effect),
                 w.approval,
+                false,
+                (w.title.clone(), w.receipt_ttl.map(|t| t.0)),
             ));
         }
         let upstream = Arc::new(Upstream::new(id.clone(), u.clone(), limits, reads, writes));
@@ -184,7 +215,17 @@ pub(crate) async fn build(
                 own = false;
             }
         }
-        for (key, local, remote, scope, effect, approval) in scopes {
+        for (
+            key,
+            local,
+            remote,
+            scope,
+            effect,
+            approval,
+            asserted_read_only,
+            (title, receipt_ttl),
+        ) in scopes
+        {
             bindings.insert(
                 local.clone(),
                 Arc::new(Binding {
@@ -195,6 +236,9 @@ pub(crate) async fn build(
                     effect,
                     approval,
                     key,
+                    asserted_read_only,
+                    title,
+                    receipt_ttl,
                 }),
             );
         }
@@ -217,6 +261,13 @@ pub(crate) async fn build(
             }
         }
     };
+    if errors.is_empty() {
+        // What the discovered tools show of the bindings: a read over a tool its upstream marks
+        // as writing, an argument rule on an argument the tool does not take.
+        for (upstream, _) in &new {
+            errors.extend(listed_tool_mistakes(upstream, &bindings, source));
+        }
+    }
     if !errors.is_empty() {
         close_new(new).await;
         errors.sort_by_key(|e: &ConfigError| e.line.unwrap_or(0));
@@ -351,20 +402,42 @@ fn compile_policies(
 }
 
 /// A warning for every write bound with `effect = "write"` over a tool its upstream marks
-/// `destructiveHint: true`: the approver is told the call writes, the upstream says it may
-/// destroy.
+/// `destructiveHint: true` (the approver is told the call writes, the upstream says it may
+/// destroy), and for every read bound with `asserted_read_only = true` over a tool its upstream
+/// marks destructive or not read-only.
 pub(crate) fn destructive_warnings(
     bindings: &BTreeMap<String, Arc<Binding>>,
     source: &ConfigSource,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for b in bindings.values() {
-        if b.effect != Some(EffectConfig::Write) {
-            continue;
-        }
         let Some(live) = b.upstream.live() else {
             continue;
         };
+        if b.effect.is_none() {
+            // A read the host asserts only reads, over a tool its upstream marks as writing.
+            let marks = live
+                .conn
+                .tools()
+                .iter()
+                .find(|t| t.name == b.remote)
+                .and_then(marked_writing);
+            if let (true, Some(marks)) = (b.asserted_read_only, marks) {
+                let at = source.error(
+                    &format!("{}.asserted_read_only", b.key),
+                    format!(
+                        "upstream {:?} marks the tool {:?} {marks}; it is served as a read, without \
+                         approval, because the binding asserts it only reads",
+                        b.upstream.id, b.remote
+                    ),
+                );
+                out.push(format!("warning: {at}"));
+            }
+            continue;
+        }
+        if b.effect != Some(EffectConfig::Write) {
+            continue;
+        }
         let marked = live.conn.tools().iter().any(|t| {
             t.name == b.remote
                 && t.annotations
@@ -381,6 +454,114 @@ pub(crate) fn destructive_warnings(
                 ),
             );
             out.push(format!("warning: {at}"));
+        }
+    }
+    out
+}
+
+/// What the upstream's annotations say of a tool: `Some(why)` when it marks the tool as one that
+/// writes (`destructiveHint: true` or `readOnlyHint: false`).
+fn marked_writing(tool: &purra_protocol::types::Tool) -> Option<String> {
+    let a = tool.annotations.as_ref()?;
+    let mut marks = Vec::new();
+    if a.destructive_hint == Some(true) {
+        marks.push("destructive (destructiveHint: true)");
+    }
+    if a.read_only_hint == Some(false) {
+        marks.push("not read-only (readOnlyHint: false)");
+    }
+    if marks.is_empty() {
+        None
+    } else {
+        Some(marks.join(" and "))
+    }
+}
+
+/// The mistakes the tools `upstream` listed show in its bindings (every one at once), as
+/// [`tool_mistakes`] finds them.
+fn listed_tool_mistakes(
+    upstream: &Arc<Upstream>,
+    bindings: &BTreeMap<String, Arc<Binding>>,
+    source: &ConfigSource,
+) -> Vec<ConfigError> {
+    let Some(live) = upstream.live() else {
+        return Vec::new();
+    };
+    let tools = live.conn.tools();
+    let mut out = Vec::new();
+    for b in bindings
+        .values()
+        .filter(|b| Arc::ptr_eq(&b.upstream, upstream))
+    {
+        let Some(tool) = tools.iter().find(|t| t.name == b.remote) else {
+            continue;
+        };
+        let rules = match &b.scope {
+            crate::scope::Scope::Rules { arguments, .. } => arguments.as_slice(),
+            crate::scope::Scope::Open => &[],
+        };
+        let facts = BindingFacts {
+            key: &b.key,
+            tool_key: &tool_key(b, source),
+            read: b.effect.is_none(),
+            asserted_read_only: b.asserted_read_only,
+            rules,
+        };
+        out.extend(
+            tool_mistakes(&upstream.id, &facts, tool)
+                .into_iter()
+                .map(|(k, m)| source.error(&k, m)),
+        );
+    }
+    out
+}
+
+/// What [`tool_mistakes`] looks at of one binding.
+pub(crate) struct BindingFacts<'a> {
+    /// The binding's table (`reads.NAME`, `writes.NAME`).
+    pub key: &'a str,
+    /// Where a mistake about its upstream tool is placed (its `tool` key, or the table).
+    pub tool_key: &'a str,
+    /// A read binding.
+    pub read: bool,
+    /// `asserted_read_only = true`.
+    pub asserted_read_only: bool,
+    /// Its argument rules.
+    pub rules: &'a [crate::scope::ArgumentRule],
+}
+
+/// The mistakes the upstream's listing of `tool` shows in one binding, as (key, message): a
+/// read bound over a tool the upstream marks as writing, without `asserted_read_only = true`
+/// (it would run without approval); an argument rule on an argument the tool's input schema
+/// does not take (it would deny every call).
+pub(crate) fn tool_mistakes(
+    upstream: &str,
+    b: &BindingFacts<'_>,
+    tool: &purra_protocol::types::Tool,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if b.read && !b.asserted_read_only {
+        if let Some(marks) = marked_writing(tool) {
+            let local = b.key.rsplit('.').next().unwrap_or(b.key);
+            out.push((
+                b.tool_key.to_owned(),
+                format!(
+                    "upstream {upstream:?} marks the tool {:?} {marks}, but it is bound as a read, \
+                     which runs without approval: bind it as [writes.{local}], or, if it only \
+                     reads, say asserted_read_only = true",
+                    tool.name
+                ),
+            ));
+        }
+    }
+    let schema = serde_json::Value::Object(tool.input_schema.clone());
+    let whose = format!("the tool {:?} of upstream {upstream:?}", tool.name);
+    for (i, rule) in b.rules.iter().enumerate() {
+        if let Some(why) = rule.missing_in(&schema, &whose) {
+            out.push((
+                format!("{}.scope.arguments[{i}]", b.key),
+                format!("the rule `{}` {why}: it would deny every call", rule.text()),
+            ));
         }
     }
     out

@@ -36,6 +36,19 @@ const DEFAULT_MAX_CALLS_PER_MINUTE: u32 = 600;
 /// The largest `max_calls_per_minute_per_caller`: a thousand calls a second.
 const MAX_CALLS_PER_MINUTE: u32 = 60_000;
 
+/// The default of `max_sessions`: the HTTP listener's established MCP sessions, all callers.
+const DEFAULT_MAX_SESSIONS: usize = 10_000;
+
+/// The largest `max_sessions`.
+const MAX_MAX_SESSIONS: usize = 1_000_000;
+
+/// The default of `max_sessions_per_caller`: an agent holds a session or two at a time; sixteen
+/// leaves room for restarts whose old sessions have not expired.
+const DEFAULT_MAX_SESSIONS_PER_CALLER: usize = 16;
+
+/// The default of `session_idle_timeout`.
+const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The most policy files `[policies] files` may name (each is read whole at start).
 pub const MAX_POLICY_FILES: usize = 64;
 
@@ -217,11 +230,19 @@ pub struct TelemetrySettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_name: Option<String>,
     /// The address of the Prometheus endpoint, `/metrics` on a listener of its own (no MCP, no
-    /// page on it). Unset: no endpoint.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// page on it; `localhost:PORT` is `127.0.0.1:PORT`). Unset: no endpoint.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_address"
+    )]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// How often the metrics are exported over OTLP (default 60 s, at least 1 s).
     pub metrics_interval: Dur,
+    /// A file holding the bearer token every scrape of the Prometheus endpoint must carry
+    /// (relative to the configuration file's directory). Unset: the endpoint answers any
+    /// scrape that names an allowed host; bound beyond loopback, set it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 impl Default for TelemetrySettings {
@@ -231,6 +252,7 @@ impl Default for TelemetrySettings {
             service_name: None,
             metrics_listen: None,
             metrics_interval: Dur(DEFAULT_METRICS_INTERVAL),
+            metrics_token_file: None,
         }
     }
 }
@@ -458,9 +480,21 @@ pub struct Settings {
     pub max_pending_per_caller: u32,
     /// The most calls of bound tools one caller (one principal) may make a minute (default 600,
     /// at most 60000): a sustained rate with bursts of up to as many at once. One more call is
-    /// answered at once with `rate_limited`, sending and preparing nothing. Counted by this
-    /// gateway process (see [`crate::limit`]).
+    /// answered at once with `rate_limited`, sending and preparing nothing. Its other requests
+    /// (opening a session, `ping`, listings) are counted apart at this rate (at least 60 a
+    /// minute). Counted by this gateway process (see [`crate::limit`]).
     pub max_calls_per_minute_per_caller: u32,
+    /// The most MCP sessions the HTTP listener keeps, all callers together (default 10 000, at
+    /// most 1 000 000); an `initialize` beyond it is answered 503.
+    pub max_sessions: usize,
+    /// The most MCP sessions one caller (one principal; callers without one share one count)
+    /// may hold on the HTTP listener (default 16, at most `max_sessions`). A new session at the
+    /// bound closes that caller's own least recently used idle session, never another's; with
+    /// every one of them in use it is answered 429.
+    pub max_sessions_per_caller: usize,
+    /// How long an MCP session on the HTTP listener may stay idle before it is closed (default
+    /// 10 min, at least 1 s, at most 24 h).
+    pub session_idle_timeout: Dur,
     /// Separation of duties: whether a write's approval refuses a decision by the principal that
     /// asked for it (default false). The rule travels with the approval request, so the approver
     /// page and `purra approvals` in other processes enforce it too; elicitation and the approval
@@ -546,6 +580,22 @@ pub struct IntrospectionSettings {
     /// An environment variable holding the client secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret_env: Option<String>,
+    /// The longest an active token's answer is used before it is introspected again (default
+    /// 60 s, never past the token's `exp`; `0s`: not kept). A token revoked at the
+    /// authorization server is accepted for up to this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_max_age: Option<Dur>,
+    /// How long a refused token's answer is used before it is introspected again (default
+    /// 10 s; `0s`: not kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_inactive: Option<Dur>,
+    /// How many answers are kept at most (default 10 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_max_entries: Option<u32>,
+    /// How many introspections run at once for one client address (default 4, at least 1);
+    /// further checks from that address wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_per_address: Option<u32>,
 }
 
 impl Default for Settings {
@@ -565,6 +615,9 @@ impl Default for Settings {
             lease: Dur(Duration::from_secs(60)),
             max_pending_per_caller: DEFAULT_MAX_PENDING_PER_CALLER,
             max_calls_per_minute_per_caller: DEFAULT_MAX_CALLS_PER_MINUTE,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
+            session_idle_timeout: Dur(DEFAULT_SESSION_IDLE_TIMEOUT),
             approvers_must_differ: false,
             drain_timeout: Dur(DEFAULT_DRAIN_TIMEOUT),
             allowed_hosts: Vec::new(),
@@ -597,12 +650,42 @@ impl<'de> Deserialize<'de> for Listen {
         if text == "stdio" {
             return Ok(Listen::Stdio);
         }
-        text.parse().map(Listen::Http).map_err(|_| {
+        parse_address(&text).map(Listen::Http).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "expected \"stdio\" or an address such as \"127.0.0.1:8787\", found {text:?}"
+                "expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found {text:?}"
             ))
         })
     }
+}
+
+/// An address to listen on: `IP:PORT`, or `localhost:PORT` (the IPv4 loopback address).
+fn parse_address(text: &str) -> Option<SocketAddr> {
+    match text.strip_prefix("localhost:") {
+        Some(port) => port
+            .parse::<u16>()
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+            .ok(),
+        None => text.parse().ok(),
+    }
+}
+
+/// An address to listen on as a configuration value ([`parse_address`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Address(pub SocketAddr);
+
+impl<'de> Deserialize<'de> for Address {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_address(&text).map(Address).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "expected an address such as \"127.0.0.1:9464\" or \"localhost:9464\", found {text:?}"
+            ))
+        })
+    }
+}
+
+fn optional_address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    Ok(Option::<Address>::deserialize(d)?.map(|a| a.0))
 }
 
 /// A duration written as a number and a unit: `500ms`, `30s`, `10m`, `1h`.
@@ -776,6 +859,12 @@ pub struct ScopeRules {
     /// Principals allowed to call (absent: any).
     pub principals: Option<Vec<String>>,
     /// Downstream client names (`clientInfo.name`) allowed to call (absent: any).
+    ///
+    /// Not authentication: a client chooses its own name, and any client that calls itself
+    /// `claude-code` passes `clients = ["claude-code"]`. It keeps honest clients to their tools;
+    /// for authority name `principals` (with `[gateway.auth]`, the token's `ISSUER#SUBJECT`) or
+    /// write policies on the token's claims. `--check` warns when a write's only caller rule
+    /// is `clients` on an HTTP listener with `[gateway.auth]`.
     pub clients: Option<Vec<String>>,
     /// Argument rules such as `len(text) <= 200` (see [`crate::scope`]).
     pub arguments: Vec<String>,
@@ -821,6 +910,12 @@ pub struct ReadConfig {
     /// fails closed). Writes have no such key.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tasks: bool,
+    /// Whether the host asserts the tool only reads although its upstream marks it
+    /// `destructiveHint: true` or `readOnlyHint: false` (default false: such a tool bound as a
+    /// read is a configuration mistake; with true it is served as a read, with a warning at
+    /// every start). Remote annotations grant nothing: they only make the host say so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub asserted_read_only: bool,
 }
 
 /// A skill binding (a `[skills.NAME]` table): one skill an upstream serves (the Skills
@@ -903,6 +998,11 @@ pub struct WriteConfig {
     /// Who may decide this write's approvals (default: an operator only).
     #[serde(default)]
     pub approval: ApprovalBy,
+    /// How long the receipt of a committed (or `not_started`) call answers the same call made
+    /// again (default: for ever). Past it, the same call asks for a new approval; the old
+    /// receipt stays in the store and its audit trail.
+    #[serde(default)]
+    pub receipt_ttl: Option<Dur>,
 }
 
 /// Who may decide a write binding's approvals (the `approval` key of a `[writes.NAME]` table).
@@ -1206,6 +1306,12 @@ impl GatewayConfig {
                 "must not be empty".into(),
             ));
         }
+        if i.max_concurrent_per_address == Some(0) {
+            out.push((
+                "gateway.auth.introspection.max_concurrent_per_address".into(),
+                "must be at least 1".into(),
+            ));
+        }
         match (&i.client_secret_file, &i.client_secret_env) {
             (Some(_), Some(_)) => out.push((
                 "gateway.auth.introspection.client_secret_env".into(),
@@ -1349,6 +1455,28 @@ impl GatewayConfig {
         if g.drain_timeout.0 > MAX_DRAIN_TIMEOUT {
             out.push(("gateway.drain_timeout".into(), "must be at most 1h".into()));
         }
+        if !(1..=MAX_MAX_SESSIONS).contains(&g.max_sessions) {
+            out.push((
+                "gateway.max_sessions".into(),
+                format!("must be at least 1 and at most {MAX_MAX_SESSIONS}"),
+            ));
+        }
+        if !(1..=g.max_sessions.max(1)).contains(&g.max_sessions_per_caller) {
+            out.push((
+                "gateway.max_sessions_per_caller".into(),
+                format!(
+                    "must be at least 1 and at most max_sessions ({})",
+                    g.max_sessions
+                ),
+            ));
+        }
+        let idle = g.session_idle_timeout.0;
+        if idle < Duration::from_secs(1) || idle > Duration::from_secs(24 * 3600) {
+            out.push((
+                "gateway.session_idle_timeout".into(),
+                "must be at least 1s and at most 24h".into(),
+            ));
+        }
         for (i, host) in g.allowed_hosts.iter().enumerate() {
             if !allowed_host(host) {
                 out.push((
@@ -1471,6 +1599,12 @@ impl GatewayConfig {
             let key = format!("writes.{name}");
             if w.title.is_empty() {
                 out.push((format!("{key}.title"), "must not be empty".into()));
+            }
+            if w.receipt_ttl.is_some_and(|t| t.0 < Duration::from_secs(1)) {
+                out.push((
+                    format!("{key}.receipt_ttl"),
+                    "must be at least 1s (leave it out for receipts that answer for ever)".into(),
+                ));
             }
             if w.risk.is_some_and(|r| r != w.effect) {
                 out.push((

@@ -3,9 +3,11 @@
 //! Starting connects every upstream and discovers its bindings (an upstream tool that is not
 //! listed, or whose schema is outside the strict profile, is a configuration mistake reported
 //! before anything is served, at the binding's key and line with the place in the tool and the
-//! reason; a configuration without an upstream or a binding is one too). A write bound with
-//! `effect = "write"` over a tool the upstream marks `destructiveHint: true` is started with a
-//! warning through the [`Log`]. Each bound tool is registered on a purra-protocol [`Server`] with
+//! reason; a configuration without an upstream or a binding is one too; so are a read bound over
+//! a tool the upstream marks `destructiveHint: true` or `readOnlyHint: false` without
+//! `asserted_read_only = true`, and an argument rule on an argument the tool does not take). A
+//! write bound with `effect = "write"` over a tool the upstream marks `destructiveHint: true`,
+//! and an asserted read over one marked writing, are started with a warning through the [`Log`]. Each bound tool is registered on a purra-protocol [`Server`] with
 //! its strict-profile schemas; nothing else upstream is visible. Reads run through Core's
 //! `execute` and the adapter's bounded call; writes go through durable approvals ([`crate::write`]).
 //!
@@ -53,6 +55,12 @@ pub(crate) struct Binding {
     pub approval: ApprovalBy,
     /// The dotted key of the binding in the configuration.
     pub key: String,
+    /// A read whose binding asserts the tool only reads (`asserted_read_only`).
+    pub asserted_read_only: bool,
+    /// The title the approver sees.
+    pub title: String,
+    /// How long a write's receipt answers the same call (`receipt_ttl`; `None`: for ever).
+    pub receipt_ttl: Option<std::time::Duration>,
 }
 
 /// Why the gateway did not start.
@@ -170,10 +178,22 @@ pub(crate) struct Inner {
     /// The webhook endpoints this gateway delivers to.
     webhooks: Webhooks,
     /// The calls each principal made this minute (`max_calls_per_minute_per_caller`).
-    calls: CallLimiter,
+    calls: Arc<CallLimiter>,
+    /// The other requests each principal made this minute (every one but `tools/call`), counted
+    /// by the server's request gate.
+    requests: Arc<CallLimiter>,
     log: Option<Log>,
     /// What the Prometheus endpoint and the OTLP exporter read.
     pub metrics: Arc<Metrics>,
+    /// The bearer token a scrape of the Prometheus endpoint must carry
+    /// (`[telemetry] metrics_token_file`), when one is configured.
+    metrics_token: Option<String>,
+    /// `/readyz`'s last store probe and when it was made (reused for
+    /// [`crate::health::STORE_PROBE_CACHE`]). An async lock: concurrent checks wait for the one
+    /// probe in flight instead of each reading the store.
+    pub store_probe: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
+    /// What `/readyz` last logged of why it is (not) ready, so a change is logged once.
+    pub readiness_logged: Mutex<String>,
     weak: Weak<Inner>,
 }
 
@@ -186,6 +206,27 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 const FLUSH_BOUND: Duration = Duration::from_secs(5);
 /// How long a stopping HTTP listener keeps its sessions' streams open after the last answer left.
 const READ_GRACE: Duration = Duration::from_millis(500);
+
+/// Whether `headers` carry `Authorization: Bearer TOKEN` with exactly `token` (compared in
+/// time independent of where they differ).
+fn bearer_matches(headers: &axum::http::HeaderMap, token: &str) -> bool {
+    let Some(given) = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, rest) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        })
+    else {
+        return false;
+    };
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}
 
 impl Gateway {
     /// Starts a gateway: checks the configuration, reconciles claims a killed process left,
@@ -224,6 +265,14 @@ impl Gateway {
             None => None,
         };
         let webhooks = Webhooks::read(&config, source).map_err(StartError::Config)?;
+        let metrics_token = match &config.telemetry.metrics_token_file {
+            Some(file) => Some(crate::auth::read_secret_file(file).map_err(|why| {
+                StartError::Config(ConfigErrors(vec![
+                    source.error("telemetry.metrics_token_file", why)
+                ]))
+            })?),
+            None => None,
+        };
         let built = crate::catalog::build(&config, source, options.excerpts, None).await?;
         let catalog = built.catalog;
 
@@ -255,10 +304,7 @@ impl Gateway {
             .reconcile_interrupted(std::time::SystemTime::now())
             .await
             .map_err(StartError::Store)?;
-        let mut builder = Server::builder(
-            format!("purra-gateway-{}", config.gateway.name),
-            env!("CARGO_PKG_VERSION"),
-        )
+        let mut builder = Server::builder(server_name(&config.gateway.name), env!("CARGO_PKG_VERSION"))
         .instructions(
             "Tools of upstream MCP servers under host authority. Writes wait for a durable approval; \
              a write that returns a pending approval can be called again with the same arguments \
@@ -267,11 +313,38 @@ impl Gateway {
         if config.gateway.apps {
             builder = builder.apps();
         }
+        // Every request but a tool call (counted once its tool is known bound, `Inner::call`)
+        // counts against its caller's rate of other requests: opening sessions, pings and
+        // listings included, so one caller cannot flood them either.
+        let calls = Arc::new(CallLimiter::new(
+            config.gateway.max_calls_per_minute_per_caller,
+        ));
+        let limiter = Arc::new(CallLimiter::new(
+            config
+                .gateway
+                .max_calls_per_minute_per_caller
+                .max(crate::limit::MIN_REQUESTS_PER_MINUTE),
+        ));
+        let requests = limiter.clone();
+        let configured = config.gateway.principal.clone();
+        builder = builder.admit_requests(move |method, principal| {
+            if method == purra_protocol::types::methods::TOOLS_CALL {
+                return Ok(());
+            }
+            let caller = principal.map_or_else(|| configured.clone(), crate::auth::principal_of);
+            limiter
+                .check(&caller, std::time::Instant::now())
+                .map_err(|wait| results::rate_limited_request(limiter.per_minute(), wait))
+        });
         let metrics = Arc::new(Metrics::new());
         let recorder = metrics.clone();
+        // Labels carry only values the gateway controls: a known method or `other`, a bound
+        // tool (the server names only tools it has) or `(unbound)`, never the caller's text.
         builder = builder.observe_requests(move |r| {
-            let mut labels = vec![("method", r.method.to_owned())];
-            if let Some(tool) = r.tool {
+            let method = purra_protocol::method_label(r.method);
+            let mut labels = vec![("method", method.to_owned())];
+            if matches!(method, "tools/call" | "prompts/get") {
+                let tool = r.tool.unwrap_or(crate::metrics::UNBOUND);
                 labels.push(("tool", tool.to_owned()));
             }
             recorder.observe(crate::metrics::REQUEST_DURATION, labels.clone(), r.duration);
@@ -284,6 +357,10 @@ impl Gateway {
                 vec![("upstream", id.clone())],
                 1,
             );
+            // Every series of an upstream exists from the start, at zero.
+            let labels = vec![("upstream", id.clone())];
+            metrics.add(crate::metrics::UPSTREAM_FAILURES, labels.clone(), 0);
+            metrics.set_count(crate::metrics::UPSTREAM_RECONNECTS, labels, 0);
         }
         let server = builder.build();
         let upstreams = catalog.upstreams.clone();
@@ -320,15 +397,28 @@ impl Gateway {
             shown: Mutex::new(BTreeMap::new()),
             stop: CancellationToken::new(),
             auth,
-            calls: CallLimiter::new(config.gateway.max_calls_per_minute_per_caller),
+            calls,
+            requests,
             log: options.log,
             metrics,
+            metrics_token,
+            store_probe: tokio::sync::Mutex::new(None),
+            readiness_logged: Mutex::new(String::new()),
             weak: weak.clone(),
+        });
+        // Each caller is listed only the tools its caller rules let it call.
+        let weak = inner.weak.clone();
+        inner.server.tool_filter(move |tool, ctx| {
+            weak.upgrade()
+                .is_none_or(|inner| inner.lists_to(&tool.name, ctx))
         });
         if inner.settings.apps {
             inner.serve_approval_views(source)?;
         }
-        for warning in client_decision_warnings(&config) {
+        for warning in client_decision_warnings(&config)
+            .into_iter()
+            .chain(client_name_warnings(&config, source))
+        {
             inner.log(&warning);
         }
         inner.publish();
@@ -416,9 +506,13 @@ impl Gateway {
         for host in &self.inner.settings.allowed_hosts {
             policy = policy.allow_host(host);
         }
+        let settings = &self.inner.settings;
         HttpServerConfig {
             bind: addr,
             host_policy: policy,
+            max_sessions: settings.max_sessions,
+            max_sessions_per_principal: settings.max_sessions_per_caller,
+            session_idle_timeout: settings.session_idle_timeout.0,
             ..HttpServerConfig::default()
         }
     }
@@ -460,30 +554,67 @@ impl Gateway {
     /// Serves the Prometheus endpoint, `GET /metrics` (the text exposition format, refreshed
     /// per scrape), on `listener` until `shutdown` resolves: a listener of its own, on
     /// purra-protocol's accept loop with the MCP endpoint's connection limits; anything else is
-    /// 404.
+    /// 404. It answers the loopback names and `[gateway] allowed_hosts` (any other `Host` is
+    /// 403, as on the MCP endpoint and the page), and with `[telemetry] metrics_token_file` only
+    /// a scrape carrying that bearer token (401 otherwise).
     pub async fn serve_metrics(
         &self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         use axum::response::IntoResponse;
+        let local = listener.local_addr()?;
+        if !local.ip().is_loopback() {
+            self.inner.log(&format!(
+                "warning: the metrics endpoint listens on {local}, beyond loopback: {}",
+                if self.inner.metrics_token.is_some() {
+                    "scrapes need the bearer token of [telemetry] metrics_token_file"
+                } else {
+                    "anyone who reaches it reads the gateway's metrics; set [telemetry] \
+                     metrics_token_file to require a bearer token"
+                }
+            ));
+        }
         let gateway = self.clone();
+        let mut policy = purra_protocol::HostPolicy::loopback();
+        for host in &self.inner.settings.allowed_hosts {
+            policy = policy.allow_host(host);
+        }
         let router = axum::Router::new().route(
             "/metrics",
-            axum::routing::get(move || {
-                let gateway = gateway.clone();
-                async move {
-                    gateway.refresh_metrics().await;
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            "text/plain; version=0.0.4; charset=utf-8",
-                        )],
-                        gateway.inner.metrics.render(),
-                    )
-                        .into_response()
-                }
-            }),
+            axum::routing::get(
+                move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
+                    let gateway = gateway.clone();
+                    let checked = policy.check(&uri, &headers).map_err(|e| {
+                        (axum::http::StatusCode::FORBIDDEN, format!("refused: {e}\n"))
+                            .into_response()
+                    });
+                    async move {
+                        if let Err(refused) = checked {
+                            return refused;
+                        }
+                        if let Some(token) = &gateway.inner.metrics_token {
+                            if !bearer_matches(&headers, token) {
+                                return (
+                                    axum::http::StatusCode::UNAUTHORIZED,
+                                    [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+                                    "a bearer token is required\n",
+                                )
+                                    .into_response();
+                            }
+                        }
+                        gateway.refresh_metrics().await;
+                        (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                "text/plain; version=0.0.4; charset=utf-8",
+                            )],
+                            gateway.inner.metrics.render(),
+                        )
+                            .into_response()
+                    }
+                },
+            ),
         );
         let stop = CancellationToken::new();
         let trigger = stop.clone();
@@ -614,9 +745,48 @@ impl Gateway {
     }
 }
 
+/// What the gateway warns about at start (and with `--check`) on an HTTP listener with
+/// `[gateway.auth]`: a write binding whose only caller rule is `clients = [...]`. A client
+/// chooses its own `clientInfo.name`, so any caller with a valid token passes that rule by
+/// giving an allowed name; it is not authentication.
+pub(crate) fn client_name_warnings(config: &GatewayConfig, source: &ConfigSource) -> Vec<String> {
+    let g = &config.gateway;
+    if !matches!(g.listen, Listen::Http(_)) || g.auth.is_none() {
+        return Vec::new();
+    }
+    config
+        .writes
+        .iter()
+        .filter(|(_, w)| {
+            w.scope.principals.is_none() && w.scope.clients.as_ref().is_some_and(|c| !c.is_empty())
+        })
+        .map(|(name, _)| {
+            let at = source.error(
+                &format!("writes.{name}.scope.clients"),
+                "the write's only caller rule is clients, and a client chooses its own name \
+                 (clientInfo.name): any caller with a valid token that gives one of these names \
+                 passes; clients is not authentication: name who may write with principals = \
+                 [...] or with [policies] on the token's claims",
+            );
+            format!("warning: {at}")
+        })
+        .collect()
+}
+
 /// What the gateway warns about at start (and with `--check`) when clients that connect over
 /// HTTP could decide writes: `elicitation` and `apps` trust the downstream client, and a client
 /// that answers its own elicitation form or calls the app-only tool itself decides its own write.
+/// The name the gateway's MCP server gives in `initialize`: `purra-gateway-NAME`, or
+/// `purra-gateway` for the default name `gateway` (not `purra-gateway-gateway`) and for a name
+/// that already starts with it.
+pub(crate) fn server_name(name: &str) -> String {
+    if name == "gateway" || name.starts_with("purra-gateway") {
+        "purra-gateway".to_owned() + name.strip_prefix("purra-gateway").unwrap_or("")
+    } else {
+        format!("purra-gateway-{name}")
+    }
+}
+
 /// Each warning names what it trusts and the write bindings that let a client decide.
 pub(crate) fn client_decision_warnings(config: &GatewayConfig) -> Vec<String> {
     let g = &config.gateway;
@@ -828,6 +998,12 @@ impl Inner {
                     0,
                 );
                 tracing::info!(upstream = %id, "upstream connection closed");
+                if !inner.stop.is_cancelled() && !upstream.is_retired() {
+                    inner.log(&format!(
+                        "upstream {id}: the connection closed; reconnecting (with backoff, up to {}s between attempts)",
+                        MAX_BACKOFF.as_secs()
+                    ));
+                }
             }
             let mut backoff = Duration::from_millis(100);
             loop {
@@ -836,6 +1012,9 @@ impl Inner {
                     return;
                 }
                 if inner.refresh(upstream.clone()).await {
+                    if !upstream.is_retired() {
+                        inner.log(&format!("upstream {id}: reconnected"));
+                    }
                     return;
                 }
                 let stop = inner.stop.clone();
@@ -882,6 +1061,11 @@ impl Inner {
             crate::metrics::UPSTREAM_UP,
             vec![("upstream", id.to_owned())],
             1,
+        );
+        self.metrics.add(
+            crate::metrics::UPSTREAM_FAILURES,
+            vec![("upstream", id.to_owned())],
+            0,
         );
     }
 
@@ -933,6 +1117,16 @@ impl Inner {
             ),
             client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
             identity,
+        }
+    }
+
+    /// Whether `tools/list` shows the tool `name` to the caller of `ctx`: a bound tool when its
+    /// caller rules (`principals`, `clients`) let this caller call it; anything else (the
+    /// approval view's tool) always. Argument rules and policies are judged per call.
+    pub(crate) fn lists_to(&self, name: &str, ctx: &RequestCtx) -> bool {
+        match self.binding(name) {
+            Some(b) => b.scope.allows_caller(&self.caller(ctx)),
+            None => true,
         }
     }
 
@@ -990,25 +1184,53 @@ impl Inner {
             Ok(()) => true,
             Err(Refusal::Denied) => false,
             Err(Refusal::Error(why)) => {
+                // `why` names the policy and the kind of error, never a value it evaluated.
                 self.log(&format!(
                     "policies: the call of {} by {} was refused: {why}",
-                    b.local, caller.principal
+                    b.local,
+                    purra_core::visible::one_line(
+                        &caller.principal,
+                        purra_core::visible::WHO_MAX_CHARS
+                    )
                 ));
                 false
             }
         }
     }
 
+    /// A call outside the binding's scope, refused: `scope_denied`, with the rule that did not
+    /// hold (the host's text and the path of the value, never the value), and logged.
+    pub(crate) fn scope_refusal(
+        &self,
+        b: &Binding,
+        caller: &Caller,
+        args: &Value,
+        what: &str,
+    ) -> Option<CallToolResult> {
+        let why = b.scope.refusal(caller, args)?;
+        self.log(&format!(
+            "scope: the call of {} by {} was refused ({}.scope): {why}",
+            b.local,
+            purra_core::visible::one_line(&caller.principal, purra_core::visible::WHO_MAX_CHARS),
+            b.key
+        ));
+        Some(results::failed(
+            &b.local,
+            &ErrorCode::SCOPE_DENIED,
+            &format!("{what}: {why}"),
+        ))
+    }
+
     async fn call_read(&self, b: &Binding, args: JsonObject, ctx: &RequestCtx) -> CallToolResult {
         let caller = self.caller(ctx);
-        if !b.scope.allows_caller(&caller) {
-            return results::failed(&b.local, &ErrorCode::SCOPE_DENIED, "nothing was sent");
+        let args = Value::Object(args);
+        if let Some(refused) = self.scope_refusal(b, &caller, &args, "nothing was sent") {
+            return refused;
         }
         let bound = match self.registration(b).await {
             Ok(r) => r,
             Err(code) => return results::failed(&b.local, &code, "nothing was sent"),
         };
-        let args = Value::Object(args);
         // The policies read typed arguments: arguments the schema refuses are refused by
         // `execute` below, as without policies (so without policies they are validated once).
         if self.catalog().policies.is_some()
@@ -1062,6 +1284,7 @@ impl Inner {
                 return;
             }
             inner.calls.prune(std::time::Instant::now());
+            inner.requests.prune(std::time::Instant::now());
             if let Err(e) = inner.sweep().await {
                 inner.log(&format!("looking at waiting writes failed: {e}"));
             }
@@ -1074,4 +1297,18 @@ impl Inner {
 pub(crate) struct BoundTool {
     pub registration: Arc<purra_core::ToolRegistration>,
     _in_use: crate::upstream::InUse,
+}
+
+#[cfg(test)]
+mod tests {
+    /// Issue 44: the default name gave the server name `purra-gateway-gateway`.
+    #[test]
+    fn the_server_name_has_no_doubled_suffix() {
+        assert_eq!(super::server_name("gateway"), "purra-gateway");
+        assert_eq!(super::server_name("notes"), "purra-gateway-notes");
+        assert_eq!(
+            super::server_name("purra-gateway-team"),
+            "purra-gateway-team"
+        );
+    }
 }

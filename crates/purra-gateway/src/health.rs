@@ -2,13 +2,13 @@
 //!
 //! - `GET /healthz`: the process is up and serving HTTP (`200 ok`), whatever else is true;
 //! - `GET /readyz`: it should be sent calls: `200` when the store answers (one read, within
-//!   [`STORE_PROBE_TIMEOUT`]), every upstream is connected and discovered, and the gateway is not
-//!   draining; `503` otherwise. The body says which, as JSON:
-//!   `{"ready":true,"draining":false,"revision":1,"store":"ok","upstreams":{"values":"ok"}}`
-//!   (`"down"` for an upstream being reconnected, the failure for the store).
+//!   [`STORE_PROBE_TIMEOUT`], reused for [`STORE_PROBE_CACHE`]), every upstream is connected and
+//!   discovered, and the gateway is not draining; `503` otherwise. The body is only the status,
+//!   `{"ready":true}` or `{"ready":false}`: which upstream is down and the store's error are for
+//!   the operator, logged (at `-v`) when they change, and in [`Gateway::readiness`].
 //!
-//! Both answer without authentication (they say nothing about calls or callers) and before the
-//! Host check of the MCP endpoint (a load balancer's check names the instance's address). HAProxy
+//! Both answer without authentication (they say nothing about calls, callers, upstreams or the
+//! store) and before the Host check of the MCP endpoint (a load balancer's check names the instance's address). HAProxy
 //! uses `/readyz` (`option httpchk GET /readyz`): an instance that drains, lost its store or an
 //! upstream gets no new session, and its sessions move to others when it dies.
 //!
@@ -35,6 +35,10 @@ use crate::gateway::Gateway;
 /// How long `/readyz` waits for the store's answer before it says the store is not reachable.
 pub const STORE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long `/readyz` reuses its last store probe: a load balancer's checks, however many,
+/// read the store at most once in it.
+pub const STORE_PROBE_CACHE: Duration = Duration::from_secs(1);
+
 /// The path of the liveness check.
 pub const HEALTHZ: &str = "/healthz";
 
@@ -58,7 +62,9 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    /// The JSON body of `/readyz`.
+    /// The whole readiness as JSON, for the operator's log: `{"ready":true,"draining":false,
+    /// "revision":1,"store":"ok","upstreams":{"values":"ok"}}` (`"down"` for an upstream being
+    /// reconnected, the failure for the store). `/readyz` answers only `{"ready":...}`.
     pub fn to_json(&self) -> Value {
         let upstreams: serde_json::Map<String, Value> = self
             .upstreams
@@ -91,14 +97,7 @@ impl Gateway {
                 (id.clone(), up)
             })
             .collect();
-        let store = match tokio::time::timeout(STORE_PROBE_TIMEOUT, inner.store.ping()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!("the store failed: {e}")),
-            Err(_) => Err(format!(
-                "the store did not answer within {} s",
-                STORE_PROBE_TIMEOUT.as_secs()
-            )),
-        };
+        let store = self.probe_store().await;
         let draining = inner.drain.is_draining();
         Readiness {
             ready: !draining && store.is_ok() && upstreams.values().all(|up| *up),
@@ -106,6 +105,43 @@ impl Gateway {
             revision: catalog.revision,
             store,
             upstreams,
+        }
+    }
+
+    /// Whether the store answers a read: the last probe when it is younger than
+    /// [`STORE_PROBE_CACHE`], else a new one (timed as store operation `readiness`).
+    async fn probe_store(&self) -> Result<(), String> {
+        let inner = &self.inner;
+        let mut last = inner.store_probe.lock().await;
+        if let Some((at, result)) = &*last {
+            if at.elapsed() < STORE_PROBE_CACHE {
+                return result.clone();
+            }
+        }
+        let probe = inner.metrics.store("readiness", inner.store.ping());
+        let result = match tokio::time::timeout(STORE_PROBE_TIMEOUT, probe).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("the store failed: {e}")),
+            Err(_) => Err(format!(
+                "the store did not answer within {} s",
+                STORE_PROBE_TIMEOUT.as_secs()
+            )),
+        };
+        *last = Some((std::time::Instant::now(), result.clone()));
+        result
+    }
+
+    /// Logs `readiness` in full when it differs from what was last logged.
+    fn log_readiness(&self, readiness: &Readiness) {
+        let text = readiness.to_json().to_string();
+        let mut logged = self
+            .inner
+            .readiness_logged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if *logged != text {
+            tracing::info!(readiness = %text, "readiness changed");
+            *logged = text;
         }
     }
 
@@ -312,12 +348,14 @@ where
             let gateway = self.gateway.clone();
             return HealthFuture(Kind::Own(Box::pin(async move {
                 let readiness = gateway.readiness().await;
+                gateway.log_readiness(&readiness);
                 let status = if readiness.ready {
                     StatusCode::OK
                 } else {
                     StatusCode::SERVICE_UNAVAILABLE
                 };
-                let mut r = Response::new(Body::from(readiness.to_json().to_string()));
+                let body = json!({ "ready": readiness.ready }).to_string();
+                let mut r = Response::new(Body::from(body));
                 *r.status_mut() = status;
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,

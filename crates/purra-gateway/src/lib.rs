@@ -16,14 +16,21 @@
 //!   client's user (elicitation, the approval view) only when the binding says
 //!   `approval = "client"`; an approved write is claimed before it is
 //!   sent, sent once, and its outcome recorded; the same call made again returns the decided
-//!   outcome or the stored receipt without sending again (see [`write`](crate#writes)).
+//!   outcome or the stored receipt without sending again, saying it is a replay (past the
+//!   binding's `receipt_ttl` the same call asks anew) (see [`write`](crate#writes)). A write
+//!   tool's description ends with [`WRITE_WAITS`]: the model is told its call waits for a person.
+//! - Each caller is listed only the tools its caller rules (principals, client names) let it
+//!   call.
 //! - With `[policies]`, every call of a bound tool is a Cedar request (the caller with its
 //!   token's claims, the tool, its typed arguments), evaluated before anything is prepared or
 //!   sent; the policies are validated against a schema generated from the bound tools, each
 //!   mistake at its policy file and line ([`policy`]).
 //! - Each caller (principal) may make `max_calls_per_minute_per_caller` calls a minute
-//!   ([`limit`]) and have `max_pending_per_caller` writes waiting for a decision; one more is
-//!   refused at once, nothing prepared.
+//!   ([`limit`]; its other requests, sessions opened included, count apart at that rate) and
+//!   have `max_pending_per_caller` writes waiting for a decision; one more is refused at once,
+//!   nothing prepared. Over HTTP it holds at most `max_sessions_per_caller` sessions: a new one
+//!   closes its own least recently used idle session, never another caller's.
+//! - Metric labels and span names carry only values the gateway controls ([`metrics`]).
 //! - An upstream `tools/list_changed` makes its registrations stale at once; the gateway
 //!   rediscovers, replaces the downstream tool list (downstream `list_changed`), and an approval
 //!   prepared for the old binding can no longer be claimed.
@@ -120,4 +127,5 @@ pub use load::{
 };
 pub use reload::Reloaded;
 pub use store::{Decisions, GatewayStore};
+pub use upstream::WRITE_WAITS;
 pub use webhooks::Webhooks;

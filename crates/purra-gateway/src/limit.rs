@@ -1,4 +1,5 @@
-//! Per-principal limits: how many calls of bound tools one caller may make a minute.
+//! Per-principal limits: how many calls of bound tools, and how many other requests (opening a
+//! session, `ping`, listings), one caller may make a minute.
 //!
 //! `[gateway] max_calls_per_minute_per_caller` (N, default 600) is a generic cell rate (GCRA,
 //! the algorithm of the `governor` crate's `Quota::per_minute`): each principal may make N calls
@@ -15,6 +16,11 @@
 //! `retain_recent` calls and offer no bound with such an overflow; the algorithm is a few lines,
 //! and the clock is a parameter here, so the tests step time instead of sleeping.
 //!
+//! The gateway counts a caller's other requests (every one but `tools/call`: `initialize`, which
+//! opens a session, `ping`, `tools/list`, ...) in a second limiter of the same kind, at N or
+//! [`MIN_REQUESTS_PER_MINUTE`], whichever is more; one over it is answered with a JSON-RPC error
+//! (`rate_limited: ...`), and a refused `initialize` opens no session.
+//!
 //! The count is per gateway process: a fleet of N gateways on one store allows up to N times as
 //! many calls (the approvals waiting per principal, `max_pending_per_caller`, are counted in the
 //! store, for the whole fleet).
@@ -25,6 +31,12 @@ use std::time::{Duration, Instant};
 
 /// The most principals whose calls are counted each on their own; beyond, they share one cell.
 pub const MAX_TRACKED_CALLERS: usize = 10_000;
+
+/// The least rate of a caller's requests other than tool calls (`initialize`, `ping`,
+/// listings, ...): they are counted in a limiter of their own at
+/// `max_calls_per_minute_per_caller`, or this, whichever is more, so a client's handshake and
+/// listings never take its calls' quota and a small quota still lets a client connect.
+pub const MIN_REQUESTS_PER_MINUTE: u32 = 60;
 
 /// One minute, the period of the quota.
 const PERIOD: Duration = Duration::from_secs(60);

@@ -15,8 +15,6 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
-use purra_mcp::Limits;
-
 use crate::config::{
     AuthSettings, ConfigError, ConfigErrors, GatewayConfig, IntrospectionSettings, LimitsConfig,
     PageOidc, PageSettings, PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings,
@@ -65,6 +63,11 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
         .as_mut()
         .and_then(|o| o.client_secret_file.as_mut())
     {
+        if f.is_relative() {
+            *f = base.join(&*f);
+        }
+    }
+    if let Some(f) = config.telemetry.metrics_token_file.as_mut() {
         if f.is_relative() {
             *f = base.join(&*f);
         }
@@ -201,6 +204,8 @@ struct Partial {
     upstreams: BTreeMap<String, UpstreamConfig>,
     /// Every binding's (key, upstream, upstream tool), also of bindings with mistakes.
     refs: Vec<(String, String, String)>,
+    /// What the upstream's listing is checked against, by binding table.
+    facts: BTreeMap<String, Facts>,
     /// The `[limits]` table, when it could be read.
     limits: Option<Box<LimitsConfig>>,
     /// The `[policies]` table, when it could be read.
@@ -208,7 +213,7 @@ struct Partial {
 }
 
 /// Reads `text`; `whole` adds the checks of a whole configuration (something to serve).
-fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
+fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Box<Partial>> {
     let mut cx = Cx {
         file: file.to_owned(),
         lines: LineIndex::new(text),
@@ -216,6 +221,7 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
         keys: BTreeMap::new(),
         upstreams: BTreeMap::new(),
         refs: Vec::new(),
+        facts: BTreeMap::new(),
         limits: None,
         policies: None,
     };
@@ -230,14 +236,15 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
                 message: format!("invalid TOML: {}", e.message().trim()),
             })
             .collect();
-        return Err(Partial {
+        return Err(Box::new(Partial {
             errors,
             keys: BTreeMap::new(),
             upstreams: BTreeMap::new(),
             refs: Vec::new(),
+            facts: BTreeMap::new(),
             limits: None,
             policies: None,
-        });
+        }));
     }
     let config = cx.document(doc.get_ref(), doc.span());
     if let Some(config) = &config {
@@ -270,14 +277,15 @@ fn read_str(file: &str, text: &str, whole: bool) -> Result<Loaded, Partial> {
         _ => {
             let mut errors = cx.errors;
             errors.sort_by_key(|e| e.line.unwrap_or(0));
-            Err(Partial {
+            Err(Box::new(Partial {
                 errors,
                 keys: cx.keys,
                 upstreams: cx.upstreams,
                 refs: cx.refs,
+                facts: cx.facts,
                 limits: cx.limits.map(Box::new),
                 policies: cx.policies.map(Box::new),
-            })
+            }))
         }
     }
 }
@@ -313,7 +321,8 @@ pub async fn load_reporting_all_with(path: &Path, excerpts: bool) -> Result<Load
         errors.extend(crate::policy::file_mistakes(&p, &source));
     }
     let base = base_dir(path);
-    let limits = partial.limits.map_or_else(Limits::default, |l| l.limits());
+    // The gateway's own defaults (earlier dialects accepted), as at start: not the library's.
+    let limits = partial.limits.unwrap_or_default().limits();
     for (id, mut u) in partial.upstreams {
         let refs: Vec<&(String, String, String)> =
             partial.refs.iter().filter(|r| r.1 == id).collect();
@@ -324,19 +333,41 @@ pub async fn load_reporting_all_with(path: &Path, excerpts: bool) -> Result<Load
             continue;
         }
         u.cwd = Some(u.cwd.map_or_else(|| base.to_path_buf(), |c| base.join(c)));
-        let probe = crate::upstream::Upstream::new(
-            id.clone(),
-            u,
-            purra_mcp::Limits::default(),
-            BTreeMap::new(),
-            BTreeMap::new(),
-        );
+        let probe =
+            crate::upstream::Upstream::new(id.clone(), u, limits, BTreeMap::new(), BTreeMap::new());
         match probe.probe().await {
             Ok(tools) => {
                 let refs: Vec<(String, String)> =
                     refs.iter().map(|r| (r.0.clone(), r.2.clone())).collect();
-                let found =
+                let mut found =
                     crate::upstream::binding_mistakes(&id, &refs, &tools, &limits, excerpts);
+                // What the listing shows of each binding: a read over a tool marked writing, a
+                // rule on an argument the tool does not take.
+                for (tool_key, remote) in &refs {
+                    let key = tool_key.strip_suffix(".tool").unwrap_or(tool_key);
+                    let listed: Vec<&purra_protocol::types::Tool> =
+                        tools.iter().filter(|t| &t.name == remote).collect();
+                    let (Some(facts), [tool]) = (partial.facts.get(key), listed.as_slice()) else {
+                        continue;
+                    };
+                    // Rules that cannot parse are mistakes already; the rest are not looked at.
+                    let Ok(rules) = facts
+                        .rules
+                        .iter()
+                        .map(|r| crate::scope::ArgumentRule::parse(r))
+                        .collect::<Result<Vec<_>, _>>()
+                    else {
+                        continue;
+                    };
+                    let b = crate::catalog::BindingFacts {
+                        key,
+                        tool_key,
+                        read: facts.read,
+                        asserted_read_only: facts.asserted_read_only,
+                        rules: &rules,
+                    };
+                    found.extend(crate::catalog::tool_mistakes(&id, &b, tool));
+                }
                 errors.extend(found.into_iter().map(|(k, m)| source.error(&k, m)));
             }
             Err(e) => errors.push(source.error(&format!("upstreams.{id}"), e.to_string())),
@@ -344,6 +375,15 @@ pub async fn load_reporting_all_with(path: &Path, excerpts: bool) -> Result<Load
     }
     sort_mistakes(&mut errors, &source.file);
     Err(ConfigErrors(errors))
+}
+
+/// What of a binding the upstream's listing of its tool is checked against
+/// ([`crate::catalog::tool_mistakes`]).
+struct Facts {
+    read: bool,
+    asserted_read_only: bool,
+    /// Its argument rules as written.
+    rules: Vec<String>,
 }
 
 /// Byte offsets to 1-based line numbers.
@@ -376,6 +416,8 @@ struct Cx {
     upstreams: BTreeMap<String, UpstreamConfig>,
     /// Every binding's (key of its tool, upstream, upstream tool).
     refs: Vec<(String, String, String)>,
+    /// What the upstream's listing is checked against, by binding table.
+    facts: BTreeMap<String, Facts>,
     /// The `[limits]` table, when it could be read.
     limits: Option<LimitsConfig>,
     /// The `[policies]` table, when it could be read.
@@ -454,8 +496,21 @@ impl Cx {
             let concurrency = f.opt("concurrency").unwrap_or_default();
             let scope = f.scope(false);
             let tasks = f.opt("tasks").unwrap_or(false);
+            let asserted_read_only = f.opt("asserted_read_only").unwrap_or(false);
             f.finish();
             cx.reference(key, upstream.as_ref(), tool.as_ref());
+            let rules = match &scope {
+                Some(ScopeConfig::Rules(r)) => r.arguments.clone(),
+                _ => Vec::new(),
+            };
+            cx.facts.insert(
+                key.to_owned(),
+                Facts {
+                    read: true,
+                    asserted_read_only,
+                    rules,
+                },
+            );
             Some(ReadConfig {
                 upstream: upstream?,
                 tool,
@@ -463,6 +518,7 @@ impl Cx {
                 concurrency,
                 scope: scope?,
                 tasks,
+                asserted_read_only,
             })
         });
         let writes = t.map("writes", |cx, table, key, span| {
@@ -487,8 +543,17 @@ impl Cx {
                 _ => None,
             };
             let approval = f.opt("approval").unwrap_or_default();
+            let receipt_ttl = f.opt("receipt_ttl");
             f.finish();
             cx.reference(key, upstream.as_ref(), tool.as_ref());
+            cx.facts.insert(
+                key.to_owned(),
+                Facts {
+                    read: false,
+                    asserted_read_only: false,
+                    rules: scope.as_ref().map(|r| r.arguments.clone()).unwrap_or_default(),
+                },
+            );
             Some(WriteConfig {
                 upstream: upstream?,
                 tool,
@@ -501,6 +566,7 @@ impl Cx {
                 scope_revision: scope_revision?,
                 scope: scope?,
                 approval,
+                receipt_ttl,
             })
         });
         let skills = t.map("skills", |cx, table, key, span| {
@@ -594,8 +660,11 @@ impl Cx {
             let s = TelemetrySettings {
                 otlp_endpoint: f.opt("otlp_endpoint"),
                 service_name: f.opt("service_name"),
-                metrics_listen: f.opt("metrics_listen"),
+                metrics_listen: f
+                    .opt::<crate::config::Address>("metrics_listen")
+                    .map(|a| a.0),
                 metrics_interval: f.opt("metrics_interval").unwrap_or(d.metrics_interval),
+                metrics_token_file: f.opt("metrics_token_file"),
             };
             f.finish();
             Some(s)
@@ -644,6 +713,13 @@ impl Cx {
             max_calls_per_minute_per_caller: f
                 .opt("max_calls_per_minute_per_caller")
                 .unwrap_or(d.max_calls_per_minute_per_caller),
+            max_sessions: f.opt("max_sessions").unwrap_or(d.max_sessions),
+            max_sessions_per_caller: f
+                .opt("max_sessions_per_caller")
+                .unwrap_or(d.max_sessions_per_caller),
+            session_idle_timeout: f
+                .opt("session_idle_timeout")
+                .unwrap_or(d.session_idle_timeout),
             approvers_must_differ: f
                 .opt("approvers_must_differ")
                 .unwrap_or(d.approvers_must_differ),
@@ -672,12 +748,20 @@ impl Cx {
             let client_id = f.req("client_id");
             let client_secret_file = f.opt("client_secret_file");
             let client_secret_env = f.opt("client_secret_env");
+            let cache_max_age = f.opt("cache_max_age");
+            let cache_inactive = f.opt("cache_inactive");
+            let cache_max_entries = f.opt("cache_max_entries");
+            let max_concurrent_per_address = f.opt("max_concurrent_per_address");
             f.finish();
             Some(IntrospectionSettings {
                 endpoint: endpoint?,
                 client_id: client_id?,
                 client_secret_file,
                 client_secret_env,
+                cache_max_age,
+                cache_inactive,
+                cache_max_entries,
+                max_concurrent_per_address,
             })
         });
         f.finish();

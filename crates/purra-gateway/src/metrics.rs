@@ -8,6 +8,14 @@
 //! Recording takes one short lock; nothing waits. A family added later is a row of
 //! [`FAMILIES`] and calls of [`Metrics::add`] / [`Metrics::observe`], as the webhook deliveries'
 //! are (counted from the gateway's own [`crate::webhooks::Observer`]).
+//!
+//! Label values are ones the gateway controls, never a caller's text: a request's `method` is
+//! [`purra_protocol::method_label`]'s (a method MCP defines, else `other`), its `tool` a bound
+//! tool's local name or [`UNBOUND`]; upstreams, endpoints and operations come from the
+//! configuration and the code. As defence in depth each family keeps at most
+//! [`MAX_SERIES_PER_FAMILY`] label sets ([`SERIES_DROPPED`] counts the rest), so neither the
+//! registry, a scrape nor an OTLP export (whose attributes are these labels) can grow without
+//! bound.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -62,6 +70,18 @@ pub const SESSIONS_OPEN: &str = "purra_gateway_sessions_open";
 pub const WEBHOOK_ATTEMPTS: &str = "purra_gateway_webhook_attempts_total";
 /// Webhook delivery attempts' durations by endpoint.
 pub const WEBHOOK_DURATION: &str = "purra_gateway_webhook_attempt_duration_seconds";
+/// Label sets not recorded because their family already had [`MAX_SERIES_PER_FAMILY`].
+pub const SERIES_DROPPED: &str = "purra_gateway_metric_series_dropped_total";
+
+/// The most label sets one family keeps. Labels carry only values the gateway controls (a
+/// bound tool's name or `(unbound)`, a known method or `other`, configured upstreams and
+/// endpoints), so a catalog of some 2000 tools (five outcomes each) fits; it bounds what a
+/// mistake could cost (a histogram's label set is about 300 bytes). A new label set past it is not recorded and counts in [`SERIES_DROPPED`].
+pub const MAX_SERIES_PER_FAMILY: usize = 10_000;
+
+/// The `tool` label of a `tools/call` or `prompts/get` whose name is not bound: the caller's
+/// text is never a label.
+pub const UNBOUND: &str = "(unbound)";
 
 /// Every family the gateway records.
 pub const FAMILIES: &[Family] = &[
@@ -130,6 +150,11 @@ pub const FAMILIES: &[Family] = &[
         kind: Kind::Histogram,
         help: "Webhook delivery attempts' durations in seconds, by endpoint.",
     },
+    Family {
+        name: SERIES_DROPPED,
+        kind: Kind::Counter,
+        help: "Label sets not recorded because their family was full, by family.",
+    },
 ];
 
 /// The histograms' bucket bounds in seconds: a store write's milliseconds to a write's wait for
@@ -171,9 +196,57 @@ pub struct FamilySnapshot {
 }
 
 /// The registry. Cheap to record into; see the module's documentation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
-    series: Mutex<BTreeMap<(&'static str, Labels), Value>>,
+    series: Mutex<Series>,
+    /// The most label sets per family ([`MAX_SERIES_PER_FAMILY`]; smaller in tests).
+    cap: usize,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            series: Mutex::default(),
+            cap: MAX_SERIES_PER_FAMILY,
+        }
+    }
+}
+
+/// Every series, and how many each family has (to hold the cap without counting).
+#[derive(Debug, Default)]
+struct Series {
+    values: BTreeMap<(&'static str, Labels), Value>,
+    per_family: BTreeMap<&'static str, usize>,
+}
+
+impl Series {
+    /// The value of `(name, labels)`, created as `init` when new and the family has room;
+    /// `None` (and one more in [`SERIES_DROPPED`]) when it is full.
+    fn slot(
+        &mut self,
+        cap: usize,
+        name: &'static str,
+        labels: Labels,
+        init: impl FnOnce() -> Value,
+    ) -> Option<&mut Value> {
+        let key = (name, labels);
+        if !self.values.contains_key(&key) {
+            let n = self.per_family.entry(name).or_insert(0);
+            if *n >= cap && name != SERIES_DROPPED {
+                let dropped = (SERIES_DROPPED, vec![("family", name.to_owned())]);
+                if !self.values.contains_key(&dropped) {
+                    *self.per_family.entry(SERIES_DROPPED).or_insert(0) += 1;
+                }
+                if let Value::Counter(c) = self.values.entry(dropped).or_insert(Value::Counter(0)) {
+                    *c += 1;
+                }
+                return None;
+            }
+            *n += 1;
+            self.values.insert(key.clone(), init());
+        }
+        self.values.get_mut(&key)
+    }
 }
 
 fn family(name: &str) -> &'static Family {
@@ -187,7 +260,15 @@ impl Metrics {
     /// A registry with the series that must exist before anything happened: every effect
     /// state and verdict at zero.
     pub fn new() -> Metrics {
-        let m = Metrics::default();
+        Metrics::with_cap(MAX_SERIES_PER_FAMILY)
+    }
+
+    /// [`Metrics::new`] keeping at most `cap` label sets per family.
+    fn with_cap(cap: usize) -> Metrics {
+        let m = Metrics {
+            series: Mutex::default(),
+            cap,
+        };
         for state in ["committed", "not_started", "unknown"] {
             m.add(EFFECTS, vec![("state", state.to_owned())], 0);
         }
@@ -198,57 +279,63 @@ impl Metrics {
         m
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Series> {
+        self.series.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Adds `n` to a counter.
     pub fn add(&self, name: &'static str, labels: Labels, n: u64) {
         debug_assert_eq!(family(name).kind, Kind::Counter, "{name}");
-        let mut series = self.series.lock().expect("metrics lock");
-        match series.entry((name, labels)).or_insert(Value::Counter(0)) {
-            Value::Counter(c) => *c += n,
-            _ => unreachable!("{name} is a counter"),
+        let mut series = self.lock();
+        if let Some(Value::Counter(c)) = series.slot(self.cap, name, labels, || Value::Counter(0)) {
+            *c += n;
         }
     }
 
     /// Sets a counter kept elsewhere (an upstream's reconnections) to its current count.
     pub fn set_count(&self, name: &'static str, labels: Labels, count: u64) {
         debug_assert_eq!(family(name).kind, Kind::Counter, "{name}");
-        self.series
+        if let Some(v) = self
             .lock()
-            .expect("metrics lock")
-            .insert((name, labels), Value::Counter(count));
+            .slot(self.cap, name, labels, || Value::Counter(0))
+        {
+            *v = Value::Counter(count);
+        }
     }
 
     /// Sets a gauge.
     pub fn set(&self, name: &'static str, labels: Labels, value: i64) {
         debug_assert_eq!(family(name).kind, Kind::Gauge, "{name}");
-        self.series
-            .lock()
-            .expect("metrics lock")
-            .insert((name, labels), Value::Gauge(value));
+        if let Some(v) = self.lock().slot(self.cap, name, labels, || Value::Gauge(0)) {
+            *v = Value::Gauge(value);
+        }
     }
 
     /// Removes a series (a gauge of an upstream a reload removed): it is no longer exported.
     pub fn forget(&self, name: &'static str, labels: Labels) {
-        self.series
-            .lock()
-            .expect("metrics lock")
-            .remove(&(name, labels));
+        let mut series = self.lock();
+        if series.values.remove(&(name, labels)).is_some() {
+            if let Some(n) = series.per_family.get_mut(name) {
+                *n = n.saturating_sub(1);
+            }
+        }
     }
 
     /// Adds one observation to a histogram.
     pub fn observe(&self, name: &'static str, labels: Labels, duration: Duration) {
         debug_assert_eq!(family(name).kind, Kind::Histogram, "{name}");
         let secs = duration.as_secs_f64();
-        let mut series = self.series.lock().expect("metrics lock");
-        let entry = series.entry((name, labels)).or_insert(Value::Histogram {
+        let mut series = self.lock();
+        let entry = series.slot(self.cap, name, labels, || Value::Histogram {
             buckets: vec![0; BUCKETS.len()],
             sum: 0.0,
             count: 0,
         });
-        if let Value::Histogram {
+        if let Some(Value::Histogram {
             buckets,
             sum,
             count,
-        } = entry
+        }) = entry
         {
             for (b, bound) in buckets.iter_mut().zip(BUCKETS) {
                 if secs <= *bound {
@@ -258,6 +345,12 @@ impl Metrics {
             *sum += secs;
             *count += 1;
         }
+    }
+
+    /// How many label sets are recorded, in all families: what [`MAX_SERIES_PER_FAMILY`]
+    /// bounds.
+    pub fn series_count(&self) -> usize {
+        self.lock().values.len()
     }
 
     /// Times `fut` as store operation `operation`.
@@ -280,7 +373,7 @@ impl Metrics {
     /// histogram's count.
     pub fn value(&self, name: &'static str, labels: &[(&'static str, &str)]) -> u64 {
         let key: Labels = labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-        match self.series.lock().expect("metrics lock").get(&(name, key)) {
+        match self.lock().values.get(&(name, key)) {
             Some(Value::Counter(c)) => *c,
             Some(Value::Gauge(g)) => u64::try_from(*g).unwrap_or(0),
             Some(Value::Histogram { count, .. }) => *count,
@@ -291,11 +384,12 @@ impl Metrics {
     /// Every family with its series, in [`FAMILIES`]' order (families without a series left
     /// out).
     pub fn snapshot(&self) -> Vec<FamilySnapshot> {
-        let series = self.series.lock().expect("metrics lock");
+        let series = self.lock();
         FAMILIES
             .iter()
             .filter_map(|f| {
                 let points: Vec<(Labels, Value)> = series
+                    .values
                     .range((f.name, Vec::new())..)
                     .take_while(|((name, _), _)| *name == f.name)
                     .map(|((_, labels), v)| (labels.clone(), v.clone()))
@@ -431,5 +525,34 @@ mod tests {
         assert!(!text.contains(SESSIONS_OPEN), "{text}");
         assert_eq!(m.value(EFFECTS, &[("state", "unknown")]), 0);
         assert_eq!(m.value(EFFECTS, &[("state", "committed")]), 1);
+    }
+
+    #[test]
+    fn a_full_family_drops_new_label_sets_and_counts_them() {
+        let m = Metrics::with_cap(3);
+        for i in 0..10 {
+            let labels = vec![("upstream", format!("u{i}"))];
+            m.set(UPSTREAM_UP, labels.clone(), 1);
+            m.observe(
+                WEBHOOK_DURATION,
+                vec![("endpoint", format!("e{i}"))],
+                Duration::ZERO,
+            );
+        }
+        // A series that exists is still recorded into.
+        m.set(UPSTREAM_UP, vec![("upstream", "u0".into())], 0);
+        assert_eq!(m.value(UPSTREAM_UP, &[("upstream", "u2")]), 1);
+        assert_eq!(m.value(UPSTREAM_UP, &[("upstream", "u3")]), 0);
+        assert_eq!(m.value(SERIES_DROPPED, &[("family", UPSTREAM_UP)]), 7);
+        assert_eq!(m.value(SERIES_DROPPED, &[("family", WEBHOOK_DURATION)]), 7);
+        // Effects (3), verdicts (2), prepared (1), 3 + 3 recorded, 2 dropped counters.
+        assert_eq!(m.series_count(), 14);
+        // A forgotten series makes room for one more.
+        m.forget(UPSTREAM_UP, vec![("upstream", "u1".into())]);
+        m.set(UPSTREAM_UP, vec![("upstream", "u9".into())], 1);
+        assert_eq!(m.value(UPSTREAM_UP, &[("upstream", "u9")]), 1);
+        assert_eq!(m.value(SERIES_DROPPED, &[("family", UPSTREAM_UP)]), 7);
+        let text = m.render();
+        assert!(text.contains("purra_gateway_metric_series_dropped_total{family=\"purra_gateway_upstream_up\"} 7\n"), "{text}");
     }
 }

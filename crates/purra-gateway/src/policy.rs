@@ -7,7 +7,7 @@
 //! | principal | `Caller::"PRINCIPAL"`: the caller's principal (`ISSUER#SUBJECT`, or the configured local one), with `authenticated` (Bool), `issuer` and `subject` (String, empty without a token), `scopes` (Set of String) and `claims`: a record of the claims `[policies.claims]` declares, each optional and of its declared type |
 //! | action | `Action::"LOCAL"`: calling the bound tool, a member of `Action::"Read"` (reads) or `Action::"Write"` (writes; a destructive one through `Action::"Destructive"`, itself in `Action::"Write"`) |
 //! | resource | `Tool::"LOCAL"`: the binding (an enumerated entity type: a name that is no bound tool is a mistake) |
-//! | context | `client` (String, the client's `clientInfo.name`) and `arguments`: the call's arguments, typed from the bound tool's strict input schema |
+//! | context | `client` (String, the client's `clientInfo.name`: a name the caller chooses, not authentication) and `arguments`: the call's arguments, typed from the bound tool's strict input schema |
 //!
 //! The schema is generated at start from the configuration and the discovered tools, and every
 //! policy is validated against it in Cedar's strict mode: a policy naming an unknown tool, action,
@@ -42,9 +42,9 @@ use std::path::Path;
 use std::str::FromStr;
 
 use cedar_policy::{
-    Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicyId,
-    PolicySet, Request, RestrictedExpression, Schema, SchemaFragment, ValidationError,
-    ValidationMode, Validator,
+    AuthorizationError, Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName,
+    EntityUid, EvaluationError, PolicyId, PolicySet, Request, RestrictedExpression, Schema,
+    SchemaFragment, ValidationError, ValidationMode, Validator,
 };
 use miette::Diagnostic;
 use serde_json::{json, Map, Value};
@@ -501,6 +501,39 @@ pub(crate) enum Refusal {
     Error(String),
 }
 
+/// A refusal saying `what` failed without Cedar's text, which may quote the request's values
+/// (arguments, claims): that goes to the trace log only (`-vv`).
+fn refused(what: &str, error: &dyn fmt::Display) -> Refusal {
+    tracing::trace!(error = %error, "{what}");
+    Refusal::Error(format!("{what} (Cedar's message is logged at -vv)"))
+}
+
+/// What went wrong in one policy's evaluation, naming the policy and the kind of error but no
+/// value it evaluated.
+fn evaluation_summary(error: &AuthorizationError) -> String {
+    let AuthorizationError::PolicyEvaluationError(e) = error;
+    let kind = match e.inner() {
+        EvaluationError::EntityDoesNotExist(_) => "an entity that does not exist",
+        EvaluationError::EntityAttrDoesNotExist(_) => "an entity attribute that does not exist",
+        EvaluationError::RecordAttrDoesNotExist(_) => "a record attribute that does not exist",
+        EvaluationError::FailedExtensionFunctionLookup(_) => "an unknown extension function",
+        EvaluationError::TypeError(_) => "a type error",
+        EvaluationError::WrongNumArguments(_) => "a wrong number of arguments",
+        EvaluationError::IntegerOverflow(_) => "an integer overflow",
+        EvaluationError::UnlinkedSlot(_) => "an unlinked template slot",
+        EvaluationError::FailedExtensionFunctionExecution(_) => "a failed extension function call",
+        EvaluationError::NonValue(_) => "an expression that is not a value",
+        EvaluationError::RecursionLimit(_) => "the recursion limit",
+        #[allow(unreachable_patterns)] // Cedar may add kinds.
+        _ => "an evaluation error",
+    };
+    format!(
+        "policy `{}` could not be evaluated: {kind} (Cedar's message, which quotes the values, \
+         is logged at -vv)",
+        e.policy_id()
+    )
+}
+
 /// A bound tool's part of the schema.
 struct ToolTyping {
     action: EntityUid,
@@ -795,7 +828,7 @@ impl Policies {
             .actions
             .clone()
             .add_entities([entity], Some(&self.schema))
-            .map_err(|e| Refusal::Error(format!("the caller cannot be described: {e}")))?;
+            .map_err(|e| refused("the caller cannot be described", &e))?;
         let arguments = value_of(&t.arguments, args, "").map_err(|why| {
             Refusal::Error(format!("the arguments do not fit the policy schema: {why}"))
         })?;
@@ -806,7 +839,7 @@ impl Policies {
             ),
             ("arguments".to_owned(), arguments),
         ])
-        .map_err(|e| Refusal::Error(format!("the context cannot be built: {e}")))?;
+        .map_err(|e| refused("the context cannot be built", &e))?;
         let request = Request::new(
             principal,
             t.action.clone(),
@@ -814,17 +847,19 @@ impl Policies {
             context,
             Some(&self.schema),
         )
-        .map_err(|e| Refusal::Error(format!("the request does not fit the schema: {e}")))?;
+        .map_err(|e| refused("the request does not fit the schema", &e))?;
         let response = self
             .authorizer
             .is_authorized(&request, &self.set, &entities);
-        let errors: Vec<String> = response
-            .diagnostics()
-            .errors()
-            .map(ToString::to_string)
-            .collect();
+        let errors: Vec<&AuthorizationError> = response.diagnostics().errors().collect();
         if !errors.is_empty() {
-            return Err(Refusal::Error(errors.join("; ")));
+            // Cedar's own text quotes the values it evaluated (an overflow names both
+            // operands): it is logged at trace only (`-vv`); the refusal says which policy
+            // failed and how, never with what.
+            let detail: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            tracing::trace!(error = %detail.join("; "), "policy evaluation failed");
+            let summary: Vec<String> = errors.iter().map(|e| evaluation_summary(e)).collect();
+            return Err(Refusal::Error(summary.join("; ")));
         }
         match response.decision() {
             Decision::Allow => Ok(()),

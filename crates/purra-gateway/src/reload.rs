@@ -9,8 +9,17 @@
 //!   tool whose binding changed, appeared or went (a binding whose upstream's bindings, limits or
 //!   the policies changed is a new binding, even where it looks the same downstream);
 //! - a call in flight finishes with the binding it started with; a write waiting for its
-//!   decision is claimed against the binding as it is when the decision comes, so an approval
-//!   prepared under an earlier binding revision is refused as a mismatch (recorded), never sent;
+//!   decision is claimed against the binding as it is when the decision comes. An approval
+//!   prepared before is refused as a mismatch (recorded in the store, shown as refused on the
+//!   approver page), never sent, when either of these holds at the claim: (1) the approval's
+//!   binding identity differs from the binding's now, which happens when its `binding_id`,
+//!   `binding_revision`, `scope_id` or `scope_revision` changed, any write binding of its
+//!   upstream changed (the upstream's write catalog is part of the effective binding revision),
+//!   its scope table changed (the caller rules `principals` and `clients`, or the argument
+//!   rules: a digest of the table is part of the effective scope revision, so this holds even
+//!   when `scope_revision` was left as it was) or the `[policies]` files changed; or (2) the caller who asked (the principal
+//!   and client the request names) is no longer admitted by the binding's caller rules. The
+//!   same holds for an approval decided after a restart with a changed file;
 //! - an upstream whose own table changed, or that is gone, is closed once no call uses it; one
 //!   whose bindings changed keeps its connection.
 //!
@@ -36,9 +45,10 @@ pub struct Reloaded {
     pub revision: u64,
     /// The local names bound before and now whose registration changed: their own table, their
     /// upstream's table or the limits changed, and for a write also any write binding of its
-    /// upstream or the policies (each changes the binding revision its approvals are bound to,
-    /// so approvals prepared before are refused as mismatches). Downstream clients are told to
-    /// list again.
+    /// upstream or the policies (each changes the binding identity its approvals are bound to:
+    /// its revisions, the upstream's write catalog, a digest of its scope table, the policies'
+    /// digest; so approvals prepared before are refused as mismatches, see the [module](self)
+    /// documentation). Downstream clients are told to list again.
     pub changed: Vec<String>,
     /// The local names bound now that were not before.
     pub added: Vec<String>,
@@ -186,7 +196,10 @@ impl Gateway {
         let next = Arc::new(built.catalog);
         let mut report = Reloaded {
             revision: next.revision,
-            warnings: crate::catalog::destructive_warnings(&next.bindings, source),
+            warnings: crate::catalog::destructive_warnings(&next.bindings, source)
+                .into_iter()
+                .chain(crate::gateway::client_name_warnings(&config, source))
+                .collect(),
             ..Reloaded::default()
         };
         report.added = next

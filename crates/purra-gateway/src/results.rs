@@ -2,9 +2,11 @@
 //! failures as `isError` results whose text names a sanitized code (never remote text) and what
 //! became of the write.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use purra_core::{ErrorCode, JsonIdentity};
 use purra_protocol::types::{CallToolResult, Content};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// A successful result from the adapter's envelope `{text: [..], structured}` (a live result or
 /// a stored receipt): the text blocks, and the structured content when there is any.
@@ -25,6 +27,43 @@ pub fn success(envelope: &Value) -> CallToolResult {
         Some(s) => result.with_structured_content(s),
         None => result,
     }
+}
+
+/// The `_meta` key of a result answered from an earlier call's receipt:
+/// `{"approval": "approval-1", "receiptAt": "2026-12-06T12:42:05.123Z"}`.
+pub const REPLAY_META: &str = "io.purra/replay";
+
+/// `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc(t: SystemTime) -> String {
+    let stamp = rfc3339_of(t);
+    format!("{} {} UTC", &stamp[..10], &stamp[11..19])
+}
+
+/// RFC 3339 UTC with milliseconds.
+fn rfc3339_of(t: SystemTime) -> String {
+    let ms = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    purra_protocol::tasks::rfc3339(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+/// A result answered from the stored outcome of an earlier call (its receipt, recorded by
+/// `approval` at `at`): the result, preceded by a text saying so, with [`REPLAY_META`] in
+/// `_meta`. Nothing was sent for this call.
+pub fn replayed(result: CallToolResult, approval: &str, at: Option<SystemTime>) -> CallToolResult {
+    let when = at.map_or_else(|| "at an unrecorded time".to_owned(), utc);
+    let mut result = result;
+    result.content.insert(
+        0,
+        Content::text(format!(
+            "answered from the receipt of {approval}, {when}; nothing was sent"
+        )),
+    );
+    let mut meta = result.meta.take().unwrap_or_default();
+    meta.insert(
+        REPLAY_META.to_owned(),
+        json!({"approval": approval, "receiptAt": at.map(rfc3339_of)}),
+    );
+    result.meta = Some(meta);
+    result
 }
 
 /// `TOOL failed: CODE (WHAT)`, with `isError`.
@@ -107,12 +146,34 @@ pub fn rate_limited(
     )
 }
 
+/// The JSON-RPC error code of a request (not a tool call) refused because its caller is over
+/// `max_calls_per_minute_per_caller` (in the range JSON-RPC leaves to servers).
+pub const RATE_LIMITED_REQUEST: purra_protocol::RpcErrorCode = purra_protocol::RpcErrorCode(-32029);
+
+/// A request other than a tool call (`initialize`, `ping`, `tools/list`, ...) refused at once
+/// because its caller is over `max_calls_per_minute_per_caller`; the next fits after
+/// `retry_after` (rounded up to whole seconds). An `initialize` refused opens no session.
+pub fn rate_limited_request(
+    per_minute: u32,
+    retry_after: std::time::Duration,
+) -> purra_protocol::ErrorObject {
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    purra_protocol::ErrorObject::new(
+        RATE_LIMITED_REQUEST,
+        format!(
+            "rate_limited: this caller's requests exceed {per_minute} a minute, the most \
+             max_calls_per_minute_per_caller allows; try again in {secs}s"
+        ),
+    )
+}
+
 /// The write waits for a decision.
 pub fn pending(tool: &str, approval: &str, digest: &JsonIdentity) -> CallToolResult {
     CallToolResult::error(format!(
         "{tool} was not sent: approval {approval} is pending (intent {digest}). \
          Once it is decided (purra approvals approve {approval}), call {tool} again with the \
-         same arguments: an approved call is sent once, a denied one never."
+         same arguments: an approved call is sent once; a denied one is not sent, and the \
+         same call made again after a denial asks for a new approval."
     ))
 }
 
@@ -125,10 +186,12 @@ pub fn request_expired(tool: &str, approval: &str) -> CallToolResult {
     ))
 }
 
-/// The approver denied the write.
+/// The approver denied the write: this call is over (its run closed); the same call made again
+/// is a new request.
 pub fn denied(tool: &str, approval: &str, approver: &str) -> CallToolResult {
     CallToolResult::error(format!(
-        "{tool} was not sent: approval {approval} was denied by {approver} (approval_denied)"
+        "{tool} was not sent: approval {approval} was denied by {approver} (approval_denied); \
+         calling {tool} again with the same arguments asks for a new approval"
     ))
 }
 

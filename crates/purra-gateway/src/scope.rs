@@ -1,7 +1,10 @@
 //! Scope rules as data: which callers may use a binding, and what its arguments must satisfy.
 //!
 //! A caller is the principal it acts as and the client name it declared in `initialize`
-//! (`clientInfo.name`). An argument rule is one line `TERM OP VALUE`:
+//! (`clientInfo.name`). The client name is the caller's own claim, not authentication: any
+//! client can call itself `claude-code`. Authority comes from the principal (with
+//! `[gateway.auth]`, the token's `ISSUER#SUBJECT`) or from policies on the token's claims.
+//! An argument rule is one line `TERM OP VALUE`:
 //!
 //! | part | forms |
 //! |---|---|
@@ -206,6 +209,57 @@ impl ArgumentRule {
             value,
             pattern,
         })
+    }
+
+    /// The rule as the configuration wrote it.
+    pub fn text(&self) -> &str {
+        self.text.trim()
+    }
+
+    /// The path of the value the rule looks at, dotted (`path`, `doc.path`).
+    pub fn path(&self) -> String {
+        self.path.join(".")
+    }
+
+    /// Why the rule cannot hold for any arguments `input_schema` admits: it names an argument
+    /// the schema does not declare (`None` when every name of its path is declared, or the
+    /// schema leaves the place open). The reason names the argument, `whose` schema it is and the
+    /// arguments declared there, with the closest as a suggestion.
+    pub fn missing_in(&self, input_schema: &Value, whose: &str) -> Option<String> {
+        let mut at = input_schema;
+        for (depth, name) in self.path.iter().enumerate() {
+            let declared = at.get("properties").and_then(Value::as_object);
+            let open = at.get("patternProperties").is_some()
+                || matches!(at.get("additionalProperties"), Some(v) if v != &Value::Bool(false));
+            match declared {
+                Some(props) if props.contains_key(name) => at = &props[name],
+                _ if open => return None,
+                // Below the top, a value without declared members is not looked into.
+                None if depth > 0 => return None,
+                declared => {
+                    let names: Vec<&str> = declared
+                        .map(|p| p.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    let shown = self.path[..=depth].join(".");
+                    let takes = if names.is_empty() {
+                        "it takes none there".to_owned()
+                    } else {
+                        format!("it takes: {}", names.join(", "))
+                    };
+                    let hint = closest(name, &names)
+                        .map(|c| {
+                            let mut p = self.path[..depth].to_vec();
+                            p.push(c.to_owned());
+                            format!("; did you mean `{}`?", p.join("."))
+                        })
+                        .unwrap_or_default();
+                    return Some(format!(
+                        "names the argument `{shown}`, which {whose} does not take ({takes}{hint})"
+                    ));
+                }
+            }
+        }
+        None
     }
 
     /// Whether the rule holds for `arguments`.
@@ -477,6 +531,35 @@ fn within(path: &str, dir: &str) -> bool {
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
+/// The name of `names` closest to `name` (at most two edits away, and fewer than its length),
+/// for a did-you-mean.
+fn closest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    let distance = |a: &str, b: &str| {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = if ca == *cb {
+                    prev
+                } else {
+                    1 + prev.min(cur).min(row[j])
+                };
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    };
+    names
+        .iter()
+        .map(|n| (distance(name, n), *n))
+        .filter(|(d, _)| *d <= 2 && *d < name.chars().count())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
 /// A binding's compiled scope.
 #[derive(Debug, Clone)]
 pub enum Scope {
@@ -530,6 +613,51 @@ impl Scope {
                     && clients.as_ref().is_none_or(|c| c.contains(&caller.client))
             }
         }
+    }
+
+    /// Why `caller` may not call with `arguments`, or `None` when every rule holds. The reason
+    /// is the host's own text: the rule that did not hold and the path of the value it looked
+    /// at, never the value itself.
+    pub fn refusal(&self, caller: &Caller, arguments: &Value) -> Option<String> {
+        let Scope::Rules {
+            principals,
+            clients,
+            arguments: rules,
+        } = self
+        else {
+            return None;
+        };
+        if principals
+            .as_ref()
+            .is_some_and(|p| !p.contains(&caller.principal))
+        {
+            return Some("the caller's principal is not one of scope.principals".into());
+        }
+        if clients
+            .as_ref()
+            .is_some_and(|c| !c.contains(&caller.client))
+        {
+            return Some("the caller's client name is not one of scope.clients".into());
+        }
+        let failed = rules.iter().find(|r| !r.holds(arguments))?;
+        let present = failed
+            .path
+            .iter()
+            .try_fold(arguments, |at, p| at.get(p))
+            .is_some();
+        Some(if present {
+            format!(
+                "the argument rule `{}` does not hold for the value at `{}`",
+                failed.text(),
+                failed.path()
+            )
+        } else {
+            format!(
+                "the argument rule `{}` does not hold: the arguments have no value at `{}`",
+                failed.text(),
+                failed.path()
+            )
+        })
     }
 
     /// Whether every argument rule holds.
@@ -591,6 +719,71 @@ mod tests {
         assert!(!holds("id matches \"^[a-z]+\\\\d$\"", json!({"id": "abc"})));
         assert!(holds("flag != true", json!({"flag": false})));
         assert!(holds("len(tags) >= 2", json!({"tags": [1, 2]})));
+    }
+
+    /// Issue 44, defect 4: a refusal names the rule that did not hold and the value's path,
+    /// never the value; a rule on an argument the schema does not declare is found.
+    #[test]
+    fn refusals_name_the_rule_and_the_path_never_the_value() {
+        let scope = Scope::from_rules(&ScopeRules {
+            principals: Some(vec!["local".into()]),
+            clients: None,
+            arguments: vec!["len(doc.text) <= 3".into(), "mode in [\"a\"]".into()],
+        })
+        .unwrap();
+        let who = Caller {
+            principal: "local".into(),
+            client: "c".into(),
+            identity: None,
+        };
+        assert_eq!(
+            scope.refusal(&who, &json!({"doc": {"text": "secret value"}, "mode": "a"})),
+            Some(
+                "the argument rule `len(doc.text) <= 3` does not hold for the value at `doc.text`"
+                    .into()
+            )
+        );
+        assert_eq!(
+            scope.refusal(&who, &json!({"doc": {"text": "ok"}})),
+            Some("the argument rule `mode in [\"a\"]` does not hold: the arguments have no value at `mode`".into())
+        );
+        assert_eq!(
+            scope.refusal(&who, &json!({"doc": {"text": "ok"}, "mode": "a"})),
+            None
+        );
+        let stranger = Caller {
+            principal: "mallory".into(),
+            ..who
+        };
+        assert_eq!(
+            scope.refusal(&stranger, &json!({})),
+            Some("the caller's principal is not one of scope.principals".into())
+        );
+
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}});
+        let rule = |r: &str| {
+            ArgumentRule::parse(r)
+                .unwrap()
+                .missing_in(&schema, "the tool \"w\"")
+        };
+        assert_eq!(
+            rule("pth within \"/srv\""),
+            Some("names the argument `pth`, which the tool \"w\" does not take (it takes: path, content; did you mean `path`?)".into())
+        );
+        assert_eq!(
+            rule("len(zzzzzz) <= 3"),
+            Some("names the argument `zzzzzz`, which the tool \"w\" does not take (it takes: path, content)".into())
+        );
+        assert_eq!(rule("path within \"/srv\""), None);
+        // Below a declared string, nothing is looked into; an open object is not checked.
+        assert_eq!(rule("path.x == 1"), None);
+        let open = json!({"type": "object", "additionalProperties": true});
+        assert_eq!(
+            ArgumentRule::parse("any == 1")
+                .unwrap()
+                .missing_in(&open, "t"),
+            None
+        );
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub trait GatewayStore: Send + Sync {
     fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>>;
     /// One approval with its request (and so the request's expiry), if it exists.
     fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>>;
+    /// The latest approvals of one run (at most [`RUN_APPROVALS`], the newest first), with their
+    /// claims: where a stored outcome's approval and time are read.
+    fn run_approvals(&self, run: RunId) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>>;
     /// Marks claims without outcome whose owner is gone as `unknown` (`interrupted`); returns
     /// how many.
     fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>>;
@@ -70,6 +73,22 @@ pub trait GatewayStore: Send + Sync {
 fn pending(store: &dyn OperatorStore) -> BoxFuture<'_, Result<u64, StoreError>> {
     store.count_approvals(
         purra_core::ApprovalQuery::all().status(purra_core::ApprovalStatus::Pending),
+    )
+}
+
+/// How many of a run's approvals [`GatewayStore::run_approvals`] reads.
+pub const RUN_APPROVALS: u32 = 16;
+
+/// The latest approvals of `run` in an operator's view.
+fn of_run(
+    store: &dyn OperatorStore,
+    run: RunId,
+) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>> {
+    store.approvals(
+        purra_core::ApprovalQuery::all()
+            .run(run)
+            .newest_first()
+            .limit(RUN_APPROVALS),
     )
 }
 
@@ -113,6 +132,13 @@ macro_rules! gateway_store {
                 id: ApprovalId,
             ) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {
                 OperatorStore::approval(self, id)
+            }
+
+            fn run_approvals(
+                &self,
+                run: RunId,
+            ) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>> {
+                of_run(self, run)
             }
 
             fn reconcile_interrupted(
@@ -160,6 +186,10 @@ impl GatewayStore for AnyStore {
 
     fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {
         self.ops().approval(id)
+    }
+
+    fn run_approvals(&self, run: RunId) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>> {
+        of_run(self.ops(), run)
     }
 
     fn reconcile_interrupted(&self, now: SystemTime) -> BoxFuture<'_, Result<usize, StoreError>> {

@@ -35,6 +35,9 @@ use tracing::Instrument;
 
 use crate::config::UpstreamConfig;
 
+/// The most characters of an upstream command's stderr line a message repeats.
+const MAX_STDERR_CHARS: usize = 300;
+
 /// A bound tool as discovered: its registration and what downstream clients are shown.
 pub(crate) struct Bound {
     /// Core's registration (its handler makes one bounded `tools/call`).
@@ -327,11 +330,26 @@ impl Upstream {
         let mut options = ClientOptions::default();
         options.client_info =
             purra_protocol::types::Implementation::new("purra-gateway", env!("CARGO_PKG_VERSION"));
+        // The handshake and the listing are bounded by `[limits] timeout`, as calls are.
+        let timeout = self.limits.timeout;
+        options.engine.request_timeout = timeout;
+        // A command's stderr goes on to the gateway's; its last line is kept for the message
+        // when the command ends before it answers.
+        let last_line: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let result = match (&self.config.command, &self.config.url) {
             (Some(command), _) => {
+                let keep = last_line.clone();
+                let relay: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(move |line: &str| {
+                    use std::io::Write as _;
+                    let _ = writeln!(std::io::stderr(), "{line}");
+                    if !line.trim().is_empty() {
+                        *keep.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(line.chars().take(MAX_STDERR_CHARS).collect());
+                    }
+                });
                 let mut cmd = StdioCommand::new(&command[0])
                     .args(&command[1..])
-                    .stderr(StderrMode::Inherit);
+                    .stderr(StderrMode::Capture(Some(relay)));
                 for (k, v) in &self.config.env {
                     cmd = cmd.env(k, v);
                 }
@@ -357,7 +375,23 @@ impl Upstream {
             }
             (None, None) => return Err(UpstreamError::Connect("no command and no url".into())),
         };
-        result.map_err(|e| UpstreamError::Connect(e.to_string()))
+        match result {
+            Ok(conn) => Ok(conn),
+            Err(purra_protocol::Error::Timeout) => Err(UpstreamError::Connect(format!(
+                "no answer within {} (the [limits] timeout bounds the handshake and the listing)",
+                crate::config::Dur(timeout)
+            ))),
+            Err(e) if self.config.command.is_some() => {
+                // The command's last words, once its stderr has been read to the end.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                let last = last_line.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                Err(UpstreamError::Connect(match last {
+                    Some(line) => format!("{e}; its last line on stderr: {line:?}"),
+                    None => format!("{e}; it wrote nothing on stderr"),
+                }))
+            }
+            Err(e) => Err(UpstreamError::Connect(e.to_string())),
+        }
     }
 
     async fn discover(
@@ -504,8 +538,13 @@ pub(crate) fn missing_tool(upstream: &str, remote: &str, listed: &[String]) -> S
     )
 }
 
+/// The sentence appended to a write tool's description in `tools/list`.
+pub const WRITE_WAITS: &str = "A call of this tool waits for a person to approve it; if the \
+    wait ends first, the result names the pending approval, and the same call made again once it \
+    is approved is sent once.";
+
 /// What downstream clients are shown for a bound tool: the local name, the binding's title, the
-/// upstream description, the strict-profile input schema and the upstream's output schema, and
+/// upstream description (a write's with [`WRITE_WAITS`]), the strict-profile input schema and the upstream's output schema, and
 /// hints that say what the host declared (hints only: the gateway enforces the policy).
 fn downstream_tool(
     name: &str,
@@ -528,8 +567,17 @@ fn downstream_tool(
     } else {
         ToolAnnotations::new().with_read_only(true)
     };
+    // The model is told that a write waits for a person.
+    let description = if reg.is_confirm() {
+        match reg.description() {
+            "" => WRITE_WAITS.to_owned(),
+            d => format!("{d}\n\n{WRITE_WAITS}"),
+        }
+    } else {
+        reg.description().to_owned()
+    };
     let mut tool = Tool::new(name, input)
-        .with_description(reg.description())
+        .with_description(description)
         .with_annotations(annotations);
     if let Some(title) = title {
         tool = tool.with_title(title.as_str());

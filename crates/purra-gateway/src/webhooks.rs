@@ -456,6 +456,14 @@ fn slack_escape(text: &str) -> String {
 fn slack_text(event: &Value, link: Option<&str>) -> String {
     let data = &event["data"];
     let s = |k: &str| slack_escape(data[k].as_str().unwrap_or("?"));
+    // Who asked and who decided name clients, which choose their names: one line (a newline
+    // would forge a line in the channel), escaped and bounded.
+    let who = |k: &str| {
+        slack_escape(&purra_core::visible::one_line(
+            data[k].as_str().unwrap_or("?"),
+            purra_core::visible::WHO_MAX_CHARS,
+        ))
+    };
     let approval = data["approval"].as_str().map(slack_escape);
     let tool = s("tool");
     let subject = match &approval {
@@ -467,7 +475,7 @@ fn slack_text(event: &Value, link: Option<&str>) -> String {
             let mut t = format!(
                 "Approval {} waits for a decision: {tool}, asked by {}",
                 approval.clone().unwrap_or_default(),
-                s("requestedBy")
+                who("requestedBy")
             );
             if let Some(up) = data["labels"]["upstream"].as_str() {
                 t.push_str(&format!(" (upstream {})", slack_escape(up)));
@@ -481,7 +489,7 @@ fn slack_text(event: &Value, link: Option<&str>) -> String {
             } else {
                 "denied"
             };
-            let mut t = format!("{subject} {word} by {}", s("approver"));
+            let mut t = format!("{subject} {word} by {}", who("approver"));
             match data["note"].as_str() {
                 Some(note) if !note.is_empty() => {
                     t.push_str(&format!(": \u{201c}{}\u{201d}", slack_escape(note)))
@@ -938,6 +946,52 @@ mod tests {
             let j = jitter();
             assert!((0.8..=1.2).contains(&j), "{j}");
         }
+    }
+
+    /// Issue 43 finding 7: a client's name in a Slack message is one line (a newline would
+    /// forge another line in the channel), escaped and bounded.
+    #[test]
+    fn finding_7_slack_shows_a_clients_name_on_one_escaped_bounded_line() {
+        let text = |data: Value| -> String {
+            let event = serde_json::json!({"type": data["type"], "data": data["data"]});
+            let body: Value =
+                serde_json::from_str(&body(WebhookFormat::Slack, &event.to_string(), None))
+                    .unwrap();
+            body["text"].as_str().unwrap().to_owned()
+        };
+        let pending = |by: &str| {
+            serde_json::json!({"type": "approval.pending", "data": {"approval": "approval-7",
+                "tool": "set_value", "requestedBy": by, "labels": {"upstream": "values"}}})
+        };
+        assert_eq!(
+            text(pending("local (evil\u{202e}\nname)")),
+            "Approval approval-7 waits for a decision: set_value, asked by local \
+             (evil\\u202e\\nname) (upstream values)."
+        );
+        assert_eq!(
+            text(pending(&format!("local ({})", "x".repeat(10_000)))),
+            format!(
+                "Approval approval-7 waits for a decision: set_value, asked by local ({}\u{2026} \
+                 (upstream values).",
+                "x".repeat(505)
+            )
+        );
+        // As the gateway records it now: the name already bounded to 128 characters.
+        assert_eq!(
+            text(pending(&format!("local ({}\u{2026})", "x".repeat(128)))),
+            format!(
+                "Approval approval-7 waits for a decision: set_value, asked by local ({}\u{2026}) \
+                 (upstream values).",
+                "x".repeat(128)
+            )
+        );
+        let decided = serde_json::json!({"type": "approval.decided", "data": {
+            "approval": "approval-7", "tool": "set_value", "verdict": "approve",
+            "approver": "evil\u{202e}\nname <b> (app)"}});
+        assert_eq!(
+            text(decided),
+            "set_value (approval approval-7) approved by evil\\u202e\\nname &lt;b&gt; (app)."
+        );
     }
 
     #[test]

@@ -27,9 +27,12 @@
 //!    binding's approvals are decided only on an operator's path (the approver page, `purra
 //!    approvals approve|deny`, `Gateway::decide`): no client decides its own write unless the
 //!    operator said so in the binding;
-//! 4. the claim, against the *current* registration (rediscovered first if the upstream's list
-//!    changed): `check_and_claim` re-checks decision, expiry and the intent digest and commits the
-//!    claim before anything is sent; the dispatch runs in its own task, so a caller that goes away
+//! 4. the claim, against the *current* binding and registration (rediscovered first if the
+//!    upstream's list changed): the caller rules are checked again for the caller the request's
+//!    labels name (principal, client), and `check_and_claim` re-checks decision, expiry and the
+//!    intent digest (whose binding identity includes a digest of the binding's scope table) and
+//!    commits the claim before anything is sent; a caller who no longer qualifies is refused as a
+//!    mismatch; the dispatch runs in its own task, so a caller that goes away
 //!    never cuts it short, and its outcome (`committed` with the receipt, `not_started`,
 //!    `unknown`) is recorded before the result is returned.
 //!
@@ -40,12 +43,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use purra_core::visible::client_name;
 use purra_core::{
     execute, json_identity, preset_fingerprint, ApprovalId, ApprovalIntent, ApprovalRecord,
     ApprovalRequest, ApprovalState, ClaimState, ClaimVerdict, Decision, DecisionPath,
     EffectOutcome, ErrorCode, Execution, IdempotencyKey, Lease, RunContext, RunId, StoreError,
-    SuspendedRun, ToolCall, ToolRegistration, Verdict, APPROVERS_MUST_DIFFER_LABEL,
-    PRINCIPAL_LABEL,
+    SuspendedRun, ToolCall, ToolRegistration, Verdict, APPROVERS_MUST_DIFFER_LABEL, EFFECT_LABEL,
+    PRINCIPAL_LABEL, SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
 };
 use purra_protocol::types::{CallToolResult, ElicitAction, ElicitParams, JsonObject};
 use purra_protocol::RequestCtx;
@@ -72,6 +76,46 @@ pub(crate) struct WriteCall {
 enum Found {
     Pending(ApprovalId, Option<SystemTime>),
     New { replaces: bool },
+}
+
+/// The label of a write's approval request naming the client's declared name (absent when it
+/// gave none); with [`PRINCIPAL_LABEL`] it is the caller the caller rules are checked for again
+/// when the approval is claimed.
+pub(crate) const CLIENT_LABEL: &str = "client";
+
+/// The caller an approval request was asked by, from its labels (a request without a label
+/// for the client names none: a binding with `clients` rules refuses it).
+fn requester(labels: &BTreeMap<String, String>) -> Caller {
+    Caller {
+        principal: labels.get(PRINCIPAL_LABEL).cloned().unwrap_or_default(),
+        client: labels.get(CLIENT_LABEL).cloned().unwrap_or_default(),
+        identity: None,
+    }
+}
+
+/// What [`Inner::generation`] found: the generation whose stored outcome answers the call, or
+/// the one that asks for an approval.
+pub(crate) enum Generation {
+    Done {
+        run_id: RunId,
+        digest: purra_core::JsonIdentity,
+        state: ClaimState,
+    },
+    Open {
+        run_id: RunId,
+        intent: ApprovalIntent,
+    },
+}
+
+/// The most generations of one call looked at (a receipt past the last still answers).
+const MAX_GENERATIONS: u32 = 10_000;
+
+/// The first generation's run id of a write run (the lock every generation of a call shares).
+pub(crate) fn base_run(run_id: &RunId) -> RunId {
+    match run_id.as_str().rsplit_once('~') {
+        Some((base, n)) if n.parse::<u32>().is_ok() => RunId::new(base),
+        _ => run_id.clone(),
+    }
 }
 
 /// The checkpoint call id of every gateway write (the run id already identifies the call).
@@ -127,7 +171,7 @@ impl Inner {
         let lock = {
             let mut locks = self.run_locks.lock().unwrap_or_else(|p| p.into_inner());
             locks.retain(|_, l| Arc::strong_count(l) > 1);
-            locks.entry(run_id.clone()).or_default().clone()
+            locks.entry(base_run(run_id)).or_default().clone()
         };
         lock.lock_owned().await
     }
@@ -156,7 +200,7 @@ impl Inner {
             return Err(ErrorCode::SCOPE_DENIED);
         }
         if !b.scope.allows_arguments(args) {
-            return Err(purra_mcp::codes::scope_denied());
+            return Err(ErrorCode::SCOPE_DENIED);
         }
         let bound = self.registration(b).await?;
         if bound.registration.input_schema().validate(args).is_err() {
@@ -195,7 +239,7 @@ impl Inner {
         let now = SystemTime::now();
         Decision {
             verdict,
-            approver: via.approver(&client),
+            approver: via.approver(&client_name(&client)),
             decided_at: now,
             expires_at: (verdict == Verdict::Approve)
                 .then(|| now.checked_add(self.settings.approval_ttl.0))
@@ -235,6 +279,9 @@ impl Inner {
         let tool = b.local.as_str();
         let caller = self.caller(&ctx);
         let args = Value::Object(args);
+        if let Some(refused) = self.scope_refusal(b, &caller, &args, "nothing was sent") {
+            return refused;
+        }
         let WriteCall {
             bound,
             run_id,
@@ -247,27 +294,26 @@ impl Inner {
             Err(code) => return results::failed(tool, &code, "nothing was sent"),
         };
         let reg = &bound.registration;
+        // Every generation of the call queues behind the same lock.
         let _guard = self.lock_run(&run_id).await;
-        let digest = intent.digest();
 
-        // 1. Done before: the stored outcome, nothing sent.
-        let receipts = self.approvals.receipts();
-        match self
-            .metrics
-            .store(
-                "claim_state",
-                receipts.state(IdempotencyKey(digest.to_string())),
-            )
-            .await
-        {
-            Ok(Some(state)) => {
+        // 1. Done before: the stored outcome, nothing sent; unless the binding bounds how long
+        // a receipt answers and it is older: then the call's next generation (a run id of its
+        // own, so a new intent and a new approval) is looked at the same way.
+        let (run_id, intent) = match self.generation(b, reg, run_id, intent, &args).await {
+            Ok(Generation::Done {
+                run_id,
+                digest,
+                state,
+            }) => {
                 return self
-                    .outcome_of(tool, &format!("intent {digest}"), &digest, state)
+                    .outcome_of(tool, &format!("intent {digest}"), &digest, state, &run_id)
                     .await
             }
-            Ok(None) => {}
-            Err(_) => return store_failed(tool),
-        }
+            Ok(Generation::Open { run_id, intent }) => (run_id, intent),
+            Err(r) => return r,
+        };
+        let digest = intent.digest();
 
         // 2. The call's approval: found from an earlier call, or prepared now (also when the
         // earlier request expired undecided: no decision would be accepted for it any more).
@@ -305,6 +351,7 @@ impl Inner {
             }
             Ok(None) => Found::New { replaces: false },
         };
+        let mut fresh = false;
         let (approval, request_expires) = match found {
             Found::Pending(id, expires) => (id, expires),
             Found::New { replaces } => {
@@ -319,6 +366,7 @@ impl Inner {
                     Ok(Some(prepared)) => {
                         self.metrics
                             .add(crate::metrics::APPROVALS_PREPARED, Vec::new(), 1);
+                        fresh = true;
                         prepared
                     }
                     Ok(None) => return results::approval_limit(tool, cap),
@@ -335,6 +383,13 @@ impl Inner {
                 .map_or(true, |left| left < self.settings.approval_wait.0)
         });
         self.set_waiting(&run_id, true);
+        // Approvers are told that a caller waits (also in a fleet: the store carries it), until
+        // when, and so that approving sends now. A new approval's run says so already.
+        let waiting_until = self.wait_until(request_expires);
+        if !fresh {
+            self.mark_waiting(&run_id, &approval, Some(waiting_until))
+                .await;
+        }
         let wait_span = tracing::debug_span!(
             "gateway.approval_wait",
             tool,
@@ -349,6 +404,12 @@ impl Inner {
             wait_span.record("state", approval_state(&r.state));
         }
         self.set_waiting(&run_id, false);
+        if matches!(&record, Ok(r) if r.state == ApprovalState::Prepared)
+            && SystemTime::now() < waiting_until
+        {
+            // The wait ended early (the caller went away, the gateway drains): nobody waits.
+            self.mark_waiting(&run_id, &approval, None).await;
+        }
         match record {
             Ok(r) if r.state == ApprovalState::Prepared => {
                 return if expires_first {
@@ -363,6 +424,102 @@ impl Inner {
 
         // 4. Claim and dispatch.
         self.settle(b, &run_id, &approval, &args).await
+    }
+
+    /// Until when a call starting to wait now waits: `approval_wait`, never past the request's
+    /// expiry.
+    fn wait_until(&self, request_expires: Option<SystemTime>) -> SystemTime {
+        let now = SystemTime::now();
+        let until = now
+            .checked_add(self.settings.approval_wait.0)
+            .unwrap_or(now);
+        request_expires.map_or(until, |e| until.min(e.max(now)))
+    }
+
+    /// Writes `until` as the time the call of `run_id` waits for `approval` until (`None`:
+    /// nobody waits), when the run still waits on that approval. Best effort: what an approver
+    /// is told, never what is sent.
+    async fn mark_waiting(&self, run_id: &RunId, approval: &ApprovalId, until: Option<SystemTime>) {
+        if let Ok(Some(mut run)) = self.runs.load_suspended(run_id.clone()).await {
+            if &run.approval_id == approval && run.waiting_until != until {
+                run.waiting_until = until;
+                let _ = self.runs.save_suspended(run).await;
+            }
+        }
+    }
+
+    /// The generation of a write call that answers it: the first (`run_id` itself) or a later
+    /// one (`RUN~N`) whose intent has no completed claim older than the binding's
+    /// `receipt_ttl`. A claim in flight, or with an `unknown` outcome, always answers: it is
+    /// never sent again.
+    pub(crate) async fn generation(
+        &self,
+        b: &Binding,
+        reg: &ToolRegistration,
+        base: RunId,
+        intent: ApprovalIntent,
+        args: &Value,
+    ) -> Result<Generation, CallToolResult> {
+        let tool = b.local.as_str();
+        let receipts = self.approvals.receipts();
+        let (mut run_id, mut intent) = (base.clone(), intent);
+        for n in 1..=MAX_GENERATIONS {
+            let digest = intent.digest();
+            let state = match self
+                .metrics
+                .store(
+                    "claim_state",
+                    receipts.state(IdempotencyKey(digest.to_string())),
+                )
+                .await
+            {
+                Ok(Some(state)) => state,
+                Ok(None) => return Ok(Generation::Open { run_id, intent }),
+                Err(_) => return Err(store_failed(tool)),
+            };
+            let renewable = matches!(
+                &state,
+                ClaimState::Completed {
+                    outcome: EffectOutcome::Committed { .. } | EffectOutcome::NotStarted
+                }
+            );
+            let stale = match b.receipt_ttl {
+                Some(ttl) if renewable => match self.claimed_by(&run_id, &digest).await {
+                    Ok(Some((_, Some(at)))) => at
+                        .checked_add(ttl)
+                        .is_some_and(|until| until <= SystemTime::now()),
+                    Ok(_) => false,
+                    Err(_) => return Err(store_failed(tool)),
+                },
+                _ => false,
+            };
+            if !stale || n == MAX_GENERATIONS {
+                return Ok(Generation::Done {
+                    run_id,
+                    digest,
+                    state,
+                });
+            }
+            run_id = RunId::new(format!("{}~{}", base.as_str(), n + 1));
+            intent = self
+                .intent(reg, &run_id, args)
+                .map_err(|code| results::failed(tool, &code, "nothing was sent"))?;
+        }
+        Err(store_failed(tool))
+    }
+
+    /// The approval of `run_id` whose claim has the key `digest`, and when its outcome was
+    /// recorded.
+    async fn claimed_by(
+        &self,
+        run_id: &RunId,
+        digest: &purra_core::JsonIdentity,
+    ) -> Result<Option<(ApprovalId, Option<SystemTime>)>, StoreError> {
+        let views = self.store.run_approvals(run_id.clone()).await?;
+        Ok(views.into_iter().find_map(|v| {
+            let c = v.claim?;
+            (c.key.0 == digest.as_str()).then_some((v.id, c.completed_at))
+        }))
     }
 
     /// Prepares the approval request of a write call (accepting a decision for
@@ -387,10 +544,12 @@ impl Inner {
             .approval_binding()
             .cloned()
             .ok_or(StoreError::Conflict("the tool has no approval binding"))?;
+        // The client's name is its own choice: kept on one line, escaped and bounded, as every
+        // approver surface, webhook and log shows it.
         let requested_by = if caller.client.is_empty() {
             caller.principal.clone()
         } else {
-            format!("{} ({})", caller.principal, caller.client)
+            format!("{} ({})", caller.principal, client_name(&caller.client))
         };
         let now = SystemTime::now();
         let expires_at = now.checked_add(self.settings.approval_request_ttl.0);
@@ -409,8 +568,25 @@ impl Inner {
                 ("upstream".to_owned(), b.upstream.id.clone()),
                 ("upstream_tool".to_owned(), b.remote.clone()),
                 (PRINCIPAL_LABEL.to_owned(), caller.principal.clone()),
+                // What the approver is told the write is.
+                (TITLE_LABEL.to_owned(), b.title.clone()),
+                (
+                    EFFECT_LABEL.to_owned(),
+                    b.effect.map_or("write", |e| e.as_str()).to_owned(),
+                ),
             ]),
         };
+        // The client's declared name, for the caller rules checked again at the claim.
+        if !caller.client.is_empty() {
+            request
+                .labels
+                .insert(CLIENT_LABEL.to_owned(), caller.client.clone());
+        }
+        if self.settings.run_decided_without_caller {
+            request
+                .labels
+                .insert(SENDS_WITHOUT_CALLER_LABEL.to_owned(), "true".to_owned());
+        }
         if self.settings.approvers_must_differ {
             request
                 .labels
@@ -437,6 +613,8 @@ impl Inner {
             approval_id: id.clone(),
             intent_digest: digest,
             turns_used: 0,
+            // The caller waits from here (the wait sets it again, to the same instant).
+            waiting_until: Some(self.wait_until(expires_at)),
         });
         self.metrics.store("save_run", saved).await?;
         Ok(Some((id, expires_at)))
@@ -515,20 +693,27 @@ impl Inner {
         ctx: &RequestCtx,
     ) -> Result<ApprovalRecord, StoreError> {
         let start = Instant::now();
-        let total = (until - start).as_secs_f64();
+        // Whole seconds, rounded (a wait of 59.9997 s is 60 s).
+        let secs = |d: std::time::Duration| (d.as_millis() + 500) / 1000;
+        let total = secs(until - start);
         let interval = self.settings.progress_interval.0;
-        let message = format!("waiting for approval {}", approval.0);
         let mut next = start;
+        let mut sent: Option<u128> = None;
         loop {
             if Instant::now() >= next {
-                // A client that stopped listening does not stop the wait.
-                let _ = ctx
-                    .progress(
-                        (Instant::now() - start).as_secs_f64().min(total),
-                        Some(total),
-                        Some(&message),
-                    )
-                    .await;
+                let waited = secs(Instant::now() - start).min(total);
+                // Progress increases: a second not yet reported, or nothing.
+                if sent.is_none_or(|s| waited > s) {
+                    let message = format!(
+                        "waiting for approval {}: {waited} s of {total} s",
+                        approval.0
+                    );
+                    // A client that stopped listening does not stop the wait.
+                    let _ = ctx
+                        .progress(waited as f64, Some(total as f64), Some(&message))
+                        .await;
+                    sent = Some(waited);
+                }
                 next += interval;
             }
             let record = self
@@ -626,9 +811,27 @@ impl Inner {
                 return results::failed(tool, &code, &format!("nothing was sent; {label} is kept"))
             }
         };
-        let current = match self.intent(&bound.registration, run_id, args) {
-            Ok(i) => i.digest(),
-            Err(code) => return results::failed(tool, &code, "nothing was sent"),
+        // The caller rules, checked again against the binding as it is now, for the caller the
+        // request names (its labels): one a reload or a restart dropped from `principals` or
+        // `clients` has no current intent, so the claim is checked against one that matches no
+        // approval and the store records the refusal as a mismatch; nothing is sent.
+        let asker = match self.store.approval(approval.clone()).await {
+            Ok(Some(view)) => requester(&view.request.labels),
+            Ok(None) | Err(_) => return store_failed(tool),
+        };
+        let current = if b.scope.allows_caller(&asker) {
+            match self.intent(&bound.registration, run_id, args) {
+                Ok(i) => i.digest(),
+                Err(code) => return results::failed(tool, &code, "nothing was sent"),
+            }
+        } else {
+            match json_identity(&json!({
+                "profile": "purra.gateway-caller-refused/v1",
+                "approval": approval.0,
+            })) {
+                Ok(id) => id,
+                Err(_) => return store_failed(tool),
+            }
         };
         let Ok(Some(record)) = self.approvals.record(approval.clone()).await else {
             return store_failed(tool);
@@ -697,7 +900,7 @@ impl Inner {
                     .await
                 {
                     Ok(Some(state)) => {
-                        self.outcome_of(tool, &label, &record.intent_digest, state)
+                        self.outcome_of(tool, &label, &record.intent_digest, state, run_id)
                             .await
                     }
                     Ok(None) => refused(results::mismatch(tool, &approval.0)).await,
@@ -794,6 +997,7 @@ impl Inner {
         label: &str,
         digest: &purra_core::JsonIdentity,
         mut state: ClaimState,
+        run_id: &RunId,
     ) -> CallToolResult {
         let until = Instant::now() + self.settings.approval_wait.0;
         let key = IdempotencyKey(digest.to_string());
@@ -801,7 +1005,14 @@ impl Inner {
         loop {
             if let ClaimState::Completed { outcome } = state {
                 return match outcome {
-                    EffectOutcome::Committed { receipt } => results::success(&receipt),
+                    EffectOutcome::Committed { receipt } => {
+                        let result = results::success(&receipt);
+                        // Said to be a replay, with the approval and time when they are found.
+                        match self.claimed_by(run_id, digest).await {
+                            Ok(Some((approval, at))) => results::replayed(result, &approval.0, at),
+                            _ => results::replayed(result, label, None),
+                        }
+                    }
                     EffectOutcome::NotStarted => results::not_started(tool, label, None),
                     EffectOutcome::Unknown { reason } => results::unknown(tool, label, &reason),
                 };
@@ -861,6 +1072,24 @@ impl Inner {
             let ApprovalState::Decided(d) = &view.state else {
                 continue;
             };
+            if d.verdict == Verdict::Deny {
+                // Denied: a caller calling again until the request would have expired is told
+                // the denial; then the run is closed (the same call made again later is a new
+                // request), never left suspended.
+                let ends = view.request.expires_at.unwrap_or_else(|| {
+                    d.decided_at
+                        .checked_add(self.settings.approval_request_ttl.0)
+                        .unwrap_or(d.decided_at)
+                });
+                if ends <= SystemTime::now() {
+                    let _guard = self.lock_run(&run_id).await;
+                    if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
+                    {
+                        self.runs.remove_suspended(run_id.clone()).await?;
+                    }
+                }
+                continue;
+            }
             let expired = d.expires_at.is_some_and(|e| e <= SystemTime::now());
             let run_now = d.verdict == Verdict::Approve
                 && (expired || self.settings.run_decided_without_caller);

@@ -180,7 +180,7 @@ tasks = "yes"
         errors(text),
         [
             "g.toml:2: gateway.name: invalid type: integer `7`, expected a string",
-            "g.toml:3: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\", found \"everywhere\"",
+            "g.toml:3: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found \"everywhere\"",
             "g.toml:4: gateway.approval_wait: expected a duration with a unit ms, s, m or h (such as \"30s\"), found \"30\"",
             "g.toml:5: gateway.elicitation: invalid type: string \"yes\", expected a boolean",
             "g.toml:11: upstreams.notes.command: invalid type: string \"python3 notes.py\", expected a sequence",
@@ -282,7 +282,7 @@ tasks = true
             "g.toml:4: writes.set_note.scope_id: required",
             "g.toml:4: writes.set_note.scope_revision: a write binding needs its scope revision (change it whenever the scope rules change)",
             "g.toml:8: writes.set_note.scope: writes cannot opt out of scope rules: give a table (principals, clients, arguments)",
-            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: approval, binding_id, binding_revision, effect, risk, scope, scope_id, scope_revision, title, tool, upstream)",
+            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: approval, binding_id, binding_revision, effect, receipt_ttl, risk, scope, scope_id, scope_revision, title, tool, upstream)",
         ]
     );
 }
@@ -408,6 +408,67 @@ fn the_pending_approvals_per_caller_are_bounded() {
     }
 }
 
+/// Finding 6 of issue 43: the introspection cache's settings are read by the file's reader and
+/// by plain serde alike, absent by default, and a concurrency of 0 is a mistake at its line.
+#[test]
+fn finding_6_the_introspection_cache_settings_are_read() {
+    let text = r#"[gateway]
+listen = "127.0.0.1:8787"
+
+[gateway.auth]
+issuer = "https://auth.example"
+
+[gateway.auth.introspection]
+endpoint = "https://auth.example/introspect"
+client_id = "gateway"
+client_secret_env = "GATEWAY_SECRET"
+cache_max_age = "2m"
+cache_inactive = "5s"
+cache_max_entries = 500
+max_concurrent_per_address = 2
+"#;
+    let c = load_str("g.toml", text).expect("no mistakes").config;
+    let i = c
+        .gateway
+        .auth
+        .as_ref()
+        .and_then(|a| a.introspection.as_ref())
+        .expect("introspection");
+    assert_eq!(i.cache_max_age, Some(Dur(Duration::from_secs(120))));
+    assert_eq!(i.cache_inactive, Some(Dur(Duration::from_secs(5))));
+    assert_eq!(i.cache_max_entries, Some(500));
+    assert_eq!(i.max_concurrent_per_address, Some(2));
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
+    let again = toml::to_string(&c).expect("serialize");
+    assert_eq!(load_str("again.toml", &again).expect("reads").config, c);
+
+    let defaults = text
+        .lines()
+        .filter(|l| !l.starts_with("cache_") && !l.starts_with("max_concurrent"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let c = load_str("g.toml", &defaults).expect("no mistakes").config;
+    let i = c.gateway.auth.unwrap().introspection.unwrap();
+    assert_eq!(
+        (
+            i.cache_max_age,
+            i.cache_inactive,
+            i.cache_max_entries,
+            i.max_concurrent_per_address
+        ),
+        (None, None, None, None)
+    );
+
+    let zero = text.replace(
+        "max_concurrent_per_address = 2",
+        "max_concurrent_per_address = 0",
+    );
+    assert_eq!(
+        errors(&zero),
+        ["g.toml:14: gateway.auth.introspection.max_concurrent_per_address: must be at least 1"]
+    );
+}
+
 #[test]
 fn the_auth_guard_is_read_and_its_mistakes_named_with_their_lines() {
     let good = r#"[gateway]
@@ -494,7 +555,7 @@ client_secret = "inline"
             "g.toml:13: gateway.auth.introspection.endpoint: must be an http(s) URL",
             "g.toml:14: gateway.auth.introspection.client_id: must not be empty",
             "g.toml:16: gateway.auth.introspection.client_secret_env: name the secret's file or its environment variable, not both",
-            "g.toml:17: gateway.auth.introspection.client_secret: unknown key (expected one of: client_id, client_secret_env, client_secret_file, endpoint)",
+            "g.toml:17: gateway.auth.introspection.client_secret: unknown key (expected one of: cache_inactive, cache_max_age, cache_max_entries, client_id, client_secret_env, client_secret_file, endpoint, max_concurrent_per_address)",
         ]
     );
     // The guard is for the HTTP listener: with stdio it is a mistake.
@@ -622,6 +683,50 @@ scope = {{ clients = ["claude-code"] }}
     );
 }
 
+/// Issue 44, defect 5: a write binding may bound how long its receipts answer the same call
+/// (`receipt_ttl`); left out, they answer for ever; less than a second is a mistake.
+#[test]
+fn a_write_binding_may_bound_how_long_its_receipts_answer() {
+    let write = |ttl: &str| {
+        format!(
+            r#"[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace"
+effect = "write"
+binding_id = "notes"
+binding_revision = "1"
+scope_id = "notes"
+scope_revision = "1"
+{ttl}
+scope = {{ clients = ["claude-code"] }}
+"#
+        )
+    };
+    let c = load_str("g.toml", &write("")).expect("no mistakes").config;
+    assert_eq!(c.writes["set_note"].receipt_ttl, None);
+    let c = load_str("g.toml", &write("receipt_ttl = \"10m\""))
+        .expect("no mistakes")
+        .config;
+    assert_eq!(
+        c.writes["set_note"].receipt_ttl,
+        Some(Dur(Duration::from_secs(600)))
+    );
+    assert_eq!(
+        from_toml_serde(&write("receipt_ttl = \"10m\""))
+            .expect("serde")
+            .writes["set_note"]
+            .receipt_ttl,
+        Some(Dur(Duration::from_secs(600)))
+    );
+    assert_eq!(
+        errors(&write("receipt_ttl = \"500ms\"")),
+        ["g.toml:12: writes.set_note.receipt_ttl: must be at least 1s (leave it out for receipts that answer for ever)"]
+    );
+}
+
 /// Finding 3 of issue 40: a rule whose number cannot mean exactly what it says, and a `within`
 /// directory that is not in normal form, are mistakes with their key and line.
 #[test]
@@ -699,6 +804,49 @@ fn the_calls_per_minute_per_caller_are_bounded() {
     assert_eq!(
         errors("[gateway]\nmax_calls_per_minute_per_caller = \"many\"\n"),
         ["g.toml:2: gateway.max_calls_per_minute_per_caller: invalid type: string \"many\", expected u32"]
+    );
+}
+
+/// Finding 2 of the second security review: the HTTP listener's session bounds are
+/// `[gateway]` keys (10 000 overall, 16 per caller, 10 minutes idle by default), read the same by
+/// the reader and by serde, each mistake reported at its line.
+#[test]
+fn finding_2_the_session_bounds_are_gateway_keys() {
+    let c = load_str("g.toml", "").expect("empty").config;
+    assert_eq!(
+        (
+            c.gateway.max_sessions,
+            c.gateway.max_sessions_per_caller,
+            c.gateway.session_idle_timeout
+        ),
+        (10_000, 16, Dur(Duration::from_secs(600)))
+    );
+    let text = "[gateway]\nmax_sessions = 50\nmax_sessions_per_caller = 50\nsession_idle_timeout = \"90s\"\n";
+    let c = load_str("g.toml", text).expect("valid").config;
+    assert_eq!(
+        (
+            c.gateway.max_sessions,
+            c.gateway.max_sessions_per_caller,
+            c.gateway.session_idle_timeout
+        ),
+        (50, 50, Dur(Duration::from_secs(90)))
+    );
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
+    assert_eq!(
+        errors("[gateway]\nmax_sessions = 0\nmax_sessions_per_caller = 17\nsession_idle_timeout = \"25h\"\n"),
+        [
+            "g.toml:2: gateway.max_sessions: must be at least 1 and at most 1000000",
+            "g.toml:3: gateway.max_sessions_per_caller: must be at least 1 and at most max_sessions (0)",
+            "g.toml:4: gateway.session_idle_timeout: must be at least 1s and at most 24h",
+        ]
+    );
+    assert_eq!(
+        errors("[gateway]\nmax_sessions = 8\nmax_sessions_per_caller = 9\n"),
+        ["g.toml:3: gateway.max_sessions_per_caller: must be at least 1 and at most max_sessions (8)"]
+    );
+    assert_eq!(
+        errors("[gateway]\nmax_sessions_per_caller = -1\n"),
+        ["g.toml:2: gateway.max_sessions_per_caller: invalid value: integer `-1`, expected usize"]
     );
 }
 
@@ -1049,6 +1197,19 @@ metrics_interval = "10s"
     );
     assert_eq!(c.telemetry.metrics_interval, Dur(Duration::from_secs(10)));
     assert_eq!(from_toml_serde(text).expect("serde"), c);
+    // Issue 44: `localhost:PORT` is an address, for the metrics and for `listen`, in both
+    // readers.
+    let text = "[gateway]\nlisten = \"localhost:8787\"\n\n[telemetry]\nmetrics_listen = \"localhost:9464\"\n";
+    let c = load_str("g.toml", text).expect("no mistakes").config;
+    assert_eq!(
+        c.telemetry.metrics_listen,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
+    assert_eq!(
+        c.gateway.listen,
+        purra_gateway::Listen::Http("127.0.0.1:8787".parse().unwrap())
+    );
+    assert_eq!(from_toml_serde(text).expect("serde"), c);
     // Nothing is served or exported unless asked for; the export interval is a minute.
     let d = GatewayConfig::default().telemetry;
     assert_eq!(
@@ -1067,9 +1228,9 @@ exporter = "otlp"
         [
             "g.toml:2: telemetry.otlp_endpoint: must be an http:// or https:// URL, such as \"http://127.0.0.1:4318\"",
             "g.toml:3: telemetry.service_name: must not be empty",
-            "g.toml:4: telemetry.metrics_listen: invalid socket address syntax",
+            "g.toml:4: telemetry.metrics_listen: expected an address such as \"127.0.0.1:9464\" or \"localhost:9464\", found \"localhost\"",
             "g.toml:5: telemetry.metrics_interval: must be at least 1s",
-            "g.toml:6: telemetry.exporter: unknown key (expected one of: metrics_interval, metrics_listen, otlp_endpoint, service_name)",
+            "g.toml:6: telemetry.exporter: unknown key (expected one of: metrics_interval, metrics_listen, metrics_token_file, otlp_endpoint, service_name)",
         ]
     );
 }

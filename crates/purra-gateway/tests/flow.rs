@@ -58,6 +58,17 @@ async fn upstream(writes: Arc<AtomicU64>) -> String {
         .expect("tool");
     server
         .raw_tool(
+            tool(
+                "count",
+                json!({"type": "object", "properties": {"n": {"type": "integer"}},
+                    "required": ["n"], "additionalProperties": false}),
+                None,
+            ),
+            |_, _| async { Ok(CallToolResult::text("counted")) },
+        )
+        .expect("tool");
+    server
+        .raw_tool(
             tool("leak", json!({"type": "object", "properties": {}}), None),
             |_, _| async { Ok(CallToolResult::error("SECRET: /srv/db password=hunter2")) },
         )
@@ -144,6 +155,7 @@ fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
                 concurrency: Default::default(),
                 scope: ScopeConfig::Open,
                 tasks: false,
+                asserted_read_only: false,
             },
         );
     }
@@ -165,6 +177,7 @@ fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
                 arguments: vec!["len(value) <= 5".into()],
             },
             approval: ApprovalBy::Operator,
+            receipt_ttl: None,
         },
     );
     c
@@ -274,9 +287,58 @@ async fn only_bound_tools_and_no_remote_error_text() {
     fx.gateway.shutdown().await;
 }
 
+/// Issue 44, frictions: a caller is listed only the tools its caller rules let it call, and a
+/// write tool's description tells the model that its call waits for a person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_caller_is_listed_what_it_may_call_and_a_write_says_it_waits() {
+    let fx = fixture("listed", Duration::from_secs(1)).await;
+    let stranger = client(&fx.gateway, "stranger").await;
+    let names: Vec<String> = stranger.tools().iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["explode", "get_value", "leak"]);
+    let known = client(&fx.gateway, "flow-client").await;
+    let described: Vec<(String, Option<String>)> = known
+        .tools()
+        .iter()
+        .map(|t| (t.name.clone(), t.description.clone()))
+        .collect();
+    assert_eq!(
+        described,
+        [
+            ("explode".to_owned(), Some("explode upstream".to_owned())),
+            (
+                "get_value".to_owned(),
+                Some("get_value upstream".to_owned())
+            ),
+            ("leak".to_owned(), Some("leak upstream".to_owned())),
+            (
+                "set_value".to_owned(),
+                Some(format!(
+                    "set_value upstream\n\n{}",
+                    purra_gateway::WRITE_WAITS
+                ))
+            ),
+        ]
+    );
+    assert_eq!(
+        purra_gateway::WRITE_WAITS,
+        "A call of this tool waits for a person to approve it; if the wait ends first, the \
+         result names the pending approval, and the same call made again once it is approved \
+         is sent once."
+    );
+    fx.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scope_refusals_prepare_nothing() {
-    let fx = fixture("scope", Duration::from_secs(1)).await;
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = logged.clone();
+    let fx = fixture_opts(
+        "scope",
+        Duration::from_secs(1),
+        |_| {},
+        StartOptions::default().log(move |m| sink.lock().unwrap().push(m.to_owned())),
+    )
+    .await;
     let stranger = client(&fx.gateway, "stranger").await;
     let r = stranger
         .call_tool("set_value", json!({"value": "a"}))
@@ -285,10 +347,12 @@ async fn scope_refusals_prepare_nothing() {
     assert_eq!(
         text(&r),
         (
-            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            "set_value failed: scope_denied (nothing was sent: the caller's client name is not one of scope.clients)".to_owned(),
             true
         )
     );
+    // Issue 44, defect 4: one code for a caller rule and an argument rule, and the refusal
+    // names the rule that did not hold and the value's path, never the value.
     let known = client(&fx.gateway, "flow-client").await;
     let r = known
         .call_tool("set_value", json!({"value": "toolong"}))
@@ -297,9 +361,24 @@ async fn scope_refusals_prepare_nothing() {
     assert_eq!(
         text(&r),
         (
-            "set_value failed: mcp_scope_denied (nothing was sent)".to_owned(),
+            "set_value failed: scope_denied (nothing was sent: the argument rule `len(value) <= 5` does not hold for the value at `value`)".to_owned(),
             true
         )
+    );
+    // Each refusal is logged (at the default level: the host's log), without the value.
+    let lines: Vec<String> = logged
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("scope: "))
+        .cloned()
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "scope: the call of set_value by local was refused (writes.set_value.scope): the caller's client name is not one of scope.clients",
+            "scope: the call of set_value by local was refused (writes.set_value.scope): the argument rule `len(value) <= 5` does not hold for the value at `value`",
+        ]
     );
     assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
     assert_eq!(
@@ -529,6 +608,292 @@ async fn a_repeated_call_replaces_a_request_that_expired_while_nobody_called() {
     fx.gateway.shutdown().await;
 }
 
+/// Issue 43 finding 7: in the approval view, a decider named after a client's self-declared
+/// name (`NAME (app)`) is shown on one line, escaped and bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_7_the_view_shows_a_clients_name_escaped_and_bounded() {
+    let fx = fixture_with("view-name", Duration::from_secs(30), |c| {
+        apps_on(c);
+        if let Some(w) = c.writes.get_mut("set_value") {
+            w.scope.clients = None;
+        }
+    })
+    .await;
+    let long = "x".repeat(10_000);
+    for (name, value, shown) in [
+        (
+            "evil\u{202e}\nname",
+            "a",
+            "evil\\u202e\\nname (app)".to_owned(),
+        ),
+        (
+            long.as_str(),
+            "b",
+            format!("{}\u{2026} (app)", "x".repeat(128)),
+        ),
+    ] {
+        let conn = Arc::new(client_with(&fx.gateway, name, ClientOptions::default().apps()).await);
+        let call = {
+            let conn = conn.clone();
+            tokio::spawn(async move { conn.call_tool("set_value", json!({"value": value})).await })
+        };
+        view_until(&conn, value, "pending").await;
+        let decided = view(&conn, value, json!({"decision": "approve"})).await;
+        let s = decided.structured_content.clone().expect("structured");
+        assert_eq!(s["decidedBy"], json!(shown), "{s}");
+        call.await.expect("join").expect("call");
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 2);
+    fx.gateway.shutdown().await;
+}
+
+/// Issue 44, friction: a denied call's run stayed `suspended` for ever. Its caller calling again
+/// is told the denial (and that the same call made again asks anew) while the request would
+/// have accepted a decision; after that the sweeper closes the run, and the same call made again
+/// is a new request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_calls_run_is_closed_and_the_same_call_asks_anew() {
+    let fx = fixture_with("denied-closed", Duration::from_millis(100), |c| {
+        c.gateway.approval_request_ttl = Dur(Duration::from_millis(1500));
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let call = || conn.call_tool("set_value", json!({"value": "d"}));
+    let first = call().await.expect("call");
+    assert!(
+        text(&first).0.contains("approval approval-1 is pending"),
+        "{first:?}"
+    );
+    fx.store
+        .decide(
+            ApprovalId("approval-1".into()),
+            Decision {
+                verdict: Verdict::Deny,
+                approver: "ada".into(),
+                decided_at: SystemTime::now(),
+                expires_at: None,
+                note: None,
+            },
+        )
+        .await
+        .expect("decide");
+    let start = std::time::Instant::now();
+    while !fx.store.suspended_run_ids().await.expect("runs").is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the denied call's run was never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = call().await.expect("call");
+    assert!(
+        text(&again).0.contains("approval approval-2 is pending"),
+        "{again:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// Issue 44, friction: a waiting write's progress was fractional seconds
+/// (`1.787e-06/59.9997`). It is whole seconds, increasing, with a message saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_writes_progress_is_whole_seconds_with_a_message() {
+    let fx = fixture_with("progress", Duration::from_millis(2200), |c| {
+        c.gateway.progress_interval = Dur(Duration::from_secs(1));
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = seen.clone();
+    let options = purra_protocol::RequestOptions::default().on_progress(
+        move |p| {
+            into.lock().expect("lock").push((
+                p.progress,
+                p.total,
+                p.message.clone().unwrap_or_default(),
+            ));
+        },
+        None,
+    );
+    let r = conn
+        .call_tool_with("set_value", json!({"value": "p"}), options)
+        .await
+        .expect("call");
+    assert!(
+        text(&r).0.contains("approval approval-1 is pending"),
+        "{r:?}"
+    );
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(
+        seen,
+        (0..=2)
+            .map(|n| (
+                f64::from(n),
+                Some(2.0),
+                format!("waiting for approval approval-1: {n} s of 2 s")
+            ))
+            .collect::<Vec<_>>()
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` and RFC 3339 with milliseconds of `t`.
+fn times(t: SystemTime) -> (String, String) {
+    let ms = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis();
+    let stamp = purra_protocol::tasks::rfc3339(u64::try_from(ms).expect("ms"));
+    (format!("{} {} UTC", &stamp[..10], &stamp[11..19]), stamp)
+}
+
+/// Calls `set_value` with `value` until it is sent: the first call prepares an approval (the
+/// wait is short), which is approved, and the next call sends it. Returns the approval.
+async fn approved_and_sent(fx: &Fixture, conn: &Connection, value: &str, n: u32) -> ApprovalId {
+    let first = conn
+        .call_tool("set_value", json!({"value": value}))
+        .await
+        .expect("call");
+    let id = ApprovalId(format!("approval-{n}"));
+    assert!(
+        text(&first)
+            .0
+            .contains(&format!("approval {} is pending", id.0)),
+        "{first:?}"
+    );
+    fx.gateway
+        .decide(id.clone(), approval_by("ada", Duration::from_secs(60)))
+        .await
+        .expect("decide");
+    let sent = conn
+        .call_tool("set_value", json!({"value": value}))
+        .await
+        .expect("call");
+    assert_eq!(
+        (text(&sent), sent.meta.clone()),
+        ((format!("stored \"{value}\""), false), None)
+    );
+    id
+}
+
+/// Issue 44, defect 5: the same call made again after it was sent answered with the old
+/// receipt as if it had just been sent ("Successfully wrote to ..." in 0.0 s, nothing written).
+/// It says that it is a replay, in its text and in `_meta`; without `receipt_ttl` a receipt
+/// answers for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_write_says_it_is_answered_from_its_receipt() {
+    let fx = fixture("replay", Duration::from_millis(200)).await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let id = approved_and_sent(&fx, &conn, "r", 1).await;
+    let at = fx
+        .store
+        .approval(id.clone())
+        .await
+        .expect("view")
+        .expect("exists")
+        .claim
+        .expect("claimed")
+        .completed_at
+        .expect("completed");
+    let (shown, stamp) = times(at);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for _ in 0..2 {
+        let again = conn
+            .call_tool("set_value", json!({"value": "r"}))
+            .await
+            .expect("call");
+        assert_eq!(
+            again.texts().collect::<Vec<_>>(),
+            [
+                format!("answered from the receipt of approval-1, {shown}; nothing was sent"),
+                "stored \"r\"".to_owned()
+            ]
+        );
+        assert!(!again.is_error());
+        assert_eq!(again.structured_content, Some(json!({"stored": "r"})));
+        assert_eq!(
+            again.meta.map(Value::Object),
+            Some(json!({"io.purra/replay": {"approval": "approval-1", "receiptAt": stamp}}))
+        );
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        fx.store.record(ApprovalId("approval-2".into())).await,
+        Ok(None)
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// Issue 44, defect 5: with `receipt_ttl`, a receipt older than it no longer answers: the same
+/// call asks for a new approval (its run is the first one's with `~2`), the old approval and
+/// its receipt stay in the store, and once approved the call is sent again, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_receipt_ttl_the_same_call_asks_for_a_new_approval() {
+    let fx = fixture_with("receipt-ttl", Duration::from_millis(200), |c| {
+        apps_on(c);
+        c.writes.get_mut("set_value").expect("bound").receipt_ttl =
+            Some(Dur(Duration::from_secs(1)));
+    })
+    .await;
+    let conn = client_with(&fx.gateway, "flow-client", ClientOptions::default().apps()).await;
+    let first = approved_and_sent(&fx, &conn, "t", 1).await;
+    // Within the ttl: the receipt answers.
+    let replay = conn
+        .call_tool("set_value", json!({"value": "t"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&replay)
+            .0
+            .starts_with("answered from the receipt of approval-1, "),
+        "{replay:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Past the ttl the view shows the next generation: no approval asked for it yet.
+    assert_eq!(status(&view(&conn, "t", json!({})).await), "none");
+    let second = approved_and_sent(&fx, &conn, "t", 2).await;
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 2);
+    let (one, two) = (
+        fx.store.approval(first).await.expect("view").expect("kept"),
+        fx.store
+            .approval(second)
+            .await
+            .expect("view")
+            .expect("exists"),
+    );
+    assert_eq!(
+        two.request.intent.run_id.0,
+        format!("{}~2", one.request.intent.run_id.0)
+    );
+    assert_eq!(
+        one.claim.expect("claimed").receipt(),
+        Some(&json!({"text": ["stored \"t\""], "structured": {"stored": "t"}}))
+    );
+    // The approval view follows the call's generation: the new one, committed.
+    let shown = view(&conn, "t", json!({})).await;
+    assert_eq!(status(&shown), "committed", "{shown:?}");
+    assert_eq!(
+        shown
+            .structured_content
+            .as_ref()
+            .map(|s| s["intentDigest"].clone()),
+        Some(json!(two.intent_digest.as_str()))
+    );
+    // The new receipt answers now, named by its approval.
+    let again = conn
+        .call_tool("set_value", json!({"value": "t"}))
+        .await
+        .expect("call");
+    assert!(
+        text(&again)
+            .0
+            .starts_with("answered from the receipt of approval-2, "),
+        "{again:?}"
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 2);
+    fx.gateway.shutdown().await;
+}
+
 /// Asks the approval view's tool about the `set_value` call with `value`, with `extra` fields.
 async fn view(conn: &Connection, value: &str, extra: Value) -> CallToolResult {
     let mut args = json!({"tool": "set_value", "arguments": {"value": value}});
@@ -753,7 +1118,8 @@ async fn denied_in_the_view_it_is_never_sent_and_an_approval_after_the_wait_send
         text(&again),
         (
             "set_value was not sent: approval approval-1 was denied by flow-client (app) \
-             (approval_denied)"
+             (approval_denied); calling set_value again with the same arguments asks for a \
+             new approval"
                 .to_owned(),
             true
         )
@@ -1330,7 +1696,7 @@ async fn argument_rules_cannot_be_walked_around_through_the_gateway() {
         assert_eq!(
             text(&r),
             (
-                "set_value failed: mcp_scope_denied (nothing was sent)".to_owned(),
+                "set_value failed: scope_denied (nothing was sent: the argument rule `value within \"/srv/notes\"` does not hold for the value at `value`)".to_owned(),
                 true
             ),
             "{outside}"
@@ -1452,7 +1818,13 @@ async fn policies_refuse_before_anything_is_prepared_and_a_change_refuses_old_ap
         .expect("read")
         .expect("prepared");
     let revision = prepared.request.binding.scope_revision.clone();
-    let digest = revision.strip_prefix("1+policies:").expect("the digest");
+    // `SCOPE_REVISION+scope:RULES+policies:POLICIES`, each digest 16 hex digits.
+    let (scope, digest) = revision
+        .strip_prefix("1+scope:")
+        .and_then(|r| r.split_once("+policies:"))
+        .expect("the digests");
+    assert_eq!(scope.len(), 16, "{revision}");
+    assert!(scope.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
     assert_eq!(digest.len(), 16, "{revision}");
     assert!(digest.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
     fx.gateway
@@ -1488,6 +1860,170 @@ async fn policies_refuse_before_anything_is_prepared_and_a_change_refuses_old_ap
     );
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
     second.shutdown().await;
+}
+
+/// Issue 43 finding 7: a client's self-declared name is recorded as who asked on one line,
+/// escaped and bounded (128 characters and `…`): the page, the CLI, the App view and webhooks
+/// all show the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_7_a_clients_name_is_recorded_escaped_and_bounded() {
+    let fx = fixture_with("client-name", Duration::from_millis(50), |c| {
+        if let Some(w) = c.writes.get_mut("set_value") {
+            w.scope.clients = None;
+        }
+    })
+    .await;
+    let long = "x".repeat(10_000);
+    for (name, value) in [("evil\u{202e}\nname", "a"), (long.as_str(), "b")] {
+        let conn = client(&fx.gateway, name).await;
+        let r = conn
+            .call_tool("set_value", json!({"value": value}))
+            .await
+            .expect("call");
+        assert!(text(&r).0.contains("is pending"), "{r:?}");
+    }
+    let mut asked_by = Vec::new();
+    for id in ["approval-1", "approval-2"] {
+        let record = fx
+            .store
+            .approval(ApprovalId(id.into()))
+            .await
+            .expect("read")
+            .expect("prepared");
+        asked_by.push(record.request.requested_by);
+    }
+    assert_eq!(
+        asked_by,
+        [
+            "local (evil\\u202e\\nname)".to_owned(),
+            format!("local ({}\u{2026})", "x".repeat(128))
+        ]
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// Every tracing line of this test binary (level first, no time, no colour), at every level: the
+/// subscriber is the process's global one, since the gateway's tasks run on the runtime's threads.
+fn captured_tracing() -> Arc<std::sync::Mutex<Vec<u8>>> {
+    static LINES: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LINES
+        .get_or_init(|| {
+            let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let sink = lines.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .without_time()
+                .with_ansi(false)
+                .with_writer(move || Sink(sink.clone()))
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+            lines
+        })
+        .clone()
+}
+
+/// Appends what tracing writes to the captured lines.
+struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lines").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Issue 43 finding 9: a policy whose evaluation fails on a typed argument (an integer
+/// overflow) refuses the call (fail-closed, nothing sent), and the argument's value is in no
+/// log line below trace (`-vv`): not in the operator's message, not at debug. Cedar's own text,
+/// which quotes both operands, is at trace only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_9_a_policy_evaluation_error_logs_no_argument_value_below_trace() {
+    let traced = captured_tracing();
+    let dir = policy_dir("overflow");
+    let file = dir.0.join("overflow.cedar");
+    std::fs::write(
+        &file,
+        "permit (principal, action, resource);\n\
+         forbid (principal, action == Action::\"count\", resource)\n  \
+           when { context.arguments.n + 9223372036854775807 > 0 };\n",
+    )
+    .expect("policies");
+    let policies = purra_gateway::PoliciesConfig {
+        files: vec![file.clone()],
+        claims: Default::default(),
+    };
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = logged.clone();
+    let fx = fixture_opts(
+        "overflow",
+        Duration::from_millis(50),
+        |c| {
+            c.policies = Some(policies);
+            c.reads.insert(
+                "count".into(),
+                ReadConfig {
+                    upstream: "up".into(),
+                    tool: None,
+                    title: "Count".into(),
+                    concurrency: Default::default(),
+                    scope: ScopeConfig::Open,
+                    tasks: false,
+                    asserted_read_only: false,
+                },
+            );
+        },
+        StartOptions::default().log(move |m| log.lock().expect("log").push(m.to_owned())),
+    )
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let value = 4_242_424_242_i64;
+    let r = conn
+        .call_tool("count", json!({"n": value}))
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "count failed: policy_denied (nothing was sent: the gateway's policies do not allow \
+             this caller this call)"
+                .to_owned(),
+            true
+        )
+    );
+    let logged = logged.lock().expect("log").clone();
+    assert_eq!(
+        logged
+            .iter()
+            .filter(|m| m.starts_with("policies:"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        [format!(
+            "policies: the call of count by local was refused: policy `{}#2` could not be \
+             evaluated: an integer overflow (Cedar's message, which quotes the values, is logged \
+             at -vv)",
+            file.display()
+        )]
+    );
+    fx.gateway.shutdown().await;
+    let traced = String::from_utf8(traced.lock().expect("lines").clone()).expect("UTF-8");
+    let value = value.to_string();
+    for line in traced.lines() {
+        assert!(
+            line.starts_with("TRACE") || !line.contains(&value),
+            "an argument value below trace: {line}"
+        );
+    }
+    // The value is there at trace (where the test would see a leak).
+    assert!(
+        traced.lines().any(|l| l.starts_with("TRACE")
+            && l.contains("policy evaluation failed")
+            && l.contains(&value)),
+        "{traced}"
+    );
 }
 
 /// Item 5: a caller (one principal) over `max_calls_per_minute_per_caller` is answered at once
@@ -1534,5 +2070,137 @@ async fn calls_over_the_per_minute_limit_are_refused_at_once() {
     assert_eq!(fx.store.suspended_run_ids().await.expect("runs"), []);
     assert_eq!(fx.store.count_approvals(ApprovalQuery::all()).await, Ok(0));
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// This process's resident size in KiB (`VmRSS` of `/proc/self/status`).
+fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Finding 1 of the second security review: a caller's made-up tool and method names never
+/// become metric labels. 10 000 distinct unknown tool names and 10 000 unknown methods (2 KiB
+/// each) leave the series count exactly as it was and the resident size flat (recording them
+/// used to keep ~80 MB: a histogram and a counter per name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_1_unknown_names_add_no_series_and_no_memory() {
+    const N: usize = 10_000;
+    const TOLERANCE_KIB: u64 = 16 * 1024;
+    let fx = fixture("labels", Duration::from_secs(1)).await;
+    let conn = Arc::new(client(&fx.gateway, "flow-client").await);
+    let metrics = fx.gateway.metrics();
+    let name = |kind: &str, i: usize| format!("{kind}-{i:05}-{}", "x".repeat(2048));
+    let send = |method: String, params: Value| {
+        let conn = conn.clone();
+        async move {
+            conn.request_raw(&method, params, Default::default())
+                .await
+                .expect_err("refused");
+        }
+    };
+    // Every label set the flood could touch exists once before it is measured.
+    conn.call_tool("get_value", json!({})).await.expect("call");
+    send(
+        "tools/call".into(),
+        json!({"name": name("tool", N), "arguments": {}}),
+    )
+    .await;
+    send(name("method", N), json!({})).await;
+    let series = metrics.series_count();
+    let before = resident_kib();
+    for batch in 0..N / 100 {
+        let mut calls = tokio::task::JoinSet::new();
+        for i in batch * 100..(batch + 1) * 100 {
+            calls.spawn(send(
+                "tools/call".into(),
+                json!({"name": name("tool", i), "arguments": {}}),
+            ));
+            calls.spawn(send(name("method", i), json!({})));
+        }
+        while let Some(done) = calls.join_next().await {
+            done.expect("request task");
+        }
+    }
+    let after = resident_kib();
+    eprintln!("finding_1: resident {before} KiB before, {after} KiB after; {series} series");
+    assert_eq!(metrics.series_count(), series);
+    let requests = purra_gateway::metrics::REQUESTS;
+    let unbound = [
+        ("method", "tools/call"),
+        ("tool", "(unbound)"),
+        ("outcome", "error"),
+    ];
+    assert_eq!(metrics.value(requests, &unbound), N as u64 + 1);
+    let other = [("method", "other"), ("outcome", "error")];
+    assert_eq!(metrics.value(requests, &other), N as u64 + 1);
+    let bound = [
+        ("method", "tools/call"),
+        ("tool", "get_value"),
+        ("outcome", "ok"),
+    ];
+    assert_eq!(metrics.value(requests, &bound), 1);
+    let text = metrics.render();
+    assert!(!text.contains("xxxxxxxx"), "a caller's name is a label");
+    assert!(
+        after.saturating_sub(before) < TOLERANCE_KIB,
+        "resident size grew from {before} KiB to {after} KiB"
+    );
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 2 of the second security review: opening a session, `ping` and `tools/list` count
+/// against the caller's rate (a limiter apart from its tool calls, at `max_calls_per_minute_per_caller`
+/// or 60, whichever is more): past it each is refused at once with `rate_limited`, a new session
+/// is not opened, and the caller's tool calls keep their own quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_2_sessions_pings_and_listings_count_against_the_callers_rate() {
+    let fx = fixture_with("request-rate", Duration::from_secs(1), |c| {
+        c.gateway.max_calls_per_minute_per_caller = 1;
+    })
+    .await;
+    // initialize (1) and the client's own tools/list (2), then pings up to 60.
+    let conn = client(&fx.gateway, "flow-client").await;
+    let mut served = 0;
+    let refusal = loop {
+        match conn.ping().await {
+            Ok(()) => served += 1,
+            Err(e) => break e,
+        }
+        assert!(served <= 60, "never refused");
+    };
+    let purra_protocol::Error::Rpc(e) = refusal else {
+        panic!("{refusal:?}");
+    };
+    assert_eq!(e.code, purra_protocol::RpcErrorCode(-32029));
+    assert!(
+        e.message.starts_with(
+            "rate_limited: this caller's requests exceed 60 a minute, the most \
+             max_calls_per_minute_per_caller allows; try again in "
+        ),
+        "{}",
+        e.message
+    );
+    // 60 requests in all: initialize, the client's tools/list, and 58 pings.
+    assert_eq!(served, 58);
+    let listed = conn
+        .request_raw("tools/list", json!({}), Default::default())
+        .await
+        .expect_err("refused");
+    assert!(listed.to_string().contains("rate_limited"), "{listed}");
+    // A new session of the same caller is refused too.
+    let (a, b) = memory::pair();
+    let server = fx.gateway.server().clone();
+    tokio::spawn(async move { server.serve(a).await });
+    let opened = Client::connect(b, ClientOptions::default()).await;
+    let refused = opened.expect_err("a session opened past the rate");
+    assert!(refused.to_string().contains("rate_limited"), "{refused}");
+    // The tool calls' own quota (one) is untouched.
+    let ok = conn.call_tool("get_value", json!({})).await.expect("call");
+    assert_eq!(text(&ok), ("v".to_owned(), false));
     fx.gateway.shutdown().await;
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use purra_core::{ApprovalGateway, ApprovalId, ApprovalState, Decision, OperatorStore, Verdict};
 use purra_gateway::{
     ApprovalBy, ConfigSource, EffectConfig, Gateway, GatewayConfig, ReadConfig, ScopeConfig,
-    ScopeRules, StartError, UpstreamConfig, WriteConfig,
+    ScopeRules, StartError, StartOptions, UpstreamConfig, WriteConfig,
 };
 use purra_protocol::types::{methods, CallToolResult, JsonObject, Tool};
 use purra_protocol::{
@@ -147,6 +147,7 @@ fn config(url: &str, db: PathBuf) -> GatewayConfig {
             concurrency: Default::default(),
             scope: ScopeConfig::Open,
             tasks: false,
+            asserted_read_only: false,
         },
     );
     c.writes.insert(
@@ -167,6 +168,7 @@ fn config(url: &str, db: PathBuf) -> GatewayConfig {
                 arguments: vec![],
             },
             approval: ApprovalBy::Operator,
+            receipt_ttl: None,
         },
     );
     c
@@ -177,6 +179,15 @@ async fn fixture(name: &str, edit: impl FnOnce(&mut GatewayConfig)) -> Fixture {
 }
 
 async fn fixture_on(name: &str, ws: bool, edit: impl FnOnce(&mut GatewayConfig)) -> Fixture {
+    fixture_opts(name, ws, edit, StartOptions::default()).await
+}
+
+async fn fixture_opts(
+    name: &str,
+    ws: bool,
+    edit: impl FnOnce(&mut GatewayConfig),
+    options: StartOptions,
+) -> Fixture {
     let writes = Arc::new(AtomicU64::new(0));
     let gate = Arc::new(Semaphore::new(0));
     let upstream_stop = CancellationToken::new();
@@ -193,9 +204,14 @@ async fn fixture_on(name: &str, ws: bool, edit: impl FnOnce(&mut GatewayConfig))
     let store = SqliteStore::open(&db).expect("store");
     let mut c = config(&url, db);
     edit(&mut c);
-    let gateway = Gateway::start(c.clone(), &ConfigSource::default(), Arc::new(store.clone()))
-        .await
-        .expect("start");
+    let gateway = Gateway::start_with(
+        c.clone(),
+        &ConfigSource::default(),
+        Arc::new(store.clone()),
+        options,
+    )
+    .await
+    .expect("start");
     Fixture {
         gateway,
         store,
@@ -422,6 +438,7 @@ async fn a_refused_reload_leaves_the_running_configuration_serving() {
             concurrency: Default::default(),
             scope: ScopeConfig::Open,
             tasks: false,
+            asserted_read_only: false,
         },
     );
     let reloaded = fx
@@ -508,7 +525,7 @@ async fn a_drain_answers_waiting_writes_refuses_new_calls_and_waits_for_dispatch
     assert_eq!(
         text(&r),
         (
-            format!("set_value was not sent: approval approval-2 is pending (intent {digest}). Once it is decided (purra approvals approve approval-2), call set_value again with the same arguments: an approved call is sent once, a denied one never."),
+            format!("set_value was not sent: approval approval-2 is pending (intent {digest}). Once it is decided (purra approvals approve approval-2), call set_value again with the same arguments: an approved call is sent once; a denied one is not sent, and the same call made again after a denial asks for a new approval."),
             true
         )
     );
@@ -626,7 +643,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 /// `/healthz` and `/readyz` beside `/mcp` on the gateway's own listener: exact answers, the
-/// upstream gone (503 and why), a path nobody serves (404); `allowed_hosts` letting a load
+/// upstream gone (503, why only in [`Gateway::readiness`]), a path nobody serves (404); `allowed_hosts` letting a load
 /// balancer's name through the Host rule that refuses others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_checks_and_the_host_rule_over_http() {
@@ -660,11 +677,7 @@ async fn health_checks_and_the_host_rule_over_http() {
     );
     assert_eq!(
         get("/readyz").await,
-        (
-            "HTTP/1.1 200 OK".to_owned(),
-            r#"{"ready":true,"draining":false,"revision":1,"store":"ok","upstreams":{"up":"ok"}}"#
-                .to_owned()
-        )
+        ("HTTP/1.1 200 OK".to_owned(), r#"{"ready":true}"#.to_owned())
     );
     assert_eq!(
         get("/elsewhere").await,
@@ -704,8 +717,11 @@ async fn health_checks_and_the_host_rule_over_http() {
     loop {
         let (status, body) = get("/readyz").await;
         if status == "HTTP/1.1 503 Service Unavailable" {
+            // The status only: which upstream is down is the operator's, in the log.
+            assert_eq!(body, r#"{"ready":false}"#);
+            let ready = fx.gateway.readiness().await;
             assert_eq!(
-                body,
+                ready.to_json().to_string(),
                 r#"{"ready":false,"draining":false,"revision":1,"store":"ok","upstreams":{"up":"down"}}"#
             );
             break;
@@ -765,7 +781,7 @@ async fn a_drain_answers_a_write_waiting_on_its_elicitation_form() {
     assert_eq!(
         text(&r),
         (
-            format!("set_value was not sent: approval approval-1 is pending (intent {digest}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once, a denied one never."),
+            format!("set_value was not sent: approval approval-1 is pending (intent {digest}). Once it is decided (purra approvals approve approval-1), call set_value again with the same arguments: an approved call is sent once; a denied one is not sent, and the same call made again after a denial asks for a new approval."),
             true
         )
     );
@@ -844,5 +860,373 @@ async fn a_cancelled_write_waiting_on_its_elicitation_form_ends_its_wait() {
         assert_eq!(record.state, ApprovalState::Prepared);
     }
     assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// The caller the fixture's write binding admits dropped from its caller rules, with the same
+/// `scope_revision`: `principals` names someone else.
+fn drop_the_caller(c: &mut GatewayConfig) {
+    c.writes
+        .get_mut("set_value")
+        .expect("binding")
+        .scope
+        .principals = Some(vec!["someone-else".into()]);
+}
+
+/// The refusals recorded for `id` in the store's audit log, as their details.
+async fn refusals(store: &SqliteStore, id: &str) -> Vec<Value> {
+    store
+        .audit(0, 1000)
+        .await
+        .expect("audit")
+        .into_iter()
+        .filter(|e| e.event == "refused" && e.approval_id.as_deref() == Some(id))
+        .map(|e| e.detail)
+        .collect()
+}
+
+/// Finding 3 of issue 43: a caller waiting on a write, the file rewritten to drop that caller
+/// from `principals` (the same `scope_revision`), a reload, then an operator's approval: the
+/// upstream gets no request, the caller the mismatch refusal, the store records it; a new call
+/// by the same caller is refused `scope_denied`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_3_a_reload_dropping_the_waiting_caller_sends_nothing() {
+    let fx = fixture("revoked", |_| {}).await;
+    fx.gate.add_permits(10);
+    let (conn, _) = client(&fx.gateway).await;
+    let conn = Arc::new(conn);
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await })
+    };
+    wait_prepared(&fx.store, &approval(1)).await;
+    let prepared = fx
+        .store
+        .approval(approval(1))
+        .await
+        .expect("read")
+        .expect("prepared");
+    assert_eq!(prepared.request.labels["principal"], "local");
+    assert_eq!(prepared.request.labels["client"], "life-client");
+
+    let mut next = fx.config.clone();
+    drop_the_caller(&mut next);
+    let reloaded = fx
+        .gateway
+        .reload(next, &ConfigSource::default())
+        .await
+        .expect("reload");
+    assert_eq!(reloaded.changed, ["set_value"]);
+
+    fx.gateway
+        .decide(approval(1), approve())
+        .await
+        .expect("decide");
+    let r = waiting.await.expect("join").expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "set_value was not sent: approval approval-1 was for an earlier binding of the tool, which changed since (approval_mismatch); call set_value again to ask for a new approval".to_owned(),
+            true
+        )
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    let record = fx
+        .store
+        .record(approval(1))
+        .await
+        .expect("record")
+        .expect("exists");
+    assert!(
+        matches!(record.state, ApprovalState::Refused(_)),
+        "{record:?}"
+    );
+    let trail = refusals(&fx.store, "approval-1").await;
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0]["reason"], "mismatch");
+
+    // A new call by the same caller is outside the scope now.
+    let r = conn
+        .call_tool("set_value", json!({"value": "a"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        text(&r),
+        (
+            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            true
+        )
+    );
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 3 of issue 43, across a restart: the approval a caller waited on, prepared before the
+/// gateway was restarted with a file that drops that caller (the same `scope_revision`), is
+/// refused as a mismatch when it is approved and the gateway runs decided writes without their
+/// caller: nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_3_a_restart_dropping_the_caller_refuses_the_earlier_approval() {
+    let fx = fixture("restarted", |c| {
+        c.gateway.run_decided_without_caller = true;
+    })
+    .await;
+    fx.gate.add_permits(10);
+    let (conn, _) = client(&fx.gateway).await;
+    let conn = Arc::new(conn);
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await })
+    };
+    wait_prepared(&fx.store, &approval(1)).await;
+    // The caller goes away (its session closes, ending its wait) and the gateway stops; the
+    // run stays in the store.
+    waiting.abort();
+    let _ = waiting.await;
+    drop(conn);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    fx.gateway.shutdown().await;
+
+    let mut next = fx.config.clone();
+    drop_the_caller(&mut next);
+    let store = SqliteStore::open(&next.gateway.db).expect("store");
+    let second = Gateway::start(next, &ConfigSource::default(), Arc::new(store))
+        .await
+        .expect("start");
+    second.decide(approval(1), approve()).await.expect("decide");
+    // The sweeper claims decided writes without their caller (every second).
+    let start = std::time::Instant::now();
+    let record = loop {
+        let r = fx
+            .store
+            .record(approval(1))
+            .await
+            .expect("record")
+            .expect("exists");
+        if !matches!(r.state, ApprovalState::Decided(_)) {
+            break r;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "never settled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        matches!(record.state, ApprovalState::Refused(_)),
+        "{record:?}"
+    );
+    let trail = refusals(&fx.store, "approval-1").await;
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0]["reason"], "mismatch");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    second.shutdown().await;
+}
+
+/// Finding 3 of issue 43: a reload that changes only a write binding's argument rules (the same
+/// `scope_revision`, the waiting call still within them) changes the binding identity its
+/// approvals are bound to: the approval prepared before is refused as a mismatch, nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_3_a_reload_changing_only_argument_rules_refuses_the_earlier_approval() {
+    let fx = fixture("arguments", |_| {}).await;
+    fx.gate.add_permits(10);
+    let (conn, _) = client(&fx.gateway).await;
+    let waiting =
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "a"})).await });
+    wait_prepared(&fx.store, &approval(1)).await;
+    let mut next = fx.config.clone();
+    next.writes
+        .get_mut("set_value")
+        .expect("binding")
+        .scope
+        .arguments = vec!["len(value) <= 100".into()];
+    fx.gateway
+        .reload(next, &ConfigSource::default())
+        .await
+        .expect("reload");
+    fx.gateway
+        .decide(approval(1), approve())
+        .await
+        .expect("decide");
+    let r = waiting.await.expect("join").expect("call");
+    assert!(text(&r).0.contains("(approval_mismatch)"), "{r:?}");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    let trail = refusals(&fx.store, "approval-1").await;
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0]["reason"], "mismatch");
+    fx.gateway.shutdown().await;
+}
+
+/// Serves the gateway's Prometheus endpoint on `bind` (port 0); its loopback address and the
+/// token that stops it.
+async fn metrics_on(gateway: &Gateway, bind: &str) -> (std::net::SocketAddr, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind(bind).await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let stop = CancellationToken::new();
+    let gateway = gateway.clone();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        gateway
+            .serve_metrics(listener, token.cancelled_owned())
+            .await
+    });
+    (std::net::SocketAddr::from(([127, 0, 0, 1], port)), stop)
+}
+
+/// `GET /metrics` with `Host: host` and more header lines; status line and body.
+async fn scrape(addr: std::net::SocketAddr, host: &'static str, more: String) -> (String, String) {
+    blocking(move || {
+        status_and_body(&http(
+            addr,
+            &format!("GET /metrics HTTP/1.1\r\nHost: {host}{more}"),
+            "",
+        ))
+    })
+    .await
+}
+
+/// Finding 11 of the second security review: the metrics listener answers only the loopback
+/// names and `allowed_hosts`, as the MCP endpoint and the page do (a rebinding page's
+/// `Host: attacker.example` is 403).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_11_the_metrics_endpoint_refuses_a_foreign_host() {
+    let fx = fixture("metrics-host", |c| {
+        c.gateway.allowed_hosts = vec!["metrics.example.test".into()];
+    })
+    .await;
+    let (addr, stop) = metrics_on(&fx.gateway, "127.0.0.1:0").await;
+    let (status, body) = scrape(addr, "attacker.example", String::new()).await;
+    assert_eq!(
+        (status.as_str(), body.as_str()),
+        (
+            "HTTP/1.1 403 Forbidden",
+            "refused: Host \"attacker.example\" is not allowed\n"
+        )
+    );
+    for host in ["127.0.0.1", "localhost:9464", "metrics.example.test"] {
+        let (status, body) = scrape(addr, host, String::new()).await;
+        assert_eq!(status, "HTTP/1.1 200 OK", "{host}");
+        assert!(
+            body.contains("purra_gateway_effects_total{state=\"unknown\"} 0\n"),
+            "{body}"
+        );
+    }
+    stop.cancel();
+    fx.gateway.shutdown().await;
+}
+
+/// Finding 11: with `[telemetry] metrics_token_file`, a scrape without that bearer token (none,
+/// another, another scheme) is 401 and one with it 200; a listener beyond loopback is warned
+/// about at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_11_the_metrics_token_is_required_when_set() {
+    let log = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let lines = log.clone();
+    let options =
+        StartOptions::default().log(move |l: &str| lines.lock().unwrap().push(l.to_owned()));
+    let token_file =
+        std::env::temp_dir().join(format!("purra-gw-metrics-token-{}", std::process::id()));
+    std::fs::write(&token_file, "s3cret-scrape-token\n").expect("token");
+    let file = token_file.clone();
+    let fx = fixture_opts(
+        "metrics-token",
+        false,
+        move |c| c.telemetry.metrics_token_file = Some(file),
+        options,
+    )
+    .await;
+    let (addr, stop) = metrics_on(&fx.gateway, "0.0.0.0:0").await;
+    for more in [
+        String::new(),
+        "\r\nAuthorization: Bearer s3cret-scrape-toke".to_owned(),
+        "\r\nAuthorization: Bearer s3cret-scrape-token2".to_owned(),
+        "\r\nAuthorization: Basic s3cret-scrape-token".to_owned(),
+    ] {
+        let (status, body) = scrape(addr, "127.0.0.1", more.clone()).await;
+        assert_eq!(
+            (status.as_str(), body.as_str()),
+            ("HTTP/1.1 401 Unauthorized", "a bearer token is required\n"),
+            "{more:?}"
+        );
+    }
+    let (status, body) = scrape(
+        addr,
+        "127.0.0.1",
+        "\r\nAuthorization: Bearer s3cret-scrape-token".to_owned(),
+    )
+    .await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        body.contains("purra_gateway_effects_total{state=\"unknown\"} 0\n"),
+        "{body}"
+    );
+    let warned = log.lock().unwrap().clone();
+    assert!(
+        warned.iter().any(|l| l.starts_with("warning: the metrics endpoint listens on 0.0.0.0:")
+            && l.ends_with("beyond loopback: scrapes need the bearer token of [telemetry] metrics_token_file")),
+        "{warned:?}"
+    );
+    stop.cancel();
+    fx.gateway.shutdown().await;
+    let _ = std::fs::remove_file(token_file);
+}
+
+/// Finding 11: `/readyz` tells a caller only whether the gateway is ready, never which upstream
+/// is down or what the store said; its store probe is reused for a second, so 50 checks read
+/// the store once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_11_readyz_says_only_the_status_and_reads_the_store_once_a_second() {
+    // A WebSocket upstream: its connection ends when it stops.
+    let fx = fixture_on("readyz", true, |_| {}).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let stop = CancellationToken::new();
+    {
+        let gateway = fx.gateway.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { gateway.serve_http(listener, stop.cancelled_owned()).await });
+    }
+    let get = move || {
+        blocking(move || {
+            status_and_body(&http(addr, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1", ""))
+        })
+    };
+    let reads = || {
+        fx.gateway.metrics().value(
+            purra_gateway::metrics::STORE_DURATION,
+            &[("operation", "readiness")],
+        )
+    };
+    let started = std::time::Instant::now();
+    let mut checks = tokio::task::JoinSet::new();
+    for _ in 0..50 {
+        checks.spawn(get());
+    }
+    while let Some(answer) = checks.join_next().await {
+        assert_eq!(
+            answer.expect("check"),
+            ("HTTP/1.1 200 OK".to_owned(), r#"{"ready":true}"#.to_owned())
+        );
+    }
+    let elapsed = started.elapsed();
+    eprintln!("50 checks in {elapsed:?}: {} store reads", reads());
+    assert!(reads() >= 1);
+    assert!(
+        reads() <= 1 + elapsed.as_secs(),
+        "{} store reads in {elapsed:?}",
+        reads()
+    );
+    // The upstream gone: still only the status.
+    fx.upstream_stop.cancel();
+    let start = std::time::Instant::now();
+    loop {
+        let (status, body) = get().await;
+        if status == "HTTP/1.1 503 Service Unavailable" {
+            assert_eq!(body, r#"{"ready":false}"#);
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "still ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
     fx.gateway.shutdown().await;
 }

@@ -220,6 +220,7 @@ fn config(upstream: &str, db: PathBuf, webhooks: Vec<(&str, WebhookConfig)>) -> 
                 arguments: vec![],
             },
             approval: ApprovalBy::Operator,
+            receipt_ttl: None,
         },
     );
     for (name, w) in webhooks {

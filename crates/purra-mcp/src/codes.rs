@@ -3,7 +3,7 @@
 //! | code | when |
 //! |---|---|
 //! | `mcp_invalid_arguments` | arguments fail the input schema, or exceed the result budget once decoded; nothing was sent |
-//! | `mcp_scope_denied` | the host's scope check denied the call; nothing was sent |
+//! | `scope_denied` | the host's scope check denied the call; nothing was sent (Core's code, one code for every scope refusal) |
 //! | `mcp_catalog_stale` | the server's tool list changed since discovery (nothing sent), or changed while the call was in flight (result discarded) |
 //! | `mcp_connection_closed` | the connection (or its monitor) is closed |
 //! | `mcp_timeout` | no answer within the adapter's timeout (`notifications/cancelled` was sent) |
@@ -46,8 +46,9 @@ macro_rules! codes {
 codes! {
     /// `mcp_invalid_arguments`.
     invalid_arguments = "mcp_invalid_arguments";
-    /// `mcp_scope_denied`.
-    scope_denied = "mcp_scope_denied";
+    /// `scope_denied`: Core's code ([`ErrorCode::SCOPE_DENIED`]), so a scope refusal has one
+    /// code wherever it is made.
+    scope_denied = "scope_denied";
     /// `mcp_catalog_stale`.
     catalog_stale = "mcp_catalog_stale";
     /// `mcp_connection_closed`.

@@ -1020,13 +1020,19 @@ async fn listing(
     let read = store.approval_page(query.clone()).await?;
     let mut items = Vec::with_capacity(read.approvals.len());
     for view_of in read.approvals {
-        let trail = match view {
-            View::Pending => Vec::new(),
-            View::History => store.approval_audit(view_of.id.clone()).await?,
+        let (trail, run) = match view {
+            View::Pending => (
+                Vec::new(),
+                store
+                    .load_suspended(view_of.request.intent.run_id.clone())
+                    .await?,
+            ),
+            View::History => (store.approval_audit(view_of.id.clone()).await?, None),
         };
         items.push(Item {
             view: view_of,
             trail,
+            run,
         });
     }
     let (more, total) = match view {
@@ -1114,11 +1120,20 @@ async fn one(page: &Inner, parts: &Parts, id: &str) -> Response {
     let Some(view) = found else {
         return text(StatusCode::NOT_FOUND, "no such approval");
     };
-    let trail = if view.state == purra_core::ApprovalState::Prepared {
-        Vec::new()
+    let read = if view.state == purra_core::ApprovalState::Prepared {
+        page.store
+            .load_suspended(view.request.intent.run_id.clone())
+            .await
+            .map(|run| (Vec::new(), run))
     } else {
-        match page.store.approval_audit(id.clone()).await {
-            Ok(trail) => trail,
+        page.store
+            .approval_audit(id.clone())
+            .await
+            .map(|trail| (trail, None))
+    };
+    let (trail, run) = {
+        match read {
+            Ok(read) => read,
             Err(e) => {
                 return text(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -1127,7 +1142,11 @@ async fn one(page: &Inner, parts: &Parts, id: &str) -> Response {
             }
         }
     };
-    let body = render::one(&render::Item { view, trail }, &s.csrf, SystemTime::now());
+    let body = render::one(
+        &render::Item { view, trail, run },
+        &s.csrf,
+        SystemTime::now(),
+    );
     let main = format!(
         "<div id=\"approval\">{body}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
          <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",

@@ -30,6 +30,16 @@
       const ms = Number(el.dataset.expiresMs) - Date.now();
       el.textContent = ms <= 0 ? 'expired' : 'expires in ' + left(ms);
     }
+    // A caller's wait that ended: approving now sends on the next identical call (or anyway).
+    for (const el of document.querySelectorAll('[data-waiting-until-ms]')) {
+      if (Number(el.dataset.waitingUntilMs) <= Date.now()) {
+        const b = document.createElement('b');
+        b.textContent = el.dataset.then;
+        el.replaceChildren(b);
+        el.dataset.onApprove = el.dataset.then.startsWith('nobody') ? 'next_call' : 'sends_now';
+        el.removeAttribute('data-waiting-until-ms');
+      }
+    }
   }
 
   async function refresh() {

@@ -7,8 +7,13 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use purra_core::visible::{escape_hidden, escape_hidden_json, value_has_hidden};
-use purra_core::{ApprovalState, ApprovalStatus, ApprovalView, AuditEntry, Decision, Verdict};
+use purra_core::visible::{
+    escape_hidden, escape_hidden_json, one_line, value_has_hidden, WHO_MAX_CHARS,
+};
+use purra_core::{
+    ApprovalState, ApprovalStatus, ApprovalView, AuditEntry, Decision, OnApprove, SuspendedRun,
+    Verdict, EFFECT_LABEL, SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
+};
 use serde_json::Value;
 
 /// Escapes text for HTML content and attribute values.
@@ -170,7 +175,7 @@ pub fn list(view: View, listing: &Listing, csrf: &str, now: SystemTime) -> Strin
                 });
             }
             for item in items {
-                pending(&mut out, &item.view, csrf, now);
+                pending(&mut out, item, csrf, now);
             }
             if let Some(next) = &listing.next {
                 let _ = write!(
@@ -222,7 +227,7 @@ pub fn one(item: &Item, csrf: &str, now: SystemTime) -> String {
         esc(&item.view.id.0)
     );
     if item.view.state == ApprovalState::Prepared {
-        pending(&mut out, &item.view, csrf, now);
+        pending(&mut out, item, csrf, now);
     } else {
         history(&mut out, item, csrf);
     }
@@ -261,17 +266,38 @@ pub struct Item {
     pub view: ApprovalView,
     /// Its audit trail, oldest first (empty in the pending list).
     pub trail: Vec<AuditEntry>,
+    /// The suspended run of its request's run, if any (while it is pending): whether a caller
+    /// waits.
+    pub run: Option<SuspendedRun>,
 }
+
+/// The labels shown as facts of their own (title, effect) or as what approving does.
+const OWN_LABELS: [&str; 3] = [TITLE_LABEL, EFFECT_LABEL, SENDS_WITHOUT_CALLER_LABEL];
 
 /// The facts of a request shared by both lists.
 fn request(out: &mut String, v: &ApprovalView) {
     let r = &v.request;
+    out.push_str("<dl class=\"facts\">");
+    if let Some(title) = r.labels.get(TITLE_LABEL) {
+        let _ = write!(out, "<dt>Title</dt><dd class=\"title\">{}</dd>", esc(title));
+    }
+    if let Some(effect) = r.labels.get(EFFECT_LABEL) {
+        let _ = write!(
+            out,
+            "<dt>Effect</dt><dd><span class=\"badge write-effect write-effect-{e}\">{e}</span></dd>",
+            e = esc(effect)
+        );
+    }
     let _ = write!(
         out,
-        "<dl class=\"facts\"><dt>Tool</dt><dd class=\"tool\">{}</dd>",
+        "<dt>Tool</dt><dd class=\"tool\">{}</dd>",
         esc(&r.intent.tool)
     );
-    for (k, val) in &r.labels {
+    for (k, val) in r
+        .labels
+        .iter()
+        .filter(|(k, _)| !OWN_LABELS.contains(&k.as_str()))
+    {
         let _ = write!(
             out,
             "<dt>{}</dt><dd class=\"label-{}\">{}</dd>",
@@ -286,7 +312,7 @@ fn request(out: &mut String, v: &ApprovalView) {
          <dt>Intent digest</dt><dd><code class=\"digest\">{}</code></dd>\
          <dt>Binding</dt><dd><code>{} @ {}</code></dd><dt>Scope</dt><dd><code>{} @ {}</code></dd>\
          <dt>Run</dt><dd><code>{}</code></dd></dl>",
-        esc(&r.requested_by),
+        esc(&one_line(&r.requested_by, WHO_MAX_CHARS)),
         time(r.requested_at),
         esc(v.intent_digest.as_str()),
         esc(&r.binding.binding_id),
@@ -305,6 +331,7 @@ fn label_title(key: &str) -> String {
         "upstream" => "Upstream".into(),
         "upstream_tool" => "Upstream tool".into(),
         purra_core::PRINCIPAL_LABEL => "Principal".into(),
+        "client" => "Client".into(),
         purra_core::APPROVERS_MUST_DIFFER_LABEL => "Approvers must differ".into(),
         other => other.replace('_', " "),
     }
@@ -359,7 +386,51 @@ fn arguments(out: &mut String, args: &Value) {
     );
 }
 
-fn pending(out: &mut String, v: &ApprovalView, csrf: &str, now: SystemTime) {
+/// What approving does: a caller waits (until when), or the host sends it anyway, or it is
+/// sent when the same call is made again. The script turns a caller's wait that ended into the
+/// last.
+fn on_approve(out: &mut String, item: &Item, now: SystemTime) {
+    let Some(on) = item.view.on_approve(item.run.as_ref(), now) else {
+        return;
+    };
+    let then = if item
+        .view
+        .request
+        .labels
+        .get(SENDS_WITHOUT_CALLER_LABEL)
+        .map(String::as_str)
+        == Some("true")
+    {
+        OnApprove::SendsNow
+    } else {
+        OnApprove::NextCall
+    };
+    match on {
+        OnApprove::CallerWaiting(until) => {
+            let _ = write!(
+                out,
+                "<p class=\"on-approve\" data-on-approve=\"caller_waiting\" \
+                 data-waiting-until-ms=\"{}\" data-then=\"{}\"><b>{}</b> \
+                 <span class=\"waiting-until\">(the caller waits until {})</span></p>",
+                millis(until),
+                esc(then.text()),
+                esc(on.text()),
+                esc(&utc(until))
+            );
+        }
+        other => {
+            let _ = write!(
+                out,
+                "<p class=\"on-approve\" data-on-approve=\"{}\"><b>{}</b></p>",
+                other.as_str(),
+                esc(other.text())
+            );
+        }
+    }
+}
+
+fn pending(out: &mut String, item: &Item, csrf: &str, now: SystemTime) {
+    let v = &item.view;
     let id = esc(&v.id.0);
     let expired = v.request.expired_at(now);
     let _ = write!(
@@ -381,6 +452,7 @@ fn pending(out: &mut String, v: &ApprovalView, csrf: &str, now: SystemTime) {
         None => "<span class=\"expires\">does not expire</span>".to_owned(),
     };
     let _ = write!(out, "<p class=\"time-left\">{expiry}</p>");
+    on_approve(out, item, now);
     request(out, v);
     if expired {
         out.push_str(
@@ -446,7 +518,7 @@ fn history(out: &mut String, item: &Item, csrf: &str) {
         let _ = write!(
             out,
             "<p class=\"decision\">{verdict} by <b class=\"decided-by\">{}</b> at {}",
-            esc(&d.approver),
+            esc(&one_line(&d.approver, WHO_MAX_CHARS)),
             time(d.decided_at)
         );
         if let Some(note) = &d.note {
@@ -484,18 +556,93 @@ fn history(out: &mut String, item: &Item, csrf: &str) {
          <thead><tr><th>#</th><th>Time</th><th>Event</th><th>By</th><th>Detail</th></tr></thead><tbody>",
         item.trail.len()
     );
-    for e in &item.trail {
+    for (n, e) in item.trail.iter().enumerate() {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"event\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            "<tr data-seq=\"{}\"><td>{}</td><td>{}</td><td class=\"event\">{}</td>\
+             <td class=\"by\" title=\"{}\">{}</td><td class=\"detail\">{}</td></tr>",
             e.seq,
+            n + 1,
             time(e.at),
-            esc(&e.event),
+            esc(&e.event.replace('_', " ")),
             esc(&e.owner),
-            esc(&serde_json::to_string(&e.detail).unwrap_or_default())
+            esc(&by(e)),
+            esc(&detail(&e.detail))
         );
     }
     out.push_str("</tbody></table></details></article>");
+}
+
+/// A store owner (`PID-OPENEDNS-N`, as the stores write it) readably: `process 6838` (`process
+/// 6838, store 3` for a process's third store); anything else as it is. The row keeps the
+/// owner's id in its `title`.
+pub fn owner(owner: &str) -> String {
+    let mut parts = owner.splitn(3, '-');
+    let (Some(pid), Some(opened), Some(n)) = (parts.next(), parts.next(), parts.next()) else {
+        return owner.to_owned();
+    };
+    match (pid.parse::<u32>(), opened.parse::<u64>(), n.parse::<u64>()) {
+        (Ok(pid), Ok(_), Ok(0)) => format!("process {pid}"),
+        (Ok(pid), Ok(_), Ok(n)) => format!("process {pid}, store {}", n + 1),
+        _ => owner.to_owned(),
+    }
+}
+
+/// Who an audit row is by: the person who decided or reconciled (and through which process),
+/// else the process.
+fn by(e: &AuditEntry) -> String {
+    match e.detail.get("approver").and_then(Value::as_str) {
+        Some(person) => format!("{person}, through {}", owner(&e.owner)),
+        None => owner(&e.owner),
+    }
+}
+
+/// An audit row's details readably: `name: value` pairs in name order, times (members ending in `Ns`, in
+/// nanoseconds since the epoch) as UTC times, durations in `leaseNs` as seconds, the rest as JSON.
+fn detail(d: &Value) -> String {
+    let Value::Object(members) = d else {
+        return serde_json::to_string(d).unwrap_or_default();
+    };
+    // In name order, whatever order the map keeps.
+    let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Vec::new();
+    for (k, v) in sorted {
+        // The approver is the row's "by"; the whole intent is the card's (its digest stays).
+        if k == "approver" || k == "intent" || v.is_null() {
+            continue;
+        }
+        let (name, shown) = match (k.strip_suffix("Ns"), v.as_u64()) {
+            (Some("lease"), Some(ns)) => ("lease".to_owned(), format!("{} s", ns / 1_000_000_000)),
+            (Some(name), Some(ns)) => (
+                words(name),
+                utc(UNIX_EPOCH + std::time::Duration::from_nanos(ns)),
+            ),
+            _ => (
+                words(k),
+                match v {
+                    Value::String(s) => s.clone(),
+                    other => serde_json::to_string(other).unwrap_or_default(),
+                },
+            ),
+        };
+        out.push(format!("{name}: {shown}"));
+    }
+    out.join("; ")
+}
+
+/// `decidedAt` as `decided at`.
+fn words(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 4);
+    for c in camel.chars() {
+        if c.is_ascii_uppercase() {
+            out.push(' ');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -546,6 +693,211 @@ mod tests {
         assert!(
             out.contains("<pre class=\"arguments\">[\n  &quot;\\u2066&quot;\n]</pre>"),
             "{out}"
+        );
+    }
+
+    /// Issue 43 finding 7: "Asked by" shows a client's name on one line, escaped and bounded
+    /// (the arguments beside it already were).
+    #[test]
+    fn finding_7_asked_by_shows_a_clients_name_escaped_and_bounded() {
+        let asked_by = |by: &str| {
+            let mut r = purra_store_tests::request("v");
+            r.requested_by = by.to_owned();
+            let view = ApprovalView {
+                id: purra_core::ApprovalId("approval-1".into()),
+                intent_digest: r.intent.digest(),
+                request: r,
+                state: ApprovalState::Prepared,
+                claim: None,
+            };
+            let mut out = String::new();
+            request(&mut out, &view);
+            let (_, dd) = out.split_once("<dd class=\"asked-by\">").expect("Asked by");
+            dd.split_once("</dd>").expect("its end").0.to_owned()
+        };
+        assert_eq!(
+            asked_by("local (evil\u{202e}\nname)"),
+            "local (evil\\u202e\\nname)"
+        );
+        assert_eq!(
+            asked_by(&format!("local ({})", "x".repeat(10_000))),
+            format!("local ({}\u{2026}", "x".repeat(505))
+        );
+    }
+
+    /// An approval of the store tests' request in `state`, with the gateway's labels.
+    fn view(state: ApprovalState) -> ApprovalView {
+        let mut request = purra_store_tests::request("x");
+        request
+            .labels
+            .insert(TITLE_LABEL.into(), "Replace the <note>".into());
+        request
+            .labels
+            .insert(EFFECT_LABEL.into(), "destructive".into());
+        ApprovalView {
+            id: purra_core::ApprovalId("approval-1".into()),
+            intent_digest: request.intent.digest(),
+            request,
+            state,
+            claim: None,
+        }
+    }
+
+    /// Issue 44, defect 6: a pending card says what approving does (a caller waits until
+    /// when; or the gateway sends it anyway; or nobody waits), with the title and effect.
+    #[test]
+    fn a_pending_card_says_what_approving_does() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_796_561_140);
+        let card = |v: ApprovalView, waiting: Option<SystemTime>| {
+            let run = SuspendedRun {
+                run_id: v.request.intent.run_id.clone(),
+                root_run_id: v.request.intent.run_id.clone(),
+                agent: "gw".into(),
+                preset_fingerprint: v.request.intent.preset_fingerprint.clone(),
+                transcript: Vec::new(),
+                pending_call: purra_core::ToolCall {
+                    id: "call".into(),
+                    name: v.request.intent.tool.clone(),
+                    arguments: v.request.arguments.clone(),
+                },
+                approval_id: v.id.clone(),
+                intent_digest: v.intent_digest.clone(),
+                turns_used: 0,
+                waiting_until: waiting,
+            };
+            let mut out = String::new();
+            pending(
+                &mut out,
+                &Item {
+                    view: v,
+                    trail: Vec::new(),
+                    run: Some(run),
+                },
+                "csrf",
+                now,
+            );
+            out
+        };
+        let until = now + Duration::from_secs(30);
+        let out = card(view(ApprovalState::Prepared), Some(until));
+        assert!(
+            out.contains(
+                "<p class=\"on-approve\" data-on-approve=\"caller_waiting\" \
+                 data-waiting-until-ms=\"1796561170000\" data-then=\"nobody waiting: approving \
+                 sends on the next identical call\"><b>caller waiting: approving sends now</b> \
+                 <span class=\"waiting-until\">(the caller waits until 2026-12-06 12:46:10 \
+                 UTC)</span></p>"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "<dl class=\"facts\"><dt>Title</dt><dd class=\"title\">Replace the &lt;note&gt;\
+                 </dd><dt>Effect</dt><dd><span class=\"badge write-effect \
+                 write-effect-destructive\">destructive</span></dd><dt>Tool</dt>"
+            ),
+            "{out}"
+        );
+        // The labels shown as facts of their own are not shown again.
+        assert!(
+            !out.contains("<dt>title</dt>") && !out.contains("<dt>effect</dt>"),
+            "{out}"
+        );
+        // A wait that ended: nobody waits.
+        let out = card(view(ApprovalState::Prepared), Some(now));
+        assert!(
+            out.contains(
+                "<p class=\"on-approve\" data-on-approve=\"next_call\"><b>nobody waiting: \
+                 approving sends on the next identical call</b></p>"
+            ),
+            "{out}"
+        );
+        // A gateway that sends decided writes without their caller.
+        let mut v = view(ApprovalState::Prepared);
+        v.request
+            .labels
+            .insert(SENDS_WITHOUT_CALLER_LABEL.into(), "true".into());
+        let out = card(v, None);
+        assert!(
+            out.contains(
+                "<p class=\"on-approve\" data-on-approve=\"sends_now\"><b>approving sends \
+                 now</b></p>"
+            ),
+            "{out}"
+        );
+    }
+
+    /// Issue 44, defect 6: the audit trail named processes as `6838-1796561140969958873-0`,
+    /// numbered rows by the log's sequence and showed times as nanoseconds. Rows are numbered
+    /// from 1, owners read as processes, the approver as a person, times as UTC times.
+    #[test]
+    fn the_audit_trail_names_people_and_processes_and_shows_times() {
+        let at = UNIX_EPOCH + Duration::from_secs(1_796_561_140);
+        let entry = |seq, event: &str, detail| {
+            AuditEntry::new(
+                seq,
+                at,
+                "6838-1796561140969958873-0".into(),
+                event.into(),
+                Some("approval-1".into()),
+                None,
+                None,
+                detail,
+            )
+        };
+        assert_eq!(owner("6838-1796561140969958873-0"), "process 6838");
+        assert_eq!(owner("6838-1796561140969958873-2"), "process 6838, store 3");
+        assert_eq!(owner("someone"), "someone");
+        let trail = [
+            entry(
+                41,
+                "prepared",
+                serde_json::json!({"intentDigest": "sha256:ab"}),
+            ),
+            entry(
+                57,
+                "decided",
+                serde_json::json!({"verdict": "approve", "approver": "ada (page)",
+                    "decidedAtNs": 1_796_561_140_969_958_873_u64, "expiresAtNs": null,
+                    "note": "ok"}),
+            ),
+        ];
+        let v = view(ApprovalState::Decided(purra_store_tests::decision(
+            Verdict::Approve,
+            None,
+        )));
+        let mut out = String::new();
+        history(
+            &mut out,
+            &Item {
+                view: v,
+                trail: trail.to_vec(),
+                run: None,
+            },
+            "csrf",
+        );
+        let rows: Vec<&str> = out.split("<tr data-seq=").skip(1).collect();
+        assert_eq!(rows.len(), 2, "{out}");
+        assert!(
+            rows[0].starts_with(
+                "\"41\"><td>1</td><td><time data-ms=\"1796561140000\">2026-12-06 12:45:40 UTC\
+                 </time></td><td class=\"event\">prepared</td><td class=\"by\" \
+                 title=\"6838-1796561140969958873-0\">process 6838</td><td class=\"detail\">\
+                 intent digest: sha256:ab</td></tr>"
+            ),
+            "{}",
+            rows[0]
+        );
+        assert!(
+            rows[1].starts_with(
+                "\"57\"><td>2</td><td><time data-ms=\"1796561140000\">2026-12-06 12:45:40 UTC\
+                 </time></td><td class=\"event\">decided</td><td class=\"by\" \
+                 title=\"6838-1796561140969958873-0\">ada (page), through process 6838</td>\
+                 <td class=\"detail\">decided at: 2026-12-06 12:45:40 UTC; note: ok; \
+                 verdict: approve</td></tr>"
+            ),
+            "{}",
+            rows[1]
         );
     }
 

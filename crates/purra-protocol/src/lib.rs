@@ -100,13 +100,13 @@ pub use principal::Principal;
 #[cfg(feature = "server")]
 pub use server::{
     output_schema_for, schema_for, Args, BoxError, HandlerError, HandlerResult, Handlers,
-    IntoPromptResult, IntoToolResult, Json, PromptDef, RegistrationError, RequestCtx, Server,
-    ServerBuilder, ServerSession, TaskOptions, ToolDef,
+    IntoPromptResult, IntoToolResult, Json, PromptDef, RegistrationError, RequestCtx, RequestGate,
+    Server, ServerBuilder, ServerSession, TaskOptions, ToolDef,
 };
 pub use session::{BoxFuture, EngineConfig, Peer, ProgressCallback, RequestOptions, Stats};
 #[cfg(feature = "stdio")]
 pub use stdio::{StderrMode, StdioCommand};
-pub use telemetry::{RequestObserver, RequestOutcome, RequestRecord};
+pub use telemetry::{method_label, RequestObserver, RequestOutcome, RequestRecord};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{
     memory, Inbound, Outbound, Transport, TransportControl, DEFAULT_MAX_FRAME_BYTES,

@@ -19,7 +19,10 @@ use serde_json::{Map, Value};
 pub struct Principal {
     /// The issuer (`iss`) that vouches for the subject, when known.
     pub issuer: Option<String>,
-    /// The subject (`sub`): the user, or the client itself for client credentials.
+    /// The subject (`sub`): the user, or the client itself for client credentials. A token
+    /// without `sub` (client-only) has the subject `client:CLIENT_ID`, and a token whose `sub`
+    /// starts with `client:` is refused, so the two never collide
+    /// (`purra_protocol::auth::CLIENT_SUBJECT_PREFIX`, feature `auth`).
     pub subject: String,
     /// The scopes the token grants.
     pub scopes: BTreeSet<String>,

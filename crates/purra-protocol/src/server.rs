@@ -72,6 +72,9 @@ type PromptFn = Arc<
         + Send
         + Sync,
 >;
+/// Which tools `tools/list` shows to a request ([`Server::tool_filter`]).
+type ToolFilter = Arc<dyn Fn(&Tool, &RequestCtx) -> bool + Send + Sync>;
+
 type CompleteFn = Arc<
     dyn Fn(CompleteParams, RequestCtx) -> BoxFuture<'static, HandlerResult<Completion>>
         + Send
@@ -174,6 +177,8 @@ struct ServerInner {
     /// The skills served (the Skills extension).
     skills: RwLock<skills::Catalog>,
     completion: RwLock<Option<CompleteFn>>,
+    /// Which tools `tools/list` shows to a request's caller ([`Server::tool_filter`]).
+    tool_filter: RwLock<Option<ToolFilter>>,
     /// Seals and opens the `requestState` of 2026-07-28 multi round-trip requests.
     request_state: RequestStateSecurity,
     /// Caching hints of 2026-07-28 results, by method.
@@ -189,7 +194,16 @@ struct ServerInner {
     next_session: std::sync::atomic::AtomicU64,
     /// Told of every answered request (`ServerBuilder::observe_requests`).
     observer: Option<crate::RequestObserver>,
+    /// Asked before every inbound request is served (`ServerBuilder::admit_requests`).
+    admit: Option<RequestGate>,
 }
+
+/// A server's request gate ([`ServerBuilder::admit_requests`]): given a request's method and
+/// the principal a layer in front proved (none on stdio or without one), `Ok` serves it and an
+/// error answers it at once. It runs on the request's task before anything else, so it must be
+/// quick (count, not wait).
+pub type RequestGate =
+    Arc<dyn Fn(&str, Option<&crate::Principal>) -> Result<(), ErrorObject> + Send + Sync>;
 
 /// The default bound on one session's resource subscriptions.
 pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1024;
@@ -210,6 +224,7 @@ pub struct ServerBuilder {
     tasks: TaskOptions,
     skills: Option<crate::skills::LoadedSkills>,
     observer: Option<Observer>,
+    admit: Option<Gate>,
 }
 
 /// A request observer in a `Debug` builder.
@@ -219,6 +234,16 @@ struct Observer(crate::RequestObserver);
 impl std::fmt::Debug for Observer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("RequestObserver")
+    }
+}
+
+/// A request gate in a `Debug` builder.
+#[derive(Clone)]
+struct Gate(RequestGate);
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestGate")
     }
 }
 
@@ -257,6 +282,22 @@ impl ServerBuilder {
         observer: impl Fn(&crate::RequestRecord<'_>) + Send + Sync + 'static,
     ) -> Self {
         self.observer = Some(Observer(Arc::new(observer)));
+        self
+    }
+
+    /// Calls `gate` before serving every inbound request (`initialize` and `ping` included)
+    /// with its method and the [`Principal`](crate::Principal) a layer in front proved: an
+    /// error answers the request at once (a refused `initialize` opens no session). A host
+    /// counts each caller's requests against its rate here. Without one, every request is
+    /// served.
+    pub fn admit_requests(
+        mut self,
+        gate: impl Fn(&str, Option<&crate::Principal>) -> Result<(), ErrorObject>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.admit = Some(Gate(Arc::new(gate)));
         self
     }
 
@@ -380,6 +421,7 @@ impl ServerBuilder {
                 prompts: RwLock::default(),
                 skills: RwLock::default(),
                 completion: RwLock::new(None),
+                tool_filter: RwLock::new(None),
                 request_state: self
                     .request_state
                     .unwrap_or_else(RequestStateSecurity::ephemeral),
@@ -390,6 +432,7 @@ impl ServerBuilder {
                 sessions: Mutex::new(HashMap::new()),
                 next_session: std::sync::atomic::AtomicU64::new(0),
                 observer: self.observer.map(|o| o.0),
+                admit: self.admit.map(|g| g.0),
             }),
         }
     }
@@ -557,6 +600,47 @@ fn validation_errors(validator: &Validator, instance: &Value) -> Vec<String> {
 }
 
 impl Server {
+    /// Asks the request gate ([`ServerBuilder::admit_requests`]) whether to serve `method`.
+    pub(crate) fn admit(&self, req: &RequestContext, method: &str) -> Result<(), ErrorObject> {
+        let Some(gate) = &self.inner.admit else {
+            return Ok(());
+        };
+        #[cfg(any(feature = "http-server", feature = "ws"))]
+        let principal = req
+            .transport
+            .as_deref()
+            .and_then(|t| t.downcast_ref::<crate::HttpContext>())
+            .and_then(|h| h.parts().extensions.get::<crate::Principal>());
+        #[cfg(not(any(feature = "http-server", feature = "ws")))]
+        let principal: Option<&crate::Principal> = {
+            let _ = req;
+            None
+        };
+        gate(method, principal)
+    }
+
+    /// Whether this server has the tool (`tools/call`) or prompt (`prompts/get`) `name`: what
+    /// a request's telemetry may name (see [`crate::RequestRecord::tool`]).
+    pub(crate) fn knows_target(&self, method: &str, name: &str) -> bool {
+        match method {
+            methods::TOOLS_CALL => self
+                .inner
+                .tools
+                .read()
+                .expect("tools lock")
+                .items
+                .contains_key(name),
+            methods::PROMPTS_GET => self
+                .inner
+                .prompts
+                .read()
+                .expect("prompts lock")
+                .items
+                .contains_key(name),
+            _ => false,
+        }
+    }
+
     /// Starts configuring a server with this name and version.
     pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
         ServerBuilder {
@@ -573,6 +657,7 @@ impl Server {
             tasks: TaskOptions::default(),
             skills: None,
             observer: None,
+            admit: None,
         }
     }
 
@@ -955,6 +1040,18 @@ impl Server {
             .expect("prompts lock")
             .insert(name, PromptEntry { prompt, handler });
         self.list_changed(Kind::Prompts);
+    }
+
+    /// Lists to each request only the tools `filter` keeps for it (a host that authorizes
+    /// tools per caller lists only what the caller may call); the others are still callable as
+    /// far as this server is concerned: the host refuses those calls itself. Pages are pages of
+    /// the tools kept.
+    pub fn tool_filter<F>(&self, filter: F) -> &Self
+    where
+        F: Fn(&Tool, &RequestCtx) -> bool + Send + Sync + 'static,
+    {
+        *self.inner.tool_filter.write().expect("tool filter lock") = Some(Arc::new(filter));
+        self
     }
 
     /// Answers `completion/complete` (declares the completions capability).
@@ -1832,6 +1929,10 @@ impl Service for SessionState {
         }
     }
 
+    fn knows_target(&self, method: &str, name: &str) -> bool {
+        self.server.knows_target(method, name)
+    }
+
     fn notification(
         self: &Arc<Self>,
         _peer: &Peer,
@@ -1849,6 +1950,7 @@ impl SessionState {
         method: String,
         params: Option<Box<RawValue>>,
     ) -> Result<Box<RawValue>, ErrorObject> {
+        self.server.admit(&req, &method)?;
         if method == methods::INITIALIZE {
             return self.initialize(params.as_deref());
         }
@@ -1918,13 +2020,34 @@ impl SessionState {
             methods::TOOLS_LIST if advertised.tools() => {
                 let page: PaginatedParams = from_params(p)?;
                 let offset = decode_cursor(page.cursor.as_deref())?;
-                let (items, next) = inner
-                    .tools
-                    .read()
-                    .expect("tools lock")
-                    .page(offset, inner.page_size);
+                let filter = inner.tool_filter.read().expect("tool filter lock").clone();
+                let (tools, next) = match filter {
+                    None => {
+                        let (items, next) = inner
+                            .tools
+                            .read()
+                            .expect("tools lock")
+                            .page(offset, inner.page_size);
+                        (items.iter().map(|e| e.tool.clone()).collect(), next)
+                    }
+                    Some(keep) => {
+                        let kept: Vec<Tool> = {
+                            let tools = inner.tools.read().expect("tools lock");
+                            tools
+                                .order
+                                .iter()
+                                .map(|k| &tools.items[k].tool)
+                                .filter(|t| keep(t, &ctx))
+                                .cloned()
+                                .collect()
+                        };
+                        let end = offset.saturating_add(inner.page_size).min(kept.len());
+                        let next = (end < kept.len()).then_some(end);
+                        (kept[offset.min(end)..end].to_vec(), next)
+                    }
+                };
                 Ok(to_raw(&ListToolsResult {
-                    tools: items.iter().map(|e| e.tool.clone()).collect(),
+                    tools,
                     next_cursor: next.map(encode_cursor),
                     meta: None,
                 })?)

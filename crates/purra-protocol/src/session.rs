@@ -830,6 +830,13 @@ pub(crate) trait Service: Send + Sync + 'static {
 
     /// One inbound request was answered (or cancelled, or its handler panicked).
     fn observe(&self, _record: &RequestRecord<'_>) {}
+
+    /// Whether this service has the tool (`tools/call`) or prompt (`prompts/get`) `name`: only
+    /// a known name goes into a request's span name, `tool` field and observed record (any
+    /// other is the caller's text, unbounded in number and length).
+    fn knows_target(&self, _method: &str, _name: &str) -> bool {
+        false
+    }
 }
 
 /// Starts the engine over `transport`; returns the peer handle and the join handle of its loop.
@@ -1427,7 +1434,7 @@ impl<S: Service> Engine<S> {
                     parent: &shared.span,
                     "request",
                     dir = "in",
-                    method = %method,
+                    method = crate::telemetry::method_label(&method),
                     %id,
                     tool = tracing::field::Empty,
                     revision = tracing::field::Empty,
@@ -1442,9 +1449,13 @@ impl<S: Service> Engine<S> {
                 let mut target: Option<Box<str>> = None;
                 let started = if traced || observer.is_some() {
                     let facts = crate::telemetry::Facts::read(params.as_deref());
-                    target = facts.target(&method).map(Box::from);
+                    target = facts
+                        .target(&method)
+                        .filter(|t| self.service.knows_target(&method, t))
+                        .map(Box::from);
                     if traced {
-                        shared.describe(&span, &method, target.as_deref());
+                        let label = crate::telemetry::method_label(&method);
+                        shared.describe(&span, label, target.as_deref());
                         #[cfg(feature = "otel")]
                         {
                             let meta = facts.meta.as_ref();
@@ -1551,7 +1562,7 @@ impl<S: Service> Engine<S> {
                     parent: &shared.span,
                     "notification",
                     dir = "in",
-                    method = %method
+                    method = crate::telemetry::method_label(&method)
                 );
                 tracing::trace!(parent: &span, "received");
                 if method == methods::CANCELLED {

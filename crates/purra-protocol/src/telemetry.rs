@@ -18,9 +18,11 @@ use serde_json::value::RawValue;
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct RequestRecord<'a> {
-    /// The method (`tools/call`, `initialize`, ...).
+    /// The method (`tools/call`, `initialize`, ...), as the caller wrote it: a metric's label
+    /// should be [`method_label`]'s, not this text.
     pub method: &'a str,
-    /// The tool (`tools/call`) or prompt (`prompts/get`) it named.
+    /// The tool (`tools/call`) or prompt (`prompts/get`) it named, when the server has one by
+    /// that name; any other name is the caller's text and is left out (`None`).
     pub tool: Option<&'a str>,
     /// How it ended.
     pub outcome: RequestOutcome,
@@ -89,6 +91,63 @@ pub(crate) const TRACEPARENT: &str = "traceparent";
 #[cfg(feature = "otel")]
 pub(crate) const TRACESTATE: &str = "tracestate";
 
+/// Every request and notification method MCP defines (client's and server's), in
+/// [`crate::types::methods`].
+const KNOWN_METHODS: &[&str] = {
+    use crate::types::methods::*;
+    &[
+        INITIALIZE,
+        PING,
+        TOOLS_LIST,
+        TOOLS_CALL,
+        RESOURCES_LIST,
+        RESOURCES_TEMPLATES_LIST,
+        RESOURCES_READ,
+        RESOURCES_SUBSCRIBE,
+        RESOURCES_UNSUBSCRIBE,
+        PROMPTS_LIST,
+        PROMPTS_GET,
+        COMPLETION_COMPLETE,
+        LOGGING_SET_LEVEL,
+        SAMPLING_CREATE_MESSAGE,
+        ELICITATION_CREATE,
+        ROOTS_LIST,
+        INITIALIZED,
+        CANCELLED,
+        PROGRESS,
+        MESSAGE,
+        RESOURCE_UPDATED,
+        RESOURCES_LIST_CHANGED,
+        TOOLS_LIST_CHANGED,
+        PROMPTS_LIST_CHANGED,
+        ROOTS_LIST_CHANGED,
+        ELICITATION_COMPLETE,
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+        "tasks/update",
+        "resources/directory/read",
+        "subscriptions/listen",
+        "notifications/subscriptions/acknowledged",
+        "skills/list",
+        "skills/get",
+        "server/discover",
+        "notifications/tasks/status",
+    ]
+};
+
+/// `method` when MCP defines it, else `other`: what a metric label, a span's name and its
+/// `method` field say of an inbound message, so that a caller's made-up method names never
+/// become one series or one span name each.
+pub fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("other")
+}
+
 /// What the params of one request say about it, borrowed from the frame.
 #[derive(Deserialize, Default)]
 pub(crate) struct Facts<'a> {
@@ -129,7 +188,8 @@ impl<'a> Facts<'a> {
 }
 
 /// The span's name as OpenTelemetry's conventions for MCP write it: `METHOD TARGET` (the tool or
-/// prompt), else the method.
+/// prompt), else the method. An inbound request's caller passes [`method_label`]'s method and a
+/// target only when the server knows it (the caller's own names never make a span name).
 pub(crate) fn span_name(method: &str, target: Option<&str>) -> String {
     match target {
         Some(t) => format!("{method} {t}"),
@@ -342,6 +402,13 @@ mod tests {
         );
         assert_eq!(span_name("tools/call", Some("add")), "tools/call add");
         assert_eq!(span_name("tools/list", None), "tools/list");
+        assert_eq!(method_label("tools/call"), "tools/call");
+        assert_eq!(
+            method_label("notifications/initialized"),
+            "notifications/initialized"
+        );
+        assert_eq!(method_label("tools/call x"), "other");
+        assert_eq!(method_label(&"m".repeat(4096)), "other");
         let err = RawValue::from_string(r#"{"content":[],"isError":true}"#.to_owned()).unwrap();
         assert!(is_tool_error(&err));
         let ok = RawValue::from_string(r#"{"content":[]}"#.to_owned()).unwrap();

@@ -1,12 +1,15 @@
-//! 1000 unused Streamable HTTP sessions expire and give their memory back. Its own test binary:
-//! a counting global allocator measures live heap bytes exactly, which RSS cannot.
+//! 1000 unused Streamable HTTP sessions expire and give their memory back (its own test binary:
+//! a counting global allocator measures live heap bytes exactly, which RSS cannot); one principal
+//! at its session bound closes only its own sessions and never keeps another from opening one.
 #![allow(unsafe_code)] // the counting allocator below forwards to the system allocator
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
-use purra_protocol::{HandlerResult, HttpServerConfig, RequestCtx, Server, StreamableHttpServer};
+use purra_protocol::{
+    HandlerResult, HttpServerConfig, Principal, RequestCtx, Server, StreamableHttpServer,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -144,4 +147,119 @@ async fn a_thousand_idle_sessions_expire_and_memory_returns_to_baseline() {
         leaked < bound,
         "baseline {baseline} B, peak {peak} B ({per_session} B/session), after expiry {after} B"
     );
+}
+
+/// One request to `http` as a tower service, with `user`'s principal in its extensions as an
+/// authentication layer in front would put it; status, `Mcp-Session-Id` and the response (the
+/// body is not read for an SSE stream, which is returned open).
+async fn send(
+    http: &StreamableHttpServer,
+    user: &str,
+    method: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, Option<String>, axum::response::Response) {
+    use tower::ServiceExt;
+    let mut req = axum::http::Request::builder()
+        .method(method)
+        .uri("/mcp")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(id) = session {
+        req = req
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    let mut req = req.body(axum::body::Body::from(body.to_owned())).unwrap();
+    req.extensions_mut().insert(Principal::new(user));
+    let resp = http.clone().oneshot(req).await.unwrap();
+    let id = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (resp.status().as_u16(), id, resp)
+}
+
+/// `user` opens a session and uses it (`notifications/initialized`): it is established.
+async fn open(http: &StreamableHttpServer, user: &str) -> String {
+    let (code, id, _) = send(http, user, "POST", None, INIT).await;
+    assert_eq!(code, 200, "{user}'s initialize");
+    let id = id.expect("a session id");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (code, _, _) = send(http, user, "POST", Some(&id), initialized).await;
+    assert_eq!(code, 202);
+    id
+}
+
+/// Whether `user` can still use session `id` (a ping answered 200, not 404).
+async fn usable(http: &StreamableHttpServer, user: &str, id: &str) -> bool {
+    let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+    let (code, _, _) = send(http, user, "POST", Some(id), ping).await;
+    assert!(code == 200 || code == 404, "{code}");
+    code == 200
+}
+
+/// Finding 2 of the second security review: principal A at its session bound does not keep B
+/// from opening sessions (A cannot hold more than its own bound of the overall one), and A's new
+/// session closes A's least recently used idle one, never B's, even with the overall bound
+/// reached. With every one of A's sessions busy (a GET stream open), A's next `initialize` is
+/// 429 and nothing of A's or B's is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_2_one_principal_cannot_take_every_session() {
+    let http = StreamableHttpServer::new(
+        Server::builder("bound", "1").build(),
+        HttpServerConfig {
+            max_sessions: 4,
+            max_sessions_per_principal: 2,
+            json_response: true,
+            ..HttpServerConfig::default()
+        },
+    );
+    let a1 = open(&http, "alice").await;
+    let a2 = open(&http, "alice").await;
+    // a1 used last: a2 is A's least recently used.
+    assert!(usable(&http, "alice", &a1).await);
+    let a3 = open(&http, "alice").await;
+    assert!(!usable(&http, "alice", &a2).await, "a2 was closed");
+    assert!(usable(&http, "alice", &a1).await);
+    assert!(usable(&http, "alice", &a3).await);
+    assert_eq!(http.session_count(), 2);
+    // B opens two: A holds only its two of the four.
+    let b1 = open(&http, "bob").await;
+    let b2 = open(&http, "bob").await;
+    assert_eq!(http.session_count(), 4);
+    // The overall bound reached, A's new session still replaces A's own least recently used
+    // idle one (a1: a3 was used after it).
+    let a4 = open(&http, "alice").await;
+    assert!(!usable(&http, "alice", &a1).await, "a1 was closed");
+    for (user, id) in [("alice", &a3), ("alice", &a4), ("bob", &b1), ("bob", &b2)] {
+        assert!(usable(&http, user, id).await, "{user} {id}");
+    }
+    assert_eq!(http.session_count(), 4);
+    // A's sessions both busy: A is refused, and B's sessions and A's are all kept.
+    let (code, _, stream3) = send(&http, "alice", "GET", Some(&a3), "").await;
+    assert_eq!(code, 200);
+    let (code, _, stream4) = send(&http, "alice", "GET", Some(&a4), "").await;
+    assert_eq!(code, 200);
+    let (code, id, refused) = send(&http, "alice", "POST", None, INIT).await;
+    assert_eq!((code, id), (429, None));
+    let body = axum::body::to_bytes(refused.into_body(), 1 << 16)
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        body["error"]["message"],
+        "Too Many Requests: this caller has too many sessions open, each in use; close one \
+         (DELETE) or wait for one to end"
+    );
+    assert_eq!(http.session_count(), 4);
+    assert!(usable(&http, "bob", &b1).await);
+    assert!(usable(&http, "alice", &a3).await);
+    assert!(
+        !usable(&http, "bob", &a3).await,
+        "sessions stay their owner's"
+    );
+    drop((stream3, stream4));
 }

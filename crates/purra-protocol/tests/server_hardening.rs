@@ -1,6 +1,6 @@
 //! Server rules against a hostile client, over the raw in-memory transport with exact JSON: a
-//! cursor at the end of the offset range, a handler's panic text, and an unbounded number of
-//! resource subscriptions.
+//! cursor at the end of the offset range, a handler's panic text, an unbounded number of
+//! resource subscriptions, and a tool filter's pages.
 
 mod support;
 use support::ask;
@@ -80,6 +80,52 @@ async fn a_cursor_at_the_end_of_the_offset_range_is_an_empty_last_page() {
         .collect();
     assert_eq!(names, ["c", "panics"]);
     assert!(v["result"].get("nextCursor").is_none(), "{last}");
+}
+
+/// `Server::tool_filter`: `tools/list` shows a request only the tools the filter keeps for its
+/// caller, paged over the kept tools (a cursor past them an empty last page).
+#[tokio::test]
+async fn a_tool_filter_lists_only_the_kept_tools_in_pages_of_them() {
+    let s = server(8);
+    s.tool_filter(|tool, ctx| {
+        tool.name != "b" && ctx.client_info().is_some_and(|i| i.name == "c")
+            || tool.name == "panics"
+    });
+    let mut raw = support::initialized(&s, "2025-11-25").await;
+    let names = |page: &str| -> (Vec<String>, Option<String>) {
+        let v: serde_json::Value = serde_json::from_str(page).unwrap();
+        (
+            v["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect(),
+            v["result"]["nextCursor"].as_str().map(str::to_owned),
+        )
+    };
+    let first = ask(
+        &mut raw,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+    )
+    .await;
+    assert_eq!(
+        names(&first),
+        (
+            vec!["a".to_owned(), "c".to_owned()],
+            Some("purra-2".to_owned())
+        )
+    );
+    let last = ask(
+        &mut raw,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"purra-2"}}"#,
+    )
+    .await;
+    assert_eq!(names(&last), (vec!["panics".to_owned()], None));
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"purra-ffffffffffffffff"}}"#).await,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}"#
+    );
 }
 
 #[tokio::test]

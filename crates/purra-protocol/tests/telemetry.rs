@@ -1,5 +1,5 @@
-//! What a server tells its request observer (`ServerBuilder::observe_requests`) and how many
-//! sessions it counts open. (Trace context in `_meta`, the `otel` feature, is proved end to end
+//! What a server tells its request observer (`ServerBuilder::observe_requests`) and its request
+//! spans, and how many sessions it counts open. (Trace context in `_meta`, the `otel` feature, is proved end to end
 //! by purra-cli's `tests/telemetry.rs`, with a real exporter and receiver.)
 
 use std::sync::{Arc, Mutex};
@@ -69,9 +69,10 @@ async fn the_observer_hears_every_request_with_its_tool_and_outcome() {
                 Some("broken".to_owned()),
                 RequestOutcome::ToolError
             ),
+            // A name the server does not have is the caller's text: left out.
             &(
                 "tools/call".to_owned(),
-                Some("missing".to_owned()),
+                None,
                 RequestOutcome::Error(RpcErrorCode::INVALID_PARAMS)
             ),
         ]
@@ -90,4 +91,107 @@ async fn the_observer_hears_every_request_with_its_tool_and_outcome() {
         RequestOutcome::Error(RpcErrorCode::INVALID_PARAMS).to_string(),
         "error -32602"
     );
+}
+
+/// Every field value each span was created or recorded with: span id, field name, value.
+#[derive(Clone, Default)]
+struct SpanFields(Arc<Mutex<Vec<(u64, String, String)>>>);
+
+/// Records the fields of one span into [`SpanFields`].
+struct Visitor(SpanFields, u64);
+
+impl tracing::field::Visit for Visitor {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        let mut all = self.0 .0.lock().unwrap();
+        all.push((self.1, field.name().to_owned(), value.to_owned()));
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let mut all = self.0 .0.lock().unwrap();
+        all.push((self.1, field.name().to_owned(), format!("{value:?}")));
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SpanFields {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        attrs.record(&mut Visitor(self.clone(), id.into_u64()));
+    }
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        values.record(&mut Visitor(self.clone(), id.into_u64()));
+    }
+}
+
+/// Finding 1 of the second security review: an inbound request span's name (`otel.name`),
+/// `method` and `tool` carry only a method MCP defines (else `other`) and a tool the server has:
+/// a caller's made-up tool and method names appear in none of the server's span fields.
+#[tokio::test]
+async fn finding_1_span_names_carry_only_known_methods_and_tools() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let fields = SpanFields::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(fields.clone()));
+    let server = server(Arc::new(Mutex::new(Vec::new())));
+    let (a, b) = memory::pair();
+    tokio::spawn({
+        let server = server.clone();
+        async move { server.serve(b).await }
+    });
+    let conn = Client::connect(a, ClientOptions::default()).await.unwrap();
+    conn.call_tool("fine", json!({})).await.unwrap();
+    let call = json!({"name": "made-up-tool-7f3a", "arguments": {}});
+    conn.request_raw("tools/call", call, Default::default())
+        .await
+        .expect_err("unknown tool");
+    conn.request_raw("made-up/method-7f3a", json!({}), Default::default())
+        .await
+        .expect_err("unknown method");
+    conn.close().await;
+    let all = fields.0.lock().unwrap().clone();
+    // The server's request spans: `request` spans with `dir = in`.
+    let inbound: std::collections::BTreeSet<u64> = all
+        .iter()
+        .filter(|(_, k, v)| k == "dir" && v == "in")
+        .map(|(id, ..)| *id)
+        .collect();
+    let of = |field: &str| -> Vec<String> {
+        all.iter()
+            .filter(|(id, k, _)| inbound.contains(id) && k == field)
+            .map(|(_, _, v)| v.clone())
+            .collect()
+    };
+    assert_eq!(
+        of("otel.name"),
+        [
+            "initialize",
+            "tools/list",
+            "tools/call fine",
+            "tools/call",
+            "other"
+        ]
+    );
+    assert_eq!(
+        of("method"),
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call",
+            "tools/call",
+            "other"
+        ]
+    );
+    assert_eq!(of("tool"), ["fine"]);
+    // The client's own outbound spans name what it chose to send.
+    assert!(all
+        .iter()
+        .any(|(id, k, v)| !inbound.contains(id) && k == "otel.name" && v == "made-up/method-7f3a"));
 }

@@ -577,6 +577,7 @@ fn suspended_run(id: &ApprovalId, args: &str) -> SuspendedRun {
         root_run_id: RunId::new("r1"),
         agent: "agent".into(),
         turns_used: 1,
+        waiting_until: None,
         transcript: vec![],
         pending_call: ToolCall {
             id: "c1".into(),

@@ -106,6 +106,7 @@ pub async fn a_suspended_run_saved_before_reopening_is_loaded_after<H: Harness>(
         approval_id: ApprovalId("approval-1".into()),
         intent_digest: intent("a").digest(),
         turns_used: 1,
+        waiting_until: None,
     };
     let store = h.open(&path).await.unwrap();
     store.save_suspended(run.clone()).await.unwrap();

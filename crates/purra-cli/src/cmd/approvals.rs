@@ -104,7 +104,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             .await?;
             report(&db, id, json_out, "approved").await?;
             if !json_out {
-                println!("a gateway call waiting on it sends the write once; otherwise the same call made again does (for the demo: `purra demo` on the same --db)");
+                println!("a gateway call waiting on it sends the write once; otherwise the same call made again does");
             }
         }
         ApprovalsCommand::Deny {
@@ -113,7 +113,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             decide(&db, id, Verdict::Deny, approver, note.clone(), None).await?;
             report(&db, id, json_out, "denied").await?;
             if !json_out {
-                println!("the call is never sent");
+                println!("this call is not sent; the same call made again asks for a new approval");
             }
         }
         ApprovalsCommand::Serve { listen, page, .. } => {
@@ -255,6 +255,26 @@ pub const HIDDEN_CHARACTERS: &str = "warning: the arguments contain invisible or
 pub fn print_approval(a: &Value) {
     println!("approval: {}", text(&a["id"]));
     println!("state: {}", text(&a["state"]));
+    if let Value::Object(on) = &a["onApprove"] {
+        let until = on
+            .get("waitingUntilMs")
+            .and_then(Value::as_u64)
+            .map(|ms| {
+                let t = purra_protocol::tasks::rfc3339(ms);
+                format!(" (the caller waits until {} {} UTC)", &t[..10], &t[11..19])
+            })
+            .unwrap_or_default();
+        println!(
+            "on approve: {}{until}",
+            on.get("text").map(text).unwrap_or_default()
+        );
+    }
+    if let Value::String(title) = &a["title"] {
+        println!("title: {}", purra_core::visible::escape_hidden(title));
+    }
+    if let Value::String(effect) = &a["writeEffect"] {
+        println!("effect of the write: {effect}");
+    }
     println!("tool: {}", text(&a["tool"]));
     match &a["arguments"] {
         Value::Null => println!(
@@ -272,8 +292,11 @@ pub fn print_approval(a: &Value) {
         }
     }
     println!("run: {}", text(&a["runId"]));
-    // Who asked and who decided name downstream clients, which choose their names.
-    let shown = |v: &Value| purra_core::visible::escape_hidden(&text(v)).into_owned();
+    // Who asked and who decided name downstream clients, which choose their names: one line,
+    // escaped and bounded.
+    let shown = |v: &Value| {
+        purra_core::visible::one_line(&text(v), purra_core::visible::WHO_MAX_CHARS).into_owned()
+    };
     println!("requested by: {}", shown(&a["requestedBy"]));
     let b = &a["binding"];
     println!(

@@ -100,7 +100,9 @@ async fn script(
                 let id = p
                     .message
                     .as_deref()
-                    .and_then(|m| m.strip_prefix("waiting for approval "));
+                    .and_then(|m| m.strip_prefix("waiting for approval "))
+                    // `approval-N: 3 s of 60 s`
+                    .map(|rest| rest.split(':').next().unwrap_or(rest));
                 let mut once = sent.lock().unwrap_or_else(|e| e.into_inner());
                 if let (Some(id), false) = (id, *once) {
                     *once = true;

@@ -4,8 +4,13 @@
 //! The configuration is read and checked first; every mistake is printed with its file, line
 //! and key (a bound tool the upstream refuses also names the place in the tool and the reason;
 //! with `-v`, the listed JSON there), and the command exits 78 before anything is served.
-//! Warnings (a write bound with `effect = "write"` over a tool the upstream marks destructive)
-//! are printed at `--check` and at start. With `[policies]`, `--check` also says how many Cedar
+//! Warnings (a write bound with `effect = "write"` over a tool the upstream marks destructive, a
+//! read with `asserted_read_only = true` over one it marks writing) are printed at `--check` and
+//! at start. `--check` also opens the store as the start would (removing a SQLite file it
+//! created) and tries each address the start would listen on (`listen`, `metrics_listen`,
+//! `--page`): one that cannot be used is a mistake at its key and line, as at start. With
+//! `--for-reload` (a file for a running gateway's `SIGHUP`, which keeps its listeners) the
+//! addresses are not tried. With `[policies]`, `--check` also says how many Cedar
 //! policies were validated (a policy naming an unknown tool or attribute is a mistake at its
 //! file and line), and with `-v` prints the schema generated for them. Operational messages go to
 //! stderr, prefixed `purra gateway:`; over HTTP the first line is `purra gateway: serving URL`,
@@ -25,7 +30,10 @@
 
 use std::sync::Arc;
 
-use purra_gateway::{Gateway, GatewayStore, Listen, StartError, StartOptions};
+use purra_gateway::{
+    ConfigError, ConfigErrors, ConfigSource, Gateway, GatewayStore, Listen, StartError,
+    StartOptions,
+};
 use purra_sqlite::SqliteStore;
 use purra_store::{AnyStore, StoreLocation};
 
@@ -81,33 +89,60 @@ async fn serve(
     let source = loaded.source.clone();
     // The approver page (`--page`) reads the same store through its operator view.
     let mut operator: Option<Arc<dyn purra_core::OperatorStore>> = None;
+    // What the start would meet beyond the file: the store, and each address it would bind.
+    let mut found = Vec::new();
     let store: Arc<dyn GatewayStore> =
         if args.check {
-            // A check touches no store.
+            if let Err(why) = check_store(&settings).await {
+                found.push(source.error("gateway.db", why));
+            }
+            let mut addresses = Vec::new();
+            if let Listen::Http(addr) = settings.listen {
+                addresses.push((Some("gateway.listen"), addr));
+            }
+            if let Some(addr) = metrics_listen {
+                addresses.push((Some("telemetry.metrics_listen"), addr));
+            }
+            if let Some(addr) = args.page {
+                addresses.push((None, addr));
+            }
+            // A reload keeps the running gateway's listeners (they are restart-only keys).
+            if args.for_reload {
+                addresses.clear();
+            }
+            for (key, addr) in addresses {
+                if let Err(e) = std::net::TcpListener::bind(addr) {
+                    found.push(bind_mistake(&source, key, addr, &e));
+                }
+            }
+            // The rest of the check touches no store: the tools are discovered beside an
+            // in-memory one.
             Arc::new(SqliteStore::open_in_memory().map_err(|e| {
                 Failure::store("store", format!("cannot open an in-memory store: {e}"))
             })?)
         } else {
-            let db = settings.db.display().to_string();
-            let location = StoreLocation::parse(&db)
-                .map_err(|e| Failure::store("store", format!("cannot open the store {db}: {e}")))?;
-            let store = AnyStore::open(&location, Some(settings.lease.0))
-                .await
-                .map_err(|e| {
-                    Failure::store("store", format!("cannot open the store {location}: {e}"))
-                })?;
+            let store = open_store(&settings).await.map_err(|why| {
+                Failure::store("store", source.error("gateway.db", why).to_string())
+            })?;
             operator = Some(store.operator());
             Arc::new(store)
         };
     let options = StartOptions::default()
         .log(|m| say("purra gateway", m))
         .excerpts(excerpts);
-    let gateway = Gateway::start_with(loaded.config, &loaded.source, store, options)
-        .await
-        .map_err(|e| match e {
-            StartError::Config(e) => Failure::Config(e.to_string()),
-            other => Failure::store("store", other.to_string()),
-        })?;
+    let gateway = match Gateway::start_with(loaded.config, &loaded.source, store, options).await {
+        Ok(g) => g,
+        Err(StartError::Config(e)) => {
+            found.extend(e.0);
+            found.sort_by_key(|e| e.line.unwrap_or(0));
+            return Err(Failure::Config(ConfigErrors(found).to_string()));
+        }
+        Err(other) => return Err(Failure::store("store", other.to_string())),
+    };
+    if !found.is_empty() {
+        gateway.shutdown().await;
+        return Err(Failure::Config(ConfigErrors(found).to_string()));
+    }
     let tools = gateway.tool_names();
     let policies = gateway.policy_schema();
     // Bound skills ([skills.NAME]), when there are any.
@@ -193,9 +228,8 @@ async fn serve(
             Ok(l) => l,
             Err(e) => {
                 gateway.shutdown().await;
-                return Err(Failure::Config(format!(
-                    "cannot listen on {addr} for the metrics: {e}"
-                )));
+                let mistake = bind_mistake(&source, Some("telemetry.metrics_listen"), addr, &e);
+                return Err(Failure::Config(ConfigErrors(vec![mistake]).to_string()));
             }
         };
         let local = listener.local_addr().map_err(|e| {
@@ -275,7 +309,7 @@ async fn serve(
                 () = lifecycle::stop(gateway.clone(), drain_bound) => Ok(()),
             }
         }
-        Listen::Http(addr) => serve_http(&gateway, addr, drain_bound).await,
+        Listen::Http(addr) => serve_http(&gateway, addr, drain_bound, &source).await,
     };
     reloads.abort();
     page_stop.cancel();
@@ -295,10 +329,12 @@ async fn serve_http(
     gateway: &Gateway,
     addr: std::net::SocketAddr,
     drain_bound: std::time::Duration,
+    source: &ConfigSource,
 ) -> Result<(), Failure> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Failure::Config(format!("cannot listen on {addr}: {e}")))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        let mistake = bind_mistake(source, Some("gateway.listen"), addr, &e);
+        Failure::Config(ConfigErrors(vec![mistake]).to_string())
+    })?;
     let local = listener.local_addr().map_err(|e| {
         Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string()))
     })?;
@@ -310,6 +346,62 @@ async fn serve_http(
         .serve_http(listener, lifecycle::stop(gateway.clone(), drain_bound))
         .await
         .map_err(|e| Failure::protocol("serving", purra_protocol::Error::Transport(e.to_string())))
+}
+
+/// Opens the store `[gateway] db` names, as the start does; the reason when it cannot be used.
+async fn open_store(settings: &purra_gateway::Settings) -> Result<AnyStore, String> {
+    let db = settings.db.display().to_string();
+    let location =
+        StoreLocation::parse(&db).map_err(|e| format!("cannot open the store {db}: {e}"))?;
+    AnyStore::open(&location, Some(settings.lease.0))
+        .await
+        .map_err(|e| format!("cannot open the store {}: {e}", location.shown()))
+}
+
+/// Whether the start could open its store: opened as the start opens it (a SQLite file is
+/// created as the start would create it, and removed again when this check created it), then
+/// closed; the reason when it cannot be used.
+async fn check_store(settings: &purra_gateway::Settings) -> Result<(), String> {
+    let db = settings.db.display().to_string();
+    let file = match StoreLocation::parse(&db) {
+        Ok(StoreLocation::File(path)) if !path.exists() => Some(path),
+        _ => None,
+    };
+    // Opened, then closed at once (dropped).
+    let result = open_store(settings).await.map(drop);
+    if let Some(path) = file {
+        // Nothing is left behind that the check created.
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = path.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    result
+}
+
+/// A listener that could not be bound, as a mistake at its key (`key` `None`: the `--page`
+/// option's address).
+fn bind_mistake(
+    source: &ConfigSource,
+    key: Option<&str>,
+    addr: std::net::SocketAddr,
+    e: &std::io::Error,
+) -> ConfigError {
+    let message = if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!("address {addr} is in use (another process listens on it: stop it or choose another address)")
+    } else {
+        format!("cannot listen on address {addr}: {e}")
+    };
+    match key {
+        Some(key) => source.error(key, message),
+        None => ConfigError {
+            file: String::new(),
+            line: None,
+            key: "--page".into(),
+            message,
+        },
+    }
 }
 
 /// The store for messages: a file's path, or a URL without its password.

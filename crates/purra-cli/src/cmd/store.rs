@@ -197,8 +197,26 @@ pub async fn approval_json(store: &Store, v: &ApprovalView) -> Result<Value, Fai
             "completedAtMs": c.completed_at.map(millis),
         })
     });
+    // What approving does while it is open: whether a caller waits (the run says until when).
+    let now = SystemTime::now();
+    let on_approve = if v.is_open(now) {
+        let run = store
+            .ops()
+            .load_suspended(r.intent.run_id.clone())
+            .await
+            .map_err(|e| failure("reading the suspended run", e))?;
+        v.on_approve(run.as_ref(), now).map(|on| {
+            let until = match on {
+                purra_core::OnApprove::CallerWaiting(until) => Some(millis(until)),
+                _ => None,
+            };
+            json!({"what": on.as_str(), "text": on.text(), "waitingUntilMs": until})
+        })
+    } else {
+        None
+    };
     // A request nobody decided before its expiry will not accept a decision any more.
-    let state = if v.expired_undecided(SystemTime::now()) {
+    let state = if v.expired_undecided(now) {
         "expired"
     } else {
         v.status().as_str()
@@ -207,6 +225,9 @@ pub async fn approval_json(store: &Store, v: &ApprovalView) -> Result<Value, Fai
         "id": v.id.0,
         "state": state,
         "tool": r.intent.tool,
+        "title": r.labels.get(purra_core::TITLE_LABEL),
+        "writeEffect": r.labels.get(purra_core::EFFECT_LABEL),
+        "onApprove": on_approve,
         "arguments": r.arguments,
         "argumentsDigest": r.intent.arguments_digest.as_str(),
         "binding": {

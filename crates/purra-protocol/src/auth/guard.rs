@@ -8,6 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -53,11 +54,29 @@ impl fmt::Display for TokenRejection {
     }
 }
 
+/// The prefix of the subject of a client-only token (one without `sub`, such as some
+/// client-credentials tokens): its [`Principal::subject`] is `client:CLIENT_ID`. A token whose
+/// own `sub` starts with it is refused, so a client named `alice` never takes the identity of
+/// the user `alice` (nor of a user whose subject is literally `client:alice`).
+pub const CLIENT_SUBJECT_PREFIX: &str = "client:";
+
 /// Turns a bearer token into a [`Principal`], or refuses it. The futures are boxed so
 /// `Arc<dyn TokenValidator>` works.
 pub trait TokenValidator: Send + Sync + 'static {
     /// Validates `token`.
     fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, TokenRejection>>;
+
+    /// Validates `token` sent from `peer`, the client's address when the listener knows it
+    /// ([`PeerAddr`](crate::http::PeerAddr)): a validator that bounds its work per client
+    /// ([`Introspection`]) tells clients apart by it. By default the address is not used.
+    fn validate_from<'a>(
+        &'a self,
+        token: &'a str,
+        peer: Option<IpAddr>,
+    ) -> BoxFuture<'a, Result<Principal, TokenRejection>> {
+        let _ = peer;
+        self.validate(token)
+    }
 }
 
 /// The scopes of a token's claims: `scope` (space-separated) or `scp` (an array or a string).
@@ -93,14 +112,25 @@ fn audience_matches(claims: &Map<String, Value>, wanted: &[String]) -> bool {
     }
 }
 
-/// The principal of validated claims: subject (`sub`, else the client id), scopes, client id
-/// (`client_id`, else `azp`), issuer, expiry.
+/// The principal of validated claims: subject (`sub`; for a token without one, a client-only
+/// token, `client:` and the client id, see [`CLIENT_SUBJECT_PREFIX`]), scopes, client id
+/// (`client_id`, else `azp`), issuer, expiry. A `sub` that itself starts with `client:` is
+/// refused, so no user's subject is ever a client's.
 fn principal_of(claims: Map<String, Value>) -> Result<Principal, TokenRejection> {
     let s = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_owned);
     let client_id = s("client_id").or_else(|| s("azp"));
-    let subject = s("sub")
-        .or_else(|| client_id.clone())
-        .ok_or_else(|| TokenRejection::Invalid("the token names no subject".into()))?;
+    let subject = match s("sub") {
+        Some(sub) if sub.starts_with(CLIENT_SUBJECT_PREFIX) => {
+            return Err(TokenRejection::Invalid(
+                "the token's subject starts with `client:`, which names client-only tokens".into(),
+            ))
+        }
+        Some(sub) => sub,
+        None => match &client_id {
+            Some(id) => format!("{CLIENT_SUBJECT_PREFIX}{id}"),
+            None => return Err(TokenRejection::Invalid("the token names no subject".into())),
+        },
+    };
     let mut p = Principal::new(subject);
     p.issuer = s("iss");
     p.scopes = claim_scopes(&claims);
@@ -160,6 +190,21 @@ struct JwksCache {
     keys: Arc<Vec<Jwk>>,
     fetched: Option<Instant>,
     jwks_uri: Option<Url>,
+    /// The last failed fetch and how many failed in a row since the last one that worked: no
+    /// fetch is tried again before [`jwks_backoff`] has passed since it.
+    failed: Option<(Instant, u32)>,
+}
+
+/// The longest wait between two JWKS fetches after failures.
+const MAX_JWKS_BACKOFF: Duration = Duration::from_secs(300);
+
+/// How long no JWKS fetch is tried after the `failures`-th failure in a row: `min_refresh` (at
+/// least one second), doubled for each further failure, at most [`MAX_JWKS_BACKOFF`] (or
+/// `min_refresh` when that is longer).
+fn jwks_backoff(min_refresh: Duration, failures: u32) -> Duration {
+    let base = min_refresh.max(Duration::from_secs(1));
+    let doubled = base.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    doubled.min(MAX_JWKS_BACKOFF.max(base))
 }
 
 /// Validates JWT access tokens (RFC 9068) against the authorization server's JWKS: the header's
@@ -167,7 +212,11 @@ struct JwksCache {
 /// (asymmetric algorithms only), `iss`, `aud` (must name this resource), `exp` and `nbf` within a
 /// bounded clock skew. The JWKS is fetched on first use (from `jwks_uri`, or the
 /// issuer's metadata), cached for `jwks_max_age`, and fetched again when a token names a key it
-/// does not hold (rotation), at most once per `jwks_min_refresh`.
+/// does not hold (rotation), at most once per `jwks_min_refresh`. A fetch that fails (the
+/// metadata or the JWKS) is not tried again before `jwks_min_refresh` (at least a second) has
+/// passed, doubled for each further failure in a row up to five minutes, whatever the tokens
+/// name: meanwhile the keys fetched last are used (a token they do not verify is refused), or,
+/// with none, tokens are answered as unavailable without a request.
 pub struct JwtValidator {
     issuer: String,
     audience: Vec<String>,
@@ -223,6 +272,7 @@ impl JwtValidator {
                 keys: Arc::new(Vec::new()),
                 fetched: None,
                 jwks_uri: None,
+                failed: None,
             }),
             fetching: tokio::sync::Mutex::new(()),
         })
@@ -254,8 +304,10 @@ impl JwtValidator {
         self.jwks_max_age = d;
         self
     }
-    /// The shortest interval between two fetches prompted by unknown keys (default 10 s): a
-    /// stream of tokens naming made-up keys cannot make the guard hammer the JWKS endpoint.
+    /// The shortest interval between two fetches prompted by unknown keys (default 10 s), and
+    /// the first wait after a failed fetch (at least a second, doubled for each further failure
+    /// up to five minutes): a stream of tokens naming made-up keys cannot make the guard hammer
+    /// the JWKS endpoint, whether it answers or not.
     pub fn jwks_min_refresh(mut self, d: Duration) -> Self {
         self.jwks_min_refresh = d;
         self
@@ -281,20 +333,53 @@ impl JwtValidator {
             Some(at) if unknown_key => at.elapsed() < self.jwks_min_refresh,
             Some(at) => at.elapsed() < self.jwks_max_age,
         };
-        {
-            let c = self.cache.lock().expect("jwks lock");
-            if fresh_enough(&c) {
-                return Ok(c.keys.clone());
+        // Fresh enough, or not to be fetched yet after a failure: the keys held (none held:
+        // unavailable, without a request).
+        let held = |c: &JwksCache| -> Option<Result<Arc<Vec<Jwk>>, TokenRejection>> {
+            if fresh_enough(c) {
+                return Some(Ok(c.keys.clone()));
             }
+            let (at, failures) = c.failed?;
+            let wait = jwks_backoff(self.jwks_min_refresh, failures);
+            let left = wait.checked_sub(at.elapsed()).filter(|l| !l.is_zero())?;
+            Some(if c.fetched.is_some() {
+                Ok(c.keys.clone())
+            } else {
+                Err(TokenRejection::Unavailable(format!(
+                    "the JWKS could not be fetched; it is asked for again in {} s",
+                    left.as_secs().max(1)
+                )))
+            })
+        };
+        if let Some(r) = held(&self.cache.lock().expect("jwks lock")) {
+            return r;
         }
         let _one = self.fetching.lock().await;
         let jwks_uri = {
             let c = self.cache.lock().expect("jwks lock");
-            if fresh_enough(&c) {
-                return Ok(c.keys.clone());
+            if let Some(r) = held(&c) {
+                return r;
             }
             c.jwks_uri.clone()
         };
+        let fetched = self.fetch_keys(jwks_uri).await;
+        let mut c = self.cache.lock().expect("jwks lock");
+        match &fetched {
+            Ok(keys) => {
+                c.keys = keys.clone();
+                c.fetched = Some(Instant::now());
+                c.failed = None;
+            }
+            Err(_) => {
+                let failures = c.failed.map_or(0, |(_, n)| n).saturating_add(1);
+                c.failed = Some((Instant::now(), failures));
+            }
+        }
+        fetched
+    }
+
+    /// One fetch of the JWKS (from `jwks_uri`, or the issuer's metadata first).
+    async fn fetch_keys(&self, jwks_uri: Option<Url>) -> Result<Arc<Vec<Jwk>>, TokenRejection> {
         let jwks_uri = match jwks_uri {
             Some(u) => u,
             None => {
@@ -330,11 +415,7 @@ impl JwtValidator {
             .await
             .map_err(TokenRejection::Unavailable)?
             .ok_or_else(|| TokenRejection::Unavailable("the JWKS could not be fetched".into()))?;
-        let keys = Arc::new(set.keys);
-        let mut c = self.cache.lock().expect("jwks lock");
-        c.keys = keys.clone();
-        c.fetched = Some(Instant::now());
-        Ok(keys)
+        Ok(Arc::new(set.keys))
     }
 
     async fn check(&self, token: &str) -> Result<Principal, TokenRejection> {
@@ -408,9 +489,44 @@ impl TokenValidator for JwtValidator {
     }
 }
 
+/// How long an active introspection answer is used at most by default: 60 s.
+pub const DEFAULT_INTROSPECTION_MAX_AGE: Duration = Duration::from_secs(60);
+/// How long a refused introspection answer is used by default: 10 s.
+pub const DEFAULT_INTROSPECTION_INACTIVE_TTL: Duration = Duration::from_secs(10);
+/// How many introspection answers are kept by default: 10 000.
+pub const DEFAULT_INTROSPECTION_MAX_ENTRIES: usize = 10_000;
+/// How many introspections run at once for one client address by default: 4.
+pub const DEFAULT_INTROSPECTIONS_PER_ADDRESS: usize = 4;
+
+/// An introspection answer kept for a while, by the token's SHA-256.
+struct Answer {
+    /// The principal of an active token, or why the token was refused.
+    result: Result<Principal, String>,
+    until: Instant,
+}
+
+/// The answers kept, and the introspections running per client address.
+#[derive(Default)]
+struct Answers {
+    by_token: HashMap<[u8; 32], Answer>,
+    running: HashMap<Option<IpAddr>, Arc<tokio::sync::Semaphore>>,
+}
+
 /// Validates tokens by asking the authorization server (RFC 7662 token introspection), as a
 /// client of its own (HTTP Basic). The answer must be `active`, name this resource in `aud`
 /// (unless [`require_audience`](Self::require_audience) is off), and not be expired.
+///
+/// Answers are kept, by the token's SHA-256 (never the token itself), so that a token used
+/// again is not introspected again: an active one until its `exp` and for at most
+/// [`cache_max_age`](Self::cache_max_age) (default 60 s: a token revoked at the authorization
+/// server is still accepted for up to that long), a refused one (not active, another audience
+/// or issuer, expired) for [`cache_inactive`](Self::cache_inactive) (default 10 s); an
+/// unavailable endpoint is not remembered. At most
+/// [`cache_max_entries`](Self::cache_max_entries) answers are kept (default 10 000; when full,
+/// the one ending first goes), and at most
+/// [`max_concurrent_per_address`](Self::max_concurrent_per_address) introspections run at
+/// once for one client address (default 4; the others wait), so a stream of made-up tokens
+/// from one client cannot hammer the endpoint or starve other clients' checks.
 pub struct Introspection {
     endpoint: String,
     client_id: String,
@@ -420,6 +536,11 @@ pub struct Introspection {
     require_audience: bool,
     leeway: Duration,
     http: reqwest::Client,
+    max_age: Duration,
+    inactive_ttl: Duration,
+    max_entries: usize,
+    per_address: usize,
+    answers: Mutex<Answers>,
 }
 
 impl fmt::Debug for Introspection {
@@ -450,7 +571,123 @@ impl Introspection {
             require_audience: true,
             leeway: Duration::from_secs(30),
             http: http_client(),
+            max_age: DEFAULT_INTROSPECTION_MAX_AGE,
+            inactive_ttl: DEFAULT_INTROSPECTION_INACTIVE_TTL,
+            max_entries: DEFAULT_INTROSPECTION_MAX_ENTRIES,
+            per_address: DEFAULT_INTROSPECTIONS_PER_ADDRESS,
+            answers: Mutex::new(Answers::default()),
         }
+    }
+    /// The longest an active answer is used before the token is introspected again (default
+    /// 60 s; never past the token's `exp`; zero: not kept).
+    pub fn cache_max_age(mut self, d: Duration) -> Self {
+        self.max_age = d;
+        self
+    }
+    /// How long a refused answer is used before the token is introspected again (default
+    /// 10 s; zero: not kept).
+    pub fn cache_inactive(mut self, d: Duration) -> Self {
+        self.inactive_ttl = d;
+        self
+    }
+    /// How many answers are kept at most (default 10 000; zero: none).
+    pub fn cache_max_entries(mut self, n: usize) -> Self {
+        self.max_entries = n;
+        self
+    }
+    /// How many introspections run at once for one client address (default 4, at least 1);
+    /// further checks from that address wait for one to end.
+    pub fn max_concurrent_per_address(mut self, n: usize) -> Self {
+        self.per_address = n.max(1);
+        self
+    }
+
+    /// The answer kept for `key`, while it lasts.
+    fn kept(&self, key: &[u8; 32]) -> Option<Result<Principal, TokenRejection>> {
+        let answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+        let a = answers.by_token.get(key)?;
+        (a.until > Instant::now()).then(|| a.result.clone().map_err(TokenRejection::Invalid))
+    }
+
+    /// Keeps `result` for `key` (an unavailable endpoint is not kept).
+    fn keep(&self, key: [u8; 32], result: &Result<Principal, TokenRejection>) {
+        let now = Instant::now();
+        let (kept, ttl) = match result {
+            Ok(p) => {
+                // Never past the token's expiry.
+                let left = p.expires_at.map_or(self.max_age, |exp| {
+                    Duration::from_secs(exp.saturating_sub(now_secs()))
+                });
+                (Ok(p.clone()), self.max_age.min(left))
+            }
+            Err(TokenRejection::Invalid(why)) => (Err(why.clone()), self.inactive_ttl),
+            Err(TokenRejection::Unavailable(_)) => return,
+        };
+        if ttl.is_zero() || self.max_entries == 0 {
+            return;
+        }
+        let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+        let by_token = &mut answers.by_token;
+        if by_token.len() >= self.max_entries && !by_token.contains_key(&key) {
+            by_token.retain(|_, a| a.until > now);
+            while by_token.len() >= self.max_entries {
+                let Some(first) = by_token
+                    .iter()
+                    .min_by_key(|(_, a)| a.until)
+                    .map(|(k, _)| *k)
+                else {
+                    break;
+                };
+                by_token.remove(&first);
+            }
+        }
+        by_token.insert(
+            key,
+            Answer {
+                result: kept,
+                until: now + ttl,
+            },
+        );
+    }
+
+    /// A place among the introspections running for `peer`, waited for.
+    async fn admit(&self, peer: Option<IpAddr>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let gate = {
+            let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+            // Addresses with nothing running are forgotten.
+            answers.running.retain(|_, g| Arc::strong_count(g) > 1);
+            answers
+                .running
+                .entry(peer)
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_address)))
+                .clone()
+        };
+        gate.acquire_owned().await.ok()
+    }
+
+    async fn check_from(
+        &self,
+        token: &str,
+        peer: Option<IpAddr>,
+    ) -> Result<Principal, TokenRejection> {
+        if token.len() > jwt::MAX_TOKEN_BYTES {
+            return Err(TokenRejection::Invalid("the token is too long".into()));
+        }
+        let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
+            .as_ref()
+            .try_into()
+            .unwrap_or([0; 32]);
+        if let Some(kept) = self.kept(&key) {
+            return kept;
+        }
+        let _running = self.admit(peer).await;
+        // Another check of the same token may have ended while this one waited.
+        if let Some(kept) = self.kept(&key) {
+            return kept;
+        }
+        let result = self.check(token).await;
+        self.keep(key, &result);
+        result
     }
     /// Requires the answer's `iss` (when present) to be `issuer`.
     pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
@@ -525,7 +762,15 @@ impl Introspection {
 
 impl TokenValidator for Introspection {
     fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, TokenRejection>> {
-        Box::pin(self.check(token))
+        Box::pin(self.check_from(token, None))
+    }
+
+    fn validate_from<'a>(
+        &'a self,
+        token: &'a str,
+        peer: Option<IpAddr>,
+    ) -> BoxFuture<'a, Result<Principal, TokenRejection>> {
+        Box::pin(self.check_from(token, peer))
     }
 }
 
@@ -949,7 +1194,11 @@ where
                 Ok(None) => return Ok(config.unauthorized(None)),
                 Err(why) => return Ok(config.unauthorized(Some(why))),
             };
-            let principal = match config.validator.validate(token).await {
+            let peer = parts
+                .extensions
+                .get::<crate::http::PeerAddr>()
+                .map(|p| p.0.ip());
+            let principal = match config.validator.validate_from(token, peer).await {
                 Ok(p) => p,
                 Err(TokenRejection::Invalid(why)) => {
                     return Ok(config.unauthorized(Some(&bounded(&why, 200))))
@@ -1101,6 +1350,234 @@ mod tests {
 
     fn invalid(why: &str) -> Result<String, TokenRejection> {
         Err(TokenRejection::Invalid(why.into()))
+    }
+
+    /// A loopback HTTP server answering every request with `status`, counting them.
+    async fn counting_server(status: StatusCode) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                status
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}"), hits)
+    }
+
+    /// Finding 5 of issue 43: while the issuer's JWKS endpoint fails, 50 requests whose tokens
+    /// name unknown keys cause exactly one fetch (the first; the next is not tried before
+    /// `jwks_min_refresh`, 10 s, has passed), each answered unavailable.
+    #[tokio::test]
+    async fn finding_5_a_failing_jwks_endpoint_is_not_fetched_again_within_the_backoff() {
+        use std::sync::atomic::Ordering;
+        let (issuer, hits) = counting_server(StatusCode::INTERNAL_SERVER_ERROR).await;
+        let v = JwtValidator::new(&issuer, AUD)
+            .unwrap()
+            .jwks_uri(&format!("{issuer}/jwks"))
+            .unwrap();
+        let key = es256();
+        let later = now_secs() + 300;
+        for i in 0..50 {
+            let token = key
+                .sign_typed(
+                    Some(&format!("made-up-{i}")),
+                    "at+jwt",
+                    &claims(&issuer, AUD, later),
+                )
+                .unwrap();
+            match validate(&v, &token).await {
+                Err(TokenRejection::Unavailable(_)) => {}
+                other => panic!("request {i}: {other:?}"),
+            }
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    /// Finding 10 of issue 43: a client-only token (no `sub`) whose client id is `alice` is the
+    /// subject `client:alice`, never the user `alice`'s; a token whose own `sub` is
+    /// `client:alice` is refused; a token naming neither is refused.
+    #[test]
+    fn finding_10_client_only_tokens_never_take_a_users_subject() {
+        let claims = |v: Value| -> Map<String, Value> { serde_json::from_value(v).unwrap() };
+        let user = principal_of(claims(
+            json!({"iss": ISS, "sub": "alice", "client_id": "web"}),
+        ))
+        .unwrap();
+        let client = principal_of(claims(json!({"iss": ISS, "client_id": "alice"}))).unwrap();
+        assert_eq!(user.subject, "alice");
+        assert_eq!(client.subject, "client:alice");
+        assert_eq!(client.client_id.as_deref(), Some("alice"));
+        assert_ne!(user.binding_key(), client.binding_key());
+        let azp = principal_of(claims(json!({"iss": ISS, "azp": "alice"}))).unwrap();
+        assert_eq!(azp.subject, "client:alice");
+        assert_eq!(
+            principal_of(claims(json!({"iss": ISS, "sub": "client:alice"}))).map(|p| p.subject),
+            Err(TokenRejection::Invalid(
+                "the token's subject starts with `client:`, which names client-only tokens".into()
+            ))
+        );
+        assert_eq!(
+            principal_of(claims(json!({"iss": ISS}))).map(|p| p.subject),
+            Err(TokenRejection::Invalid("the token names no subject".into()))
+        );
+    }
+
+    /// An introspection endpoint on loopback: a token starting `active` is active (for `AUD`,
+    /// expiring in an hour; `active-client` without `sub`), any other is not. Each request waits
+    /// `delay` and is counted, with the most answered at once.
+    async fn introspection_endpoint(
+        delay: Duration,
+    ) -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let hits = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let now = Arc::new(AtomicUsize::new(0));
+        let (h, m) = (hits.clone(), most.clone());
+        let app = axum::Router::new().route(
+            "/introspect",
+            axum::routing::post(move |body: String| {
+                let (hits, most, now) = (h.clone(), m.clone(), now.clone());
+                async move {
+                    hits.fetch_add(1, Ordering::SeqCst);
+                    let running = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(running, Ordering::SeqCst);
+                    tokio::time::sleep(delay).await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    let token = body
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("token="))
+                        .unwrap_or("")
+                        .to_owned();
+                    let answer = if token.starts_with("active") {
+                        let mut a = json!({"active": true, "aud": AUD, "client_id": "cli",
+                                           "exp": now_secs() + 3600, "scope": "mcp:read"});
+                        if token != "active-client" {
+                            a["sub"] = json!("ada");
+                        }
+                        a
+                    } else {
+                        json!({"active": false})
+                    };
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        answer.to_string(),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}/introspect"), hits, most)
+    }
+
+    /// Finding 6 of issue 43: 200 made-up tokens, each sent three times within the inactive
+    /// answers' time, are introspected once each; an active token sent 100 times is introspected
+    /// once; the answers kept never pass their bound (50 here, with 200 tokens).
+    #[tokio::test]
+    async fn finding_6_introspection_answers_are_kept_and_bounded() {
+        use std::sync::atomic::Ordering;
+        let (endpoint, hits, _) = introspection_endpoint(Duration::ZERO).await;
+        let v = Introspection::new(&endpoint, "gw", "secret", AUD);
+        for round in 0..3 {
+            for i in 0..200 {
+                match v.validate(&format!("made-up-{i}")).await {
+                    Err(TokenRejection::Invalid(why)) => {
+                        assert_eq!(why, "the token is not active", "round {round}, token {i}")
+                    }
+                    other => panic!("round {round}, token {i}: {other:?}"),
+                }
+            }
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 200);
+        for _ in 0..100 {
+            let p = v.validate("active-1").await.unwrap();
+            assert_eq!(p.subject, "ada");
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 201);
+        assert_eq!(v.answers.lock().unwrap().by_token.len(), 201);
+
+        // Bounded: 50 answers at most, whatever comes.
+        let (endpoint, hits, _) = introspection_endpoint(Duration::ZERO).await;
+        let small = Introspection::new(&endpoint, "gw", "secret", AUD).cache_max_entries(50);
+        for i in 0..200 {
+            assert!(small.validate(&format!("made-up-{i}")).await.is_err());
+            assert!(small.answers.lock().unwrap().by_token.len() <= 50);
+        }
+        assert_eq!(small.answers.lock().unwrap().by_token.len(), 50);
+        assert_eq!(hits.load(Ordering::SeqCst), 200);
+        // The newest are kept: the last token is answered from the cache.
+        assert!(small.validate("made-up-199").await.is_err());
+        assert_eq!(hits.load(Ordering::SeqCst), 200);
+
+        // Not kept: an inactive time of zero asks every time.
+        let (endpoint, hits, _) = introspection_endpoint(Duration::ZERO).await;
+        let uncached =
+            Introspection::new(&endpoint, "gw", "secret", AUD).cache_inactive(Duration::ZERO);
+        for _ in 0..3 {
+            assert!(uncached.validate("made-up").await.is_err());
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+    }
+
+    /// Finding 6 of issue 43: at most `max_concurrent_per_address` introspections run at once
+    /// for one client address (the rest wait, and are answered); another address has its own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn finding_6_introspections_are_bounded_per_client_address() {
+        use std::sync::atomic::Ordering;
+        let (endpoint, hits, most) = introspection_endpoint(Duration::from_millis(100)).await;
+        let v = Arc::new(
+            Introspection::new(&endpoint, "gw", "secret", AUD).max_concurrent_per_address(2),
+        );
+        let one: IpAddr = "192.0.2.1".parse().unwrap();
+        let checks: Vec<_> = (0..8)
+            .map(|i| {
+                let v = v.clone();
+                tokio::spawn(async move { v.validate_from(&format!("t-{i}"), Some(one)).await })
+            })
+            .collect();
+        for c in checks {
+            assert!(matches!(c.await.unwrap(), Err(TokenRejection::Invalid(_))));
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 8);
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        // Two addresses at once: two each.
+        let two: IpAddr = "192.0.2.2".parse().unwrap();
+        let checks: Vec<_> = (0..8)
+            .map(|i| {
+                let v = v.clone();
+                let from = if i % 2 == 0 { one } else { two };
+                tokio::spawn(async move { v.validate_from(&format!("u-{i}"), Some(from)).await })
+            })
+            .collect();
+        for c in checks {
+            assert!(c.await.unwrap().is_err());
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 4);
+    }
+
+    /// The wait after failed JWKS fetches: `jwks_min_refresh` (at least a second), doubled per
+    /// further failure, at most five minutes.
+    #[test]
+    fn jwks_backoff_doubles_to_its_bound() {
+        let s = Duration::from_secs;
+        let ten = s(10);
+        let waits: Vec<Duration> = (1..=7).map(|n| jwks_backoff(ten, n)).collect();
+        assert_eq!(waits, [s(10), s(20), s(40), s(80), s(160), s(300), s(300)]);
+        assert_eq!(jwks_backoff(Duration::ZERO, 1), s(1));
+        assert_eq!(jwks_backoff(Duration::ZERO, 3), s(4));
+        assert_eq!(jwks_backoff(ten, u32::MAX), s(300));
+        assert_eq!(jwks_backoff(s(600), 4), s(600));
     }
 
     #[tokio::test]

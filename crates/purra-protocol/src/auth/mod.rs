@@ -36,6 +36,8 @@ pub use client::{
 };
 pub use guard::{
     AuthLayer, AuthService, Introspection, JwtValidator, TokenRejection, TokenValidator,
+    CLIENT_SUBJECT_PREFIX, DEFAULT_INTROSPECTIONS_PER_ADDRESS, DEFAULT_INTROSPECTION_INACTIVE_TTL,
+    DEFAULT_INTROSPECTION_MAX_AGE, DEFAULT_INTROSPECTION_MAX_ENTRIES,
 };
 pub use jwt::SigningAlgorithm;
 pub use loopback::LoopbackAuthorizer;

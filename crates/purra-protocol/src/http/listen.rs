@@ -25,6 +25,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::limit::{BusyGuard, Limiter, SlotGuard};
 
+/// The peer address of the connection a request came on, in every request's extensions when it
+/// is served by this accept loop ([`serve`], [`serve_with`],
+/// [`StreamableHttpServer::serve`](super::StreamableHttpServer::serve)): what per-client
+/// bounds (the token guard's introspection, for one) tell clients apart by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
 /// The default bound on concurrent connections: 1024.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
@@ -213,6 +220,7 @@ where
         while tasks.try_join_next().is_some() {}
         tasks.spawn(connection(
             stream,
+            peer,
             make(peer),
             limits.header_read_timeout,
             slot,
@@ -226,6 +234,7 @@ where
 
 async fn connection<S, B>(
     stream: tokio::net::TcpStream,
+    peer: SocketAddr,
     service: S,
     header_read_timeout: Option<Duration>,
     slot: SlotGuard,
@@ -243,6 +252,7 @@ async fn connection<S, B>(
     let tracked = Tracking {
         inner: service,
         slot: slot.clone(),
+        peer: PeerAddr(peer),
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -265,6 +275,7 @@ async fn connection<S, B>(
 struct Tracking<S> {
     inner: S,
     slot: Arc<SlotGuard>,
+    peer: PeerAddr,
 }
 
 impl<S, B> hyper::service::Service<Request<Incoming>> for Tracking<S>
@@ -280,7 +291,8 @@ where
     type Error = Infallible;
     type Future = TrackedCall<S, S::Future>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
+        req.extensions_mut().insert(self.peer);
         TrackedCall {
             svc: self.inner.clone(),
             req: Some(req),

@@ -22,7 +22,7 @@ pub use client::{connect, AuthChallenge, HeaderProvider, HttpAuth, HttpClientOpt
 pub use legacy_client::connect_sse;
 #[cfg(feature = "http-server")]
 pub use listen::{
-    serve, serve_with, ConnectionLimits, ConnectionStats, DEFAULT_HEADER_READ_TIMEOUT,
+    serve, serve_with, ConnectionLimits, ConnectionStats, PeerAddr, DEFAULT_HEADER_READ_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
 };
 #[cfg(all(feature = "http-server", feature = "legacy-sse"))]

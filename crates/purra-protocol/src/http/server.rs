@@ -81,6 +81,13 @@ pub struct HttpServerConfig {
     /// The most established sessions (default 10 000): sessions whose `initialize` succeeded
     /// and that the client used again. An `initialize` beyond it is 503.
     pub max_sessions: usize,
+    /// The most sessions one principal may hold, established and pending together (default
+    /// 1000). Sessions are keyed by the [`Principal`](crate::Principal) a layer in front put
+    /// in the request (unauthenticated sessions share one key). An `initialize` at the bound
+    /// closes that principal's own least recently used idle session (one without an open
+    /// stream), never another's; when all of its sessions are busy it is answered 429. So no
+    /// principal can take `max_sessions` from the others.
+    pub max_sessions_per_principal: usize,
     /// The most sessions that answered `initialize` and have not been used since (default
     /// 1024); a new one beyond it closes the oldest. Bare initializations never fill the
     /// table of established sessions.
@@ -151,6 +158,7 @@ impl Default for HttpServerConfig {
             max_body_bytes: crate::transport::DEFAULT_MAX_FRAME_BYTES,
             body_read_timeout: Duration::from_secs(30),
             max_sessions: 10_000,
+            max_sessions_per_principal: 1000,
             max_pending_sessions: 1024,
             pending_session_timeout: Duration::from_secs(30),
             session_idle_timeout: Duration::from_secs(600),
@@ -226,6 +234,29 @@ struct Sessions {
     pending: HashMap<String, Arc<HttpSession>>,
     /// Pending ids, oldest first (ids that left `pending` since are skipped and compacted).
     pending_order: VecDeque<String>,
+}
+
+/// See [`HttpShared::owner_room`].
+enum OwnerRoom {
+    /// Below its bound.
+    Fits,
+    /// At its bound, with an idle session the new one replaces: the total does not grow.
+    Replaces,
+    /// At its bound, every session with an open stream.
+    Busy,
+}
+
+impl Sessions {
+    /// The sessions, established and pending, that `owner` created.
+    fn owned_by<'a>(
+        &'a self,
+        owner: &'a Option<String>,
+    ) -> impl Iterator<Item = &'a Arc<HttpSession>> + 'a {
+        self.established
+            .values()
+            .chain(self.pending.values())
+            .filter(move |s| s.owner == *owner)
+    }
 }
 
 impl StreamableHttpServer {
@@ -500,12 +531,55 @@ impl HttpShared {
         }
     }
 
+    /// What a new session of `owner` would do to its count: fit, replace one of its own idle
+    /// sessions (it is at `max_sessions_per_principal`), or find every one of them busy.
+    fn owner_room(&self, owner: &Option<String>) -> OwnerRoom {
+        let sessions = self.sessions.lock().expect("sessions lock");
+        let (mut held, mut idle) = (0, false);
+        for s in sessions.owned_by(owner) {
+            held += 1;
+            idle |= !s.is_busy();
+        }
+        if held < self.config.max_sessions_per_principal.max(1) {
+            OwnerRoom::Fits
+        } else if idle {
+            OwnerRoom::Replaces
+        } else {
+            OwnerRoom::Busy
+        }
+    }
+
     /// Keeps a session that answered `initialize` until its client uses it; the oldest such
-    /// session makes room when there are too many.
-    fn add_pending(&self, id: String, session: Arc<HttpSession>) {
-        let victim = {
+    /// session makes room when there are too many. Its principal's least recently used idle
+    /// session is closed when that principal is at `max_sessions_per_principal`; with none
+    /// idle, the new session is refused (429) and the principal's others are kept.
+    fn add_pending(&self, id: String, session: Arc<HttpSession>) -> Result<(), Reject> {
+        let (victim, own_victims) = {
             let mut guard = self.sessions.lock().expect("sessions lock");
             let sessions = &mut *guard;
+            let cap = self.config.max_sessions_per_principal.max(1);
+            let mut own_victims: Vec<Arc<HttpSession>> = Vec::new();
+            loop {
+                let mine: Vec<&Arc<HttpSession>> = sessions.owned_by(&session.owner).collect();
+                if mine.len() < cap {
+                    break;
+                }
+                let oldest_idle = mine
+                    .into_iter()
+                    .filter(|s| !s.is_busy())
+                    .min_by_key(|s| *s.last_active.lock().expect("activity lock"))
+                    .cloned();
+                let Some(oldest) = oldest_idle else {
+                    drop(guard);
+                    for v in own_victims {
+                        v.close();
+                    }
+                    return Err(too_many_own_sessions());
+                };
+                sessions.established.retain(|_, s| !Arc::ptr_eq(s, &oldest));
+                sessions.pending.retain(|_, s| !Arc::ptr_eq(s, &oldest));
+                own_victims.push(oldest);
+            }
             let mut victim = None;
             if sessions.pending.len() >= self.config.max_pending_sessions.max(1) {
                 while let Some(oldest) = sessions.pending_order.pop_front() {
@@ -521,11 +595,12 @@ impl HttpShared {
             }
             sessions.pending_order.push_back(id.clone());
             sessions.pending.insert(id, session);
-            victim
+            (victim, own_victims)
         };
-        if let Some(v) = victim {
+        for v in victim.into_iter().chain(own_victims) {
             v.close();
         }
+        Ok(())
     }
 }
 
@@ -798,6 +873,12 @@ impl HttpSession {
 
     fn touch(&self) {
         *self.last_active.lock().expect("activity lock") = Instant::now();
+    }
+
+    /// Whether a stream of the session is open (a GET stream, a POST waiting or streaming).
+    fn is_busy(&self) -> bool {
+        let streams = self.streams.lock().expect("streams lock");
+        streams.map.values().any(|s| s.is_live())
     }
 
     /// How long the session has been idle; a session with a live stream is never idle.
@@ -1095,6 +1176,15 @@ fn owner_of(parts: &Parts) -> Option<String> {
         .extensions
         .get::<crate::principal::Principal>()
         .map(crate::principal::Principal::binding_key)
+}
+
+/// The principal holds `max_sessions_per_principal` sessions, each with an open stream.
+fn too_many_own_sessions() -> Reject {
+    Reject::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "Too Many Requests: this caller has too many sessions open, each in use; \
+         close one (DELETE) or wait for one to end",
+    )
 }
 
 fn too_many_sessions() -> Reject {
@@ -1470,12 +1560,19 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         });
         (session, None)
     } else if has_initialize {
-        if shared.established_full() {
-            return too_many_sessions().into_response();
+        // A caller at its own bound replaces its own idle session: that takes nothing from
+        // the others, so the overall bound does not refuse it.
+        let owner = owner_of(&parts);
+        match shared.owner_room(&owner) {
+            OwnerRoom::Busy => return too_many_own_sessions().into_response(),
+            OwnerRoom::Fits if shared.established_full() => {
+                return too_many_sessions().into_response()
+            }
+            OwnerRoom::Fits | OwnerRoom::Replaces => {}
         }
         let id = new_session_id();
         (
-            HttpSession::start(&shared.server, cfg, None, Some(&id), owner_of(&parts)),
+            HttpSession::start(&shared.server, cfg, None, Some(&id), owner),
             Some(id),
         )
     } else {
@@ -1560,7 +1657,12 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         };
         first.push_back(answer);
         match (&session_id, session.session.is_initialized()) {
-            (Some(id), true) => shared.add_pending(id.clone(), session.clone()),
+            (Some(id), true) => {
+                if let Err(r) = shared.add_pending(id.clone(), session.clone()) {
+                    session.close();
+                    return r.into_response();
+                }
+            }
             _ => {
                 // Refused (invalid params, unsupported): answered, and nothing is kept.
                 session.close();

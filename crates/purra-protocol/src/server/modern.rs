@@ -101,6 +101,7 @@ async fn serve(
     extras: Extras,
 ) -> Result<Box<RawValue>, ErrorObject> {
     let server = session.server.clone();
+    server.admit(&req, &method)?;
     let inner = &server.inner;
     let info = &inner.info;
     if REMOVED_METHODS.contains(&method.as_str()) {
@@ -318,7 +319,7 @@ impl Exchanges {
         let span = tracing::debug_span!(
             "request",
             dir = "in",
-            method = %method,
+            method = crate::telemetry::method_label(&method),
             id = %req.id,
             tool = tracing::field::Empty,
             revision = %envelope.protocol_version,
@@ -341,12 +342,19 @@ impl Exchanges {
         }
         let target: Option<Box<str>> = {
             let facts = Facts::read(params.as_deref());
-            let target = facts.target(&method).map(Box::from);
+            let target = facts
+                .target(&method)
+                .filter(|t| self.state.server.knows_target(&method, t))
+                .map(Box::from);
             if traced {
                 span.record("tool", target.as_deref());
                 span.record(
                     "otel.name",
-                    crate::telemetry::span_name(&method, target.as_deref()).as_str(),
+                    crate::telemetry::span_name(
+                        crate::telemetry::method_label(&method),
+                        target.as_deref(),
+                    )
+                    .as_str(),
                 );
                 #[cfg(feature = "otel")]
                 {

@@ -67,21 +67,7 @@ pub(crate) struct Catalog {
 
 fn key(uri: &str) -> Vec<u8> {
     // Two spellings of one name (`Q&A.md`, `Q%26A.md`) find the same file.
-    let mut out = Vec::with_capacity(uri.len());
-    let b = uri.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&uri[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    out
+    crate::skills::percent_decode(uri)
 }
 
 impl Catalog {

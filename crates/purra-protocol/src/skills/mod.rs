@@ -412,15 +412,29 @@ fn decoded(uri: &str) -> Vec<u8> {
     percent_decode(uri)
 }
 
-fn percent_decode(s: &str) -> Vec<u8> {
+/// `s` with every `%XX` escape (two hexadecimal digits) decoded. An invalid escape — a `%` not
+/// followed by two hexadecimal digits (`%4`, `%zz`, `%€`, a trailing `%`) — is kept literally,
+/// so a malformed name finds nothing rather than failing; decoding works on bytes, never
+/// slicing the string, so any text is safe here.
+pub(crate) fn percent_decode(s: &str) -> Vec<u8> {
+    fn hex(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            _ => None,
+        }
+    }
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = &s[i + 1..i + 3];
-            if let Ok(v) = u8::from_str_radix(hex, 16) {
-                out.push(v);
+        if b[i] == b'%' {
+            if let (Some(hi), Some(lo)) = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            ) {
+                out.push(hi << 4 | lo);
                 i += 3;
                 continue;
             }
@@ -668,6 +682,48 @@ mod tests {
 
     const MD: &str =
         "---\nname: refunds\ndescription: Process refunds\nlicense: MIT\n---\n# Refunds\n";
+
+    /// Issue 43 finding 4: an invalid escape is kept literally, never sliced on a byte offset
+    /// (`%a€` panicked: the slice `a\xe2` ends inside `€`).
+    #[test]
+    fn finding_4_malformed_escapes_are_kept_literally() {
+        for (text, want) in [
+            ("%a€", "%a€".as_bytes().to_vec()),
+            ("%€", "%€".as_bytes().to_vec()),
+            ("%€a", "%€a".as_bytes().to_vec()),
+            ("a%", b"a%".to_vec()),
+            ("%", b"%".to_vec()),
+            ("%4", b"%4".to_vec()),
+            ("x%4", b"x%4".to_vec()),
+            ("%zz", b"%zz".to_vec()),
+            // `u8::from_str_radix` takes a sign: `%+4` is not an escape.
+            ("%+4", b"%+4".to_vec()),
+            ("%-0", b"%-0".to_vec()),
+            ("%41%4a%4A", b"AJJ".to_vec()),
+            ("%%41", b"%A".to_vec()),
+            ("%e2%82%ac", "€".as_bytes().to_vec()),
+            ("Q%26A.md", b"Q&A.md".to_vec()),
+        ] {
+            assert_eq!(percent_decode(text), want, "{text:?}");
+        }
+        let root = "skill://acme/refunds";
+        assert_eq!(
+            relative_path(root, "skill://acme/refunds/%a€"),
+            Some("%a€".into())
+        );
+        assert_eq!(
+            relative_path(root, "skill://acme/refunds/a%"),
+            Some("a%".into())
+        );
+        assert_eq!(
+            relative_path(root, "skill://acme/refunds/%4"),
+            Some("%4".into())
+        );
+        assert!(!same_uri("skill://a/%a€", "skill://a/%a"));
+        assert!(same_uri("skill://a/%€", "skill://a/%€"));
+        assert_eq!(last_segment("skill://a/b%"), Some("b%".into()));
+        assert_eq!(last_segment("skill://a/%e2"), None);
+    }
 
     #[test]
     fn a_bundle_builds_its_entry() {
