@@ -1405,7 +1405,7 @@ fn assert_secured(r: &reqwest::Response, what: &str) {
 }
 
 #[tokio::test]
-async fn every_route_answers_another_method_405_and_every_answer_carries_the_security_headers() {
+async fn routes_405_other_methods_and_every_answer_has_security_headers() {
     let s = served("methods").await;
     let ada = s.login("ada").await;
     let id = s.prepare("\"v1\"").await;
