@@ -38,7 +38,7 @@ pub struct PageConfig {
     /// The bounds on failed token sign-ins per client address (5 free, then a backoff from 1 s
     /// doubling to 5 min, answered 429 with `Retry-After`).
     pub sign_in: SignInLimits,
-    /// The connection limits [`Page::serve`] serves with: by default the MCP endpoint's own
+    /// The connection limits [`Page::serve`](crate::Page::serve) serves with: by default the MCP endpoint's own
     /// (`ConnectionLimits::default()`: 1024 connections, 10 s to send a request's headers).
     pub connections: ConnectionLimits,
     /// Whether the session cookie is `Secure` and named with the `__Host-` prefix (and the
@@ -105,7 +105,7 @@ impl PageConfig {
         self
     }
 
-    /// Replaces the connection limits [`Page::serve`] serves with.
+    /// Replaces the connection limits [`Page::serve`](crate::Page::serve) serves with.
     pub fn connections(mut self, limits: ConnectionLimits) -> Self {
         self.connections = limits;
         self
