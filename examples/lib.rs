@@ -13,11 +13,33 @@
 //! read discovery unchanged; `tests/axum_app.rs` and `tests/tls_client.rs` run the two HTTP
 //! examples as child processes over real sockets.
 
-/// `docs/from-rmcp.md`, the guide from rmcp to purra: each purra block is a doctest of this
+/// `docs/src/library/from-rmcp.md`, the guide from rmcp to purra: each purra block is a doctest of this
 /// package (compiled, and run unless marked `no_run`); the rmcp blocks are marked `ignore`.
 #[cfg(doctest)]
-#[doc = include_str!("../docs/from-rmcp.md")]
+#[doc = include_str!("../docs/src/library/from-rmcp.md")]
 pub struct FromRmcp;
+
+/// The user guide's pages that have Rust blocks (docs/src, an mdBook): each purra block is a
+/// doctest of this package (compiled, and run unless marked `no_run`); blocks that are not purra
+/// code are marked `ignore` or `text`.
+#[cfg(doctest)]
+pub mod guide {
+    /// Getting started: the server in 15 lines and the client in 10.
+    #[doc = include_str!("../docs/src/getting-started.md")]
+    pub struct GettingStarted;
+    /// The server: the examples beside rmcp's, and skills.
+    #[doc = include_str!("../docs/src/library/server.md")]
+    pub struct Server;
+    /// The client.
+    #[doc = include_str!("../docs/src/library/client.md")]
+    pub struct Client;
+    /// The host adapter: read bindings.
+    #[doc = include_str!("../docs/src/library/host-adapter.md")]
+    pub struct HostAdapter;
+    /// Durable writes.
+    #[doc = include_str!("../docs/src/library/durable-writes.md")]
+    pub struct DurableWrites;
+}
 
 /// The repository's README: every Rust sample in it is a whole program, compiled here (the
 /// rmcp side of its comparison is marked `ignore`).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The documentation people read on docs.rs (run by scripts/test.sh; docs/releasing.md):
+# The documentation people read on docs.rs (run by scripts/test.sh; docs/src/reference/releasing.md):
 # 1. every crate to publish takes the workspace's lints, where `missing_docs` is denied, so an
 #    undocumented public item fails its build, clippy and this script;
 # 2. `cargo doc --workspace --all-features --no-deps` with every rustdoc warning denied (broken

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packages every crate meant for crates.io (each workspace member without `publish = false`) as
 # `cargo publish` would, publishes nothing, and shows that a stranger can build on what it made
-# (run by scripts/test.sh; docs/releasing.md):
+# (run by scripts/test.sh; docs/src/reference/releasing.md):
 # 1. `cargo package --no-verify` of all of them in one run (cargo orders them and resolves each
 #    against the others' packages): a crate that cannot be packaged fails here;
 # 2. the .crate files unpacked into a workspace of their own (target/packaged) whose

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Semver discipline before a release (docs/releasing.md; not part of CI): cargo-semver-checks
+# Semver discipline before a release (docs/src/reference/releasing.md; not part of CI): cargo-semver-checks
 # compares the public API of the library crates to publish with a baseline made of the same
 # crates as `cargo package` made them at a baseline revision, and fails on any change that needs a
 # bigger version bump than the one in the manifests.

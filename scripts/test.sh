@@ -7,9 +7,10 @@
 # conformance suite (scripts/conformance.sh), and the out-of-workspace
 # consumer project (consumers/host-smoke): its smoke, the durable-write fault scenarios and the
 # crash points, on SQLite and on PostgreSQL, and PostgreSQL's own faults; then the docs as docs.rs
-# builds them, warnings denied (scripts/docs.sh), and every published crate packaged with a
+# builds them, warnings denied (scripts/docs.sh), the user guide built with its links checked
+# (scripts/guide.sh), and every published crate packaged with a
 # consumer and `purra demo` built from the packages (scripts/package.sh). It ends by saying how
-# long the PostgreSQL parts and the last two took.
+# long the PostgreSQL parts and the last three took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,7 +78,9 @@ timed "pg-faults" target/debug/pg-faults --db "$PURRA_TEST_POSTGRES" --ctl "$PUR
     .peers/venv/bin/python peers/python/write_server.py "$work/pg-faults"
 # What people read on docs.rs, and what they would download from crates.io.
 timed "docs" bash scripts/docs.sh
+# The user guide (docs/, an mdBook): built, its links and images resolved.
+timed "guide" bash scripts/guide.sh
 timed "package" bash scripts/package.sh
-echo "test.sh: the PostgreSQL parts, the docs and the packages took:" >&2
+echo "test.sh: the PostgreSQL parts, the docs, the guide and the packages took:" >&2
 printf '  %s\n' "${timings[@]}" >&2
 echo "test.sh: target/ holds $(du -sh target | cut -f1)" >&2

@@ -147,7 +147,7 @@ pub enum Command {
     ServeDemo,
     /// Serve the bound tools of upstream MCP servers to downstream MCP clients under host
     /// authority: reads with the adapter's limits and codes, writes only after a durable
-    /// approval (configured in a TOML file; see the README's gateway section).
+    /// approval (configured in a TOML file; see the guide's gateway chapter, docs/src/gateway).
     Gateway(GatewayArgs),
 }
 

@@ -14,9 +14,9 @@
 //! The gateway's approval view (MCP Apps) runs in a sandboxed iframe of a page whose host side
 //! the test plays over purra's client: a waiting write is approved in the view and sent once.
 //!
-//! With `PURRA_SCREENSHOTS=1` the approval tests also write the screenshots of the README
-//! (`docs/approver-page-pending.png`, `docs/approver-page-history.png`,
-//! `docs/approver-page-waiting.png`, `docs/approval-app-pending.png`).
+//! With `PURRA_SCREENSHOTS=1` the approval tests also write the screenshots of the guide
+//! (`docs/src/images/approver-page-pending.png`, `docs/src/images/approver-page-history.png`,
+//! `docs/src/images/approver-page-waiting.png`, `docs/src/images/approval-app-pending.png`).
 
 #[path = "support/peers.rs"]
 mod peers;
@@ -314,12 +314,13 @@ fn sign_in(b: &Browser, page: &str, token: &str, who: &str) {
     b.wait_for("body[data-synced=yes]");
 }
 
-/// Writes a screenshot to docs/ with `PURRA_SCREENSHOTS=1`; checks it is a PNG either way.
+/// Writes a screenshot to docs/src/images/ with `PURRA_SCREENSHOTS=1`; checks it is a PNG either way.
 fn screenshot(b: &Browser, name: &str) {
     let png = b.screenshot();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     if std::env::var_os("PURRA_SCREENSHOTS").is_some_and(|v| v == "1") {
-        std::fs::write(repo_root().join("docs").join(name), png).expect("write screenshot");
+        std::fs::write(repo_root().join("docs/src/images").join(name), png)
+            .expect("write screenshot");
     }
 }
 

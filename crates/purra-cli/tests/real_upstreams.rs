@@ -748,8 +748,8 @@ fn real_schemas_outside_the_profile_are_named_exactly() {
     );
 }
 
-/// docs/clients.md's stdio snippet (the Claude Desktop block, the same `command` and `args` the
-/// other clients' stdio snippets give) over docs/examples/official-servers.toml: the Python SDK
+/// docs/src/gateway/clients.md's stdio snippet (the Claude Desktop block, the same `command` and `args` the
+/// other clients' stdio snippets give) over docs/src/examples/official-servers.toml: the Python SDK
 /// client starts `purra` from PATH with exactly the snippet's arguments (the file's path put in
 /// place of the placeholder, /srv/notes in the sample made a fresh folder), lists the five bound
 /// tools and reads a file through the official filesystem server. npx finds the pinned reference
@@ -757,7 +757,8 @@ fn real_schemas_outside_the_profile_are_named_exactly() {
 #[test]
 fn the_documented_stdio_snippet_starts_the_gateway_over_the_official_servers() {
     let root = repo_root();
-    let guide = std::fs::read_to_string(root.join("docs/clients.md")).expect("docs/clients.md");
+    let guide = std::fs::read_to_string(root.join("docs/src/gateway/clients.md"))
+        .expect("docs/src/gateway/clients.md");
     let after = guide
         .split("<!-- stdio-snippet")
         .nth(1)
@@ -781,7 +782,7 @@ fn the_documented_stdio_snippet_starts_the_gateway_over_the_official_servers() {
         dir.join("node_modules"),
     )
     .expect("node_modules");
-    let sample = std::fs::read_to_string(root.join("docs/examples/official-servers.toml"))
+    let sample = std::fs::read_to_string(root.join("docs/src/examples/official-servers.toml"))
         .expect("the sample gateway file");
     assert!(
         sample.contains("\"/srv/notes\""),

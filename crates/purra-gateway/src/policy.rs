@@ -1239,11 +1239,12 @@ action "set_note" in [Action::"Write"] appliesTo {
         }
     }
 
-    /// The README's policy file is valid against the schema of its example configuration
-    /// (`get_note` read, `set_note` write taking `text`), and its mistakes read as shown there.
+    /// The guide's policy file (docs/src/gateway/auth.md, once the README's) is valid against the
+    /// schema of its example configuration (`get_note` read, `set_note` write taking `text`), and
+    /// its mistakes read as shown there.
     #[test]
     fn the_readme_policies_are_valid_and_their_mistakes_as_shown() {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../docs/src/gateway/auth.md");
         let block = |fence: &str| {
             let from = readme.find(fence).expect("the block") + fence.len();
             readme[from..from + readme[from..].find("```").expect("its end")].to_owned()

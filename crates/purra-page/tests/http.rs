@@ -1370,15 +1370,156 @@ async fn one_approval_has_a_page_of_its_own() {
     );
     assert!(page.contains(": <q class=\"note\">not now</q>"), "{page}");
     assert!(!page.contains("class=\"decide\""), "{page}");
-    for missing in [
-        "/approvals/approval-9",
-        "/approvals/nonsense",
-        "/approvals/approval-1/decide",
-    ] {
+    for missing in ["/approvals/approval-9", "/approvals/nonsense"] {
         assert_eq!(
             s.get(missing, Some(&ada.cookie)).await,
             (404, "no such approval".to_owned()),
             "{missing}"
         );
     }
+    // Deciding is a POST of its own route: a GET of it is the router's 405, not an approval page.
+    assert_eq!(
+        s.get("/approvals/approval-1/decide", Some(&ada.cookie))
+            .await,
+        (405, "method not allowed".to_owned())
+    );
+    assert_eq!(
+        s.get("/approvals/approval-1/x", Some(&ada.cookie)).await,
+        (404, "not found".to_owned())
+    );
+}
+
+/// The security headers every answer carries, whatever its status.
+fn assert_secured(r: &reqwest::Response, what: &str) {
+    let h = r.headers();
+    assert_eq!(
+        h["content-security-policy"],
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+         img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        "{what}"
+    );
+    assert_eq!(h["x-frame-options"], "DENY", "{what}");
+    assert_eq!(h["x-content-type-options"], "nosniff", "{what}");
+    assert_eq!(h["referrer-policy"], "same-origin", "{what}");
+    assert_eq!(h["cache-control"], "no-store", "{what}");
+}
+
+#[tokio::test]
+async fn routes_405_other_methods_and_every_answer_has_security_headers() {
+    let s = served("methods").await;
+    let ada = s.login("ada").await;
+    let id = s.prepare("\"v1\"").await;
+    let one = format!("/approvals/{}", id.0);
+    let decide = format!("{one}/decide");
+    let reconcile = format!("{one}/reconcile");
+    let get_only = "GET,HEAD";
+    // Every route, what it serves, and methods it does not (with a live session, so a 405 is the
+    // router's answer and not a sign-in redirect).
+    let routes: [(&str, &str, &[&str]); 13] = [
+        ("/page.js", get_only, &["POST", "PUT", "DELETE"]),
+        ("/page.css", get_only, &["POST", "PATCH"]),
+        ("/login", "GET,HEAD,POST", &["PUT", "DELETE", "OPTIONS"]),
+        ("/logout", "POST", &["GET", "PUT"]),
+        ("/", get_only, &["POST", "DELETE"]),
+        ("/history", get_only, &["POST", "PUT"]),
+        ("/fragment/pending", get_only, &["POST"]),
+        ("/fragment/history", get_only, &["POST"]),
+        ("/events", get_only, &["POST", "DELETE"]),
+        (&one, get_only, &["POST", "PUT"]),
+        (&decide, "POST", &["GET", "PUT", "DELETE"]),
+        (&reconcile, "POST", &["GET", "PATCH"]),
+        ("/login", "GET,HEAD,POST", &["PATCH"]),
+    ];
+    for (path, allow, methods) in routes {
+        for method in methods {
+            let what = format!("{method} {path}");
+            let r = s
+                .http
+                .request(method.parse().unwrap(), format!("{}{path}", s.url))
+                .header("cookie", &ada.cookie)
+                .header("origin", &s.url)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 405, "{what}");
+            assert_eq!(r.headers()["allow"], allow, "{what}");
+            assert_eq!(
+                r.headers()["content-type"],
+                "text/plain; charset=utf-8",
+                "{what}"
+            );
+            assert_secured(&r, &what);
+            assert_eq!(r.text().await.unwrap(), "method not allowed", "{what}");
+        }
+    }
+    // Nothing was decided by any of them.
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    // Unknown paths, whatever the method; the provider's paths when no provider is configured.
+    for (method, path) in [
+        ("GET", "/nowhere"),
+        ("PUT", "/nowhere"),
+        ("GET", "/history/"),
+        ("GET", "/approvals/"),
+        ("POST", "/approvals/x/y"),
+        ("GET", "/login/oidc"),
+        ("POST", "/login/oidc"),
+        ("GET", "/login/callback"),
+    ] {
+        let what = format!("{method} {path}");
+        let r = s
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", s.url))
+            .header("cookie", &ada.cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{what}");
+        assert!(r.headers().get("allow").is_none(), "{what}");
+        assert_secured(&r, &what);
+        assert_eq!(r.text().await.unwrap(), "not found", "{what}");
+    }
+    // The Host policy comes first: a foreign Host is refused whatever the path and method.
+    for (method, path) in [("GET", "/"), ("POST", "/"), ("GET", "/nowhere")] {
+        let what = format!("{method} {path} for another host");
+        let r = s
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", s.url))
+            .header("host", "attacker.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{what}");
+        assert_secured(&r, &what);
+        assert!(r
+            .text()
+            .await
+            .unwrap()
+            .contains("refused: Host &quot;attacker.example&quot; is not allowed"));
+    }
+    // A HEAD is answered as the GET is, without its body; a redirect and a 401 carry the headers.
+    let r = s
+        .http
+        .head(format!("{}/page.css", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_secured(&r, "HEAD /page.css");
+    assert_eq!(r.text().await.unwrap(), "");
+    let r = s
+        .http
+        .get(format!("{}/history", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_secured(&r, "GET /history signed out");
+    let r = s
+        .http
+        .get(format!("{}/events", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_secured(&r, "GET /events signed out");
 }

@@ -34,9 +34,10 @@
 //! then [`Client`] and [`Server`]. The message types are in [`types`], the revisions in
 //! [`version`].
 //!
-//! The public API is what this page lists; ARCHITECTURE.md lists it too, for review. Engine
-//! internals are private. Cargo features pick the sides and transports (all on by default):
-//! `client`, `server`, `stdio`, `http-server`, `http-client`, `ws`, `legacy-sse`, `validation`;
+//! The public API is what this page lists; the guide's design notes (docs/src/reference/design.md)
+//! list it too, for review. Engine internals are private. Cargo features pick the sides and
+//! transports (all on by default): `client`, `server`, `stdio`, `http-server`, `http-client`, `ws`,
+//! `legacy-sse`, `validation`;
 //! `auth` (OAuth 2.1) is off by default. On docs.rs every item behind a feature says which.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -87,8 +87,8 @@ CREATE INDEX audit_by_claim ON audit(claim_key) WHERE claim_key IS NOT NULL;
 CREATE INDEX claims_by_approval ON claims(approval_seq);
 "#;
 
-/// Schema version 3: what a write touches, cut to what it must (see ARCHITECTURE.md, "the durable
-/// store's pages"). Approvals, claims and audit rows are keyed by increasing integers with no
+/// Schema version 3: what a write touches, cut to what it must (see the guide's design notes,
+/// "the durable store's pages"). Approvals, claims and audit rows are keyed by increasing integers with no
 /// `AUTOINCREMENT` (no row of the three is ever deleted, so `max(rowid) + 1` never reuses a key, and no
 /// write rewrites `sqlite_sequence`); a claim has an integer key of its own, its idempotency key in one
 /// unique index, and its approval points at it (`approvals.claim_seq`, written by the update that marks
@@ -200,7 +200,8 @@ BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 /// itself is kept too, so the index covers the count), so a principal's open approvals are counted
 /// by a seek that reads only them. Only approvals with the label enter
 /// it: a host's own approvals (and the store benchmark's) write nothing more; a gateway's write one
-/// entry more when prepared and remove it when decided (see ARCHITECTURE.md). Nothing is rebuilt:
+/// entry more when prepared and remove it when decided (see the guide's design notes). Nothing is
+/// rebuilt:
 /// a new column is a change of the table's definition only.
 const V4: &str = r#"
 ALTER TABLE approvals ADD COLUMN principal TEXT;

@@ -60,7 +60,8 @@ const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How a Streamable HTTP server behaves. The defaults are safe for a local server; every bound
-/// is listed with its reason in ARCHITECTURE.md ("Defaults").
+/// is listed with its reason in the guide's configuration reference
+/// (docs/src/reference/configuration.md).
 #[derive(Debug, Clone)]
 pub struct HttpServerConfig {
     /// The address [`StreamableHttpServer::bind`] listens on (default `127.0.0.1:0`: loopback,

@@ -1,0 +1,495 @@
+//! The approvals' views and actions: the pending and history lists (whole pages and the
+//! fragments the script re-reads), one approval's page, the live-update stream, deciding and
+//! reconciling.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::extract::{RawPathParams, Request, State};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::StatusCode;
+use purra_core::{
+    ApprovalId, ApprovalQuery, ApprovalState, ApprovalStatus, ApprovalView, Decision,
+    EffectOutcome, StoreError, Verdict, MAX_PAGE,
+};
+use serde_json::json;
+
+use crate::guard::{checked, field, session};
+use crate::render::{self, Item, Listing, View};
+use crate::respond::{answer, html, see_other, store_failed, text, wants_json};
+use crate::Inner;
+
+/// The longest note kept with a decision, in characters.
+const MAX_NOTE: usize = 2000;
+/// The longest reconciliation evidence, in characters.
+const MAX_EVIDENCE: usize = 4000;
+/// A comment on an idle live-update stream this often (and a check that its session still lives).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The cursor of the page a list request asks for: `?before=ID`, the approvals older than that
+/// one (the first page without it). Other parameters are ignored.
+fn before(parts: &Parts) -> Result<Option<ApprovalId>, &'static str> {
+    let query = parts.uri.query().unwrap_or("");
+    let Some((_, id)) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "before")
+    else {
+        return Ok(None);
+    };
+    let id = ApprovalId(id.into_owned());
+    if purra_core::stored::approval_seq(&id).is_none() {
+        return Err("bad request: before must be an approval id such as approval-12");
+    }
+    Ok(Some(id))
+}
+
+/// A page size of the configuration, as a listing's limit.
+fn page_size(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE)
+}
+
+/// One page of `view` before `before`: the newest first, one page at a time (never the whole
+/// store). Pending approvals with how many there are in all and how many follow (counted through
+/// the store's index of pending approvals); decided ones with their trails and whether older ones
+/// follow (one approval read past the page).
+async fn listing(
+    page: &Inner,
+    view: View,
+    before: Option<ApprovalId>,
+) -> Result<Listing, StoreError> {
+    let store = &page.store;
+    let paged = before.is_some();
+    let (query, limit) = match view {
+        View::Pending => (
+            ApprovalQuery::all().status(ApprovalStatus::Pending),
+            page.config.pending_page,
+        ),
+        View::History => (ApprovalQuery::all().decided(), page.config.history_limit),
+    };
+    let mut query = query.newest_first().limit(page_size(limit));
+    if let Some(id) = before {
+        query = query.before(id);
+    }
+    let read = store.approval_page(query.clone()).await?;
+    let mut items = Vec::with_capacity(read.approvals.len());
+    for view_of in read.approvals {
+        let (trail, run) = match view {
+            View::Pending => (
+                Vec::new(),
+                store
+                    .load_suspended(view_of.request.intent.run_id.clone())
+                    .await?,
+            ),
+            View::History => (store.approval_audit(view_of.id.clone()).await?, None),
+        };
+        items.push(Item {
+            view: view_of,
+            trail,
+            run,
+        });
+    }
+    let (more, total) = match view {
+        View::History => (None, None),
+        View::Pending => {
+            let more = match &read.next {
+                Some(next) => store.count_approvals(query.continued(next.clone())).await?,
+                None => 0,
+            };
+            let total = if paged {
+                store
+                    .count_approvals(ApprovalQuery::all().status(ApprovalStatus::Pending))
+                    .await?
+            } else {
+                items.len() as u64 + more
+            };
+            (Some(more), Some(total))
+        }
+    };
+    Ok(Listing {
+        items,
+        total,
+        more,
+        next: read.next,
+        paged,
+    })
+}
+
+async fn list_html(
+    page: &Inner,
+    parts: &Parts,
+    view: View,
+    csrf: &str,
+) -> Result<String, Response> {
+    let before = before(parts).map_err(|m| text(StatusCode::BAD_REQUEST, m))?;
+    match listing(page, view, before).await {
+        Ok(listing) => Ok(render::list(view, &listing, csrf, SystemTime::now())),
+        Err(e) => Err(text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the store could not be read: {e}"),
+        )),
+    }
+}
+
+/// `GET /`: the pending approvals' page.
+pub(crate) async fn pending(State(page): State<Arc<Inner>>, req: Request) -> Response {
+    whole(&page, &req.into_parts().0, View::Pending).await
+}
+
+/// `GET /history`: the decided approvals' page.
+pub(crate) async fn history(State(page): State<Arc<Inner>>, req: Request) -> Response {
+    whole(&page, &req.into_parts().0, View::History).await
+}
+
+/// `GET /fragment/pending`: the pending list alone, as the script re-reads it.
+pub(crate) async fn pending_fragment(State(page): State<Arc<Inner>>, req: Request) -> Response {
+    fragment(&page, &req.into_parts().0, View::Pending).await
+}
+
+/// `GET /fragment/history`: the history list alone, as the script re-reads it.
+pub(crate) async fn history_fragment(State(page): State<Arc<Inner>>, req: Request) -> Response {
+    fragment(&page, &req.into_parts().0, View::History).await
+}
+
+/// The approval id in the request's path, as sent (not percent-decoded).
+fn id_of(params: &RawPathParams) -> &str {
+    params.iter().next().map_or("", |(_, id)| id)
+}
+
+async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
+    let Some((_, s)) = session(page, parts) else {
+        return see_other("/login");
+    };
+    match list_html(page, parts, view, &s.csrf).await {
+        Ok(list) => {
+            let main = format!(
+                "<div id=\"list\">{list}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
+                 <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
+                render::esc(&s.csrf)
+            );
+            let title = match view {
+                View::Pending => "Pending",
+                View::History => "History",
+            };
+            html(
+                StatusCode::OK,
+                render::layout(title, Some(view), Some(&s.approver), &main),
+            )
+        }
+        Err(resp) => resp,
+    }
+}
+
+/// One approval's page (`/approvals/ID`): where webhook events link. 404 for an id that is not
+/// an approval's.
+pub(crate) async fn one(
+    State(page): State<Arc<Inner>>,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let (parts, _) = req.into_parts();
+    let (page, parts) = (&*page, &parts);
+    let id = id_of(&params);
+    let Some((_, s)) = session(page, parts) else {
+        return see_other("/login");
+    };
+    let id = ApprovalId(id.to_owned());
+    let found = match page.store.approval(id.clone()).await {
+        Ok(found) => found,
+        Err(e) => {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the store could not be read: {e}"),
+            )
+        }
+    };
+    let Some(view) = found else {
+        return text(StatusCode::NOT_FOUND, "no such approval");
+    };
+    let read = if view.state == purra_core::ApprovalState::Prepared {
+        page.store
+            .load_suspended(view.request.intent.run_id.clone())
+            .await
+            .map(|run| (Vec::new(), run))
+    } else {
+        page.store
+            .approval_audit(id.clone())
+            .await
+            .map(|trail| (trail, None))
+    };
+    let (trail, run) = {
+        match read {
+            Ok(read) => read,
+            Err(e) => {
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("the store could not be read: {e}"),
+                )
+            }
+        }
+    };
+    let body = render::one(
+        &render::Item { view, trail, run },
+        &s.csrf,
+        SystemTime::now(),
+    );
+    let main = format!(
+        "<div id=\"approval\">{body}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
+        render::esc(&s.csrf)
+    );
+    html(
+        StatusCode::OK,
+        render::layout(&id.0, None, Some(&s.approver), &main),
+    )
+}
+
+async fn fragment(page: &Inner, parts: &Parts, view: View) -> Response {
+    let Some((_, s)) = session(page, parts) else {
+        return text(StatusCode::UNAUTHORIZED, "sign in first (no session)");
+    };
+    match list_html(page, parts, view, &s.csrf).await {
+        Ok(list) => html(StatusCode::OK, list),
+        Err(resp) => resp,
+    }
+}
+
+/// Server-sent events: one `change` event per store event (its name, or `resync`); the script
+/// re-reads the list on each. Ends the moment the session ends (logout, expiry, closed to make
+/// room) or the page stops.
+pub(crate) async fn events(State(page): State<Arc<Inner>>, req: Request) -> Response {
+    let (parts, _) = req.into_parts();
+    let (page, parts) = (&page, &parts);
+    let Some((sid, s)) = session(page, parts) else {
+        return text(StatusCode::UNAUTHORIZED, "sign in first (no session)");
+    };
+    let Ok(permit) = page.streams.clone().try_acquire_owned() else {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live-update streams are open",
+        );
+    };
+    let expires = s.expires.map(tokio::time::Instant::from_std);
+    let state = (page.store.subscribe(), page.clone(), sid, s.ended, permit);
+    let stream = futures_util::stream::unfold(
+        state,
+        move |(mut events, page, sid, ended, permit)| async move {
+            let expiry = async move {
+                match expires {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let event = tokio::select! {
+                // The session's end wins over an event ready at the same time.
+                biased;
+                () = page.stop.cancelled() => return None,
+                () = ended.cancelled() => return None,
+                () = expiry => return None,
+                e = events.next() => match e {
+                    Some(e) => Event::default().event("change").data(e.to_string()),
+                    None => return None,
+                },
+                () = tokio::time::sleep(KEEP_ALIVE) => {
+                    page.sessions.get(&sid)?;
+                    Event::default().comment("keep-alive")
+                }
+            };
+            Some((
+                Ok::<_, Infallible>(event),
+                (events, page, sid, ended, permit),
+            ))
+        },
+    );
+    Sse::new(stream).into_response()
+}
+
+/// `POST /approvals/ID/decide`: approves or denies (same origin, CSRF token, separation of
+/// duties).
+pub(crate) async fn decide(
+    State(page): State<Arc<Inner>>,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let (page, parts) = (&*page, &parts);
+    let id = id_of(&params);
+    let (_, s, fields) = match checked(page, parts, body).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
+    let verdict = match field(&fields, "verdict") {
+        Some("approve") => Verdict::Approve,
+        Some("deny") => Verdict::Deny,
+        _ => {
+            return answer(
+                parts,
+                StatusCode::BAD_REQUEST,
+                "refused: the verdict must be approve or deny",
+            )
+        }
+    };
+    let note = field(&fields, "note").map(str::trim).unwrap_or("");
+    if note.chars().count() > MAX_NOTE {
+        return answer(
+            parts,
+            StatusCode::BAD_REQUEST,
+            &format!("refused: a note is at most {MAX_NOTE} characters"),
+        );
+    }
+    let aid = ApprovalId(id.to_owned());
+    match view(page, parts, id).await {
+        Ok(v) if v.state != ApprovalState::Prepared => {
+            return answer(parts, StatusCode::CONFLICT, &already(&v))
+        }
+        // Separation of duties: the signed-in approver must not be the principal that asked.
+        Ok(v) => {
+            if let Err(refused) = v.request.check_decider(&s.identity) {
+                return answer(
+                    parts,
+                    StatusCode::FORBIDDEN,
+                    &format!("refused: {id}: {refused}"),
+                );
+            }
+        }
+        Err(resp) => return resp,
+    }
+    let now = SystemTime::now();
+    let decision = Decision {
+        verdict,
+        approver: purra_core::DecisionPath::Page.approver(&s.approver),
+        decided_at: now,
+        expires_at: (verdict == Verdict::Approve).then(|| now + page.config.approval_ttl),
+        note: (!note.is_empty()).then(|| note.to_owned()),
+    };
+    match (page.decide)(aid.clone(), decision).await {
+        Ok(()) => {
+            let word = match verdict {
+                Verdict::Approve => "approved",
+                Verdict::Deny => "denied",
+            };
+            let message = format!("{id} {word} by {}", s.approver);
+            if wants_json(parts) {
+                answer(parts, StatusCode::OK, &message)
+            } else {
+                see_other("/")
+            }
+        }
+        // Another decision won the race since the state was read.
+        Err(StoreError::Conflict("already decided")) => match page.store.approval(aid).await {
+            Ok(Some(v)) => answer(parts, StatusCode::CONFLICT, &already(&v)),
+            _ => answer(
+                parts,
+                StatusCode::CONFLICT,
+                &format!("conflict: {id} was already decided"),
+            ),
+        },
+        Err(StoreError::Conflict(why)) => answer(
+            parts,
+            StatusCode::CONFLICT,
+            &format!("conflict: {id}: {why}"),
+        ),
+        Err(e) => store_failed(parts, &e),
+    }
+}
+
+/// The approval `id`, or the answer saying it is unknown (404) or unreadable (503).
+async fn view(page: &Inner, parts: &Parts, id: &str) -> Result<ApprovalView, Response> {
+    match page.store.approval(ApprovalId(id.to_owned())).await {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(answer(
+            parts,
+            StatusCode::NOT_FOUND,
+            &format!("unknown approval id: {id}"),
+        )),
+        Err(e) => Err(store_failed(parts, &e)),
+    }
+}
+
+/// The conflict message for a decided approval: who decided it and how.
+fn already(v: &ApprovalView) -> String {
+    match render::decision(&v.state) {
+        Some(d) => {
+            let word = match d.verdict {
+                Verdict::Approve => "approved",
+                Verdict::Deny => "denied",
+            };
+            format!(
+                "conflict: {} was already decided: {word} by {} ({})",
+                v.id.0,
+                d.approver,
+                v.status()
+            )
+        }
+        None => format!("conflict: {} was already decided", v.id.0),
+    }
+}
+
+/// `POST /approvals/ID/reconcile`: records an `unknown` outcome's reconciliation, with evidence.
+pub(crate) async fn reconcile(
+    State(page): State<Arc<Inner>>,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let (page, parts) = (&*page, &parts);
+    let id = id_of(&params);
+    let (_, s, fields) = match checked(page, parts, body).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
+    let evidence = field(&fields, "evidence").map(str::trim).unwrap_or("");
+    if evidence.is_empty() || evidence.chars().count() > MAX_EVIDENCE {
+        return answer(
+            parts,
+            StatusCode::BAD_REQUEST,
+            &format!("refused: a reconciliation needs evidence (1 to {MAX_EVIDENCE} characters)"),
+        );
+    }
+    let view = match view(page, parts, id).await {
+        Ok(v) => v,
+        Err(resp) => return resp,
+    };
+    let outcome = match field(&fields, "outcome") {
+        Some("committed") => EffectOutcome::Committed {
+            receipt: json!({"reconciled": {"by": s.approver, "evidence": evidence}}),
+        },
+        Some("not_started") => EffectOutcome::NotStarted,
+        _ => {
+            return answer(
+                parts,
+                StatusCode::BAD_REQUEST,
+                "refused: the outcome must be committed or not_started",
+            )
+        }
+    };
+    let Some(claim) = view.claim else {
+        return answer(
+            parts,
+            StatusCode::CONFLICT,
+            &format!("conflict: {id} was never dispatched; there is nothing to reconcile"),
+        );
+    };
+    // The audit log keeps who reconciled, with their evidence.
+    let recorded = format!("{} (on the approver page): {evidence}", s.approver);
+    match page
+        .store
+        .reconcile_unknown(claim.key, recorded, outcome)
+        .await
+    {
+        Ok(()) => {
+            let message = format!("{id} reconciled by {}", s.approver);
+            if wants_json(parts) {
+                answer(parts, StatusCode::OK, &message)
+            } else {
+                see_other("/history")
+            }
+        }
+        Err(StoreError::Conflict(why)) => answer(
+            parts,
+            StatusCode::CONFLICT,
+            &format!("conflict: {id}: {why}"),
+        ),
+        Err(e) => store_failed(parts, &e),
+    }
+}
