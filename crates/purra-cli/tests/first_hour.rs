@@ -497,10 +497,10 @@ fn broken(name: &str, command: &[&str], extra: &str) -> (PathBuf, String) {
     (dir, config.to_string_lossy().into_owned())
 }
 
-/// Friction: an upstream that ends at start said only "connection closed"; now its last line
-/// on stderr too (and what it wrote still reaches the gateway's stderr).
+/// Friction: an upstream that ends at start said only "connection closed"; now its exit status
+/// and its last line on stderr (and what it wrote still reaches the gateway's stderr).
 #[test]
-fn an_upstream_that_ends_at_start_names_its_last_stderr_line() {
+fn an_upstream_that_ends_at_start_names_its_exit_status_and_last_stderr_line() {
     let (dir, config) = broken(
         "crash",
         &[
@@ -516,7 +516,7 @@ fn an_upstream_that_ends_at_start_names_its_last_stderr_line() {
         own_lines(&out.stderr),
         [
             "purra: the configuration has 1 mistake:".to_owned(),
-            format!("  {config}:4: upstreams.up: cannot connect: connection closed; its last line on stderr: \"fatal: no token\""),
+            format!("  {config}:4: upstreams.up: cannot connect: the command exited with status 3 before answering initialize (last stderr line: \"fatal: no token\")"),
         ]
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
