@@ -313,9 +313,10 @@ impl Gateway {
         if config.gateway.apps {
             builder = builder.apps();
         }
-        // Every request but a tool call (counted once its tool is known bound, `Inner::call`)
-        // counts against its caller's rate of other requests: opening sessions, pings and
-        // listings included, so one caller cannot flood them either.
+        // Every request but a tool call counts against its caller's rate of other requests:
+        // opening sessions, pings and listings included, so one caller cannot flood them
+        // either. Every tool call counts against the rate of calls: a bound tool's in
+        // `Inner::call`, a call naming any other tool before it is answered `Unknown tool`.
         let calls = Arc::new(CallLimiter::new(
             config.gateway.max_calls_per_minute_per_caller,
         ));
@@ -335,6 +336,14 @@ impl Gateway {
             limiter
                 .check(&caller, std::time::Instant::now())
                 .map_err(|wait| results::rate_limited_request(limiter.per_minute(), wait))
+        });
+        let unknown = calls.clone();
+        let configured = config.gateway.principal.clone();
+        builder = builder.admit_unknown_tools(move |_, principal| {
+            let caller = principal.map_or_else(|| configured.clone(), crate::auth::principal_of);
+            unknown
+                .check(&caller, std::time::Instant::now())
+                .map_err(|wait| results::rate_limited_unknown_tool(unknown.per_minute(), wait))
         });
         let metrics = Arc::new(Metrics::new());
         let recorder = metrics.clone();
