@@ -82,7 +82,14 @@ impl std::fmt::Display for StartError {
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Config(e) => Some(e),
+            StartError::Store(e) => Some(e),
+        }
+    }
+}
 
 /// Receives the gateway's operational messages (an upstream that cannot be reached, a store
 /// that failed in the background); a library never prints on its own.
@@ -1310,6 +1317,19 @@ pub(crate) struct BoundTool {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 49: a start error is its cause's wrapper; the cause is its `source()`.
+    #[test]
+    fn a_start_error_gives_its_cause_as_source() {
+        use std::error::Error as _;
+        let e = super::StartError::Store(purra_core::StoreError::Backend("disk full".into()));
+        assert_eq!(e.to_string(), "the store failed: store failure: disk full");
+        let cause = e.source().expect("a cause");
+        assert_eq!(
+            cause.downcast_ref::<purra_core::StoreError>(),
+            Some(&purra_core::StoreError::Backend("disk full".into()))
+        );
+    }
+
     /// Issue 44: the default name gave the server name `purra-gateway-gateway`.
     #[test]
     fn the_server_name_has_no_doubled_suffix() {

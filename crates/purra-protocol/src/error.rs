@@ -239,10 +239,45 @@ impl Error {
     }
 }
 
-impl std::error::Error for Error {}
+/// The peer's JSON-RPC error and an authorization failure are causes of their own (their text
+/// is also this error's message).
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Rpc(e) => Some(e),
+            Error::Auth(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<ErrorObject> for Error {
     fn from(e: ErrorObject) -> Self {
         Error::Rpc(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// Issue 49: the peer's JSON-RPC error and an authorization failure are sources; a
+    /// failure without an inner error has none.
+    #[test]
+    fn wrapped_causes_are_sources() {
+        let auth = AuthError::Store("locked".into());
+        let e = Error::Auth(auth.clone());
+        assert_eq!(
+            e.source().and_then(|s| s.downcast_ref::<AuthError>()),
+            Some(&auth)
+        );
+        let rpc = ErrorObject::invalid_params("bad");
+        let e = Error::Rpc(rpc.clone());
+        assert_eq!(
+            e.source().and_then(|s| s.downcast_ref::<ErrorObject>()),
+            Some(&rpc)
+        );
+        assert!(Error::ConnectionClosed.source().is_none());
     }
 }
