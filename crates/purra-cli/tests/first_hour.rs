@@ -85,6 +85,18 @@ impl Scenario {
         purra(&["gateway", "--config", &self.config(), "--check"])
     }
 
+    /// `purra gateway --check` run by `user`'s command line (`setpriv ...`), `purra` last.
+    fn check_as(&self, user: &[&str]) -> Output {
+        Command::new(user[0])
+            .args(&user[1..])
+            .args([env!("CARGO_BIN_EXE_purra"), "gateway", "--config"])
+            .arg(self.config())
+            .arg("--check")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run purra as another user")
+    }
+
     /// `purra gateway` (a real start; it must fail before serving).
     fn start(&self) -> Output {
         purra(&["gateway", "--config", &self.config()])
@@ -306,8 +318,10 @@ fn defect_3_check_refuses_a_postgres_store_that_is_down() {
     );
 }
 
-/// Defect 3: a store in a directory the process may not write (as root every directory is
-/// writable: then the case cannot be made and only says so).
+/// Defect 3: a store in a directory the process may not write. Root may write anywhere, so as
+/// root the check runs as the unprivileged user 65534 (`setpriv`, or `runuser -u nobody`), over
+/// a configuration that user may read but whose store directory it may not write; only without
+/// either tool is the case skipped, saying so.
 #[test]
 fn defect_3_check_refuses_a_store_in_a_read_only_directory() {
     use std::os::unix::fs::PermissionsExt;
@@ -319,12 +333,52 @@ fn defect_3_check_refuses_a_store_in_a_read_only_directory() {
     let ro = sc.dir.join("ro");
     std::fs::create_dir(&ro).expect("dir");
     std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).expect("chmod");
-    if std::fs::write(ro.join("probe"), "").is_ok() {
-        eprintln!("skipped: this process may write a read-only directory (root)");
-        let _ = std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755));
-        return;
-    }
-    one_mistake(&sc, "gateway.db", "db = ", "cannot open the store ");
+    let out = if std::fs::write(ro.join("probe"), "").is_err() {
+        sc.check()
+    } else {
+        std::fs::remove_file(ro.join("probe")).expect("probe");
+        // Everything the other user needs is readable (the scenario's directory, the binary,
+        // the peers); the store's directory stays unwritable to it.
+        std::fs::set_permissions(&sc.dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let found = |tool: &str| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(tool))
+                .find(|p| p.is_file())
+                .map(|p| p.to_string_lossy().into_owned())
+        };
+        let out = if let Some(setpriv) = found("setpriv") {
+            sc.check_as(&[&setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"])
+        } else if let Some(runuser) = found("runuser") {
+            sc.check_as(&[&runuser, "-u", "nobody", "--"])
+        } else {
+            eprintln!(
+                "skipped: this process may write a read-only directory (root) and neither \
+                 setpriv nor runuser is installed to run the check as another user"
+            );
+            return;
+        };
+        assert!(
+            !ro.join("gateway.db").exists(),
+            "the check created the store"
+        );
+        out
+    };
+    let db = ro.join("gateway.db").display().to_string();
+    assert_eq!(out.status.code(), Some(78));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    assert_eq!(
+        own_lines(&out.stderr),
+        [
+            "purra: the configuration has 1 mistake:".to_owned(),
+            format!(
+                "  {}:{}: gateway.db: cannot open the store {db}: store failure: could not \
+                 create {db}: Permission denied (os error 13)",
+                sc.config(),
+                sc.line_of("db = ")
+            ),
+        ]
+    );
     let _ = std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755));
 }
 
@@ -497,10 +551,10 @@ fn broken(name: &str, command: &[&str], extra: &str) -> (PathBuf, String) {
     (dir, config.to_string_lossy().into_owned())
 }
 
-/// Friction: an upstream that ends at start said only "connection closed"; now its last line
-/// on stderr too (and what it wrote still reaches the gateway's stderr).
+/// Friction: an upstream that ends at start said only "connection closed"; now its exit status
+/// and its last line on stderr (and what it wrote still reaches the gateway's stderr).
 #[test]
-fn an_upstream_that_ends_at_start_names_its_last_stderr_line() {
+fn an_upstream_that_ends_at_start_names_its_exit_status_and_last_stderr_line() {
     let (dir, config) = broken(
         "crash",
         &[
@@ -516,7 +570,7 @@ fn an_upstream_that_ends_at_start_names_its_last_stderr_line() {
         own_lines(&out.stderr),
         [
             "purra: the configuration has 1 mistake:".to_owned(),
-            format!("  {config}:4: upstreams.up: cannot connect: connection closed; its last line on stderr: \"fatal: no token\""),
+            format!("  {config}:4: upstreams.up: cannot connect: the command exited with status 3 before answering initialize (last stderr line: \"fatal: no token\")"),
         ]
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -111,7 +111,14 @@ impl fmt::Display for AgentBuildError {
     }
 }
 
-impl std::error::Error for AgentBuildError {}
+impl std::error::Error for AgentBuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AgentBuildError::Identity(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// How a run ended (for now).
 #[derive(Clone, Debug, PartialEq, Eq)]

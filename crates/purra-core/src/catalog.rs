@@ -31,7 +31,14 @@ impl fmt::Display for CatalogError {
     }
 }
 
-impl std::error::Error for CatalogError {}
+impl std::error::Error for CatalogError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CatalogError::Identity(e) => Some(e),
+            CatalogError::DuplicateName(_) => None,
+        }
+    }
+}
 
 /// An immutable set of registrations with unique names.
 #[derive(Debug)]

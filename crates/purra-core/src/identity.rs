@@ -103,7 +103,14 @@ impl fmt::Display for IdentityError {
     }
 }
 
-impl std::error::Error for IdentityError {}
+impl std::error::Error for IdentityError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            IdentityError::Text(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// Writes the RFC 8785 canonical form of `value`.
 pub fn canonicalize(value: &Value) -> Result<String, IdentityError> {
@@ -345,6 +352,28 @@ fn write_string(s: &str, out: &mut String) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Issue 49: an error that wraps a cause returns it from `source()`, down the chain.
+    #[test]
+    fn wrapped_causes_are_sources() {
+        use std::error::Error as _;
+        let text = purra_schema::JsonError {
+            kind: purra_schema::JsonErrorKind::Syntax,
+            offset: 3,
+        };
+        let e = crate::CatalogError::Identity(IdentityError::Text(text));
+        let identity = e.source().expect("the identity error");
+        assert_eq!(
+            identity.downcast_ref::<IdentityError>(),
+            Some(&IdentityError::Text(text))
+        );
+        let json = identity.source().expect("the JSON error");
+        assert_eq!(json.downcast_ref::<purra_schema::JsonError>(), Some(&text));
+        assert!(json.source().is_none());
+        assert!(crate::CatalogError::DuplicateName("x".into())
+            .source()
+            .is_none());
+    }
 
     /// A value nested `levels` arrays deep around `null`.
     fn nested(levels: usize) -> Value {

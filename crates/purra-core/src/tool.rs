@@ -259,7 +259,14 @@ impl fmt::Display for ToolRegistrationError {
     }
 }
 
-impl std::error::Error for ToolRegistrationError {}
+impl std::error::Error for ToolRegistrationError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ToolRegistrationError::Identity(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// A tool as the host registered it. Immutable once built.
 pub struct ToolRegistration {

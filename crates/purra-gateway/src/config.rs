@@ -478,9 +478,10 @@ pub struct Settings {
     /// refused with `approval_limit` and prepares nothing; the same call made again is never
     /// refused. Counted in the store, so every gateway on it and every restart agrees.
     pub max_pending_per_caller: u32,
-    /// The most calls of bound tools one caller (one principal) may make a minute (default 600,
-    /// at most 60000): a sustained rate with bursts of up to as many at once. One more call is
-    /// answered at once with `rate_limited`, sending and preparing nothing. Its other requests
+    /// The most tool calls one caller (one principal) may make a minute (default 600, at most
+    /// 60000), calls naming a tool the gateway does not have included: a sustained rate with
+    /// bursts of up to as many at once. One more call is answered at once with `rate_limited`,
+    /// sending and preparing nothing. Its other requests
     /// (opening a session, `ping`, listings) are counted apart at this rate (at least 60 a
     /// minute). Counted by this gateway process (see [`crate::limit`]).
     pub max_calls_per_minute_per_caller: u32,

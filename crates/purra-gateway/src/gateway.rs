@@ -82,7 +82,14 @@ impl std::fmt::Display for StartError {
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Config(e) => Some(e),
+            StartError::Store(e) => Some(e),
+        }
+    }
+}
 
 /// Receives the gateway's operational messages (an upstream that cannot be reached, a store
 /// that failed in the background); a library never prints on its own.
@@ -313,9 +320,10 @@ impl Gateway {
         if config.gateway.apps {
             builder = builder.apps();
         }
-        // Every request but a tool call (counted once its tool is known bound, `Inner::call`)
-        // counts against its caller's rate of other requests: opening sessions, pings and
-        // listings included, so one caller cannot flood them either.
+        // Every request but a tool call counts against its caller's rate of other requests:
+        // opening sessions, pings and listings included, so one caller cannot flood them
+        // either. Every tool call counts against the rate of calls: a bound tool's in
+        // `Inner::call`, a call naming any other tool before it is answered `Unknown tool`.
         let calls = Arc::new(CallLimiter::new(
             config.gateway.max_calls_per_minute_per_caller,
         ));
@@ -335,6 +343,14 @@ impl Gateway {
             limiter
                 .check(&caller, std::time::Instant::now())
                 .map_err(|wait| results::rate_limited_request(limiter.per_minute(), wait))
+        });
+        let unknown = calls.clone();
+        let configured = config.gateway.principal.clone();
+        builder = builder.admit_unknown_tools(move |_, principal| {
+            let caller = principal.map_or_else(|| configured.clone(), crate::auth::principal_of);
+            unknown
+                .check(&caller, std::time::Instant::now())
+                .map_err(|wait| results::rate_limited_unknown_tool(unknown.per_minute(), wait))
         });
         let metrics = Arc::new(Metrics::new());
         let recorder = metrics.clone();
@@ -1301,6 +1317,19 @@ pub(crate) struct BoundTool {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 49: a start error is its cause's wrapper; the cause is its `source()`.
+    #[test]
+    fn a_start_error_gives_its_cause_as_source() {
+        use std::error::Error as _;
+        let e = super::StartError::Store(purra_core::StoreError::Backend("disk full".into()));
+        assert_eq!(e.to_string(), "the store failed: store failure: disk full");
+        let cause = e.source().expect("a cause");
+        assert_eq!(
+            cause.downcast_ref::<purra_core::StoreError>(),
+            Some(&purra_core::StoreError::Backend("disk full".into()))
+        );
+    }
+
     /// Issue 44: the default name gave the server name `purra-gateway-gateway`.
     #[test]
     fn the_server_name_has_no_doubled_suffix() {

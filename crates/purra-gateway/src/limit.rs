@@ -1,4 +1,4 @@
-//! Per-principal limits: how many calls of bound tools, and how many other requests (opening a
+//! Per-principal limits: how many tool calls, and how many other requests (opening a
 //! session, `ping`, listings), one caller may make a minute.
 //!
 //! `[gateway] max_calls_per_minute_per_caller` (N, default 600) is a generic cell rate (GCRA,
@@ -15,6 +15,11 @@
 //! governor itself is not used: its keyed state stores grow with every key between two
 //! `retain_recent` calls and offer no bound with such an overflow; the algorithm is a few lines,
 //! and the clock is a parameter here, so the tests step time instead of sleeping.
+//!
+//! Every `tools/call` counts against the first limiter: a bound tool's when the gateway's handler
+//! runs (refused with a tool result, `rate_limited (nothing was sent ...)`), one naming a tool
+//! the gateway does not have before it is answered `Unknown tool` (refused with the JSON-RPC
+//! error `rate_limited: this caller's calls exceed ...`), so made-up names are no way around it.
 //!
 //! The gateway counts a caller's other requests (every one but `tools/call`: `initialize`, which
 //! opens a session, `ping`, `tools/list`, ...) in a second limiter of the same kind, at N or

@@ -167,6 +167,23 @@ pub fn rate_limited_request(
     )
 }
 
+/// The JSON-RPC error of a call naming a tool the gateway does not have, refused because its
+/// caller is over `max_calls_per_minute_per_caller`: such calls count against the same rate as
+/// the calls of bound tools. Nothing was sent.
+pub fn rate_limited_unknown_tool(
+    per_minute: u32,
+    retry_after: std::time::Duration,
+) -> purra_protocol::ErrorObject {
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    purra_protocol::ErrorObject::new(
+        RATE_LIMITED_REQUEST,
+        format!(
+            "rate_limited: this caller's calls exceed {per_minute} a minute, the most \
+             max_calls_per_minute_per_caller allows; call again in {secs}s"
+        ),
+    )
+}
+
 /// The write waits for a decision.
 pub fn pending(tool: &str, approval: &str, digest: &JsonIdentity) -> CallToolResult {
     CallToolResult::error(format!(

@@ -386,8 +386,8 @@ impl Upstream {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 let last = last_line.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 Err(UpstreamError::Connect(match last {
-                    Some(line) => format!("{e}; its last line on stderr: {line:?}"),
-                    None => format!("{e}; it wrote nothing on stderr"),
+                    Some(line) => format!("{e} (last stderr line: {line:?})"),
+                    None => format!("{e} (it wrote nothing on stderr)"),
                 }))
             }
             Err(e) => Err(UpstreamError::Connect(e.to_string())),

@@ -2073,6 +2073,66 @@ async fn calls_over_the_per_minute_limit_are_refused_at_once() {
     fx.gateway.shutdown().await;
 }
 
+/// Finding 1 (its last gap): a call naming a tool the gateway does not have counts against the
+/// caller's rate of calls like a bound tool's. With a quota of two a minute, two unknown names
+/// are answered `Unknown tool`, the third is refused `rate_limited` at once, and so is the
+/// caller's next call of a bound tool (the quota is shared); nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finding_1_unknown_tool_calls_count_against_the_callers_rate() {
+    let fx = fixture_with("unknown-rate", Duration::from_millis(50), |c| {
+        c.gateway.max_calls_per_minute_per_caller = 2;
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let unknown = |i: usize| {
+        conn.request_raw(
+            "tools/call",
+            json!({"name": format!("no_such_tool_{i}"), "arguments": {}}),
+            Default::default(),
+        )
+    };
+    for i in 0..2 {
+        let err = unknown(i).await.expect_err("unknown");
+        let purra_protocol::Error::Rpc(e) = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(e.code, purra_protocol::RpcErrorCode::INVALID_PARAMS);
+        assert_eq!(e.message, format!("Unknown tool: no_such_tool_{i}"));
+    }
+    let err = unknown(2).await.expect_err("refused");
+    let purra_protocol::Error::Rpc(e) = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(e.code, purra_protocol::RpcErrorCode(-32029));
+    let secs: u64 = e
+        .message
+        .strip_prefix(
+            "rate_limited: this caller's calls exceed 2 a minute, the most \
+             max_calls_per_minute_per_caller allows; call again in ",
+        )
+        .and_then(|rest| rest.strip_suffix('s'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", e.message));
+    assert!((1..=30).contains(&secs), "{}", e.message);
+    // The unknown names took the quota the bound tools share.
+    let r = conn
+        .call_tool("set_value", json!({"value": "a"}))
+        .await
+        .expect("call");
+    let (t, is_error) = text(&r);
+    assert!(
+        is_error
+            && t.starts_with(
+                "set_value failed: rate_limited (nothing was sent and no approval was prepared: \
+                 this caller's calls exceed 2 a minute"
+            ),
+        "{t}"
+    );
+    assert_eq!(fx.store.count_approvals(ApprovalQuery::all()).await, Ok(0));
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway.shutdown().await;
+}
+
 /// This process's resident size in KiB (`VmRSS` of `/proc/self/status`).
 fn resident_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("status");

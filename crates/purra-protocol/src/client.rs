@@ -15,7 +15,7 @@ use crate::session::{
     self, BoxFuture, EngineConfig, Peer, RequestContext, RequestOptions, Service,
 };
 #[cfg(feature = "stdio")]
-use crate::stdio::{ChildProcess, StderrHandle, StdioCommand};
+use crate::stdio::{ChildProcess, ExitHandle, StderrHandle, StdioCommand};
 use crate::transport::Transport;
 use crate::types::*;
 use crate::version::ProtocolVersion;
@@ -892,6 +892,13 @@ impl Client {
             receiver: OnceLock::new(),
         });
         let (peer, _join) = session::start(transport, service.clone(), options.engine.clone());
+        // Read before the task below may take the child (a command that ends at once).
+        #[cfg(feature = "stdio")]
+        let (pid, stderr, exit) = (
+            child.as_ref().and_then(ChildProcess::pid),
+            child.as_ref().map(ChildProcess::stderr_handle),
+            child.as_ref().map(ChildProcess::exit_handle),
+        );
         let child = Arc::new(Mutex::new(child));
         // Whoever ends the connection (the peer exiting, close, drop), the child is reaped.
         tokio::spawn({
@@ -918,14 +925,19 @@ impl Client {
             ),
             child,
             #[cfg(feature = "stdio")]
-            pid: None,
+            pid,
             #[cfg(feature = "stdio")]
-            stderr: None,
+            stderr,
+            #[cfg(feature = "stdio")]
+            exit,
             discover: None,
         };
         conn.settle(options).await
     }
 }
+
+/// What a server had not answered when it failed after the handshake: the catalogs' pages.
+const CATALOG_LISTING: &str = "the listing of its catalogs";
 
 /// A connection to one MCP server. Dropping it closes the connection and releases its child.
 pub struct Connection {
@@ -940,6 +952,8 @@ pub struct Connection {
     pid: Option<u32>,
     #[cfg(feature = "stdio")]
     stderr: Option<StderrHandle>,
+    #[cfg(feature = "stdio")]
+    exit: Option<ExitHandle>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -954,12 +968,10 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     /// Settles the revision as `options.mode` says, then fetches the catalogs.
     async fn settle(mut self, options: ClientOptions) -> Result<Connection, Error> {
-        #[cfg(feature = "stdio")]
-        {
-            let child = self.child.lock().expect("child lock");
-            self.pid = child.as_ref().and_then(ChildProcess::pid);
-            self.stderr = child.as_ref().map(ChildProcess::stderr_handle);
-        }
+        let before = match &options.mode {
+            ProtocolMode::Pinned(v) if v.is_modern() => crate::modern::methods::DISCOVER,
+            _ => methods::INITIALIZE,
+        };
         let outcome = match options.mode.clone() {
             ProtocolMode::Legacy => Ok(None),
             ProtocolMode::Pinned(v) if v.is_modern() => self
@@ -973,11 +985,31 @@ impl Connection {
         match outcome {
             Ok(Some((v, d))) => self.adopt(&options, v, d).await,
             Ok(None) => self.handshake(options).await,
-            Err(e) => {
-                self.close().await;
-                Err(e)
+            Err(e) => Err(self.fail(e, before).await),
+        }
+    }
+
+    /// Closes a connection whose setup failed. When the transport broke because the command
+    /// serving it ended on its own, how it ended is the error ([`Error::ProcessExited`]), with
+    /// what it had not answered (`before`).
+    async fn fail(&self, e: Error, before: &str) -> Error {
+        self.close().await;
+        #[cfg(feature = "stdio")]
+        if matches!(e, Error::ConnectionClosed | Error::Transport(_)) {
+            if let Some(mut exit) = self.exit.clone() {
+                // Whoever reaps the child (this close, or the task that follows the peer)
+                // records its status at once: it has already ended.
+                if let Some(status) = exit.status(std::time::Duration::from_secs(1)).await {
+                    return Error::ProcessExited {
+                        status: crate::stdio::describe_exit(status),
+                        before: before.to_owned(),
+                    };
+                }
             }
         }
+        #[cfg(not(feature = "stdio"))]
+        let _ = before;
+        e
     }
 
     /// `server/discover` at the pinned revision; an error is the connection's error.
@@ -1089,8 +1121,7 @@ impl Connection {
             }
         }
         if let Err(e) = self.fetch_catalogs().await {
-            self.close().await;
-            return Err(e);
+            return Err(self.fail(e, CATALOG_LISTING).await);
         }
         Ok(self)
     }
@@ -1143,8 +1174,12 @@ impl Connection {
         match r {
             Ok(()) => Ok(self),
             Err(e) => {
-                self.close().await;
-                Err(e)
+                let before = if self.init.protocol_version.is_empty() {
+                    methods::INITIALIZE
+                } else {
+                    CATALOG_LISTING
+                };
+                Err(self.fail(e, before).await)
             }
         }
     }

@@ -18,6 +18,16 @@ pub enum Error {
     Cancelled,
     /// The connection closed (the peer exited, closed its end, or `close` was called).
     ConnectionClosed,
+    /// A server started as a command (stdio) ended on its own before the connection was set
+    /// up: how it ended, and what it had not answered. (A connection already set up whose
+    /// command ends reports [`Error::ConnectionClosed`].)
+    ProcessExited {
+        /// How it ended, in words: `exited with status 3`, `was killed by signal 9 (SIGKILL)`.
+        status: String,
+        /// What it had not answered: `initialize`, `server/discover`, or the listing of its
+        /// catalogs.
+        before: String,
+    },
     /// The transport failed: a spawn or I/O error, or an HTTP connection that could not be made.
     Transport(String),
     /// The HTTP server answered with an error status.
@@ -170,6 +180,9 @@ impl fmt::Display for Error {
             Error::Timeout => f.write_str("request timed out"),
             Error::Cancelled => f.write_str("request cancelled"),
             Error::ConnectionClosed => f.write_str("connection closed"),
+            Error::ProcessExited { status, before } => {
+                write!(f, "the command {status} before answering {before}")
+            }
             Error::Transport(why) => write!(f, "transport failure: {why}"),
             Error::Http { status, body } => write!(f, "HTTP status {status}: {body}"),
             Error::InvalidResponse(why) => write!(f, "invalid response: {why}"),
@@ -210,6 +223,7 @@ impl Error {
             Error::Timeout => "timeout",
             Error::Cancelled => "cancelled",
             Error::ConnectionClosed => "closed",
+            Error::ProcessExited { .. } => "process_exited",
             Error::Transport(_) => "transport",
             Error::Http { .. } => "http",
             Error::InvalidResponse(_) => "invalid_response",
@@ -225,10 +239,45 @@ impl Error {
     }
 }
 
-impl std::error::Error for Error {}
+/// The peer's JSON-RPC error and an authorization failure are causes of their own (their text
+/// is also this error's message).
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Rpc(e) => Some(e),
+            Error::Auth(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<ErrorObject> for Error {
     fn from(e: ErrorObject) -> Self {
         Error::Rpc(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// Issue 49: the peer's JSON-RPC error and an authorization failure are sources; a
+    /// failure without an inner error has none.
+    #[test]
+    fn wrapped_causes_are_sources() {
+        let auth = AuthError::Store("locked".into());
+        let e = Error::Auth(auth.clone());
+        assert_eq!(
+            e.source().and_then(|s| s.downcast_ref::<AuthError>()),
+            Some(&auth)
+        );
+        let rpc = ErrorObject::invalid_params("bad");
+        let e = Error::Rpc(rpc.clone());
+        assert_eq!(
+            e.source().and_then(|s| s.downcast_ref::<ErrorObject>()),
+            Some(&rpc)
+        );
+        assert!(Error::ConnectionClosed.source().is_none());
     }
 }

@@ -196,6 +196,9 @@ struct ServerInner {
     observer: Option<crate::RequestObserver>,
     /// Asked before every inbound request is served (`ServerBuilder::admit_requests`).
     admit: Option<RequestGate>,
+    /// Asked before a call of a tool the server does not have is answered
+    /// (`ServerBuilder::admit_unknown_tools`).
+    admit_unknown: Option<RequestGate>,
 }
 
 /// A server's request gate ([`ServerBuilder::admit_requests`]): given a request's method and
@@ -225,6 +228,7 @@ pub struct ServerBuilder {
     skills: Option<crate::skills::LoadedSkills>,
     observer: Option<Observer>,
     admit: Option<Gate>,
+    admit_unknown: Option<Gate>,
 }
 
 /// A request observer in a `Debug` builder.
@@ -298,6 +302,23 @@ impl ServerBuilder {
             + 'static,
     ) -> Self {
         self.admit = Some(Gate(Arc::new(gate)));
+        self
+    }
+
+    /// Calls `gate` before answering a `tools/call` that names a tool this server does not
+    /// have, with the method and the [`Principal`](crate::Principal) as
+    /// [`admit_requests`](Self::admit_requests) does (never the name asked for): an error
+    /// answers the call instead of the unknown-tool error. A host that counts the calls of its
+    /// tools against a caller's rate counts these here too, so naming tools that do not exist
+    /// is held to the same rate. Without one, such a call is answered `Unknown tool`.
+    pub fn admit_unknown_tools(
+        mut self,
+        gate: impl Fn(&str, Option<&crate::Principal>) -> Result<(), ErrorObject>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.admit_unknown = Some(Gate(Arc::new(gate)));
         self
     }
 
@@ -433,6 +454,7 @@ impl ServerBuilder {
                 next_session: std::sync::atomic::AtomicU64::new(0),
                 observer: self.observer.map(|o| o.0),
                 admit: self.admit.map(|g| g.0),
+                admit_unknown: self.admit_unknown.map(|g| g.0),
             }),
         }
     }
@@ -602,7 +624,22 @@ fn validation_errors(validator: &Validator, instance: &Value) -> Vec<String> {
 impl Server {
     /// Asks the request gate ([`ServerBuilder::admit_requests`]) whether to serve `method`.
     pub(crate) fn admit(&self, req: &RequestContext, method: &str) -> Result<(), ErrorObject> {
-        let Some(gate) = &self.inner.admit else {
+        Self::ask(self.inner.admit.as_ref(), req, method)
+    }
+
+    /// Asks the unknown-tool gate ([`ServerBuilder::admit_unknown_tools`]) whether a call of a
+    /// tool this server does not have may be answered as such.
+    fn admit_unknown(&self, req: &RequestContext) -> Result<(), ErrorObject> {
+        Self::ask(self.inner.admit_unknown.as_ref(), req, methods::TOOLS_CALL)
+    }
+
+    /// Asks `gate` (if any) about `method` with the principal a layer in front proved.
+    fn ask(
+        gate: Option<&RequestGate>,
+        req: &RequestContext,
+        method: &str,
+    ) -> Result<(), ErrorObject> {
+        let Some(gate) = gate else {
             return Ok(());
         };
         #[cfg(any(feature = "http-server", feature = "ws"))]
@@ -658,6 +695,7 @@ impl Server {
             skills: None,
             observer: None,
             admit: None,
+            admit_unknown: None,
         }
     }
 
@@ -2054,14 +2092,14 @@ impl SessionState {
             }
             methods::TOOLS_CALL if advertised.tools() => {
                 let call: CallToolParams = from_params(p)?;
-                let entry = inner
-                    .tools
-                    .read()
-                    .expect("tools lock")
-                    .get(&call.name)
-                    .ok_or_else(|| {
-                        ErrorObject::invalid_params(format!("Unknown tool: {}", call.name))
-                    })?;
+                let found = inner.tools.read().expect("tools lock").get(&call.name);
+                let Some(entry) = found else {
+                    server.admit_unknown(&ctx.req)?;
+                    return Err(ErrorObject::invalid_params(format!(
+                        "Unknown tool: {}",
+                        call.name
+                    )));
+                };
                 let args = call.arguments.unwrap_or_default();
                 let args_value = Value::Object(args);
                 let errors = validation_errors(&entry.input, &args_value);

@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 #[cfg(unix)]
@@ -617,6 +617,7 @@ impl StdioCommand {
                 .clone(),
             grace: self.shutdown_grace,
             stderr: tail,
+            exit: watch::channel(None).0,
         });
         Ok(t)
     }
@@ -678,6 +679,44 @@ impl StderrHandle {
     }
 }
 
+/// How a child ended on its own, once it was reaped.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+pub(crate) struct ExitHandle(watch::Receiver<Option<std::process::ExitStatus>>);
+
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+impl ExitHandle {
+    /// The child's exit status, waiting at most `within` for it to be reaped; `None` when it
+    /// has not ended on its own by then (or was ended by a signal this side sent).
+    pub async fn status(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let waited = tokio::time::timeout(within, self.0.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|s| *s);
+        waited.or(*self.0.borrow())
+    }
+}
+
+/// An exit status in words: `exited with status 3`, `was killed by signal 9 (SIGKILL)`.
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+pub(crate) fn describe_exit(status: std::process::ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        if let Some(sig) = status.signal() {
+            return match nix::sys::signal::Signal::try_from(sig) {
+                Ok(name) => format!("was killed by signal {sig} ({})", name.as_str()),
+                Err(_) => format!("was killed by signal {sig}"),
+            };
+        }
+    }
+    format!("ended ({status})")
+}
+
 /// A child server process: shut down gracefully on close, killed when dropped.
 #[derive(Debug)]
 #[cfg_attr(not(feature = "client"), allow(dead_code))]
@@ -689,6 +728,8 @@ pub(crate) struct ChildProcess {
     close_write: CancellationToken,
     grace: Duration,
     stderr: Arc<Mutex<StderrTail>>,
+    /// Set when the child is reaped having ended on its own (before any signal from here).
+    exit: watch::Sender<Option<std::process::ExitStatus>>,
 }
 
 #[cfg_attr(not(feature = "client"), allow(dead_code))]
@@ -703,6 +744,11 @@ impl ChildProcess {
         StderrHandle(self.stderr.clone())
     }
 
+    /// A handle on the child's exit status that outlives the process handle.
+    pub fn exit_handle(&self) -> ExitHandle {
+        ExitHandle(self.exit.subscribe())
+    }
+
     /// Closes stdin, waits; sends SIGTERM to the child's process group, waits; sends SIGKILL.
     /// Once the child is reaped, whatever it left in its group (a wrapper's real server, a
     /// forked worker) gets SIGTERM, then SIGKILL. Returns when that is done.
@@ -710,7 +756,14 @@ impl ChildProcess {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        shutdown_child(&mut child, &self.close_write, self.grace, self.group).await;
+        shutdown_child(
+            &mut child,
+            &self.close_write,
+            self.grace,
+            self.group,
+            &self.exit,
+        )
+        .await;
     }
 }
 
@@ -766,11 +819,19 @@ async fn shutdown_child(
     close_write: &CancellationToken,
     grace: Duration,
     group: Option<i32>,
+    exit: &watch::Sender<Option<std::process::ExitStatus>>,
 ) {
     #[cfg(unix)]
     let mut guard = group::Guard(group);
     close_write.cancel();
-    let mut reaped = matches!(tokio::time::timeout(grace, child.wait()).await, Ok(Ok(_)));
+    // Reaped before any signal from here: the status is the child's own.
+    let mut reaped = match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(status)) => {
+            exit.send_replace(Some(status));
+            true
+        }
+        _ => false,
+    };
     #[cfg(unix)]
     if !reaped {
         use nix::sys::signal::Signal;
@@ -811,12 +872,13 @@ impl Drop for ChildProcess {
         let close_write = self.close_write.clone();
         let grace = self.grace;
         let group = self.group;
+        let exit = self.exit.clone();
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 // The graceful sequence runs on; if the runtime stops first, dropping the task
                 // drops the child (kill_on_drop sends SIGKILL) and its guard kills the group.
                 handle.spawn(async move {
-                    shutdown_child(&mut child, &close_write, grace, group).await
+                    shutdown_child(&mut child, &close_write, grace, group, &exit).await
                 });
             }
             Err(_) => {

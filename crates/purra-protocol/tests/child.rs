@@ -53,6 +53,51 @@ async fn a_server_exiting_mid_call_fails_the_call_promptly() {
     assert!(gone_within(pid, Duration::from_secs(5)).await);
 }
 
+/// A command that ends before it answers reports how it ended, not only "connection closed".
+#[tokio::test]
+async fn a_command_ending_before_the_handshake_names_its_exit_status() {
+    let cmd = StdioCommand::new("sh")
+        .args(["-c", "echo 'fatal: no token' >&2; exit 3"])
+        .stderr(StderrMode::Null);
+    let err = Client::connect_stdio(cmd, ClientOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::ProcessExited {
+            status: "exited with status 3".into(),
+            before: "initialize".into()
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "the command exited with status 3 before answering initialize"
+    );
+    // Killed by a signal while reading the request.
+    let cmd = StdioCommand::new("sh")
+        .args(["-c", "read -r l; kill -9 $$"])
+        .stderr(StderrMode::Null);
+    let err = Client::connect_stdio(cmd, ClientOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the command was killed by signal 9 (SIGKILL) before answering initialize"
+    );
+    // Ending after the handshake, while its catalogs are listed.
+    let script = format!("read -r l; printf '%s\\n' '{INIT}'; read -r l; read -r l; exit 4");
+    let cmd = StdioCommand::new("sh")
+        .args(["-c", &script])
+        .stderr(StderrMode::Null);
+    let err = Client::connect_stdio(cmd, ClientOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the command exited with status 4 before answering the listing of its catalogs"
+    );
+}
+
 #[tokio::test]
 async fn close_leaves_no_child_behind() {
     let cmd = sh_server("while read -r l; do :; done");

@@ -261,7 +261,14 @@ impl fmt::Display for RegistrationError {
     }
 }
 
-impl std::error::Error for RegistrationError {}
+impl std::error::Error for RegistrationError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RegistrationError::SkillsFolder(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
