@@ -1545,7 +1545,7 @@ fn finding_3_sighup_dropping_the_waiting_client_sends_nothing() {
     assert_eq!(
         result_text(steps[1]),
         (
-            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            "set_value failed: scope_denied (nothing was sent: the caller's client name is not one of scope.clients)".to_owned(),
             true
         )
     );
