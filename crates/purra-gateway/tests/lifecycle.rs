@@ -953,7 +953,7 @@ async fn finding_3_a_reload_dropping_the_waiting_caller_sends_nothing() {
     assert_eq!(
         text(&r),
         (
-            "set_value failed: scope_denied (nothing was sent)".to_owned(),
+            "set_value failed: scope_denied (nothing was sent: the caller's principal is not one of scope.principals)".to_owned(),
             true
         )
     );

@@ -39,6 +39,7 @@ fn server(seen: Heard) -> Server {
 
 #[tokio::test]
 async fn the_observer_hears_every_request_with_its_tool_and_outcome() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let seen = Arc::new(Mutex::new(Vec::new()));
     let server = server(seen.clone());
     assert_eq!(server.open_sessions(), 0);
@@ -93,9 +94,21 @@ async fn the_observer_hears_every_request_with_its_tool_and_outcome() {
     );
 }
 
-/// Every field value each span was created or recorded with: span id, field name, value.
+/// Every field value each span was created or recorded with: the span's creation number (span
+/// ids are reused once a span closes, so they cannot tell two spans apart), field name, value.
 #[derive(Clone, Default)]
-struct SpanFields(Arc<Mutex<Vec<(u64, String, String)>>>);
+struct SpanFields(
+    Arc<Mutex<Vec<(u64, String, String)>>>,
+    Arc<std::sync::atomic::AtomicU64>,
+);
+
+/// The tests of this file one at a time: a subscriber set for one test's thread
+/// (`set_default`) while the other test's thread creates the same callsites made the recorded
+/// spans depend on which thread registered a callsite first.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A span's creation number, kept in its extensions.
+struct Seq(u64);
 
 /// Records the fields of one span into [`SpanFields`].
 struct Visitor(SpanFields, u64);
@@ -111,22 +124,35 @@ impl tracing::field::Visit for Visitor {
     }
 }
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SpanFields {
+impl<S> tracing_subscriber::Layer<S> for SpanFields
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
     fn on_new_span(
         &self,
         attrs: &tracing::span::Attributes<'_>,
         id: &tracing::span::Id,
-        _: tracing_subscriber::layer::Context<'_, S>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
     ) {
-        attrs.record(&mut Visitor(self.clone(), id.into_u64()));
+        let n = self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Seq(n));
+        }
+        attrs.record(&mut Visitor(self.clone(), n));
     }
     fn on_record(
         &self,
         id: &tracing::span::Id,
         values: &tracing::span::Record<'_>,
-        _: tracing_subscriber::layer::Context<'_, S>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
     ) {
-        values.record(&mut Visitor(self.clone(), id.into_u64()));
+        let Some(n) = ctx
+            .span(id)
+            .and_then(|span| span.extensions().get::<Seq>().map(|s| s.0))
+        else {
+            return;
+        };
+        values.record(&mut Visitor(self.clone(), n));
     }
 }
 
@@ -136,6 +162,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SpanFields {
 #[tokio::test]
 async fn finding_1_span_names_carry_only_known_methods_and_tools() {
     use tracing_subscriber::layer::SubscriberExt;
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let fields = SpanFields::default();
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(fields.clone()));
