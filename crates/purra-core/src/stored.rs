@@ -7,7 +7,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{ApprovalId, ClaimState, EffectOutcome, StoreError};
+use crate::{
+    ApprovalId, ApprovalQuery, ApprovalStatus, ClaimState, EffectOutcome, StoreError, MAX_PAGE,
+};
 
 /// The approval id of sequence number `seq`: `approval-{seq}`.
 pub fn approval_id(seq: i64) -> ApprovalId {
@@ -65,9 +67,125 @@ pub fn from_ns(ns: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
 }
 
+/// An [`ApprovalQuery`] lowered to the stored columns, which every durable backend turns into its
+/// own SQL: the state and verdict as the literals stored (from a fixed set, so a backend may spell
+/// them into its statement and let the planner pick a partial index), the cursors as sequence
+/// numbers, instants as nanoseconds, the limit capped at [`MAX_PAGE`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalFilter {
+    /// Only the approval of this sequence number.
+    pub seq: Option<i64>,
+    /// Only approvals in this stored state (`prepared`, `decided`, `claimed`, `refused`).
+    pub state: Option<&'static str>,
+    /// Only decisions with this stored verdict (`approve`, `deny`).
+    pub verdict: Option<&'static str>,
+    /// Every state but `prepared` (the history).
+    pub decided: bool,
+    /// Only approvals of this run.
+    pub run_id: Option<String>,
+    /// Only approvals whose request names this principal.
+    pub principal: Option<String>,
+    /// Pending with a request that accepts a decision at this instant (ns).
+    pub open_at: Option<i64>,
+    /// Only sequence numbers above this one (0: from the first).
+    pub after: i64,
+    /// Only sequence numbers below this one.
+    pub before: Option<i64>,
+    /// Newest first instead of oldest first.
+    pub newest_first: bool,
+    /// At most this many.
+    pub limit: u32,
+}
+
+impl ApprovalFilter {
+    /// The one approval of sequence number `seq`.
+    pub fn one(seq: i64) -> ApprovalFilter {
+        ApprovalFilter {
+            seq: Some(seq),
+            limit: 1,
+            ..ApprovalFilter::every()
+        }
+    }
+
+    /// Every approval, oldest first, at most [`MAX_PAGE`].
+    pub fn every() -> ApprovalFilter {
+        ApprovalFilter {
+            seq: None,
+            state: None,
+            verdict: None,
+            decided: false,
+            run_id: None,
+            principal: None,
+            open_at: None,
+            after: 0,
+            before: None,
+            newest_first: false,
+            limit: MAX_PAGE,
+        }
+    }
+
+    /// The filter of `query` (`NotFound` for a cursor that is not an approval id).
+    pub fn of(query: &ApprovalQuery) -> Result<ApprovalFilter, StoreError> {
+        let cursor = |id: &Option<ApprovalId>| {
+            id.as_ref()
+                .map(|id| approval_seq(id).ok_or(StoreError::NotFound))
+                .transpose()
+        };
+        let (state, verdict) = match query.status {
+            None => (None, None),
+            Some(ApprovalStatus::Pending) => (Some("prepared"), None),
+            Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
+            Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
+            Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
+            Some(_) => (Some("refused"), None),
+        };
+        Ok(ApprovalFilter {
+            seq: None,
+            state,
+            verdict,
+            decided: query.decided,
+            run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
+            principal: query.principal.clone(),
+            open_at: query.open_at.map(to_ns).transpose()?,
+            after: cursor(&query.after)?.unwrap_or(0),
+            before: cursor(&query.before)?,
+            newest_first: query.newest_first,
+            limit: query.limit.min(MAX_PAGE),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both durable stores lower a query through this one function: statuses to the stored
+    /// literals, cursors to sequence numbers (a cursor that is no approval id is `NotFound`),
+    /// the limit capped.
+    #[test]
+    fn a_query_is_lowered_to_the_stored_columns() {
+        let mut q = ApprovalQuery {
+            status: Some(ApprovalStatus::Denied),
+            before: Some(approval_id(42)),
+            limit: MAX_PAGE + 7,
+            ..ApprovalQuery::default()
+        };
+        let f = ApprovalFilter::of(&q).unwrap();
+        assert_eq!((f.state, f.verdict), (Some("decided"), Some("deny")));
+        assert_eq!((f.after, f.before, f.limit), (0, Some(42), MAX_PAGE));
+        q.status = Some(ApprovalStatus::Pending);
+        assert_eq!(ApprovalFilter::of(&q).unwrap().state, Some("prepared"));
+        q.after = Some(ApprovalId("approval-07".into()));
+        assert!(matches!(ApprovalFilter::of(&q), Err(StoreError::NotFound)));
+        assert_eq!(
+            ApprovalFilter::one(7),
+            ApprovalFilter {
+                seq: Some(7),
+                limit: 1,
+                ..ApprovalFilter::every()
+            }
+        );
+    }
 
     #[test]
     fn approval_ids_round_trip_and_reject_other_spellings() {

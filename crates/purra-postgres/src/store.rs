@@ -26,8 +26,8 @@ use purra_core::stored::{
 use purra_core::{
     check_reconciliation, request_principal, ApprovalGateway, ApprovalId, ApprovalIntent,
     ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRef, ApprovalRequest, ApprovalState,
-    ApprovalStatus, ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict,
-    ClaimView, Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
+    ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView,
+    Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
     JsonIdentity, OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvents,
     SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
 };
@@ -795,77 +795,23 @@ impl PostgresStore {
 /// `approvals_open_by_principal`, whose expression this is part of.
 const NEVER: &str = "9223372036854775807";
 
-/// Which approvals [`read_views`] reads (and [`count_views`] counts). `state` and `verdict` are
-/// spelled into the statement as literals (they come from a fixed set), so the planner can use
-/// `approvals_by_state` for the pending ones and the partial `approvals_open_by_principal` for a
-/// principal's open ones; each combination of filters is its own prepared statement, whose
-/// parameters are numbered in the order its conditions are written.
-struct ViewFilter {
-    seq: Option<i64>,
-    state: Option<&'static str>,
-    verdict: Option<&'static str>,
-    /// Every state but `prepared` (the history).
-    decided: bool,
-    run_id: Option<String>,
-    principal: Option<String>,
-    /// Pending with a request that accepts a decision at this instant (ns).
-    open_at: Option<i64>,
-    after: i64,
-    before: Option<i64>,
-    newest_first: bool,
-    limit: i64,
-}
+// Which approvals `read_views` reads (and `count_views` counts): purra-core's `ApprovalFilter`. `state` and `verdict` are
+// spelled into the statement as literals (they come from a fixed set), so the planner can use
+// `approvals_by_state` for the pending ones and the partial `approvals_open_by_principal` for a
+// principal's open ones; each combination of filters is its own prepared statement, whose
+// parameters are numbered in the order its conditions are written.
+use purra_core::stored::ApprovalFilter as ViewFilter;
 
 /// A statement's parameters, owned.
 type Params = Vec<Box<dyn ToSql + Sync + Send>>;
 
-impl ViewFilter {
-    fn one(seq: i64) -> ViewFilter {
-        ViewFilter {
-            seq: Some(seq),
-            state: None,
-            verdict: None,
-            decided: false,
-            run_id: None,
-            principal: None,
-            open_at: None,
-            after: 0,
-            before: None,
-            newest_first: false,
-            limit: 1,
-        }
-    }
+/// The SQL of an [`ApprovalFilter`](purra_core::stored::ApprovalFilter) for this store.
+trait Conditions {
+    /// The conditions of this filter on `approvals a`, and their parameters in order.
+    fn conditions(&self) -> (String, Params);
+}
 
-    /// The filter of `query` (`NotFound` for a cursor that is not an approval id).
-    fn of(query: &ApprovalQuery) -> Result<ViewFilter, StoreError> {
-        let cursor = |id: &Option<ApprovalId>| {
-            id.as_ref()
-                .map(|id| approval_seq(id).ok_or(StoreError::NotFound))
-                .transpose()
-        };
-        let (state, verdict) = match query.status {
-            None => (None, None),
-            Some(ApprovalStatus::Pending) => (Some("prepared"), None),
-            Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
-            Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
-            Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
-            Some(_) => (Some("refused"), None),
-        };
-        Ok(ViewFilter {
-            seq: None,
-            state,
-            verdict,
-            decided: query.decided,
-            run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
-            principal: query.principal.clone(),
-            open_at: query.open_at.map(to_ns).transpose()?,
-            after: cursor(&query.after)?.unwrap_or(0),
-            before: cursor(&query.before)?,
-            newest_first: query.newest_first,
-            limit: i64::from(query.limit.min(MAX_PAGE)),
-        })
-    }
-
+impl Conditions for ViewFilter {
     /// The conditions of this filter on `approvals a`, and their parameters in order.
     fn conditions(&self) -> (String, Params) {
         let mut params: Params = vec![Box::new(self.after)];
@@ -926,7 +872,7 @@ async fn read_views<C: GenericClient>(
     filter: &ViewFilter,
 ) -> Result<Vec<ApprovalView>, Error> {
     let (conditions, mut params) = filter.conditions();
-    params.push(Box::new(filter.limit));
+    params.push(Box::new(i64::from(filter.limit)));
     let order = if filter.newest_first { "DESC" } else { "ASC" };
     let sql = format!(
         "SELECT a.seq, a.intent_json, a.intent_digest, a.state, a.verdict, a.approver,
@@ -1522,10 +1468,7 @@ impl OperatorStore for PostgresStore {
                     async move { read_views(&c, &filter).await }
                 })
                 .await?;
-            Ok(ApprovalPage::from_read(
-                read,
-                u32::try_from(limit).unwrap_or(MAX_PAGE),
-            ))
+            Ok(ApprovalPage::from_read(read, limit))
         })
     }
 

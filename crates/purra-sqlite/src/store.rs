@@ -34,8 +34,8 @@ use purra_core::stored::{
 use purra_core::{
     check_reconciliation, request_principal, ApprovalBinding, ApprovalGateway, ApprovalId,
     ApprovalIntent, ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState,
-    ApprovalStatus, ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict,
-    ClaimView, Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
+    ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView,
+    Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
     JsonIdentity, OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvent,
     StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE,
     PRINCIPAL_LABEL,
@@ -442,83 +442,24 @@ impl Reader {
 /// `approvals_open_by_principal`, whose expression this is part of.
 const NEVER: &str = "9223372036854775807";
 
-/// Which approvals [`read_views`] reads (and [`count_views`] counts). `state` and `verdict` are
-/// spelled into the statement as literals (they come from a fixed set), so a listing of pending
-/// approvals uses the partial index `approvals_pending`, a run's listing `approvals_by_run` and a
-/// principal's open approvals `approvals_open_by_principal`; each combination of filters is its
-/// own cached statement, whose parameters are bound in the order its conditions are written.
-struct ViewFilter {
-    seq: Option<i64>,
-    state: Option<&'static str>,
-    verdict: Option<&'static str>,
-    /// Every state but `prepared` (the history).
-    decided: bool,
-    run_id: Option<String>,
-    principal: Option<String>,
-    /// Pending with a request that accepts a decision at this instant (ns).
-    open_at: Option<i64>,
-    after: i64,
-    before: Option<i64>,
-    newest_first: bool,
-    limit: u32,
+// Which approvals `read_views` reads (and `count_views` counts): purra-core's `ApprovalFilter`. `state` and `verdict` are
+// spelled into the statement as literals (they come from a fixed set), so a listing of pending
+// approvals uses the partial index `approvals_pending`, a run's listing `approvals_by_run` and a
+// principal's open approvals `approvals_open_by_principal`; each combination of filters is its
+// own cached statement, whose parameters are bound in the order its conditions are written.
+use purra_core::stored::ApprovalFilter as ViewFilter;
+
+/// The SQL of an [`ApprovalFilter`](purra_core::stored::ApprovalFilter) for this store.
+trait Conditions {
+    /// The conditions of this filter on `approvals a`, and their parameters in order.
+    fn conditions(&self) -> (String, Vec<rusqlite::types::Value>);
+    /// The listing's statement and its parameters (the limit last).
+    fn sql(&self) -> (String, Vec<rusqlite::types::Value>);
+    /// The count's statement and its parameters.
+    fn count_sql(&self) -> (String, Vec<rusqlite::types::Value>);
 }
 
-impl ViewFilter {
-    fn one(seq: i64) -> ViewFilter {
-        ViewFilter {
-            seq: Some(seq),
-            limit: 1,
-            ..ViewFilter::every()
-        }
-    }
-
-    /// Every approval, oldest first, at most [`MAX_PAGE`].
-    fn every() -> ViewFilter {
-        ViewFilter {
-            seq: None,
-            state: None,
-            verdict: None,
-            decided: false,
-            run_id: None,
-            principal: None,
-            open_at: None,
-            after: 0,
-            before: None,
-            newest_first: false,
-            limit: MAX_PAGE,
-        }
-    }
-
-    /// The filter of `query` (`NotFound` for a cursor that is not an approval id).
-    fn of(query: &ApprovalQuery) -> Result<ViewFilter, StoreError> {
-        let cursor = |id: &Option<ApprovalId>| {
-            id.as_ref()
-                .map(|id| approval_seq(id).ok_or(StoreError::NotFound))
-                .transpose()
-        };
-        let (state, verdict) = match query.status {
-            None => (None, None),
-            Some(ApprovalStatus::Pending) => (Some("prepared"), None),
-            Some(ApprovalStatus::Approved) => (Some("decided"), Some("approve")),
-            Some(ApprovalStatus::Denied) => (Some("decided"), Some("deny")),
-            Some(ApprovalStatus::Claimed) => (Some("claimed"), None),
-            Some(_) => (Some("refused"), None),
-        };
-        Ok(ViewFilter {
-            seq: None,
-            state,
-            verdict,
-            decided: query.decided,
-            run_id: query.run_id.as_ref().map(|r| r.as_str().to_owned()),
-            principal: query.principal.clone(),
-            open_at: query.open_at.map(to_ns).transpose()?,
-            after: cursor(&query.after)?.unwrap_or(0),
-            before: cursor(&query.before)?,
-            newest_first: query.newest_first,
-            limit: query.limit.min(MAX_PAGE),
-        })
-    }
-
+impl Conditions for ViewFilter {
     /// The conditions of this filter on `approvals a`, and their parameters in order.
     fn conditions(&self) -> (String, Vec<rusqlite::types::Value>) {
         use rusqlite::types::Value;
