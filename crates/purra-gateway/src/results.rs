@@ -157,14 +157,7 @@ pub fn rate_limited_request(
     per_minute: u32,
     retry_after: std::time::Duration,
 ) -> purra_protocol::ErrorObject {
-    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-    purra_protocol::ErrorObject::new(
-        RATE_LIMITED_REQUEST,
-        format!(
-            "rate_limited: this caller's requests exceed {per_minute} a minute, the most \
-             max_calls_per_minute_per_caller allows; try again in {secs}s"
-        ),
-    )
+    rate_limited_error("requests", per_minute, "try", retry_after)
 }
 
 /// The JSON-RPC error of a call naming a tool the gateway does not have, refused because its
@@ -174,12 +167,23 @@ pub fn rate_limited_unknown_tool(
     per_minute: u32,
     retry_after: std::time::Duration,
 ) -> purra_protocol::ErrorObject {
+    rate_limited_error("calls", per_minute, "call", retry_after)
+}
+
+/// The JSON-RPC error of a caller over its rate: what it made too many of, and the verb that
+/// tells it when the next fits (`retry_after` rounded up to whole seconds).
+fn rate_limited_error(
+    what: &str,
+    per_minute: u32,
+    verb: &str,
+    retry_after: std::time::Duration,
+) -> purra_protocol::ErrorObject {
     let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
     purra_protocol::ErrorObject::new(
         RATE_LIMITED_REQUEST,
         format!(
-            "rate_limited: this caller's calls exceed {per_minute} a minute, the most \
-             max_calls_per_minute_per_caller allows; call again in {secs}s"
+            "rate_limited: this caller's {what} exceed {per_minute} a minute, the most \
+             max_calls_per_minute_per_caller allows; {verb} again in {secs}s"
         ),
     )
 }
