@@ -815,10 +815,12 @@ impl Inner {
         // request names (its labels): one a reload or a restart dropped from `principals` or
         // `clients` has no current intent, so the claim is checked against one that matches no
         // approval and the store records the refusal as a mismatch; nothing is sent.
-        let asker = match self.store.approval(approval.clone()).await {
-            Ok(Some(view)) => requester(&view.request.labels),
+        // One read serves both: the request's labels now, its state and digest after the claim.
+        let record = match self.store.approval(approval.clone()).await {
+            Ok(Some(view)) => view,
             Ok(None) | Err(_) => return store_failed(tool),
         };
+        let asker = requester(&record.request.labels);
         let current = if b.scope.allows_caller(&asker) {
             match self.intent(&bound.registration, run_id, args) {
                 Ok(i) => i.digest(),
@@ -832,9 +834,6 @@ impl Inner {
                 Ok(id) => id,
                 Err(_) => return store_failed(tool),
             }
-        };
-        let Ok(Some(record)) = self.approvals.record(approval.clone()).await else {
-            return store_failed(tool);
         };
         let claim_span = tracing::debug_span!(
             "gateway.claim",
