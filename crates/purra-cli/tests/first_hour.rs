@@ -153,39 +153,36 @@ title = "Write a file"
 scope = "open"
 "#;
 
-/// Defect 2: server-filesystem's `write_file` (`destructiveHint: true`, `readOnlyHint: false`)
-/// bound under `[reads.*]` ran without approval; now `--check` and the start refuse it.
-#[test]
-fn defect_2_a_destructive_tool_bound_as_a_read_is_refused() {
-    let refused = |sc: &Scenario| {
-        format!(
-            "  {}:{}: reads.write_file: upstream \"up\" marks the tool \"write_file\" destructive (destructiveHint: true) and not read-only (readOnlyHint: false), but it is bound as a read, which runs without approval: bind it as [writes.write_file], or, if it only reads, say asserted_read_only = true",
-            sc.config(),
-            sc.line_of("[reads.write_file]")
-        )
-    };
+/// `bindings` over server-filesystem hold one mistake, `mistake(sc)`: `--check` and the start
+/// both refuse the file with exactly it (exit 78, nothing on stdout); beside another mistake (an
+/// `approval_wait` without a unit, so the path that reports every mistake at once) both are
+/// reported.
+fn refused_alone_and_beside_another(
+    name: &str,
+    bindings: &str,
+    mistake: impl Fn(&Scenario) -> String,
+) {
     let sc = Scenario::new(
-        "destructive-read",
+        name,
         "db = \"gateway.db\"\nlisten = \"127.0.0.1:0\"",
-        WRITE_FILE_AS_READ,
+        bindings,
     );
-    let mistake = vec![
+    let alone = vec![
         "purra: the configuration has 1 mistake:".to_owned(),
-        refused(&sc),
+        mistake(&sc),
     ];
     let out = sc.check();
     assert_eq!(out.status.code(), Some(78));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "");
-    assert_eq!(own_lines(&out.stderr), mistake);
+    assert_eq!(own_lines(&out.stderr), alone);
     let out = sc.start();
     assert_eq!(out.status.code(), Some(78));
-    assert_eq!(own_lines(&out.stderr), mistake);
+    assert_eq!(own_lines(&out.stderr), alone);
 
-    // Beside another mistake (the all-mistakes path), both at once.
     let sc = Scenario::new(
-        "destructive-read-and-more",
+        &format!("{name}-and-more"),
         "db = \"gateway.db\"\napproval_wait = \"90\"",
-        WRITE_FILE_AS_READ,
+        bindings,
     );
     let out = sc.check();
     assert_eq!(out.status.code(), Some(78));
@@ -198,9 +195,23 @@ fn defect_2_a_destructive_tool_bound_as_a_read_is_refused() {
                 sc.config(),
                 sc.line_of("approval_wait")
             ),
-            refused(&sc),
+            mistake(&sc),
         ]
     );
+}
+
+/// Defect 2: server-filesystem's `write_file` (`destructiveHint: true`, `readOnlyHint: false`)
+/// bound under `[reads.*]` ran without approval; now `--check` and the start refuse it.
+#[test]
+fn defect_2_a_destructive_tool_bound_as_a_read_is_refused() {
+    let refused = |sc: &Scenario| {
+        format!(
+            "  {}:{}: reads.write_file: upstream \"up\" marks the tool \"write_file\" destructive (destructiveHint: true) and not read-only (readOnlyHint: false), but it is bound as a read, which runs without approval: bind it as [writes.write_file], or, if it only reads, say asserted_read_only = true",
+            sc.config(),
+            sc.line_of("[reads.write_file]")
+        )
+    };
+    refused_alone_and_beside_another("destructive-read", WRITE_FILE_AS_READ, refused);
 }
 
 /// Defect 2: with `asserted_read_only = true` the host takes it on itself; the warning is
@@ -488,41 +499,10 @@ fn defect_4_a_rule_on_a_missing_argument_is_a_mistake() {
             sc.line_of("arguments = ")
         )
     };
-    let sc = Scenario::new(
+    refused_alone_and_beside_another(
         "missing-argument",
-        "db = \"gateway.db\"\nlisten = \"127.0.0.1:0\"",
         &WRITE.replace("path within", "pth within"),
-    );
-    let mistake = vec![
-        "purra: the configuration has 1 mistake:".to_owned(),
-        refused(&sc),
-    ];
-    let out = sc.check();
-    assert_eq!(out.status.code(), Some(78));
-    assert_eq!(own_lines(&out.stderr), mistake);
-    let out = sc.start();
-    assert_eq!(out.status.code(), Some(78));
-    assert_eq!(own_lines(&out.stderr), mistake);
-
-    // Beside another mistake (the all-mistakes path), both at once.
-    let sc = Scenario::new(
-        "missing-argument-and-more",
-        "db = \"gateway.db\"\napproval_wait = \"90\"",
-        &WRITE.replace("path within", "pth within"),
-    );
-    let out = sc.check();
-    assert_eq!(out.status.code(), Some(78));
-    assert_eq!(
-        own_lines(&out.stderr),
-        [
-            "purra: the configuration has 2 mistakes:".to_owned(),
-            format!(
-                "  {}:{}: gateway.approval_wait: expected a duration with a unit ms, s, m or h (such as \"30s\"), found \"90\"",
-                sc.config(),
-                sc.line_of("approval_wait")
-            ),
-            refused(&sc),
-        ]
+        refused,
     );
 
     // The rule as meant passes.
