@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 #[path = "support/peers.rs"]
 mod peers;
 
-use peers::{fresh_dir, peer, peers_dir, repo_root};
+use peers::{fresh_dir, own_lines, peer, peers_dir, repo_root};
 
 fn purra(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_purra"))
@@ -20,20 +20,6 @@ fn purra(args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run purra")
-}
-
-/// The lines of purra's own on stderr (the upstream writes there too): those starting with
-/// `purra`, each with the indented lines that follow it.
-fn own_lines(stderr: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut inside = false;
-    for l in String::from_utf8_lossy(stderr).lines() {
-        inside = l.starts_with("purra") || (inside && l.starts_with("  "));
-        if inside {
-            out.push(l.to_owned());
-        }
-    }
-    out
 }
 
 /// A directory with `gateway.toml` over server-filesystem (serving `files/`), removed when

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 #[path = "support/peers.rs"]
 mod peers;
 
-use peers::{fresh_dir, lines_of, peer, peers_dir, python, repo_root};
+use peers::{fresh_dir, lines_of, own, own_lines, peer, peers_dir, python, repo_root};
 
 /// Generous bound on any one wait (SDK processes start slowly on a loaded machine).
 const LIMIT: Duration = Duration::from_secs(120);
@@ -197,24 +197,6 @@ fn purra(args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run purra")
-}
-
-/// The lines of `purra gateway`'s own on stderr (upstream servers write theirs there too): those
-/// starting with `purra`, each with the indented lines that follow it.
-fn own_lines(stderr: &[u8]) -> Vec<String> {
-    own(String::from_utf8_lossy(stderr).lines())
-}
-
-fn own<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut inside = false;
-    for l in lines {
-        inside = l.starts_with("purra") || (inside && l.starts_with("  "));
-        if inside {
-            out.push(l.to_owned());
-        }
-    }
-    out
 }
 
 /// A gateway on Streamable HTTP, killed when dropped; its stderr lines are kept.

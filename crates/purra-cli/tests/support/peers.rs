@@ -106,3 +106,22 @@ pub fn oidc_issuer() -> &'static str {
         })
         .0
 }
+
+/// The lines of `purra gateway`'s own on stderr (upstream servers write theirs there too): those
+/// starting with `purra`, each with the indented lines that follow it.
+pub fn own_lines(stderr: &[u8]) -> Vec<String> {
+    own(String::from_utf8_lossy(stderr).lines())
+}
+
+/// [`own_lines`] of lines already read.
+pub fn own<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for l in lines {
+        inside = l.starts_with("purra") || (inside && l.starts_with("  "));
+        if inside {
+            out.push(l.to_owned());
+        }
+    }
+    out
+}
