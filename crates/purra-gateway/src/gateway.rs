@@ -227,12 +227,7 @@ fn bearer_matches(headers: &axum::http::HeaderMap, token: &str) -> bool {
     else {
         return false;
     };
-    given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
+    purra_protocol::auth::same_secret(given, token)
 }
 
 impl Gateway {

@@ -27,14 +27,7 @@ pub fn random_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// Compares two secrets in time independent of where they differ.
-pub fn same_secret(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+pub use purra_protocol::auth::same_secret;
 
 /// Drops the entries of `map` older than `ttl`, then the oldest until fewer than `max` remain
 /// (room for one more); `opened` says when an entry was made.

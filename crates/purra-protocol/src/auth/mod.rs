@@ -51,6 +51,13 @@ pub use store::{
 /// The boxed future [`Authorizer`], [`TokenStore`] and [`TokenValidator`] implementations return.
 pub use crate::session::BoxFuture;
 
+/// Whether two secrets (bearer tokens, CSRF tokens, sign-in states) are equal, compared in time
+/// independent of where they differ (only their lengths may show).
+pub fn same_secret(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 use std::time::Duration;
 
 use base64::Engine as _;
