@@ -211,6 +211,12 @@ pub(crate) fn principal_of(p: &Principal) -> String {
     purra_core::principal_name(p.issuer.as_deref().unwrap_or(""), &p.subject)
 }
 
+/// Who a request is from: the principal its token proves, else (stdio, HTTP without
+/// `[gateway.auth]`) the configured one; never one the caller asserts.
+pub(crate) fn caller_principal(proved: Option<&Principal>, configured: &str) -> String {
+    proved.map_or_else(|| configured.to_owned(), principal_of)
+}
+
 /// A validator that hands out one principal per token (for the unit test).
 #[cfg(test)]
 struct Fixed(Principal);

@@ -334,7 +334,7 @@ impl Gateway {
             if method == purra_protocol::types::methods::TOOLS_CALL {
                 return Ok(());
             }
-            let caller = principal.map_or_else(|| configured.clone(), crate::auth::principal_of);
+            let caller = crate::auth::caller_principal(principal, &configured);
             limiter
                 .check(&caller, std::time::Instant::now())
                 .map_err(|wait| results::rate_limited_request(limiter.per_minute(), wait))
@@ -342,7 +342,7 @@ impl Gateway {
         let unknown = calls.clone();
         let configured = config.gateway.principal.clone();
         builder = builder.admit_unknown_tools(move |_, principal| {
-            let caller = principal.map_or_else(|| configured.clone(), crate::auth::principal_of);
+            let caller = crate::auth::caller_principal(principal, &configured);
             unknown
                 .check(&caller, std::time::Instant::now())
                 .map_err(|wait| results::rate_limited_unknown_tool(unknown.per_minute(), wait))
@@ -1122,10 +1122,7 @@ impl Inner {
     pub(crate) fn caller(&self, ctx: &RequestCtx) -> Caller {
         let identity = ctx.principal().cloned();
         Caller {
-            principal: identity.as_ref().map_or_else(
-                || self.settings.principal.clone(),
-                crate::auth::principal_of,
-            ),
+            principal: crate::auth::caller_principal(identity.as_ref(), &self.settings.principal),
             client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
             identity,
         }
