@@ -157,6 +157,19 @@ async fn guarded() -> Guarded {
             },
         )
         .unwrap()
+        .tool(
+            "token_tail",
+            "The last 8 characters of the token the guard validated for this request",
+            |_: Nothing, ctx: RequestCtx| async move {
+                let token = ctx
+                    .extension::<purra_protocol::auth::ValidatedToken>()
+                    .expect("the guard put the validated token in the request");
+                let tail = &token.secret()[token.secret().len() - 8..];
+                let r: HandlerResult<String> = Ok(tail.to_owned());
+                r
+            },
+        )
+        .unwrap()
         .tool("write", "Writes", |_: Nothing, _ctx: RequestCtx| async {
             let r: HandlerResult<&'static str> = Ok("written");
             r
@@ -597,6 +610,21 @@ async fn sessions_are_bound_to_their_principal() {
         me,
         json!({"subject": "purra-service", "issuer": issuer(), "client_id": "purra-service",
                "scopes": ["mcp:read"], "session": true})
+    );
+    // The handler sees the token of this request (alice2's), not the one that opened the session.
+    let (status, _, _, body) = post(url, Some(&alice2), Some(&sid), &call(5, "token_tail")).await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["result"]["content"][0]["text"],
+        alice2[alice2.len() - 8..]
+    );
+    assert_eq!(
+        format!(
+            "{:?}",
+            purra_protocol::auth::ValidatedToken::from_secret(&alice2)
+        ),
+        "ValidatedToken([redacted])"
     );
 
     // Another principal presenting the session id: 404 on POST, GET, GET with

@@ -1067,6 +1067,34 @@ impl GuardConfig {
 
 /// The bearer token of `Authorization`; `Err` for a header that is present but not a bearer
 /// token (or several of them).
+/// The bearer token an [`AuthLayer`] validated, beside the [`Principal`] it proved, in the HTTP
+/// request's extensions (`RequestCtx::extension::<ValidatedToken>()`).
+///
+/// It is for a host that calls on as the caller, for instance the `subject_token` of an RFC 8693
+/// token exchange; it is never to be forwarded itself. `Debug` prints `[redacted]`, and it is
+/// neither `Display` nor `Serialize`, so it cannot reach a log line by accident.
+#[derive(Clone)]
+pub struct ValidatedToken(Arc<str>);
+
+impl ValidatedToken {
+    /// A validated token of a host's own authentication layer (one that validates tokens
+    /// itself and puts this beside its [`Principal`]).
+    pub fn from_secret(token: &str) -> Self {
+        ValidatedToken(Arc::from(token))
+    }
+
+    /// The token as the caller sent it.
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ValidatedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ValidatedToken([redacted])")
+    }
+}
+
 fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let Some(v) = values.next() else {
@@ -1241,6 +1269,7 @@ where
                 Body::new(body)
             };
             parts.extensions.insert(principal);
+            parts.extensions.insert(ValidatedToken(Arc::from(token)));
             inner.call(Request::from_parts(parts, body)).await
         })
     }
