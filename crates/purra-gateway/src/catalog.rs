@@ -329,6 +329,9 @@ async fn start_errors(
             return vec![source.error(&key, format!("cannot connect: {why}"))]
         }
         UpstreamError::Discovery(err) => err,
+        other @ (UpstreamError::Credential(_) | UpstreamError::Busy) => {
+            return vec![source.error(&key, other.to_string())]
+        }
     };
     let Some(refusal) = &err.refusal else {
         return vec![source.error(&key, format!("discovery failed: {}", err.code))];

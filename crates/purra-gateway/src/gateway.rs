@@ -1099,6 +1099,10 @@ impl Inner {
                 self.publish();
                 return Err(e.code);
             }
+            // The shared connection is made with the configured identity only.
+            Err(UpstreamError::Credential(_) | UpstreamError::Busy) => {
+                return Err(purra_mcp::codes::connection_closed())
+            }
         };
         if changed {
             self.publish();
@@ -1115,6 +1119,101 @@ impl Inner {
             registration: bound.registration.clone(),
             _in_use: crate::upstream::InUse::new(&b.upstream),
         }))
+    }
+
+    /// The registration of `b` on the connection of `who` when its upstream is called as the
+    /// person who asked (`Ok(None)` when it is not: the shared registration serves). The
+    /// principal's connection lists the tools itself: a bound tool it lists differently from
+    /// the shared listing (what is served and what approvals are bound to) is refused for it.
+    pub(crate) async fn as_principal(
+        &self,
+        b: &Binding,
+        shared: &BoundTool,
+        who: &crate::principals::Who,
+    ) -> Result<Option<PrincipalTool>, NotAsPrincipal> {
+        if b.upstream.credentials().is_none() {
+            return Ok(None);
+        }
+        let code = |c: &str| ErrorCode::new(c).unwrap_or(ErrorCode::TOOL_FAILED);
+        let mine = match b.upstream.current_as(who).await {
+            Ok(l) => l,
+            Err(UpstreamError::Credential(crate::principals::CredentialError::Missing(why))) => {
+                return Err(NotAsPrincipal {
+                    code: code("upstream_credential_missing"),
+                    why,
+                })
+            }
+            Err(UpstreamError::Credential(e)) => {
+                return Err(NotAsPrincipal {
+                    code: code("upstream_credential_unavailable"),
+                    why: e.to_string(),
+                })
+            }
+            Err(UpstreamError::Busy) => {
+                return Err(NotAsPrincipal {
+                    code: code("upstream_busy"),
+                    why: format!(
+                        "every connection to upstream {:?} is in use by other callers; call again",
+                        b.upstream.id
+                    ),
+                })
+            }
+            Err(UpstreamError::Connect(why)) => {
+                self.log(&format!(
+                    "upstream {}: the connection of {} failed: {why}",
+                    b.upstream.id, who.principal
+                ));
+                return Err(NotAsPrincipal {
+                    code: purra_mcp::codes::connection_closed(),
+                    why: "the upstream could not be reached as this caller".into(),
+                });
+            }
+            Err(UpstreamError::Discovery(e)) => {
+                return Err(NotAsPrincipal {
+                    code: e.code,
+                    why: "the upstream's tools could not be listed as this caller".into(),
+                })
+            }
+        };
+        let same = self.shared_tool(b).is_some_and(|shared_tool| {
+            mine.live.tools.get(&b.local).is_some_and(|t| {
+                t.tool == shared_tool
+                    && t.registration.input_schema().source()
+                        == shared.registration.input_schema().source()
+            })
+        });
+        if !same {
+            return Err(NotAsPrincipal {
+                code: code("mcp_catalog_changed"),
+                why: format!(
+                    "upstream {:?} lists {:?} differently to this caller than the definition the \
+                     gateway serves",
+                    b.upstream.id, b.remote
+                ),
+            });
+        }
+        let registration = mine.live.tools[&b.local].registration.clone();
+        Ok(Some(PrincipalTool {
+            registration,
+            _slot: mine.slot,
+        }))
+    }
+
+    /// The downstream tool of `b` as its upstream's shared connection discovered it.
+    fn shared_tool(&self, b: &Binding) -> Option<purra_protocol::types::Tool> {
+        b.upstream
+            .live()
+            .and_then(|l| l.tools.get(&b.local).map(|t| t.tool.clone()))
+    }
+
+    /// Who a call is made for: the caller's principal and the token it proved itself with.
+    pub(crate) fn who(&self, ctx: &RequestCtx) -> crate::principals::Who {
+        crate::principals::Who {
+            principal: self.caller(ctx).principal,
+            token: ctx
+                .extension::<purra_protocol::auth::ValidatedToken>()
+                .cloned(),
+        }
     }
 
     /// Who is calling: the principal the caller's token proves (`ISSUER#SUBJECT`), else (stdio,
@@ -1247,6 +1346,16 @@ impl Inner {
         {
             return results::policy_denied(&b.local, false);
         }
+        let mine = match self.as_principal(b, &bound, &self.who(ctx)).await {
+            Ok(m) => m,
+            Err(e) => {
+                return results::failed(&b.local, &e.code, &format!("nothing was sent: {}", e.why))
+            }
+        };
+        let registration = match &mine {
+            Some(m) => m.registration.clone(),
+            None => bound.registration.clone(),
+        };
         let run = RunContext {
             run_id: RunId::new(format!("{}:read", self.settings.name)),
             root_run_id: RunId::new(format!("{}:read", self.settings.name)),
@@ -1254,7 +1363,7 @@ impl Inner {
             lease: Lease::new(None, ctx.cancellation().clone()),
         };
         match execute(
-            bound.registration.clone(),
+            registration,
             args,
             run,
             self.schedule_limits(),
@@ -1305,6 +1414,21 @@ impl Inner {
 pub(crate) struct BoundTool {
     pub registration: Arc<purra_core::ToolRegistration>,
     _in_use: crate::upstream::InUse,
+}
+
+/// A binding's registration on the connection of the principal that asked (an upstream called
+/// as the person who asked), held for one call and its dispatch.
+pub(crate) struct PrincipalTool {
+    /// The registration on the principal's own connection.
+    pub registration: Arc<purra_core::ToolRegistration>,
+    _slot: crate::principals::SlotInUse,
+}
+
+/// Why a call could not go out as the principal that asked: its code and what the caller is
+/// told (nothing was sent).
+pub(crate) struct NotAsPrincipal {
+    pub code: ErrorCode,
+    pub why: String,
 }
 
 #[cfg(test)]

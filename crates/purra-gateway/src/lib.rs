@@ -98,6 +98,7 @@ mod gateway;
 pub mod health;
 pub mod limit;
 mod load;
+mod principals;
 pub mod metrics;
 pub mod policy;
 pub mod reload;

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::UpstreamConfig;
+use crate::principals::{ConnectAs, CredentialError, Credentials, Principals, SlotInUse, Who};
 
 /// The most characters of an upstream command's stderr line a message repeats.
 const MAX_STDERR_CHARS: usize = 300;
@@ -74,6 +75,10 @@ pub(crate) enum UpstreamError {
     Connect(String),
     /// Discovery failed with an adapter code.
     Discovery(AdapterError),
+    /// The caller's credential for this upstream could not be had.
+    Credential(CredentialError),
+    /// Every per-principal connection is in use.
+    Busy,
 }
 
 impl std::fmt::Display for UpstreamError {
@@ -84,6 +89,8 @@ impl std::fmt::Display for UpstreamError {
                 Some(r) => write!(f, "discovery failed: {} ({r})", e.code),
                 None => write!(f, "discovery failed: {}", e.code),
             },
+            UpstreamError::Credential(e) => write!(f, "no credential: {e}"),
+            UpstreamError::Busy => f.write_str("every per-principal connection is in use"),
         }
     }
 }
@@ -116,6 +123,27 @@ pub(crate) struct Upstream {
     users: AtomicUsize,
     /// Woken when the last user is done.
     idle: Notify,
+    /// Who the upstream is called as.
+    identity: Identity,
+}
+
+/// Who an upstream is called as: its configured headers and environment only (the default), a
+/// service identity on its shared connection, and/or a connection per principal made with that
+/// principal's own credential.
+#[derive(Default)]
+pub(crate) struct Identity {
+    /// The authorization of the shared connection's HTTP requests (a service identity).
+    pub service: Option<Arc<dyn purra_protocol::http::HttpAuth>>,
+    /// How each principal's own connection is made, and the pool of them.
+    pub per_principal: Option<(Arc<dyn Credentials>, Principals)>,
+}
+
+/// One principal's current state of an upstream, held for one call.
+pub(crate) struct PrincipalLive {
+    /// The principal's connection and what it discovered.
+    pub live: Arc<Live>,
+    /// The slot it is in (not evicted while held).
+    pub slot: SlotInUse,
 }
 
 /// A call's use of an upstream: while any is held, a retired upstream's own connection stays
@@ -169,7 +197,89 @@ impl Upstream {
             listeners: Mutex::new(Vec::new()),
             users: AtomicUsize::new(0),
             idle: Notify::new(),
+            identity: Identity::default(),
         }
+    }
+
+    /// This upstream called as `identity` says.
+    pub fn with_identity(mut self, identity: Identity) -> Upstream {
+        self.identity = identity;
+        self
+    }
+
+    /// The credentials of per-principal connections, when calls go out as their principal.
+    pub fn credentials(&self) -> Option<&Arc<dyn Credentials>> {
+        self.identity.per_principal.as_ref().map(|(c, _)| c)
+    }
+
+    /// `who`'s own connection and what it discovered: made now with `who`'s credential when
+    /// it has none open (or its tool list changed). Only for an upstream with per-principal
+    /// connections.
+    pub async fn current_as(&self, who: &Who) -> Result<PrincipalLive, UpstreamError> {
+        let Some((credentials, pool)) = &self.identity.per_principal else {
+            return Err(UpstreamError::Connect(
+                "this upstream has no per-principal connections".into(),
+            ));
+        };
+        credentials.update(who);
+        let slot = pool.take(&who.principal).map_err(|_| UpstreamError::Busy)?;
+        if let Some(live) = slot.0.live().filter(|l| l.is_current()) {
+            return Ok(PrincipalLive { live, slot });
+        }
+        let held = slot.0.clone();
+        let _permit = held
+            .gate
+            .acquire()
+            .await
+            .map_err(|_| UpstreamError::Connect("the gateway is stopping".into()))?;
+        if let Some(live) = slot.0.live().filter(|l| l.is_current()) {
+            return Ok(PrincipalLive { live, slot });
+        }
+        if self.is_retired() {
+            return Err(UpstreamError::Connect(
+                "replaced by a reload of the configuration".into(),
+            ));
+        }
+        let reuse = slot
+            .0
+            .live()
+            .filter(|l| !l.monitor.is_closed() && !l.conn.peer().is_closed())
+            .map(|l| (l.conn.clone(), l.monitor.clone()));
+        let (conn, monitor) = match reuse {
+            Some(c) => c,
+            None => {
+                let with = credentials
+                    .connect_as(who)
+                    .await
+                    .map_err(UpstreamError::Credential)?;
+                let conn = Arc::new(self.connect(&with).await?);
+                let monitor = CatalogMonitor::attach(&conn);
+                (conn, monitor)
+            }
+        };
+        match self.discover(&conn, &monitor).await {
+            Ok(live) => {
+                let live = Arc::new(live);
+                slot.0.set_live(Some(live.clone()));
+                Ok(PrincipalLive { live, slot })
+            }
+            Err(e) => {
+                slot.0.set_live(None);
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes the per-principal connections idle past their timeout.
+    pub async fn reap_idle(&self) {
+        if let Some((_, pool)) = &self.identity.per_principal {
+            pool.reap().await;
+        }
+    }
+
+    /// The per-principal pool, if any (for the tests and the metrics).
+    pub fn principals(&self) -> Option<&Principals> {
+        self.identity.per_principal.as_ref().map(|(_, p)| p)
     }
 
     /// Uses `from`'s connection (when it is open) instead of connecting: the binding-only change
@@ -290,7 +400,7 @@ impl Upstream {
         let (conn, monitor) = match reuse {
             Some(c) => c,
             None => {
-                let conn = Arc::new(self.connect().await?);
+                let conn = Arc::new(self.connect(&ConnectAs::default()).await?);
                 let monitor = CatalogMonitor::attach(&conn);
                 // Under the gate: each new connection is counted once, whoever asked.
                 if self
@@ -324,9 +434,14 @@ impl Upstream {
             live.monitor.close();
             live.conn.close().await;
         }
+        if let Some((_, pool)) = &self.identity.per_principal {
+            pool.close().await;
+        }
     }
 
-    async fn connect(&self) -> Result<Connection, UpstreamError> {
+    /// Connects: the shared connection with `ConnectAs::default()` (the configured headers
+    /// and environment, and the service identity if any), a principal's with its own.
+    async fn connect(&self, with: &ConnectAs) -> Result<Connection, UpstreamError> {
         let mut options = ClientOptions::default();
         options.client_info =
             purra_protocol::types::Implementation::new("purra-gateway", env!("CARGO_PKG_VERSION"));
@@ -353,6 +468,9 @@ impl Upstream {
                 for (k, v) in &self.config.env {
                     cmd = cmd.env(k, v);
                 }
+                for (k, v) in &with.env {
+                    cmd = cmd.env(k, v);
+                }
                 if let Some(dir) = &self.config.cwd {
                     cmd = cmd.cwd(dir);
                 }
@@ -362,7 +480,7 @@ impl Upstream {
                 Client::connect_ws(url, WsClientOptions::default(), options).await
             }
             (None, Some(url)) => {
-                let http = HttpClientOptions {
+                let mut http = HttpClientOptions {
                     headers: self
                         .config
                         .headers
@@ -371,6 +489,9 @@ impl Upstream {
                         .collect(),
                     ..HttpClientOptions::default()
                 };
+                if let Some(auth) = with.auth.clone().or_else(|| self.identity.service.clone()) {
+                    http.auth = Some(auth);
+                }
                 Client::connect_http(url, http, options).await
             }
             (None, None) => return Err(UpstreamError::Connect("no command and no url".into())),
@@ -464,7 +585,7 @@ impl Upstream {
     /// Connects and lists the upstream's tools without binding anything (for the start checks
     /// of the configuration).
     pub async fn probe(&self) -> Result<Vec<Tool>, UpstreamError> {
-        let conn = self.connect().await?;
+        let conn = self.connect(&ConnectAs::default()).await?;
         let tools = conn.tools().as_ref().clone();
         conn.close().await;
         Ok(tools)

@@ -338,7 +338,9 @@ impl Inner {
                 // it is replaced.
                 match self.store.approval(s.approval_id.clone()).await {
                     Ok(Some(v)) if v.state != ApprovalState::Prepared => {
-                        return self.settle(b, &run_id, &s.approval_id, &args).await;
+                        return self
+                            .settle(b, &run_id, &s.approval_id, &args, Some(&self.who(&ctx)))
+                            .await;
                     }
                     Ok(v) => Found::New {
                         replaces: v.is_some_and(|v| {
@@ -423,7 +425,8 @@ impl Inner {
         }
 
         // 4. Claim and dispatch.
-        self.settle(b, &run_id, &approval, &args).await
+        self.settle(b, &run_id, &approval, &args, Some(&self.who(&ctx)))
+            .await
     }
 
     /// Until when a call starting to wait now waits: `approval_wait`, never past the request's
@@ -784,13 +787,18 @@ impl Inner {
     }
 
     /// Claims a decided approval against the current registration and dispatches once; or
-    /// reports why not. Used by waiting callers and by the sweeper.
+    /// reports why not. Used by waiting callers (`who`: the caller) and by the sweeper (`None`).
+    ///
+    /// An upstream called as the person who asked is called with `who`'s credential, obtained
+    /// after the claim; one whose credential is the caller's own token (token exchange) is not
+    /// claimed without the caller: the decided approval waits for the call to be made again.
     pub(crate) async fn settle(
         &self,
         b: &Binding,
         run_id: &RunId,
         approval: &ApprovalId,
         args: &Value,
+        who: Option<&crate::principals::Who>,
     ) -> CallToolResult {
         let tool = b.local.as_str();
         let label = format!("approval {}", approval.0);
@@ -820,6 +828,20 @@ impl Inner {
             Ok(Some(view)) => view,
             Ok(None) | Err(_) => return store_failed(tool),
         };
+        let needs_caller = b
+            .upstream
+            .credentials()
+            .is_some_and(|c| c.needs_caller_token());
+        if needs_caller && who.is_none_or(|w| w.token.is_none()) {
+            let expired = match &record.state {
+                ApprovalState::Decided(d) => d.expires_at.is_some_and(|e| e <= SystemTime::now()),
+                _ => false,
+            };
+            if !expired {
+                // The credential is the caller's own token: only the caller's call sends it.
+                return results::pending(tool, &approval.0, &record.intent_digest);
+            }
+        }
         let asker = requester(&record.request.labels);
         let current = if b.scope.allows_caller(&asker) {
             match self.intent(&bound.registration, run_id, args) {
@@ -907,12 +929,44 @@ impl Inner {
                 };
             }
         };
-        // Claimed: the claim is on disk. Dispatch in a task of its own, so that the outcome is
-        // recorded even if the caller goes away; it holds the upstream it was claimed for and is
-        // counted by a drain, which waits for it.
-        let held = (bound.clone(), self.drain.hold());
-        let registration = bound.registration.clone();
+        // Claimed: the claim is on disk. An upstream called as the person who asked gets the
+        // credential of the caller now, after the approval and the claim, never before: a
+        // connection that cannot be made as the caller sends nothing (`not_started`).
         let receipts = self.approvals.receipts();
+        let credentials = b.upstream.credentials().cloned();
+        let mine = match (&credentials, who) {
+            (None, _) => None,
+            (Some(c), Some(who)) => {
+                c.renew(who);
+                match self.as_principal(b, &bound, who).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        return self
+                            .not_sent_after_claim(tool, &label, key, run_id, &e.code, &e.why)
+                            .await
+                    }
+                }
+            }
+            (Some(_), None) => {
+                let code = ErrorCode::new("upstream_credential_missing")
+                    .unwrap_or(ErrorCode::TOOL_FAILED);
+                return self
+                    .not_sent_after_claim(tool, &label, key, run_id, &code, "no caller to call as")
+                    .await;
+            }
+        };
+        let called_as = match (&credentials, who) {
+            (Some(c), Some(who)) => Some((c.clone(), who.clone())),
+            _ => None,
+        };
+        // Dispatch in a task of its own, so that the outcome is recorded even if the caller
+        // goes away; it holds the upstream it was claimed for and is counted by a drain, which
+        // waits for it.
+        let registration = match &mine {
+            Some(m) => m.registration.clone(),
+            None => bound.registration.clone(),
+        };
+        let held = (bound.clone(), mine, self.drain.hold());
         let runs = self.runs.clone();
         let context = RunContext {
             run_id: run_id.clone(),
@@ -940,8 +994,12 @@ impl Inner {
             async move {
                 let _held = held;
                 let execution = execute(registration, args, context, limits).await;
+                // Who the upstream was called as (never a token) goes with the receipt.
+                let called_as = called_as.and_then(|(c, who)| c.called_as(&who));
                 let outcome = match &execution {
-                    Execution::Succeeded(v) => EffectOutcome::Committed { receipt: v.clone() },
+                    Execution::Succeeded(v) => EffectOutcome::Committed {
+                        receipt: with_called_as(v.clone(), called_as.as_deref()),
+                    },
                     Execution::Failed {
                         effect: purra_core::Effect::NotStarted,
                         ..
@@ -984,6 +1042,30 @@ impl Inner {
             // `unknown` when reconciled; it is never sent again.
             _ => results::in_flight(tool, &label),
         }
+    }
+
+    /// A claimed write that could not be sent as its caller: recorded `not_started` (nothing left
+    /// the gateway), and the caller told why.
+    async fn not_sent_after_claim(
+        &self,
+        tool: &str,
+        label: &str,
+        key: IdempotencyKey,
+        run_id: &RunId,
+        code: &ErrorCode,
+        why: &str,
+    ) -> CallToolResult {
+        let receipts = self.approvals.receipts();
+        if self
+            .metrics
+            .store("complete", receipts.complete(key, EffectOutcome::NotStarted))
+            .await
+            .is_err()
+        {
+            return results::in_flight(tool, label);
+        }
+        let _ = self.runs.remove_suspended(run_id.clone()).await;
+        results::failed(tool, code, &format!("nothing was sent, {label} was used: {why}"))
     }
 
     /// The result of a claim found in the store: the stored outcome; a claim without one is
@@ -1100,7 +1182,7 @@ impl Inner {
             if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
             {
                 let _ = self
-                    .settle(&b, &run_id, &run.approval_id, &run.pending_call.arguments)
+                    .settle(&b, &run_id, &run.approval_id, &run.pending_call.arguments, None)
                     .await;
             }
         }
@@ -1137,4 +1219,18 @@ fn approval_state(state: &ApprovalState) -> &'static str {
         ApprovalState::Claimed(_) => "claimed",
         ApprovalState::Refused(_) => "refused",
     }
+}
+
+/// `receipt` with `_meta["purra/calledAs"]` saying who the upstream was called as, when the
+/// upstream is called as the person who asked.
+fn with_called_as(mut receipt: Value, called_as: Option<&str>) -> Value {
+    if let (Some(who), Value::Object(o)) = (called_as, &mut receipt) {
+        let meta = o
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Value::Object(m) = meta {
+            m.insert("purra/calledAs".into(), Value::String(who.to_owned()));
+        }
+    }
+    receipt
 }
