@@ -16,7 +16,8 @@
 //!   in-memory versions for tests; [`operator`]: what an operator (CLI, approver page) sees of a durable
 //!   store; [`events`]: the store events hosts wait on instead of polling; [`webhook`]: the outbox
 //!   a store records approval and effect events in, in the transaction that makes them, for
-//!   webhook deliverers.
+//!   webhook deliverers; [`credential`]: each principal's upstream credentials, kept sealed
+//!   ([`vault`]: the keyring, sealing and rotation).
 //! - [`model`] and [`agent`]: the `Model` trait, a scripted model, and the agent loop with checkpoints.
 //! - [`approver`]: the path a decision came by, recorded in its approver (`ada (page)`);
 //!   [`visible`]: the characters shown as escapes wherever a person reads what a write sends.
@@ -32,6 +33,7 @@ pub mod agent;
 pub mod approval;
 pub mod approver;
 pub mod catalog;
+pub mod credential;
 pub mod error_code;
 pub mod events;
 pub mod idempotency;
@@ -45,6 +47,7 @@ pub mod schedule;
 pub mod store;
 pub mod stored;
 pub mod tool;
+pub mod vault;
 pub mod visible;
 pub mod webhook;
 
@@ -57,6 +60,10 @@ pub use approval::{
 };
 pub use approver::DecisionPath;
 pub use catalog::{Catalog, CatalogError};
+pub use credential::{
+    CredentialFilter, CredentialInfo, CredentialKey, CredentialKind, CredentialMeta,
+    CredentialRecord, CredentialStore, CredentialWrite, SealedSecret,
+};
 pub use error_code::ErrorCode;
 pub use events::{EventSender, StoreEvent, StoreEvents};
 pub use idempotency::{
