@@ -1362,18 +1362,13 @@ impl Inner {
             agent: self.settings.name.clone(),
             lease: Lease::new(None, ctx.cancellation().clone()),
         };
-        match execute(
-            registration,
-            args,
-            run,
-            self.schedule_limits(),
-        )
-        .instrument(tracing::debug_span!(
-            "gateway.dispatch",
-            tool = %b.local,
-            upstream = %b.upstream.id
-        ))
-        .await
+        match execute(registration, args, run, self.schedule_limits())
+            .instrument(tracing::debug_span!(
+                "gateway.dispatch",
+                tool = %b.local,
+                upstream = %b.upstream.id
+            ))
+            .await
         {
             Execution::Succeeded(v) => results::success(&v),
             // A read binding asserts no write: whatever happened, nothing was written.

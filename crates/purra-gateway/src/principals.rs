@@ -247,11 +247,10 @@ impl Principals {
 
     /// Closes every connection.
     pub async fn close(&self) {
-        let all: Vec<Arc<Slot>> = std::mem::take(
-            &mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()),
-        )
-        .into_values()
-        .collect();
+        let all: Vec<Arc<Slot>> =
+            std::mem::take(&mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()))
+                .into_values()
+                .collect();
         for s in all {
             s.close().await;
         }

@@ -948,8 +948,8 @@ impl Inner {
                 }
             }
             (Some(_), None) => {
-                let code = ErrorCode::new("upstream_credential_missing")
-                    .unwrap_or(ErrorCode::TOOL_FAILED);
+                let code =
+                    ErrorCode::new("upstream_credential_missing").unwrap_or(ErrorCode::TOOL_FAILED);
                 return self
                     .not_sent_after_claim(tool, &label, key, run_id, &code, "no caller to call as")
                     .await;
@@ -1058,14 +1058,21 @@ impl Inner {
         let receipts = self.approvals.receipts();
         if self
             .metrics
-            .store("complete", receipts.complete(key, EffectOutcome::NotStarted))
+            .store(
+                "complete",
+                receipts.complete(key, EffectOutcome::NotStarted),
+            )
             .await
             .is_err()
         {
             return results::in_flight(tool, label);
         }
         let _ = self.runs.remove_suspended(run_id.clone()).await;
-        results::failed(tool, code, &format!("nothing was sent, {label} was used: {why}"))
+        results::failed(
+            tool,
+            code,
+            &format!("nothing was sent, {label} was used: {why}"),
+        )
     }
 
     /// The result of a claim found in the store: the stored outcome; a claim without one is
@@ -1182,7 +1189,13 @@ impl Inner {
             if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
             {
                 let _ = self
-                    .settle(&b, &run_id, &run.approval_id, &run.pending_call.arguments, None)
+                    .settle(
+                        &b,
+                        &run_id,
+                        &run.approval_id,
+                        &run.pending_call.arguments,
+                        None,
+                    )
                     .await;
             }
         }
