@@ -18,11 +18,30 @@ use purra_mcp::{Limits, ReadBinding, WriteBinding};
 use crate::config::{
     ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig, ScopeRules,
 };
-use crate::gateway::{Binding, StartError};
 use crate::load::ConfigSource;
-use crate::policy::{Policies, Sources, ToolKind, ToolSpec};
-use crate::scope::Scope;
+use crate::rules::policy::{Policies, Sources, ToolKind, ToolSpec};
+use crate::rules::scope::Scope;
 use crate::upstream::{Upstream, UpstreamError};
+
+/// One bound tool as configured.
+pub(crate) struct Binding {
+    pub upstream: Arc<Upstream>,
+    pub local: String,
+    pub remote: String,
+    pub scope: Scope,
+    /// `Some` for writes.
+    pub effect: Option<EffectConfig>,
+    /// Who may decide its approvals (writes; a read has none).
+    pub approval: ApprovalBy,
+    /// The dotted key of the binding in the configuration.
+    pub key: String,
+    /// A read whose binding asserts the tool only reads (`asserted_read_only`).
+    pub asserted_read_only: bool,
+    /// The title the approver sees.
+    pub title: String,
+    /// How long a write's receipt answers the same call (`receipt_ttl`; `None`: for ever).
+    pub receipt_ttl: Option<std::time::Duration>,
+}
 
 /// The upstreams, bindings and policies of one configuration, as discovered.
 pub(crate) struct Catalog {
@@ -104,11 +123,11 @@ pub(crate) async fn build(
     source: &ConfigSource,
     excerpts: bool,
     previous: Option<&Catalog>,
-) -> Result<Built, StartError> {
+) -> Result<Built, ConfigErrors> {
     // The policy files are read before anything connects: their digest is part of every write
     // binding's scope revision.
     let sources = match &config.policies {
-        Some(p) => Some(Sources::read(p, source).map_err(|e| StartError::Config(ConfigErrors(e)))?),
+        Some(p) => Some(Sources::read(p, source).map_err(ConfigErrors)?),
         None => None,
     };
     let digest = sources.as_ref().map_or("", |s| s.digest()).to_owned();
@@ -139,9 +158,7 @@ pub(crate) async fn build(
         let mut scopes = Vec::new();
         for (local, r) in config.reads.iter().filter(|(_, r)| &r.upstream == id) {
             let scope = Scope::compile(&r.scope).map_err(|e| {
-                StartError::Config(ConfigErrors(vec![
-                    source.error(&format!("reads.{local}.scope"), e)
-                ]))
+                ConfigErrors(vec![source.error(&format!("reads.{local}.scope"), e)])
             })?;
             let remote = r.tool.clone().unwrap_or_else(|| local.clone());
             reads.insert(
@@ -163,9 +180,7 @@ pub(crate) async fn build(
         }
         for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
             let scope = Scope::from_rules(&w.scope).map_err(|e| {
-                StartError::Config(ConfigErrors(vec![
-                    source.error(&format!("writes.{local}.scope"), e)
-                ]))
+                ConfigErrors(vec![source.error(&format!("writes.{local}.scope"), e)])
             })?;
             let remote = w.tool.clone().unwrap_or_else(|| local.clone());
             writes.insert(
@@ -271,14 +286,14 @@ pub(crate) async fn build(
     if !errors.is_empty() {
         close_new(new).await;
         errors.sort_by_key(|e: &ConfigError| e.line.unwrap_or(0));
-        return Err(StartError::Config(ConfigErrors(errors)));
+        return Err(ConfigErrors(errors));
     }
     let policies = match sources {
         Some(sources) => match compile_policies(sources, &bindings, source) {
             Ok(p) => Some(p),
             Err(errors) => {
                 close_new(new).await;
-                return Err(StartError::Config(ConfigErrors(errors)));
+                return Err(ConfigErrors(errors));
             }
         },
         None => None,
@@ -500,8 +515,8 @@ fn listed_tool_mistakes(
             continue;
         };
         let rules = match &b.scope {
-            crate::scope::Scope::Rules { arguments, .. } => arguments.as_slice(),
-            crate::scope::Scope::Open => &[],
+            crate::rules::scope::Scope::Rules { arguments, .. } => arguments.as_slice(),
+            crate::rules::scope::Scope::Open => &[],
         };
         let facts = BindingFacts {
             key: &b.key,
@@ -530,7 +545,7 @@ pub(crate) struct BindingFacts<'a> {
     /// `asserted_read_only = true`.
     pub asserted_read_only: bool,
     /// Its argument rules.
-    pub rules: &'a [crate::scope::ArgumentRule],
+    pub rules: &'a [crate::rules::scope::ArgumentRule],
 }
 
 /// The mistakes the upstream's listing of `tool` shows in one binding, as (key, message): a

@@ -40,9 +40,10 @@ use purra_protocol::types::{CallToolResult, JsonObject, Tool};
 use purra_protocol::RequestCtx;
 use serde_json::{json, Value};
 
+use crate::catalog::Binding;
 use crate::config::ApprovalBy;
-use crate::gateway::{Binding, Inner};
-use crate::write::Generation;
+use crate::runtime::gateway::Inner;
+use crate::runtime::write::Generation;
 
 /// The gateway's app-only tool that reads and decides one write call's approval.
 pub const APPROVAL_TOOL: &str = "purra_approval";

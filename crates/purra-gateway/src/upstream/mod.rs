@@ -13,6 +13,10 @@
 //! connection. Either way the old `Upstream` is *retired*: it refreshes nothing any more, its
 //! listeners are removed, and a connection of its own is closed once no call uses it (each call
 //! holds an [`InUse`] while it runs, its dispatch included).
+//!
+//! The `upstream` layer: this module and [`skills`] (the skills an upstream serves, pinned and
+//! passed through). It may import `config` and `rules`, never `catalog`, `runtime` or `serve`
+//! (the test `layers::gateway_modules_import_only_their_own_layer_or_below`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,7 +38,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::UpstreamConfig;
-use crate::principals::{ConnectAs, CredentialError, Credentials, Principals, SlotInUse, Who};
+use principals::{ConnectAs, CredentialError, Credentials, Principals, SlotInUse, Who};
+
+pub(crate) mod credentials;
+pub(crate) mod principals;
+pub(crate) mod skills;
 
 /// The most characters of an upstream command's stderr line a message repeats.
 const MAX_STDERR_CHARS: usize = 300;

@@ -9,7 +9,7 @@
 //! write bound with `effect = "write"` over a tool the upstream marks `destructiveHint: true`,
 //! and an asserted read over one marked writing, are started with a warning through the [`Log`]. Each bound tool is registered on a purra-protocol [`Server`] with
 //! its strict-profile schemas; nothing else upstream is visible. Reads run through Core's
-//! `execute` and the adapter's bounded call; writes go through durable approvals ([`crate::write`]).
+//! `execute` and the adapter's bounded call; writes go through durable approvals ([`crate::runtime::write`]).
 //!
 //! An upstream's `tools/list_changed` makes its registrations stale at once (the adapter's
 //! monitor); the gateway rediscovers in the background and between calls, replaces the
@@ -25,43 +25,23 @@ use purra_core::{
     ScheduleLimits, StoreError,
 };
 use purra_protocol::types::{methods, CallToolResult, JsonObject, Tool};
-use purra_protocol::{HttpServerConfig, RequestCtx, Server, StreamableHttpServer};
+use purra_protocol::{RequestCtx, Server};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::auth::AuthPlan;
-use crate::catalog::Catalog;
-use crate::config::{ApprovalBy, ConfigErrors, EffectConfig, GatewayConfig, Listen, Settings};
-use crate::limit::CallLimiter;
+use crate::catalog::{Binding, Catalog};
+use crate::config::{ApprovalBy, ConfigErrors, GatewayConfig, Listen, Settings};
 use crate::load::ConfigSource;
-use crate::metrics::Metrics;
-use crate::policy::Refusal;
-use crate::results;
-use crate::scope::{Caller, Scope};
-use crate::store::{Decisions, GatewayStore};
+use crate::rules::limit::CallLimiter;
+use crate::rules::policy::Refusal;
+use crate::rules::scope::Caller;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::results;
+use crate::runtime::secrets::AuthPlan;
+use crate::runtime::store::{Decisions, GatewayStore};
+use crate::runtime::webhooks::Webhooks;
 use crate::upstream::{Bound, Upstream, UpstreamError};
-use crate::webhooks::Webhooks;
-
-/// One bound tool as configured.
-pub(crate) struct Binding {
-    pub upstream: Arc<Upstream>,
-    pub local: String,
-    pub remote: String,
-    pub scope: Scope,
-    /// `Some` for writes.
-    pub effect: Option<EffectConfig>,
-    /// Who may decide its approvals (writes; a read has none).
-    pub approval: ApprovalBy,
-    /// The dotted key of the binding in the configuration.
-    pub key: String,
-    /// A read whose binding asserts the tool only reads (`asserted_read_only`).
-    pub asserted_read_only: bool,
-    /// The title the approver sees.
-    pub title: String,
-    /// How long a write's receipt answers the same call (`receipt_ttl`; `None`: for ever).
-    pub receipt_ttl: Option<std::time::Duration>,
-}
 
 /// Why the gateway did not start.
 #[derive(Debug)]
@@ -105,7 +85,7 @@ pub struct StartOptions {
     /// (a bounded excerpt of the upstream's schema; default false).
     pub excerpts: bool,
     /// Hears every webhook delivery attempt (for traces and metrics; default: none).
-    pub webhook_observer: Option<crate::webhooks::Observer>,
+    pub webhook_observer: Option<crate::runtime::webhooks::Observer>,
 }
 
 impl StartOptions {
@@ -126,7 +106,7 @@ impl StartOptions {
     /// [`StartOptions::webhook_observer`]).
     pub fn webhook_observer(
         mut self,
-        observer: impl Fn(&crate::webhooks::Attempt) + Send + Sync + 'static,
+        observer: impl Fn(&crate::runtime::webhooks::Attempt) + Send + Sync + 'static,
     ) -> Self {
         self.webhook_observer = Some(Arc::new(observer));
         self
@@ -170,7 +150,7 @@ pub(crate) struct Inner {
     /// One reload at a time.
     pub reloading: tokio::sync::Mutex<()>,
     /// Calls in flight, and whether the gateway is draining.
-    pub drain: crate::drain::Drain,
+    pub drain: crate::runtime::drain::Drain,
     pub decisions: Decisions,
     /// Write runs a caller in this process is waiting on (the sweeper leaves them alone).
     pub waiting: Mutex<HashSet<RunId>>,
@@ -181,7 +161,7 @@ pub(crate) struct Inner {
     /// Stops the background tasks.
     pub stop: CancellationToken,
     /// The guard of the HTTP listener (`[gateway.auth]`).
-    auth: Option<AuthPlan>,
+    pub auth: Option<AuthPlan>,
     /// The webhook endpoints this gateway delivers to.
     webhooks: Webhooks,
     /// The calls each principal made this minute (`max_calls_per_minute_per_caller`).
@@ -194,7 +174,7 @@ pub(crate) struct Inner {
     pub metrics: Arc<Metrics>,
     /// The bearer token a scrape of the Prometheus endpoint must carry
     /// (`[telemetry] metrics_token_file`), when one is configured.
-    metrics_token: Option<String>,
+    pub metrics_token: Option<String>,
     /// `/readyz`'s last store probe and when it was made (reused for
     /// [`crate::health::STORE_PROBE_CACHE`]). An async lock: concurrent checks wait for the one
     /// probe in flight instead of each reading the store.
@@ -208,28 +188,6 @@ pub(crate) struct Inner {
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How often the sweeper looks at waiting writes whose caller has gone.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
-/// How long a stopping HTTP listener lets the answers still being written go out before it ends
-/// every stream.
-const FLUSH_BOUND: Duration = Duration::from_secs(5);
-/// How long a stopping HTTP listener keeps its sessions' streams open after the last answer left.
-const READ_GRACE: Duration = Duration::from_millis(500);
-
-/// Whether `headers` carry `Authorization: Bearer TOKEN` with exactly `token` (compared in
-/// time independent of where they differ).
-fn bearer_matches(headers: &axum::http::HeaderMap, token: &str) -> bool {
-    let Some(given) = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, rest) = v.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        })
-    else {
-        return false;
-    };
-    purra_protocol::auth::same_secret(given, token)
-}
-
 impl Gateway {
     /// Starts a gateway: checks the configuration, reconciles claims a killed process left,
     /// connects every upstream and discovers its bindings. Every mistake, including bound tools
@@ -268,14 +226,18 @@ impl Gateway {
         };
         let webhooks = Webhooks::read(&config, source).map_err(StartError::Config)?;
         let metrics_token = match &config.telemetry.metrics_token_file {
-            Some(file) => Some(crate::auth::read_secret_file(file).map_err(|why| {
-                StartError::Config(ConfigErrors(vec![
-                    source.error("telemetry.metrics_token_file", why)
-                ]))
-            })?),
+            Some(file) => Some(
+                crate::runtime::secrets::read_secret_file(file).map_err(|why| {
+                    StartError::Config(ConfigErrors(vec![
+                        source.error("telemetry.metrics_token_file", why)
+                    ]))
+                })?,
+            ),
             None => None,
         };
-        let built = crate::catalog::build(&config, source, options.excerpts, None).await?;
+        let built = crate::catalog::build(&config, source, options.excerpts, None)
+            .await
+            .map_err(StartError::Config)?;
         let catalog = built.catalog;
 
         if let Some(log) = &options.log {
@@ -326,7 +288,7 @@ impl Gateway {
             config
                 .gateway
                 .max_calls_per_minute_per_caller
-                .max(crate::limit::MIN_REQUESTS_PER_MINUTE),
+                .max(crate::rules::limit::MIN_REQUESTS_PER_MINUTE),
         ));
         let requests = limiter.clone();
         let configured = config.gateway.principal.clone();
@@ -334,7 +296,7 @@ impl Gateway {
             if method == purra_protocol::types::methods::TOOLS_CALL {
                 return Ok(());
             }
-            let caller = crate::auth::caller_principal(principal, &configured);
+            let caller = crate::rules::principal::caller_principal(principal, &configured);
             limiter
                 .check(&caller, std::time::Instant::now())
                 .map_err(|wait| results::rate_limited_request(limiter.per_minute(), wait))
@@ -342,7 +304,7 @@ impl Gateway {
         let unknown = calls.clone();
         let configured = config.gateway.principal.clone();
         builder = builder.admit_unknown_tools(move |_, principal| {
-            let caller = crate::auth::caller_principal(principal, &configured);
+            let caller = crate::rules::principal::caller_principal(principal, &configured);
             unknown
                 .check(&caller, std::time::Instant::now())
                 .map_err(|wait| results::rate_limited_unknown_tool(unknown.per_minute(), wait))
@@ -355,36 +317,45 @@ impl Gateway {
             let method = purra_protocol::method_label(r.method);
             let mut labels = vec![("method", method.to_owned())];
             if matches!(method, "tools/call" | "prompts/get") {
-                let tool = r.tool.unwrap_or(crate::metrics::UNBOUND);
+                let tool = r.tool.unwrap_or(crate::runtime::metrics::UNBOUND);
                 labels.push(("tool", tool.to_owned()));
             }
-            recorder.observe(crate::metrics::REQUEST_DURATION, labels.clone(), r.duration);
+            recorder.observe(
+                crate::runtime::metrics::REQUEST_DURATION,
+                labels.clone(),
+                r.duration,
+            );
             labels.push(("outcome", r.outcome.label().to_owned()));
-            recorder.add(crate::metrics::REQUESTS, labels, 1);
+            recorder.add(crate::runtime::metrics::REQUESTS, labels, 1);
         });
         for id in catalog.upstreams.keys() {
             metrics.set(
-                crate::metrics::UPSTREAM_UP,
+                crate::runtime::metrics::UPSTREAM_UP,
                 vec![("upstream", id.clone())],
                 1,
             );
             // Every series of an upstream exists from the start, at zero.
             let labels = vec![("upstream", id.clone())];
-            metrics.add(crate::metrics::UPSTREAM_FAILURES, labels.clone(), 0);
-            metrics.set_count(crate::metrics::UPSTREAM_RECONNECTS, labels, 0);
+            metrics.add(
+                crate::runtime::metrics::UPSTREAM_FAILURES,
+                labels.clone(),
+                0,
+            );
+            metrics.set_count(crate::runtime::metrics::UPSTREAM_RECONNECTS, labels, 0);
         }
         let server = builder.build();
         let upstreams = catalog.upstreams.clone();
         let cell = Arc::new(RwLock::new(Arc::new(catalog)));
         // A skill's files are read from its upstream as the running catalog has it.
-        let resolve: crate::skills::Resolve = {
+        let resolve: crate::upstream::skills::Resolve = {
             let cell = cell.clone();
             Arc::new(move |id: &str| {
                 let catalog = cell.read().unwrap_or_else(|p| p.into_inner()).clone();
                 catalog.upstreams.get(id).cloned()
             })
         };
-        let skill_errors = crate::skills::bind(&config, &upstreams, &server, source, resolve).await;
+        let skill_errors =
+            crate::upstream::skills::bind(&config, &upstreams, &server, source, resolve).await;
         if !skill_errors.is_empty() {
             for u in upstreams.values() {
                 u.close().await;
@@ -400,7 +371,7 @@ impl Gateway {
             catalog: cell,
             excerpts: options.excerpts,
             reloading: tokio::sync::Mutex::new(()),
-            drain: crate::drain::Drain::default(),
+            drain: crate::runtime::drain::Drain::default(),
             webhooks,
             decisions: Decisions::default(),
             waiting: Mutex::new(HashSet::new()),
@@ -441,14 +412,14 @@ impl Gateway {
             // Every attempt is counted in the metrics, then told to the host's observer.
             let metrics = inner.metrics.clone();
             let host = options.webhook_observer;
-            let observer: crate::webhooks::Observer = Arc::new(move |a| {
+            let observer: crate::runtime::webhooks::Observer = Arc::new(move |a| {
                 metrics.observe(
-                    crate::metrics::WEBHOOK_DURATION,
+                    crate::runtime::metrics::WEBHOOK_DURATION,
                     vec![("endpoint", a.endpoint.clone())],
                     a.elapsed,
                 );
                 metrics.add(
-                    crate::metrics::WEBHOOK_ATTEMPTS,
+                    crate::runtime::metrics::WEBHOOK_ATTEMPTS,
                     vec![
                         ("endpoint", a.endpoint.clone()),
                         ("event", a.event_type.as_str().to_owned()),
@@ -498,36 +469,6 @@ impl Gateway {
         self.inner.lock_shown().keys().cloned().collect()
     }
 
-    /// Serves one downstream client over this process's stdin and stdout; returns at EOF.
-    pub async fn serve_stdio(&self) {
-        self.inner.server.serve_stdio().await;
-    }
-
-    /// A Streamable HTTP server for downstream clients (endpoint `/mcp`) on `addr`, **without**
-    /// the guard of `[gateway.auth]` and the health checks: mount
-    /// [`StreamableHttpServer::router`] behind [`Gateway::auth_layer`] (beside other routes) or
-    /// bind it; [`Gateway::serve_http`] does both, with `/healthz` and `/readyz`. It answers the
-    /// loopback names and `[gateway] allowed_hosts`.
-    pub fn http_server(&self, addr: std::net::SocketAddr) -> StreamableHttpServer {
-        StreamableHttpServer::new(self.inner.server.clone(), self.http_config(addr))
-    }
-
-    fn http_config(&self, addr: std::net::SocketAddr) -> HttpServerConfig {
-        let mut policy = purra_protocol::HostPolicy::loopback();
-        for host in &self.inner.settings.allowed_hosts {
-            policy = policy.allow_host(host);
-        }
-        let settings = &self.inner.settings;
-        HttpServerConfig {
-            bind: addr,
-            host_policy: policy,
-            max_sessions: settings.max_sessions,
-            max_sessions_per_principal: settings.max_sessions_per_caller,
-            session_idle_timeout: settings.session_idle_timeout.0,
-            ..HttpServerConfig::default()
-        }
-    }
-
     /// The gateway's metrics (see [`crate::metrics`]); [`Gateway::refresh_metrics`] first brings
     /// the values read from elsewhere up to date.
     pub fn metrics(&self) -> Arc<Metrics> {
@@ -541,13 +482,13 @@ impl Gateway {
         let m = &inner.metrics;
         if let Ok(n) = m.store("count_pending", inner.store.pending_count()).await {
             m.set(
-                crate::metrics::APPROVALS_PENDING,
+                crate::runtime::metrics::APPROVALS_PENDING,
                 Vec::new(),
                 i64::try_from(n).unwrap_or(i64::MAX),
             );
         }
         m.set(
-            crate::metrics::SESSIONS_OPEN,
+            crate::runtime::metrics::SESSIONS_OPEN,
             Vec::new(),
             i64::try_from(inner.server.open_sessions()).unwrap_or(i64::MAX),
         );
@@ -555,168 +496,11 @@ impl Gateway {
         for (id, u) in &catalog.upstreams {
             let made = u.connections.load(std::sync::atomic::Ordering::Relaxed);
             m.set_count(
-                crate::metrics::UPSTREAM_RECONNECTS,
+                crate::runtime::metrics::UPSTREAM_RECONNECTS,
                 vec![("upstream", id.clone())],
                 made.saturating_sub(1),
             );
         }
-    }
-
-    /// Serves the Prometheus endpoint, `GET /metrics` (the text exposition format, refreshed
-    /// per scrape), on `listener` until `shutdown` resolves: a listener of its own, on
-    /// purra-protocol's accept loop with the MCP endpoint's connection limits; anything else is
-    /// 404. It answers the loopback names and `[gateway] allowed_hosts` (any other `Host` is
-    /// 403, as on the MCP endpoint and the page), and with `[telemetry] metrics_token_file` only
-    /// a scrape carrying that bearer token (401 otherwise).
-    pub async fn serve_metrics(
-        &self,
-        listener: tokio::net::TcpListener,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
-        use axum::response::IntoResponse;
-        let local = listener.local_addr()?;
-        if !local.ip().is_loopback() {
-            self.inner.log(&format!(
-                "warning: the metrics endpoint listens on {local}, beyond loopback: {}",
-                if self.inner.metrics_token.is_some() {
-                    "scrapes need the bearer token of [telemetry] metrics_token_file"
-                } else {
-                    "anyone who reaches it reads the gateway's metrics; set [telemetry] \
-                     metrics_token_file to require a bearer token"
-                }
-            ));
-        }
-        let gateway = self.clone();
-        let mut policy = purra_protocol::HostPolicy::loopback();
-        for host in &self.inner.settings.allowed_hosts {
-            policy = policy.allow_host(host);
-        }
-        let router = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get(
-                move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
-                    let gateway = gateway.clone();
-                    let checked = policy.check(&uri, &headers).map_err(|e| {
-                        (axum::http::StatusCode::FORBIDDEN, format!("refused: {e}\n"))
-                            .into_response()
-                    });
-                    async move {
-                        if let Err(refused) = checked {
-                            return refused;
-                        }
-                        if let Some(token) = &gateway.inner.metrics_token {
-                            if !bearer_matches(&headers, token) {
-                                return (
-                                    axum::http::StatusCode::UNAUTHORIZED,
-                                    [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
-                                    "a bearer token is required\n",
-                                )
-                                    .into_response();
-                            }
-                        }
-                        gateway.refresh_metrics().await;
-                        (
-                            [(
-                                axum::http::header::CONTENT_TYPE,
-                                "text/plain; version=0.0.4; charset=utf-8",
-                            )],
-                            gateway.inner.metrics.render(),
-                        )
-                            .into_response()
-                    }
-                },
-            ),
-        );
-        let stop = CancellationToken::new();
-        let trigger = stop.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown => trigger.cancel(),
-                () = trigger.cancelled() => {}
-            }
-        });
-        purra_protocol::http::serve(
-            listener,
-            router,
-            purra_protocol::http::ConnectionLimits::default(),
-            stop,
-        )
-        .await
-    }
-
-    /// The OAuth resource-server guard of `[gateway.auth]` for a listener bound to `local` (its
-    /// resource: the configured one, else `http://LOCAL/mcp`), to put around
-    /// [`Gateway::http_server`]'s router: `layer.layer(gateway.http_server(local).router())`.
-    /// `None` without `[gateway.auth]`: then every HTTP caller acts as the configured principal.
-    pub fn auth_layer(
-        &self,
-        local: std::net::SocketAddr,
-    ) -> Result<Option<purra_protocol::auth::AuthLayer>, purra_protocol::AuthError> {
-        self.inner.auth.as_ref().map(|a| a.layer(local)).transpose()
-    }
-
-    /// Serves downstream clients over Streamable HTTP (endpoint `/mcp`) on `listener` until
-    /// `shutdown` resolves, behind the guard of `[gateway.auth]` when it is configured (the
-    /// protected resource metadata is then served at `/.well-known/oauth-protected-resource/mcp`,
-    /// logged at start). Without it, a warning is logged: HTTP callers are not authenticated.
-    /// `/healthz` and `/readyz` are answered in front of both ([`crate::health`]).
-    pub async fn serve_http(
-        &self,
-        listener: tokio::net::TcpListener,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
-        let local = listener.local_addr()?;
-        let guard = self
-            .auth_layer(local)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-        let config = self.http_config(local);
-        let endpoint = config.endpoint.clone();
-        let stop = config.shutdown.clone();
-        let limits = config.connections.clone();
-        let mcp = StreamableHttpServer::new(self.inner.server.clone(), config);
-        // When `shutdown` resolves, the answers still being written (a drained call's result
-        // leaves after its handler returned) are let out, for at most `FLUSH_BOUND`, and read, for
-        // `READ_GRACE` more (a client that finds its session's GET stream gone at once may give
-        // up before it handled the answer it just read: the Python SDK's does); then every stream
-        // ends and every session closes.
-        let watch = |in_flight: crate::health::InFlight| {
-            let trigger = stop.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = shutdown => {
-                        in_flight
-                            .settled(tokio::time::Instant::now() + FLUSH_BOUND)
-                            .await;
-                        tokio::time::sleep(READ_GRACE).await;
-                        trigger.cancel();
-                    }
-                    () = trigger.cancelled() => {}
-                }
-            });
-        };
-        let Some(guard) = guard else {
-            self.inner.log(&format!(
-                "warning: HTTP callers are not authenticated ([gateway.auth] is not set): every \
-                 caller that reaches {local} acts as principal {:?}",
-                self.inner.settings.principal
-            ));
-            let service = self.with_health(mcp, Some(&endpoint));
-            watch(service.in_flight());
-            return purra_protocol::http::serve(listener, service, limits, stop).await;
-        };
-        self.inner.log(&format!(
-            "callers need a token from {} for {}; protected resource metadata at {}",
-            self.inner.auth.as_ref().map_or("", |a| a.issuer()),
-            self.inner
-                .auth
-                .as_ref()
-                .map(|a| a.resource(local))
-                .unwrap_or_default(),
-            guard.metadata_url()
-        ));
-        let service = self.with_health(guard.layer(mcp.router()), None);
-        watch(service.in_flight());
-        purra_protocol::http::serve(listener, service, limits, stop).await
     }
 
     /// Records a decision made outside the store's other writers (an approver page, an
@@ -833,7 +617,7 @@ pub(crate) fn client_decision_warnings(config: &GatewayConfig) -> Vec<String> {
              client's host to show the approval view to a person and to keep the app-only tool \
              {tool} from its model; a client that calls {tool} itself decides its own write; \
              {decided}",
-            tool = crate::app::APPROVAL_TOOL
+            tool = crate::runtime::app::APPROVAL_TOOL
         ));
     }
     out
@@ -879,17 +663,17 @@ impl Inner {
             .filter(|b| b.effect.is_some())
         {
             self.server
-                .add_app(crate::app::app_resource(&b.local))
+                .add_app(crate::runtime::app::app_resource(&b.local))
                 .map_err(failed)?;
         }
         let weak = self.weak.clone();
         self.server
-            .raw_tool(crate::app::approval_tool(), move |args, ctx| {
+            .raw_tool(crate::runtime::app::approval_tool(), move |args, ctx| {
                 let weak = weak.clone();
                 async move {
                     let stopping = || {
                         results::failed(
-                            crate::app::APPROVAL_TOOL,
+                            crate::runtime::app::APPROVAL_TOOL,
                             &results::stopping(),
                             "nothing was decided",
                         )
@@ -932,7 +716,7 @@ impl Inner {
                         .get(name)
                         .is_some_and(|b| b.effect.is_some());
                     let tool = if is_write && self.settings.apps {
-                        crate::app::with_view(bound.tool.clone())
+                        crate::runtime::app::with_view(bound.tool.clone())
                     } else {
                         bound.tool.clone()
                     };
@@ -1004,7 +788,7 @@ impl Inner {
             }
             if let Some(inner) = weak.upgrade() {
                 inner.metrics.set(
-                    crate::metrics::UPSTREAM_UP,
+                    crate::runtime::metrics::UPSTREAM_UP,
                     vec![("upstream", id.clone())],
                     0,
                 );
@@ -1057,9 +841,10 @@ impl Inner {
                 true
             }
             Err(e) => {
-                self.metrics.set(crate::metrics::UPSTREAM_UP, labels(), 0);
                 self.metrics
-                    .add(crate::metrics::UPSTREAM_FAILURES, labels(), 1);
+                    .set(crate::runtime::metrics::UPSTREAM_UP, labels(), 0);
+                self.metrics
+                    .add(crate::runtime::metrics::UPSTREAM_FAILURES, labels(), 1);
                 self.log(&format!("upstream {}: {e}", upstream.id));
                 false
             }
@@ -1069,12 +854,12 @@ impl Inner {
     /// A new connection to an upstream is up.
     pub(crate) fn note_up(&self, id: &str) {
         self.metrics.set(
-            crate::metrics::UPSTREAM_UP,
+            crate::runtime::metrics::UPSTREAM_UP,
             vec![("upstream", id.to_owned())],
             1,
         );
         self.metrics.add(
-            crate::metrics::UPSTREAM_FAILURES,
+            crate::runtime::metrics::UPSTREAM_FAILURES,
             vec![("upstream", id.to_owned())],
             0,
         );
@@ -1088,14 +873,15 @@ impl Inner {
         let (live, changed) = match b.upstream.current().await {
             Ok(r) => r,
             Err(UpstreamError::Connect(_)) => {
-                self.metrics.set(crate::metrics::UPSTREAM_UP, labels(), 0);
                 self.metrics
-                    .add(crate::metrics::UPSTREAM_FAILURES, labels(), 1);
+                    .set(crate::runtime::metrics::UPSTREAM_UP, labels(), 0);
+                self.metrics
+                    .add(crate::runtime::metrics::UPSTREAM_FAILURES, labels(), 1);
                 return Err(purra_mcp::codes::connection_closed());
             }
             Err(UpstreamError::Discovery(e)) => {
                 self.metrics
-                    .add(crate::metrics::UPSTREAM_FAILURES, labels(), 1);
+                    .add(crate::runtime::metrics::UPSTREAM_FAILURES, labels(), 1);
                 self.publish();
                 return Err(e.code);
             }
@@ -1129,7 +915,7 @@ impl Inner {
         &self,
         b: &Binding,
         shared: &BoundTool,
-        who: &crate::principals::Who,
+        who: &crate::upstream::principals::Who,
     ) -> Result<Option<PrincipalTool>, NotAsPrincipal> {
         if b.upstream.credentials().is_none() {
             return Ok(None);
@@ -1137,7 +923,7 @@ impl Inner {
         let code = |c: &str| ErrorCode::new(c).unwrap_or(ErrorCode::TOOL_FAILED);
         let mine = match b.upstream.current_as(who).await {
             Ok(l) => l,
-            Err(UpstreamError::Credential(crate::principals::CredentialError::Missing(why))) => {
+            Err(UpstreamError::Credential(crate::upstream::principals::CredentialError::Missing(why))) => {
                 return Err(NotAsPrincipal {
                     code: code("upstream_credential_missing"),
                     why,
@@ -1207,8 +993,8 @@ impl Inner {
     }
 
     /// Who a call is made for: the caller's principal and the token it proved itself with.
-    pub(crate) fn who(&self, ctx: &RequestCtx) -> crate::principals::Who {
-        crate::principals::Who {
+    pub(crate) fn who(&self, ctx: &RequestCtx) -> crate::upstream::principals::Who {
+        crate::upstream::principals::Who {
             principal: self.caller(ctx).principal,
             token: ctx
                 .extension::<purra_protocol::auth::ValidatedToken>()
@@ -1221,7 +1007,10 @@ impl Inner {
     pub(crate) fn caller(&self, ctx: &RequestCtx) -> Caller {
         let identity = ctx.principal().cloned();
         Caller {
-            principal: crate::auth::caller_principal(identity.as_ref(), &self.settings.principal),
+            principal: crate::rules::principal::caller_principal(
+                identity.as_ref(),
+                &self.settings.principal,
+            ),
             client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
             identity,
         }
@@ -1416,7 +1205,7 @@ pub(crate) struct BoundTool {
 pub(crate) struct PrincipalTool {
     /// The registration on the principal's own connection.
     pub registration: Arc<purra_core::ToolRegistration>,
-    _slot: crate::principals::SlotInUse,
+    _slot: crate::upstream::principals::SlotInUse,
 }
 
 /// Why a call could not go out as the principal that asked: its code and what the caller is

@@ -51,7 +51,7 @@ use serde_json::{json, Map, Value};
 
 use crate::config::{ClaimType, ConfigError, PoliciesConfig};
 use crate::load::{ConfigSource, LineIndex};
-use crate::scope::Caller;
+use crate::rules::scope::Caller;
 
 /// The largest policy file read (1 MiB): bounded before it is parsed.
 pub const MAX_POLICY_FILE_BYTES: u64 = 1 << 20;
@@ -1244,7 +1244,7 @@ action "set_note" in [Action::"Write"] appliesTo {
     /// its mistakes read as shown there.
     #[test]
     fn the_readme_policies_are_valid_and_their_mistakes_as_shown() {
-        let readme = include_str!("../../../docs/src/gateway/auth.md");
+        let readme = include_str!("../../../../docs/src/gateway/auth.md");
         let block = |fence: &str| {
             let from = readme.find(fence).expect("the block") + fence.len();
             readme[from..from + readme[from..].find("```").expect("its end")].to_owned()

@@ -57,11 +57,12 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::catalog::Binding;
 use crate::config::ApprovalBy;
-use crate::gateway::{Binding, BoundTool, Inner};
-use crate::results;
-use crate::scope::Caller;
-use crate::store::POLL_INTERVAL;
+use crate::rules::scope::Caller;
+use crate::runtime::gateway::{BoundTool, Inner};
+use crate::runtime::results;
+use crate::runtime::store::POLL_INTERVAL;
 
 /// A write call identified ([`Inner::identify`]): the registration it is checked against, its
 /// run id and its intent.
@@ -366,8 +367,11 @@ impl Inner {
                     .await
                 {
                     Ok(Some(prepared)) => {
-                        self.metrics
-                            .add(crate::metrics::APPROVALS_PREPARED, Vec::new(), 1);
+                        self.metrics.add(
+                            crate::runtime::metrics::APPROVALS_PREPARED,
+                            Vec::new(),
+                            1,
+                        );
                         fresh = true;
                         prepared
                     }
@@ -798,7 +802,7 @@ impl Inner {
         run_id: &RunId,
         approval: &ApprovalId,
         args: &Value,
-        who: Option<&crate::principals::Who>,
+        who: Option<&crate::upstream::principals::Who>,
     ) -> CallToolResult {
         let tool = b.local.as_str();
         let label = format!("approval {}", approval.0);
@@ -879,12 +883,12 @@ impl Inner {
         claim_span.record("verdict", claim_verdict(&verdict));
         match &verdict {
             ClaimVerdict::Claimed(_) => self.metrics.add(
-                crate::metrics::APPROVALS_DECIDED,
+                crate::runtime::metrics::APPROVALS_DECIDED,
                 vec![("verdict", "approve".to_owned())],
                 1,
             ),
             ClaimVerdict::Denied => self.metrics.add(
-                crate::metrics::APPROVALS_DECIDED,
+                crate::runtime::metrics::APPROVALS_DECIDED,
                 vec![("verdict", "deny".to_owned())],
                 1,
             ),
@@ -1016,7 +1020,7 @@ impl Inner {
                     .await;
                 if recorded.is_ok() {
                     metrics.add(
-                        crate::metrics::EFFECTS,
+                        crate::runtime::metrics::EFFECTS,
                         vec![("state", state.to_owned())],
                         1,
                     );

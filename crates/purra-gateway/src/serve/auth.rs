@@ -24,63 +24,18 @@
 //! (`cache_max_age`, `cache_inactive`, `cache_max_entries`, `max_concurrent_per_address`).
 
 use std::net::SocketAddr;
-use std::path::Path;
 
 use purra_protocol::auth::{
     AuthLayer, BoxFuture, Introspection, JwtValidator, TokenRejection, TokenValidator,
 };
 use purra_protocol::{AuthError, Principal};
 
-use crate::config::AuthSettings;
-use crate::load::ConfigSource;
-use crate::ConfigError;
+use crate::runtime::secrets::AuthPlan;
 
 /// The longest subject a caller's token may carry, in characters: OpenID Connect's bound on `sub`.
 pub const MAX_SUBJECT_CHARS: usize = 255;
 
-/// The largest client secret file read (4 KiB): bounded before it is read whole.
-const MAX_SECRET_BYTES: u64 = 4096;
-
-/// The guard as configured, with the introspection client's secret read at start.
-pub(crate) struct AuthPlan {
-    settings: AuthSettings,
-    /// The introspection client's secret (never logged, never in a message).
-    secret: Option<String>,
-}
-
 impl AuthPlan {
-    /// Reads what the guard needs besides the configuration: the introspection client's secret
-    /// from its file or environment variable. A secret that cannot be read is a mistake at its key.
-    pub(crate) fn read(
-        settings: &AuthSettings,
-        source: &ConfigSource,
-    ) -> Result<AuthPlan, ConfigError> {
-        let key = "gateway.auth.introspection";
-        let secret = match &settings.introspection {
-            None => None,
-            Some(i) => Some(match (&i.client_secret_file, &i.client_secret_env) {
-                (Some(file), _) => read_secret_file(file)
-                    .map_err(|why| source.error(&format!("{key}.client_secret_file"), why))?,
-                (None, Some(var)) => match std::env::var(var) {
-                    Ok(v) if !v.trim().is_empty() => v.trim().to_owned(),
-                    _ => {
-                        return Err(source.error(
-                            &format!("{key}.client_secret_env"),
-                            format!("the environment variable {var} is not set or empty"),
-                        ))
-                    }
-                },
-                (None, None) => {
-                    return Err(source.error(key, "needs client_secret_file or client_secret_env"))
-                }
-            }),
-        };
-        Ok(AuthPlan {
-            settings: settings.clone(),
-            secret,
-        })
-    }
-
     /// The issuer tokens must come from.
     pub(crate) fn issuer(&self) -> &str {
         &self.settings.issuer
@@ -141,27 +96,6 @@ impl AuthPlan {
     }
 }
 
-pub(crate) fn read_secret_file(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut text = String::new();
-    file.take(MAX_SECRET_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if text.len() as u64 > MAX_SECRET_BYTES {
-        return Err(format!(
-            "{} is larger than {MAX_SECRET_BYTES} bytes",
-            path.display()
-        ));
-    }
-    let secret = text.trim();
-    if secret.is_empty() {
-        return Err(format!("{} is empty", path.display()));
-    }
-    Ok(secret.to_owned())
-}
-
 /// The configured validator, then the gateway's own rules for the principal it proves: the
 /// issuer is the configured one when the token does not say (an introspection answer without
 /// `iss`), and the subject is printable and bounded.
@@ -205,18 +139,6 @@ fn caller_subject(subject: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// The principal of an authenticated caller: its token's issuer and subject
-/// (`ISSUER#SUBJECT`).
-pub(crate) fn principal_of(p: &Principal) -> String {
-    purra_core::principal_name(p.issuer.as_deref().unwrap_or(""), &p.subject)
-}
-
-/// Who a request is from: the principal its token proves, else (stdio, HTTP without
-/// `[gateway.auth]`) the configured one; never one the caller asserts.
-pub(crate) fn caller_principal(proved: Option<&Principal>, configured: &str) -> String {
-    proved.map_or_else(|| configured.to_owned(), principal_of)
-}
-
 /// A validator that hands out one principal per token (for the unit test).
 #[cfg(test)]
 struct Fixed(Principal);
@@ -232,6 +154,7 @@ impl TokenValidator for Fixed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::principal::principal_of;
 
     async fn checked(p: Principal) -> Result<Principal, TokenRejection> {
         CallerTokens {

@@ -34,8 +34,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::config::{ConfigErrors, GatewayConfig};
-use crate::gateway::{Gateway, StartError};
 use crate::load::ConfigSource;
+use crate::runtime::gateway::{Gateway, StartError};
 
 /// What a reload changed ([`Gateway::reload`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -192,13 +192,17 @@ impl Gateway {
         if !problems.is_empty() {
             return Err(refused(problems));
         }
-        let built = crate::catalog::build(&config, source, inner.excerpts, Some(&running)).await?;
+        let built = crate::catalog::build(&config, source, inner.excerpts, Some(&running))
+            .await
+            .map_err(StartError::Config)?;
         let next = Arc::new(built.catalog);
         let mut report = Reloaded {
             revision: next.revision,
             warnings: crate::catalog::destructive_warnings(&next.bindings, source)
                 .into_iter()
-                .chain(crate::gateway::client_name_warnings(&config, source))
+                .chain(crate::runtime::gateway::client_name_warnings(
+                    &config, source,
+                ))
                 .collect(),
             ..Reloaded::default()
         };
@@ -223,7 +227,9 @@ impl Gateway {
             for name in &report.added {
                 if next.bindings.get(name).is_some_and(|b| b.effect.is_some()) {
                     // A write bound now gets its approval view (a valid `ui://` URI: cannot fail).
-                    let _ = inner.server.add_app(crate::app::app_resource(name));
+                    let _ = inner
+                        .server
+                        .add_app(crate::runtime::app::app_resource(name));
                 }
             }
         }
@@ -239,9 +245,10 @@ impl Gateway {
         // An upstream the file no longer names is no longer reported up or down.
         for id in running.upstreams.keys() {
             if !next.upstreams.contains_key(id) {
-                inner
-                    .metrics
-                    .forget(crate::metrics::UPSTREAM_UP, vec![("upstream", id.clone())]);
+                inner.metrics.forget(
+                    crate::runtime::metrics::UPSTREAM_UP,
+                    vec![("upstream", id.clone())],
+                );
             }
         }
         for old in running.upstreams.values() {

@@ -39,8 +39,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, WebhookConfig, WebhookFormat};
-use crate::gateway::Log;
 use crate::load::ConfigSource;
+use crate::runtime::gateway::Log;
 
 /// The shortest and longest secret, in bytes, the specification allows (24 to 64 random bytes).
 pub const SECRET_BYTES: std::ops::RangeInclusive<usize> = 24..=64;
@@ -365,7 +365,7 @@ impl Target {
         let key = format!("webhooks.{name}");
         let text = match (&w.secret_file, &w.secret_env) {
             (Some(file), _) => Some((
-                crate::auth::read_secret_file(file)
+                crate::runtime::secrets::read_secret_file(file)
                     .map_err(|why| source.error(&format!("{key}.secret_file"), why))?,
                 "secret_file",
             )),

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::Gateway;
+use crate::runtime::gateway::Gateway;
 
 /// Calls in flight, and whether the gateway is draining.
 #[derive(Debug, Default)]

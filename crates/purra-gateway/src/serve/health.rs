@@ -30,7 +30,7 @@ use http::{header, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use crate::gateway::Gateway;
+use crate::runtime::gateway::Gateway;
 
 /// How long `/readyz` waits for the store's answer before it says the store is not reachable.
 pub const STORE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);

@@ -18,7 +18,7 @@ use purra_protocol::auth::{BoxFuture, ExchangeCache, ExchangeRequest, ValidatedT
 use purra_protocol::http::{AuthChallenge, HttpAuth};
 use purra_protocol::Error;
 
-use crate::principals::{ConnectAs, CredentialError, Credentials, Who};
+use crate::upstream::principals::{ConnectAs, CredentialError, Credentials, Who};
 
 /// The most principals whose latest inbound token an [`Exchanged`] keeps (the pool's
 /// connections need theirs; older entries are dropped first).

@@ -1,0 +1,20 @@
+//! The `runtime` layer: the running gateway ([`gateway::Gateway`]) and what it does while it
+//! runs: the read path ([`gateway`]), approval-gated writes ([`write`]), the approval app
+//! ([`app`]), reload ([`reload`]), drain ([`drain`]), webhook delivery ([`webhooks`]), the store
+//! seam ([`store`]), the results clients receive ([`results`]), the metric families
+//! ([`metrics`]) and the secrets read at start ([`secrets`]).
+//!
+//! It may import `config`, `rules`, `upstream` and `catalog`, never `serve` (the transports and
+//! listeners in front of it); the test `layers::gateway_modules_import_only_their_own_layer_or_below`
+//! fails otherwise.
+
+pub(crate) mod app;
+pub mod drain;
+pub(crate) mod gateway;
+pub mod metrics;
+pub mod reload;
+pub mod results;
+pub(crate) mod secrets;
+pub mod store;
+pub mod webhooks;
+pub(crate) mod write;
