@@ -32,6 +32,7 @@ metadata. This file only carries HTTP to those endpoints and holds the configura
 
 import base64
 import json
+import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -395,6 +396,8 @@ def main():
     SERVER["issuer"] = issuer
     SERVER["s"] = setup(issuer, key_out, lifetime)
     print(f"issuer {issuer}", flush=True)
+    # Ends with the test binary that started it: when its stdin closes.
+    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
     httpd.serve_forever()
 
 
