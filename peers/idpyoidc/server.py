@@ -22,6 +22,9 @@ metadata. This file only carries HTTP to those endpoints and holds the configura
   exchange grant then drops them from the JWT (`ExchangeGrant.payload_arguments` uses the grant's own,
   empty, resources), and its client credentials grant ignores `resource`; the token class hook below
   puts the validated audience (or the client credentials request's `resource`) into `aud`.
+- Client credentials: idpyoidc's own grant, with the one field its 5.0.0 release gets wrong corrected
+  (`token_type` is `Bearer`, not the token class `access_token`): BearerClientCredentials below.
+- private_key_jwt: idpyoidc accepts a client assertion whose `aud` is its token endpoint URL (a string).
 - Actor tokens: idpyoidc's default exchange policy refuses `actor_token`. This configuration replaces the
   policy (idpyoidc's documented `policy.function` hook) with one that first verifies the actor token is an
   active access token this server issued, then runs idpyoidc's own default policy; and adds the RFC 8693
@@ -49,7 +52,9 @@ from idpyoidc.server.authn_event import create_authn_event
 from idpyoidc.server.authz import AuthzHandling
 from idpyoidc.server.client_authn import verify_client
 from idpyoidc.server.configure import ASConfiguration
+from idpyoidc.server.exception import ClientAuthenticationError, UnAuthorizedClient
 from idpyoidc.server.oauth2.token_helper import validate_token_exchange_policy
+from idpyoidc.server.oauth2.token_helper.client_credentials import ClientCredentials
 from idpyoidc.server.token.jwt_token import JWTToken
 from idpyoidc.server.user_info import UserInfo
 
@@ -103,6 +108,17 @@ def exchange_policy(request, context, subject_token, **kwargs):
     return out
 
 
+class BearerClientCredentials(ClientCredentials):
+    """idpyoidc's client credentials grant, answering `token_type: Bearer`: idpyoidc 5.0.0 sends the
+    token's class (`access_token`) there, which RFC 6749 section 7.1 tells a client not to use."""
+
+    def process_request(self, req, **kwargs):
+        resp = ClientCredentials.process_request(self, req, **kwargs)
+        if isinstance(resp, dict) and "access_token" in resp:
+            resp["token_type"] = "Bearer"
+        return resp
+
+
 class ActJWTToken(JWTToken):
     """idpyoidc's JWT access token, plus the `act` claim of the exchange being handled."""
 
@@ -145,7 +161,7 @@ def config(issuer, lifetime):
                             "class": "idpyoidc.server.oauth2.token_helper.access_token.AccessTokenHelper"
                         },
                         "client_credentials": {
-                            "class": "idpyoidc.server.oauth2.token_helper.client_credentials.ClientCredentials"
+                            "class": "__main__.BearerClientCredentials"
                         },
                         EXCHANGE: {
                             "class": "idpyoidc.server.oauth2.token_helper.token_exchange.TokenExchangeHelper",
@@ -295,7 +311,10 @@ def call(server, name, body, headers):
     http_info = {"headers": headers, "url": endpoint.full_path, "method": "POST"}
     # The endpoint's own parser expects JSON; a token request is a form (RFC 6749).
     form = {k: (v[0] if len(v) == 1 else v) for k, v in parse_qs(body).items()}
-    req = endpoint.parse_request(form, http_info=http_info)
+    try:
+        req = endpoint.parse_request(form, http_info=http_info)
+    except (ClientAuthenticationError, UnAuthorizedClient):
+        return 401, json.dumps({"error": "invalid_client", "error_description": "client authentication failed"})
     if "error" in req:
         return 400, req.to_json()
     args = endpoint.process_request(req, http_info=http_info)
