@@ -22,8 +22,8 @@ metadata. This file only carries HTTP to those endpoints and holds the configura
   exchange grant then drops them from the JWT (`ExchangeGrant.payload_arguments` uses the grant's own,
   empty, resources), and its client credentials grant ignores `resource`; the token class hook below
   puts the validated audience (or the client credentials request's `resource`) into `aud`.
-- Client credentials: idpyoidc's own grant, with the one field its 5.0.0 release gets wrong corrected
-  (`token_type` is `Bearer`, not the token class `access_token`): BearerClientCredentials below.
+- Client credentials: idpyoidc's own grant, with two faults of its 5.0.0 release worked around (the
+  `token_type` it answers, and its failure on a client's second request): BearerClientCredentials below.
 - private_key_jwt: idpyoidc accepts a client assertion whose `aud` is its token endpoint URL (a string).
 - Actor tokens: idpyoidc's default exchange policy refuses `actor_token`. This configuration replaces the
   policy (idpyoidc's documented `policy.function` hook) with one that first verifies the actor token is an
@@ -109,10 +109,18 @@ def exchange_policy(request, context, subject_token, **kwargs):
 
 
 class BearerClientCredentials(ClientCredentials):
-    """idpyoidc's client credentials grant, answering `token_type: Bearer`: idpyoidc 5.0.0 sends the
-    token's class (`access_token`) there, which RFC 6749 section 7.1 tells a client not to use."""
+    """idpyoidc's client credentials grant with two faults of its 5.0.0 release worked around: it
+    answers `token_type` with the token's class (`access_token`), which RFC 6749 section 7.1 tells a
+    client not to use (answered `Bearer` here); and its second request for a client fails (it reads the
+    stored client session as a dict: TypeError), so the stored one is dropped first and idpyoidc's own
+    first-request path runs each time."""
 
     def process_request(self, req, **kwargs):
+        mngr = self.endpoint.upstream_get("context").session_manager
+        try:
+            mngr.delete(["client_credentials", req["client_id"]])
+        except (KeyError, ValueError):
+            pass
         resp = ClientCredentials.process_request(self, req, **kwargs)
         if isinstance(resp, dict) and "access_token" in resp:
             resp["token_type"] = "Bearer"

@@ -16,8 +16,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use purra_protocol::auth::{
     ClientAuthMethod, ExchangeCache, ExchangeRequest, MemoryTokenStore, OAuthClient, OAuthConfig,
-    SigningAlgorithm, SigningKey, TokenExchange, TokenExchangeConfig, UrlPolicy,
-    ACCESS_TOKEN_TYPE,
+    SigningAlgorithm, SigningKey, TokenExchange, TokenExchangeConfig, UrlPolicy, ACCESS_TOKEN_TYPE,
 };
 use purra_protocol::stdio::StdioCommand;
 use purra_protocol::{AuthError, Client, ClientOptions, Error, HttpClientOptions};
@@ -168,7 +167,10 @@ async fn inbound(p: &Peers, user: &str) -> String {
         .await
         .map(|b| serde_json::from_slice(&b).unwrap())
         .unwrap();
-    v["access_token"].as_str().expect("an access token").to_owned()
+    v["access_token"]
+        .as_str()
+        .expect("an access token")
+        .to_owned()
 }
 
 /// The gateway's own token (client credentials), its actor token.
@@ -184,7 +186,10 @@ async fn gateway_token(p: &Peers) -> String {
         .await
         .map(|b| serde_json::from_slice(&b).unwrap())
         .unwrap();
-    v["access_token"].as_str().expect("an access token").to_owned()
+    v["access_token"]
+        .as_str()
+        .expect("an access token")
+        .to_owned()
 }
 
 fn claims(jwt: &str) -> Value {
@@ -215,8 +220,8 @@ fn text(r: &purra_protocol::types::CallToolResult) -> String {
 
 async fn whoami(url: &str, bearer: &str) -> Value {
     let conn = connect(url, bearer).await.expect("connect with the token");
-    let me = serde_json::from_str(&text(&conn.call_tool("whoami", json!({})).await.unwrap()))
-        .unwrap();
+    let me =
+        serde_json::from_str(&text(&conn.call_tool("whoami", json!({})).await.unwrap())).unwrap();
     conn.close().await;
     me
 }
@@ -261,11 +266,18 @@ async fn exchange_issues_alice_a_token_for_the_upstream_naming_the_gateway_as_ac
     let c = claims(&t.access_token);
     assert_eq!(
         (&c["sub"], &c["act"], &c["aud"]),
-        (&json!("alice"), &json!({"sub": GATEWAY}), &json!([p.upstream]))
+        (
+            &json!("alice"),
+            &json!({"sub": GATEWAY}),
+            &json!([p.upstream])
+        )
     );
 
     // private_key_jwt authenticates the same client.
-    let t = jwt_exchange(p).exchange(&for_upstream(p, &alice)).await.unwrap();
+    let t = jwt_exchange(p)
+        .exchange(&for_upstream(p, &alice))
+        .await
+        .unwrap();
     assert_eq!(claims(&t.access_token)["sub"], "alice");
 }
 
@@ -288,10 +300,7 @@ async fn upstream_records_the_exchanged_subject_and_refuses_the_inbound_token() 
             .await
             .err()
             .expect("the inbound token is refused");
-        assert!(
-            matches!(err, Error::Http { status: 401, .. }),
-            "{err:?}"
-        );
+        assert!(matches!(err, Error::Http { status: 401, .. }), "{err:?}");
     }
 }
 
@@ -304,8 +313,14 @@ async fn cache_is_per_principal_and_exchanges_again_near_expiry() {
         Duration::from_secs(5),
         16,
     );
-    let a1 = cache.token("alice", &for_upstream(p, &alice)).await.unwrap();
-    let a2 = cache.token("alice", &for_upstream(p, &alice)).await.unwrap();
+    let a1 = cache
+        .token("alice", &for_upstream(p, &alice))
+        .await
+        .unwrap();
+    let a2 = cache
+        .token("alice", &for_upstream(p, &alice))
+        .await
+        .unwrap();
     assert_eq!(a1, a2);
     assert_eq!(cache.exchanges(), 1);
     let b = cache.token("bob", &for_upstream(p, &bob)).await.unwrap();
@@ -313,7 +328,10 @@ async fn cache_is_per_principal_and_exchanges_again_near_expiry() {
     assert_eq!(claims(&b.access_token)["sub"], "bob");
     assert_eq!(cache.exchanges(), 2);
     // Another principal presenting alice's token gets an exchange of its own, not alice's entry.
-    let other = cache.token("mallory", &for_upstream(p, &alice)).await.unwrap();
+    let other = cache
+        .token("mallory", &for_upstream(p, &alice))
+        .await
+        .unwrap();
     assert_ne!(other.access_token, a1.access_token);
     assert_eq!(cache.exchanges(), 3);
     // Another scope is another entry.
@@ -399,7 +417,10 @@ async fn concurrent_exchanges_and_calls_reach_the_upstream_as_their_caller() {
     for l in &lines {
         let f: Vec<&str> = l.split(' ').collect();
         assert_eq!(f.len(), 4, "{l}");
-        assert!(f[3].starts_with(&format!("{}-", f[1])), "recorded as the wrong caller: {l}");
+        assert!(
+            f[3].starts_with(&format!("{}-", f[1])),
+            "recorded as the wrong caller: {l}"
+        );
     }
 }
 
@@ -465,7 +486,10 @@ fn configuration_is_checked_before_anything_is_sent() {
     )
     .build()
     .unwrap_err();
-    assert!(matches!(loopback_not_allowed, AuthError::UrlRefused { .. }), "{loopback_not_allowed:?}");
+    assert!(
+        matches!(loopback_not_allowed, AuthError::UrlRefused { .. }),
+        "{loopback_not_allowed:?}"
+    );
     let elsewhere = TokenExchangeConfig::client_secret(
         "https://other.example/token",
         "https://as.example",
@@ -484,7 +508,10 @@ fn configuration_is_checked_before_anything_is_sent() {
     .auth_method(ClientAuthMethod::None)
     .build()
     .unwrap_err();
-    assert!(public.to_string().contains("authenticated client"), "{public}");
+    assert!(
+        public.to_string().contains("authenticated client"),
+        "{public}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,7 +540,10 @@ async fn client_credentials_against_idpyoidc_is_obtained_and_refreshed_after_exp
     assert_ne!(first, second);
     assert!(claims(&second)["exp"].as_u64() > c["exp"].as_u64());
     assert_eq!(
-        recorded(&p).iter().filter(|l| l.starts_with("whoami ")).count(),
+        recorded(&p)
+            .iter()
+            .filter(|l| l.starts_with("whoami "))
+            .count(),
         2
     );
     conn.close().await;
