@@ -298,8 +298,7 @@ async fn upstream_records_the_exchanged_subject_and_refuses_the_inbound_token() 
         // The inbound token (audience: the gateway) is refused by the upstream's own auth.
         let err = connect(&p.upstream, &format!("Bearer {inbound}"))
             .await
-            .err()
-            .expect("the inbound token is refused");
+            .expect_err("the inbound token is refused");
         assert!(matches!(err, Error::Http { status: 401, .. }), "{err:?}");
     }
 }
