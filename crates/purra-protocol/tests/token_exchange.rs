@@ -235,7 +235,7 @@ fn recorded(p: &Peers) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exchange_issues_alice_a_token_for_the_upstream_naming_the_gateway_as_actor() {
+async fn exchange_names_the_caller_the_upstream_and_the_actor() {
     let p = peers();
     let alice = inbound(p, "alice").await;
     assert_eq!(claims(&alice)["aud"], json!([GATEWAY]));
@@ -282,7 +282,7 @@ async fn exchange_issues_alice_a_token_for_the_upstream_naming_the_gateway_as_ac
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_records_the_exchanged_subject_and_refuses_the_inbound_token() {
+async fn upstream_sees_the_caller_and_refuses_the_inbound_token() {
     let p = peers();
     let ex = secret_exchange(p, ClientAuthMethod::ClientSecretBasic);
     for user in ["alice", "bob"] {
@@ -370,7 +370,7 @@ async fn cache_is_per_principal_and_exchanges_again_near_expiry() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_exchanges_and_calls_reach_the_upstream_as_their_caller() {
+async fn concurrent_calls_reach_the_upstream_as_their_caller() {
     let p = peers();
     let (alice, bob) = (inbound(p, "alice").await, inbound(p, "bob").await);
     let cache = ExchangeCache::with_bounds(
@@ -424,7 +424,7 @@ async fn concurrent_exchanges_and_calls_reach_the_upstream_as_their_caller() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invalid_or_revoked_subject_token_is_a_typed_error_without_token_text() {
+async fn a_bad_subject_token_is_a_typed_error_without_token_text() {
     let p = peers();
     let ex = secret_exchange(p, ClientAuthMethod::ClientSecretBasic);
     let bogus = "not-a-token-issued-by-this-server-0123456789";
@@ -467,7 +467,7 @@ async fn an_invalid_or_revoked_subject_token_is_a_typed_error_without_token_text
 }
 
 #[test]
-fn configuration_is_checked_before_anything_is_sent() {
+fn exchange_configuration_is_checked_before_sending() {
     let plain = TokenExchangeConfig::client_secret(
         "http://as.example/token",
         "http://as.example",
@@ -514,7 +514,7 @@ fn configuration_is_checked_before_anything_is_sent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_credentials_against_idpyoidc_is_obtained_and_refreshed_after_expiry() {
+async fn client_credentials_are_refreshed_after_expiry() {
     // A pair of its own whose tokens live 3 s.
     let p = start_peers("cc", 3);
     let store = Arc::new(MemoryTokenStore::new());
