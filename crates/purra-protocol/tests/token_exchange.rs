@@ -562,3 +562,84 @@ async fn stdio_server_sees_only_the_token_in_its_environment() {
     assert!(!answer.contains(secret));
     conn.close().await;
 }
+
+/// A token endpoint on a raw socket that answers every request with `answer` (or never, when it
+/// is `None`): what a broken or hostile authorization server does, which idpyoidc will not.
+async fn raw_endpoint(answer: Option<Vec<u8>>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = vec![0u8; 16 * 1024];
+                let _ = s.read(&mut buf).await;
+                match answer {
+                    Some(a) => {
+                        let _ = s.write_all(&a).await;
+                    }
+                    None => tokio::time::sleep(Duration::from_secs(30)).await,
+                }
+            });
+        }
+    });
+    url
+}
+
+fn raw_exchange(base: &str) -> TokenExchange {
+    TokenExchangeConfig::client_secret(&format!("{base}/token"), base, GATEWAY, GATEWAY_SECRET)
+        .url_policy(UrlPolicy::strict().allow_loopback(true))
+        .request_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exchange_answers_are_bounded_in_time_and_size() {
+    let subject = "subject-token-that-must-not-show-0123456789";
+    let silent = raw_endpoint(None).await;
+    let err = raw_exchange(&silent)
+        .exchange(&ExchangeRequest::new(subject).audience("u"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the token endpoint refused the request: request_failed (POST {silent}/token: no complete answer within 500 ms)"
+        )
+    );
+
+    let mut big =
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 300000\r\n\r\n"
+            .to_vec();
+    big.extend(std::iter::repeat_n(b' ', 300_000));
+    let huge = raw_endpoint(Some(big)).await;
+    let err = raw_exchange(&huge)
+        .exchange(&ExchangeRequest::new(subject).audience("u"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the token endpoint refused the request: invalid_response (the body is over 262144 bytes)"
+    );
+
+    // An error answer that echoes the subject token back: the token is taken out.
+    let body = format!(r#"{{"error":"invalid_grant","error_description":"bad token {subject}"}}"#);
+    let echo = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let echoing = raw_endpoint(Some(echo.into_bytes())).await;
+    let err = raw_exchange(&echoing)
+        .exchange(&ExchangeRequest::new(subject).audience("u"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the token endpoint refused the request: invalid_grant (bad token <redacted>)"
+    );
+}
