@@ -611,7 +611,7 @@ impl ExchangeCache {
         &self.inner.exchange
     }
 
-    /// How many exchanges it has made (hits do not count).
+    /// How many exchanges it has asked for, failed ones included (hits do not count).
     pub fn exchanges(&self) -> u64 {
         self.inner
             .exchanges
