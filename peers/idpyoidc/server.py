@@ -10,8 +10,9 @@ metadata. This file only carries HTTP to those endpoints and holds the configura
 
 - Client `purra-gateway` (secret `gateway-secret`, or private_key_jwt with the EC P-256 key this script
   writes to GATEWAY_KEY_OUT as PKCS#8 PEM, kid `gw`) may use token exchange and client credentials.
-- The exchange's audience/resource `http://127.0.0.1:<any>/mcp` style values are accepted as asked (the
-  upstream's URL is known only when it starts); the default policy of idpyoidc is kept otherwise.
+- The exchange runs idpyoidc's default policy: any `audience` is accepted (the upstream's URL is known only
+  when it starts), a `resource` is refused (`invalid_target`: none is configured), the scope is narrowed to
+  what the subject token holds.
 - Inbound tokens: idpyoidc needs a browser for the authorization code grant, so `POST /test/login` with
   `user=alice` (a test-only entry point) does what idpyoidc's own tests do without one: creates a session
   through its session manager for client `mcp-client`, mints an authorization code, and redeems it at the
@@ -33,7 +34,6 @@ metadata. This file only carries HTTP to those endpoints and holds the configura
 - `sub` is the user id itself (`alice`), not idpyoidc's default salted hash, through `session_params.sub_func`.
 """
 
-import base64
 import json
 import os
 import sys
