@@ -452,6 +452,17 @@ async fn a_bad_subject_token_is_a_typed_error_without_token_text() {
     assert!(!shown.contains(&alice), "{shown}");
     assert!(!shown.contains(GATEWAY_SECRET), "{shown}");
 
+    // A resource the authorization server does not know: its own error code, invalid_target.
+    let alice = inbound(p, "alice").await;
+    let err = ex
+        .exchange(&ExchangeRequest::new(&alice).resource("https://unknown.example/mcp"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the token endpoint refused the request: invalid_target (Unknown resource)"
+    );
+
     // A wrong client secret: the authorization server's own error code.
     let wrong = TokenExchangeConfig::client_secret(&token_endpoint(p), &p.issuer, GATEWAY, "nope")
         .url_policy(UrlPolicy::strict().allow_loopback(true))
