@@ -10,8 +10,9 @@ metadata. This file only carries HTTP to those endpoints and holds the configura
 
 - Client `purra-gateway` (secret `gateway-secret`, or private_key_jwt with the EC P-256 key this script
   writes to GATEWAY_KEY_OUT as PKCS#8 PEM, kid `gw`) may use token exchange and client credentials.
-- The exchange's audience/resource `http://127.0.0.1:<any>/mcp` style values are accepted as asked (the
-  upstream's URL is known only when it starts); the default policy of idpyoidc is kept otherwise.
+- The exchange runs idpyoidc's default policy: any `audience` is accepted (the upstream's URL is known only
+  when it starts), a `resource` is refused (`invalid_target`: none is configured), the scope is narrowed to
+  what the subject token holds.
 - Inbound tokens: idpyoidc needs a browser for the authorization code grant, so `POST /test/login` with
   `user=alice` (a test-only entry point) does what idpyoidc's own tests do without one: creates a session
   through its session manager for client `mcp-client`, mints an authorization code, and redeems it at the
@@ -22,6 +23,9 @@ metadata. This file only carries HTTP to those endpoints and holds the configura
   exchange grant then drops them from the JWT (`ExchangeGrant.payload_arguments` uses the grant's own,
   empty, resources), and its client credentials grant ignores `resource`; the token class hook below
   puts the validated audience (or the client credentials request's `resource`) into `aud`.
+- Client credentials: idpyoidc's own grant, with two faults of its 5.0.0 release worked around (the
+  `token_type` it answers, and its failure on a client's second request): BearerClientCredentials below.
+- private_key_jwt: idpyoidc accepts a client assertion whose `aud` is its token endpoint URL (a string).
 - Actor tokens: idpyoidc's default exchange policy refuses `actor_token`. This configuration replaces the
   policy (idpyoidc's documented `policy.function` hook) with one that first verifies the actor token is an
   active access token this server issued, then runs idpyoidc's own default policy; and adds the RFC 8693
@@ -30,8 +34,8 @@ metadata. This file only carries HTTP to those endpoints and holds the configura
 - `sub` is the user id itself (`alice`), not idpyoidc's default salted hash, through `session_params.sub_func`.
 """
 
-import base64
 import json
+import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,7 +52,9 @@ from idpyoidc.server.authn_event import create_authn_event
 from idpyoidc.server.authz import AuthzHandling
 from idpyoidc.server.client_authn import verify_client
 from idpyoidc.server.configure import ASConfiguration
+from idpyoidc.server.exception import ClientAuthenticationError, UnAuthorizedClient
 from idpyoidc.server.oauth2.token_helper import validate_token_exchange_policy
+from idpyoidc.server.oauth2.token_helper.client_credentials import ClientCredentials
 from idpyoidc.server.token.jwt_token import JWTToken
 from idpyoidc.server.user_info import UserInfo
 
@@ -102,6 +108,25 @@ def exchange_policy(request, context, subject_token, **kwargs):
     return out
 
 
+class BearerClientCredentials(ClientCredentials):
+    """idpyoidc's client credentials grant with two faults of its 5.0.0 release worked around: it
+    answers `token_type` with the token's class (`access_token`), which RFC 6749 section 7.1 tells a
+    client not to use (answered `Bearer` here); and its second request for a client fails (it reads the
+    stored client session as a dict: TypeError), so the stored one is dropped first and idpyoidc's own
+    first-request path runs each time."""
+
+    def process_request(self, req, **kwargs):
+        mngr = self.endpoint.upstream_get("context").session_manager
+        try:
+            mngr.delete(["client_credentials", req["client_id"]])
+        except (KeyError, ValueError):
+            pass
+        resp = ClientCredentials.process_request(self, req, **kwargs)
+        if isinstance(resp, dict) and "access_token" in resp:
+            resp["token_type"] = "Bearer"
+        return resp
+
+
 class ActJWTToken(JWTToken):
     """idpyoidc's JWT access token, plus the `act` claim of the exchange being handled."""
 
@@ -144,7 +169,7 @@ def config(issuer, lifetime):
                             "class": "idpyoidc.server.oauth2.token_helper.access_token.AccessTokenHelper"
                         },
                         "client_credentials": {
-                            "class": "idpyoidc.server.oauth2.token_helper.client_credentials.ClientCredentials"
+                            "class": "__main__.BearerClientCredentials"
                         },
                         EXCHANGE: {
                             "class": "idpyoidc.server.oauth2.token_helper.token_exchange.TokenExchangeHelper",
@@ -294,7 +319,10 @@ def call(server, name, body, headers):
     http_info = {"headers": headers, "url": endpoint.full_path, "method": "POST"}
     # The endpoint's own parser expects JSON; a token request is a form (RFC 6749).
     form = {k: (v[0] if len(v) == 1 else v) for k, v in parse_qs(body).items()}
-    req = endpoint.parse_request(form, http_info=http_info)
+    try:
+        req = endpoint.parse_request(form, http_info=http_info)
+    except (ClientAuthenticationError, UnAuthorizedClient):
+        return 401, json.dumps({"error": "invalid_client", "error_description": "client authentication failed"})
     if "error" in req:
         return 400, req.to_json()
     args = endpoint.process_request(req, http_info=http_info)
@@ -395,6 +423,8 @@ def main():
     SERVER["issuer"] = issuer
     SERVER["s"] = setup(issuer, key_out, lifetime)
     print(f"issuer {issuer}", flush=True)
+    # Ends with the test binary that started it: when its stdin closes.
+    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
     httpd.serve_forever()
 
 

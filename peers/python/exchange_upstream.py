@@ -6,13 +6,14 @@ A Streamable HTTP MCP server at http://127.0.0.1:PORT/mcp protected with the SDK
 (`AuthSettings` and a `TokenVerifier`): a token must be an ES256 JWT signed by the authorization
 server's JWKS (ISSUER/jwks.json), issued by ISSUER, unexpired, and its `aud` must name this
 server's URL; anything else gets the SDK's 401. Every tool call appends one line
-`<tool> <sub> <act.sub or ->` to RECORD_FILE. Tools: `whoami` (read: answers `sub` and `act.sub`)
+`<tool> <sub> <act.sub or -> <value or ->` to RECORD_FILE. Tools: `whoami` (read: answers `sub` and `act.sub`)
 and `set_value` (write-like: records the value with the caller). Prints `ready <URL>` when serving.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import os
 import sys
 import warnings
@@ -62,10 +63,10 @@ def caller() -> tuple[str, str]:
     return claims.get("sub") or "-", act.get("sub") or "-"
 
 
-def record(tool: str) -> tuple[str, str]:
+def record(tool: str, value: str = "-") -> tuple[str, str]:
     sub, act = caller()
     with open(RECORD, "a", encoding="utf-8") as f:
-        f.write(f"{tool} {sub} {act}\n")
+        f.write(f"{tool} {sub} {act} {value}\n")
     return sub, act
 
 
@@ -86,11 +87,13 @@ def whoami() -> str:
 @server.tool()
 def set_value(value: str) -> str:
     """Stores a value (a write), recorded with its caller."""
-    sub, act = record("set_value")
+    sub, act = record("set_value", value)
     return json.dumps({"sub": sub, "act": act, "value": value})
 
 
 if __name__ == "__main__":
     app = server.streamable_http_app(host="127.0.0.1")
     print(f"ready {URL}", flush=True)
+    # Ends with the test binary that started it: when its stdin closes.
+    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
     uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")

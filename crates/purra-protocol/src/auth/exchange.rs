@@ -261,7 +261,7 @@ impl TokenExchangeConfig {
         c
     }
     /// The client `client_id` authenticating with a JWT signed by `key` (`private_key_jwt`, its
-    /// `aud` the issuer).
+    /// `aud` the token endpoint URL).
     pub fn private_key_jwt(
         token_endpoint: &str,
         issuer: &str,
@@ -447,8 +447,9 @@ impl TokenExchange {
             ClientAuthMethod::PrivateKeyJwt => {
                 let key = inner.key.as_ref().expect("checked in build");
                 let now = now_secs();
+                // `aud`: the token endpoint URL (RFC 7523 section 3, OpenID Connect Core 9).
                 let assertion = key.sign(&json!({
-                    "iss": inner.client_id, "sub": inner.client_id, "aud": inner.issuer,
+                    "iss": inner.client_id, "sub": inner.client_id, "aud": inner.endpoint.as_str(),
                     "iat": now, "exp": now + 300, "jti": random_string(16),
                 }))?;
                 form.push(("client_id", inner.client_id.clone()));
@@ -610,7 +611,7 @@ impl ExchangeCache {
         &self.inner.exchange
     }
 
-    /// How many exchanges it has made (hits do not count).
+    /// How many exchanges it has asked for, failed ones included (hits do not count).
     pub fn exchanges(&self) -> u64 {
         self.inner
             .exchanges
