@@ -515,7 +515,8 @@ async fn a_schema_4_file_is_migrated_with_every_row_intact_and_reports_from_then
     {
         let raw = rusqlite::Connection::open(&path).unwrap();
         raw.execute_batch(
-            "DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions; PRAGMA user_version = 4;",
+            "DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
+             PRAGMA user_version = 4;",
         )
         .unwrap();
     }
