@@ -351,11 +351,11 @@ fn the_secret_comes_only_from_stdin_and_keys_are_required() {
         "{}",
         no_keys.stderr
     );
-    let bad_env = set(&[], b"s", &[("PURRA_CREDENTIAL_KEYS", "k1:short")]);
+    let bad_env = set(&[], b"s", &[("PURRA_CREDENTIAL_KEYS", "k1:c2hvcnQ=")]);
     assert_eq!(bad_env.code, Some(78));
     assert_eq!(
         bad_env.stderr,
-        "purra: credential keys: PURRA_CREDENTIAL_KEYS: line 1: key `k1` is 3 bytes, not 32\n"
+        "purra: credential keys: PURRA_CREDENTIAL_KEYS: line 1: key `k1` is 5 bytes, not 32\n"
     );
     assert!(!Path::new(&db).exists(), "nothing was stored");
     // The variable is the key source without --keys.
