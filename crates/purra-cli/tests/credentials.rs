@@ -236,7 +236,7 @@ fn set_and_list(tmp: &TempDir, db: &str) -> String {
 }
 
 #[test]
-fn credentials_set_keeps_only_sealed_bytes_in_the_sqlite_file_and_prints_no_secret() {
+fn credentials_set_leaves_no_secret_in_the_sqlite_file_or_output() {
     let tmp = TempDir::new("sqlite");
     let db = tmp.path("purra.db");
     let secret = set_and_list(&tmp, &db);
@@ -291,7 +291,7 @@ fn pg_dump() -> PathBuf {
 }
 
 #[test]
-fn credentials_set_keeps_only_sealed_bytes_in_a_postgres_dump() {
+fn credentials_set_leaves_no_secret_in_a_postgres_dump() {
     let tmp = TempDir::new("postgres");
     let (db, schema) = postgres_db("cred");
     let secret = set_and_list(&tmp, &db);
