@@ -53,7 +53,8 @@ Durable writes:
   purra demo --interactive             wait for `purra approvals approve ID` from elsewhere
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
-  purra credentials list|set|revoke|rotate   per-principal upstream secrets, sealed at rest
+  purra credentials list|set|revoke|rotate
+                                       per-principal upstream secrets, sealed at rest
                                        (keys: --keys FILE or PURRA_CREDENTIAL_KEYS)
   Each takes --db PATH|URL (a SQLite file, default ./purra.db, or a postgres:// URL) and --json;
   approvals and runs also --config FILE (a gateway file's [gateway] db; without --db and
