@@ -53,6 +53,9 @@ Durable writes:
   purra demo --interactive             wait for `purra approvals approve ID` from elsewhere
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
+  purra credentials list|set|revoke|rotate
+                                       per-principal upstream secrets, sealed at rest
+                                       (keys: --keys FILE or PURRA_CREDENTIAL_KEYS)
   Each takes --db PATH|URL (a SQLite file, default ./purra.db, or a postgres:// URL) and --json;
   approvals and runs also --config FILE (a gateway file's [gateway] db; without --db and
   without ./purra.db, ./gateway.toml's).
@@ -139,6 +142,10 @@ pub enum Command {
     /// failed ones again.
     #[command(subcommand)]
     Webhooks(WebhooksCommand),
+    /// List, set, revoke or re-seal the upstream credentials principals hold in a store (kept
+    /// only sealed, under the keys of --keys FILE or PURRA_CREDENTIAL_KEYS).
+    #[command(subcommand)]
+    Credentials(CredentialsCommand),
     /// The durable-write demo: an agent reads from a server, asks for a write, the write is
     /// approved, dispatched once and its receipt stored; run again, it is not sent again.
     Demo(DemoArgs),
@@ -371,6 +378,88 @@ pub enum WebhooksCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+}
+
+/// The credential keys: `--keys FILE`, else the `PURRA_CREDENTIAL_KEYS` variable.
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    /// The credential key file: one `id:base64key` (32 bytes, standard base64) a line, the
+    /// current key first. Without it: the PURRA_CREDENTIAL_KEYS variable, in the same format.
+    #[arg(long, value_name = "FILE")]
+    pub keys: Option<std::path::PathBuf>,
+}
+
+/// `purra credentials`.
+#[derive(Debug, Subcommand)]
+pub enum CredentialsCommand {
+    /// The credentials in the store (principal, upstream, name, kind, subject, expiry, when
+    /// updated), never a secret.
+    List {
+        /// Only this principal's.
+        #[arg(long, value_name = "P")]
+        principal: Option<String>,
+        /// Only this upstream's.
+        #[arg(long, value_name = "U")]
+        upstream: Option<String>,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Store a secret for a principal at an upstream (as the upstream's `env_from_credential`
+    /// names it), read from standard input (never from the command line; one trailing newline
+    /// is dropped), sealed under the current key.
+    Set {
+        /// The principal the secret belongs to.
+        #[arg(long, value_name = "P")]
+        principal: String,
+        /// The upstream it is for.
+        #[arg(long, value_name = "U")]
+        upstream: String,
+        /// The secret's name under that principal and upstream.
+        name: String,
+        /// The credential keys.
+        #[command(flatten)]
+        keys: KeysArgs,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Delete a principal's credential at an upstream (all of them there without NAME).
+    Revoke {
+        /// The principal.
+        #[arg(long, value_name = "P")]
+        principal: String,
+        /// The upstream.
+        #[arg(long, value_name = "U")]
+        upstream: String,
+        /// Only this one.
+        name: Option<String>,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Re-seal every credential under the current key (the first line of the keys), so the
+    /// older keys can then be removed.
+    Rotate {
+        /// The credential keys.
+        #[command(flatten)]
+        keys: KeysArgs,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+impl CredentialsCommand {
+    /// The store and output options of this subcommand.
+    pub fn store_args(&self) -> &StoreArgs {
+        match self {
+            CredentialsCommand::List { store, .. }
+            | CredentialsCommand::Set { store, .. }
+            | CredentialsCommand::Revoke { store, .. }
+            | CredentialsCommand::Rotate { store, .. } => store,
+        }
+    }
 }
 
 impl WebhooksCommand {

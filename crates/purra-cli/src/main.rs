@@ -55,6 +55,7 @@ fn main() {
         Command::Approvals(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
         Command::Webhooks(a) => a.store_args().json,
+        Command::Credentials(a) => a.store_args().json,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -151,6 +152,7 @@ async fn dispatch(
         Command::Approvals(a) => cmd::approvals::run(a).await,
         Command::Runs(a) => cmd::runs::run(a).await,
         Command::Webhooks(a) => cmd::webhooks::run(a).await,
+        Command::Credentials(a) => cmd::credentials::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
         Command::Gateway(a) => cmd::gateway::run(a, verbose, log_format).await,
     }

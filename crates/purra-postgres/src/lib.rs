@@ -19,6 +19,8 @@
 //! - [`purra_core::WebhookOutbox`]: once endpoints are registered, each prepare, decision, outcome
 //!   and reconciliation records its event for them in its own transaction; deliverers on every
 //!   host claim deliveries with `FOR UPDATE SKIP LOCKED` under a lease on the database's clock.
+//! - [`purra_core::CredentialStore`]: each principal's upstream credentials, only ever sealed,
+//!   with a version per record so instances refreshing one connection at once write it once.
 //!
 //! The audit table is append-only in the database itself: triggers abort any `UPDATE`, `DELETE` or
 //! `TRUNCATE`, whoever issues it. Migrations are versioned; a schema from a newer build is refused.
@@ -32,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+mod credential;
 mod listen;
 mod migrate;
 mod store;

@@ -142,8 +142,33 @@ CREATE TABLE webhook_outbox (
 CREATE INDEX webhook_outbox_due ON webhook_outbox (endpoint, next_at_ns, seq) WHERE state = 'pending';
 "#;
 
+/// Schema version 4: each principal's upstream credentials, as purra-sqlite's schema 6: one row
+/// per principal, upstream and name, holding only the sealed secret (opaque here), what may be
+/// shown of it, and its version for compare-and-swap; `credentials_by_upstream` serves listings by
+/// upstream. Nothing existing is touched. Like every migration it runs under the schema's advisory
+/// lock, so instances starting together create the table once.
+const V4: &str = r#"
+CREATE TABLE credentials (
+    principal       TEXT NOT NULL,
+    upstream        TEXT NOT NULL,
+    name            TEXT NOT NULL,
+    kind            TEXT NOT NULL CHECK (kind IN ('oauth', 'secret')),
+    sealed          BYTEA NOT NULL,
+    issuer          TEXT,
+    scopes          TEXT,
+    subject         TEXT,
+    expires_at_ns   BIGINT,
+    created_at_ns   BIGINT NOT NULL,
+    updated_at_ns   BIGINT NOT NULL,
+    last_used_at_ns BIGINT,
+    version         BIGINT NOT NULL CHECK (version > 0),
+    PRIMARY KEY (principal, upstream, name)
+);
+CREATE INDEX credentials_by_upstream ON credentials (upstream, principal, name);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Why migrating failed.
 pub(crate) enum MigrateError {

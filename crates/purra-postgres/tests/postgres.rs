@@ -18,6 +18,34 @@ fn url() -> String {
     })
 }
 
+/// `pg_dump`: `PURRA_PG_DUMP`, else the newest of Debian's PostgreSQL binaries (where
+/// scripts/postgres.sh finds the server's), else the one on `PATH`.
+fn pg_dump() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("PURRA_PG_DUMP") {
+        return path.into();
+    }
+    let mut found: Vec<(Vec<u32>, std::path::PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e
+                .file_name()
+                .to_str()?
+                .split('.')
+                .map(|p| p.parse().ok())
+                .collect::<Option<Vec<u32>>>()?;
+            let bin = e.path().join("bin").join("pg_dump");
+            bin.is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .map(|(_, bin)| bin)
+        .unwrap_or_else(|| "pg_dump".into())
+}
+
 /// A direct connection to `schema`, around the store.
 async fn raw(schema: &str) -> tokio_postgres::Client {
     let mut config: tokio_postgres::Config = url().parse().unwrap();
@@ -105,13 +133,32 @@ impl Harness for Postgres {
     }
 
     fn known_version(&self) -> i64 {
-        3
+        4
     }
 
     fn newer_schema_error(&self, found: i64) -> StoreError {
         StoreError::Backend(format!(
-            "schema version {found} is newer than this build of purra-postgres knows (3)"
+            "schema version {found} is newer than this build of purra-postgres knows (4)"
         ))
+    }
+
+    fn at_rest(&self, location: &str) -> BoxFuture<'_, Vec<u8>> {
+        let schema = location.to_owned();
+        Box::pin(async move {
+            let out = std::process::Command::new(pg_dump())
+                .arg("--schema")
+                .arg(&schema)
+                .arg("--dbname")
+                .arg(url())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "pg_dump: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        })
     }
 
     fn truncate_audit_sql(&self) -> Option<&'static str> {

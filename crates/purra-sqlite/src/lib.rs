@@ -30,6 +30,10 @@
 //! registered, each prepare, decision, outcome and reconciliation records its event for them in
 //! its own transaction; with none registered nothing more is written.
 //!
+//! And purra-core's credential store ([`purra_core::CredentialStore`]): each principal's upstream
+//! credentials, only ever sealed (the store never sees a plaintext), with a version per record
+//! for compare-and-swap.
+//!
 //! ```
 //! use purra_core::*;
 //! use purra_sqlite::SqliteStore;
@@ -96,6 +100,7 @@
 //! ```
 
 mod audit;
+mod credential;
 mod migrate;
 mod store;
 mod webhook;

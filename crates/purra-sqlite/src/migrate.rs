@@ -245,8 +245,32 @@ CREATE TABLE webhook_outbox (
 CREATE INDEX webhook_outbox_due ON webhook_outbox(endpoint, next_at_ns) WHERE state = 'pending';
 "#;
 
+/// Schema version 6: each principal's upstream credentials (purra-core's `credential`), one row
+/// per principal, upstream and name, holding only the sealed secret (opaque here), what may be
+/// shown of it, and its version for compare-and-swap. `credentials_by_upstream` serves listings by
+/// upstream. Nothing existing is touched.
+const V6: &str = r#"
+CREATE TABLE credentials (
+    principal       TEXT NOT NULL,
+    upstream        TEXT NOT NULL,
+    name            TEXT NOT NULL,
+    kind            TEXT NOT NULL CHECK (kind IN ('oauth', 'secret')),
+    sealed          BLOB NOT NULL,
+    issuer          TEXT,
+    scopes          TEXT,
+    subject         TEXT,
+    expires_at_ns   INTEGER,
+    created_at_ns   INTEGER NOT NULL,
+    updated_at_ns   INTEGER NOT NULL,
+    last_used_at_ns INTEGER,
+    version         INTEGER NOT NULL CHECK (version > 0),
+    PRIMARY KEY (principal, upstream, name)
+) WITHOUT ROWID;
+CREATE INDEX credentials_by_upstream ON credentials(upstream, principal, name);
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which
 /// cannot use WAL.

@@ -62,13 +62,23 @@ impl Harness for Sqlite {
     }
 
     fn known_version(&self) -> i64 {
-        5
+        6
     }
 
     fn newer_schema_error(&self, found: i64) -> StoreError {
         StoreError::Backend(format!(
-            "schema version {found} is newer than this build of purra-sqlite knows (5)"
+            "schema version {found} is newer than this build of purra-sqlite knows (6)"
         ))
+    }
+
+    fn at_rest(&self, location: &str) -> BoxFuture<'_, Vec<u8>> {
+        let mut bytes = Vec::new();
+        for suffix in ["", "-wal", "-shm"] {
+            if let Ok(b) = std::fs::read(format!("{location}{suffix}")) {
+                bytes.extend_from_slice(&b);
+            }
+        }
+        Box::pin(async move { bytes })
     }
 
     fn truncate_audit_sql(&self) -> Option<&'static str> {

@@ -11,8 +11,11 @@
 //! ([`race`]), and the operator's view and store events, listings by page and the cap on a
 //! principal's open approvals ([`operator`]), and the webhook outbox: events recorded with the
 //! change that makes them, leases, retries keeping their id, given-up deliveries kept
-//! ([`webhooks`]).
+//! ([`webhooks`]), and the credential store: records with exact values, a compare-and-swap
+//! raced by two instances, sealing bound to the record, rotation, nothing secret at rest
+//! ([`credentials`]).
 
+pub mod credentials;
 pub mod operator;
 pub mod race;
 pub mod reopen;
@@ -27,7 +30,7 @@ use std::time::{Duration, SystemTime};
 /// What a store's test binary provides to the suite.
 pub trait Harness: Send + Sync + 'static {
     /// The store under test.
-    type Store: OperatorStore + WebhookOutbox + Clone + std::fmt::Debug + 'static;
+    type Store: OperatorStore + WebhookOutbox + CredentialStore + Clone + std::fmt::Debug + 'static;
 
     /// The location (a path, a schema name...) of a new, empty database; `name` makes it recognizable.
     fn fresh(&self, name: &str) -> String;
@@ -54,6 +57,9 @@ pub trait Harness: Send + Sync + 'static {
     fn truncate_audit_sql(&self) -> Option<&'static str>;
     /// The longest a decision made by another store instance may take to wake a subscriber.
     fn foreign_event_delay(&self) -> Duration;
+    /// Everything the database keeps at rest for `location`, as bytes to search: the SQLite file
+    /// with its WAL, or a `pg_dump` of the PostgreSQL schema.
+    fn at_rest(&self, location: &str) -> BoxFuture<'_, Vec<u8>>;
 }
 
 /// Defines one test per contract test for `$harness` (an expression giving a [`Harness`]), and the
@@ -91,7 +97,11 @@ macro_rules! contract_tests {
             webhooks::given_up_deliveries_stay_failed_until_an_operator_retries_them,
             webhooks::endpoints_no_longer_registered_give_up_their_pending_deliveries,
             webhooks::deliveries_waiting_for_a_retry_become_due_when_the_endpoint_answers_again,
-            webhooks::concurrent_deliverers_claim_each_delivery_once
+            webhooks::concurrent_deliverers_claim_each_delivery_once,
+            credentials::credentials_are_put_read_listed_touched_and_deleted,
+            credentials::racing_replacements_of_one_credential_are_won_exactly_once_each_round,
+            credentials::sealed_credentials_open_only_in_place_and_rotation_retires_the_old_key,
+            credentials::credentials_at_rest_hold_no_secret_bytes
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -3,7 +3,7 @@
 //! [`StoreLocation::parse`] reads what a user writes (`--db`, a configuration's `db`);
 //! [`AnyStore::open`] opens it; [`AnyStore`] hands out the store as each contract an agent, a CLI or a
 //! gateway needs (`Arc<dyn ApprovalGateway>`, `Arc<dyn RunStore>`, `&dyn OperatorStore`,
-//! `Arc<dyn WebhookOutbox>`), whichever store it is.
+//! `Arc<dyn WebhookOutbox>`, `Arc<dyn CredentialStore>`), whichever store it is.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), purra_core::StoreError> {
@@ -13,7 +13,9 @@
 //! # Ok(()) }
 //! ```
 
-use purra_core::{ApprovalGateway, OperatorStore, RunStore, StoreError, WebhookOutbox};
+use purra_core::{
+    ApprovalGateway, CredentialStore, OperatorStore, RunStore, StoreError, WebhookOutbox,
+};
 use purra_postgres::{PostgresOptions, PostgresStore};
 use purra_sqlite::{SqliteOptions, SqliteStore};
 use std::path::PathBuf;
@@ -141,6 +143,14 @@ impl AnyStore {
 
     /// The store's webhook outbox (registered endpoints, deliveries to claim and record).
     pub fn outbox(&self) -> Arc<dyn WebhookOutbox> {
+        match self {
+            AnyStore::Sqlite(s) => s.clone(),
+            AnyStore::Postgres(s) => s.clone(),
+        }
+    }
+
+    /// The store's credential store (each principal's upstream credentials, sealed).
+    pub fn credentials(&self) -> Arc<dyn CredentialStore> {
         match self {
             AnyStore::Sqlite(s) => s.clone(),
             AnyStore::Postgres(s) => s.clone(),
