@@ -9,6 +9,10 @@
 //! connection, its registrations); one whose bindings changed gets a new [`Upstream`] on the same
 //! connection; one whose own table changed gets a new connection. Nothing of the running catalog
 //! changes until the next one is complete, so a reload that fails leaves it serving.
+//!
+//! The `catalog` layer: it may import `config`, `rules` and `upstream`, never `runtime` or `serve`
+//! (the test `layers::gateway_modules_import_only_their_own_layer_or_below`); the running gateway
+//! reads catalogs, a catalog knows nothing of it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -7,6 +7,10 @@
 //! to the top-level module it names (through `lib.rs`'s re-exports, so `crate::scope` is
 //! `rules`) and fails naming file:line and both layers for every import of a higher layer.
 //! `lib.rs` declares the layers and is in none; so is this file.
+//!
+//! Metrics are not cross-cutting here: the families and their registry (`runtime::metrics`) are
+//! recorded by the running gateway and rendered by the listener (`serve::metrics`); no lower
+//! layer counts anything, so no module is exempt from the order.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

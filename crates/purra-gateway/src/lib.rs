@@ -68,9 +68,9 @@
 //! # Reload, drain, health, fleet
 //!
 //! [`Gateway::reload`] replaces the upstreams, bindings, limits and policies while serving (a
-//! configuration with mistakes is refused and the running one serves on; see [`reload`]);
+//! configuration with mistakes is refused and the running one serves on);
 //! [`Gateway::drain`] stops taking calls, answers waiting writes as pending and waits for what is
-//! in flight ([`drain`]); [`Gateway::serve_http`] answers `/healthz` and `/readyz` beside `/mcp`
+//! in flight; [`Gateway::serve_http`] answers `/healthz` and `/readyz` beside `/mcp`
 //! ([`health`]). Several gateways on one PostgreSQL store make a fleet: they share nothing but
 //! the store, so a call repeated on another instance finds its approval, claim or receipt, and a
 //! decision made anywhere wakes the call waiting on any instance.
@@ -109,9 +109,11 @@ mod serve;
 mod layers;
 
 // The public modules at their old paths (`purra_gateway::scope`, `purra_gateway::metrics`, ...).
+// The other modules are crate-private: nothing outside the crate names them (their public items
+// are re-exported below).
 pub use rules::{limit, policy, scope};
-pub use runtime::{drain, metrics, reload, results, store, webhooks};
-pub use serve::{auth, health};
+pub use runtime::{metrics, webhooks};
+pub use serve::health;
 
 // Old paths config.rs and load.rs still name (removed by config-once).
 use runtime::app;

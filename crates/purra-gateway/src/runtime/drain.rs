@@ -1,13 +1,4 @@
-//! Draining: a gateway asked to stop (`SIGTERM` in `purra gateway`, [`Gateway::drain`]) takes no
-//! new call, answers every write waiting for its decision at once with its pending result (the
-//! caller calls again, on another instance of the fleet, or after a restart: the approval is in
-//! the store), lets the calls and dispatches in flight finish, and says when it is idle, within a
-//! bound (`[gateway] drain_timeout`, 30 s by default). A dispatch still running at the bound is
-//! left to the process's end: its claim is in the store, so it becomes `unknown` (`interrupted`)
-//! once the lease lapses, and it is never sent again.
-//!
-//! While it drains, `/readyz` answers 503 ([`crate::health`]), so a load balancer sends it no new
-//! session; a new call that reaches it anyway is answered `gateway_stopping` with nothing sent.
+//! Draining a gateway asked to stop (`SIGTERM` in `purra gateway`, [`Gateway::drain`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -146,6 +137,14 @@ impl Gateway {
     /// dispatches in flight have finished, or when `bound` passed. Serving (the HTTP listener,
     /// the sessions) goes on until the caller stops it, so the pending answers reach their
     /// clients; then [`Gateway::shutdown`].
+    ///
+    /// The caller calls again, on another instance of the fleet, or after a restart: the
+    /// approval is in the store. The bound is `[gateway] drain_timeout` in `purra gateway` (30 s
+    /// by default). A dispatch still running at the bound is left to the process's end: its claim
+    /// is in the store, so it becomes `unknown` (`interrupted`) once the lease lapses, and it is
+    /// never sent again. A new call that reaches a draining gateway is answered
+    /// `gateway_stopping` with nothing sent; `/readyz` answers 503 ([`crate::health`]), so a load
+    /// balancer sends it no new session.
     pub async fn drain(&self, bound: Duration) -> Drained {
         let start = tokio::time::Instant::now();
         let (calls_left, dispatches_left) = self.inner.drain.run(bound).await;

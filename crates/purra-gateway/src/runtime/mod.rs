@@ -9,12 +9,12 @@
 //! fails otherwise.
 
 pub(crate) mod app;
-pub mod drain;
+pub(crate) mod drain;
 pub(crate) mod gateway;
 pub mod metrics;
-pub mod reload;
-pub mod results;
+pub(crate) mod reload;
+pub(crate) mod results;
 pub(crate) mod secrets;
-pub mod store;
+pub(crate) mod store;
 pub mod webhooks;
 pub(crate) mod write;

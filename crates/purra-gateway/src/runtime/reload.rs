@@ -1,32 +1,4 @@
 //! Reloading the configuration while serving (`SIGHUP` in `purra gateway`, [`Gateway::reload`]).
-//!
-//! The next configuration is checked and built beside the running one (the `catalog` module):
-//! every upstream it names connected (or kept) and discovered, every policy validated. Any
-//! mistake refuses the reload as a whole, with every mistake placed in the file, and the running
-//! configuration keeps serving, unchanged. Otherwise it replaces the running one at once:
-//!
-//! - sessions stay (the MCP server is the same); downstream clients get `list_changed` for every
-//!   tool whose binding changed, appeared or went (a binding whose upstream's bindings, limits or
-//!   the policies changed is a new binding, even where it looks the same downstream);
-//! - a call in flight finishes with the binding it started with; a write waiting for its
-//!   decision is claimed against the binding as it is when the decision comes. An approval
-//!   prepared before is refused as a mismatch (recorded in the store, shown as refused on the
-//!   approver page), never sent, when either of these holds at the claim: (1) the approval's
-//!   binding identity differs from the binding's now, which happens when its `binding_id`,
-//!   `binding_revision`, `scope_id` or `scope_revision` changed, any write binding of its
-//!   upstream changed (the upstream's write catalog is part of the effective binding revision),
-//!   its scope table changed (the caller rules `principals` and `clients`, or the argument
-//!   rules: a digest of the table is part of the effective scope revision, so this holds even
-//!   when `scope_revision` was left as it was) or the `[policies]` files changed; or (2) the caller who asked (the principal
-//!   and client the request names) is no longer admitted by the binding's caller rules. The
-//!   same holds for an approval decided after a restart with a changed file;
-//! - an upstream whose own table changed, or that is gone, is closed once no call uses it; one
-//!   whose bindings changed keeps its connection.
-//!
-//! What is read once at start cannot change by a reload, and a reload that changes it is
-//! refused, naming the key: `[gateway]` (the store, the address, the name in every run id, the
-//! guard, every setting), `[page]`, `[webhooks.NAME]` and `[skills.NAME]`. Those need a restart
-//! (`SIGTERM` drains first; in a fleet, one instance at a time).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -47,7 +19,7 @@ pub struct Reloaded {
     /// upstream's table or the limits changed, and for a write also any write binding of its
     /// upstream or the policies (each changes the binding identity its approvals are bound to:
     /// its revisions, the upstream's write catalog, a digest of its scope table, the policies'
-    /// digest; so approvals prepared before are refused as mismatches, see the [module](self)
+    /// digest; so approvals prepared before are refused as mismatches, see [`Gateway::reload`]
     /// documentation). Downstream clients are told to list again.
     pub changed: Vec<String>,
     /// The local names bound now that were not before.
@@ -153,10 +125,38 @@ pub(crate) fn restart_only(running: &GatewayConfig, next: &GatewayConfig) -> Vec
 
 impl Gateway {
     /// Reloads the configuration: checks `config` (placed with `source`), connects and discovers
-    /// what changed beside what is served, and replaces it at once (see the [module](self)
-    /// documentation). A configuration with mistakes, one changing what only a restart applies,
-    /// or a reload while draining, is refused with every mistake, and the running configuration
-    /// keeps serving unchanged. One reload runs at a time.
+    /// what changed beside what is served, and replaces it at once. A configuration with
+    /// mistakes, one changing what only a restart applies, or a reload while draining, is refused
+    /// with every mistake, and the running configuration keeps serving unchanged. One reload runs
+    /// at a time.
+    ///
+    /// The next configuration is checked and built beside the running one: every upstream it
+    /// names connected (or kept) and discovered, every policy validated. When it replaces the
+    /// running one:
+    ///
+    /// - sessions stay (the MCP server is the same); downstream clients get `list_changed` for every
+    ///   tool whose binding changed, appeared or went (a binding whose upstream's bindings, limits or
+    ///   the policies changed is a new binding, even where it looks the same downstream);
+    /// - a call in flight finishes with the binding it started with; a write waiting for its
+    ///   decision is claimed against the binding as it is when the decision comes. An approval
+    ///   prepared before is refused as a mismatch (recorded in the store, shown as refused on the
+    ///   approver page), never sent, when either of these holds at the claim: (1) the approval's
+    ///   binding identity differs from the binding's now, which happens when its `binding_id`,
+    ///   `binding_revision`, `scope_id` or `scope_revision` changed, any write binding of its
+    ///   upstream changed (the upstream's write catalog is part of the effective binding revision),
+    ///   its scope table changed (the caller rules `principals` and `clients`, or the argument
+    ///   rules: a digest of the table is part of the effective scope revision, so this holds even
+    ///   when `scope_revision` was left as it was) or the `[policies]` files changed; or (2) the
+    ///   caller who asked (the principal and client the request names) is no longer admitted by
+    ///   the binding's caller rules. The
+    ///   same holds for an approval decided after a restart with a changed file;
+    /// - an upstream whose own table changed, or that is gone, is closed once no call uses it; one
+    ///   whose bindings changed keeps its connection.
+    ///
+    /// What is read once at start cannot change by a reload, and a reload that changes it is
+    /// refused, naming the key: `[gateway]` (the store, the address, the name in every run id, the
+    /// guard, every setting), `[page]`, `[webhooks.NAME]` and `[skills.NAME]`. Those need a restart
+    /// (`SIGTERM` drains first; in a fleet, one instance at a time).
     pub async fn reload(
         &self,
         config: GatewayConfig,

@@ -1,17 +1,4 @@
 //! What the gateway needs of a durable store, behind one small seam.
-//!
-//! The gateway keeps every write in purra-core's contracts: the approval (with its decision and
-//! claim) in an [`ApprovalGateway`], the claim's outcome in its receipt store, and the waiting
-//! call (tool, arguments, approval id, intent digest) as a suspended run in a [`RunStore`]; a
-//! restarted gateway lists the suspended runs and marks claims of a killed process `unknown`
-//! through the store's [`OperatorStore`] view. [`GatewayStore`] is implemented for
-//! [`SqliteStore`], [`PostgresStore`] and [`AnyStore`] (either, by the configuration's `db`).
-//!
-//! Waiting for a decision is [`Decisions`]: an in-process wake-up (a decision made through this
-//! gateway, by elicitation or by an embedding host) plus the store's event stream
-//! ([`ApprovalGateway::subscribe`]): PostgreSQL hears another process's decision at once by
-//! `LISTEN`; a SQLite file cannot notify, so its store polls the file for the stream (every
-//! `SqliteOptions::event_poll`, 200 ms by default).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -26,6 +13,19 @@ use purra_store::AnyStore;
 use tokio::sync::Notify;
 
 /// A durable store the gateway keeps its writes in.
+///
+/// The gateway keeps every write in purra-core's contracts: the approval (with its decision and
+/// claim) in an [`ApprovalGateway`], the claim's outcome in its receipt store, and the waiting
+/// call (tool, arguments, approval id, intent digest) as a suspended run in a [`RunStore`]; a
+/// restarted gateway lists the suspended runs and marks claims of a killed process `unknown`
+/// through the store's [`OperatorStore`] view. [`GatewayStore`] is implemented for
+/// [`SqliteStore`], [`PostgresStore`] and [`AnyStore`] (either, by the configuration's `db`).
+///
+/// Waiting for a decision is [`Decisions`]: an in-process wake-up (a decision made through this
+/// gateway, by elicitation or by an embedding host) plus the store's event stream
+/// ([`ApprovalGateway::subscribe`]): PostgreSQL hears another process's decision at once by
+/// `LISTEN`; a SQLite file cannot notify, so its store polls the file for the stream (every
+/// `SqliteOptions::event_poll`, 200 ms by default).
 pub trait GatewayStore: Send + Sync {
     /// The approval gateway (durable).
     fn approvals(&self) -> Arc<dyn ApprovalGateway>;
@@ -35,7 +35,7 @@ pub trait GatewayStore: Send + Sync {
     fn suspended_run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>>;
     /// One approval with its request (and so the request's expiry), if it exists.
     fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>>;
-    /// The latest approvals of one run (at most [`RUN_APPROVALS`], the newest first), with their
+    /// The latest approvals of one run (at most 16, `RUN_APPROVALS`, the newest first), with their
     /// claims: where a stored outcome's approval and time are read.
     fn run_approvals(&self, run: RunId) -> BoxFuture<'_, Result<Vec<ApprovalView>, StoreError>>;
     /// Marks claims without outcome whose owner is gone as `unknown` (`interrupted`); returns
@@ -233,7 +233,7 @@ impl Decisions {
     /// Reads the record of `id` until it is no longer `Prepared`, or `until` passes; returns the
     /// last record read. Reads again at once on [`Decisions::wake`] and on every store event about
     /// `id`; only after the store's event stream ends or resyncs does it also read every
-    /// [`POLL_INTERVAL`].
+    /// `POLL_INTERVAL` (200 ms).
     pub async fn wait(
         &self,
         approvals: &dyn ApprovalGateway,

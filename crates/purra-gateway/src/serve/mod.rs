@@ -6,7 +6,7 @@
 //! `runtime`), and none of them imports it (the test
 //! `layers::gateway_modules_import_only_their_own_layer_or_below`).
 
-pub mod auth;
+pub(crate) mod auth;
 pub mod health;
 pub(crate) mod http;
 pub(crate) mod metrics;
