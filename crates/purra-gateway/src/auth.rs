@@ -32,7 +32,7 @@ use purra_protocol::auth::{
 use purra_protocol::{AuthError, Principal};
 
 use crate::config::AuthSettings;
-use crate::load::ConfigSource;
+use crate::config::ConfigSource;
 use crate::ConfigError;
 
 /// The longest subject a caller's token may carry, in characters: OpenID Connect's bound on `sub`.

@@ -34,7 +34,7 @@ use crate::auth::AuthPlan;
 use crate::catalog::Catalog;
 use crate::config::{ApprovalBy, ConfigErrors, EffectConfig, GatewayConfig, Listen, Settings};
 use crate::limit::CallLimiter;
-use crate::load::ConfigSource;
+use crate::config::ConfigSource;
 use crate::metrics::Metrics;
 use crate::policy::Refusal;
 use crate::results;

@@ -97,7 +97,6 @@ pub mod drain;
 mod gateway;
 pub mod health;
 pub mod limit;
-mod load;
 pub mod metrics;
 pub mod policy;
 pub mod reload;
@@ -121,10 +120,8 @@ pub use config::{
 pub use drain::Drained;
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use health::{HealthService, Readiness};
-pub use load::{
-    from_toml_serde, load, load_reporting_all, load_reporting_all_with, load_str, ConfigSource,
-    Loaded,
-};
+pub use catalog::{load, load_reporting_all, load_reporting_all_with};
+pub use config::{load_str, ConfigSource, Loaded};
 pub use reload::Reloaded;
 pub use store::{Decisions, GatewayStore};
 pub use upstream::WRITE_WAITS;

@@ -35,7 +35,7 @@ use serde::Serialize;
 
 use crate::config::{ConfigErrors, GatewayConfig};
 use crate::gateway::{Gateway, StartError};
-use crate::load::ConfigSource;
+use crate::config::ConfigSource;
 
 /// What a reload changed ([`Gateway::reload`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, WebhookConfig, WebhookFormat};
 use crate::gateway::Log;
-use crate::load::ConfigSource;
+use crate::config::ConfigSource;
 
 /// The shortest and longest secret, in bytes, the specification allows (24 to 64 random bytes).
 pub const SECRET_BYTES: std::ops::RangeInclusive<usize> = 24..=64;
