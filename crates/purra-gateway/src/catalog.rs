@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use purra_mcp::{Limits, ReadBinding, WriteBinding};
 
+use crate::config::ConfigSource;
 use crate::config::{
     ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig, ScopeRules,
 };
 use crate::gateway::{Binding, StartError};
-use crate::config::ConfigSource;
 use crate::policy::{Policies, Sources, ToolKind, ToolSpec};
 use crate::scope::Scope;
 use crate::upstream::{Upstream, UpstreamError};

@@ -32,9 +32,9 @@ use tracing::Instrument;
 
 use crate::auth::AuthPlan;
 use crate::catalog::Catalog;
+use crate::config::ConfigSource;
 use crate::config::{ApprovalBy, ConfigErrors, EffectConfig, GatewayConfig, Listen, Settings};
 use crate::limit::CallLimiter;
-use crate::config::ConfigSource;
 use crate::metrics::Metrics;
 use crate::policy::Refusal;
 use crate::results;

@@ -109,7 +109,9 @@ pub mod webhooks;
 mod write;
 
 pub use app::{app_uri, APPROVAL_TOOL};
+pub use catalog::{load, load_reporting_all, load_reporting_all_with};
 pub use config::ApprovalBy;
+pub use config::{load_str, ConfigSource, Loaded};
 pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
     GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings,
@@ -120,8 +122,6 @@ pub use config::{
 pub use drain::Drained;
 pub use gateway::{Gateway, Log, StartError, StartOptions};
 pub use health::{HealthService, Readiness};
-pub use catalog::{load, load_reporting_all, load_reporting_all_with};
-pub use config::{load_str, ConfigSource, Loaded};
 pub use reload::Reloaded;
 pub use store::{Decisions, GatewayStore};
 pub use upstream::WRITE_WAITS;

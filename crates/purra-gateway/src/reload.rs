@@ -33,9 +33,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::config::ConfigSource;
 use crate::config::{ConfigErrors, GatewayConfig};
 use crate::gateway::{Gateway, StartError};
-use crate::config::ConfigSource;
 
 /// What a reload changed ([`Gateway::reload`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -43,8 +43,8 @@ use std::cmp::Ordering;
 use purra_core::{RunContext, ScopeCheck, ScopeDecision};
 use serde_json::{json, Number, Value};
 
-use crate::config::rule::{normal_path, Op};
 pub use crate::config::rule::ArgumentRule;
+use crate::config::rule::{normal_path, Op};
 use crate::config::{ScopeConfig, ScopeRules};
 
 /// Who is calling through the gateway.
@@ -60,9 +60,7 @@ pub struct Caller {
     pub identity: Option<purra_protocol::Principal>,
 }
 
-
 impl ArgumentRule {
-
     /// The rule as the configuration wrote it.
     pub fn text(&self) -> &str {
         self.text.trim()
@@ -261,7 +259,6 @@ fn cmp_int_float(i: i128, f: f64) -> Ordering {
         other => other,
     }
 }
-
 
 /// Whether `path` is the directory `dir` or below it, both in normal form.
 fn within(path: &str, dir: &str) -> bool {

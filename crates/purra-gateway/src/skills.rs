@@ -16,13 +16,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use purra_protocol::skills::{
-    relative_path, skill_uri, Skill, SkillFile, SkillResources,
-};
+use purra_protocol::skills::{relative_path, skill_uri, Skill, SkillFile, SkillResources};
 use purra_protocol::{Connection, Error, ErrorObject, HandlerError, RequestCtx, Server};
 
-use crate::config::{ConfigError, GatewayConfig};
 use crate::config::ConfigSource;
+use crate::config::{ConfigError, GatewayConfig};
 use crate::upstream::Upstream;
 
 /// The pinned entry of the skill bound as `name`, from the upstream's connection.

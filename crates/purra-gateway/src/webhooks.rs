@@ -38,9 +38,9 @@ use purra_protocol::http::reqwest;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ConfigSource;
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, WebhookConfig, WebhookFormat};
 use crate::gateway::Log;
-use crate::config::ConfigSource;
 
 /// The shortest and longest secret, in bytes, the specification allows (24 to 64 random bytes).
 pub const SECRET_BYTES: std::ops::RangeInclusive<usize> = 24..=64;

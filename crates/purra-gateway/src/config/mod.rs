@@ -13,17 +13,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use purra_core::{Concurrency, Risk};
-use purra_protocol::skills::{is_skill_name, skill_root};
 use purra_mcp::{Limits, WriteEffect};
+use purra_protocol::skills::{is_skill_name, skill_root};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::config::rule::ArgumentRule;
 
 pub(crate) mod parse;
+pub mod reference;
 pub(crate) mod rule;
 mod schema;
-pub mod reference;
 
 pub use parse::{load_file, load_str, ConfigSource, Loaded, MAX_CONFIG_BYTES};
 pub(crate) use parse::{read, LineIndex};
@@ -108,7 +108,9 @@ pub struct GatewayConfig {
 }
 
 /// The events a webhook endpoint may subscribe to, as the configuration spells them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum WebhookEventName {
     /// An approval waits for a decision.
     #[serde(rename = "approval.pending")]
@@ -281,8 +283,7 @@ impl Default for TelemetrySettings {
 #[serde(deny_unknown_fields)]
 pub struct PoliciesConfig {
     /// Policy files in Cedar's language (relative to the configuration file's directory), at
-    /// least one and at most [`MAX_POLICY_FILES`], each at most
-    /// [`MAX_POLICY_FILE_BYTES`](crate::policy::MAX_POLICY_FILE_BYTES).
+    /// least one and at most 64 ([`MAX_POLICY_FILES`]), each at most 1 MiB.
     pub files: Vec<PathBuf>,
     /// Token claims the policies may read as `principal.claims.NAME`, each with its Cedar type.
     /// Claims are open-ended, so only the declared ones are typed and shown to policies; each is

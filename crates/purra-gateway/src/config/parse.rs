@@ -187,7 +187,6 @@ fn line_of(keys: &BTreeMap<String, usize>, key: &str) -> Option<usize> {
     }
 }
 
-
 /// Reads and checks configuration text; `file` names it in messages. A fragment (no upstream,
 /// nothing bound) is checked as far as it goes: [`crate::load`] and [`crate::Gateway::start`]
 /// refuse it.
@@ -249,7 +248,11 @@ pub(crate) fn read(file: &str, text: &str, whole: bool) -> Result<Loaded, Box<Pa
                 .into_iter()
                 .map(|e| {
                     let line = e.span().map(|s| lines.line(s.start));
-                    error(line, String::new(), format!("invalid TOML: {}", e.message().trim()))
+                    error(
+                        line,
+                        String::new(),
+                        format!("invalid TOML: {}", e.message().trim()),
+                    )
                 })
                 .collect();
             return Err(Box::new(Partial::empty(errors)));
@@ -265,9 +268,16 @@ pub(crate) fn read(file: &str, text: &str, whole: bool) -> Result<Loaded, Box<Pa
     let mut complete = true;
     let schema = super::json_schema();
     for e in validator().iter_errors(&value) {
-        let segments = pointer_segments(e.instance_path().as_str());
-        let key = dotted(&value, &segments);
-        for (sub, message) in schema_message(&schema, &segments, e.kind(), e.instance()) {
+        let mut found = Vec::new();
+        leaves(
+            &schema,
+            e.instance_path().as_str(),
+            e.kind(),
+            e.instance(),
+            &mut found,
+        );
+        for (segments, sub, message) in found {
+            let key = dotted(&value, &segments);
             let mut place = segments.clone();
             match sub {
                 Some(name) => {
@@ -350,10 +360,17 @@ pub(crate) fn read(file: &str, text: &str, whole: bool) -> Result<Loaded, Box<Pa
                 let segments = serde_segments(e.path());
                 let key = dotted(&pruned, &segments);
                 let message = e.inner().to_string();
-                if message.starts_with("missing field") {
-                    // Reported by the schema already; the table cannot be read whole.
+                let table = segments.is_empty()
+                    || pointer_value(&pruned, &segments).is_some_and(Value::is_object);
+                if message.starts_with("missing field") || table {
+                    // Something the table needs is missing (reported by the schema already):
+                    // it cannot be read whole.
                     complete = false;
-                } else if !errors.iter().any(|x| covers(&x.key, &key)) {
+                }
+                let reported = errors
+                    .iter()
+                    .any(|x| covers(&x.key, &key) || covers(&key, &x.key));
+                if !message.starts_with("missing field") && !reported {
                     errors.push(at(&key, message));
                 }
                 // An array's item is replaced by nothing: the array goes whole.
@@ -499,6 +516,14 @@ fn dotted(value: &Value, segments: &[String]) -> String {
     key
 }
 
+/// The value at `segments`, if there is one.
+fn pointer_value<'v>(value: &'v Value, segments: &[String]) -> Option<&'v Value> {
+    segments.iter().try_fold(value, |at, s| match at {
+        Value::Array(a) => s.parse::<usize>().ok().and_then(|i| a.get(i)),
+        other => other.get(s),
+    })
+}
+
 /// Removes the value at `segments` (whether it was there).
 fn remove(value: &mut Value, segments: &[String]) -> bool {
     let Some((last, parents)) = segments.split_last() else {
@@ -530,6 +555,49 @@ fn remove(value: &mut Value, segments: &[String]) -> bool {
     }
 }
 
+/// The mistakes one schema error stands for, each as (the place, the key below it it is about,
+/// the message): an `anyOf` or `oneOf` whose value has the type of one alternative only (an
+/// optional table, a scope's table of rules) stands for that alternative's errors.
+fn leaves(
+    schema: &Value,
+    pointer: &str,
+    kind: &jsonschema::error::ValidationErrorKind,
+    instance: &Value,
+    out: &mut Vec<(Vec<String>, Option<String>, String)>,
+) {
+    use jsonschema::error::ValidationErrorKind as K;
+    if let K::AnyOf { context } | K::OneOfNotValid { context } = kind {
+        let fitting: Vec<_> = context
+            .iter()
+            .filter(|branch| {
+                !branch.iter().any(|e| {
+                    e.instance_path().as_str() == pointer
+                        && matches!(
+                            e.kind(),
+                            K::Type { .. } | K::Constant { .. } | K::Enum { .. }
+                        )
+                })
+            })
+            .collect();
+        if let [branch] = fitting.as_slice() {
+            for e in branch.iter() {
+                leaves(
+                    schema,
+                    e.instance_path().as_str(),
+                    e.kind(),
+                    e.instance(),
+                    out,
+                );
+            }
+            return;
+        }
+    }
+    let segments = pointer_segments(pointer);
+    for (sub, message) in schema_message(schema, &segments, kind, instance) {
+        out.push((segments.clone(), sub, message));
+    }
+}
+
 /// The messages of one schema error at `segments`: each with the key below it it is about (an
 /// unknown or missing key), or `None` for the value itself.
 fn schema_message(
@@ -545,9 +613,7 @@ fn schema_message(
     match kind {
         K::AdditionalProperties { unexpected } => {
             let mut expected: Vec<&str> = node
-                .map(|n| deref(schema, n))
-                .and_then(|n| n.get("properties"))
-                .and_then(Value::as_object)
+                .and_then(|n| properties(schema, n))
                 .map(|p| p.keys().map(String::as_str).collect())
                 .unwrap_or_default();
             expected.sort_unstable();
@@ -564,8 +630,7 @@ fn schema_message(
         K::Required { property } => {
             let name = property.as_str().unwrap_or_default().to_owned();
             let why = node
-                .map(|n| deref(schema, n))
-                .and_then(|n| n.get("properties"))
+                .and_then(|n| properties(schema, n))
                 .and_then(|p| p.get(&name))
                 .and_then(|p| p.get("description"))
                 .and_then(Value::as_str)
@@ -592,7 +657,10 @@ fn schema_message(
                 .as_array()
                 .map(|o| o.iter().map(|v| v.to_string()).collect())
                 .unwrap_or_default();
-            one(format!("expected one of {}, found {found}", names.join(", ")))
+            one(format!(
+                "expected one of {}, found {found}",
+                names.join(", ")
+            ))
         }
         K::Constant { expected_value } => one(format!("expected {expected_value}, found {found}")),
         K::Pattern { pattern } => one(match pattern_expected(pattern) {
@@ -610,6 +678,23 @@ fn schema_message(
         }
         other => one(format!("{other:?}")),
     }
+}
+
+/// The properties of a table's schema node (of its one alternative that is a table, when it
+/// has alternatives).
+fn properties<'s>(
+    schema: &'s Value,
+    node: &'s Value,
+) -> Option<&'s serde_json::Map<String, Value>> {
+    let node = deref(schema, node);
+    if let Some(p) = node.get("properties").and_then(Value::as_object) {
+        return Some(p);
+    }
+    ["anyOf", "oneOf"]
+        .iter()
+        .filter_map(|k| node.get(*k).and_then(Value::as_array))
+        .flatten()
+        .find_map(|b| properties(schema, b))
 }
 
 /// A JSON type in the configuration's words.
@@ -637,12 +722,14 @@ fn alternatives(schema: &Value, node: &Value) -> String {
         .iter()
         .map(|b| deref(schema, b))
         .filter(|b| b.get("type").and_then(Value::as_str) != Some("null"))
-        .map(|b| match (b.get("const"), b.get("type").and_then(Value::as_str)) {
-            (Some(c), _) => c.to_string(),
-            (None, Some(t)) => type_words(t).to_owned(),
-            (None, None) if b.get("properties").is_some() => "a table".to_owned(),
-            _ => "another value".to_owned(),
-        })
+        .map(
+            |b| match (b.get("const"), b.get("type").and_then(Value::as_str)) {
+                (Some(c), _) => c.to_string(),
+                (None, Some(t)) => type_words(t).to_owned(),
+                (None, None) if b.get("properties").is_some() => "a table".to_owned(),
+                _ => "another value".to_owned(),
+            },
+        )
         .collect();
     words.join(" or ")
 }
@@ -654,7 +741,7 @@ fn found(v: &Value) -> String {
         Value::Bool(b) => format!("boolean {b}"),
         Value::Number(n) if n.is_f64() => format!("float {n}"),
         Value::Number(n) => format!("integer {n}"),
-        Value::String(s) => format!("string {s:?}"),
+        Value::String(s) => format!("{s:?}"),
         Value::Array(_) => "an array".to_owned(),
         Value::Object(_) => "a table".to_owned(),
     }

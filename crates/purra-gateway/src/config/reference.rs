@@ -25,6 +25,7 @@ the official servers in [`official-servers.toml`](../examples/official-servers.t
 The same types give a JSON Schema (draft 2020-12), [`gateway.schema.json`](gateway.schema.json), which
 the gateway checks every file against. Editors that read TOML with Taplo (Even Better TOML in VS Code,
 Helix, Zed, Neovim) complete and validate `gateway.toml` with it: start the file with a directive
+(a URL, or a path relative to the file)
 
 ```toml
 #:schema https://raw.githubusercontent.com/purra-dev/purra/main/docs/src/reference/gateway.schema.json
@@ -77,6 +78,8 @@ fn section(root: &Value, node: &Value, path: &str, out: &mut String) {
     for (key, p) in props {
         let default = match p.get("default") {
             _ if required.contains(&key.as_str()) => "required".to_owned(),
+            // A table's defaults are its keys' own, in its section.
+            _ if table_of(root, p).is_some() => String::new(),
             Some(d) if !is_empty(d) => format!("`{}`", toml_value(d)),
             _ => String::new(),
         };
@@ -92,7 +95,7 @@ fn section(root: &Value, node: &Value, path: &str, out: &mut String) {
         ));
     }
     for (key, p) in props {
-        let inner = non_null(root, p);
+        let inner = table_of(root, p).unwrap_or_else(|| non_null(root, p));
         let here = if path.is_empty() {
             key.clone()
         } else {
@@ -123,6 +126,20 @@ fn non_null<'a>(root: &'a Value, p: &'a Value) -> &'a Value {
         }
     }
     p
+}
+
+/// The table a key holds, when it holds one (also as one alternative: a read's scope).
+fn table_of<'a>(root: &'a Value, p: &'a Value) -> Option<&'a Value> {
+    let p = deref(root, p);
+    if p.get("properties").is_some() {
+        return Some(p);
+    }
+    p.get("anyOf")
+        .or_else(|| p.get("oneOf"))
+        .and_then(Value::as_array)?
+        .iter()
+        .map(|b| deref(root, b))
+        .find(|b| b.get("properties").is_some())
 }
 
 /// A key's type in words.

@@ -114,7 +114,9 @@ pub fn json_schema() -> Value {
             let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
             let mut schema = generator.into_root_schema_for::<GatewayConfig>();
             schema.insert("title".into(), "purra gateway configuration".into());
-            schema.to_value()
+            let mut value = schema.to_value();
+            plain_descriptions(&mut value);
+            value
         })
         .clone()
 }
@@ -130,7 +132,11 @@ pub(crate) fn validator() -> &'static jsonschema::Validator {
 
 /// The schema node describing the value at `segments` (object keys and array indexes) below
 /// `node`, following `$ref`s and the first `anyOf`/`oneOf` branch that has one.
-pub(crate) fn node_at<'a>(root: &'a Value, node: &'a Value, segments: &[String]) -> Option<&'a Value> {
+pub(crate) fn node_at<'a>(
+    root: &'a Value,
+    node: &'a Value,
+    segments: &[String],
+) -> Option<&'a Value> {
     let node = deref(root, node);
     let Some((first, rest)) = segments.split_first() else {
         return Some(node);
@@ -163,4 +169,60 @@ pub(crate) fn deref<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
             .map_or(node, |n| deref(root, n)),
         None => node,
     }
+}
+
+/// Rewrites every description's rustdoc links as plain text: `` [`X`](path) `` and `` [`X`] ``
+/// become `` `X` ``; web links stay.
+fn plain_descriptions(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, item) in map.iter_mut() {
+                match item {
+                    Value::String(d) if k == "description" => *d = unlink(d),
+                    other => plain_descriptions(other),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(plain_descriptions),
+        _ => {}
+    }
+}
+
+/// `text` without its intra-doc links (their text kept).
+fn unlink(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let inner = &after[..close];
+        let tail = &after[close + 1..];
+        match tail
+            .strip_prefix('(')
+            .and_then(|t| t.find(')').map(|e| (&t[..e], &t[e + 1..])))
+        {
+            Some((target, t)) if !target.contains("://") => {
+                out.push_str(inner);
+                rest = t;
+            }
+            Some(_) => {
+                out.push('[');
+                rest = after;
+            }
+            None if inner.starts_with('`') => {
+                out.push_str(inner);
+                rest = tail;
+            }
+            None => {
+                out.push('[');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
