@@ -1,10 +1,15 @@
 //! The gateway's configuration as data: settings, limits, upstream servers, and one read or write
-//! binding per upstream tool a downstream client may use.
+//! binding per upstream tool a downstream client may use. The bottom layer of the crate: it
+//! imports nothing else of it, and reading a file starts nothing.
 //!
-//! These types derive serde (`deny_unknown_fields`), so an embedding host can build them in code
-//! or deserialize them from any format; [`crate::load`] reads them from a TOML file and reports
-//! every mistake with its file, line and key. [`GatewayConfig::check`] is the part of the
-//! validation that needs no file (names, scope rules, write authorizations); both paths run it.
+//! One set of types is the configuration's only declaration: they derive serde
+//! (`deny_unknown_fields`), so an embedding host can build them in code or deserialize them from
+//! any format, and schemars, from which come the JSON Schema ([`json_schema`], published as
+//! `docs/src/reference/gateway.schema.json` for editors), the reference page ([`reference`]) and
+//! the reading of a file with every mistake at once, each with its file, line and key
+//! ([`load_str`], [`load_file`]; [`crate::load`] also reads the policy files it names).
+//! [`GatewayConfig::check`] is the part of the validation that needs no file (names, scope rules,
+//! write authorizations); both paths run it.
 
 use std::collections::BTreeMap;
 use std::fmt;
