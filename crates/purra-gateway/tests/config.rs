@@ -1382,3 +1382,24 @@ fn the_config_module_imports_nothing_else_of_the_crate() {
     }
     assert!(upward.is_empty(), "config/ imports up: {upward:#?}");
 }
+
+/// A value the schema admits but a custom parser refuses (an address out of range, a duration
+/// too long) is reported at its key and line too, and removed so the next one is found: every
+/// such mistake at once, beside the schema's.
+#[test]
+fn mistakes_only_a_custom_parser_finds_are_placed_each_at_its_key() {
+    let text = "[gateway]\n\
+                listen = \"999.0.0.1:80\"\n\
+                approval_wait = \"99999999999999999h\"\n\
+                lease = \"99999999999999999999s\"\n\
+                colour = \"blue\"\n";
+    assert_eq!(
+        errors(text),
+        [
+            "g.toml:2: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found \"999.0.0.1:80\"",
+            "g.toml:3: gateway.approval_wait: the duration \"99999999999999999h\" is too long",
+            "g.toml:4: gateway.lease: expected a duration such as \"30s\", found \"99999999999999999999s\"",
+            "g.toml:5: gateway.colour: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, principal, progress_interval, run_decided_without_caller, session_idle_timeout)",
+        ]
+    );
+}
