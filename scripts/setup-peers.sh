@@ -28,6 +28,9 @@ MCP_PY_VERSION="2.3.0"
 # dropped it, and the tasks interop tests run it against purra's server.
 MCP_PY_TASKS_VERSION="1.30.0"
 WEBSOCKETS_VERSION="17.4"
+# The JSON Schema validator (PyPI jsonschema) a gateway configuration test checks the guide's gateway.toml with,
+# against the schema generated from the configuration's types; in the Python SDK's venv (which requires it).
+JSONSCHEMA_VERSION="4.26.0"
 NODE22_VERSION="22.23.5"
 MCP_TS_VERSION="1.32.2"   # must match peers/node/package.json
 EVERYTHING_VERSION="2026.8.31"   # @modelcontextprotocol/server-everything; must match peers/node/package.json
@@ -108,7 +111,7 @@ bash "$SCRIPT_DIR/prometheus.sh" install
 # apt-get when missing.
 bash "$SCRIPT_DIR/haproxy.sh" install
 
-WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION memory=$MEMORY_VERSION fastmcp=$FASTMCP_VERSION standardwebhooks=$STANDARDWEBHOOKS_VERSION otel-proto=$OTEL_PROTO_VERSION idpyoidc=$IDPYOIDC_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
+WANT_STAMP="mcp-python=$MCP_PY_VERSION mcp-python-tasks=$MCP_PY_TASKS_VERSION websockets=$WEBSOCKETS_VERSION jsonschema=$JSONSCHEMA_VERSION node=$NODE22_VERSION mcp-ts=$MCP_TS_VERSION everything=$EVERYTHING_VERSION filesystem=$FILESYSTEM_VERSION memory=$MEMORY_VERSION fastmcp=$FASTMCP_VERSION standardwebhooks=$STANDARDWEBHOOKS_VERSION otel-proto=$OTEL_PROTO_VERSION idpyoidc=$IDPYOIDC_VERSION lock=$(lock_hash "$NODE_PEER_DIR") conformance=$CONFORMANCE_VERSION conformance-lock=$(lock_hash "$CONFORMANCE_DIR") conformance-next=$CONFORMANCE_NEXT_VERSION conformance-next-lock=$(lock_hash "$CONFORMANCE_NEXT_DIR") mcp-ts-v2=$MCP_TS_V2_VERSION node-v2-lock=$(lock_hash "$NODE_V2_DIR") oidc-provider=$OIDC_PROVIDER_VERSION oidc-lock=$(lock_hash "$OIDC_DIR") python=$(python3 -c 'import platform; print(platform.python_version())')"
 
 VENV="$PEERS_DIR/venv"
 VENV_TASKS="$PEERS_DIR/venv-mcp1"
@@ -134,7 +137,7 @@ installed_ok() {
 }
 
 summary() {
-    log "python venv: $VENV ($("$VENV/bin/python" --version 2>&1); mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'), websockets $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("websockets"))'))"
+    log "python venv: $VENV ($("$VENV/bin/python" --version 2>&1); mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'), websockets $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("websockets"))'), jsonschema $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("jsonschema"))'))"
     log "python venv (tasks client): $VENV_TASKS (mcp $("$VENV_TASKS/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
     log "python venv (FastMCP): $VENV_FASTMCP (fastmcp $("$VENV_FASTMCP/bin/python" -c 'import importlib.metadata as m; print(m.version("fastmcp"))'), mcp $("$VENV_FASTMCP/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))"
     log "python venv (webhooks): $VENV_WEBHOOKS (standardwebhooks $("$VENV_WEBHOOKS/bin/python" -c 'import importlib.metadata as m; print(m.version("standardwebhooks"))'))"
@@ -205,15 +208,16 @@ ensure_venv() {
 }
 ensure_venv "$VENV" "python venv"
 have_py_pkgs() {
-    "$VENV/bin/python" - "$MCP_PY_VERSION" "$WEBSOCKETS_VERSION" <<'EOF' 2>/dev/null
+    "$VENV/bin/python" - "$MCP_PY_VERSION" "$WEBSOCKETS_VERSION" "$JSONSCHEMA_VERSION" <<'EOF' 2>/dev/null
 import importlib.metadata as m, sys
-sys.exit(0 if m.version("mcp") == sys.argv[1] and m.version("websockets") == sys.argv[2] else 1)
+sys.exit(0 if m.version("mcp") == sys.argv[1] and m.version("websockets") == sys.argv[2]
+         and m.version("jsonschema") == sys.argv[3] else 1)
 EOF
 }
 if ! have_py_pkgs; then
-    log "installing mcp==$MCP_PY_VERSION websockets==$WEBSOCKETS_VERSION"
+    log "installing mcp==$MCP_PY_VERSION websockets==$WEBSOCKETS_VERSION jsonschema==$JSONSCHEMA_VERSION"
     "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet \
-        "mcp==$MCP_PY_VERSION" "websockets==$WEBSOCKETS_VERSION"
+        "mcp==$MCP_PY_VERSION" "websockets==$WEBSOCKETS_VERSION" "jsonschema==$JSONSCHEMA_VERSION"
 fi
 
 # ---- 1b. a second venv with the Python SDK 1.x, whose tasks client 2.x no longer has ----

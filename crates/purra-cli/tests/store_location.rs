@@ -148,7 +148,7 @@ fn approvals_and_runs_find_the_gateways_store_and_fit_their_columns() {
         "{err}"
     );
     assert!(
-        err.contains("\n  gateway.toml:2: gateway.db: invalid type: integer `7`, expected "),
+        err.contains("\n  gateway.toml:2: gateway.db: expected a string, found integer 7"),
         "{err}"
     );
 

@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use purra_mcp::{Limits, ReadBinding, WriteBinding};
 
+use crate::config::ConfigSource;
 use crate::config::{
     ApprovalBy, ConfigError, ConfigErrors, EffectConfig, GatewayConfig, ScopeRules,
 };
-use crate::load::ConfigSource;
 use crate::rules::policy::{Policies, Sources, ToolKind, ToolSpec};
 use crate::rules::scope::Scope;
 use crate::upstream::{Upstream, UpstreamError};
@@ -587,4 +587,112 @@ pub(crate) fn tool_mistakes(
         }
     }
     out
+}
+
+/// Reads and checks the configuration file at `path` (relative paths in it are resolved against
+/// its directory), and reads and parses the policy files it names. Every mistake is in the
+/// error, in file order; a file that configures no upstream or binds nothing is one
+/// ([`GatewayConfig::check_serves`]). Nothing is connected.
+pub fn load(path: &std::path::Path) -> Result<crate::config::Loaded, ConfigErrors> {
+    let loaded = crate::config::load_file(path)?;
+    if let Some(p) = &loaded.config.policies {
+        let mut mistakes = crate::policy::file_mistakes(p, &loaded.source);
+        if !mistakes.is_empty() {
+            crate::config::parse::sort_mistakes(&mut mistakes, &loaded.source.file);
+            return Err(ConfigErrors(mistakes));
+        }
+    }
+    Ok(loaded)
+}
+
+/// Like [`load`], and when the file has mistakes, also connects to each upstream that could be
+/// read and adds a mistake for every bound tool it does not list or whose description or schema
+/// discovery would refuse: every mistake at once, before anything is served. (A file without
+/// mistakes is checked against its upstreams by [`crate::Gateway::start`], which connects
+/// anyway.)
+pub async fn load_reporting_all(
+    path: &std::path::Path,
+) -> Result<crate::config::Loaded, ConfigErrors> {
+    load_reporting_all_with(path, false).await
+}
+
+/// [`load_reporting_all`], with `excerpts`: a refused tool's mistake also shows the listed JSON
+/// around the refused place (as [`crate::StartOptions::excerpts`] does at start).
+pub async fn load_reporting_all_with(
+    path: &std::path::Path,
+    excerpts: bool,
+) -> Result<crate::config::Loaded, ConfigErrors> {
+    use crate::config::parse::{base_dir, read_bounded, resolve_policy_files, sort_mistakes};
+    let text = match read_bounded(path) {
+        Ok(t) => t,
+        Err(_) => return load(path),
+    };
+    let file = path.display().to_string();
+    let partial = match crate::config::read(&file, &text, true) {
+        Ok(_) => return load(path),
+        Err(p) => p,
+    };
+    let source = ConfigSource {
+        file,
+        keys: partial.keys,
+    };
+    let mut errors = partial.errors;
+    if let Some(mut p) = partial.policies {
+        resolve_policy_files(path, &mut p);
+        errors.extend(crate::policy::file_mistakes(&p, &source));
+    }
+    let base = base_dir(path);
+    // The gateway's own defaults (earlier dialects accepted), as at start: not the library's.
+    let limits = partial.limits.unwrap_or_default().limits();
+    for (id, mut u) in partial.upstreams {
+        let refs: Vec<&(String, String, String)> =
+            partial.refs.iter().filter(|r| r.1 == id).collect();
+        if refs.is_empty() || (u.command.is_some() == u.url.is_some()) {
+            continue;
+        }
+        if u.command.as_ref().is_some_and(|c| c.is_empty()) {
+            continue;
+        }
+        u.cwd = Some(u.cwd.map_or_else(|| base.to_path_buf(), |c| base.join(c)));
+        let probe = Upstream::new(id.clone(), u, limits, BTreeMap::new(), BTreeMap::new());
+        match probe.probe().await {
+            Ok(tools) => {
+                let refs: Vec<(String, String)> =
+                    refs.iter().map(|r| (r.0.clone(), r.2.clone())).collect();
+                let mut found =
+                    crate::upstream::binding_mistakes(&id, &refs, &tools, &limits, excerpts);
+                // What the listing shows of each binding: a read over a tool marked writing, a
+                // rule on an argument the tool does not take.
+                for (tool_key, remote) in &refs {
+                    let key = tool_key.strip_suffix(".tool").unwrap_or(tool_key);
+                    let listed: Vec<&purra_protocol::types::Tool> =
+                        tools.iter().filter(|t| &t.name == remote).collect();
+                    let (Some(facts), [tool]) = (partial.facts.get(key), listed.as_slice()) else {
+                        continue;
+                    };
+                    // Rules that cannot parse are mistakes already; the rest are not looked at.
+                    let Ok(rules) = facts
+                        .rules
+                        .iter()
+                        .map(|r| crate::scope::ArgumentRule::parse(r))
+                        .collect::<Result<Vec<_>, _>>()
+                    else {
+                        continue;
+                    };
+                    let b = BindingFacts {
+                        key,
+                        tool_key,
+                        read: facts.read,
+                        asserted_read_only: facts.asserted_read_only,
+                        rules: &rules,
+                    };
+                    found.extend(tool_mistakes(&id, &b, tool));
+                }
+                errors.extend(found.into_iter().map(|(k, m)| source.error(&k, m)));
+            }
+            Err(e) => errors.push(source.error(&format!("upstreams.{id}"), e.to_string())),
+        }
+    }
+    sort_mistakes(&mut errors, &source.file);
+    Err(ConfigErrors(errors))
 }

@@ -93,7 +93,6 @@
 // here (the test in `layers.rs` enforces it; ARCHITECTURE.md has the map).
 // config: the configuration's data, text to values and mistakes.
 pub mod config;
-mod load;
 // rules: compiled scope rules, policies and limits (pure).
 mod rules;
 // upstream: the connections to upstream servers and what they serve.
@@ -115,21 +114,15 @@ pub use rules::{limit, policy, scope};
 pub use runtime::{metrics, webhooks};
 pub use serve::health;
 
-// Old paths config.rs and load.rs still name (removed by config-once).
-use runtime::app;
-use upstream::skills;
-
+pub use catalog::{load, load_reporting_all, load_reporting_all_with};
 pub use config::ApprovalBy;
+pub use config::{load_str, ConfigSource, Loaded};
 pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
     GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings,
     PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, SkillConfig, TelemetrySettings,
     UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
     DEFAULT_METRICS_INTERVAL,
-};
-pub use load::{
-    from_toml_serde, load, load_reporting_all, load_reporting_all_with, load_str, ConfigSource,
-    Loaded,
 };
 pub use runtime::app::{app_uri, APPROVAL_TOOL};
 pub use runtime::drain::Drained;

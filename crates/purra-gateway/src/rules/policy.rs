@@ -50,7 +50,7 @@ use miette::Diagnostic;
 use serde_json::{json, Map, Value};
 
 use crate::config::{ClaimType, ConfigError, PoliciesConfig};
-use crate::load::{ConfigSource, LineIndex};
+use crate::config::{ConfigSource, LineIndex};
 use crate::rules::scope::Caller;
 
 /// The largest policy file read (1 MiB): bounded before it is parsed.

@@ -45,8 +45,7 @@ use crate::config::ApprovalBy;
 use crate::runtime::gateway::Inner;
 use crate::runtime::write::Generation;
 
-/// The gateway's app-only tool that reads and decides one write call's approval.
-pub const APPROVAL_TOOL: &str = "purra_approval";
+pub use crate::config::APPROVAL_TOOL;
 
 /// The longest note a decision made in the view keeps, in characters.
 const MAX_NOTE_CHARS: usize = 1000;

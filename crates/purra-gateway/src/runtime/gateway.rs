@@ -31,8 +31,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::catalog::{Binding, Catalog};
+use crate::config::ConfigSource;
 use crate::config::{ApprovalBy, ConfigErrors, GatewayConfig, Listen, Settings};
-use crate::load::ConfigSource;
 use crate::rules::limit::CallLimiter;
 use crate::rules::policy::Refusal;
 use crate::rules::scope::Caller;
@@ -923,7 +923,9 @@ impl Inner {
         let code = |c: &str| ErrorCode::new(c).unwrap_or(ErrorCode::TOOL_FAILED);
         let mine = match b.upstream.current_as(who).await {
             Ok(l) => l,
-            Err(UpstreamError::Credential(crate::upstream::principals::CredentialError::Missing(why))) => {
+            Err(UpstreamError::Credential(
+                crate::upstream::principals::CredentialError::Missing(why),
+            )) => {
                 return Err(NotAsPrincipal {
                     code: code("upstream_credential_missing"),
                     why,

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::config::ConfigSource;
 use crate::config::{ConfigErrors, GatewayConfig};
-use crate::load::ConfigSource;
 use crate::runtime::gateway::{Gateway, StartError};
 
 /// What a reload changed ([`Gateway::reload`]).

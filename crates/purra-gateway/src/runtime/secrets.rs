@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use crate::config::ConfigSource;
 use crate::config::{AuthSettings, ConfigError};
-use crate::load::ConfigSource;
 
 /// The largest client secret file read (4 KiB): bounded before it is read whole.
 const MAX_SECRET_BYTES: u64 = 4096;

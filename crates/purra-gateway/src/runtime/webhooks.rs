@@ -38,8 +38,8 @@ use purra_protocol::http::reqwest;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ConfigSource;
 use crate::config::{ConfigError, ConfigErrors, GatewayConfig, WebhookConfig, WebhookFormat};
-use crate::load::ConfigSource;
 use crate::runtime::gateway::Log;
 
 /// The shortest and longest secret, in bytes, the specification allows (24 to 64 random bytes).

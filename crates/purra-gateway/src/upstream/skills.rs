@@ -16,47 +16,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use purra_protocol::skills::{
-    is_skill_name, relative_path, skill_root, skill_uri, Skill, SkillFile, SkillResources,
-};
+use purra_protocol::skills::{relative_path, skill_uri, Skill, SkillFile, SkillResources};
 use purra_protocol::{Connection, Error, ErrorObject, HandlerError, RequestCtx, Server};
 
-use crate::config::{ConfigError, GatewayConfig, Problem};
-use crate::load::ConfigSource;
+use crate::config::ConfigSource;
+use crate::config::{ConfigError, GatewayConfig};
 use crate::upstream::Upstream;
-
-/// The configuration's skill bindings checked without an upstream: names, upstreams, URIs, and
-/// one binding per upstream skill.
-pub(crate) fn check(config: &GatewayConfig, out: &mut Vec<Problem>) {
-    let mut seen: BTreeMap<(&str, &str), String> = BTreeMap::new();
-    for (name, s) in &config.skills {
-        let key = format!("skills.{name}");
-        if !is_skill_name(name) {
-            out.push((
-                key.clone(),
-                "a skill's name is 1 to 64 lowercase letters, digits and single hyphens (the name its SKILL.md declares)".into(),
-            ));
-        }
-        if !config.upstreams.contains_key(&s.upstream) {
-            out.push((
-                format!("{key}.upstream"),
-                format!("no upstream {:?} is configured", s.upstream),
-            ));
-        }
-        if let Some(uri) = &s.uri {
-            if skill_root(uri).is_none() {
-                out.push((
-                    format!("{key}.uri"),
-                    "must be the URI of a skill's SKILL.md (such as skill://pdf-processing/SKILL.md)".into(),
-                ));
-            }
-        }
-        let target = s.uri.as_deref().unwrap_or(name);
-        if let Some(other) = seen.insert((&s.upstream, target), key.clone()) {
-            out.push((key, format!("binds the same upstream skill as {other}")));
-        }
-    }
-}
 
 /// The pinned entry of the skill bound as `name`, from the upstream's connection.
 async fn pin(conn: &Connection, name: &str, uri: Option<&str>) -> Result<Skill, String> {

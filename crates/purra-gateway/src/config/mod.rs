@@ -1,10 +1,15 @@
 //! The gateway's configuration as data: settings, limits, upstream servers, and one read or write
-//! binding per upstream tool a downstream client may use.
+//! binding per upstream tool a downstream client may use. The bottom layer of the crate: it
+//! imports nothing else of it, and reading a file starts nothing.
 //!
-//! These types derive serde (`deny_unknown_fields`), so an embedding host can build them in code
-//! or deserialize them from any format; [`crate::load`] reads them from a TOML file and reports
-//! every mistake with its file, line and key. [`GatewayConfig::check`] is the part of the
-//! validation that needs no file (names, scope rules, write authorizations); both paths run it.
+//! One set of types is the configuration's only declaration: they derive serde
+//! (`deny_unknown_fields`), so an embedding host can build them in code or deserialize them from
+//! any format, and schemars, from which come the JSON Schema ([`json_schema`], published as
+//! `docs/src/reference/gateway.schema.json` for editors), the reference page ([`reference`]) and
+//! the reading of a file with every mistake at once, each with its file, line and key
+//! ([`load_str`], [`load_file`]; [`crate::load`] also reads the policy files it names).
+//! [`GatewayConfig::check`] is the part of the validation that needs no file (names, scope rules,
+//! write authorizations); both paths run it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,9 +19,24 @@ use std::time::Duration;
 
 use purra_core::{Concurrency, Risk};
 use purra_mcp::{Limits, WriteEffect};
+use purra_protocol::skills::{is_skill_name, skill_root};
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::scope::ArgumentRule;
+use crate::config::rule::ArgumentRule;
+
+pub(crate) mod parse;
+pub mod reference;
+pub(crate) mod rule;
+mod schema;
+
+pub use parse::{load_file, load_str, ConfigSource, Loaded, MAX_CONFIG_BYTES};
+pub(crate) use parse::{read, LineIndex};
+pub use schema::json_schema;
+
+/// The gateway's app-only tool that reads and decides one write call's approval (`[gateway]
+/// apps`): no binding may take its name while apps are on.
+pub const APPROVAL_TOOL: &str = "purra_approval";
 
 /// The longest `approval_ttl` and `approval_request_ttl`: a year.
 const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -56,7 +76,7 @@ pub const MAX_POLICY_FILES: usize = 64;
 const MAX_CLAIM_NAME_BYTES: usize = 128;
 
 /// A whole gateway configuration.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
     /// Settings of the gateway itself.
@@ -93,7 +113,9 @@ pub struct GatewayConfig {
 }
 
 /// The events a webhook endpoint may subscribe to, as the configuration spells them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum WebhookEventName {
     /// An approval waits for a decision.
     #[serde(rename = "approval.pending")]
@@ -131,7 +153,7 @@ impl WebhookEventName {
 }
 
 /// What a webhook request's body is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WebhookFormat {
     /// The Standard Webhooks payload (`{"type", "timestamp", "data"}`), signed (the default).
@@ -143,7 +165,7 @@ pub enum WebhookFormat {
 }
 
 /// One webhook endpoint (a `[webhooks.NAME]` table).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
     /// Where events are POSTed: an `http(s)` URL.
@@ -219,7 +241,7 @@ pub const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Telemetry (the `[telemetry]` table): the Prometheus endpoint and the OTLP/HTTP exporter.
 /// Nothing is exported or served unless configured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetrySettings {
     /// The OTLP/HTTP collector's base URL (`http://127.0.0.1:4318`): spans go to `/v1/traces`,
@@ -235,6 +257,7 @@ pub struct TelemetrySettings {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "optional_address"
     )]
+    #[schemars(with = "Option<Address>")]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// How often the metrics are exported over OTLP (default 60 s, at least 1 s).
     pub metrics_interval: Dur,
@@ -261,12 +284,11 @@ impl Default for TelemetrySettings {
 /// Every call of a bound tool is evaluated against them (after the binding's scope rules, before
 /// anything is prepared or sent); a call no policy permits, or one a policy forbids, is refused
 /// with `policy_denied`. See [`crate::policy`] for the schema the policies are validated against.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PoliciesConfig {
     /// Policy files in Cedar's language (relative to the configuration file's directory), at
-    /// least one and at most [`MAX_POLICY_FILES`], each at most
-    /// [`MAX_POLICY_FILE_BYTES`](crate::policy::MAX_POLICY_FILE_BYTES).
+    /// least one and at most 64 ([`MAX_POLICY_FILES`]), each at most 1 MiB.
     pub files: Vec<PathBuf>,
     /// Token claims the policies may read as `principal.claims.NAME`, each with its Cedar type.
     /// Claims are open-ended, so only the declared ones are typed and shown to policies; each is
@@ -335,7 +357,7 @@ impl<'de> Deserialize<'de> for ClaimType {
 }
 
 /// The approver page's sign-in and cookies (the `[page]` table).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PageSettings {
     /// Whether the access tokens printed at start sign in (default true); may be false only
@@ -367,7 +389,7 @@ impl Default for PageSettings {
 }
 
 /// Sign-in to the approver page through an OpenID Connect provider (the `[page.oidc]` table).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PageOidc {
     /// The provider's issuer URL (its discovery document is read from it): https, or plain
@@ -423,7 +445,7 @@ pub fn parse_claim(text: &str) -> Result<(String, String), String> {
 }
 
 /// Settings of the gateway itself (the `[gateway]` table).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// The gateway's name: part of every write's run id, so two gateways on one store never
@@ -531,7 +553,7 @@ const MAX_DRAIN_TIMEOUT: Duration = Duration::from_secs(3600);
 /// checked by token introspection; their audience must be the gateway's resource URL; the
 /// protected resource metadata (RFC 9728) is served at
 /// `/.well-known/oauth-protected-resource/mcp`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
     /// The authorization server's issuer URL: the `iss` every token must carry, and the issuer
@@ -566,7 +588,7 @@ pub struct AuthSettings {
 
 /// Token introspection (the `[gateway.auth.introspection]` table): the gateway asks the
 /// authorization server about each token as a client of its own.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IntrospectionSettings {
     /// The introspection endpoint's URL: https (plain http only on a loopback host), since it
@@ -752,7 +774,7 @@ impl<'de> Deserialize<'de> for Dur {
 /// Bounds on upstream discovery and calls (the `[limits]` table); each may be lowered from
 /// purra-mcp's default, the timeout raised to 300 s; and whether upstream tool schemas may
 /// declare JSON Schema draft-07 or 2019-09.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Pages of `tools/list`.
@@ -798,7 +820,7 @@ impl LimitsConfig {
 }
 
 /// One upstream server: a stdio command, or an `http(s)://` or `ws(s)://` URL.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
     /// The program and its arguments, started as a child process speaking MCP over stdio.
@@ -854,7 +876,7 @@ impl<'de> Deserialize<'de> for ScopeConfig {
 }
 
 /// Scope rules: who may call, and what the arguments must satisfy.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScopeRules {
     /// Principals allowed to call (absent: any).
@@ -872,7 +894,7 @@ pub struct ScopeRules {
 }
 
 /// How calls of a read tool may overlap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ConcurrencyConfig {
     /// May run beside other safe calls.
@@ -892,7 +914,7 @@ impl From<ConcurrencyConfig> for Concurrency {
 }
 
 /// A read binding (a `[reads.LOCAL_NAME]` table).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadConfig {
     /// The upstream's id.
@@ -922,7 +944,7 @@ pub struct ReadConfig {
 /// A skill binding (a `[skills.NAME]` table): one skill an upstream serves (the Skills
 /// extension), passed through to downstream clients as `skill://NAME/…`, its entry pinned when
 /// the gateway starts (see [`crate::skills`](crate#skills)).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillConfig {
     /// The upstream's id.
@@ -934,7 +956,7 @@ pub struct SkillConfig {
 }
 
 /// What a write does, as the host declares it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectConfig {
     /// Changes state.
@@ -971,7 +993,7 @@ impl EffectConfig {
 
 /// A write binding (a `[writes.LOCAL_NAME]` table): the host's explicit authorization of one
 /// upstream tool as an approval-gated write.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteConfig {
     /// The upstream's id.
@@ -1007,7 +1029,7 @@ pub struct WriteConfig {
 }
 
 /// Who may decide a write binding's approvals (the `approval` key of a `[writes.NAME]` table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalBy {
     /// Only an operator (the default): the approver page, `purra approvals approve|deny`, or an
@@ -1557,7 +1579,7 @@ impl GatewayConfig {
                     "local names must match ^[a-z][a-z0-9_]{0,63}$".into(),
                 ));
             }
-            if g.apps && name == crate::app::APPROVAL_TOOL {
+            if g.apps && name == APPROVAL_TOOL {
                 out.push((
                     key.clone(),
                     format!(
@@ -1586,7 +1608,7 @@ impl GatewayConfig {
                 ));
             }
         }
-        crate::skills::check(self, &mut out);
+        self.check_skills(&mut out);
         for (name, r) in &self.reads {
             let key = format!("reads.{name}");
             if r.title.is_empty() {
@@ -1667,6 +1689,42 @@ impl GatewayConfig {
                          characters"
                     ),
                 ));
+            }
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// The configuration's skill bindings checked without an upstream: names, upstreams, URIs, and
+    /// one binding per upstream skill.
+    fn check_skills(&self, out: &mut Vec<Problem>) {
+        let config = self;
+        let mut seen: BTreeMap<(&str, &str), String> = BTreeMap::new();
+        for (name, s) in &config.skills {
+            let key = format!("skills.{name}");
+            if !is_skill_name(name) {
+                out.push((
+                    key.clone(),
+                    "a skill's name is 1 to 64 lowercase letters, digits and single hyphens (the name its SKILL.md declares)".into(),
+                ));
+            }
+            if !config.upstreams.contains_key(&s.upstream) {
+                out.push((
+                    format!("{key}.upstream"),
+                    format!("no upstream {:?} is configured", s.upstream),
+                ));
+            }
+            if let Some(uri) = &s.uri {
+                if skill_root(uri).is_none() {
+                    out.push((
+                        format!("{key}.uri"),
+                        "must be the URI of a skill's SKILL.md (such as skill://pdf-processing/SKILL.md)".into(),
+                    ));
+                }
+            }
+            let target = s.uri.as_deref().unwrap_or(name);
+            if let Some(other) = seen.insert((&s.upstream, target), key.clone()) {
+                out.push((key, format!("binds the same upstream skill as {other}")));
             }
         }
     }
