@@ -534,6 +534,11 @@ pub struct Settings {
     /// 403 (protection against DNS rebinding). Default none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_hosts: Vec<String>,
+    /// A key file for the credentials stored for upstreams called as each principal (one
+    /// `ID:BASE64KEY` line per key, the first the current one; relative to the configuration
+    /// file's directory). Default: the `PURRA_CREDENTIAL_KEYS` environment variable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential_keys: Option<PathBuf>,
     /// The OAuth resource-server guard in front of the HTTP listener (`[gateway.auth]`): every
     /// HTTP request needs a bearer token for the gateway's resource, and each caller's principal
     /// is its token's issuer and subject.
@@ -624,6 +629,7 @@ pub struct IntrospectionSettings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
+            credential_keys: None,
             name: "gateway".into(),
             db: PathBuf::from("purra.db"),
             listen: Listen::Stdio,
@@ -833,6 +839,100 @@ pub struct UpstreamConfig {
     pub url: Option<String>,
     /// Headers sent with every HTTP request (for example `Authorization`).
     pub headers: BTreeMap<String, String>,
+    /// Who the upstream is called as (the `[upstreams.ID.auth]` table): a service identity
+    /// (`client_credentials`), or each caller's own token from an RFC 8693 exchange of the
+    /// caller's validated inbound token (`token_exchange`). None: the configured `headers` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<UpstreamAuth>,
+    /// A stdio upstream started once per calling principal, with that principal's stored
+    /// secrets in its environment (`env_from_credential`), from a bounded pool.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub per_principal: bool,
+    /// With `per_principal`: environment variables taken from the calling principal's stored
+    /// credentials, variable name to credential name (`purra credentials set --principal P
+    /// --upstream ID NAME`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_from_credential: BTreeMap<String, String>,
+    /// The most per-principal connections (processes, for a stdio upstream) open at once
+    /// (default 16); one more closes the least recently used idle one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_principals: Option<u32>,
+    /// How long a per-principal connection (process) may stay idle before it is closed
+    /// (default 10 min).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<Dur>,
+}
+
+/// The default of an upstream's `max_principals`.
+pub const DEFAULT_MAX_PRINCIPALS: u32 = 16;
+/// The default of an upstream's `idle_timeout`.
+pub const DEFAULT_PRINCIPAL_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Who an upstream is called as (`[upstreams.ID.auth]`, chosen by `mode`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum UpstreamAuth {
+    /// A service identity for a machine upstream: OAuth client credentials at the
+    /// authorization server, refreshed before they expire.
+    ClientCredentials(OAuthClientAuth),
+    /// Each caller's own token: the caller's validated inbound token exchanged (RFC 8693) at the
+    /// authorization server for one whose audience is the upstream; the gateway's own client
+    /// credentials token lists the upstream's tools (and, with `actor`, names the gateway as
+    /// the actor of every exchanged token).
+    TokenExchange(OAuthClientAuth),
+}
+
+impl UpstreamAuth {
+    /// The OAuth client settings of either mode.
+    pub fn client(&self) -> &OAuthClientAuth {
+        match self {
+            UpstreamAuth::ClientCredentials(c) | UpstreamAuth::TokenExchange(c) => c,
+        }
+    }
+}
+
+/// The gateway as an OAuth client of an upstream's authorization server.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthClientAuth {
+    /// The authorization server's issuer URL (its metadata is read from there). https, or
+    /// plain http on a loopback host.
+    pub issuer: String,
+    /// The token endpoint (default: the one the issuer's metadata names). On the issuer's
+    /// origin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint: Option<String>,
+    /// The gateway's client id at the authorization server.
+    pub client_id: String,
+    /// A file holding the client secret (relative to the configuration file's directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_file: Option<PathBuf>,
+    /// An environment variable holding the client secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// A PKCS#8 PEM private key file: the client authenticates with `private_key_jwt`
+    /// instead of a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key_file: Option<PathBuf>,
+    /// The private key's algorithm (`ES256`, `RS256`, `EdDSA`, ...; default `ES256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key_alg: Option<String>,
+    /// The private key's id (`kid`), when the authorization server needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// The audiences the issued token must name (default: the upstream's URL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audience: Vec<String>,
+    /// Resource indicators (RFC 8707) for the issued token, instead of or beside `audience`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource: Vec<String>,
+    /// The scope asked for (the narrowest that serves the bound tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// token_exchange: send the gateway's own client credentials token as the `actor_token`,
+    /// so the issued token names the gateway as actor (`act`). Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub actor: bool,
 }
 
 /// A binding's scope: explicitly open (reads only), or rules.
@@ -1230,6 +1330,122 @@ impl GatewayConfig {
     }
 }
 
+impl GatewayConfig {
+    /// The mistakes of an upstream's `auth`, `per_principal` and their companions.
+    fn check_upstream_identity(
+        &self,
+        key: &str,
+        u: &UpstreamConfig,
+        out: &mut Vec<(String, String)>,
+    ) {
+        if let Some(auth) = &u.auth {
+            let c = auth.client();
+            let at = format!("{key}.auth");
+            if u.url.is_none() {
+                out.push((
+                    at.clone(),
+                    "auth is for url upstreams (Streamable HTTP)".into(),
+                ));
+            }
+            if let Some(why) = plain_http_off_loopback(&c.issuer) {
+                out.push((format!("{at}.issuer"), why.into()));
+            }
+            if let Some(why) = c
+                .token_endpoint
+                .as_deref()
+                .and_then(plain_http_off_loopback)
+            {
+                out.push((format!("{at}.token_endpoint"), why.into()));
+            }
+            if c.client_id.is_empty() {
+                out.push((format!("{at}.client_id"), "must not be empty".into()));
+            }
+            let ways = [
+                c.client_secret_file.is_some(),
+                c.client_secret_env.is_some(),
+                c.private_key_file.is_some(),
+            ]
+            .iter()
+            .filter(|w| **w)
+            .count();
+            if ways != 1 {
+                out.push((
+                    at.clone(),
+                    "give exactly one of client_secret_file, client_secret_env and \
+                     private_key_file (how the gateway authenticates as its client)"
+                        .into(),
+                ));
+            }
+            if c.private_key_file.is_none() && (c.private_key_alg.is_some() || c.key_id.is_some()) {
+                out.push((
+                    at.clone(),
+                    "private_key_alg and key_id are for private_key_file".into(),
+                ));
+            }
+            match auth {
+                UpstreamAuth::TokenExchange(_) if self.gateway.auth.is_none() => out.push((
+                    format!("{at}.mode"),
+                    "token_exchange exchanges each caller's validated token: it needs \
+                     [gateway.auth]"
+                        .into(),
+                )),
+                UpstreamAuth::ClientCredentials(_) if c.actor => {
+                    out.push((format!("{at}.actor"), "actor is for token_exchange".into()))
+                }
+                _ => {}
+            }
+            if u.per_principal {
+                out.push((
+                    format!("{key}.per_principal"),
+                    "per_principal is for command upstreams without auth".into(),
+                ));
+            }
+        }
+        if u.per_principal {
+            if u.command.is_none() {
+                out.push((
+                    format!("{key}.per_principal"),
+                    "per_principal starts a command per principal: it needs a command".into(),
+                ));
+            }
+            if u.env_from_credential.is_empty() {
+                out.push((
+                    format!("{key}.env_from_credential"),
+                    "per_principal needs env_from_credential (which stored credential goes in \
+                     which environment variable)"
+                        .into(),
+                ));
+            }
+        } else if !u.env_from_credential.is_empty() {
+            out.push((
+                format!("{key}.env_from_credential"),
+                "env_from_credential is for per_principal upstreams".into(),
+            ));
+        }
+        let per_principal =
+            u.per_principal || matches!(u.auth, Some(UpstreamAuth::TokenExchange(_)));
+        if !per_principal && (u.max_principals.is_some() || u.idle_timeout.is_some()) {
+            out.push((
+                key.to_owned(),
+                "max_principals and idle_timeout are for per-principal upstreams (per_principal, \
+                 or auth mode token_exchange)"
+                    .into(),
+            ));
+        }
+        if u.max_principals == Some(0) {
+            out.push((format!("{key}.max_principals"), "must be at least 1".into()));
+        }
+        for var in u.env_from_credential.keys() {
+            if var.is_empty() || var.contains('=') || var.contains('\0') {
+                out.push((
+                    format!("{key}.env_from_credential"),
+                    format!("{var:?} is not an environment variable name"),
+                ));
+            }
+        }
+    }
+}
+
 /// Why an issuer (or its keys' URL) `u`, an `http(s)` URL, cannot be trusted: plain http off
 /// loopback, where anyone on the way could change the metadata and keys that decide which
 /// tokens pass.
@@ -1560,6 +1776,7 @@ impl GatewayConfig {
             if u.command.is_none() && (!u.env.is_empty() || u.cwd.is_some()) {
                 out.push((key.clone(), "env and cwd are for command upstreams".into()));
             }
+            self.check_upstream_identity(&key, u, &mut out);
         }
         let mut remote_seen: BTreeMap<(&str, &str), String> = BTreeMap::new();
         let bindings = self

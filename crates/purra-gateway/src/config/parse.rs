@@ -81,7 +81,26 @@ pub fn load_file(path: &Path) -> Result<Loaded, ConfigErrors> {
             }
         }
     }
+    if let Some(f) = config.gateway.credential_keys.as_mut() {
+        if f.is_relative() {
+            *f = base.join(&*f);
+        }
+    }
     for u in config.upstreams.values_mut() {
+        if let Some(auth) = u.auth.as_mut() {
+            let c = match auth {
+                crate::config::UpstreamAuth::ClientCredentials(c)
+                | crate::config::UpstreamAuth::TokenExchange(c) => c,
+            };
+            for f in [c.client_secret_file.as_mut(), c.private_key_file.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                if f.is_relative() {
+                    *f = base.join(&*f);
+                }
+            }
+        }
         if let Some(cwd) = &u.cwd {
             if cwd.is_relative() {
                 u.cwd = Some(base.join(cwd));
