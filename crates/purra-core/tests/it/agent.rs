@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::binding;
+
 fn schema(v: Value) -> CompiledSchema {
     CompiledSchema::compile(&v).unwrap()
 }
@@ -74,15 +76,6 @@ fn read_tool(name: &str, concurrency: Concurrency, probe: Arc<Probe>) -> ToolReg
         })
         .build()
         .unwrap()
-}
-
-fn binding() -> ApprovalBinding {
-    ApprovalBinding {
-        binding_id: "document-service".into(),
-        binding_revision: "host-config-1".into(),
-        scope_id: "sandbox-documents".into(),
-        scope_revision: "scope-1".into(),
-    }
 }
 
 fn write_tool(probe: Arc<Probe>, fail_with: Option<ToolError>) -> ToolRegistration {

@@ -91,7 +91,7 @@ fn leaf_keyword() -> impl Strategy<Value = (String, Value)> {
     ]
 }
 
-fn schema() -> impl Strategy<Value = Value> {
+fn any_schema() -> impl Strategy<Value = Value> {
     let leaf = prop::collection::vec(leaf_keyword(), 0..3)
         .prop_map(|kws| Value::Object(kws.into_iter().collect::<Map<String, Value>>()));
     leaf.prop_recursive(3, 24, 4, |inner| {
@@ -114,8 +114,8 @@ fn schema() -> impl Strategy<Value = Value> {
 /// A root object schema that always describes some members, so that the inner keywords meet values.
 fn root_schema() -> impl Strategy<Value = Value> {
     (
-        schema(),
-        prop::collection::vec((prop::sample::select(NAMES), schema()), 1..4),
+        any_schema(),
+        prop::collection::vec((prop::sample::select(NAMES), any_schema()), 1..4),
     )
         .prop_map(|(mut s, props)| {
             let map = s.as_object_mut().unwrap();

@@ -3,6 +3,8 @@
 use purra_core::*;
 use serde_json::json;
 
+use crate::support::binding;
+
 fn input() -> CompiledSchema {
     CompiledSchema::compile(&json!({"type": "object", "properties": {"q": {"type": "string"}}}))
         .unwrap()
@@ -16,15 +18,6 @@ fn base(name: &str, description: &str) -> tool::ToolBuilder {
         .scope(ScopeCheck::OptOut)
         .concurrency(Concurrency::Safe)
         .handler(|_args, _ctx| async { Ok(json!({})) })
-}
-
-fn binding() -> ApprovalBinding {
-    ApprovalBinding {
-        binding_id: "b".into(),
-        binding_revision: "1".into(),
-        scope_id: "s".into(),
-        scope_revision: "1".into(),
-    }
 }
 
 #[test]
