@@ -3,16 +3,16 @@
 //! registrations stale; the stream's end makes them stale too, and discovery refuses while no
 //! stream is open; an `input_required` result is unsupported on this tools-only path.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use purra_core::{Concurrency, ErrorCode, Lease, RunContext, RunId, ScopeCheck};
-use purra_mcp::{codes, discover_read_tools, CatalogMonitor, Limits, ReadBinding, ReadCatalog};
+use purra_mcp::{codes, CatalogMonitor};
 use purra_protocol::memory::{self, RawEnd};
-use purra_protocol::{Client, ClientOptions, Connection, ProtocolMode, ProtocolVersion};
+use purra_protocol::{Client, ClientOptions, ProtocolMode, ProtocolVersion};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+
+use crate::support::{call, discover};
 
 const SUB: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -50,7 +50,7 @@ fn ack_frame(id: &str) -> String {
     )
 }
 
-fn scripted(mut raw: RawEnd, script: Arc<Mutex<Script>>, mut cmds: mpsc::Receiver<Cmd>) {
+fn scripted_listen(mut raw: RawEnd, script: Arc<Mutex<Script>>, mut cmds: mpsc::Receiver<Cmd>) {
     tokio::spawn(async move {
         loop {
             let frames: Vec<String> = tokio::select! {
@@ -129,34 +129,6 @@ fn scripted(mut raw: RawEnd, script: Arc<Mutex<Script>>, mut cmds: mpsc::Receive
     });
 }
 
-fn bindings() -> BTreeMap<String, ReadBinding> {
-    BTreeMap::from([(
-        "search".to_owned(),
-        ReadBinding::new("search", "Search", ScopeCheck::OptOut).concurrency(Concurrency::Safe),
-    )])
-}
-
-async fn discover(
-    conn: &Arc<Connection>,
-    monitor: &CatalogMonitor,
-) -> Result<ReadCatalog, ErrorCode> {
-    discover_read_tools(conn, "scripted", &bindings(), monitor, Limits::default())
-        .await
-        .map_err(|e| e.code)
-}
-
-async fn call(cat: &ReadCatalog) -> Result<Value, ErrorCode> {
-    let run = RunContext {
-        run_id: RunId::new("run-1"),
-        root_run_id: RunId::new("run-1"),
-        agent: "tester".into(),
-        lease: Lease::unbounded(),
-    };
-    (cat.registrations[0].handler())(json!({"q": "x"}), run)
-        .await
-        .map_err(|e| e.code)
-}
-
 /// Waits (up to 10 s) until `f` holds.
 async fn until(what: &str, f: impl Fn() -> bool) {
     let start = tokio::time::Instant::now();
@@ -178,7 +150,7 @@ async fn list_changes_and_the_end_of_the_stream_make_registrations_stale() {
     }));
     let (cmd, cmds) = mpsc::channel(8);
     let (client, server) = memory::raw();
-    scripted(server, script.clone(), cmds);
+    scripted_listen(server, script.clone(), cmds);
     let options =
         ClientOptions::default().mode(ProtocolMode::Pinned(ProtocolVersion::new("2026-07-28")));
     let conn = Arc::new(Client::connect(client, options).await.unwrap());
@@ -192,26 +164,32 @@ async fn list_changes_and_the_end_of_the_stream_make_registrations_stale() {
         json!("2026-07-28")
     );
     assert_eq!(
-        call(&cat).await,
+        call(&cat, json!({"q": "x"})).await,
         Ok(json!({"text": ["found"], "structured": null}))
     );
 
     // This path installs no input handlers: an input_required result is unsupported.
     script.lock().unwrap().call_result = INPUT_REQUIRED.into();
-    assert_eq!(call(&cat).await, Err(codes::result_unsupported()));
+    assert_eq!(
+        call(&cat, json!({"q": "x"})).await,
+        Err(codes::result_unsupported())
+    );
     script.lock().unwrap().call_result = FOUND.into();
 
     // A list change on the stream: the registration is stale and sends nothing.
     cmd.send(Cmd::ListChanged).await.unwrap();
     until("the list change", || monitor.generation() == 1).await;
     let calls = script.lock().unwrap().calls;
-    assert_eq!(call(&cat).await, Err(codes::catalog_stale()));
+    assert_eq!(
+        call(&cat, json!({"q": "x"})).await,
+        Err(codes::catalog_stale())
+    );
     assert_eq!(script.lock().unwrap().calls, calls);
 
     // Rediscovery builds registrations that work.
     let cat = discover(&conn, &monitor).await.unwrap();
     assert_eq!(
-        call(&cat).await,
+        call(&cat, json!({"q": "x"})).await,
         Ok(json!({"text": ["found"], "structured": null}))
     );
 
@@ -227,7 +205,10 @@ async fn list_changes_and_the_end_of_the_stream_make_registrations_stale() {
         let s = script.lock().unwrap();
         (s.lists, s.calls)
     };
-    assert_eq!(call(&cat).await, Err(codes::catalog_stale()));
+    assert_eq!(
+        call(&cat, json!({"q": "x"})).await,
+        Err(codes::catalog_stale())
+    );
     assert_eq!(
         discover(&conn, &monitor).await.err(),
         Some(codes::catalog_stale())
@@ -250,7 +231,7 @@ async fn list_changes_and_the_end_of_the_stream_make_registrations_stale() {
     .await;
     let cat = discover(&conn, &monitor).await.unwrap();
     assert_eq!(
-        call(&cat).await,
+        call(&cat, json!({"q": "x"})).await,
         Ok(json!({"text": ["found"], "structured": null}))
     );
 }

@@ -9,47 +9,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use purra_core::{Concurrency, ErrorCode, Lease, RunContext, RunId, ScopeCheck, ScopeDecision};
+use purra_core::{Concurrency, ScopeCheck, ScopeDecision};
 use purra_mcp::{
     codes, discover_read_tools, discover_write_tools, AdapterError, CatalogMonitor, Limits,
     ReadBinding, ReadCatalog, Refusal, WriteBinding, WriteEffect,
 };
-use purra_protocol::memory::{self, RawEnd};
-use purra_protocol::{Client, ClientOptions, Connection};
+use purra_protocol::Connection;
 use serde_json::{json, Value};
 
-/// Serves `initialize`, then answers every `tools/list` with `list` and every `tools/call` with a
-/// text result.
-fn scripted(mut raw: RawEnd, list: String) {
-    tokio::spawn(async move {
-        while let Some(frame) = raw.recv().await {
-            let msg: Value = serde_json::from_str(&frame).unwrap();
-            let Some(id) = msg.get("id").map(Value::to_string) else {
-                continue; // notifications/initialized
-            };
-            let answer = match msg["method"].as_str().unwrap() {
-                "initialize" => r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"scripted","version":"1"}}"#.to_owned(),
-                "tools/list" => list.clone(),
-                "tools/call" => r#"{"content":[{"type":"text","text":"done"}]}"#.to_owned(),
-                other => panic!("unexpected {other}"),
-            };
-            raw.send(format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"result":{answer}}}"#
-            ))
-            .await;
-        }
-    });
-}
-
-async fn connect(tools: Value) -> (Arc<Connection>, CatalogMonitor) {
-    let (client, server) = memory::raw();
-    scripted(server, json!({ "tools": tools }).to_string());
-    let conn = Client::connect(client, ClientOptions::default())
-        .await
-        .unwrap();
-    let monitor = CatalogMonitor::attach(&conn);
-    (Arc::new(conn), monitor)
-}
+use crate::support::{call, connect};
 
 fn earlier() -> Limits {
     Limits {
@@ -66,6 +34,12 @@ fn write_file_schema(declaration: &str) -> Value {
         "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
         "required": ["path", "content"]
     })
+}
+
+/// A client connected to a scripted server listing `tools`, whose calls answer `done`.
+async fn connect_tools(tools: Value) -> (Arc<Connection>, CatalogMonitor) {
+    let done = r#"{"content":[{"type":"text","text":"done"}]}"#;
+    connect(json!({ "tools": tools }).to_string(), done.to_owned()).await
 }
 
 fn tool(name: &str, input: Value) -> Value {
@@ -85,18 +59,6 @@ async fn read(
     discover_read_tools(conn, "scripted", &bindings, monitor, limits).await
 }
 
-async fn call(cat: &ReadCatalog, args: Value) -> Result<Value, ErrorCode> {
-    let run = RunContext {
-        run_id: RunId::new("run-1"),
-        root_run_id: RunId::new("run-1"),
-        agent: "tester".into(),
-        lease: Lease::unbounded(),
-    };
-    (cat.registrations[0].handler())(args, run)
-        .await
-        .map_err(|e| e.code)
-}
-
 fn refusal(e: &AdapterError) -> &Refusal {
     e.refusal.as_deref().expect("a refusal for the host")
 }
@@ -109,7 +71,7 @@ async fn draft_07_and_2019_09_bind_only_with_the_opt_in_and_keep_their_declarati
         "https://json-schema.org/draft/2019-09/schema",
     ] {
         let schema = write_file_schema(declaration);
-        let (conn, monitor) = connect(json!([tool("write_file", schema.clone())])).await;
+        let (conn, monitor) = connect_tools(json!([tool("write_file", schema.clone())])).await;
         // Seed 000's default: refused, and the host is told exactly why.
         let e = read(&conn, &monitor, "write_file", Limits::default())
             .await
@@ -159,7 +121,8 @@ async fn draft_07_and_2019_09_bind_only_with_the_opt_in_and_keep_their_declarati
         // default) seals another snapshot.
         let mut undeclared = schema.clone();
         undeclared.as_object_mut().unwrap().remove("$schema");
-        let (plain_conn, plain_monitor) = connect(json!([tool("write_file", undeclared)])).await;
+        let (plain_conn, plain_monitor) =
+            connect_tools(json!([tool("write_file", undeclared)])).await;
         let plain = read(&plain_conn, &plain_monitor, "write_file", Limits::default())
             .await
             .unwrap();
@@ -213,7 +176,7 @@ async fn what_means_something_else_is_refused_with_the_tool_the_pointer_and_the_
         })),
         {"name": "long", "description": "x".repeat(101), "inputSchema": {"type": "object"}},
     ]);
-    let (conn, monitor) = connect(tools).await;
+    let (conn, monitor) = connect_tools(tools).await;
     assert!(read(&conn, &monitor, "ok", earlier()).await.is_ok());
 
     let e = read(&conn, &monitor, "tuple_output", earlier())
@@ -294,7 +257,7 @@ async fn an_excerpt_is_bounded() {
     // In name order, as above.
     properties.insert("é_bad".into(), json!({"format": "uri", "type": "string"}));
     let mut input = json!({"type": "object", "properties": properties, "x-vendor": true});
-    let (conn, monitor) = connect(json!([tool("wide", input.clone())])).await;
+    let (conn, monitor) = connect_tools(json!([tool("wide", input.clone())])).await;
     let e = read(&conn, &monitor, "wide", earlier()).await.unwrap_err();
     let r = refusal(&e);
     assert_eq!(r.pointer, "/inputSchema/properties/é_bad/format");
@@ -307,7 +270,7 @@ async fn an_excerpt_is_bounded() {
         .as_object_mut()
         .unwrap()
         .remove("é_bad");
-    let (conn, monitor) = connect(json!([tool("wide", input.clone())])).await;
+    let (conn, monitor) = connect_tools(json!([tool("wide", input.clone())])).await;
     let e = read(&conn, &monitor, "wide", earlier()).await.unwrap_err();
     let r = refusal(&e);
     assert_eq!(r.pointer, "/inputSchema/x-vendor");

@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use purra_core::{
-    Effect, ErrorCode, Lease, Risk, RunContext, RunId, ScopeCheck, ScopeDecision, ToolError,
-};
+use purra_core::{Effect, ErrorCode, Lease, Risk, ScopeCheck, ScopeDecision, ToolError};
 use purra_mcp::{
     codes, discover_read_tools, discover_write_tools, CatalogMonitor, Limits, ReadBinding,
     ReadCatalog, WriteBinding, WriteEffect,
@@ -28,6 +26,8 @@ use purra_protocol::{
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+
+use crate::support::run;
 
 #[derive(Deserialize, schemars::JsonSchema)]
 struct Topic {
@@ -156,7 +156,7 @@ async fn fixture(form: Form) -> Fixture {
     }
 }
 
-async fn discover(f: &Fixture, tasks: bool, limits: Limits) -> ReadCatalog {
+async fn discover_tasks(f: &Fixture, tasks: bool, limits: Limits) -> ReadCatalog {
     let bindings = ["report", "ask", "slow"]
         .into_iter()
         .map(|n| {
@@ -171,16 +171,7 @@ async fn discover(f: &Fixture, tasks: bool, limits: Limits) -> ReadCatalog {
         .expect("discovers")
 }
 
-fn run(lease: Lease) -> RunContext {
-    RunContext {
-        run_id: RunId::new("run-1"),
-        root_run_id: RunId::new("run-1"),
-        agent: "tester".into(),
-        lease,
-    }
-}
-
-async fn call(cat: &ReadCatalog, local: &str, lease: Lease) -> Result<Value, ToolError> {
+async fn call_local(cat: &ReadCatalog, local: &str, lease: Lease) -> Result<Value, ToolError> {
     let reg = cat
         .registrations
         .iter()
@@ -205,10 +196,10 @@ async fn observed(f: &mut Fixture) -> &'static str {
 async fn without_the_opt_in_a_task_only_tool_fails_closed_and_never_runs() {
     for form in FORMS {
         let f = fixture(form).await;
-        let cat = discover(&f, false, Limits::default()).await;
+        let cat = discover_tasks(&f, false, Limits::default()).await;
         for tool in ["report", "ask", "slow"] {
             assert_eq!(
-                code(call(&cat, tool, Lease::unbounded()).await),
+                code(call_local(&cat, tool, Lease::unbounded()).await),
                 (codes::result_unsupported(), Effect::NotStarted),
                 "{form:?} {tool}"
             );
@@ -227,7 +218,7 @@ async fn without_the_opt_in_a_task_only_tool_fails_closed_and_never_runs() {
 async fn with_the_opt_in_the_tool_runs_as_a_task_and_its_result_is_judged() {
     for form in FORMS {
         let f = fixture(form).await;
-        let cat = discover(&f, true, Limits::default()).await;
+        let cat = discover_tasks(&f, true, Limits::default()).await;
         // The opt-in is part of what the host reviewed.
         let entries = &cat.snapshot.as_json()["entries"];
         assert_eq!(entries[1]["localName"], json!("report"));
@@ -236,7 +227,9 @@ async fn with_the_opt_in_the_tool_runs_as_a_task_and_its_result_is_judged() {
             json!({"mode": "read", "title": "Read report", "tasks": true})
         );
         assert_eq!(
-            call(&cat, "report", Lease::unbounded()).await.unwrap(),
+            call_local(&cat, "report", Lease::unbounded())
+                .await
+                .unwrap(),
             json!({"text": ["report on rust"], "structured": null}),
             "{form:?}"
         );
@@ -259,9 +252,9 @@ async fn with_the_opt_in_the_tool_runs_as_a_task_and_its_result_is_judged() {
 async fn a_task_that_asks_for_input_is_unsupported_and_cancelled_remotely() {
     for form in FORMS {
         let mut f = fixture(form).await;
-        let cat = discover(&f, true, Limits::default()).await;
+        let cat = discover_tasks(&f, true, Limits::default()).await;
         assert_eq!(
-            code(call(&cat, "ask", Lease::unbounded()).await),
+            code(call_local(&cat, "ask", Lease::unbounded()).await),
             (codes::result_unsupported(), Effect::NotStarted),
             "{form:?}"
         );
@@ -277,15 +270,15 @@ async fn a_task_past_the_timeout_or_a_cancelled_run_cancels_the_remote_task() {
             timeout: Duration::from_millis(300),
             ..Limits::default()
         };
-        let cat = discover(&f, true, limits).await;
+        let cat = discover_tasks(&f, true, limits).await;
         assert_eq!(
-            code(call(&cat, "slow", Lease::unbounded()).await),
+            code(call_local(&cat, "slow", Lease::unbounded()).await),
             (codes::timeout(), Effect::NotStarted),
             "{form:?}"
         );
         assert_eq!(observed(&mut f).await, "slow", "{form:?}");
 
-        let cat = discover(&f, true, Limits::default()).await;
+        let cat = discover_tasks(&f, true, Limits::default()).await;
         let lease = Lease::unbounded();
         let cancel = lease.cancellation().clone();
         tokio::spawn(async move {
@@ -293,7 +286,7 @@ async fn a_task_past_the_timeout_or_a_cancelled_run_cancels_the_remote_task() {
             cancel.cancel();
         });
         assert_eq!(
-            code(call(&cat, "slow", lease).await),
+            code(call_local(&cat, "slow", lease).await),
             (ErrorCode::RUN_CANCELLED, Effect::NotStarted),
             "{form:?}"
         );
