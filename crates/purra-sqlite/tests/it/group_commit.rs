@@ -8,17 +8,9 @@ use purra_sqlite::SqliteStore;
 use purra_store_tests::{decision, intent, key_of, request};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::SystemTime;
 
-/// A path for a new database file in a fresh directory under the test target's temporary directory.
-fn fresh_db(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("purra-sqlite-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("store.db")
-}
+use crate::support::fresh_db;
 
 const RUNS: usize = 48;
 

@@ -1,25 +1,17 @@
 //! The store file holds tool arguments and the audit log: it and its WAL and shared-memory files
 //! are created private (0600) whatever the umask, and an existing file keeps the mode its
-//! operator gave it. Its own test binary, because the umask is process-wide.
-
-#![cfg(unix)]
+//! operator gave it. The umask is process-wide: this is the one test of the binary that sets it, to
+//! the usual 022.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::sys::stat::{umask, Mode};
 use purra_core::*;
 use purra_sqlite::SqliteStore;
 use purra_store_tests::request;
 
-/// A path for a new database file in a fresh directory under the test target's temporary directory.
-fn fresh_db(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("purra-sqlite-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("store.db")
-}
+use crate::support::fresh_db;
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777

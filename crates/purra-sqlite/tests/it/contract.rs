@@ -3,9 +3,9 @@
 use purra_core::{BoxFuture, StoreError};
 use purra_sqlite::{SqliteOptions, SqliteStore};
 use purra_store_tests::*;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+use crate::support::fresh_db;
 
 /// SQLite: a location is a file path in a fresh directory under the test target's temporary directory.
 struct Sqlite;
@@ -14,15 +14,7 @@ impl Harness for Sqlite {
     type Store = SqliteStore;
 
     fn fresh(&self, name: &str) -> String {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "purra-sqlite-{name}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join("store.db").display().to_string()
+        fresh_db(name).display().to_string()
     }
 
     fn open(&self, location: &str) -> BoxFuture<'_, Result<SqliteStore, StoreError>> {

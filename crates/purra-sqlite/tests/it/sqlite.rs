@@ -4,20 +4,13 @@
 use purra_core::*;
 use purra_sqlite::*;
 use purra_store_tests::*;
-use std::path::PathBuf;
 use std::time::Duration;
 
-fn fresh(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("purra-sqlite-only-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("store.db")
-}
+use crate::support::fresh_db;
 
 #[tokio::test]
 async fn wal_pragmas_and_the_in_memory_store() {
-    let path = fresh("pragmas");
+    let path = fresh_db("pragmas");
     let store = SqliteStore::open(&path).unwrap();
     let raw = rusqlite::Connection::open(&path).unwrap();
     let mode: String = raw
@@ -47,7 +40,7 @@ async fn wal_pragmas_and_the_in_memory_store() {
 
 #[tokio::test]
 async fn a_schema_1_file_is_migrated_and_its_approvals_keep_their_intent() {
-    let path = fresh("v1");
+    let path = fresh_db("v1");
     {
         // What version 1 made: the tables of its first migration, one prepared approval.
         let raw = rusqlite::Connection::open(&path).unwrap();
@@ -96,7 +89,7 @@ async fn a_schema_1_file_is_migrated_and_its_approvals_keep_their_intent() {
 /// claim reads as before, the owner's claim is reconciled, and new rows continue every sequence.
 #[tokio::test]
 async fn a_schema_2_file_is_migrated_with_every_trail_and_claim_intact() {
-    let path = fresh("v2");
+    let path = fresh_db("v2");
     let k1 = key_of(&intent("one")).0;
     let k3 = key_of(&intent("three")).0;
     let committed = EffectOutcome::Committed {
@@ -322,7 +315,7 @@ async fn a_schema_2_file_is_migrated_with_every_trail_and_claim_intact() {
 /// before, and new rows continue the sequence.
 #[tokio::test]
 async fn a_schema_3_file_is_migrated_and_counts_principals_from_then_on() {
-    let path = fresh("v3");
+    let path = fresh_db("v3");
     {
         let raw = rusqlite::Connection::open(&path).unwrap();
         raw.execute_batch(include_str!("v1.sql")).unwrap();
@@ -450,7 +443,7 @@ fn dump(path: &std::path::Path, table: &str) -> Vec<Vec<rusqlite::types::Value>>
 /// and outcomes are reported with what version 4 stored (the principal column).
 #[tokio::test]
 async fn a_schema_4_file_is_migrated_with_every_row_intact_and_reports_from_then_on() {
-    let path = fresh("v4");
+    let path = fresh_db("v4");
     {
         let store = SqliteStore::open(&path).unwrap();
         let mut asked = request("one");
