@@ -3,32 +3,10 @@
 //! never skips, without it).
 
 use purra_core::*;
-use purra_postgres::{PostgresOptions, PostgresStore};
 use purra_store_tests::*;
 use serde_json::json;
 
-fn url() -> String {
-    std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
-        panic!(
-            "PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh, or start a server \
-             with `eval \"$(scripts/postgres.sh start DIR)\"` first"
-        )
-    })
-}
-
-async fn raw(schema: &str) -> tokio_postgres::Client {
-    let mut config: tokio_postgres::Config = url().parse().unwrap();
-    config.options(format!("-c search_path={schema}"));
-    let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client
-}
-
-async fn open(schema: &str) -> PostgresStore {
-    PostgresStore::connect_with(&url(), PostgresOptions::default().schema(schema))
-        .await
-        .unwrap()
-}
+use crate::support::{open, raw};
 
 /// Every row of `table`, as JSON text, in `order`.
 async fn dump(client: &tokio_postgres::Client, table: &str, order: &str) -> Vec<String> {
@@ -54,7 +32,7 @@ async fn dump(client: &tokio_postgres::Client, table: &str, order: &str) -> Vec<
 async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_then_on() {
     let schema = format!("t{}_migrate_v2", std::process::id());
     {
-        let store = open(&schema).await;
+        let store = open(&schema).await.unwrap();
         let mut asked = request("one");
         asked.labels.insert(PRINCIPAL_LABEL.into(), "local".into());
         store
@@ -115,7 +93,7 @@ async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_
     for (table, order) in tables {
         before.push(dump(&client, table, order).await);
     }
-    let store = open(&schema).await;
+    let store = open(&schema).await.unwrap();
     let version: i64 = client
         .query_one("SELECT version FROM schema_version", &[])
         .await

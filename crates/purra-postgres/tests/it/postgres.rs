@@ -8,24 +8,7 @@ use purra_store_tests::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-/// The server's URL; without it the tests fail (they never skip).
-fn url() -> String {
-    std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
-        panic!(
-            "PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh, or start a server \
-             with `eval \"$(scripts/postgres.sh start DIR)\"` first"
-        )
-    })
-}
-
-/// A direct connection to `schema`, around the store.
-async fn raw(schema: &str) -> tokio_postgres::Client {
-    let mut config: tokio_postgres::Config = url().parse().unwrap();
-    config.options(format!("-c search_path={schema}"));
-    let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client
-}
+use crate::support::{self, raw, url};
 
 /// PostgreSQL: a location is a schema in the test database.
 struct Postgres;
@@ -54,8 +37,8 @@ impl Harness for Postgres {
     }
 
     fn open(&self, location: &str) -> BoxFuture<'_, Result<PostgresStore, StoreError>> {
-        let options = PostgresOptions::default().schema(location);
-        Box::pin(async move { PostgresStore::connect_with(&url(), options).await })
+        let schema = location.to_owned();
+        Box::pin(async move { support::open(&schema).await })
     }
 
     fn open_with_lease(
