@@ -4,14 +4,13 @@
 //! batches per revision, peers that stop reading, idle WebSocket clients.
 //!
 //! Each test asserts the outcome, the time to it, and a bound on purra's memory: purra runs in
-//! this test binary, whose global allocator counts live heap bytes and their peak. The tests run
-//! one at a time (a lock), so each measures only its own server.
-#![allow(unsafe_code)] // the counting allocator below forwards to the system allocator
+//! the test process, whose global allocator counts live heap bytes and their peak
+//! (`support::heap`). Each test runs alone in a child process of the test binary, one at a time
+//! (a lock), so each measures only its own server.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +20,7 @@ use purra_protocol::types::*;
 use purra_protocol::ws::{self, WsServerOptions};
 use purra_protocol::{
     Client, ClientOptions, EngineConfig, HandlerResult, HttpClientOptions, HttpServerConfig,
-    RequestCtx, Server, StreamableHttpServer, WsClientOptions,
+    RequestCtx, Server, WsClientOptions,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -33,70 +32,16 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_util::sync::CancellationToken;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-fn grew(by: isize) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded unchanged to `System`; only counters are updated.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size() as isize);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grew(new_size as isize - layout.size() as isize);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+use crate::support::{
+    self,
+    heap::Heap,
+    heap::MIB,
+    http::{post, serve_http},
+    Nothing, INIT,
+};
 
 /// One test at a time: each measures the heap of its own server.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-const MIB: isize = 1024 * 1024;
-
-/// The heap from a baseline: the highest it went.
-struct Heap {
-    baseline: isize,
-}
-
-impl Heap {
-    fn start() -> Heap {
-        let now = LIVE.load(Ordering::Relaxed);
-        PEAK.store(now, Ordering::Relaxed);
-        Heap { baseline: now }
-    }
-    fn peak_growth(&self) -> isize {
-        PEAK.load(Ordering::Relaxed) - self.baseline
-    }
-    /// Asserts the peak stayed under `bound` bytes above the baseline.
-    fn assert_peak_below(&self, bound: isize, what: &str) {
-        let peak = self.peak_growth();
-        eprintln!(
-            "{what}: heap peak {:.1} MiB above baseline",
-            peak as f64 / MIB as f64
-        );
-        assert!(
-            peak < bound,
-            "{what}: purra's heap grew {peak} B, above the {bound} B bound"
-        );
-    }
-}
-
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
 
 #[derive(Deserialize, JsonSchema)]
 struct Ms {
@@ -155,43 +100,6 @@ fn hostile_server() -> Server {
     server
 }
 
-struct Running {
-    url: String,
-    addr: SocketAddr,
-    http: StreamableHttpServer,
-    stop: CancellationToken,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn start_with(server: Server, config: HttpServerConfig) -> Running {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let http = StreamableHttpServer::new(server, config);
-    let stop = CancellationToken::new();
-    let serve = http.clone();
-    let token = stop.clone();
-    tokio::spawn(async move {
-        serve
-            .serve(listener, async move { token.cancelled().await })
-            .await
-    });
-    Running {
-        url: format!("http://{addr}/mcp"),
-        addr,
-        http,
-        stop,
-    }
-}
-
-async fn start(config: HttpServerConfig) -> Running {
-    start_with(hostile_server(), config).await
-}
-
 /// A well-behaved client: connects, calls a tool, closes. Returns how long it took.
 async fn probe(url: &str) -> Duration {
     let t = Instant::now();
@@ -212,30 +120,8 @@ async fn probe(url: &str) -> Duration {
     took
 }
 
-const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-
 fn init_at(version: &str) -> String {
     INIT.replace("2025-11-25", version)
-}
-
-async fn post(
-    url: &str,
-    session: Option<&str>,
-    version: Option<&str>,
-    body: &str,
-) -> reqwest::Response {
-    let mut rb = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_owned());
-    if let Some(s) = session {
-        rb = rb.header("mcp-session-id", s);
-    }
-    if let Some(v) = version {
-        rb = rb.header("mcp-protocol-version", v);
-    }
-    rb.send().await.unwrap()
 }
 
 /// Initializes a session at `version` and uses it once (`notifications/initialized`).
@@ -296,11 +182,21 @@ async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> Option<V
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_headers_are_cut_at_the_header_read_timeout() {
+    if !support::alone(
+        module_path!(),
+        "slowloris_headers_are_cut_at_the_header_read_timeout",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    let srv = start(HttpServerConfig {
-        connections: ConnectionLimits::default().header_read_timeout(Some(Duration::from_secs(1))),
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        hostile_server(),
+        HttpServerConfig {
+            connections: ConnectionLimits::default()
+                .header_read_timeout(Some(Duration::from_secs(1))),
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let heap = Heap::start();
     // 50 clients each drip a request's headers, one byte every 100 ms: never complete.
@@ -354,11 +250,20 @@ async fn slowloris_headers_are_cut_at_the_header_read_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_bodies_are_answered_408_at_the_body_read_timeout() {
+    if !support::alone(
+        module_path!(),
+        "slow_bodies_are_answered_408_at_the_body_read_timeout",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    let srv = start(HttpServerConfig {
-        body_read_timeout: Duration::from_secs(1),
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        hostile_server(),
+        HttpServerConfig {
+            body_read_timeout: Duration::from_secs(1),
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let heap = Heap::start();
     let mut stream = TcpStream::connect(srv.addr).await.unwrap();
@@ -409,11 +314,20 @@ async fn slow_bodies_are_answered_408_at_the_body_read_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_give_their_slots_to_new_clients() {
+    if !support::alone(
+        module_path!(),
+        "idle_connections_give_their_slots_to_new_clients",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    let srv = start(HttpServerConfig {
-        connections: ConnectionLimits::default().max_connections(32),
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        hostile_server(),
+        HttpServerConfig {
+            connections: ConnectionLimits::default().max_connections(32),
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let heap = Heap::start();
     let mut idle = Vec::new();
@@ -490,11 +404,17 @@ async fn next_line(
 /// purra's heap stays under 256 MiB above its baseline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_idle_connections_and_bare_initializations() {
-    const IDLE: usize = 10_000;
+    const IDLE_CONNECTIONS: usize = 10_000;
     const INITS: usize = 10_000;
-    const MEMORY_BOUND: isize = 256 * MIB;
+    const MEMORY_BOUND: usize = 256 * MIB;
+    if !support::alone(
+        module_path!(),
+        "ten_thousand_idle_connections_and_bare_initializations",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    raise_fd_limit(IDLE as u64 + 1_000);
+    raise_fd_limit(IDLE_CONNECTIONS as u64 + 1_000);
     // Every idle connection is held (the limit is above 10 000, the header timeout longer than
     // the test): the flood is really concurrent. The session bounds are the defaults.
     let server = Server::builder("acceptance", "1").build();
@@ -503,11 +423,11 @@ async fn ten_thousand_idle_connections_and_bare_initializations() {
             HandlerResult::Ok("ok")
         })
         .unwrap();
-    let srv = start_with(
+    let srv = serve_http(
         server,
         HttpServerConfig {
             connections: ConnectionLimits::default()
-                .max_connections(IDLE + 2_000)
+                .max_connections(IDLE_CONNECTIONS + 2_000)
                 .header_read_timeout(Some(Duration::from_secs(120))),
             ..HttpServerConfig::default()
         },
@@ -518,7 +438,12 @@ async fn ten_thousand_idle_connections_and_bare_initializations() {
     let mut peer = tokio::process::Command::new(python())
         .arg(flood_script())
         .args(["--port", &srv.addr.port().to_string()])
-        .args(["--idle", &IDLE.to_string(), "--inits", &INITS.to_string()])
+        .args([
+            "--idle",
+            &IDLE_CONNECTIONS.to_string(),
+            "--inits",
+            &INITS.to_string(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -528,23 +453,26 @@ async fn ten_thousand_idle_connections_and_bare_initializations() {
     let mut lines = BufReader::new(peer.stdout.take().unwrap()).lines();
 
     let line = next_line(&mut lines, Duration::from_secs(120)).await;
-    assert!(line.starts_with(&format!("idle {IDLE} ")), "{line}");
+    assert!(
+        line.starts_with(&format!("idle {IDLE_CONNECTIONS} ")),
+        "{line}"
+    );
     let stats = srv.http.connection_stats().clone();
     for _ in 0..200 {
-        if stats.open() >= IDLE {
+        if stats.open() >= IDLE_CONNECTIONS {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        stats.open() >= IDLE,
+        stats.open() >= IDLE_CONNECTIONS,
         "purra holds {} connections",
         stats.open()
     );
     assert_eq!(stats.evicted(), 0);
     eprintln!("{line}; purra holds {} connections", stats.open());
     let took = probe(&srv.url).await;
-    eprintln!("probe under {IDLE} idle connections: {took:?}");
+    eprintln!("probe under {IDLE_CONNECTIONS} idle connections: {took:?}");
     assert!(took < Duration::from_secs(1), "the probe took {took:?}");
 
     // The bare initializations, with a well-behaved client probing every 250 ms meanwhile.
@@ -585,13 +513,22 @@ async fn ten_thousand_idle_connections_and_bare_initializations() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bare_initializations_never_fill_the_session_table() {
+    if !support::alone(
+        module_path!(),
+        "bare_initializations_never_fill_the_session_table",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    let srv = start(HttpServerConfig {
-        max_sessions: 16,
-        max_pending_sessions: 32,
-        pending_session_timeout: Duration::from_millis(500),
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        hostile_server(),
+        HttpServerConfig {
+            max_sessions: 16,
+            max_pending_sessions: 32,
+            pending_session_timeout: Duration::from_millis(500),
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let heap = Heap::start();
     let t = Instant::now();
@@ -623,13 +560,19 @@ async fn bare_initializations_never_fill_the_session_table() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_requests_are_capped() {
+    if !support::alone(module_path!(), "stateless_requests_are_capped") {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    let srv = start(HttpServerConfig {
-        stateless: true,
-        json_response: true,
-        max_stateless_requests: 4,
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        hostile_server(),
+        HttpServerConfig {
+            stateless: true,
+            json_response: true,
+            max_stateless_requests: 4,
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let heap = Heap::start();
     let call = |id: u32, tool: &str, args: &str| {
@@ -671,13 +614,22 @@ async fn stateless_requests_are_capped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_is_bounded_in_bytes_and_abandoned_streams_expire() {
+    if !support::alone(
+        module_path!(),
+        "replay_is_bounded_in_bytes_and_abandoned_streams_expire",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    let srv = start(HttpServerConfig {
-        replay_bytes: 256 * 1024,
-        // Long enough that a loaded machine still resumes within it below.
-        resume_window: Duration::from_millis(1500),
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        hostile_server(),
+        HttpServerConfig {
+            replay_bytes: 256 * 1024,
+            // Long enough that a loaded machine still resumes within it below.
+            resume_window: Duration::from_millis(1500),
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let id = session_at(&srv.url, "2025-11-25").await;
     let get = |last: String| {
@@ -762,8 +714,14 @@ async fn replay_is_bounded_in_bytes_and_abandoned_streams_expire() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_in_flight_id_is_refused_and_the_first_request_completes() {
+    if !support::alone(
+        module_path!(),
+        "a_reused_in_flight_id_is_refused_and_the_first_request_completes",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    let srv = start(HttpServerConfig::default()).await;
+    let srv = serve_http(hostile_server(), HttpServerConfig::default()).await;
     let id = session_at(&srv.url, "2025-11-25").await;
     let heap = Heap::start();
     let first = {
@@ -849,8 +807,11 @@ async fn a_reused_in_flight_id_is_refused_and_the_first_request_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_are_accepted_only_in_2025_03_26() {
+    if !support::alone(module_path!(), "batches_are_accepted_only_in_2025_03_26") {
+        return;
+    }
     let _serial = SERIAL.lock().await;
-    let srv = start(HttpServerConfig::default()).await;
+    let srv = serve_http(hostile_server(), HttpServerConfig::default()).await;
     let batch =
         r#"[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"ping"}]"#;
     let refused = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: batches are only allowed in protocol version 2025-03-26"}}"#;
@@ -874,11 +835,14 @@ async fn batches_are_accepted_only_in_2025_03_26() {
         ]
     );
     // Stateless: the header names the revision (absent: 2025-03-26).
-    let stateless = start(HttpServerConfig {
-        stateless: true,
-        json_response: true,
-        ..HttpServerConfig::default()
-    })
+    let stateless = serve_http(
+        hostile_server(),
+        HttpServerConfig {
+            stateless: true,
+            json_response: true,
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let resp = post(&stateless.url, None, Some("2025-06-18"), batch).await;
     assert_eq!(resp.status(), 400);
@@ -928,6 +892,12 @@ async fn stuck_ws_client(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_never_blocks_notifications_to_others() {
+    if !support::alone(
+        module_path!(),
+        "a_client_that_stops_reading_never_blocks_notifications_to_others",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
     // 1 KiB notifications, 15 MB in all: well over what the kernel's buffers (up to 4 MiB
     // sending, 4 KiB receiving here) and the connection's queue (1024 messages) hold for the
@@ -950,7 +920,7 @@ async fn a_client_that_stops_reading_never_blocks_notifications_to_others() {
         )
         .await
     });
-    let srv = start_with(
+    let srv = serve_http(
         server.clone(),
         HttpServerConfig {
             legacy_sse: Some(purra_protocol::http::LegacySse::default()),
@@ -1152,6 +1122,12 @@ fn idle_ws_client(url: String) -> tokio::task::JoinHandle<Option<(CloseCode, Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_websocket_clients_never_hold_every_slot() {
+    if !support::alone(
+        module_path!(),
+        "idle_websocket_clients_never_hold_every_slot",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("ws://{}/", listener.local_addr().unwrap());
@@ -1201,6 +1177,12 @@ async fn idle_websocket_clients_never_hold_every_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_websocket_clients_are_closed_after_the_idle_timeout() {
+    if !support::alone(
+        module_path!(),
+        "silent_websocket_clients_are_closed_after_the_idle_timeout",
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("ws://{}/", listener.local_addr().unwrap());

@@ -5,7 +5,7 @@
 //! task-augmented request, poll the client's `tasks/get` once a second and read `tasks/result`;
 //! the exact text they report is asserted.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,12 +15,7 @@ use purra_protocol::types::{Content, CreateMessageResult, ElicitResult, JsonObje
 use purra_protocol::{Client, ClientOptions, ClientTaskOptions, Connection, HttpClientOptions};
 use serde_json::{json, Value};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
+use crate::support::process::{node, repo_root};
 
 fn existing(p: PathBuf) -> PathBuf {
     assert!(
@@ -29,13 +24,6 @@ fn existing(p: PathBuf) -> PathBuf {
         p.display()
     );
     p
-}
-
-fn node() -> PathBuf {
-    let peers = std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"));
-    existing(peers.join("bin/node"))
 }
 
 fn everything() -> PathBuf {
@@ -49,7 +37,7 @@ fn everything() -> PathBuf {
 type Asked = Arc<Mutex<Vec<Value>>>;
 
 /// A client that runs the server's elicitation and sampling as tasks, answering at once.
-fn options(asked: &Asked) -> ClientOptions {
+fn task_options(asked: &Asked) -> ClientOptions {
     let (a, b) = (asked.clone(), asked.clone());
     ClientOptions::default()
         .on_elicitation(false, move |p| {
@@ -96,7 +84,7 @@ fn created_id(text: &str) -> String {
     id
 }
 
-fn text(c: &Content) -> &str {
+fn text_of(c: &Content) -> &str {
     match c {
         Content::Text(t) => &t.text,
         other => panic!("not text: {other:?}"),
@@ -116,7 +104,7 @@ async fn run_both(conn: &Connection, asked: &Asked) {
         .call_tool("trigger-elicitation-request-async", json!({}))
         .await
         .expect("the elicitation tool");
-    let texts: Vec<&str> = r.content.iter().map(text).collect();
+    let texts: Vec<&str> = r.content.iter().map(text_of).collect();
     assert_eq!(texts.len(), 3, "{texts:?}");
     assert_eq!(
         texts[0],
@@ -146,7 +134,7 @@ async fn run_both(conn: &Connection, asked: &Asked) {
         .await
         .expect("the sampling tool");
     assert_eq!(r.content.len(), 1, "{:?}", r.content);
-    let text = text(&r.content[0]);
+    let text = text_of(&r.content[0]);
     let id = created_id(text);
     let (progress, raw) = split_json(text, "\n\n**Result:**\n");
     assert_eq!(
@@ -176,8 +164,9 @@ async fn run_both(conn: &Connection, asked: &Asked) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_servers_async_tools_run_client_tasks_over_stdio() {
     let asked = Asked::default();
-    let cmd = StdioCommand::new(node()).args([everything().into_os_string(), "stdio".into()]);
-    let conn = Client::connect_stdio(cmd, options(&asked))
+    let cmd =
+        StdioCommand::new(existing(node())).args([everything().into_os_string(), "stdio".into()]);
+    let conn = Client::connect_stdio(cmd, task_options(&asked))
         .await
         .expect("connect over stdio");
     run_both(&conn, &asked).await;
@@ -203,7 +192,7 @@ async fn the_reference_servers_async_tools_run_client_tasks_over_streamable_http
         .unwrap()
         .port();
     let _server = Killed(
-        Command::new(node())
+        Command::new(existing(node()))
             .arg(everything())
             .arg("streamableHttp")
             .env("PORT", port.to_string())
@@ -225,7 +214,7 @@ async fn the_reference_servers_async_tools_run_client_tasks_over_streamable_http
     let conn = Client::connect_http(
         &format!("http://127.0.0.1:{port}/mcp"),
         HttpClientOptions::default(),
-        options(&asked),
+        task_options(&asked),
     )
     .await
     .expect("connect over Streamable HTTP");

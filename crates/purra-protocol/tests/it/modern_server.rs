@@ -3,18 +3,12 @@
 //! shaped results, multi round-trip requests with a sealed requestState, and subscriptions/listen.
 //! Every answer is asserted as exact JSON (a requestState, which is random, is cut out first).
 
-use std::time::Duration;
-
-use purra_protocol::memory::{self, RawEnd};
 use purra_protocol::modern::{CacheHint, CacheScope, InputRequest, InputResponse};
 use purra_protocol::types::*;
 use purra_protocol::{HandlerResult, RequestCtx, Server};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
+use crate::support::{ask, recv, start, Nothing};
 
 fn name_form(message: &str, field: &str) -> ElicitParams {
     ElicitParams::form(
@@ -26,7 +20,7 @@ fn name_form(message: &str, field: &str) -> ElicitParams {
     )
 }
 
-fn server() -> Server {
+fn modern_server() -> Server {
     let server = Server::builder("modern", "3")
         .logging()
         .cache_hint("tools/list", CacheHint::new(60_000, CacheScope::Public))
@@ -118,24 +112,6 @@ fn server() -> Server {
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{},"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}"#;
 
-async fn start(server: &Server) -> RawEnd {
-    let (t, raw) = memory::raw();
-    server.start(t);
-    raw
-}
-
-async fn recv(raw: &mut RawEnd) -> String {
-    tokio::time::timeout(Duration::from_secs(5), raw.recv())
-        .await
-        .expect("an answer")
-        .expect("open")
-}
-
-async fn ask(raw: &mut RawEnd, frame: String) -> String {
-    raw.send(frame).await;
-    recv(raw).await
-}
-
 /// Cuts the (random) requestState out of an answer: (the answer with `"requestState":"…"`
 /// replaced by `"requestState":"<state>"`, the state).
 /// `got` and `want` are the same JSON value (members in any order: serde_json keeps insertion
@@ -157,7 +133,7 @@ const INFO: &str =
 
 #[tokio::test]
 async fn discover_and_lists_carry_the_revisions_members() {
-    let mut raw = start(&server()).await;
+    let mut raw = start(&modern_server()).await;
     let got = ask(
         &mut raw,
         format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{META}}}}}"#),
@@ -201,7 +177,7 @@ async fn discover_and_lists_carry_the_revisions_members() {
 
 #[tokio::test]
 async fn the_ladder_and_removed_methods_answer_with_the_revisions_codes() {
-    let mut raw = start(&server()).await;
+    let mut raw = start(&modern_server()).await;
     for (id, method) in [
         (1, "ping"),
         (2, "logging/setLevel"),
@@ -222,20 +198,20 @@ async fn the_ladder_and_removed_methods_answer_with_the_revisions_codes() {
     }
     let got = ask(
         &mut raw,
-        r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}"#.into(),
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}"#,
     )
     .await;
     assert_eq!(
         got,
         r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"Invalid params: params._meta must be an object carrying \"io.modelcontextprotocol/protocolVersion\" and \"io.modelcontextprotocol/clientCapabilities\""}}"#
     );
-    let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#.into()).await;
+    let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#).await;
     same_json(
         &got,
         r#"{"jsonrpc":"2.0","id":6,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"requested":"2099-01-01","supported":["2026-07-28"]}}}"#,
     );
     // The connection chose the modern revision: a handshake now names what it speaks.
-    let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#.into()).await;
+    let got = ask(&mut raw, r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
     assert_eq!(
         got,
         r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32022,"message":"Unsupported protocol version: this connection speaks 2026-07-28 and accepts no initialize handshake","data":{"requested":"2025-11-25","supported":["2026-07-28"]}}}"#
@@ -244,8 +220,8 @@ async fn the_ladder_and_removed_methods_answer_with_the_revisions_codes() {
 
 #[tokio::test]
 async fn a_handshake_connection_refuses_modern_requests() {
-    let mut raw = start(&server()).await;
-    let init = ask(&mut raw, r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#.into()).await;
+    let mut raw = start(&modern_server()).await;
+    let init = ask(&mut raw, r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
     assert!(init.contains(r#""protocolVersion":"2025-11-25""#), "{init}");
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
         .await;
@@ -262,7 +238,7 @@ async fn a_handshake_connection_refuses_modern_requests() {
 
 #[tokio::test]
 async fn an_elicitation_round_trips_through_input_required() {
-    let mut raw = start(&server()).await;
+    let mut raw = start(&modern_server()).await;
     let call = |id: u32, extra: &str| {
         format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"greet","arguments":{{}}{extra},{META}}}}}"#
@@ -332,7 +308,7 @@ async fn an_elicitation_round_trips_through_input_required() {
 
 #[tokio::test]
 async fn rounds_carry_answers_and_handler_state() {
-    let mut raw = start(&server()).await;
+    let mut raw = start(&modern_server()).await;
     let call = |id: u32, extra: String| {
         format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"two_steps","arguments":{{}}{extra},{META}}}}}"#
@@ -364,7 +340,7 @@ async fn rounds_carry_answers_and_handler_state() {
 
 #[tokio::test]
 async fn requests_made_together_are_asked_together_and_capabilities_are_honoured() {
-    let mut raw = start(&server()).await;
+    let mut raw = start(&modern_server()).await;
     let (shape, _) = cut_state(&ask(&mut raw, format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"all_at_once",{META}}}}}"#)).await);
     assert!(
         shape.contains(r#""inputRequests":{"user_name":{"method":"elicitation/create","#)
@@ -399,7 +375,7 @@ async fn requests_made_together_are_asked_together_and_capabilities_are_honoured
 
 #[tokio::test]
 async fn log_messages_go_only_to_requests_that_ask_for_a_level() {
-    let mut raw = start(&server()).await;
+    let mut raw = start(&modern_server()).await;
     let got = ask(
         &mut raw,
         format!(
@@ -430,7 +406,7 @@ async fn log_messages_go_only_to_requests_that_ask_for_a_level() {
 
 #[tokio::test]
 async fn listen_acknowledges_then_tags_what_changes() {
-    let server = server();
+    let server = modern_server();
     let mut raw = start(&server).await;
     raw.send(format!(r#"{{"jsonrpc":"2.0","id":"sub","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true,"promptsListChanged":true,"resourceSubscriptions":["m://a"]}},{META}}}}}"#)).await;
     assert_eq!(

@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -30,24 +29,17 @@ use purra_protocol::{
     HttpServerConfig, RequestCtx, Server, StreamableHttpServer,
 };
 use reqwest::Url;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{json, Value};
+
+use crate::support::{
+    self,
+    process::{node, repo_root},
+    Nothing, INIT,
+};
 
 /// How long purra-public's access tokens live at the authorization server.
 const PUBLIC_TTL: u64 = 4;
 const REDIRECT_URI: &str = "http://127.0.0.1/callback";
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn node() -> PathBuf {
-    let peers = std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"));
-    peers.join("bin/node")
-}
 
 /// The authorization server's issuer URL; the server is started on first use and lives as long
 /// as this test binary (it exits when its stdin closes).
@@ -88,7 +80,8 @@ fn issuer() -> &'static str {
         .0
 }
 
-/// Everything purra-protocol logs in this binary, at every level.
+/// Everything purra-protocol logs in this process, at every level (a global subscriber: the one
+/// test that reads it runs alone in a child process).
 fn logs() -> &'static Mutex<Vec<u8>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
     LOGS.get_or_init(|| {
@@ -115,9 +108,6 @@ impl std::io::Write for Capture {
         Ok(())
     }
 }
-
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
 
 /// A purra server behind the guard: `whoami` answers with the principal the handler sees,
 /// `write` needs `mcp:write` on top of the `mcp:read` every request needs.
@@ -303,6 +293,14 @@ fn text(r: &purra_protocol::types::CallToolResult) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authorization_code_flow_step_up_and_refresh() {
+    // Alone in a child process: the global subscriber that captures the logs sees only this
+    // test's events.
+    if !support::alone(
+        module_path!(),
+        "authorization_code_flow_step_up_and_refresh",
+    ) {
+        return;
+    }
     let logs = logs();
     let server = guarded().await;
     let browser = Browser::new("ada");
@@ -439,10 +437,8 @@ fn resigned_by_another_key(token: &str) -> String {
     format!("{input}.{}", b64url(sig.as_ref()))
 }
 
-const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-
 /// POSTs `body` with `token` (and `session`); status, `WWW-Authenticate`, session id, body.
-async fn post(
+async fn post_bearer(
     url: &str,
     token: Option<&str>,
     session: Option<&str>,
@@ -470,7 +466,7 @@ async fn post(
     (resp.status().as_u16(), www, sid, resp.text().await.unwrap())
 }
 
-fn call(id: u32, tool: &str) -> String {
+fn call_frame(id: u32, tool: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
            "params": {"name": tool, "arguments": {}}})
     .to_string()
@@ -503,7 +499,7 @@ async fn guard_refusals() {
     );
 
     // No token.
-    let (status, www, _, _) = post(url, None, None, INIT).await;
+    let (status, www, _, _) = post_bearer(url, None, None, INIT).await;
     assert_eq!(status, 401);
     assert_eq!(
         www,
@@ -514,7 +510,7 @@ async fn guard_refusals() {
 
     // A token for another resource.
     let other = service_token("purra-service", "http://127.0.0.1:1/other", "mcp:read").await;
-    let (status, www, _, body) = post(url, Some(&other), None, INIT).await;
+    let (status, www, _, body) = post_bearer(url, Some(&other), None, INIT).await;
     assert_eq!(
         (status, www),
         (401, invalid("the token is for another resource"))
@@ -524,7 +520,7 @@ async fn guard_refusals() {
     // A token signed by another key.
     let good = service_token("purra-service", url, "mcp:read").await;
     let forged = resigned_by_another_key(&good);
-    let (status, www, _, _) = post(url, Some(&forged), None, INIT).await;
+    let (status, www, _, _) = post_bearer(url, Some(&forged), None, INIT).await;
     assert_eq!(
         (status, www),
         (401, invalid("the token's signature is invalid"))
@@ -532,17 +528,18 @@ async fn guard_refusals() {
 
     // An expired token (purra-short's live 1 s; the guard allows 1 s of clock skew).
     let short = service_token("purra-short", url, "mcp:read").await;
-    let (status, _, _, _) = post(url, Some(&short), None, INIT).await;
+    let (status, _, _, _) = post_bearer(url, Some(&short), None, INIT).await;
     assert_eq!(status, 200, "before it expires");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (status, www, _, _) = post(url, Some(&short), None, INIT).await;
+    let (status, www, _, _) = post_bearer(url, Some(&short), None, INIT).await;
     assert_eq!((status, www), (401, invalid("the token has expired")));
 
     // A token missing a scope: mcp:read opens a session, `write` needs mcp:write too.
-    let (status, _, sid, _) = post(url, Some(&good), None, INIT).await;
+    let (status, _, sid, _) = post_bearer(url, Some(&good), None, INIT).await;
     assert_eq!(status, 200);
     let sid = sid.unwrap();
-    let (status, www, _, body) = post(url, Some(&good), Some(&sid), &call(2, "write")).await;
+    let (status, www, _, body) =
+        post_bearer(url, Some(&good), Some(&sid), &call_frame(2, "write")).await;
     assert_eq!(status, 403);
     assert_eq!(
         www,
@@ -557,7 +554,7 @@ async fn guard_refusals() {
     );
     // A token without even the required scope.
     let none = service_token("purra-service", url, "").await;
-    let (status, www, _, _) = post(url, Some(&none), None, INIT).await;
+    let (status, www, _, _) = post_bearer(url, Some(&none), None, INIT).await;
     assert_eq!(status, 403);
     assert_eq!(
         www,
@@ -577,18 +574,19 @@ async fn sessions_are_bound_to_their_principal() {
     let alice2 = service_token("purra-service", url, "mcp:read").await;
     assert_ne!(alice, alice2);
 
-    let (status, _, sid, _) = post(url, Some(&alice), None, INIT).await;
+    let (status, _, sid, _) = post_bearer(url, Some(&alice), None, INIT).await;
     assert_eq!(status, 200);
     let sid = sid.unwrap();
     // The session is still pending (no request since initialize): refused to another all
     // the same, and still there for its owner afterwards.
     let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    let (status, _, _, body) = post(url, Some(&mallory), Some(&sid), note).await;
+    let (status, _, _, body) = post_bearer(url, Some(&mallory), Some(&sid), note).await;
     assert_eq!(status, 404, "{body}");
-    let (status, _, _, _) = post(url, Some(&alice), Some(&sid), note).await;
+    let (status, _, _, _) = post_bearer(url, Some(&alice), Some(&sid), note).await;
     assert_eq!(status, 202);
 
-    let (status, _, _, body) = post(url, Some(&alice2), Some(&sid), &call(2, "whoami")).await;
+    let (status, _, _, body) =
+        post_bearer(url, Some(&alice2), Some(&sid), &call_frame(2, "whoami")).await;
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     let me: Value =
@@ -601,7 +599,8 @@ async fn sessions_are_bound_to_their_principal() {
 
     // Another principal presenting the session id: 404 on POST, GET, GET with
     // Last-Event-ID (replay) and DELETE.
-    let (status, _, _, body) = post(url, Some(&mallory), Some(&sid), &call(3, "whoami")).await;
+    let (status, _, _, body) =
+        post_bearer(url, Some(&mallory), Some(&sid), &call_frame(3, "whoami")).await;
     assert_eq!(status, 404);
     assert_eq!(
         body,
@@ -633,7 +632,8 @@ async fn sessions_are_bound_to_their_principal() {
     assert_eq!(resp.status(), 404);
 
     // The owner's session is untouched.
-    let (status, _, _, body) = post(url, Some(&alice), Some(&sid), &call(4, "whoami")).await;
+    let (status, _, _, body) =
+        post_bearer(url, Some(&alice), Some(&sid), &call_frame(4, "whoami")).await;
     assert_eq!(status, 200, "{body}");
 }
 

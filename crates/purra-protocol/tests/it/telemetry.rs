@@ -10,13 +10,12 @@ use purra_protocol::{
 };
 use serde_json::json;
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct Nothing {}
+use crate::support::{self, Nothing};
 
 /// What the observer heard: method, tool, outcome.
 type Heard = Arc<Mutex<Vec<(String, Option<String>, RequestOutcome)>>>;
 
-fn server(seen: Heard) -> Server {
+fn observed_server(seen: Heard) -> Server {
     let server = Server::builder("observed", "1")
         .observe_requests(move |r| {
             seen.lock()
@@ -41,7 +40,7 @@ fn server(seen: Heard) -> Server {
 async fn the_observer_hears_every_request_with_its_tool_and_outcome() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let server = server(seen.clone());
+    let server = observed_server(seen.clone());
     assert_eq!(server.open_sessions(), 0);
     let (a, b) = memory::pair();
     tokio::spawn({
@@ -162,11 +161,18 @@ where
 #[tokio::test]
 async fn finding_1_span_names_carry_only_known_methods_and_tools() {
     use tracing_subscriber::layer::SubscriberExt;
+    // Alone in a child process: no other test registers the same callsites meanwhile.
+    if !support::alone(
+        module_path!(),
+        "finding_1_span_names_carry_only_known_methods_and_tools",
+    ) {
+        return;
+    }
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let fields = SpanFields::default();
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(fields.clone()));
-    let server = server(Arc::new(Mutex::new(Vec::new())));
+    let server = observed_server(Arc::new(Mutex::new(Vec::new())));
     let (a, b) = memory::pair();
     tokio::spawn({
         let server = server.clone();

@@ -15,15 +15,17 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
+use crate::support::{
+    http::{post, serve_http},
+    Nothing, INIT,
+};
 
 #[derive(Deserialize, JsonSchema)]
-struct Count {
+struct Repeat {
     n: u32,
 }
 
-fn test_server() -> Server {
+fn http_test_server() -> Server {
     let server = Server::builder("http-test", "1").logging().build();
     server
         .tool(
@@ -36,7 +38,7 @@ fn test_server() -> Server {
         .tool(
             "chatty",
             "logs n messages, 30 ms apart",
-            |a: Count, c: RequestCtx| async move {
+            |a: Repeat, c: RequestCtx| async move {
                 for i in 1..=a.n {
                     c.log(LoggingLevel::Info, None, json!(format!("m{i}")))
                         .await?;
@@ -63,56 +65,9 @@ fn test_server() -> Server {
     server
 }
 
-struct Running {
-    url: String,
-    http: StreamableHttpServer,
-    stop: CancellationToken,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn start(config: HttpServerConfig) -> Running {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let http = StreamableHttpServer::new(test_server(), config);
-    let stop = CancellationToken::new();
-    let serve = http.clone();
-    let token = stop.clone();
-    tokio::spawn(async move {
-        serve
-            .serve(listener, async move { token.cancelled().await })
-            .await
-    });
-    Running { url, http, stop }
-}
-
-const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-
-fn raw() -> reqwest::Client {
-    reqwest::Client::new()
-}
-
-async fn post(url: &str, session: Option<&str>, body: &str) -> reqwest::Response {
-    let mut rb = raw()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_owned());
-    if let Some(s) = session {
-        rb = rb
-            .header("mcp-session-id", s)
-            .header("mcp-protocol-version", "2025-11-25");
-    }
-    rb.send().await.unwrap()
-}
-
 /// Initializes a session; returns its id.
 async fn initialize(url: &str) -> String {
-    let resp = post(url, None, INIT).await;
+    let resp = post_at_2025(url, None, INIT).await;
     assert_eq!(resp.status(), 200);
     let id = resp.headers()["mcp-session-id"]
         .to_str()
@@ -126,7 +81,7 @@ async fn initialize(url: &str) -> String {
         "{body}"
     );
     assert!(body.contains(r#""protocolVersion":"2025-11-25""#), "{body}");
-    let resp = post(
+    let resp = post_at_2025(
         url,
         Some(&id),
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
@@ -169,21 +124,26 @@ async fn read_events(
     out
 }
 
+/// POSTs `body`; with `session`, the session id and the 2025-11-25 version header.
+async fn post_at_2025(url: &str, session: Option<&str>, body: &str) -> reqwest::Response {
+    post(url, session, session.map(|_| "2025-11-25"), body).await
+}
+
 #[tokio::test]
 async fn session_rules_answer_with_the_specified_statuses() {
-    let srv = start(HttpServerConfig::default()).await;
+    let srv = serve_http(http_test_server(), HttpServerConfig::default()).await;
     let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
     // No session id: 400. Unknown session: 404.
-    let resp = post(&srv.url, None, ping).await;
+    let resp = post_at_2025(&srv.url, None, ping).await;
     assert_eq!(resp.status(), 400);
     assert_eq!(
         resp.text().await.unwrap(),
         r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: missing Mcp-Session-Id header"}}"#
     );
-    let resp = post(&srv.url, Some("0123456789abcdef0123456789abcdef"), ping).await;
+    let resp = post_at_2025(&srv.url, Some("0123456789abcdef0123456789abcdef"), ping).await;
     assert_eq!(resp.status(), 404);
     let id = initialize(&srv.url).await;
-    let mut resp = post(&srv.url, Some(&id), ping).await;
+    let mut resp = post_at_2025(&srv.url, Some(&id), ping).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let events = read_events(&mut resp, |d| d.contains(r#""id":2"#)).await;
@@ -192,23 +152,26 @@ async fn session_rules_answer_with_the_specified_statuses() {
         r#"{"jsonrpc":"2.0","id":2,"result":{}}"#
     );
     // DELETE ends the session; it is unknown afterwards.
-    let resp = raw()
+    let resp = reqwest::Client::new()
         .delete(&srv.url)
         .header("mcp-session-id", &id)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert_eq!(post(&srv.url, Some(&id), ping).await.status(), 404);
+    assert_eq!(post_at_2025(&srv.url, Some(&id), ping).await.status(), 404);
     assert_eq!(srv.http.session_count(), 0);
 }
 
 #[tokio::test]
 async fn header_rules() {
-    let srv = start(HttpServerConfig {
-        max_body_bytes: 1024,
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        http_test_server(),
+        HttpServerConfig {
+            max_body_bytes: 1024,
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let id = initialize(&srv.url).await;
     let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
@@ -217,7 +180,7 @@ async fn header_rules() {
                 origin: Option<&'static str>,
                 host: Option<&'static str>,
                 body: String| {
-        let mut rb = raw()
+        let mut rb = reqwest::Client::new()
             .post(&srv.url)
             .header("content-type", "application/json")
             .header("accept", accept)
@@ -325,15 +288,15 @@ async fn header_rules() {
     .unwrap();
     assert_eq!(r.status(), 202);
     assert_eq!(r.text().await.unwrap(), "");
-    let r = raw().put(&srv.url).send().await.unwrap();
+    let r = reqwest::Client::new().put(&srv.url).send().await.unwrap();
     assert_eq!(r.status(), 405);
 }
 
 #[tokio::test]
 async fn a_dropped_stream_resumes_without_loss_or_duplication() {
-    let srv = start(HttpServerConfig::default()).await;
+    let srv = serve_http(http_test_server(), HttpServerConfig::default()).await;
     let id = initialize(&srv.url).await;
-    let mut resp = post(
+    let mut resp = post_at_2025(
         &srv.url,
         Some(&id),
         r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"chatty","arguments":{"n":10}}}"#,
@@ -345,7 +308,7 @@ async fn a_dropped_stream_resumes_without_loss_or_duplication() {
     assert_eq!(first.len(), 3);
     let last_id = first.last().unwrap().0.clone();
     tokio::time::sleep(Duration::from_millis(120)).await;
-    let mut resumed = raw()
+    let mut resumed = reqwest::Client::new()
         .get(&srv.url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", &id)
@@ -378,10 +341,13 @@ async fn a_dropped_stream_resumes_without_loss_or_duplication() {
 
 #[tokio::test]
 async fn the_client_resumes_a_stream_the_server_closed() {
-    let srv = start(HttpServerConfig {
-        sse_retry_ms: 100,
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        http_test_server(),
+        HttpServerConfig {
+            sse_retry_ms: 100,
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let conn = Client::connect_http(
         &srv.url,
@@ -409,14 +375,17 @@ async fn the_client_resumes_a_stream_the_server_closed() {
 
 #[tokio::test]
 async fn stateless_and_json_modes() {
-    let srv = start(HttpServerConfig {
-        stateless: true,
-        json_response: true,
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        http_test_server(),
+        HttpServerConfig {
+            stateless: true,
+            json_response: true,
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     // No initialize, no session: a request is served on its own, as JSON.
-    let resp = raw()
+    let resp = reqwest::Client::new()
         .post(&srv.url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -432,7 +401,7 @@ async fn stateless_and_json_modes() {
         resp.text().await.unwrap(),
         r#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"hi"}]}}"#
     );
-    let resp = raw()
+    let resp = reqwest::Client::new()
         .get(&srv.url)
         .header("accept", "text/event-stream")
         .send()
@@ -461,10 +430,13 @@ async fn stateless_and_json_modes() {
 
 #[tokio::test]
 async fn the_client_reinitializes_after_its_session_expires() {
-    let srv = start(HttpServerConfig {
-        session_idle_timeout: Duration::from_millis(200),
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        http_test_server(),
+        HttpServerConfig {
+            session_idle_timeout: Duration::from_millis(200),
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let http = HttpClientOptions {
         open_get_stream: false,
@@ -558,7 +530,7 @@ async fn client_error_kinds_are_distinct() {
 async fn custom_headers_reach_the_server_per_connection_and_per_request() {
     let seen = Arc::new(Mutex::new(Vec::<(String, Option<String>)>::new()));
     let sink = seen.clone();
-    let srv = start(HttpServerConfig::default()).await;
+    let srv = serve_http(http_test_server(), HttpServerConfig::default()).await;
     // A front that records headers, then forwards to the MCP server.
     let upstream = srv.url.clone();
     let app = axum::Router::new().route(
@@ -636,26 +608,30 @@ async fn custom_headers_reach_the_server_per_connection_and_per_request() {
 
 #[tokio::test]
 async fn the_standalone_server_answers_only_at_its_endpoint() {
-    let srv = start(HttpServerConfig::default()).await;
+    let srv = serve_http(http_test_server(), HttpServerConfig::default()).await;
     let base = srv.url.strip_suffix("/mcp").unwrap();
     // Any other path, a trailing slash, a prefix: 404 with an empty body, whatever the method,
     // as the router of `StreamableHttpServer::router` answers.
     for path in ["/", "/other", "/mcp/", "/mc", "/mcp/x", "/MCP"] {
-        let resp = post(&format!("{base}{path}"), None, INIT).await;
+        let resp = post_at_2025(&format!("{base}{path}"), None, INIT).await;
         assert_eq!(resp.status(), 404, "{path}");
         assert_eq!(resp.text().await.unwrap(), "", "{path}");
-        let get = raw().get(format!("{base}{path}")).send().await.unwrap();
+        let get = reqwest::Client::new()
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(get.status(), 404, "{path}");
     }
     // The endpoint itself, with a query string: served.
-    let resp = post(&format!("{}?x=1", srv.url), None, INIT).await;
+    let resp = post_at_2025(&format!("{}?x=1", srv.url), None, INIT).await;
     assert_eq!(resp.status(), 200);
     assert!(resp.headers().contains_key("mcp-session-id"));
 }
 
 #[tokio::test]
 async fn binds_loopback_by_default_and_shuts_down_with_open_streams() {
-    let bound = StreamableHttpServer::new(test_server(), HttpServerConfig::default())
+    let bound = StreamableHttpServer::new(http_test_server(), HttpServerConfig::default())
         .bind()
         .await
         .unwrap();
@@ -666,7 +642,7 @@ async fn binds_loopback_by_default_and_shuts_down_with_open_streams() {
     let serving = tokio::spawn(bound.serve(async move { token.cancelled().await }));
     let url = format!("http://{addr}/mcp");
     let id = initialize(&url).await;
-    let stream = raw()
+    let stream = reqwest::Client::new()
         .get(&url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", &id)
@@ -675,7 +651,7 @@ async fn binds_loopback_by_default_and_shuts_down_with_open_streams() {
         .unwrap();
     assert_eq!(stream.status(), 200);
     // A second standalone stream for the same session is refused.
-    let second = raw()
+    let second = reqwest::Client::new()
         .get(&url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", &id)
@@ -697,7 +673,7 @@ async fn binds_loopback_by_default_and_shuts_down_with_open_streams() {
 struct Principal(String);
 
 fn whoami_server() -> Server {
-    let server = test_server();
+    let server = http_test_server();
     server
         .tool(
             "whoami",
@@ -761,7 +737,7 @@ async fn handlers_see_the_http_request_and_the_session_id_when_mounted() {
             .await
     });
     let id = initialize(&url).await;
-    let mut resp = raw()
+    let mut resp = reqwest::Client::new()
         .post(&url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -782,7 +758,7 @@ async fn handlers_see_the_http_request_and_the_session_id_when_mounted() {
         )
     );
     // The rest of the app is served as before.
-    let health = raw()
+    let health = reqwest::Client::new()
         .get(url.replace("/mcp", "/health"))
         .send()
         .await
@@ -790,7 +766,7 @@ async fn handlers_see_the_http_request_and_the_session_id_when_mounted() {
     assert_eq!(health.text().await.unwrap(), "ok");
     // Graceful shutdown of the app, with the session's GET stream open: the token ends the
     // stream, so axum's shutdown completes.
-    let stream = raw()
+    let stream = reqwest::Client::new()
         .get(&url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", &id)
@@ -842,7 +818,7 @@ async fn stateless_handlers_see_the_request_without_a_session() {
 #[tokio::test]
 async fn the_authority_is_checked_when_http2_carries_no_host_header() {
     use tower::ServiceExt;
-    let http = StreamableHttpServer::new(test_server(), HttpServerConfig::default());
+    let http = StreamableHttpServer::new(http_test_server(), HttpServerConfig::default());
     let ping = |uri: &'static str, host: Option<&'static str>| {
         let mut b = axum::http::Request::post(uri)
             .version(axum::http::Version::HTTP_2)
@@ -879,13 +855,16 @@ async fn the_authority_is_checked_when_http2_carries_no_host_header() {
 
 #[tokio::test]
 async fn idle_sse_streams_carry_keep_alive_comments() {
-    let srv = start(HttpServerConfig {
-        sse_keep_alive: Some(Duration::from_millis(100)),
-        ..HttpServerConfig::default()
-    })
+    let srv = serve_http(
+        http_test_server(),
+        HttpServerConfig {
+            sse_keep_alive: Some(Duration::from_millis(100)),
+            ..HttpServerConfig::default()
+        },
+    )
     .await;
     let id = initialize(&srv.url).await;
-    let mut stream = raw()
+    let mut stream = reqwest::Client::new()
         .get(&srv.url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", &id)
@@ -917,8 +896,8 @@ async fn idle_sse_streams_carry_keep_alive_comments() {
 
 #[tokio::test]
 async fn a_refused_initialize_keeps_no_session() {
-    let srv = start(HttpServerConfig::default()).await;
-    let resp = post(
+    let srv = serve_http(http_test_server(), HttpServerConfig::default()).await;
+    let resp = post_at_2025(
         &srv.url,
         None,
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#,
@@ -959,7 +938,7 @@ fn gated_server(gate: Arc<tokio::sync::Semaphore>) -> Server {
 }
 
 async fn post_at(url: &str, session: Option<&str>, version: &str, body: &str) -> reqwest::Response {
-    let mut rb = raw()
+    let mut rb = reqwest::Client::new()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")

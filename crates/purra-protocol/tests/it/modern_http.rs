@@ -9,17 +9,14 @@ use purra_protocol::modern::InputRequest;
 use purra_protocol::types::*;
 use purra_protocol::Principal;
 use purra_protocol::{HandlerResult, HttpServerConfig, RequestCtx, Server, StreamableHttpServer};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
+use crate::support::Nothing;
 
 static CANCELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-fn server() -> Server {
+fn mh_server() -> Server {
     let server = Server::builder("mh", "1").logging().build();
     server
         .tool(
@@ -90,13 +87,13 @@ fn server() -> Server {
     server
 }
 
-struct Running {
+struct Routed {
     url: String,
     server: Server,
     stop: CancellationToken,
 }
 
-impl Drop for Running {
+impl Drop for Routed {
     fn drop(&mut self) {
         self.stop.cancel();
     }
@@ -104,8 +101,8 @@ impl Drop for Running {
 
 /// Serves over real sockets; a header `x-test-user` becomes the request's principal, as an
 /// authentication layer in front of the endpoint would make it.
-async fn start() -> Running {
-    let server = server();
+async fn serve_routed() -> Routed {
+    let server = mh_server();
     let http = StreamableHttpServer::new(server.clone(), HttpServerConfig::default());
     let app = http.router().layer(axum::middleware::from_fn(
         |mut req: axum::extract::Request, next: axum::middleware::Next| async move {
@@ -129,15 +126,16 @@ async fn start() -> Running {
             .with_graceful_shutdown(async move { token.cancelled().await })
             .await
     });
-    Running { url, server, stop }
+    Routed { url, server, stop }
 }
 
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}"#;
-const INFO: &str = r#""_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mh","version":"1"}}"#;
+const META_ELICIT: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}"#;
+const MH_INFO: &str =
+    r#""_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mh","version":"1"}}"#;
 
 /// POSTs `body` with the standard modern headers plus `extra` (a header named with an empty
 /// value is removed); returns status, content type and body.
-async fn post(
+async fn post_modern(
     url: &str,
     method: &str,
     name: Option<&str>,
@@ -183,14 +181,14 @@ async fn post(
 
 fn call(id: u32, tool: &str, args: &str, extra: &str) -> String {
     format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}{extra},{META}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}{extra},{META_ELICIT}}}}}"#
     )
 }
 
 #[tokio::test]
 async fn a_modern_request_is_one_json_exchange() {
-    let r = start().await;
-    let (status, ct, body) = post(
+    let r = serve_routed().await;
+    let (status, ct, body) = post_modern(
         &r.url,
         "tools/call",
         Some("hi"),
@@ -202,7 +200,7 @@ async fn a_modern_request_is_one_json_exchange() {
     assert_eq!(
         body,
         format!(
-            r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"hi"}}],"resultType":"complete",{INFO}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"hi"}}],"resultType":"complete",{MH_INFO}}}}}"#
         )
     );
     // No session was made: a GET or DELETE in this revision is 405.
@@ -222,17 +220,18 @@ async fn a_modern_request_is_one_json_exchange() {
 
 #[tokio::test]
 async fn headers_and_errors_map_to_the_revisions_statuses() {
-    let r = start().await;
-    let list = format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{{META}}}}}"#);
+    let r = serve_routed().await;
+    let list =
+        format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{{META_ELICIT}}}}}"#);
     // Mcp-Method disagrees with the body.
-    let (s, _, b) = post(&r.url, "tools/call", None, list.clone(), &[]).await;
+    let (s, _, b) = post_modern(&r.url, "tools/call", None, list.clone(), &[]).await;
     assert_eq!(s, 400);
     assert_eq!(
         b,
         r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32020,"message":"Header mismatch: Mcp-Method header value \"tools/call\" does not match body value \"tools/list\""}}"#
     );
     // Header names are case-insensitive and values are trimmed.
-    let (s, _, _) = post(
+    let (s, _, _) = post_modern(
         &r.url,
         "tools/list",
         None,
@@ -242,7 +241,7 @@ async fn headers_and_errors_map_to_the_revisions_statuses() {
     .await;
     assert_eq!(s, 200);
     // Mcp-Name disagrees.
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/call",
         Some("other"),
@@ -253,7 +252,7 @@ async fn headers_and_errors_map_to_the_revisions_statuses() {
     assert_eq!(s, 400);
     assert!(b.contains(r#""code":-32020"#), "{b}");
     // A modern body without the version header is a header mismatch, not a legacy request.
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/list",
         None,
@@ -268,7 +267,7 @@ async fn headers_and_errors_map_to_the_revisions_statuses() {
     );
     // An unknown version is -32022 with 400.
     let unknown = list.replace(r#""2026-07-28""#, r#""v9""#);
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/list",
         None,
@@ -294,8 +293,9 @@ async fn headers_and_errors_map_to_the_revisions_statuses() {
         "resources/unsubscribe",
         "nothing/here",
     ] {
-        let body = format!(r#"{{"jsonrpc":"2.0","id":5,"method":"{method}","params":{{{META}}}}}"#);
-        let (s, _, b) = post(&r.url, method, None, body, &[]).await;
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":5,"method":"{method}","params":{{{META_ELICIT}}}}}"#);
+        let (s, _, b) = post_modern(&r.url, method, None, body, &[]).await;
         assert_eq!(s, 404, "{method}");
         assert_eq!(
             b,
@@ -305,7 +305,7 @@ async fn headers_and_errors_map_to_the_revisions_statuses() {
         );
     }
     // A missing envelope is -32602 with 400.
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/list",
         None,
@@ -319,13 +319,13 @@ async fn headers_and_errors_map_to_the_revisions_statuses() {
 
 #[tokio::test]
 async fn mirrored_arguments_must_match_their_headers() {
-    let r = start().await;
+    let r = serve_routed().await;
     let args = r#"{"region":"Zürich","n":7}"#;
     let headers = [
         ("mcp-param-region", "=?base64?WsO8cmljaA==?="),
         ("mcp-param-n", "7"),
     ];
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/call",
         Some("in_region"),
@@ -335,7 +335,7 @@ async fn mirrored_arguments_must_match_their_headers() {
     .await;
     assert_eq!(s, 200, "{b}");
     assert!(b.contains(r#""text":"ran in \"Zürich\"""#), "{b}");
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/call",
         Some("in_region"),
@@ -352,7 +352,7 @@ async fn mirrored_arguments_must_match_their_headers() {
         ("mcp-param-region", "=?base64?WsO8cmljaA?="),
         ("mcp-param-n", "7"),
     ];
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/call",
         Some("in_region"),
@@ -366,10 +366,10 @@ async fn mirrored_arguments_must_match_their_headers() {
 
 #[tokio::test]
 async fn notifications_before_the_result_make_a_request_scoped_stream() {
-    let r = start().await;
+    let r = serve_routed().await;
     let body =
         call(1, "steps", "{}", "").replace(r#""_meta":{"#, r#""_meta":{"progressToken":"p","#);
-    let (s, ct, b) = post(&r.url, "tools/call", Some("steps"), body, &[]).await;
+    let (s, ct, b) = post_modern(&r.url, "tools/call", Some("steps"), body, &[]).await;
     assert_eq!((s, ct.as_str()), (200, "text/event-stream"));
     assert_eq!(
         b,
@@ -378,7 +378,7 @@ async fn notifications_before_the_result_make_a_request_scoped_stream() {
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1.0,"total":2.0}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":2.0,"total":2.0}}"#,
             format_args!(
-                r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"stepped"}}],"resultType":"complete",{INFO}}}}}"#
+                r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"stepped"}}],"resultType":"complete",{MH_INFO}}}}}"#
             )
         )
     );
@@ -386,8 +386,8 @@ async fn notifications_before_the_result_make_a_request_scoped_stream() {
 
 #[tokio::test]
 async fn request_state_is_bound_to_the_principal() {
-    let r = start().await;
-    let (s, _, first) = post(
+    let r = serve_routed().await;
+    let (s, _, first) = post_modern(
         &r.url,
         "tools/call",
         Some("confirm"),
@@ -402,7 +402,7 @@ async fn request_state_is_bound_to_the_principal() {
     let retry = format!(
         r#","inputResponses":{{"confirm":{{"action":"accept","content":{{"ok":true}}}}}},"requestState":"{state}""#
     );
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/call",
         Some("confirm"),
@@ -415,7 +415,7 @@ async fn request_state_is_bound_to_the_principal() {
         b,
         r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid or expired requestState","data":{"reason":"invalid_request_state"}}}"#
     );
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/call",
         Some("confirm"),
@@ -424,7 +424,7 @@ async fn request_state_is_bound_to_the_principal() {
     )
     .await;
     assert_eq!(s, 400, "{b}");
-    let (s, _, b) = post(
+    let (s, _, b) = post_modern(
         &r.url,
         "tools/call",
         Some("confirm"),
@@ -438,9 +438,9 @@ async fn request_state_is_bound_to_the_principal() {
 
 #[tokio::test]
 async fn listen_streams_what_changes_until_the_client_leaves() {
-    let r = start().await;
+    let r = serve_routed().await;
     let body = format!(
-        r#"{{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META_ELICIT}}}}}"#
     );
     let resp = reqwest::Client::new()
         .post(&r.url)
@@ -457,9 +457,9 @@ async fn listen_streams_what_changes_until_the_client_leaves() {
     assert_eq!(resp.headers()["x-accel-buffering"], "no");
     let mut resp = resp;
     let mut got = String::new();
-    read_events(&mut resp, &mut got, 1).await;
+    read_chunks(&mut resp, &mut got, 1).await;
     r.server.remove_tool("hi");
-    read_events(&mut resp, &mut got, 2).await;
+    read_chunks(&mut resp, &mut got, 2).await;
     assert_eq!(
         got,
         concat!(
@@ -470,7 +470,7 @@ async fn listen_streams_what_changes_until_the_client_leaves() {
 }
 
 /// Reads SSE chunks until `got` holds `events` complete events.
-async fn read_events(resp: &mut reqwest::Response, got: &mut String, events: usize) {
+async fn read_chunks(resp: &mut reqwest::Response, got: &mut String, events: usize) {
     while got.matches("\n\n").count() < events {
         let chunk = tokio::time::timeout(Duration::from_secs(5), resp.chunk())
             .await
@@ -483,7 +483,7 @@ async fn read_events(resp: &mut reqwest::Response, got: &mut String, events: usi
 
 #[tokio::test]
 async fn closing_the_stream_cancels_the_request() {
-    let r = start().await;
+    let r = serve_routed().await;
     let body = call(1, "wait", "{}", "").replace(r#""_meta":{"#, r#""_meta":{"progressToken":1,"#);
     let mut resp = reqwest::Client::new()
         .post(&r.url)
@@ -497,7 +497,7 @@ async fn closing_the_stream_cancels_the_request() {
         .await
         .unwrap();
     let mut got = String::new();
-    read_events(&mut resp, &mut got, 1).await;
+    read_chunks(&mut resp, &mut got, 1).await;
     assert!(got.contains("notifications/progress"), "{got}");
     assert!(!CANCELLED.load(std::sync::atomic::Ordering::SeqCst));
     drop(resp);

@@ -1,52 +1,19 @@
-//! 1000 unused Streamable HTTP sessions expire and give their memory back (its own test binary:
-//! a counting global allocator measures live heap bytes exactly, which RSS cannot); one principal
-//! at its session bound closes only its own sessions and never keeps another from opening one.
-#![allow(unsafe_code)] // the counting allocator below forwards to the system allocator
+//! 1000 unused Streamable HTTP sessions expire and give their memory back (run alone in a child
+//! process of the test binary: its counting global allocator, `support::heap`, measures live
+//! heap bytes exactly, which RSS cannot); one principal at its session bound closes only its own
+//! sessions and never keeps another from opening one.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use purra_protocol::{
     HandlerResult, HttpServerConfig, Principal, RequestCtx, Server, StreamableHttpServer,
 };
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to `System`; only a counter is updated.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
+use crate::support::{self, heap, Nothing, INIT};
 
 /// The expiry of unused sessions; the server's own sweeper (every quarter of it) does the
 /// expiring. Opening the 1000 must take less.
 const IDLE: Duration = Duration::from_secs(10);
-
-const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
 
 /// Opens `n` sessions with bare initializations (16 at a time): each answered `initialize` and
 /// was not used since, so it is pending and expires after `pending_session_timeout`.
@@ -83,6 +50,12 @@ async fn settle() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_idle_sessions_expire_and_memory_returns_to_baseline() {
+    if !support::alone(
+        module_path!(),
+        "a_thousand_idle_sessions_expire_and_memory_returns_to_baseline",
+    ) {
+        return;
+    }
     let server = Server::builder("mem", "1").build();
     server
         .tool(
@@ -111,13 +84,13 @@ async fn a_thousand_idle_sessions_expire_and_memory_returns_to_baseline() {
     tokio::time::sleep(IDLE + IDLE / 2).await;
     settle().await;
     assert_eq!(http.pending_session_count(), 0);
-    let baseline = LIVE.load(Ordering::Relaxed);
+    let baseline = heap::live();
 
     let t = std::time::Instant::now();
     open_sessions(&client, &url, 1000).await;
     eprintln!("1000 sessions opened in {:?}", t.elapsed());
     assert_eq!(http.pending_session_count(), 1000);
-    let peak = LIVE.load(Ordering::Relaxed);
+    let peak = heap::live();
     let per_session = (peak - baseline) / 1000;
     assert!(
         per_session > 1000,
@@ -131,13 +104,13 @@ async fn a_thousand_idle_sessions_expire_and_memory_returns_to_baseline() {
     // engines finish dropping on their own tasks, later on a loaded machine: wait for that (up
     // to 10 s) rather than for a fixed time; a leak never gets there.
     let bound = (peak - baseline) / 50;
-    let mut after = LIVE.load(Ordering::Relaxed);
+    let mut after = heap::live();
     for _ in 0..200 {
         if after.saturating_sub(baseline) < bound {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        after = LIVE.load(Ordering::Relaxed);
+        after = heap::live();
     }
     let leaked = after.saturating_sub(baseline);
     eprintln!(

@@ -13,24 +13,14 @@ use purra_protocol::http::{HttpTransport, LegacySse};
 use purra_protocol::types::{ElicitParams, ElicitResult, LoggingLevel};
 use purra_protocol::{
     Client, ClientOptions, Error, HandlerResult, HttpClientOptions, HttpServerConfig, RequestCtx,
-    Server, StreamableHttpServer,
+    Server,
 };
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[derive(Deserialize, JsonSchema)]
-struct Text {
-    text: String,
-}
+use crate::support::{http::serve_http, Size, Text};
 
-#[derive(Deserialize, JsonSchema)]
-struct Size {
-    bytes: usize,
-}
-
-fn server() -> Server {
+fn legacy_server() -> Server {
     let server = Server::builder("legacy", "1").logging().build();
     server
         .tool(
@@ -70,20 +60,6 @@ fn server() -> Server {
         )
         .unwrap();
     server
-}
-
-struct Running {
-    http: StreamableHttpServer,
-    base: String,
-}
-
-async fn start(config: HttpServerConfig) -> Running {
-    let http = StreamableHttpServer::new(server(), config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let serving = http.clone();
-    tokio::spawn(async move { serving.serve(listener, std::future::pending()).await });
-    Running { http, base }
 }
 
 fn legacy_config() -> HttpServerConfig {
@@ -129,9 +105,9 @@ async fn eventually(what: &str, f: impl Fn() -> bool) {
 
 #[tokio::test]
 async fn a_session_over_http_sse_round_trips_both_ways() {
-    let s = start(legacy_config()).await;
+    let s = serve_http(legacy_server(), legacy_config()).await;
     let http = HttpClientOptions::default().transport(HttpTransport::Sse);
-    let conn = Client::connect_http(&format!("{}/sse", s.base), http, client_options())
+    let conn = Client::connect_http(&format!("{}/sse", s.base()), http, client_options())
         .await
         .expect("connects over HTTP+SSE");
     assert_eq!(s.http.legacy_session_count(), 1);
@@ -157,10 +133,10 @@ async fn a_session_over_http_sse_round_trips_both_ways() {
 
 #[tokio::test]
 async fn auto_falls_back_to_a_legacy_endpoint_and_never_downgrades_streamable_http() {
-    let s = start(legacy_config()).await;
+    let s = serve_http(legacy_server(), legacy_config()).await;
     // The SSE path answers the Streamable HTTP POST with 405: the client GETs the stream.
     let conn = Client::connect_http(
-        &format!("{}/sse", s.base),
+        &format!("{}/sse", s.base()),
         HttpClientOptions::default(),
         client_options(),
     )
@@ -182,7 +158,7 @@ async fn auto_falls_back_to_a_legacy_endpoint_and_never_downgrades_streamable_ht
 
     // The same server's Streamable HTTP endpoint is used as such.
     let conn = Client::connect_http(
-        &format!("{}/mcp", s.base),
+        &format!("{}/mcp", s.base()),
         HttpClientOptions::default(),
         client_options(),
     )
@@ -199,9 +175,9 @@ async fn auto_falls_back_to_a_legacy_endpoint_and_never_downgrades_streamable_ht
 
     // Without the legacy endpoints nothing is at /sse: the fallback's GET is refused too, and
     // both refusals show.
-    let plain = start(HttpServerConfig::default()).await;
+    let plain = serve_http(legacy_server(), HttpServerConfig::default()).await;
     let e = Client::connect_http(
-        &format!("{}/sse", plain.base),
+        &format!("{}/sse", plain.base()),
         HttpClientOptions::default(),
         client_options(),
     )
@@ -218,14 +194,17 @@ async fn auto_falls_back_to_a_legacy_endpoint_and_never_downgrades_streamable_ht
 
 #[tokio::test]
 async fn the_streamable_endpoints_bounds_hold_for_the_legacy_endpoints() {
-    let s = start(HttpServerConfig {
-        max_sessions: 2,
-        max_body_bytes: 1024,
-        ..legacy_config()
-    })
+    let s = serve_http(
+        legacy_server(),
+        HttpServerConfig {
+            max_sessions: 2,
+            max_body_bytes: 1024,
+            ..legacy_config()
+        },
+    )
     .await;
     let client = reqwest::Client::new();
-    let sse = format!("{}/sse", s.base);
+    let sse = format!("{}/sse", s.base());
 
     // Host first, as on the Streamable HTTP endpoint.
     let r = client
@@ -263,7 +242,7 @@ async fn the_streamable_endpoints_bounds_hold_for_the_legacy_endpoints() {
         .unwrap_or_else(|| panic!("an endpoint event: {first:?}"))
         .to_owned();
     assert!(endpoint.starts_with("/messages?sessionId="), "{endpoint}");
-    let messages = format!("{}{endpoint}", s.base);
+    let messages = format!("{}{endpoint}", s.base());
     let post = |url: String, ct: &'static str, body: Vec<u8>| {
         let client = client.clone();
         async move {
@@ -290,7 +269,7 @@ async fn the_streamable_endpoints_bounds_hold_for_the_legacy_endpoints() {
     );
     assert_eq!(
         post(
-            format!("{}/messages", s.base),
+            format!("{}/messages", s.base()),
             "application/json",
             b"{}".to_vec()
         )
@@ -302,7 +281,7 @@ async fn the_streamable_endpoints_bounds_hold_for_the_legacy_endpoints() {
     );
     assert_eq!(
         post(
-            format!("{}/messages?sessionId=00ff", s.base),
+            format!("{}/messages?sessionId=00ff", s.base()),
             "application/json",
             b"{}".to_vec()
         )
@@ -432,13 +411,13 @@ async fn the_client_refuses_an_endpoint_on_another_origin_and_bounds_events() {
 
 #[tokio::test]
 async fn a_message_over_the_clients_bound_fails_its_request_and_the_session_goes_on() {
-    let s = start(legacy_config()).await;
+    let s = serve_http(legacy_server(), legacy_config()).await;
     let http = HttpClientOptions {
         max_frame_bytes: 8192,
         ..HttpClientOptions::default()
     }
     .transport(HttpTransport::Sse);
-    let conn = Client::connect_http(&format!("{}/sse", s.base), http, client_options())
+    let conn = Client::connect_http(&format!("{}/sse", s.base()), http, client_options())
         .await
         .unwrap();
     let e = conn

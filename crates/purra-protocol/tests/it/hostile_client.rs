@@ -3,15 +3,14 @@
 //! test process grew while it ran. stdio servers are `peers/hostile/stdio_server.py`; the
 //! Streamable HTTP servers are scripted here on raw sockets, byte for byte.
 //!
-//! Its own test binary: a counting global allocator measures live and peak heap bytes, and the
-//! tests run one at a time so each measures only itself.
-#![allow(unsafe_code)] // the counting allocator below forwards to the system allocator
+//! Each test runs alone in a child process of the test binary, whose counting global allocator
+//! measures live and peak heap bytes (`support::heap`), and one at a time so each measures only
+//! itself.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,74 +22,37 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-fn grew(by: usize) {
-    let now = LIVE.fetch_add(by as isize, Ordering::Relaxed) + by as isize;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded unchanged to `System`; only counters are updated.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size());
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size >= layout.size() {
-            grew(new_size - layout.size());
-        } else {
-            LIVE.fetch_sub((layout.size() - new_size) as isize, Ordering::Relaxed);
-        }
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-const MIB: usize = 1024 * 1024;
+use crate::support::{
+    self,
+    heap::Heap,
+    heap::MIB,
+    process::{alive, gone_within},
+};
 
 /// One test at a time, and the heap it grows: the peak of live bytes above where it started.
 struct Measured {
     _one: tokio::sync::MutexGuard<'static, ()>,
-    base: isize,
-    start: Instant,
+    heap: Heap,
 }
 
 async fn measure() -> Measured {
     static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let one = ONE.lock().await;
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
     Measured {
         _one: one,
-        base,
-        start: Instant::now(),
+        heap: Heap::start(),
     }
 }
 
 impl Measured {
     /// Asserts the peak heap growth so far stayed under `limit` bytes.
     fn assert_heap_under(&self, limit: usize) {
-        let peak = PEAK.load(Ordering::Relaxed) - self.base;
-        assert!(
-            peak < limit as isize,
-            "the heap grew by {peak} bytes (bound {limit})"
-        );
+        self.heap.assert_peak_below(limit, "the test");
     }
 
     /// Asserts the test took less than `secs` seconds so far.
     fn assert_within(&self, secs: u64) {
-        let took = self.start.elapsed();
-        assert!(took < Duration::from_secs(secs), "took {took:?}");
+        self.heap.assert_within(secs);
     }
 }
 
@@ -117,6 +79,12 @@ fn huge_len(prefix: &str, suffix: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_256_mib_response_fails_its_request_at_once_whichever_end_names_it() {
+    if !support::alone(
+        module_path!(),
+        "a_256_mib_response_fails_its_request_at_once_whichever_end_names_it",
+    ) {
+        return;
+    }
     let m = measure().await;
     // Requests 0 and 1 are initialize and the tools prefetch; the call is 2.
     let cases = [
@@ -156,6 +124,12 @@ async fn a_256_mib_response_fails_its_request_at_once_whichever_end_names_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversize_response_naming_no_request_closes_the_connection() {
+    if !support::alone(
+        module_path!(),
+        "an_oversize_response_naming_no_request_closes_the_connection",
+    ) {
+        return;
+    }
     let m = measure().await;
     let conn = connect_stdio("huge-anon").await;
     let (a, b) = tokio::join!(
@@ -175,6 +149,12 @@ async fn an_oversize_response_naming_no_request_closes_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_with_id_null_fails_the_one_request_in_flight() {
+    if !support::alone(
+        module_path!(),
+        "a_response_with_id_null_fails_the_one_request_in_flight",
+    ) {
+        return;
+    }
     let m = measure().await;
     let conn = connect_stdio("null-error").await;
     let err = conn.call_tool("t", json!({})).await.unwrap_err();
@@ -204,6 +184,12 @@ async fn a_response_with_id_null_fails_the_one_request_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_changed_flood_costs_at_most_two_refetches() {
+    if !support::alone(
+        module_path!(),
+        "a_list_changed_flood_costs_at_most_two_refetches",
+    ) {
+        return;
+    }
     let m = measure().await;
     let conn = connect_stdio("flood").await;
     // The server sent 10000 tools/list_changed right after the prefetch; every tools/list after
@@ -226,6 +212,9 @@ async fn a_list_changed_flood_costs_at_most_two_refetches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_catalog_prefetch_is_bounded_in_bytes() {
+    if !support::alone(module_path!(), "the_catalog_prefetch_is_bounded_in_bytes") {
+        return;
+    }
     let m = measure().await;
     // 40 pages of about 1 MiB: within the page bound (64), over the byte bound (16 MiB).
     let err = Client::connect_stdio(hostile("pages"), ClientOptions::default())
@@ -239,29 +228,14 @@ async fn the_catalog_prefetch_is_bounded_in_bytes() {
     m.assert_heap_under(40 * MIB);
 }
 
-/// Whether `pid` is a live process (a zombie is not).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            let state = s.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
-            state != Some(Some('Z'))
-        })
-        .unwrap_or(false)
-}
-
-async fn gone_within(pid: u32, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    !alive(pid)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_ends_a_forked_worker_and_a_wrapped_server() {
+    if !support::alone(
+        module_path!(),
+        "close_ends_a_forked_worker_and_a_wrapped_server",
+    ) {
+        return;
+    }
     let m = measure().await;
     // A server that forks a worker: both are gone after close.
     let conn = connect_stdio("fork").await;
@@ -275,7 +249,7 @@ async fn close_ends_a_forked_worker_and_a_wrapped_server() {
     conn.close().await;
     for pid in &pids {
         assert!(
-            gone_within(*pid, Duration::from_secs(10)).await,
+            gone_within(*pid, Duration::from_secs(10), alive).await,
             "{pid} left"
         );
     }
@@ -292,7 +266,7 @@ async fn close_ends_a_forked_worker_and_a_wrapped_server() {
     assert_ne!(Some(server), conn.pid(), "the wrapper forked the server");
     conn.close().await;
     assert!(
-        gone_within(server, Duration::from_secs(10)).await,
+        gone_within(server, Duration::from_secs(10), alive).await,
         "the wrapped server {server} outlived close"
     );
     m.assert_within(30);
@@ -460,6 +434,12 @@ fn answer(id: &Value, text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_byte_sse_chunks_are_parsed_in_linear_time() {
+    if !support::alone(
+        module_path!(),
+        "one_byte_sse_chunks_are_parsed_in_linear_time",
+    ) {
+        return;
+    }
     let m = measure().await;
     let url = serve(|req, mut s| async move {
         let Some(req) = basic(req, &mut s).await else {
@@ -515,6 +495,9 @@ async fn resuming_server(first: &'static str, again: &'static str) -> (String, A
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_zero_cannot_make_the_client_spin() {
+    if !support::alone(module_path!(), "retry_zero_cannot_make_the_client_spin") {
+        return;
+    }
     let m = measure().await;
     let priming = "retry: 0\nid: e1\ndata:\n\n";
     let (url, resumes) = resuming_server(priming, priming).await;
@@ -535,6 +518,9 @@ async fn retry_zero_cannot_make_the_client_spin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_retry_is_capped() {
+    if !support::alone(module_path!(), "a_huge_retry_is_capped") {
+        return;
+    }
     let m = measure().await;
     let (url, resumes) = resuming_server(
         "retry: 99999999999\nid: e1\ndata:\n\n",
@@ -556,6 +542,12 @@ async fn a_huge_retry_is_capped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_lost_without_an_event_id_fails_its_request_at_once() {
+    if !support::alone(
+        module_path!(),
+        "a_stream_lost_without_an_event_id_fails_its_request_at_once",
+    ) {
+        return;
+    }
     let m = measure().await;
     let (url, resumes) = resuming_server(
         "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"working\"}}\n\n",
@@ -578,6 +570,9 @@ async fn a_stream_lost_without_an_event_id_fails_its_request_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunk_error_is_not_a_normal_end() {
+    if !support::alone(module_path!(), "a_chunk_error_is_not_a_normal_end") {
+        return;
+    }
     let m = measure().await;
     let url = serve(|req, mut s| async move {
         if basic(req, &mut s).await.is_none() {
@@ -604,6 +599,12 @@ async fn a_chunk_error_is_not_a_normal_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_notification_post_holds_back_nothing_for_long() {
+    if !support::alone(
+        module_path!(),
+        "a_stalled_notification_post_holds_back_nothing_for_long",
+    ) {
+        return;
+    }
     let m = measure().await;
     let events = Arc::new(Mutex::new(Vec::<&'static str>::new()));
     let log = events.clone();
@@ -671,6 +672,9 @@ async fn a_stalled_notification_post_holds_back_nothing_for_long() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn re_initialization_after_404_is_bounded() {
+    if !support::alone(module_path!(), "re_initialization_after_404_is_bounded") {
+        return;
+    }
     let m = measure().await;
     let inits = Arc::new(AtomicUsize::new(0));
     let count = inits.clone();
@@ -717,6 +721,12 @@ async fn re_initialization_after_404_is_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_is_dropped_once_its_request_timed_out() {
+    if !support::alone(
+        module_path!(),
+        "a_stream_is_dropped_once_its_request_timed_out",
+    ) {
+        return;
+    }
     let m = measure().await;
     let dropped = Arc::new(Mutex::new(None::<Instant>));
     let seen = dropped.clone();
@@ -755,6 +765,9 @@ async fn a_stream_is_dropped_once_its_request_timed_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_callers_http_client_is_used() {
+    if !support::alone(module_path!(), "the_callers_http_client_is_used") {
+        return;
+    }
     let m = measure().await;
     let marks = Arc::new(Mutex::new(Vec::<Option<String>>::new()));
     let sink = marks.clone();

@@ -2,8 +2,7 @@
 //! `prompts/list` show them, registration refusals as values (never panics), and the
 //! method-based server of `#[handlers]`; exact JSON over the raw in-memory transport.
 
-mod support;
-use support::ask;
+use crate::support::ask;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -2,18 +2,12 @@
 //! cursor at the end of the offset range, a handler's panic text, an unbounded number of
 //! resource subscriptions, and a tool filter's pages.
 
-mod support;
-use support::ask;
+use crate::support::{self, ask, Nothing};
 
 use purra_protocol::types::*;
 use purra_protocol::{HandlerResult, RequestCtx, Server};
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
-
-fn server(max_subscriptions: usize) -> Server {
+fn hardened_server(max_subscriptions: usize) -> Server {
     let server = Server::builder("t", "1")
         .page_size(2)
         .max_subscriptions(max_subscriptions)
@@ -46,7 +40,7 @@ fn server(max_subscriptions: usize) -> Server {
 
 #[tokio::test]
 async fn a_cursor_at_the_end_of_the_offset_range_is_an_empty_last_page() {
-    let mut raw = support::initialized(&server(8), "2025-11-25").await;
+    let mut raw = support::initialized(&hardened_server(8), "2025-11-25").await;
     // The cursor format is `purra-<hex offset>`; the largest offset overflowed `offset + size`.
     assert_eq!(
         ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"purra-ffffffffffffffff"}}"#).await,
@@ -86,7 +80,7 @@ async fn a_cursor_at_the_end_of_the_offset_range_is_an_empty_last_page() {
 /// caller, paged over the kept tools (a cursor past them an empty last page).
 #[tokio::test]
 async fn a_tool_filter_lists_only_the_kept_tools_in_pages_of_them() {
-    let s = server(8);
+    let s = hardened_server(8);
     s.tool_filter(|tool, ctx| {
         tool.name != "b" && ctx.client_info().is_some_and(|i| i.name == "c")
             || tool.name == "panics"
@@ -130,7 +124,7 @@ async fn a_tool_filter_lists_only_the_kept_tools_in_pages_of_them() {
 
 #[tokio::test]
 async fn a_handler_panic_is_a_generic_internal_error_and_its_text_stays_here() {
-    let mut raw = support::initialized(&server(8), "2025-11-25").await;
+    let mut raw = support::initialized(&hardened_server(8), "2025-11-25").await;
     assert_eq!(
         ask(&mut raw, r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"panics","arguments":{}}}"#).await,
         r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}"#
@@ -147,7 +141,7 @@ async fn a_handler_panic_is_a_generic_internal_error_and_its_text_stays_here() {
 
 #[tokio::test]
 async fn resource_subscriptions_per_session_are_bounded() {
-    let mut raw = support::initialized(&server(3), "2025-11-25").await;
+    let mut raw = support::initialized(&hardened_server(3), "2025-11-25").await;
     let subscribe = |id: u32, uri: &str| {
         format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/subscribe","params":{{"uri":"{uri}"}}}}"#

@@ -1,7 +1,6 @@
 //! Protocol rules over the raw in-memory transport: every answer is asserted as exact JSON.
 
-mod support;
-use support::{ask, initialized, start};
+use crate::support::{ask, initialized, start, Nothing, Text};
 
 use std::time::Duration;
 
@@ -12,16 +11,8 @@ use purra_protocol::{
     RegistrationError, RequestCtx, RequestOptions, RpcErrorCode, Server,
 };
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
-
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
-
-#[derive(Deserialize, JsonSchema)]
-struct Text {
-    text: String,
-}
 
 #[derive(Serialize, JsonSchema)]
 struct Sum {

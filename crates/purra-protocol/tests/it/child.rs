@@ -8,30 +8,17 @@ use std::time::{Duration, Instant};
 use purra_protocol::{Client, ClientOptions, Error, StderrMode, StdioCommand};
 use serde_json::json;
 
-const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"sh","version":"0"}}}"#;
+use crate::support::process::{exists, gone_within};
+
+const INIT_RESULT: &str = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"sh","version":"0"}}}"#;
 const TOOLS: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#;
 
 /// A shell server that completes the handshake and then runs `rest`.
 fn sh_server(rest: &str) -> StdioCommand {
     let script = format!(
-        "read -r l; printf '%s\\n' '{INIT}'; read -r l; read -r l; printf '%s\\n' '{TOOLS}'; {rest}"
+        "read -r l; printf '%s\\n' '{INIT_RESULT}'; read -r l; read -r l; printf '%s\\n' '{TOOLS}'; {rest}"
     );
     StdioCommand::new("sh").args(["-c", &script])
-}
-
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-async fn gone_within(pid: u32, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    !alive(pid)
 }
 
 #[tokio::test]
@@ -50,7 +37,7 @@ async fn a_server_exiting_mid_call_fails_the_call_promptly() {
         start.elapsed()
     );
     let pid = conn.pid().unwrap();
-    assert!(gone_within(pid, Duration::from_secs(5)).await);
+    assert!(gone_within(pid, Duration::from_secs(5), exists).await);
 }
 
 /// A command that ends before it answers reports how it ended, not only "connection closed".
@@ -85,7 +72,7 @@ async fn a_command_ending_before_the_handshake_names_its_exit_status() {
         "the command was killed by signal 9 (SIGKILL) before answering initialize"
     );
     // Ending after the handshake, while its catalogs are listed.
-    let script = format!("read -r l; printf '%s\\n' '{INIT}'; read -r l; read -r l; exit 4");
+    let script = format!("read -r l; printf '%s\\n' '{INIT_RESULT}'; read -r l; read -r l; exit 4");
     let cmd = StdioCommand::new("sh")
         .args(["-c", &script])
         .stderr(StderrMode::Null);
@@ -105,9 +92,9 @@ async fn close_leaves_no_child_behind() {
         .await
         .unwrap();
     let pid = conn.pid().unwrap();
-    assert!(alive(pid));
+    assert!(exists(pid));
     conn.close().await;
-    assert!(!alive(pid), "closed connection left pid {pid}");
+    assert!(!exists(pid), "closed connection left pid {pid}");
     conn.close().await; // idempotent
     assert_eq!(conn.ping().await.unwrap_err(), Error::ConnectionClosed);
 }
@@ -121,7 +108,7 @@ async fn dropping_a_connection_releases_its_child() {
     let pid = conn.pid().unwrap();
     drop(conn);
     assert!(
-        gone_within(pid, Duration::from_secs(5)).await,
+        gone_within(pid, Duration::from_secs(5), exists).await,
         "dropped connection left pid {pid}"
     );
 }
@@ -137,7 +124,7 @@ async fn a_child_ignoring_eof_and_sigterm_is_killed() {
     let start = Instant::now();
     conn.close().await;
     let took = start.elapsed();
-    assert!(!alive(pid), "pid {pid} survived SIGKILL");
+    assert!(!exists(pid), "pid {pid} survived SIGKILL");
     // stdin close (200 ms) + SIGTERM (200 ms), then SIGKILL.
     assert!(
         took >= Duration::from_millis(400) && took < Duration::from_secs(3),
@@ -153,7 +140,7 @@ async fn stderr_is_captured_and_never_parsed_as_protocol() {
         .args([
             "-c",
             &format!(
-                "echo '{{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":\"not for you\"}}' >&2; read -r l; printf '%s\\n' '{INIT}'; read -r l; read -r l; printf '%s\\n' '{TOOLS}'; echo second line >&2; while read -r l; do :; done"
+                "echo '{{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":\"not for you\"}}' >&2; read -r l; printf '%s\\n' '{INIT_RESULT}'; read -r l; read -r l; printf '%s\\n' '{TOOLS}'; echo second line >&2; while read -r l; do :; done"
             ),
         ])
         .stderr(StderrMode::Capture(Some(Arc::new(move |line: &str| {

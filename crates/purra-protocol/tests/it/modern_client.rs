@@ -14,16 +14,13 @@ use purra_protocol::{
     CacheMode, Client, ClientOptions, Error, HandlerResult, HttpClientOptions, HttpServerConfig,
     ProtocolMode, RequestCtx, Server, StreamableHttpServer,
 };
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
+use crate::support::Nothing;
 
 static READS: AtomicUsize = AtomicUsize::new(0);
 
-fn server() -> Server {
+fn modern_client_server() -> Server {
     let server = Server::builder("modern-server", "2")
         .cache_hint(
             "resources/read",
@@ -82,7 +79,7 @@ fn server() -> Server {
     server
 }
 
-fn options(mode: ProtocolMode) -> ClientOptions {
+fn modern_options(mode: ProtocolMode) -> ClientOptions {
     ClientOptions::default()
         .mode(mode)
         .request_timeout(Duration::from_secs(10))
@@ -98,14 +95,14 @@ async fn pinned(server: &Server) -> purra_protocol::Connection {
     let (a, b) = memory::pair();
     let s = server.clone();
     tokio::spawn(async move { s.serve(b).await });
-    Client::connect(a, options(ProtocolMode::Pinned("2026-07-28".into())))
+    Client::connect(a, modern_options(ProtocolMode::Pinned("2026-07-28".into())))
         .await
         .expect("connects")
 }
 
 #[tokio::test]
 async fn a_pinned_client_speaks_the_revision_and_answers_input_requests() {
-    let conn = pinned(&server()).await;
+    let conn = pinned(&modern_client_server()).await;
     assert!(conn.is_modern());
     assert_eq!(conn.protocol_version(), "2026-07-28");
     assert_eq!(
@@ -128,11 +125,11 @@ async fn a_pinned_client_speaks_the_revision_and_answers_input_requests() {
 #[tokio::test]
 async fn the_input_loop_is_bounded() {
     let (a, b) = memory::pair();
-    let s = server();
+    let s = modern_client_server();
     tokio::spawn(async move { s.serve(b).await });
     let conn = Client::connect(
         a,
-        options(ProtocolMode::Pinned("2026-07-28".into())).max_input_rounds(3),
+        modern_options(ProtocolMode::Pinned("2026-07-28".into())).max_input_rounds(3),
     )
     .await
     .unwrap();
@@ -144,7 +141,7 @@ async fn the_input_loop_is_bounded() {
 
 #[tokio::test]
 async fn list_changes_arrive_through_the_subscription() {
-    let server = server();
+    let server = modern_client_server();
     let conn = Arc::new(pinned(&server).await);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let seen = tools_probe(&conn);
@@ -162,7 +159,7 @@ async fn list_changes_arrive_through_the_subscription() {
 
 #[tokio::test]
 async fn resource_reads_are_cached_for_their_ttl_and_updates_invalidate_them() {
-    let server = server();
+    let server = modern_client_server();
     let conn = pinned(&server).await;
     let read = |c: &ReadResourceResult| c.contents[0].text.clone().unwrap();
     let first = read(&conn.read_resource("m://counter").await.unwrap());
@@ -198,9 +195,9 @@ async fn resource_reads_are_cached_for_their_ttl_and_updates_invalidate_them() {
 #[tokio::test]
 async fn auto_mode_chooses_the_modern_revision_of_a_dual_era_server() {
     let (a, b) = memory::pair();
-    let s = server();
+    let s = modern_client_server();
     tokio::spawn(async move { s.serve(b).await });
-    let conn = Client::connect(a, options(ProtocolMode::Auto))
+    let conn = Client::connect(a, modern_options(ProtocolMode::Auto))
         .await
         .unwrap();
     assert!(conn.is_modern());
@@ -239,7 +236,7 @@ async fn auto_mode_falls_back_to_the_handshake() {
         _ => None,
     }
     });
-    let conn = Client::connect(legacy, options(ProtocolMode::Auto))
+    let conn = Client::connect(legacy, modern_options(ProtocolMode::Auto))
         .await
         .unwrap();
     assert!(!conn.is_modern());
@@ -262,7 +259,7 @@ async fn auto_mode_probes_again_at_a_version_the_server_names() {
             _ => None,
         }
     });
-    let conn = Client::connect(picky, options(ProtocolMode::Auto))
+    let conn = Client::connect(picky, modern_options(ProtocolMode::Auto))
         .await
         .unwrap();
     assert!(conn.is_modern());
@@ -277,7 +274,7 @@ async fn auto_mode_probes_again_at_a_version_the_server_names() {
     let alien = raw_server(|_, _, _| {
         Some(r#""error":{"code":-32022,"message":"no","data":{"supported":["2099-01-01"],"requested":"2026-07-28"}}"#.into())
     });
-    let e = Client::connect(alien, options(ProtocolMode::Auto))
+    let e = Client::connect(alien, modern_options(ProtocolMode::Auto))
         .await
         .unwrap_err();
     assert!(matches!(e, Error::UnsupportedProtocolVersion(_)), "{e}");
@@ -293,9 +290,12 @@ async fn an_unknown_result_type_is_refused() {
         _ => None,
     }
     });
-    let conn = Client::connect(odd, options(ProtocolMode::Pinned("2026-07-28".into())))
-        .await
-        .unwrap();
+    let conn = Client::connect(
+        odd,
+        modern_options(ProtocolMode::Pinned("2026-07-28".into())),
+    )
+    .await
+    .unwrap();
     // A result without resultType (as from the tools/list above) is complete.
     assert_eq!(conn.tools().len(), 1);
     assert_eq!(
@@ -308,7 +308,7 @@ async fn an_unknown_result_type_is_refused() {
 
 #[tokio::test]
 async fn over_streamable_http_too() {
-    let server = server();
+    let server = modern_client_server();
     let http = StreamableHttpServer::new(server.clone(), HttpServerConfig::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -317,7 +317,7 @@ async fn over_streamable_http_too() {
         Client::connect_http(
             &url,
             HttpClientOptions::default(),
-            options(ProtocolMode::Auto),
+            modern_options(ProtocolMode::Auto),
         )
         .await
         .unwrap(),

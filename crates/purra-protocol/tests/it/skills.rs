@@ -2,8 +2,7 @@
 //! JSON in both eras, and purra's client reading them, verifying every file and refusing what
 //! does not match its entry.
 
-mod support;
-use support::{ask, initialized, start};
+use crate::support::{ask, initialized, start};
 
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ const MD: &str = "---\nname: refunds\ndescription: Process refunds\nmetadata:\n 
 const EMAIL: &str = "Dear customer,\n";
 const GIT: &str = "---\nname: git-workflow\ndescription: Commit like us\n---\nRebase.\n";
 
-fn server() -> Server {
+fn skills_server() -> Server {
     let server = Server::builder("skills", "1").build();
     server
         .add_skill(
@@ -64,7 +63,7 @@ fn v(s: &str) -> Value {
 
 #[tokio::test]
 async fn a_handshake_session_lists_gets_reads_and_walks_skills() {
-    let server = server();
+    let server = skills_server();
     let mut raw = start(&server).await;
     let init = ask(&mut raw, r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
     assert_eq!(
@@ -232,15 +231,17 @@ async fn a_server_without_skills_declares_nothing_and_knows_no_method() {
     );
 }
 
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}"#;
+const META_BARE: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}"#;
 
 #[tokio::test]
 async fn the_modern_era_adds_its_members() {
-    let server = server();
+    let server = skills_server();
     let mut raw = start(&server).await;
     let got = v(&ask(
         &mut raw,
-        &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{META}}}}}"#),
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{META_BARE}}}}}"#
+        ),
     )
     .await);
     assert_eq!(
@@ -250,24 +251,24 @@ async fn the_modern_era_adds_its_members() {
     let info = json!({"io.modelcontextprotocol/serverInfo": {"name": "skills", "version": "1"}});
     let got = v(&ask(
         &mut raw,
-        &format!(r#"{{"jsonrpc":"2.0","id":2,"method":"skills/list","params":{{{META}}}}}"#),
+        &format!(r#"{{"jsonrpc":"2.0","id":2,"method":"skills/list","params":{{{META_BARE}}}}}"#),
     )
     .await);
     assert_eq!(
         got["result"],
         json!({"skills": [refunds_entry(), git_entry()], "resultType": "complete", "_meta": info, "ttlMs": 0, "cacheScope": "private"})
     );
-    let got = v(&ask(&mut raw, &format!(r#"{{"jsonrpc":"2.0","id":3,"method":"skills/get","params":{{"uri":"skill://git-workflow/SKILL.md",{META}}}}}"#)).await);
+    let got = v(&ask(&mut raw, &format!(r#"{{"jsonrpc":"2.0","id":3,"method":"skills/get","params":{{"uri":"skill://git-workflow/SKILL.md",{META_BARE}}}}}"#)).await);
     assert_eq!(
         got["result"],
         json!({"skill": git_entry(), "resultType": "complete", "_meta": info, "ttlMs": 0, "cacheScope": "private"})
     );
-    let got = ask(&mut raw, &format!(r#"{{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{{"uri":"skill://acme/refunds/bin",{META}}}}}"#)).await;
+    let got = ask(&mut raw, &format!(r#"{{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{{"uri":"skill://acme/refunds/bin",{META_BARE}}}}}"#)).await;
     assert_eq!(
         got,
         r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"skill://acme/refunds/bin is a folder of a skill; list it with resources/directory/read","data":{"uri":"skill://acme/refunds/bin"}}}"#
     );
-    let got = v(&ask(&mut raw, &format!(r#"{{"jsonrpc":"2.0","id":5,"method":"resources/directory/read","params":{{"uri":"skill://acme/refunds/bin",{META}}}}}"#)).await);
+    let got = v(&ask(&mut raw, &format!(r#"{{"jsonrpc":"2.0","id":5,"method":"resources/directory/read","params":{{"uri":"skill://acme/refunds/bin",{META_BARE}}}}}"#)).await);
     assert_eq!(
         got["result"],
         json!({"resources": [{"uri": "skill://acme/refunds/bin/logo.png", "name": "logo.png", "mimeType": "image/png", "size": 5}],
@@ -322,7 +323,7 @@ async fn a_reader_is_checked_against_its_entry_before_anything_is_sent() {
     );
 }
 
-async fn connect(server: &Server, options: ClientOptions) -> Connection {
+async fn client_of(server: &Server, options: ClientOptions) -> Connection {
     let (c, s) = memory::pair();
     server.start(s);
     Client::connect(c, options).await.unwrap()
@@ -334,8 +335,8 @@ async fn purras_client_lists_reads_and_verifies_in_both_eras() {
         purra_protocol::ProtocolMode::Legacy,
         purra_protocol::ProtocolMode::Pinned("2026-07-28".into()),
     ] {
-        let server = server();
-        let conn = connect(&server, ClientOptions::default().mode(mode.clone())).await;
+        let server = skills_server();
+        let conn = client_of(&server, ClientOptions::default().mode(mode.clone())).await;
         assert!(conn.serves_skills());
         let skills = conn.skills();
         let got: Vec<Value> = skills

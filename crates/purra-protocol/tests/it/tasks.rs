@@ -17,22 +17,14 @@ use purra_protocol::tasks::{
 };
 use purra_protocol::types::*;
 use purra_protocol::{HandlerResult, RequestCtx, Server, TaskOptions, ToolDef};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-#[derive(Deserialize, JsonSchema)]
-struct Nothing {}
-
-#[derive(Deserialize, JsonSchema)]
-struct Size {
-    bytes: usize,
-}
+use crate::support::{recv, start, Nothing, Size};
 
 /// A server with a task tool that waits until cancelled (reporting it on `observed`), one that
 /// asks for a confirmation, one that returns `bytes` bytes, a required one and a plain one.
-fn server(options: TaskOptions, observed: mpsc::Sender<&'static str>) -> Server {
+fn tasks_server(options: TaskOptions, observed: mpsc::Sender<&'static str>) -> Server {
     let server = Server::builder("tasks", "1")
         .logging()
         .tasks(options)
@@ -105,25 +97,15 @@ fn server(options: TaskOptions, observed: mpsc::Sender<&'static str>) -> Server 
     server
 }
 
-fn start(server: &Server) -> RawEnd {
-    let (t, raw) = memory::raw();
-    server.start(t);
-    raw
-}
-
-async fn recv(raw: &mut RawEnd) -> Value {
-    let text = tokio::time::timeout(Duration::from_secs(5), raw.recv())
-        .await
-        .expect("an answer within 5 s")
-        .expect("open");
-    serde_json::from_str(&text).unwrap()
+async fn recv_value(raw: &mut RawEnd) -> Value {
+    serde_json::from_str(&recv(raw).await).unwrap()
 }
 
 /// Sends `frame` and returns the response, keeping notifications aside in `notes`.
 async fn ask_noting(raw: &mut RawEnd, frame: Value, notes: &mut Vec<Value>) -> Value {
     raw.send(frame.to_string()).await;
     loop {
-        let v = recv(raw).await;
+        let v = recv_value(raw).await;
         if v.get("id").is_some() {
             return v;
         }
@@ -131,7 +113,7 @@ async fn ask_noting(raw: &mut RawEnd, frame: Value, notes: &mut Vec<Value>) -> V
     }
 }
 
-async fn ask(raw: &mut RawEnd, frame: Value) -> Value {
+async fn ask_value(raw: &mut RawEnd, frame: Value) -> Value {
     ask_noting(raw, frame, &mut Vec::new()).await
 }
 
@@ -171,12 +153,12 @@ fn modern(id: u64, method: &str, mut params: Value, with_tasks: bool) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
-const INFO: &str = "io.modelcontextprotocol/serverInfo";
+const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// Polls `tasks/get` until the task has `status` (within 5 s).
 async fn until(raw: &mut RawEnd, id: &str, status: &str) -> Value {
     for n in 0..250 {
-        let got = ask(
+        let got = ask_value(
             raw,
             modern(9000 + n, "tasks/get", json!({"taskId": id}), true),
         )
@@ -192,18 +174,18 @@ async fn until(raw: &mut RawEnd, id: &str, status: &str) -> Value {
 #[tokio::test]
 async fn extension_form_creates_inlines_and_isolates() {
     let (tx, mut observed) = mpsc::channel(4);
-    let server = server(TaskOptions::default(), tx);
-    let mut a = start(&server);
-    let mut b = start(&server);
+    let server = tasks_server(TaskOptions::default(), tx);
+    let mut a = start(&server).await;
+    let mut b = start(&server).await;
 
-    let got = ask(&mut a, modern(1, "server/discover", json!({}), true)).await;
+    let got = ask_value(&mut a, modern(1, "server/discover", json!({}), true)).await;
     assert_eq!(
         got["result"]["capabilities"],
         json!({"tools": {"listChanged": true}, "logging": {}, "extensions": {TASKS_EXT: {}}})
     );
 
     // The server decides: a task-supporting tool called with the extension is a task.
-    let created = ask(
+    let created = ask_value(
         &mut a,
         modern(2, "tools/call", json!({"name": "wait"}), true),
     )
@@ -215,22 +197,22 @@ async fn extension_form_creates_inlines_and_isolates() {
         json!({"jsonrpc": "2.0", "id": 2, "result": {
             "resultType": "task", "taskId": "<id>", "status": "working",
             "createdAt": "<time>", "lastUpdatedAt": "<time>", "ttlMs": 600000, "pollIntervalMs": 500,
-            "_meta": {INFO: {"name": "tasks", "version": "1"}}
+            "_meta": {SERVER_INFO: {"name": "tasks", "version": "1"}}
         }})
     );
-    let got = ask(&mut a, modern(3, "tasks/get", json!({"taskId": id}), true)).await;
+    let got = ask_value(&mut a, modern(3, "tasks/get", json!({"taskId": id}), true)).await;
     assert_eq!(
         norm(got),
         json!({"jsonrpc": "2.0", "id": 3, "result": {
             "resultType": "complete", "taskId": "<id>", "status": "working",
             "createdAt": "<time>", "lastUpdatedAt": "<time>", "ttlMs": 600000, "pollIntervalMs": 500,
-            "_meta": {INFO: {"name": "tasks", "version": "1"}}
+            "_meta": {SERVER_INFO: {"name": "tasks", "version": "1"}}
         }})
     );
 
     // Another connection neither sees nor cancels it.
     for (n, method) in [(4, "tasks/get"), (5, "tasks/cancel")] {
-        let got = ask(&mut b, modern(n, method, json!({"taskId": id}), true)).await;
+        let got = ask_value(&mut b, modern(n, method, json!({"taskId": id}), true)).await;
         assert_eq!(
             got,
             json!({"jsonrpc": "2.0", "id": n, "error": {"code": -32602,
@@ -238,7 +220,7 @@ async fn extension_form_creates_inlines_and_isolates() {
         );
     }
     // Without the extension declared, the task methods are refused with -32021.
-    let got = ask(&mut a, modern(6, "tasks/get", json!({"taskId": id}), false)).await;
+    let got = ask_value(&mut a, modern(6, "tasks/get", json!({"taskId": id}), false)).await;
     assert_eq!(
         got,
         json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -32021,
@@ -246,11 +228,11 @@ async fn extension_form_creates_inlines_and_isolates() {
             "data": {"requiredCapabilities": {"extensions": {TASKS_EXT: {}}}}}})
     );
     // The removed 2025-11-25 methods.
-    let got = ask(&mut a, modern(7, "tasks/list", json!({}), true)).await;
+    let got = ask_value(&mut a, modern(7, "tasks/list", json!({}), true)).await;
     assert_eq!(got["error"]["code"], -32601);
 
     // Cancelling: the empty ack; the handler observes it; the task reads cancelled.
-    let got = ask(
+    let got = ask_value(
         &mut a,
         modern(8, "tasks/cancel", json!({"taskId": id}), true),
     )
@@ -258,11 +240,11 @@ async fn extension_form_creates_inlines_and_isolates() {
     assert_eq!(
         got,
         json!({"jsonrpc": "2.0", "id": 8, "result": {"resultType": "complete",
-            "_meta": {INFO: {"name": "tasks", "version": "1"}}}})
+            "_meta": {SERVER_INFO: {"name": "tasks", "version": "1"}}}})
     );
     let seen = tokio::time::timeout(Duration::from_secs(5), observed.recv()).await;
     assert_eq!(seen.unwrap(), Some("cancelled"));
-    let got = ask(&mut a, modern(9, "tasks/get", json!({"taskId": id}), true)).await;
+    let got = ask_value(&mut a, modern(9, "tasks/get", json!({"taskId": id}), true)).await;
     assert_eq!(got["result"]["status"], "cancelled");
     assert_eq!(
         got["result"]["statusMessage"],
@@ -271,7 +253,7 @@ async fn extension_form_creates_inlines_and_isolates() {
     assert!(got["result"].get("result").is_none());
 
     // A required-task tool without the extension: -32021; a plain tool is never a task.
-    let got = ask(
+    let got = ask_value(
         &mut a,
         modern(
             10,
@@ -282,7 +264,7 @@ async fn extension_form_creates_inlines_and_isolates() {
     )
     .await;
     assert_eq!(got["error"]["code"], -32021);
-    let got = ask(
+    let got = ask_value(
         &mut a,
         modern(11, "tools/call", json!({"name": "plain"}), true),
     )
@@ -297,8 +279,8 @@ async fn extension_form_creates_inlines_and_isolates() {
 #[tokio::test]
 async fn an_extension_tasks_progress_and_logs_go_nowhere_and_fail_nothing() {
     let (tx, _observed) = mpsc::channel(4);
-    let server = server(TaskOptions::default(), tx);
-    let mut a = start(&server);
+    let server = tasks_server(TaskOptions::default(), tx);
+    let mut a = start(&server).await;
     let mut call = modern(1, "tools/call", json!({"name": "chatty"}), true);
     call["params"]["_meta"]["progressToken"] = json!("p");
     call["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
@@ -316,9 +298,9 @@ async fn an_extension_tasks_progress_and_logs_go_nowhere_and_fail_nothing() {
 #[tokio::test]
 async fn a_question_parks_the_task_until_tasks_update() {
     let (tx, _observed) = mpsc::channel(4);
-    let server = server(TaskOptions::default(), tx);
-    let mut a = start(&server);
-    let created = ask(
+    let server = tasks_server(TaskOptions::default(), tx);
+    let mut a = start(&server).await;
+    let created = ask_value(
         &mut a,
         modern(1, "tools/call", json!({"name": "confirm"}), true),
     )
@@ -332,7 +314,7 @@ async fn a_question_parks_the_task_until_tasks_update() {
             "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}})
     );
     // A malformed answer is refused and the question stays.
-    let got = ask(
+    let got = ask_value(
         &mut a,
         modern(
             2,
@@ -343,10 +325,10 @@ async fn a_question_parks_the_task_until_tasks_update() {
     )
     .await;
     assert_eq!(got["error"]["code"], -32602);
-    let still = ask(&mut a, modern(3, "tasks/get", json!({"taskId": id}), true)).await;
+    let still = ask_value(&mut a, modern(3, "tasks/get", json!({"taskId": id}), true)).await;
     assert_eq!(still["result"]["status"], "input_required");
     // Unknown keys are ignored; the answer resumes the handler to completion.
-    let got = ask(
+    let got = ask_value(
         &mut a,
         modern(
             4,
@@ -371,9 +353,9 @@ async fn a_result_over_the_stores_bound_fails_the_task() {
     let store = Arc::new(InMemoryTaskStore::new(
         TaskLimits::default().max_result_bytes(200),
     ));
-    let server = server(TaskOptions::default().store(store), tx);
-    let mut a = start(&server);
-    let small = ask(
+    let server = tasks_server(TaskOptions::default().store(store), tx);
+    let mut a = start(&server).await;
+    let small = ask_value(
         &mut a,
         modern(
             1,
@@ -389,7 +371,7 @@ async fn a_result_over_the_stores_bound_fails_the_task() {
         done["result"]["result"]["content"][0]["text"],
         "x".repeat(10)
     );
-    let big = ask(
+    let big = ask_value(
         &mut a,
         modern(
             2,
@@ -473,7 +455,7 @@ async fn the_store_bounds_owners_and_sweeps_expired_tasks() {
 }
 
 async fn handshake(raw: &mut RawEnd) {
-    let got = ask(
+    let got = ask_value(
         raw,
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
@@ -489,24 +471,24 @@ async fn handshake(raw: &mut RawEnd) {
         .await;
 }
 
-fn call(id: u64, method: &str, params: Value) -> Value {
+fn rpc(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 #[tokio::test]
 async fn the_2025_11_25_form_runs_tasks_in_a_session() {
     let (tx, mut observed) = mpsc::channel(4);
-    let server = server(TaskOptions::default(), tx);
-    let mut a = start(&server);
-    let mut b = start(&server);
+    let server = tasks_server(TaskOptions::default(), tx);
+    let mut a = start(&server).await;
+    let mut b = start(&server).await;
     handshake(&mut a).await;
     handshake(&mut b).await;
     let mut notes = Vec::new();
 
     // Required without `task`: -32601.
-    let got = ask(
+    let got = ask_value(
         &mut a,
-        call(
+        rpc(
             1,
             "tools/call",
             json!({"name": "big", "arguments": {"bytes": 3}}),
@@ -519,16 +501,16 @@ async fn the_2025_11_25_form_runs_tasks_in_a_session() {
             "message": "Method not found: tool big can only run as a task (taskSupport: required); call it with `task`"}})
     );
     // Forbidden (a tool without task support) with `task`: -32601.
-    let got = ask(
+    let got = ask_value(
         &mut a,
-        call(2, "tools/call", json!({"name": "plain", "task": {}})),
+        rpc(2, "tools/call", json!({"name": "plain", "task": {}})),
     )
     .await;
     assert_eq!(got["error"]["code"], -32601);
 
     let created = ask_noting(
         &mut a,
-        call(
+        rpc(
             3,
             "tools/call",
             json!({"name": "big", "arguments": {"bytes": 3}, "task": {"ttl": 30000}}),
@@ -550,7 +532,7 @@ async fn the_2025_11_25_form_runs_tasks_in_a_session() {
     // tasks/result waits for the end and answers the call's result, naming the task.
     let got = ask_noting(
         &mut a,
-        call(4, "tasks/result", json!({"taskId": id})),
+        rpc(4, "tasks/result", json!({"taskId": id})),
         &mut notes,
     )
     .await;
@@ -562,7 +544,7 @@ async fn the_2025_11_25_form_runs_tasks_in_a_session() {
     );
     // The session was told the task completed.
     while !notes.iter().any(|n| n["params"]["status"] == "completed") {
-        notes.push(recv(&mut a).await);
+        notes.push(recv_value(&mut a).await);
     }
     let note = notes
         .iter()
@@ -574,33 +556,33 @@ async fn the_2025_11_25_form_runs_tasks_in_a_session() {
             "taskId": "<id>", "status": "completed", "createdAt": "<time>",
             "lastUpdatedAt": "<time>", "ttl": 30000, "pollInterval": 500}})
     );
-    let got = ask(&mut a, call(5, "tasks/get", json!({"taskId": id}))).await;
+    let got = ask_value(&mut a, rpc(5, "tasks/get", json!({"taskId": id}))).await;
     assert_eq!(got["result"]["status"], "completed");
     // Cancelling a finished task is refused.
-    let got = ask(&mut a, call(6, "tasks/cancel", json!({"taskId": id}))).await;
+    let got = ask_value(&mut a, rpc(6, "tasks/cancel", json!({"taskId": id}))).await;
     assert_eq!(
         got["error"],
         json!({"code": -32602, "message": format!("Invalid params: task {id:?} is already completed and cannot be cancelled")})
     );
     // Another session lists nothing and reads nothing.
-    let got = ask(&mut b, call(7, "tasks/list", json!({}))).await;
+    let got = ask_value(&mut b, rpc(7, "tasks/list", json!({}))).await;
     assert_eq!(got["result"], json!({"tasks": []}));
-    let got = ask(&mut b, call(8, "tasks/get", json!({"taskId": id}))).await;
+    let got = ask_value(&mut b, rpc(8, "tasks/get", json!({"taskId": id}))).await;
     assert_eq!(got["error"]["code"], -32602);
-    let got = ask(&mut a, call(9, "tasks/list", json!({}))).await;
+    let got = ask_value(&mut a, rpc(9, "tasks/list", json!({}))).await;
     assert_eq!(got["result"]["tasks"].as_array().unwrap().len(), 1);
 
     // A running task cancelled: the task (cancelled) comes back, the handler observes it.
-    let created = ask(
+    let created = ask_value(
         &mut a,
-        call(10, "tools/call", json!({"name": "wait", "task": {}})),
+        rpc(10, "tools/call", json!({"name": "wait", "task": {}})),
     )
     .await;
     let id = created["result"]["task"]["taskId"]
         .as_str()
         .unwrap()
         .to_owned();
-    let got = ask(&mut a, call(11, "tasks/cancel", json!({"taskId": id}))).await;
+    let got = ask_value(&mut a, rpc(11, "tasks/cancel", json!({"taskId": id}))).await;
     assert_eq!(got["result"]["status"], "cancelled");
     let seen = tokio::time::timeout(Duration::from_secs(5), observed.recv()).await;
     assert_eq!(seen.unwrap(), Some("cancelled"));
@@ -609,12 +591,12 @@ async fn the_2025_11_25_form_runs_tasks_in_a_session() {
 #[tokio::test]
 async fn a_2025_11_25_task_asks_the_client_in_its_name() {
     let (tx, _observed) = mpsc::channel(4);
-    let server = server(TaskOptions::default(), tx);
-    let mut a = start(&server);
+    let server = tasks_server(TaskOptions::default(), tx);
+    let mut a = start(&server).await;
     handshake(&mut a).await;
-    let created = ask(
+    let created = ask_value(
         &mut a,
-        call(1, "tools/call", json!({"name": "confirm", "task": {}})),
+        rpc(1, "tools/call", json!({"name": "confirm", "task": {}})),
     )
     .await;
     let id = created["result"]["task"]["taskId"]
@@ -623,7 +605,7 @@ async fn a_2025_11_25_task_asks_the_client_in_its_name() {
         .to_owned();
     // The elicitation arrives, tied to the task; meanwhile the task reads input_required.
     let request = loop {
-        let v = recv(&mut a).await;
+        let v = recv_value(&mut a).await;
         if v["method"] == "elicitation/create" {
             break v;
         }
@@ -635,7 +617,7 @@ async fn a_2025_11_25_task_asks_the_client_in_its_name() {
     let mut notes = Vec::new();
     let got = ask_noting(
         &mut a,
-        call(2, "tasks/get", json!({"taskId": id})),
+        rpc(2, "tasks/get", json!({"taskId": id})),
         &mut notes,
     )
     .await;
@@ -647,7 +629,7 @@ async fn a_2025_11_25_task_asks_the_client_in_its_name() {
     .await;
     let got = ask_noting(
         &mut a,
-        call(3, "tasks/result", json!({"taskId": id})),
+        rpc(3, "tasks/result", json!({"taskId": id})),
         &mut notes,
     )
     .await;
@@ -661,7 +643,7 @@ async fn a_2025_11_25_task_asks_the_client_in_its_name() {
 async fn the_client_runs_tasks_answers_their_questions_and_cancels() {
     use purra_protocol::{Client, ClientOptions, Error};
     let (tx, mut observed) = mpsc::channel(4);
-    let server = server(
+    let server = tasks_server(
         TaskOptions::default().poll_interval(Duration::from_millis(20)),
         tx,
     );
@@ -735,7 +717,7 @@ async fn the_client_runs_tasks_answers_their_questions_and_cancels() {
 async fn a_2026_07_28_client_follows_extension_tasks_and_answers_their_questions() {
     use purra_protocol::{Client, ClientOptions, Error, ProtocolMode, ProtocolVersion};
     let (tx, mut observed) = mpsc::channel(4);
-    let server = server(
+    let server = tasks_server(
         TaskOptions::default().poll_interval(Duration::from_millis(20)),
         tx,
     );
@@ -794,16 +776,16 @@ async fn a_2026_07_28_client_follows_extension_tasks_and_answers_their_questions
 #[tokio::test]
 async fn a_listen_stream_follows_extension_tasks() {
     let (tx, _observed) = mpsc::channel(4);
-    let server = server(TaskOptions::default(), tx);
-    let mut raw = start(&server);
-    let created = ask(
+    let server = tasks_server(TaskOptions::default(), tx);
+    let mut raw = start(&server).await;
+    let created = ask_value(
         &mut raw,
         modern(1, "tools/call", json!({"name": "wait"}), true),
     )
     .await;
     let id = created["result"]["taskId"].as_str().unwrap().to_owned();
     // Task notifications need the extension declared (-32021).
-    let refused = ask(
+    let refused = ask_value(
         &mut raw,
         modern(
             2,
@@ -832,7 +814,7 @@ async fn a_listen_stream_follows_extension_tasks() {
         .to_string(),
     )
     .await;
-    let ack = recv(&mut raw).await;
+    let ack = recv_value(&mut raw).await;
     assert_eq!(
         ack,
         json!({
@@ -845,7 +827,7 @@ async fn a_listen_stream_follows_extension_tasks() {
         })
     );
     // Another session cannot follow this one's task.
-    let mut other = start(&server);
+    let mut other = start(&server).await;
     other
         .send(
             modern(
@@ -857,7 +839,7 @@ async fn a_listen_stream_follows_extension_tasks() {
             .to_string(),
         )
         .await;
-    let ack = recv(&mut other).await;
+    let ack = recv_value(&mut other).await;
     assert_eq!(ack["params"]["notifications"], json!({}));
     // A change is pushed as the task tasks/get would show, tagged with the subscription.
     let mut notes = Vec::new();
@@ -869,7 +851,7 @@ async fn a_listen_stream_follows_extension_tasks() {
     .await;
     assert_eq!(cancelled["result"]["resultType"], "complete");
     while notes.is_empty() {
-        notes.push(recv(&mut raw).await);
+        notes.push(recv_value(&mut raw).await);
     }
     assert_eq!(
         norm(notes.remove(0)),
@@ -896,7 +878,7 @@ async fn a_listen_stream_follows_extension_tasks() {
 async fn a_2026_07_28_client_follows_task_notifications() {
     use purra_protocol::{Client, ClientOptions, Error, ProtocolMode, ProtocolVersion};
     let (tx, _observed) = mpsc::channel(4);
-    let server = server(TaskOptions::default(), tx);
+    let server = tasks_server(TaskOptions::default(), tx);
     let (a, b) = memory::pair();
     tokio::spawn({
         let server = server.clone();
