@@ -8,7 +8,7 @@
 # corpus of earlier runs (fuzz/work/TARGET, git-ignored, where new inputs go). A crash, a timeout
 # (10 s per input) or a leak stops the target and is saved under fuzz/artifacts/TARGET; the
 # script exits non-zero if any target found one. Add a fixed crash's input to fuzz/corpus/TARGET:
-# the stable replay test (crates/purra-fuzz/tests/corpus.rs) then runs it in CI.
+# the stable replay test (crates/purra-fuzz/tests/it/corpus.rs) then runs it in CI.
 # Needs `cargo install cargo-fuzz` and a nightly toolchain.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): installs the pinned peers, checks formatting,
 # lints and purra-protocol's feature combinations (scripts/check-features.sh), runs every test of
-# the workspace (the fuzz corpora replay on stable: crates/purra-fuzz/tests/corpus.rs; among them
+# the workspace (the fuzz corpora replay on stable: crates/purra-fuzz/tests/it/corpus.rs; among them
 # purra-examples' skills interop test, which builds the rmcp 3.11.0 skills peer
 # consumers/rmcp-skills into target/rmcp-skills, about a minute the first time), the MCP
 # conformance suite (scripts/conformance.sh), and the out-of-workspace
@@ -44,13 +44,13 @@ rustfmt --check --edition 2021 fuzz/fuzz_targets/*.rs
 cargo clippy --workspace --all-targets -- -D warnings
 # purra-protocol's features: a stdio-only server has no HTTP/TLS/WebSocket crate; combinations build.
 bash scripts/check-features.sh
-# The log is kept to report how long purra-postgres's contract suite (tests/postgres.rs) took; the
-# CLI's PostgreSQL tests (the demo and the store subcommands on a postgres:// URL) run inside
-# purra-cli's tests/durable.rs.
+# The log is kept to report how long purra-postgres's integration tests (tests/it: the contract
+# suite, most of it, and a migration) took; the CLI's PostgreSQL tests (the demo and the store
+# subcommands on a postgres:// URL) run inside purra-cli's tests/durable.rs.
 cargo test --workspace 2>&1 | tee "$work/cargo-test.log"
-# (purra-gateway has a tests/postgres.rs too: the one after purra-postgres's unit tests is meant.)
+# (every crate's binary is tests/it/main.rs: the one after purra-postgres's unit tests is meant.)
 timings+=("purra-postgres contract suite: $(awk '/deps\/purra_postgres-/ { crate = 1 }
-    crate && /Running tests\/postgres.rs/ { on = 1 }
+    crate && /Running tests\/it\/main.rs/ { on = 1 }
     on && /^test result:/ { print $NF; exit }' "$work/cargo-test.log")")
 cargo build -p purra-conformance --bins
 bash scripts/conformance.sh

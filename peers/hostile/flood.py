@@ -1,6 +1,6 @@
 """A hostile Streamable HTTP client: idle TCP connections, then bare initializations.
 
-Used by crates/purra-protocol/tests/hostile_server.rs (issue 10, acceptance 3). It runs in its own
+Used by crates/purra-protocol/tests/it/hostile_server.rs (issue 10, acceptance 3). It runs in its own
 process so that purra's process holds only its own side of every connection.
 
 Protocol on stdout (one line each, flushed):

@@ -1,7 +1,7 @@
 """Hostile MCP servers over stdio for purra's hostile-peer tests (standard library only).
 
 Usage: stdio_server.py MODE. Each mode completes the handshake like a well-behaved server and then
-misbehaves in one way (crates/purra-protocol/tests/hostile_client.rs and
+misbehaves in one way (crates/purra-protocol/tests/it/hostile_client.rs and
 crates/purra-cli/tests/hostile.rs say what each test expects):
 
   huge-first   answers tools/call with a 256 MiB line, id first (as the Python SDK orders members)

@@ -1,5 +1,5 @@
 // The official TypeScript SDK's client with its OAuth support, against a guarded MCP server
-// (crates/purra-protocol/tests/auth_oidc.rs): node oauth_client.mjs URL USER.
+// (crates/purra-protocol/tests/it/auth_oidc.rs): node oauth_client.mjs URL USER.
 // The SDK discovers the authorization server from the server's 401, sends the user to the
 // authorization URL (peers/oidc/browser.mjs plays the user at oidc-provider's login and consent
 // forms, peers/oidc/server.mjs), exchanges the code (PKCE, resource indicator) as the pre-registered

@@ -1,5 +1,5 @@
 // The official TypeScript SDK client running 2025-11-25 tasks on a server (purra's conformance
-// server in crates/purra-conformance/tests/tasks_interop.rs): a task that asks for confirmation
+// server in crates/purra-conformance/tests/it/tasks_interop.rs): a task that asks for confirmation
 // (input_required, answered by the elicitation handler), a task cancelled while it runs, and
 // tasks/list. Prints one JSON document of what it saw. Usage: node task_client.mjs URL
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";

@@ -1,7 +1,7 @@
 # Interop fixture client built on the official Python MCP SDK 1.30.0 (its tasks client, which 2.x dropped; run with the
 # second venv scripts/setup-peers.sh makes).
 """Runs 2025-11-25 tasks on a server (purra's conformance server in
-crates/purra-conformance/tests/tasks_interop.rs) and prints one JSON document of what it saw: a
+crates/purra-conformance/tests/it/tasks_interop.rs) and prints one JSON document of what it saw: a
 task that asks for confirmation (input_required, answered by the elicitation callback while
 tasks/result waits; the statuses the server notified, in order), a task cancelled while it runs,
 tasks/list, and an unknown task's error.

@@ -1,7 +1,7 @@
 //! Schema compile and validate under small budgets: validation is deterministic, `is_valid`
 //! agrees with `validate`, a text instance and its decoded value get the same verdict, a bigger
 //! step budget never flips a verdict that was not a budget refusal. (The verdicts' agreement with
-//! the `jsonschema` crate is purra-core's property test `tests/differential.rs`.)
+//! the `jsonschema` crate is purra-core's property test `tests/it/differential.rs`.)
 
 use purra_core::{
     parse_json, CompileOptions, CompiledSchema, JsonLimits, SchemaLimits, ValidationLimits,

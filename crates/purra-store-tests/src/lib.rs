@@ -105,11 +105,11 @@ macro_rules! contract_tests {
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {
-            $crate::race::two_processes_race(&$harness);
+            $crate::race::two_processes_race(&$harness, &$crate::race::child_test(module_path!()));
         }
         #[test]
         fn a_killed_process_claim_becomes_interrupted_only_after_its_lease_lapses() {
-            $crate::race::a_killed_claimant(&$harness);
+            $crate::race::a_killed_claimant(&$harness, &$crate::race::child_test(module_path!()));
         }
         /// The work of a re-executed test process; in a normal test run it does nothing.
         #[test]

@@ -25,10 +25,19 @@ pub fn is_child() -> bool {
     std::env::var_os(MODE).is_some()
 }
 
-/// Runs this test binary's `child` test in a new process with `spec` as its mode.
-fn spawn_child(spec: &str) -> std::process::Child {
+/// The name libtest gives the `child` test [`contract_tests!`] defines in `module` (its
+/// `module_path!()`): the path below the test crate's root, `child` when at the root.
+pub fn child_test(module: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::child"),
+        None => "child".to_owned(),
+    }
+}
+
+/// Runs this test binary's `child_test` in a new process with `spec` as its mode.
+fn spawn_child(child_test: &str, spec: &str) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .args(["--exact", child_test, "--nocapture", "--test-threads=1"])
         .env(MODE, spec)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -90,7 +99,8 @@ pub fn child<H: Harness>(h: &H) {
 }
 
 /// Contract test: two processes race for each of 100 approved intents; exactly one wins every round.
-pub fn two_processes_race<H: Harness>(h: &H) {
+/// The processes run the binary's test `child_test` (named by [`child_test`]).
+pub fn two_processes_race<H: Harness>(h: &H, child_test: &str) {
     if is_child() {
         return;
     }
@@ -110,7 +120,10 @@ pub fn two_processes_race<H: Harness>(h: &H) {
     let start = SystemTime::now() + Duration::from_millis(1500);
     let start_ns = start.duration_since(UNIX_EPOCH).unwrap().as_nanos();
     let spec = format!("race|{path}|{start_ns}|20|{ROUNDS}");
-    let children = [spawn_child(&spec), spawn_child(&spec)];
+    let children = [
+        spawn_child(child_test, &spec),
+        spawn_child(child_test, &spec),
+    ];
     let mut wins: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut losses: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut per_process = [0usize; 2];
@@ -168,15 +181,15 @@ pub fn two_processes_race<H: Harness>(h: &H) {
 }
 
 /// Contract test: a claimant killed with SIGKILL leaves a claim that becomes `interrupted` only once
-/// its lease has lapsed.
-pub fn a_killed_claimant<H: Harness>(h: &H) {
+/// its lease has lapsed. The claimant runs the binary's test `child_test` (named by [`child_test`]).
+pub fn a_killed_claimant<H: Harness>(h: &H, child_test: &str) {
     if is_child() {
         return;
     }
     let path = h.fresh("crash");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let store = rt.block_on(h.open(&path)).unwrap();
-    let mut child = spawn_child(&format!("crash|{path}"));
+    let mut child = spawn_child(child_test, &format!("crash|{path}"));
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("CLAIMED") {

@@ -1,0 +1,3 @@
+//! purra-fuzz's integration tests in one binary: the committed corpora replayed on stable.
+
+mod corpus;
