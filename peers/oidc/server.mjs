@@ -1,6 +1,6 @@
 // A real OAuth 2.1 authorization server for purra's authorization tests: oidc-provider with
 // resource indicators (RFC 8707) and JWT access tokens (RFC 9068) signed with ES256, PKCE, the
-// client credentials grant, introspection and dynamic registration, and its development
+// client credentials grant, introspection, revocation and dynamic registration, and its development
 // login and consent forms (the tests submit them over HTTP).
 //
 // Listens on 127.0.0.1 on a free port and prints one JSON line: {"issuer": "http://127.0.0.1:PORT"}.
@@ -85,6 +85,7 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: true },
     clientCredentials: { enabled: true },
     introspection: { enabled: true },
+    revocation: { enabled: true },
     registration: { enabled: true },
     resourceIndicators: {
       enabled: true,

@@ -242,7 +242,8 @@ impl Keyring {
         use std::io::Read as _;
         let file = std::fs::File::open(path)
             .map_err(|e| VaultError::Keyring(format!("cannot read {}: {e}", path.display())))?;
-        let mut text = Zeroizing::new(String::new());
+        // Room for all of it up front: a growing buffer would leave copies of keys behind.
+        let mut text = Zeroizing::new(String::with_capacity(MAX_KEYRING_TEXT + 1));
         file.take(MAX_KEYRING_TEXT as u64 + 1)
             .read_to_string(&mut text)
             .map_err(|e| VaultError::Keyring(format!("cannot read {}: {e}", path.display())))?;

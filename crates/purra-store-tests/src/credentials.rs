@@ -468,6 +468,51 @@ pub async fn credentials_at_rest_hold_no_secret_bytes<H: Harness>(h: &H) {
     }
 }
 
+/// Contract test: four instances opening one new store at the same moment (a fleet starting)
+/// migrate it once: every open succeeds, the schema is at this build's version, and what one
+/// writes to the credentials every other reads.
+pub async fn instances_opening_a_new_store_at_once_migrate_it_once<H: Harness>(h: &H) {
+    let location = h.fresh("cred-migrate");
+    let barrier = std::sync::Barrier::new(4);
+    let versions: Vec<Result<u64, StoreError>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..4)
+            .map(|n| {
+                let (location, barrier) = (&location, &barrier);
+                scope.spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    rt.block_on(async move {
+                        barrier.wait();
+                        let store = h.open(location).await?;
+                        let k = key(&format!("p{n}"), "github", "token");
+                        store.put_credential(k, write(&[n], 1)).await
+                    })
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert_eq!(versions, vec![Ok(1); 4]);
+    assert_eq!(h.schema_version(&location).await, h.known_version());
+    let store = h.open(&location).await.unwrap();
+    let all = store
+        .credentials(CredentialFilter::default())
+        .await
+        .unwrap();
+    let names: Vec<String> = all.iter().map(|i| i.key.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "p0/github/token",
+            "p1/github/token",
+            "p2/github/token",
+            "p3/github/token"
+        ]
+    );
+}
+
 /// The ways a secret could be written down: itself, its standard base64 (at each of the three
 /// alignments, so it is found inside a longer encoding too), and its lowercase hex.
 pub fn secret_spellings(secret: &[u8]) -> Vec<Vec<u8>> {

@@ -101,7 +101,8 @@ macro_rules! contract_tests {
             credentials::credentials_are_put_read_listed_touched_and_deleted,
             credentials::racing_replacements_of_one_credential_are_won_exactly_once_each_round,
             credentials::sealed_credentials_open_only_in_place_and_rotation_retires_the_old_key,
-            credentials::credentials_at_rest_hold_no_secret_bytes
+            credentials::credentials_at_rest_hold_no_secret_bytes,
+            credentials::instances_opening_a_new_store_at_once_migrate_it_once
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

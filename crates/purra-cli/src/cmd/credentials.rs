@@ -236,7 +236,8 @@ fn read_secret() -> Result<Secret, Failure> {
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         eprintln!("purra: reading the secret from standard input (end with Ctrl-D)");
     }
-    let mut bytes = zeroize::Zeroizing::new(Vec::new());
+    // Room for all of it up front: a growing buffer would leave copies of the secret behind.
+    let mut bytes = zeroize::Zeroizing::new(Vec::with_capacity(MAX_PLAINTEXT + 3));
     std::io::stdin()
         .lock()
         .take(MAX_PLAINTEXT as u64 + 3)

@@ -62,6 +62,9 @@ pub struct AuthorizationServerMetadata {
     /// The token introspection endpoint (RFC 7662).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub introspection_endpoint: Option<String>,
+    /// The token revocation endpoint (RFC 7009), where a client revokes a token it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation_endpoint: Option<String>,
     /// The scopes it knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes_supported: Option<Vec<String>>,

@@ -32,6 +32,7 @@ mod loopback;
 mod metadata;
 mod oidc;
 mod policy;
+mod revoke;
 mod store;
 
 pub use client::{
@@ -54,6 +55,7 @@ pub use loopback::LoopbackAuthorizer;
 pub use metadata::{AuthorizationServerMetadata, ProtectedResourceMetadata};
 pub use oidc::{OidcConfig, OidcIdentity, OidcProvider, PendingLogin};
 pub use policy::{secure_or_loopback, UrlPolicy};
+pub use revoke::{revoke_at_authorization_server, RevocationClient};
 pub use store::{
     ClientRegistration, FileTokenStore, MemoryTokenStore, StoredAuth, TokenStore, Tokens,
 };

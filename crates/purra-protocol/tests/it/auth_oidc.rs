@@ -43,7 +43,7 @@ const REDIRECT_URI: &str = "http://127.0.0.1/callback";
 
 /// The authorization server's issuer URL; the server is started on first use and lives as long
 /// as this test binary (it exits when its stdin closes).
-fn issuer() -> &'static str {
+pub(crate) fn issuer() -> &'static str {
     static OIDC: OnceLock<(String, Mutex<Child>)> = OnceLock::new();
     &OIDC
         .get_or_init(|| {

@@ -6,6 +6,8 @@ mod support;
 #[cfg(feature = "auth")]
 mod auth_oidc;
 #[cfg(feature = "auth")]
+mod auth_revoke;
+#[cfg(feature = "auth")]
 mod auth_urls;
 mod child;
 mod client_tasks;
