@@ -127,6 +127,7 @@ pub(crate) async fn build(
     source: &ConfigSource,
     excerpts: bool,
     previous: Option<&Catalog>,
+    deps: &crate::upstream::identity::IdentityDeps,
 ) -> Result<Built, ConfigErrors> {
     // The policy files are read before anything connects: their digest is part of every write
     // binding's scope revision.
@@ -225,7 +226,12 @@ pub(crate) async fn build(
                 (w.title.clone(), w.receipt_ttl.map(|t| t.0)),
             ));
         }
-        let upstream = Arc::new(Upstream::new(id.clone(), u.clone(), limits, reads, writes));
+        let identity = crate::upstream::identity::identity(id, u, deps).map_err(|(key, why)| {
+            ConfigErrors(vec![source.error(&format!("upstreams.{id}.{key}"), why)])
+        })?;
+        let upstream = Arc::new(
+            Upstream::new(id.clone(), u.clone(), limits, reads, writes).with_identity(identity),
+        );
         // Only the bindings changed: the same connection, discovered again.
         let mut own = true;
         if let Some((p, up)) = before {

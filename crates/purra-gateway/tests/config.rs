@@ -1399,7 +1399,7 @@ fn mistakes_only_a_custom_parser_finds_are_placed_each_at_its_key() {
             "g.toml:2: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found \"999.0.0.1:80\"",
             "g.toml:3: gateway.approval_wait: the duration \"99999999999999999h\" is too long",
             "g.toml:4: gateway.lease: expected a duration such as \"30s\", found \"99999999999999999999s\"",
-            "g.toml:5: gateway.colour: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, principal, progress_interval, run_decided_without_caller, session_idle_timeout)",
+            "g.toml:5: gateway.colour: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, principal, progress_interval, run_decided_without_caller, session_idle_timeout)",
         ]
     );
 }

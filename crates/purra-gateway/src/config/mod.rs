@@ -29,6 +29,7 @@ pub(crate) mod parse;
 pub mod reference;
 pub(crate) mod rule;
 mod schema;
+pub(crate) mod secret;
 
 pub use parse::{load_file, load_str, ConfigSource, Loaded, MAX_CONFIG_BYTES};
 pub(crate) use parse::{read, LineIndex};
@@ -1389,6 +1390,20 @@ impl GatewayConfig {
                      [gateway.auth]"
                         .into(),
                 )),
+                UpstreamAuth::TokenExchange(_) if c.token_endpoint.is_none() => out.push((
+                    format!("{at}.token_endpoint"),
+                    "token_exchange needs the authorization server's token endpoint".into(),
+                )),
+                UpstreamAuth::ClientCredentials(_)
+                    if !c.audience.is_empty() || !c.resource.is_empty() =>
+                {
+                    out.push((
+                        at.clone(),
+                        "audience and resource are for token_exchange (client credentials name \
+                         the upstream's URL as their resource)"
+                            .into(),
+                    ))
+                }
                 UpstreamAuth::ClientCredentials(_) if c.actor => {
                     out.push((format!("{at}.actor"), "actor is for token_exchange".into()))
                 }

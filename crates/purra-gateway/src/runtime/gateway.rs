@@ -235,7 +235,8 @@ impl Gateway {
             ),
             None => None,
         };
-        let built = crate::catalog::build(&config, source, options.excerpts, None)
+        let deps = identity_deps(&config, source, store.as_ref())?;
+        let built = crate::catalog::build(&config, source, options.excerpts, None, &deps)
             .await
             .map_err(StartError::Config)?;
         let catalog = built.catalog;
@@ -1187,12 +1188,43 @@ impl Inner {
                 return;
             }
             inner.calls.prune(std::time::Instant::now());
+            // Per-principal connections (processes) idle past their timeout are closed.
+            let upstreams: Vec<_> = inner.catalog().upstreams.values().cloned().collect();
+            for u in upstreams {
+                u.reap_idle().await;
+            }
             inner.requests.prune(std::time::Instant::now());
             if let Err(e) = inner.sweep().await {
                 inner.log(&format!("looking at waiting writes failed: {e}"));
             }
         }
     }
+}
+
+/// What upstreams called as each principal are made with: the store's credentials and the
+/// keyring (`[gateway] credential_keys`, else `PURRA_CREDENTIAL_KEYS`; none when neither is set).
+pub(crate) fn identity_deps(
+    config: &GatewayConfig,
+    source: &ConfigSource,
+    store: &dyn GatewayStore,
+) -> Result<crate::upstream::identity::IdentityDeps, StartError> {
+    use purra_core::vault::{Keyring, KEYS_ENV};
+    let keys = match &config.gateway.credential_keys {
+        Some(file) => Some(Keyring::from_file(file).map_err(|e| {
+            StartError::Config(ConfigErrors(vec![
+                source.error("gateway.credential_keys", e.to_string())
+            ]))
+        })?),
+        None => Keyring::from_env(KEYS_ENV).map_err(|e| {
+            StartError::Config(ConfigErrors(vec![
+                source.error("gateway.credential_keys", format!("{KEYS_ENV}: {e}"))
+            ]))
+        })?,
+    };
+    Ok(crate::upstream::identity::IdentityDeps {
+        credentials: store.credentials(),
+        keys: keys.map(Arc::new),
+    })
 }
 
 /// A binding's current registration, held for one call (and its dispatch): while it is held,

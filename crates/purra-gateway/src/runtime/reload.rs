@@ -192,7 +192,8 @@ impl Gateway {
         if !problems.is_empty() {
             return Err(refused(problems));
         }
-        let built = crate::catalog::build(&config, source, inner.excerpts, Some(&running))
+        let deps = crate::runtime::gateway::identity_deps(&config, source, inner.store.as_ref())?;
+        let built = crate::catalog::build(&config, source, inner.excerpts, Some(&running), &deps)
             .await
             .map_err(StartError::Config)?;
         let next = Arc::new(built.catalog);

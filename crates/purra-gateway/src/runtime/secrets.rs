@@ -2,13 +2,10 @@
 //! metrics token, webhook signing secrets, the introspection client's secret), bounded before
 //! they are read.
 
-use std::path::Path;
-
 use crate::config::ConfigSource;
 use crate::config::{AuthSettings, ConfigError};
 
-/// The largest client secret file read (4 KiB): bounded before it is read whole.
-const MAX_SECRET_BYTES: u64 = 4096;
+pub(crate) use crate::config::secret::read_secret_file;
 
 /// The guard as configured, with the introspection client's secret read at start.
 pub(crate) struct AuthPlan {
@@ -49,26 +46,4 @@ impl AuthPlan {
             secret,
         })
     }
-}
-
-/// The secret in the file at `path`, trimmed: at most [`MAX_SECRET_BYTES`], not empty.
-pub(crate) fn read_secret_file(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut text = String::new();
-    file.take(MAX_SECRET_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if text.len() as u64 > MAX_SECRET_BYTES {
-        return Err(format!(
-            "{} is larger than {MAX_SECRET_BYTES} bytes",
-            path.display()
-        ));
-    }
-    let secret = text.trim();
-    if secret.is_empty() {
-        return Err(format!("{} is empty", path.display()));
-    }
-    Ok(secret.to_owned())
 }

@@ -55,6 +55,11 @@ pub trait GatewayStore: Send + Sync {
     fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
         None
     }
+    /// The store's credentials (sealed), when it keeps them (every durable store does): what
+    /// upstreams called as each principal read.
+    fn credentials(&self) -> Option<Arc<dyn purra_core::CredentialStore>> {
+        None
+    }
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
@@ -161,6 +166,10 @@ macro_rules! gateway_store {
                 Some(Arc::new(self.clone()))
             }
 
+            fn credentials(&self) -> Option<Arc<dyn purra_core::CredentialStore>> {
+                Some(Arc::new(self.clone()))
+            }
+
             fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
                 pending(self)
             }
@@ -207,6 +216,10 @@ impl GatewayStore for AnyStore {
 
     fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
         Some(AnyStore::outbox(self))
+    }
+
+    fn credentials(&self) -> Option<Arc<dyn purra_core::CredentialStore>> {
+        Some(AnyStore::credentials(self))
     }
 
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {

@@ -67,10 +67,6 @@ impl Exchanged {
         }))
     }
 
-    /// How many exchanges were made (the cache's misses), for the tests.
-    pub fn exchanges(&self) -> u64 {
-        self.0.cache.exchanges()
-    }
 }
 
 impl ExchangedInner {

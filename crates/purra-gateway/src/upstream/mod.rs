@@ -41,6 +41,7 @@ use crate::config::UpstreamConfig;
 use principals::{ConnectAs, CredentialError, Credentials, Principals, SlotInUse, Who};
 
 pub(crate) mod credentials;
+pub(crate) mod identity;
 pub(crate) mod principals;
 pub(crate) mod skills;
 
@@ -285,10 +286,6 @@ impl Upstream {
         }
     }
 
-    /// The per-principal pool, if any (for the tests and the metrics).
-    pub fn principals(&self) -> Option<&Principals> {
-        self.identity.per_principal.as_ref().map(|(_, p)| p)
-    }
 
     /// Uses `from`'s connection (when it is open) instead of connecting: the binding-only change
     /// of a reload. Returns whether there was one to share.

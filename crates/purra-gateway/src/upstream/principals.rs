@@ -236,6 +236,7 @@ impl Principals {
     }
 
     /// The principals with a slot now (connected or connecting).
+    #[cfg(test)]
     pub fn principals(&self) -> Vec<String> {
         self.slots
             .lock()
