@@ -6,39 +6,21 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use purra_page::{ConnectionLimits, Page, PageConfig};
 use purra_protocol::HttpServerConfig;
-use purra_sqlite::SqliteStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::support::{fresh_store, serve, TempDir};
 
 /// A page on a fresh store, served on a loopback port: the page, its address, its directory.
 async fn served(name: &str, config: PageConfig) -> (Page, SocketAddr, TempDir) {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "purra-page-conn-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = SqliteStore::open(dir.join("page.db")).unwrap();
+    let (store, dir) = fresh_store("conn", name);
     let page = Page::new(Arc::new(store), config.approver("ada"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let serving = page.clone();
-    tokio::spawn(async move { serving.serve(listener, std::future::pending()).await });
-    (page, addr, TempDir(dir))
+    let addr = serve(&page).await;
+    (page, addr, dir)
 }
 
 /// A well-behaved browser: the sign-in form, whole.

@@ -20,6 +20,8 @@ use purra_store_tests::{request, unknown};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::support::{fresh_store, no_redirects, serve, TempDir};
+
 /// A page on a fresh store, served on a loopback port for the test's life.
 struct Served {
     store: SqliteStore,
@@ -27,14 +29,6 @@ struct Served {
     tokens: Vec<(String, String)>,
     http: reqwest::Client,
     _dir: TempDir,
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 async fn served(name: &str) -> Served {
@@ -51,27 +45,16 @@ async fn served_over(
     config: PageConfig,
     over: impl FnOnce(SqliteStore) -> Arc<dyn OperatorStore>,
 ) -> Served {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir =
-        std::env::temp_dir().join(format!("purra-page-{name}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = SqliteStore::open(dir.join("page.db")).unwrap();
+    let (store, dir) = fresh_store("http", name);
     let page = Page::new(over(store.clone()), config.approver("ada").approver("bob"));
     let tokens = page.tokens().to_vec();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { page.serve(listener, std::future::pending()).await });
+    let addr = serve(&page).await;
     Served {
         store,
-        url: format!("http://127.0.0.1:{port}"),
+        url: format!("http://{addr}"),
         tokens,
-        http: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap(),
-        _dir: TempDir(dir),
+        http: no_redirects(),
+        _dir: dir,
     }
 }
 

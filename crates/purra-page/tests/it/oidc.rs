@@ -23,6 +23,8 @@ use purra_sqlite::SqliteStore;
 use purra_store_tests::request;
 use serde_json::{json, Value};
 
+use crate::support::{fresh_store, no_redirects, serve, TempDir};
+
 const CLIENT: &str = "purra-page";
 const SECRET: &str = "page-secret";
 
@@ -120,14 +122,6 @@ async fn issuer() -> Shared {
     shared
 }
 
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 struct Served {
     issuer: Shared,
     iss: String,
@@ -147,15 +141,7 @@ async fn served(name: &str) -> Served {
 async fn served_with(name: &str, change: impl FnOnce(OidcLogin) -> OidcLogin) -> Served {
     let issuer = issuer().await;
     let iss = issuer.lock().unwrap().url.clone();
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "purra-page-oidc-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = SqliteStore::open(dir.join("page.db")).unwrap();
+    let (store, dir) = fresh_store("oidc", name);
     let login = OidcLogin::new(
         OidcConfig::new(iss.clone(), CLIENT).client_secret(SECRET),
         AllowList::default()
@@ -168,10 +154,7 @@ async fn served_with(name: &str, change: impl FnOnce(OidcLogin) -> OidcLogin) ->
     let page = Page::new(Arc::new(store.clone()), config);
     page.discover().await.unwrap();
     assert!(page.tokens().is_empty());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let serving = page.clone();
-    tokio::spawn(async move { serving.serve(listener, std::future::pending()).await });
+    let url = format!("http://{}", serve(&page).await);
     while page.redirect_uri().is_none() {
         tokio::task::yield_now().await;
     }
@@ -181,11 +164,8 @@ async fn served_with(name: &str, change: impl FnOnce(OidcLogin) -> OidcLogin) ->
         store,
         url,
         page,
-        http: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap(),
-        _dir: TempDir(dir),
+        http: no_redirects(),
+        _dir: dir,
     }
 }
 
