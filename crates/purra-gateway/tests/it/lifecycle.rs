@@ -11,28 +11,23 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use purra_core::{ApprovalGateway, ApprovalId, ApprovalState, Decision, OperatorStore, Verdict};
+use purra_core::{ApprovalGateway, ApprovalId, ApprovalState, OperatorStore};
 use purra_gateway::{
-    ApprovalBy, ConfigSource, EffectConfig, Gateway, GatewayConfig, ReadConfig, ScopeConfig,
-    ScopeRules, StartError, StartOptions, UpstreamConfig, WriteConfig,
+    ApprovalBy, ConfigSource, Gateway, GatewayConfig, ReadConfig, ScopeConfig, ScopeRules,
+    StartOptions,
 };
-use purra_protocol::types::{methods, CallToolResult, JsonObject, Tool};
-use purra_protocol::{
-    memory, CancellationToken, Client, ClientOptions, Connection, HttpServerConfig, Server,
-    StreamableHttpServer,
-};
+use purra_protocol::types::{methods, CallToolResult, Tool};
+use purra_protocol::{memory, CancellationToken, Client, ClientOptions, Connection, Server};
 use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-fn object(v: Value) -> JsonObject {
-    match v {
-        Value::Object(o) => o,
-        _ => JsonObject::new(),
-    }
-}
+use crate::support::{
+    approve, base_config, client_named, mistakes, object, open_read, serve_upstream, set_write,
+    start_on_sqlite, text, wait_prepared, TempDir,
+};
 
 /// The upstream: `get_value`, `peek` and `set_value`, which counts its calls and then waits for a
 /// permit of `gate` before it answers; over Streamable HTTP, or WebSocket with `ws` (whose
@@ -97,21 +92,7 @@ async fn upstream(
         ));
         return url;
     }
-    let bound = StreamableHttpServer::new(server, HttpServerConfig::default())
-        .bind()
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", bound.local_addr().expect("addr"));
-    tokio::spawn(bound.serve(stop.cancelled_owned()));
-    url
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    serve_upstream(server, stop.cancelled_owned()).await
 }
 
 struct Fixture {
@@ -127,49 +108,15 @@ struct Fixture {
 }
 
 fn config(url: &str, db: PathBuf) -> GatewayConfig {
-    let mut c = GatewayConfig::default();
-    c.gateway.name = "life".into();
-    c.gateway.db = db;
-    c.gateway.approval_wait = purra_gateway::Dur(Duration::from_secs(60));
-    c.upstreams.insert(
-        "up".into(),
-        UpstreamConfig {
-            url: Some(url.into()),
-            ..UpstreamConfig::default()
-        },
-    );
-    c.reads.insert(
-        "get_value".into(),
-        ReadConfig {
-            upstream: "up".into(),
-            tool: None,
-            title: "Read".into(),
-            concurrency: Default::default(),
-            scope: ScopeConfig::Open,
-            tasks: false,
-            asserted_read_only: false,
-        },
-    );
+    let mut c = base_config("life", db, Duration::from_secs(60), url);
+    c.reads.insert("get_value".into(), open_read("Read"));
     c.writes.insert(
         "set_value".into(),
-        WriteConfig {
-            upstream: "up".into(),
-            tool: None,
-            title: "Set".into(),
-            effect: EffectConfig::Write,
-            risk: None,
-            binding_id: "b".into(),
-            binding_revision: "1".into(),
-            scope_id: "s".into(),
-            scope_revision: "1".into(),
-            scope: ScopeRules {
-                principals: Some(vec!["local".into()]),
-                clients: Some(vec!["life-client".into()]),
-                arguments: vec![],
-            },
-            approval: ApprovalBy::Operator,
-            receipt_ttl: None,
-        },
+        set_write(ScopeRules {
+            principals: Some(vec!["local".into()]),
+            clients: Some(vec!["life-client".into()]),
+            arguments: vec![],
+        }),
     );
     c
 }
@@ -192,45 +139,31 @@ async fn fixture_opts(
     let gate = Arc::new(Semaphore::new(0));
     let upstream_stop = CancellationToken::new();
     let url = upstream(writes.clone(), gate.clone(), upstream_stop.clone(), ws).await;
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "purra-gw-life-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let db = dir.join("life.db");
-    let store = SqliteStore::open(&db).expect("store");
-    let mut c = config(&url, db);
-    edit(&mut c);
-    let gateway = Gateway::start_with(
-        c.clone(),
-        &ConfigSource::default(),
-        Arc::new(store.clone()),
+    let started = start_on_sqlite(
+        "life",
+        name,
+        |db| {
+            let mut c = config(&url, db);
+            edit(&mut c);
+            c
+        },
         options,
     )
-    .await
-    .expect("start");
+    .await;
     Fixture {
-        gateway,
-        store,
+        gateway: started.gateway,
+        store: started.store,
         writes,
         gate,
         upstream_stop,
-        config: c,
-        _dir: TempDir(dir),
+        config: started.config,
+        _dir: started.dir,
     }
 }
 
 /// A downstream client (`life-client`) in this process, counting `tools/list_changed`.
 async fn client(gateway: &Gateway) -> (Connection, Arc<AtomicUsize>) {
-    let (a, b) = memory::pair();
-    let server = gateway.server().clone();
-    tokio::spawn(async move { server.serve(a).await });
-    let mut options = ClientOptions::default();
-    options.client_info = purra_protocol::types::Implementation::new("life-client", "1");
-    let conn = Client::connect(b, options).await.expect("connect");
+    let conn = client_named(gateway, "life-client", ClientOptions::default()).await;
     let changes = Arc::new(AtomicUsize::new(0));
     let counted = changes.clone();
     // Kept for the connection's life.
@@ -240,21 +173,8 @@ async fn client(gateway: &Gateway) -> (Connection, Arc<AtomicUsize>) {
     (conn, changes)
 }
 
-fn text(r: &CallToolResult) -> (String, bool) {
-    (r.texts().collect::<Vec<_>>().join(""), r.is_error())
-}
-
 fn approval(n: u64) -> ApprovalId {
     ApprovalId(format!("approval-{n}"))
-}
-
-/// Waits until approval `id` exists in the store.
-async fn wait_prepared(store: &SqliteStore, id: &ApprovalId) {
-    let start = std::time::Instant::now();
-    while store.record(id.clone()).await.expect("record").is_none() {
-        assert!(start.elapsed() < Duration::from_secs(60), "no {id:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Waits until `what` holds.
@@ -263,24 +183,6 @@ async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     while !f() {
         assert!(start.elapsed() < Duration::from_secs(60), "never: {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn approve() -> Decision {
-    let now = SystemTime::now();
-    Decision {
-        verdict: Verdict::Approve,
-        approver: "ada (cli)".into(),
-        decided_at: now,
-        expires_at: Some(now + Duration::from_secs(600)),
-        note: None,
-    }
-}
-
-fn refused(e: StartError) -> Vec<String> {
-    match e {
-        StartError::Config(errors) => errors.0.iter().map(|e| e.to_string()).collect(),
-        other => panic!("not a configuration refusal: {other}"),
     }
 }
 
@@ -403,7 +305,7 @@ async fn a_refused_reload_leaves_the_running_configuration_serving() {
         .await
         .expect_err("refused");
     assert_eq!(
-        refused(e),
+        mistakes(e),
         ["writes.set_value: upstream \"up\" has no tool \"nope\" (it lists: get_value, peek, set_value)"]
     );
     let mut restart = fx.config.clone();
@@ -416,7 +318,7 @@ async fn a_refused_reload_leaves_the_running_configuration_serving() {
         .expect_err("refused");
     let why = "cannot change while the gateway runs: it is read once at start; restart the gateway to apply it (SIGTERM drains it first)";
     assert_eq!(
-        refused(e),
+        mistakes(e),
         [
             format!("gateway.approval_wait: {why}"),
             format!("gateway.name: {why}")
@@ -551,7 +453,10 @@ async fn a_drain_answers_waiting_writes_refuses_new_calls_and_waits_for_dispatch
         .reload(fx.config.clone(), &ConfigSource::default())
         .await
         .expect_err("refused");
-    assert_eq!(refused(e), ["the gateway is draining: nothing is reloaded"]);
+    assert_eq!(
+        mistakes(e),
+        ["the gateway is draining: nothing is reloaded"]
+    );
 
     // The dispatch finishes: its receipt is the caller's, and the drain is done.
     fx.gate.add_permits(1);

@@ -6,24 +6,17 @@
 //! configuration without an upstream or a binding is refused. The upstream is a purra server on
 //! loopback Streamable HTTP in this process.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use purra_gateway::{load, load_str, Gateway, GatewayConfig, StartError, StartOptions};
-use purra_protocol::types::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-use purra_protocol::{HttpServerConfig, Server, StreamableHttpServer};
+use purra_protocol::types::{CallToolResult, Tool, ToolAnnotations};
+use purra_protocol::Server;
 use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 
-const DRAFT_07: &str = "http://json-schema.org/draft-07/schema#";
+use crate::support::{object, serve_upstream, start_text, TempDir};
 
-fn object(v: Value) -> JsonObject {
-    match v {
-        Value::Object(o) => o,
-        _ => JsonObject::new(),
-    }
-}
+const DRAFT_07: &str = "http://json-schema.org/draft-07/schema#";
 
 /// The upstream: `read_text_file` and `write_file` (server-filesystem's schemas, draft-07;
 /// `write_file` marked destructive as there), `edit_file` (a `default`), `rows` (a draft-07
@@ -70,13 +63,7 @@ async fn upstream() -> String {
             })
             .expect("tool");
     }
-    let bound = StreamableHttpServer::new(server, HttpServerConfig::default())
-        .bind()
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", bound.local_addr().expect("addr"));
-    tokio::spawn(bound.serve(std::future::pending()));
-    url
+    serve_upstream(server, std::future::pending()).await
 }
 
 /// A configuration binding `read` (a read) and `write` (a write with `effect`) over `url`, and
@@ -106,42 +93,20 @@ scope = {{ clients = ["x"] }}
     )
 }
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn dir(name: &str) -> Dir {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let d = std::env::temp_dir().join(format!(
-        "purra-gw-start-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&d).expect("dir");
-    Dir(d)
+/// The directory of test `name`.
+fn dir(name: &str) -> TempDir {
+    TempDir::new("start", name)
 }
 
 /// Starts a gateway on `text` (named `g.toml`); the log lines it wrote; the gateway or the
 /// mistakes, one string each.
 async fn start(text: &str, excerpts: bool) -> (Result<Gateway, Vec<String>>, Vec<String>) {
-    let loaded = load_str("g.toml", text).expect("the file itself has no mistakes");
     let log = Arc::new(Mutex::new(Vec::new()));
     let sink = log.clone();
     let options = StartOptions::default()
         .log(move |m| sink.lock().unwrap().push(m.to_owned()))
         .excerpts(excerpts);
-    let store = Arc::new(SqliteStore::open_in_memory().expect("store"));
-    let started = Gateway::start_with(loaded.config, &loaded.source, store, options)
-        .await
-        .map_err(|e| match e {
-            StartError::Config(e) => e.0.iter().map(ToString::to_string).collect(),
-            other => panic!("not a configuration error: {other}"),
-        });
+    let started = start_text(text, options).await;
     let lines = log.lock().unwrap().clone();
     (started, lines)
 }

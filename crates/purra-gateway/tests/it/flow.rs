@@ -14,23 +14,20 @@ use purra_core::{
     PRINCIPAL_LABEL,
 };
 use purra_gateway::{
-    app_uri, ApprovalBy, ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig, Listen,
-    ReadConfig, ScopeConfig, ScopeRules, StartOptions, UpstreamConfig, WriteConfig, APPROVAL_TOOL,
+    app_uri, ApprovalBy, ConfigSource, Dur, Gateway, GatewayConfig, Listen, ReadConfig,
+    ScopeConfig, ScopeRules, StartOptions, APPROVAL_TOOL,
 };
-use purra_protocol::types::{CallToolResult, JsonObject, Tool};
+use purra_protocol::types::{CallToolResult, Tool};
 use purra_protocol::{
-    apps, memory, Client, ClientOptions, Connection, ErrorObject, HandlerError, HttpServerConfig,
-    Server, StreamableHttpServer,
+    apps, memory, Client, ClientOptions, Connection, ErrorObject, HandlerError, Server,
 };
 use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 
-fn object(v: Value) -> JsonObject {
-    match v {
-        Value::Object(o) => o,
-        _ => JsonObject::new(),
-    }
-}
+use crate::support::{
+    approval_by, base_config, client_named, in_own_process, object, open_read, serve_upstream,
+    set_write, start_on_sqlite, text, TempDir,
+};
 
 fn tool(name: &str, input: Value, output: Option<Value>) -> Tool {
     let tool = Tool::new(name, object(input)).with_description(format!("{name} upstream"));
@@ -107,13 +104,7 @@ async fn upstream(writes: Arc<AtomicU64>) -> String {
             },
         )
         .expect("tool");
-    let bound = StreamableHttpServer::new(server, HttpServerConfig::default())
-        .bind()
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", bound.local_addr().expect("addr"));
-    tokio::spawn(bound.serve(std::future::pending()));
-    url
+    serve_upstream(server, std::future::pending()).await
 }
 
 struct Fixture {
@@ -125,60 +116,18 @@ struct Fixture {
     _dir: TempDir,
 }
 
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn config(url: &str, db: PathBuf, wait: Duration) -> GatewayConfig {
-    let mut c = GatewayConfig::default();
-    c.gateway.name = "flow".into();
-    c.gateway.db = db;
-    c.gateway.approval_wait = Dur(wait);
-    c.upstreams.insert(
-        "up".into(),
-        UpstreamConfig {
-            url: Some(url.into()),
-            ..UpstreamConfig::default()
-        },
-    );
+    let mut c = base_config("flow", db, wait, url);
     for name in ["get_value", "leak", "explode"] {
-        c.reads.insert(
-            name.into(),
-            ReadConfig {
-                upstream: "up".into(),
-                tool: None,
-                title: name.into(),
-                concurrency: Default::default(),
-                scope: ScopeConfig::Open,
-                tasks: false,
-                asserted_read_only: false,
-            },
-        );
+        c.reads.insert(name.into(), open_read(name));
     }
     c.writes.insert(
         "set_value".into(),
-        WriteConfig {
-            upstream: "up".into(),
-            tool: None,
-            title: "Set".into(),
-            effect: EffectConfig::Write,
-            risk: None,
-            binding_id: "b".into(),
-            binding_revision: "1".into(),
-            scope_id: "s".into(),
-            scope_revision: "1".into(),
-            scope: ScopeRules {
-                principals: Some(vec!["local".into()]),
-                clients: Some(vec!["flow-client".into()]),
-                arguments: vec!["len(value) <= 5".into()],
-            },
-            approval: ApprovalBy::Operator,
-            receipt_ttl: None,
-        },
+        set_write(ScopeRules {
+            principals: Some(vec!["local".into()]),
+            clients: Some(vec!["flow-client".into()]),
+            arguments: vec!["len(value) <= 5".into()],
+        }),
     );
     c
 }
@@ -203,32 +152,23 @@ async fn fixture_opts(
 ) -> Fixture {
     let writes = Arc::new(AtomicU64::new(0));
     let url = upstream(writes.clone()).await;
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "purra-gw-flow-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let db = dir.join("flow.db");
-    let store = SqliteStore::open(&db).expect("store");
-    let mut c = config(&url, db, wait);
-    edit(&mut c);
-    let gateway = Gateway::start_with(
-        c.clone(),
-        &ConfigSource::default(),
-        Arc::new(store.clone()),
+    let started = start_on_sqlite(
+        "flow",
+        name,
+        |db| {
+            let mut c = config(&url, db, wait);
+            edit(&mut c);
+            c
+        },
         options,
     )
-    .await
-    .expect("start");
+    .await;
     Fixture {
-        gateway,
-        store,
+        gateway: started.gateway,
+        store: started.store,
         writes,
-        config: c,
-        _dir: TempDir(dir),
+        config: started.config,
+        _dir: started.dir,
     }
 }
 
@@ -236,28 +176,8 @@ async fn client(gateway: &Gateway, name: &str) -> Connection {
     client_with(gateway, name, ClientOptions::default()).await
 }
 
-async fn client_with(gateway: &Gateway, name: &str, mut options: ClientOptions) -> Connection {
-    let (a, b) = memory::pair();
-    let server = gateway.server().clone();
-    tokio::spawn(async move { server.serve(a).await });
-    options.client_info = purra_protocol::types::Implementation::new(name, "1");
-    Client::connect(b, options).await.expect("connect")
-}
-
-/// An approval by `approver`, made now and good for `ttl`.
-fn approval_by(approver: &str, ttl: Duration) -> Decision {
-    let now = SystemTime::now();
-    Decision {
-        verdict: Verdict::Approve,
-        approver: approver.into(),
-        decided_at: now,
-        expires_at: Some(now + ttl),
-        note: None,
-    }
-}
-
-fn text(r: &CallToolResult) -> (String, bool) {
-    (r.texts().collect::<Vec<_>>().join(""), r.is_error())
+async fn client_with(gateway: &Gateway, name: &str, options: ClientOptions) -> Connection {
+    client_named(gateway, name, options).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1717,15 +1637,7 @@ async fn argument_rules_cannot_be_walked_around_through_the_gateway() {
 
 /// A directory of its own for a test's policy files.
 fn policy_dir(name: &str) -> TempDir {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "purra-gw-policies-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("dir");
-    TempDir(dir)
+    TempDir::new("policies", name)
 }
 
 const POLICIES: &str = r#"// Reads for everyone but `explode`; `set_value` for the local principal through flow-client.
@@ -1903,8 +1815,9 @@ async fn finding_7_a_clients_name_is_recorded_escaped_and_bounded() {
     fx.gateway.shutdown().await;
 }
 
-/// Every tracing line of this test binary (level first, no time, no colour), at every level: the
-/// subscriber is the process's global one, since the gateway's tasks run on the runtime's threads.
+/// Every tracing line of this process (level first, no time, no colour), at every level: the
+/// subscriber is the process's global one, since the gateway's tasks run on the runtime's threads
+/// (the one test that reads it runs alone in a child process, so no other test's lines are in it).
 fn captured_tracing() -> Arc<std::sync::Mutex<Vec<u8>>> {
     static LINES: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
     LINES
@@ -1942,6 +1855,15 @@ impl std::io::Write for Sink {
 /// which quotes both operands, is at trace only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finding_9_a_policy_evaluation_error_logs_no_argument_value_below_trace() {
+    if !in_own_process(
+        "PURRA_FINDING_9_ALONE",
+        concat!(
+            module_path!(),
+            "::finding_9_a_policy_evaluation_error_logs_no_argument_value_below_trace"
+        ),
+    ) {
+        return;
+    }
     let traced = captured_tracing();
     let dir = policy_dir("overflow");
     let file = dir.0.join("overflow.cedar");
@@ -2151,25 +2073,13 @@ fn resident_kib() -> u64 {
 /// allocations, running beside it, would otherwise be counted as its growth.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finding_1_unknown_names_add_no_series_and_no_memory() {
-    const ALONE: &str = "PURRA_FINDING_1_ALONE";
-    if std::env::var_os(ALONE).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-            .args([
-                "--exact",
-                "finding_1_unknown_names_add_no_series_and_no_memory",
-                "--test-threads=1",
-                "--nocapture",
-            ])
-            .env(ALONE, "1")
-            .output()
-            .expect("run the test alone");
-        let text = String::from_utf8_lossy(&out.stdout);
-        eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "the test alone failed");
-        assert!(
-            text.contains("1 passed"),
-            "the test did not run alone: {text}"
-        );
+    if !in_own_process(
+        "PURRA_FINDING_1_ALONE",
+        concat!(
+            module_path!(),
+            "::finding_1_unknown_names_add_no_series_and_no_memory"
+        ),
+    ) {
         return;
     }
     const N: usize = 10_000;

@@ -3,31 +3,23 @@
 //! loopback that counts its requests; downstream, purra's client sending a bearer token; the
 //! upstream a purra server counting its writes; the store a SQLite file.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use purra_core::{ApprovalId, Decision, OperatorStore, Verdict};
+use purra_core::{ApprovalId, OperatorStore};
 use purra_gateway::{
-    ApprovalBy, AuthSettings, ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig,
-    IntrospectionSettings, Listen, ScopeRules, UpstreamConfig, WriteConfig,
+    AuthSettings, ConfigSource, Gateway, IntrospectionSettings, Listen, ScopeRules,
 };
 use purra_protocol::http::HttpClientOptions;
-use purra_protocol::types::{CallToolResult, JsonObject, Tool};
-use purra_protocol::{
-    CancellationToken, Client, ClientOptions, Connection, HttpServerConfig, Server,
-    StreamableHttpServer,
-};
+use purra_protocol::types::{CallToolResult, Tool};
+use purra_protocol::{CancellationToken, Client, ClientOptions, Connection, Server};
 use purra_sqlite::SqliteStore;
-use serde_json::{json, Value};
+use serde_json::json;
 
-fn object(v: Value) -> JsonObject {
-    match v {
-        Value::Object(o) => o,
-        _ => JsonObject::new(),
-    }
-}
+use crate::support::{
+    approve, base_config, object, serve_upstream, set_write, text, wait_prepared, TempDir,
+};
 
 /// The upstream: `set_value`, counting its calls.
 async fn upstream(writes: Arc<AtomicU64>, stop: CancellationToken) -> String {
@@ -53,13 +45,7 @@ async fn upstream(writes: Arc<AtomicU64>, stop: CancellationToken) -> String {
             },
         )
         .expect("tool");
-    let bound = StreamableHttpServer::new(server, HttpServerConfig::default())
-        .bind()
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", bound.local_addr().expect("addr"));
-    tokio::spawn(bound.serve(stop.cancelled_owned()));
-    url
+    serve_upstream(server, stop.cancelled_owned()).await
 }
 
 /// The authorization server's introspection endpoint: `user-alice` is the user `alice` (client
@@ -103,14 +89,6 @@ async fn introspection(issuer: &str, audience: String, hits: Arc<AtomicU64>) -> 
     format!("http://{addr}/introspect")
 }
 
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 struct Fixture {
     gateway: Gateway,
     store: SqliteStore,
@@ -135,23 +113,18 @@ async fn fixture(name: &str) -> Fixture {
     let introspections = Arc::new(AtomicU64::new(0));
     let endpoint = introspection(&issuer, url.clone(), introspections.clone()).await;
 
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "purra-gw-tokens-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let secret = dir.join("secret.txt");
+    let dir = TempDir::new("tokens", name);
+    let secret = dir.0.join("secret.txt");
     std::fs::write(&secret, "introspection-secret\n").expect("secret");
-    let db = dir.join("tokens.db");
+    let db = dir.0.join("tokens.db");
 
-    let mut c = GatewayConfig::default();
-    c.gateway.name = "tokens".into();
-    c.gateway.db = db.clone();
+    let mut c = base_config(
+        "tokens",
+        db.clone(),
+        Duration::from_millis(300),
+        &upstream_url,
+    );
     c.gateway.listen = Listen::Http(addr);
-    c.gateway.approval_wait = Dur(Duration::from_millis(300));
     c.gateway.auth = Some(AuthSettings {
         issuer: issuer.clone(),
         introspection: Some(IntrospectionSettings {
@@ -162,30 +135,8 @@ async fn fixture(name: &str) -> Fixture {
         }),
         ..AuthSettings::default()
     });
-    c.upstreams.insert(
-        "up".into(),
-        UpstreamConfig {
-            url: Some(upstream_url),
-            ..UpstreamConfig::default()
-        },
-    );
-    c.writes.insert(
-        "set_value".into(),
-        WriteConfig {
-            upstream: "up".into(),
-            tool: None,
-            title: "Set".into(),
-            effect: EffectConfig::Write,
-            risk: None,
-            binding_id: "b".into(),
-            binding_revision: "1".into(),
-            scope_id: "s".into(),
-            scope_revision: "1".into(),
-            scope: ScopeRules::default(),
-            approval: ApprovalBy::Operator,
-            receipt_ttl: None,
-        },
-    );
+    c.writes
+        .insert("set_value".into(), set_write(ScopeRules::default()));
     let store = SqliteStore::open(&db).expect("store");
     let gateway = Gateway::start(c, &ConfigSource::default(), Arc::new(store.clone()))
         .await
@@ -203,7 +154,7 @@ async fn fixture(name: &str) -> Fixture {
         writes,
         introspections,
         stop,
-        _dir: TempDir(dir),
+        _dir: dir,
     }
 }
 
@@ -215,30 +166,6 @@ async fn client(url: &str, token: &str) -> Connection {
     Client::connect_http(url, http, options)
         .await
         .expect("connect")
-}
-
-fn text(r: &CallToolResult) -> String {
-    r.texts().collect::<Vec<_>>().join("")
-}
-
-/// Waits until approval `id` exists in the store.
-async fn wait_prepared(store: &SqliteStore, id: &ApprovalId) {
-    let start = std::time::Instant::now();
-    while store.approval(id.clone()).await.expect("read").is_none() {
-        assert!(start.elapsed() < Duration::from_secs(60), "no {id:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn approve() -> Decision {
-    let now = SystemTime::now();
-    Decision {
-        verdict: Verdict::Approve,
-        approver: "ada (cli)".into(),
-        decided_at: now,
-        expires_at: Some(now + Duration::from_secs(600)),
-        note: None,
-    }
 }
 
 /// Finding 10 of issue 43: the user `alice` makes a write and gets its receipt; a client-only
@@ -288,9 +215,9 @@ async fn finding_10_a_client_only_token_does_not_get_the_users_receipt() {
         .expect("call");
     assert_eq!(r.structured_content, None, "{r:?}");
     assert!(
-        text(&r).contains("approval approval-2 is pending"),
+        text(&r).0.contains("approval approval-2 is pending"),
         "{}",
-        text(&r)
+        text(&r).0
     );
     let asked = fx
         .store

@@ -10,22 +10,24 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use purra_core::{
-    ApprovalId, Decision, Verdict, WebhookDeliveryView, WebhookOutbox, WebhookQuery, WebhookState,
+    ApprovalId, Decision, WebhookDeliveryView, WebhookOutbox, WebhookQuery, WebhookState,
 };
 use purra_gateway::{
-    ApprovalBy, ConfigSource, Dur, EffectConfig, Gateway, GatewayConfig, ScopeRules, StartError,
-    StartOptions, UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
+    ConfigSource, Dur, Gateway, GatewayConfig, ScopeRules, StartError, StartOptions, WebhookConfig,
+    WebhookEventName, WebhookFormat,
 };
-use purra_protocol::types::{CallToolResult, JsonObject, Tool};
-use purra_protocol::{memory, Client, ClientOptions, Connection, HttpServerConfig, Server};
+use purra_protocol::types::{CallToolResult, Tool};
+use purra_protocol::{ClientOptions, Connection, Server};
 use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 
-/// The longest any one wait lasts (a Python process starting on a loaded machine).
-const PATIENCE: Duration = Duration::from_secs(60);
+use crate::support::{
+    approval_by, base_config, client_named, object, serve_upstream, set_write, wait_prepared,
+    TempDir, PATIENCE,
+};
 
 /// The test secret (24 random bytes, as the specification serializes them).
 const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
@@ -46,29 +48,6 @@ fn python() -> PathBuf {
         p.display()
     );
     p
-}
-
-/// A scenario's directory (removed when dropped).
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "purra-gw-webhooks-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("dir");
-        Dir(dir)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The receiver process (ends when dropped).
@@ -154,13 +133,6 @@ impl Drop for Receiver {
     }
 }
 
-fn object(v: Value) -> JsonObject {
-    match v {
-        Value::Object(o) => o,
-        _ => JsonObject::new(),
-    }
-}
-
 /// The upstream: `set_value`, answering at once.
 async fn upstream() -> String {
     let server = Server::builder("upstream", "1.0.0").build();
@@ -180,48 +152,19 @@ async fn upstream() -> String {
             },
         )
         .expect("tool");
-    let bound = purra_protocol::StreamableHttpServer::new(server, HttpServerConfig::default())
-        .bind()
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", bound.local_addr().expect("addr"));
-    tokio::spawn(bound.serve(std::future::pending()));
-    url
+    serve_upstream(server, std::future::pending()).await
 }
 
 /// A gateway with `set_value` bound as a write and `webhooks` configured.
 fn config(upstream: &str, db: PathBuf, webhooks: Vec<(&str, WebhookConfig)>) -> GatewayConfig {
-    let mut c = GatewayConfig::default();
-    c.gateway.name = "hooks".into();
-    c.gateway.db = db;
-    c.gateway.approval_wait = Dur(Duration::from_secs(60));
-    c.upstreams.insert(
-        "up".into(),
-        UpstreamConfig {
-            url: Some(upstream.into()),
-            ..UpstreamConfig::default()
-        },
-    );
+    let mut c = base_config("hooks", db, Duration::from_secs(60), upstream);
     c.writes.insert(
         "set_value".into(),
-        WriteConfig {
-            upstream: "up".into(),
-            tool: None,
-            title: "Set".into(),
-            effect: EffectConfig::Write,
-            risk: None,
-            binding_id: "b".into(),
-            binding_revision: "1".into(),
-            scope_id: "s".into(),
-            scope_revision: "1".into(),
-            scope: ScopeRules {
-                principals: None,
-                clients: Some(vec!["hooks-client".into()]),
-                arguments: vec![],
-            },
-            approval: ApprovalBy::Operator,
-            receipt_ttl: None,
-        },
+        set_write(ScopeRules {
+            principals: None,
+            clients: Some(vec!["hooks-client".into()]),
+            arguments: vec![],
+        }),
     );
     for (name, w) in webhooks {
         c.webhooks.insert(name.into(), w);
@@ -242,36 +185,20 @@ fn signed(dir: &Path, url: String) -> WebhookConfig {
 }
 
 async fn client(gateway: &Gateway) -> Connection {
-    let (a, b) = memory::pair();
-    let server = gateway.server().clone();
-    tokio::spawn(async move { server.serve(a).await });
-    let mut options = ClientOptions::default();
-    options.client_info = purra_protocol::types::Implementation::new("hooks-client", "1");
-    Client::connect(b, options).await.expect("connect")
+    client_named(gateway, "hooks-client", ClientOptions::default()).await
 }
 
-fn approve(approver: &str) -> Decision {
-    let now = SystemTime::now();
+/// An approval by `approver` with a note, good for ten minutes.
+fn approve_noted(approver: &str) -> Decision {
     Decision {
-        verdict: Verdict::Approve,
-        approver: approver.into(),
-        decided_at: now,
-        expires_at: Some(now + Duration::from_secs(600)),
         note: Some("go & see".into()),
+        ..approval_by(approver, Duration::from_secs(600))
     }
 }
 
 /// Waits until approval `id` exists.
 async fn prepared(store: &SqliteStore, id: &str) {
-    let started = std::time::Instant::now();
-    while purra_core::ApprovalGateway::record(store, ApprovalId(id.into()))
-        .await
-        .expect("record")
-        .is_none()
-    {
-        assert!(started.elapsed() < PATIENCE, "{id} never prepared");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_prepared(store, &ApprovalId(id.into())).await;
 }
 
 async fn pending(store: &SqliteStore) -> Vec<WebhookDeliveryView> {
@@ -286,7 +213,7 @@ async fn pending(store: &SqliteStore) -> Vec<WebhookDeliveryView> {
 /// endpoint gets one escaped line per event it subscribes to; nothing is left undelivered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_event_arrives_once_verified_with_its_link_and_in_slack_form() {
-    let dir = Dir::new("once");
+    let dir = TempDir::new("webhooks", "once");
     let receiver = Receiver::start(&dir.0);
     let store = SqliteStore::open(dir.0.join("g.db")).expect("store");
     let mut chat = WebhookConfig::new(receiver.url("/chat"));
@@ -315,7 +242,7 @@ async fn each_event_arrives_once_verified_with_its_link_and_in_slack_form() {
     };
     prepared(&store, "approval-1").await;
     gateway
-        .decide(ApprovalId("approval-1".into()), approve("ada"))
+        .decide(ApprovalId("approval-1".into()), approve_noted("ada"))
         .await
         .expect("decide");
     let result = call.await.expect("join").expect("call");
@@ -401,7 +328,7 @@ async fn each_event_arrives_once_verified_with_its_link_and_in_slack_form() {
 /// it, and the gateway says so once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_keep_their_id_and_410_retires_the_endpoint() {
-    let dir = Dir::new("retry");
+    let dir = TempDir::new("webhooks", "retry");
     let receiver = Receiver::start(&dir.0);
     let store = SqliteStore::open(dir.0.join("g.db")).expect("store");
     let c = config(
@@ -432,7 +359,7 @@ async fn retries_keep_their_id_and_410_retires_the_endpoint() {
         tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "y"})).await });
     prepared(&store, "approval-1").await;
     gateway
-        .decide(ApprovalId("approval-1".into()), approve("ada"))
+        .decide(ApprovalId("approval-1".into()), approve_noted("ada"))
         .await
         .expect("decide");
     call.await.expect("join").expect("call");
@@ -557,7 +484,7 @@ async fn retries_keep_their_id_and_410_retires_the_endpoint() {
 /// attempted once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_receiver_delays_only_its_own_deliveries() {
-    let dir = Dir::new("slow");
+    let dir = TempDir::new("webhooks", "slow");
     let receiver = Receiver::start(&dir.0);
     let store = SqliteStore::open(dir.0.join("g.db")).expect("store");
     let mut slow = signed(&dir.0, receiver.url("/slow?delay_ms=120000"));
@@ -580,7 +507,7 @@ async fn a_slow_receiver_delays_only_its_own_deliveries() {
     // The slow receiver holds its first request before anything is decided.
     receiver.wait("/slow", 1).await;
     gateway
-        .decide(ApprovalId("approval-1".into()), approve("ada"))
+        .decide(ApprovalId("approval-1".into()), approve_noted("ada"))
         .await
         .expect("decide");
     let result = call.await.expect("join").expect("call");
@@ -604,7 +531,7 @@ async fn a_slow_receiver_delays_only_its_own_deliveries() {
 /// key; nothing is registered in the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_that_cannot_be_used_stop_the_start() {
-    let dir = Dir::new("secrets");
+    let dir = TempDir::new("webhooks", "secrets");
     let store = SqliteStore::open(dir.0.join("g.db")).expect("store");
     let short = dir.0.join("short.whsec");
     std::fs::write(&short, "whsec_c2hvcnQ=").expect("secret");
@@ -644,7 +571,7 @@ async fn secrets_that_cannot_be_used_stop_the_start() {
 /// endpoint's deliveries: its task starts again and every event arrives, once by id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_observer_does_not_stop_deliveries() {
-    let dir = Dir::new("panic");
+    let dir = TempDir::new("webhooks", "panic");
     let receiver = Receiver::start(&dir.0);
     let store = SqliteStore::open(dir.0.join("g.db")).expect("store");
     let c = config(
@@ -672,7 +599,7 @@ async fn a_panicking_observer_does_not_stop_deliveries() {
         tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "p"})).await });
     prepared(&store, "approval-1").await;
     gateway
-        .decide(ApprovalId("approval-1".into()), approve("ada"))
+        .decide(ApprovalId("approval-1".into()), approve_noted("ada"))
         .await
         .expect("decide");
     call.await.expect("join").expect("call");
@@ -695,7 +622,7 @@ async fn a_panicking_observer_does_not_stop_deliveries() {
 /// the store as failed, with the last status, and said once; never dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_failing_past_give_up_after_is_kept_failed() {
-    let dir = Dir::new("give-up");
+    let dir = TempDir::new("webhooks", "give-up");
     let receiver = Receiver::start(&dir.0);
     let store = SqliteStore::open(dir.0.join("g.db")).expect("store");
     let mut hook = signed(&dir.0, receiver.url("/broken?status=500"));

@@ -3,15 +3,14 @@
 //! pinned entry's; what cannot be pinned is a start mistake at its binding. The upstream is a
 //! purra server on loopback Streamable HTTP in this process, serving skills and no tool.
 
-use std::sync::Arc;
-
-use purra_gateway::{load_str, Gateway, StartError};
+use purra_gateway::{load_str, Gateway, StartOptions};
 use purra_protocol::skills::{digest, SkillBundle};
 use purra_protocol::{
     Client, ClientOptions, Error, HttpServerConfig, Server, StreamableHttpServer,
 };
-use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
+
+use crate::support::{serve_upstream, start_text};
 
 const REFUNDS: &str =
     "---\nname: refunds\ndescription: Process refunds\n---\n# Refunds\nSee examples/email.md.\n";
@@ -32,24 +31,12 @@ async fn upstream() -> (Server, String) {
         .unwrap()
         .add_skill(SkillBundle::new("git-workflow").file("SKILL.md", GIT))
         .unwrap();
-    let bound = StreamableHttpServer::new(server.clone(), HttpServerConfig::default())
-        .bind()
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", bound.local_addr().expect("addr"));
-    tokio::spawn(bound.serve(std::future::pending()));
+    let url = serve_upstream(server.clone(), std::future::pending()).await;
     (server, url)
 }
 
 async fn start(text: &str) -> Result<Gateway, Vec<String>> {
-    let loaded = load_str("g.toml", text).expect("the file itself has no mistakes");
-    let store = Arc::new(SqliteStore::open_in_memory().expect("store"));
-    Gateway::start(loaded.config, &loaded.source, store)
-        .await
-        .map_err(|e| match e {
-            StartError::Config(e) => e.0.iter().map(ToString::to_string).collect(),
-            other => panic!("not a configuration error: {other}"),
-        })
+    start_text(text, StartOptions::default()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
