@@ -15,7 +15,7 @@ use purra_protocol::{
 };
 use serde_json::json;
 
-mod support;
+use crate::support;
 use support::*;
 
 #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use purra_examples::modern_checks::MODERN_CHECKS;
 
-mod support;
+use crate::support;
 use support::*;
 
 /// Asserts that a modern fixture client passed every check, in order, with the exact summary.
@@ -40,9 +40,9 @@ fn assert_modern_checks(out: &Output) {
 }
 
 fn purra_client(args: &[String]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-client"));
-    cmd.arg("--modern").args(args);
-    run(cmd, Duration::from_secs(120))
+    let mut all = vec!["--modern".to_owned()];
+    all.extend(args.iter().cloned());
+    example_client(&all)
 }
 
 fn stdio(server: &[String]) -> Vec<String> {
@@ -111,37 +111,30 @@ fn typescript_sdk_client_with_purra_server() {
     assert_modern_checks(&out);
 }
 
-fn purra_http_server() -> HttpPeer {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-server"));
-    cmd.arg("--http");
-    http_server(cmd, |port| format!("127.0.0.1:{port}"))
-}
-
 #[test]
 fn http_purra_client_with_python_sdk_server() {
-    let mut cmd = Command::new(python());
-    cmd.args([script("python/modern.py"), "server".into(), "--http".into()]);
-    let server = http_server(cmd, |port| port.to_string());
+    let server = peer_http_server(
+        python(),
+        &[script("python/modern.py"), "server".into(), "--http".into()],
+    );
     assert_modern_checks(&purra_client(&["--http".into(), server.url.clone()]));
 }
 
 #[test]
 fn http_purra_client_with_typescript_sdk_server() {
-    let mut cmd = Command::new(node());
-    cmd.args([script("node-v2/server.mjs"), "--http".into()]);
-    let server = http_server(cmd, |port| port.to_string());
+    let server = peer_http_server(node(), &[script("node-v2/server.mjs"), "--http".into()]);
     assert_modern_checks(&purra_client(&["--http".into(), server.url.clone()]));
 }
 
 #[test]
 fn http_purra_client_with_purra_server() {
-    let server = purra_http_server();
+    let server = example_server_http();
     assert_modern_checks(&purra_client(&["--http".into(), server.url.clone()]));
 }
 
 #[test]
 fn http_python_sdk_client_with_purra_server() {
-    let server = purra_http_server();
+    let server = example_server_http();
     let out = peer_client(
         python(),
         &[&script("python/modern.py"), "client"],
@@ -152,7 +145,7 @@ fn http_python_sdk_client_with_purra_server() {
 
 #[test]
 fn http_typescript_sdk_client_with_purra_server() {
-    let server = purra_http_server();
+    let server = example_server_http();
     let out = peer_client(
         node(),
         &[&script("node-v2/client.mjs")],

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use purra_examples::checks::CHECKS;
 
-mod support;
+use crate::support;
 use support::*;
 
 /// Asserts that a fixture client passed every check for both versions and closed with the
@@ -47,9 +47,9 @@ fn assert_all_checks(out: &Output) {
 }
 
 fn purra_client(server: &[String]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-client"));
-    cmd.arg("--").args(server);
-    run(cmd, Duration::from_secs(120))
+    let mut args = vec!["--".to_owned()];
+    args.extend(server.iter().cloned());
+    example_client(&args)
 }
 
 fn peer_client(program: PathBuf, client_script: &str) -> Output {
@@ -97,16 +97,8 @@ fn typescript_sdk_client_with_purra_server() {
     assert_all_checks(&out);
 }
 
-fn purra_http_server() -> HttpPeer {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-server"));
-    cmd.arg("--http");
-    http_server(cmd, |port| format!("127.0.0.1:{port}"))
-}
-
 fn purra_client_http(url: &str) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-client"));
-    cmd.args(["--http", url]);
-    run(cmd, Duration::from_secs(120))
+    example_client(&["--http".into(), url.into()])
 }
 
 fn peer_client_http(program: PathBuf, client_script: &str, url: &str) -> Output {
@@ -119,35 +111,31 @@ fn peer_client_http(program: PathBuf, client_script: &str, url: &str) -> Output 
 
 #[test]
 fn http_purra_client_with_purra_server() {
-    let server = purra_http_server();
+    let server = example_server_http();
     assert_all_checks(&purra_client_http(&server.url));
 }
 
 #[test]
 fn http_purra_client_with_python_sdk_server() {
-    let mut cmd = Command::new(python());
-    cmd.args([script("python/server.py"), "--http".into()]);
-    let server = http_server(cmd, |port| port.to_string());
+    let server = peer_http_server(python(), &[script("python/server.py"), "--http".into()]);
     assert_all_checks(&purra_client_http(&server.url));
 }
 
 #[test]
 fn http_purra_client_with_typescript_sdk_server() {
-    let mut cmd = Command::new(node());
-    cmd.args([script("node/server.mjs"), "--http".into()]);
-    let server = http_server(cmd, |port| port.to_string());
+    let server = peer_http_server(node(), &[script("node/server.mjs"), "--http".into()]);
     assert_all_checks(&purra_client_http(&server.url));
 }
 
 #[test]
 fn http_python_sdk_client_with_purra_server() {
-    let server = purra_http_server();
+    let server = example_server_http();
     assert_all_checks(&peer_client_http(python(), "python/client.py", &server.url));
 }
 
 #[test]
 fn http_typescript_sdk_client_with_purra_server() {
-    let server = purra_http_server();
+    let server = example_server_http();
     assert_all_checks(&peer_client_http(node(), "node/client.mjs", &server.url));
 }
 
@@ -169,23 +157,19 @@ fn peer_client_sse(program: PathBuf, client_script: &str, url: &str) -> Output {
 
 #[test]
 fn sse_purra_client_falls_back_to_the_python_sdk_legacy_server() {
-    let mut cmd = Command::new(python());
-    cmd.args([script("python/server.py"), "--sse".into()]);
-    let server = http_server(cmd, |port| port.to_string());
+    let server = peer_http_server(python(), &[script("python/server.py"), "--sse".into()]);
     assert_all_checks(&purra_client_http(&sse_url(&server)));
 }
 
 #[test]
 fn sse_purra_client_falls_back_to_the_typescript_sdk_legacy_server() {
-    let mut cmd = Command::new(node());
-    cmd.args([script("node/server.mjs"), "--sse".into()]);
-    let server = http_server(cmd, |port| port.to_string());
+    let server = peer_http_server(node(), &[script("node/server.mjs"), "--sse".into()]);
     assert_all_checks(&purra_client_http(&sse_url(&server)));
 }
 
 #[test]
 fn sse_python_sdk_client_with_purra_legacy_server() {
-    let server = purra_http_server();
+    let server = example_server_http();
     assert_all_checks(&peer_client_sse(
         python(),
         "python/client.py",
@@ -195,7 +179,7 @@ fn sse_python_sdk_client_with_purra_legacy_server() {
 
 #[test]
 fn sse_typescript_sdk_client_with_purra_legacy_server() {
-    let server = purra_http_server();
+    let server = example_server_http();
     assert_all_checks(&peer_client_sse(
         node(),
         "node/client.mjs",

@@ -5,7 +5,7 @@
 //! in 2026-07-28 against the SDK's `MCPServer` (`peers/python/modern.py`), a list change learned
 //! through `subscriptions/listen`.
 
-mod support;
+use crate::support::{self, call_registered, python, read_bindings, run_context, TempDir, CANARY};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use purra_core::{
-    Agent, Catalog, Lease, Message, RunContext, RunId, RunOutcome, RunRequest, ScopeCheck,
-    ScriptedModel, ToolError,
+    Agent, Catalog, Lease, Message, RunId, RunOutcome, RunRequest, ScopeCheck, ScriptedModel,
+    ToolError,
 };
 use purra_mcp::{codes, discover_read_tools, CatalogMonitor, Limits, ReadBinding, ReadCatalog};
 use purra_protocol::{
@@ -23,28 +23,6 @@ use purra_protocol::{
     StderrMode, StdioCommand,
 };
 use serde_json::{json, Value};
-
-const CANARY: &str = "CANARY-7f3a";
-
-fn repo() -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn python() -> PathBuf {
-    let p = std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".peers"))
-        .join("venv/bin/python");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-peers.sh",
-        p.display()
-    );
-    p
-}
 
 struct Peer {
     conn: Arc<Connection>,
@@ -63,34 +41,6 @@ impl Drop for Peer {
     }
 }
 
-/// A fresh temporary directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "purra-{tag}-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
 /// Starts `python ARGS` (the arguments made for a free port) serving Streamable HTTP, waits until
 /// it accepts, and returns it with its endpoint's URL.
 /// Held by a test while its Python HTTP server lives. `serve_http` picks a free port by binding
@@ -102,11 +52,7 @@ static HTTP_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 async fn serve_http(
     args: impl FnOnce(u16) -> Vec<std::ffi::OsString>,
 ) -> (std::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let child = std::process::Command::new(python())
         .args(args(port))
         .stdin(Stdio::null())
@@ -114,21 +60,14 @@ async fn serve_http(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    while !support::accepting(port) {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "python server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    support::until_accepting(port, Duration::from_secs(30), "python server").await;
     (child, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 async fn start(http: bool) -> Peer {
     let dir = TempDir::new("adapter-py");
     let ledger = dir.0.join("ledger.txt");
-    let script = repo().join("peers/python/adapter_server.py");
+    let script = support::repo_root().join("peers/python/adapter_server.py");
     let (conn, child) = if http {
         let (child, url) = serve_http(|port| {
             vec![
@@ -177,15 +116,9 @@ fn ledger(p: &Peer) -> Vec<String> {
 }
 
 fn bindings(pairs: &[(&str, &str)]) -> BTreeMap<String, ReadBinding> {
-    pairs
-        .iter()
-        .map(|(remote, local)| {
-            (
-                (*remote).to_owned(),
-                ReadBinding::new(*local, format!("Title of {local}"), ScopeCheck::OptOut),
-            )
-        })
-        .collect()
+    read_bindings(pairs, |local| {
+        ReadBinding::new(local, format!("Title of {local}"), ScopeCheck::OptOut)
+    })
 }
 
 async fn discover(
@@ -202,22 +135,14 @@ async fn discover(
     .await
 }
 
-fn run() -> RunContext {
-    RunContext {
-        run_id: RunId::new("run-py"),
-        root_run_id: RunId::new("run-py"),
-        agent: "tester".into(),
-        lease: Lease::unbounded(),
-    }
-}
-
 async fn call(cat: &ReadCatalog, local: &str, args: Value) -> Result<Value, ToolError> {
-    let reg = cat
-        .registrations
-        .iter()
-        .find(|r| r.name() == local)
-        .unwrap();
-    (reg.handler())(args, run()).await
+    call_registered(
+        &cat.registrations,
+        local,
+        args,
+        run_context("run-py", "tester"),
+    )
+    .await
 }
 
 async fn against_python(http: bool) {
@@ -321,7 +246,7 @@ async fn against_python_modern(http: bool) {
     } else {
         None
     };
-    let script = repo().join("peers/python/modern.py");
+    let script = support::repo_root().join("peers/python/modern.py");
     let options =
         ClientOptions::default().mode(ProtocolMode::Pinned(ProtocolVersion::new("2026-07-28")));
     let (conn, mut child) = if http {

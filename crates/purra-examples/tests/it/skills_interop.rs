@@ -15,7 +15,7 @@ use purra_protocol::stdio::StdioCommand;
 use purra_protocol::{Client, ClientOptions, Connection, Error, ProtocolMode};
 use serde_json::Value;
 
-mod support;
+use crate::support;
 use support::*;
 
 fn skills_dir() -> PathBuf {

@@ -6,24 +6,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use purra_core::tool::Effect;
-use purra_core::{
-    json_identity, Lease, Policy, Risk, RunContext, RunId, ScopeCheck, ScopeDecision, ToolError,
-};
+use purra_core::{json_identity, Policy, Risk, ScopeCheck, ScopeDecision, ToolError};
 use purra_mcp::{
     codes, confirm_bindings_for_all, discover_write_tools, CatalogMonitor, Limits, WriteBinding,
     WriteCatalog, WriteEffect,
 };
-use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand};
+use purra_protocol::Connection;
 use serde_json::{json, Value};
 
+use crate::support::{adapter_fixture, call_registered, run_context};
+
 async fn connect() -> (Arc<Connection>, CatalogMonitor) {
-    let cmd =
-        StdioCommand::new(env!("CARGO_BIN_EXE_purra-adapter-fixture")).stderr(StderrMode::Null);
-    let conn = Arc::new(
-        Client::connect_stdio(cmd, ClientOptions::default())
-            .await
-            .unwrap(),
-    );
+    let conn = adapter_fixture().await;
     let monitor = CatalogMonitor::attach(&conn);
     (conn, monitor)
 }
@@ -48,15 +42,6 @@ fn write_binding(local: &str) -> WriteBinding {
     }
 }
 
-fn run(agent: &str) -> RunContext {
-    RunContext {
-        run_id: RunId::new("run-w"),
-        root_run_id: RunId::new("run-w"),
-        agent: agent.into(),
-        lease: Lease::unbounded(),
-    }
-}
-
 async fn discover(
     conn: &Arc<Connection>,
     monitor: &CatalogMonitor,
@@ -71,12 +56,7 @@ async fn call(
     args: Value,
     agent: &str,
 ) -> Result<Value, ToolError> {
-    let reg = cat
-        .registrations
-        .iter()
-        .find(|r| r.name() == local)
-        .unwrap();
-    (reg.handler())(args, run(agent)).await
+    call_registered(&cat.registrations, local, args, run_context("run-w", agent)).await
 }
 
 #[tokio::test]

@@ -1,11 +1,22 @@
-//! What the interop tests share: where the installed peers are, running a process with a time
-//! limit, and HTTP servers on free local ports.
+//! What the test modules share: where the installed peers are, running a process with a time
+//! limit, HTTP servers on free local ports, the example binaries, a test's directory, and the
+//! host side of the adapter tests (the adapter fixture, a run, calling a bound tool).
 
-#![allow(dead_code)] // each test binary uses its own part
+#![allow(dead_code)] // each module uses its own part
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use purra_core::{Lease, RunContext, RunId, ToolError, ToolRegistration};
+use purra_mcp::ReadBinding;
+use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand};
+use serde_json::Value;
+
+/// What the fixture servers put in their internal error text: it must never reach the model.
+pub const CANARY: &str = "CANARY-7f3a";
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -155,4 +166,103 @@ pub fn http_server(mut cmd: Command, port_arg: impl Fn(u16) -> String) -> HttpPe
         child,
         url: format!("http://127.0.0.1:{port}/mcp"),
     }
+}
+
+/// Waits until a server accepts connections on the local `port`, failing as `what` after `limit`.
+pub async fn until_accepting(port: u16, limit: Duration, what: &str) {
+    let start = Instant::now();
+    while !accepting(port) {
+        assert!(start.elapsed() < limit, "{what} did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Starts `program args... <port>` (a peer's HTTP server taking its port as its last argument)
+/// and waits until it answers.
+pub fn peer_http_server(program: PathBuf, args: &[String]) -> HttpPeer {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    http_server(cmd, |port| port.to_string())
+}
+
+/// purra's example server over Streamable HTTP on a free local port.
+pub fn example_server_http() -> HttpPeer {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-server"));
+    cmd.arg("--http");
+    http_server(cmd, |port| format!("127.0.0.1:{port}"))
+}
+
+/// purra's example client run with `args`, within two minutes.
+pub fn example_client(args: &[String]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-client"));
+    cmd.args(args);
+    run(cmd, Duration::from_secs(120))
+}
+
+/// A test's directory (`purra-TAG-PID-NANOS` in the temporary directory), removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// Creates a fresh directory for the test `tag`.
+    pub fn new(tag: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!("purra-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// purra's client over stdio to the adapter fixture server (`purra-adapter-fixture`).
+pub async fn adapter_fixture() -> Arc<Connection> {
+    let cmd =
+        StdioCommand::new(env!("CARGO_BIN_EXE_purra-adapter-fixture")).stderr(StderrMode::Null);
+    Arc::new(
+        Client::connect_stdio(cmd, ClientOptions::default())
+            .await
+            .unwrap(),
+    )
+}
+
+/// The run `id` (its own root) of `agent`, with no lease bound.
+pub fn run_context(id: &str, agent: &str) -> RunContext {
+    RunContext {
+        run_id: RunId::new(id),
+        root_run_id: RunId::new(id),
+        agent: agent.into(),
+        lease: Lease::unbounded(),
+    }
+}
+
+/// Calls the registered tool `local` with `args` in `run`, as the host would.
+pub async fn call_registered(
+    registrations: &[ToolRegistration],
+    local: &str,
+    args: Value,
+    run: RunContext,
+) -> Result<Value, ToolError> {
+    let reg = registrations
+        .iter()
+        .find(|r| r.name() == local)
+        .expect("registered");
+    (reg.handler())(args, run).await
+}
+
+/// Read bindings of the remote tools of `pairs` (remote, local), each made by `binding(local)`.
+pub fn read_bindings(
+    pairs: &[(&str, &str)],
+    binding: impl Fn(&str) -> ReadBinding,
+) -> BTreeMap<String, ReadBinding> {
+    pairs
+        .iter()
+        .map(|(remote, local)| ((*remote).to_owned(), binding(local)))
+        .collect()
 }

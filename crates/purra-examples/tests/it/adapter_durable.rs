@@ -15,47 +15,29 @@ use purra_core::{
     ScopeCheck, ScopeDecision, ScriptedModel, Verdict,
 };
 use purra_mcp::{discover_write_tools, CatalogMonitor, Limits, WriteBinding, WriteEffect};
-use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand};
+use purra_protocol::Connection;
 use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 
-struct Db(PathBuf);
+use crate::support::{adapter_fixture, TempDir};
+
+/// A host's directory and its SQLite file.
+struct Db(TempDir);
 
 impl Db {
     fn new(tag: &str) -> Db {
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "purra-durable-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Db(dir)
+        Db(TempDir::new(&format!("durable-{tag}")))
     }
     fn path(&self) -> PathBuf {
-        self.0.join("host.db")
+        self.0 .0.join("host.db")
     }
     fn open(&self) -> Arc<SqliteStore> {
         Arc::new(SqliteStore::open(self.path()).unwrap())
     }
 }
 
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 async fn connect() -> Arc<Connection> {
-    let cmd =
-        StdioCommand::new(env!("CARGO_BIN_EXE_purra-adapter-fixture")).stderr(StderrMode::Null);
-    Arc::new(
-        Client::connect_stdio(cmd, ClientOptions::default())
-            .await
-            .unwrap(),
-    )
+    adapter_fixture().await
 }
 
 /// The host's binding of a fixture tool as a write; `revoked` turns its scope check off.

@@ -2,7 +2,7 @@
 //! over stdio and over Streamable HTTP: discovery, the snapshot, every error code, and every
 //! limit at its edge (at the limit passes, one over fails).
 
-mod support;
+use crate::support::{self, call_registered, read_bindings, run_context, CANARY};
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use purra_core::{
-    json_identity, Concurrency, ErrorCode, Lease, RunContext, RunId, ScopeCheck, ScopeDecision,
-    ToolError,
+    json_identity, Concurrency, ErrorCode, Lease, RunContext, ScopeCheck, ScopeDecision, ToolError,
 };
 use purra_mcp::{
     codes, discover_read_tools, AdapterError, CatalogMonitor, Limits, ReadBinding, ReadCatalog,
@@ -22,8 +21,6 @@ use purra_protocol::{
     RequestOptions, StdioCommand,
 };
 use serde_json::{json, Value};
-
-const CANARY: &str = "CANARY-7f3a";
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Via {
@@ -79,11 +76,7 @@ async fn connect_opts(via: Via, args: Vec<String>, options: ClientOptions) -> Fi
             (Client::connect_stdio(cmd, options).await.unwrap(), None)
         }
         Via::Http => {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
+            let port = support::free_port();
             let child = std::process::Command::new(bin)
                 .args(args)
                 .args(["--http", &format!("127.0.0.1:{port}")])
@@ -91,14 +84,7 @@ async fn connect_opts(via: Via, args: Vec<String>, options: ClientOptions) -> Fi
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            let start = std::time::Instant::now();
-            while !support::accepting(port) {
-                assert!(
-                    start.elapsed() < Duration::from_secs(20),
-                    "fixture did not start"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            support::until_accepting(port, Duration::from_secs(20), "fixture").await;
             let url = format!("http://127.0.0.1:{port}/mcp");
             let conn = Client::connect_http(&url, HttpClientOptions::default(), options)
                 .await
@@ -125,19 +111,11 @@ fn binding(local: &str) -> ReadBinding {
 }
 
 fn bindings(pairs: &[(&str, &str)]) -> BTreeMap<String, ReadBinding> {
-    pairs
-        .iter()
-        .map(|(remote, local)| ((*remote).to_owned(), binding(local)))
-        .collect()
+    read_bindings(pairs, binding)
 }
 
 fn run() -> RunContext {
-    RunContext {
-        run_id: RunId::new("run-1"),
-        root_run_id: RunId::new("run-1"),
-        agent: "tester".into(),
-        lease: Lease::unbounded(),
-    }
+    run_context("run-1", "tester")
 }
 
 async fn discover(
@@ -149,12 +127,7 @@ async fn discover(
 }
 
 async fn call(cat: &ReadCatalog, local: &str, args: Value) -> Result<Value, ToolError> {
-    let reg = cat
-        .registrations
-        .iter()
-        .find(|r| r.name() == local)
-        .expect("registered");
-    (reg.handler())(args, run()).await
+    call_registered(&cat.registrations, local, args, run()).await
 }
 
 fn code(r: Result<Value, ToolError>) -> ErrorCode {

@@ -3,7 +3,7 @@
 //! against a raw peer built on the Python `websockets` package (`peers/python/ws_raw.py`,
 //! installed by `scripts/setup-peers.sh`), which checks frames, close codes and handshake refusals.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -20,25 +20,7 @@ use tokio::time::timeout;
 
 use purra_examples::checks::CHECKS;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
-fn python() -> PathBuf {
-    let peers = std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"));
-    let p = peers.join("venv/bin/python");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
-        p.display()
-    );
-    p
-}
+use crate::support::{python, repo_root};
 
 fn ws_raw() -> PathBuf {
     repo_root().join("peers/python/ws_raw.py")
