@@ -18,18 +18,17 @@
 //! (`docs/src/images/approver-page-pending.png`, `docs/src/images/approver-page-history.png`,
 //! `docs/src/images/approver-page-waiting.png`, `docs/src/images/approval-app-pending.png`).
 
-#[path = "support/peers.rs"]
-mod peers;
-#[path = "support/webdriver.rs"]
-mod webdriver;
+use crate::support::clients::{gateway_client, json_lines, Sdk};
+use crate::support::peers;
+use crate::support::webdriver;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use peers::{fresh_dir, lines_of, peer, python, repo_root};
+use peers::{fresh_dir, lines_of, peer, postgres_schema, python, repo_root};
 use purra_core::{ApprovalGateway, ApprovalId, ApprovalState, Verdict};
 use serde_json::{json, Value};
 use webdriver::{Browser, WAIT};
@@ -56,14 +55,8 @@ impl Scenario {
 
     /// A scenario whose store is a fresh schema of the test command's PostgreSQL server.
     fn on_postgres(name: &str) -> Scenario {
-        let url = std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
-            panic!("PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh")
-        });
         let mut sc = Scenario::new(name);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() % 1_000_000_000);
-        sc.db = format!("{url}?schema=page_{name}_{}_{nanos}", std::process::id());
+        sc.db = postgres_schema(&format!("page_{name}"));
         sc
     }
 
@@ -268,17 +261,12 @@ struct Client {
 impl Client {
     fn set_value(mcp: &str, value: &str) -> Client {
         let steps = json!([{"call": "set_value", "args": {"value": value}}]);
-        let mut child = Command::new(python())
-            .arg(peer(repo_root().join("peers/python/gateway_client.py")))
-            .args(["--steps", &steps.to_string(), "--http", mcp])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn client");
-        let lines = lines_of(child.stdout.take().expect("stdout"), |line| {
-            serde_json::from_str::<Value>(&line).ok()
-        });
+        let (child, lines) = json_lines(gateway_client(Sdk::Python).args([
+            "--steps",
+            &steps.to_string(),
+            "--http",
+            mcp,
+        ]));
         Client { child, lines }
     }
 

@@ -13,26 +13,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver as Lines;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-#[path = "support/peers.rs"]
-mod peers;
+use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway, wait_for, Sdk};
+use crate::support::peers;
+use crate::support::run::{
+    approvals_json, ledger_lines, purra, purra_bin, wait_approval, wait_ledger, LIMIT,
+};
 
-use peers::{fresh_dir, lines_of, peer, peers_dir, python, repo_root};
-
-/// Generous bound on any one wait (Python processes start slowly on a loaded machine).
-const LIMIT: Duration = Duration::from_secs(120);
+use peers::{fresh_dir, lines_of, peer, peers_dir, postgres_schema, python, repo_root};
 
 /// The endpoints' secret (24 random bytes, as the specification serializes them).
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-fn purra_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_purra")
-}
 
 /// One scenario's directory: configuration, store, upstream ledger, receiver ledger.
 struct Scenario {
@@ -59,14 +55,7 @@ impl Scenario {
             .port();
         std::fs::write(dir.join("ops.whsec"), format!("{SECRET}\n")).expect("secret");
         let db = if postgres {
-            let url = std::env::var("PURRA_TEST_POSTGRES").expect(
-                "PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh, or start a \
-                 server with `eval \"$(scripts/postgres.sh start DIR)\"` first",
-            );
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() % 1_000_000_000);
-            format!("{url}?schema=webhooks_{}_{nanos}", std::process::id())
+            postgres_schema("webhooks")
         } else {
             dir.join("gateway.db").to_string_lossy().into_owned()
         };
@@ -134,60 +123,20 @@ max_backoff = "1s"
         std::fs::write(self.config(), text).expect("config");
     }
 
-    fn ledger(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("ledger.txt"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
     fn wait_ledger(&self, prefix: &str) {
-        let start = Instant::now();
-        while !self.ledger().iter().any(|l| l.starts_with(prefix)) {
-            assert!(
-                start.elapsed() < LIMIT,
-                "no {prefix:?}: {:?}",
-                self.ledger()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_ledger(&self.dir.join("ledger.txt"), prefix);
     }
 
     /// `purra approvals ARGS --db DB --json`.
     fn approvals(&self, args: &[&str]) -> Value {
-        let db = self.db();
-        let mut all: Vec<&str> = vec!["approvals"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["--db", &db, "--json"]);
-        let out = purra(&all);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "purra {all:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("json")
+        approvals_json(&self.db(), args)
     }
 
     /// Waits until an approval is pending; its id.
     fn wait_pending(&self) -> String {
-        let start = Instant::now();
-        loop {
-            if self.db.starts_with("postgres") || std::path::Path::new(&self.db).exists() {
-                let list = self.approvals(&["list"]);
-                if let Some(a) = list["approvals"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|a| a["state"] == "pending")
-                {
-                    return a["id"].as_str().expect("id").to_owned();
-                }
-            }
-            assert!(start.elapsed() < LIMIT, "no pending approval appeared");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_approval(&self.db(), "a pending approval", |a| {
+            a["state"] == "pending"
+        })
     }
 
     /// The store's undelivered deliveries (read as another process would).
@@ -220,14 +169,6 @@ max_backoff = "1s"
     }
 }
 
-fn purra(args: &[&str]) -> Output {
-    Command::new(purra_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run purra")
-}
-
 /// `purra gateway` on Streamable HTTP (killed when dropped).
 struct Gateway {
     child: Child,
@@ -239,28 +180,8 @@ struct Gateway {
 
 impl Gateway {
     fn start(sc: &Scenario) -> Gateway {
-        let mut child = Command::new(purra_bin())
-            .args(["gateway", "--config", &sc.config()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn gateway");
-        let rx = lines_of(child.stderr.take().expect("stderr"), |line| {
-            eprintln!("[gateway] {line}");
-            Some(line)
-        });
-        let start = Instant::now();
-        let mut started = Vec::new();
-        let url = loop {
-            let line = rx
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .expect("the gateway did not say where it serves");
-            if let Some(url) = line.strip_prefix("purra gateway: serving ") {
-                break url.to_owned();
-            }
-            started.push(line);
-        };
+        let (child, rx) = spawn_gateway(sc.config());
+        let (url, started) = serving(&rx, LIMIT);
         Gateway {
             child,
             url,
@@ -293,17 +214,12 @@ struct Client {
 impl Client {
     fn set_value(g: &Gateway, value: &str) -> Client {
         let steps = json!([{"call": "set_value", "args": {"value": value}}]);
-        let mut child = Command::new(python())
-            .arg(peer(repo_root().join("peers/python/gateway_client.py")))
-            .args(["--steps", &steps.to_string(), "--http", &g.url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn client");
-        let lines = lines_of(child.stdout.take().expect("stdout"), |line| {
-            Some(serde_json::from_str(&line).expect("client JSON"))
-        });
+        let (child, lines) = json_lines(gateway_client(Sdk::Python).args([
+            "--steps",
+            &steps.to_string(),
+            "--http",
+            &g.url,
+        ]));
         Client {
             child,
             lines,
@@ -313,17 +229,9 @@ impl Client {
 
     /// Waits for the call's step line; returns it.
     fn step(&mut self) -> Value {
-        let start = Instant::now();
-        loop {
-            if let Some(v) = self.seen.iter().find(|v| v["step"] == "call") {
-                return v.clone();
-            }
-            let v = self
-                .lines
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .unwrap_or_else(|_| panic!("no call step; printed {:?}", self.seen));
-            self.seen.push(v);
-        }
+        wait_for(&self.lines, &mut self.seen, "call step", LIMIT, |v| {
+            v["step"] == "call"
+        })
     }
 }
 

@@ -15,33 +15,19 @@
 //! The JSON log lines are proved in `gateway_auth.rs`, where a real bearer token exists.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-#[path = "support/peers.rs"]
-mod peers;
+use crate::support::clients::{
+    gateway_client, json_lines, lines_until, spawn_gateway, wait_for, Sdk, SERVING,
+};
+use crate::support::peers;
+use crate::support::run::{dechunk, purra_bin, result_text, Killed as Proc, LIMIT};
 
 use peers::{fresh_dir, lines_of, peer, peers_dir, python, repo_root};
-
-/// Generous bound on any one wait (Python SDK processes start slowly on a loaded machine).
-const LIMIT: Duration = Duration::from_secs(120);
-
-fn purra_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_purra")
-}
-
-/// A child process killed (and reaped) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The OTLP/HTTP receiver: its base URL and the JSON lines file it writes.
 struct Otlp {
@@ -112,20 +98,12 @@ struct Client {
 
 impl Client {
     fn start(steps: Value, target: &[&str], env: &[(&str, &str)]) -> Client {
-        let mut cmd = Command::new(python());
-        cmd.arg(peer(repo_root().join("peers/python/gateway_client.py")))
-            .args(["--steps", &steps.to_string()])
-            .args(target)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+        let mut cmd = gateway_client(Sdk::Python);
+        cmd.args(["--steps", &steps.to_string()]).args(target);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("spawn the client");
-        let lines = lines_of(child.stdout.take().expect("stdout"), |line| {
-            Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
-        });
+        let (child, lines) = json_lines(&mut cmd);
         Client {
             _proc: Proc(child),
             lines,
@@ -135,30 +113,15 @@ impl Client {
 
     /// Waits for the client to end; returns its call steps.
     fn finish(mut self) -> Vec<Value> {
-        let start = Instant::now();
-        while !self.seen.iter().any(|v| v["event"] == "done") {
-            let v = self
-                .lines
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .unwrap_or_else(|_| panic!("the client did not finish: {:?}", self.seen));
-            self.seen.push(v);
-        }
+        wait_for(&self.lines, &mut self.seen, "done", LIMIT, |v| {
+            v["event"] == "done"
+        });
         let _ = self._proc.0.wait();
         self.seen
             .into_iter()
             .filter(|l| l.get("step").is_some())
             .collect()
     }
-}
-
-/// The text of a call step's result and whether it is an error.
-fn result_text(step: &Value) -> (String, bool) {
-    let r = &step["result"];
-    assert!(r.is_object(), "not a result: {step}");
-    (
-        r["content"][0]["text"].as_str().unwrap_or("").to_owned(),
-        r["isError"] == true,
-    )
 }
 
 /// A gateway serving Streamable HTTP, killed when dropped; where it serves and its metrics.
@@ -172,30 +135,21 @@ struct Gateway {
 
 impl Gateway {
     fn start(config: &Path) -> Gateway {
-        let mut child = Command::new(purra_bin())
-            .args(["gateway", "--config"])
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the gateway");
-        let rx = lines_of(child.stderr.take().expect("stderr"), |line| {
-            eprintln!("[gateway] {line}");
-            Some(line)
-        });
+        let (child, rx) = spawn_gateway(config);
         let (mut url, mut metrics) = (None, None);
-        let start = Instant::now();
-        while url.is_none() || metrics.is_none() {
-            let line = rx
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .expect("the gateway did not say where it serves");
-            if let Some(u) = line.strip_prefix("purra gateway: serving ") {
-                url = Some(u.to_owned());
-            } else if let Some(m) = line.strip_prefix("purra gateway: metrics at ") {
-                metrics = Some(m.to_owned());
-            }
-        }
+        lines_until(
+            &rx,
+            "the gateway did not say where it serves",
+            LIMIT,
+            |line| {
+                if let Some(u) = line.strip_prefix(SERVING) {
+                    url = Some(u.to_owned());
+                } else if let Some(m) = line.strip_prefix("purra gateway: metrics at ") {
+                    metrics = Some(m.to_owned());
+                }
+                url.is_some() && metrics.is_some()
+            },
+        );
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let keep = lines.clone();
         std::thread::spawn(move || {
@@ -647,17 +601,4 @@ fn http_get(port: u16, path: &str) -> Option<String> {
         return Some(dechunk(body));
     }
     Some(body.to_owned())
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }

@@ -3,80 +3,18 @@
 //! twice; on SQLite and on PostgreSQL), `purra approvals` and `purra runs` on the store it leaves.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
-const LIMIT: Duration = Duration::from_secs(60);
+use crate::support::peers::postgres_schema;
+use crate::support::run::{expect_code, json_of, purra_in, TempDir, QUICK_LIMIT as LIMIT, RUN};
 
-/// A fresh directory for one test's store (removed when dropped).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir =
-            std::env::temp_dir().join(format!("purra-cli-{name}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
-    }
-
-    fn db(&self) -> String {
-        self.0.join("d.db").to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs `purra args...` in `dir` to completion (killed past [`LIMIT`]).
-fn purra(dir: &Path, args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn purra");
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            panic!("purra {args:?} did not finish within {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Asserts the exit code and returns stdout.
-fn expect_code(out: &Output, code: i32) -> String {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "exit status\nstdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout(out)
-}
-
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", stdout(out)))
+/// The store file of a test's directory.
+fn db_in(tmp: &TempDir) -> String {
+    tmp.0.join("d.db").to_string_lossy().into_owned()
 }
 
 fn has_line(text: &str, line: &str) {
@@ -93,16 +31,14 @@ fn has_prefix(text: &str, prefix: &str) -> String {
         .to_owned()
 }
 
-/// The demo's write call, as the gateway identifies it (gateway, tool, caller and arguments).
-const RUN: &str = "demo:set_note:fa9b9607bbb5e847";
 const SENT: &str = r#"client: set_note -> {"stored":"hello from purra","writes":1}"#;
 const AGAIN: &str = r#"client: set_note again, same arguments -> {"stored":"hello from purra","writes":1} (the stored receipt)"#;
 
 #[test]
 fn demo_writes_once_and_a_second_run_sends_nothing() {
-    let tmp = TempDir::new("demo");
-    let db = tmp.db();
-    let first = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    let tmp = TempDir::new("cli", "demo");
+    let db = db_in(&tmp);
+    let first = expect_code(&purra_in(&tmp.0, &["demo", "--db", &db]), 0);
     has_line(&first, "client: tools/list -> get_note, set_note");
     has_line(&first, r#"client: get_note -> {"note":"","writes":0}"#);
     has_line(&first, "pending approval: approval-1");
@@ -124,7 +60,7 @@ fn demo_writes_once_and_a_second_run_sends_nothing() {
         &format!("sent once: the claim was recorded in {db} before the request left the gateway."),
     );
 
-    let second = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    let second = expect_code(&purra_in(&tmp.0, &["demo", "--db", &db]), 0);
     assert!(!second.contains("pending approval"), "{second}");
     has_line(&second, SENT);
     has_line(&second, AGAIN);
@@ -138,7 +74,7 @@ fn demo_writes_once_and_a_second_run_sends_nothing() {
     );
 
     // The store agrees: one approval, one claim, committed, decided by `purra approvals`.
-    let run = json_of(&purra(
+    let run = json_of(&purra_in(
         &tmp.0,
         &["runs", "show", RUN, "--db", &db, "--json"],
     ));
@@ -159,9 +95,9 @@ fn demo_writes_once_and_a_second_run_sends_nothing() {
 
 #[test]
 fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
-    let tmp = TempDir::new("approvals");
-    let db = tmp.db();
-    let prep = expect_code(&purra(&tmp.0, &["demo", "--no-approve", "--db", &db]), 0);
+    let tmp = TempDir::new("cli", "approvals");
+    let db = db_in(&tmp);
+    let prep = expect_code(&purra_in(&tmp.0, &["demo", "--no-approve", "--db", &db]), 0);
     has_line(&prep, "pending approval: approval-1");
     let result = has_prefix(&prep, "client: set_note -> ");
     assert!(
@@ -181,7 +117,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
         .to_owned();
 
     // approvals list / show, readable and JSON.
-    let list = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    let list = expect_code(&purra_in(&tmp.0, &["approvals", "list", "--db", &db]), 0);
     let rows: Vec<Vec<&str>> = list
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -193,7 +129,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
         "{list}"
     );
     assert_eq!(rows.len(), 2, "{list}");
-    let list = json_of(&purra(
+    let list = json_of(&purra_in(
         &tmp.0,
         &["approvals", "list", "--db", &db, "--json"],
     ));
@@ -202,7 +138,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     assert_eq!(list["approvals"][0]["intentDigest"], digest.as_str());
 
     let show = expect_code(
-        &purra(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
+        &purra_in(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
         0,
     );
     has_line(&show, "approval: approval-1");
@@ -212,7 +148,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     has_line(&show, &format!("run: {RUN}"));
     has_line(&show, &format!("intent digest: {digest}"));
     has_line(&show, "dispatches: 0");
-    let show = json_of(&purra(
+    let show = json_of(&purra_in(
         &tmp.0,
         &["approvals", "show", "approval-1", "--db", &db, "--json"],
     ));
@@ -220,7 +156,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     assert_eq!(show["effect"], Value::Null);
 
     // runs list / show.
-    let runs = expect_code(&purra(&tmp.0, &["runs", "list", "--db", &db]), 0);
+    let runs = expect_code(&purra_in(&tmp.0, &["runs", "list", "--db", &db]), 0);
     let rows: Vec<Vec<&str>> = runs
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -232,20 +168,20 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
             vec![RUN, "suspended", "approval-1"]
         ]
     );
-    let run = expect_code(&purra(&tmp.0, &["runs", "show", RUN, "--db", &db]), 0);
+    let run = expect_code(&purra_in(&tmp.0, &["runs", "show", RUN, "--db", &db]), 0);
     has_line(&run, "state: suspended");
     has_line(&run, "agent: demo");
     has_line(
         &run,
         r#"waiting for: approval-1 to call set_note {"text":"hello from purra"}"#,
     );
-    let run = json_of(&purra(
+    let run = json_of(&purra_in(
         &tmp.0,
         &["runs", "show", RUN, "--db", &db, "--json"],
     ));
     assert_eq!(run["state"], "suspended");
     assert_eq!(run["pendingCall"]["approvalId"], "approval-1");
-    let runs = json_of(&purra(&tmp.0, &["runs", "list", "--db", &db, "--json"]));
+    let runs = json_of(&purra_in(&tmp.0, &["runs", "list", "--db", &db, "--json"]));
     assert_eq!(runs["runs"][0]["id"], RUN);
 
     // Unknown ids: exit 2 with a message.
@@ -257,12 +193,12 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     ] {
         let mut full = args.clone();
         full.extend(["--db", db.as_str()]);
-        let out = purra(&tmp.0, &full);
+        let out = purra_in(&tmp.0, &full);
         expect_code(&out, 2);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("unknown"), "{args:?}: {err}");
     }
-    let missing = purra(&tmp.0, &["approvals", "list", "--db", "no-such.db"]);
+    let missing = purra_in(&tmp.0, &["approvals", "list", "--db", "no-such.db"]);
     expect_code(&missing, 2);
     assert!(
         !tmp.0.join("no-such.db").exists(),
@@ -271,7 +207,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
 
     // Approve; a second decision is a conflict (exit 3) and changes nothing.
     let approved = expect_code(
-        &purra(
+        &purra_in(
             &tmp.0,
             &[
                 "approvals",
@@ -287,7 +223,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     );
     has_line(&approved, &format!("approved: approval-1 (set_note {RUN})"));
     for verb in ["deny", "approve"] {
-        let again = purra(
+        let again = purra_in(
             &tmp.0,
             &["approvals", verb, "approval-1", "--db", &db, "--json"],
         );
@@ -299,7 +235,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
             "approval approval-1 is already decided (approved); a decision is final"
         );
     }
-    let show = json_of(&purra(
+    let show = json_of(&purra_in(
         &tmp.0,
         &["approvals", "show", "approval-1", "--db", &db, "--json"],
     ));
@@ -309,7 +245,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
     assert_eq!(show["decision"]["note"], "looks right");
 
     // The demo makes the same call again: the gateway claims the approval and sends it once.
-    let resumed = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    let resumed = expect_code(&purra_in(&tmp.0, &["demo", "--db", &db]), 0);
     assert!(!resumed.contains("pending approval"), "{resumed}");
     has_line(&resumed, SENT);
     has_line(&resumed, AGAIN);
@@ -317,7 +253,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
         &resumed,
         "server: write requests this server process received = 1",
     );
-    let list = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    let list = expect_code(&purra_in(&tmp.0, &["approvals", "list", "--db", &db]), 0);
     let row: Vec<&str> = list
         .lines()
         .nth(1)
@@ -329,7 +265,7 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
         ["approval-1", "claimed", "set_note", RUN, "committed"],
         "{list}"
     );
-    let runs = expect_code(&purra(&tmp.0, &["runs", "list", "--db", &db]), 0);
+    let runs = expect_code(&purra_in(&tmp.0, &["runs", "list", "--db", &db]), 0);
     assert!(
         runs.lines()
             .any(|l| l.split_whitespace().eq([RUN, "finished", "approval-1"])),
@@ -340,8 +276,8 @@ fn approvals_and_runs_on_a_demo_stopped_at_the_approval() {
 #[test]
 fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
     use purra_core::ApprovalGateway as _;
-    let tmp = TempDir::new("expired");
-    let db = tmp.db();
+    let tmp = TempDir::new("cli", "expired");
+    let db = db_in(&tmp);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -355,7 +291,7 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
         store.prepare(old).await.expect("prepare");
         store.prepare(live).await.expect("prepare");
     });
-    let list = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    let list = expect_code(&purra_in(&tmp.0, &["approvals", "list", "--db", &db]), 0);
     let states: Vec<(&str, &str)> = list
         .lines()
         .skip(1)
@@ -369,20 +305,20 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
         [("approval-2", "pending"), ("approval-1", "expired")],
         "{list}"
     );
-    let show = json_of(&purra(
+    let show = json_of(&purra_in(
         &tmp.0,
         &["approvals", "show", "approval-1", "--db", &db, "--json"],
     ));
     assert_eq!(show["state"], "expired");
     assert_eq!(show["requestExpiresAtMs"], 6000);
-    let refused = purra(&tmp.0, &["approvals", "approve", "approval-1", "--db", &db]);
+    let refused = purra_in(&tmp.0, &["approvals", "approve", "approval-1", "--db", &db]);
     expect_code(&refused, 3);
     assert_eq!(
         String::from_utf8_lossy(&refused.stderr).trim_end(),
         "purra: approval approval-1 expired undecided; a decision is no longer accepted (the \
          same call made again asks for a new approval)"
     );
-    let approved = purra(&tmp.0, &["approvals", "approve", "approval-2", "--db", &db]);
+    let approved = purra_in(&tmp.0, &["approvals", "approve", "approval-2", "--db", &db]);
     expect_code(&approved, 0);
     // Issue 44: operator output carries no demo hints (only `purra demo` prints those).
     let said = String::from_utf8_lossy(&approved.stdout);
@@ -393,7 +329,7 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
         "{said}"
     );
     assert!(!said.contains("demo"), "{said}");
-    let list = json_of(&purra(
+    let list = json_of(&purra_in(
         &tmp.0,
         &["approvals", "list", "--db", &db, "--json"],
     ));
@@ -408,8 +344,8 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
 #[test]
 fn approvals_list_pages_newest_first_with_a_more_line() {
     use purra_core::ApprovalGateway as _;
-    let tmp = TempDir::new("list-pages");
-    let db = tmp.db();
+    let tmp = TempDir::new("cli", "list-pages");
+    let db = db_in(&tmp);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -433,7 +369,7 @@ fn approvals_list_pages_newest_first_with_a_more_line() {
     let want = |range: std::ops::RangeInclusive<u32>| -> Vec<String> {
         range.rev().map(|n| format!("approval-{n}")).collect()
     };
-    let first = expect_code(&purra(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    let first = expect_code(&purra_in(&tmp.0, &["approvals", "list", "--db", &db]), 0);
     assert_eq!(ids(&first), want(11..=60), "{first}");
     assert_eq!(
         first.lines().last(),
@@ -441,7 +377,7 @@ fn approvals_list_pages_newest_first_with_a_more_line() {
         "{first}"
     );
     let rest = expect_code(
-        &purra(
+        &purra_in(
             &tmp.0,
             &["approvals", "list", "--db", &db, "--before", "approval-11"],
         ),
@@ -452,7 +388,7 @@ fn approvals_list_pages_newest_first_with_a_more_line() {
         rest.lines().last().unwrap_or("").starts_with("approval-1 "),
         "{rest}"
     );
-    let page = json_of(&purra(
+    let page = json_of(&purra_in(
         &tmp.0,
         &[
             "approvals",
@@ -477,7 +413,7 @@ fn approvals_list_pages_newest_first_with_a_more_line() {
         (&page["next"], &page["more"]),
         (&json!("approval-7"), &json!(6))
     );
-    let last = json_of(&purra(
+    let last = json_of(&purra_in(
         &tmp.0,
         &[
             "approvals",
@@ -492,7 +428,7 @@ fn approvals_list_pages_newest_first_with_a_more_line() {
     assert_eq!(last["approvals"][0]["id"], "approval-1");
     assert_eq!((&last["next"], &last["more"]), (&Value::Null, &json!(0)));
     let none = expect_code(
-        &purra(
+        &purra_in(
             &tmp.0,
             &["approvals", "list", "--db", &db, "--before", "approval-1"],
         ),
@@ -502,7 +438,7 @@ fn approvals_list_pages_newest_first_with_a_more_line() {
         none.trim_end(),
         format!("no approval older than approval-1 in {db}")
     );
-    let bad = purra(
+    let bad = purra_in(
         &tmp.0,
         &["approvals", "list", "--db", &db, "--before", "nonsense"],
     );
@@ -514,7 +450,7 @@ fn approvals_list_pages_newest_first_with_a_more_line() {
     );
     for limit in ["0", "1001"] {
         expect_code(
-            &purra(
+            &purra_in(
                 &tmp.0,
                 &["approvals", "list", "--db", &db, "--limit", limit],
             ),
@@ -525,8 +461,8 @@ fn approvals_list_pages_newest_first_with_a_more_line() {
 
 #[test]
 fn help_lists_the_store_subcommands() {
-    let tmp = TempDir::new("help");
-    let help = expect_code(&purra(&tmp.0, &["--help"]), 0);
+    let tmp = TempDir::new("cli", "help");
+    let help = expect_code(&purra_in(&tmp.0, &["--help"]), 0);
     for needle in [
         "approvals",
         "runs",
@@ -548,7 +484,7 @@ fn help_lists_the_store_subcommands() {
         !help.contains("serve-demo"),
         "the demo server is an internal subcommand"
     );
-    let demo = expect_code(&purra(&tmp.0, &["demo", "--help"]), 0);
+    let demo = expect_code(&purra_in(&tmp.0, &["demo", "--help"]), 0);
     for needle in [
         "--db <PATH|URL>",
         "[default: purra.db]",
@@ -560,9 +496,9 @@ fn help_lists_the_store_subcommands() {
             "{needle:?} missing from demo --help:\n{demo}"
         );
     }
-    let both = purra(&tmp.0, &["demo", "--no-approve", "--interactive"]);
+    let both = purra_in(&tmp.0, &["demo", "--no-approve", "--interactive"]);
     expect_code(&both, 64);
-    let gateway = expect_code(&purra(&tmp.0, &["gateway", "--help"]), 0);
+    let gateway = expect_code(&purra_in(&tmp.0, &["gateway", "--help"]), 0);
     for needle in [
         "--config <FILE>",
         "--check",
@@ -578,10 +514,10 @@ fn help_lists_the_store_subcommands() {
 
 #[test]
 fn a_denied_demo_write_is_never_sent() {
-    let tmp = TempDir::new("deny");
-    let db = tmp.db();
-    expect_code(&purra(&tmp.0, &["demo", "--no-approve", "--db", &db]), 0);
-    let denied = json_of(&purra(
+    let tmp = TempDir::new("cli", "deny");
+    let db = db_in(&tmp);
+    expect_code(&purra_in(&tmp.0, &["demo", "--no-approve", "--db", &db]), 0);
+    let denied = json_of(&purra_in(
         &tmp.0,
         &[
             "approvals",
@@ -595,7 +531,7 @@ fn a_denied_demo_write_is_never_sent() {
         ],
     ));
     assert_eq!(denied["state"], "denied");
-    let out = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    let out = expect_code(&purra_in(&tmp.0, &["demo", "--db", &db]), 0);
     has_line(
         &out,
         "client: set_note -> set_note was not sent: approval approval-1 was denied by operator (cli) (note: not today) (approval_denied); calling set_note again with the same arguments asks for a new approval",
@@ -605,7 +541,7 @@ fn a_denied_demo_write_is_never_sent() {
         "server: write requests this server process received = 0",
     );
     assert!(!out.contains("approving"), "{out}");
-    let shown = json_of(&purra(
+    let shown = json_of(&purra_in(
         &tmp.0,
         &["approvals", "show", "approval-1", "--db", &db, "--json"],
     ));
@@ -615,32 +551,26 @@ fn a_denied_demo_write_is_never_sent() {
 
 #[test]
 fn interactive_demo_waits_for_an_approval_from_another_process() {
-    let tmp = TempDir::new("interactive");
-    interactive(&tmp, &tmp.db());
+    let tmp = TempDir::new("cli", "interactive");
+    interactive(&tmp, &db_in(&tmp));
 }
 
 #[test]
 fn interactive_demo_on_postgres_wakes_on_an_approval_from_another_process() {
-    let tmp = TempDir::new("interactive-pg");
+    let tmp = TempDir::new("cli", "interactive-pg");
     interactive(&tmp, &postgres_db("interactive"));
 }
 
 /// A store in a fresh schema of the test command's PostgreSQL server (the tests never skip it).
 fn postgres_db(name: &str) -> String {
-    let url = std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
-        panic!("PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh")
-    });
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() % 1_000_000_000);
-    format!("{url}?schema=cli_{name}_{}_{nanos}", std::process::id())
+    postgres_schema(&format!("cli_{name}"))
 }
 
 #[test]
 fn demo_and_store_subcommands_on_postgres() {
-    let tmp = TempDir::new("postgres");
+    let tmp = TempDir::new("cli", "postgres");
     let db = postgres_db("demo");
-    let first = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    let first = expect_code(&purra_in(&tmp.0, &["demo", "--db", &db]), 0);
     has_line(
         &first,
         &format!("store: {db} (PostgreSQL: approvals, claims and receipts survive restarts)"),
@@ -656,7 +586,7 @@ fn demo_and_store_subcommands_on_postgres() {
         &first,
         &format!("sent once: the claim was recorded in {db} before the request left the gateway."),
     );
-    let again = expect_code(&purra(&tmp.0, &["demo", "--db", &db]), 0);
+    let again = expect_code(&purra_in(&tmp.0, &["demo", "--db", &db]), 0);
     assert!(!again.contains("pending approval"), "{again}");
     has_line(
         &again,
@@ -666,7 +596,7 @@ fn demo_and_store_subcommands_on_postgres() {
         &again,
         &format!("already done: an earlier run sent this write; its receipt is in {db}, so nothing was sent now."),
     );
-    let list = json_of(&purra(
+    let list = json_of(&purra_in(
         &tmp.0,
         &["approvals", "list", "--db", &db, "--json"],
     ));
@@ -685,10 +615,10 @@ fn demo_and_store_subcommands_on_postgres() {
     assert_eq!(a["arguments"]["text"], "hello from purra");
     assert_eq!(a["requestedBy"], "local (purra-demo)");
     assert_eq!(a["decision"]["approver"], "purra demo (cli)");
-    let runs = json_of(&purra(&tmp.0, &["runs", "list", "--db", &db, "--json"]));
+    let runs = json_of(&purra_in(&tmp.0, &["runs", "list", "--db", &db, "--json"]));
     assert_eq!(runs["runs"][0]["id"], RUN);
     assert_eq!(runs["runs"][0]["state"], "finished");
-    let unknown = purra(&tmp.0, &["approvals", "show", "approval-9", "--db", &db]);
+    let unknown = purra_in(&tmp.0, &["approvals", "show", "approval-9", "--db", &db]);
     expect_code(&unknown, 2);
 }
 
@@ -735,13 +665,13 @@ fn interactive(tmp: &TempDir, db: &str) {
         child.try_wait().expect("wait").is_none(),
         "the demo did not wait"
     );
-    let show = json_of(&purra(
+    let show = json_of(&purra_in(
         &tmp.0,
         &["approvals", "show", &id, "--db", &db, "--json"],
     ));
     assert_eq!(show["state"], "pending");
     expect_code(
-        &purra(&tmp.0, &["approvals", "approve", &id, "--db", &db]),
+        &purra_in(&tmp.0, &["approvals", "approve", &id, "--db", &db]),
         0,
     );
 
@@ -769,7 +699,7 @@ fn interactive(tmp: &TempDir, db: &str) {
         &text,
         "server: write requests this server process received = 1",
     );
-    let shown = json_of(&purra(
+    let shown = json_of(&purra_in(
         &tmp.0,
         &["approvals", "show", &id, "--db", &db, "--json"],
     ));
@@ -782,8 +712,8 @@ fn interactive(tmp: &TempDir, db: &str) {
 /// decided and the note); `--json` stays the exact data.
 #[test]
 fn approvals_show_prints_hidden_characters_escaped_with_a_warning() {
-    let tmp = TempDir::new("hidden");
-    let db = tmp.db();
+    let tmp = TempDir::new("cli", "hidden");
+    let db = db_in(&tmp);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -803,7 +733,7 @@ fn approvals_show_prints_hidden_characters_escaped_with_a_warning() {
         store.decide(id, decision).await.expect("decide");
     });
     let out = expect_code(
-        &purra(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
+        &purra_in(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
         0,
     );
     for line in [
@@ -819,7 +749,7 @@ fn approvals_show_prints_hidden_characters_escaped_with_a_warning() {
     for hidden in ['\u{202e}', '\u{200b}', '\u{2066}', '\u{e0041}'] {
         assert!(!out.contains(hidden), "{hidden:?} raw in {out}");
     }
-    let exact = json_of(&purra(
+    let exact = json_of(&purra_in(
         &tmp.0,
         &["approvals", "show", "approval-1", "--db", &db, "--json"],
     ));
@@ -833,8 +763,8 @@ fn approvals_show_prints_hidden_characters_escaped_with_a_warning() {
 /// the gateway bounded names included).
 #[test]
 fn finding_7_approvals_show_prints_a_clients_name_escaped_and_bounded() {
-    let tmp = TempDir::new("client-name");
-    let db = tmp.db();
+    let tmp = TempDir::new("cli", "client-name");
+    let db = db_in(&tmp);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -853,14 +783,14 @@ fn finding_7_approvals_show_prints_a_clients_name_escaped_and_bounded() {
         store.prepare(long).await.expect("prepare");
     });
     let out = expect_code(
-        &purra(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
+        &purra_in(&tmp.0, &["approvals", "show", "approval-1", "--db", &db]),
         0,
     );
     has_line(&out, r"requested by: local (evil\u202e\nname)");
     has_line(&out, r"decision: deny by evil\u202e\nname (app)");
     assert!(!out.contains('\u{202e}'), "{out}");
     let out = expect_code(
-        &purra(&tmp.0, &["approvals", "show", "approval-2", "--db", &db]),
+        &purra_in(&tmp.0, &["approvals", "show", "approval-2", "--db", &db]),
         0,
     );
     has_line(

@@ -22,23 +22,16 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-#[path = "support/peers.rs"]
-mod peers;
+use crate::support::peers;
+use crate::support::run::{approvals_json, dechunk, ledger_lines, purra_bin, result_text, LIMIT};
 
-use peers::{fresh_dir, lines_of, peer, python, repo_root};
-
-/// Generous bound on any one wait (Python SDK processes start slowly on a loaded machine).
-const LIMIT: Duration = Duration::from_secs(120);
-
-fn purra_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_purra")
-}
+use peers::{fresh_dir, lines_of, peer, postgres_url, python, repo_root};
 
 /// Debian's haproxy: `PURRA_HAPROXY`, else on PATH, else where Debian puts it.
 fn haproxy_bin() -> String {
@@ -60,12 +53,6 @@ fn haproxy_bin() -> String {
         })
         .to_string_lossy()
         .into_owned()
-}
-
-fn postgres_url() -> String {
-    std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
-        panic!("PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh")
-    })
 }
 
 fn free_port() -> u16 {
@@ -91,15 +78,6 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-}
-
-/// Runs `purra ARGS` to completion.
-fn purra(args: &[&str]) -> Output {
-    Command::new(purra_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run purra")
 }
 
 /// The shared upstream (the Python SDK over Streamable HTTP) and its ledger.
@@ -141,11 +119,7 @@ impl Upstream {
     }
 
     fn ledger(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("ledger.txt"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        ledger_lines(&self.dir.join("ledger.txt"))
     }
 
     /// How many `set_value` requests for `value` reached the upstream.
@@ -390,17 +364,7 @@ impl Fleet {
 
     /// `purra approvals ARGS --db DB --json`.
     fn approvals(&self, args: &[&str]) -> Value {
-        let mut all: Vec<&str> = vec!["approvals"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["--db", &self.db, "--json"]);
-        let out = purra(&all);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "purra {all:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("json")
+        approvals_json(&self.db, args)
     }
 }
 
@@ -594,14 +558,6 @@ fn approval_of(progress: &Value) -> String {
         .and_then(|rest| rest.split(':').next())
         .unwrap_or_else(|| panic!("not a waiting write: {progress}"))
         .to_owned()
-}
-
-/// The text of a call step's result, and whether it is an error.
-fn result_text(step: &Value) -> (String, bool) {
-    let r = &step["result"];
-    assert!(r.is_object(), "not a result: {step}");
-    let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
-    (text, r["isError"] == true)
 }
 
 /// How a round's instance dies.
@@ -951,20 +907,6 @@ fn stateless(lb: &str, tool: &str, args: Value) -> (String, String, String) {
         rest.to_owned()
     };
     (status, instance, body)
-}
-
-/// The body of a chunked HTTP/1.1 answer.
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&tail[..n.min(tail.len())]);
-        rest = tail.get(n + 2..).unwrap_or("");
-    }
-    out
 }
 
 /// The JSON-RPC result in a stateless answer's body (one SSE `data:` event, or the JSON).

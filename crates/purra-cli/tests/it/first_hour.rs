@@ -9,18 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-#[path = "support/peers.rs"]
-mod peers;
+use crate::support::peers;
+use crate::support::run::purra;
 
 use peers::{fresh_dir, own_lines, peer, peers_dir, repo_root};
-
-fn purra(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_purra"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run purra")
-}
 
 /// A directory with `gateway.toml` over server-filesystem (serving `files/`), removed when
 /// dropped.

@@ -4,52 +4,19 @@
 //! was looked for; and their tables, each column as wide as its widest value. The store is the
 //! one `purra demo --no-approve` leaves (one pending approval of a suspended run).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::Path;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "purra-cli-store-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn purra(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_purra"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run purra")
-}
+use crate::support::run::{purra_in, TempDir, RUN};
 
 /// (exit code, stdout, stderr).
 fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = purra(dir, args);
+    let out = purra_in(dir, args);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
-
-const RUN: &str = "demo:set_note:fa9b9607bbb5e847";
 
 /// A gateway file whose store is `db`.
 fn gateway_file(db: &str) -> String {
@@ -70,7 +37,7 @@ scope = "open"
 
 #[test]
 fn approvals_and_runs_find_the_gateways_store_and_fit_their_columns() {
-    let tmp = TempDir::new("find");
+    let tmp = TempDir::new("cli-store", "find");
     let root = &tmp.0;
     std::fs::create_dir_all(root.join("state")).expect("dir");
     std::fs::create_dir_all(root.join("elsewhere")).expect("dir");

@@ -3,12 +3,14 @@
 //! (`peers/python/server.py`) over stdio and HTTP (installed by `scripts/setup-peers.sh`).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::support::peers::{peer, peers_dir, repo_root};
+use crate::support::run::{describe, expect_code, json_of, purra, purra_bin, stdout};
 
 /// The fixture contract's twelve tools (`peers/FIXTURES.md`).
 const FIXTURE_TOOLS: [&str; 12] = [
@@ -26,34 +28,6 @@ const FIXTURE_TOOLS: [&str; 12] = [
     "touch",
 ];
 
-const LIMIT: Duration = Duration::from_secs(60);
-
-fn purra_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_purra")
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
-fn peers_dir() -> PathBuf {
-    std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"))
-}
-
-fn peer_file(p: PathBuf) -> String {
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
-        p.display()
-    );
-    p.to_string_lossy().into_owned()
-}
-
 /// `-- purra serve-example`: purra's example server over stdio.
 fn example_stdio() -> Vec<String> {
     vec![
@@ -68,31 +42,9 @@ fn example_stdio() -> Vec<String> {
 fn python_stdio() -> Vec<String> {
     vec![
         "--".into(),
-        peer_file(peers_dir().join("venv/bin/python")),
-        peer_file(repo_root().join("peers/python/server.py")),
+        peer(peers_dir().join("venv/bin/python")),
+        peer(repo_root().join("peers/python/server.py")),
     ]
-}
-
-/// Runs `purra args...` to completion (killed past [`LIMIT`]).
-fn purra<S: AsRef<str>>(args: &[S]) -> Output {
-    let mut cmd = Command::new(purra_bin());
-    cmd.args(args.iter().map(AsRef::as_ref))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn purra");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!("purra timed out\n{}", describe(&out));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// `purra <sub> [url] words... [-- command]`.
@@ -116,32 +68,8 @@ fn run_on(target: &Target, sub: &str, words: &[&str]) -> Output {
     purra(&args)
 }
 
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Asserts the exit code and returns stdout.
-fn expect_code(out: &Output, code: i32) -> String {
-    assert_eq!(out.status.code(), Some(code), "{}", describe(out));
-    stdout(out)
-}
-
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e})\n{}", describe(out)))
 }
 
 /// How the test reaches a server.
@@ -780,8 +708,8 @@ fn python_sdk_fixture_server_over_http() {
         .expect("a free port")
         .port()
         .to_string();
-    let python = peer_file(peers_dir().join("venv/bin/python"));
-    let script = peer_file(repo_root().join("peers/python/server.py"));
+    let python = peer(peers_dir().join("venv/bin/python"));
+    let script = peer(repo_root().join("peers/python/server.py"));
     let served = Served::start(&python, &[&script, "--http", &port]);
     let target = Target::Pinned(Box::new(served.target()), "2025-11-25");
     check_inspect_json(&target, "fixture-python", &PINNED_HANDSHAKE);
@@ -803,12 +731,12 @@ fn legacy_http_sse_servers_of_both_sdks() {
             .port()
             .to_string()
     };
-    let python = peer_file(peers_dir().join("venv/bin/python"));
-    let script = peer_file(repo_root().join("peers/python/server.py"));
+    let python = peer(peers_dir().join("venv/bin/python"));
+    let script = peer(repo_root().join("peers/python/server.py"));
     let py = Served::start(&python, &[&script, "--sse", &port()]);
     assert!(py.url.ends_with("/sse"), "{}", py.url);
-    let node = peer_file(peers_dir().join("bin/node"));
-    let script = peer_file(repo_root().join("peers/node/server.mjs"));
+    let node = peer(peers_dir().join("bin/node"));
+    let script = peer(repo_root().join("peers/node/server.mjs"));
     let ts = Served::start(&node, &[&script, "--sse", &port()]);
     let handshake = Spoken {
         revision: "2025-11-25",
@@ -859,8 +787,8 @@ fn legacy_http_sse_servers_of_both_sdks() {
 /// HTML to a file as it is.
 #[test]
 fn a_python_sdk_apps_server_is_seen_as_such() {
-    let python = peer_file(peers_dir().join("venv/bin/python"));
-    let script = peer_file(repo_root().join("peers/python/apps_server.py"));
+    let python = peer(peers_dir().join("venv/bin/python"));
+    let script = peer(repo_root().join("peers/python/apps_server.py"));
     let target = Target::Stdio(vec!["--".into(), python, script]);
     let out = run_on(&target, "inspect", &[]);
     let text = expect_code(&out, 0);

@@ -2,71 +2,25 @@
 //! `@modelcontextprotocol/server-everything` (pinned in `peers/node/package.json`, installed by
 //! `scripts/setup-peers.sh`), run over stdio on the pinned Node 22.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
+use crate::support::peers::{node, peer, repo_root};
+use crate::support::run::{describe, purra};
 
-fn peers_dir() -> PathBuf {
-    std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"))
-}
-
-fn existing(p: PathBuf) -> String {
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
-        p.display()
-    );
-    p.to_string_lossy().into_owned()
-}
-
-/// `purra <sub> words... -- node .../server-everything/dist/index.js stdio`, killed after 60 s.
-fn purra(sub: &str, words: &[&str]) -> Output {
-    let node = existing(peers_dir().join("bin/node"));
-    let server = existing(
+/// `purra <sub> words... -- node .../server-everything/dist/index.js stdio`.
+fn on_everything(sub: &str, words: &[&str]) -> Output {
+    let node = node();
+    let server = peer(
         repo_root()
             .join("peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
-        .arg(sub)
-        .args(words)
-        .args(["--", &node, &server, "stdio"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn purra");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!("purra timed out\n{}", describe(&out));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    let mut args = vec![sub];
+    args.extend_from_slice(words);
+    args.extend(["--", &node, &server, "stdio"]);
+    purra(&args)
 }
 
 fn ok_stdout(out: &Output) -> String {
@@ -76,7 +30,7 @@ fn ok_stdout(out: &Output) -> String {
 
 #[test]
 fn inspect_lists_the_reference_servers_tools() {
-    let out = purra("inspect", &["--json"]);
+    let out = on_everything("inspect", &["--json"]);
     let doc: Value = serde_json::from_str(&ok_stdout(&out)).expect("one JSON document");
     assert_eq!(doc["serverInfo"]["name"], "mcp-servers/everything", "{doc}");
     // It speaks only the handshake era: auto's `server/discover` probe falls back to it.
@@ -109,7 +63,7 @@ fn inspect_lists_the_reference_servers_tools() {
         "string"
     );
 
-    let text = ok_stdout(&purra("inspect", &[]));
+    let text = ok_stdout(&on_everything("inspect", &[]));
     assert!(
         text.starts_with("server:       mcp-servers/everything "),
         "{text}"
@@ -133,27 +87,27 @@ fn inspect_lists_the_reference_servers_tools() {
 
 #[test]
 fn call_gives_real_results() {
-    let out = purra("call", &["echo", "message=hi there"]);
+    let out = on_everything("call", &["echo", "message=hi there"]);
     assert_eq!(ok_stdout(&out), "Echo: hi there\n");
 
-    let out = purra("call", &["--json", "echo", "message=hi"]);
+    let out = on_everything("call", &["--json", "echo", "message=hi"]);
     let doc: Value = serde_json::from_str(&ok_stdout(&out)).expect("one JSON document");
     assert_eq!(doc["content"][0]["type"], "text");
     assert_eq!(doc["content"][0]["text"], "Echo: hi");
 
     // KEY=VALUE numbers are JSON numbers.
-    let out = purra("call", &["get-sum", "a=2", "b=3"]);
+    let out = on_everything("call", &["get-sum", "a=2", "b=3"]);
     assert_eq!(ok_stdout(&out), "The sum of 2 and 3 is 5.\n");
 
     // Structured content is pretty-printed and its JSON mirror in a text block is not repeated.
-    let out = purra("call", &["get-structured-content", "location=Chicago"]);
+    let out = on_everything("call", &["get-structured-content", "location=Chicago"]);
     let text = ok_stdout(&out);
     let v: Value = serde_json::from_str(&text).expect("only the structured content");
     assert!(v["temperature"].is_number(), "{text}");
     assert!(text.starts_with("{\n  \""), "{text}");
 
     // Media are summarized, never dumped.
-    let out = purra("call", &["get-tiny-image"]);
+    let out = on_everything("call", &["get-tiny-image"]);
     let text = ok_stdout(&out);
     assert!(
         text.lines()
@@ -165,7 +119,7 @@ fn call_gives_real_results() {
 
 #[test]
 fn progress_from_a_long_running_operation_reaches_stderr() {
-    let out = purra(
+    let out = on_everything(
         "call",
         &["trigger-long-running-operation", "duration=1", "steps=2"],
     );
@@ -225,13 +179,16 @@ fn check_research_task(out: &Output) {
 
 #[test]
 fn call_runs_a_task_required_tool_as_a_task_over_stdio() {
-    check_research_task(&purra("call", &["simulate-research-query", "topic=rust"]));
+    check_research_task(&on_everything(
+        "call",
+        &["simulate-research-query", "topic=rust"],
+    ));
 }
 
 #[test]
 fn call_runs_a_task_required_tool_as_a_task_over_streamable_http() {
-    let node = existing(peers_dir().join("bin/node"));
-    let server = existing(
+    let node = node();
+    let server = peer(
         repo_root()
             .join("peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
     );
@@ -258,11 +215,7 @@ fn call_runs_a_task_required_tool_as_a_task_over_streamable_http() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let out = Command::new(env!("CARGO_BIN_EXE_purra"))
-        .args(["call", &url, "simulate-research-query", "topic=rust"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run purra");
+    let out = purra(&["call", &url, "simulate-research-query", "topic=rust"]);
     let _ = child.kill();
     let _ = child.wait();
     check_research_task(&out);
@@ -271,9 +224,9 @@ fn call_runs_a_task_required_tool_as_a_task_over_streamable_http() {
 #[test]
 fn tasks_lists_and_gets_against_the_reference_server() {
     // A fresh stdio server has no task of this session.
-    let out = purra("tasks", &["list", "--json"]);
+    let out = on_everything("tasks", &["list", "--json"]);
     assert_eq!(ok_stdout(&out), "[]\n");
-    let out = purra("tasks", &["get", "nope"]);
+    let out = on_everything("tasks", &["get", "nope"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(
@@ -282,7 +235,7 @@ fn tasks_lists_and_gets_against_the_reference_server() {
         "{}",
         describe(&out)
     );
-    let out = purra("tasks", &["list", "extra"]);
+    let out = on_everything("tasks", &["list", "extra"]);
     assert_eq!(out.status.code(), Some(64), "{}", describe(&out));
 }
 

@@ -12,26 +12,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
-#[path = "support/peers.rs"]
-mod peers;
+use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway, Sdk};
+use crate::support::peers;
+use crate::support::peers::node;
+use crate::support::run::{approvals_json, ledger_lines, purra, purra_bin, wait_approval, LIMIT};
 
-use peers::{fresh_dir, lines_of, own, own_lines, peer, peers_dir, python, repo_root};
-
-/// Generous bound on any one wait (SDK processes start slowly on a loaded machine).
-const LIMIT: Duration = Duration::from_secs(120);
-
-fn purra_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_purra")
-}
-
-fn node() -> String {
-    peer(peers_dir().join("bin/node"))
-}
+use peers::{fresh_dir, own, own_lines, peer, peers_dir, python, repo_root};
 
 fn reference(name: &str) -> String {
     peer(repo_root().join(format!(
@@ -137,10 +128,9 @@ clients = ["gateway-client-python", "gateway-client-node"]
 
     /// How many `tools/call` of `tool` reached the upstream.
     fn calls(&self, tool: &str) -> usize {
-        std::fs::read_to_string(self.dir.join("ledger.txt"))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| *l == format!("call {tool}"))
+        ledger_lines(&self.dir.join("ledger.txt"))
+            .iter()
+            .filter(|l| **l == format!("call {tool}"))
             .count()
     }
 
@@ -156,86 +146,39 @@ clients = ["gateway-client-python", "gateway-client-node"]
 
     /// `purra approvals ARGS --db DB --json`.
     fn approvals(&self, args: &[&str]) -> Value {
-        let db = self.db();
-        let mut all: Vec<&str> = vec!["approvals"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["--db", &db, "--json"]);
-        let out = purra(&all);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "purra {all:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("json")
+        approvals_json(&self.db(), args)
     }
 
     /// Waits until approval `id` is pending.
     fn wait_pending(&self, id: &str) {
-        let start = Instant::now();
-        loop {
-            if Path::new(&self.db()).exists() {
-                let list = self.approvals(&["list"]);
-                let pending = list["approvals"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|a| a["id"] == id && a["state"] == "pending");
-                if pending {
-                    return;
-                }
-            }
-            assert!(start.elapsed() < LIMIT, "{id} never became pending");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_approval(&self.db(), &format!("{id} (pending)"), |a| {
+            a["id"] == id && a["state"] == "pending"
+        });
     }
-}
-
-fn purra(args: &[&str]) -> Output {
-    Command::new(purra_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run purra")
 }
 
 /// A gateway on Streamable HTTP, killed when dropped; its stderr lines are kept.
 struct Gateway {
     child: Child,
     url: String,
-    lines: Arc<Mutex<Vec<String>>>,
+    /// Its stderr lines read so far, and the rest as they come.
+    lines: Mutex<(Vec<String>, Receiver<String>)>,
 }
 
 impl Gateway {
     fn start(sc: &Scenario) -> Gateway {
-        let mut child = Command::new(purra_bin())
-            .args(["gateway", "--config", &sc.config()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn gateway");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let kept = lines.clone();
-        let rx = lines_of(child.stderr.take().expect("stderr"), move |line| {
-            eprintln!("[gateway] {line}");
-            kept.lock().unwrap().push(line.clone());
-            Some(line)
-        });
-        let start = Instant::now();
-        let url = loop {
-            let line = rx
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .expect("the gateway did not say where it serves");
-            if let Some(url) = line.strip_prefix("purra gateway: serving ") {
-                break url.to_owned();
-            }
-        };
+        let (child, rx) = spawn_gateway(sc.config());
+        let (url, started) = serving(&rx, LIMIT);
+        let lines = Mutex::new((started, rx));
         Gateway { child, url, lines }
     }
 
+    /// [`own`] of every line it printed so far.
     fn own_lines(&self) -> Vec<String> {
-        own(self.lines.lock().unwrap().iter().map(String::as_str))
+        let mut lines = self.lines.lock().unwrap();
+        let (read, rx) = &mut *lines;
+        read.extend(rx.try_iter());
+        own(read.iter().map(String::as_str))
     }
 }
 
@@ -246,12 +189,6 @@ impl Drop for Gateway {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Sdk {
-    Python,
-    Node,
-}
-
 /// A downstream client over Streamable HTTP running `steps`; its JSON lines on a channel.
 struct Client {
     child: Child,
@@ -260,31 +197,8 @@ struct Client {
 
 impl Client {
     fn start(sdk: Sdk, url: &str, steps: &Value) -> Client {
-        let mut cmd = match sdk {
-            Sdk::Python => {
-                let mut c = Command::new(python());
-                c.arg(peer(repo_root().join("peers/python/gateway_client.py")));
-                c
-            }
-            Sdk::Node => {
-                let mut c = Command::new(node());
-                c.arg(peer(repo_root().join("peers/node/gateway_client.mjs")));
-                c
-            }
-        };
-        let mut child = cmd
-            .args(["--steps", &steps.to_string(), "--http", url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn client");
-        let lines = lines_of(child.stdout.take().expect("stdout"), |line| {
-            Some(
-                serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("client printed non-JSON ({e}): {line}")),
-            )
-        });
+        let mut cmd = gateway_client(sdk);
+        let (child, lines) = json_lines(cmd.args(["--steps", &steps.to_string(), "--http", url]));
         Client { child, lines }
     }
 

@@ -24,21 +24,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-#[path = "support/peers.rs"]
-mod peers;
+use crate::support::clients::{gateway_client, json_lines, wait_for, Sdk};
+use crate::support::peers;
+use crate::support::peers::node;
+use crate::support::run::{purra_bin, result_text, steps_of, LIMIT};
 
-use peers::{fresh_dir, lines_of, oidc_issuer, peer, peers_dir, python, repo_root};
-
-/// Generous bound on any one wait (Python SDK processes start slowly on a loaded machine).
-const LIMIT: Duration = Duration::from_secs(120);
-
-fn purra_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_purra")
-}
-
-fn node() -> String {
-    peer(peers_dir().join("bin/node"))
-}
+use peers::{fresh_dir, lines_of, oidc_issuer, peer, python, repo_root};
 
 /// A guarded gateway serving Streamable HTTP with its approver page beside it, and what the test
 /// learned from its start: where it serves and the page's sign-in tokens.
@@ -427,12 +418,6 @@ fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> Answer
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Sdk {
-    Python,
-    Node,
-}
-
 /// A downstream SDK client over Streamable HTTP with a user's bearer token (none: no
 /// `Authorization` header); its JSON lines arrive on a channel as it prints them.
 struct Client {
@@ -443,33 +428,13 @@ struct Client {
 
 impl Client {
     fn start(sdk: Sdk, url: &str, token: Option<&str>, steps: Value) -> Client {
-        let mut cmd = match sdk {
-            Sdk::Python => {
-                let mut c = Command::new(python());
-                c.arg(peer(repo_root().join("peers/python/gateway_client.py")));
-                c
-            }
-            Sdk::Node => {
-                let mut c = Command::new(node());
-                c.arg(peer(repo_root().join("peers/node/gateway_client.mjs")));
-                c
-            }
-        };
+        let mut cmd = gateway_client(sdk);
         if let Some(t) = token {
             // The token travels in the environment, never on a command line.
             cmd.env("GATEWAY_TOKEN", t)
                 .args(["--bearer-env", "GATEWAY_TOKEN"]);
         }
-        let mut child = cmd
-            .args(["--steps", &steps.to_string(), "--http", url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn client");
-        let lines = lines_of(child.stdout.take().expect("stdout"), |line| {
-            Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
-        });
+        let (child, lines) = json_lines(cmd.args(["--steps", &steps.to_string(), "--http", url]));
         Client {
             child,
             lines,
@@ -479,14 +444,9 @@ impl Client {
 
     /// Waits for the client to finish; returns every line it printed.
     fn finish(mut self) -> Vec<Value> {
-        let start = Instant::now();
-        while !self.seen.iter().any(|v| v["event"] == "done") {
-            let v = self
-                .lines
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .unwrap_or_else(|_| panic!("the client did not finish: {:?}", self.seen));
-            self.seen.push(v);
-        }
+        wait_for(&self.lines, &mut self.seen, "done", LIMIT, |v| {
+            v["event"] == "done"
+        });
         let _ = self.child.wait();
         std::mem::take(&mut self.seen)
     }
@@ -508,20 +468,8 @@ impl Drop for Client {
     }
 }
 
-fn steps_of(lines: &[Value]) -> Vec<&Value> {
-    lines.iter().filter(|l| l.get("step").is_some()).collect()
-}
-
 fn set_value(value: &str) -> Value {
     json!({"call": "set_value", "args": {"value": value}})
-}
-
-/// The text of a call step's result, and whether it is an error.
-fn result_text(step: &Value) -> (String, bool) {
-    let r = &step["result"];
-    assert!(r.is_object(), "not a result: {step}");
-    let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
-    (text, r["isError"] == true)
 }
 
 /// The guard: no token and a token for another resource are refused with the challenge that

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::run::dechunk;
+
 /// How long a browser test waits for anything it expects to see.
 pub const WAIT: Duration = Duration::from_secs(90);
 
@@ -139,19 +141,6 @@ fn request(
     let rest = String::from_utf8_lossy(&rest).into_owned();
     let body = if chunked { dechunk(&rest) } else { rest };
     Ok((status, serde_json::from_str(&body).unwrap_or(Value::Null)))
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || after.len() < n {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = after[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 /// A headless Chromium with a fresh profile; quits when dropped.

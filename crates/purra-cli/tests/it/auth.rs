@@ -4,38 +4,17 @@
 //! browser is `peers/oidc/browser.mjs`.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
+use crate::support::peers::{node, peer, repo_root};
+use crate::support::run::{describe, purra, Killed};
 
-fn node() -> PathBuf {
-    let node = std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"))
-        .join("bin/node");
-    assert!(
-        node.exists() && repo_root().join("peers/oidc/node_modules/oidc-provider").exists(),
-        "{} or peers/oidc/node_modules is missing: run scripts/setup-peers.sh (the test command does)",
-        node.display()
-    );
-    node
-}
-
-/// Kills the child when the test ends, however it ends.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// Node, with the OpenID provider's packages installed.
+fn oidc_node() -> String {
+    peer(repo_root().join("peers/oidc/node_modules/oidc-provider"));
+    node()
 }
 
 /// Reads lines of `from` until one starts with `prefix`; returns it.
@@ -51,37 +30,9 @@ fn line_starting(from: &mut impl BufRead, prefix: &str, what: &str) -> String {
     }
 }
 
-fn purra(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn purra");
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "purra {args:?} timed out"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().expect("output")
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 #[test]
 fn login_call_logout() {
-    let node = node();
+    let node = oidc_node();
     let mut oidc = Killed(
         Command::new(&node)
             .arg("server.mjs")

@@ -7,24 +7,21 @@
 //! mid-call, the upstream's tool list changing between approval and dispatch. Each proves one
 //! request at most reached the upstream, and that the recorded effect is the conservative one.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// Generous bound on any one wait (Python SDK processes start slowly on a loaded machine).
-const LIMIT: Duration = Duration::from_secs(120);
+use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway, wait_for, Sdk};
+use crate::support::peers;
+use crate::support::run::{
+    approvals_json, ledger_lines, purra, purra_bin, result_text, steps_of, wait_approval,
+    wait_ledger, LIMIT,
+};
 
-#[path = "support/peers.rs"]
-mod peers;
-
-use peers::{fresh_dir, lines_of, peer, peers_dir, python, repo_root};
-
-fn purra_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_purra")
-}
+use peers::{fresh_dir, peer, python, repo_root};
 
 /// A fresh directory for one scenario (removed when dropped): config, store, upstream ledger.
 struct Scenario {
@@ -169,11 +166,7 @@ arguments = ["len(value) <= 40"]
 
     /// The upstream's ledger, one event per line.
     fn ledger(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("ledger.txt"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        ledger_lines(&self.dir.join("ledger.txt"))
     }
 
     /// How many `set_value` requests reached the upstream.
@@ -186,51 +179,19 @@ arguments = ["len(value) <= 40"]
 
     /// Waits until the ledger has a line starting with `prefix`.
     fn wait_ledger(&self, prefix: &str) {
-        let start = Instant::now();
-        while !self.ledger().iter().any(|l| l.starts_with(prefix)) {
-            assert!(
-                start.elapsed() < LIMIT,
-                "no ledger line {prefix:?}: {:?}",
-                self.ledger()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_ledger(&self.dir.join("ledger.txt"), prefix);
     }
 
     /// `purra approvals ARGS --db DB --json`.
     fn approvals(&self, args: &[&str]) -> Value {
-        let db = self.db();
-        let mut all: Vec<&str> = vec!["approvals"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["--db", &db, "--json"]);
-        let out = purra(&all);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "purra {all:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("json")
+        approvals_json(&self.db(), args)
     }
 
     /// Waits until an approval is pending in the store; returns its id.
     fn wait_pending(&self) -> String {
-        let start = Instant::now();
-        loop {
-            if Path::new(&self.db()).exists() {
-                let list = self.approvals(&["list"]);
-                let pending = list["approvals"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|a| a["state"] == "pending");
-                if let Some(a) = pending {
-                    return a["id"].as_str().expect("id").to_owned();
-                }
-            }
-            assert!(start.elapsed() < LIMIT, "no pending approval appeared");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_approval(&self.db(), "a pending approval", |a| {
+            a["state"] == "pending"
+        })
     }
 
     /// Approves `id` from another process, as an operator does.
@@ -268,16 +229,6 @@ fn audit(db: &str) -> Vec<purra_sqlite::AuditEntry> {
     })
 }
 
-/// Runs `purra ARGS` to completion.
-fn purra(args: &[&str]) -> Output {
-    let out = Command::new(purra_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run purra");
-    out
-}
-
 /// A gateway started by the test (Streamable HTTP), killed when dropped.
 struct Gateway {
     child: Child,
@@ -290,28 +241,8 @@ struct Gateway {
 
 impl Gateway {
     fn start(sc: &Scenario) -> Gateway {
-        let mut child = Command::new(purra_bin())
-            .args(["gateway", "--config", &sc.config()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn gateway");
-        let rx = lines_of(child.stderr.take().expect("stderr"), |line| {
-            eprintln!("[gateway] {line}");
-            Some(line)
-        });
-        let start = Instant::now();
-        let mut started = Vec::new();
-        let url = loop {
-            let line = rx
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .expect("the gateway did not say where it serves");
-            if let Some(url) = line.strip_prefix("purra gateway: serving ") {
-                break url.to_owned();
-            }
-            started.push(line);
-        };
+        let (child, rx) = spawn_gateway(sc.config());
+        let (url, started) = serving(&rx, LIMIT);
         Gateway {
             child,
             url,
@@ -365,12 +296,6 @@ impl Drop for Gateway {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Sdk {
-    Python,
-    Node,
-}
-
 /// A downstream client process: its JSON lines arrive on a channel as it prints them.
 struct Client {
     child: Child,
@@ -399,18 +324,7 @@ impl Client {
         apps: bool,
         steps: Value,
     ) -> Client {
-        let mut cmd = match sdk {
-            Sdk::Python => {
-                let mut c = Command::new(python());
-                c.arg(peer(repo_root().join("peers/python/gateway_client.py")));
-                c
-            }
-            Sdk::Node => {
-                let mut c = Command::new(peer(peers_dir().join("bin/node")));
-                c.arg(peer(repo_root().join("peers/node/gateway_client.mjs")));
-                c
-            }
-        };
+        let mut cmd = gateway_client(sdk);
         if let Some(e) = elicit {
             cmd.args(["--elicit", e]);
         }
@@ -426,17 +340,7 @@ impl Client {
                 cmd.args(["--", purra_bin(), "gateway", "--config", &sc.config()]);
             }
         }
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn client");
-        let rx = lines_of(child.stdout.take().expect("stdout"), |line| {
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("client printed non-JSON ({e}): {line}"));
-            Some(v)
-        });
+        let (child, rx) = json_lines(&mut cmd);
         Client {
             child,
             lines: rx,
@@ -451,22 +355,7 @@ impl Client {
 
     /// Waits for a line matching `pred`; returns it.
     fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
-            return v.clone();
-        }
-        let start = Instant::now();
-        loop {
-            let v = self
-                .lines
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .unwrap_or_else(|_| {
-                    panic!("the client printed no {what}; it printed {:?}", self.seen)
-                });
-            self.seen.push(v.clone());
-            if pred(&v) {
-                return v;
-            }
-        }
+        wait_for(&self.lines, &mut self.seen, what, LIMIT, pred)
     }
 
     /// Waits for the client to finish; returns every line it printed.
@@ -484,20 +373,8 @@ impl Drop for Client {
     }
 }
 
-fn steps_of(lines: &[Value]) -> Vec<&Value> {
-    lines.iter().filter(|l| l.get("step").is_some()).collect()
-}
-
 fn call(tool: &str, args: Value) -> Value {
     json!({"call": tool, "args": args})
-}
-
-/// The text of a call step's result, and whether it is an error.
-fn result_text(step: &Value) -> (String, bool) {
-    let r = &step["result"];
-    assert!(r.is_object(), "not a result: {step}");
-    let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
-    (text, r["isError"] == true)
 }
 
 /// What the two SDK clients list: exactly the bound tools, under their local names, with the

@@ -1,10 +1,9 @@
-//! The set-up the CLI's end-to-end tests share (`gateway.rs`, `page.rs`): the repository's root,
+//! The set-up the CLI's end-to-end tests share: the repository's root,
 //! the pinned peers `scripts/setup-peers.sh` installs (the Python SDK's venv, Node 22, the
 //! OpenID Connect provider), a fresh scenario directory, and a child's output lines on a
 //! channel as they come.
 
-// Each test binary includes this file and uses a part of it.
-#![allow(dead_code)]
+#![allow(dead_code)] // each module uses its own part
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -13,8 +12,12 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The repository's root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 pub fn peers_dir() -> PathBuf {
@@ -31,6 +34,11 @@ pub fn peer(p: PathBuf) -> String {
         p.display()
     );
     p.to_string_lossy().into_owned()
+}
+
+/// Node 22, which runs the TypeScript SDK and the other Node peers.
+pub fn node() -> String {
+    peer(peers_dir().join("bin/node"))
 }
 
 /// The Python of the venv with the pinned Python SDK.
@@ -124,4 +132,26 @@ pub fn own<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
         }
     }
     out
+}
+
+/// The test command's PostgreSQL server (`PURRA_TEST_POSTGRES`; the tests never skip it).
+pub fn postgres_url() -> String {
+    std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
+        panic!(
+            "PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh, or start a \
+             server with `eval \"$(scripts/postgres.sh start DIR)\"` first"
+        )
+    })
+}
+
+/// A store in a fresh schema `PREFIX_PID_NANOS` of the test command's PostgreSQL server.
+pub fn postgres_schema(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+    format!(
+        "{}?schema={prefix}_{}_{nanos}",
+        postgres_url(),
+        std::process::id()
+    )
 }

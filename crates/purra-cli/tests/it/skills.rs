@@ -4,57 +4,26 @@
 //! read verified against its entry; a skill's folder lists its children; a file the entry does
 //! not list is refused.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use purra_protocol::skills::{load_dir, SkillsDirOptions};
 use serde_json::Value;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
+use crate::support::peers::{node, repo_root};
+use crate::support::run::purra;
 
-fn peer(rel: &str) -> String {
-    let p = std::env::var_os("PURRA_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".peers"))
-        .join(rel);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
-        p.display()
-    );
-    p.to_string_lossy().into_owned()
-}
-
-/// `purra ARGS... [--protocol-version V] -- node skills_server.mjs peers/skills`.
-fn purra(args: &[&str], version: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra"));
-    cmd.args(args);
+/// `purra args... [--protocol-version VERSION] -- node skills_server.mjs peers/skills`.
+fn on_skills(args: &[&str], version: Option<&str>) -> Output {
+    let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     if let Some(v) = version {
-        cmd.args(["--protocol-version", v]);
+        all.extend(["--protocol-version".to_owned(), v.to_owned()]);
     }
-    cmd.arg("--")
-        .arg(peer("bin/node"))
-        .arg(repo_root().join("peers/node-v2/skills_server.mjs"))
-        .arg(repo_root().join("peers/skills"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn purra");
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("purra timed out");
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    all.push("--".into());
+    all.push(node());
+    for p in ["peers/node-v2/skills_server.mjs", "peers/skills"] {
+        all.push(repo_root().join(p).to_string_lossy().into_owned());
     }
-    child.wait_with_output().expect("output")
+    purra(&all)
 }
 
 fn expect(out: &Output, code: i32) -> (String, String) {
@@ -76,7 +45,7 @@ fn inspect_lists_the_skills() {
     )
     .unwrap();
     for version in ERAS {
-        let (text, _) = expect(&purra(&["inspect"], version), 0);
+        let (text, _) = expect(&on_skills(&["inspect"], version), 0);
         assert!(
             text.contains("\nextensions:   io.modelcontextprotocol/skills\n"),
             "{text}"
@@ -87,7 +56,7 @@ fn inspect_lists_the_skills() {
             "  refunds         skill://acme/refunds/SKILL.md  (2 files, 193 bytes)  Process customer refund requests per company policy\n  \
 pdf-processing  skill://pdf-processing/SKILL.md  (3 files, 462 bytes)  Extract, fill, and assemble PDF documents: forms, invoices and purchase orders.\n"
         );
-        let (json, _) = expect(&purra(&["inspect", "--json"], version), 0);
+        let (json, _) = expect(&on_skills(&["inspect", "--json"], version), 0);
         let doc: Value = serde_json::from_str(&json).unwrap();
         assert_eq!(doc["skills"], serde_json::to_value(&loaded.skills).unwrap());
     }
@@ -100,7 +69,7 @@ fn read_fetches_one_skill_file_verified() {
     let digest = purra_protocol::skills::digest(md.as_bytes());
     for version in ERAS {
         let (text, err) = expect(
-            &purra(&["read", "skill://pdf-processing/SKILL.md"], version),
+            &on_skills(&["read", "skill://pdf-processing/SKILL.md"], version),
             0,
         );
         assert_eq!(text, md);
@@ -112,7 +81,7 @@ fn read_fetches_one_skill_file_verified() {
             )
         );
         let (json, _) = expect(
-            &purra(
+            &on_skills(
                 &["read", "--json", "skill://acme/refunds/examples/email.md"],
                 version,
             ),
@@ -131,7 +100,7 @@ fn read_fetches_one_skill_file_verified() {
                 "text": email,
             })
         );
-        let (text, _) = expect(&purra(&["read", "skill://pdf-processing"], version), 0);
+        let (text, _) = expect(&on_skills(&["read", "skill://pdf-processing"], version), 0);
         assert_eq!(
             text,
             format!(
@@ -142,7 +111,7 @@ fn read_fetches_one_skill_file_verified() {
             )
         );
         let (text, err) = expect(
-            &purra(&["read", "skill://pdf-processing/secrets.md"], version),
+            &on_skills(&["read", "skill://pdf-processing/secrets.md"], version),
             2,
         );
         assert_eq!(text, "");
@@ -165,7 +134,7 @@ fn a_gateway_passes_a_bound_skill_through() {
         &config,
         format!(
             "[upstreams.docs]\ncommand = [{:?}, {:?}, {:?}]\n\n[skills.refunds]\nupstream = \"docs\"\n",
-            peer("bin/node"),
+            node(),
             repo_root().join("peers/node-v2/skills_server.mjs").display().to_string(),
             repo_root().join("peers/skills").display().to_string(),
         ),
@@ -239,7 +208,7 @@ fn finding_4_no_raw_stderr_line() {
         &config,
         format!(
             "[upstreams.docs]\ncommand = [{:?}, {:?}, {:?}]\n\n[skills.refunds]\nupstream = \"docs\"\n",
-            peer("bin/node"),
+            node(),
             repo_root().join("peers/node-v2/skills_server.mjs").display().to_string(),
             repo_root().join("peers/skills").display().to_string(),
         ),
