@@ -21,9 +21,7 @@ use serde_json::{json, Value};
 
 use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway, wait_for, Sdk};
 use crate::support::peers;
-use crate::support::run::{
-    approvals_json, ledger_lines, purra, purra_bin, wait_approval, wait_ledger, LIMIT,
-};
+use crate::support::run::{approvals_json, purra, purra_bin, wait_approval, wait_ledger, LIMIT};
 
 use peers::{fresh_dir, lines_of, peer, peers_dir, postgres_schema, python, repo_root};
 
