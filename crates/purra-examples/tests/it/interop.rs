@@ -47,9 +47,7 @@ fn assert_all_checks(out: &Output) {
 }
 
 fn purra_client(server: &[String]) -> Output {
-    let mut args = vec!["--".to_owned()];
-    args.extend(server.iter().cloned());
-    example_client(&args)
+    example_client("--", server)
 }
 
 fn peer_client(program: PathBuf, client_script: &str) -> Output {
@@ -98,7 +96,7 @@ fn typescript_sdk_client_with_purra_server() {
 }
 
 fn purra_client_http(url: &str) -> Output {
-    example_client(&["--http".into(), url.into()])
+    example_client("--http", &[url.into()])
 }
 
 fn peer_client_http(program: PathBuf, client_script: &str, url: &str) -> Output {

@@ -40,9 +40,7 @@ fn assert_modern_checks(out: &Output) {
 }
 
 fn purra_client(args: &[String]) -> Output {
-    let mut all = vec!["--modern".to_owned()];
-    all.extend(args.iter().cloned());
-    example_client(&all)
+    example_client("--modern", args)
 }
 
 fn stdio(server: &[String]) -> Vec<String> {

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use crate::support::{
     approval_by, base_config, client_named, in_own_process, object, open_read, serve_upstream,
-    set_write, start_on_sqlite, text, TempDir,
+    set_write, start_on_sqlite, text, value_input, TempDir,
 };
 
 fn tool(name: &str, input: Value, output: Option<Value>) -> Tool {
@@ -41,8 +41,7 @@ fn tool(name: &str, input: Value, output: Option<Value>) -> Tool {
 /// JSON-RPC error with internal text) and `set_value`, which counts its calls.
 async fn upstream(writes: Arc<AtomicU64>) -> String {
     let server = Server::builder("upstream", "1.0.0").build();
-    let value_schema = json!({"type": "object", "properties": {"value": {"type": "string"}},
-        "required": ["value"], "additionalProperties": false});
+    let value_schema = value_input();
     server
         .raw_tool(
             tool(

@@ -26,7 +26,7 @@ use tokio::sync::Semaphore;
 
 use crate::support::{
     approve, base_config, client_named, mistakes, object, open_read, serve_upstream, set_write,
-    start_on_sqlite, text, wait_prepared, TempDir,
+    start_on_sqlite, text, value_input, wait_prepared, TempDir,
 };
 
 /// The upstream: `get_value`, `peek` and `set_value`, which counts its calls and then waits for a
@@ -58,14 +58,7 @@ async fn upstream(
         .expect("tool");
     server
         .raw_tool(
-            Tool::new(
-                "set_value",
-                object(
-                    json!({"type": "object", "properties": {"value": {"type": "string"}},
-                    "required": ["value"], "additionalProperties": false}),
-                ),
-            )
-            .with_description("Writes"),
+            Tool::new("set_value", object(value_input())).with_description("Writes"),
             move |args, _| {
                 let writes = writes.clone();
                 let gate = gate.clone();

@@ -18,7 +18,8 @@ use purra_sqlite::SqliteStore;
 use serde_json::json;
 
 use crate::support::{
-    approve, base_config, object, serve_upstream, set_write, text, wait_prepared, TempDir,
+    approve, base_config, object, serve_upstream, set_write, text, value_input, wait_prepared,
+    TempDir,
 };
 
 /// The upstream: `set_value`, counting its calls.
@@ -26,14 +27,7 @@ async fn upstream(writes: Arc<AtomicU64>, stop: CancellationToken) -> String {
     let server = Server::builder("upstream", "1.0.0").build();
     server
         .raw_tool(
-            Tool::new(
-                "set_value",
-                object(
-                    json!({"type": "object", "properties": {"value": {"type": "string"}},
-                              "required": ["value"], "additionalProperties": false}),
-                ),
-            )
-            .with_description("Writes"),
+            Tool::new("set_value", object(value_input())).with_description("Writes"),
             move |args, _| {
                 let writes = writes.clone();
                 async move {

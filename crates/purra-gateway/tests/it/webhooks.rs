@@ -25,8 +25,8 @@ use purra_sqlite::SqliteStore;
 use serde_json::{json, Value};
 
 use crate::support::{
-    approval_by, base_config, client_named, object, serve_upstream, set_write, wait_prepared,
-    TempDir, PATIENCE,
+    approval_by, base_config, client_named, object, serve_upstream, set_write, value_input,
+    wait_prepared, TempDir, PATIENCE,
 };
 
 /// The test secret (24 random bytes, as the specification serializes them).
@@ -136,8 +136,7 @@ impl Drop for Receiver {
 /// The upstream: `set_value`, answering at once.
 async fn upstream() -> String {
     let server = Server::builder("upstream", "1.0.0").build();
-    let schema = json!({"type": "object", "properties": {"value": {"type": "string"}},
-        "required": ["value"], "additionalProperties": false});
+    let schema = value_input();
     let output = json!({"type": "object", "properties": {"stored": {"type": "string"}},
         "required": ["stored"], "additionalProperties": false});
     server

@@ -192,10 +192,10 @@ pub fn example_server_http() -> HttpPeer {
     http_server(cmd, |port| format!("127.0.0.1:{port}"))
 }
 
-/// purra's example client run with `args`, within two minutes.
-pub fn example_client(args: &[String]) -> Output {
+/// purra's example client run with `first` and then `rest` as its arguments, within two minutes.
+pub fn example_client(first: &str, rest: &[String]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_purra-example-client"));
-    cmd.args(args);
+    cmd.arg(first).args(rest);
     run(cmd, Duration::from_secs(120))
 }
 

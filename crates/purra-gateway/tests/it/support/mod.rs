@@ -31,6 +31,12 @@ pub fn object(v: Value) -> JsonObject {
     }
 }
 
+/// The input schema of `set_value`: one string `value`, nothing else.
+pub fn value_input() -> Value {
+    serde_json::json!({"type": "object", "properties": {"value": {"type": "string"}},
+        "required": ["value"], "additionalProperties": false})
+}
+
 /// A scenario's directory, fresh and unique (`purra-gw-KIND-NAME-PID-NANOS` in the temporary
 /// directory), removed when dropped.
 pub struct TempDir(pub PathBuf);
