@@ -107,7 +107,7 @@ bash "$SCRIPT_DIR/chromium.sh" install
 # The Prometheus server that scrapes the gateway in the metrics tests (Debian's prometheus package),
 # installed with apt-get when missing.
 bash "$SCRIPT_DIR/prometheus.sh" install
-# HAProxy in front of several gateways for the fleet test (purra-cli's tests/fleet.rs), installed with
+# HAProxy in front of several gateways for the fleet test (purra-cli's tests/it/fleet.rs), installed with
 # apt-get when missing.
 bash "$SCRIPT_DIR/haproxy.sh" install
 

@@ -2,7 +2,7 @@
 
 Usage: stdio_server.py MODE. Each mode completes the handshake like a well-behaved server and then
 misbehaves in one way (crates/purra-protocol/tests/it/hostile_client.rs and
-crates/purra-cli/tests/hostile.rs say what each test expects):
+crates/purra-cli/tests/it/hostile.rs say what each test expects):
 
   huge-first   answers tools/call with a 256 MiB line, id first (as the Python SDK orders members)
   huge-last    the same, id last (as the TypeScript SDK orders members)

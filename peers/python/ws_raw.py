@@ -6,7 +6,7 @@ Usage: ws_raw.py client URL LIMIT   run against purra's WebSocket server at URL,
        ws_raw.py server             serve one purra client on 127.0.0.1 (a free port); the first
                                     line printed is `listening on ws://127.0.0.1:PORT`
 
-Each check prints one line; the Rust test (crates/purra-examples/tests/ws.rs) asserts the exact
+Each check prints one line; the Rust test (crates/purra-examples/tests/it/ws.rs) asserts the exact
 output. Anything unexpected raises, which exits non-zero with a traceback on stderr.
 """
 

@@ -66,7 +66,6 @@ impl Exchanged {
             called_as: Mutex::new(HashMap::new()),
         }))
     }
-
 }
 
 impl ExchangedInner {

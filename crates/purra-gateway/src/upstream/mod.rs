@@ -286,7 +286,6 @@ impl Upstream {
         }
     }
 
-
     /// Uses `from`'s connection (when it is open) instead of connecting: the binding-only change
     /// of a reload. Returns whether there was one to share.
     pub fn share_connection(&self, from: &Upstream) -> bool {

@@ -1,0 +1,20 @@
+//! purra-cli's integration tests: one test binary, one module per area, shared helpers in `support`.
+
+mod support;
+
+mod auth;
+mod cli;
+mod credentials;
+mod durable;
+mod everything;
+mod first_hour;
+mod fleet;
+mod gateway;
+mod gateway_auth;
+mod hostile;
+mod page;
+mod real_upstreams;
+mod skills;
+mod store_location;
+mod telemetry;
+mod webhooks;

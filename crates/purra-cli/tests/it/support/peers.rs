@@ -1,0 +1,182 @@
+//! The set-up the CLI's end-to-end tests share: the repository's root,
+//! the pinned peers `scripts/setup-peers.sh` installs (the Python SDK's venv, Node 22, the
+//! OpenID Connect provider), a fresh scenario directory, and a child's output lines on a
+//! channel as they come.
+
+#![allow(dead_code)] // each module uses its own part
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+pub fn peers_dir() -> PathBuf {
+    std::env::var_os("PURRA_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"))
+}
+
+/// `p`, which must exist (a peer the test command installs).
+pub fn peer(p: PathBuf) -> String {
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup-peers.sh (the test command does) before these tests",
+        p.display()
+    );
+    p.to_string_lossy().into_owned()
+}
+
+/// Node 22, which runs the TypeScript SDK and the other Node peers.
+pub fn node() -> String {
+    peer(peers_dir().join("bin/node"))
+}
+
+/// The Python of the venv with the pinned Python SDK.
+pub fn python() -> String {
+    peer(peers_dir().join("venv/bin/python"))
+}
+
+/// A fresh, empty directory `purra-{kind}-{name}-PID-NANOS` under the temporary directory.
+pub fn fresh_dir(kind: &str, name: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "purra-{kind}-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// The lines `from` prints, as `keep` maps them (None: dropped), on a channel as they come.
+pub fn lines_of<T: Send + 'static>(
+    from: impl Read + Send + 'static,
+    keep: impl Fn(String) -> Option<T> + Send + 'static,
+) -> Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if let Some(v) = keep(line) {
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The issuer URL of the OpenID Connect provider (`peers/oidc/server.mjs`, oidc-provider),
+/// started on first use and living as long as this test binary (it exits when its stdin
+/// closes).
+pub fn oidc_issuer() -> &'static str {
+    static OIDC: OnceLock<(String, Mutex<Child>)> = OnceLock::new();
+    &OIDC
+        .get_or_init(|| {
+            let node = peer(peers_dir().join("bin/node"));
+            let dir = repo_root().join("peers/oidc");
+            peer(dir.join("node_modules/oidc-provider"));
+            let mut child = Command::new(node)
+                .arg("server.mjs")
+                .current_dir(&dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("start peers/oidc/server.mjs");
+            let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            let issuer = loop {
+                let line = lines
+                    .next()
+                    .expect("the provider ended before printing its issuer")
+                    .expect("a line");
+                if let Some(v) = line
+                    .starts_with('{')
+                    .then(|| serde_json::from_str::<serde_json::Value>(&line).ok())
+                    .flatten()
+                {
+                    break v["issuer"].as_str().expect("issuer").to_owned();
+                }
+            };
+            std::thread::spawn(move || lines.for_each(drop));
+            (issuer, Mutex::new(child))
+        })
+        .0
+}
+
+/// The lines of `purra gateway`'s own on stderr (upstream servers write theirs there too): those
+/// starting with `purra`, each with the indented lines that follow it.
+pub fn own_lines(stderr: &[u8]) -> Vec<String> {
+    own(String::from_utf8_lossy(stderr).lines())
+}
+
+/// [`own_lines`] of lines already read.
+pub fn own<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for l in lines {
+        inside = l.starts_with("purra") || (inside && l.starts_with("  "));
+        if inside {
+            out.push(l.to_owned());
+        }
+    }
+    out
+}
+
+/// The test command's PostgreSQL server (`PURRA_TEST_POSTGRES`; the tests never skip it).
+pub fn postgres_url() -> String {
+    std::env::var("PURRA_TEST_POSTGRES").unwrap_or_else(|_| {
+        panic!(
+            "PURRA_TEST_POSTGRES is not set: run the tests with scripts/test.sh, or start a \
+             server with `eval \"$(scripts/postgres.sh start DIR)\"` first"
+        )
+    })
+}
+
+/// A store in a fresh schema `PREFIX_PID_NANOS` of the test command's PostgreSQL server.
+pub fn postgres_schema(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() % 1_000_000_000);
+    format!(
+        "{}?schema={prefix}_{}_{nanos}",
+        postgres_url(),
+        std::process::id()
+    )
+}
+
+/// `pg_dump`: `PURRA_PG_DUMP`, else the newest of Debian's PostgreSQL binaries (where
+/// scripts/postgres.sh finds the server's), else the one on `PATH`.
+pub fn pg_dump() -> PathBuf {
+    if let Some(path) = std::env::var_os("PURRA_PG_DUMP") {
+        return path.into();
+    }
+    let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e
+                .file_name()
+                .to_str()?
+                .split('.')
+                .map(|p| p.parse().ok())
+                .collect::<Option<Vec<u32>>>()?;
+            let bin = e.path().join("bin").join("pg_dump");
+            bin.is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map_or_else(|| "pg_dump".into(), |(_, bin)| bin)
+}

@@ -1,0 +1,215 @@
+//! Running the `purra` binary to completion and reading what it printed; a test's directory; the
+//! JSON the SDK clients print and an HTTP body sent in chunks.
+
+#![allow(dead_code)] // each module uses its own part
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The longest one step of a scenario may take (a process starting, a client finishing) on a
+/// loaded machine.
+pub const LIMIT: Duration = Duration::from_secs(120);
+
+/// The bound of one line awaited from a quick scenario (the CLI's own commands against an
+/// example server).
+pub const QUICK_LIMIT: Duration = Duration::from_secs(60);
+
+/// The run `purra demo` makes (its id is derived from the demo's fixed input).
+pub const RUN: &str = "demo:set_note:fa9b9607bbb5e847";
+
+/// The `purra` binary under test.
+pub fn purra_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_purra")
+}
+
+/// Runs `purra args...` with stdin closed to completion (killed, and the test failed, past
+/// [`LIMIT`]).
+pub fn purra<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    purra_within(None, args, LIMIT)
+}
+
+/// [`purra`] in the directory `dir`.
+pub fn purra_in<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Output {
+    purra_within(Some(dir), args, LIMIT)
+}
+
+/// Runs `purra args...` (in `dir` if given) with stdin closed to completion; killed, and the test
+/// failed with what it printed, past `limit`.
+pub fn purra_within<S: AsRef<OsStr>>(dir: Option<&Path>, args: &[S], limit: Duration) -> Output {
+    let mut cmd = Command::new(purra_bin());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    finish_within(cmd.spawn().expect("spawn purra"), limit)
+}
+
+/// Waits for `child` to end and returns its output; kills it, and fails the test with what it
+/// printed, past `limit`.
+pub fn finish_within(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!("purra ran past {limit:?}\n{}", describe(&out));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A process's exit code, stdout and stderr, for a failed assertion's message.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// What a process printed on stdout.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts the exit code and returns stdout.
+pub fn expect_code(out: &Output, code: i32) -> String {
+    assert_eq!(out.status.code(), Some(code), "{}", describe(out));
+    stdout(out)
+}
+
+/// Stdout as one JSON document.
+pub fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e})\n{}", describe(out)))
+}
+
+/// A test's directory (`purra-KIND-NAME-PID-NANOS` in the temporary directory), removed when
+/// dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// Creates a fresh directory for test `name` of the module `kind`.
+    pub fn new(kind: &str, name: &str) -> TempDir {
+        TempDir(super::peers::fresh_dir(kind, name))
+    }
+
+    /// The path of `name` in it, as text.
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Kills the child when dropped, however the test ends.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The lines of an SDK client's output that are step results.
+pub fn steps_of(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l.get("step").is_some()).collect()
+}
+
+/// A step's result: its first text and whether it is an error.
+pub fn result_text(step: &Value) -> (String, bool) {
+    let r = &step["result"];
+    assert!(r.is_object(), "not a result: {step}");
+    let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
+    (text, r["isError"] == true)
+}
+
+/// An HTTP body sent with `Transfer-Encoding: chunked`, joined: its whole chunks up to the last
+/// one (a chunk cut short ends it).
+pub fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The lines of the ledger file `path` (an upstream's fsynced record of each request it got);
+/// none while it does not exist.
+pub fn ledger_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits until the ledger `path` has a line starting with `prefix`.
+pub fn wait_ledger(path: &Path, prefix: &str) {
+    let start = Instant::now();
+    while !ledger_lines(path).iter().any(|l| l.starts_with(prefix)) {
+        assert!(
+            start.elapsed() < LIMIT,
+            "no ledger line {prefix:?}: {:?}",
+            ledger_lines(path)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `purra approvals ARGS --db DB --json`, which must succeed: its JSON.
+pub fn approvals_json(db: &str, args: &[&str]) -> Value {
+    let mut all: Vec<&str> = vec!["approvals"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--db", db, "--json"]);
+    let out = purra(&all);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "purra {all:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// Waits until the store `db` (a SQLite file, or a PostgreSQL URL) has an approval for which
+/// `found` holds among its listed ones; its id.
+pub fn wait_approval(db: &str, what: &str, found: impl Fn(&Value) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        if db.starts_with("postgres") || Path::new(db).exists() {
+            let list = approvals_json(db, &["list"]);
+            if let Some(a) = list["approvals"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| found(a))
+            {
+                return a["id"].as_str().expect("id").to_owned();
+            }
+        }
+        assert!(start.elapsed() < LIMIT, "{what} never appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,7 @@
+//! purra-page's integration tests: one test binary, one module per area, shared helpers in `support`.
+
+mod support;
+
+mod connections;
+mod http;
+mod oidc;
