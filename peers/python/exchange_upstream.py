@@ -7,7 +7,7 @@ A Streamable HTTP MCP server at http://127.0.0.1:PORT/mcp protected with the SDK
 server's JWKS (ISSUER/jwks.json), issued by ISSUER, unexpired, and its `aud` must name this
 server's URL; anything else gets the SDK's 401. Every tool call appends one line
 `<tool> <sub> <act.sub or -> <value or ->` to RECORD_FILE. Tools: `whoami` (read: answers `sub` and `act.sub`)
-and `set_value` (write-like: records the value with the caller). Prints `ready <URL>` when serving.
+and `set_value` (write-like: records the value with the caller; answers the token's `iat` too). Prints `ready <URL>` when serving.
 """
 
 from __future__ import annotations
@@ -86,9 +86,11 @@ def whoami() -> str:
 
 @server.tool()
 def set_value(value: str) -> str:
-    """Stores a value (a write), recorded with its caller."""
+    """Stores a value (a write), recorded with its caller; answers when its token was issued."""
     sub, act = record("set_value", value)
-    return json.dumps({"sub": sub, "act": act, "value": value})
+    t = get_access_token()
+    iat = ((t.claims or {}) if t else {}).get("iat")
+    return json.dumps({"sub": sub, "act": act, "value": value, "iat": iat})
 
 
 if __name__ == "__main__":

@@ -19,12 +19,11 @@
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::clients::{gateway_client, json_lines, wait_for, Sdk};
+use crate::support::clients::{Sdk, SdkClient};
 use crate::support::peers;
 use crate::support::peers::node;
 use crate::support::run::{purra_bin, result_text, steps_of, LIMIT};
@@ -418,56 +417,6 @@ fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> Answer
     }
 }
 
-/// A downstream SDK client over Streamable HTTP with a user's bearer token (none: no
-/// `Authorization` header); its JSON lines arrive on a channel as it prints them.
-struct Client {
-    child: Child,
-    lines: Receiver<Value>,
-    seen: Vec<Value>,
-}
-
-impl Client {
-    fn start(sdk: Sdk, url: &str, token: Option<&str>, steps: Value) -> Client {
-        let mut cmd = gateway_client(sdk);
-        if let Some(t) = token {
-            // The token travels in the environment, never on a command line.
-            cmd.env("GATEWAY_TOKEN", t)
-                .args(["--bearer-env", "GATEWAY_TOKEN"]);
-        }
-        let (child, lines) = json_lines(cmd.args(["--steps", &steps.to_string(), "--http", url]));
-        Client {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits for the client to finish; returns every line it printed.
-    fn finish(mut self) -> Vec<Value> {
-        wait_for(&self.lines, &mut self.seen, "done", LIMIT, |v| {
-            v["event"] == "done"
-        });
-        let _ = self.child.wait();
-        std::mem::take(&mut self.seen)
-    }
-
-    /// Whether the client is still running (its call still waiting).
-    fn running(&mut self) -> bool {
-        while let Ok(v) = self.lines.try_recv() {
-            self.seen.push(v);
-        }
-        self.child.try_wait().expect("wait").is_none()
-            && !self.seen.iter().any(|v| v["step"] == "call")
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn set_value(value: &str) -> Value {
     json!({"call": "set_value", "args": {"value": value}})
 }
@@ -537,7 +486,7 @@ fn the_guard_refuses_callers_without_a_token_for_the_gateway_and_serves_its_meta
     assert!(r.body.contains("\"serverInfo\""), "{}", r.body);
 
     // The TypeScript SDK's client: refused without a token, served with one.
-    let lines = Client::start(Sdk::Node, &g.url, None, json!([{"list": true}])).finish();
+    let lines = SdkClient::start(Sdk::Node, &g.url, None, json!([{"list": true}])).finish();
     assert_eq!(
         lines,
         [
@@ -545,7 +494,7 @@ fn the_guard_refuses_callers_without_a_token_for_the_gateway_and_serves_its_meta
             json!({"event": "done"})
         ]
     );
-    let lines = Client::start(
+    let lines = SdkClient::start(
         Sdk::Node,
         &g.url,
         Some(&alice),
@@ -579,14 +528,14 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     let (alice_token, bob_token) = (g.token("alice"), g.token("bob"));
 
     // The same client (the Python SDK's, the same clientInfo.name), the same arguments.
-    let a = Client::start(
+    let a = SdkClient::start(
         Sdk::Python,
         &g.url,
         Some(&alice_token),
         json!([set_value("same"), set_value("same")]),
     );
     assert_eq!(g.wait_pending(1), ["approval-1"]);
-    let mut b = Client::start(
+    let mut b = SdkClient::start(
         Sdk::Python,
         &g.url,
         Some(&bob_token),
@@ -692,7 +641,8 @@ fn two_users_making_the_same_write_get_their_own_approvals_receipts_and_separati
     // Carol is not among the scope's principals: refused, nothing prepared, nothing sent. (The
     // TypeScript SDK's client, with her token.)
     let carol = g.token("carol");
-    let lines = Client::start(Sdk::Node, &g.url, Some(&carol), json!([set_value("same")])).finish();
+    let lines =
+        SdkClient::start(Sdk::Node, &g.url, Some(&carol), json!([set_value("same")])).finish();
     assert_eq!(
         result_text(steps_of(&lines)[0]),
         (
@@ -745,7 +695,7 @@ forbid (principal, action in Action::"Write", resource)
                   prepared: the gateway's policies do not allow this caller this call)";
 
     // Bob, through the TypeScript SDK's client: refused the write, served the read.
-    let lines = Client::start(
+    let lines = SdkClient::start(
         Sdk::Node,
         &g.url,
         Some(&g.token("bob")),
@@ -769,7 +719,7 @@ forbid (principal, action in Action::"Write", resource)
 
     // Alice with a read-only token: no permit for the write.
     let read_only = token_with_scope(&issuer, "alice", &g.url, "mcp:read");
-    let lines = Client::start(
+    let lines = SdkClient::start(
         Sdk::Python,
         &g.url,
         Some(&read_only),
@@ -784,7 +734,7 @@ forbid (principal, action in Action::"Write", resource)
     assert_eq!(g.approvals(&["list"])["approvals"], json!([]));
 
     // Alice with a token that grants writes: prepared, and once Bob approves, sent once.
-    let a = Client::start(
+    let a = SdkClient::start(
         Sdk::Python,
         &g.url,
         Some(&g.token("alice")),
@@ -825,7 +775,7 @@ forbid (principal, action in Action::"Write", resource)
 fn calls_a_minute_are_counted_per_principal() {
     let g = Guarded::start_with("rate", "max_calls_per_minute_per_caller = 2\n", "", &[]);
     let read = json!({"call": "get_value", "args": {}});
-    let lines = Client::start(
+    let lines = SdkClient::start(
         Sdk::Python,
         &g.url,
         Some(&g.token("alice")),
@@ -850,7 +800,8 @@ fn calls_a_minute_are_counted_per_principal() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{text}"));
     assert!(is_error && (1..=30).contains(&secs), "{text}");
-    let lines = Client::start(Sdk::Python, &g.url, Some(&g.token("bob")), json!([read])).finish();
+    let lines =
+        SdkClient::start(Sdk::Python, &g.url, Some(&g.token("bob")), json!([read])).finish();
     assert_eq!(
         steps_of(&lines)[0]["result"]["structuredContent"],
         json!({"value": ""}),
@@ -867,7 +818,7 @@ fn json_log_lines_parse_and_carry_no_token_and_no_argument_value() {
     let g = Guarded::start_logged("json-logs", log.clone());
     let token = g.token("alice");
     let secret_value = "argument-value-7f3a9c";
-    let client = Client::start(
+    let client = SdkClient::start(
         Sdk::Python,
         &g.url,
         Some(&token),

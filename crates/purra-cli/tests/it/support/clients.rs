@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::peers::{lines_of, node, peer, python, repo_root};
-use super::run::purra_bin;
+use super::run::{purra_bin, LIMIT};
 
 /// What `purra gateway` prints when it serves Streamable HTTP, before the URL.
 pub const SERVING: &str = "purra gateway: serving ";
@@ -126,4 +126,54 @@ pub fn serving(lines: &Receiver<String>, limit: Duration) -> (String, Vec<String
     );
     let url = started.pop().expect("the line")[SERVING.len()..].to_owned();
     (url, started)
+}
+
+/// A downstream SDK client over Streamable HTTP with a user's bearer token (none: no
+/// `Authorization` header); its JSON lines arrive on a channel as it prints them.
+pub struct SdkClient {
+    child: Child,
+    lines: Receiver<Value>,
+    pub seen: Vec<Value>,
+}
+
+impl SdkClient {
+    pub fn start(sdk: Sdk, url: &str, token: Option<&str>, steps: Value) -> SdkClient {
+        let mut cmd = gateway_client(sdk);
+        if let Some(t) = token {
+            // The token travels in the environment, never on a command line.
+            cmd.env("GATEWAY_TOKEN", t)
+                .args(["--bearer-env", "GATEWAY_TOKEN"]);
+        }
+        let (child, lines) = json_lines(cmd.args(["--steps", &steps.to_string(), "--http", url]));
+        SdkClient {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for the client to finish; returns every line it printed.
+    pub fn finish(mut self) -> Vec<Value> {
+        wait_for(&self.lines, &mut self.seen, "done", LIMIT, |v| {
+            v["event"] == "done"
+        });
+        let _ = self.child.wait();
+        std::mem::take(&mut self.seen)
+    }
+
+    /// Whether the client is still running (its call still waiting).
+    pub fn running(&mut self) -> bool {
+        while let Ok(v) = self.lines.try_recv() {
+            self.seen.push(v);
+        }
+        self.child.try_wait().expect("wait").is_none()
+            && !self.seen.iter().any(|v| v["step"] == "call")
+    }
+}
+
+impl Drop for SdkClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
