@@ -58,7 +58,7 @@ from idpyoidc.server.oauth2.token_helper.client_credentials import ClientCredent
 from idpyoidc.server.token.jwt_token import JWTToken
 from idpyoidc.server.user_info import UserInfo
 
-USERS = ["alice", "bob"]
+USERS = ["alice", "bob", "carol"]
 GATEWAY = "purra-gateway"
 GATEWAY_SECRET = "gateway-secret"
 LOGIN_CLIENT = "mcp-client"

@@ -660,7 +660,24 @@ pub async fn load_reporting_all_with(
             continue;
         }
         u.cwd = Some(u.cwd.map_or_else(|| base.to_path_buf(), |c| base.join(c)));
-        let probe = Upstream::new(id.clone(), u, limits, BTreeMap::new(), BTreeMap::new());
+        if let Some(auth) = u.auth.as_mut() {
+            let c = match auth {
+                crate::config::UpstreamAuth::ClientCredentials(c)
+                | crate::config::UpstreamAuth::TokenExchange(c) => c,
+            };
+            for f in [c.client_secret_file.as_mut(), c.private_key_file.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                *f = base.join(&*f);
+            }
+        }
+        // Probed with its service identity, if any (no store: per-principal ones list as the
+        // shared connection does).
+        let identity =
+            crate::upstream::identity::identity(&id, &u, &Default::default()).unwrap_or_default();
+        let probe = Upstream::new(id.clone(), u, limits, BTreeMap::new(), BTreeMap::new())
+            .with_identity(identity);
         match probe.probe().await {
             Ok(tools) => {
                 let refs: Vec<(String, String)> =

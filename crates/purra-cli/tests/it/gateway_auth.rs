@@ -16,7 +16,6 @@
 //! for a policy (a per-principal rule that refuses before any approval is prepared) adds its
 //! table and its assertions to the same users, gateway and ledger.
 
-use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -26,7 +25,7 @@ use serde_json::{json, Value};
 use crate::support::clients::{Sdk, SdkClient};
 use crate::support::peers;
 use crate::support::peers::node;
-use crate::support::run::{purra_bin, result_text, steps_of, LIMIT};
+use crate::support::run::{http, purra_bin, result_text, steps_of, LIMIT};
 
 use peers::{fresh_dir, lines_of, oidc_issuer, peer, python, repo_root};
 
@@ -345,76 +344,6 @@ fn token_with_scope(issuer: &str, user: &str, resource: &str, scope: &str) -> St
         .expect("utf-8")
         .trim()
         .to_owned()
-}
-
-/// One raw HTTP/1.1 exchange's answer.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A bare HTTP/1.1 request (`Connection: close`), its answer read to the end.
-fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> Answer {
-    let rest = url.strip_prefix("http://").expect("an http URL");
-    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/" } else { path };
-    let mut s = std::net::TcpStream::connect(host).expect("connect");
-    s.set_read_timeout(Some(LIMIT)).expect("timeout");
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).expect("write");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, rest) = text.split_once("\r\n\r\n").expect("a head");
-    let mut lines = head.split("\r\n");
-    let status = lines.next().expect("status line")[9..12]
-        .parse()
-        .expect("status");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v == "chunked");
-    let body = if chunked {
-        let mut out = String::new();
-        let mut rest = rest;
-        while let Some((size, after)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).expect("chunk size");
-            if n == 0 {
-                break;
-            }
-            out.push_str(&after[..n]);
-            rest = &after[n + 2..];
-        }
-        out
-    } else {
-        rest.to_owned()
-    };
-    Answer {
-        status,
-        headers,
-        body,
-    }
 }
 
 fn set_value(value: &str) -> Value {

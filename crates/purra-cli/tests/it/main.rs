@@ -12,6 +12,7 @@ mod fleet;
 mod gateway;
 mod gateway_auth;
 mod hostile;
+mod identity;
 mod page;
 mod real_upstreams;
 mod skills;

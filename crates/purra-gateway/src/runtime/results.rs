@@ -22,12 +22,21 @@ pub fn success(envelope: &Value) -> CallToolResult {
         Value::Object(o) => Some(Value::Object(o.clone())),
         _ => None,
     };
-    let result = CallToolResult::new(content);
+    let mut result = CallToolResult::new(content);
+    if let Some(who) = envelope[CALLED_AS_META].as_str() {
+        let mut meta = result.meta.take().unwrap_or_default();
+        meta.insert(CALLED_AS_META.to_owned(), Value::String(who.to_owned()));
+        result.meta = Some(meta);
+    }
     match structured {
         Some(s) => result.with_structured_content(s),
         None => result,
     }
 }
+
+/// The `_meta` key (and the receipt's key) saying who an upstream called as the person who
+/// asked was called as: `"sub=alice act=purra-gateway"` (never a token).
+pub const CALLED_AS_META: &str = "io.purra/calledAs";
 
 /// The `_meta` key of a result answered from an earlier call's receipt:
 /// `{"approval": "approval-1", "receiptAt": "2026-12-06T12:42:05.123Z"}`.

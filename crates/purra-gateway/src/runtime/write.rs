@@ -1238,16 +1238,14 @@ fn approval_state(state: &ApprovalState) -> &'static str {
     }
 }
 
-/// `receipt` with `_meta["purra/calledAs"]` saying who the upstream was called as, when the
-/// upstream is called as the person who asked.
+/// `receipt` saying who the upstream was called as ([`results::CALLED_AS_META`]), when the
+/// upstream is called as the person who asked; the caller's result carries it in `_meta`.
 fn with_called_as(mut receipt: Value, called_as: Option<&str>) -> Value {
     if let (Some(who), Value::Object(o)) = (called_as, &mut receipt) {
-        let meta = o
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Value::Object(m) = meta {
-            m.insert("purra/calledAs".into(), Value::String(who.to_owned()));
-        }
+        o.insert(
+            results::CALLED_AS_META.to_owned(),
+            Value::String(who.to_owned()),
+        );
     }
     receipt
 }

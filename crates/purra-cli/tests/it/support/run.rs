@@ -213,3 +213,63 @@ pub fn wait_approval(db: &str, what: &str, found: impl Fn(&Value) -> bool) -> St
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// One raw HTTP/1.1 exchange's answer.
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A bare HTTP/1.1 request (`Connection: close`), its answer read to the end.
+pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let mut s = std::net::TcpStream::connect(host).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).expect("timeout");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    std::io::Write::write_all(&mut s, req.as_bytes()).expect("write");
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(&mut s, &mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").expect("a head");
+    let mut lines = head.split("\r\n");
+    let status = lines.next().expect("status line")[9..12]
+        .parse()
+        .expect("status");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v == "chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}

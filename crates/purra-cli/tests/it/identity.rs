@@ -1,0 +1,492 @@
+//! Issue 45: every call reaches the upstream as the person who asked. A real authorization
+//! server that implements RFC 8693 itself (idpyoidc, `peers/idpyoidc/server.py`) issues alice's
+//! and bob's tokens for the gateway; `purra gateway` with `[gateway.auth]` checks them and, for
+//! an upstream with `[upstreams.ID.auth] mode = "token_exchange"`, exchanges each caller's token
+//! for one whose audience is the upstream, naming the gateway as actor. The upstream is the
+//! Python SDK's resource server (`peers/python/exchange_upstream.py`: the SDK's own bearer auth,
+//! `aud` must be itself), which records the subject of every call it receives. Downstream: the
+//! official Python and TypeScript SDK clients, and purra's own client for 1 000 interleaved
+//! concurrent calls. A second upstream is the Python SDK's stdio server that reads its token
+//! from the environment, started once per principal from a pool of two.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use purra_protocol::{Client, ClientOptions, HttpClientOptions};
+use serde_json::{json, Value};
+
+use crate::support::clients::{serving, spawn_gateway, Sdk, SdkClient};
+use crate::support::peers::{fresh_dir, peer, peers_dir, python, repo_root};
+use crate::support::run::{http, purra_bin, result_text, steps_of, LIMIT};
+
+const GATEWAY_CLIENT: &str = "purra-gateway";
+const GATEWAY_SECRET: &str = "gateway-secret";
+
+/// A started peer, ended when dropped (it also exits when its stdin closes).
+struct Peer(Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` and returns it with what follows `prefix` on the first stdout line that has it.
+fn start_peer(mut cmd: Command, prefix: &str) -> (Peer, String) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start a peer");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let found = loop {
+        let line = lines
+            .next()
+            .expect("the peer ended before it was ready")
+            .expect("a line");
+        if let Some(rest) = line.strip_prefix(prefix) {
+            break rest.to_owned();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    (Peer(child), found)
+}
+
+/// Waits until something accepts connections at `url`'s port (uvicorn prints before binding).
+fn wait_listening(url: &str) {
+    let port = url
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next())
+        .expect("a port");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_err() {
+        assert!(start.elapsed() < LIMIT, "nothing listens at {url}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// The scenario: idpyoidc, the resource server, the gateway in front of it and of the stdio
+/// server, and a key file for the principals' stored secrets.
+struct Scenario {
+    dir: PathBuf,
+    issuer: String,
+    url: String,
+    record: PathBuf,
+    gateway: Child,
+    _peers: Vec<Peer>,
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        let _ = self.gateway.kill();
+        let _ = self.gateway.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Scenario {
+    fn start(name: &str) -> Scenario {
+        let dir = fresh_dir("identity", name);
+        let mut idp = Command::new(peer(peers_dir().join("venv-idp/bin/python")));
+        idp.arg(peer(repo_root().join("peers/idpyoidc/server.py")))
+            .arg("0")
+            .arg(dir.join("gateway-key.pem"))
+            .current_dir(&dir);
+        let (idp, issuer) = start_peer(idp, "issuer ");
+        let record = dir.join("record.txt");
+        let mut up = Command::new(python());
+        up.arg(peer(repo_root().join("peers/python/exchange_upstream.py")))
+            .arg(free_port().to_string())
+            .arg(&issuer)
+            .arg(&record);
+        let (up, upstream) = start_peer(up, "ready ");
+        wait_listening(&upstream);
+        std::fs::write(dir.join("gateway.secret"), GATEWAY_SECRET).expect("secret file");
+        let key = purra_core::vault::Keyring::new_key_line("k1").expect("a key line");
+        std::fs::write(dir.join("credential.keys"), key.as_str()).expect("key file");
+        let env_server = peer(repo_root().join("peers/python/token_env_server.py"));
+        let text = format!(
+            r#"[gateway]
+name = "gw"
+db = "gateway.db"
+listen = "127.0.0.1:0"
+approval_wait = "60s"
+progress_interval = "1s"
+credential_keys = "credential.keys"
+max_calls_per_minute_per_caller = 60000
+
+[gateway.auth]
+issuer = {issuer:?}
+require_at_jwt = false
+
+[upstreams.values]
+url = {upstream:?}
+
+[upstreams.values.auth]
+mode = "token_exchange"
+issuer = {issuer:?}
+token_endpoint = "{issuer}/token"
+client_id = {GATEWAY_CLIENT:?}
+client_secret_file = "gateway.secret"
+actor = true
+
+[upstreams.personal]
+command = [{python:?}, {env_server:?}]
+per_principal = true
+env_from_credential = {{ PURRA_TEST_TOKEN = "token" }}
+max_principals = 2
+
+[reads.whoami]
+upstream = "values"
+title = "Who the upstream says is calling"
+scope = "open"
+
+[reads.token_hash]
+upstream = "personal"
+tool = "whoami"
+title = "The digest of the token the caller's own process holds"
+scope = "open"
+
+[writes.set_value]
+upstream = "values"
+title = "Set the value"
+effect = "write"
+binding_id = "values"
+binding_revision = "1"
+scope_id = "values-users"
+scope_revision = "1"
+
+[writes.set_value.scope]
+arguments = ["len(value) <= 40"]
+"#,
+            python = python(),
+        );
+        let config = dir.join("gateway.toml");
+        std::fs::write(&config, text).expect("config");
+        let (gateway, lines) = spawn_gateway(&config);
+        let (url, _) = serving(&lines, LIMIT);
+        std::thread::spawn(move || lines.into_iter().for_each(drop));
+        Scenario {
+            dir,
+            issuer,
+            url,
+            record,
+            gateway,
+            _peers: vec![idp, up],
+        }
+    }
+
+    /// An access token of `user` for the gateway (idpyoidc's code flow, without a browser).
+    fn token(&self, user: &str) -> String {
+        let r = http(
+            "POST",
+            &format!("{}/test/login", self.issuer),
+            &[("content-type", "application/x-www-form-urlencoded")],
+            &format!("user={user}&audience={}", self.url),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v: Value = serde_json::from_str(&r.body).expect("the token endpoint's JSON");
+        v["access_token"].as_str().expect("access_token").to_owned()
+    }
+
+    /// The upstream's record: `TOOL SUB ACT VALUE` a call.
+    fn recorded(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn db(&self) -> String {
+        self.dir.join("gateway.db").display().to_string()
+    }
+
+    /// `purra credentials set` of `secret` for `user` at the `personal` upstream.
+    fn set_secret(&self, user: &str, secret: &str) {
+        let mut child = Command::new(purra_bin())
+            .args(["credentials", "set", "--db", &self.db(), "--keys"])
+            .arg(self.dir.join("credential.keys"))
+            .args(["--principal", &principal(&self.issuer, user)])
+            .args(["--upstream", "personal", "token"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("purra credentials set");
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(secret.as_bytes())
+            .expect("write the secret");
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn principal(issuer: &str, user: &str) -> String {
+    format!("{issuer}#{user}")
+}
+
+/// purra's own client on the gateway with `token`.
+async fn connect(url: &str, token: &str) -> purra_protocol::Connection {
+    let http = HttpClientOptions::default().header("Authorization", format!("Bearer {token}"));
+    Client::connect_http(url, http, ClientOptions::default())
+        .await
+        .expect("connect to the gateway")
+}
+
+fn text(r: &purra_protocol::types::CallToolResult) -> String {
+    serde_json::to_value(r).expect("json")["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn alice_and_bob_reach_the_upstream_as_themselves() {
+    let sc = Scenario::start("exchange");
+    let (alice, bob) = (sc.token("alice"), sc.token("bob"));
+
+    // The official SDK clients: alice through Python, bob through TypeScript.
+    for (sdk, token, user) in [(Sdk::Python, &alice, "alice"), (Sdk::Node, &bob, "bob")] {
+        let lines = SdkClient::start(
+            sdk,
+            &sc.url,
+            Some(token),
+            json!([{"call": "whoami", "args": {}}]),
+        )
+        .finish();
+        let steps = steps_of(&lines);
+        let (answer, is_error) = result_text(steps[0]);
+        assert!(!is_error, "{answer}");
+        let v: Value = serde_json::from_str(&answer).expect("the upstream's JSON");
+        assert_eq!(v, json!({"sub": user, "act": GATEWAY_CLIENT}), "{sdk:?}");
+    }
+    // The upstream's own record: each call as its caller, the gateway as actor.
+    assert_eq!(
+        sc.recorded(),
+        vec![
+            format!("whoami alice {GATEWAY_CLIENT} -"),
+            format!("whoami bob {GATEWAY_CLIENT} -")
+        ]
+    );
+
+    // 1 000 interleaved concurrent calls by the two: every recorded subject is its caller's.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let counts = rt.block_on(async {
+        let a = Arc::new(connect(&sc.url, &alice).await);
+        let b = Arc::new(connect(&sc.url, &bob).await);
+        // As many in flight as a session's streams allow, alice's and bob's interleaved.
+        let gate = Arc::new(tokio::sync::Semaphore::new(24));
+        let mut tasks = Vec::new();
+        for i in 0..1000 {
+            let (conn, user) = if i % 2 == 0 {
+                (a.clone(), "alice")
+            } else {
+                (b.clone(), "bob")
+            };
+            let gate = gate.clone();
+            tasks.push(tokio::spawn(async move {
+                let _permit = gate.acquire().await.expect("gate");
+                let r = conn.call_tool("whoami", json!({})).await.expect("a result");
+                let v: Value = serde_json::from_str(&text(&r)).expect("JSON");
+                assert_eq!(v["sub"], user, "{v}");
+            }));
+        }
+        for t in tasks {
+            t.await.expect("a call");
+        }
+        let mut counts = BTreeMap::new();
+        for line in sc.recorded() {
+            *counts.entry(line).or_insert(0) += 1;
+        }
+        counts
+    });
+    assert_eq!(
+        counts,
+        BTreeMap::from([
+            (format!("whoami alice {GATEWAY_CLIENT} -"), 501),
+            (format!("whoami bob {GATEWAY_CLIENT} -"), 501),
+        ])
+    );
+}
+
+#[test]
+fn a_write_is_sent_with_a_credential_obtained_after_its_approval() {
+    let sc = Scenario::start("write");
+    let alice = sc.token("alice");
+    let mut client = SdkClient::start(
+        Sdk::Python,
+        &sc.url,
+        Some(&alice),
+        json!([{"call": "set_value", "args": {"value": "v1"}}]),
+    );
+    // The approval waits; nothing reached the upstream.
+    let id = crate::support::run::wait_approval(&sc.db(), "the write's approval", |a| {
+        a["state"] == "pending"
+    });
+    assert!(client.running());
+    assert!(sc.recorded().is_empty(), "{:?}", sc.recorded());
+    std::thread::sleep(Duration::from_millis(1100));
+    let approved_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("now")
+        .as_secs();
+    let out = Command::new(purra_bin())
+        .args([
+            "approvals",
+            "approve",
+            &id,
+            "--db",
+            &sc.db(),
+            "--approver",
+            "ops",
+        ])
+        .output()
+        .expect("purra approvals approve");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = client.finish();
+    let steps = steps_of(&lines);
+    let (answer, is_error) = result_text(steps[0]);
+    assert!(!is_error, "{answer}");
+    let v: Value = serde_json::from_str(&answer).expect("the upstream's JSON");
+    assert_eq!(v["sub"], "alice");
+    assert_eq!(v["act"], GATEWAY_CLIENT);
+    // The token it went with was issued after the approval (exchanged at dispatch).
+    let iat = v["iat"].as_u64().expect("iat");
+    assert!(
+        iat >= approved_at,
+        "issued at {iat}, approved at {approved_at}"
+    );
+    assert_eq!(
+        sc.recorded(),
+        vec![format!("set_value alice {GATEWAY_CLIENT} v1")]
+    );
+    // The receipt names who the upstream was called as, never a token.
+    let meta = &steps[0]["result"]["_meta"];
+    assert_eq!(
+        meta["io.purra/calledAs"],
+        format!("sub=alice act={GATEWAY_CLIENT}"),
+        "{}",
+        steps[0]
+    );
+}
+
+#[test]
+fn each_principal_gets_its_own_process_with_only_its_own_secret() {
+    let sc = Scenario::start("stdio");
+    let users = ["alice", "bob", "carol"];
+    let secrets: Vec<String> = users
+        .iter()
+        .map(|u| format!("{u}-personal-token-{}", std::process::id()))
+        .collect();
+    let tokens: Vec<String> = users.iter().map(|u| sc.token(u)).collect();
+    // carol has no stored secret yet: a clear error naming how to set one.
+    let lines = SdkClient::start(
+        Sdk::Python,
+        &sc.url,
+        Some(&tokens[2]),
+        json!([{"call": "token_hash", "args": {}}]),
+    )
+    .finish();
+    let (answer, is_error) = result_text(steps_of(&lines)[0]);
+    assert!(is_error);
+    assert!(
+        answer.contains("upstream_credential_missing")
+            && answer.contains("purra credentials set --principal"),
+        "{answer}"
+    );
+    for (u, s) in users.iter().zip(&secrets) {
+        sc.set_secret(u, s);
+    }
+    let digest = |s: &str| {
+        let out = Command::new(python())
+            .args([
+                "-c",
+                "import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())",
+            ])
+            .arg(s)
+            .output()
+            .expect("python");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    // Each call's process holds its caller's secret and no other's (a pool of two: the third
+    // principal's process takes the least recently used idle one's place).
+    for round in 0..2 {
+        for (i, token) in tokens.iter().enumerate() {
+            let lines = SdkClient::start(
+                Sdk::Python,
+                &sc.url,
+                Some(token),
+                json!([{"call": "token_hash", "args": {}}]),
+            )
+            .finish();
+            let (answer, is_error) = result_text(steps_of(&lines)[0]);
+            assert!(!is_error, "round {round}, {}: {answer}", users[i]);
+            assert_eq!(answer, digest(&secrets[i]), "round {round}, {}", users[i]);
+        }
+    }
+    // The shared process (discovery) and at most two of the principals', children of the gateway.
+    let start = Instant::now();
+    loop {
+        let children = children_running(sc.gateway.id(), "token_env_server.py");
+        if children <= 3 {
+            break;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "{children} processes of the stdio upstream"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// How many processes whose parent is `parent` run `script`.
+fn children_running(parent: u32, script: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the fields after the command's closing parenthesis.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            ppid == Some(parent)
+                && std::fs::read(e.path().join("cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains(script))
+                    .unwrap_or(false)
+        })
+        .count()
+}
