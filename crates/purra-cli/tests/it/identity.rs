@@ -19,8 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use purra_protocol::{Client, ClientOptions, HttpClientOptions};
 use serde_json::{json, Value};
 
-use crate::support::clients::{serving, spawn_gateway, Sdk, SdkClient};
-use crate::support::peers::{fresh_dir, peer, peers_dir, python, repo_root};
+use crate::support::clients::{serving, Sdk, SdkClient};
+use crate::support::peers::{fresh_dir, lines_of, peer, peers_dir, python, repo_root};
 use crate::support::run::{http, purra_bin, result_text, steps_of, LIMIT};
 
 const GATEWAY_CLIENT: &str = "purra-gateway";
@@ -87,6 +87,7 @@ struct Scenario {
     url: String,
     record: PathBuf,
     gateway: Child,
+    log: Arc<std::sync::Mutex<Vec<String>>>,
     _peers: Vec<Peer>,
 }
 
@@ -177,7 +178,27 @@ arguments = ["len(value) <= 40"]
         );
         let config = dir.join("gateway.toml");
         std::fs::write(&config, text).expect("config");
-        let (gateway, lines) = spawn_gateway(&config);
+        // JSON log lines at -v, every one kept: none may carry a token or a secret.
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut gateway = Command::new(purra_bin())
+            .args(["gateway", "--log-format", "json", "-v", "--config"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gateway");
+        let kept = log.clone();
+        let lines = lines_of(gateway.stderr.take().expect("stderr"), move |line| {
+            eprintln!("[gateway] {line}");
+            kept.lock().expect("log").push(line.clone());
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
+            match (v["target"].as_str(), v["message"].as_str()) {
+                (Some(t @ "purra gateway"), Some(m)) => Some(format!("{t}: {m}")),
+                _ => None,
+            }
+        });
         let (url, _) = serving(&lines, LIMIT);
         std::thread::spawn(move || lines.into_iter().for_each(drop));
         Scenario {
@@ -186,6 +207,7 @@ arguments = ["len(value) <= 40"]
             url,
             record,
             gateway,
+            log,
             _peers: vec![idp, up],
         }
     }
@@ -210,6 +232,24 @@ arguments = ["len(value) <= 40"]
             .lines()
             .map(str::to_owned)
             .collect()
+    }
+
+    /// Fails when a log line carries any of `secrets`, the gateway's client secret, or a JWT
+    /// (an inbound or an exchanged token: `eyJ...` header and payload).
+    fn assert_log_holds_no_secret(&self, secrets: &[&str]) {
+        let log = self.log.lock().expect("log");
+        assert!(!log.is_empty());
+        for line in log.iter() {
+            for s in secrets.iter().chain([&GATEWAY_SECRET]) {
+                assert!(!line.contains(s), "a log line carries a secret: {line}");
+            }
+            assert!(
+                !line
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                    .any(|w| w.starts_with("eyJ") && w.matches('.').count() >= 2),
+                "a log line carries a token: {line}"
+            );
+        }
     }
 
     fn db(&self) -> String {
@@ -334,6 +374,7 @@ fn alice_and_bob_reach_the_upstream_as_themselves() {
             (format!("whoami bob {GATEWAY_CLIENT} -"), 501),
         ])
     );
+    sc.assert_log_holds_no_secret(&[&alice, &bob]);
 }
 
 #[test]
@@ -399,6 +440,7 @@ fn a_write_is_sent_with_a_credential_obtained_after_its_approval() {
         "{}",
         steps[0]
     );
+    sc.assert_log_holds_no_secret(&[&alice]);
 }
 
 #[test]
@@ -468,6 +510,9 @@ fn each_principal_gets_its_own_process_with_only_its_own_secret() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    let mut secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    secret_refs.extend(tokens.iter().map(String::as_str));
+    sc.assert_log_holds_no_secret(&secret_refs);
 }
 
 /// How many processes whose parent is `parent` run `script`.
