@@ -42,6 +42,8 @@
 mod approvals;
 mod assets;
 mod config;
+pub mod connect;
+mod connect_routes;
 mod guard;
 mod login;
 mod oidc;

@@ -1,0 +1,171 @@
+//! The page's connect routes (present when [`PageConfig::oauth`](crate::PageConfig::oauth) is
+//! set): `GET /connect` lists the signed-in user's own connections with a revoke button each,
+//! `GET /connect/{upstream}` starts connecting, `GET /connect/{upstream}/callback` finishes,
+//! `POST /connect/{upstream}/revoke` revokes. Each needs a live session; the principal is the
+//! session's identity (an OpenID Connect sign-in's `ISSUER#SUBJECT`, as the gateway names it).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::extract::{RawPathParams, Request, State};
+use axum::response::Response;
+use http::StatusCode;
+
+use crate::guard::{checked, session};
+use crate::render::{esc, layout, utc};
+use crate::respond::{html, redirect_to, see_other};
+use crate::Inner;
+
+fn upstream_of(params: &RawPathParams) -> String {
+    params
+        .iter()
+        .find(|(k, _)| *k == "upstream")
+        .map(|(_, v)| v.to_owned())
+        .unwrap_or_default()
+}
+
+fn message(status: StatusCode, title: &str, text: &str) -> Response {
+    html(
+        status,
+        layout(
+            title,
+            None,
+            None,
+            &format!("<h1>{}</h1><p id=\"connect-message\">{}</p><p><a href=\"/connect\">Your connections</a></p>",
+                esc(title), esc(text)),
+        ),
+    )
+}
+
+/// `GET /connect`: the signed-in user's connections (upstream, since, expiry), each with a
+/// revoke form, and a connect link for each upstream.
+pub(crate) async fn list(State(page): State<Arc<Inner>>, req: Request) -> Response {
+    let (parts, _) = req.into_parts();
+    let Some(connections) = page.config.oauth.clone() else {
+        return crate::respond::not_found();
+    };
+    let Some((_, s)) = session(&page, &parts) else {
+        return see_other("/login");
+    };
+    let mine = match connections.list(&s.identity).await {
+        Ok(m) => m,
+        Err(e) => return message(StatusCode::SERVICE_UNAVAILABLE, "Connections", &e),
+    };
+    let mut rows = String::new();
+    for c in &mine {
+        rows.push_str(&format!(
+            "<tr class=\"connection\" data-upstream=\"{u}\"><td>{u}</td><td>{since}</td><td>{exp}</td>\
+             <td><form method=\"post\" action=\"/connect/{u}/revoke\"><input type=\"hidden\" \
+             name=\"csrf\" value=\"{csrf}\"><button type=\"submit\">Revoke</button></form></td></tr>",
+            u = esc(&c.key.upstream),
+            since = utc(c.created_at),
+            exp = c.meta.expires_at.map(utc).unwrap_or_else(|| "—".into()),
+            csrf = esc(&s.csrf),
+        ));
+    }
+    let mut links = String::new();
+    for u in connections.upstreams() {
+        links.push_str(&format!(
+            "<li><a href=\"/connect/{id}\">Connect to {id}</a></li>",
+            id = esc(&u.id)
+        ));
+    }
+    let _ = SystemTime::now();
+    html(
+        StatusCode::OK,
+        layout(
+            "Connections",
+            None,
+            Some(&s.approver),
+            &format!(
+                "<h1>Your connections</h1><table id=\"connections\"><tr><th>Upstream</th>\
+                 <th>Since</th><th>Access token expires</th><th></th></tr>{rows}</table>\
+                 <ul>{links}</ul>"
+            ),
+        ),
+    )
+}
+
+/// `GET /connect/{upstream}`: sends the signed-in user to the upstream's authorization server.
+pub(crate) async fn start(
+    State(page): State<Arc<Inner>>,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let (parts, _) = req.into_parts();
+    let Some(connections) = page.config.oauth.clone() else {
+        return crate::respond::not_found();
+    };
+    let Some((id, s)) = session(&page, &parts) else {
+        return see_other("/login");
+    };
+    let upstream = upstream_of(&params);
+    match connections.start(&s.identity, &id, &upstream).await {
+        Ok(url) => redirect_to(&url),
+        Err(e) => message(StatusCode::BAD_GATEWAY, "Cannot connect", &e),
+    }
+}
+
+/// `GET /connect/{upstream}/callback`: checks state and session, redeems the code, stores the
+/// connection.
+pub(crate) async fn callback(
+    State(page): State<Arc<Inner>>,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let (parts, _) = req.into_parts();
+    let Some(connections) = page.config.oauth.clone() else {
+        return crate::respond::not_found();
+    };
+    let Some((id, s)) = session(&page, &parts) else {
+        return message(
+            StatusCode::UNAUTHORIZED,
+            "Not connected",
+            "Sign in on this page first, then connect again.",
+        );
+    };
+    let upstream = upstream_of(&params);
+    let query = parts.uri.query().unwrap_or("");
+    if query.len() > 8 * 1024 {
+        return message(
+            StatusCode::BAD_REQUEST,
+            "Not connected",
+            "The callback is too long.",
+        );
+    }
+    match connections.finish(&s.identity, &id, &upstream, query).await {
+        Ok(_) => message(
+            StatusCode::OK,
+            "Connected",
+            &format!("You are connected to {upstream}."),
+        ),
+        Err(e) => message(StatusCode::BAD_REQUEST, "Not connected", &e),
+    }
+}
+
+/// `POST /connect/{upstream}/revoke`: revokes the signed-in user's connection.
+pub(crate) async fn revoke(
+    State(page): State<Arc<Inner>>,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let Some(connections) = page.config.oauth.clone() else {
+        return crate::respond::not_found();
+    };
+    let (_, s, _) = match checked(&page, &parts, body).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
+    let upstream = upstream_of(&params);
+    match connections.revoke(&s.identity, &upstream).await {
+        Ok((true, None)) => message(StatusCode::OK, "Revoked", &format!("Your connection to {upstream} is revoked.")),
+        Ok((true, Some(e))) => message(
+            StatusCode::OK,
+            "Revoked",
+            &format!("Your connection to {upstream} is deleted here; the authorization server's revocation failed: {e}"),
+        ),
+        Ok((false, _)) => message(StatusCode::NOT_FOUND, "Not connected", &format!("You have no connection to {upstream}.")),
+        Err(e) => message(StatusCode::SERVICE_UNAVAILABLE, "Not revoked", &e),
+    }
+}
