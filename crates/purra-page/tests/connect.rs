@@ -476,3 +476,104 @@ async fn two_instances_refreshing_one_connection_keep_one_valid_refresh_token() 
     assert_eq!(body["error"], "invalid_grant");
     store_a.delete_credential(key).await.unwrap();
 }
+
+#[path = "connect_support/webdriver.rs"]
+#[allow(dead_code)]
+mod webdriver;
+
+/// The whole flow in a browser: alice signs in at the page through the provider, opens
+/// `/connect/files`, consents at the upstream's authorization server, and comes back connected;
+/// her record is sealed, a call with it reaches the upstream as alice, the page lists the
+/// connection (hers only) and revokes it.
+#[test]
+fn chromium_connects_a_signed_in_user_and_revokes_on_the_page() {
+    use purra_page::{AllowList, OidcConfig, OidcLogin, Page, PageConfig};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let issuer = rt.block_on(issuer(3600));
+    let rs = rt.block_on(resource(&issuer.url));
+    let dir = tempdir("chromium");
+    let path = dir.join("purra.db");
+    let any = rt.block_on(async {
+        AnyStore::open(&StoreLocation::parse(path.to_str().unwrap()).unwrap(), None)
+            .await
+            .unwrap()
+    });
+    let store = any.credentials();
+    let keys = keys();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let page_url = format!("http://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(Connections::new(ConnectConfig::new(
+        &page_url,
+        vec![upstream(&rs)],
+        store.clone(),
+        keys.clone(),
+    )));
+    let sign_in = OidcLogin::new(
+        OidcConfig::new(&issuer.url, "purra-page")
+            .client_secret("page-secret")
+            .scopes(["openid", "email", "profile", "groups"]),
+        AllowList::default().subject("alice"),
+    );
+    let config = PageConfig::default()
+        .token_login(false)
+        .oidc(sign_in)
+        .oauth(connections);
+    let page = Page::new(any.operator(), config);
+    rt.spawn(async move { page.serve(listener, std::future::pending()).await });
+
+    let b = webdriver::Browser::new(1000, 900);
+    b.goto(&format!("{page_url}/login"));
+    b.click_css("#login-oidc");
+    b.type_css("input[name=login]", "alice");
+    b.type_css("input[name=password]", "any");
+    b.click_css("button.login-submit");
+    b.wait_for("input[name=prompt][value=consent]");
+    b.click_css("button.login-submit");
+    b.wait_for("#approver");
+
+    b.goto(&format!("{page_url}/connect/{UPSTREAM}"));
+    // Signed in at the provider already: only the new client's consent is asked.
+    b.wait_for("input[name=prompt][value=consent]");
+    b.click_css("button.login-submit");
+    b.wait_text("#connect-message", "You are connected to files.");
+
+    let principal = purra_core::principal_name(&issuer.url, "alice");
+    let key = CredentialKey::new(&principal, UPSTREAM, CONNECTION);
+    let record = rt
+        .block_on(store.credential(key.clone()))
+        .unwrap()
+        .expect("the connection is stored under alice's principal");
+    let conn = open(&keys, &record, &key);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend(std::fs::read(dir.join("purra.db-wal")).unwrap_or_default());
+    for secret in [&conn.access_token, conn.refresh_token.as_ref().unwrap()] {
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "a token is in the store's file"
+        );
+    }
+    let connector = Arc::new(Connector::new(
+        UPSTREAM,
+        &page_url,
+        store.clone(),
+        keys.clone(),
+    ));
+    let who = rt
+        .block_on(whoami(ConnectionAuth::new(connector, &principal), &rs.url))
+        .unwrap();
+    assert_eq!(who, "alice");
+
+    b.goto(&format!("{page_url}/connect"));
+    b.wait_for("tr.connection[data-upstream=files]");
+    assert!(!b.body_text().contains(&conn.access_token));
+    b.click_css("tr.connection[data-upstream=files] button");
+    b.wait_text("#connect-message", "Your connection to files is revoked.");
+    assert!(rt.block_on(store.credential(key)).unwrap().is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
