@@ -29,8 +29,8 @@ use purra_core::{
     CredentialStore, CredentialWrite,
 };
 use purra_protocol::auth::{
-    AuthorizationRequest, AuthorizationResponse, Authorizer, BoxFuture, MemoryTokenStore,
-    OAuthClient, OAuthConfig, StoredAuth, TokenStore, UrlPolicy,
+    AuthorizationRequest, AuthorizationResponse, Authorizer, BoxFuture, ClientRegistration,
+    MemoryTokenStore, OAuthClient, OAuthConfig, StoredAuth, TokenStore, UrlPolicy,
 };
 use purra_protocol::http::{AuthChallenge, HttpAuth};
 use purra_protocol::AuthError;
@@ -860,6 +860,9 @@ pub struct Connections {
     config: ConnectConfig,
     pending: Mutex<HashMap<String, Pending>>,
     http: reqwest::Client,
+    /// Each upstream's client as registered at its authorization server (issuer, client), so
+    /// one dynamic registration serves every later connection.
+    registrations: Arc<Mutex<HashMap<String, (String, ClientRegistration)>>>,
 }
 
 impl fmt::Debug for Connections {
@@ -877,6 +880,7 @@ impl Connections {
             config,
             pending: Mutex::new(HashMap::new()),
             http: http_client(),
+            registrations: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -926,14 +930,41 @@ impl Connections {
                 oauth = oauth.client_secret(secret.clone());
             }
         }
+        // A store of this connection's own (never another principal's tokens), holding only the
+        // registration an earlier connection made.
         let tokens = Arc::new(MemoryTokenStore::new());
         oauth = oauth.store(tokens.clone());
         let client = OAuthClient::new(&up.url, oauth).map_err(|e| e.to_string())?;
+        let known = self
+            .registrations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(upstream)
+            .cloned();
+        if let Some((issuer, registration)) = known {
+            let mut seed = StoredAuth::default();
+            seed.issuer = Some(issuer);
+            seed.client = Some(registration);
+            tokens
+                .save(client.store_key(), seed)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let (done_tx, done_rx) = oneshot::channel();
+        let registrations = self.registrations.clone();
+        let id = upstream.to_owned();
         tokio::spawn(async move {
             let result = match client.login().await {
                 Ok(_) => match tokens.load(client.store_key()).await {
-                    Ok(Some(stored)) => Ok(stored),
+                    Ok(Some(stored)) => {
+                        if let (Some(issuer), Some(c)) = (&stored.issuer, &stored.client) {
+                            registrations
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .insert(id, (issuer.clone(), c.clone()));
+                        }
+                        Ok(stored)
+                    }
                     Ok(None) => Err("the authorization gave no tokens".to_owned()),
                     Err(e) => Err(e.to_string()),
                 },

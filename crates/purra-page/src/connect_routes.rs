@@ -5,7 +5,6 @@
 //! session's identity (an OpenID Connect sign-in's `ISSUER#SUBJECT`, as the gateway names it).
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use axum::extract::{RawPathParams, Request, State};
 use axum::response::Response;
@@ -70,7 +69,6 @@ pub(crate) async fn list(State(page): State<Arc<Inner>>, req: Request) -> Respon
             id = esc(&u.id)
         ));
     }
-    let _ = SystemTime::now();
     html(
         StatusCode::OK,
         layout(
@@ -100,6 +98,13 @@ pub(crate) async fn start(
         return see_other("/login");
     };
     let upstream = upstream_of(&params);
+    if !connections.upstreams().iter().any(|u| u.id == upstream) {
+        return message(
+            StatusCode::NOT_FOUND,
+            "Cannot connect",
+            &format!("No upstream {upstream:?} takes connections here."),
+        );
+    }
     match connections.start(&s.identity, &id, &upstream).await {
         Ok(url) => redirect_to(&url),
         Err(e) => message(StatusCode::BAD_GATEWAY, "Cannot connect", &e),

@@ -267,11 +267,76 @@ async fn a_connection_is_sealed_and_calls_reach_the_upstream_as_its_user() {
         "{err}"
     );
 
+    // bob connects: the client registered for alice's connection is used again, and each call
+    // reaches the upstream as its own user.
+    connect(&connections, "bob-principal", "bob").await;
+    let bob_key = CredentialKey::new("bob-principal", UPSTREAM, CONNECTION);
+    let bobs = open(
+        &keys,
+        &store.credential(bob_key.clone()).await.unwrap().unwrap(),
+        &bob_key,
+    );
+    assert_eq!(
+        bobs.client_id, conn.client_id,
+        "one registration per upstream"
+    );
+    let (a, b) = tokio::join!(
+        whoami(
+            ConnectionAuth::new(connector.clone(), "alice-principal"),
+            &rs.url
+        ),
+        whoami(
+            ConnectionAuth::new(connector.clone(), "bob-principal"),
+            &rs.url
+        )
+    );
+    assert_eq!((a.unwrap().as_str(), b.unwrap().as_str()), ("alice", "bob"));
+
+    // A callback is accepted only for the session and principal that started it, once.
+    let url = connections
+        .start("carol-principal", "session-c", UPSTREAM)
+        .await
+        .unwrap();
+    let query = play_user(&url, "carol", PAGE).await;
+    let refused = "this connection was not started here by you, or it expired: start again";
+    for (principal, session) in [
+        ("carol-principal", "session-x"),
+        ("bob-principal", "session-c"),
+    ] {
+        let err = connections
+            .finish(principal, session, UPSTREAM, &query)
+            .await
+            .unwrap_err();
+        assert_eq!(err, refused);
+    }
+    let info = connections
+        .finish("carol-principal", "session-c", UPSTREAM, &query)
+        .await
+        .unwrap();
+    assert_eq!(info.meta.subject.as_deref(), Some("carol"));
+    let err = connections
+        .finish("carol-principal", "session-c", UPSTREAM, &query)
+        .await
+        .unwrap_err();
+    assert_eq!(err, refused, "a state is used once");
+    assert!(
+        connections
+            .revoke("carol-principal", UPSTREAM)
+            .await
+            .unwrap()
+            .0
+    );
+
     // The listing shows alice's own connection, never bob's; revoke deletes it (and revokes at
     // the authorization server, which offers RFC 7009): the next call asks to connect.
     let mine = connections.list("alice-principal").await.unwrap();
     assert_eq!(mine.len(), 1);
-    assert!(connections.list("bob-principal").await.unwrap().is_empty());
+    assert_eq!(connections.list("bob-principal").await.unwrap().len(), 1);
+    assert!(connections
+        .list("carol-principal")
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(
         connections
             .revoke("alice-principal", UPSTREAM)
