@@ -521,6 +521,34 @@ async fn two_instances_refreshing_one_connection_keep_one_valid_refresh_token() 
     );
     assert_eq!(last.access_token, current);
     assert_eq!(last.lease_until, None);
+    // At rest in PostgreSQL only sealed: a dump holds none of the token bytes.
+    let dump = std::process::Command::new(pg_dump())
+        .args(["--data-only", "--dbname", &pg])
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    assert!(
+        dump.stdout.len() > 1000,
+        "the dump holds the store's tables"
+    );
+    for secret in [
+        first.refresh_token.as_deref().unwrap(),
+        &first.access_token,
+        last.refresh_token.as_deref().unwrap(),
+        &last.access_token,
+    ] {
+        assert!(
+            !dump
+                .stdout
+                .windows(secret.len())
+                .any(|w| w == secret.as_bytes()),
+            "a token is in the PostgreSQL dump"
+        );
+    }
     // The stored refresh token works (one more refresh through an instance) …
     let next = a.access(&principal, Some(&current)).await.unwrap();
     assert_ne!(next.token, current);
@@ -540,6 +568,31 @@ async fn two_instances_refreshing_one_connection_keep_one_valid_refresh_token() 
     let body: Value = serde_json::from_slice(&refused.bytes().await.unwrap()).unwrap();
     assert_eq!(body["error"], "invalid_grant");
     store_a.delete_credential(key).await.unwrap();
+}
+
+/// `pg_dump`: `PURRA_PG_DUMP`, else the newest of Debian's PostgreSQL binaries (where
+/// scripts/postgres.sh finds the server's), else the one on `PATH`.
+fn pg_dump() -> PathBuf {
+    if let Some(path) = std::env::var_os("PURRA_PG_DUMP") {
+        return path.into();
+    }
+    let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e
+                .file_name()
+                .to_str()?
+                .split('.')
+                .map(|p| p.parse().ok())
+                .collect::<Option<Vec<u32>>>()?;
+            let bin = e.path().join("bin").join("pg_dump");
+            bin.is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map_or_else(|| "pg_dump".into(), |(_, bin)| bin)
 }
 
 #[path = "connect_support/webdriver.rs"]

@@ -923,9 +923,7 @@ impl Inner {
         let code = |c: &str| ErrorCode::new(c).unwrap_or(ErrorCode::TOOL_FAILED);
         let mine = match b.upstream.current_as(who).await {
             Ok(l) => l,
-            Err(UpstreamError::Credential(
-                crate::upstream::principals::CredentialError::Missing(why),
-            )) => {
+            Err(UpstreamError::Credential(crate::upstream::principals::CredentialError::Missing(why))) => {
                 return Err(NotAsPrincipal {
                     code: code("upstream_credential_missing"),
                     why,
