@@ -575,8 +575,8 @@ impl Connector {
         self.refreshes.load(Ordering::Relaxed)
     }
 
-    fn missing(&self, principal: &str, again: bool) -> ConnectError {
-        ConnectError::Missing(format!(
+    fn missing_text(&self, principal: &str, again: bool) -> String {
+        format!(
             "{principal} {} upstream {:?}: connect{} at {}",
             if again {
                 "must connect again to"
@@ -586,7 +586,7 @@ impl Connector {
             self.upstream,
             if again { " again" } else { "" },
             self.connect_url
-        ))
+        )
     }
 
     /// `principal`'s access token: the stored one while it is fresh; else (or when it is
@@ -618,7 +618,7 @@ impl Connector {
                 .await
                 .map_err(ConnectError::Unavailable)?
             else {
-                return Err(self.missing(principal, false));
+                return Err(ConnectError::Missing(self.missing_text(principal, false)));
             };
             let now = now_secs();
             let due = l
@@ -689,7 +689,6 @@ impl Connector {
                     });
                 }
                 Err(RefreshFailure::Refused(why)) => {
-                    let _ = why;
                     // Revoked (or expired) at the authorization server: the connection is gone.
                     if let Ok(Some(now)) = load(&*self.store, &self.keys, &key).await {
                         if now.version == claimed {
@@ -698,7 +697,10 @@ impl Connector {
                             continue;
                         }
                     }
-                    return Err(self.missing(principal, true));
+                    return Err(ConnectError::Missing(format!(
+                        "{} ({why})",
+                        self.missing_text(principal, true)
+                    )));
                 }
                 Err(RefreshFailure::Unavailable(why)) => {
                     // Give the claim back so the next call may try again at once.

@@ -419,6 +419,10 @@ async fn an_expired_token_is_refreshed_and_a_revoked_connection_asks_to_connect_
         "{err}"
     );
     assert!(
+        err.contains("(the authorization server refused the refresh (HTTP 400: invalid_grant))"),
+        "{err}"
+    );
+    assert!(
         !err.contains(&second.access_token)
             && !err.contains(second.refresh_token.as_deref().unwrap())
     );
