@@ -1121,7 +1121,12 @@ impl Connections {
                 continue;
             };
             let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            return json["revocation_endpoint"].as_str().map(str::to_owned);
+            // Only where a token may go: https (or loopback, as the upstream's own policy allows).
+            return json["revocation_endpoint"]
+                .as_str()
+                .and_then(|u| reqwest::Url::parse(u).ok())
+                .filter(purra_protocol::auth::secure_or_loopback)
+                .map(String::from);
         }
         None
     }
@@ -1156,17 +1161,27 @@ impl Connections {
         upstream: &str,
     ) -> Result<(bool, Option<String>), String> {
         let key = CredentialKey::new(principal, upstream, CONNECTION);
-        let at_server = match load(&*self.config.store, &self.config.keys, &key).await {
-            Ok(Some(l)) => revoke_at_server(&self.http, &l.conn).await.err(),
-            Ok(None) => return Ok((false, None)),
-            Err(e) => Some(e),
-        };
-        let had = self
-            .config
-            .store
-            .delete_credential(key)
-            .await
-            .map_err(|e| format!("the store failed: {e}"))?;
-        Ok((had, at_server))
+        revoke_connection(&*self.config.store, &self.config.keys, &key).await
     }
+}
+
+/// Revokes the connection at `key` (for `purra credentials revoke` as for the page): its refresh
+/// token at the authorization server (RFC 7009) when it names a revocation endpoint, and the
+/// record here, whatever the server said. `(false, None)` when there was none; the second part
+/// is the server revocation's failure, if it failed (the record is deleted all the same).
+pub async fn revoke_connection(
+    store: &dyn CredentialStore,
+    keys: &Keyring,
+    key: &CredentialKey,
+) -> Result<(bool, Option<String>), String> {
+    let at_server = match load(store, keys, key).await {
+        Ok(Some(l)) => revoke_at_server(&http_client(), &l.conn).await.err(),
+        Ok(None) => return Ok((false, None)),
+        Err(e) => Some(e),
+    };
+    let had = store
+        .delete_credential(key.clone())
+        .await
+        .map_err(|e| format!("the store failed: {e}"))?;
+    Ok((had, at_server))
 }
