@@ -30,7 +30,9 @@ const otherTtl = Number(process.env.PURRA_OIDC_OTHER_TTL || 3600);
 
 const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const issuer = `http://127.0.0.1:${server.address().port}`;
+// PURRA_OIDC_HOST names it another loopback way (`localhost`: another site than 127.0.0.1 for
+// a browser, whose SameSite cookies then stay behind on the way back).
+const issuer = `http://${process.env.PURRA_OIDC_HOST || '127.0.0.1'}:${server.address().port}`;
 
 const { privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const signing = { ...privateKey.export({ format: 'jwk' }), kid: 'es256-1', alg: 'ES256', use: 'sig' };

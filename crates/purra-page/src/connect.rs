@@ -811,7 +811,8 @@ impl HttpAuth for ConnectionAuth {
 /// its answer is awaited on the callback.
 struct Pending {
     principal: String,
-    session: String,
+    /// The random value of the browser's connect cookie (compared in constant time).
+    browser: String,
     upstream: String,
     answer: oneshot::Sender<AuthorizationResponse>,
     done: oneshot::Receiver<Result<StoredAuth, String>>,
@@ -896,13 +897,14 @@ impl Connections {
         format!("{}/connect/{upstream}/callback", self.config.page_url)
     }
 
-    /// Starts connecting `principal` (signed in on the page through `session`) to `upstream`:
-    /// discovers the upstream's authorization server, registers, and answers the URL to send
-    /// the browser to (state and PKCE kept here, bound to the session).
+    /// Starts connecting `principal` (signed in on the page) to `upstream` from the browser
+    /// holding `browser` (a random value the page puts in a cookie of that browser): discovers
+    /// the upstream's authorization server, registers, and answers the URL to send the browser
+    /// to. The state and the PKCE verifier stay here, bound to that principal and browser.
     pub async fn start(
         &self,
         principal: &str,
-        session: &str,
+        browser: &str,
         upstream: &str,
     ) -> Result<String, String> {
         let up = self
@@ -1001,7 +1003,7 @@ impl Connections {
             request.state.clone(),
             Pending {
                 principal: principal.to_owned(),
-                session: session.to_owned(),
+                browser: browser.to_owned(),
                 upstream: upstream.to_owned(),
                 answer: ans_tx,
                 done: done_rx,
@@ -1011,13 +1013,15 @@ impl Connections {
         Ok(request.url.to_string())
     }
 
-    /// Finishes a connection on its callback (`query`, the callback URL's query string) for
-    /// `principal` signed in through `session`: the state must be one this page started for
-    /// that principal and session; the code is redeemed and the tokens stored sealed.
+    /// Finishes a connection on its callback (`query`, the callback URL's query string) in the
+    /// browser holding `browser`: the state must be one this page started for `upstream` in
+    /// that browser, not yet used nor expired (and, when the callback comes with a page session,
+    /// for its principal, `signed_in`); the code is redeemed and the tokens stored sealed under
+    /// the principal that started it.
     pub async fn finish(
         &self,
-        principal: &str,
-        session: &str,
+        signed_in: Option<&str>,
+        browser: &str,
         upstream: &str,
         query: &str,
     ) -> Result<CredentialInfo, String> {
@@ -1028,8 +1032,8 @@ impl Connections {
         let p = {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             let fits = pending.get(&state).is_some_and(|p| {
-                p.principal == principal
-                    && purra_protocol::auth::same_secret(&p.session, session)
+                signed_in.is_none_or(|who| who == p.principal)
+                    && purra_protocol::auth::same_secret(&p.browser, browser)
                     && p.upstream == upstream
                     && p.opened.elapsed() < PENDING_TTL
             });
@@ -1050,7 +1054,7 @@ impl Connections {
             .await
             .map_err(|_| "the authorization server did not answer in time".to_owned())?
             .map_err(|_| "the connection attempt ended: start again".to_owned())??;
-        self.store_connection(principal, upstream, stored).await
+        self.store_connection(&p.principal, upstream, stored).await
     }
 
     async fn store_connection(

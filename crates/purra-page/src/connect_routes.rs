@@ -1,8 +1,15 @@
 //! The page's connect routes (present when [`PageConfig::oauth`](crate::PageConfig::oauth) is
 //! set): `GET /connect` lists the signed-in user's own connections with a revoke button each,
 //! `GET /connect/{upstream}` starts connecting, `GET /connect/{upstream}/callback` finishes,
-//! `POST /connect/{upstream}/revoke` revokes. Each needs a live session; the principal is the
-//! session's identity (an OpenID Connect sign-in's `ISSUER#SUBJECT`, as the gateway names it).
+//! `POST /connect/{upstream}/revoke` revokes. Each but the callback needs a live session; the
+//! principal is the session's identity (an OpenID Connect sign-in's `ISSUER#SUBJECT`, as the
+//! gateway names it).
+//!
+//! The callback is a cross-site navigation from the authorization server, which the session
+//! cookie (`SameSite=Strict`) does not come with: the connection is bound to the browser that
+//! started it by a connect cookie of its own (random, `HttpOnly`, `SameSite=Lax`, `Path=/connect`,
+//! 10 minutes), and stored under the principal that started it. When the session cookie does
+//! come along, its principal must be that one.
 
 use std::sync::Arc;
 
@@ -13,7 +20,21 @@ use http::StatusCode;
 use crate::guard::{checked, session};
 use crate::render::{esc, layout, utc};
 use crate::respond::{html, redirect_to, see_other};
+use crate::session::{cookie, random_token};
 use crate::Inner;
+
+/// The connect cookie's name over plain HTTP.
+pub const CONNECT_COOKIE: &str = "purra_page_connect";
+/// Its name when the page is reached over TLS (`Secure`).
+pub const SECURE_CONNECT_COOKIE: &str = "__Secure-purra_page_connect";
+
+fn connect_cookie(page: &Inner) -> (&'static str, &'static str) {
+    if page.config.secure() {
+        (SECURE_CONNECT_COOKIE, "; Secure")
+    } else {
+        (CONNECT_COOKIE, "")
+    }
+}
 
 fn upstream_of(params: &RawPathParams) -> String {
     params
@@ -94,7 +115,7 @@ pub(crate) async fn start(
     let Some(connections) = page.config.oauth.clone() else {
         return crate::respond::not_found();
     };
-    let Some((id, s)) = session(&page, &parts) else {
+    let Some((_, s)) = session(&page, &parts) else {
         return see_other("/login");
     };
     let upstream = upstream_of(&params);
@@ -105,8 +126,20 @@ pub(crate) async fn start(
             &format!("No upstream {upstream:?} takes connections here."),
         );
     }
-    match connections.start(&s.identity, &id, &upstream).await {
-        Ok(url) => redirect_to(&url),
+    let browser = random_token();
+    match connections.start(&s.identity, &browser, &upstream).await {
+        Ok(url) => {
+            let mut resp = redirect_to(&url);
+            let (name, secure) = connect_cookie(&page);
+            let set = format!(
+                "{name}={browser}; Path=/connect; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
+                crate::connect::PENDING_TTL.as_secs()
+            );
+            if let Ok(v) = http::HeaderValue::from_str(&set) {
+                resp.headers_mut().append(http::header::SET_COOKIE, v);
+            }
+            resp
+        }
         Err(e) => message(StatusCode::BAD_GATEWAY, "Cannot connect", &e),
     }
 }
@@ -122,13 +155,15 @@ pub(crate) async fn callback(
     let Some(connections) = page.config.oauth.clone() else {
         return crate::respond::not_found();
     };
-    let Some((id, s)) = session(&page, &parts) else {
+    let (name, secure) = connect_cookie(&page);
+    let Some(browser) = cookie(&parts.headers, name) else {
         return message(
-            StatusCode::UNAUTHORIZED,
+            StatusCode::BAD_REQUEST,
             "Not connected",
-            "Sign in on this page first, then connect again.",
+            "This connection was not started in this browser: start again from the page.",
         );
     };
+    let signed_in = session(&page, &parts).map(|(_, s)| s.identity);
     let upstream = upstream_of(&params);
     let query = parts.uri.query().unwrap_or("");
     if query.len() > 8 * 1024 {
@@ -138,14 +173,23 @@ pub(crate) async fn callback(
             "The callback is too long.",
         );
     }
-    match connections.finish(&s.identity, &id, &upstream, query).await {
+    let mut resp = match connections
+        .finish(signed_in.as_deref(), &browser, &upstream, query)
+        .await
+    {
         Ok(_) => message(
             StatusCode::OK,
             "Connected",
             &format!("You are connected to {upstream}."),
         ),
         Err(e) => message(StatusCode::BAD_REQUEST, "Not connected", &e),
+    };
+    // One use: the cookie goes.
+    let clear = format!("{name}=; Path=/connect; HttpOnly; SameSite=Lax; Max-Age=0{secure}");
+    if let Ok(v) = http::HeaderValue::from_str(&clear) {
+        resp.headers_mut().append(http::header::SET_COOKIE, v);
     }
+    resp
 }
 
 /// `POST /connect/{upstream}/revoke`: revokes the signed-in user's connection.

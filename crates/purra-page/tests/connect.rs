@@ -49,9 +49,15 @@ struct Issuer {
 }
 
 async fn issuer(ttl: u64) -> Issuer {
+    issuer_at("127.0.0.1", ttl).await
+}
+
+/// oidc-provider naming itself `http://HOST:PORT` (a loopback name).
+async fn issuer_at(host: &str, ttl: u64) -> Issuer {
     let mut child = tokio::process::Command::new(node())
         .arg(repo_root().join("peers/oidc/server.mjs"))
         .env("PURRA_OIDC_OTHER_TTL", ttl.to_string())
+        .env("PURRA_OIDC_HOST", host)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -150,13 +156,13 @@ async fn play_user(url: &str, user: &str, page: &str) -> String {
 /// Connects `principal` (as `user` at the authorization server) through the flow's library.
 async fn connect(connections: &Connections, principal: &str, user: &str) {
     let url = connections
-        .start(principal, "session-1", UPSTREAM)
+        .start(principal, "browser-1", UPSTREAM)
         .await
         .unwrap();
     assert!(url.contains("code_challenge_method=S256"), "{url}");
     let query = play_user(&url, user, PAGE).await;
     let info = connections
-        .finish(principal, "session-1", UPSTREAM, &query)
+        .finish(Some(principal), "browser-1", UPSTREAM, &query)
         .await
         .unwrap();
     assert_eq!(info.kind, CredentialKind::OAuth);
@@ -292,30 +298,34 @@ async fn a_connection_is_sealed_and_calls_reach_the_upstream_as_its_user() {
     );
     assert_eq!((a.unwrap().as_str(), b.unwrap().as_str()), ("alice", "bob"));
 
-    // A callback is accepted only for the session and principal that started it, once.
+    // A callback is accepted only in the browser that started it (and, signed in, for the
+    // principal that did), once; the connection is stored under the principal that started it
+    // even when the callback comes without the page's session (a cross-site navigation).
     let url = connections
-        .start("carol-principal", "session-c", UPSTREAM)
+        .start("carol-principal", "browser-c", UPSTREAM)
         .await
         .unwrap();
     let query = play_user(&url, "carol", PAGE).await;
     let refused = "this connection was not started here by you, or it expired: start again";
-    for (principal, session) in [
-        ("carol-principal", "session-x"),
-        ("bob-principal", "session-c"),
+    for (signed_in, browser) in [
+        (Some("carol-principal"), "browser-x"),
+        (None, "browser-x"),
+        (Some("bob-principal"), "browser-c"),
     ] {
         let err = connections
-            .finish(principal, session, UPSTREAM, &query)
+            .finish(signed_in, browser, UPSTREAM, &query)
             .await
             .unwrap_err();
         assert_eq!(err, refused);
     }
     let info = connections
-        .finish("carol-principal", "session-c", UPSTREAM, &query)
+        .finish(None, "browser-c", UPSTREAM, &query)
         .await
         .unwrap();
+    assert_eq!(info.key.principal, "carol-principal");
     assert_eq!(info.meta.subject.as_deref(), Some("carol"));
     let err = connections
-        .finish("carol-principal", "session-c", UPSTREAM, &query)
+        .finish(None, "browser-c", UPSTREAM, &query)
         .await
         .unwrap_err();
     assert_eq!(err, refused, "a state is used once");
@@ -604,7 +614,9 @@ fn pg_dump() -> PathBuf {
 mod webdriver;
 
 /// The whole flow in a browser: alice signs in at the page through the provider, opens
-/// `/connect/files`, consents at the upstream's authorization server, and comes back connected;
+/// `/connect/files`, signs in and consents at the upstream's authorization server (another
+/// site: `localhost`, so the page's `SameSite=Strict` session cookie stays behind on the way
+/// back, as with any real one), and comes back connected;
 /// her record is sealed, a call with it reaches the upstream as alice, the page lists the
 /// connection (hers only) and revokes it.
 #[test]
@@ -616,7 +628,8 @@ fn chromium_connects_a_signed_in_user_and_revokes_on_the_page() {
         .build()
         .unwrap();
     let issuer = rt.block_on(issuer(3600));
-    let rs = rt.block_on(resource(&issuer.url));
+    let upstream_as = rt.block_on(issuer_at("localhost", 3600));
+    let rs = rt.block_on(resource(&upstream_as.url));
     let dir = tempdir("chromium");
     let path = dir.join("purra.db");
     let any = rt.block_on(async {
@@ -660,10 +673,20 @@ fn chromium_connects_a_signed_in_user_and_revokes_on_the_page() {
     b.wait_for("#approver");
 
     b.goto(&format!("{page_url}/connect/{UPSTREAM}"));
-    // Signed in at the provider already: only the new client's consent is asked.
+    b.type_css("input[name=login]", "alice");
+    b.type_css("input[name=password]", "any");
+    b.click_css("button.login-submit");
     b.wait_for("input[name=prompt][value=consent]");
     b.click_css("button.login-submit");
     b.wait_text("#connect-message", "You are connected to files.");
+    assert!(b
+        .url()
+        .starts_with(&format!("{page_url}/connect/files/callback?")));
+    let cookies = b.cookies();
+    assert!(
+        !cookies.to_string().contains("purra_page_connect"),
+        "the connect cookie is used once: {cookies}"
+    );
 
     let principal = purra_core::principal_name(&issuer.url, "alice");
     let key = CredentialKey::new(&principal, UPSTREAM, CONNECTION);
