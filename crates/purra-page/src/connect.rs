@@ -504,7 +504,13 @@ pub struct Connector {
     refreshes: AtomicU64,
     /// Each principal's `sub` at the upstream, as last seen (for receipts).
     subjects: Mutex<HashMap<String, String>>,
+    /// When each principal's use was last recorded (`last_used_at` is written at most once a
+    /// minute per principal, not at every request).
+    touched: Mutex<HashMap<String, Instant>>,
 }
+
+/// How often a connection's `last_used_at` is written while it is used.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
 
 /// The most principals whose `sub` a [`Connector`] remembers.
 const MAX_SUBJECTS: usize = 10_000;
@@ -536,7 +542,26 @@ impl Connector {
             refresh_before: Duration::from_secs(30),
             refreshes: AtomicU64::new(0),
             subjects: Mutex::new(HashMap::new()),
+            touched: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn due_for_touch(&self, principal: &str) -> bool {
+        let mut touched = self.touched.lock().unwrap_or_else(|p| p.into_inner());
+        if touched
+            .get(principal)
+            .is_some_and(|at| at.elapsed() < TOUCH_EVERY)
+        {
+            return false;
+        }
+        if touched.len() >= MAX_SUBJECTS {
+            touched.retain(|_, at| at.elapsed() < TOUCH_EVERY);
+            if touched.len() >= MAX_SUBJECTS {
+                touched.clear();
+            }
+        }
+        touched.insert(principal.to_owned(), Instant::now());
+        true
     }
 
     /// `principal`'s `sub` at the upstream as its last access token named it (`None` before
@@ -628,7 +653,9 @@ impl Connector {
                 || refused
                     .is_some_and(|r| purra_protocol::auth::same_secret(r, &l.conn.access_token));
             if !due {
-                let _ = self.store.touch_credential(key, SystemTime::now()).await;
+                if self.due_for_touch(principal) {
+                    let _ = self.store.touch_credential(key, SystemTime::now()).await;
+                }
                 return Ok(Access {
                     token: l.conn.access_token,
                     subject: l.meta.subject,

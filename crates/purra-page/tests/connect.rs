@@ -253,6 +253,9 @@ async fn a_connection_is_sealed_and_calls_reach_the_upstream_as_its_user() {
         Some("alice")
     );
     assert_eq!(connector.refreshes(), 0);
+    let used = connections.list("alice-principal").await.unwrap();
+    assert!(used[0].last_used_at.is_some(), "a use is recorded");
+    assert_eq!(used[0].version, 1, "a use moves no version");
 
     // bob never connected: the error names where to.
     let err = connector.access("bob-principal", None).await.unwrap_err();
