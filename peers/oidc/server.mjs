@@ -14,6 +14,9 @@
 //   purra-page     the approver page's OpenID Connect sign-in: confidential (client_secret_basic,
 //                  secret "page-secret"), authorization code, redirect
 //                  http://127.0.0.1/login/callback (native: any loopback port)
+//   dynamically registered clients: access tokens live PURRA_OIDC_OTHER_TTL seconds (default 3600);
+//   public ones (auth method none) get a new refresh token at each refresh (rotation: one used
+//   twice revokes the grant). Revocation (RFC 7009) at /token/revocation.
 // Every account SUB has the claims email SUB@example.com (verified), name "SUB (test)" and
 // groups ["approvers"] for sub alice, else [] (scopes email, profile, groups); ID tokens carry
 // the claims their scopes ask for.
@@ -23,10 +26,13 @@ import crypto from 'node:crypto';
 import Provider from 'oidc-provider';
 
 const publicTtl = Number(process.env.PURRA_OIDC_PUBLIC_TTL || 3600);
+const otherTtl = Number(process.env.PURRA_OIDC_OTHER_TTL || 3600);
 
 const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const issuer = `http://127.0.0.1:${server.address().port}`;
+// PURRA_OIDC_HOST names it another loopback way (`localhost`: another site than 127.0.0.1 for
+// a browser, whose SameSite cookies then stay behind on the way back).
+const issuer = `http://${process.env.PURRA_OIDC_HOST || '127.0.0.1'}:${server.address().port}`;
 
 const { privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const signing = { ...privateKey.export({ format: 'jwk' }), kid: 'es256-1', alg: 'ES256', use: 'sig' };
@@ -87,6 +93,7 @@ const provider = new Provider(issuer, {
     introspection: { enabled: true },
     revocation: { enabled: true },
     registration: { enabled: true },
+    revocation: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: (_ctx, _client, oneOf) => oneOf,
@@ -97,7 +104,7 @@ const provider = new Provider(issuer, {
         accessTokenFormat: 'jwt',
         accessTokenTTL: {
           'purra-short': 1, 'purra-public': publicTtl, 'purra-ts': publicTtl,
-        }[client.clientId] ?? 3600,
+        }[client.clientId] ?? otherTtl,
         jwt: { sign: { alg: 'ES256' } },
       }),
     },

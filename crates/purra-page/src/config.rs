@@ -46,6 +46,8 @@ pub struct PageConfig {
     /// (behind a proxy that terminates it). Also on, whatever this says, when the OpenID Connect
     /// redirect URI is `https://`: that is the page's address then.
     pub secure_cookie: bool,
+    /// Per-user OAuth connections to upstreams (`/connect`), when configured.
+    pub oauth: Option<std::sync::Arc<crate::connect::Connections>>,
 }
 
 impl Default for PageConfig {
@@ -64,6 +66,7 @@ impl Default for PageConfig {
             sign_in: SignInLimits::default(),
             connections: ConnectionLimits::default(),
             secure_cookie: false,
+            oauth: None,
         }
     }
 }
@@ -108,6 +111,12 @@ impl PageConfig {
     /// Replaces the connection limits [`Page::serve`](crate::Page::serve) serves with.
     pub fn connections(mut self, limits: ConnectionLimits) -> Self {
         self.connections = limits;
+        self
+    }
+
+    /// Serves the connect routes over `connections`.
+    pub fn oauth(mut self, connections: std::sync::Arc<crate::connect::Connections>) -> Self {
+        self.oauth = Some(connections);
         self
     }
 

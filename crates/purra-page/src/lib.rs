@@ -20,6 +20,11 @@
 //! approval also has a page of its own, `/approvals/ID` (its decide form while it waits, its
 //! decision, effect and trail after): where a gateway's webhook events link.
 //!
+//! With [`PageConfig::oauth`], signed-in users also connect themselves to the gateway's `oauth`
+//! upstreams (`/connect`: the upstream's own authorization server, PKCE, tokens kept sealed in
+//! the credential store) and revoke their connections; [`connect`] holds the flow and the
+//! gateway's side of each call.
+//!
 //! Every request passes the MCP endpoints' Host and Origin policy ([`HostPolicy`], loopback by
 //! default); every state-changing request must come from the page's own origin and repeat the
 //! session's CSRF token. [`Page::serve`] runs on the MCP endpoint's own accept loop
@@ -42,6 +47,8 @@
 mod approvals;
 mod assets;
 mod config;
+pub mod connect;
+mod connect_routes;
 mod guard;
 mod login;
 mod oidc;

@@ -14,7 +14,7 @@ use axum::Router;
 use http::{header, HeaderValue, StatusCode};
 
 use crate::respond::{not_found, refusal, text};
-use crate::{approvals, assets, login, oidc, Inner};
+use crate::{approvals, assets, connect_routes, login, oidc, Inner};
 
 /// The Content-Security-Policy of every answer: the page's own script and style only, never in
 /// a frame.
@@ -40,6 +40,16 @@ pub(crate) fn router(page: Arc<Inner>) -> Router {
         routes = routes
             .route("/login/oidc", get(login::oidc_start))
             .route(oidc::CALLBACK, get(login::oidc_callback));
+    }
+    if page.config.oauth.is_some() {
+        routes = routes
+            .route("/connect", get(connect_routes::list))
+            .route("/connect/{upstream}", get(connect_routes::start))
+            .route(
+                "/connect/{upstream}/callback",
+                get(connect_routes::callback),
+            )
+            .route("/connect/{upstream}/revoke", post(connect_routes::revoke));
     }
     routes
         .method_not_allowed_fallback(method_not_allowed)

@@ -40,6 +40,7 @@ use tracing::Instrument;
 use crate::config::UpstreamConfig;
 use principals::{ConnectAs, CredentialError, Credentials, Principals, SlotInUse, Who};
 
+pub(crate) mod connected;
 pub(crate) mod credentials;
 pub(crate) mod identity;
 pub(crate) mod principals;
