@@ -661,14 +661,7 @@ pub async fn load_reporting_all_with(
         }
         u.cwd = Some(u.cwd.map_or_else(|| base.to_path_buf(), |c| base.join(c)));
         if let Some(auth) = u.auth.as_mut() {
-            let c = match auth {
-                crate::config::UpstreamAuth::ClientCredentials(c)
-                | crate::config::UpstreamAuth::TokenExchange(c) => c,
-            };
-            for f in [c.client_secret_file.as_mut(), c.private_key_file.as_mut()]
-                .into_iter()
-                .flatten()
-            {
+            for f in auth.files_mut() {
                 *f = base.join(&*f);
             }
         }

@@ -13,13 +13,15 @@
 //! change that makes them, leases, retries keeping their id, given-up deliveries kept
 //! ([`webhooks`]), and the credential store: records with exact values, a compare-and-swap
 //! raced by two instances, sealing bound to the record, rotation, nothing secret at rest
-//! ([`credentials`]).
+//! ([`credentials`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
+//! by the crates' integration tests.
 
 pub mod credentials;
 pub mod operator;
 pub mod race;
 pub mod reopen;
 pub mod transitions;
+pub mod webdriver;
 pub mod webhooks;
 
 use purra_core::*;
@@ -214,4 +216,29 @@ pub fn durable<S: OperatorStore>(store: &S) -> bool {
     ];
     assert!(all.iter().all(|d| *d == all[0]), "{all:?}");
     all[0]
+}
+
+/// `pg_dump`: `PURRA_PG_DUMP`, else the newest of Debian's PostgreSQL binaries (where
+/// scripts/postgres.sh finds the server's), else the one on `PATH`.
+pub fn pg_dump() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("PURRA_PG_DUMP") {
+        return path.into();
+    }
+    let mut found: Vec<(Vec<u32>, std::path::PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e
+                .file_name()
+                .to_str()?
+                .split('.')
+                .map(|p| p.parse().ok())
+                .collect::<Option<Vec<u32>>>()?;
+            let bin = e.path().join("bin").join("pg_dump");
+            bin.is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map_or_else(|| "pg_dump".into(), |(_, bin)| bin)
 }

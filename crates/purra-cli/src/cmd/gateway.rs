@@ -275,6 +275,7 @@ async fn serve(
                 Some(crate::cmd::page::FilePage {
                     page: &page_settings,
                     source: &source,
+                    connections: gateway.connections(),
                 }),
                 "purra gateway",
             )

@@ -33,6 +33,9 @@ pub struct FilePage<'a> {
     pub page: &'a PageSettings,
     /// The file's keys and lines, for mistakes found now (an unreadable secret file).
     pub source: &'a ConfigSource,
+    /// The connect flow of the gateway's upstreams called with each principal's OAuth
+    /// connection (`/connect/ID`), when there are any.
+    pub connections: Option<Arc<purra_page::connect::Connections>>,
 }
 
 /// The longest client secret file read.
@@ -230,6 +233,9 @@ pub async fn bind(
         .secure_cookie(secure_cookie);
     if let Some(o) = oidc {
         config = config.oidc(o);
+    }
+    if let Some(c) = file.as_ref().and_then(|f| f.connections.clone()) {
+        config = config.oauth(c);
     }
     config.check().map_err(Failure::Config)?;
     let config_secure = config.secure();

@@ -881,15 +881,55 @@ pub enum UpstreamAuth {
     /// credentials token lists the upstream's tools (and, with `actor`, names the gateway as
     /// the actor of every exchanged token).
     TokenExchange(OAuthClientAuth),
+    /// Each principal's own OAuth connection to the upstream's authorization server (found
+    /// through the upstream's RFC 9728 metadata, then RFC 8414), made once on the approver page
+    /// at `[page] url` + `/connect/ID` (authorization code + PKCE, in the user's browser) and
+    /// kept sealed in the store; refreshed when it expires.
+    Oauth(OAuthConnectAuth),
 }
 
 impl UpstreamAuth {
-    /// The OAuth client settings of either mode.
-    pub fn client(&self) -> &OAuthClientAuth {
+    /// The OAuth client settings of the client credentials and token exchange modes.
+    pub fn client(&self) -> Option<&OAuthClientAuth> {
         match self {
-            UpstreamAuth::ClientCredentials(c) | UpstreamAuth::TokenExchange(c) => c,
+            UpstreamAuth::ClientCredentials(c) | UpstreamAuth::TokenExchange(c) => Some(c),
+            UpstreamAuth::Oauth(_) => None,
         }
     }
+
+    /// The files it names (client secrets, private keys), to resolve against the file's
+    /// directory.
+    pub fn files_mut(&mut self) -> Vec<&mut PathBuf> {
+        match self {
+            UpstreamAuth::ClientCredentials(c) | UpstreamAuth::TokenExchange(c) => {
+                [c.client_secret_file.as_mut(), c.private_key_file.as_mut()]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            UpstreamAuth::Oauth(o) => o.client_secret_file.as_mut().into_iter().collect(),
+        }
+    }
+}
+
+/// Per-user OAuth connections to an upstream (`mode = "oauth"`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConnectAuth {
+    /// The authorization server's issuer URL, with a pre-registered `client_id` (default:
+    /// found through the upstream's metadata, the client registered dynamically).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// A client id registered at the authorization server for the page's callback
+    /// (`[page] url` + `/connect/ID/callback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// A file holding that client's secret (a confidential client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_file: Option<PathBuf>,
+    /// The scopes asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
 
 /// The gateway as an OAuth client of an upstream's authorization server.
@@ -1339,8 +1379,47 @@ impl GatewayConfig {
         u: &UpstreamConfig,
         out: &mut Vec<(String, String)>,
     ) {
-        if let Some(auth) = &u.auth {
-            let c = auth.client();
+        if let Some(UpstreamAuth::Oauth(o)) = &u.auth {
+            let at = format!("{key}.auth");
+            if u.url.is_none() {
+                out.push((
+                    at.clone(),
+                    "auth is for url upstreams (Streamable HTTP)".into(),
+                ));
+            }
+            if self.page.url.is_none() {
+                out.push((
+                    format!("{at}.mode"),
+                    "oauth sends principals to connect on the approver page: set [page] url \
+                     (the page's public URL; the gateway serves the page with --page)"
+                        .into(),
+                ));
+            }
+            if o.client_id.is_some() != o.issuer.is_some() {
+                out.push((
+                    at.clone(),
+                    "client_id and issuer go together (a client registered at that \
+                     authorization server)"
+                        .into(),
+                ));
+            }
+            if o.client_secret_file.is_some() && o.client_id.is_none() {
+                out.push((
+                    format!("{at}.client_secret_file"),
+                    "client_secret_file is for a configured client_id".into(),
+                ));
+            }
+            if let Some(why) = o.issuer.as_deref().and_then(plain_http_off_loopback) {
+                out.push((format!("{at}.issuer"), why.into()));
+            }
+            if u.per_principal {
+                out.push((
+                    format!("{key}.per_principal"),
+                    "per_principal is for command upstreams without auth".into(),
+                ));
+            }
+        }
+        if let (Some(auth), Some(c)) = (&u.auth, u.auth.as_ref().and_then(UpstreamAuth::client)) {
             let at = format!("{key}.auth");
             if u.url.is_none() {
                 out.push((
@@ -1437,8 +1516,11 @@ impl GatewayConfig {
                 "env_from_credential is for per_principal upstreams".into(),
             ));
         }
-        let per_principal =
-            u.per_principal || matches!(u.auth, Some(UpstreamAuth::TokenExchange(_)));
+        let per_principal = u.per_principal
+            || matches!(
+                u.auth,
+                Some(UpstreamAuth::TokenExchange(_) | UpstreamAuth::Oauth(_))
+            );
         if !per_principal && (u.max_principals.is_some() || u.idle_timeout.is_some()) {
             out.push((
                 key.to_owned(),

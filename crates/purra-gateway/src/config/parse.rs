@@ -88,14 +88,7 @@ pub fn load_file(path: &Path) -> Result<Loaded, ConfigErrors> {
     }
     for u in config.upstreams.values_mut() {
         if let Some(auth) = u.auth.as_mut() {
-            let c = match auth {
-                crate::config::UpstreamAuth::ClientCredentials(c)
-                | crate::config::UpstreamAuth::TokenExchange(c) => c,
-            };
-            for f in [c.client_secret_file.as_mut(), c.private_key_file.as_mut()]
-                .into_iter()
-                .flatten()
-            {
+            for f in auth.files_mut() {
                 if f.is_relative() {
                     *f = base.join(&*f);
                 }

@@ -147,6 +147,8 @@ pub(crate) struct Inner {
     catalog: Arc<RwLock<Arc<Catalog>>>,
     /// Whether a refused tool's mistake shows the listed JSON (`StartOptions::excerpts`).
     pub excerpts: bool,
+    /// The page's connect flow for the upstreams called with each principal's OAuth connection.
+    pub connections: Option<Arc<purra_page::connect::Connections>>,
     /// One reload at a time.
     pub reloading: tokio::sync::Mutex<()>,
     /// Calls in flight, and whether the gateway is draining.
@@ -371,6 +373,7 @@ impl Gateway {
             server,
             catalog: cell,
             excerpts: options.excerpts,
+            connections: connections(&config, &deps),
             reloading: tokio::sync::Mutex::new(()),
             drain: crate::runtime::drain::Drain::default(),
             webhooks,
@@ -457,6 +460,13 @@ impl Gateway {
             .policies
             .as_ref()
             .map(|p| (p.count(), p.schema_text().to_owned()))
+    }
+
+    /// The approver page's connect flow (`/connect/ID`) for the upstreams with `[upstreams.ID.auth]
+    /// mode = "oauth"`, over the gateway's store and keys: give it to the page
+    /// (`PageConfig::oauth`). None when no upstream is called that way.
+    pub fn connections(&self) -> Option<Arc<purra_page::connect::Connections>> {
+        self.inner.connections.clone()
     }
 
     /// The webhook endpoints this gateway delivers to (and the approver page's URL their events
@@ -1201,6 +1211,48 @@ impl Inner {
     }
 }
 
+/// The page's connect flow for `config`'s upstreams with `mode = "oauth"`, when there are any and
+/// the store, keys and page URL they need are there (the catalog refuses them otherwise).
+fn connections(
+    config: &GatewayConfig,
+    deps: &crate::upstream::identity::IdentityDeps,
+) -> Option<Arc<purra_page::connect::Connections>> {
+    use purra_page::connect::{ConnectConfig, Connections, OAuthUpstream};
+    let upstreams: Vec<OAuthUpstream> = config
+        .upstreams
+        .iter()
+        .filter_map(|(id, u)| match (&u.auth, &u.url) {
+            (Some(crate::config::UpstreamAuth::Oauth(o)), Some(url)) => {
+                let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                    .iter()
+                    .any(|p| url.starts_with(p));
+                let mut up = OAuthUpstream::new(id.as_str(), url.as_str()).allow_loopback(loopback);
+                if let (Some(issuer), Some(client)) = (&o.issuer, &o.client_id) {
+                    let secret = o
+                        .client_secret_file
+                        .as_deref()
+                        .and_then(|f| crate::config::secret::read_secret_file(f).ok());
+                    up = up.client(issuer.as_str(), client.as_str(), secret);
+                }
+                Some(up.scopes(o.scopes.iter().cloned()))
+            }
+            _ => None,
+        })
+        .collect();
+    let (Some(store), Some(keys), Some(page)) = (&deps.credentials, &deps.keys, &deps.page_url)
+    else {
+        return None;
+    };
+    (!upstreams.is_empty()).then(|| {
+        Arc::new(Connections::new(ConnectConfig::new(
+            page.as_str(),
+            upstreams,
+            store.clone(),
+            keys.clone(),
+        )))
+    })
+}
+
 /// What upstreams called as each principal are made with: the store's credentials and the
 /// keyring (`[gateway] credential_keys`, else `PURRA_CREDENTIAL_KEYS`; none when neither is set).
 pub(crate) fn identity_deps(
@@ -1224,6 +1276,7 @@ pub(crate) fn identity_deps(
     Ok(crate::upstream::identity::IdentityDeps {
         credentials: store.credentials(),
         keys: keys.map(Arc::new),
+        page_url: config.page.url.clone(),
     })
 }
 

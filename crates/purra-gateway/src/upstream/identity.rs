@@ -2,7 +2,8 @@
 //! environment only; a service identity (`[upstreams.ID.auth] mode = "client_credentials"`); each
 //! caller's own exchanged token (`mode = "token_exchange"`), the gateway's client credentials
 //! token serving discovery and, with `actor`, the exchange's actor token; or, for a stdio upstream
-//! with `per_principal`, a process per principal with its stored secrets in its environment.
+//! with `per_principal`, a process per principal with its stored secrets in its environment; or
+//! each principal's own OAuth connection made on the page (`mode = "oauth"`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use crate::config::{
     OAuthClientAuth, UpstreamAuth, UpstreamConfig, DEFAULT_MAX_PRINCIPALS,
     DEFAULT_PRINCIPAL_IDLE_TIMEOUT,
 };
+use crate::upstream::connected::Connected;
 use crate::upstream::credentials::{Exchanged, StoredSecrets};
 use crate::upstream::principals::Principals;
 use crate::upstream::Identity;
@@ -31,6 +33,8 @@ pub(crate) struct IdentityDeps {
     pub credentials: Option<Arc<dyn CredentialStore>>,
     /// The keyring (`[gateway] credential_keys`, else `PURRA_CREDENTIAL_KEYS`), when one is set.
     pub keys: Option<Arc<Keyring>>,
+    /// The approver page's public URL (`[page] url`): where principals connect.
+    pub page_url: Option<String>,
 }
 
 /// How the gateway authenticates as its client: the secret, or the key for `private_key_jwt`.
@@ -149,6 +153,23 @@ pub(crate) fn identity(
             })
         }
         None => Ok(Identity::default()),
+        Some(UpstreamAuth::Oauth(_)) => {
+            let (Some(store), Some(keys), Some(page)) =
+                (&deps.credentials, &deps.keys, &deps.page_url)
+            else {
+                return Err((
+                    "auth".into(),
+                    "the principals' OAuth connections need the store's credentials, a key \
+                     ([gateway] credential_keys or PURRA_CREDENTIAL_KEYS) and [page] url"
+                        .into(),
+                ));
+            };
+            let credentials = Connected::new(id, page, store.clone(), keys.clone());
+            Ok(Identity {
+                service: None,
+                per_principal: Some((Arc::new(credentials), pool())),
+            })
+        }
         Some(UpstreamAuth::ClientCredentials(c)) => {
             let secret = client_secret(c).map_err(at)?;
             let svc = service(url, c, &secret).map_err(|why| ("auth".to_owned(), why))?;

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod connect;
 mod connections;
 mod http;
 mod oidc;

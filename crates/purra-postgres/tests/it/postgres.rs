@@ -10,33 +10,7 @@ use std::time::Duration;
 
 use crate::support::{self, raw, url};
 
-/// `pg_dump`: `PURRA_PG_DUMP`, else the newest of Debian's PostgreSQL binaries (where
-/// scripts/postgres.sh finds the server's), else the one on `PATH`.
-fn pg_dump() -> std::path::PathBuf {
-    if let Some(path) = std::env::var_os("PURRA_PG_DUMP") {
-        return path.into();
-    }
-    let mut found: Vec<(Vec<u32>, std::path::PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let version = e
-                .file_name()
-                .to_str()?
-                .split('.')
-                .map(|p| p.parse().ok())
-                .collect::<Option<Vec<u32>>>()?;
-            let bin = e.path().join("bin").join("pg_dump");
-            bin.is_file().then_some((version, bin))
-        })
-        .collect();
-    found.sort();
-    found
-        .pop()
-        .map(|(_, bin)| bin)
-        .unwrap_or_else(|| "pg_dump".into())
-}
+use purra_store_tests::pg_dump;
 
 /// PostgreSQL: a location is a schema in the test database.
 struct Postgres;

@@ -5,4 +5,4 @@
 pub mod clients;
 pub mod peers;
 pub mod run;
-pub mod webdriver;
+pub use purra_store_tests::webdriver;

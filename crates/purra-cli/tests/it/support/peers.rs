@@ -156,27 +156,4 @@ pub fn postgres_schema(prefix: &str) -> String {
     )
 }
 
-/// `pg_dump`: `PURRA_PG_DUMP`, else the newest of Debian's PostgreSQL binaries (where
-/// scripts/postgres.sh finds the server's), else the one on `PATH`.
-pub fn pg_dump() -> PathBuf {
-    if let Some(path) = std::env::var_os("PURRA_PG_DUMP") {
-        return path.into();
-    }
-    let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let version = e
-                .file_name()
-                .to_str()?
-                .split('.')
-                .map(|p| p.parse().ok())
-                .collect::<Option<Vec<u32>>>()?;
-            let bin = e.path().join("bin").join("pg_dump");
-            bin.is_file().then_some((version, bin))
-        })
-        .collect();
-    found.sort();
-    found.pop().map_or_else(|| "pg_dump".into(), |(_, bin)| bin)
-}
+pub use purra_store_tests::pg_dump;

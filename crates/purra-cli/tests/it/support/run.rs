@@ -140,20 +140,7 @@ pub fn result_text(step: &Value) -> (String, bool) {
     (text, r["isError"] == true)
 }
 
-/// An HTTP body sent with `Transfer-Encoding: chunked`, joined: its whole chunks up to the last
-/// one (a chunk cut short ends it).
-pub fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || after.len() < n {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = after[n..].trim_start_matches("\r\n");
-    }
-    out
-}
+pub use purra_store_tests::webdriver::dechunk;
 
 /// The lines of the ledger file `path` (an upstream's fsynced record of each request it got);
 /// none while it does not exist.

@@ -587,34 +587,9 @@ async fn two_instances_refreshing_one_connection_keep_one_valid_refresh_token() 
     store_a.delete_credential(key).await.unwrap();
 }
 
-/// `pg_dump`: `PURRA_PG_DUMP`, else the newest of Debian's PostgreSQL binaries (where
-/// scripts/postgres.sh finds the server's), else the one on `PATH`.
-fn pg_dump() -> PathBuf {
-    if let Some(path) = std::env::var_os("PURRA_PG_DUMP") {
-        return path.into();
-    }
-    let mut found: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let version = e
-                .file_name()
-                .to_str()?
-                .split('.')
-                .map(|p| p.parse().ok())
-                .collect::<Option<Vec<u32>>>()?;
-            let bin = e.path().join("bin").join("pg_dump");
-            bin.is_file().then_some((version, bin))
-        })
-        .collect();
-    found.sort();
-    found.pop().map_or_else(|| "pg_dump".into(), |(_, bin)| bin)
-}
+use purra_store_tests::pg_dump;
 
-#[path = "connect_support/webdriver.rs"]
-#[allow(dead_code)]
-mod webdriver;
+use purra_store_tests::webdriver;
 
 /// The whole flow in a browser: alice signs in at the page through the provider, opens
 /// `/connect/files`, signs in and consents at the upstream's authorization server (another

@@ -1,4 +1,4 @@
-//! A small W3C WebDriver client for the browser tests: one chromedriver per test binary (Debian's
+//! A small W3C WebDriver client for the browser tests of the crates (purra-cli's, purra-page's): one chromedriver per test binary (Debian's
 //! `chromium-driver`, installed by scripts/setup-peers.sh), one headless Chromium per [`Browser`]
 //! with a fresh profile, driven over the WebDriver HTTP protocol with blocking requests on a plain
 //! TCP socket (JSON bodies, `Connection: close`).
@@ -11,8 +11,6 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-
-use super::run::dechunk;
 
 /// How long a browser test waits for anything it expects to see.
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -376,4 +374,19 @@ impl Drop for Browser {
         );
         let _ = std::fs::remove_dir_all(&self.profile);
     }
+}
+
+/// An HTTP body sent with `Transfer-Encoding: chunked`, joined: its whole chunks up to the last
+/// one (a chunk cut short ends it).
+pub fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
 }
