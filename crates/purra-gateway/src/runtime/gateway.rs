@@ -940,12 +940,23 @@ impl Inner {
                 return Err(NotAsPrincipal {
                     code: code("upstream_credential_missing"),
                     why,
+                    connect_url: None,
+                })
+            }
+            Err(UpstreamError::Credential(
+                crate::upstream::principals::CredentialError::Unconnected { why, url },
+            )) => {
+                return Err(NotAsPrincipal {
+                    code: code("upstream_not_connected"),
+                    why,
+                    connect_url: Some(url),
                 })
             }
             Err(UpstreamError::Credential(e)) => {
                 return Err(NotAsPrincipal {
                     code: code("upstream_credential_unavailable"),
                     why: e.to_string(),
+                    connect_url: None,
                 })
             }
             Err(UpstreamError::Busy) => {
@@ -955,6 +966,7 @@ impl Inner {
                         "every connection to upstream {:?} is in use by other callers; call again",
                         b.upstream.id
                     ),
+                    connect_url: None,
                 })
             }
             Err(UpstreamError::Connect(why)) => {
@@ -965,12 +977,14 @@ impl Inner {
                 return Err(NotAsPrincipal {
                     code: purra_mcp::codes::connection_closed(),
                     why: "the upstream could not be reached as this caller".into(),
+                    connect_url: None,
                 });
             }
             Err(UpstreamError::Discovery(e)) => {
                 return Err(NotAsPrincipal {
                     code: e.code,
                     why: "the upstream's tools could not be listed as this caller".into(),
+                    connect_url: None,
                 })
             }
         };
@@ -989,6 +1003,7 @@ impl Inner {
                      gateway serves",
                     b.upstream.id, b.remote
                 ),
+                connect_url: None,
             });
         }
         let registration = mine.live.tools[&b.local].registration.clone();
@@ -996,6 +1011,55 @@ impl Inner {
             registration,
             _slot: mine.slot,
         }))
+    }
+
+    /// [`as_principal`](Self::as_principal) for the caller of `ctx`; when what is missing is the
+    /// principal's connection and its client takes URL-mode elicitations (2025-11-25), the
+    /// client is sent the connect URL, and once the user accepted, the connection is waited for
+    /// (up to `approval_wait`) before the call goes on.
+    pub(crate) async fn as_principal_asking(
+        &self,
+        b: &Binding,
+        shared: &BoundTool,
+        ctx: &RequestCtx,
+    ) -> Result<Option<PrincipalTool>, NotAsPrincipal> {
+        let who = self.who(ctx);
+        let err = match self.as_principal(b, shared, &who).await {
+            Err(e) if e.connect_url.is_some() => e,
+            other => return other,
+        };
+        let url_mode = ctx
+            .client_capabilities()
+            .elicitation
+            .is_some_and(|e| e.contains_key("url"));
+        let Some(url) = err.connect_url.clone().filter(|_| url_mode) else {
+            return Err(err);
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let id = format!("connect-{}-{nanos}", b.upstream.id);
+        let message = format!(
+            "{} needs your own connection to {:?}: open the link to connect, then come back.",
+            b.local, b.upstream.id
+        );
+        let answer = ctx
+            .elicit(purra_protocol::types::ElicitParams::url(message, &url, &id))
+            .await;
+        if !matches!(answer, Ok(ref a) if a.action == purra_protocol::types::ElicitAction::Accept) {
+            return Err(err);
+        }
+        let until = std::time::Instant::now() + self.settings.approval_wait.0;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                () = ctx.cancellation().cancelled() => return Err(err),
+            }
+            match self.as_principal(b, shared, &who).await {
+                Err(e) if e.connect_url.is_some() && std::time::Instant::now() < until => {}
+                other => return other,
+            }
+        }
     }
 
     /// The downstream tool of `b` as its upstream's shared connection discovered it.
@@ -1148,7 +1212,7 @@ impl Inner {
         {
             return results::policy_denied(&b.local, false);
         }
-        let mine = match self.as_principal(b, &bound, &self.who(ctx)).await {
+        let mine = match self.as_principal_asking(b, &bound, ctx).await {
             Ok(m) => m,
             Err(e) => {
                 return results::failed(&b.local, &e.code, &format!("nothing was sent: {}", e.why))
@@ -1300,6 +1364,8 @@ pub(crate) struct PrincipalTool {
 pub(crate) struct NotAsPrincipal {
     pub code: ErrorCode,
     pub why: String,
+    /// Where the principal connects to the upstream, when that is what is missing.
+    pub connect_url: Option<String>,
 }
 
 #[cfg(test)]

@@ -294,6 +294,17 @@ impl Inner {
             }
             Err(code) => return results::failed(tool, &code, "nothing was sent"),
         };
+        // An upstream called as the person who asked: the caller must be able to reach it as
+        // themselves (connected, holding a secret) before anyone is asked to approve.
+        if b.upstream.credentials().is_some() {
+            if let Err(e) = self.as_principal_asking(b, &bound, &ctx).await {
+                return results::failed(
+                    tool,
+                    &e.code,
+                    &format!("nothing was sent and no approval was prepared: {}", e.why),
+                );
+            }
+        }
         let reg = &bound.registration;
         // Every generation of the call queues behind the same lock.
         let _guard = self.lock_run(&run_id).await;

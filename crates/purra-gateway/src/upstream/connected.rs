@@ -41,9 +41,12 @@ impl Connected {
     }
 }
 
-fn credential_error(e: ConnectError) -> CredentialError {
+fn credential_error(e: ConnectError, url: &str) -> CredentialError {
     match e {
-        ConnectError::Missing(t) => CredentialError::Missing(t),
+        ConnectError::Missing(why) => CredentialError::Unconnected {
+            why,
+            url: url.to_owned(),
+        },
         ConnectError::Unavailable(t) => CredentialError::Unavailable(t),
     }
 }
@@ -56,7 +59,7 @@ impl Credentials for Connected {
             self.0
                 .access(&who.principal, None)
                 .await
-                .map_err(credential_error)?;
+                .map_err(|e| credential_error(e, self.0.connect_url()))?;
             Ok(ConnectAs {
                 env: Vec::new(),
                 auth: Some(Arc::new(ConnectionAuth::new(

@@ -59,6 +59,14 @@ impl std::fmt::Debug for ConnectAs {
 pub(crate) enum CredentialError {
     /// The principal has no credential for this upstream: the text says how to get one.
     Missing(String),
+    /// The principal has no connection to this upstream yet: it makes one at `url` (the
+    /// approver page's `/connect/ID`), which the text names too.
+    Unconnected {
+        /// What the caller is told.
+        why: String,
+        /// Where the principal connects.
+        url: String,
+    },
     /// The credential could not be obtained now (the authorization server refused or is
     /// unreachable); the text names the reason, never a token.
     Unavailable(String),
@@ -67,7 +75,9 @@ pub(crate) enum CredentialError {
 impl std::fmt::Display for CredentialError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CredentialError::Missing(why) | CredentialError::Unavailable(why) => f.write_str(why),
+            CredentialError::Missing(why)
+            | CredentialError::Unavailable(why)
+            | CredentialError::Unconnected { why, .. } => f.write_str(why),
         }
     }
 }
