@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway, wait_for, Sdk};
 use crate::support::peers;
 use crate::support::run::{
-    approvals_json, ledger_lines, purra, purra_bin, result_text, steps_of, wait_approval,
+    approvals_json, http_get, ledger_lines, purra, purra_bin, result_text, steps_of, wait_approval,
     wait_ledger, LIMIT,
 };
 
@@ -1243,16 +1243,8 @@ fn check_validates_policies_against_the_bound_tools() {
 }
 
 /// One HTTP/1.1 GET on a new connection to `authority`: the status line and the body.
-fn http_get(authority: &str, path: &str) -> (String, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(authority).expect("connect");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).expect("read");
+fn status_and_body(authority: &str, path: &str) -> (String, String) {
+    let answer = http_get(authority, path).expect("GET");
     let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
     (
         head.lines().next().unwrap_or("").to_owned(),
@@ -1471,14 +1463,14 @@ fn sigterm_drains_and_exits_once_the_dispatch_in_flight_is_done() {
     );
     let authority = gateway.authority();
     assert_eq!(
-        http_get(&authority, "/readyz"),
+        status_and_body(&authority, "/readyz"),
         (
             "HTTP/1.1 503 Service Unavailable".to_owned(),
             r#"{"ready":false}"#.to_owned()
         )
     );
     assert_eq!(
-        http_get(&authority, "/healthz"),
+        status_and_body(&authority, "/healthz"),
         ("HTTP/1.1 200 OK".to_owned(), "ok\n".to_owned())
     );
     let lines = Client::http(Sdk::Python, &gateway, json!([call("get_value", json!({}))])).finish();
