@@ -8,7 +8,7 @@
 //! request at most reached the upstream, and that the recorded effect is the conservative one.
 
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway
 use crate::support::peers;
 use crate::support::run::{
     approvals_json, http_get, ledger_lines, purra, purra_bin, result_text, steps_of, wait_approval,
-    wait_ledger, LIMIT,
+    wait_ledger, Killed, LIMIT,
 };
 
 use peers::{fresh_dir, peer, python, repo_root};
@@ -231,7 +231,7 @@ fn audit(db: &str) -> Vec<purra_sqlite::AuditEntry> {
 
 /// A gateway started by the test (Streamable HTTP), killed when dropped.
 struct Gateway {
-    child: Child,
+    child: Killed,
     url: String,
     /// What it printed on stderr before saying where it serves.
     started: Vec<String>,
@@ -244,7 +244,7 @@ impl Gateway {
         let (child, rx) = spawn_gateway(sc.config());
         let (url, started) = serving(&rx, LIMIT);
         Gateway {
-            child,
+            child: Killed(child),
             url,
             started,
             lines: rx,
@@ -268,7 +268,7 @@ impl Gateway {
     /// Sends `signal` (`HUP`, `TERM`) to the gateway's process.
     fn signal(&self, signal: &str) {
         let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .args([&format!("-{signal}"), &self.child.0.id().to_string()])
             .status()
             .expect("kill");
         assert!(status.success());
@@ -283,22 +283,14 @@ impl Gateway {
     }
 
     /// SIGKILL: no cleanup of any kind.
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn kill(self) {
+        drop(self.child);
     }
 }
 
 /// A downstream client process: its JSON lines arrive on a channel as it prints them.
 struct Client {
-    child: Child,
+    child: Killed,
     lines: Receiver<Value>,
     seen: Vec<Value>,
 }
@@ -342,7 +334,7 @@ impl Client {
         }
         let (child, rx) = json_lines(&mut cmd);
         Client {
-            child,
+            child: Killed(child),
             lines: rx,
             seen: Vec::new(),
         }
@@ -361,15 +353,8 @@ impl Client {
     /// Waits for the client to finish; returns every line it printed.
     fn finish(mut self) -> Vec<Value> {
         self.wait_for("done", |v| v["event"] == "done");
-        let _ = self.child.wait();
+        let _ = self.child.0.wait();
         std::mem::take(&mut self.seen)
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -1496,7 +1481,7 @@ fn sigterm_drains_and_exits_once_the_dispatch_in_flight_is_done() {
     );
     let start = Instant::now();
     let status = loop {
-        if let Some(status) = gateway.child.try_wait().expect("wait") {
+        if let Some(status) = gateway.child.0.try_wait().expect("wait") {
             break status;
         }
         assert!(start.elapsed() < LIMIT, "the gateway did not exit");
