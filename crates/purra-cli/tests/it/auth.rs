@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::peers::{node, peer, repo_root};
-use crate::support::run::{describe, purra, Killed};
+use crate::support::run::{describe, http_get, purra, Killed};
 
 /// Node, with the OpenID provider's packages installed.
 fn oidc_node() -> String {
@@ -167,7 +167,7 @@ fn login_call_logout() {
     assert!(browser.status.success(), "{}", describe(&browser));
     let back = String::from_utf8(browser.stdout).unwrap();
     // The loopback listener answers the browser, and purra login finishes.
-    let page = http_get(back.trim());
+    let page = http_get_url(back.trim());
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     let start = Instant::now();
     let status = loop {
@@ -225,17 +225,8 @@ fn login_call_logout() {
 }
 
 /// A bare HTTP/1.1 GET of `url` (the loopback redirect); the raw response.
-fn http_get(url: &str) -> String {
-    use std::io::Write as _;
+fn http_get_url(url: &str) -> String {
     let rest = url.strip_prefix("http://").expect("an http URL");
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let mut s = std::net::TcpStream::connect(host).expect("connect to the redirect");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    http_get(host, path).expect("GET the redirect")
 }

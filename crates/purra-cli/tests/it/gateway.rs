@@ -8,7 +8,7 @@
 //! request at most reached the upstream, and that the recorded effect is the conservative one.
 
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway, wait_for, Sdk};
 use crate::support::peers;
 use crate::support::run::{
-    approvals_json, ledger_lines, purra, purra_bin, result_text, steps_of, wait_approval,
-    wait_ledger, LIMIT,
+    approvals_json, http_get, ledger_lines, purra, purra_bin, result_text, steps_of, wait_approval,
+    wait_ledger, Killed, LIMIT,
 };
 
 use peers::{fresh_dir, peer, python, repo_root};
@@ -231,7 +231,7 @@ fn audit(db: &str) -> Vec<purra_sqlite::AuditEntry> {
 
 /// A gateway started by the test (Streamable HTTP), killed when dropped.
 struct Gateway {
-    child: Child,
+    child: Killed,
     url: String,
     /// What it printed on stderr before saying where it serves.
     started: Vec<String>,
@@ -244,7 +244,7 @@ impl Gateway {
         let (child, rx) = spawn_gateway(sc.config());
         let (url, started) = serving(&rx, LIMIT);
         Gateway {
-            child,
+            child: Killed(child),
             url,
             started,
             lines: rx,
@@ -268,7 +268,7 @@ impl Gateway {
     /// Sends `signal` (`HUP`, `TERM`) to the gateway's process.
     fn signal(&self, signal: &str) {
         let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .args([&format!("-{signal}"), &self.child.0.id().to_string()])
             .status()
             .expect("kill");
         assert!(status.success());
@@ -283,22 +283,14 @@ impl Gateway {
     }
 
     /// SIGKILL: no cleanup of any kind.
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn kill(self) {
+        drop(self.child);
     }
 }
 
 /// A downstream client process: its JSON lines arrive on a channel as it prints them.
 struct Client {
-    child: Child,
+    child: Killed,
     lines: Receiver<Value>,
     seen: Vec<Value>,
 }
@@ -342,7 +334,7 @@ impl Client {
         }
         let (child, rx) = json_lines(&mut cmd);
         Client {
-            child,
+            child: Killed(child),
             lines: rx,
             seen: Vec::new(),
         }
@@ -361,15 +353,8 @@ impl Client {
     /// Waits for the client to finish; returns every line it printed.
     fn finish(mut self) -> Vec<Value> {
         self.wait_for("done", |v| v["event"] == "done");
-        let _ = self.child.wait();
+        let _ = self.child.0.wait();
         std::mem::take(&mut self.seen)
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -1243,16 +1228,8 @@ fn check_validates_policies_against_the_bound_tools() {
 }
 
 /// One HTTP/1.1 GET on a new connection to `authority`: the status line and the body.
-fn http_get(authority: &str, path: &str) -> (String, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(authority).expect("connect");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).expect("read");
+fn status_and_body(authority: &str, path: &str) -> (String, String) {
+    let answer = http_get(authority, path).expect("GET");
     let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
     (
         head.lines().next().unwrap_or("").to_owned(),
@@ -1471,14 +1448,14 @@ fn sigterm_drains_and_exits_once_the_dispatch_in_flight_is_done() {
     );
     let authority = gateway.authority();
     assert_eq!(
-        http_get(&authority, "/readyz"),
+        status_and_body(&authority, "/readyz"),
         (
             "HTTP/1.1 503 Service Unavailable".to_owned(),
             r#"{"ready":false}"#.to_owned()
         )
     );
     assert_eq!(
-        http_get(&authority, "/healthz"),
+        status_and_body(&authority, "/healthz"),
         ("HTTP/1.1 200 OK".to_owned(), "ok\n".to_owned())
     );
     let lines = Client::http(Sdk::Python, &gateway, json!([call("get_value", json!({}))])).finish();
@@ -1504,7 +1481,7 @@ fn sigterm_drains_and_exits_once_the_dispatch_in_flight_is_done() {
     );
     let start = Instant::now();
     let status = loop {
-        if let Some(status) = gateway.child.try_wait().expect("wait") {
+        if let Some(status) = gateway.child.0.try_wait().expect("wait") {
             break status;
         }
         assert!(start.elapsed() < LIMIT, "the gateway did not exit");

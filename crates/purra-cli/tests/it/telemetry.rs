@@ -25,7 +25,7 @@ use crate::support::clients::{
     gateway_client, json_lines, lines_until, spawn_gateway, wait_for, Sdk, SERVING,
 };
 use crate::support::peers;
-use crate::support::run::{dechunk, purra_bin, result_text, Killed as Proc, LIMIT};
+use crate::support::run::{dechunk, http_get, purra_bin, result_text, Killed as Proc, LIMIT};
 
 use peers::{fresh_dir, lines_of, peer, peers_dir, python, repo_root};
 
@@ -557,7 +557,7 @@ arguments = ["len(value) <= 40"]
 /// One instant query's single value (`None` when there is no series, or not yet).
 fn prom_query(port: u16, query: &str) -> Option<String> {
     let encoded: String = form_encode(query);
-    let body = http_get(port, &format!("/api/v1/query?query={encoded}"))?;
+    let body = ok_body(port, &format!("/api/v1/query?query={encoded}"))?;
     let v: Value = serde_json::from_str(&body).ok()?;
     let result = v["data"]["result"].as_array()?;
     match result.as_slice() {
@@ -578,18 +578,8 @@ fn form_encode(s: &str) -> String {
 }
 
 /// A plain HTTP/1.1 GET on loopback; the body of a 200.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf);
+fn ok_body(port: u16, path: &str) -> Option<String> {
+    let text = http_get(&format!("127.0.0.1:{port}"), path).ok()?;
     let (head, body) = text.split_once("\r\n\r\n")?;
     if !head.starts_with("HTTP/1.1 200") {
         return None;

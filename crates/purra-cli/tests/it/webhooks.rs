@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::Receiver as Lines;
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,9 @@ use serde_json::{json, Value};
 
 use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway, wait_for, Sdk};
 use crate::support::peers;
-use crate::support::run::{approvals_json, purra, purra_bin, wait_approval, wait_ledger, LIMIT};
+use crate::support::run::{
+    approvals_json, purra, purra_bin, wait_approval, wait_ledger, Killed, LIMIT,
+};
 
 use peers::{fresh_dir, lines_of, peer, peers_dir, postgres_schema, python, repo_root};
 
@@ -169,7 +171,7 @@ max_backoff = "1s"
 
 /// `purra gateway` on Streamable HTTP (killed when dropped).
 struct Gateway {
-    child: Child,
+    child: Killed,
     url: String,
     started: Vec<String>,
     /// Its stderr lines after the start, read as they come (so the pipe is always drained).
@@ -181,7 +183,7 @@ impl Gateway {
         let (child, rx) = spawn_gateway(sc.config());
         let (url, started) = serving(&rx, LIMIT);
         Gateway {
-            child,
+            child: Killed(child),
             url,
             started,
             _rest: rx,
@@ -189,22 +191,15 @@ impl Gateway {
     }
 
     /// SIGKILL: no cleanup of any kind.
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn kill(self) {
+        drop(self.child);
     }
 }
 
 /// The Python SDK client calling `set_value` with `value` over HTTP.
 struct Client {
-    child: Child,
+    /// Killed when the client is dropped.
+    _child: Killed,
     lines: Lines<Value>,
     seen: Vec<Value>,
 }
@@ -219,7 +214,7 @@ impl Client {
             &g.url,
         ]));
         Client {
-            child,
+            _child: Killed(child),
             lines,
             seen: Vec::new(),
         }
@@ -233,16 +228,10 @@ impl Client {
     }
 }
 
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The receiver on the scenario's port (ends when dropped).
 struct WebhookReceiver {
-    child: Child,
+    /// Killed when the receiver is dropped.
+    _child: Killed,
 }
 
 impl WebhookReceiver {
@@ -268,14 +257,9 @@ impl WebhookReceiver {
             serde_json::from_str::<Value>(&line).expect("json")["port"],
             u64::from(sc.port)
         );
-        WebhookReceiver { child }
-    }
-}
-
-impl Drop for WebhookReceiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        WebhookReceiver {
+            _child: Killed(child),
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each module uses its own part
 
 use std::ffi::OsStr;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -51,21 +52,40 @@ pub fn purra_within<S: AsRef<OsStr>>(dir: Option<&Path>, args: &[S], limit: Dura
     finish_within(cmd.spawn().expect("spawn purra"), limit)
 }
 
-/// Waits for `child` to end and returns its output; kills it, and fails the test with what it
-/// printed, past `limit`.
+/// Waits for `child` to end and returns its output, read as it comes (a full pipe never stalls
+/// it); kills it, and fails the test with what it printed, past `limit`.
 pub fn finish_within(mut child: Child, limit: Duration) -> Output {
+    fn drain(from: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            if let Some(mut from) = from {
+                let _ = from.read_to_end(&mut all);
+            }
+            all
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
+    let mut late = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!("purra ran past {limit:?}\n{}", describe(&out));
+            late = true;
+            break child.wait().expect("wait");
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
+    };
+    let out = Output {
+        status,
+        stdout: stdout.join().expect("stdout"),
+        stderr: stderr.join().expect("stderr"),
+    };
+    assert!(!late, "purra ran past {limit:?}\n{}", describe(&out));
+    out
 }
 
 /// A process's exit code, stdout and stderr, for a failed assertion's message.
@@ -259,4 +279,19 @@ pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> An
         headers,
         body,
     }
+}
+
+/// `GET PATH` of the HTTP server at `authority` (`HOST:PORT`), `Connection: close`: its whole
+/// answer, head and body, as text (reads give up after 10 s).
+pub fn http_get(authority: &str, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(authority)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
