@@ -74,6 +74,9 @@ pub(crate) struct Built {
     /// Upstreams made for this catalog (to watch once it serves), each with whether its
     /// connection is its own (not shared with an upstream of the earlier catalog).
     pub new: Vec<(Arc<Upstream>, bool)>,
+    /// Upstreams not discovered yet because their discovery principal has not connected: why,
+    /// for the log (their tools are served once it has).
+    pub waiting: Vec<String>,
 }
 
 impl Catalog {
@@ -273,8 +276,17 @@ pub(crate) async fn build(
 
     // Discover everything before serving anything; collect every mistake.
     let mut errors = Vec::new();
+    let mut waiting = Vec::new();
     for (upstream, _) in &new {
         if let Err(e) = upstream.current().await {
+            if upstream.deferred() {
+                waiting.push(format!(
+                    "upstream {} is not discovered yet ({e}); its tools are served once its \
+                     discovery principal has connected",
+                    upstream.id
+                ));
+                continue;
+            }
             errors.extend(start_errors(upstream, &bindings, source, &e, excerpts).await);
         }
     }
@@ -320,6 +332,7 @@ pub(crate) async fn build(
         },
         shared,
         new,
+        waiting,
     })
 }
 

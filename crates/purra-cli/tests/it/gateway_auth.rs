@@ -24,10 +24,11 @@ use serde_json::{json, Value};
 
 use crate::support::clients::{Sdk, SdkClient};
 use crate::support::peers;
-use crate::support::peers::node;
 use crate::support::run::{http, purra_bin, result_text, steps_of, LIMIT};
 
-use peers::{fresh_dir, lines_of, oidc_issuer, peer, python, repo_root};
+use peers::{
+    fresh_dir, lines_of, oidc_issuer, peer, python, repo_root, token_for, token_with_scope,
+};
 
 /// A guarded gateway serving Streamable HTTP with its approver page beside it, and what the test
 /// learned from its start: where it serves and the page's sign-in tokens.
@@ -320,30 +321,6 @@ arguments = ["len(value) <= 40"]
 /// How the gateway writes an authenticated principal.
 fn principal(issuer: &str, user: &str) -> String {
     format!("{issuer}#{user}")
-}
-
-/// An access token of `user` for `resource` (`peers/oidc/token.mjs`).
-fn token_for(issuer: &str, user: &str, resource: &str) -> String {
-    token_with_scope(issuer, user, resource, "mcp:read mcp:write")
-}
-
-/// An access token of `user` for `resource` granting `scope`.
-fn token_with_scope(issuer: &str, user: &str, resource: &str, scope: &str) -> String {
-    let out = Command::new(node())
-        .arg(repo_root().join("peers/oidc/token.mjs"))
-        .args([issuer, user, resource, scope])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run peers/oidc/token.mjs");
-    assert!(
-        out.status.success(),
-        "token.mjs: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_owned()
 }
 
 fn set_value(value: &str) -> Value {

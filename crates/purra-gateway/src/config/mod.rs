@@ -930,6 +930,9 @@ pub struct OAuthConnectAuth {
     /// The scopes asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// The principal (`ISSUER#SUBJECT`) whose connection lists the upstream's tools: the gateway
+    /// starts without them and serves them once this principal has connected on the page.
+    pub discovery_principal: String,
 }
 
 /// The gateway as an OAuth client of an upstream's authorization server.
@@ -1393,6 +1396,12 @@ impl GatewayConfig {
                     "oauth sends principals to connect on the approver page: set [page] url \
                      (the page's public URL; the gateway serves the page with --page)"
                         .into(),
+                ));
+            }
+            if o.discovery_principal.trim().is_empty() {
+                out.push((
+                    format!("{at}.discovery_principal"),
+                    "must name the principal whose connection lists the tools".into(),
                 ));
             }
             if o.client_id.is_some() != o.issuer.is_some() {

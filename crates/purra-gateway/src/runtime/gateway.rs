@@ -247,6 +247,9 @@ impl Gateway {
             for warning in crate::catalog::destructive_warnings(&catalog.bindings, source) {
                 log(&warning);
             }
+            for waiting in &built.waiting {
+                log(waiting);
+            }
         }
 
         // The store records events for exactly the configured endpoints from now on (before the
@@ -1262,10 +1265,22 @@ impl Inner {
                 return;
             }
             inner.calls.prune(std::time::Instant::now());
-            // Per-principal connections (processes) idle past their timeout are closed.
+            // Per-principal connections (processes) idle past their timeout are closed; an
+            // upstream waiting for its discovery principal's connection is tried again.
             let upstreams: Vec<_> = inner.catalog().upstreams.values().cloned().collect();
             for u in upstreams {
                 u.reap_idle().await;
+                if u.deferred() && u.live().is_none() && !u.is_retired() {
+                    if let Ok((_, true)) = u.current().await {
+                        inner.log(&format!(
+                            "upstream {} is discovered: its tools are served",
+                            u.id
+                        ));
+                        inner.publish();
+                        inner.note_up(&u.id);
+                        inner.watch(u.clone());
+                    }
+                }
             }
             inner.requests.prune(std::time::Instant::now());
             if let Err(e) = inner.sweep().await {

@@ -35,6 +35,12 @@ impl Connected {
         Connected::with(Connector::new(upstream, page_url, store, keys))
     }
 
+    /// The authorization of `principal`'s requests through its stored connection (the
+    /// discovery principal's, for the shared connection that lists the tools).
+    pub fn auth_of(&self, principal: &str) -> Arc<dyn purra_protocol::http::HttpAuth> {
+        Arc::new(ConnectionAuth::new(self.0.clone(), principal))
+    }
+
     /// Over a [`Connector`] set up by the caller (its refresh margin).
     pub fn with(connector: Connector) -> Connected {
         Connected(Arc::new(connector))

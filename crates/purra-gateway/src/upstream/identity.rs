@@ -150,10 +150,11 @@ pub(crate) fn identity(
             Ok(Identity {
                 service: None,
                 per_principal: Some((Arc::new(credentials), pool())),
+                deferred: false,
             })
         }
         None => Ok(Identity::default()),
-        Some(UpstreamAuth::Oauth(_)) => {
+        Some(UpstreamAuth::Oauth(o)) => {
             let (Some(store), Some(keys), Some(page)) =
                 (&deps.credentials, &deps.keys, &deps.page_url)
             else {
@@ -166,8 +167,10 @@ pub(crate) fn identity(
             };
             let credentials = Connected::new(id, page, store.clone(), keys.clone());
             Ok(Identity {
-                service: None,
+                // The tools are listed as the discovery principal, with its own connection.
+                service: Some(credentials.auth_of(&o.discovery_principal)),
                 per_principal: Some((Arc::new(credentials), pool())),
+                deferred: true,
             })
         }
         Some(UpstreamAuth::ClientCredentials(c)) => {
@@ -176,6 +179,7 @@ pub(crate) fn identity(
             Ok(Identity {
                 service: Some(Arc::new(svc)),
                 per_principal: None,
+                deferred: false,
             })
         }
         Some(UpstreamAuth::TokenExchange(c)) => {
@@ -216,6 +220,7 @@ pub(crate) fn identity(
             Ok(Identity {
                 service: Some(svc),
                 per_principal: Some((Arc::new(credentials), pool())),
+                deferred: false,
             })
         }
     }

@@ -146,6 +146,9 @@ pub(crate) struct Identity {
     pub service: Option<Arc<dyn purra_protocol::http::HttpAuth>>,
     /// How each principal's own connection is made, and the pool of them.
     pub per_principal: Option<(Arc<dyn Credentials>, Principals)>,
+    /// Whether the upstream is discovered only once its discovery principal has connected
+    /// (`mode = "oauth"`): until then its tools are not served and the gateway runs on.
+    pub deferred: bool,
 }
 
 /// One principal's current state of an upstream, held for one call.
@@ -215,6 +218,12 @@ impl Upstream {
     pub fn with_identity(mut self, identity: Identity) -> Upstream {
         self.identity = identity;
         self
+    }
+
+    /// Whether it is discovered only once its discovery principal has connected (an upstream
+    /// called with each principal's OAuth connection): a start does not wait for it.
+    pub fn deferred(&self) -> bool {
+        self.identity.deferred
     }
 
     /// The credentials of per-principal connections, when calls go out as their principal.

@@ -157,3 +157,27 @@ pub fn postgres_schema(prefix: &str) -> String {
 }
 
 pub use purra_store_tests::pg_dump;
+
+/// An access token of `user` for `resource` (`peers/oidc/token.mjs`).
+pub fn token_for(issuer: &str, user: &str, resource: &str) -> String {
+    token_with_scope(issuer, user, resource, "mcp:read mcp:write")
+}
+
+/// An access token of `user` for `resource` granting `scope`.
+pub fn token_with_scope(issuer: &str, user: &str, resource: &str, scope: &str) -> String {
+    let out = Command::new(node())
+        .arg(repo_root().join("peers/oidc/token.mjs"))
+        .args([issuer, user, resource, scope])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run peers/oidc/token.mjs");
+    assert!(
+        out.status.success(),
+        "token.mjs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
+}
