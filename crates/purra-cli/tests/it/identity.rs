@@ -20,8 +20,12 @@ use purra_protocol::{Client, ClientOptions, HttpClientOptions};
 use serde_json::{json, Value};
 
 use crate::support::clients::{serving, Sdk, SdkClient};
-use crate::support::peers::{fresh_dir, lines_of, peer, peers_dir, python, repo_root};
+use crate::support::peers::{
+    fresh_dir, lines_of, node, oidc_issuer, oidc_sign_in, peer, peers_dir, python, repo_root,
+    token_with_scope,
+};
 use crate::support::run::{http, purra_bin, result_text, steps_of, LIMIT};
+use purra_store_tests::webdriver::Browser;
 
 const GATEWAY_CLIENT: &str = "purra-gateway";
 const GATEWAY_SECRET: &str = "gateway-secret";
@@ -534,4 +538,256 @@ fn children_running(parent: u32, script: &str) -> usize {
                     .unwrap_or(false)
         })
         .count()
+}
+
+/// The upstream's own authorization server: oidc-provider naming itself `http://localhost:PORT`
+/// (another site than the page's `127.0.0.1`), its issuer URL.
+fn upstream_issuer() -> (Peer, String) {
+    let mut cmd = Command::new(node());
+    cmd.arg("server.mjs")
+        .current_dir(repo_root().join("peers/oidc"))
+        .env("PURRA_OIDC_HOST", "localhost");
+    let (peer, rest) = start_peer(cmd, "{");
+    let v: Value = serde_json::from_str(&format!("{{{rest}")).expect("the issuer line");
+    (peer, v["issuer"].as_str().expect("issuer").to_owned())
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Nothing {}
+
+/// A resource server behind purra's guard trusting `issuer`: `whoami` answers the subject of
+/// the token it validated. Serves until `stop` is cancelled.
+async fn resource_server(issuer: &str, stop: purra_protocol::CancellationToken) -> String {
+    use purra_protocol::auth::{AuthLayer, JwtValidator};
+    use purra_protocol::{
+        HandlerResult, HttpServerConfig, RequestCtx, Server, StreamableHttpServer,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let server = Server::builder("files", "1").build();
+    server
+        .tool(
+            "whoami",
+            "Who is calling",
+            |_: Nothing, ctx: RequestCtx| async move {
+                let p = ctx.principal().expect("the guard's principal");
+                let r: HandlerResult<String> = Ok(p.subject.clone());
+                r
+            },
+        )
+        .expect("a tool");
+    let config = HttpServerConfig {
+        json_response: true,
+        ..HttpServerConfig::default()
+    };
+    let validator = JwtValidator::new(issuer, &url).expect("validator");
+    let guard = AuthLayer::new(&url, issuer, validator)
+        .expect("guard")
+        .required_scopes(["mcp:read"])
+        .scopes_supported(["mcp:read"]);
+    let service = guard.layer(StreamableHttpServer::new(server, config).router());
+    tokio::spawn(purra_protocol::http::serve(
+        listener,
+        service,
+        purra_protocol::http::ConnectionLimits::default(),
+        stop,
+    ));
+    url
+}
+
+/// In the browser `b`, signed in on the page: connects to upstream `files` at `url` as `user`
+/// at the upstream's own authorization server.
+fn connect_in_browser(b: &Browser, url: &str, user: &str) {
+    b.goto(url);
+    b.type_css("input[name=login]", user);
+    b.type_css("input[name=password]", "any");
+    b.click_css("button.login-submit");
+    b.wait_for("input[name=prompt][value=consent]");
+    b.click_css("button.login-submit");
+    b.wait_text("#connect-message", "You are connected to files.");
+}
+
+/// `mode = "oauth"`: each caller's own OAuth connection to the upstream's authorization server,
+/// made on the gateway's page in the browser. The gateway starts before anyone is connected and
+/// lists the upstream's tools once its discovery principal (alice) has connected; bob, not
+/// connected, is told the connect URL (an SDK client without URL elicitation) or sent it as a
+/// URL-mode elicitation (purra's 2025-11-25 client), and once he has connected in Chromium the
+/// same call goes on and reaches the upstream as bob.
+#[test]
+fn a_caller_without_a_connection_is_sent_the_connect_url_and_then_called_as_themselves() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let issuer = oidc_issuer().to_owned();
+    let (_upstream_as, upstream_issuer) = upstream_issuer();
+    let stop = purra_protocol::CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    let files = rt.block_on(resource_server(&upstream_issuer, stop));
+    let dir = fresh_dir("identity", "oauth");
+    std::fs::write(dir.join("page-secret.txt"), "page-secret\n").expect("secret");
+    let key = purra_core::vault::Keyring::new_key_line("k1").expect("a key line");
+    std::fs::write(dir.join("credential.keys"), key.as_str()).expect("key file");
+    let page_port = free_port();
+    let page = format!("http://127.0.0.1:{page_port}");
+    let alice = purra_core::principal_name(&issuer, "alice");
+    let file = format!(
+        r#"[gateway]
+name = "gw"
+db = "gateway.db"
+listen = "127.0.0.1:0"
+credential_keys = "credential.keys"
+approval_wait = "90s"
+
+[gateway.auth]
+issuer = {issuer:?}
+scopes = ["mcp:read"]
+
+[page]
+url = {page:?}
+token_login = false
+
+[page.oidc]
+issuer = {issuer:?}
+client_id = "purra-page"
+client_secret_file = "page-secret.txt"
+scopes = ["openid", "email", "profile", "groups"]
+allow_subjects = ["alice", "bob"]
+
+[upstreams.files]
+url = {files:?}
+
+[upstreams.files.auth]
+mode = "oauth"
+scopes = ["mcp:read"]
+discovery_principal = {alice:?}
+
+[reads.whoami]
+upstream = "files"
+title = "Who the upstream says is calling"
+scope = "open"
+"#
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, file).expect("config");
+    let mut gateway = Command::new(purra_bin())
+        .args(["gateway", "--config"])
+        .arg(&config)
+        .args(["--page", &format!("127.0.0.1:{page_port}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gateway");
+    let lines = lines_of(gateway.stderr.take().expect("stderr"), |line| {
+        eprintln!("[gateway] {line}");
+        Some(line)
+    });
+    let _gateway = crate::support::run::Killed(gateway);
+    let (url, before) = serving(&lines, LIMIT);
+    assert!(
+        before
+            .iter()
+            .any(|l| l.contains("upstream files is not discovered yet")),
+        "{before:?}"
+    );
+    std::thread::spawn(move || lines.into_iter().for_each(drop));
+    let token = |user: &str| token_with_scope(&issuer, user, &url, "mcp:read");
+    let (alice_token, bob_token) = (token("alice"), token("bob"));
+
+    // Nothing listed until alice (the discovery principal) has connected on the page.
+    let listed = |token: &str| -> Vec<String> {
+        rt.block_on(async {
+            let conn = connect(&url, token).await;
+            let names = conn.tools().iter().map(|t| t.name.clone()).collect();
+            conn.close().await;
+            names
+        })
+    };
+    assert_eq!(listed(&alice_token), Vec::<String>::new());
+    let b = Browser::new(1000, 900);
+    oidc_sign_in(&b, &format!("{page}/"), "alice");
+    b.wait_for("#approver");
+    connect_in_browser(&b, &format!("{page}/connect/files"), "alice");
+    let start = Instant::now();
+    while listed(&alice_token) != ["whoami"] {
+        assert!(start.elapsed() < LIMIT, "the gateway did not list whoami");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let lines = SdkClient::start(
+        Sdk::Python,
+        &url,
+        Some(&alice_token),
+        json!([{"call": "whoami", "args": {}}]),
+    )
+    .finish();
+    assert_eq!(
+        result_text(steps_of(&lines)[0]),
+        ("alice".to_owned(), false)
+    );
+
+    // bob is not connected: a client without URL elicitation is told where to connect.
+    let lines = SdkClient::start(
+        Sdk::Python,
+        &url,
+        Some(&bob_token),
+        json!([{"call": "whoami", "args": {}}]),
+    )
+    .finish();
+    let (answer, is_error) = result_text(steps_of(&lines)[0]);
+    assert!(is_error);
+    assert!(
+        answer.contains("upstream_not_connected")
+            && answer.contains(&format!("{page}/connect/files")),
+        "{answer}"
+    );
+
+    // purra's 2025-11-25 client takes URL elicitations: it is sent the connect URL, bob
+    // connects in the browser, and the same call goes on.
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let page_for_bob = format!("{page}/");
+    let answer = rt.block_on(async move {
+        let mut options = ClientOptions::default();
+        options.protocol_version = purra_protocol::ProtocolVersion::V2025_11_25;
+        let options =
+            options.on_elicitation(true, move |p: purra_protocol::types::ElicitParams| {
+                let seen = seen.clone();
+                let page = page_for_bob.clone();
+                async move {
+                    let target = p.url.clone().expect("a URL-mode elicitation");
+                    seen.lock()
+                        .expect("asked")
+                        .push((p.mode.clone(), target.clone()));
+                    tokio::task::spawn_blocking(move || {
+                        let b = Browser::new(1000, 900);
+                        oidc_sign_in(&b, &page, "bob");
+                        b.wait_for("#approver");
+                        connect_in_browser(&b, &target, "bob");
+                    })
+                    .await
+                    .expect("the browser");
+                    Ok(purra_protocol::types::ElicitResult::action(
+                        purra_protocol::types::ElicitAction::Accept,
+                    ))
+                }
+            });
+        let http =
+            HttpClientOptions::default().header("Authorization", format!("Bearer {bob_token}"));
+        let conn = Client::connect_http(&url, http, options)
+            .await
+            .expect("connect");
+        let r = conn.call_tool("whoami", json!({})).await.expect("a result");
+        conn.close().await;
+        r
+    });
+    assert_eq!(text(&answer), "bob", "{answer:?}");
+    assert_eq!(
+        *asked.lock().expect("asked"),
+        vec![(Some("url".to_owned()), format!("{page}/connect/files"))]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

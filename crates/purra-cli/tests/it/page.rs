@@ -28,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use peers::{fresh_dir, lines_of, peer, postgres_schema, python, repo_root};
+use peers::{fresh_dir, lines_of, oidc_sign_in, peer, postgres_schema, python, repo_root};
 use purra_core::{ApprovalGateway, ApprovalId, ApprovalState, Verdict};
 use serde_json::{json, Value};
 use webdriver::{Browser, WAIT};
@@ -643,19 +643,6 @@ fn a_decision_on_a_page_in_another_process_wakes_a_gateway_on_postgresql() {
     assert_eq!(shown["effect"], "committed");
     assert_eq!(shown["dispatches"], 1);
     assert_eq!(shown["decision"]["approver"], "ada (page)");
-}
-
-/// Signs in on `page` as `user` through the OpenID Connect provider: the page offers only the
-/// provider (token sign-in is off), and the provider's own login and consent forms are filled
-/// in the browser.
-fn oidc_sign_in(b: &Browser, page: &str, user: &str) {
-    b.goto(&format!("{page}login"));
-    b.click_css("#login-oidc");
-    b.type_css("input[name=login]", user);
-    b.type_css("input[name=password]", "any");
-    b.click_css("button.login-submit");
-    b.wait_for("input[name=prompt][value=consent]");
-    b.click_css("button.login-submit");
 }
 
 #[test]

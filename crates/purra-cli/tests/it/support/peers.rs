@@ -181,3 +181,16 @@ pub fn token_with_scope(issuer: &str, user: &str, resource: &str, scope: &str) -
         .trim()
         .to_owned()
 }
+
+/// Signs in on `page` as `user` through the OpenID Connect provider: the page offers only the
+/// provider (token sign-in is off), and the provider's own login and consent forms are filled
+/// in the browser.
+pub fn oidc_sign_in(b: &purra_store_tests::webdriver::Browser, page: &str, user: &str) {
+    b.goto(&format!("{page}login"));
+    b.click_css("#login-oidc");
+    b.type_css("input[name=login]", user);
+    b.type_css("input[name=password]", "any");
+    b.click_css("button.login-submit");
+    b.wait_for("input[name=prompt][value=consent]");
+    b.click_css("button.login-submit");
+}
