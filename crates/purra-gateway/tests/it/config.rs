@@ -1403,3 +1403,64 @@ fn mistakes_only_a_custom_parser_finds_are_placed_each_at_its_key() {
         ]
     );
 }
+
+/// The ```toml blocks of a markdown file, each with the line it starts on.
+fn toml_blocks(path: &str) -> Vec<(usize, String)> {
+    let page = std::fs::read_to_string(repo().join(path)).expect("the page");
+    let mut out = Vec::new();
+    let mut block: Option<(usize, String)> = None;
+    for (i, line) in page.lines().enumerate() {
+        match (&mut block, line) {
+            (None, "```toml") => block = Some((i + 2, String::new())),
+            (Some(_), "```") => out.extend(block.take()),
+            (Some((_, text)), l) => {
+                text.push_str(l);
+                text.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    out
+}
+
+/// Issue 45: every example file of the guide's page on calling upstreams as the person who
+/// asked, and of README's, reads without a mistake (and the page shows each of the four ways).
+#[test]
+fn every_identity_example_in_the_guide_reads() {
+    let mut modes = Vec::new();
+    for path in ["docs/src/gateway/identity.md", "README.md"] {
+        for (line, text) in toml_blocks(path) {
+            if let Err(e) = load_str(&format!("{path}:{line}"), &text) {
+                panic!("{path}, the block at line {line}: {e}");
+            }
+            let v: toml::Value = toml::from_str(&text).expect("toml");
+            for u in v
+                .get("upstreams")
+                .and_then(toml::Value::as_table)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(mode) = u.1.get("auth").and_then(|a| a.get("mode")) {
+                    modes.push((path, mode.as_str().expect("mode").to_owned()));
+                } else if u.1.get("per_principal").is_some() {
+                    modes.push((path, "per_principal".to_owned()));
+                }
+            }
+        }
+    }
+    let guide: Vec<&str> = modes
+        .iter()
+        .filter(|(p, _)| p.ends_with("identity.md"))
+        .map(|(_, m)| m.as_str())
+        .collect();
+    assert_eq!(
+        guide,
+        [
+            "token_exchange",
+            "oauth",
+            "per_principal",
+            "client_credentials"
+        ]
+    );
+    assert!(modes.iter().any(|(p, _)| *p == "README.md"), "{modes:?}");
+}
