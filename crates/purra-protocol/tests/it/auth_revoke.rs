@@ -14,26 +14,9 @@ use reqwest::Url;
 use serde_json::Value;
 
 use crate::auth_oidc::issuer;
+use crate::support::client_credentials_token;
 
 const SERVICE: (&str, &str) = ("purra-service", "service-secret");
-
-async fn token(http: &reqwest::Client, endpoint: &str) -> String {
-    let body: Value = http
-        .post(endpoint)
-        .basic_auth(SERVICE.0, Some(SERVICE.1))
-        .form(&[("grant_type", "client_credentials")])
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .map(|b| serde_json::from_slice(&b).unwrap())
-        .unwrap();
-    body["access_token"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no access token: {body}"))
-        .to_owned()
-}
 
 async fn active(http: &reqwest::Client, endpoint: &str, token: &str) -> bool {
     let body: Value = http
@@ -72,8 +55,8 @@ async fn a_revoked_token_is_no_longer_active_at_the_authorization_server() {
     let introspection = meta.introspection_endpoint.unwrap();
 
     let (kept, revoked) = (
-        token(&http, &token_endpoint).await,
-        token(&http, &token_endpoint).await,
+        client_credentials_token(&http, &token_endpoint, SERVICE).await,
+        client_credentials_token(&http, &token_endpoint, SERVICE).await,
     );
     assert!(active(&http, &introspection, &kept).await);
     assert!(active(&http, &introspection, &revoked).await);

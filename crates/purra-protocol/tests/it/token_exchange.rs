@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 const GATEWAY: &str = "purra-gateway";
 const GATEWAY_SECRET: &str = "gateway-secret";
 
+use crate::support::client_credentials_token;
 use crate::support::process::{python, repo_root};
 
 fn free_port() -> u16 {
@@ -157,21 +158,12 @@ async fn inbound(p: &Peers, user: &str) -> String {
 
 /// The gateway's own token (client credentials), its actor token.
 async fn gateway_token(p: &Peers) -> String {
-    let v: Value = reqwest::Client::new()
-        .post(token_endpoint(p))
-        .basic_auth(GATEWAY, Some(GATEWAY_SECRET))
-        .form(&[("grant_type", "client_credentials")])
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .map(|b| serde_json::from_slice(&b).unwrap())
-        .unwrap();
-    v["access_token"]
-        .as_str()
-        .expect("an access token")
-        .to_owned()
+    client_credentials_token(
+        &reqwest::Client::new(),
+        &token_endpoint(p),
+        (GATEWAY, GATEWAY_SECRET),
+    )
+    .await
 }
 
 fn claims(jwt: &str) -> Value {

@@ -76,3 +76,28 @@ pub async fn ask(raw: &mut RawEnd, frame: impl Into<String>) -> String {
     raw.send(frame.into()).await;
     recv(raw).await
 }
+
+/// An access token by the client credentials grant at `endpoint` for client `(id, secret)`
+/// (`client_secret_basic`).
+#[cfg(feature = "auth")]
+pub async fn client_credentials_token(
+    http: &reqwest::Client,
+    endpoint: &str,
+    (id, secret): (&str, &str),
+) -> String {
+    let body: serde_json::Value = http
+        .post(endpoint)
+        .basic_auth(id, Some(secret))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap();
+    body["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no access token: {body}"))
+        .to_owned()
+}
