@@ -424,7 +424,9 @@ pub enum CredentialsCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Delete a principal's credential at an upstream (all of them there without NAME).
+    /// Delete a principal's credential at an upstream (all of them there without NAME); an
+    /// OAuth connection is revoked at its authorization server too (RFC 7009) when it offers
+    /// that and the keys open it.
     Revoke {
         /// The principal.
         #[arg(long, value_name = "P")]
@@ -434,6 +436,9 @@ pub enum CredentialsCommand {
         upstream: String,
         /// Only this one.
         name: Option<String>,
+        /// The credential keys (to open an OAuth connection and revoke it at its server).
+        #[command(flatten)]
+        keys: KeysArgs,
         /// The store and output options.
         #[command(flatten)]
         store: StoreArgs,

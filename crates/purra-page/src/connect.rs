@@ -1205,10 +1205,21 @@ pub async fn revoke_connection(
     keys: &Keyring,
     key: &CredentialKey,
 ) -> Result<(bool, Option<String>), String> {
+    let (had, at_server) = revoke_connection_at_server(store, keys, key).await?;
+    Ok((had, at_server.err()))
+}
+
+/// [`revoke_connection`], saying what the authorization server did: `Ok(true)` revoked there,
+/// `Ok(false)` it names no revocation endpoint (or there was no connection), `Err` why it failed.
+pub async fn revoke_connection_at_server(
+    store: &dyn CredentialStore,
+    keys: &Keyring,
+    key: &CredentialKey,
+) -> Result<(bool, Result<bool, String>), String> {
     let at_server = match load(store, keys, key).await {
-        Ok(Some(l)) => revoke_at_server(&http_client(), &l.conn).await.err(),
-        Ok(None) => return Ok((false, None)),
-        Err(e) => Some(e),
+        Ok(Some(l)) => revoke_at_server(&http_client(), &l.conn).await,
+        Ok(None) => return Ok((false, Ok(false))),
+        Err(e) => Err(e),
     };
     let had = store
         .delete_credential(key.clone())

@@ -138,6 +138,7 @@ pub async fn run(command: CredentialsCommand) -> Result<(), Failure> {
             principal,
             upstream,
             name,
+            keys,
             ..
         } => {
             let (location, db) = store::open_located(args).await?;
@@ -155,14 +156,38 @@ pub async fn run(command: CredentialsCommand) -> Result<(), Failure> {
                     .map(|c| c.key)
                     .collect(),
             };
+            // The keys are needed only to revoke an OAuth connection at its server.
+            let ring = keyring(keys).ok();
             let mut revoked = Vec::new();
             for key in targets {
-                if credentials
-                    .delete_credential(key.clone())
-                    .await
-                    .map_err(|e| store::failure("revoking the credential", e))?
-                {
-                    revoked.push(key);
+                let oauth = matches!(
+                    credentials.credential(key.clone()).await,
+                    Ok(Some(r)) if r.info.kind == CredentialKind::OAuth
+                );
+                let (had, at_server) = match (&ring, oauth) {
+                    (Some(ring), true) => {
+                        let (had, at_server) = purra_page::connect::revoke_connection_at_server(
+                            credentials.as_ref(),
+                            ring,
+                            &key,
+                        )
+                        .await
+                        .map_err(|why| Failure::store("store", why))?;
+                        (had, Some(at_server))
+                    }
+                    _ => {
+                        let had = credentials
+                            .delete_credential(key.clone())
+                            .await
+                            .map_err(|e| store::failure("revoking the credential", e))?;
+                        (
+                            had,
+                            oauth.then(|| Err("no credential keys to open it".to_owned())),
+                        )
+                    }
+                };
+                if had {
+                    revoked.push((key, at_server));
                 }
             }
             if revoked.is_empty() {
@@ -176,12 +201,36 @@ pub async fn run(command: CredentialsCommand) -> Result<(), Failure> {
                 ));
             }
             if json_out {
-                let all: Vec<Value> = revoked.iter().map(key_json).collect();
+                let all: Vec<Value> = revoked
+                    .iter()
+                    .map(|(key, at_server)| {
+                        let mut v = key_json(key);
+                        if let Some(at_server) = at_server {
+                            v["atAuthorizationServer"] = match at_server {
+                                Ok(true) => json!("revoked"),
+                                Ok(false) => json!("not offered"),
+                                Err(why) => json!({ "notRevoked": why }),
+                            };
+                        }
+                        v
+                    })
+                    .collect();
                 print_json(&json!({ "revoked": all }));
             } else {
-                for key in &revoked {
+                for (key, at_server) in &revoked {
+                    let server = match at_server {
+                        None => String::new(),
+                        Some(Ok(true)) => " (and at its authorization server)".to_owned(),
+                        Some(Ok(false)) => {
+                            " (its authorization server offers no revocation)".to_owned()
+                        }
+                        Some(Err(why)) => format!(
+                            " (not at its authorization server: {})",
+                            crate::term::for_stdout(why)
+                        ),
+                    };
                     println!(
-                        "revoked {} of principal {} at upstream {}",
+                        "revoked {} of principal {} at upstream {}{server}",
                         crate::term::for_stdout(&key.name),
                         crate::term::for_stdout(&key.principal),
                         crate::term::for_stdout(&key.upstream)

@@ -750,6 +750,7 @@ scope = "open"
     let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = asked.clone();
     let page_for_bob = format!("{page}/");
+    let (url_for_bob, token_for_bob) = (url.clone(), bob_token.clone());
     let answer = rt.block_on(async move {
         let mut options = ClientOptions::default();
         options.protocol_version = purra_protocol::ProtocolVersion::V2025_11_25;
@@ -776,8 +777,8 @@ scope = "open"
                 }
             });
         let http =
-            HttpClientOptions::default().header("Authorization", format!("Bearer {bob_token}"));
-        let conn = Client::connect_http(&url, http, options)
+            HttpClientOptions::default().header("Authorization", format!("Bearer {token_for_bob}"));
+        let conn = Client::connect_http(&url_for_bob, http, options)
             .await
             .expect("connect");
         let r = conn.call_tool("whoami", json!({})).await.expect("a result");
@@ -788,6 +789,46 @@ scope = "open"
     assert_eq!(
         *asked.lock().expect("asked"),
         vec![(Some("url".to_owned()), format!("{page}/connect/files"))]
+    );
+
+    // An operator revokes bob's connection: at the upstream's authorization server too (RFC
+    // 7009), and bob is asked to connect again.
+    let bob = purra_core::principal_name(&issuer, "bob");
+    let out = Command::new(purra_bin())
+        .args([
+            "credentials",
+            "revoke",
+            "--principal",
+            &bob,
+            "--upstream",
+            "files",
+            "--db",
+        ])
+        .arg(dir.join("gateway.db"))
+        .arg("--keys")
+        .arg(dir.join("credential.keys"))
+        .output()
+        .expect("purra credentials revoke");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "revoked oauth of principal {bob} at upstream files (and at its authorization \
+             server)\n"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = SdkClient::start(
+        Sdk::Python,
+        &url,
+        Some(&bob_token),
+        json!([{"call": "whoami", "args": {}}]),
+    )
+    .finish();
+    let (answer, is_error) = result_text(steps_of(&lines)[0]);
+    assert!(
+        is_error && answer.contains("upstream_not_connected"),
+        "{answer}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

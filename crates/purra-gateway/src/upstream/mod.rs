@@ -242,6 +242,15 @@ impl Upstream {
         };
         credentials.update(who);
         let slot = pool.take(&who.principal).map_err(|_| UpstreamError::Busy)?;
+        // The credential is obtained for every call, an open connection's too: one revoked or
+        // gone since is refused now, cleanly, and the connection made with it is closed.
+        let with = match credentials.connect_as(who).await {
+            Ok(w) => w,
+            Err(e) => {
+                slot.0.close().await;
+                return Err(UpstreamError::Credential(e));
+            }
+        };
         if let Some(live) = slot.0.live().filter(|l| l.is_current()) {
             return Ok(PrincipalLive { live, slot });
         }
@@ -267,10 +276,6 @@ impl Upstream {
         let (conn, monitor) = match reuse {
             Some(c) => c,
             None => {
-                let with = credentials
-                    .connect_as(who)
-                    .await
-                    .map_err(UpstreamError::Credential)?;
                 let conn = Arc::new(self.connect(&with).await?);
                 let monitor = CatalogMonitor::attach(&conn);
                 (conn, monitor)

@@ -145,7 +145,8 @@ impl Slot {
             .then(|| *self.last_used.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    async fn close(&self) {
+    /// Closes its connection (its process, for stdio), if any.
+    pub async fn close(&self) {
         let live = self.live.write().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(live) = live {
             live.monitor.close();
