@@ -111,8 +111,9 @@ fn main() {
         let _runtime = runtime.enter();
         t.shutdown();
     }
-    // Dropping the runtime stops leftover tasks; a stdio server child is reaped by its handle.
-    drop(runtime);
+    // Shutting the runtime down stops leftover tasks (a stdio server child is reaped by its
+    // handle); a blocking task still running past a few seconds does not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     match outcome {
         Ok(()) => {}
         Err(Failure::ToolError) => std::process::exit(exit::TOOL_ERROR),
