@@ -92,6 +92,7 @@ struct Scenario {
     record: PathBuf,
     gateway: Child,
     log: Arc<std::sync::Mutex<Vec<String>>>,
+    metrics: String,
     _peers: Vec<Peer>,
 }
 
@@ -124,6 +125,7 @@ impl Scenario {
         let key = purra_core::vault::Keyring::new_key_line("k1").expect("a key line");
         std::fs::write(dir.join("credential.keys"), key.as_str()).expect("key file");
         let env_server = peer(repo_root().join("peers/python/token_env_server.py"));
+        let metrics = format!("127.0.0.1:{}", free_port());
         let text = format!(
             r#"[gateway]
 name = "gw"
@@ -133,6 +135,9 @@ approval_wait = "60s"
 progress_interval = "1s"
 credential_keys = "credential.keys"
 max_calls_per_minute_per_caller = 60000
+
+[telemetry]
+metrics_listen = {metrics:?}
 
 [gateway.auth]
 issuer = {issuer:?}
@@ -212,6 +217,7 @@ arguments = ["len(value) <= 40"]
             record,
             gateway,
             log,
+            metrics,
             _peers: vec![idp, up],
         }
     }
@@ -238,11 +244,21 @@ arguments = ["len(value) <= 40"]
             .collect()
     }
 
-    /// Fails when a log line carries any of `secrets`, the gateway's client secret, or a JWT
+    /// Fails when a log line or the metrics page carries any of `secrets`, the gateway's client
+    /// secret, or a JWT
     /// (an inbound or an exchanged token: `eyJ...` header and payload).
     fn assert_log_holds_no_secret(&self, secrets: &[&str]) {
-        let log = self.log.lock().expect("log");
+        let mut log = self.log.lock().expect("log").clone();
         assert!(!log.is_empty());
+        // The Prometheus endpoint's page too.
+        let scraped = http("GET", &format!("http://{}/metrics", self.metrics), &[], "");
+        assert_eq!(scraped.status, 200);
+        assert!(
+            scraped.body.contains("purra_gateway_requests_total"),
+            "{}",
+            scraped.body
+        );
+        log.extend(scraped.body.lines().map(str::to_owned));
         for line in log.iter() {
             for s in secrets.iter().chain([&GATEWAY_SECRET]) {
                 assert!(!line.contains(s), "a log line carries a secret: {line}");
@@ -384,67 +400,98 @@ fn alice_and_bob_reach_the_upstream_as_themselves() {
 #[test]
 fn a_write_is_sent_with_a_credential_obtained_after_its_approval() {
     let sc = Scenario::start("write");
-    let alice = sc.token("alice");
-    let mut client = SdkClient::start(
-        Sdk::Python,
-        &sc.url,
-        Some(&alice),
-        json!([{"call": "set_value", "args": {"value": "v1"}}]),
-    );
-    // The approval waits; nothing reached the upstream.
-    let id = crate::support::run::wait_approval(&sc.db(), "the write's approval", |a| {
-        a["state"] == "pending"
-    });
-    assert!(client.running());
+    let users = [("alice", Sdk::Python), ("bob", Sdk::Node)];
+    let tokens: Vec<String> = users.iter().map(|(u, _)| sc.token(u)).collect();
+    let mut clients: Vec<SdkClient> = users
+        .iter()
+        .zip(&tokens)
+        .map(|((user, sdk), token)| {
+            SdkClient::start(
+                *sdk,
+                &sc.url,
+                Some(token),
+                json!([{"call": "set_value", "args": {"value": format!("v-{user}")}}]),
+            )
+        })
+        .collect();
+    // Both approvals wait; nothing reached the upstream.
+    let start = Instant::now();
+    let pending = loop {
+        let list = crate::support::run::approvals_json(&sc.db(), &["list"]);
+        let ids: Vec<String> = list["approvals"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["state"] == "pending")
+            .map(|a| a["id"].as_str().expect("id").to_owned())
+            .collect();
+        if ids.len() == 2 {
+            break ids;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "two pending approvals expected: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(clients.iter_mut().all(SdkClient::running));
     assert!(sc.recorded().is_empty(), "{:?}", sc.recorded());
     std::thread::sleep(Duration::from_millis(1100));
     let approved_at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("now")
         .as_secs();
-    let out = Command::new(purra_bin())
-        .args([
-            "approvals",
-            "approve",
-            &id,
-            "--db",
-            &sc.db(),
-            "--approver",
-            "ops",
-        ])
-        .output()
-        .expect("purra approvals approve");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines = client.finish();
-    let steps = steps_of(&lines);
-    let (answer, is_error) = result_text(steps[0]);
-    assert!(!is_error, "{answer}");
-    let v: Value = serde_json::from_str(&answer).expect("the upstream's JSON");
-    assert_eq!(v["sub"], "alice");
-    assert_eq!(v["act"], GATEWAY_CLIENT);
-    // The token it went with was issued after the approval (exchanged at dispatch).
-    let iat = v["iat"].as_u64().expect("iat");
-    assert!(
-        iat >= approved_at,
-        "issued at {iat}, approved at {approved_at}"
-    );
+    for id in &pending {
+        let out = Command::new(purra_bin())
+            .args([
+                "approvals",
+                "approve",
+                id,
+                "--db",
+                &sc.db(),
+                "--approver",
+                "ops",
+            ])
+            .output()
+            .expect("purra approvals approve");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for (client, (user, _)) in clients.into_iter().zip(users) {
+        let lines = client.finish();
+        let steps = steps_of(&lines);
+        let (answer, is_error) = result_text(steps[0]);
+        assert!(!is_error, "{user}: {answer}");
+        let v: Value = serde_json::from_str(&answer).expect("the upstream's JSON");
+        assert_eq!(v["sub"], user);
+        assert_eq!(v["act"], GATEWAY_CLIENT);
+        // The token it went with was issued after the approval (exchanged at dispatch).
+        let iat = v["iat"].as_u64().expect("iat");
+        assert!(
+            iat >= approved_at,
+            "{user}: issued at {iat}, approved at {approved_at}"
+        );
+        // The receipt names who the upstream was called as, never a token.
+        assert_eq!(
+            steps[0]["result"]["_meta"]["io.purra/calledAs"],
+            format!("sub={user} act={GATEWAY_CLIENT}"),
+            "{}",
+            steps[0]
+        );
+    }
+    let mut recorded = sc.recorded();
+    recorded.sort();
     assert_eq!(
-        sc.recorded(),
-        vec![format!("set_value alice {GATEWAY_CLIENT} v1")]
+        recorded,
+        vec![
+            format!("set_value alice {GATEWAY_CLIENT} v-alice"),
+            format!("set_value bob {GATEWAY_CLIENT} v-bob"),
+        ]
     );
-    // The receipt names who the upstream was called as, never a token.
-    let meta = &steps[0]["result"]["_meta"];
-    assert_eq!(
-        meta["io.purra/calledAs"],
-        format!("sub=alice act={GATEWAY_CLIENT}"),
-        "{}",
-        steps[0]
-    );
-    sc.assert_log_holds_no_secret(&[&alice]);
+    sc.assert_log_holds_no_secret(&[&tokens[0], &tokens[1]]);
 }
 
 #[test]
