@@ -942,8 +942,8 @@ pub struct OAuthClientAuth {
     /// The authorization server's issuer URL (its metadata is read from there). https, or
     /// plain http on a loopback host.
     pub issuer: String,
-    /// The token endpoint (default: the one the issuer's metadata names). On the issuer's
-    /// origin.
+    /// The token endpoint, on the issuer's origin (required for `token_exchange`; for
+    /// `client_credentials` the default is the one the issuer's metadata names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_endpoint: Option<String>,
     /// The gateway's client id at the authorization server.

@@ -68,7 +68,15 @@ fn section(root: &Value, node: &Value, path: &str, out: &mut String) {
     if path.is_empty() {
         out.push_str("\n### The file's top-level tables\n\n");
     } else {
-        out.push_str(&format!("\n### `[{path}]`\n\n"));
+        // A variant of a table chosen by its `mode` says so in its heading.
+        let mode = props
+            .get("mode")
+            .and_then(|m| m.get("const"))
+            .and_then(Value::as_str);
+        match mode {
+            Some(mode) => out.push_str(&format!("\n### `[{path}]` with `mode = \"{mode}\"`\n\n")),
+            None => out.push_str(&format!("\n### `[{path}]`\n\n")),
+        }
         if let Some(d) = node.get("description").and_then(Value::as_str) {
             out.push_str(&one_line(d));
             out.push_str("\n\n");
@@ -101,7 +109,11 @@ fn section(root: &Value, node: &Value, path: &str, out: &mut String) {
         } else {
             format!("{path}.{key}")
         };
-        if inner.get("properties").is_some() {
+        if let Some(variants) = tagged_variants(root, p) {
+            for v in variants {
+                section(root, v, &here, out);
+            }
+        } else if inner.get("properties").is_some() {
             section(root, inner, &here, out);
         } else if let Some(item) = inner
             .get("additionalProperties")
@@ -111,6 +123,22 @@ fn section(root: &Value, node: &Value, path: &str, out: &mut String) {
             section(root, item, &format!("{here}.NAME"), out);
         }
     }
+}
+
+/// The variants of a table chosen by its `mode` key (`[upstreams.ID.auth]`), each an object
+/// whose `mode` is a constant; none for any other value.
+fn tagged_variants<'a>(root: &'a Value, p: &'a Value) -> Option<Vec<&'a Value>> {
+    let p = non_null(root, p);
+    let variants: Vec<&Value> = p
+        .get("oneOf")
+        .and_then(Value::as_array)?
+        .iter()
+        .map(|b| deref(root, b))
+        .collect();
+    variants
+        .iter()
+        .all(|v| v["properties"]["mode"].get("const").is_some())
+        .then_some(variants)
 }
 
 /// `p` without the `null` of an optional value, its `$ref` followed.
