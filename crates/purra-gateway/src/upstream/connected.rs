@@ -110,11 +110,12 @@ mod tests {
         let err = connected.connect_as(&who("bob")).await.unwrap_err();
         assert_eq!(
             err,
-            CredentialError::Missing(
-                "bob has no connection to upstream \"files\": connect at \
-                 https://gw.example/connect/files"
-                    .into()
-            )
+            CredentialError::Unconnected {
+                why: "bob has no connection to upstream \"files\": connect at \
+                      https://gw.example/connect/files"
+                    .into(),
+                url: "https://gw.example/connect/files".into(),
+            }
         );
         assert_eq!(connected.called_as(&who("bob")), None);
 
