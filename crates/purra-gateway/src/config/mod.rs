@@ -5,7 +5,7 @@
 //! One set of types is the configuration's only declaration: they derive serde
 //! (`deny_unknown_fields`), so an embedding host can build them in code or deserialize them from
 //! any format, and schemars, from which come the JSON Schema ([`json_schema`], published as
-//! `docs/src/reference/gateway.schema.json` for editors), the reference page ([`reference`]) and
+//! `docs/src/reference/gateway.schema.json` for editors), the reference page ([`reference`](mod@reference)) and
 //! the reading of a file with every mistake at once, each with its file, line and key
 //! ([`load_str`], [`load_file`]; [`crate::load`] also reads the policy files it names).
 //! [`GatewayConfig::check`] is the part of the validation that needs no file (names, scope rules,
