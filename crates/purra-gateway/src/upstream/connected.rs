@@ -76,6 +76,16 @@ impl Credentials for Connected {
         })
     }
 
+    fn still_held<'a>(&'a self, who: &'a Who) -> BoxFuture<'a, Result<(), CredentialError>> {
+        Box::pin(async move {
+            self.0
+                .access(&who.principal, None)
+                .await
+                .map(drop)
+                .map_err(|e| credential_error(e, self.0.connect_url()))
+        })
+    }
+
     fn called_as(&self, who: &Who) -> Option<String> {
         self.0.called_as(&who.principal).map(|s| format!("sub={s}"))
     }

@@ -162,7 +162,6 @@ impl Credentials for Exchanged {
                     self.0.upstream
                 )));
             }
-            self.update(who);
             let auth = PrincipalAuth {
                 inner: self.0.clone(),
                 principal: who.principal.clone(),
@@ -240,25 +239,47 @@ impl StoredSecrets {
     }
 }
 
+impl StoredSecrets {
+    /// `who`'s stored record `name`, or why there is none.
+    async fn record(
+        &self,
+        who: &Who,
+        name: &str,
+    ) -> Result<(CredentialKey, purra_core::CredentialRecord), CredentialError> {
+        let key = CredentialKey::new(&who.principal, &self.upstream, name);
+        key.check()
+            .map_err(|e| CredentialError::Unavailable(e.to_string()))?;
+        let record = self
+            .store
+            .credential(key.clone())
+            .await
+            .map_err(|e| CredentialError::Unavailable(format!("the store failed: {e}")))?;
+        match record {
+            Some(r) => Ok((key, r)),
+            None => Err(CredentialError::Missing(format!(
+                "{} has no credential {name:?} for upstream {:?}: set it with `purra credentials \
+                 set --principal {} --upstream {} {name}`",
+                who.principal, self.upstream, who.principal, self.upstream
+            ))),
+        }
+    }
+}
+
 impl Credentials for StoredSecrets {
+    fn still_held<'a>(&'a self, who: &'a Who) -> BoxFuture<'a, Result<(), CredentialError>> {
+        Box::pin(async move {
+            for name in self.env_from_credential.values() {
+                self.record(who, name).await?;
+            }
+            Ok(())
+        })
+    }
+
     fn connect_as<'a>(&'a self, who: &'a Who) -> BoxFuture<'a, Result<ConnectAs, CredentialError>> {
         Box::pin(async move {
             let mut env = Vec::new();
             for (var, name) in &self.env_from_credential {
-                let key = CredentialKey::new(&who.principal, &self.upstream, name);
-                key.check()
-                    .map_err(|e| CredentialError::Unavailable(e.to_string()))?;
-                let record =
-                    self.store.credential(key.clone()).await.map_err(|e| {
-                        CredentialError::Unavailable(format!("the store failed: {e}"))
-                    })?;
-                let Some(record) = record else {
-                    return Err(CredentialError::Missing(format!(
-                        "{} has no credential {name:?} for upstream {:?}: set it with `purra \
-                         credentials set --principal {} --upstream {} {name}`",
-                        who.principal, self.upstream, who.principal, self.upstream
-                    )));
-                };
+                let (key, record) = self.record(who, name).await?;
                 let secret = self
                     .keys
                     .open(&key, CredentialKind::Secret, &record.sealed)

@@ -242,16 +242,13 @@ impl Upstream {
         };
         credentials.update(who);
         let slot = pool.take(&who.principal).map_err(|_| UpstreamError::Busy)?;
-        // The credential is obtained for every call, an open connection's too: one revoked or
-        // gone since is refused now, cleanly, and the connection made with it is closed.
-        let with = match credentials.connect_as(who).await {
-            Ok(w) => w,
-            Err(e) => {
+        // An open connection's credential is checked on every call: one revoked or gone since
+        // is refused now, cleanly, and the connection made with it is closed.
+        if let Some(live) = slot.0.live().filter(|l| l.is_current()) {
+            if let Err(e) = credentials.still_held(who).await {
                 slot.0.close().await;
                 return Err(UpstreamError::Credential(e));
             }
-        };
-        if let Some(live) = slot.0.live().filter(|l| l.is_current()) {
             return Ok(PrincipalLive { live, slot });
         }
         let held = slot.0.clone();
@@ -276,6 +273,10 @@ impl Upstream {
         let (conn, monitor) = match reuse {
             Some(c) => c,
             None => {
+                let with = credentials
+                    .connect_as(who)
+                    .await
+                    .map_err(UpstreamError::Credential)?;
                 let conn = Arc::new(self.connect(&with).await?);
                 let monitor = CatalogMonitor::attach(&conn);
                 (conn, monitor)

@@ -95,6 +95,15 @@ pub(crate) trait Credentials: Send + Sync + 'static {
     fn needs_caller_token(&self) -> bool {
         false
     }
+    /// Whether `who` still holds its credential, checked on each call of its open connection:
+    /// cheap (no secret opened, nothing written); `Err` refuses the call and closes the
+    /// connection made with it. By default nothing to check (each request obtains its own).
+    fn still_held<'a>(
+        &'a self,
+        _who: &'a Who,
+    ) -> purra_protocol::auth::BoxFuture<'a, Result<(), CredentialError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
     /// Tells the credential of `who` that a newer inbound token came (a refreshed one): the
     /// next request of its connection exchanges that one.
     fn update(&self, _who: &Who) {}
