@@ -27,3 +27,13 @@ pub(crate) fn read_secret_file(path: &Path) -> Result<String, String> {
     }
     Ok(secret.to_owned())
 }
+
+/// The secret in the environment variable `var`, trimmed: not empty.
+pub(crate) fn read_secret_env(var: &str) -> Result<String, String> {
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_owned()),
+        _ => Err(format!(
+            "the environment variable {var} is not set or empty"
+        )),
+    }
+}

@@ -27,15 +27,8 @@ impl AuthPlan {
             Some(i) => Some(match (&i.client_secret_file, &i.client_secret_env) {
                 (Some(file), _) => read_secret_file(file)
                     .map_err(|why| source.error(&format!("{key}.client_secret_file"), why))?,
-                (None, Some(var)) => match std::env::var(var) {
-                    Ok(v) if !v.trim().is_empty() => v.trim().to_owned(),
-                    _ => {
-                        return Err(source.error(
-                            &format!("{key}.client_secret_env"),
-                            format!("the environment variable {var} is not set or empty"),
-                        ))
-                    }
-                },
+                (None, Some(var)) => crate::config::secret::read_secret_env(var)
+                    .map_err(|why| source.error(&format!("{key}.client_secret_env"), why))?,
                 (None, None) => {
                     return Err(source.error(key, "needs client_secret_file or client_secret_env"))
                 }

@@ -369,15 +369,11 @@ impl Target {
                     .map_err(|why| source.error(&format!("{key}.secret_file"), why))?,
                 "secret_file",
             )),
-            (None, Some(var)) => match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => Some((v.trim().to_owned(), "secret_env")),
-                _ => {
-                    return Err(source.error(
-                        &format!("{key}.secret_env"),
-                        format!("the environment variable {var} is not set or empty"),
-                    ))
-                }
-            },
+            (None, Some(var)) => Some((
+                crate::config::secret::read_secret_env(var)
+                    .map_err(|why| source.error(&format!("{key}.secret_env"), why))?,
+                "secret_env",
+            )),
             (None, None) => None,
         };
         let secret = match text {

@@ -15,7 +15,7 @@ use purra_protocol::auth::{
     UrlPolicy,
 };
 
-use crate::config::secret::read_secret_file;
+use crate::config::secret::{read_secret_env, read_secret_file};
 use crate::config::{
     OAuthClientAuth, UpstreamAuth, UpstreamConfig, DEFAULT_MAX_PRINCIPALS,
     DEFAULT_PRINCIPAL_IDLE_TIMEOUT,
@@ -75,13 +75,9 @@ fn client_secret(c: &OAuthClientAuth) -> Result<ClientSecret, (String, String)> 
             .map_err(|why| ("client_secret_file".into(), why));
     }
     if let Some(var) = &c.client_secret_env {
-        return match std::env::var(var) {
-            Ok(v) if !v.trim().is_empty() => Ok(ClientSecret::Secret(v.trim().to_owned())),
-            _ => Err((
-                "client_secret_env".into(),
-                format!("the environment variable {var} is not set"),
-            )),
-        };
+        return read_secret_env(var)
+            .map(ClientSecret::Secret)
+            .map_err(|why| ("client_secret_env".into(), why));
     }
     Err((
         String::new(),
