@@ -126,6 +126,29 @@ impl Scenario {
         std::fs::write(dir.join("credential.keys"), key.as_str()).expect("key file");
         let env_server = peer(repo_root().join("peers/python/token_env_server.py"));
         let metrics = format!("127.0.0.1:{}", free_port());
+        // Spans go to the OTLP receiver, approval and effect events to the webhook receiver:
+        // both are scanned for tokens and secrets with the log.
+        let mut otlp = Command::new(peer(peers_dir().join("venv-otel/bin/python")));
+        otlp.arg(peer(repo_root().join("peers/python/otlp_receiver.py")))
+            .arg("--out")
+            .arg(dir.join("otlp.jsonl"));
+        let (otlp, otlp_url) = start_peer(otlp, "listening ");
+        // A Standard Webhooks signing secret (the receiver verifies every delivery with it).
+        std::fs::write(
+            dir.join("ops.whsec"),
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        )
+        .expect("webhook secret");
+        let mut hooks = Command::new(peer(peers_dir().join("venv-webhooks/bin/python")));
+        hooks
+            .arg(peer(repo_root().join("peers/python/webhook_receiver.py")))
+            .arg("--ledger")
+            .arg(dir.join("hooks.jsonl"))
+            .arg("--secret-file")
+            .arg(dir.join("ops.whsec"))
+            .args(["--port", "0"]);
+        let (hooks, port) = start_peer(hooks, "{\"port\": ");
+        let hooks_url = format!("http://127.0.0.1:{}/hooks/ops", port.trim_end_matches('}'));
         let text = format!(
             r#"[gateway]
 name = "gw"
@@ -138,6 +161,13 @@ max_calls_per_minute_per_caller = 60000
 
 [telemetry]
 metrics_listen = {metrics:?}
+otlp_endpoint = {otlp_url:?}
+metrics_interval = "1s"
+
+[webhooks.ops]
+url = {hooks_url:?}
+secret_file = "ops.whsec"
+events = ["approval.pending", "approval.decided", "effect.committed", "effect.unknown"]
 
 [gateway.auth]
 issuer = {issuer:?}
@@ -218,7 +248,7 @@ arguments = ["len(value) <= 40"]
             gateway,
             log,
             metrics,
-            _peers: vec![idp, up],
+            _peers: vec![idp, up, otlp, hooks],
         }
     }
 
@@ -244,12 +274,25 @@ arguments = ["len(value) <= 40"]
             .collect()
     }
 
-    /// Fails when a log line or the metrics page carries any of `secrets`, the gateway's client
-    /// secret, or a JWT
+    /// Fails when a log line, the metrics page, an exported span or a webhook delivery carries
+    /// any of `secrets`, the gateway's client secret, or a JWT
     /// (an inbound or an exchanged token: `eyJ...` header and payload).
     fn assert_log_holds_no_secret(&self, secrets: &[&str]) {
         let mut log = self.log.lock().expect("log").clone();
         assert!(!log.is_empty());
+        // The spans exported so far (at least one is waited for) and the webhook deliveries.
+        let start = Instant::now();
+        let spans = loop {
+            let text = std::fs::read_to_string(self.dir.join("otlp.jsonl")).unwrap_or_default();
+            if text.contains("\"signal\": \"span\"") {
+                break text;
+            }
+            assert!(start.elapsed() < LIMIT, "no span was exported");
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        log.extend(spans.lines().map(str::to_owned));
+        let hooks = std::fs::read_to_string(self.dir.join("hooks.jsonl")).unwrap_or_default();
+        log.extend(hooks.lines().map(str::to_owned));
         // The Prometheus endpoint's page too.
         let scraped = http("GET", &format!("http://{}/metrics", self.metrics), &[], "");
         assert_eq!(scraped.status, 200);
@@ -491,6 +534,21 @@ fn a_write_is_sent_with_a_credential_obtained_after_its_approval() {
             format!("set_value bob {GATEWAY_CLIENT} v-bob"),
         ]
     );
+    // The two approvals' pending and decided events and the two effects' were delivered,
+    // each verified by the receiver (and all are scanned below).
+    let start = Instant::now();
+    while std::fs::read_to_string(sc.dir.join("hooks.jsonl"))
+        .unwrap_or_default()
+        .matches("\"verified\": true")
+        .count()
+        < 6
+    {
+        assert!(
+            start.elapsed() < LIMIT,
+            "the effects' webhook events did not come"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     sc.assert_log_holds_no_secret(&[&tokens[0], &tokens[1]]);
 }
 
