@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
 use purra_core::vault::{Keyring, Secret};
 use purra_core::{
     CredentialFilter, CredentialInfo, CredentialKey, CredentialKind, CredentialMeta,
@@ -236,12 +235,9 @@ fn at_secs(secs: u64) -> SystemTime {
 
 /// `sub` of a JWT access token, read without checking it (it only labels the receipt).
 pub fn token_subject(jwt: &str) -> Option<String> {
-    let payload = jwt.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    claims["sub"].as_str().map(str::to_owned)
+    purra_protocol::auth::unverified_jwt_claims(jwt)?["sub"]
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// Why a connection cannot be used; the text names no token.

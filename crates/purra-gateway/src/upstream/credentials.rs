@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use base64::Engine as _;
 use purra_core::vault::Keyring;
 use purra_core::{CredentialKey, CredentialKind, CredentialStore};
 use purra_protocol::auth::{BoxFuture, ExchangeCache, ExchangeRequest, ValidatedToken};
@@ -112,11 +111,7 @@ impl ExchangedInner {
 /// `sub` (and `act.sub`) of a JWT, read without checking anything: the token came from the
 /// authorization server just now; this only labels the receipt.
 fn identity_of(jwt: &str) -> Option<String> {
-    let payload = jwt.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let claims = purra_protocol::auth::unverified_jwt_claims(jwt)?;
     let sub = claims["sub"].as_str()?;
     Some(match claims["act"]["sub"].as_str() {
         Some(actor) => format!("sub={sub} act={actor}"),
@@ -308,6 +303,7 @@ mod tests {
 
     #[test]
     fn the_receipt_names_sub_and_act_of_the_issued_token() {
+        use base64::Engine as _;
         let b64 = |v: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
         let jwt = format!(
             "{}.{}.sig",
