@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::support::peers;
+use crate::support::peers::free_port;
 use crate::support::run::{approvals_json, dechunk, ledger_lines, purra_bin, result_text, LIMIT};
 
 use peers::{fresh_dir, lines_of, peer, postgres_url, python, repo_root};
@@ -53,14 +54,6 @@ fn haproxy_bin() -> String {
         })
         .to_string_lossy()
         .into_owned()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 /// A small deterministic generator (splitmix64) for the kill points.

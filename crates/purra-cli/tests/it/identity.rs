@@ -21,27 +21,17 @@ use serde_json::{json, Value};
 
 use crate::support::clients::{serving, Sdk, SdkClient};
 use crate::support::peers::{
-    fresh_dir, lines_of, node, oidc_issuer, oidc_sign_in, peer, peers_dir, python, repo_root,
-    token_with_scope,
+    free_port, fresh_dir, lines_of, node, oidc_issuer, oidc_sign_in, peer, peers_dir, python,
+    repo_root, token_with_scope,
 };
-use crate::support::run::{http, purra_bin, result_text, steps_of, LIMIT};
+use crate::support::run::{http, purra_bin, result_text, steps_of, Killed, LIMIT};
 use purra_store_tests::webdriver::Browser;
 
 const GATEWAY_CLIENT: &str = "purra-gateway";
 const GATEWAY_SECRET: &str = "gateway-secret";
 
-/// A started peer, ended when dropped (it also exits when its stdin closes).
-struct Peer(Child);
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `cmd` and returns it with what follows `prefix` on the first stdout line that has it.
-fn start_peer(mut cmd: Command, prefix: &str) -> (Peer, String) {
+fn start_peer(mut cmd: Command, prefix: &str) -> (Killed, String) {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -59,7 +49,7 @@ fn start_peer(mut cmd: Command, prefix: &str) -> (Peer, String) {
         }
     };
     std::thread::spawn(move || lines.for_each(drop));
-    (Peer(child), found)
+    (Killed(child), found)
 }
 
 /// Waits until something accepts connections at `url`'s port (uvicorn prints before binding).
@@ -75,14 +65,6 @@ fn wait_listening(url: &str) {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// The scenario: idpyoidc, the resource server, the gateway in front of it and of the stdio
 /// server, and a key file for the principals' stored secrets.
 struct Scenario {
@@ -93,7 +75,7 @@ struct Scenario {
     gateway: Child,
     log: Arc<std::sync::Mutex<Vec<String>>>,
     metrics: String,
-    _peers: Vec<Peer>,
+    _peers: Vec<Killed>,
 }
 
 impl Drop for Scenario {
@@ -647,7 +629,7 @@ fn children_running(parent: u32, script: &str) -> usize {
 
 /// The upstream's own authorization server: oidc-provider naming itself `http://localhost:PORT`
 /// (another site than the page's `127.0.0.1`), its issuer URL.
-fn upstream_issuer() -> (Peer, String) {
+fn upstream_issuer() -> (Killed, String) {
     let mut cmd = Command::new(node());
     cmd.arg("server.mjs")
         .current_dir(repo_root().join("peers/oidc"))

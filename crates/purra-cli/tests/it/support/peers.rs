@@ -194,3 +194,12 @@ pub fn oidc_sign_in(b: &purra_store_tests::webdriver::Browser, page: &str, user:
     b.wait_for("input[name=prompt][value=consent]");
     b.click_css("button.login-submit");
 }
+
+/// A port free on the loopback address now (for a peer that must be told its port up front).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
