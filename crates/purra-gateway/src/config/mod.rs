@@ -1471,31 +1471,32 @@ impl GatewayConfig {
                     "private_key_alg and key_id are for private_key_file".into(),
                 ));
             }
-            match auth {
-                UpstreamAuth::TokenExchange(_) if self.gateway.auth.is_none() => out.push((
+            // Every one of these at once (a `match` would stop at the first).
+            let exchange = matches!(auth, UpstreamAuth::TokenExchange(_));
+            if exchange && self.gateway.auth.is_none() {
+                out.push((
                     format!("{at}.mode"),
                     "token_exchange exchanges each caller's validated token: it needs \
                      [gateway.auth]"
                         .into(),
-                )),
-                UpstreamAuth::TokenExchange(_) if c.token_endpoint.is_none() => out.push((
+                ));
+            }
+            if exchange && c.token_endpoint.is_none() {
+                out.push((
                     format!("{at}.token_endpoint"),
                     "token_exchange needs the authorization server's token endpoint".into(),
-                )),
-                UpstreamAuth::ClientCredentials(_)
-                    if !c.audience.is_empty() || !c.resource.is_empty() =>
-                {
-                    out.push((
-                        at.clone(),
-                        "audience and resource are for token_exchange (client credentials name \
-                         the upstream's URL as their resource)"
-                            .into(),
-                    ))
-                }
-                UpstreamAuth::ClientCredentials(_) if c.actor => {
-                    out.push((format!("{at}.actor"), "actor is for token_exchange".into()))
-                }
-                _ => {}
+                ));
+            }
+            if !exchange && (!c.audience.is_empty() || !c.resource.is_empty()) {
+                out.push((
+                    at.clone(),
+                    "audience and resource are for token_exchange (client credentials name the \
+                     upstream's URL as their resource)"
+                        .into(),
+                ));
+            }
+            if !exchange && c.actor {
+                out.push((format!("{at}.actor"), "actor is for token_exchange".into()));
             }
             if u.per_principal {
                 out.push((

@@ -1464,3 +1464,46 @@ fn every_identity_example_in_the_guide_reads() {
     );
     assert!(modes.iter().any(|(p, _)| *p == "README.md"), "{modes:?}");
 }
+
+/// Issue 45: the mistakes of an upstream's `auth` and `per_principal` are all reported at once,
+/// each at its key (none hides another).
+#[test]
+fn every_mistake_of_an_upstreams_identity_is_reported_at_once() {
+    let text = r#"[gateway]
+listen = "127.0.0.1:0"
+
+[upstreams.notes]
+url = "https://notes.example.com/mcp"
+
+[upstreams.notes.auth]
+mode = "token_exchange"
+issuer = "http://login.example.com"
+client_id = "purra-gateway"
+
+[upstreams.gh]
+command = ["true"]
+env_from_credential = { TOKEN = "github" }
+
+[reads.get_note]
+upstream = "notes"
+title = "x"
+scope = "open"
+"#;
+    let errors = load_str("g.toml", text).expect_err("mistakes");
+    let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "g.toml:7: upstreams.notes.auth: give exactly one of client_secret_file, \
+             client_secret_env and private_key_file (how the gateway authenticates as its client)",
+            "g.toml:7: upstreams.notes.auth.token_endpoint: token_exchange needs the authorization \
+             server's token endpoint",
+            "g.toml:8: upstreams.notes.auth.mode: token_exchange exchanges each caller's validated \
+             token: it needs [gateway.auth]",
+            "g.toml:9: upstreams.notes.auth.issuer: must be https (plain http only on a loopback \
+             host: localhost, 127.0.0.1, [::1])",
+            "g.toml:14: upstreams.gh.env_from_credential: env_from_credential is for per_principal \
+             upstreams",
+        ]
+    );
+}
