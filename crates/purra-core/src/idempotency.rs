@@ -24,6 +24,29 @@ use std::sync::Mutex;
 #[serde(transparent)]
 pub struct IdempotencyKey(pub String);
 
+/// The `_meta` member a dispatched write carries its [`IdempotencyKey::upstream`] key in.
+pub const IDEMPOTENCY_KEY_META: &str = "io.purra/idempotency-key";
+
+impl IdempotencyKey {
+    /// The key an upstream sees for this claim: `purra-idem-v1-` and the 64 hexadecimal digits of
+    /// SHA-256 over a domain tag and the claim key (the intent digest). Every retry or resend of one
+    /// intent carries the same key; two intents never share one (short of a SHA-256 collision); the
+    /// upstream learns nothing of the intent from it.
+    pub fn upstream(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(b"io.purra/idempotency-key/v1\n");
+        hasher.update(self.0.as_bytes());
+        let mut text = String::with_capacity(78);
+        text.push_str("purra-idem-v1-");
+        for b in hasher.finalize() {
+            text.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+            text.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+        }
+        text
+    }
+}
+
 /// The recorded outcome of a claimed call.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -184,6 +207,34 @@ impl IdempotencyStore for InMemoryIdempotencyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_upstream_key_is_stable_per_intent_and_differs_between_intents() {
+        let key = |s: &str| IdempotencyKey(s.to_owned()).upstream();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..1000 {
+            let digest = format!("sha256:{i:064x}");
+            let first = key(&digest);
+            assert_eq!(
+                first,
+                key(&digest),
+                "a retry of intent {i} carries the same key"
+            );
+            assert_eq!(first.len(), 78);
+            assert!(first.starts_with("purra-idem-v1-"));
+            assert!(
+                !first.contains(&digest[7..]),
+                "the key does not reveal the digest"
+            );
+            assert!(seen.insert(first), "intent {i} shares a key with another");
+        }
+        // A fixed vector, so the derivation cannot drift between releases (a resend after an
+        // upgrade carries the key the first send did).
+        assert_eq!(
+            key("sha256:00"),
+            "purra-idem-v1-7a270ce1bdaee2a9f39730d4a8136d0f178ea4bf049038ee912c494adb249f61"
+        );
+    }
 
     #[tokio::test]
     async fn a_key_is_claimed_once_and_unknown_keeps_its_claim() {

@@ -68,7 +68,7 @@ pub use error_code::ErrorCode;
 pub use events::{EventSender, StoreEvent, StoreEvents};
 pub use idempotency::{
     ClaimResult, ClaimState, EffectOutcome, IdempotencyKey, IdempotencyStore,
-    InMemoryIdempotencyStore,
+    InMemoryIdempotencyStore, IDEMPOTENCY_KEY_META,
 };
 pub use identity::{
     canonicalize, json_identity, json_identity_of_text, IdentityError, JsonIdentity,
