@@ -327,6 +327,7 @@ impl Agent {
             run_id: request.run_id,
             agent: self.name.clone(),
             lease: request.lease,
+            idempotency_key: None,
         };
         let transcript = vec![Message::User {
             text: request.input,
@@ -359,6 +360,7 @@ impl Agent {
             root_run_id: suspended.root_run_id.clone(),
             agent: self.name.clone(),
             lease,
+            idempotency_key: None,
         };
         if let Err(code) = context.lease.check() {
             return RunOutcome::Failed { code };
@@ -425,10 +427,13 @@ impl Agent {
             }
             ClaimVerdict::Claimed(key) => key,
         };
+        // The dispatch carries its claim: an upstream call carries the key derived from it.
+        let mut dispatched = context.clone();
+        dispatched.idempotency_key = Some(key.clone());
         let execution = execute(
             tool,
             call.arguments.clone(),
-            context.clone(),
+            dispatched,
             self.limits.schedule,
         )
         .await;

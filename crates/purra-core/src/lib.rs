@@ -37,6 +37,7 @@ pub mod credential;
 pub mod error_code;
 pub mod events;
 pub mod idempotency;
+pub mod idempotent_results;
 pub mod identity;
 pub use purra_schema::{json_text, pattern, schema};
 pub mod model;

@@ -87,6 +87,11 @@ pub struct RunContext {
     pub agent: String,
     /// The run's lease.
     pub lease: Lease,
+    /// The claim this run dispatches, when it dispatches a claimed write (Core's and the
+    /// gateway's: the intent digest); `None` otherwise. A handler that calls an upstream carries
+    /// [`IdempotencyKey::upstream`](crate::IdempotencyKey::upstream) of it, so every retry or
+    /// resend of one intent carries one key.
+    pub idempotency_key: Option<crate::IdempotencyKey>,
 }
 
 /// The run preset fingerprint: the JSON identity of

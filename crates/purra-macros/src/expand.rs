@@ -34,6 +34,8 @@ struct Options {
     description: Option<LitStr>,
     /// Annotation hints: `(setter, value)`.
     hints: Vec<(&'static str, LitBool)>,
+    /// `idempotent` (true): the tool honours idempotency keys (`ToolDef::idempotent`).
+    idempotent: bool,
 }
 
 const TOOL_OPTIONS: &str =
@@ -136,6 +138,9 @@ fn take_marker(method: &mut ImplItemFn) -> syn::Result<Option<(Kind, Options)>> 
                 } else {
                     LitBool::new(true, meta.path.span())
                 };
+                if key == "idempotent" {
+                    options.idempotent = value.value;
+                }
                 let setter = match key.as_str() {
                     "read_only" => "with_read_only",
                     "destructive" => "with_destructive",
@@ -308,6 +313,9 @@ fn registration(kind: Kind, options: Options, method: &ImplItemFn) -> syn::Resul
         def.extend(quote! {
             .annotations(::purra_protocol::types::ToolAnnotations::new() #(#setters)*)
         });
+    }
+    if options.idempotent {
+        def.extend(quote! { .idempotent() });
     }
 
     // The closure's arguments parameter, the struct it decodes into, and the call.

@@ -164,7 +164,10 @@ impl CallTarget {
                 Err(code) => CallOutcome::AfterSend(code),
             };
         }
-        let params = CallToolParams::new(self.remote.clone()).with_arguments(arguments);
+        let mut params = CallToolParams::new(self.remote.clone()).with_arguments(arguments);
+        if let Some(key) = self.upstream_key(run) {
+            params = params.with_idempotency_key(&key, self.conn.supports_idempotency());
+        }
         let options = RequestOptions::default()
             .timeout(timeout)
             .cancel_with(run.lease.cancellation().clone());
@@ -180,6 +183,17 @@ impl CallTarget {
             Err(e) => return CallOutcome::AfterSend(map_error(&e)),
         };
         self.judge(&raw, true)
+    }
+
+    /// The idempotency key this call carries: a write dispatched under a claim carries
+    /// [`IdempotencyKey::upstream`](purra_core::IdempotencyKey::upstream) of the claim key (the
+    /// run's [`RunContext::idempotency_key`]), the same for every send of one intent; a read, or a
+    /// write run without a claim, carries none.
+    fn upstream_key(&self, run: &RunContext) -> Option<String> {
+        if !self.write {
+            return None;
+        }
+        run.idempotency_key.as_ref().map(|k| k.upstream())
     }
 
     /// Judges a result that came back: stale catalog, incomplete result (`check_complete`: a
@@ -214,10 +228,16 @@ impl CallTarget {
         let cancel = run.lease.cancellation();
         // The task outlives an abandoned call by a little at most: the store sweeps it then.
         let ttl = timeout + Duration::from_secs(30);
+        let key = self.upstream_key(run);
         let created = tokio::select! {
             r = tokio::time::timeout_at(
                 deadline,
-                self.conn.call_tool_as_task(&self.remote, Value::Object(arguments), Some(ttl)),
+                self.conn.call_tool_as_task_keyed(
+                    &self.remote,
+                    Value::Object(arguments),
+                    Some(ttl),
+                    key.as_deref(),
+                ),
             ) => r,
             () = cancel.cancelled() => return Err(ErrorCode::RUN_CANCELLED),
         };

@@ -46,6 +46,7 @@
 mod call;
 pub mod codes;
 mod discovery;
+mod idempotent;
 mod limits;
 mod monitor;
 mod write;
@@ -53,6 +54,7 @@ mod write;
 use purra_core::ErrorCode;
 
 pub use discovery::{check_tool, discover_read_tools, ReadBinding, ReadCatalog, Snapshot};
+pub use idempotent::DurableIdempotentResults;
 pub use limits::{Limits, MAX_TIMEOUT};
 pub use monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
 pub use write::{

@@ -1302,6 +1302,49 @@ impl Connection {
         arguments: Value,
         options: RequestOptions,
     ) -> Result<CallToolResult, Error> {
+        self.call_tool_keyed(name, arguments, None, options).await
+    }
+
+    /// [`call_tool_with`](Self::call_tool_with) carrying the idempotency key `key` (see
+    /// [`crate::idempotency`]): in `_meta` always, and as `idempotencyKey` when the server
+    /// declared the capability ([`supports_idempotency`](Self::supports_idempotency)). Every
+    /// retry of one logical call must carry the same key; a key longer than
+    /// [`MAX_KEY_BYTES`](crate::idempotency::MAX_KEY_BYTES) is refused before sending.
+    pub async fn call_tool_idempotent(
+        &self,
+        name: &str,
+        arguments: Value,
+        key: &str,
+        options: RequestOptions,
+    ) -> Result<CallToolResult, Error> {
+        self.call_tool_keyed(name, arguments, Some(key), options)
+            .await
+    }
+
+    /// Whether the server declared SEP-3182 request idempotency
+    /// (`capabilities.tools.idempotency`, an object): a call's idempotency key then also goes as
+    /// `params.idempotencyKey` (see [`crate::idempotency`]).
+    pub fn supports_idempotency(&self) -> bool {
+        self.server_capabilities()
+            .tools
+            .as_ref()
+            .and_then(|t| t.get(crate::idempotency::CAPABILITY))
+            .is_some_and(Value::is_object)
+    }
+
+    async fn call_tool_keyed(
+        &self,
+        name: &str,
+        arguments: Value,
+        key: Option<&str>,
+        options: RequestOptions,
+    ) -> Result<CallToolResult, Error> {
+        if key.is_some_and(|k| k.is_empty() || k.len() > crate::idempotency::MAX_KEY_BYTES) {
+            return Err(Error::Protocol(format!(
+                "an idempotency key is 1 to {} bytes long",
+                crate::idempotency::MAX_KEY_BYTES
+            )));
+        }
         let arguments = match arguments {
             Value::Object(o) => Some(o),
             Value::Null => None,
@@ -1318,12 +1361,16 @@ impl Connection {
                 .headers
                 .extend(modern::param_headers(&self.tools(), name, &args));
         }
-        let params = CallToolParams {
+        let mut params = CallToolParams {
             name: name.to_owned(),
             arguments,
             task: None,
             meta: None,
+            idempotency_key: None,
         };
+        if let Some(key) = key {
+            params = params.with_idempotency_key(key, self.supports_idempotency());
+        }
         let result: CallToolResult = self
             .service
             .call_typed(

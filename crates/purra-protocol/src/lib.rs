@@ -54,6 +54,7 @@ mod host_policy;
 pub mod http;
 #[cfg(any(feature = "http-server", feature = "ws"))]
 mod http_context;
+pub mod idempotency;
 mod jsonrpc;
 mod lane;
 #[cfg(any(feature = "http-server", feature = "ws"))]

@@ -89,6 +89,8 @@ struct ToolEntry {
     param_headers: Vec<crate::modern::headers::ParamHeader>,
     /// The task starts when the handler calls `start_task` (see `ToolDef::input_before_task`).
     input_before_task: bool,
+    /// A call carrying an idempotency key runs once per key (see `ToolDef::idempotent`).
+    idempotent: bool,
     handler: ToolFn,
 }
 
@@ -171,6 +173,14 @@ struct ServerInner {
     /// Whether any tool annotates arguments for `Mcp-Param-*` headers (2026-07-28), kept the
     /// same way: without one, a `tools/call`'s params are not read for that rule.
     header_tools: std::sync::atomic::AtomicBool,
+    /// Whether any tool is idempotent (the server then declares `tools.idempotency`), kept the
+    /// same way.
+    idempotent_tools: std::sync::atomic::AtomicBool,
+    /// Where idempotent tools' results are kept by key.
+    idempotent_results: Arc<dyn crate::idempotency::IdempotentResults>,
+    /// The idempotent runs going on in this process, by key: a repeat waits on its channel,
+    /// which closes when the run ends.
+    idempotent_runs: Mutex<HashMap<String, tokio::sync::watch::Receiver<()>>>,
     resources: RwLock<Registry<ResourceEntry>>,
     templates: RwLock<Registry<TemplateEntry>>,
     prompts: RwLock<Registry<PromptEntry>>,
@@ -229,6 +239,17 @@ pub struct ServerBuilder {
     observer: Option<Observer>,
     admit: Option<Gate>,
     admit_unknown: Option<Gate>,
+    idempotent_results: Option<IdempotentStore>,
+}
+
+/// An idempotent results store in a `Debug` builder.
+#[derive(Clone)]
+struct IdempotentStore(Arc<dyn crate::idempotency::IdempotentResults>);
+
+impl std::fmt::Debug for IdempotentStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IdempotentResults")
+    }
 }
 
 /// A request observer in a `Debug` builder.
@@ -413,6 +434,16 @@ impl ServerBuilder {
         self.cache_hints.insert(m, hint);
         Ok(self)
     }
+    /// Keeps idempotent tools' results in `store` (a durable one survives a restart, and one
+    /// shared by instances answers a key for all of them) instead of the bounded in-memory
+    /// default (see [`crate::idempotency`]).
+    pub fn idempotent_results(
+        mut self,
+        store: Arc<dyn crate::idempotency::IdempotentResults>,
+    ) -> Self {
+        self.idempotent_results = Some(IdempotentStore(store));
+        self
+    }
     /// Builds the server.
     pub fn build(mut self) -> Server {
         let skills = self.skills.take();
@@ -437,6 +468,11 @@ impl ServerBuilder {
                 tools: RwLock::default(),
                 task_tools: std::sync::atomic::AtomicBool::new(false),
                 header_tools: std::sync::atomic::AtomicBool::new(false),
+                idempotent_tools: std::sync::atomic::AtomicBool::new(false),
+                idempotent_results: self.idempotent_results.map(|s| s.0).unwrap_or_else(|| {
+                    Arc::new(crate::idempotency::InMemoryIdempotentResults::default())
+                }),
+                idempotent_runs: Mutex::default(),
                 resources: RwLock::default(),
                 templates: RwLock::default(),
                 prompts: RwLock::default(),
@@ -696,6 +732,7 @@ impl Server {
             observer: None,
             admit: None,
             admit_unknown: None,
+            idempotent_results: None,
         }
     }
 
@@ -746,6 +783,7 @@ impl Server {
     {
         let mut tool = def.tool;
         let input_before_task = def.input_before_task;
+        let idempotent = def.idempotent;
         let (input, shape) = tool_arguments::<A>(&tool.name)?;
         tool.input_schema = input;
         if tool.output_schema.is_none() {
@@ -755,6 +793,7 @@ impl Server {
         self.insert_tool(
             tool,
             input_before_task,
+            idempotent,
             Arc::new(move |args, ctx| {
                 let handler = handler.clone();
                 Box::pin(async move {
@@ -779,6 +818,7 @@ impl Server {
         self.insert_tool(
             tool,
             false,
+            false,
             Arc::new(move |args, ctx| {
                 let fut = handler(args, ctx);
                 Box::pin(async move { fut.await.into_tool_result() })
@@ -790,6 +830,7 @@ impl Server {
         &self,
         tool: Tool,
         input_before_task: bool,
+        idempotent: bool,
         handler: ToolFn,
     ) -> Result<&Self, RegistrationError> {
         // `_meta.ui` may carry only a visibility (an app-only tool); a resource it names must be
@@ -831,6 +872,7 @@ impl Server {
                     output,
                     param_headers,
                     input_before_task,
+                    idempotent,
                     handler,
                 },
             );
@@ -838,6 +880,97 @@ impl Server {
         }
         self.list_changed(Kind::Tools);
         Ok(self)
+    }
+
+    /// Runs `run`, a call of an idempotent tool carrying `key` for `request` (its digest), once
+    /// per key (see [`crate::idempotency`]): a repeat in this process waits for the first, a
+    /// finished key answers its stored result, another request under the key is refused
+    /// (-32602), and a key that began without finishing here is refused as of unknown outcome
+    /// (-32603).
+    async fn run_idempotent(
+        &self,
+        key: &str,
+        request: &str,
+        run: BoxFuture<'static, Result<CallToolResult, ErrorObject>>,
+    ) -> Result<CallToolResult, ErrorObject> {
+        use crate::idempotency::Begin;
+        let inner = &self.inner;
+        // This process's run of `key`: ends (waking the repeats) when dropped.
+        struct Mine<'a> {
+            runs: &'a Mutex<HashMap<String, tokio::sync::watch::Receiver<()>>>,
+            key: &'a str,
+            _tx: tokio::sync::watch::Sender<()>,
+        }
+        impl Drop for Mine<'_> {
+            fn drop(&mut self) {
+                self.runs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(self.key);
+            }
+        }
+        let mine = loop {
+            let waiting = {
+                let mut runs = inner
+                    .idempotent_runs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                match runs.get(key) {
+                    Some(rx) => Some(rx.clone()),
+                    None => {
+                        let (tx, rx) = tokio::sync::watch::channel(());
+                        runs.insert(key.to_owned(), rx);
+                        break Mine {
+                            runs: &inner.idempotent_runs,
+                            key,
+                            _tx: tx,
+                        };
+                    }
+                }
+            };
+            if let Some(mut rx) = waiting {
+                // Closed when the first run ends, however it ends.
+                while rx.changed().await.is_ok() {}
+            }
+        };
+        let store_failed = |e: crate::idempotency::IdempotentStoreError| {
+            ErrorObject::internal(format!("{e}: nothing was run"))
+        };
+        match inner
+            .idempotent_results
+            .begin(key, request)
+            .await
+            .map_err(store_failed)?
+        {
+            Begin::Done(text) => serde_json::from_str(&text).map_err(|_| {
+                ErrorObject::internal("the stored result of this idempotency key is unreadable")
+            }),
+            Begin::Conflict => Err(ErrorObject::invalid_params(
+                "this idempotency key was used before for another tool or other arguments: refused, nothing was run",
+            )),
+            Begin::Running => Err(ErrorObject::internal(
+                "a call with this idempotency key began before and did not finish here (the server stopped or the call was cancelled while it ran, or another instance runs it): its outcome is unknown and it is not run again",
+            )),
+            Begin::Run => {
+                let result = run.await;
+                match &result {
+                    Ok(r) => {
+                        let text = serde_json::to_string(r).unwrap_or_default();
+                        if let Err(e) = inner.idempotent_results.finish(key, &text).await {
+                            tracing::warn!(error = %e, "an idempotent result was not kept");
+                        }
+                    }
+                    // A protocol error is no result to keep: a repeat runs again.
+                    Err(_) => {
+                        if let Err(e) = inner.idempotent_results.release(key).await {
+                            tracing::warn!(error = %e, "an idempotency key was not released");
+                        }
+                    }
+                }
+                drop(mine);
+                result
+            }
+        }
     }
 
     /// Removes a tool; sends `list_changed` if it existed.
@@ -870,6 +1003,10 @@ impl Server {
         self.inner
             .header_tools
             .store(headers, std::sync::atomic::Ordering::Release);
+        let idempotent = tools.items.values().any(|e| e.idempotent);
+        self.inner
+            .idempotent_tools
+            .store(idempotent, std::sync::atomic::Ordering::Release);
     }
 
     /// Removes a prompt; sends `list_changed` if it existed.
@@ -1207,7 +1344,16 @@ impl Server {
             extensions.insert(crate::extensions::TASKS.to_owned(), JsonObject::new());
         }
         ServerCapabilities {
-            tools: (!i.tools.read().expect("lock").is_empty()).then(list_changed),
+            tools: (!i.tools.read().expect("lock").is_empty()).then(|| {
+                let mut o = list_changed();
+                if i.idempotent_tools.load(Ordering::Acquire) {
+                    o.insert(
+                        crate::idempotency::CAPABILITY.into(),
+                        Value::Object(JsonObject::new()),
+                    );
+                }
+                o
+            }),
             resources: has_resources.then(|| {
                 let mut o = list_changed();
                 o.insert("subscribe".into(), Value::Bool(true));
@@ -2100,6 +2246,14 @@ impl SessionState {
                         call.name
                     )));
                 };
+                // The key is read (and bounded) only for a tool that honours it.
+                let key = if entry.idempotent {
+                    crate::idempotency::carried_key(&call)
+                        .map_err(ErrorObject::invalid_params)?
+                        .map(str::to_owned)
+                } else {
+                    None
+                };
                 let args = call.arguments.unwrap_or_default();
                 let args_value = Value::Object(args);
                 let errors = validation_errors(&entry.input, &args_value);
@@ -2113,7 +2267,18 @@ impl SessionState {
                 let Value::Object(args) = args_value else {
                     unreachable!("built as an object")
                 };
-                let result = (entry.handler)(args, ctx).await?;
+                let result = match key {
+                    Some(key) => {
+                        let request = crate::idempotency::request_digest(
+                            &call.name,
+                            &Value::Object(args.clone()),
+                        );
+                        server
+                            .run_idempotent(&key, &request, (entry.handler)(args, ctx))
+                            .await?
+                    }
+                    None => (entry.handler)(args, ctx).await?,
+                };
                 let enforce = inner.enforce_output && !result.is_error();
                 if let (Some(out), true) = (&entry.output, enforce) {
                     match &result.structured_content {

@@ -583,9 +583,17 @@ pub struct CallToolParams {
     /// Run as a task (2025-11-25).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskMetadata>,
-    /// Metadata (progress token).
+    /// Metadata (progress token, idempotency key: see [`crate::idempotency`]).
     #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<JsonObject>,
+    /// The SEP-3182 idempotency key, sent only to a server that declared
+    /// `capabilities.tools.idempotency` (see [`crate::idempotency`]).
+    #[serde(
+        default,
+        rename = "idempotencyKey",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idempotency_key: Option<String>,
 }
 
 impl CallToolParams {
@@ -596,6 +604,7 @@ impl CallToolParams {
             arguments: None,
             task: None,
             meta: None,
+            idempotency_key: None,
         }
     }
 }

@@ -329,6 +329,7 @@ fn admission_keeps_the_scope_reason_for_the_host_only() {
         root_run_id: RunId::new("r"),
         agent: "reader".into(),
         lease: Lease::unbounded(),
+        idempotency_key: None,
     };
     let calls = vec![ToolCall {
         id: "1".into(),
@@ -796,6 +797,7 @@ async fn panics_timeouts_and_cancellation_become_codes() {
             Some(tokio::time::Instant::now() + Duration::from_secs(5)),
             token.clone(),
         ),
+        idempotency_key: None,
     };
     let calls: Vec<ToolCall> = ["panic", "slow", "fail"]
         .iter()

@@ -1230,6 +1230,7 @@ impl Inner {
             root_run_id: RunId::new(format!("{}:read", self.settings.name)),
             agent: self.settings.name.clone(),
             lease: Lease::new(None, ctx.cancellation().clone()),
+            idempotency_key: None,
         };
         match execute(registration, args, run, self.schedule_limits())
             .instrument(tracing::debug_span!(

@@ -988,6 +988,8 @@ impl Inner {
             root_run_id: run_id.clone(),
             agent: self.settings.name.clone(),
             lease: Lease::unbounded(),
+            // The upstream sees `key.upstream()`: the same for every send of this intent.
+            idempotency_key: Some(key.clone()),
         };
         let limits = self.schedule_limits();
         let args = args.clone();

@@ -197,7 +197,27 @@ impl Connection {
         arguments: Value,
         ttl: Option<Duration>,
     ) -> Result<Task, Error> {
+        self.call_tool_as_task_keyed(name, arguments, ttl, None)
+            .await
+    }
+
+    /// [`call_tool_as_task`](Self::call_tool_as_task) carrying the idempotency key `key` when
+    /// given, as [`call_tool_idempotent`](Self::call_tool_idempotent) does (see
+    /// [`crate::idempotency`]).
+    pub async fn call_tool_as_task_keyed(
+        &self,
+        name: &str,
+        arguments: Value,
+        ttl: Option<Duration>,
+        key: Option<&str>,
+    ) -> Result<Task, Error> {
         self.check_task_form()?;
+        if key.is_some_and(|k| k.is_empty() || k.len() > crate::idempotency::MAX_KEY_BYTES) {
+            return Err(Error::Protocol(format!(
+                "an idempotency key is 1 to {} bytes long",
+                crate::idempotency::MAX_KEY_BYTES
+            )));
+        }
         if !self.is_modern() && !self.supports_tool_tasks() {
             return Err(Error::Protocol(
                 "the server does not accept task-augmented tools/call (no tasks.requests.tools.call capability)"
@@ -218,6 +238,12 @@ impl Connection {
                 return Err(Error::Protocol(
                     "tool arguments must be a JSON object".into(),
                 ))
+            }
+        }
+        if let Some(key) = key {
+            params["_meta"] = json!({ crate::idempotency::META_KEY: key });
+            if self.supports_idempotency() {
+                params["idempotencyKey"] = json!(key);
             }
         }
         if self.is_modern() {

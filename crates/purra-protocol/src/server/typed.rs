@@ -124,6 +124,7 @@ pub struct Args<T>(pub T);
 pub struct ToolDef {
     pub(crate) tool: Tool,
     pub(crate) input_before_task: bool,
+    pub(crate) idempotent: bool,
 }
 
 impl ToolDef {
@@ -132,6 +133,7 @@ impl ToolDef {
         ToolDef {
             tool: Tool::new(name, JsonObject::new()),
             input_before_task: false,
+            idempotent: false,
         }
     }
     /// The tool's name.
@@ -185,6 +187,15 @@ impl ToolDef {
     /// composition of the two). Elsewhere the task starts with the call, as usual.
     pub fn input_before_task(mut self) -> Self {
         self.input_before_task = true;
+        self
+    }
+    /// Marks the tool idempotent: its `idempotentHint` annotation is set, and a call carrying an
+    /// idempotency key runs the handler once per key, a repeat with the same arguments getting
+    /// the stored result (see [`crate::idempotency`]). A call without a key runs as usual.
+    pub fn idempotent(mut self) -> Self {
+        let annotations = self.tool.annotations.take().unwrap_or_default();
+        self.tool.annotations = Some(annotations.with_idempotent(true));
+        self.idempotent = true;
         self
     }
     /// An explicit `outputSchema`, for a handler that builds `structuredContent` itself (a

@@ -239,6 +239,7 @@ pub fn run_context(id: &str, agent: &str) -> RunContext {
         root_run_id: RunId::new(id),
         agent: agent.into(),
         lease: Lease::unbounded(),
+        idempotency_key: None,
     }
 }
 

@@ -78,6 +78,7 @@ pub fn run(lease: Lease) -> RunContext {
         root_run_id: RunId::new("run-1"),
         agent: "tester".into(),
         lease,
+        idempotency_key: None,
     }
 }
 
