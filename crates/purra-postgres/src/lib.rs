@@ -35,6 +35,7 @@
 //! ```
 
 mod credential;
+mod idempotent;
 mod listen;
 mod migrate;
 mod store;

@@ -167,8 +167,22 @@ CREATE TABLE credentials (
 CREATE INDEX credentials_by_upstream ON credentials (upstream, principal, name);
 "#;
 
+/// Schema version 5 (idempotency keys, issue 46): a purra server's idempotent results, as
+/// purra-sqlite's schema 7: one row per key with the digest of the request it began for, when, and
+/// its result (`NULL` while it runs); `idempotent_results_by_age` serves the sweep by age and the
+/// eviction of the oldest finished key. Nothing existing is touched.
+const V5_IDEMPOTENT_RESULTS: &str = r#"
+CREATE TABLE idempotent_results (
+    key         TEXT PRIMARY KEY,
+    request     TEXT NOT NULL,
+    began_at_ns BIGINT NOT NULL,
+    result      TEXT
+);
+CREATE INDEX idempotent_results_by_age ON idempotent_results (began_at_ns);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5_IDEMPOTENT_RESULTS];
 
 /// Why migrating failed.
 pub(crate) enum MigrateError {

@@ -101,6 +101,7 @@
 
 mod audit;
 mod credential;
+mod idempotent;
 mod migrate;
 mod store;
 mod webhook;

@@ -269,8 +269,22 @@ CREATE TABLE credentials (
 CREATE INDEX credentials_by_upstream ON credentials(upstream, principal, name);
 "#;
 
+/// Schema version 7 (idempotency keys, issue 46): a purra server's idempotent results, one row
+/// per key: the digest of the request it began for, when, and its result (`NULL` while it runs).
+/// `idempotent_results_by_age` serves the sweep by age and the eviction of the oldest finished key.
+/// Nothing existing is touched.
+const V7_IDEMPOTENT_RESULTS: &str = r#"
+CREATE TABLE idempotent_results (
+    key         TEXT PRIMARY KEY,
+    request     TEXT NOT NULL,
+    began_at_ns INTEGER NOT NULL,
+    result      TEXT
+) WITHOUT ROWID;
+CREATE INDEX idempotent_results_by_age ON idempotent_results(began_at_ns);
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7_IDEMPOTENT_RESULTS];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which
 /// cannot use WAL.

@@ -7,6 +7,7 @@ mod adapter_python;
 mod adapter_read;
 mod adapter_write;
 mod apps;
+mod idempotency;
 mod interop;
 mod modern_interop;
 mod skills_interop;

@@ -4,6 +4,7 @@ mod support;
 
 mod config;
 mod flow;
+mod idempotency;
 mod lifecycle;
 mod postgres;
 mod skills;
