@@ -333,6 +333,45 @@ impl Notes {
     }
 }
 
+/// `#[tool(idempotent)]` honours idempotency keys: the server declares `tools.idempotency`, a
+/// repeated key gets the stored result without running, other arguments under it are refused.
+#[tokio::test]
+async fn an_idempotent_method_runs_once_per_key() {
+    let server = Server::builder("notes", "1").build();
+    server.register(Notes::default()).unwrap();
+    let (t, mut raw) = memory::raw();
+    server.start(t);
+    let init = ask_json(&mut raw, r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#).await;
+    assert_eq!(
+        init["result"]["capabilities"]["tools"],
+        json!({"listChanged": true, "idempotency": {}})
+    );
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned())
+        .await;
+    let put = |id: u32, key: &str, note: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"put","arguments":{{"key":"{note}","text":"t"}},"_meta":{{"io.purra/idempotency-key":"{key}"}}}}}}"#
+        )
+    };
+    let answer = |id: u32, count: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{{\"count\":{count}}}"}}],"structuredContent":{{"count":{count}}}}}}}"#
+        )
+    };
+    assert_eq!(ask(&mut raw, &put(1, "x", "a1")).await, answer(1, 1));
+    assert_eq!(ask(&mut raw, &put(2, "y", "b2")).await, answer(2, 2));
+    // The stored result of `x`: `a1` is not put again (a run would answer its count, 2).
+    assert_eq!(ask(&mut raw, &put(3, "x", "a1")).await, answer(3, 1));
+    // SEP-3182's member is the same key.
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"put","arguments":{"key":"a1","text":"t"},"idempotencyKey":"x"}}"#).await,
+        answer(4, 1)
+    );
+    let refused = ask_json(&mut raw, &put(5, "x", "c3")).await;
+    assert_eq!(refused["error"]["code"], -32602);
+    assert_eq!(ask(&mut raw, &put(6, "z", "c3")).await, answer(6, 3), "c3 was not put by the refused call");
+}
+
 #[tokio::test]
 async fn a_method_based_server_shares_its_state() {
     let server = Server::builder("notes", "1").build();
