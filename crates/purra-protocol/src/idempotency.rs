@@ -42,9 +42,11 @@ pub fn carried_key(params: &CallToolParams) -> Result<Option<&str>, String> {
         Some(_) => return Err(format!("_meta.{META_KEY} must be a string")),
     };
     let key = match (meta, params.idempotency_key.as_deref()) {
-        (Some(a), Some(b)) if a != b => return Err(format!(
+        (Some(a), Some(b)) if a != b => {
+            return Err(format!(
             "the call carries two different idempotency keys (_meta.{META_KEY} and idempotencyKey)"
-        )),
+        ))
+        }
         (a, b) => a.or(b),
     };
     match key {

@@ -189,8 +189,9 @@ pub use ws::{WsClientOptions, WsServerOptions};
 ///
 /// Options: `#[tool(name = "..", title = "..", description = "..", read_only, destructive,
 /// idempotent, open_world)]` (the hints may be given as `= false`) and `#[prompt(name = "..",
-/// title = "..", description = "..")]`. For icons, `_meta` or execution hints, register with
-/// [`Server::add_tool`] and a [`ToolDef`].
+/// title = "..", description = "..")]`. `idempotent` also makes the tool honour idempotency keys
+/// ([`ToolDef::idempotent`], see [`idempotency`]). For icons, `_meta` or execution hints, register
+/// with [`Server::add_tool`] and a [`ToolDef`].
 #[cfg(feature = "server")]
 pub use purra_macros::handlers;
 

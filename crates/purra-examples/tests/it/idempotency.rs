@@ -42,7 +42,10 @@ struct Charged {
 
 /// A server with the idempotent tool `charge` (a negative amount is an `isError` result; 100
 /// takes 300 ms) and the same tool, not idempotent, as `plain`; `runs` counts executions.
-fn server(store: Option<Arc<dyn idempotency::IdempotentResults>>, runs: &Arc<AtomicUsize>) -> Server {
+fn server(
+    store: Option<Arc<dyn idempotency::IdempotentResults>>,
+    runs: &Arc<AtomicUsize>,
+) -> Server {
     let mut builder = Server::builder("idem", "1.0.0");
     if let Some(store) = store {
         builder = builder.idempotent_results(store);
@@ -114,7 +117,12 @@ async fn a_repeated_key_runs_an_idempotent_tool_once() {
         conn.server_capabilities().tools.as_ref().unwrap()["idempotency"],
         json!({})
     );
-    let tool = conn.tools().iter().find(|t| t.name == "charge").cloned().unwrap();
+    let tool = conn
+        .tools()
+        .iter()
+        .find(|t| t.name == "charge")
+        .cloned()
+        .unwrap();
     assert_eq!(tool.annotations.unwrap().idempotent_hint, Some(true));
 
     let first = charge(&conn, 5, "k1").await.expect("first");
@@ -129,7 +137,10 @@ async fn a_repeated_key_runs_an_idempotent_tool_once() {
     // Other arguments under the key: refused, never the stored result, nothing run.
     let (code, message) = rpc(charge(&conn, 6, "k1").await);
     assert_eq!(code, -32602);
-    assert!(message.contains("used before for another tool or other arguments"), "{message}");
+    assert!(
+        message.contains("used before for another tool or other arguments"),
+        "{message}"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 
     // An isError result is kept and answered as it was.
@@ -139,12 +150,21 @@ async fn a_repeated_key_runs_an_idempotent_tool_once() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 
     // Without a key, and for a tool that is not idempotent, every call runs.
-    conn.call_tool("charge", json!({"amount": 5})).await.unwrap();
-    conn.call_tool("charge", json!({"amount": 5})).await.unwrap();
+    conn.call_tool("charge", json!({"amount": 5}))
+        .await
+        .unwrap();
+    conn.call_tool("charge", json!({"amount": 5}))
+        .await
+        .unwrap();
     for _ in 0..2 {
-        conn.call_tool_idempotent("plain", json!({"amount": 5}), "k1", RequestOptions::default())
-            .await
-            .unwrap();
+        conn.call_tool_idempotent(
+            "plain",
+            json!({"amount": 5}),
+            "k1",
+            RequestOptions::default(),
+        )
+        .await
+        .unwrap();
     }
     assert_eq!(runs.load(Ordering::SeqCst), 6);
 
@@ -153,7 +173,10 @@ async fn a_repeated_key_runs_an_idempotent_tool_once() {
     charge(&conn, 1, &"k".repeat(255))
         .await
         .expect("255 bytes are accepted");
-    assert!(matches!(charge(&conn, 1, &long).await, Err(Error::Protocol(_))));
+    assert!(matches!(
+        charge(&conn, 1, &long).await,
+        Err(Error::Protocol(_))
+    ));
     let raw = conn
         .request_raw(
             "tools/call",
@@ -178,7 +201,11 @@ async fn a_repeated_key_runs_an_idempotent_tool_once() {
         )
         .await;
     assert!(matches!(raw, Err(Error::Rpc(e)) if e.code.0 == -32602));
-    assert_eq!(runs.load(Ordering::SeqCst), 7, "only the 255-byte key's call ran");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        7,
+        "only the 255-byte key's call ran"
+    );
 }
 
 #[tokio::test]
@@ -228,7 +255,10 @@ where
     S: IdempotentResults + 'static,
 {
     let durable = |s: Arc<S>| -> Arc<dyn idempotency::IdempotentResults> {
-        Arc::new(DurableIdempotentResults::new(s, IdempotentLimits::default()))
+        Arc::new(DurableIdempotentResults::new(
+            s,
+            IdempotentLimits::default(),
+        ))
     };
     let runs = Arc::new(AtomicUsize::new(0));
     let first = {
@@ -249,7 +279,10 @@ where
     assert_eq!(code, -32602, "{message}");
     let (code, message) = rpc(charge(&conn, 9, "k-int").await);
     assert_eq!(code, -32603);
-    assert!(message.contains("its outcome is unknown and it is not run again"), "{message}");
+    assert!(
+        message.contains("its outcome is unknown and it is not run again"),
+        "{message}"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     // A new key runs, once.
     charge(&conn, 7, "k3").await.unwrap();
@@ -335,7 +368,7 @@ fn run_with(key: Option<String>) -> RunContext {
 /// of one intent (a retry under the same claim key) carries one key, `IdempotencyKey::upstream`
 /// of its claim, distinct between intents; the server ran each intent once. A read carries none.
 #[tokio::test]
-async fn a_thousand_intents_carry_one_stable_key_each_through_the_write_dispatch() {
+async fn a_thousand_intents_carry_one_stable_key_each() {
     let recording = Arc::new(Recording::default());
     let runs = Arc::new(AtomicUsize::new(0));
     let server = server(Some(recording.clone()), &runs);
@@ -384,21 +417,37 @@ async fn a_thousand_intents_carry_one_stable_key_each_through_the_write_dispatch
                     .expect("charge"),
             );
         }
-        assert_eq!(results[0], results[1], "intent {i}: the retry got the stored result");
+        assert_eq!(
+            results[0], results[1],
+            "intent {i}: the retry got the stored result"
+        );
     }
     let keys = recording.keys.lock().unwrap().clone();
-    let twice: Vec<String> = expected.iter().flat_map(|k| [k.clone(), k.clone()]).collect();
+    let twice: Vec<String> = expected
+        .iter()
+        .flat_map(|k| [k.clone(), k.clone()])
+        .collect();
     assert_eq!(keys, twice, "every send of an intent carried its one key");
     assert_eq!(keys.iter().collect::<HashSet<_>>().len(), 1000);
     assert_eq!(runs.load(Ordering::SeqCst), 1000, "each intent ran once");
 
     // A read carries no key, even in a run that has one; a write run without a claim neither.
-    call_registered(&read.registrations, "look", json!({}), run_with(Some("sha256:00".into())))
-        .await
-        .expect("read");
-    call_registered(&cat.registrations, "charge", json!({"amount": 1}), run_with(None))
-        .await
-        .expect("unclaimed write");
+    call_registered(
+        &read.registrations,
+        "look",
+        json!({}),
+        run_with(Some("sha256:00".into())),
+    )
+    .await
+    .expect("read");
+    call_registered(
+        &cat.registrations,
+        "charge",
+        json!({"amount": 1}),
+        run_with(None),
+    )
+    .await
+    .expect("unclaimed write");
     assert_eq!(recording.keys.lock().unwrap().len(), 2000);
     assert_eq!(runs.load(Ordering::SeqCst), 1001);
 }

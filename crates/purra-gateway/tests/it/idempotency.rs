@@ -94,7 +94,10 @@ async fn write_and_read(name: &str, declare: bool) -> (Vec<Value>, String) {
     };
     let id = ApprovalId("approval-1".into());
     wait_prepared(&s.store, &id).await;
-    s.gateway.decide(id.clone(), approve()).await.expect("decide");
+    s.gateway
+        .decide(id.clone(), approve())
+        .await
+        .expect("decide");
     let result = call.await.expect("join").expect("call");
     assert!(!result.is_error(), "{result:?}");
     assert_eq!(

@@ -77,7 +77,7 @@ async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_
     let client = raw(&schema).await;
     client
         .batch_execute(
-            "DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
+            "DROP TABLE idempotent_results; DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
              UPDATE schema_version SET version = 2;",
         )
         .await

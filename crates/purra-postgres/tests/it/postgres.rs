@@ -90,7 +90,7 @@ impl Harness for Postgres {
     }
 
     fn known_version(&self) -> i64 {
-        4
+        5
     }
 
     fn newer_schema_error(&self, found: i64) -> StoreError {

@@ -369,7 +369,11 @@ async fn an_idempotent_method_runs_once_per_key() {
     );
     let refused = ask_json(&mut raw, &put(5, "x", "c3")).await;
     assert_eq!(refused["error"]["code"], -32602);
-    assert_eq!(ask(&mut raw, &put(6, "z", "c3")).await, answer(6, 3), "c3 was not put by the refused call");
+    assert_eq!(
+        ask(&mut raw, &put(6, "z", "c3")).await,
+        answer(6, 3),
+        "c3 was not put by the refused call"
+    );
 }
 
 #[tokio::test]
