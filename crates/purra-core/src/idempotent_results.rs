@@ -16,7 +16,7 @@
 use crate::store::{BoxFuture, StoreError};
 use std::time::Duration;
 
-/// What [`IdempotentResults::begin`] found for a key.
+/// What [`IdempotentResults::begin_idempotent`] found for a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IdempotentBegin {
     /// The key was new and now runs: the caller runs the call, then finishes or releases it.
