@@ -25,6 +25,8 @@ struct Probe {
     max_in_flight: AtomicUsize,
     dispatched: AtomicUsize,
     events: Mutex<Vec<String>>,
+    /// The idempotency key each dispatch of a write ran with.
+    keys: Mutex<Vec<Option<IdempotencyKey>>>,
 }
 
 impl Probe {
@@ -94,9 +96,10 @@ fn write_tool(probe: Arc<Probe>, fail_with: Option<ToolError>) -> ToolRegistrati
             }
         }))
         .concurrency(Concurrency::Exclusive)
-        .handler(move |args: Value, _ctx| {
+        .handler(move |args: Value, ctx: RunContext| {
             let probe = Arc::clone(&probe);
             let fail_with = fail_with.clone();
+            probe.keys.lock().unwrap().push(ctx.idempotency_key.clone());
             async move {
                 probe.enter(args["id"].as_str().unwrap_or("").to_owned());
                 probe.leave(String::new());
@@ -458,6 +461,8 @@ async fn a_checkpoint_suspends_and_resumes_after_approval_dispatching_once() {
     );
     assert_eq!(s.probe.dispatched.load(Ordering::SeqCst), 1);
     let key = IdempotencyKey(expected_intent.digest().to_string());
+    // The dispatch ran with its claim: an upstream call carries `key.upstream()`.
+    assert_eq!(*s.probe.keys.lock().unwrap(), vec![Some(key.clone())]);
     assert_eq!(
         s.gateway.receipts().state(key).await.unwrap(),
         Some(ClaimState::Completed {

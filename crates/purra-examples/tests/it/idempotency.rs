@@ -451,3 +451,78 @@ async fn a_thousand_intents_carry_one_stable_key_each() {
     assert_eq!(recording.keys.lock().unwrap().len(), 2000);
     assert_eq!(runs.load(Ordering::SeqCst), 1001);
 }
+
+/// `purra-idempotent-server` on the SQLite file `db`, counting executions in `executions`.
+async fn idempotent_process(db: &std::path::Path, executions: &std::path::Path) -> Connection {
+    let cmd = purra_protocol::StdioCommand::new(env!("CARGO_BIN_EXE_purra-idempotent-server"))
+        .args([
+            "--db".to_owned(),
+            db.display().to_string(),
+            "--executions".to_owned(),
+            executions.display().to_string(),
+        ])
+        .stderr(purra_protocol::StderrMode::Null);
+    Client::connect_stdio(cmd, ClientOptions::default())
+        .await
+        .expect("spawn")
+}
+
+fn lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+/// Real processes on one SQLite file: a second process answers the first one's key with its
+/// stored result, running nothing; a process killed while a key runs leaves it of unknown
+/// outcome, and the next process refuses it rather than run it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_answers_the_stored_result_and_never_reruns_an_interrupted_key() {
+    let dir = std::env::temp_dir().join(format!("purra-idem-proc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (db, executions) = (dir.join("idem.db"), dir.join("executions.txt"));
+
+    let first = idempotent_process(&db, &executions).await;
+    assert!(first.supports_idempotency());
+    let stored = charge(&first, 5, "k1").await.expect("first");
+    assert_eq!(
+        stored.structured_content,
+        Some(json!({"charged": 5, "execution": 1}))
+    );
+    first.close().await;
+
+    let second = Arc::new(idempotent_process(&db, &executions).await);
+    assert_eq!(charge(&second, 5, "k1").await.expect("repeat"), stored);
+    assert_eq!(lines(&executions), 1, "the second process ran nothing");
+    // A charge of 100 runs for a minute: the process is killed while it runs.
+    let slow = {
+        let second = second.clone();
+        tokio::spawn(async move { charge(&second, 100, "k-slow").await })
+    };
+    let started = std::time::Instant::now();
+    while lines(&executions) < 2 {
+        assert!(started.elapsed() < Duration::from_secs(60), "never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = second.pid().expect("pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill");
+    assert!(
+        slow.await.unwrap().is_err(),
+        "the killed process answered nothing"
+    );
+
+    let third = idempotent_process(&db, &executions).await;
+    let (code, message) = rpc(charge(&third, 100, "k-slow").await);
+    assert_eq!(code, -32603);
+    assert!(
+        message.contains("its outcome is unknown and it is not run again"),
+        "{message}"
+    );
+    assert_eq!(charge(&third, 5, "k1").await.expect("still kept"), stored);
+    assert_eq!(lines(&executions), 2, "nothing ran again");
+    third.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
