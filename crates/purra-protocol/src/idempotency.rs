@@ -14,6 +14,9 @@
 //! finished here (the process stopped while it ran, the call was cancelled, or another instance
 //! sharing a durable store runs it) is refused (-32603, "outcome unknown"): it is never run again
 //! blindly. A handler's protocol error (a JSON-RPC error rather than a result) releases the key.
+//! A 2026-07-28 round that ends `input_required` drops the handler like a cancellation does: a
+//! key carried by such a call is then of unknown outcome, so a tool that asks for input in rounds
+//! is called without a key (SEP-3182 leaves multi round-trip calls out as well).
 //! Where results are kept is an [`IdempotentResults`] store: [`InMemoryIdempotentResults`] by
 //! default, bounded by count and age ([`IdempotentLimits`]); a durable one is given with
 //! [`ServerBuilder::idempotent_results`](crate::ServerBuilder::idempotent_results).
