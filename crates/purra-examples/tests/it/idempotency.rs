@@ -290,6 +290,29 @@ where
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
+/// Two stores on one database (two processes, or two instances of a fleet) beginning the same new
+/// key at once: one runs it, the other finds it running; twenty rounds.
+async fn one_begin_wins<S: IdempotentResults + 'static>(a: Arc<S>, b: Arc<S>) {
+    let bounds = IdempotentBounds {
+        max_keys: 1000,
+        ttl: Duration::from_secs(3600),
+    };
+    for i in 0..20 {
+        let key = format!("race-{i}");
+        let (x, y) = tokio::join!(
+            a.begin_idempotent(key.clone(), "r".into(), bounds),
+            b.begin_idempotent(key.clone(), "r".into(), bounds)
+        );
+        let mut got = [x.unwrap(), y.unwrap()];
+        got.sort_by_key(|g| g != &IdempotentBegin::Run);
+        assert_eq!(
+            got,
+            [IdempotentBegin::Run, IdempotentBegin::Running],
+            "round {i}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_sqlite_store_answers_a_repeated_key_after_a_restart() {
     let dir = std::env::temp_dir().join(format!("purra-idem-{}", std::process::id()));
@@ -301,6 +324,11 @@ async fn a_sqlite_store_answers_a_repeated_key_after_a_restart() {
         async move { Arc::new(purra_sqlite::SqliteStore::open(&db).expect("store")) }
     })
     .await;
+    one_begin_wins(
+        Arc::new(purra_sqlite::SqliteStore::open(&db).expect("store")),
+        Arc::new(purra_sqlite::SqliteStore::open(&db).expect("store")),
+    )
+    .await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -311,8 +339,12 @@ async fn a_postgres_store_answers_a_repeated_key_after_a_restart() {
         eprintln!("PURRA_TEST_POSTGRES is not set: the PostgreSQL case is not run");
         return;
     };
-    let schema = format!("idem_{}", std::process::id());
-    survives_a_restart(|| {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("idem_{}_{nanos}", std::process::id());
+    let open = || {
         let (url, schema) = (url.clone(), schema.clone());
         async move {
             let options = purra_postgres::PostgresOptions::default().schema(schema);
@@ -322,8 +354,9 @@ async fn a_postgres_store_answers_a_repeated_key_after_a_restart() {
                     .expect("store"),
             )
         }
-    })
-    .await;
+    };
+    survives_a_restart(open).await;
+    one_begin_wins(open().await, open().await).await;
 }
 
 /// An in-memory store that records every key a call began with.
