@@ -13,7 +13,9 @@
 //! is refused (-32602), never answered with the stored result. A key whose run started but never
 //! finished here (the process stopped while it ran, the call was cancelled, or another instance
 //! sharing a durable store runs it) is refused (-32603, "outcome unknown"): it is never run again
-//! blindly. A handler's protocol error (a JSON-RPC error rather than a result) releases the key.
+//! blindly. Before refusing, such a repeat polls the store for the key's result for
+//! [`ServerBuilder::idempotent_wait`](crate::ServerBuilder::idempotent_wait) (default zero), so
+//! instances of a fleet wait for each other. A handler's protocol error (a JSON-RPC error rather than a result) releases the key.
 //! A 2026-07-28 round that ends `input_required` drops the handler like a cancellation does: a
 //! key carried by such a call is then of unknown outcome, so a tool that asks for input in rounds
 //! is called without a key (SEP-3182 leaves multi round-trip calls out as well).

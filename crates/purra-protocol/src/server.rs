@@ -178,6 +178,8 @@ struct ServerInner {
     idempotent_tools: std::sync::atomic::AtomicBool,
     /// Where idempotent tools' results are kept by key.
     idempotent_results: Arc<dyn crate::idempotency::IdempotentResults>,
+    /// How long a repeat of a key running elsewhere polls the store for its result.
+    idempotent_wait: std::time::Duration,
     /// The idempotent runs going on in this process, by key: a repeat waits on its channel,
     /// which closes when the run ends.
     idempotent_runs: Mutex<HashMap<String, tokio::sync::watch::Receiver<()>>>,
@@ -218,6 +220,9 @@ struct ServerInner {
 pub type RequestGate =
     Arc<dyn Fn(&str, Option<&crate::Principal>) -> Result<(), ErrorObject> + Send + Sync>;
 
+/// How often a repeat of an idempotency key running elsewhere asks the store for its result.
+const IDEMPOTENT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The default bound on one session's resource subscriptions.
 pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1024;
 
@@ -240,6 +245,7 @@ pub struct ServerBuilder {
     admit: Option<Gate>,
     admit_unknown: Option<Gate>,
     idempotent_results: Option<IdempotentStore>,
+    idempotent_wait: std::time::Duration,
 }
 
 /// An idempotent results store in a `Debug` builder.
@@ -444,6 +450,15 @@ impl ServerBuilder {
         self.idempotent_results = Some(IdempotentStore(store));
         self
     }
+    /// How long a repeat of an idempotency key that runs elsewhere (another instance on the
+    /// shared store [`idempotent_results`](Self::idempotent_results) gives) polls the store for its
+    /// result before it is refused as of unknown outcome (default zero: refused at once). A key
+    /// whose run was interrupted is refused after this wait too. A repeat of a key running in this
+    /// process always waits for it.
+    pub fn idempotent_wait(mut self, wait: std::time::Duration) -> Self {
+        self.idempotent_wait = wait;
+        self
+    }
     /// Builds the server.
     pub fn build(mut self) -> Server {
         let skills = self.skills.take();
@@ -473,6 +488,7 @@ impl ServerBuilder {
                     Arc::new(crate::idempotency::InMemoryIdempotentResults::default())
                 }),
                 idempotent_runs: Mutex::default(),
+                idempotent_wait: self.idempotent_wait,
                 resources: RwLock::default(),
                 templates: RwLock::default(),
                 prompts: RwLock::default(),
@@ -733,6 +749,7 @@ impl Server {
             admit: None,
             admit_unknown: None,
             idempotent_results: None,
+            idempotent_wait: std::time::Duration::ZERO,
         }
     }
 
@@ -936,41 +953,51 @@ impl Server {
         let store_failed = |e: crate::idempotency::IdempotentStoreError| {
             ErrorObject::internal(format!("{e}: nothing was run"))
         };
-        match inner
-            .idempotent_results
-            .begin(key, request)
-            .await
-            .map_err(store_failed)?
-        {
-            Begin::Done(text) => serde_json::from_str(&text).map_err(|_| {
-                ErrorObject::internal("the stored result of this idempotency key is unreadable")
-            }),
-            Begin::Conflict => Err(ErrorObject::invalid_params(
-                "this idempotency key was used before for another tool or other arguments: refused, nothing was run",
-            )),
-            Begin::Running => Err(ErrorObject::internal(
-                "a call with this idempotency key began before and did not finish here (the server stopped or the call was cancelled while it ran, or another instance runs it): its outcome is unknown and it is not run again",
-            )),
-            Begin::Run => {
-                let result = run.await;
-                match &result {
-                    Ok(r) => {
-                        let text = serde_json::to_string(r).unwrap_or_default();
-                        if let Err(e) = inner.idempotent_results.finish(key, &text).await {
-                            tracing::warn!(error = %e, "an idempotent result was not kept");
-                        }
-                    }
-                    // A protocol error is no result to keep: a repeat runs again.
-                    Err(_) => {
-                        if let Err(e) = inner.idempotent_results.release(key).await {
-                            tracing::warn!(error = %e, "an idempotency key was not released");
-                        }
-                    }
+        let deadline = tokio::time::Instant::now() + inner.idempotent_wait;
+        let result = loop {
+            match inner
+                .idempotent_results
+                .begin(key, request)
+                .await
+                .map_err(store_failed)?
+            {
+                Begin::Done(text) => {
+                    return serde_json::from_str(&text).map_err(|_| {
+                        ErrorObject::internal(
+                            "the stored result of this idempotency key is unreadable",
+                        )
+                    })
                 }
-                drop(mine);
-                result
+                Begin::Conflict => return Err(ErrorObject::invalid_params(
+                    "this idempotency key was used before for another tool or other arguments: refused, nothing was run",
+                )),
+                // Running elsewhere (another instance), or interrupted: polled for a while.
+                Begin::Running if tokio::time::Instant::now() < deadline => {
+                    let now = tokio::time::Instant::now();
+                    tokio::time::sleep((deadline - now).min(IDEMPOTENT_POLL)).await;
+                }
+                Begin::Running => return Err(ErrorObject::internal(
+                    "a call with this idempotency key began before and did not finish here (the server stopped or the call was cancelled while it ran, or another instance runs it): its outcome is unknown and it is not run again",
+                )),
+                Begin::Run => break run.await,
+            }
+        };
+        match &result {
+            Ok(r) => {
+                let text = serde_json::to_string(r).unwrap_or_default();
+                if let Err(e) = inner.idempotent_results.finish(key, &text).await {
+                    tracing::warn!(error = %e, "an idempotent result was not kept");
+                }
+            }
+            // A protocol error is no result to keep: a repeat runs again.
+            Err(_) => {
+                if let Err(e) = inner.idempotent_results.release(key).await {
+                    tracing::warn!(error = %e, "an idempotency key was not released");
+                }
             }
         }
+        drop(mine);
+        result
     }
 
     /// Removes a tool; sends `list_changed` if it existed.

@@ -231,6 +231,64 @@ async fn a_concurrent_repeat_waits_for_the_first_run() {
     );
 }
 
+/// Two servers on one SQLite file (two instances): a repeat on the second while the first runs
+/// the key waits for its stored result when the second polls (`idempotent_wait`), and is refused
+/// as of unknown outcome at once when it does not; the tool ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeat_on_another_instance_waits_for_the_stored_result() {
+    let dir = std::env::temp_dir().join(format!("purra-idem-fleet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("idem.db");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let instance = |wait: Duration| {
+        let store = purra_sqlite::SqliteStore::open(&db).expect("store");
+        let durable = DurableIdempotentResults::new(Arc::new(store), IdempotentLimits::default());
+        let server = Server::builder("idem", "1.0.0")
+            .idempotent_results(Arc::new(durable))
+            .idempotent_wait(wait)
+            .build();
+        let runs = runs.clone();
+        server
+            .add_tool(
+                ToolDef::new("charge").description("Charges").idempotent(),
+                move |Charge { amount }, _ctx: RequestCtx| {
+                    let execution = runs.fetch_add(1, Ordering::SeqCst) + 1;
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        HandlerResult::Ok(Json(Charged {
+                            charged: amount,
+                            execution,
+                        }))
+                    }
+                },
+            )
+            .expect("tool");
+        server
+    };
+    let first = Arc::new(connect(&instance(Duration::ZERO)).await);
+    let patient = connect(&instance(Duration::from_secs(30))).await;
+    let hasty = connect(&instance(Duration::ZERO)).await;
+    let running = {
+        let first = first.clone();
+        tokio::spawn(async move { charge(&first, 5, "fleet").await })
+    };
+    while runs.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (code, message) = rpc(charge(&hasty, 5, "fleet").await);
+    assert_eq!(code, -32603, "{message}");
+    let waited = charge(&patient, 5, "fleet").await.expect("waited");
+    let ran = running.await.unwrap().expect("first");
+    assert_eq!(waited, ran);
+    assert_eq!(
+        ran.structured_content,
+        Some(json!({"charged": 5, "execution": 1}))
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A key begun in `store` and never finished (a process that stopped while it ran).
 async fn interrupted(store: &dyn IdempotentResults, key: &str, amount: i64) {
     let request = idempotency::request_digest("charge", &json!({ "amount": amount }));
