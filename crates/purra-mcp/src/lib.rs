@@ -7,7 +7,11 @@
 //! `tools/call` and turns every failure into a code from [`codes`]; no remote text reaches the
 //! model. A [`CatalogMonitor`] makes registrations stale as soon as the tool list changes. A
 //! remote tool that runs only as a task fails closed unless its read binding opts in
-//! ([`ReadBinding::run_tasks`]); write bindings never run tasks.
+//! ([`ReadBinding::run_tasks`]); write bindings never run tasks. A write dispatched under a claim
+//! (the run's `RunContext::idempotency_key`) carries `IdempotencyKey::upstream` of it in its
+//! request's `_meta`, and as SEP-3182's `idempotencyKey` to a server declaring that capability;
+//! reads carry none. [`DurableIdempotentResults`] keeps a purra server's idempotent results in a
+//! purra store.
 //!
 //! A selected schema may declare JSON Schema 2020-12 at its root; draft-07 and 2019-09 (what
 //! every TypeScript-SDK server declares) only when the host opts in with
