@@ -86,6 +86,7 @@ mod store {
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
+    #[cfg(feature = "server")]
     use serde_json::Value;
 
     use crate::session::BoxFuture;
