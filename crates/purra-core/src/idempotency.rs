@@ -24,11 +24,9 @@ use std::sync::Mutex;
 #[serde(transparent)]
 pub struct IdempotencyKey(pub String);
 
-/// The `_meta` member a dispatched write carries its [`IdempotencyKey::upstream`] key in.
-pub const IDEMPOTENCY_KEY_META: &str = "io.purra/idempotency-key";
-
 impl IdempotencyKey {
-    /// The key an upstream sees for this claim: `purra-idem-v1-` and the 64 hexadecimal digits of
+    /// The key an upstream sees for this claim (in `_meta` `io.purra/idempotency-key`, the wire
+    /// constant is `purra_protocol::idempotency::META_KEY`): `purra-idem-v1-` and the 64 hexadecimal digits of
     /// SHA-256 over a domain tag and the claim key (the intent digest). Every retry or resend of one
     /// intent carries the same key; two intents never share one (short of a SHA-256 collision); the
     /// upstream learns nothing of the intent from it.

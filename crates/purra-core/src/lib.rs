@@ -69,7 +69,7 @@ pub use error_code::ErrorCode;
 pub use events::{EventSender, StoreEvent, StoreEvents};
 pub use idempotency::{
     ClaimResult, ClaimState, EffectOutcome, IdempotencyKey, IdempotencyStore,
-    InMemoryIdempotencyStore, IDEMPOTENCY_KEY_META,
+    InMemoryIdempotencyStore,
 };
 pub use identity::{
     canonicalize, json_identity, json_identity_of_text, IdentityError, JsonIdentity,
