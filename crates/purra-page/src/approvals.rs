@@ -24,8 +24,8 @@ use crate::Inner;
 
 /// The longest note kept with a decision, in characters.
 const MAX_NOTE: usize = 2000;
-/// The longest reconciliation evidence, in characters.
-const MAX_EVIDENCE: usize = 4000;
+/// The longest reconciliation evidence, in bytes (what the store records).
+const MAX_EVIDENCE: usize = purra_core::MAX_EVIDENCE_BYTES;
 /// A comment on an idle live-update stream this often (and a check that its session still lives).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -439,11 +439,11 @@ pub(crate) async fn reconcile(
         Err(resp) => return resp,
     };
     let evidence = field(&fields, "evidence").map(str::trim).unwrap_or("");
-    if evidence.is_empty() || evidence.chars().count() > MAX_EVIDENCE {
+    if evidence.is_empty() || evidence.len() > MAX_EVIDENCE {
         return answer(
             parts,
             StatusCode::BAD_REQUEST,
-            &format!("refused: a reconciliation needs evidence (1 to {MAX_EVIDENCE} characters)"),
+            &format!("refused: a reconciliation needs evidence (1 to {MAX_EVIDENCE} bytes)"),
         );
     }
     let view = match view(page, parts, id).await {
@@ -470,11 +470,15 @@ pub(crate) async fn reconcile(
             &format!("conflict: {id} was never dispatched; there is nothing to reconcile"),
         );
     };
-    // The audit log keeps who reconciled, with their evidence.
-    let recorded = format!("{} (on the approver page): {evidence}", s.approver);
+    // The audit log keeps who reconciled (on this page), with their evidence.
     match page
         .store
-        .reconcile_unknown(claim.key, recorded, outcome)
+        .reconcile_effect(
+            claim.key,
+            format!("{} (approver page)", s.approver),
+            evidence.to_owned(),
+            outcome,
+        )
         .await
     {
         Ok(()) => {

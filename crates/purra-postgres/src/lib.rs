@@ -35,6 +35,7 @@
 //! ```
 
 mod credential;
+mod effects;
 mod listen;
 mod migrate;
 mod store;

@@ -101,6 +101,7 @@
 
 mod audit;
 mod credential;
+mod effects;
 mod migrate;
 mod store;
 mod webhook;
