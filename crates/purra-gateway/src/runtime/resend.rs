@@ -90,6 +90,9 @@ pub async fn resend(
         .await
         .map_err(ResendError::Store)?
         .ok_or(ResendError::Store(StoreError::NotFound))?;
+    if let Some(first) = effect.resend {
+        return Err(ResendError::AlreadyResent(first));
+    }
     if !matches!(
         &effect.state,
         ClaimState::Completed {
