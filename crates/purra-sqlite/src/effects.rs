@@ -21,6 +21,9 @@ const SELECT: &str =
      FROM claims c LEFT JOIN approvals a ON a.seq = c.approval_seq
      LEFT JOIN resends r ON r.claim_seq = c.seq";
 
+/// A resend row as read: who, the owner that sent it, when, its outcome and when it came.
+type ResendRow = (String, String, i64, Option<String>, Option<i64>);
+
 /// An effect row as read.
 struct Row {
     seq: i64,
@@ -32,7 +35,7 @@ struct Row {
     approval: Option<i64>,
     tool: Option<String>,
     request_json: Option<String>,
-    resend: Option<(String, String, i64, Option<String>, Option<i64>)>,
+    resend: Option<ResendRow>,
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
