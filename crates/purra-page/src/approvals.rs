@@ -65,7 +65,10 @@ async fn listing(
             ApprovalQuery::all().status(ApprovalStatus::Pending),
             page.config.pending_page,
         ),
-        View::History => (ApprovalQuery::all().decided(), page.config.history_limit),
+        // The effects queue has a listing of its own (`effects`); never asked here.
+        View::History | View::Effects => {
+            (ApprovalQuery::all().decided(), page.config.history_limit)
+        }
     };
     let mut query = query.newest_first().limit(page_size(limit));
     if let Some(id) = before {
@@ -81,7 +84,9 @@ async fn listing(
                     .load_suspended(view_of.request.intent.run_id.clone())
                     .await?,
             ),
-            View::History => (store.approval_audit(view_of.id.clone()).await?, None),
+            View::History | View::Effects => {
+                (store.approval_audit(view_of.id.clone()).await?, None)
+            }
         };
         items.push(Item {
             view: view_of,
@@ -90,7 +95,7 @@ async fn listing(
         });
     }
     let (more, total) = match view {
-        View::History => (None, None),
+        View::History | View::Effects => (None, None),
         View::Pending => {
             let more = match &read.next {
                 Some(next) => store.count_approvals(query.continued(next.clone())).await?,
@@ -170,6 +175,7 @@ async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
             let title = match view {
                 View::Pending => "Pending",
                 View::History => "History",
+                View::Effects => "Unknown effects",
             };
             html(
                 StatusCode::OK,
