@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use crate::support::clients::{gateway_client, json_lines, serving, spawn_gateway, wait_for, Sdk};
 use crate::support::peers;
 use crate::support::run::{approvals_json, purra, wait_approval, Killed, LIMIT};
+use crate::support::webdriver::Browser;
 
 use peers::{fresh_dir, peer, peers_dir, postgres_schema, python, repo_root};
 
@@ -244,14 +245,19 @@ impl Running {
 /// Calls `set_value` through the gateway with the upstream set to exit right after executing,
 /// approves the write from another process, and waits for the client's answer: the effect's
 /// key (the approval's intent digest) and the approval id.
-fn interrupted_write(sc: &Scenario, running: &Running) -> (String, String) {
+fn interrupted_write(sc: &Scenario, url: &str) -> (String, String) {
+    interrupted_write_of(sc, url, "v1")
+}
+
+/// [`interrupted_write`] of `value`.
+fn interrupted_write_of(sc: &Scenario, url: &str, value: &str) -> (String, String) {
     std::fs::write(sc.dir.join("crash-after-execute"), "").expect("trigger");
-    let steps = json!([{"call": "set_value", "args": {"value": "v1"}}]);
+    let steps = json!([{"call": "set_value", "args": {"value": value}}]);
     let (child, lines) = json_lines(gateway_client(Sdk::Python).args([
         "--steps",
         &steps.to_string(),
         "--http",
-        &running.url,
+        url,
     ]));
     let _client = Killed(child);
     let id = wait_approval(&sc.db, "a pending approval", |a| a["state"] == "pending");
@@ -302,7 +308,7 @@ fn interrupted_then_reconciled(postgres: bool) {
         postgres,
     );
     let running = Running::start(&sc);
-    let (key, id) = interrupted_write(&sc, &running);
+    let (key, id) = interrupted_write(&sc, &running.url);
     // The upstream executed once and never answered.
     assert_eq!(sc.lines("executed"), ["executed v1"], "{:?}", sc.ledger());
     assert_eq!(sc.lines("exit after execute").len(), 1);
@@ -447,7 +453,7 @@ fn resent_once(postgres: bool) {
         postgres,
     );
     let running = Running::start(&sc);
-    let (key, id) = interrupted_write(&sc, &running);
+    let (key, id) = interrupted_write(&sc, &running.url);
     assert_eq!(sc.lines("executed"), ["executed v1"], "{:?}", sc.ledger());
 
     // Resent through a fresh upstream process (the one that executed is gone), same key.
@@ -506,5 +512,157 @@ fn resent_once(postgres: bool) {
         committed,
         json!({"approval": id, "tool": "set_value", "principal": "local", "key": key,
                "effect": "committed", "reconciled": false})
+    );
+}
+
+/// A `purra` process the test started, its stderr lines on a channel; killed when dropped.
+struct Purra {
+    _child: Killed,
+    lines: Lines<String>,
+}
+
+impl Purra {
+    fn start(args: &[&str]) -> Purra {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_purra"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn purra");
+        let lines = peers::lines_of(child.stderr.take().expect("stderr"), |line| {
+            eprintln!("[purra] {line}");
+            Some(line)
+        });
+        Purra {
+            _child: Killed(child),
+            lines,
+        }
+    }
+
+    /// Waits for a stderr line starting with `prefix`; the rest of it.
+    fn line(&self, prefix: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
+                .unwrap_or_else(|_| panic!("purra never printed {prefix:?}"));
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_owned();
+            }
+        }
+    }
+}
+
+/// Signs in on `page` with `token` and opens the queue of unknown effects from the navigation.
+fn open_queue(b: &Browser, page: &str, token: &str) {
+    b.goto(&format!("{page}login"));
+    b.type_css("#token", token);
+    b.click_css("#login");
+    b.wait_text("#approver", "ada");
+    b.click_css("#nav-effects");
+    b.wait_for("body[data-view=effects][data-synced=yes]");
+}
+
+/// The page (headless Chromium): unknown effects queue up; an approver reconciles one with
+/// evidence and resends another under the same key, each recorded as theirs; a page started
+/// without the gateway's configuration says why it cannot resend.
+#[test]
+fn the_page_queues_unknown_effects_and_reconciles_or_resends_them() {
+    let sc = Scenario::new("page", true, false);
+    let gw = Purra::start(&[
+        "gateway",
+        "--config",
+        &sc.config(),
+        "--page",
+        "127.0.0.1:0",
+        "--page-approver",
+        "ada",
+    ]);
+    let page = gw.line("purra gateway: approver page at ");
+    let token = gw.line("purra gateway: sign-in token for ada: ");
+    let url = gw.line("purra gateway: serving ");
+    let (first, _) = interrupted_write(&sc, &url);
+    let (second, _) = interrupted_write_of(&sc, &url, "v2");
+
+    // Without the configuration, the queue cannot resend and says why.
+    let alone = Purra::start(&[
+        "approvals",
+        "serve",
+        "--db",
+        &sc.db,
+        "--listen",
+        "127.0.0.1:0",
+        "--page-approver",
+        "ada",
+    ]);
+    let alone_page = alone.line("purra approvals: approver page at ");
+    let alone_token = alone.line("purra approvals: sign-in token for ada: ");
+    let b = Browser::new(1100, 1400);
+    open_queue(&b, &alone_page, &alone_token);
+    b.wait_text("#count", "2");
+    assert_eq!(
+        b.text_css("#resend-unavailable-0"),
+        "Resend is unavailable here: this page was started without the gateway configuration \
+         that binds the upstreams (purra approvals serve --config FILE, or purra gateway --page), \
+         so it cannot reach them."
+    );
+    assert!(b.find("#resend-0").is_none());
+    drop(b);
+    drop(alone);
+
+    // On the gateway's page: the newest first, with what was sent.
+    let b = Browser::new(1100, 1400);
+    open_queue(&b, &page, &token);
+    b.wait_text("#count", "2");
+    assert_eq!(
+        b.script("return [...document.querySelectorAll('article.effect')].map(a => a.dataset.key)"),
+        json!([second, first])
+    );
+    assert_eq!(b.text_css("#reason-1"), "mcp_connection_closed");
+    // Reconcile the first with evidence.
+    let evidence = "the upstream's ledger shows v1 executed";
+    b.type_css("#evidence-1", evidence);
+    b.click_css("#reconcile-1");
+    b.wait_text(
+        "#status",
+        &format!("{first} reconciled as committed by ada"),
+    );
+    b.wait_text("#count", "1");
+    // Resend the second under its key.
+    b.click_css("#resend-0");
+    b.wait_text(
+        "#status",
+        &format!("{second} resent under the same key: committed, the receipt is recorded"),
+    );
+    b.wait_text("#count", "0");
+    b.wait_for("#empty");
+
+    let (_, one, _) = sc.effects(&["show", &first]);
+    assert_eq!(
+        (
+            &one["effect"],
+            &one["reconciled"]["by"],
+            &one["reconciled"]["evidence"]
+        ),
+        (
+            &json!("committed"),
+            &json!("ada (approver page)"),
+            &json!(evidence)
+        )
+    );
+    let (_, two, _) = sc.effects(&["show", &second]);
+    assert_eq!(
+        (
+            &two["effect"],
+            &two["resend"]["by"],
+            &two["receipt"]["structured"]
+        ),
+        (
+            &json!("committed"),
+            &json!("ada (approver page)"),
+            &json!({"stored": "v2"})
+        )
     );
 }
