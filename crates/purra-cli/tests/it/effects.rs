@@ -287,13 +287,13 @@ fn interrupted_write_of(sc: &Scenario, url: &str, value: &str) -> (String, Strin
 
 /// The acceptance on SQLite: the interrupted write, the refused resend, the reconciliation.
 #[test]
-fn an_interrupted_write_is_unknown_and_changes_only_by_a_recorded_reconciliation() {
+fn unknown_moves_by_a_recorded_decision() {
     interrupted_then_reconciled(false);
 }
 
 /// The same on PostgreSQL.
 #[test]
-fn on_postgres_an_interrupted_write_is_unknown_and_changes_only_by_a_recorded_reconciliation() {
+fn on_postgres_unknown_moves_by_a_recorded_decision() {
     interrupted_then_reconciled(true);
 }
 
@@ -436,13 +436,13 @@ fn interrupted_then_reconciled(postgres: bool) {
 
 /// The acceptance on SQLite: the resend of an idempotent binding under the same key.
 #[test]
-fn an_idempotent_write_is_resent_once_under_the_same_key_and_executes_once_in_total() {
+fn an_idempotent_resend_executes_once_in_total() {
     resent_once(false);
 }
 
 /// The same on PostgreSQL.
 #[test]
-fn on_postgres_an_idempotent_write_is_resent_once_under_the_same_key_and_executes_once_in_total() {
+fn on_postgres_an_idempotent_resend_executes_once_in_total() {
     resent_once(true);
 }
 
