@@ -366,6 +366,7 @@ pub enum EffectsCommand {
     },
     /// Record an operator's decision on an `unknown` effect, with evidence: it was committed,
     /// or it was never sent. Audited; the `effect.reconciled` webhook event.
+    #[command(group(clap::ArgGroup::new("outcome").required(true).args(["committed", "not_sent"])))]
     Reconcile {
         /// The idempotency key, or the id of the approval that claimed it.
         key: String,
