@@ -53,11 +53,14 @@ Durable writes:
   purra demo --interactive             wait for `purra approvals approve ID` from elsewhere
   purra approvals list|show ID|approve ID|deny ID [--note TEXT]
   purra runs list|show ID
+  purra effects list [--unknown]|show KEY|reconcile KEY --committed|--not-sent --evidence TEXT
+  purra effects resend KEY --config gateway.toml
+                                       settle unknown effects (resend: idempotent writes only)
   purra credentials list|set|revoke|rotate
                                        per-principal upstream secrets, sealed at rest
                                        (keys: --keys FILE or PURRA_CREDENTIAL_KEYS)
   Each takes --db PATH|URL (a SQLite file, default ./purra.db, or a postgres:// URL) and --json;
-  approvals and runs also --config FILE (a gateway file's [gateway] db; without --db and
+  approvals, runs and effects also --config FILE (a gateway file's [gateway] db; without --db and
   without ./purra.db, ./gateway.toml's).
   purra approvals serve                the approver page on 127.0.0.1:8470 (sign-in tokens
                                        printed; --page-approver NAME, repeatable)
@@ -138,6 +141,10 @@ pub enum Command {
     /// List or show the runs in a store.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// List, show, reconcile or resend the effects (claimed writes) in a store; `unknown` ones
+    /// change only by an operator's recorded decision or a resend under the same key.
+    #[command(subcommand)]
+    Effects(EffectsCommand),
     /// List the webhook deliveries a store has not made yet (pending and failed), or send the
     /// failed ones again.
     #[command(subcommand)]
@@ -327,6 +334,87 @@ pub enum ApprovalsCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+}
+
+/// `purra effects`.
+#[derive(Debug, Subcommand)]
+pub enum EffectsCommand {
+    /// The effects in the store, the newest claim first, one page at a time.
+    List {
+        /// Only the `unknown` ones (the operator's queue).
+        #[arg(long)]
+        unknown: bool,
+        /// Only effects older than this key (the next page: the key the last line names).
+        #[arg(long, value_name = "KEY")]
+        before: Option<String>,
+        /// At most this many (1 to 1000).
+        #[arg(long, value_name = "N", default_value_t = 50,
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// One effect: when it was claimed and by which instance, the tool and the arguments sent,
+    /// what came back last, its reconciliation and its resend.
+    Show {
+        /// The idempotency key, or the id of the approval that claimed it (approval-12).
+        key: String,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Record an operator's decision on an `unknown` effect, with evidence: it was committed,
+    /// or it was never sent. Audited; the `effect.reconciled` webhook event.
+    #[command(group(clap::ArgGroup::new("outcome").required(true).args(["committed", "not_sent"])))]
+    Reconcile {
+        /// The idempotency key, or the id of the approval that claimed it.
+        key: String,
+        /// The upstream did have the effect.
+        #[arg(
+            long,
+            conflicts_with = "not_sent",
+            required_unless_present = "not_sent"
+        )]
+        committed: bool,
+        /// The upstream never had the effect.
+        #[arg(long)]
+        not_sent: bool,
+        /// Independent evidence of what happened (1 to 4096 bytes).
+        #[arg(long, value_name = "TEXT")]
+        evidence: String,
+        /// Who decides (recorded with the path: `NAME (cli)`).
+        #[arg(long, value_name = "NAME", default_value = "operator")]
+        by: String,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Send an `unknown` effect again under the same idempotency key, once: only when its
+    /// `[writes.NAME]` says `idempotent = true` or the upstream declares `tools.idempotency`.
+    /// Needs --config (the gateway file that binds the tool).
+    Resend {
+        /// The idempotency key, or the id of the approval that claimed it.
+        key: String,
+        /// Who asks (recorded with the path: `NAME (cli)`).
+        #[arg(long, value_name = "NAME", default_value = "operator")]
+        by: String,
+        /// The store and output options (--config is required).
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+impl EffectsCommand {
+    /// The store and output options of this subcommand.
+    pub fn store_args(&self) -> &StoreArgs {
+        match self {
+            EffectsCommand::List { store, .. }
+            | EffectsCommand::Show { store, .. }
+            | EffectsCommand::Reconcile { store, .. }
+            | EffectsCommand::Resend { store, .. } => store,
+        }
+    }
 }
 
 /// `purra runs`.

@@ -54,6 +54,7 @@ fn main() {
         | Command::Logout(_) => false,
         Command::Approvals(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
+        Command::Effects(a) => a.store_args().json,
         Command::Webhooks(a) => a.store_args().json,
         Command::Credentials(a) => a.store_args().json,
     };
@@ -152,6 +153,7 @@ async fn dispatch(
         }
         Command::Approvals(a) => cmd::approvals::run(a).await,
         Command::Runs(a) => cmd::runs::run(a).await,
+        Command::Effects(a) => cmd::effects::run(a).await,
         Command::Webhooks(a) => cmd::webhooks::run(a).await,
         Command::Credentials(a) => cmd::credentials::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,

@@ -34,6 +34,7 @@ pub mod approval;
 pub mod approver;
 pub mod catalog;
 pub mod credential;
+pub mod effect;
 pub mod error_code;
 pub mod events;
 pub mod idempotency;
@@ -64,6 +65,10 @@ pub use catalog::{Catalog, CatalogError};
 pub use credential::{
     CredentialFilter, CredentialInfo, CredentialKey, CredentialKind, CredentialMeta,
     CredentialRecord, CredentialStore, CredentialWrite, SealedSecret,
+};
+pub use effect::{
+    check_reconciler, EffectPage, EffectQuery, EffectReconciled, EffectView, ResendClaim,
+    ResendView, MAX_EVIDENCE_BYTES,
 };
 pub use error_code::ErrorCode;
 pub use events::{EventSender, StoreEvent, StoreEvents};

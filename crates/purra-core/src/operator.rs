@@ -12,6 +12,7 @@
 //! independent evidence, that an `unknown` outcome was in fact `committed` or `not_started`).
 
 use crate::approval::{ApprovalGateway, ApprovalId, ApprovalRequest, ApprovalState, Verdict};
+use crate::effect::{EffectPage, EffectQuery, EffectView, ResendClaim};
 use crate::idempotency::{ClaimState, EffectOutcome, IdempotencyKey, IdempotencyStore};
 use crate::identity::JsonIdentity;
 use crate::run::RunId;
@@ -496,11 +497,51 @@ pub trait OperatorStore: ApprovalGateway + IdempotencyStore + RunStore {
     /// what happened, required) in the audit log and replaces the outcome with `outcome`, which must be
     /// `committed` or `not_started`. `NotFound` if never claimed; `Conflict` if the outcome is not
     /// `unknown`, the evidence is empty, or `outcome` is itself `unknown`. The claim stays: the call is
-    /// never dispatched again.
+    /// never dispatched again. Recorded as decided by this store's owner; an operator's own decision
+    /// is [`OperatorStore::reconcile_effect`].
     fn reconcile_unknown(
         &self,
         key: IdempotencyKey,
         evidence: String,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let by = self.owner().to_owned();
+        self.reconcile_effect(key, by, evidence, outcome)
+    }
+    /// [`OperatorStore::reconcile_unknown`] decided by the operator `by`: the audit row records who
+    /// and the evidence (at most [`MAX_EVIDENCE_BYTES`](crate::MAX_EVIDENCE_BYTES), checked by
+    /// [`check_reconciler`](crate::check_reconciler) before anything is touched), and the same
+    /// transaction records the `effect.reconciled` webhook event (and `effect.committed` for a
+    /// committed outcome).
+    fn reconcile_effect(
+        &self,
+        key: IdempotencyKey,
+        by: String,
+        evidence: String,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// One page of effects (claims), newest first: every one, or the `unknown` ones
+    /// (through an index of them). `NotFound` if the cursor is not a claimed key.
+    fn effects(&self, query: EffectQuery) -> BoxFuture<'_, Result<EffectPage, StoreError>>;
+    /// One effect, if `key` was claimed.
+    fn effect(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<EffectView>, StoreError>>;
+    /// Claims the one resend of the `unknown` effect `key` for the operator `by`, or finds the
+    /// resend made before (then nothing may be sent). The claim is durable before anything is
+    /// sent, audited (`resend_claimed`). `NotFound` if never claimed; `Conflict` if the effect
+    /// is not `unknown`.
+    fn claim_resend(
+        &self,
+        key: IdempotencyKey,
+        by: String,
+    ) -> BoxFuture<'_, Result<ResendClaim, StoreError>>;
+    /// Records what the claimed resend of `key` came to (audited, `resent`): `committed` replaces
+    /// the effect's outcome with the receipt (the `effect.committed` event); `unknown` keeps the
+    /// effect `unknown` with the new reason (the `effect.unknown` event); `not_started` (nothing
+    /// left) releases the resend claim, so another may be made. `Conflict` if no resend of `key`
+    /// is claimed without an outcome.
+    fn complete_resend(
+        &self,
+        key: IdempotencyKey,
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>>;
 }

@@ -52,24 +52,30 @@ pub enum WebhookEventType {
     /// `effect.unknown`: a claimed call's effect is unknown (the call may or may not have had its
     /// effect; an operator reconciles it).
     EffectUnknown,
+    /// `effect.reconciled`: an operator recorded a decision on an `unknown` effect (committed or
+    /// not sent), with who and the evidence.
+    EffectReconciled,
 }
 
 impl WebhookEventType {
     /// Every type, in the order of the write state machine.
-    pub const ALL: [WebhookEventType; 4] = [
+    pub const ALL: [WebhookEventType; 5] = [
         WebhookEventType::ApprovalPending,
         WebhookEventType::ApprovalDecided,
         WebhookEventType::EffectCommitted,
         WebhookEventType::EffectUnknown,
+        WebhookEventType::EffectReconciled,
     ];
 
-    /// `approval.pending`, `approval.decided`, `effect.committed` or `effect.unknown`.
+    /// `approval.pending`, `approval.decided`, `effect.committed`, `effect.unknown` or
+    /// `effect.reconciled`.
     pub fn as_str(self) -> &'static str {
         match self {
             WebhookEventType::ApprovalPending => "approval.pending",
             WebhookEventType::ApprovalDecided => "approval.decided",
             WebhookEventType::EffectCommitted => "effect.committed",
             WebhookEventType::EffectUnknown => "effect.unknown",
+            WebhookEventType::EffectReconciled => "effect.reconciled",
         }
     }
 
@@ -260,6 +266,42 @@ impl WebhookEvent {
             at,
             data: Value::Object(data),
         })
+    }
+
+    /// `effect.reconciled` for the claim `key` (made by `approval`, when an approval made it)
+    /// reconciled to `outcome` by the operator `by` with `evidence` (bounded by the store's
+    /// checks, at most [`MAX_EVIDENCE_BYTES`](crate::MAX_EVIDENCE_BYTES)) at `at`. Never the
+    /// receipt.
+    pub fn reconciled(
+        key: &IdempotencyKey,
+        approval: Option<&ApprovalRef>,
+        outcome: &EffectOutcome,
+        by: &str,
+        evidence: &str,
+        at: SystemTime,
+    ) -> WebhookEvent {
+        let mut data = match approval {
+            Some(a) => approval_data(a),
+            None => {
+                let mut m = Map::new();
+                m.insert("approval".into(), Value::Null);
+                m.insert("tool".into(), Value::Null);
+                m.insert("principal".into(), Value::Null);
+                m
+            }
+        };
+        data.insert("key".into(), json!(key.0));
+        data.insert(
+            "outcome".into(),
+            json!(crate::stored::outcome_kind(outcome)),
+        );
+        data.insert("by".into(), json!(one_line(by, WHO_MAX_CHARS)));
+        data.insert("evidence".into(), json!(evidence));
+        WebhookEvent {
+            event_type: WebhookEventType::EffectReconciled,
+            at,
+            data: Value::Object(data),
+        }
     }
 
     /// The event's type for an outcome (`None` for `not_started`).
@@ -599,7 +641,8 @@ mod tests {
                 "approval.pending",
                 "approval.decided",
                 "effect.committed",
-                "effect.unknown"
+                "effect.unknown",
+                "effect.reconciled"
             ]
         );
         for t in WebhookEventType::ALL {

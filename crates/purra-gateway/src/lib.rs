@@ -128,6 +128,7 @@ pub use runtime::app::{app_uri, APPROVAL_TOOL};
 pub use runtime::drain::Drained;
 pub use runtime::gateway::{Gateway, Log, StartError, StartOptions};
 pub use runtime::reload::Reloaded;
+pub use runtime::resend::{resend, ResendError, Resent};
 pub use runtime::store::{Decisions, GatewayStore};
 pub use runtime::webhooks::Webhooks;
 pub use serve::health::{HealthService, Readiness};

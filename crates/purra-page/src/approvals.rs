@@ -24,8 +24,8 @@ use crate::Inner;
 
 /// The longest note kept with a decision, in characters.
 const MAX_NOTE: usize = 2000;
-/// The longest reconciliation evidence, in characters.
-const MAX_EVIDENCE: usize = 4000;
+/// The longest reconciliation evidence, in bytes (what the store records).
+const MAX_EVIDENCE: usize = purra_core::MAX_EVIDENCE_BYTES;
 /// A comment on an idle live-update stream this often (and a check that its session still lives).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -65,7 +65,10 @@ async fn listing(
             ApprovalQuery::all().status(ApprovalStatus::Pending),
             page.config.pending_page,
         ),
-        View::History => (ApprovalQuery::all().decided(), page.config.history_limit),
+        // The effects queue has a listing of its own (`effects`); never asked here.
+        View::History | View::Effects => {
+            (ApprovalQuery::all().decided(), page.config.history_limit)
+        }
     };
     let mut query = query.newest_first().limit(page_size(limit));
     if let Some(id) = before {
@@ -81,7 +84,9 @@ async fn listing(
                     .load_suspended(view_of.request.intent.run_id.clone())
                     .await?,
             ),
-            View::History => (store.approval_audit(view_of.id.clone()).await?, None),
+            View::History | View::Effects => {
+                (store.approval_audit(view_of.id.clone()).await?, None)
+            }
         };
         items.push(Item {
             view: view_of,
@@ -90,7 +95,7 @@ async fn listing(
         });
     }
     let (more, total) = match view {
-        View::History => (None, None),
+        View::History | View::Effects => (None, None),
         View::Pending => {
             let more = match &read.next {
                 Some(next) => store.count_approvals(query.continued(next.clone())).await?,
@@ -170,6 +175,7 @@ async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
             let title = match view {
                 View::Pending => "Pending",
                 View::History => "History",
+                View::Effects => "Unknown effects",
             };
             html(
                 StatusCode::OK,
@@ -439,11 +445,11 @@ pub(crate) async fn reconcile(
         Err(resp) => return resp,
     };
     let evidence = field(&fields, "evidence").map(str::trim).unwrap_or("");
-    if evidence.is_empty() || evidence.chars().count() > MAX_EVIDENCE {
+    if evidence.is_empty() || evidence.len() > MAX_EVIDENCE {
         return answer(
             parts,
             StatusCode::BAD_REQUEST,
-            &format!("refused: a reconciliation needs evidence (1 to {MAX_EVIDENCE} characters)"),
+            &format!("refused: a reconciliation needs evidence (1 to {MAX_EVIDENCE} bytes)"),
         );
     }
     let view = match view(page, parts, id).await {
@@ -470,11 +476,15 @@ pub(crate) async fn reconcile(
             &format!("conflict: {id} was never dispatched; there is nothing to reconcile"),
         );
     };
-    // The audit log keeps who reconciled, with their evidence.
-    let recorded = format!("{} (on the approver page): {evidence}", s.approver);
+    // The audit log keeps who reconciled (on this page), with their evidence.
     match page
         .store
-        .reconcile_unknown(claim.key, recorded, outcome)
+        .reconcile_effect(
+            claim.key,
+            format!("{} (approver page)", s.approver),
+            evidence.to_owned(),
+            outcome,
+        )
         .await
     {
         Ok(()) => {

@@ -49,6 +49,7 @@ mod assets;
 mod config;
 pub mod connect;
 mod connect_routes;
+mod effects;
 mod guard;
 mod login;
 mod oidc;
@@ -81,6 +82,16 @@ use throttle::Throttle;
 /// records it through itself so its waiting calls wake at once.
 pub type Decide =
     Arc<dyn Fn(ApprovalId, Decision) -> BoxFuture<'static, Result<(), StoreError>> + Send + Sync>;
+
+/// How a page resends an `unknown` effect under the same key for an approver (the key, who is
+/// recorded as asking): a gateway's resend, which decides whether it is allowed; `Ok` with what
+/// came of it, `Err` with why nothing was sent. Without one ([`Page::set_resend`]) the page says
+/// why resend is unavailable.
+pub type Resend = Arc<
+    dyn Fn(purra_core::IdempotencyKey, String) -> BoxFuture<'static, Result<String, String>>
+        + Send
+        + Sync,
+>;
 
 /// The approver page over one store. Cheap to clone.
 #[derive(Clone)]
@@ -118,6 +129,8 @@ struct Inner {
     cookies: Cookies,
     /// The connections [`Page::serve`] holds open.
     connection_stats: ConnectionStats,
+    /// How the queue of unknown effects resends one, when this page can reach the upstreams.
+    resend: OnceLock<Resend>,
 }
 
 impl Page {
@@ -172,8 +185,15 @@ impl Page {
                 provider: tokio::sync::OnceCell::new(),
                 pending: oidc::Pending::default(),
                 redirect_uri,
+                resend: OnceLock::new(),
             }),
         }
+    }
+
+    /// Lets the queue of unknown effects resend one through `resend` (a gateway's, with the
+    /// configuration that binds the upstreams). Set once; `false` when one was set already.
+    pub fn set_resend(&self, resend: Resend) -> bool {
+        self.inner.resend.set(resend).is_ok()
     }
 
     /// Each approver's access token (show them to the approvers, nowhere else); none when token

@@ -56,14 +56,17 @@ pub enum View {
     Pending,
     /// Decided approvals with their effects.
     History,
+    /// The queue of unknown effects.
+    Effects,
 }
 
 impl View {
-    /// `pending` or `history` (also the fragment's path segment).
+    /// `pending`, `history` or `effects` (also the fragment's path segment).
     pub fn as_str(self) -> &'static str {
         match self {
             View::Pending => "pending",
             View::History => "history",
+            View::Effects => "effects",
         }
     }
 }
@@ -81,10 +84,12 @@ pub fn layout(title: &str, view: Option<View>, approver: Option<&str>, main: &st
         };
         let _ = write!(
             nav,
-            "<nav><a href=\"/\"{}>Pending</a> <a href=\"/history\"{}>History</a>\
+            "<nav><a href=\"/\"{}>Pending</a> <a href=\"/history\"{}>History</a> \
+             <a href=\"/effects\" id=\"nav-effects\"{}>Unknown effects</a>\
              <span class=\"who\">Signed in as <b id=\"approver\">{}</b></span></nav>",
             current(View::Pending),
             current(View::History),
+            current(View::Effects),
             esc(approver)
         );
     }
@@ -213,6 +218,8 @@ pub fn list(view: View, listing: &Listing, csrf: &str, now: SystemTime) -> Strin
                 );
             }
         }
+        // The effects queue is rendered by `effects`.
+        View::Effects => {}
     }
     out
 }

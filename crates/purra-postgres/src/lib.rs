@@ -36,6 +36,7 @@
 
 mod credential;
 mod idempotent;
+mod effects;
 mod listen;
 mod migrate;
 mod store;

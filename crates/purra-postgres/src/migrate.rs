@@ -181,8 +181,29 @@ CREATE TABLE idempotent_results (
 CREATE INDEX idempotent_results_by_age ON idempotent_results (began_at_ns);
 "#;
 
+// ---- Issue 46, reconciling `unknown` effects (one schema step of its own) ----
+
+/// Schema version 6: the resend of an `unknown` effect, as purra-sqlite's schema 8: one row per
+/// claim at most (keyed by the claim's key), so a resend is claimed once whichever instance asks.
+/// `claims_unknown` (the claims whose outcome is `unknown`) and `claims_by_time` serve the
+/// operator's listings newest first, a page at a time, whatever the history. Nothing existing is
+/// rewritten.
+const V6_EFFECTS: &str = r#"
+CREATE TABLE resends (
+    key             TEXT PRIMARY KEY REFERENCES claims(key),
+    by_who          TEXT NOT NULL,
+    owner           TEXT NOT NULL,
+    at_ns           BIGINT NOT NULL,
+    outcome_json    TEXT,
+    completed_at_ns BIGINT,
+    CHECK ((outcome_json IS NULL) = (completed_at_ns IS NULL))
+);
+CREATE INDEX claims_unknown ON claims (claimed_at_ns, key) WHERE outcome = 'unknown';
+CREATE INDEX claims_by_time ON claims (claimed_at_ns, key);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5_IDEMPOTENT_RESULTS];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5_IDEMPOTENT_RESULTS, V6_EFFECTS];
 
 /// Why migrating failed.
 pub(crate) enum MigrateError {

@@ -24,12 +24,13 @@ use purra_core::stored::{
     approval_id, approval_seq, claim_state, from_ns, json_error, outcome_kind, to_ns,
 };
 use purra_core::{
-    check_reconciliation, request_principal, ApprovalGateway, ApprovalId, ApprovalIntent,
-    ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRef, ApprovalRequest, ApprovalState,
-    ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView,
-    Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
-    JsonIdentity, OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvents,
-    SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
+    request_principal, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalPage, ApprovalQuery,
+    ApprovalRecord, ApprovalRef, ApprovalRequest, ApprovalState, ApprovalView, AuditEntry,
+    BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision, EffectOutcome,
+    EffectPage, EffectQuery, EffectView, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
+    JsonIdentity, OperatorStore, Reconciliation, ResendClaim, RunId, RunStore, StoreError,
+    StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE,
+    PRINCIPAL_LABEL,
 };
 use serde_json::{json, Value};
 use std::future::Future;
@@ -247,7 +248,7 @@ fn db_text(e: &tokio_postgres::Error) -> String {
     }
 }
 
-fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     to_ns(SystemTime::now()).unwrap_or(0)
 }
 
@@ -282,7 +283,7 @@ pub(crate) async fn query_opt<C: GenericClient>(
 }
 
 /// One audit row to append.
-struct Audit<'a> {
+pub(crate) struct Audit<'a> {
     event: &'a str,
     approval_id: Option<&'a str>,
     claim_key: Option<&'a str>,
@@ -291,7 +292,7 @@ struct Audit<'a> {
 }
 
 impl<'a> Audit<'a> {
-    fn new(event: &'a str, detail: Value) -> Audit<'a> {
+    pub(crate) fn new(event: &'a str, detail: Value) -> Audit<'a> {
         Audit {
             event,
             approval_id: None,
@@ -306,7 +307,7 @@ impl<'a> Audit<'a> {
         self
     }
 
-    fn key(mut self, key: &'a str) -> Self {
+    pub(crate) fn key(mut self, key: &'a str) -> Self {
         self.claim_key = Some(key);
         self
     }
@@ -318,7 +319,12 @@ impl<'a> Audit<'a> {
 }
 
 /// Appends one audit row in `tx`, with the operation token `op` (the witness of the commit).
-async fn append(tx: &Tx<'_>, me: &str, op: Option<&str>, row: Audit<'_>) -> Result<(), Error> {
+pub(crate) async fn append(
+    tx: &Tx<'_>,
+    me: &str,
+    op: Option<&str>,
+    row: Audit<'_>,
+) -> Result<(), Error> {
     exec(
         tx,
         "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail, op)
@@ -340,7 +346,7 @@ async fn append(tx: &Tx<'_>, me: &str, op: Option<&str>, row: Audit<'_>) -> Resu
 
 /// The audit row an earlier attempt of operation `op` committed, if it did: event, approval, key,
 /// detail. When found, a `commit_confirmed` row records that the acknowledgement was lost.
-async fn witness(
+pub(crate) async fn witness(
     tx: &Tx<'_>,
     me: &str,
     op: &str,
@@ -479,7 +485,7 @@ async fn insert_claim(
 }
 
 /// The row of one claim: `None` if never claimed, `Some(None)` if in flight.
-async fn read_claim<C: GenericClient>(
+pub(crate) async fn read_claim<C: GenericClient>(
     c: &C,
     key: &str,
     lock: bool,
@@ -494,7 +500,7 @@ async fn read_claim<C: GenericClient>(
 
 /// Records the effect event of claim `key` completed with `outcome` (none for `not_started`), for
 /// the endpoints subscribed to it.
-async fn record_effect(
+pub(crate) async fn record_effect(
     tx: &Tx<'_>,
     key: &IdempotencyKey,
     outcome: &EffectOutcome,
@@ -718,7 +724,7 @@ impl PostgresStore {
     }
 
     /// A new operation token: the witness an attempt's audit row carries.
-    fn op_token(&self) -> String {
+    pub(crate) fn op_token(&self) -> String {
         format!(
             "{}:{}",
             self.inner.owner,
@@ -1685,66 +1691,44 @@ impl OperatorStore for PostgresStore {
         })
     }
 
-    fn reconcile_unknown(
+    fn reconcile_effect(
         &self,
         key: IdempotencyKey,
+        by: String,
         evidence: String,
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
-        let op = self.op_token();
-        Box::pin(async move {
-            check_reconciliation(&evidence, &outcome)?;
-            let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
-            self.transact(move |tx, me, retry| {
-                let (op, key, evidence, outcome, outcome_json) = (
-                    op.clone(),
-                    key.clone(),
-                    evidence.clone(),
-                    outcome.clone(),
-                    outcome_json.clone(),
-                );
-                Box::pin(async move {
-                    let existing = read_claim(tx, &key.0, true).await?;
-                    if retry && witness(tx, me, &op).await?.is_some() {
-                        return Ok(());
-                    }
-                    let before = match existing {
-                        None => return Err(StoreError::NotFound.into()),
-                        Some(None) => {
-                            return Err(StoreError::Conflict("the claim has no outcome yet").into())
-                        }
-                        Some(Some(text)) => text,
-                    };
-                    let before: EffectOutcome =
-                        serde_json::from_str(&before).map_err(json_error)?;
-                    if !matches!(before, EffectOutcome::Unknown { .. }) {
-                        return Err(
-                            StoreError::Conflict("only an unknown outcome is reconciled").into(),
-                        );
-                    }
-                    exec(
-                        tx,
-                        "UPDATE claims SET outcome = $1, outcome_json = $2, completed_at_ns = $3
-                         WHERE key = $4",
-                        &[&outcome_kind(&outcome), &outcome_json, &now_ns(), &key.0],
-                    )
-                    .await?;
-                    append(
-                        tx,
-                        me,
-                        Some(&op),
-                        Audit::new(
-                            "reconciled",
-                            json!({"before": before, "after": outcome, "evidence": evidence}),
-                        )
-                        .key(&key.0),
-                    )
-                    .await?;
-                    record_effect(tx, &key, &outcome, true).await
-                })
-            })
-            .await
+        crate::effects::reconcile(self, key, by, evidence, outcome)
+    }
+
+    fn effects(&self, query: EffectQuery) -> BoxFuture<'_, Result<EffectPage, StoreError>> {
+        self.read(move |c| {
+            let query = query.clone();
+            async move { crate::effects::page(&c, &query).await }
         })
+    }
+
+    fn effect(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<EffectView>, StoreError>> {
+        self.read(move |c| {
+            let key = key.clone();
+            async move { crate::effects::one(&c, &key).await }
+        })
+    }
+
+    fn claim_resend(
+        &self,
+        key: IdempotencyKey,
+        by: String,
+    ) -> BoxFuture<'_, Result<ResendClaim, StoreError>> {
+        crate::effects::claim_resend(self, key, by)
+    }
+
+    fn complete_resend(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        crate::effects::complete_resend(self, key, outcome)
     }
 }
 

@@ -102,6 +102,7 @@
 mod audit;
 mod credential;
 mod idempotent;
+mod effects;
 mod migrate;
 mod store;
 mod webhook;

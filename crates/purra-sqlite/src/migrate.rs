@@ -283,8 +283,28 @@ CREATE TABLE idempotent_results (
 CREATE INDEX idempotent_results_by_age ON idempotent_results(began_at_ns);
 "#;
 
+// ---- Issue 46, reconciling `unknown` effects (one schema step of its own) ----
+
+/// Schema version 8: the resend of an `unknown` effect (purra-core's `effect`), one row per claim
+/// at most (its key is the claim's), so a resend is claimed once whichever process asks: who
+/// asked, the store owner that sent it, when, and what came back. `claims_unknown`, a partial
+/// index of the claims whose outcome is `unknown`, serves the operator's queue newest first
+/// whatever the history. Nothing existing is rewritten.
+const V8_EFFECTS: &str = r#"
+CREATE TABLE resends (
+    claim_seq       INTEGER PRIMARY KEY REFERENCES claims(seq),
+    by_who          TEXT NOT NULL,
+    owner           TEXT NOT NULL,
+    at_ns           INTEGER NOT NULL,
+    outcome_json    TEXT,
+    completed_at_ns INTEGER,
+    CHECK ((outcome_json IS NULL) = (completed_at_ns IS NULL))
+);
+CREATE INDEX claims_unknown ON claims(seq) WHERE outcome = 'unknown';
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7_IDEMPOTENT_RESULTS];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7_IDEMPOTENT_RESULTS, V8_EFFECTS];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which
 /// cannot use WAL.

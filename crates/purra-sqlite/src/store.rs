@@ -32,13 +32,13 @@ use purra_core::stored::{
     approval_id, approval_seq, claim_state, from_ns, json_error, outcome_kind, to_ns,
 };
 use purra_core::{
-    check_reconciliation, request_principal, ApprovalBinding, ApprovalGateway, ApprovalId,
-    ApprovalIntent, ApprovalPage, ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState,
-    ApprovalView, AuditEntry, BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView,
-    Decision, EffectOutcome, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
-    JsonIdentity, OperatorStore, Reconciliation, RunId, RunStore, StoreError, StoreEvent,
-    StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE,
-    PRINCIPAL_LABEL,
+    request_principal, ApprovalBinding, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalPage,
+    ApprovalQuery, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalView, AuditEntry,
+    BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision, EffectOutcome,
+    EffectPage, EffectQuery, EffectView, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
+    JsonIdentity, OperatorStore, Reconciliation, ResendClaim, RunId, RunStore, StoreError,
+    StoreEvent, StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED,
+    MAX_PAGE, PRINCIPAL_LABEL,
 };
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::json;
@@ -312,7 +312,7 @@ fn gather(writes: &Writes, ran: usize, expect: usize, deadline: Instant) -> Opti
     Some(std::mem::take(&mut queue.jobs))
 }
 
-fn now_ns() -> Result<i64, StoreError> {
+pub(crate) fn now_ns() -> Result<i64, StoreError> {
     to_ns(SystemTime::now())
 }
 
@@ -389,7 +389,7 @@ fn commit_group(
     ((answers, committed), started.elapsed())
 }
 
-fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
+pub(crate) fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
     conn.transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(backend)
 }
@@ -408,7 +408,10 @@ fn close_owner(conn: &mut Connection, owner: &str) -> Result<(), StoreError> {
 
 /// The row of one claim, its sequence number and its outcome: `None` if never claimed, an outcome
 /// of `None` if in flight.
-fn read_claim(conn: &Connection, key: &str) -> Result<Option<(i64, Option<String>)>, StoreError> {
+pub(crate) fn read_claim(
+    conn: &Connection,
+    key: &str,
+) -> Result<Option<(i64, Option<String>)>, StoreError> {
     conn.row(
         "SELECT seq, outcome_json FROM claims WHERE key = ?1",
         params![key],
@@ -756,7 +759,7 @@ fn insert_claim(
 
 /// Records the effect event of claim `key` (row `seq`) completed with `outcome` at `at` (none for
 /// `not_started`), for the endpoints subscribed to it.
-fn record_effect(
+pub(crate) fn record_effect(
     tx: &Connection,
     key: &IdempotencyKey,
     seq: i64,
@@ -1232,54 +1235,40 @@ impl OperatorStore for SqliteStore {
         })
     }
 
-    /// An operator's reconciliation of an `unknown` outcome: records `evidence` (independent evidence of
-    /// what happened, required) in the audit log and replaces the outcome with `outcome`, which must be
-    /// `committed` or `not_started`. `NotFound` if never claimed; `Conflict` if the outcome is not
-    /// `unknown`, the evidence is empty, or `outcome` is itself `unknown`. The claim stays: the call is
-    /// never dispatched again.
-    fn reconcile_unknown(
+    fn reconcile_effect(
         &self,
         key: IdempotencyKey,
+        by: String,
         evidence: String,
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         self.write_alone(move |conn, me| {
-            check_reconciliation(&evidence, &outcome)?;
-            let tx = immediate(conn)?;
-            let (seq, before) = match read_claim(&tx, &key.0)? {
-                None => return Err(StoreError::NotFound),
-                Some((_, None)) => {
-                    return Err(StoreError::Conflict("the claim has no outcome yet"))
-                }
-                Some((seq, Some(text))) => (seq, text),
-            };
-            let before: EffectOutcome = serde_json::from_str(&before).map_err(json_error)?;
-            if !matches!(before, EffectOutcome::Unknown { .. }) {
-                return Err(StoreError::Conflict(
-                    "only an unknown outcome is reconciled",
-                ));
-            }
-            let at = now_ns()?;
-            let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
-            tx.exec(
-                "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
-                 WHERE seq = ?4",
-                params![outcome_kind(&outcome), outcome_json, at, seq],
-            )
-            .map_err(backend)?;
-            append(
-                &tx,
-                at,
-                me,
-                "reconciled",
-                None,
-                Some((&key.0, Some(seq))),
-                None,
-                &json!({"before": before, "after": outcome, "evidence": evidence}),
-            )?;
-            record_effect(&tx, &key, seq, &outcome, true, at)?;
-            tx.commit().map_err(backend)
+            crate::effects::reconcile(conn, me, &key, &by, &evidence, &outcome)
         })
+    }
+
+    fn effects(&self, query: EffectQuery) -> BoxFuture<'_, Result<EffectPage, StoreError>> {
+        self.run(move |conn, _| crate::effects::page(conn, &query))
+    }
+
+    fn effect(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<EffectView>, StoreError>> {
+        self.run(move |conn, _| crate::effects::one(conn, &key))
+    }
+
+    fn claim_resend(
+        &self,
+        key: IdempotencyKey,
+        by: String,
+    ) -> BoxFuture<'_, Result<ResendClaim, StoreError>> {
+        self.write_alone(move |conn, me| crate::effects::claim_resend(conn, me, &key, &by))
+    }
+
+    fn complete_resend(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.write_alone(move |conn, me| crate::effects::complete_resend(conn, me, &key, &outcome))
     }
 }
 

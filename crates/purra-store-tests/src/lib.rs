@@ -13,10 +13,13 @@
 //! change that makes them, leases, retries keeping their id, given-up deliveries kept
 //! ([`webhooks`]), and the credential store: records with exact values, a compare-and-swap
 //! raced by two instances, sealing bound to the record, rotation, nothing secret at rest
-//! ([`credentials`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
+//! ([`credentials`]), and the operator's effects: listings, reconciliation by a named operator
+//! with bounded evidence, resends claimed once ([`effects`]). Beside the suite, the browser
+//! tests' WebDriver client ([`webdriver`]), shared
 //! by the crates' integration tests.
 
 pub mod credentials;
+pub mod effects;
 pub mod operator;
 pub mod race;
 pub mod reopen;
@@ -104,7 +107,9 @@ macro_rules! contract_tests {
             credentials::racing_replacements_of_one_credential_are_won_exactly_once_each_round,
             credentials::sealed_credentials_open_only_in_place_and_rotation_retires_the_old_key,
             credentials::credentials_at_rest_hold_no_secret_bytes,
-            credentials::instances_opening_a_new_store_at_once_migrate_it_once
+            credentials::instances_opening_a_new_store_at_once_migrate_it_once,
+            effects::unknown_effects_are_listed_shown_and_changed_only_by_a_recorded_decision,
+            effects::an_unknown_effect_is_resent_at_most_once_and_records_what_came_back
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -296,7 +296,7 @@ pub async fn only_an_operator_with_evidence_moves_unknown_on<H: Harness>(h: &H) 
         last.detail,
         json!({"before": {"outcome": "unknown", "reason": "mcp_timeout"},
                "after": {"outcome": "committed", "receipt": {"checked": "by hand"}},
-               "evidence": evidence})
+               "by": store.owner(), "evidence": evidence})
     );
     // Reconciled is final; the claim stays.
     assert_eq!(

@@ -173,12 +173,13 @@ pub async fn each_change_records_its_event_for_each_subscribed_endpoint<H: Harne
             ("ops".into(), "approval.decided", id("approval-3")),
             ("ops".into(), "effect.unknown", id("approval-3")),
             ("ops".into(), "effect.committed", id("approval-3")),
+            ("ops".into(), "effect.reconciled", id("approval-3")),
         ]
     );
     // One webhook-id per event: the same for every endpoint it is recorded for.
     assert_eq!(views[1].msg_id, views[2].msg_id);
     let ids: BTreeSet<&str> = views.iter().map(|v| v.msg_id.as_str()).collect();
-    assert_eq!(ids.len(), 9);
+    assert_eq!(ids.len(), 10);
     for v in &views {
         assert_eq!(v.state, WebhookState::Pending);
         assert_eq!(v.attempts, 0);
@@ -221,6 +222,12 @@ pub async fn each_change_records_its_event_for_each_subscribed_endpoint<H: Harne
                "key": kc.0, "effect": "unknown", "reason": "mcp_timeout", "reconciled": false})
     );
     assert_eq!(payload(&views[11].payload)["data"]["reconciled"], true);
+    // The reconciliation itself: who decided (here the store's owner) and the evidence.
+    assert_eq!(
+        payload(&views[12].payload)["data"],
+        json!({"approval": "approval-3", "tool": "update", "principal": null, "key": kc.0,
+               "outcome": "committed", "by": store.owner(), "evidence": "the server's log shows it"})
+    );
     // Listings filter by endpoint and state and page by row.
     let chat = store
         .webhook_deliveries(WebhookQuery::all().endpoint("chat"))
@@ -299,7 +306,8 @@ pub async fn a_refused_change_records_no_event<H: Harness>(h: &H) {
         .complete(key.clone(), EffectOutcome::Committed { receipt: json!({}) })
         .await
         .is_err());
-    // A reconciliation without evidence is refused; one to not_started reports nothing.
+    // A reconciliation without evidence is refused; one to not_started reports no effect, only
+    // the operator's decision (`effect.reconciled`).
     assert!(store
         .reconcile_unknown(key.clone(), " ".into(), EffectOutcome::NotStarted)
         .await
@@ -318,7 +326,12 @@ pub async fn a_refused_change_records_no_event<H: Harness>(h: &H) {
             .iter()
             .map(|v| v.event_type)
             .collect::<Vec<_>>(),
-        [ApprovalPending, ApprovalDecided, EffectUnknown]
+        [
+            ApprovalPending,
+            ApprovalDecided,
+            EffectUnknown,
+            WebhookEventType::EffectReconciled
+        ]
     );
 }
 

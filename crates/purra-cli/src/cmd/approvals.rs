@@ -120,6 +120,11 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             let bound =
                 crate::cmd::page::bind(db.operator(), None, *listen, page, None, "purra approvals")
                     .await?;
+            // Found through a gateway file: the queue of unknown effects may resend through its
+            // bindings; without one the page says why it cannot.
+            if let Some(file) = store::locate(args)?.gateway_file {
+                bound.set_resend(crate::cmd::page::resend_through(file, db.operator()));
+            }
             crate::telemetry::say("purra approvals", &format!("store {}", location.shown()));
             // Found through a gateway file with [webhooks]: this process delivers too (beside
             // the gateway, or while it is down).

@@ -262,6 +262,7 @@ async fn serve(
     let page_stop = purra_protocol::CancellationToken::new();
     let page_task = match (args.page, operator) {
         (Some(addr), Some(store)) => {
+            let resend = crate::cmd::page::resend_through(args.config.clone(), store.clone());
             let g = gateway.clone();
             let decide: purra_page::Decide = Arc::new(move |id, decision| {
                 let g = g.clone();
@@ -287,6 +288,7 @@ async fn serve(
                     return Err(e);
                 }
             };
+            bound.set_resend(resend);
             // Webhook events link under the page's address unless `[page] url` names another.
             gateway.webhooks().default_page_url(bound.url());
             let stop = page_stop.clone();

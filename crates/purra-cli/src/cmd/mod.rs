@@ -4,6 +4,7 @@ pub mod approvals;
 pub mod call;
 pub mod credentials;
 pub mod demo;
+pub mod effects;
 pub mod gateway;
 pub mod inspect;
 pub mod login;

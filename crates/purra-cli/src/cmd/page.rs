@@ -281,7 +281,51 @@ pub async fn bind(
     })
 }
 
+/// The page's resend of unknown effects: the gateway's `resend` with the configuration `file`
+/// as it reads now (a reload's bindings count), over `store`.
+pub fn resend_through(
+    file: std::path::PathBuf,
+    store: Arc<dyn OperatorStore>,
+) -> purra_page::Resend {
+    Arc::new(move |key, by| {
+        let (file, store) = (file.clone(), store.clone());
+        Box::pin(async move {
+            let loaded = purra_gateway::load(&file).map_err(|e| {
+                format!(
+                    "refused, nothing sent: {} has mistakes: {e}",
+                    file.display()
+                )
+            })?;
+            match purra_gateway::resend(&loaded.config, store.as_ref(), key.clone(), &by).await {
+                Ok(r) => Ok(match r.outcome {
+                    purra_core::EffectOutcome::Committed { .. } => format!(
+                        "{} resent under the same key: committed, the receipt is recorded",
+                        key.0
+                    ),
+                    purra_core::EffectOutcome::Unknown { reason } => {
+                        format!(
+                            "{} resent under the same key: still unknown ({reason})",
+                            key.0
+                        )
+                    }
+                    purra_core::EffectOutcome::NotStarted => format!(
+                        "{} was not resent ({}): nothing left",
+                        key.0,
+                        r.not_sent.as_ref().map_or("-", |c| c.as_str())
+                    ),
+                }),
+                Err(e) => Err(format!("{}: {e}", key.0)),
+            }
+        })
+    })
+}
+
 impl Bound {
+    /// Lets the page's queue of unknown effects resend through `resend`.
+    pub fn set_resend(&self, resend: purra_page::Resend) {
+        self.page.set_resend(resend);
+    }
+
     /// Where the page serves (`http://ADDR`, no trailing slash).
     pub fn url(&self) -> &str {
         &self.url

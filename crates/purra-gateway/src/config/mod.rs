@@ -130,15 +130,19 @@ pub enum WebhookEventName {
     /// A write's effect is unknown.
     #[serde(rename = "effect.unknown")]
     EffectUnknown,
+    /// An operator reconciled an unknown effect (who, the evidence).
+    #[serde(rename = "effect.reconciled")]
+    EffectReconciled,
 }
 
 impl WebhookEventName {
     /// Every event, in the order of the write state machine (the default subscription).
-    pub const ALL: [WebhookEventName; 4] = [
+    pub const ALL: [WebhookEventName; 5] = [
         WebhookEventName::ApprovalPending,
         WebhookEventName::ApprovalDecided,
         WebhookEventName::EffectCommitted,
         WebhookEventName::EffectUnknown,
+        WebhookEventName::EffectReconciled,
     ];
 
     /// Core's event type.
@@ -149,6 +153,7 @@ impl WebhookEventName {
             WebhookEventName::ApprovalDecided => T::ApprovalDecided,
             WebhookEventName::EffectCommitted => T::EffectCommitted,
             WebhookEventName::EffectUnknown => T::EffectUnknown,
+            WebhookEventName::EffectReconciled => T::EffectReconciled,
         }
     }
 }
@@ -179,7 +184,7 @@ pub struct WebhookConfig {
     /// An environment variable holding the secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_env: Option<String>,
-    /// The events delivered to it (default: all four).
+    /// The events delivered to it (default: every one).
     #[serde(default = "all_webhook_events")]
     pub events: Vec<WebhookEventName>,
     /// The body's format (default `standard`).
@@ -1170,6 +1175,12 @@ pub struct WriteConfig {
     /// receipt stays in the store and its audit trail.
     #[serde(default)]
     pub receipt_ttl: Option<Dur>,
+    /// The upstream tool deduplicates by the idempotency key (`io.purra/idempotency-key` in the
+    /// request's `_meta`): a call sent again under the same key has its effect at most once.
+    /// Only then (or when the upstream declares `tools.idempotency`) may an operator resend an
+    /// `unknown` effect of this write (`purra effects resend`). Default: false.
+    #[serde(default)]
+    pub idempotent: bool,
 }
 
 /// Who may decide a write binding's approvals (the `approval` key of a `[writes.NAME]` table).
@@ -1285,7 +1296,7 @@ impl GatewayConfig {
             if w.events.is_empty() {
                 out.push((
                     format!("{key}.events"),
-                    "subscribes to no event: leave events out for all four".into(),
+                    "subscribes to no event: leave events out for every one".into(),
                 ));
             }
             let mut seen = std::collections::BTreeSet::new();

@@ -13,6 +13,7 @@ pub(crate) mod drain;
 pub(crate) mod gateway;
 pub mod metrics;
 pub(crate) mod reload;
+pub(crate) mod resend;
 pub(crate) mod results;
 pub(crate) mod secrets;
 pub(crate) mod store;

@@ -506,6 +506,21 @@ fn slack_text(event: &Value, link: Option<&str>) -> String {
              with evidence.",
             s("reason")
         ),
+        "effect.reconciled" => {
+            let outcome = if data["outcome"] == "committed" {
+                "committed"
+            } else {
+                "not sent"
+            };
+            format!(
+                "{subject}: reconciled as {outcome} by {}: \u{201c}{}\u{201d}",
+                who("by"),
+                slack_escape(&purra_core::visible::one_line(
+                    data["evidence"].as_str().unwrap_or_default(),
+                    purra_core::MAX_EVIDENCE_BYTES,
+                ))
+            )
+        }
         other => format!("{} {subject}", slack_escape(other)),
     };
     if let Some(link) = link {
@@ -1026,6 +1041,11 @@ mod tests {
         assert_eq!(
             body(WebhookFormat::Slack, committed, None),
             r#"{"text":"set_value (approval approval-2) committed (reconciled by an operator)."}"#
+        );
+        let reconciled = r#"{"data":{"approval":"approval-2","by":"ada (cli)","evidence":"ledger <7>\nok","key":"sha256:k","outcome":"not_started","tool":"set_value"},"type":"effect.reconciled"}"#;
+        assert_eq!(
+            body(WebhookFormat::Slack, reconciled, None),
+            "{\"text\":\"set_value (approval approval-2): reconciled as not sent by ada (cli): \u{201c}ledger &lt;7&gt;\\\\nok\u{201d}\"}"
         );
     }
 }

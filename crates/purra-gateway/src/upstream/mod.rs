@@ -602,6 +602,15 @@ impl Upstream {
         })
     }
 
+    /// The shared connection made alone, as a resend of an `unknown` effect makes it (the
+    /// configured headers and environment, the service identity if any), with its catalog
+    /// monitor; the caller closes it.
+    pub async fn connect_alone(&self) -> Result<(Connection, CatalogMonitor), UpstreamError> {
+        let conn = self.connect(&ConnectAs::default()).await?;
+        let monitor = CatalogMonitor::attach(&conn);
+        Ok((conn, monitor))
+    }
+
     /// Connects and lists the upstream's tools without binding anything (for the start checks
     /// of the configuration).
     pub async fn probe(&self) -> Result<Vec<Tool>, UpstreamError> {

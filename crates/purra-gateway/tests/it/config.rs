@@ -287,7 +287,7 @@ tasks = true
             "g.toml:4: writes.set_note.scope_id: required: the scope identifier",
             "g.toml:4: writes.set_note.scope_revision: required: the scope's revision: change it whenever the scope rules change",
             "g.toml:8: writes.set_note.scope: expected a table, found \"open\"",
-            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: approval, binding_id, binding_revision, effect, receipt_ttl, risk, scope, scope_id, scope_revision, title, tool, upstream)",
+            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: approval, binding_id, binding_revision, effect, idempotent, receipt_ttl, risk, scope, scope_id, scope_revision, title, tool, upstream)",
         ]
     );
 }
@@ -1124,7 +1124,7 @@ secret_env = "S"
     assert_eq!(
         errors(bad),
         [
-            "g.toml:8: webhooks.ops.events[1]: expected \"approval.pending\" or \"approval.decided\" or \"effect.committed\" or \"effect.unknown\", found \"approval.claimed\"",
+            "g.toml:8: webhooks.ops.events[1]: expected \"approval.pending\" or \"approval.decided\" or \"effect.committed\" or \"effect.unknown\" or \"effect.reconciled\", found \"approval.claimed\"",
             "g.toml:13: webhooks.Bad.format: expected \"standard\" or \"slack\", found \"teams\"",
             "g.toml:14: webhooks.Bad.secret: unknown key (expected one of: backoff, events, format, give_up_after, max_backoff, secret_env, secret_file, timeout, url)",
             "g.toml:32: webhooks.nourl.url: required: where events are POSTed: an `http(s)` URL",
@@ -1172,7 +1172,7 @@ format = "slack"
             "g.toml:9: webhooks.ops.url: must be an http(s) URL",
             "g.toml:11: webhooks.ops.secret_env: name the secret's file or its environment variable, not both",
             "g.toml:12: webhooks.ops.timeout: must be at least 100ms and at most 300s",
-            "g.toml:17: webhooks.quiet.events: subscribes to no event: leave events out for all four",
+            "g.toml:17: webhooks.quiet.events: subscribes to no event: leave events out for every one",
             "g.toml:18: webhooks.quiet.backoff: must be at least 10ms",
             "g.toml:19: webhooks.quiet.max_backoff: must be at least backoff (5ms)",
             "g.toml:20: webhooks.quiet.give_up_after: must be at least backoff (5ms) and at most 8760h",

@@ -603,7 +603,7 @@ async fn history_shows_effects_receipts_trails_and_reconciles_unknown_only_with_
         (status, body),
         (
             400,
-            json!({"ok": false, "message": "refused: a reconciliation needs evidence (1 to 4000 characters)"})
+            json!({"ok": false, "message": "refused: a reconciliation needs evidence (1 to 4096 bytes)"})
         )
     );
     let (status, body) = s
@@ -650,11 +650,12 @@ async fn history_shows_effects_receipts_trails_and_reconciles_unknown_only_with_
         .iter()
         .find(|e| e.event == "reconciled")
         .expect("reconciled row");
-    assert!(
-        reconciled
-            .detail
-            .to_string()
-            .contains("ada (on the approver page): upstream log shows no request"),
+    assert_eq!(
+        (&reconciled.detail["by"], &reconciled.detail["evidence"]),
+        (
+            &json!("ada (approver page)"),
+            &json!("upstream log shows no request")
+        ),
         "{}",
         reconciled.detail
     );
@@ -938,6 +939,41 @@ impl OperatorStore for Counting {
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         self.store.reconcile_unknown(key, evidence, outcome)
+    }
+    fn reconcile_effect(
+        &self,
+        key: IdempotencyKey,
+        by: String,
+        evidence: String,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.store.reconcile_effect(key, by, evidence, outcome)
+    }
+    fn effects(
+        &self,
+        query: purra_core::EffectQuery,
+    ) -> BoxFuture<'_, Result<purra_core::EffectPage, StoreError>> {
+        self.store.effects(query)
+    }
+    fn effect(
+        &self,
+        key: IdempotencyKey,
+    ) -> BoxFuture<'_, Result<Option<purra_core::EffectView>, StoreError>> {
+        self.store.effect(key)
+    }
+    fn claim_resend(
+        &self,
+        key: IdempotencyKey,
+        by: String,
+    ) -> BoxFuture<'_, Result<purra_core::ResendClaim, StoreError>> {
+        self.store.claim_resend(key, by)
+    }
+    fn complete_resend(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.store.complete_resend(key, outcome)
     }
 }
 
