@@ -62,7 +62,7 @@ pub use discovery::{check_tool, discover_read_tools, ReadBinding, ReadCatalog, S
 pub use idempotent::DurableIdempotentResults;
 pub use limits::{Limits, MAX_TIMEOUT};
 pub use monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
-pub use resend::{declares_idempotency, resend_write, ResendFailure};
+pub use resend::{resend_write, ResendFailure};
 pub use write::{
     confirm_bindings_for_all, discover_write_tools, WriteBinding, WriteCatalog, WriteEffect,
 };

@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use purra_core::{ErrorCode, IDEMPOTENCY_KEY_META};
+use purra_core::ErrorCode;
 use purra_protocol::types::{methods, CallToolParams};
 use purra_protocol::{Connection, RequestOptions};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::call::{judge_result, map_error};
 use crate::codes;
@@ -29,16 +29,6 @@ pub enum ResendFailure {
     NotSent(ErrorCode),
     /// Failed after the request was sent: the effect stays unknown.
     AfterSend(ErrorCode),
-}
-
-/// Whether the server of `conn` declared `capabilities.tools.idempotency` (SEP-3182) in its
-/// initialize result: present and neither `false` nor `null`.
-pub fn declares_idempotency(conn: &Connection) -> bool {
-    conn.server_capabilities()
-        .tools
-        .as_ref()
-        .and_then(|t| t.get("idempotency"))
-        .is_some_and(|v| !matches!(v, Value::Null | Value::Bool(false)))
 }
 
 /// Sends `arguments` once more to the remote tool `remote` with the idempotency key `key` (the
@@ -69,12 +59,10 @@ pub async fn resend_write(
     let Value::Object(arguments) = arguments else {
         return Err(ResendFailure::NotSent(codes::invalid_arguments()));
     };
-    let params = CallToolParams::new(remote.to_owned()).with_arguments(arguments);
-    let mut params = serde_json::to_value(&params).expect("params serialize");
-    params["_meta"] = json!({ IDEMPOTENCY_KEY_META: key });
-    if declares_idempotency(conn) {
-        params["idempotencyKey"] = json!(key);
-    }
+    let params = CallToolParams::new(remote.to_owned())
+        .with_arguments(arguments)
+        .with_idempotency_key(key, conn.supports_idempotency());
+    let params = serde_json::to_value(&params).expect("params serialize");
     if monitor.is_closed() || conn.peer().is_closed() {
         return Err(ResendFailure::NotSent(codes::connection_closed()));
     }

@@ -21,7 +21,7 @@ use purra_core::{
     ClaimState, EffectOutcome, ErrorCode, IdempotencyKey, OperatorStore, ResendClaim, ResendView,
     StoreError,
 };
-use purra_mcp::{declares_idempotency, resend_write, ResendFailure};
+use purra_mcp::{resend_write, ResendFailure};
 
 use crate::config::GatewayConfig;
 use crate::upstream::Upstream;
@@ -151,7 +151,7 @@ pub async fn resend(
         .connect_alone()
         .await
         .map_err(|e| refused(format!("upstream {}: {e}", write.upstream)))?;
-    let declared = declares_idempotency(&conn);
+    let declared = conn.supports_idempotency();
     let result = async {
         if !write.idempotent && !declared {
             return Err(refused(format!(
