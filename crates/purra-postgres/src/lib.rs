@@ -37,6 +37,7 @@
 mod credential;
 mod listen;
 mod migrate;
+mod pins;
 mod store;
 mod webhook;
 

@@ -102,6 +102,7 @@
 mod audit;
 mod credential;
 mod migrate;
+mod pins;
 mod store;
 mod webhook;
 
