@@ -48,6 +48,7 @@ pub mod codes;
 mod discovery;
 mod limits;
 mod monitor;
+mod pinned;
 mod write;
 
 use purra_core::ErrorCode;
@@ -55,6 +56,10 @@ use purra_core::ErrorCode;
 pub use discovery::{check_tool, discover_read_tools, ReadBinding, ReadCatalog, Snapshot};
 pub use limits::{Limits, MAX_TIMEOUT};
 pub use monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
+pub use pinned::{
+    discover_pinned, discover_read_tools_pinned, discover_write_tools_pinned, tool_definition,
+    PinnedChange, PinnedDiscovery, PinnedSnapshot,
+};
 pub use write::{
     confirm_bindings_for_all, discover_write_tools, WriteBinding, WriteCatalog, WriteEffect,
 };

@@ -244,6 +244,9 @@ impl Gateway {
         let catalog = built.catalog;
 
         if let Some(log) = &options.log {
+            if deps.pins.is_none() {
+                log(&catalog_serve_warning(&config));
+            }
             for warning in crate::catalog::destructive_warnings(&catalog.bindings, source) {
                 log(&warning);
             }
@@ -911,6 +914,11 @@ impl Inner {
                 self.watch(b.upstream.clone());
             }
         }
+        // A bound tool the upstream lists differently from its pin (or no longer lists) is
+        // served as pinned and never called until an operator approves the change.
+        if let Some(code) = live.withheld.get(&b.local) {
+            return Err(code.clone());
+        }
         let bound: &Bound = live
             .tools
             .get(&b.local)
@@ -1269,6 +1277,11 @@ impl Inner {
             // upstream waiting for its discovery principal's connection is tried again.
             let upstreams: Vec<_> = inner.catalog().upstreams.values().cloned().collect();
             for u in upstreams {
+                // Pins an operator moved (here, in another process, on another instance of a
+                // fleet): rediscovered now, so every instance serves the approved definition.
+                if u.check_pins().await && !u.is_retired() {
+                    inner.refresh(u.clone()).await;
+                }
                 u.reap_idle().await;
                 if u.deferred() && u.live().is_none() && !u.is_retired() {
                     if let Ok((_, true)) = u.current().await {
@@ -1288,6 +1301,19 @@ impl Inner {
             }
         }
     }
+}
+
+/// What the gateway says at start when bound tools are not pinned (`on_catalog_change =
+/// "serve"`).
+fn catalog_serve_warning(config: &GatewayConfig) -> String {
+    let why = match config.gateway.on_catalog_change {
+        crate::config::OnCatalogChange::Serve => "[gateway] on_catalog_change = \"serve\"",
+        crate::config::OnCatalogChange::Hold => "the store keeps no pins",
+    };
+    format!(
+        "warning: tool definitions are not pinned ({why}): whatever an upstream lists after a \
+         change (a new description, schema or annotations) is served at once, unreviewed"
+    )
 }
 
 /// The page's connect flow for `config`'s upstreams with `mode = "oauth"`, when there are any and
@@ -1352,10 +1378,19 @@ pub(crate) fn identity_deps(
             ]))
         })?,
     };
+    // Bound tools are pinned unless the configuration says to serve what upstreams list.
+    let pins = match config.gateway.on_catalog_change {
+        crate::config::OnCatalogChange::Hold => store.pins().map(|store| crate::upstream::Pins {
+            store,
+            instance: config.gateway.name.clone(),
+        }),
+        crate::config::OnCatalogChange::Serve => None,
+    };
     Ok(crate::upstream::identity::IdentityDeps {
         credentials: store.credentials(),
         keys: keys.map(Arc::new),
         page_url: config.page.url.clone(),
+        pins,
     })
 }
 

@@ -506,6 +506,13 @@ fn slack_text(event: &Value, link: Option<&str>) -> String {
              with evidence.",
             s("reason")
         ),
+        "catalog.changed" => format!(
+            "Upstream {} {} tool {tool}: held for review as catalog change {} (`purra catalog diff {}`).",
+            s("upstream"),
+            s("kind"),
+            data["change"],
+            data["change"]
+        ),
         other => format!("{} {subject}", slack_escape(other)),
     };
     if let Some(link) = link {

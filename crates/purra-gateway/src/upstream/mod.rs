@@ -22,10 +22,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use purra_core::ToolRegistration;
+use purra_core::{CatalogPins, ErrorCode, SeenChange, ToolPin, ToolRegistration};
 use purra_mcp::{
-    discover_read_tools, discover_write_tools, AdapterError, CatalogMonitor, Limits, ReadBinding,
-    WriteBinding,
+    discover_pinned, discover_read_tools, discover_read_tools_pinned, discover_write_tools,
+    discover_write_tools_pinned, tool_definition, AdapterError, CatalogMonitor, Limits,
+    PinnedDiscovery, PinnedSnapshot, ReadBinding, WriteBinding,
 };
 use purra_protocol::types::{Tool, ToolAnnotations};
 use purra_protocol::{
@@ -67,15 +68,39 @@ pub(crate) struct Live {
     pub generation: u64,
     /// Bound tools by local name.
     pub tools: BTreeMap<String, Bound>,
+    /// Bound tools served as pinned but not callable, by local name: the upstream lists them
+    /// differently from their pin (`mcp_catalog_changed`) or no longer lists them
+    /// (`mcp_tool_removed`).
+    pub withheld: BTreeMap<String, ErrorCode>,
+    /// The pins' digests this was discovered against, by remote name (empty without pins).
+    pub pinned: BTreeMap<String, String>,
+    /// Set when the store's pins moved since (an operator approved a change): rediscover.
+    repinned: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
-    /// Whether this is still current: connection open, tool list unchanged.
+    /// Whether this is still current: connection open, tool list unchanged, pins unchanged.
     pub fn is_current(&self) -> bool {
         !self.monitor.is_closed()
             && !self.conn.peer().is_closed()
             && self.monitor.generation() == self.generation
+            && !self.repinned.load(Ordering::SeqCst)
     }
+}
+
+/// Where an upstream's bound tools are pinned, and who pins them.
+#[derive(Clone)]
+pub(crate) struct Pins {
+    /// The store's pins and catalog changes (shared by a fleet).
+    pub store: Arc<dyn CatalogPins>,
+    /// The instance that pins and sees changes (the gateway's name).
+    pub instance: String,
+}
+
+/// The store failed while pins were read or written: discovery fails closed.
+fn pin_store_failed(e: &purra_core::StoreError) -> UpstreamError {
+    tracing::warn!(error = %e, "the store failed while tool pins were read or written");
+    UpstreamError::Discovery(AdapterError::new(ErrorCode::STORE_FAILED))
 }
 
 /// Why an upstream could not be used.
@@ -135,6 +160,8 @@ pub(crate) struct Upstream {
     idle: Notify,
     /// Who the upstream is called as.
     identity: Identity,
+    /// Where its bound tools are pinned (`None`: served as listed).
+    pins: Option<Pins>,
 }
 
 /// Who an upstream is called as: its configured headers and environment only (the default), a
@@ -211,7 +238,162 @@ impl Upstream {
             users: AtomicUsize::new(0),
             idle: Notify::new(),
             identity: Identity::default(),
+            pins: None,
         }
+    }
+
+    /// This upstream with its bound tools pinned in `pins` (`None`: served as listed).
+    pub fn with_pins(mut self, pins: Option<Pins>) -> Upstream {
+        self.pins = pins;
+        self
+    }
+
+    /// Whether the store's pins of this upstream's bound tools moved since its current
+    /// discovery (an operator approved a change, here or on another instance); when they did,
+    /// the current discovery is no longer current. Reads the store once.
+    pub async fn check_pins(&self) -> bool {
+        let (Some(pins), Some(live)) = (&self.pins, self.live()) else {
+            return false;
+        };
+        let Ok(stored) = pins.store.tool_pins(self.id.clone()).await else {
+            return false;
+        };
+        let now: BTreeMap<String, String> = stored
+            .into_iter()
+            .filter(|p| self.binds(&p.tool))
+            .map(|p| (p.tool, p.digest))
+            .collect();
+        if now != live.pinned {
+            live.repinned.store(true, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// Whether `remote` is one of this upstream's bound tools.
+    fn binds(&self, remote: &str) -> bool {
+        self.reads.contains_key(remote) || self.writes.contains_key(remote)
+    }
+
+    /// The local name `remote` is bound as.
+    fn local_of(&self, remote: &str) -> Option<&str> {
+        self.reads
+            .get(remote)
+            .map(|b| b.local_name.as_str())
+            .or_else(|| self.writes.get(remote).map(|b| b.local_name.as_str()))
+    }
+
+    /// Lists the tools against the store's pins: pins every bound tool not pinned yet, records
+    /// a catalog change for every bound tool whose listing differs from its pin, and answers the
+    /// listing with the pinned definitions, the withheld tools and the pins' digests.
+    async fn pinned_listing(
+        &self,
+        pins: &Pins,
+        conn: &Connection,
+        monitor: &CatalogMonitor,
+    ) -> Result<
+        (
+            PinnedDiscovery,
+            BTreeMap<String, ErrorCode>,
+            BTreeMap<String, String>,
+        ),
+        UpstreamError,
+    > {
+        let err = UpstreamError::Discovery;
+        let read_pins = || async {
+            let stored = pins
+                .store
+                .tool_pins(self.id.clone())
+                .await
+                .map_err(|e| pin_store_failed(&e))?;
+            Ok::<_, UpstreamError>(
+                stored
+                    .into_iter()
+                    .filter(|p| self.binds(&p.tool))
+                    .map(|p| (p.tool.clone(), p))
+                    .collect::<BTreeMap<String, ToolPin>>(),
+            )
+        };
+        let snapshot = |stored: &BTreeMap<String, ToolPin>| {
+            let mut s = PinnedSnapshot::default();
+            for (name, p) in stored {
+                s.pin(name.clone(), p.definition.clone());
+            }
+            s
+        };
+        let mut stored = read_pins().await?;
+        let mut found = discover_pinned(conn, monitor, self.limits, &snapshot(&stored))
+            .await
+            .map_err(err)?;
+        // First binding: every bound tool listed once and not pinned yet is pinned as listed
+        // (or as another instance pinned it first).
+        let mut pinned_now = false;
+        for remote in self.reads.keys().chain(self.writes.keys()) {
+            if stored.contains_key(remote) {
+                continue;
+            }
+            let listed: Vec<&Tool> = found.served.iter().filter(|t| &t.name == remote).collect();
+            let [tool] = listed.as_slice() else {
+                // Not listed (or listed twice): discovery refuses it below.
+                continue;
+            };
+            let pin = ToolPin::new(
+                self.id.clone(),
+                remote.clone(),
+                tool_definition(tool),
+                pins.instance.clone(),
+                std::time::SystemTime::now(),
+            )
+            .map_err(|e| pin_store_failed(&e))?;
+            pins.store
+                .pin_tool(pin)
+                .await
+                .map_err(|e| pin_store_failed(&e))?;
+            pinned_now = true;
+        }
+        if pinned_now {
+            stored = read_pins().await?;
+            found = discover_pinned(conn, monitor, self.limits, &snapshot(&stored))
+                .await
+                .map_err(err)?;
+        }
+        let mut withheld = BTreeMap::new();
+        for change in &found.changes {
+            let (Some(pin), Some(local)) = (stored.get(&change.tool), self.local_of(&change.tool))
+            else {
+                continue;
+            };
+            let code = if change.listed.is_some() {
+                purra_mcp::codes::catalog_changed()
+            } else {
+                purra_mcp::codes::tool_removed()
+            };
+            withheld.insert(local.to_owned(), code);
+            let seen = SeenChange {
+                pin: pin.clone(),
+                new_definition: change.listed.clone(),
+                seen_by: pins.instance.clone(),
+                seen_at: std::time::SystemTime::now(),
+            };
+            match pins.store.note_catalog_change(seen).await {
+                Ok((c, true)) => tracing::warn!(
+                    upstream = %self.id,
+                    tool = %change.tool,
+                    change = c.id,
+                    kind = %c.kind,
+                    "a bound tool differs from its pinned definition: it is withheld until an \
+                     operator approves the change (purra catalog diff {})",
+                    c.id
+                ),
+                Ok(_) => {}
+                // Withheld all the same; seen again at the next discovery.
+                Err(e) => {
+                    tracing::warn!(upstream = %self.id, error = %e, "a catalog change could not be recorded")
+                }
+            }
+        }
+        let digests = stored.into_iter().map(|(k, p)| (k, p.digest)).collect();
+        Ok((found, withheld, digests))
     }
 
     /// This upstream called as `identity` says.
@@ -542,23 +724,62 @@ impl Upstream {
     ) -> Result<Live, UpstreamError> {
         let generation = monitor.generation();
         let err = UpstreamError::Discovery;
-        let read = if self.reads.is_empty() {
-            None
-        } else {
-            Some(
-                discover_read_tools(conn, &self.id, &self.reads, monitor, self.limits)
-                    .await
-                    .map_err(err)?,
-            )
-        };
-        let write = if self.writes.is_empty() {
-            None
-        } else {
-            Some(
-                discover_write_tools(conn, &self.id, &self.writes, monitor, self.limits)
-                    .await
-                    .map_err(err)?,
-            )
+        let (read, write, withheld, pinned) = match &self.pins {
+            Some(pins) => {
+                let (found, withheld, pinned) = self.pinned_listing(pins, conn, monitor).await?;
+                let read = if self.reads.is_empty() {
+                    None
+                } else {
+                    Some(
+                        discover_read_tools_pinned(
+                            conn,
+                            &self.id,
+                            &self.reads,
+                            monitor,
+                            self.limits,
+                            &found,
+                        )
+                        .map_err(err)?,
+                    )
+                };
+                let write = if self.writes.is_empty() {
+                    None
+                } else {
+                    Some(
+                        discover_write_tools_pinned(
+                            conn,
+                            &self.id,
+                            &self.writes,
+                            monitor,
+                            self.limits,
+                            &found,
+                        )
+                        .map_err(err)?,
+                    )
+                };
+                (read, write, withheld, pinned)
+            }
+            None => {
+                let read = if self.reads.is_empty() {
+                    None
+                } else {
+                    Some(
+                        discover_read_tools(conn, &self.id, &self.reads, monitor, self.limits)
+                            .await
+                            .map_err(err)?,
+                    )
+                };
+                let write = if self.writes.is_empty() {
+                    None
+                } else {
+                    Some(
+                        discover_write_tools(conn, &self.id, &self.writes, monitor, self.limits)
+                            .await
+                            .map_err(err)?,
+                    )
+                };
+                (read, write, BTreeMap::new(), BTreeMap::new())
+            }
         };
         if monitor.generation() != generation {
             return Err(err(AdapterError::new(purra_mcp::codes::catalog_stale())));
@@ -599,6 +820,9 @@ impl Upstream {
             monitor: monitor.clone(),
             generation,
             tools,
+            withheld,
+            pinned,
+            repinned: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
