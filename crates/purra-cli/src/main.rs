@@ -54,6 +54,7 @@ fn main() {
         | Command::Logout(_) => false,
         Command::Approvals(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
+        Command::Catalog(a) => a.store_args().json,
         Command::Webhooks(a) => a.store_args().json,
         Command::Credentials(a) => a.store_args().json,
     };
@@ -154,6 +155,7 @@ async fn dispatch(
         Command::Runs(a) => cmd::runs::run(a).await,
         Command::Webhooks(a) => cmd::webhooks::run(a).await,
         Command::Credentials(a) => cmd::credentials::run(a).await,
+        Command::Catalog(a) => cmd::catalog::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
         Command::Gateway(a) => cmd::gateway::run(a, verbose, log_format).await,
     }
