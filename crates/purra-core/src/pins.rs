@@ -302,11 +302,24 @@ pub struct FieldDiff {
 /// member is shown removed and added).
 pub const MAX_DIFF_LINES: usize = 2000;
 
+/// `v` with every object's members in key order (whatever order the upstream listed them in).
+fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&o[k]))).collect())
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 fn member_lines(v: Option<&Value>) -> Vec<String> {
     match v {
         None => Vec::new(),
         Some(Value::String(s)) => s.lines().map(str::to_owned).collect(),
-        Some(other) => serde_json::to_string_pretty(other)
+        Some(other) => serde_json::to_string_pretty(&sorted(other))
             .unwrap_or_default()
             .lines()
             .map(str::to_owned)
@@ -345,12 +358,12 @@ fn diff_lines(a: &[String], b: &[String]) -> Vec<DiffLine> {
             out.push(line(' ', &a[i]));
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out.push(line('+', &b[j]));
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
             out.push(line('-', &a[i]));
             i += 1;
+        } else {
+            out.push(line('+', &b[j]));
+            j += 1;
         }
     }
     out

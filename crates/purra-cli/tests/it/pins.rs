@@ -278,9 +278,9 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
             &g.url,
             json!([{"list": true}, call("lookup", json!({"q": format!("a{i}")}))]),
         );
-        assert_eq!(listed(steps[0], "lookup")["description"], LOOKUP_1);
+        assert_eq!(listed(&steps[0], "lookup")["description"], LOOKUP_1);
         assert_eq!(
-            result_text(steps[1]),
+            result_text(&steps[1]),
             (format!("found a{i} (revision 1)"), false)
         );
     }
@@ -290,7 +290,7 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
         json!([call("update", json!({"value": "v1"}))]),
     );
     assert!(
-        result_text(steps[0])
+        result_text(&steps[0])
             .0
             .contains("approval approval-1 is pending"),
         "{steps:?}"
@@ -328,7 +328,7 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
                 call("update", json!({"value": "v1"})),
             ]),
         );
-        let (text, error) = result_text(steps[0]);
+        let (text, error) = result_text(&steps[0]);
         assert!(error, "{text}");
         assert_eq!(
             text,
@@ -336,13 +336,13 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
              tool's definition since it was approved; it is served as approved and not called \
              until an operator reviews the change (`purra catalog diff`) and approves it"
         );
-        let tool = listed(steps[1], "lookup");
+        let tool = listed(&steps[1], "lookup");
         assert_eq!(tool["description"], LOOKUP_1);
         assert!(
             tool["inputSchema"]["properties"].get("context").is_none(),
             "{tool}"
         );
-        let (text, error) = result_text(steps[2]);
+        let (text, error) = result_text(&steps[2]);
         assert!(error && text.contains("mcp_catalog_changed"), "{text}");
     }
     assert_eq!(sc.ledger("call lookup").len(), calls_before);
@@ -363,7 +363,10 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
         )),
         "{diff}"
     );
-    assert!(diff.contains("+      \"context\": {"), "{diff}");
+    assert!(
+        diff.contains("   \"properties\": {\n+    \"context\": {\n+      \"type\": \"string\"\n+    },\n     \"q\": {"),
+        "{diff}"
+    );
     assert!(
         diff.contains(
             "@@ annotations @@\n {\n+  \"openWorldHint\": true,\n   \"readOnlyHint\": true\n }\n"
@@ -383,9 +386,9 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
         let start = Instant::now();
         loop {
             let steps = client(&g.url, json!([{"list": true}]));
-            if listed(steps[0], "lookup")["description"] == LOOKUP_2 {
+            if listed(&steps[0], "lookup")["description"] == LOOKUP_2 {
                 assert_eq!(
-                    listed(steps[0], "lookup")["inputSchema"]["properties"]["context"]["type"],
+                    listed(&steps[0], "lookup")["inputSchema"]["properties"]["context"]["type"],
                     "string"
                 );
                 break;
@@ -398,7 +401,7 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
         }
         let steps = client(&g.url, json!([call("lookup", json!({"q": "c"}))]));
         assert_eq!(
-            result_text(steps[0]),
+            result_text(&steps[0]),
             ("found c (revision 2)".into(), false)
         );
     }
@@ -409,7 +412,7 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
     let start = Instant::now();
     loop {
         let steps = client(&gateways[0].url, json!([{"list": true}]));
-        let d = listed(steps[0], "update")["description"]
+        let d = listed(&steps[0], "update")["description"]
             .as_str()
             .unwrap_or("")
             .to_owned();
@@ -424,7 +427,7 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
         json!([call("update", json!({"value": "v1"}))]),
     );
     assert_eq!(
-        result_text(steps[0]),
+        result_text(&steps[0]),
         (
             "update was not sent: approval approval-1 was for an earlier binding of the tool, which changed since (approval_mismatch); call update again to ask for a new approval".to_owned(),
             true
@@ -446,7 +449,7 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
         &gateways[0].url,
         json!([call("update", json!({"value": "v1"}))]),
     );
-    assert_eq!(result_text(steps[0]), ("updated v1".into(), false));
+    assert_eq!(result_text(&steps[0]), ("updated v1".into(), false));
     assert_eq!(sc.ledger("call update").len(), 1);
 
     // The webhook: one verified catalog.changed per difference, whatever the fleet's size.
@@ -513,12 +516,12 @@ fn serve_keeps_serving_what_the_upstream_lists() {
         g.started
     );
     let steps = client(&g.url, json!([{"list": true}]));
-    assert_eq!(listed(steps[0], "lookup")["description"], LOOKUP_1);
+    assert_eq!(listed(&steps[0], "lookup")["description"], LOOKUP_1);
     sc.set_revision(2);
     let start = Instant::now();
     loop {
         let steps = client(&g.url, json!([{"list": true}]));
-        if listed(steps[0], "lookup")["description"] == LOOKUP_2 {
+        if listed(&steps[0], "lookup")["description"] == LOOKUP_2 {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(20));
@@ -526,7 +529,7 @@ fn serve_keeps_serving_what_the_upstream_lists() {
     }
     let steps = client(&g.url, json!([call("lookup", json!({"q": "z"}))]));
     assert_eq!(
-        result_text(steps[0]),
+        result_text(&steps[0]),
         ("found z (revision 2)".into(), false)
     );
     assert!(
