@@ -485,20 +485,20 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
 
 /// The acceptance over the Python SDK upstream, one gateway on SQLite.
 #[test]
-fn a_changed_tool_is_served_as_pinned_until_approved_python_upstream() {
+fn a_changed_tool_is_held_until_approved_python() {
     held_until_approved("python", Upstream::Python, false, 1);
 }
 
 /// The acceptance over the TypeScript SDK upstream, one gateway on SQLite.
 #[test]
-fn a_changed_tool_is_served_as_pinned_until_approved_typescript_upstream() {
+fn a_changed_tool_is_held_until_approved_typescript() {
     held_until_approved("typescript", Upstream::Node, false, 1);
 }
 
 /// The acceptance on a fleet of three gateways sharing one PostgreSQL store: one change per
 /// difference, one webhook each, and every instance serves the approved definition.
 #[test]
-fn a_fleet_of_three_serves_a_changed_tool_only_once_approved_postgres() {
+fn a_fleet_of_three_serves_a_changed_tool_once_approved() {
     held_until_approved("fleet", Upstream::Python, true, 3);
 }
 

@@ -184,7 +184,7 @@ pub struct WebhookConfig {
     /// An environment variable holding the secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_env: Option<String>,
-    /// The events delivered to it (default: all four).
+    /// The events delivered to it (default: all of them).
     #[serde(default = "all_webhook_events")]
     pub events: Vec<WebhookEventName>,
     /// The body's format (default `standard`).
@@ -1310,7 +1310,7 @@ impl GatewayConfig {
             if w.events.is_empty() {
                 out.push((
                     format!("{key}.events"),
-                    "subscribes to no event: leave events out for all four".into(),
+                    "subscribes to no event: leave events out for all of them".into(),
                 ));
             }
             let mut seen = std::collections::BTreeSet::new();
