@@ -161,6 +161,32 @@ impl CatalogPins for PostgresStore {
                 let row = Arc::clone(&row);
                 Box::pin(async move {
                     let s = &row.seen;
+                    let find = || async {
+                        query_opt(
+                            tx,
+                            "SELECT seq FROM catalog_changes
+                             WHERE upstream = $1 AND tool = $2 AND old_digest = $3
+                               AND new_digest = $4",
+                            &[&s.pin.upstream, &s.pin.tool, &s.pin.digest, &row.new_digest],
+                        )
+                        .await
+                        .map(|r| r.map(|r| r.get::<_, i64>(0)))
+                    };
+                    // Instances recording at once take turns (changes are rare), so the one
+                    // that records it is the only one to spend a sequence number: ids have no
+                    // gaps. Kept already (another instance, an earlier refresh): that one.
+                    exec(
+                        tx,
+                        "LOCK TABLE catalog_changes IN SHARE ROW EXCLUSIVE MODE",
+                        &[],
+                    )
+                    .await?;
+                    if let Some(seq) = find().await? {
+                        let change = change_by_seq(tx, seq)
+                            .await?
+                            .ok_or(Error::Store(StoreError::NotFound))?;
+                        return Ok((change, false));
+                    }
                     let inserted = query_opt(
                         tx,
                         "INSERT INTO catalog_changes (upstream, tool, kind, old_definition,
@@ -184,16 +210,7 @@ impl CatalogPins for PostgresStore {
                     .await?;
                     let seq: i64 = match &inserted {
                         Some(r) => r.get(0),
-                        None => query_opt(
-                            tx,
-                            "SELECT seq FROM catalog_changes
-                             WHERE upstream = $1 AND tool = $2 AND old_digest = $3
-                               AND new_digest = $4",
-                            &[&s.pin.upstream, &s.pin.tool, &s.pin.digest, &row.new_digest],
-                        )
-                        .await?
-                        .map(|r| r.get(0))
-                        .ok_or(Error::Store(StoreError::NotFound))?,
+                        None => find().await?.ok_or(Error::Store(StoreError::NotFound))?,
                     };
                     let change = change_by_seq(tx, seq)
                         .await?

@@ -284,7 +284,7 @@ CREATE TABLE tool_pins (
 ) WITHOUT ROWID;
 
 CREATE TABLE catalog_changes (
-    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq             INTEGER PRIMARY KEY,
     upstream        TEXT NOT NULL,
     tool            TEXT NOT NULL,
     kind            TEXT NOT NULL CHECK (kind IN ('changed', 'removed')),

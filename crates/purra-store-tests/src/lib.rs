@@ -13,11 +13,13 @@
 //! change that makes them, leases, retries keeping their id, given-up deliveries kept
 //! ([`webhooks`]), and the credential store: records with exact values, a compare-and-swap
 //! raced by two instances, sealing bound to the record, rotation, nothing secret at rest
-//! ([`credentials`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
+//! ([`credentials`]), and pinned tool definitions: one catalog change per difference whichever
+//! instances see it, re-pinned by its approval ([`pins`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
 //! by the crates' integration tests.
 
 pub mod credentials;
 pub mod operator;
+pub mod pins;
 pub mod race;
 pub mod reopen;
 pub mod transitions;
@@ -32,7 +34,13 @@ use std::time::{Duration, SystemTime};
 /// What a store's test binary provides to the suite.
 pub trait Harness: Send + Sync + 'static {
     /// The store under test.
-    type Store: OperatorStore + WebhookOutbox + CredentialStore + Clone + std::fmt::Debug + 'static;
+    type Store: OperatorStore
+        + WebhookOutbox
+        + CredentialStore
+        + CatalogPins
+        + Clone
+        + std::fmt::Debug
+        + 'static;
 
     /// The location (a path, a schema name...) of a new, empty database; `name` makes it recognizable.
     fn fresh(&self, name: &str) -> String;
@@ -104,7 +112,8 @@ macro_rules! contract_tests {
             credentials::racing_replacements_of_one_credential_are_won_exactly_once_each_round,
             credentials::sealed_credentials_open_only_in_place_and_rotation_retires_the_old_key,
             credentials::credentials_at_rest_hold_no_secret_bytes,
-            credentials::instances_opening_a_new_store_at_once_migrate_it_once
+            credentials::instances_opening_a_new_store_at_once_migrate_it_once,
+            pins::a_difference_is_kept_once_and_approving_it_re_pins
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {
