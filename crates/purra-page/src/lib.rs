@@ -46,6 +46,7 @@
 
 mod approvals;
 mod assets;
+mod catalog;
 mod config;
 pub mod connect;
 mod connect_routes;
@@ -118,6 +119,8 @@ struct Inner {
     cookies: Cookies,
     /// The connections [`Page::serve`] holds open.
     connection_stats: ConnectionStats,
+    /// The store's pinned tool definitions and catalog changes (`/catalog`), when given.
+    catalog: Option<Arc<dyn purra_core::CatalogPins>>,
 }
 
 impl Page {
@@ -172,8 +175,19 @@ impl Page {
                 provider: tokio::sync::OnceCell::new(),
                 pending: oidc::Pending::default(),
                 redirect_uri,
+                catalog: None,
             }),
         }
+    }
+
+    /// This page with the catalog changes of `pins` at `/catalog`: the pending ones with their
+    /// diffs, approved (re-pinned) or denied under the signed-in approver's name. Call before
+    /// serving (a page already shared keeps its catalog as it was).
+    pub fn with_catalog(mut self, pins: Arc<dyn purra_core::CatalogPins>) -> Page {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.catalog = Some(pins);
+        }
+        self
     }
 
     /// Each approver's access token (show them to the approvers, nowhere else); none when token

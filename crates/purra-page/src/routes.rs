@@ -14,7 +14,7 @@ use axum::Router;
 use http::{header, HeaderValue, StatusCode};
 
 use crate::respond::{not_found, refusal, text};
-use crate::{approvals, assets, connect_routes, login, oidc, Inner};
+use crate::{approvals, assets, catalog, connect_routes, login, oidc, Inner};
 
 /// The Content-Security-Policy of every answer: the page's own script and style only, never in
 /// a frame.
@@ -35,7 +35,9 @@ pub(crate) fn router(page: Arc<Inner>) -> Router {
         .route("/events", get(approvals::events))
         .route("/approvals/{id}", get(approvals::one))
         .route("/approvals/{id}/decide", post(approvals::decide))
-        .route("/approvals/{id}/reconcile", post(approvals::reconcile));
+        .route("/approvals/{id}/reconcile", post(approvals::reconcile))
+        .route("/catalog", get(catalog::list))
+        .route("/catalog/{id}/decide", post(catalog::decide));
     if page.config.oidc.is_some() {
         routes = routes
             .route("/login/oidc", get(login::oidc_start))

@@ -117,9 +117,16 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             }
         }
         ApprovalsCommand::Serve { listen, page, .. } => {
-            let bound =
-                crate::cmd::page::bind(db.operator(), None, *listen, page, None, "purra approvals")
-                    .await?;
+            let bound = crate::cmd::page::bind(
+                db.operator(),
+                Some(db.pins()),
+                None,
+                *listen,
+                page,
+                None,
+                "purra approvals",
+            )
+            .await?;
             crate::telemetry::say("purra approvals", &format!("store {}", location.shown()));
             // Found through a gateway file with [webhooks]: this process delivers too (beside
             // the gateway, or while it is down).

@@ -539,3 +539,121 @@ fn serve_keeps_serving_what_the_upstream_lists() {
         "nothing is pinned or held"
     );
 }
+
+/// `purra gateway --page` for instance 0 of `sc`: (process, MCP URL, page URL, ada's token).
+fn gateway_with_page(sc: &Scenario) -> (Killed, String, String, String) {
+    let config = sc.write_config(0, Upstream::Python, "hold");
+    let mut child = Command::new(crate::support::run::purra_bin())
+        .args(["gateway", "--config", &config, "--page", "127.0.0.1:0"])
+        .args(["--page-approver", "ada"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gateway");
+    let lines = peers::lines_of(child.stderr.take().expect("stderr"), |line| {
+        eprintln!("[gateway] {line}");
+        Some(line)
+    });
+    let (mcp, started) = serving(&lines, LIMIT);
+    let after = |prefix: &str| {
+        started
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?}: {started:?}"))
+            .to_owned()
+    };
+    let page = after("purra gateway: approver page at ");
+    let token = after("purra gateway: sign-in token for ada: ");
+    (Killed(child), mcp, page, token)
+}
+
+/// The catalog page in a real headless Chromium: the pending change's diff, approved under the
+/// signed-in approver's name (served at once), another denied (still refused).
+#[test]
+fn the_page_shows_a_catalog_change_diff_and_decides_it_as_the_signed_in_approver() {
+    use crate::support::webdriver::Browser;
+    let sc = Scenario::new("page", false);
+    let (_gw, mcp, page, token) = gateway_with_page(&sc);
+    let steps = client(&mcp, json!([{"list": true}]));
+    assert_eq!(listed(&steps[0], "lookup")["description"], LOOKUP_1);
+    sc.set_revision(2);
+    let changes = sc.wait_changes(2);
+    let lookup = changes[0]["id"].as_u64().expect("id");
+    let update = changes[1]["id"].as_u64().expect("id");
+
+    let b = Browser::new(1100, 1400);
+    b.goto(&format!("{page}login"));
+    b.type_css("#token", &token);
+    b.click_css("#login");
+    b.wait_text("#approver", "ada");
+    b.goto(&format!("{page}catalog"));
+    b.wait_for(&format!("#change-{lookup}[data-state=pending]"));
+    let diff = b.text_css(&format!("#change-{lookup} pre.diff"));
+    assert!(
+        diff.contains(&format!(
+            "--- pinned\n+++ listed\n@@ description @@\n-{LOOKUP_1}\n+{LOOKUP_2}\n"
+        )),
+        "{diff}"
+    );
+    assert!(diff.contains("+  \"openWorldHint\": true,"), "{diff}");
+    b.type_css(
+        &format!("#note-change-{lookup}"),
+        "the new argument is fine",
+    );
+    b.click_css(&format!("#approve-change-{lookup}"));
+    b.wait_for(&format!("#change-{lookup}[data-state=approved]"));
+    assert_eq!(
+        b.text_css(&format!("#change-{lookup} .decided-by")),
+        "ada (page)"
+    );
+    b.click_css(&format!("#deny-change-{update}"));
+    b.wait_for(&format!("#change-{update}[data-state=denied]"));
+
+    // The store says who decided; the gateway serves the approved read and still refuses the
+    // denied write.
+    let all = sc.catalog_json(&["changes", "--all"]);
+    let by_id = |id: u64| {
+        all["changes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["id"] == id))
+            .cloned()
+            .expect("the change")
+    };
+    assert_eq!(
+        (
+            &by_id(lookup)["state"],
+            &by_id(lookup)["decidedBy"],
+            &by_id(lookup)["note"]
+        ),
+        (
+            &json!("approved"),
+            &json!("ada (page)"),
+            &json!("the new argument is fine")
+        )
+    );
+    assert_eq!(by_id(update)["state"], "denied");
+    let start = Instant::now();
+    loop {
+        let steps = client(&mcp, json!([{"list": true}]));
+        if listed(&steps[0], "lookup")["description"] == LOOKUP_2 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "not served");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let steps = client(
+        &mcp,
+        json!([
+            call("lookup", json!({"q": "p"})),
+            call("update", json!({"value": "x"}))
+        ]),
+    );
+    assert_eq!(
+        result_text(&steps[0]),
+        ("found p (revision 2)".into(), false)
+    );
+    let (text, error) = result_text(&steps[1]);
+    assert!(error && text.contains("mcp_catalog_changed"), "{text}");
+    assert!(sc.ledger("call update").is_empty());
+}
