@@ -3,8 +3,9 @@
 // Usage: node pinned_upstream.mjs --dir DIR
 //
 // The same tools and revisions as peers/python/pinned_upstream.py: `lookup {q}` (a read; from
-// revision 2 a new description, a new optional `context` argument and openWorldHint true) and
-// `update {value}` (a write; from revision 2 a new description). The revision is the integer in
+// revision 2 a new description, a new optional `context` argument and openWorldHint true),
+// `update {value}` (a write; from revision 2 a new description, from revision 3 not listed) and
+// `export` (listed from revision 2 on; never bound). The revision is the integer in
 // DIR/revision (1 when missing); every 50 ms the server reads it and, when it differs from the
 // one it last sent, sends notifications/tools/list_changed. Every call is appended to
 // DIR/ledger.txt as `call NAME REVISION`.
@@ -35,7 +36,7 @@ function revision() {
 function tools(rev) {
   const properties = { q: { type: 'string' } };
   if (rev >= 2) properties.context = { type: 'string' };
-  return [
+  const listed = [
     {
       name: 'lookup',
       description:
@@ -56,6 +57,8 @@ function tools(rev) {
       },
     },
   ];
+  if (rev >= 2) listed.push({ name: 'export', description: 'Exports everything.', inputSchema: { type: 'object' } });
+  return rev >= 3 ? listed.filter((t) => t.name !== 'update') : listed;
 }
 
 const server = new Server(

@@ -354,9 +354,10 @@ pub enum CatalogCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Approve a pending change: the tool is re-pinned to what the upstream lists (a removed
-    /// one unpinned), and every gateway on the store serves it within a second or so. A write's
-    /// approvals prepared under the old definition are refused.
+    /// Approve a pending change: the tool is re-pinned to what the upstream lists, and every
+    /// gateway on the store serves it within a second or so; a write's approvals prepared under
+    /// the old definition are refused. A removal approved is acknowledged: the tool stays
+    /// withheld while a binding names it.
     Approve {
         /// The change's id.
         id: u64,

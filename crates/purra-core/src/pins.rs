@@ -4,7 +4,9 @@
 //! input and output schema, annotations: [`ToolPin::definition`]) in the store. A later listing
 //! that differs from the pin is not served: it is held as a [`CatalogChange`] (`changed`, or
 //! `removed` when the upstream no longer lists the tool) pending an operator's decision.
-//! Approving re-pins the tool (a removal drops its pin); denying keeps the pin.
+//! Approving a change re-pins the tool; approving a removal acknowledges it (the pin is kept: the
+//! tool stays withheld while a binding names it, and is served again if the upstream lists it
+//! again as pinned); denying keeps the pin.
 //!
 //! A store keeps one change per distinct difference: recording the same upstream tool, pinned
 //! digest and new digest again (another instance of a fleet, another refresh) answers the change
@@ -142,7 +144,7 @@ impl fmt::Display for CatalogChangeKind {
 pub enum CatalogChangeState {
     /// Waiting for an operator.
     Pending,
-    /// Approved: the tool was re-pinned (or, removed, unpinned).
+    /// Approved: the tool was re-pinned (a removal: acknowledged, the pin kept).
     Approved,
     /// Denied: the pin stays; the tool stays withheld while the upstream lists the difference.
     Denied,
@@ -439,8 +441,8 @@ pub trait CatalogPins: Send + Sync {
     /// One change.
     fn catalog_change(&self, id: u64) -> BoxFuture<'_, Result<Option<CatalogChange>, StoreError>>;
 
-    /// Decides a pending change: approving re-pins its tool to the new definition (or drops the
-    /// pin of a removed tool) in the same transaction. `NotFound` for no such change; `Conflict`
+    /// Decides a pending change: approving re-pins its tool to the new definition in the same
+    /// transaction (a removal approved keeps the pin). `NotFound` for no such change; `Conflict`
     /// when it is decided already or its tool's pin moved since it was seen.
     fn decide_catalog_change(
         &self,

@@ -313,8 +313,11 @@ impl CatalogPins for PostgresStore {
                                 "the tool was re-pinned since this change was seen (another change was approved)",
                             )));
                         }
-                        match (&change.new_definition, &change.new_digest) {
-                            (Some(def), Some(digest)) => {
+                        // A removal approved keeps its pin (as purra-sqlite's).
+                        if let (Some(def), Some(digest)) =
+                            (&change.new_definition, &change.new_digest)
+                        {
+                            {
                                 exec(
                                     tx,
                                     "UPDATE tool_pins SET definition = $3, digest = $4,
@@ -329,17 +332,9 @@ impl CatalogPins for PostgresStore {
                                         &at,
                                     ],
                                 )
-                                .await?
+                                .await?;
                             }
-                            _ => {
-                                exec(
-                                    tx,
-                                    "DELETE FROM tool_pins WHERE upstream = $1 AND tool = $2",
-                                    &[&change.upstream, &change.tool],
-                                )
-                                .await?
-                            }
-                        };
+                        }
                     }
                     let state = if d.approve {
                         CatalogChangeState::Approved

@@ -281,9 +281,11 @@ impl CatalogPins for SqliteStore {
                         "the tool was re-pinned since this change was seen (another change was approved)",
                     ));
                 }
-                match (&change.new_definition, &change.new_digest) {
-                    (Some(def), Some(digest)) => tx
-                        .prepare_cached(
+                // A removal approved keeps its pin: the tool stays withheld while its binding
+                // names it (the operator removes the binding), and is served as pinned if the
+                // upstream lists it again unchanged.
+                if let (Some(def), Some(digest)) = (&change.new_definition, &change.new_digest) {
+                    tx.prepare_cached(
                             "UPDATE tool_pins SET definition = ?3, digest = ?4, pinned_by = ?5,
                                  pinned_at_ns = ?6
                              WHERE upstream = ?1 AND tool = ?2",
@@ -298,12 +300,8 @@ impl CatalogPins for SqliteStore {
                                 at
                             ])
                         })
-                        .map_err(backend)?,
-                    _ => tx
-                        .prepare_cached("DELETE FROM tool_pins WHERE upstream = ?1 AND tool = ?2")
-                        .and_then(|mut s| s.execute(params![change.upstream, change.tool]))
-                        .map_err(backend)?,
-                };
+                        .map_err(backend)?;
+                }
             }
             let state = if decision.approve {
                 CatalogChangeState::Approved

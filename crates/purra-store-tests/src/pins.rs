@@ -1,6 +1,6 @@
 //! Pinned tool definitions and catalog changes: the first pin of a tool wins and is kept; three
 //! instances recording the same difference at once keep one change and one `catalog.changed`
-//! event; approving re-pins (or unpins a removed tool) in the same step and refuses a change whose
+//! event; approving re-pins (a removal keeps its pin) in the same step and refuses a change whose
 //! pin moved since; a decision is final.
 
 use crate::*;
@@ -186,7 +186,7 @@ pub async fn a_difference_is_kept_once_and_approving_it_re_pins<H: Harness>(h: &
         Err(StoreError::NotFound)
     );
 
-    // No longer listed: a removal; approving it unpins the tool.
+    // No longer listed: a removal; approving it acknowledges it and keeps the pin.
     let pin = store.tool_pins("docs".into()).await.unwrap().remove(0);
     let (removed, new) = store
         .note_catalog_change(seen(&pin, None, "gw-1"))
@@ -205,7 +205,7 @@ pub async fn a_difference_is_kept_once_and_approving_it_re_pins<H: Harness>(h: &
         .decide_catalog_change(removed.id, decision(true, "ada"))
         .await
         .unwrap();
-    assert_eq!(store.tool_pins("docs".into()).await, Ok(vec![]));
+    assert_eq!(store.tool_pins("docs".into()).await, Ok(vec![pin]));
     assert_eq!(
         store
             .webhook_deliveries(WebhookQuery::all())

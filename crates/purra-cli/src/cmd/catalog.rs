@@ -164,17 +164,18 @@ pub async fn run(command: CatalogCommand) -> Result<(), Failure> {
                 .map_err(|e| store::failure(&format!("deciding catalog change {id}"), e))?;
             if json_out {
                 print_json(&change_json(&c));
+            } else if approve && c.new_definition.is_some() {
+                println!(
+                    "catalog change {id} approved: upstream {:?} tool {:?} is re-pinned to what the \
+                     upstream lists; every gateway on the store serves it within a few seconds",
+                    c.upstream, c.tool
+                );
             } else if approve {
                 println!(
-                    "catalog change {id} approved: upstream {:?} tool {:?} is {}; every gateway on \
-                     the store serves it within a few seconds",
-                    c.upstream,
-                    c.tool,
-                    if c.new_definition.is_some() {
-                        "re-pinned to what the upstream lists"
-                    } else {
-                        "unpinned (it is no longer listed)"
-                    }
+                    "catalog change {id} approved: the removal of upstream {:?} tool {:?} is \
+                     acknowledged; it stays withheld while a binding names it (remove the binding \
+                     from the configuration)",
+                    c.upstream, c.tool
                 );
             } else {
                 println!(

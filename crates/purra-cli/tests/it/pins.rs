@@ -256,6 +256,16 @@ fn listed<'a>(step: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{name} is not listed: {step}"))
 }
 
+/// The names of a `list` step's tools.
+fn names(step: &Value) -> Vec<String> {
+    step["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| t["name"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
 /// The whole acceptance on `instances` gateways sharing one store (see the module
 /// documentation).
 fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances: usize) {
@@ -338,6 +348,8 @@ fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances
         );
         let tool = listed(&steps[1], "lookup");
         assert_eq!(tool["description"], LOOKUP_1);
+        // The tool the upstream added is not bound: not served.
+        assert_eq!(names(&steps[1]), ["lookup", "update"]);
         assert!(
             tool["inputSchema"]["properties"].get("context").is_none(),
             "{tool}"
@@ -656,4 +668,77 @@ fn the_page_shows_a_catalog_change_diff_and_decides_it_as_the_signed_in_approver
     let (text, error) = result_text(&steps[1]);
     assert!(error && text.contains("mcp_catalog_changed"), "{text}");
     assert!(sc.ledger("call update").is_empty());
+}
+
+/// A restart meets the difference at start: the pins outlive the process. A bound tool the
+/// upstream no longer lists stays listed as pinned and is refused with its own code
+/// (`mcp_tool_removed`); a tool the upstream added is not served.
+#[test]
+fn a_restart_serves_the_pins_and_withholds_a_removed_tool() {
+    let sc = Scenario::new("restart", false);
+    let config = sc.write_config(0, Upstream::Node, "hold");
+    {
+        let g = Gateway::start(&config);
+        let steps = client(&g.url, json!([{"list": true}]));
+        assert_eq!(names(&steps[0]), ["lookup", "update"]);
+    }
+    // While no gateway runs, the upstream changes a tool, drops another and adds a third.
+    sc.set_revision(3);
+    let g = Gateway::start(&config);
+    let steps = client(
+        &g.url,
+        json!([
+            {"list": true},
+            call("update", json!({"value": "v"})),
+            call("lookup", json!({"q": "r"})),
+        ]),
+    );
+    assert_eq!(names(&steps[0]), ["lookup", "update"]);
+    assert_eq!(listed(&steps[0], "lookup")["description"], LOOKUP_1);
+    assert_eq!(
+        result_text(&steps[1]),
+        (
+            "update failed: mcp_tool_removed (nothing was sent). The upstream no longer lists \
+             this tool; an operator reviews the removal (`purra catalog diff`)"
+                .to_owned(),
+            true
+        )
+    );
+    let (text, error) = result_text(&steps[2]);
+    assert!(
+        error && text.starts_with("lookup failed: mcp_catalog_changed"),
+        "{text}"
+    );
+    assert!(sc.ledger("call ").is_empty(), "{:?}", sc.ledger(""));
+    let changes = sc.wait_changes(2);
+    assert_eq!(
+        (
+            &changes[1]["tool"],
+            &changes[1]["kind"],
+            &changes[1]["listed"]
+        ),
+        (&json!("update"), &json!("removed"), &Value::Null)
+    );
+    let (code, diff, err) = sc.catalog(&["diff", &changes[1]["id"].to_string()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        diff.contains(
+            "--- pinned\n+++ listed (the upstream no longer lists the tool)\n@@ description @@\n\
+             -Updates the value.\n@@ inputSchema @@\n-{\n"
+        ),
+        "{diff}"
+    );
+    // Approving the removal acknowledges it: the tool stays withheld while bound, its pin kept;
+    // the rest of the upstream is served as before.
+    sc.catalog_json(&["approve", &changes[1]["id"].to_string()]);
+    std::thread::sleep(Duration::from_secs(2));
+    let steps = client(
+        &g.url,
+        json!([{"list": true}, call("update", json!({"value": "v"}))]),
+    );
+    assert_eq!(names(&steps[0]), ["lookup", "update"]);
+    assert!(result_text(&steps[1])
+        .0
+        .starts_with("update failed: mcp_tool_removed"));
+    assert!(sc.ledger("call ").is_empty(), "{:?}", sc.ledger(""));
 }

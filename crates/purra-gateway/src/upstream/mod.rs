@@ -724,7 +724,9 @@ impl Upstream {
     ) -> Result<Live, UpstreamError> {
         let generation = monitor.generation();
         let err = UpstreamError::Discovery;
-        let (read, write, withheld, pinned) = match &self.pins {
+        // An upstream that binds no tool (only skills, say) is not listed at all.
+        let binds_tools = !(self.reads.is_empty() && self.writes.is_empty());
+        let (read, write, withheld, pinned) = match self.pins.as_ref().filter(|_| binds_tools) {
             Some(pins) => {
                 let (found, withheld, pinned) = self.pinned_listing(pins, conn, monitor).await?;
                 let read = if self.reads.is_empty() {
