@@ -685,6 +685,22 @@ fn a_restart_serves_the_pins_and_withholds_a_removed_tool() {
     // While no gateway runs, the upstream changes a tool, drops another and adds a third.
     sc.set_revision(3);
     let g = Gateway::start(&config);
+    // The operator is told at start.
+    assert!(
+        g.started.iter().any(|l| l.starts_with(
+            "purra gateway: upstream docs: the tool \"update\" is no longer listed: it is \
+             withheld and held as catalog change "
+        )),
+        "{:?}",
+        g.started
+    );
+    assert!(
+        g.started.iter().any(|l| l.starts_with(
+            "purra gateway: upstream docs: the tool \"lookup\" changed since it was approved"
+        )),
+        "{:?}",
+        g.started
+    );
     let steps = client(
         &g.url,
         json!([

@@ -724,6 +724,12 @@ impl Inner {
     /// same (a reload changed their binding: downstream clients are told to list again).
     pub(crate) fn publish_forcing(&self, force: &BTreeSet<String>) {
         let catalog = self.catalog();
+        // Catalog changes recorded by the discoveries since: the operator is told once.
+        for u in catalog.upstreams.values() {
+            for notice in u.take_notices() {
+                self.log(&notice);
+            }
+        }
         let mut want: BTreeMap<String, Tool> = BTreeMap::new();
         for u in catalog.upstreams.values() {
             if let Some(live) = u.live() {

@@ -162,6 +162,9 @@ pub(crate) struct Upstream {
     identity: Identity,
     /// Where its bound tools are pinned (`None`: served as listed).
     pins: Option<Pins>,
+    /// What the operator is told of catalog changes this upstream recorded, until the running
+    /// gateway logs it ([`Upstream::take_notices`]).
+    notices: Mutex<Vec<String>>,
 }
 
 /// Who an upstream is called as: its configured headers and environment only (the default), a
@@ -239,7 +242,13 @@ impl Upstream {
             idle: Notify::new(),
             identity: Identity::default(),
             pins: None,
+            notices: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The operator's messages about catalog changes recorded since the last call.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// This upstream with its bound tools pinned in `pins` (`None`: served as listed).
@@ -376,15 +385,26 @@ impl Upstream {
                 seen_at: std::time::SystemTime::now(),
             };
             match pins.store.note_catalog_change(seen).await {
-                Ok((c, true)) => tracing::warn!(
-                    upstream = %self.id,
-                    tool = %change.tool,
-                    change = c.id,
-                    kind = %c.kind,
-                    "a bound tool differs from its pinned definition: it is withheld until an \
-                     operator approves the change (purra catalog diff {})",
-                    c.id
-                ),
+                Ok((c, true)) => {
+                    let notice = format!(
+                        "upstream {}: the tool {:?} {}: it is withheld and held as catalog change \
+                         {} (purra catalog diff {})",
+                        self.id,
+                        change.tool,
+                        if change.listed.is_some() {
+                            "changed since it was approved"
+                        } else {
+                            "is no longer listed"
+                        },
+                        c.id,
+                        c.id
+                    );
+                    tracing::warn!(upstream = %self.id, change = c.id, "{notice}");
+                    self.notices
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(notice);
+                }
                 Ok(_) => {}
                 // Withheld all the same; seen again at the next discovery.
                 Err(e) => {
