@@ -284,12 +284,14 @@ impl Upstream {
         self.reads.contains_key(remote) || self.writes.contains_key(remote)
     }
 
-    /// The local name `remote` is bound as.
-    fn local_of(&self, remote: &str) -> Option<&str> {
+    /// The local names `remote` is bound as (a read, a write, or both).
+    fn locals_of(&self, remote: &str) -> Vec<&str> {
         self.reads
             .get(remote)
             .map(|b| b.local_name.as_str())
-            .or_else(|| self.writes.get(remote).map(|b| b.local_name.as_str()))
+            .into_iter()
+            .chain(self.writes.get(remote).map(|b| b.local_name.as_str()))
+            .collect()
     }
 
     /// Lists the tools against the store's pins: pins every bound tool not pinned yet, records
@@ -368,8 +370,7 @@ impl Upstream {
         }
         let mut withheld = BTreeMap::new();
         for change in &found.changes {
-            let (Some(pin), Some(local)) = (stored.get(&change.tool), self.local_of(&change.tool))
-            else {
+            let Some(pin) = stored.get(&change.tool) else {
                 continue;
             };
             let code = if change.listed.is_some() {
@@ -377,7 +378,9 @@ impl Upstream {
             } else {
                 purra_mcp::codes::tool_removed()
             };
-            withheld.insert(local.to_owned(), code);
+            for local in self.locals_of(&change.tool) {
+                withheld.insert(local.to_owned(), code.clone());
+            }
             let seen = SeenChange {
                 pin: pin.clone(),
                 new_definition: change.listed.clone(),
