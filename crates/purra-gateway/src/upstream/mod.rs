@@ -97,6 +97,18 @@ pub(crate) struct Pins {
     pub instance: String,
 }
 
+/// A listing compared with the store's pins ([`Upstream::pinned_listing`]).
+struct Listing {
+    /// The listing with every pinned tool as pinned, and the differences.
+    found: PinnedDiscovery,
+    /// Bound tools withheld, by local name, with their code.
+    withheld: BTreeMap<String, ErrorCode>,
+    /// The pins' digests by remote name.
+    pinned: BTreeMap<String, String>,
+    /// Bound tools not pinned yet, as listed (remote name, definition).
+    to_pin: Vec<(String, Value)>,
+}
+
 /// The store failed while pins were read or written: discovery fails closed.
 fn pin_store_failed(e: &purra_core::StoreError) -> UpstreamError {
     tracing::warn!(error = %e, "the store failed while tool pins were read or written");
@@ -294,79 +306,48 @@ impl Upstream {
             .collect()
     }
 
-    /// Lists the tools against the store's pins: pins every bound tool not pinned yet, records
-    /// a catalog change for every bound tool whose listing differs from its pin, and answers the
-    /// listing with the pinned definitions, the withheld tools and the pins' digests.
+    /// Lists the tools against the store's pins: records a catalog change for every bound tool
+    /// whose listing differs from its pin, and answers the listing with the pinned definitions
+    /// (a [`Listing`]). Bound tools listed once and not pinned yet are in `to_pin`, pinned by
+    /// [`Upstream::pin_first`] once discovery has bound them.
     async fn pinned_listing(
         &self,
         pins: &Pins,
         conn: &Connection,
         monitor: &CatalogMonitor,
-    ) -> Result<
-        (
-            PinnedDiscovery,
-            BTreeMap<String, ErrorCode>,
-            BTreeMap<String, String>,
-        ),
-        UpstreamError,
-    > {
-        let err = UpstreamError::Discovery;
-        let read_pins = || async {
-            let stored = pins
-                .store
-                .tool_pins(self.id.clone())
-                .await
-                .map_err(|e| pin_store_failed(&e))?;
-            Ok::<_, UpstreamError>(
-                stored
-                    .into_iter()
-                    .filter(|p| self.binds(&p.tool))
-                    .map(|p| (p.tool.clone(), p))
-                    .collect::<BTreeMap<String, ToolPin>>(),
-            )
-        };
-        let snapshot = |stored: &BTreeMap<String, ToolPin>| {
-            let mut s = PinnedSnapshot::default();
-            for (name, p) in stored {
-                s.pin(name.clone(), p.definition.clone());
-            }
-            s
-        };
-        let mut stored = read_pins().await?;
-        let mut found = discover_pinned(conn, monitor, self.limits, &snapshot(&stored))
+    ) -> Result<Listing, UpstreamError> {
+        let stored: BTreeMap<String, ToolPin> = pins
+            .store
+            .tool_pins(self.id.clone())
             .await
-            .map_err(err)?;
-        // First binding: every bound tool listed once and not pinned yet is pinned as listed
-        // (or as another instance pinned it first).
-        let mut pinned_now = false;
+            .map_err(|e| pin_store_failed(&e))?
+            .into_iter()
+            .filter(|p| self.binds(&p.tool))
+            .map(|p| (p.tool.clone(), p))
+            .collect();
+        let mut snapshot = PinnedSnapshot::default();
+        for (name, p) in &stored {
+            snapshot.pin(name.clone(), p.definition.clone());
+        }
+        let found = discover_pinned(conn, monitor, self.limits, &snapshot)
+            .await
+            .map_err(UpstreamError::Discovery)?;
+        // First binding: a bound tool listed once and not pinned yet (one not listed, or listed
+        // twice, is refused by discovery).
+        let mut to_pin = Vec::new();
         for remote in self.reads.keys().chain(self.writes.keys()) {
             if stored.contains_key(remote) {
                 continue;
             }
-            let listed: Vec<&Tool> = found.served.iter().filter(|t| &t.name == remote).collect();
-            let [tool] = listed.as_slice() else {
-                // Not listed (or listed twice): discovery refuses it below.
-                continue;
-            };
-            let pin = ToolPin::new(
-                self.id.clone(),
-                remote.clone(),
-                tool_definition(tool),
-                pins.instance.clone(),
-                std::time::SystemTime::now(),
-            )
-            .map_err(|e| pin_store_failed(&e))?;
-            pins.store
-                .pin_tool(pin)
-                .await
-                .map_err(|e| pin_store_failed(&e))?;
-            pinned_now = true;
-        }
-        if pinned_now {
-            stored = read_pins().await?;
-            found = discover_pinned(conn, monitor, self.limits, &snapshot(&stored))
-                .await
-                .map_err(err)?;
+            if let [tool] = found
+                .served
+                .iter()
+                .filter(|t| &t.name == remote)
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
+                to_pin.push((remote.clone(), tool_definition(tool)));
+            }
         }
         let mut withheld = BTreeMap::new();
         for change in &found.changes {
@@ -415,8 +396,44 @@ impl Upstream {
                 }
             }
         }
-        let digests = stored.into_iter().map(|(k, p)| (k, p.digest)).collect();
-        Ok((found, withheld, digests))
+        let pinned = stored.into_iter().map(|(k, p)| (k, p.digest)).collect();
+        Ok(Listing {
+            found,
+            withheld,
+            pinned,
+            to_pin,
+        })
+    }
+
+    /// Pins each of `to_pin` (remote name, definition as just bound) unless another process
+    /// pinned it first; adds the pins in force to `pinned`. True when a pin in force is not what
+    /// was bound (another process pinned another definition first): discover again.
+    async fn pin_first(
+        &self,
+        pins: &Pins,
+        to_pin: Vec<(String, Value)>,
+        pinned: &mut BTreeMap<String, String>,
+    ) -> Result<bool, UpstreamError> {
+        let mut moved = false;
+        for (remote, definition) in to_pin {
+            let pin = ToolPin::new(
+                self.id.clone(),
+                remote.clone(),
+                definition,
+                pins.instance.clone(),
+                std::time::SystemTime::now(),
+            )
+            .map_err(|e| pin_store_failed(&e))?;
+            let digest = pin.digest.clone();
+            let kept = pins
+                .store
+                .pin_tool(pin)
+                .await
+                .map_err(|e| pin_store_failed(&e))?;
+            moved |= kept.digest != digest;
+            pinned.insert(remote, kept.digest);
+        }
+        Ok(moved)
     }
 
     /// This upstream called as `identity` says.
@@ -751,38 +768,52 @@ impl Upstream {
         let binds_tools = !(self.reads.is_empty() && self.writes.is_empty());
         let (read, write, withheld, pinned) = match self.pins.as_ref().filter(|_| binds_tools) {
             Some(pins) => {
-                let (found, withheld, pinned) = self.pinned_listing(pins, conn, monitor).await?;
-                let read = if self.reads.is_empty() {
-                    None
-                } else {
-                    Some(
-                        discover_read_tools_pinned(
-                            conn,
-                            &self.id,
-                            &self.reads,
-                            monitor,
-                            self.limits,
-                            &found,
+                let mut again = true;
+                loop {
+                    let Listing {
+                        found,
+                        withheld,
+                        mut pinned,
+                        to_pin,
+                    } = self.pinned_listing(pins, conn, monitor).await?;
+                    let read = if self.reads.is_empty() {
+                        None
+                    } else {
+                        Some(
+                            discover_read_tools_pinned(
+                                conn,
+                                &self.id,
+                                &self.reads,
+                                monitor,
+                                self.limits,
+                                &found,
+                            )
+                            .map_err(err)?,
                         )
-                        .map_err(err)?,
-                    )
-                };
-                let write = if self.writes.is_empty() {
-                    None
-                } else {
-                    Some(
-                        discover_write_tools_pinned(
-                            conn,
-                            &self.id,
-                            &self.writes,
-                            monitor,
-                            self.limits,
-                            &found,
+                    };
+                    let write = if self.writes.is_empty() {
+                        None
+                    } else {
+                        Some(
+                            discover_write_tools_pinned(
+                                conn,
+                                &self.id,
+                                &self.writes,
+                                monitor,
+                                self.limits,
+                                &found,
+                            )
+                            .map_err(err)?,
                         )
-                        .map_err(err)?,
-                    )
-                };
-                (read, write, withheld, pinned)
+                    };
+                    // Bound: what was bound is pinned now (the first binding), unless another
+                    // process pinned another definition first, which is then discovered again.
+                    if self.pin_first(pins, to_pin, &mut pinned).await? && again {
+                        again = false;
+                        continue;
+                    }
+                    break (read, write, withheld, pinned);
+                }
             }
             None => {
                 let read = if self.reads.is_empty() {
