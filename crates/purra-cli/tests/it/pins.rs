@@ -594,6 +594,19 @@ fn the_page_shows_a_catalog_change_diff_and_decides_it_as_the_signed_in_approver
     let lookup = changes[0]["id"].as_u64().expect("id");
     let update = changes[1]["id"].as_u64().expect("id");
 
+    // Without the session cookie, or from another site, nothing is shown or decided.
+    use crate::support::run::http;
+    let form = ("content-type", "application/x-www-form-urlencoded");
+    let url = format!("{page}catalog/{update}/decide");
+    assert_eq!(http("GET", &format!("{page}catalog"), &[], "").status, 303);
+    let no_session = http("POST", &url, &[form], "verdict=approve");
+    assert_eq!(no_session.status, 401, "{}", no_session.body);
+    let cross_site = [form, ("sec-fetch-site", "cross-site")];
+    assert_eq!(
+        http("POST", &url, &cross_site, "verdict=approve").status,
+        403
+    );
+
     let b = Browser::new(1100, 1400);
     b.goto(&format!("{page}login"));
     b.type_css("#token", &token);
