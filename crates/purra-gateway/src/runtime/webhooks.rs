@@ -1034,5 +1034,10 @@ mod tests {
             body(WebhookFormat::Slack, committed, None),
             r#"{"text":"set_value (approval approval-2) committed (reconciled by an operator)."}"#
         );
+        let changed = r#"{"data":{"change":3,"kind":"changed","tool":"lookup <x>","upstream":"docs"},"type":"catalog.changed"}"#;
+        assert_eq!(
+            body(WebhookFormat::Slack, changed, Some("https://p")),
+            r#"{"text":"Upstream docs changed tool lookup &lt;x&gt;: held for review as catalog change 3 (`purra catalog diff 3`)."}"#
+        );
     }
 }
