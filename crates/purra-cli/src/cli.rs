@@ -145,6 +145,10 @@ pub enum Command {
     /// change only by an operator's recorded decision or a resend under the same key.
     #[command(subcommand)]
     Effects(EffectsCommand),
+    /// Review the catalog changes a gateway holds: bound tools an upstream lists differently
+    /// from their pinned definition (or no longer lists); approve (re-pin) or deny each.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
     /// List the webhook deliveries a store has not made yet (pending and failed), or send the
     /// failed ones again.
     #[command(subcommand)]
@@ -413,6 +417,73 @@ impl EffectsCommand {
             | EffectsCommand::Show { store, .. }
             | EffectsCommand::Reconcile { store, .. }
             | EffectsCommand::Resend { store, .. } => store,
+        }
+    }
+}
+
+/// `purra catalog`.
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// The pending catalog changes, the newest first (with --all, the decided ones too).
+    Changes {
+        /// The decided changes too.
+        #[arg(long)]
+        all: bool,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// One change's difference, field by field, as a unified diff of the pinned and the listed
+    /// definition (without ID: every pending change's).
+    Diff {
+        /// The change's id (as `purra catalog changes` lists it).
+        id: Option<u64>,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Approve a pending change: the tool is re-pinned to what the upstream lists, and every
+    /// gateway on the store serves it within a second or so; a write's approvals prepared under
+    /// the old definition are refused. A removal approved is acknowledged: the tool stays
+    /// withheld while a binding names it.
+    Approve {
+        /// The change's id.
+        id: u64,
+        /// Who decides (recorded with the change and the new pin).
+        #[arg(long, value_name = "NAME", default_value = "operator")]
+        by: String,
+        /// A note recorded with the decision.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Deny a pending change: the pin stays and the tool stays withheld while the upstream
+    /// lists the difference.
+    Deny {
+        /// The change's id.
+        id: u64,
+        /// Who decides.
+        #[arg(long, value_name = "NAME", default_value = "operator")]
+        by: String,
+        /// A note recorded with the decision.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+impl CatalogCommand {
+    /// The store and output options of this subcommand.
+    pub fn store_args(&self) -> &StoreArgs {
+        match self {
+            CatalogCommand::Changes { store, .. }
+            | CatalogCommand::Diff { store, .. }
+            | CatalogCommand::Approve { store, .. }
+            | CatalogCommand::Deny { store, .. } => store,
         }
     }
 }

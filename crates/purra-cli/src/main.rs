@@ -55,6 +55,7 @@ fn main() {
         Command::Approvals(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
         Command::Effects(a) => a.store_args().json,
+        Command::Catalog(a) => a.store_args().json,
         Command::Webhooks(a) => a.store_args().json,
         Command::Credentials(a) => a.store_args().json,
     };
@@ -156,6 +157,7 @@ async fn dispatch(
         Command::Effects(a) => cmd::effects::run(a).await,
         Command::Webhooks(a) => cmd::webhooks::run(a).await,
         Command::Credentials(a) => cmd::credentials::run(a).await,
+        Command::Catalog(a) => cmd::catalog::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
         Command::Gateway(a) => cmd::gateway::run(a, verbose, log_format).await,
     }

@@ -43,6 +43,7 @@ pub mod identity;
 pub use purra_schema::{json_text, pattern, schema};
 pub mod model;
 pub mod operator;
+pub mod pins;
 pub mod run;
 pub mod run_store;
 pub mod schedule;
@@ -87,6 +88,10 @@ pub use operator::{
     check_reconciliation, request_principal, ApprovalPage, ApprovalQuery, ApprovalStatus,
     ApprovalView, AuditEntry, ClaimView, OnApprove, OperatorStore, Reconciliation, EFFECT_LABEL,
     INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL, SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
+};
+pub use pins::{
+    CatalogChange, CatalogChangeKind, CatalogChangeState, CatalogDecision, CatalogPins, SeenChange,
+    ToolPin,
 };
 pub use run::{preset_fingerprint, Lease, RunContext, RunId};
 pub use run_store::{InMemoryRunStore, RunStore, SuspendedRun};

@@ -55,20 +55,25 @@ pub enum WebhookEventType {
     /// `effect.reconciled`: an operator recorded a decision on an `unknown` effect (committed or
     /// not sent), with who and the evidence.
     EffectReconciled,
+    /// `catalog.changed`: an upstream lists a bound tool differently from its pinned definition
+    /// (or no longer lists it); the change waits for an operator (recorded once per distinct
+    /// difference, whichever process saw it).
+    CatalogChanged,
 }
 
 impl WebhookEventType {
-    /// Every type, in the order of the write state machine.
-    pub const ALL: [WebhookEventType; 5] = [
+    /// Every type, in the order of the write state machine, then the catalog's.
+    pub const ALL: [WebhookEventType; 6] = [
         WebhookEventType::ApprovalPending,
         WebhookEventType::ApprovalDecided,
         WebhookEventType::EffectCommitted,
         WebhookEventType::EffectUnknown,
         WebhookEventType::EffectReconciled,
+        WebhookEventType::CatalogChanged,
     ];
 
-    /// `approval.pending`, `approval.decided`, `effect.committed`, `effect.unknown` or
-    /// `effect.reconciled`.
+    /// `approval.pending`, `approval.decided`, `effect.committed`, `effect.unknown`,
+    /// `effect.reconciled` or `catalog.changed`.
     pub fn as_str(self) -> &'static str {
         match self {
             WebhookEventType::ApprovalPending => "approval.pending",
@@ -76,6 +81,7 @@ impl WebhookEventType {
             WebhookEventType::EffectCommitted => "effect.committed",
             WebhookEventType::EffectUnknown => "effect.unknown",
             WebhookEventType::EffectReconciled => "effect.reconciled",
+            WebhookEventType::CatalogChanged => "catalog.changed",
         }
     }
 
@@ -299,6 +305,29 @@ impl WebhookEvent {
         data.insert("evidence".into(), json!(evidence));
         WebhookEvent {
             event_type: WebhookEventType::EffectReconciled,
+            at,
+            data: Value::Object(data),
+        }
+    }
+
+    /// `catalog.changed` for `change`, recorded at `at`: the change's id, the upstream, the tool,
+    /// the kind (`changed` or `removed`), the pinned and new digests and who saw it. Not the
+    /// definitions (`purra catalog diff` shows them).
+    pub fn catalog_changed(change: &crate::pins::CatalogChange, at: SystemTime) -> WebhookEvent {
+        let mut data = Map::new();
+        data.insert("change".into(), json!(change.id));
+        data.insert("upstream".into(), json!(change.upstream));
+        data.insert("tool".into(), json!(change.tool));
+        data.insert("kind".into(), json!(change.kind.as_str()));
+        data.insert("pinnedDigest".into(), json!(change.old_digest));
+        data.insert("newDigest".into(), json!(change.new_digest));
+        data.insert(
+            "seenBy".into(),
+            json!(one_line(&change.seen_by, WHO_MAX_CHARS)),
+        );
+        data.insert("seenAt".into(), json!(rfc3339(change.seen_at)));
+        WebhookEvent {
+            event_type: WebhookEventType::CatalogChanged,
             at,
             data: Value::Object(data),
         }

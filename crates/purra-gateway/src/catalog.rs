@@ -233,7 +233,9 @@ pub(crate) async fn build(
             ConfigErrors(vec![source.error(&format!("upstreams.{id}.{key}"), why)])
         })?;
         let upstream = Arc::new(
-            Upstream::new(id.clone(), u.clone(), limits, reads, writes).with_identity(identity),
+            Upstream::new(id.clone(), u.clone(), limits, reads, writes)
+                .with_identity(identity)
+                .with_pins(deps.pins.clone()),
         );
         // Only the bindings changed: the same connection, discovered again.
         let mut own = true;

@@ -119,9 +119,9 @@ pub use config::ApprovalBy;
 pub use config::{load_str, ConfigSource, Loaded};
 pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
-    GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, PageOidc, PageSettings,
-    PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, SkillConfig, TelemetrySettings,
-    UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
+    GatewayConfig, IntrospectionSettings, LimitsConfig, Listen, OnCatalogChange, PageOidc,
+    PageSettings, PoliciesConfig, ReadConfig, ScopeConfig, ScopeRules, Settings, SkillConfig,
+    TelemetrySettings, UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
     DEFAULT_METRICS_INTERVAL,
 };
 pub use runtime::app::{app_uri, APPROVAL_TOOL};

@@ -5,6 +5,8 @@
 //! | `mcp_invalid_arguments` | arguments fail the input schema, or exceed the result budget once decoded; nothing was sent |
 //! | `scope_denied` | the host's scope check denied the call; nothing was sent (Core's code, one code for every scope refusal) |
 //! | `mcp_catalog_stale` | the server's tool list changed since discovery (nothing sent), or changed while the call was in flight (result discarded) |
+//! | `mcp_catalog_changed` | the server lists a pinned tool differently from its pin: it is served as pinned and refused until an operator approves the change (`purra catalog diff`); nothing was sent |
+//! | `mcp_tool_removed` | the server no longer lists a pinned tool: it is withheld until an operator approves the removal; nothing was sent |
 //! | `mcp_connection_closed` | the connection (or its monitor) is closed |
 //! | `mcp_timeout` | no answer within the adapter's timeout (`notifications/cancelled` was sent) |
 //! | `mcp_protocol_error` | the server answered with a JSON-RPC error |
@@ -51,6 +53,10 @@ codes! {
     scope_denied = "scope_denied";
     /// `mcp_catalog_stale`.
     catalog_stale = "mcp_catalog_stale";
+    /// `mcp_catalog_changed`: a pinned tool's listing differs from its pin.
+    catalog_changed = "mcp_catalog_changed";
+    /// `mcp_tool_removed`: a pinned tool is no longer listed.
+    tool_removed = "mcp_tool_removed";
     /// `mcp_connection_closed`.
     connection_closed = "mcp_connection_closed";
     /// `mcp_timeout`.

@@ -500,6 +500,24 @@ pub async fn discover_read_tools(
         return Err(AdapterError::new(codes::config_invalid()));
     }
     let (tools, generation) = list_tools(conn, monitor, &limits).await?;
+    read_catalog(
+        conn, server_id, bindings, monitor, limits, tools, generation,
+    )
+}
+
+/// Read discovery over a listing already made (`tools`, listed at `generation`).
+pub(crate) fn read_catalog(
+    conn: &Arc<Connection>,
+    server_id: &str,
+    bindings: &BTreeMap<String, ReadBinding>,
+    monitor: &CatalogMonitor,
+    limits: Limits,
+    tools: Vec<Tool>,
+    generation: u64,
+) -> Result<ReadCatalog, AdapterError> {
+    if server_id.is_empty() {
+        return Err(AdapterError::new(codes::config_invalid()));
+    }
     let selected = select_bindings(tools, bindings, |b| b.local_name.as_str(), &limits)?;
     let entries: Vec<Value> = selected
         .iter()

@@ -53,6 +53,7 @@ mod discovery;
 mod idempotent;
 mod limits;
 mod monitor;
+mod pinned;
 mod resend;
 mod write;
 
@@ -62,6 +63,10 @@ pub use discovery::{check_tool, discover_read_tools, ReadBinding, ReadCatalog, S
 pub use idempotent::DurableIdempotentResults;
 pub use limits::{Limits, MAX_TIMEOUT};
 pub use monitor::{CatalogMonitor, SUPPORTED_VERSIONS};
+pub use pinned::{
+    discover_pinned, discover_read_tools_pinned, discover_write_tools_pinned, tool_definition,
+    PinnedChange, PinnedDiscovery, PinnedSnapshot,
+};
 pub use resend::{resend_write, ResendFailure};
 pub use write::{
     confirm_bindings_for_all, discover_write_tools, WriteBinding, WriteCatalog, WriteEffect,

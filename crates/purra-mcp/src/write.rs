@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use purra_core::{ApprovalBinding, Concurrency, Risk, ScopeCheck, ToolRegistration};
+use purra_protocol::types::Tool;
 use purra_protocol::Connection;
 use serde_json::{json, Value};
 
@@ -104,6 +105,24 @@ pub async fn discover_write_tools(
         return Err(AdapterError::new(codes::config_invalid()));
     }
     let (tools, generation) = list_tools(conn, monitor, &limits).await?;
+    write_catalog(
+        conn, server_id, bindings, monitor, limits, tools, generation,
+    )
+}
+
+/// Write discovery over a listing already made (`tools`, listed at `generation`).
+pub(crate) fn write_catalog(
+    conn: &Arc<Connection>,
+    server_id: &str,
+    bindings: &BTreeMap<String, WriteBinding>,
+    monitor: &CatalogMonitor,
+    limits: Limits,
+    tools: Vec<Tool>,
+    generation: u64,
+) -> Result<WriteCatalog, AdapterError> {
+    if server_id.is_empty() || !bindings.values().all(WriteBinding::valid) {
+        return Err(AdapterError::new(codes::config_invalid()));
+    }
     let selected = select_bindings(tools, bindings, |b| b.local_name.as_str(), &limits)?;
     let entries: Vec<Value> = selected
         .iter()

@@ -46,6 +46,7 @@
 
 mod approvals;
 mod assets;
+mod catalog;
 mod config;
 pub mod connect;
 mod connect_routes;
@@ -131,6 +132,8 @@ struct Inner {
     connection_stats: ConnectionStats,
     /// How the queue of unknown effects resends one, when this page can reach the upstreams.
     resend: OnceLock<Resend>,
+    /// The store's pinned tool definitions and catalog changes (`/catalog`), when given.
+    catalog: Option<Arc<dyn purra_core::CatalogPins>>,
 }
 
 impl Page {
@@ -186,6 +189,7 @@ impl Page {
                 pending: oidc::Pending::default(),
                 redirect_uri,
                 resend: OnceLock::new(),
+                catalog: None,
             }),
         }
     }
@@ -194,6 +198,16 @@ impl Page {
     /// configuration that binds the upstreams). Set once; `false` when one was set already.
     pub fn set_resend(&self, resend: Resend) -> bool {
         self.inner.resend.set(resend).is_ok()
+    }
+
+    /// This page with the catalog changes of `pins` at `/catalog`: the pending ones with their
+    /// diffs, approved (re-pinned) or denied under the signed-in approver's name. Call before
+    /// serving (a page already shared keeps its catalog as it was).
+    pub fn with_catalog(mut self, pins: Arc<dyn purra_core::CatalogPins>) -> Page {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.catalog = Some(pins);
+        }
+        self
     }
 
     /// Each approver's access token (show them to the approvers, nowhere else); none when token

@@ -73,6 +73,21 @@ impl View {
 
 /// A whole page around `main`.
 pub fn layout(title: &str, view: Option<View>, approver: Option<&str>, main: &str) -> String {
+    page_layout(title, view, false, approver, main)
+}
+
+/// [`layout`] of the catalog changes' page (`/catalog`, current in the navigation).
+pub fn layout_catalog(approver: &str, main: &str) -> String {
+    page_layout("Catalog changes", None, true, Some(approver), main)
+}
+
+fn page_layout(
+    title: &str,
+    view: Option<View>,
+    catalog: bool,
+    approver: Option<&str>,
+    main: &str,
+) -> String {
     let mut nav = String::new();
     if let Some(approver) = approver {
         let current = |v: View| {
@@ -85,11 +100,17 @@ pub fn layout(title: &str, view: Option<View>, approver: Option<&str>, main: &st
         let _ = write!(
             nav,
             "<nav><a href=\"/\"{}>Pending</a> <a href=\"/history\"{}>History</a> \
-             <a href=\"/effects\" id=\"nav-effects\"{}>Unknown effects</a>\
+             <a href=\"/effects\" id=\"nav-effects\"{}>Unknown effects</a> \
+             <a href=\"/catalog\"{}>Catalog</a>\
              <span class=\"who\">Signed in as <b id=\"approver\">{}</b></span></nav>",
             current(View::Pending),
             current(View::History),
             current(View::Effects),
+            if catalog {
+                " aria-current=\"page\""
+            } else {
+                ""
+            },
             esc(approver)
         );
     }

@@ -35,10 +35,11 @@
 //! ```
 
 mod credential;
-mod idempotent;
 mod effects;
+mod idempotent;
 mod listen;
 mod migrate;
+mod pins;
 mod store;
 mod webhook;
 

@@ -202,8 +202,52 @@ CREATE INDEX claims_unknown ON claims (claimed_at_ns, key) WHERE outcome = 'unkn
 CREATE INDEX claims_by_time ON claims (claimed_at_ns, key);
 "#;
 
+/// Schema version 7 ("catalog pins", issue 46), as purra-sqlite's: each bound upstream tool's pinned
+/// definition, and the catalog changes waiting for or decided by an operator, one per distinct
+/// difference (`UNIQUE`), so a fleet's instances seeing the same difference find one row.
+const V7_CATALOG_PINS: &str = r#"
+CREATE TABLE tool_pins (
+    upstream        TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    definition      TEXT NOT NULL,
+    digest          TEXT NOT NULL,
+    pinned_by       TEXT NOT NULL,
+    pinned_at_ns    BIGINT NOT NULL,
+    PRIMARY KEY (upstream, tool)
+);
+
+CREATE TABLE catalog_changes (
+    seq             BIGSERIAL PRIMARY KEY,
+    upstream        TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    kind            TEXT NOT NULL CHECK (kind IN ('changed', 'removed')),
+    old_definition  TEXT NOT NULL,
+    old_digest      TEXT NOT NULL,
+    new_definition  TEXT,
+    new_digest      TEXT NOT NULL,
+    state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied')),
+    seen_by         TEXT NOT NULL,
+    seen_at_ns      BIGINT NOT NULL,
+    decided_by      TEXT,
+    decided_at_ns   BIGINT,
+    note            TEXT,
+    CHECK ((kind = 'removed') = (new_definition IS NULL)),
+    CHECK ((state = 'pending') = (decided_by IS NULL)),
+    UNIQUE (upstream, tool, old_digest, new_digest)
+);
+CREATE INDEX catalog_changes_pending ON catalog_changes (state, seq);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5_IDEMPOTENT_RESULTS, V6_EFFECTS];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    V1,
+    V2,
+    V3,
+    V4,
+    V5_IDEMPOTENT_RESULTS,
+    V6_EFFECTS,
+    V7_CATALOG_PINS,
+];
 
 /// Why migrating failed.
 pub(crate) enum MigrateError {

@@ -101,9 +101,10 @@
 
 mod audit;
 mod credential;
-mod idempotent;
 mod effects;
+mod idempotent;
 mod migrate;
+mod pins;
 mod store;
 mod webhook;
 

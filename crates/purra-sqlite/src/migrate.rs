@@ -303,8 +303,54 @@ CREATE TABLE resends (
 CREATE INDEX claims_unknown ON claims(seq) WHERE outcome = 'unknown';
 "#;
 
+/// Schema version 9 ("catalog pins", issue 46): each bound upstream tool's pinned definition, and the
+/// catalog changes (a listing that differs from the pin) waiting for or decided by an operator;
+/// one change per distinct difference (`UNIQUE`), however many processes see it.
+const V9_CATALOG_PINS: &str = r#"
+CREATE TABLE tool_pins (
+    upstream        TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    definition      TEXT NOT NULL,
+    digest          TEXT NOT NULL,
+    pinned_by       TEXT NOT NULL,
+    pinned_at_ns    INTEGER NOT NULL,
+    PRIMARY KEY (upstream, tool)
+) WITHOUT ROWID;
+
+CREATE TABLE catalog_changes (
+    seq             INTEGER PRIMARY KEY,
+    upstream        TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    kind            TEXT NOT NULL CHECK (kind IN ('changed', 'removed')),
+    old_definition  TEXT NOT NULL,
+    old_digest      TEXT NOT NULL,
+    new_definition  TEXT,
+    new_digest      TEXT NOT NULL,
+    state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied')),
+    seen_by         TEXT NOT NULL,
+    seen_at_ns      INTEGER NOT NULL,
+    decided_by      TEXT,
+    decided_at_ns   INTEGER,
+    note            TEXT,
+    CHECK ((kind = 'removed') = (new_definition IS NULL)),
+    CHECK ((state = 'pending') = (decided_by IS NULL)),
+    UNIQUE (upstream, tool, old_digest, new_digest)
+);
+CREATE INDEX catalog_changes_pending ON catalog_changes(state, seq);
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7_IDEMPOTENT_RESULTS, V8_EFFECTS];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    V1,
+    V2,
+    V3,
+    V4,
+    V5,
+    V6,
+    V7_IDEMPOTENT_RESULTS,
+    V8_EFFECTS,
+    V9_CATALOG_PINS,
+];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which
 /// cannot use WAL.

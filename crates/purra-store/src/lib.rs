@@ -157,6 +157,14 @@ impl AnyStore {
         }
     }
 
+    /// The store's pinned tool definitions and catalog changes.
+    pub fn pins(&self) -> Arc<dyn purra_core::CatalogPins> {
+        match self {
+            AnyStore::Sqlite(s) => s.clone(),
+            AnyStore::Postgres(s) => s.clone(),
+        }
+    }
+
     /// This store's owner id.
     pub fn owner(&self) -> &str {
         self.ops().owner()

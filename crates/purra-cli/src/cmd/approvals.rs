@@ -117,9 +117,16 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             }
         }
         ApprovalsCommand::Serve { listen, page, .. } => {
-            let bound =
-                crate::cmd::page::bind(db.operator(), None, *listen, page, None, "purra approvals")
-                    .await?;
+            let bound = crate::cmd::page::bind(
+                db.operator(),
+                Some(db.pins()),
+                None,
+                *listen,
+                page,
+                None,
+                "purra approvals",
+            )
+            .await?;
             // Found through a gateway file: the queue of unknown effects may resend through its
             // bindings; without one the page says why it cannot.
             if let Some(file) = store::locate(args)?.gateway_file {

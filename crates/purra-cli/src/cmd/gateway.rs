@@ -89,6 +89,8 @@ async fn serve(
     let source = loaded.source.clone();
     // The approver page (`--page`) reads the same store through its operator view.
     let mut operator: Option<Arc<dyn purra_core::OperatorStore>> = None;
+    // And its catalog changes (`/catalog`).
+    let mut pins: Option<Arc<dyn purra_core::CatalogPins>> = None;
     // What the start would meet beyond the file: the store, and each address it would bind.
     let mut found = Vec::new();
     let store: Arc<dyn GatewayStore> =
@@ -125,6 +127,7 @@ async fn serve(
                 Failure::store("store", source.error("gateway.db", why).to_string())
             })?;
             operator = Some(store.operator());
+            pins = Some(store.pins());
             Arc::new(store)
         };
     let options = StartOptions::default()
@@ -270,6 +273,7 @@ async fn serve(
             });
             let bound = match crate::cmd::page::bind(
                 store,
+                pins,
                 Some(decide),
                 addr,
                 &args.page_options,

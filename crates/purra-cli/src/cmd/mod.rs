@@ -2,6 +2,7 @@
 
 pub mod approvals;
 pub mod call;
+pub mod catalog;
 pub mod credentials;
 pub mod demo;
 pub mod effects;

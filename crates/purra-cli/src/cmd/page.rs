@@ -197,6 +197,7 @@ fn login(
 /// per approver.
 pub async fn bind(
     store: Arc<dyn OperatorStore>,
+    catalog: Option<Arc<dyn purra_core::CatalogPins>>,
     decide: Option<Decide>,
     addr: SocketAddr,
     args: &PageArgs,
@@ -242,10 +243,13 @@ pub async fn bind(
     for a in &args.approvers {
         config = config.approver(a.clone());
     }
-    let page = match decide {
+    let mut page = match decide {
         Some(d) => Page::with_decide(store, config, d),
         None => Page::new(store, config),
     };
+    if let Some(pins) = catalog {
+        page = page.with_catalog(pins);
+    }
     page.discover()
         .await
         .map_err(|e| Failure::Config(format!("the OpenID Connect provider cannot be used: {e}")))?;

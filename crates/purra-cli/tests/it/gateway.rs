@@ -53,6 +53,8 @@ struct Setup {
     /// How long the upstream's `set_value` waits before it writes.
     write_delay_ms: u64,
     drain_timeout: &'static str,
+    /// `[gateway] on_catalog_change`.
+    on_catalog_change: &'static str,
 }
 
 impl Default for Setup {
@@ -69,6 +71,7 @@ impl Default for Setup {
             binding_revision: "1",
             write_delay_ms: 0,
             drain_timeout: "30s",
+            on_catalog_change: "hold",
         }
     }
 }
@@ -119,6 +122,7 @@ approval_ttl = "10m"
 run_decided_without_caller = {run}
 lease = "{lease}"
 drain_timeout = "{drain}"
+on_catalog_change = "{on_change}"
 
 [upstreams.values]
 command = [{python:?}, {upstream:?}, "--dir", {dir:?}, "--scenario", "{scenario}", "--write-delay-ms", "{delay}"]
@@ -160,6 +164,7 @@ arguments = ["len(value) <= 40"]
             revision = s.binding_revision,
             delay = s.write_delay_ms,
             drain = s.drain_timeout,
+            on_change = s.on_catalog_change,
         );
         std::fs::write(self.config(), text).expect("config");
     }
@@ -949,16 +954,18 @@ fn upstream_exits_mid_call_the_effect_is_unknown_and_kept() {
     drop(gateway);
 }
 
-/// Acceptance 3: the upstream's tool list changes between the approval and the dispatch. The
-/// gateway rediscovers and tells the downstream client (`list_changed`); the approval prepared
-/// for the old binding is refused as a mismatch (recorded in the audit log) and nothing is sent;
-/// calling again asks for a new approval, which is sent once.
+/// Acceptance 3: the upstream's tool list changes between the approval and the dispatch. With
+/// `on_catalog_change = "serve"` (definitions not pinned, as before issue 46; `pins.rs` has the
+/// default) the gateway rediscovers and tells the downstream client (`list_changed`); the
+/// approval prepared for the old binding is refused as a mismatch (recorded in the audit log)
+/// and nothing is sent; calling again asks for a new approval, which is sent once.
 #[test]
 fn list_change_between_approval_and_dispatch_refuses_the_old_approval() {
     let (sc, gateway) = served(
         "list-change",
         Setup {
             approval_wait: "2s",
+            on_catalog_change: "serve",
             ..Setup::default()
         },
     );
@@ -1085,7 +1092,7 @@ arguments = ["len(value) <== 40"]
         String::from_utf8_lossy(&out.stderr),
         format!(
             "purra: the configuration has 5 mistakes:
-  {file}:4: gateway.aproval_wait: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, principal, progress_interval, run_decided_without_caller, session_idle_timeout)
+  {file}:4: gateway.aproval_wait: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, on_catalog_change, principal, progress_interval, run_decided_without_caller, session_idle_timeout)
   {file}:11: reads.get_value.tool: upstream \"values\" has no tool \"get_valeu\" (it lists: get_value, set_value, admin_reset)
   {file}:15: writes.set_value.binding_revision: required: the binding's revision: change it whenever the authorization changes
   {file}:15: writes.set_value.scope_revision: required: the scope's revision: change it whenever the scope rules change

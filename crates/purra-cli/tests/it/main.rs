@@ -15,6 +15,7 @@ mod gateway_auth;
 mod hostile;
 mod identity;
 mod page;
+mod pins;
 mod real_upstreams;
 mod skills;
 mod store_location;

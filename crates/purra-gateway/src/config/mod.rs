@@ -133,16 +133,20 @@ pub enum WebhookEventName {
     /// An operator reconciled an unknown effect (who, the evidence).
     #[serde(rename = "effect.reconciled")]
     EffectReconciled,
+    /// An upstream lists a bound tool differently from its pin (a catalog change waits).
+    #[serde(rename = "catalog.changed")]
+    CatalogChanged,
 }
 
 impl WebhookEventName {
     /// Every event, in the order of the write state machine (the default subscription).
-    pub const ALL: [WebhookEventName; 5] = [
+    pub const ALL: [WebhookEventName; 6] = [
         WebhookEventName::ApprovalPending,
         WebhookEventName::ApprovalDecided,
         WebhookEventName::EffectCommitted,
         WebhookEventName::EffectUnknown,
         WebhookEventName::EffectReconciled,
+        WebhookEventName::CatalogChanged,
     ];
 
     /// Core's event type.
@@ -154,6 +158,7 @@ impl WebhookEventName {
             WebhookEventName::EffectCommitted => T::EffectCommitted,
             WebhookEventName::EffectUnknown => T::EffectUnknown,
             WebhookEventName::EffectReconciled => T::EffectReconciled,
+            WebhookEventName::CatalogChanged => T::CatalogChanged,
         }
     }
 }
@@ -498,6 +503,13 @@ pub struct Settings {
     /// gateway restarted) is dispatched anyway (default false: it waits for the same call to
     /// be repeated, and expires).
     pub run_decided_without_caller: bool,
+    /// What the gateway does when an upstream lists a bound tool differently from the
+    /// definition pinned when it was first bound, or no longer lists it: `"hold"` (default:
+    /// the pinned definition is served, calls are refused `mcp_catalog_changed` or
+    /// `mcp_tool_removed`, and the change waits for an operator, `purra catalog diff`) or
+    /// `"serve"` (nothing is pinned: whatever the upstream lists is served, as before pinning;
+    /// said at start).
+    pub on_catalog_change: OnCatalogChange,
     /// The store owner's lease: claims a killed gateway left become `unknown` once it lapsed
     /// (default 60 s).
     pub lease: Dur,
@@ -647,6 +659,7 @@ impl Default for Settings {
             approval_request_ttl: Dur(Duration::from_secs(24 * 3600)),
             apps: false,
             run_decided_without_caller: false,
+            on_catalog_change: OnCatalogChange::Hold,
             lease: Dur(Duration::from_secs(60)),
             max_pending_per_caller: DEFAULT_MAX_PENDING_PER_CALLER,
             max_calls_per_minute_per_caller: DEFAULT_MAX_CALLS_PER_MINUTE,
@@ -659,6 +672,18 @@ impl Default for Settings {
             auth: None,
         }
     }
+}
+
+/// What the gateway does when an upstream's listing of a bound tool differs from its pin
+/// (`[gateway] on_catalog_change`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnCatalogChange {
+    /// Serve the pinned definition, refuse calls, and hold the change for an operator.
+    #[default]
+    Hold,
+    /// Serve what the upstream lists (no pinning).
+    Serve,
 }
 
 /// Where the gateway serves downstream clients.

@@ -244,6 +244,9 @@ impl Gateway {
         let catalog = built.catalog;
 
         if let Some(log) = &options.log {
+            if deps.pins.is_none() {
+                log(&catalog_serve_warning(&config));
+            }
             for warning in crate::catalog::destructive_warnings(&catalog.bindings, source) {
                 log(&warning);
             }
@@ -721,6 +724,12 @@ impl Inner {
     /// same (a reload changed their binding: downstream clients are told to list again).
     pub(crate) fn publish_forcing(&self, force: &BTreeSet<String>) {
         let catalog = self.catalog();
+        // Catalog changes recorded by the discoveries since: the operator is told once.
+        for u in catalog.upstreams.values() {
+            for notice in u.take_notices() {
+                self.log(&notice);
+            }
+        }
         let mut want: BTreeMap<String, Tool> = BTreeMap::new();
         for u in catalog.upstreams.values() {
             if let Some(live) = u.live() {
@@ -910,6 +919,11 @@ impl Inner {
                 self.note_up(&b.upstream.id);
                 self.watch(b.upstream.clone());
             }
+        }
+        // A bound tool the upstream lists differently from its pin (or no longer lists) is
+        // served as pinned and never called until an operator approves the change.
+        if let Some(code) = live.withheld.get(&b.local) {
+            return Err(code.clone());
         }
         let bound: &Bound = live
             .tools
@@ -1270,6 +1284,11 @@ impl Inner {
             // upstream waiting for its discovery principal's connection is tried again.
             let upstreams: Vec<_> = inner.catalog().upstreams.values().cloned().collect();
             for u in upstreams {
+                // Pins an operator moved (here, in another process, on another instance of a
+                // fleet): rediscovered now, so every instance serves the approved definition.
+                if u.check_pins().await && !u.is_retired() {
+                    inner.refresh(u.clone()).await;
+                }
                 u.reap_idle().await;
                 if u.deferred() && u.live().is_none() && !u.is_retired() {
                     if let Ok((_, true)) = u.current().await {
@@ -1289,6 +1308,19 @@ impl Inner {
             }
         }
     }
+}
+
+/// What the gateway says at start when bound tools are not pinned (`on_catalog_change =
+/// "serve"`).
+fn catalog_serve_warning(config: &GatewayConfig) -> String {
+    let why = match config.gateway.on_catalog_change {
+        crate::config::OnCatalogChange::Serve => "[gateway] on_catalog_change = \"serve\"",
+        crate::config::OnCatalogChange::Hold => "the store keeps no pins",
+    };
+    format!(
+        "warning: tool definitions are not pinned ({why}): whatever an upstream lists after a \
+         change (a new description, schema or annotations) is served at once, unreviewed"
+    )
 }
 
 /// The page's connect flow for `config`'s upstreams with `mode = "oauth"`, when there are any and
@@ -1353,10 +1385,19 @@ pub(crate) fn identity_deps(
             ]))
         })?,
     };
+    // Bound tools are pinned unless the configuration says to serve what upstreams list.
+    let pins = match config.gateway.on_catalog_change {
+        crate::config::OnCatalogChange::Hold => store.pins().map(|store| crate::upstream::Pins {
+            store,
+            instance: config.gateway.name.clone(),
+        }),
+        crate::config::OnCatalogChange::Serve => None,
+    };
     Ok(crate::upstream::identity::IdentityDeps {
         credentials: store.credentials(),
         keys: keys.map(Arc::new),
         page_url: config.page.url.clone(),
+        pins,
     })
 }
 

@@ -77,7 +77,20 @@ pub fn replayed(result: CallToolResult, approval: &str, at: Option<SystemTime>) 
 
 /// `TOOL failed: CODE (WHAT)`, with `isError`.
 pub fn failed(tool: &str, code: &ErrorCode, what: &str) -> CallToolResult {
-    CallToolResult::error(format!("{tool} failed: {code} ({what})"))
+    let mut text = format!("{tool} failed: {code} ({what})");
+    if code == &purra_mcp::codes::catalog_changed() {
+        text.push_str(
+            ". The upstream changed this tool's definition since it was approved; it is served as \
+             approved and not called until an operator reviews the change (`purra catalog diff`) \
+             and approves it",
+        );
+    } else if code == &purra_mcp::codes::tool_removed() {
+        text.push_str(
+            ". The upstream no longer lists this tool; an operator reviews the removal \
+             (`purra catalog diff`)",
+        );
+    }
+    CallToolResult::error(text)
 }
 
 /// The code of a call refused because the gateway is stopping.

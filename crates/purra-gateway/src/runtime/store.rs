@@ -60,6 +60,12 @@ pub trait GatewayStore: Send + Sync {
     fn credentials(&self) -> Option<Arc<dyn purra_core::CredentialStore>> {
         None
     }
+    /// The store's pinned tool definitions and catalog changes, when it keeps them (every
+    /// durable store does): without them a gateway serves what its upstreams list (as
+    /// `on_catalog_change = "serve"`).
+    fn pins(&self) -> Option<Arc<dyn purra_core::CatalogPins>> {
+        None
+    }
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
@@ -170,6 +176,10 @@ macro_rules! gateway_store {
                 Some(Arc::new(self.clone()))
             }
 
+            fn pins(&self) -> Option<Arc<dyn purra_core::CatalogPins>> {
+                Some(Arc::new(self.clone()))
+            }
+
             fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
                 pending(self)
             }
@@ -220,6 +230,10 @@ impl GatewayStore for AnyStore {
 
     fn credentials(&self) -> Option<Arc<dyn purra_core::CredentialStore>> {
         Some(AnyStore::credentials(self))
+    }
+
+    fn pins(&self) -> Option<Arc<dyn purra_core::CatalogPins>> {
+        Some(AnyStore::pins(self))
     }
 
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {

@@ -521,6 +521,13 @@ fn slack_text(event: &Value, link: Option<&str>) -> String {
                 ))
             )
         }
+        "catalog.changed" => format!(
+            "Upstream {} {} tool {tool}: held for review as catalog change {} (`purra catalog diff {}`).",
+            s("upstream"),
+            s("kind"),
+            data["change"],
+            data["change"]
+        ),
         other => format!("{} {subject}", slack_escape(other)),
     };
     if let Some(link) = link {
@@ -1046,6 +1053,11 @@ mod tests {
         assert_eq!(
             body(WebhookFormat::Slack, reconciled, None),
             "{\"text\":\"set_value (approval approval-2): reconciled as not sent by ada (cli): \u{201c}ledger &lt;7&gt;\\\\nok\u{201d}\"}"
+        );
+        let changed = r#"{"data":{"change":3,"kind":"changed","tool":"lookup <x>","upstream":"docs"},"type":"catalog.changed"}"#;
+        assert_eq!(
+            body(WebhookFormat::Slack, changed, Some("https://p")),
+            r#"{"text":"Upstream docs changed tool lookup &lt;x&gt;: held for review as catalog change 3 (`purra catalog diff 3`)."}"#
         );
     }
 }

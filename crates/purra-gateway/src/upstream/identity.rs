@@ -35,6 +35,8 @@ pub(crate) struct IdentityDeps {
     pub keys: Option<Arc<Keyring>>,
     /// The approver page's public URL (`[page] url`): where principals connect.
     pub page_url: Option<String>,
+    /// Where bound tools are pinned (`on_catalog_change = "hold"` with a durable store).
+    pub pins: Option<crate::upstream::Pins>,
 }
 
 /// How the gateway authenticates as its client: the secret, or the key for `private_key_jwt`.

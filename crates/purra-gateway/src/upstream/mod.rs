@@ -22,10 +22,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use purra_core::ToolRegistration;
+use purra_core::{CatalogPins, ErrorCode, SeenChange, ToolPin, ToolRegistration};
 use purra_mcp::{
-    discover_read_tools, discover_write_tools, AdapterError, CatalogMonitor, Limits, ReadBinding,
-    WriteBinding,
+    discover_pinned, discover_read_tools, discover_read_tools_pinned, discover_write_tools,
+    discover_write_tools_pinned, tool_definition, AdapterError, CatalogMonitor, Limits,
+    PinnedDiscovery, PinnedSnapshot, ReadBinding, WriteBinding,
 };
 use purra_protocol::types::{Tool, ToolAnnotations};
 use purra_protocol::{
@@ -67,15 +68,51 @@ pub(crate) struct Live {
     pub generation: u64,
     /// Bound tools by local name.
     pub tools: BTreeMap<String, Bound>,
+    /// Bound tools served as pinned but not callable, by local name: the upstream lists them
+    /// differently from their pin (`mcp_catalog_changed`) or no longer lists them
+    /// (`mcp_tool_removed`).
+    pub withheld: BTreeMap<String, ErrorCode>,
+    /// The pins' digests this was discovered against, by remote name (empty without pins).
+    pub pinned: BTreeMap<String, String>,
+    /// Set when the store's pins moved since (an operator approved a change): rediscover.
+    repinned: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
-    /// Whether this is still current: connection open, tool list unchanged.
+    /// Whether this is still current: connection open, tool list unchanged, pins unchanged.
     pub fn is_current(&self) -> bool {
         !self.monitor.is_closed()
             && !self.conn.peer().is_closed()
             && self.monitor.generation() == self.generation
+            && !self.repinned.load(Ordering::SeqCst)
     }
+}
+
+/// Where an upstream's bound tools are pinned, and who pins them.
+#[derive(Clone)]
+pub(crate) struct Pins {
+    /// The store's pins and catalog changes (shared by a fleet).
+    pub store: Arc<dyn CatalogPins>,
+    /// The instance that pins and sees changes (the gateway's name).
+    pub instance: String,
+}
+
+/// A listing compared with the store's pins ([`Upstream::pinned_listing`]).
+struct Listing {
+    /// The listing with every pinned tool as pinned, and the differences.
+    found: PinnedDiscovery,
+    /// Bound tools withheld, by local name, with their code.
+    withheld: BTreeMap<String, ErrorCode>,
+    /// The pins' digests by remote name.
+    pinned: BTreeMap<String, String>,
+    /// Bound tools not pinned yet, as listed (remote name, definition).
+    to_pin: Vec<(String, Value)>,
+}
+
+/// The store failed while pins were read or written: discovery fails closed.
+fn pin_store_failed(e: &purra_core::StoreError) -> UpstreamError {
+    tracing::warn!(error = %e, "the store failed while tool pins were read or written");
+    UpstreamError::Discovery(AdapterError::new(ErrorCode::STORE_FAILED))
 }
 
 /// Why an upstream could not be used.
@@ -135,6 +172,11 @@ pub(crate) struct Upstream {
     idle: Notify,
     /// Who the upstream is called as.
     identity: Identity,
+    /// Where its bound tools are pinned (`None`: served as listed).
+    pins: Option<Pins>,
+    /// What the operator is told of catalog changes this upstream recorded, until the running
+    /// gateway logs it ([`Upstream::take_notices`]).
+    notices: Mutex<Vec<String>>,
 }
 
 /// Who an upstream is called as: its configured headers and environment only (the default), a
@@ -211,7 +253,187 @@ impl Upstream {
             users: AtomicUsize::new(0),
             idle: Notify::new(),
             identity: Identity::default(),
+            pins: None,
+            notices: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The operator's messages about catalog changes recorded since the last call.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// This upstream with its bound tools pinned in `pins` (`None`: served as listed).
+    pub fn with_pins(mut self, pins: Option<Pins>) -> Upstream {
+        self.pins = pins;
+        self
+    }
+
+    /// Whether the store's pins of this upstream's bound tools moved since its current
+    /// discovery (an operator approved a change, here or on another instance); when they did,
+    /// the current discovery is no longer current. Reads the store once.
+    pub async fn check_pins(&self) -> bool {
+        let (Some(pins), Some(live)) = (&self.pins, self.live()) else {
+            return false;
+        };
+        let Ok(stored) = pins.store.tool_pins(self.id.clone()).await else {
+            return false;
+        };
+        let now: BTreeMap<String, String> = stored
+            .into_iter()
+            .filter(|p| self.binds(&p.tool))
+            .map(|p| (p.tool, p.digest))
+            .collect();
+        if now != live.pinned {
+            live.repinned.store(true, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// Whether `remote` is one of this upstream's bound tools.
+    fn binds(&self, remote: &str) -> bool {
+        self.reads.contains_key(remote) || self.writes.contains_key(remote)
+    }
+
+    /// The local names `remote` is bound as (a read, a write, or both).
+    fn locals_of(&self, remote: &str) -> Vec<&str> {
+        self.reads
+            .get(remote)
+            .map(|b| b.local_name.as_str())
+            .into_iter()
+            .chain(self.writes.get(remote).map(|b| b.local_name.as_str()))
+            .collect()
+    }
+
+    /// Lists the tools against the store's pins: records a catalog change for every bound tool
+    /// whose listing differs from its pin, and answers the listing with the pinned definitions
+    /// (a [`Listing`]). Bound tools listed once and not pinned yet are in `to_pin`, pinned by
+    /// [`Upstream::pin_first`] once discovery has bound them.
+    async fn pinned_listing(
+        &self,
+        pins: &Pins,
+        conn: &Connection,
+        monitor: &CatalogMonitor,
+    ) -> Result<Listing, UpstreamError> {
+        let stored: BTreeMap<String, ToolPin> = pins
+            .store
+            .tool_pins(self.id.clone())
+            .await
+            .map_err(|e| pin_store_failed(&e))?
+            .into_iter()
+            .filter(|p| self.binds(&p.tool))
+            .map(|p| (p.tool.clone(), p))
+            .collect();
+        let mut snapshot = PinnedSnapshot::default();
+        for (name, p) in &stored {
+            snapshot.pin(name.clone(), p.definition.clone());
+        }
+        let found = discover_pinned(conn, monitor, self.limits, &snapshot)
+            .await
+            .map_err(UpstreamError::Discovery)?;
+        // First binding: a bound tool listed once and not pinned yet (one not listed, or listed
+        // twice, is refused by discovery).
+        let mut to_pin = Vec::new();
+        for remote in self.reads.keys().chain(self.writes.keys()) {
+            if stored.contains_key(remote) {
+                continue;
+            }
+            if let [tool] = found
+                .served
+                .iter()
+                .filter(|t| &t.name == remote)
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
+                to_pin.push((remote.clone(), tool_definition(tool)));
+            }
+        }
+        let mut withheld = BTreeMap::new();
+        for change in &found.changes {
+            let Some(pin) = stored.get(&change.tool) else {
+                continue;
+            };
+            let code = if change.listed.is_some() {
+                purra_mcp::codes::catalog_changed()
+            } else {
+                purra_mcp::codes::tool_removed()
+            };
+            for local in self.locals_of(&change.tool) {
+                withheld.insert(local.to_owned(), code.clone());
+            }
+            let seen = SeenChange {
+                pin: pin.clone(),
+                new_definition: change.listed.clone(),
+                seen_by: pins.instance.clone(),
+                seen_at: std::time::SystemTime::now(),
+            };
+            match pins.store.note_catalog_change(seen).await {
+                Ok((c, true)) => {
+                    let notice = format!(
+                        "upstream {}: the tool {:?} {}: it is withheld and held as catalog change \
+                         {} (purra catalog diff {})",
+                        self.id,
+                        change.tool,
+                        if change.listed.is_some() {
+                            "changed since it was approved"
+                        } else {
+                            "is no longer listed"
+                        },
+                        c.id,
+                        c.id
+                    );
+                    tracing::warn!(upstream = %self.id, change = c.id, "{notice}");
+                    self.notices
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(notice);
+                }
+                Ok(_) => {}
+                // Withheld all the same; seen again at the next discovery.
+                Err(e) => {
+                    tracing::warn!(upstream = %self.id, error = %e, "a catalog change could not be recorded")
+                }
+            }
+        }
+        let pinned = stored.into_iter().map(|(k, p)| (k, p.digest)).collect();
+        Ok(Listing {
+            found,
+            withheld,
+            pinned,
+            to_pin,
+        })
+    }
+
+    /// Pins each of `to_pin` (remote name, definition as just bound) unless another process
+    /// pinned it first; adds the pins in force to `pinned`. True when a pin in force is not what
+    /// was bound (another process pinned another definition first): discover again.
+    async fn pin_first(
+        &self,
+        pins: &Pins,
+        to_pin: Vec<(String, Value)>,
+        pinned: &mut BTreeMap<String, String>,
+    ) -> Result<bool, UpstreamError> {
+        let mut moved = false;
+        for (remote, definition) in to_pin {
+            let pin = ToolPin::new(
+                self.id.clone(),
+                remote.clone(),
+                definition,
+                pins.instance.clone(),
+                std::time::SystemTime::now(),
+            )
+            .map_err(|e| pin_store_failed(&e))?;
+            let digest = pin.digest.clone();
+            let kept = pins
+                .store
+                .pin_tool(pin)
+                .await
+                .map_err(|e| pin_store_failed(&e))?;
+            moved |= kept.digest != digest;
+            pinned.insert(remote, kept.digest);
+        }
+        Ok(moved)
     }
 
     /// This upstream called as `identity` says.
@@ -542,23 +764,78 @@ impl Upstream {
     ) -> Result<Live, UpstreamError> {
         let generation = monitor.generation();
         let err = UpstreamError::Discovery;
-        let read = if self.reads.is_empty() {
-            None
-        } else {
-            Some(
-                discover_read_tools(conn, &self.id, &self.reads, monitor, self.limits)
-                    .await
-                    .map_err(err)?,
-            )
-        };
-        let write = if self.writes.is_empty() {
-            None
-        } else {
-            Some(
-                discover_write_tools(conn, &self.id, &self.writes, monitor, self.limits)
-                    .await
-                    .map_err(err)?,
-            )
+        // An upstream that binds no tool (only skills, say) is not listed at all.
+        let binds_tools = !(self.reads.is_empty() && self.writes.is_empty());
+        let (read, write, withheld, pinned) = match self.pins.as_ref().filter(|_| binds_tools) {
+            Some(pins) => {
+                let mut again = true;
+                loop {
+                    let Listing {
+                        found,
+                        withheld,
+                        mut pinned,
+                        to_pin,
+                    } = self.pinned_listing(pins, conn, monitor).await?;
+                    let read = if self.reads.is_empty() {
+                        None
+                    } else {
+                        Some(
+                            discover_read_tools_pinned(
+                                conn,
+                                &self.id,
+                                &self.reads,
+                                monitor,
+                                self.limits,
+                                &found,
+                            )
+                            .map_err(err)?,
+                        )
+                    };
+                    let write = if self.writes.is_empty() {
+                        None
+                    } else {
+                        Some(
+                            discover_write_tools_pinned(
+                                conn,
+                                &self.id,
+                                &self.writes,
+                                monitor,
+                                self.limits,
+                                &found,
+                            )
+                            .map_err(err)?,
+                        )
+                    };
+                    // Bound: what was bound is pinned now (the first binding), unless another
+                    // process pinned another definition first, which is then discovered again.
+                    if self.pin_first(pins, to_pin, &mut pinned).await? && again {
+                        again = false;
+                        continue;
+                    }
+                    break (read, write, withheld, pinned);
+                }
+            }
+            None => {
+                let read = if self.reads.is_empty() {
+                    None
+                } else {
+                    Some(
+                        discover_read_tools(conn, &self.id, &self.reads, monitor, self.limits)
+                            .await
+                            .map_err(err)?,
+                    )
+                };
+                let write = if self.writes.is_empty() {
+                    None
+                } else {
+                    Some(
+                        discover_write_tools(conn, &self.id, &self.writes, monitor, self.limits)
+                            .await
+                            .map_err(err)?,
+                    )
+                };
+                (read, write, BTreeMap::new(), BTreeMap::new())
+            }
         };
         if monitor.generation() != generation {
             return Err(err(AdapterError::new(purra_mcp::codes::catalog_stale())));
@@ -599,6 +876,9 @@ impl Upstream {
             monitor: monitor.clone(),
             generation,
             tools,
+            withheld,
+            pinned,
+            repinned: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

@@ -1124,7 +1124,7 @@ secret_env = "S"
     assert_eq!(
         errors(bad),
         [
-            "g.toml:8: webhooks.ops.events[1]: expected \"approval.pending\" or \"approval.decided\" or \"effect.committed\" or \"effect.unknown\" or \"effect.reconciled\", found \"approval.claimed\"",
+            "g.toml:8: webhooks.ops.events[1]: expected \"approval.pending\" or \"approval.decided\" or \"effect.committed\" or \"effect.unknown\" or \"effect.reconciled\" or \"catalog.changed\", found \"approval.claimed\"",
             "g.toml:13: webhooks.Bad.format: expected \"standard\" or \"slack\", found \"teams\"",
             "g.toml:14: webhooks.Bad.secret: unknown key (expected one of: backoff, events, format, give_up_after, max_backoff, secret_env, secret_file, timeout, url)",
             "g.toml:32: webhooks.nourl.url: required: where events are POSTed: an `http(s)` URL",
@@ -1399,7 +1399,7 @@ fn mistakes_only_a_custom_parser_finds_are_placed_each_at_its_key() {
             "g.toml:2: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found \"999.0.0.1:80\"",
             "g.toml:3: gateway.approval_wait: the duration \"99999999999999999h\" is too long",
             "g.toml:4: gateway.lease: expected a duration such as \"30s\", found \"99999999999999999999s\"",
-            "g.toml:5: gateway.colour: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, principal, progress_interval, run_decided_without_caller, session_idle_timeout)",
+            "g.toml:5: gateway.colour: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, on_catalog_change, principal, progress_interval, run_decided_without_caller, session_idle_timeout)",
         ]
     );
 }

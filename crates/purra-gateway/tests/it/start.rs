@@ -3,7 +3,8 @@
 //! every refused bound tool is named at its binding's key and line with the upstream tool, the
 //! JSON pointer in it and the reason (and, with excerpts, the listed JSON there); a write bound
 //! with `effect = "write"` over a tool the upstream marks destructive starts with a warning; a
-//! configuration without an upstream or a binding is refused. The upstream is a purra server on
+//! configuration without an upstream or a binding is refused; a tool is pinned only by the start
+//! that binds it. The upstream is a purra server on
 //! loopback Streamable HTTP in this process.
 
 use std::sync::{Arc, Mutex};
@@ -337,5 +338,60 @@ permit (principal, action in Action::"Destructive", resource)
         schema.contains("\"arguments\": {\n    \"content\": String,\n    \"path\": String\n  },"),
         "{schema}"
     );
+    gateway.shutdown().await;
+}
+
+/// Issue 46: a bound tool is pinned when it is first bound, and only once discovery bound it: a
+/// start refused for its tools pins nothing; the start that binds them pins each as listed,
+/// under the gateway's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_is_pinned_only_once_discovery_bound_it() {
+    use purra_core::CatalogPins;
+    let url = upstream().await;
+    let store = SqliteStore::open_in_memory().expect("store");
+    let with_store = |text: &str| {
+        let loaded = load_str("g.toml", text).expect("no mistakes in the file");
+        (loaded, Arc::new(store.clone()))
+    };
+    let off = text(
+        &url,
+        "read_text_file",
+        "write_file",
+        "destructive",
+        "\n[limits]\nearlier_schema_dialects = false\n",
+    );
+    let (loaded, s) = with_store(&off);
+    let refused = Gateway::start(loaded.config, &loaded.source, s).await;
+    assert!(matches!(refused, Err(StartError::Config(_))));
+    assert_eq!(store.tool_pins("fs".into()).await, Ok(vec![]));
+
+    let good = text(&url, "read_text_file", "write_file", "destructive", "");
+    let (loaded, s) = with_store(&good);
+    let gateway = Gateway::start(loaded.config, &loaded.source, s)
+        .await
+        .expect("started");
+    let pins = store.tool_pins("fs".into()).await.expect("pins");
+    let pinned: Vec<(&str, &str, &Value)> = pins
+        .iter()
+        .map(|p| {
+            (
+                p.tool.as_str(),
+                p.pinned_by.as_str(),
+                &p.definition["annotations"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        pinned,
+        [
+            ("read_text_file", "gateway", &json!({"readOnlyHint": true})),
+            (
+                "write_file",
+                "gateway",
+                &json!({"readOnlyHint": false, "destructiveHint": true})
+            ),
+        ]
+    );
+    assert_eq!(pins[0].definition["inputSchema"]["$schema"], DRAFT_07);
     gateway.shutdown().await;
 }

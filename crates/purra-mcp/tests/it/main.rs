@@ -6,4 +6,5 @@ mod support;
 mod dialects;
 mod hostile_server;
 mod modern_listen;
+mod pinned;
 mod tasks;
