@@ -35,8 +35,8 @@
 //! ```
 
 mod credential;
-mod idempotent;
 mod effects;
+mod idempotent;
 mod listen;
 mod migrate;
 mod store;

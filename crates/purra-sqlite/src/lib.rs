@@ -101,8 +101,8 @@
 
 mod audit;
 mod credential;
-mod idempotent;
 mod effects;
+mod idempotent;
 mod migrate;
 mod store;
 mod webhook;
