@@ -310,7 +310,8 @@ impl OidcProvider {
     /// A new sign-in, as [`OidcProvider::begin`], that asks the provider for an authentication
     /// no older than `max_age` (OpenID Connect's `max_age`, whole seconds): the provider signs the
     /// person in again when theirs is older, and [`OidcProvider::finish`] refuses an ID token
-    /// without an `auth_time` or with one older than `max_age` (and the leeway).
+    /// without an `auth_time` or with one older than `max_age` (no leeway: the provider's clock
+    /// and this one must agree to within the freshness asked).
     pub fn begin_with_max_age(
         &self,
         redirect_uri: &str,
@@ -469,7 +470,9 @@ impl OidcProvider {
                 Some(t) if t > now + leeway => {
                     return Err(invalid("its auth_time is in the future"))
                 }
-                Some(t) if t.saturating_add(max_age).saturating_add(leeway) < now => {
+                // No leeway here: a freshness of seconds would mean nothing with it (the
+                // leeway is for clocks that disagree a little; `max_age` is asked on purpose).
+                Some(t) if t.saturating_add(max_age) < now => {
                     return Err(invalid("its auth_time is older than the max_age asked"))
                 }
                 Some(_) => {}
