@@ -940,7 +940,7 @@ fn unix_now() -> u64 {
 /// an older one gets no session, and a decision by a sign-in older than it is refused on the
 /// POST itself (the browser sent to sign in again, back to the same preselection).
 #[tokio::test]
-async fn approver_max_age_is_checked_on_the_decision_and_a_link_never_decides() {
+async fn approver_max_age_is_checked_on_the_decision() {
     let s = served("max-age").await;
     let mut r = request("\"fresh\"");
     r.labels
