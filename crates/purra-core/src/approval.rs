@@ -743,6 +743,21 @@ mod tests {
         );
     }
 
+    /// A binding's `approver_max_age` travels as seconds in the request's labels; a label that
+    /// is not seconds is an error (a page then refuses every decision).
+    #[test]
+    fn the_approver_max_age_label_is_seconds_or_an_error() {
+        let mut r = request("a");
+        assert_eq!(r.approver_max_age(), Ok(None));
+        r.labels.insert(APPROVER_MAX_AGE_LABEL.into(), "300".into());
+        assert_eq!(r.approver_max_age(), Ok(Some(Duration::from_secs(300))));
+        r.labels.insert(APPROVER_MAX_AGE_LABEL.into(), "5m".into());
+        assert_eq!(
+            r.approver_max_age(),
+            Err("its approver_max_age label \"5m\" is not seconds".into())
+        );
+    }
+
     #[test]
     fn approvers_must_differ_refuses_only_the_principal_that_asked() {
         let mut r = request("a");

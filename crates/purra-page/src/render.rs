@@ -401,6 +401,7 @@ fn label_title(key: &str) -> String {
         purra_core::PRINCIPAL_LABEL => "Principal".into(),
         "client" => "Client".into(),
         purra_core::APPROVERS_MUST_DIFFER_LABEL => "Approvers must differ".into(),
+        purra_core::APPROVER_MAX_AGE_LABEL => "Sign-in at most (seconds)".into(),
         other => other.replace('_', " "),
     }
 }

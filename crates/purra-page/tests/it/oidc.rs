@@ -990,6 +990,8 @@ async fn approver_max_age_is_checked_on_the_decision() {
          decided until you confirm. Deciding it needs a sign-in within the last 2 s.</p>"
     ));
     assert!(page.contains("<input type=\"hidden\" name=\"verdict\" value=\"approve\">"));
+    assert!(page
+        .contains("<dt>Sign-in at most (seconds)</dt><dd class=\"label-approver_max_age\">2</dd>"));
     assert!(page.contains("id=\"confirm\" class=\"approve\">Confirm: approve</button>"));
     // The GET decided nothing.
     assert_eq!(s.state(&id).await, ApprovalState::Prepared);
