@@ -216,6 +216,12 @@ impl ApprovalRequest {
 /// that asked (separation of duties; see [`ApprovalRequest::check_decider`]).
 pub const APPROVERS_MUST_DIFFER_LABEL: &str = "approvers_must_differ";
 
+/// The [`ApprovalRequest::labels`] entry that demands a fresh sign-in of whoever decides on the
+/// approver page: the most seconds since the approver signed in (a binding's
+/// `approver_max_age`). Carried with the request, so a page in another process enforces it too
+/// (see [`ApprovalRequest::approver_max_age`]).
+pub const APPROVER_MAX_AGE_LABEL: &str = "approver_max_age";
+
 /// How an authenticated principal is written wherever approvals name one (a gateway's caller, an
 /// approver signed in through an OpenID Connect provider): the issuer, `#`, the subject, such as
 /// `https://auth.example#alice`. An issuer is a URL without a fragment (OpenID Connect and RFC 8414
@@ -272,6 +278,19 @@ impl ApprovalRequest {
         self.labels
             .get(APPROVERS_MUST_DIFFER_LABEL)
             .is_some_and(|v| v == "true")
+    }
+
+    /// How recent a page approver's sign-in must be to decide this request
+    /// ([`APPROVER_MAX_AGE_LABEL`], in seconds). `Err` for a label that is not a number of
+    /// seconds: a page refuses every decision then (it fails closed).
+    pub fn approver_max_age(&self) -> Result<Option<std::time::Duration>, String> {
+        match self.labels.get(APPROVER_MAX_AGE_LABEL) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<u64>()
+                .map(|s| Some(std::time::Duration::from_secs(s)))
+                .map_err(|_| format!("its {APPROVER_MAX_AGE_LABEL} label {v:?} is not seconds")),
+        }
     }
 
     /// Separation of duties, the one check every decision path makes before it decides (the
@@ -721,6 +740,21 @@ mod tests {
         assert_eq!(
             gw.record(a).await.unwrap().unwrap().state,
             ApprovalState::Prepared
+        );
+    }
+
+    /// A binding's `approver_max_age` travels as seconds in the request's labels; a label that
+    /// is not seconds is an error (a page then refuses every decision).
+    #[test]
+    fn the_approver_max_age_label_is_seconds_or_an_error() {
+        let mut r = request("a");
+        assert_eq!(r.approver_max_age(), Ok(None));
+        r.labels.insert(APPROVER_MAX_AGE_LABEL.into(), "300".into());
+        assert_eq!(r.approver_max_age(), Ok(Some(Duration::from_secs(300))));
+        r.labels.insert(APPROVER_MAX_AGE_LABEL.into(), "5m".into());
+        assert_eq!(
+            r.approver_max_age(),
+            Err("its approver_max_age label \"5m\" is not seconds".into())
         );
     }
 

@@ -59,7 +59,7 @@ pub use agent::{Agent, AgentBuildError, AgentBuilder, AgentLimits, RunOutcome, R
 pub use approval::{
     principal_name, ApprovalGateway, ApprovalId, ApprovalIntent, ApprovalRecord, ApprovalRequest,
     ApprovalState, CheckpointCall, ClaimVerdict, Decision, InMemoryApprovalGateway, IntentError,
-    SelfDecision, Verdict, APPROVERS_MUST_DIFFER_LABEL,
+    SelfDecision, Verdict, APPROVERS_MUST_DIFFER_LABEL, APPROVER_MAX_AGE_LABEL,
 };
 pub use approver::DecisionPath;
 pub use catalog::{Catalog, CatalogError};

@@ -45,6 +45,8 @@ pub(crate) struct Binding {
     pub title: String,
     /// How long a write's receipt answers the same call (`receipt_ttl`; `None`: for ever).
     pub receipt_ttl: Option<std::time::Duration>,
+    /// How recent a page approver's sign-in must be to decide (`approver_max_age`; writes).
+    pub approver_max_age: Option<std::time::Duration>,
 }
 
 /// The upstreams, bindings and policies of one configuration, as discovered.
@@ -183,7 +185,7 @@ pub(crate) async fn build(
                 None,
                 ApprovalBy::Operator,
                 r.asserted_read_only,
-                (r.title.clone(), None),
+                (r.title.clone(), None, None),
             ));
         }
         for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
@@ -226,7 +228,11 @@ pub(crate) async fn build(
                 Some(w.effect),
                 w.approval,
                 false,
-                (w.title.clone(), w.receipt_ttl.map(|t| t.0)),
+                (
+                    w.title.clone(),
+                    w.receipt_ttl.map(|t| t.0),
+                    w.approver_max_age.map(|t| t.0),
+                ),
             ));
         }
         let identity = crate::upstream::identity::identity(id, u, deps).map_err(|(key, why)| {
@@ -253,7 +259,7 @@ pub(crate) async fn build(
             effect,
             approval,
             asserted_read_only,
-            (title, receipt_ttl),
+            (title, receipt_ttl, approver_max_age),
         ) in scopes
         {
             bindings.insert(
@@ -269,6 +275,7 @@ pub(crate) async fn build(
                     asserted_read_only,
                     title,
                     receipt_ttl,
+                    approver_max_age,
                 }),
             );
         }

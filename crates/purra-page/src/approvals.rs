@@ -17,9 +17,9 @@ use purra_core::{
 };
 use serde_json::json;
 
-use crate::guard::{checked, field, session};
+use crate::guard::{approval_target, checked, field, preselected, session, Resume};
 use crate::render::{self, Item, Listing, View};
-use crate::respond::{answer, html, see_other, store_failed, text, wants_json};
+use crate::respond::{answer, html, redirect_to, see_other, store_failed, text, wants_json};
 use crate::Inner;
 
 /// The longest note kept with a decision, in characters.
@@ -187,7 +187,9 @@ async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
 }
 
 /// One approval's page (`/approvals/ID`): where webhook events link. 404 for an id that is not
-/// an approval's.
+/// an approval's. `?decision=approve|deny` (a notice's button) preselects that decision for the
+/// approver to confirm; a GET never decides. Without a session: the sign-in page first, which
+/// returns here with the preselection kept.
 pub(crate) async fn one(
     State(page): State<Arc<Inner>>,
     params: RawPathParams,
@@ -196,8 +198,16 @@ pub(crate) async fn one(
     let (parts, _) = req.into_parts();
     let (page, parts) = (&*page, &parts);
     let id = id_of(&params);
+    let chosen = preselected(parts.uri.query().unwrap_or(""));
     let Some((_, s)) = session(page, parts) else {
-        return see_other("/login");
+        let resume = Resume {
+            next: approval_target(&format!(
+                "/approvals/{id}?decision={}",
+                chosen.unwrap_or("")
+            )),
+            max_age: None,
+        };
+        return redirect_to(&format!("/login{}", resume.query()));
     };
     let id = ApprovalId(id.to_owned());
     let found = match page.store.approval(id.clone()).await {
@@ -238,6 +248,7 @@ pub(crate) async fn one(
         &render::Item { view, trail, run },
         &s.csrf,
         SystemTime::now(),
+        chosen,
     );
     let main = format!(
         "<div id=\"approval\">{body}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
@@ -357,6 +368,11 @@ pub(crate) async fn decide(
                     &format!("refused: {id}: {refused}"),
                 );
             }
+            // A binding's `approver_max_age`: the session's sign-in must be that recent, checked
+            // here on the decision itself (whatever the page showed).
+            if let Some(resp) = fresh_enough(parts, &v, &s, verdict) {
+                return resp;
+            }
         }
         Err(resp) => return resp,
     }
@@ -396,6 +412,60 @@ pub(crate) async fn decide(
             &format!("conflict: {id}: {why}"),
         ),
         Err(e) => store_failed(parts, &e),
+    }
+}
+
+/// Whether the session's sign-in is recent enough to decide `v` (its binding's
+/// `approver_max_age`, carried in the request's labels): `None`, else the refusal. When it is
+/// not: refused (401), and a
+/// browser's form is sent to sign in again (asking the provider for `max_age`), then back to the
+/// approval with its decision preselected. A label that is not seconds refuses every decision.
+fn fresh_enough(
+    parts: &Parts,
+    v: &ApprovalView,
+    s: &crate::session::Session,
+    verdict: Verdict,
+) -> Option<Response> {
+    let max_age = match v.request.approver_max_age() {
+        Ok(None) => return None,
+        Ok(Some(age)) => age,
+        Err(why) => {
+            return Some(answer(
+                parts,
+                StatusCode::FORBIDDEN,
+                &format!("refused: {}: {why}", v.id.0),
+            ))
+        }
+    };
+    let age = SystemTime::now()
+        .duration_since(s.signed_in)
+        .unwrap_or_default();
+    if age <= max_age {
+        return None;
+    }
+    let word = match verdict {
+        Verdict::Approve => "approve",
+        Verdict::Deny => "deny",
+    };
+    let resume = Resume {
+        next: approval_target(&format!("/approvals/{}?decision={word}", v.id.0)),
+        max_age: Some(max_age.as_secs()),
+    };
+    let again = format!("/login{}", resume.query());
+    if wants_json(parts) {
+        Some(answer(
+            parts,
+            StatusCode::UNAUTHORIZED,
+            &format!(
+                "refused: deciding {} needs a sign-in within the last {} s (yours was {} s ago): \
+                 sign in again",
+                v.id.0,
+                max_age.as_secs(),
+                age.as_secs()
+            ),
+        ))
+    } else {
+        Some(redirect_to(&again))
     }
 }
 

@@ -101,3 +101,124 @@ pub(crate) async fn checked(
     }
     Ok((id, s, fields))
 }
+
+/// The decision a link preselects: `decision=approve` or `decision=deny` in `query` (anything
+/// else preselects nothing). A preselection never decides: the approver confirms.
+pub(crate) fn preselected(query: &str) -> Option<&'static str> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "decision")
+        .and_then(|(_, v)| match v.as_ref() {
+            "approve" => Some("approve"),
+            "deny" => Some("deny"),
+            _ => None,
+        })
+}
+
+/// The longest approval id a sign-in returns to (store ids are `approval-N`).
+const MAX_TARGET_ID: usize = 64;
+
+/// Where a sign-in may send the browser afterwards: only an approval's page here,
+/// `/approvals/ID` with its preselected decision when it has one; never another site or path
+/// (`None`).
+pub(crate) fn approval_target(next: &str) -> Option<String> {
+    let (path, query) = next.split_once('?').unwrap_or((next, ""));
+    let id = path.strip_prefix("/approvals/")?;
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    if id.is_empty() || id.len() > MAX_TARGET_ID || !id.bytes().all(plain) {
+        return None;
+    }
+    Some(match preselected(query) {
+        Some(d) => format!("/approvals/{id}?decision={d}"),
+        None => format!("/approvals/{id}"),
+    })
+}
+
+/// The longest `max_age` a sign-in asks for, in seconds (a day; a binding asking more is
+/// satisfied by any session, which lives less).
+const MAX_AGE_BOUND: u64 = 86_400;
+
+/// What a sign-in resumes: the approval page to return to and the freshness a decision there
+/// demands (`max_age`, seconds), from the sign-in page's query or form.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Resume {
+    /// The approval page to return to (checked by [`approval_target`]).
+    pub(crate) next: Option<String>,
+    /// The `max_age` to ask the provider for.
+    pub(crate) max_age: Option<u64>,
+}
+
+impl Resume {
+    /// From `next` and `max_age` in `fields` (a query or a form); what does not check is dropped.
+    pub(crate) fn of(fields: &[(String, String)]) -> Resume {
+        Resume {
+            next: field(fields, "next").and_then(approval_target),
+            max_age: field(fields, "max_age")
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(|v| v.min(MAX_AGE_BOUND)),
+        }
+    }
+
+    /// From a request's query.
+    pub(crate) fn of_query(parts: &Parts) -> Resume {
+        let query: Vec<(String, String)> =
+            form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+                .into_owned()
+                .collect();
+        Resume::of(&query)
+    }
+
+    /// The query that carries it (`?next=…&max_age=…`), empty when there is nothing to carry.
+    pub(crate) fn query(&self) -> String {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        if let Some(next) = &self.next {
+            q.append_pair("next", next);
+        }
+        if let Some(age) = self.max_age {
+            q.append_pair("max_age", &age.to_string());
+        }
+        let q = q.finish();
+        if q.is_empty() {
+            q
+        } else {
+            format!("?{q}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sign-in returns only to an approval's page here, whatever `next` says.
+    #[test]
+    fn a_sign_in_returns_only_to_an_approvals_page() {
+        assert_eq!(
+            approval_target("/approvals/approval-7?decision=approve").as_deref(),
+            Some("/approvals/approval-7?decision=approve")
+        );
+        assert_eq!(
+            approval_target("/approvals/approval-7?decision=maybe").as_deref(),
+            Some("/approvals/approval-7")
+        );
+        for bad in [
+            "https://evil.example/approvals/approval-7",
+            "//evil.example/approvals/a",
+            "/approvals/../logout",
+            "/approvals/a/decide",
+            "/approvals/",
+            "/effects",
+            "/approvals/a%2F..",
+        ] {
+            assert_eq!(approval_target(bad), None, "{bad}");
+        }
+        let r = Resume::of(&[
+            ("next".into(), "/approvals/approval-2?decision=deny".into()),
+            ("max_age".into(), "2".into()),
+        ]);
+        assert_eq!(
+            r.query(),
+            "?next=%2Fapprovals%2Fapproval-2%3Fdecision%3Ddeny&max_age=2"
+        );
+        assert_eq!(Resume::default().query(), "");
+    }
+}

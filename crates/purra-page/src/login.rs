@@ -2,13 +2,13 @@
 //! start and callback, the session and pre-login cookies, signing out.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::{header, HeaderValue, StatusCode};
 
-use crate::guard::{checked, client, field, form, same_origin};
+use crate::guard::{checked, client, field, form, same_origin, Resume};
 use crate::respond::{html, not_found, redirect_to, see_other};
 use crate::{oidc, render, session, Inner};
 
@@ -41,24 +41,41 @@ impl Cookies {
     }
 }
 
-/// `GET /login`: the sign-in page.
-pub(crate) async fn sign_in_page(State(page): State<Arc<Inner>>) -> Response {
-    login_page(&page, StatusCode::OK, None)
+/// `GET /login`: the sign-in page (`?next=/approvals/ID…&max_age=N`: returning to that
+/// approval, asking the provider for a sign-in no older than N seconds).
+pub(crate) async fn sign_in_page(State(page): State<Arc<Inner>>, req: Request) -> Response {
+    let resume = Resume::of_query(&req.into_parts().0);
+    login_page_to(&page, StatusCode::OK, None, &resume)
 }
 
 /// The sign-in page with what this page offers, and `message` above it.
 fn login_page(page: &Inner, status: StatusCode, message: Option<&str>) -> Response {
+    login_page_to(page, status, message, &Resume::default())
+}
+
+/// The sign-in page that resumes `resume` once signed in.
+fn login_page_to(
+    page: &Inner,
+    status: StatusCode,
+    message: Option<&str>,
+    resume: &Resume,
+) -> Response {
     let label = page.config.oidc.as_ref().map(|o| o.label.as_str());
     html(
         status,
-        render::login(message, page.config.token_login, label),
+        render::login(message, page.config.token_login, label, resume),
     )
 }
 
 /// The session cookie of a new session for `approver` whose identity (what separation of duties
 /// compares) is `identity`.
-fn session_cookie(page: &Inner, approver: &str, identity: &str) -> Option<HeaderValue> {
-    let id = page.sessions.open(approver, identity);
+fn session_cookie(
+    page: &Inner,
+    approver: &str,
+    identity: &str,
+    signed_in: SystemTime,
+) -> Option<HeaderValue> {
+    let id = page.sessions.open(approver, identity, signed_in);
     let cookie = format!(
         "{}={id}; Path=/{}; HttpOnly; SameSite=Strict; Max-Age={}",
         page.cookies.session,
@@ -120,9 +137,13 @@ pub(crate) async fn login(State(page): State<Arc<Inner>>, req: Request) -> Respo
         );
     };
     page.throttle.succeeded(client);
-    let mut resp = see_other("/");
-    // A token approver's identity is its name.
-    if let Some(v) = session_cookie(page, &approver, &approver) {
+    // Back to the approval a link opened, when the sign-in came from one.
+    let mut resp = match Resume::of(&fields).next {
+        Some(next) => redirect_to(&next),
+        None => see_other("/"),
+    };
+    // A token approver's identity is its name; presenting the token is the sign-in.
+    if let Some(v) = session_cookie(page, &approver, &approver, SystemTime::now()) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
@@ -158,9 +179,14 @@ pub(crate) async fn oidc_start(State(page): State<Arc<Inner>>, req: Request) -> 
         .as_ref()
         .and_then(|u| u.host())
         .is_some_and(|h| h == "127.0.0.1" || h == "[::1]" || h == "localhost");
+    let resume = Resume::of_query(parts);
     if let (Some(own), Some(u), true) = (own, &callback, loopback) {
         if host != Some(own) {
-            let to = format!("{}://{own}/login/oidc", u.scheme_str().unwrap_or("http"));
+            let to = format!(
+                "{}://{own}/login/oidc{}",
+                u.scheme_str().unwrap_or("http"),
+                resume.query()
+            );
             return redirect_to(&to);
         }
     }
@@ -174,8 +200,11 @@ pub(crate) async fn oidc_start(State(page): State<Arc<Inner>>, req: Request) -> 
             )
         }
     };
-    let (url, login) = provider.begin(redirect_uri);
-    let browser = page.pending.start(login, client(parts));
+    // A decision that needs a fresh sign-in asks the provider for one (`max_age`), and the
+    // ID token's `auth_time` is checked against it.
+    let (url, login) =
+        provider.begin_with_max_age(redirect_uri, resume.max_age.map(Duration::from_secs));
+    let browser = page.pending.start(login, client(parts), resume.next);
     let mut resp = redirect_to(url.as_str());
     // Lax, not Strict: it must come back with the provider's redirect, a cross-site navigation.
     let cookie = format!(
@@ -225,7 +254,7 @@ pub(crate) async fn oidc_callback(State(page): State<Arc<Inner>>, req: Request) 
             "Refused: the sign-in came back without its state.",
         );
     };
-    let login = match page.pending.take(
+    let (login, next) = match page.pending.take(
         state,
         session::cookie(&parts.headers, page.cookies.login).as_deref(),
     ) {
@@ -276,9 +305,20 @@ pub(crate) async fn oidc_callback(State(page): State<Arc<Inner>>, req: Request) 
             &format!("Refused: {approver} may not approve here."),
         );
     }
-    let mut resp = html(StatusCode::OK, render::signed_in(&approver));
+    let mut resp = html(
+        StatusCode::OK,
+        render::signed_in(&approver, next.as_deref()),
+    );
     let identity = purra_core::principal_name(&who.issuer, &who.subject);
-    if let Some(v) = session_cookie(page, &approver, &identity) {
+    // When the person proved who they are: the ID token's `auth_time` (checked against any
+    // `max_age` asked), else now.
+    let signed_in = who
+        .claims
+        .get("auth_time")
+        .and_then(serde_json::Value::as_u64)
+        .map_or_else(SystemTime::now, |t| UNIX_EPOCH + Duration::from_secs(t))
+        .min(SystemTime::now());
+    if let Some(v) = session_cookie(page, &approver, &identity, signed_in) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     clear_login_cookie(page, resp)

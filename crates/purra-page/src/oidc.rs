@@ -147,6 +147,8 @@ pub fn approver_name(who: &OidcIdentity) -> String {
 
 struct Started {
     login: PendingLogin,
+    /// Where the browser goes once signed in (an approval's page, checked by the caller).
+    next: Option<String>,
     browser: String,
     client: IpAddr,
     at: Instant,
@@ -173,7 +175,8 @@ impl Pending {
     /// clients), bound to a new browser secret (the pre-login cookie's value), returned. Room is
     /// made from `client`'s own sign-ins first: at [`MAX_PENDING_PER_CLIENT`] its oldest goes;
     /// at [`MAX_PENDING`] in all, the oldest of the address holding the most.
-    pub fn start(&self, login: PendingLogin, client: IpAddr) -> String {
+    /// `next` is where the browser goes once signed in (returned by [`Pending::take`]).
+    pub fn start(&self, login: PendingLogin, client: IpAddr, next: Option<String>) -> String {
         let browser = random_token();
         let mut open = self.open.lock().expect("pending lock");
         open.retain(|_, s| s.at.elapsed() < LOGIN_TTL);
@@ -202,6 +205,7 @@ impl Pending {
             login.state.clone(),
             Started {
                 login,
+                next,
                 browser: browser.clone(),
                 client,
                 at: Instant::now(),
@@ -214,7 +218,12 @@ impl Pending {
     /// and `browser` (the pre-login cookie) is the one that started it. The browser is checked
     /// before anything is taken: a callback from another browser leaves the sign-in to the one
     /// that started it.
-    pub fn take(&self, state: &str, browser: Option<&str>) -> Result<PendingLogin, StateRefusal> {
+    /// With it comes where its browser goes once signed in.
+    pub fn take(
+        &self,
+        state: &str,
+        browser: Option<&str>,
+    ) -> Result<(PendingLogin, Option<String>), StateRefusal> {
         let mut open = self.open.lock().expect("pending lock");
         let Some(started) = open.get(state) else {
             return Err(StateRefusal::Unknown);
@@ -227,7 +236,7 @@ impl Pending {
             return Err(StateRefusal::OtherBrowser);
         }
         open.remove(state)
-            .map(|s| s.login)
+            .map(|s| (s.login, s.next))
             .ok_or(StateRefusal::Unknown)
     }
 }

@@ -127,22 +127,40 @@ fn page_layout(
 }
 
 /// The sign-in page, with `message` (a refusal) above it: the access-token form when `token`,
-/// and a "Sign in with …" link to the provider named `oidc` when one is configured.
-pub fn login(message: Option<&str>, token: bool, oidc: Option<&str>) -> String {
+/// and a "Sign in with …" link to the provider named `oidc` when one is configured. Both carry
+/// `resume` (the approval to return to, the freshness to ask for).
+pub fn login(
+    message: Option<&str>,
+    token: bool,
+    oidc: Option<&str>,
+    resume: &crate::guard::Resume,
+) -> String {
     let message = message.map_or(String::new(), |m| {
         format!("<p class=\"error\" id=\"login-error\">{}</p>", esc(m))
     });
     let mut main = format!("<h2>Sign in</h2>{message}");
+    if let Some(age) = resume.max_age {
+        let _ = write!(
+            main,
+            "<p id=\"login-again\">Deciding this approval needs a sign-in within the last {age} s: \
+             sign in again.</p>"
+        );
+    }
     if let Some(label) = oidc {
         let _ = write!(
             main,
-            "<p><a class=\"button\" id=\"login-oidc\" href=\"/login/oidc\">Sign in with {}</a></p>",
+            "<p><a class=\"button\" id=\"login-oidc\" href=\"/login/oidc{}\">Sign in with {}</a></p>",
+            esc(&resume.query()),
             esc(label)
         );
     }
     if token {
-        main.push_str(
-            "<form method=\"post\" action=\"/login\" class=\"login\">\
+        let next = resume.next.as_deref().map_or(String::new(), |n| {
+            format!("<input type=\"hidden\" name=\"next\" value=\"{}\">", esc(n))
+        });
+        let _ = write!(
+            main,
+            "<form method=\"post\" action=\"/login\" class=\"login\">{next}\
              <label for=\"token\">Access token (printed when the page started)</label>\
              <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required autofocus>\
              <button type=\"submit\" id=\"login\">Sign in</button></form>",
@@ -151,16 +169,23 @@ pub fn login(message: Option<&str>, token: bool, oidc: Option<&str>) -> String {
     layout("Sign in", None, None, &main)
 }
 
-/// The page a provider's sign-in lands on: it names who signed in and moves on to the list at
-/// once (a navigation from the page itself, so the `SameSite=Strict` session cookie goes along).
-pub fn signed_in(approver: &str) -> String {
+/// The page a provider's sign-in lands on: it names who signed in and moves on at once to `next`
+/// (an approval's page, checked) or the list (a navigation from the page itself, so the
+/// `SameSite=Strict` session cookie goes along).
+pub fn signed_in(approver: &str, next: Option<&str>) -> String {
+    let to = esc(next.unwrap_or("/"));
+    let what = if next.is_some() {
+        "Go on to the approval"
+    } else {
+        "Go to the approvals"
+    };
     layout(
         "Signed in",
         None,
         None,
         &format!(
-            "<meta http-equiv=\"refresh\" content=\"0;url=/\"><h2>Signed in</h2>\
-             <p id=\"message\">Signed in as {}.</p><p><a href=\"/\">Go to the approvals</a></p>",
+            "<meta http-equiv=\"refresh\" content=\"0;url={to}\"><h2>Signed in</h2>\
+             <p id=\"message\">Signed in as {}.</p><p><a href=\"{to}\">{what}</a></p>",
             esc(approver)
         ),
     )
@@ -246,8 +271,11 @@ pub fn list(view: View, listing: &Listing, csrf: &str, now: SystemTime) -> Strin
 }
 
 /// One approval on a page of its own (`/approvals/ID`, where webhook events link): its pending
-/// form while it waits, else its decision, effect and trail as the history shows them.
-pub fn one(item: &Item, csrf: &str, now: SystemTime) -> String {
+/// form while it waits, else its decision, effect and trail as the history shows them. With
+/// `preselected` (`approve` or `deny`, from a notice's link) a waiting approval shows that
+/// decision to confirm: nothing is decided until the approver confirms it (a POST with the
+/// session's CSRF token).
+pub fn one(item: &Item, csrf: &str, now: SystemTime, preselected: Option<&str>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -255,11 +283,44 @@ pub fn one(item: &Item, csrf: &str, now: SystemTime) -> String {
         esc(&item.view.id.0)
     );
     if item.view.state == ApprovalState::Prepared {
+        if let Some(verdict) = preselected.filter(|_| !item.view.request.expired_at(now)) {
+            confirm(&mut out, item, csrf, verdict);
+        }
         pending(&mut out, item, csrf, now);
     } else {
         history(&mut out, item, csrf);
     }
     out
+}
+
+/// The decision a link preselected, to confirm.
+fn confirm(out: &mut String, item: &Item, csrf: &str, verdict: &str) {
+    let id = esc(&item.view.id.0);
+    let (word, class) = match verdict {
+        "approve" => ("approve", "approve"),
+        _ => ("deny", "deny"),
+    };
+    let fresh = match item.view.request.approver_max_age() {
+        Ok(Some(age)) => format!(
+            " Deciding it needs a sign-in within the last {} s.",
+            age.as_secs()
+        ),
+        _ => String::new(),
+    };
+    let _ = write!(
+        out,
+        "<section class=\"confirm\" id=\"confirm-{id}\" data-verdict=\"{word}\">\
+         <p id=\"preselected\">You chose to <strong>{word}</strong> this call. Nothing is decided \
+         until you confirm.{fresh}</p>\
+         <form class=\"confirm\" method=\"post\" action=\"/approvals/{id}/decide\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <input type=\"hidden\" name=\"verdict\" value=\"{word}\">\
+         <label for=\"confirm-note\">Note (optional)</label>\
+         <textarea id=\"confirm-note\" name=\"note\" rows=\"2\" maxlength=\"2000\"></textarea>\
+         <div class=\"buttons\"><button type=\"submit\" id=\"confirm\" class=\"{class}\">\
+         Confirm: {word}</button></div></form></section>",
+        csrf = esc(csrf)
+    );
 }
 
 /// On a page past the first, the way back to the newest.
@@ -361,6 +422,7 @@ fn label_title(key: &str) -> String {
         purra_core::PRINCIPAL_LABEL => "Principal".into(),
         "client" => "Client".into(),
         purra_core::APPROVERS_MUST_DIFFER_LABEL => "Approvers must differ".into(),
+        purra_core::APPROVER_MAX_AGE_LABEL => "Sign-in at most (seconds)".into(),
         other => other.replace('_', " "),
     }
 }

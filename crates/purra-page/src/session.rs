@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use purra_protocol::CancellationToken;
@@ -64,6 +64,10 @@ pub struct Session {
     pub ended: CancellationToken,
     /// When the session expires (`None`: a time-to-live too long to add to now).
     pub expires: Option<Instant>,
+    /// When the approver last proved who they are: an OpenID Connect sign-in's `auth_time` (when
+    /// its ID token has one), else the moment the session opened. A binding's
+    /// `approver_max_age` compares it with the moment of the decision.
+    pub signed_in: SystemTime,
     opened: Instant,
 }
 
@@ -97,8 +101,9 @@ impl Sessions {
     }
 
     /// Opens a session for `approver` whose identity (what separation of duties compares) is
-    /// `identity`; returns its id.
-    pub fn open(&self, approver: &str, identity: &str) -> String {
+    /// `identity`, who proved who they are at `signed_in` (a token sign-in's moment, an OpenID
+    /// Connect `auth_time`); returns its id.
+    pub fn open(&self, approver: &str, identity: &str, signed_in: SystemTime) -> String {
         let id = random_token();
         let opened = Instant::now();
         let session = Session {
@@ -107,6 +112,7 @@ impl Sessions {
             csrf: random_token(),
             ended: CancellationToken::new(),
             expires: opened.checked_add(self.ttl),
+            signed_in,
             opened,
         };
         let mut open = self.open.lock().expect("sessions lock");
@@ -160,17 +166,17 @@ mod tests {
     #[test]
     fn sessions_are_bounded_and_expire() {
         let sessions = Sessions::new(2, Duration::from_secs(60));
-        let a = sessions.open("ada", "ada");
-        let b = sessions.open("bob", "bob");
+        let a = sessions.open("ada", "ada", SystemTime::now());
+        let b = sessions.open("bob", "bob", SystemTime::now());
         assert_eq!(sessions.get(&a).map(|s| s.approver), Some("ada".into()));
-        let c = sessions.open("cy", "cy");
+        let c = sessions.open("cy", "cy", SystemTime::now());
         // The oldest made room.
         assert!(sessions.get(&a).is_none());
         assert!(sessions.get(&b).is_some() && sessions.get(&c).is_some());
         sessions.close(&b);
         assert!(sessions.get(&b).is_none());
         let gone = Sessions::new(4, Duration::ZERO);
-        let d = gone.open("dee", "dee");
+        let d = gone.open("dee", "dee", SystemTime::now());
         assert!(gone.get(&d).is_none());
     }
 
@@ -180,8 +186,8 @@ mod tests {
     #[test]
     fn finding_8_a_session_ends_its_token_at_logout_expiry_and_eviction() {
         let sessions = Sessions::new(2, Duration::from_secs(60));
-        let a = sessions.open("ada", "ada");
-        let b = sessions.open("bob", "bob");
+        let a = sessions.open("ada", "ada", SystemTime::now());
+        let b = sessions.open("bob", "bob", SystemTime::now());
         let (ta, tb) = (
             sessions.get(&a).unwrap().ended,
             sessions.get(&b).unwrap().ended,
@@ -190,13 +196,13 @@ mod tests {
         sessions.close(&a);
         assert!(ta.is_cancelled(), "logout ends the session's token");
         assert!(!tb.is_cancelled());
-        let c = sessions.open("cy", "cy");
-        let d = sessions.open("dee", "dee");
+        let c = sessions.open("cy", "cy", SystemTime::now());
+        let d = sessions.open("dee", "dee", SystemTime::now());
         assert!(tb.is_cancelled(), "closed to make room: ended");
         let tc = sessions.get(&c).unwrap().ended;
         assert!(!tc.is_cancelled() && sessions.get(&d).is_some());
         let short = Sessions::new(4, Duration::ZERO);
-        let e = short.open("eve", "eve");
+        let e = short.open("eve", "eve", SystemTime::now());
         let te = short.open.lock().unwrap()[&e].0.ended.clone();
         assert!(short.get(&e).is_none());
         assert!(te.is_cancelled(), "expired: ended");

@@ -1390,3 +1390,198 @@ fn finding_7_the_secure_cookie_by_flag_and_by_the_gateway_file() {
         "{cookie}"
     );
 }
+
+/// Signs `user` in at oidc-provider's forms the browser is on (the login form, then the consent
+/// form when the provider asks for it), until `done` shows on the page.
+fn provider_sign_in(b: &Browser, user: &str, done: &str) {
+    b.type_css("input[name=login]", user);
+    b.type_css("input[name=password]", "any");
+    b.click_css("button.login-submit");
+    b.wait_for(&format!("{done}, input[name=prompt][value=consent]"));
+    if b.find(done).is_none() {
+        b.click_css("button.login-submit");
+        b.wait_for(done);
+    }
+}
+
+/// The receiver's ledger entries on `path` so far.
+fn received(file: &std::path::Path, path: &str) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["path"] == path)
+        .collect()
+}
+
+/// Issue 47 item 6 with real peers: the gateway's `approval.pending` notice reaches a receiver
+/// that verifies it with the Standard Webhooks library, and its `approve` link, opened in
+/// Chromium, asks for a sign-in at oidc-provider, comes back to the approval with approve
+/// preselected and decides nothing; the Slack-format notice carries the same links as Block Kit
+/// buttons. The binding's `approver_max_age` is 5 s: a confirmation by a sign-in older than that
+/// is refused and sent to sign in again (the provider asked for `max_age`, its `auth_time`
+/// checked), and the confirmation after the fresh sign-in decides; the write is sent once.
+#[test]
+fn a_webhook_link_opens_the_approval_preselected_and_an_old_sign_in_signs_in_again() {
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let issuer = peers::oidc_issuer();
+    let sc = Scenario::new("notice-links");
+    std::fs::write(sc.dir.join("page-secret.txt"), "page-secret\n").expect("secret");
+    std::fs::write(sc.dir.join("ops.whsec"), format!("{SECRET}\n")).expect("secret");
+    let port = peers::free_port();
+    let ledger = sc.dir.join("received.jsonl");
+    let mut receiver = Command::new(peer(peers::peers_dir().join("venv-webhooks/bin/python")))
+        .arg(peer(repo_root().join("peers/python/webhook_receiver.py")))
+        .arg("--ledger")
+        .arg(&ledger)
+        .arg("--secret-file")
+        .arg(sc.dir.join("ops.whsec"))
+        .args(["--port", &port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the receiver");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(receiver.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("the receiver's port");
+    let _receiver = crate::support::run::Killed(receiver);
+    let config = sc.write_config_with(&format!(
+        r#"
+[page]
+token_login = false
+
+[page.oidc]
+issuer = {issuer:?}
+client_id = "purra-page"
+client_secret_file = "page-secret.txt"
+scopes = ["openid", "email", "profile", "groups"]
+label = "the test provider"
+allow_subjects = ["alice"]
+
+[webhooks.ops]
+url = "http://127.0.0.1:{port}/hooks/ops"
+secret_file = "ops.whsec"
+events = ["approval.pending"]
+
+[webhooks.chat]
+url = "http://127.0.0.1:{port}/hooks/chat"
+format = "slack"
+events = ["approval.pending"]
+"#
+    ));
+    // The binding demands a sign-in of at most 5 s to decide.
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replacen(
+            "scope_revision = \"1\"\n",
+            "scope_revision = \"1\"\napprover_max_age = \"5s\"\n",
+            1,
+        ),
+    )
+    .expect("config");
+    let gw = Purra::start(&["gateway", "--config", &config, "--page", "127.0.0.1:0"]);
+    let page = gw.line("purra gateway: approver page at ");
+    let mcp = gw.line("purra gateway: serving ");
+    let client = Client::set_value(&mcp, "from-a-link");
+
+    // The notice, verified by the Standard Webhooks library, links to the approval.
+    let start = Instant::now();
+    let (ops, chat) = loop {
+        let (ops, chat) = (
+            received(&ledger, "/hooks/ops"),
+            received(&ledger, "/hooks/chat"),
+        );
+        if !ops.is_empty() && !chat.is_empty() {
+            break (ops[0].clone(), chat[0].clone());
+        }
+        assert!(start.elapsed() < WAIT, "no notice arrived");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(ops["verified"], true, "{ops}");
+    assert_eq!(ops["body"]["type"], "approval.pending");
+    let at = format!("{page}approvals/approval-1");
+    let approve = format!("{at}?decision=approve");
+    assert_eq!(
+        ops["body"]["data"]["links"],
+        json!({"page": at, "approve": approve, "deny": format!("{at}?decision=deny")})
+    );
+    // Slack's format: Block Kit, the summary and the buttons with the same links.
+    let summary = chat["body"]["blocks"][0]["text"]["text"]
+        .as_str()
+        .expect("a section")
+        .to_owned();
+    assert!(
+        summary.starts_with("Approval approval-1 waits for a decision: set_value, asked by "),
+        "{summary}"
+    );
+    assert_eq!(
+        chat["body"],
+        json!({
+            "text": format!("{summary} <{at}|Open it on the approver page>"),
+            "blocks": [
+                {"type": "section", "text": {"type": "mrkdwn", "text": summary}},
+                {"type": "actions", "elements": [
+                    {"type": "button", "action_id": "approve", "style": "primary",
+                     "text": {"type": "plain_text", "text": "Approve\u{2026}"}, "url": approve},
+                    {"type": "button", "action_id": "deny", "style": "danger",
+                     "text": {"type": "plain_text", "text": "Deny\u{2026}"},
+                     "url": format!("{at}?decision=deny")},
+                    {"type": "button", "action_id": "open",
+                     "text": {"type": "plain_text", "text": "Open"}, "url": at}
+                ]}
+            ]
+        })
+    );
+
+    // The link asks for a sign-in first, then opens the approval with approve preselected.
+    let b = Browser::new(1100, 1000);
+    b.goto(&approve);
+    b.click_css("#login-oidc");
+    provider_sign_in(&b, "alice", "#confirm");
+    let signed_in = Instant::now();
+    assert_eq!(b.url(), approve);
+    assert!(b
+        .text_css("#preselected")
+        .starts_with("You chose to approve this call. Nothing is decided until you confirm."));
+    // Opening the link decided nothing.
+    let id = ApprovalId("approval-1".into());
+    assert_eq!(sc.state(&id), ApprovalState::Prepared);
+
+    // The sign-in grows older than 5 s: the confirmation is refused and signs in again.
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(signed_in.elapsed()));
+    b.click_css("#confirm");
+    b.wait_text(
+        "#login-again",
+        "Deciding this approval needs a sign-in within the last 5 s: sign in again.",
+    );
+    assert_eq!(sc.state(&id), ApprovalState::Prepared);
+    assert_eq!(sc.writes(), 0);
+    b.click_css("#login-oidc");
+    // The provider signs alice in again (its session is older than max_age).
+    b.wait_for("input[name=login]");
+    provider_sign_in(&b, "alice", "#confirm");
+    assert_eq!(b.url(), approve);
+    b.click_css("#confirm");
+    assert_eq!(
+        client.result()["structuredContent"],
+        json!({"stored": "from-a-link"})
+    );
+    match sc.state(&id) {
+        ApprovalState::Decided(d) | ApprovalState::Claimed(d) => {
+            assert_eq!(d.verdict, Verdict::Approve)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(sc.writes(), 1);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["dispatches"], 1);
+    assert_eq!(
+        shown["decision"]["approver"],
+        format!("alice (test) <alice@example.com>, sub alice at {issuer} (page)").as_str()
+    );
+}

@@ -1206,6 +1206,14 @@ pub struct WriteConfig {
     /// `unknown` effect of this write (`purra effects resend`). Default: false.
     #[serde(default)]
     pub idempotent: bool,
+    /// How recent an approver's sign-in must be to decide this write's approvals on the approver
+    /// page (such as `"5m"`): an older sign-in is sent to sign in again (OpenID Connect `max_age`,
+    /// the ID token's `auth_time` checked) before the decision is accepted. Carried with each
+    /// approval request, so a page in another process enforces it too. The CLI
+    /// (`purra approvals approve`) is an operator's path and is not bound by it. Default: any
+    /// live session decides.
+    #[serde(default)]
+    pub approver_max_age: Option<Dur>,
 }
 
 /// Who may decide a write binding's approvals (the `approval` key of a `[writes.NAME]` table).
@@ -1982,6 +1990,14 @@ impl GatewayConfig {
             let key = format!("writes.{name}");
             if w.title.is_empty() {
                 out.push((format!("{key}.title"), "must not be empty".into()));
+            }
+            if w.approver_max_age
+                .is_some_and(|t| t.0 < Duration::from_secs(1))
+            {
+                out.push((
+                    format!("{key}.approver_max_age"),
+                    "must be at least 1s (leave it out for any live session)".into(),
+                ));
             }
             if w.receipt_ttl.is_some_and(|t| t.0 < Duration::from_secs(1)) {
                 out.push((

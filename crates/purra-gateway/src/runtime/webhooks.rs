@@ -417,7 +417,10 @@ impl Target {
 }
 
 /// The body of `payload` in `format`, with the approver page's link to the approval when
-/// `page_url` is known.
+/// `page_url` is known. An `approval.pending` event also gets the links that open the page on the
+/// approval with a decision preselected (`data.links`: `page`, `approve`, `deny`; in Slack's
+/// format, Block Kit buttons). A link never decides: the page shows the approval and asks the
+/// signed-in approver to confirm.
 pub fn body(format: WebhookFormat, payload: &str, page_url: Option<&str>) -> String {
     let Ok(mut event) = serde_json::from_str::<Value>(payload) else {
         // Recorded by this build's store, so never; sent as recorded all the same.
@@ -427,18 +430,65 @@ pub fn body(format: WebhookFormat, payload: &str, page_url: Option<&str>) -> Str
         (Some(page), Some(id)) => Some(format!("{}/approvals/{id}", page.trim_end_matches('/'))),
         _ => None,
     };
+    let links = match &link {
+        Some(link) if event["type"] == "approval.pending" => Some(DecisionLinks {
+            approve: format!("{link}?decision=approve"),
+            deny: format!("{link}?decision=deny"),
+            page: link.clone(),
+        }),
+        _ => None,
+    };
     match format {
         WebhookFormat::Standard => match (link, event["data"].as_object_mut()) {
             (Some(link), Some(data)) => {
                 data.insert("url".into(), Value::String(link));
+                if let Some(l) = &links {
+                    data.insert(
+                        "links".into(),
+                        serde_json::json!({"page": l.page, "approve": l.approve, "deny": l.deny}),
+                    );
+                }
                 event.to_string()
             }
             _ => payload.to_owned(),
         },
         WebhookFormat::Slack => {
-            serde_json::json!({"text": slack_text(&event, link.as_deref())}).to_string()
+            let text = slack_text(&event, link.as_deref());
+            match links {
+                // Block Kit: the summary, and buttons that open the page (Slack opens a button's
+                // `url` in the browser; nothing is decided in Slack). `text` stays the fallback
+                // for notifications and clients without blocks.
+                Some(l) => serde_json::json!({
+                    "text": text,
+                    "blocks": [
+                        {"type": "section",
+                         "text": {"type": "mrkdwn", "text": slack_text(&event, None)}},
+                        {"type": "actions", "elements": [
+                            {"type": "button", "action_id": "approve", "style": "primary",
+                             "text": {"type": "plain_text", "text": "Approve\u{2026}"},
+                             "url": l.approve},
+                            {"type": "button", "action_id": "deny", "style": "danger",
+                             "text": {"type": "plain_text", "text": "Deny\u{2026}"},
+                             "url": l.deny},
+                            {"type": "button", "action_id": "open",
+                             "text": {"type": "plain_text", "text": "Open"},
+                             "url": l.page}
+                        ]}
+                    ]
+                })
+                .to_string(),
+                None => serde_json::json!({ "text": text }).to_string(),
+            }
         }
     }
+}
+
+/// The page's links for one pending approval: the approval, and the approval with a decision
+/// preselected.
+struct DecisionLinks {
+    page: String,
+    approve: String,
+    deny: String,
 }
 
 /// Slack's `mrkdwn` escapes: `&`, `<` and `>` (the rest is shown as written).
@@ -1026,15 +1076,54 @@ mod tests {
             linked["data"]["url"],
             "https://approvals.example/approvals/approval-7"
         );
+        let page = "https://approvals.example/approvals/approval-7";
         assert_eq!(
-            body(
-                WebhookFormat::Slack,
-                pending,
-                Some("https://approvals.example")
-            ),
-            r#"{"text":"Approval approval-7 waits for a decision: set_value, asked by local (client) (upstream values). <https://approvals.example/approvals/approval-7|Open it on the approver page>"}"#
+            linked["data"]["links"],
+            serde_json::json!({"page": page, "approve": format!("{page}?decision=approve"),
+                               "deny": format!("{page}?decision=deny")})
+        );
+        let summary = "Approval approval-7 waits for a decision: set_value, asked by local \
+                       (client) (upstream values).";
+        let slack: Value = serde_json::from_str(&body(
+            WebhookFormat::Slack,
+            pending,
+            Some("https://approvals.example"),
+        ))
+        .unwrap();
+        assert_eq!(
+            slack,
+            serde_json::json!({
+                "text": format!("{summary} <{page}|Open it on the approver page>"),
+                "blocks": [
+                    {"type": "section", "text": {"type": "mrkdwn", "text": summary}},
+                    {"type": "actions", "elements": [
+                        {"type": "button", "action_id": "approve", "style": "primary",
+                         "text": {"type": "plain_text", "text": "Approve\u{2026}"},
+                         "url": format!("{page}?decision=approve")},
+                        {"type": "button", "action_id": "deny", "style": "danger",
+                         "text": {"type": "plain_text", "text": "Deny\u{2026}"},
+                         "url": format!("{page}?decision=deny")},
+                        {"type": "button", "action_id": "open",
+                         "text": {"type": "plain_text", "text": "Open"}, "url": page}
+                    ]}
+                ]
+            })
+        );
+        // Without the page's URL: the one line, no buttons.
+        assert_eq!(
+            body(WebhookFormat::Slack, pending, None),
+            r#"{"text":"Approval approval-7 waits for a decision: set_value, asked by local (client) (upstream values)."}"#
         );
         let decided = r#"{"data":{"approval":"approval-7","approver":"Ada <ada@example> (page)","note":"a & b","principal":"local","tool":"set_value","verdict":"deny"},"type":"approval.decided"}"#;
+        // Only a pending approval gets the decision links.
+        let decided_linked: Value =
+            serde_json::from_str(&body(WebhookFormat::Standard, decided, Some("https://p")))
+                .unwrap();
+        assert_eq!(
+            decided_linked["data"]["url"],
+            "https://p/approvals/approval-7"
+        );
+        assert_eq!(decided_linked["data"].get("links"), None);
         assert_eq!(
             body(WebhookFormat::Slack, decided, None),
             "{\"text\":\"set_value (approval approval-7) denied by Ada &lt;ada@example&gt; (page): \u{201c}a &amp; b\u{201d}\"}"

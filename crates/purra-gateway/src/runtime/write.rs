@@ -48,8 +48,8 @@ use purra_core::{
     execute, json_identity, preset_fingerprint, ApprovalId, ApprovalIntent, ApprovalRecord,
     ApprovalRequest, ApprovalState, ClaimState, ClaimVerdict, Decision, DecisionPath,
     EffectOutcome, ErrorCode, Execution, IdempotencyKey, Lease, RunContext, RunId, StoreError,
-    SuspendedRun, ToolCall, ToolRegistration, Verdict, APPROVERS_MUST_DIFFER_LABEL, EFFECT_LABEL,
-    PRINCIPAL_LABEL, SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
+    SuspendedRun, ToolCall, ToolRegistration, Verdict, APPROVERS_MUST_DIFFER_LABEL,
+    APPROVER_MAX_AGE_LABEL, EFFECT_LABEL, PRINCIPAL_LABEL, SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
 };
 use purra_protocol::types::{CallToolResult, ElicitAction, ElicitParams, JsonObject};
 use purra_protocol::RequestCtx;
@@ -604,6 +604,13 @@ impl Inner {
             request
                 .labels
                 .insert(SENDS_WITHOUT_CALLER_LABEL.to_owned(), "true".to_owned());
+        }
+        // A fresh sign-in demanded of page approvers travels with the request, so a page in
+        // another process (`purra approvals serve`) enforces it as this gateway's would.
+        if let Some(age) = b.approver_max_age {
+            request
+                .labels
+                .insert(APPROVER_MAX_AGE_LABEL.to_owned(), age.as_secs().to_string());
         }
         if self.settings.approvers_must_differ {
             request

@@ -730,6 +730,17 @@ scope = {{ clients = ["claude-code"] }}
         errors(&write("receipt_ttl = \"500ms\"")),
         ["g.toml:12: writes.set_note.receipt_ttl: must be at least 1s (leave it out for receipts that answer for ever)"]
     );
+    let c = load_str("g.toml", &write("approver_max_age = \"5m\""))
+        .expect("no mistakes")
+        .config;
+    assert_eq!(
+        c.writes["set_note"].approver_max_age,
+        Some(Dur(Duration::from_secs(300)))
+    );
+    assert_eq!(
+        errors(&write("approver_max_age = \"0s\"")),
+        ["g.toml:12: writes.set_note.approver_max_age: must be at least 1s (leave it out for any live session)"]
+    );
 }
 
 /// Finding 3 of issue 40: a rule whose number cannot mean exactly what it says, and a `within`

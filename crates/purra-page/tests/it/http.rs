@@ -1352,7 +1352,11 @@ async fn one_approval_has_a_page_of_its_own() {
     let path = format!("/approvals/{}", id.0);
     let r = s.http.get(format!("{}{path}", s.url)).send().await.unwrap();
     assert_eq!(r.status(), 303);
-    assert_eq!(r.headers()["location"], "/login");
+    // Signing in returns to the approval.
+    assert_eq!(
+        r.headers()["location"],
+        "/login?next=%2Fapprovals%2Fapproval-1"
+    );
     let ada = s.login("ada").await;
     let (status, page) = s.get(&path, Some(&ada.cookie)).await;
     assert_eq!(status, 200);
@@ -1541,4 +1545,102 @@ async fn routes_405_other_methods_and_every_answer_has_security_headers() {
         .unwrap();
     assert_eq!(r.status(), 401);
     assert_secured(&r, "GET /events signed out");
+}
+
+/// Issue 47 item 6: a notice's link (`/approvals/ID?decision=deny`) never decides by itself.
+/// Without a session it goes to the sign-in form, which returns to the same approval with the
+/// decision preselected; the GET shows it to confirm (a POST with the session's CSRF token); a
+/// `next` that is not an approval's page here is dropped.
+#[tokio::test]
+async fn a_link_opens_the_approval_with_its_decision_preselected_and_never_decides() {
+    let s = served("link").await;
+    let id = s.prepare("\"v1\"").await;
+    let link = format!("/approvals/{}?decision=deny", id.0);
+    let r = s.http.get(format!("{}{link}", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    let login = "/login?next=%2Fapprovals%2Fapproval-1%3Fdecision%3Ddeny";
+    assert_eq!(r.headers()["location"], login);
+    let (status, form) = s.get(login, None).await;
+    assert_eq!(status, 200);
+    assert!(form.contains(
+        "<form method=\"post\" action=\"/login\" class=\"login\"><input type=\"hidden\" \
+         name=\"next\" value=\"/approvals/approval-1?decision=deny\">"
+    ));
+    let sign_in = |next: &'static str| {
+        let s = &s;
+        async move {
+            s.http
+                .post(format!("{}/login", s.url))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("origin", &s.url)
+                .body(
+                    form_urlencoded::Serializer::new(String::new())
+                        .append_pair("token", s.token("ada"))
+                        .append_pair("next", next)
+                        .finish(),
+                )
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    for bad in ["https://evil.example/", "//evil.example", "/logout"] {
+        let r = sign_in(bad).await;
+        assert_eq!(r.status(), 303);
+        assert_eq!(r.headers()["location"], "/", "{bad}");
+    }
+    let r = sign_in("/approvals/approval-1?decision=deny").await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(
+        r.headers()["location"],
+        "/approvals/approval-1?decision=deny"
+    );
+    let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let cookie = set.split_once("; ").unwrap().0.to_owned();
+    let (status, page) = s.get(&link, Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains(
+        "<section class=\"confirm\" id=\"confirm-approval-1\" data-verdict=\"deny\">\
+         <p id=\"preselected\">You chose to <strong>deny</strong> this call. Nothing is decided \
+         until you confirm.</p><form class=\"confirm\" method=\"post\" \
+         action=\"/approvals/approval-1/decide\">"
+    ));
+    assert!(page.contains("id=\"confirm\" class=\"deny\">Confirm: deny</button>"));
+    // Without a preselection (or with an unknown one) the page shows no confirmation.
+    for plain in ["", "?decision=maybe"] {
+        let (_, page) = s
+            .get(&format!("/approvals/{}{plain}", id.0), Some(&cookie))
+            .await;
+        assert!(!page.contains("id=\"confirm\""), "{plain}");
+    }
+    // Opening the link decided nothing.
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    let from = page.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let csrf = &page[from..from + 43];
+    // The confirmation without the session's CSRF token is refused.
+    let confirm = |token: String| {
+        let (s, cookie) = (&s, cookie.clone());
+        async move {
+            s.http
+                .post(format!("{}/approvals/approval-1/decide", s.url))
+                .header("cookie", cookie)
+                .header("origin", &s.url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={token}&verdict=deny&note="))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(confirm("wrong".into()).await.status(), 403);
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    let r = confirm(csrf.to_owned()).await;
+    assert_eq!(r.status(), 303);
+    match s.state(&id).await {
+        ApprovalState::Decided(d) => {
+            assert_eq!(d.verdict, purra_core::Verdict::Deny);
+            assert_eq!(d.approver, "ada (page)");
+        }
+        other => panic!("{other:?}"),
+    }
 }

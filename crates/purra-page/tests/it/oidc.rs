@@ -884,3 +884,232 @@ async fn finding_7_an_https_redirect_uri_makes_the_cookies_secure() {
             .to_owned()
     ));
 }
+
+impl Served {
+    /// A sign-in started at `/login/oidc{query}` (a link's `next`, a decision's `max_age`):
+    /// the pre-login cookie and the provider's query as asked.
+    async fn start_at(&self, query: &str) -> (Started, HashMap<String, String>) {
+        let r = self
+            .http
+            .get(format!("{}/login/oidc{query}", self.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303);
+        let location = r.headers()["location"].to_str().unwrap().to_owned();
+        let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+        let pair = set.split_once("; ").unwrap().0.to_owned();
+        let url = reqwest::Url::parse(&location).unwrap();
+        let q: HashMap<String, String> = url.query_pairs().into_owned().collect();
+        let started = Started {
+            cookie: pair,
+            state: q["state"].clone(),
+            nonce: q["nonce"].clone(),
+            challenge: q["code_challenge"].clone(),
+        };
+        (started, q)
+    }
+
+    async fn state(&self, id: &purra_core::ApprovalId) -> ApprovalState {
+        ApprovalGateway::record(&self.store, id.clone())
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+    }
+
+    /// A whole sign-in of `sub` started at `/login/oidc{query}`, with `over` in its ID token.
+    async fn sign_in_at(&self, query: &str, code: &str, sub: &str, over: Value) -> Answer {
+        let (s, _) = self.start_at(query).await;
+        self.issue(&s, code, sub, over);
+        self.callback(&format!("code={code}&state={}", s.state), Some(&s.cookie))
+            .await
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Issue 47 item 6: a notice's link opens the approval with its decision preselected, never
+/// deciding; signing in returns there; with the binding's `approver_max_age` (carried in the
+/// request's labels) the provider is asked for `max_age`, an ID token without `auth_time` or with
+/// an older one gets no session, and a decision by a sign-in older than it is refused on the
+/// POST itself (the browser sent to sign in again, back to the same preselection).
+#[tokio::test]
+async fn approver_max_age_is_checked_on_the_decision() {
+    let s = served("max-age").await;
+    let mut r = request("\"fresh\"");
+    r.labels
+        .insert(purra_core::APPROVER_MAX_AGE_LABEL.into(), "2".into());
+    let id = ApprovalGateway::prepare(&s.store, r).await.unwrap();
+    let link = format!("/approvals/{}?decision=approve", id.0);
+    let next = "next=%2Fapprovals%2Fapproval-1%3Fdecision%3Dapprove";
+
+    // Not signed in: the link goes to the sign-in page, which carries it on to the provider.
+    let r = s.http.get(format!("{}{link}", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], format!("/login?{next}"));
+    let r = s
+        .http
+        .get(format!("{}/login?{next}", s.url))
+        .send()
+        .await
+        .unwrap();
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains(&format!(
+            "<a class=\"button\" id=\"login-oidc\" href=\"/login/oidc?{next}\">Sign in with Test ID</a>"
+        )),
+        "{body}"
+    );
+
+    // The first sign-in (no freshness asked yet) lands back on the approval.
+    let a = s
+        .sign_in_at(&format!("?{next}"), "c1", "alice", json!({}))
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.body.contains(
+        "<meta http-equiv=\"refresh\" content=\"0;url=/approvals/approval-1?decision=approve\">"
+    ));
+    let cookie = session_of(&a).unwrap().to_owned();
+    let r = s
+        .http
+        .get(format!("{}{link}", s.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let page = r.text().await.unwrap();
+    assert!(page.contains(
+        "<p id=\"preselected\">You chose to <strong>approve</strong> this call. Nothing is \
+         decided until you confirm. Deciding it needs a sign-in within the last 2 s.</p>"
+    ));
+    assert!(page.contains("<input type=\"hidden\" name=\"verdict\" value=\"approve\">"));
+    assert!(page
+        .contains("<dt>Sign-in at most (seconds)</dt><dd class=\"label-approver_max_age\">2</dd>"));
+    assert!(page.contains("id=\"confirm\" class=\"approve\">Confirm: approve</button>"));
+    // The GET decided nothing.
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    let from = page.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let csrf = page[from..from + 43].to_owned();
+
+    // The sign-in grows older than 2 s: the decision is refused on the POST, by the script's
+    // JSON and a form's redirect to sign in again (asking the provider for max_age).
+    tokio::time::sleep(std::time::Duration::from_millis(3200)).await;
+    let decide = format!("{}/approvals/{}/decide", s.url, id.0);
+    let post = |accept: &'static str, cookie: String, csrf: String| {
+        let (s, decide) = (&s, &decide);
+        async move {
+            s.http
+                .post(decide)
+                .header("cookie", cookie)
+                .header("origin", &s.url)
+                .header("accept", accept)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={csrf}&verdict=approve&note="))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let r = post("application/json", cookie.clone(), csrf.clone()).await;
+    assert_eq!(r.status(), 401);
+    let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(body["ok"], false);
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "refused: deciding approval-1 needs a sign-in within the last 2 s (yours was "
+        ) && message.ends_with(" s ago): sign in again"),
+        "{message}"
+    );
+    let r = post("text/html", cookie.clone(), csrf.clone()).await;
+    assert_eq!(r.status(), 303);
+    let again = format!("/login?{next}&max_age=2");
+    assert_eq!(r.headers()["location"], again.as_str());
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    let body = s
+        .http
+        .get(format!("{}{again}", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains(
+        "<p id=\"login-again\">Deciding this approval needs a sign-in within the last 2 s: sign \
+         in again.</p>"
+    ));
+    assert!(body.contains(&format!("href=\"/login/oidc?{next}&amp;max_age=2\"")));
+
+    // The provider is asked for max_age=2; a token without auth_time, or with an older one, is
+    // refused and opens no session.
+    let (_, q) = s.start_at(&format!("?{next}&max_age=2")).await;
+    assert_eq!(q["max_age"], "2");
+    let refused = s
+        .sign_in_at(&format!("?{next}&max_age=2"), "c2", "alice", json!({}))
+        .await;
+    assert_eq!(refused.status, 401);
+    assert!(
+        error_of(&refused.body).contains("it has no auth_time, and max_age was asked"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(session_of(&refused), None);
+    let old = s
+        .sign_in_at(
+            &format!("?{next}&max_age=2"),
+            "c3",
+            "alice",
+            json!({"auth_time": unix_now() - 60}),
+        )
+        .await;
+    assert_eq!(old.status, 401);
+    assert!(
+        error_of(&old.body).contains("its auth_time is older than the max_age asked"),
+        "{}",
+        old.body
+    );
+    assert_eq!(session_of(&old), None);
+
+    // A fresh sign-in returns to the preselection and its confirmation decides.
+    let fresh = s
+        .sign_in_at(
+            &format!("?{next}&max_age=2"),
+            "c4",
+            "alice",
+            json!({"auth_time": unix_now()}),
+        )
+        .await;
+    assert_eq!(fresh.status, 200, "{}", fresh.body);
+    let cookie = session_of(&fresh).unwrap().to_owned();
+    let page = s
+        .http
+        .get(format!("{}{link}", s.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let from = page.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let csrf = page[from..from + 43].to_owned();
+    let r = post("text/html", cookie, csrf).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/");
+    let record = ApprovalGateway::record(&s.store, id.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    match record.state {
+        ApprovalState::Decided(d) => assert_eq!(d.verdict, Verdict::Approve),
+        other => panic!("{other:?}"),
+    }
+}

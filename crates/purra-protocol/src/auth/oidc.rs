@@ -118,6 +118,8 @@ pub struct PendingLogin {
     nonce: String,
     verifier: String,
     redirect_uri: String,
+    /// The `max_age` asked for, in seconds: the ID token must then carry an `auth_time` no older.
+    max_age: Option<u64>,
 }
 
 impl fmt::Debug for PendingLogin {
@@ -302,11 +304,25 @@ impl OidcProvider {
     /// A new sign-in returning to `redirect_uri`: the URL to send the browser to, and what to
     /// keep until it comes back.
     pub fn begin(&self, redirect_uri: &str) -> (Url, PendingLogin) {
+        self.begin_with_max_age(redirect_uri, None)
+    }
+
+    /// A new sign-in, as [`OidcProvider::begin`], that asks the provider for an authentication
+    /// no older than `max_age` (OpenID Connect's `max_age`, whole seconds): the provider signs the
+    /// person in again when theirs is older, and [`OidcProvider::finish`] refuses an ID token
+    /// without an `auth_time` or with one older than `max_age` (no leeway: the provider's clock
+    /// and this one must agree to within the freshness asked).
+    pub fn begin_with_max_age(
+        &self,
+        redirect_uri: &str,
+        max_age: Option<std::time::Duration>,
+    ) -> (Url, PendingLogin) {
         let pending = PendingLogin {
             state: random_string(32),
             nonce: random_string(32),
             verifier: random_string(48),
             redirect_uri: redirect_uri.to_owned(),
+            max_age: max_age.map(|d| d.as_secs()),
         };
         let challenge = b64url(
             ring::digest::digest(&ring::digest::SHA256, pending.verifier.as_bytes()).as_ref(),
@@ -329,6 +345,10 @@ impl OidcProvider {
             .append_pair("nonce", &pending.nonce)
             .append_pair("code_challenge", &challenge)
             .append_pair("code_challenge_method", "S256");
+        if let Some(age) = pending.max_age {
+            url.query_pairs_mut()
+                .append_pair("max_age", &age.to_string());
+        }
         (url, pending)
     }
 
@@ -409,13 +429,20 @@ impl OidcProvider {
         let id_token = answer
             .id_token
             .ok_or_else(|| AuthError::Authorization("the token response has no ID token".into()))?;
-        self.validate(&id_token, &pending.nonce).await
+        self.validate(&id_token, &pending.nonce, pending.max_age)
+            .await
     }
 
     /// Validates an ID token for this client: signature (JWKS), `iss`, `aud`, `exp`/`nbf`,
     /// `iat` (present, not in the future), `nonce` (the sign-in's), `azp` (this client when
-    /// present; required when `aud` names several).
-    async fn validate(&self, id_token: &str, nonce: &str) -> Result<OidcIdentity, AuthError> {
+    /// present; required when `aud` names several); with `max_age` (seconds), `auth_time`
+    /// (present, not in the future, no older than `max_age`).
+    async fn validate(
+        &self,
+        id_token: &str,
+        nonce: &str,
+        max_age: Option<u64>,
+    ) -> Result<OidcIdentity, AuthError> {
         let invalid =
             |why: &str| AuthError::Authorization(format!("the ID token is refused: {why}"));
         let principal = self
@@ -436,6 +463,20 @@ impl OidcProvider {
             None => return Err(invalid("it has no iat")),
             Some(iat) if iat > now + leeway => return Err(invalid("it was issued in the future")),
             Some(_) => {}
+        }
+        if let Some(max_age) = max_age {
+            match claims.get("auth_time").and_then(Value::as_u64) {
+                None => return Err(invalid("it has no auth_time, and max_age was asked")),
+                Some(t) if t > now + leeway => {
+                    return Err(invalid("its auth_time is in the future"))
+                }
+                // No leeway here: a freshness of seconds would mean nothing with it (the
+                // leeway is for clocks that disagree a little; `max_age` is asked on purpose).
+                Some(t) if t.saturating_add(max_age) < now => {
+                    return Err(invalid("its auth_time is older than the max_age asked"))
+                }
+                Some(_) => {}
+            }
         }
         if claims.get("nonce").and_then(Value::as_str) != Some(nonce) {
             return Err(invalid("its nonce is not this sign-in's"));

@@ -122,6 +122,7 @@ pub fn set_write(scope: ScopeRules) -> WriteConfig {
         scope,
         approval: ApprovalBy::Operator,
         receipt_ttl: None,
+        approver_max_age: None,
         idempotent: false,
     }
 }
