@@ -14,7 +14,6 @@
 //! the result it kept (one execution in total), the receipt is recorded, and a second resend is
 //! refused naming the first.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::Receiver as Lines;
@@ -27,7 +26,7 @@ use crate::support::peers;
 use crate::support::run::{approvals_json, purra, wait_approval, Killed, LIMIT};
 use crate::support::webdriver::Browser;
 
-use peers::{fresh_dir, peer, peers_dir, postgres_schema, python, repo_root};
+use peers::{fresh_dir, peer, postgres_schema, python, repo_root, webhook_receiver};
 
 /// The endpoint's secret (24 random bytes, as the specification serializes them).
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -213,24 +212,11 @@ struct Running {
 
 impl Running {
     fn start(sc: &Scenario) -> Running {
-        let py = peer(peers_dir().join("venv-webhooks/bin/python"));
-        let mut child = Command::new(py)
-            .arg(peer(repo_root().join("peers/python/webhook_receiver.py")))
-            .arg("--ledger")
-            .arg(sc.dir.join("received.jsonl"))
-            .arg("--secret-file")
-            .arg(sc.dir.join("ops.whsec"))
-            .args(["--port", &sc.port.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the receiver");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the receiver's port");
-        let receiver = Killed(child);
+        let receiver = webhook_receiver(
+            &sc.dir.join("received.jsonl"),
+            &sc.dir.join("ops.whsec"),
+            sc.port,
+        );
         let (gateway, lines) = spawn_gateway(sc.config());
         let (url, _) = serving(&lines, LIMIT);
         Running {

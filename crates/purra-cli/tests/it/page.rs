@@ -1430,25 +1430,7 @@ fn a_webhook_link_opens_the_approval_preselected_and_an_old_sign_in_signs_in_aga
     std::fs::write(sc.dir.join("ops.whsec"), format!("{SECRET}\n")).expect("secret");
     let port = peers::free_port();
     let ledger = sc.dir.join("received.jsonl");
-    let mut receiver = Command::new(peer(peers::peers_dir().join("venv-webhooks/bin/python")))
-        .arg(peer(repo_root().join("peers/python/webhook_receiver.py")))
-        .arg("--ledger")
-        .arg(&ledger)
-        .arg("--secret-file")
-        .arg(sc.dir.join("ops.whsec"))
-        .args(["--port", &port.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the receiver");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(receiver.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("the receiver's port");
-    let _receiver = crate::support::run::Killed(receiver);
+    let _receiver = peers::webhook_receiver(&ledger, &sc.dir.join("ops.whsec"), port);
     let config = sc.write_config_with(&format!(
         r#"
 [page]

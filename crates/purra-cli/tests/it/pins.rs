@@ -11,7 +11,6 @@
 //! per difference (a receiver verifying with the Standard Webhooks library). With PostgreSQL
 //! (`PURRA_TEST_POSTGRES`) the same runs on a fleet of three gateways sharing one store.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,7 +23,9 @@ use crate::support::run::{
     approvals_json, ledger_lines, purra, result_text, steps_of, wait_approval, Killed, LIMIT,
 };
 
-use peers::{free_port, fresh_dir, node, peer, peers_dir, postgres_schema, python, repo_root};
+use peers::{
+    free_port, fresh_dir, node, peer, postgres_schema, python, repo_root, webhook_receiver,
+};
 
 /// The endpoint's secret (24 random bytes, as the specification serializes them).
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -212,28 +213,6 @@ impl Gateway {
     }
 }
 
-/// The Standard Webhooks receiver (`peers/python/webhook_receiver.py`), killed when dropped.
-fn receiver(sc: &Scenario) -> Killed {
-    let py = peer(peers_dir().join("venv-webhooks/bin/python"));
-    let mut child = Command::new(py)
-        .arg(peer(repo_root().join("peers/python/webhook_receiver.py")))
-        .arg("--ledger")
-        .arg(sc.dir.join("received.jsonl"))
-        .arg("--secret-file")
-        .arg(sc.dir.join("ops.whsec"))
-        .args(["--port", &sc.port.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the receiver");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the receiver's port");
-    Killed(child)
-}
-
 /// Runs the Python SDK client's `steps` against `url`; its step lines.
 fn client(url: &str, steps: Value) -> Vec<Value> {
     let mut cmd = gateway_client(Sdk::Python);
@@ -270,7 +249,11 @@ fn names(step: &Value) -> Vec<String> {
 /// documentation).
 fn held_until_approved(name: &str, upstream: Upstream, postgres: bool, instances: usize) {
     let sc = Scenario::new(name, postgres);
-    let _receiver = receiver(&sc);
+    let _receiver = webhook_receiver(
+        &sc.dir.join("received.jsonl"),
+        &sc.dir.join("ops.whsec"),
+        sc.port,
+    );
     let gateways: Vec<Gateway> = (0..instances)
         .map(|i| Gateway::start(&sc.write_config(i, upstream, "hold")))
         .collect();

@@ -11,7 +11,6 @@
 //! carries the same id and the same body, and no event arrives under two ids.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::Receiver as Lines;
@@ -25,7 +24,7 @@ use crate::support::run::{
     approvals_json, purra, purra_bin, wait_approval, wait_ledger, Killed, LIMIT,
 };
 
-use peers::{fresh_dir, lines_of, peer, peers_dir, postgres_schema, python, repo_root};
+use peers::{fresh_dir, lines_of, peer, postgres_schema, python, repo_root, webhook_receiver};
 
 /// The endpoints' secret (24 random bytes, as the specification serializes them).
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -228,41 +227,6 @@ impl Client {
     }
 }
 
-/// The receiver on the scenario's port (ends when dropped).
-struct WebhookReceiver {
-    /// Killed when the receiver is dropped.
-    _child: Killed,
-}
-
-impl WebhookReceiver {
-    fn start(sc: &Scenario) -> WebhookReceiver {
-        let py = peer(peers_dir().join("venv-webhooks/bin/python"));
-        let mut child = Command::new(py)
-            .arg(peer(repo_root().join("peers/python/webhook_receiver.py")))
-            .arg("--ledger")
-            .arg(sc.dir.join("received.jsonl"))
-            .arg("--secret-file")
-            .arg(sc.dir.join("ops.whsec"))
-            .args(["--port", &sc.port.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the receiver");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the receiver's port");
-        assert_eq!(
-            serde_json::from_str::<Value>(&line).expect("json")["port"],
-            u64::from(sc.port)
-        );
-        WebhookReceiver {
-            _child: Killed(child),
-        }
-    }
-}
-
 /// The acceptance test of the webhooks item on SQLite (see the module documentation).
 #[test]
 fn a_gateway_killed_while_the_receiver_is_down_delivers_every_event_once_by_id() {
@@ -343,7 +307,11 @@ fn killed_while_the_receiver_is_down(postgres: bool) {
     assert!(sc.received("/hooks/ops").is_empty());
 
     // Both come back. The same call again finds its claim interrupted: effect.unknown.
-    let _receiver = WebhookReceiver::start(&sc);
+    let _receiver = webhook_receiver(
+        &sc.dir.join("received.jsonl"),
+        &sc.dir.join("ops.whsec"),
+        sc.port,
+    );
     let gateway = Gateway::start(&sc);
     let mut again = Client::set_value(&gateway, "three");
     let step = again.step();
@@ -473,7 +441,11 @@ fn killed_while_the_receiver_is_down(postgres: bool) {
 fn the_approver_page_process_delivers_what_the_cli_decided_while_the_gateway_is_down() {
     let sc = Scenario::new("page-delivers", false);
     sc.write_config();
-    let _receiver = WebhookReceiver::start(&sc);
+    let _receiver = webhook_receiver(
+        &sc.dir.join("received.jsonl"),
+        &sc.dir.join("ops.whsec"),
+        sc.port,
+    );
     let gateway = Gateway::start(&sc);
     let mut call = Client::set_value(&gateway, "four");
     let id = sc.wait_pending();

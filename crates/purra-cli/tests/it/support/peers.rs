@@ -203,3 +203,34 @@ pub fn free_port() -> u16 {
         .expect("addr")
         .port()
 }
+
+/// The Standard Webhooks receiver (`peers/python/webhook_receiver.py`, the `standardwebhooks`
+/// library verifying every request with the secret in `secret_file`) on `port`, appending each
+/// verified delivery to `ledger` as one JSON line; killed when dropped. Returns once it listens.
+pub fn webhook_receiver(ledger: &Path, secret_file: &Path, port: u16) -> super::run::Killed {
+    let py = peer(peers_dir().join("venv-webhooks/bin/python"));
+    let mut child = Command::new(py)
+        .arg(peer(repo_root().join("peers/python/webhook_receiver.py")))
+        .arg("--ledger")
+        .arg(ledger)
+        .arg("--secret-file")
+        .arg(secret_file)
+        .args(["--port", &port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the receiver");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the receiver's port");
+    let listening: serde_json::Value =
+        serde_json::from_str(&line).expect("the receiver's port line");
+    assert_eq!(
+        listening["port"],
+        u64::from(port),
+        "the receiver listens where asked"
+    );
+    super::run::Killed(child)
+}
