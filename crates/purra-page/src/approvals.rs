@@ -17,7 +17,9 @@ use purra_core::{
 };
 use serde_json::json;
 
-use crate::guard::{approval_target, checked, field, preselected, session, Resume};
+use crate::guard::{
+    approval_target, checked, field, preselected, session, verdict_and_note, Resume,
+};
 use crate::render::{self, Item, Listing, View};
 use crate::respond::{answer, html, redirect_to, see_other, store_failed, text, wants_json};
 use crate::Inner;
@@ -335,25 +337,11 @@ pub(crate) async fn decide(
         Ok(c) => c,
         Err(resp) => return resp,
     };
-    let verdict = match field(&fields, "verdict") {
-        Some("approve") => Verdict::Approve,
-        Some("deny") => Verdict::Deny,
-        _ => {
-            return answer(
-                parts,
-                StatusCode::BAD_REQUEST,
-                "refused: the verdict must be approve or deny",
-            )
-        }
+    let (verdict, note) = match verdict_and_note(&fields, MAX_NOTE) {
+        Ok((true, note)) => (Verdict::Approve, note),
+        Ok((false, note)) => (Verdict::Deny, note),
+        Err(refusal) => return answer(parts, StatusCode::BAD_REQUEST, &refusal),
     };
-    let note = field(&fields, "note").map(str::trim).unwrap_or("");
-    if note.chars().count() > MAX_NOTE {
-        return answer(
-            parts,
-            StatusCode::BAD_REQUEST,
-            &format!("refused: a note is at most {MAX_NOTE} characters"),
-        );
-    }
     let aid = ApprovalId(id.to_owned());
     match view(page, parts, id).await {
         Ok(v) if v.state != ApprovalState::Prepared => {

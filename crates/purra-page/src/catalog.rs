@@ -12,7 +12,7 @@ use http::StatusCode;
 use purra_core::pins::definition_diff;
 use purra_core::{CatalogChange, CatalogChangeState, CatalogDecision, StoreError};
 
-use crate::guard::{checked, field, session};
+use crate::guard::{checked, session, verdict_and_note};
 use crate::render::{self, esc};
 use crate::respond::{answer, html, see_other, store_failed, text, wants_json};
 use crate::Inner;
@@ -178,25 +178,10 @@ pub(crate) async fn decide(
             &format!("unknown catalog change: {raw}"),
         );
     };
-    let approve = match field(&fields, "verdict") {
-        Some("approve") => true,
-        Some("deny") => false,
-        _ => {
-            return answer(
-                parts,
-                StatusCode::BAD_REQUEST,
-                "refused: the verdict must be approve or deny",
-            )
-        }
+    let (approve, note) = match verdict_and_note(&fields, MAX_NOTE) {
+        Ok(v) => v,
+        Err(refusal) => return answer(parts, StatusCode::BAD_REQUEST, &refusal),
     };
-    let note = field(&fields, "note").map(str::trim).unwrap_or("");
-    if note.chars().count() > MAX_NOTE {
-        return answer(
-            parts,
-            StatusCode::BAD_REQUEST,
-            &format!("refused: a note is at most {MAX_NOTE} characters"),
-        );
-    }
     let decision = CatalogDecision {
         approve,
         by: purra_core::DecisionPath::Page.approver(&s.approver),

@@ -74,6 +74,24 @@ pub(crate) fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'
         .map(|(_, v)| v.as_str())
 }
 
+/// A decision form's `verdict` (`true` for approve, `false` for deny) and its trimmed `note` (at
+/// most `max_note` characters); the refusal to answer otherwise.
+pub(crate) fn verdict_and_note(
+    fields: &[(String, String)],
+    max_note: usize,
+) -> Result<(bool, &str), String> {
+    let approve = match field(fields, "verdict") {
+        Some("approve") => true,
+        Some("deny") => false,
+        _ => return Err("refused: the verdict must be approve or deny".to_owned()),
+    };
+    let note = field(fields, "note").map(str::trim).unwrap_or("");
+    if note.chars().count() > max_note {
+        return Err(format!("refused: a note is at most {max_note} characters"));
+    }
+    Ok((approve, note))
+}
+
 /// The checks every state-changing request passes: same origin, a live session, its CSRF token.
 pub(crate) async fn checked(
     page: &Inner,
