@@ -49,10 +49,7 @@ impl Scenario {
     /// webhook endpoint subscribed to every event; on SQLite or (`postgres`) a schema of its own.
     fn new(name: &str, idempotent: bool, postgres: bool) -> Scenario {
         let dir = fresh_dir("effects", name);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = peers::free_port();
         std::fs::write(dir.join("ops.whsec"), format!("{SECRET}\n")).expect("secret");
         let db = if postgres {
             postgres_schema("effects")

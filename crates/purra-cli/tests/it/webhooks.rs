@@ -48,10 +48,7 @@ impl Scenario {
     /// SQLite or (`postgres`) on a schema of the test command's PostgreSQL server.
     fn new(name: &str, postgres: bool) -> Scenario {
         let dir = fresh_dir("webhooks", name);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = peers::free_port();
         std::fs::write(dir.join("ops.whsec"), format!("{SECRET}\n")).expect("secret");
         let db = if postgres {
             postgres_schema("webhooks")
