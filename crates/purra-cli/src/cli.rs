@@ -162,11 +162,20 @@ pub enum Command {
     Demo(DemoArgs),
     /// Run the demo server (`get_note`, `set_note`) over stdio; `purra demo` starts it.
     #[command(hide = true)]
-    ServeDemo,
+    ServeDemo(ServeDemoArgs),
     /// Serve the bound tools of upstream MCP servers to downstream MCP clients under host
     /// authority: reads with the adapter's limits and codes, writes only after a durable
     /// approval (configured in a TOML file; see the guide's gateway chapter, docs/src/gateway).
     Gateway(GatewayArgs),
+}
+
+/// `purra serve-demo`.
+#[derive(Debug, Args)]
+pub struct ServeDemoArgs {
+    /// Keep `set_note`'s idempotent results in DIR/results.db (a fresh process answers a key an
+    /// earlier one executed) and log every executed `set_note` in DIR/writes.log.
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<std::path::PathBuf>,
 }
 
 /// `purra gateway`.

@@ -47,7 +47,7 @@ fn main() {
         Command::Tasks(a) => a.args().connect.json,
         Command::Prompt(a) => a.connect.json,
         Command::ServeExample(_)
-        | Command::ServeDemo
+        | Command::ServeDemo(_)
         | Command::Demo(_)
         | Command::Gateway(_)
         | Command::Login(_)
@@ -96,7 +96,7 @@ fn main() {
     let outcome = runtime.block_on(async {
         let serving = matches!(
             cli.command,
-            Command::ServeExample(_) | Command::ServeDemo | Command::Gateway(_)
+            Command::ServeExample(_) | Command::ServeDemo(_) | Command::Gateway(_)
         );
         let work = dispatch(cli.command, verbose, log_format);
         if serving {
@@ -148,8 +148,11 @@ async fn dispatch(
         Command::ServeExample(a) => cmd::serve_example::run(a).await,
         Command::Login(a) => cmd::login::login(a).await,
         Command::Logout(a) => cmd::login::logout(a).await,
-        Command::ServeDemo => {
-            demo_server::build().serve_stdio().await;
+        Command::ServeDemo(a) => {
+            demo_server::build(a.state.as_deref())
+                .map_err(Failure::Config)?
+                .serve_stdio()
+                .await;
             Ok(())
         }
         Command::Approvals(a) => cmd::approvals::run(a).await,

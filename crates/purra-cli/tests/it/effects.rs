@@ -100,6 +100,61 @@ max_backoff = "1s"
         self.dir.join("gateway.toml").to_string_lossy().into_owned()
     }
 
+    /// Rewrites the configuration: the write `set_note` (not declared idempotent by the
+    /// binding) over purra's own demo server (`purra serve-demo --state DIR`, which honours the
+    /// key and declares `tools.idempotency`) behind the lossy relay `peers/python/lossy_stdio.py`,
+    /// which loses one `tools/call` answer while the file `lose-answer` exists.
+    fn with_purra_upstream(&self) {
+        let relay = peer(repo_root().join("peers/python/lossy_stdio.py"));
+        let text = format!(
+            r#"[gateway]
+name = "gw"
+db = {db:?}
+listen = "127.0.0.1:0"
+approval_wait = "90s"
+progress_interval = "1s"
+
+[upstreams.notes]
+command = [{python:?}, {relay:?}, "--trigger", {trigger:?}, "--ledger", {ledger:?}, "--",
+           {purra:?}, "serve-demo", "--state", {dir:?}]
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace the note"
+effect = "write"
+binding_id = "notes"
+binding_revision = "1"
+scope_id = "notes-clients"
+scope_revision = "1"
+scope = {{ clients = ["gateway-client-python"] }}
+
+[webhooks.ops]
+url = "http://127.0.0.1:{port}/hooks/ops"
+secret_file = "ops.whsec"
+timeout = "2s"
+backoff = "200ms"
+max_backoff = "1s"
+"#,
+            python = python(),
+            purra = env!("CARGO_BIN_EXE_purra"),
+            trigger = self.dir.join("lose-answer").to_string_lossy(),
+            ledger = self.dir.join("ledger.txt").to_string_lossy(),
+            dir = self.dir.to_string_lossy(),
+            port = self.port,
+            db = self.db,
+        );
+        std::fs::write(self.config(), text).expect("config");
+    }
+
+    /// The `set_note` executions purra's demo server logged, in every process.
+    fn note_writes(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("writes.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The upstream's ledger lines.
     fn ledger(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.join("ledger.txt"))
@@ -235,7 +290,14 @@ fn interrupted_write(sc: &Scenario, url: &str) -> (String, String) {
 /// [`interrupted_write`] of `value`.
 fn interrupted_write_of(sc: &Scenario, url: &str, value: &str) -> (String, String) {
     std::fs::write(sc.dir.join("crash-after-execute"), "").expect("trigger");
-    let steps = json!([{"call": "set_value", "args": {"value": value}}]);
+    interrupted_call(sc, url, "set_value", json!({"value": value}))
+}
+
+/// Calls the write `tool` with `args` through the gateway (its upstream set to lose the answer),
+/// approves it from another process, and waits for the client's answer saying the effect is
+/// unknown: the effect's key and the approval id.
+fn interrupted_call(sc: &Scenario, url: &str, tool: &str, args: Value) -> (String, String) {
+    let steps = json!([{"call": tool, "args": args}]);
     let (child, lines) = json_lines(gateway_client(Sdk::Python).args([
         "--steps",
         &steps.to_string(),
@@ -255,7 +317,7 @@ fn interrupted_write_of(sc: &Scenario, url: &str, value: &str) -> (String, Strin
     assert_eq!(
         text,
         format!(
-            "set_value was claimed once (approval {id}) and its effect is unknown: \
+            "{tool} was claimed once (approval {id}) and its effect is unknown: \
              mcp_connection_closed. It is never sent again; an operator reconciles it with \
              evidence."
         ),
@@ -495,6 +557,46 @@ fn resent_once(postgres: bool) {
         committed,
         json!({"approval": id, "tool": "set_value", "principal": "local", "key": key,
                "effect": "committed", "reconciled": false})
+    );
+}
+
+/// purra to purra: a write whose answer was lost (purra's server executed it and kept its result
+/// under the key) is `unknown`; resent through a fresh server process, it is answered with the kept
+/// result and executed once in total. The binding does not say `idempotent`: the upstream's
+/// declared `tools.idempotency` is what allows the resend.
+#[test]
+fn a_resend_to_a_purra_server_executes_once_in_total() {
+    let sc = Scenario::new("resend-purra", false, false);
+    sc.with_purra_upstream();
+    let running = Running::start(&sc);
+    std::fs::write(sc.dir.join("lose-answer"), "").expect("trigger");
+    let (key, id) = interrupted_call(&sc, &running.url, "set_note", json!({"text": "n1"}));
+    assert_eq!(sc.note_writes(), ["set_note n1"]);
+    assert_eq!(sc.lines("lost answer").len(), 1, "{:?}", sc.ledger());
+
+    let (code, after, err) = sc.effects_with_config(&["resend", &id, "--by", "ada"]);
+    assert_eq!(code, Some(0), "{after} {err}");
+    assert_eq!(after["effect"], "committed", "{after}");
+    // The first execution's result, as the first process kept it.
+    assert_eq!(
+        after["receipt"]["structured"],
+        json!({"stored": "n1", "writes": 1}),
+        "{after}"
+    );
+    // Executed once in total, the resend answered by a process started after the answer was
+    // lost (the relay's second start at the least: the gateway restarts its own too).
+    assert_eq!(sc.note_writes(), ["set_note n1"]);
+    let ledger = sc.ledger();
+    let lost = ledger.iter().position(|l| l.starts_with("lost answer"));
+    assert!(
+        lost.is_some_and(|at| ledger[at..].iter().any(|l| l == "started")),
+        "{ledger:?}"
+    );
+    let events: Vec<String> = sc.audit_of(&key).into_iter().map(|e| e.event).collect();
+    assert_eq!(
+        events,
+        ["claimed", "outcome", "resend_claimed", "resent"],
+        "{events:?}"
     );
 }
 
