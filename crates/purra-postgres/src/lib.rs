@@ -35,8 +35,9 @@
 //! ```
 
 mod credential;
-mod idempotent;
 mod effects;
+mod grant;
+mod idempotent;
 mod listen;
 mod migrate;
 mod store;

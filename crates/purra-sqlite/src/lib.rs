@@ -101,8 +101,9 @@
 
 mod audit;
 mod credential;
-mod idempotent;
 mod effects;
+mod grant;
+mod idempotent;
 mod migrate;
 mod store;
 mod webhook;

@@ -14,7 +14,8 @@
 //! ```
 
 use purra_core::{
-    ApprovalGateway, CredentialStore, OperatorStore, RunStore, StoreError, WebhookOutbox,
+    ApprovalGateway, CredentialStore, GrantStore, OperatorStore, RunStore, StoreError,
+    WebhookOutbox,
 };
 use purra_postgres::{PostgresOptions, PostgresStore};
 use purra_sqlite::{SqliteOptions, SqliteStore};
@@ -151,6 +152,14 @@ impl AnyStore {
 
     /// The store's credential store (each principal's upstream credentials, sealed).
     pub fn credentials(&self) -> Arc<dyn CredentialStore> {
+        match self {
+            AnyStore::Sqlite(s) => s.clone(),
+            AnyStore::Postgres(s) => s.clone(),
+        }
+    }
+
+    /// The store's standing grants.
+    pub fn grants(&self) -> Arc<dyn GrantStore> {
         match self {
             AnyStore::Sqlite(s) => s.clone(),
             AnyStore::Postgres(s) => s.clone(),

@@ -90,7 +90,7 @@ impl Harness for Postgres {
     }
 
     fn known_version(&self) -> i64 {
-        6
+        7
     }
 
     fn newer_schema_error(&self, found: i64) -> StoreError {

@@ -54,7 +54,7 @@ impl Harness for Sqlite {
     }
 
     fn known_version(&self) -> i64 {
-        8
+        9
     }
 
     fn newer_schema_error(&self, found: i64) -> StoreError {
