@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::peers::{fresh_dir, free_port, lines_of, peer, postgres_schema, python, repo_root};
+use crate::support::peers::{
+    free_port, fresh_dir, lines_of, peer, postgres_schema, python, repo_root,
+};
 use crate::support::run::{approvals_json, dechunk, ledger_lines, purra, purra_bin, LIMIT};
 
 /// The shared upstream (the Python SDK over Streamable HTTP) and its ledger.
@@ -102,7 +104,11 @@ title = "Set the value"
 effect = "write"
 binding_id = "values"
 binding_revision = "1"
-scope = "open"
+scope_id = "values"
+scope_revision = "1"
+
+[writes.set_value.scope]
+arguments = ["len(value) <= 100"]
 "#
     )
 }
@@ -283,13 +289,21 @@ fn race(db: &str, dir: &Path, instances: usize, calls: usize, uses: usize) {
         .map(|(v, _)| v.as_str())
         .collect();
     let waiting = results.iter().filter(|(_, r)| waits(r)).count();
-    assert_eq!(sent_values.len(), uses, "{results:?}");
-    assert_eq!(waiting, calls - uses, "{results:?}");
+    // Each answer's text, for a failure's message.
+    let texts: Vec<&str> = results
+        .iter()
+        .map(|(_, r)| r["content"][0]["text"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(sent_values.len(), uses, "{texts:#?}");
+    assert_eq!(waiting, calls - uses, "{texts:#?}");
     let mut writes = upstream.writes();
     writes.sort();
     let mut expected: Vec<String> = sent_values.iter().map(|v| (*v).to_owned()).collect();
     expected.sort();
-    assert_eq!(writes, expected, "the upstream received exactly the granted calls");
+    assert_eq!(
+        writes, expected,
+        "the upstream received exactly the granted calls"
+    );
     assert_eq!(pending(db), calls - uses);
 
     // The grant lists its uses; each approval says the grant approved it.
