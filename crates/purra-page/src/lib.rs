@@ -50,6 +50,7 @@ mod config;
 pub mod connect;
 mod connect_routes;
 mod effects;
+mod grants;
 mod guard;
 mod login;
 mod oidc;
@@ -131,6 +132,8 @@ struct Inner {
     connection_stats: ConnectionStats,
     /// How the queue of unknown effects resends one, when this page can reach the upstreams.
     resend: OnceLock<Resend>,
+    /// The store's standing grants, listed (and revoked) at `/grants`, when set.
+    grants: OnceLock<Arc<dyn purra_core::GrantStore>>,
 }
 
 impl Page {
@@ -186,6 +189,7 @@ impl Page {
                 pending: oidc::Pending::default(),
                 redirect_uri,
                 resend: OnceLock::new(),
+                grants: OnceLock::new(),
             }),
         }
     }
@@ -194,6 +198,12 @@ impl Page {
     /// configuration that binds the upstreams). Set once; `false` when one was set already.
     pub fn set_resend(&self, resend: Resend) -> bool {
         self.inner.resend.set(resend).is_ok()
+    }
+
+    /// Lets the page list the store's standing grants at `/grants` and revoke them. Set once;
+    /// `false` when set already.
+    pub fn set_grants(&self, grants: Arc<dyn purra_core::GrantStore>) -> bool {
+        self.inner.grants.set(grants).is_ok()
     }
 
     /// Each approver's access token (show them to the approvers, nowhere else); none when token

@@ -312,7 +312,7 @@ CREATE INDEX claims_unknown ON claims(seq) WHERE outcome = 'unknown';
 /// `grants_by_principal` serves a call's look-up of its live grants. Nothing existing is touched.
 const V9_GRANTS: &str = r#"
 CREATE TABLE grants (
-    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq           INTEGER PRIMARY KEY,
     principal     TEXT NOT NULL,
     tool          TEXT NOT NULL,
     rules_json    TEXT NOT NULL,

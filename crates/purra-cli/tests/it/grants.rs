@@ -7,6 +7,8 @@
 //!   upstream (answered with their receipts), the 90 others wait for approval (90 pending
 //!   approvals), the grant lists its 10 uses; after `purra grants revoke` the next call waits.
 //! - A grant's argument rule excludes a call outside it; an ended grant is not used.
+//! - The approver page (headless Chromium) lists grants with their uses and revokes one; the next
+//!   call waits.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ use crate::support::peers::{
     free_port, fresh_dir, lines_of, peer, postgres_schema, python, repo_root,
 };
 use crate::support::run::{approvals_json, dechunk, ledger_lines, purra, purra_bin, LIMIT};
+use crate::support::webdriver::Browser;
 
 /// The shared upstream (the Python SDK over Streamable HTTP) and its ledger.
 struct Upstream {
@@ -476,6 +479,101 @@ fn a_grant_covers_only_calls_inside_its_rules_and_its_time() {
     assert_eq!(bad.status.code(), Some(64));
     let listed = grants(&db, &["list"]);
     assert_eq!(listed["grants"].as_array().map(Vec::len), Some(3));
+    drop(gw);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The approver page (headless Chromium, on `purra gateway --page`): the grants are listed with
+/// their uses left and the approvals their uses made; revoking one on the page is recorded as the
+/// approver's, and the next call waits for an approval.
+#[test]
+fn the_page_lists_grants_and_revokes_one() {
+    let dir = fresh_dir("grants", "page");
+    let db = dir.join("purra.db").to_string_lossy().into_owned();
+    let upstream = Upstream::start(&dir);
+    let port = free_port();
+    let config = dir.join("g.toml");
+    std::fs::write(&config, config_text(&db, port, &upstream.url)).expect("config");
+    let mut child = Command::new(purra_bin())
+        .args(["gateway", "--config", &config.to_string_lossy()])
+        .args(["--page", "127.0.0.1:0", "--page-approver", "ada"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gateway");
+    let rx = lines_of(child.stderr.take().expect("stderr"), |line| {
+        eprintln!("[gateway] {line}");
+        Some(line)
+    });
+    let gw = Gateways {
+        children: vec![child],
+        ports: vec![port],
+    };
+    let (mut page, mut token) = (None, None);
+    let start = Instant::now();
+    while page.is_none() || token.is_none() {
+        let line = rx
+            .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
+            .expect("the gateway says where its page is");
+        if let Some(p) = line.strip_prefix("purra gateway: approver page at ") {
+            page = Some(p.to_owned());
+        }
+        if let Some(t) = line.strip_prefix("purra gateway: sign-in token for ada: ") {
+            token = Some(t.to_owned());
+        }
+    }
+    std::thread::spawn(move || while rx.recv().is_ok() {});
+    let (page, token) = (page.expect("page"), token.expect("token"));
+    let id = grants(
+        &db,
+        &[
+            "add",
+            "--principal",
+            "alice",
+            "--tool",
+            "set_value",
+            "--rule",
+            "len(value) <= 10",
+            "--uses",
+            "5",
+            "--until",
+            "1h",
+            "--by",
+            "ada",
+        ],
+    )["granted"]
+        .as_str()
+        .expect("granted")
+        .to_owned();
+    assert!(sent(&set_value(port, "paged"), "paged"));
+    let used = grants(&db, &["show", &id])["uses"][0]["approval"]
+        .as_str()
+        .expect("a use")
+        .to_owned();
+
+    let b = Browser::new(1100, 1400);
+    b.goto(&format!("{page}login"));
+    b.type_css("#token", &token);
+    b.click_css("#login");
+    b.wait_text("#approver", "ada");
+    b.click_css("#nav-grants");
+    b.wait_for("body[data-view=grants][data-synced=yes]");
+    b.wait_text("#count", "1");
+    assert_eq!(b.text_css(&format!("#{id} .uses-left")), "4");
+    assert_eq!(b.text_css(&format!("#{id} .status")), "live");
+    assert_eq!(b.text_css(&format!("#{id} .rule code")), "len(value) <= 10");
+    assert_eq!(b.text_css(&format!("#{id} .uses a")), used);
+    b.click_css(&format!("#revoke-{id}"));
+    b.wait_text(&format!("#{id} .status"), "revoked");
+    assert!(b.find(&format!("#revoke-{id}")).is_none());
+    drop(b);
+
+    let shown = grants(&db, &["show", &id]);
+    assert_eq!(shown["revoked"]["by"], "ada (page)");
+    let after = set_value(port, "later");
+    assert!(waits(&after), "{after}");
+    assert_eq!(upstream.writes(), ["paged"]);
     drop(gw);
     let _ = std::fs::remove_dir_all(&dir);
 }

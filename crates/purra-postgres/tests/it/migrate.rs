@@ -78,6 +78,7 @@ async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_
     client
         .batch_execute(
             "DROP TABLE idempotent_results; DROP TABLE resends; DROP INDEX claims_unknown; DROP INDEX claims_by_time;
+             DROP TABLE grant_uses; DROP TABLE grants;
              DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
              UPDATE schema_version SET version = 2;",
         )

@@ -95,7 +95,7 @@ impl Harness for Postgres {
 
     fn newer_schema_error(&self, found: i64) -> StoreError {
         StoreError::Backend(format!(
-            "schema version {found} is newer than this build of purra-postgres knows (6)"
+            "schema version {found} is newer than this build of purra-postgres knows (7)"
         ))
     }
 

@@ -59,7 +59,7 @@ impl Harness for Sqlite {
 
     fn newer_schema_error(&self, found: i64) -> StoreError {
         StoreError::Backend(format!(
-            "schema version {found} is newer than this build of purra-sqlite knows (8)"
+            "schema version {found} is newer than this build of purra-sqlite knows (9)"
         ))
     }
 

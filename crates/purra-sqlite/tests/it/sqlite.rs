@@ -509,6 +509,7 @@ async fn a_schema_4_file_is_migrated_with_every_row_intact_and_reports_from_then
         let raw = rusqlite::Connection::open(&path).unwrap();
         raw.execute_batch(
             "DROP TABLE idempotent_results; DROP TABLE resends; DROP INDEX claims_unknown;
+             DROP TABLE grant_uses; DROP TABLE grants;
              DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
              PRAGMA user_version = 4;",
         )
