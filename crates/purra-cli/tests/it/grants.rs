@@ -218,6 +218,25 @@ fn waits(result: &Value) -> bool {
             .is_some_and(|t| t.contains("is pending"))
 }
 
+/// The audit trail of approval `id` in the store `db`, read through the store's own API.
+fn audit_of(db: &str, id: &str) -> Vec<purra_core::AuditEntry> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let location = purra_store::StoreLocation::parse(db).expect("location");
+        let store = purra_store::AnyStore::open(&location, None)
+            .await
+            .expect("store");
+        store
+            .ops()
+            .approval_audit(purra_core::ApprovalId(id.to_owned()))
+            .await
+            .expect("audit")
+    })
+}
+
 /// `purra grants ARGS --db DB --json`, which must succeed.
 fn grants(db: &str, args: &[&str]) -> Value {
     let mut all: Vec<&str> = vec!["grants"];
@@ -329,6 +348,23 @@ fn race(db: &str, dir: &Path, instances: usize, calls: usize, uses: usize) {
         "{a}"
     );
     assert_eq!(a["effect"], "committed", "{a}");
+    // Its audit trail: prepared, approved by the grant and the use naming the grant (one
+    // transaction), then the call's run, the claim and the outcome as for any approved call.
+    let trail = audit_of(db, approval);
+    let events: Vec<&str> = trail.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "prepared",
+            "decided",
+            "grant_used",
+            "run_suspended",
+            "claimed",
+            "outcome"
+        ],
+        "{trail:?}"
+    );
+    assert_eq!(trail[2].detail["grant"], id.as_str());
     let listed = grants(db, &["list"]);
     assert_eq!(listed["grants"][0]["id"], id.as_str());
     assert_eq!(listed["grants"][0]["usesLeft"], 0);
