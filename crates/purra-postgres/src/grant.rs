@@ -9,7 +9,7 @@
 //! committed approval by its operation token and takes no second use.
 
 use crate::store::{
-    append, decide_in, exec, insert_approval, now_ns, query, query_opt, witness, Audit, Error,
+    append, decide_in, exec, insert_prepared, now_ns, query, query_opt, witness, Audit, Error,
     NewApproval, PostgresStore,
 };
 use purra_core::stored::{from_ns, json_error, to_ns};
@@ -263,7 +263,7 @@ impl GrantStore for PostgresStore {
                     if taken == 0 {
                         return Ok(None);
                     }
-                    let approval = insert_approval(tx, me, &op, &row).await?;
+                    let approval = insert_prepared(tx, me, &op, &row, false).await?;
                     decide_in(tx, me, &op, &approval, decision).await?;
                     exec(
                         tx,

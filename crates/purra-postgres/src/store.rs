@@ -411,12 +411,25 @@ impl NewApproval {
     }
 }
 
-/// Inserts `row` as a pending approval with its `prepared` audit row (witnessed by `op`); its id.
+/// Inserts `row` as a pending approval with its `prepared` audit row (witnessed by `op`) and its
+/// `approval.pending` event; its id.
 pub(crate) async fn insert_approval(
     tx: &Tx<'_>,
     me: &str,
     op: &str,
     row: &NewApproval,
+) -> Result<ApprovalId, Error> {
+    insert_prepared(tx, me, op, row, true).await
+}
+
+/// [`insert_approval`], recording the `approval.pending` event only when `pending_event` (an
+/// approval a grant approves in the same transaction never waits for anyone).
+pub(crate) async fn insert_prepared(
+    tx: &Tx<'_>,
+    me: &str,
+    op: &str,
+    row: &NewApproval,
+    pending_event: bool,
 ) -> Result<ApprovalId, Error> {
     let inserted = query_opt(
         tx,
@@ -450,7 +463,7 @@ pub(crate) async fn insert_approval(
         .run(&row.run),
     )
     .await?;
-    if crate::webhook::wanted(tx, WebhookEventType::ApprovalPending).await? {
+    if pending_event && crate::webhook::wanted(tx, WebhookEventType::ApprovalPending).await? {
         let event = WebhookEvent::pending(&id, &row.request, SystemTime::now());
         crate::webhook::insert(tx, &event).await?;
     }

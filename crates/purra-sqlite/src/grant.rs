@@ -8,7 +8,7 @@
 //! listed, all in the same savepoint, so a failed step takes no use.
 
 use crate::audit::{append, Trail};
-use crate::store::{backend, decide_in, insert_approval, now_ns, SqliteStore};
+use crate::store::{backend, decide_in, insert_prepared, now_ns, SqliteStore};
 use purra_core::stored::{from_ns, json_error, to_ns};
 use purra_core::{
     ApprovalId, ApprovalRequest, BoxFuture, Decision, GrantId, GrantStore, GrantUse, GrantView,
@@ -227,7 +227,7 @@ impl GrantStore for SqliteStore {
             if taken == 0 {
                 return Ok(None);
             }
-            let approval = insert_approval(tx, me, &request)?;
+            let approval = insert_prepared(tx, me, &request, false)?;
             decide_in(tx, me, &approval, &decision)?;
             let at = now_ns()?;
             tx.execute(

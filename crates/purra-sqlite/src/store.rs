@@ -670,12 +670,23 @@ impl StoredApproval {
     }
 }
 
-/// Inserts `request` as a pending approval with its `prepared` audit row (the row's pointer set);
-/// its id.
+/// Inserts `request` as a pending approval with its `prepared` audit row (the row's pointer set)
+/// and its `approval.pending` event; its id.
 pub(crate) fn insert_approval(
     tx: &Connection,
     me: &str,
     request: &ApprovalRequest,
+) -> Result<ApprovalId, StoreError> {
+    insert_prepared(tx, me, request, true)
+}
+
+/// [`insert_approval`], recording the `approval.pending` event only when `pending_event` (an
+/// approval a grant approves in the same transaction never waits for anyone).
+pub(crate) fn insert_prepared(
+    tx: &Connection,
+    me: &str,
+    request: &ApprovalRequest,
+    pending_event: bool,
 ) -> Result<ApprovalId, StoreError> {
     request.check()?;
     let intent = &request.intent;
@@ -719,9 +730,11 @@ pub(crate) fn insert_approval(
         params![seq, audit],
     )
     .map_err(backend)?;
-    crate::webhook::record(tx, WebhookEventType::ApprovalPending, |_| {
-        Ok(WebhookEvent::pending(&id, request, from_ns(at)))
-    })?;
+    if pending_event {
+        crate::webhook::record(tx, WebhookEventType::ApprovalPending, |_| {
+            Ok(WebhookEvent::pending(&id, request, from_ns(at)))
+        })?;
+    }
     Ok(id)
 }
 

@@ -86,6 +86,10 @@ impl Drop for Gateways {
     }
 }
 
+/// The variable the webhook endpoint's secret is read from, and the secret.
+const SECRET_ENV: &str = "PURRA_GRANTS_TEST_WHSEC";
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
 fn config_text(db: &str, port: u16, upstream: &str) -> String {
     format!(
         r#"[gateway]
@@ -112,6 +116,12 @@ scope_revision = "1"
 
 [writes.set_value.scope]
 arguments = ["len(value) <= 100"]
+
+# Nothing listens there: every event stays in the outbox, listed by `purra webhooks list`.
+[webhooks.ops]
+url = "http://127.0.0.1:9/hook"
+secret_env = "{SECRET_ENV}"
+backoff = "1h"
 "#
     )
 }
@@ -127,6 +137,7 @@ fn start_gateways(dir: &Path, db: &str, upstream: &Upstream, n: usize) -> Gatewa
         std::fs::write(&config, config_text(db, port, &upstream.url)).expect("config");
         let mut child = Command::new(purra_bin())
             .args(["gateway", "--config", &config.to_string_lossy()])
+            .env(SECRET_ENV, SECRET)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -466,6 +477,50 @@ fn a_grant_covers_only_calls_inside_its_rules_and_its_time() {
     assert!(waits(&outside), "{outside}");
     assert_eq!(upstream.writes(), ["notes/a"]);
 
+    // Webhooks: the approval a grant made is announced decided (by the grant), never pending;
+    // the call that waits is announced pending.
+    let granted = grants(&db, &["show", "grant-1"])["uses"][0]["approval"]
+        .as_str()
+        .expect("a use")
+        .to_owned();
+    let waiting = outside["content"][0]["text"]
+        .as_str()
+        .and_then(|t| t.split("approval ").nth(1))
+        .and_then(|t| t.split(' ').next())
+        .expect("the waiting approval")
+        .to_owned();
+    let out = purra(&["webhooks", "list", "--db", &db, "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let of = |event: &str| -> Vec<String> {
+        listed["deliveries"]
+            .as_array()
+            .expect("deliveries")
+            .iter()
+            .filter(|d| d["event"] == event)
+            .map(|d| d["payload"].to_string())
+            .collect()
+    };
+    let pending = of("approval.pending");
+    assert_eq!(pending.len(), 1, "{listed}");
+    assert!(
+        pending[0].contains(&format!("\"{waiting}\"")),
+        "{}",
+        pending[0]
+    );
+    let decided = of("approval.decided");
+    assert_eq!(decided.len(), 1, "{listed}");
+    assert!(
+        decided[0].contains(&format!("\"{granted}\"")),
+        "{}",
+        decided[0]
+    );
+    assert!(
+        decided[0].contains("grant-1 by operator (grant)"),
+        "{}",
+        decided[0]
+    );
+
     // A grant that ends: used before, not after.
     let short = grants(
         &db,
@@ -533,6 +588,7 @@ fn the_page_lists_grants_and_revokes_one() {
     let mut child = Command::new(purra_bin())
         .args(["gateway", "--config", &config.to_string_lossy()])
         .args(["--page", "127.0.0.1:0", "--page-approver", "ada"])
+        .env(SECRET_ENV, SECRET)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
