@@ -14,12 +14,14 @@
 //! ([`webhooks`]), and the credential store: records with exact values, a compare-and-swap
 //! raced by two instances, sealing bound to the record, rotation, nothing secret at rest
 //! ([`credentials`]), and the operator's effects: listings, reconciliation by a named operator
-//! with bounded evidence, resends claimed once ([`effects`]). Beside the suite, the browser
+//! with bounded evidence, resends claimed once ([`effects`]), and standing grants: uses taken
+//! at most their number by racing instances, only in bounds ([`grants`]). Beside the suite, the browser
 //! tests' WebDriver client ([`webdriver`]), shared
 //! by the crates' integration tests.
 
 pub mod credentials;
 pub mod effects;
+pub mod grants;
 pub mod operator;
 pub mod race;
 pub mod reopen;
@@ -35,7 +37,13 @@ use std::time::{Duration, SystemTime};
 /// What a store's test binary provides to the suite.
 pub trait Harness: Send + Sync + 'static {
     /// The store under test.
-    type Store: OperatorStore + WebhookOutbox + CredentialStore + Clone + std::fmt::Debug + 'static;
+    type Store: OperatorStore
+        + WebhookOutbox
+        + CredentialStore
+        + GrantStore
+        + Clone
+        + std::fmt::Debug
+        + 'static;
 
     /// The location (a path, a schema name...) of a new, empty database; `name` makes it recognizable.
     fn fresh(&self, name: &str) -> String;
@@ -109,7 +117,9 @@ macro_rules! contract_tests {
             credentials::credentials_at_rest_hold_no_secret_bytes,
             credentials::instances_opening_a_new_store_at_once_migrate_it_once,
             effects::unknown_effects_are_listed_shown_and_changed_only_by_a_recorded_decision,
-            effects::an_unknown_effect_is_resent_at_most_once_and_records_what_came_back
+            effects::an_unknown_effect_is_resent_at_most_once_and_records_what_came_back,
+            grants::grant_uses_are_taken_at_most_max_uses_times_by_racing_instances,
+            grants::grants_cover_their_principal_tool_and_time_until_revoked
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {
