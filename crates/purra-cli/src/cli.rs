@@ -56,8 +56,8 @@ Durable writes:
   purra effects list [--unknown]|show KEY|reconcile KEY --committed|--not-sent --evidence TEXT
   purra effects resend KEY --config gateway.toml
                                        settle unknown effects (resend: idempotent writes only)
-  purra grants add --principal P --tool T --uses N --until 8h [--rule RULE]...|list|show ID|revoke ID
-                                       standing grants: covered writes sent without waiting
+  purra grants add --principal P --tool T --uses N --until 8h [--rule RULE]...
+  purra grants list|show ID|revoke ID  standing grants: covered writes sent without waiting
   purra credentials list|set|revoke|rotate
                                        per-principal upstream secrets, sealed at rest
                                        (keys: --keys FILE or PURRA_CREDENTIAL_KEYS)

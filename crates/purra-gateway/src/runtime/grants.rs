@@ -3,10 +3,11 @@
 //!
 //! When a write call would prepare a new approval (after the scope, the schema and the policies
 //! allowed it: a grant never widens what the binding allows), the gateway reads the caller's live
-//! grants for the tool (purra-core's [`GrantStore`]), keeps those whose argument rules (the
-//! gateway's rule grammar) the arguments satisfy, and asks the store to take one use of the
-//! first: the store takes it, prepares the approval and records its approval by the grant in one
-//! transaction, so a grant is never used more than its uses whichever instance races for it.
+//! grants for the tool (purra-core's [`GrantStore`](purra_core::GrantStore)), keeps those whose
+//! argument rules (the gateway's rule grammar) the arguments satisfy, and asks the store to take
+//! one use of the first: the store takes it, prepares the approval and records its approval by the
+//! grant in one transaction, so a grant is never used more than its uses whichever instance races
+//! for it.
 //! The call is then claimed and sent like any approved call. When no grant covers the call, or
 //! the race took the last use, the approval is prepared as always and the call waits.
 
