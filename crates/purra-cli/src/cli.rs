@@ -536,7 +536,7 @@ pub enum GrantsCommand {
     Revoke {
         /// The grant id, e.g. grant-1.
         id: String,
-        /// Who revokes.
+        /// Who revokes (recorded with the path: `NAME (cli)`).
         #[arg(long, value_name = "NAME", default_value = "operator")]
         by: String,
         /// The store and output options.

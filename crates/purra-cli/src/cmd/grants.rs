@@ -139,7 +139,10 @@ pub async fn run(command: GrantsCommand) -> Result<(), Failure> {
         GrantsCommand::Revoke { id, by, .. } => {
             let (_, db) = store::open_located(args).await?;
             db.grants()
-                .revoke_grant(GrantId(id.clone()), by.clone())
+                .revoke_grant(
+                    GrantId(id.clone()),
+                    purra_core::DecisionPath::Cli.approver(by),
+                )
                 .await
                 .map_err(|e| store::failure(&format!("revoking {id}"), e))?;
             if json_out {

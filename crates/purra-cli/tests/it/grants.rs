@@ -405,8 +405,12 @@ fn race(db: &str, dir: &Path, instances: usize, calls: usize, uses: usize) {
     assert_eq!(upstream.writes().len(), uses + 1);
     let shown = grants(db, &["show", &second]);
     assert_eq!(
-        (shown["used"].clone(), shown["status"].clone()),
-        (json!(1), json!("revoked"))
+        (
+            shown["used"].clone(),
+            shown["status"].clone(),
+            shown["revoked"]["by"].clone()
+        ),
+        (json!(1), json!("revoked"), json!("operator (cli)"))
     );
     // Revoking twice is a conflict (exit 3).
     let again = purra(&["grants", "revoke", &second, "--db", db]);
