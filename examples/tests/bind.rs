@@ -81,6 +81,10 @@ async fn every_typed_tool_binds_under_the_strict_profile() {
             "touch"
         ]
     );
-    let demo = bind_every_tool(purra_examples::demo_server::build(), "demo").await;
+    let demo = bind_every_tool(
+        purra_examples::demo_server::build(None).expect("the demo server"),
+        "demo",
+    )
+    .await;
     assert_eq!(demo, ["clear_note", "get_note", "set_note"]);
 }

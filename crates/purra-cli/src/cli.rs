@@ -56,6 +56,8 @@ Durable writes:
   purra effects list [--unknown]|show KEY|reconcile KEY --committed|--not-sent --evidence TEXT
   purra effects resend KEY --config gateway.toml
                                        settle unknown effects (resend: idempotent writes only)
+  purra grants add --principal P --tool T --uses N --until 8h [--rule RULE]...
+  purra grants list|show ID|revoke ID  standing grants: covered writes sent without waiting
   purra credentials list|set|revoke|rotate
                                        per-principal upstream secrets, sealed at rest
                                        (keys: --keys FILE or PURRA_CREDENTIAL_KEYS)
@@ -138,6 +140,10 @@ pub enum Command {
     /// List, show, approve or deny the approvals in a store.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
+    /// Standing grants: a principal's calls of one write tool approved without waiting, at
+    /// most N times, until a time (add, list, show, revoke).
+    #[command(subcommand)]
+    Grants(GrantsCommand),
     /// List or show the runs in a store.
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -555,6 +561,80 @@ pub struct KeysArgs {
     /// current key first. Without it: the PURRA_CREDENTIAL_KEYS variable, in the same format.
     #[arg(long, value_name = "FILE")]
     pub keys: Option<std::path::PathBuf>,
+}
+
+/// `purra grants`.
+#[derive(Debug, Subcommand)]
+pub enum GrantsCommand {
+    /// Grant a principal's calls of one write tool (the gateway's local name), under argument
+    /// rules, at most N times, until a time: such a call is approved by the grant and sent
+    /// without waiting.
+    Add {
+        /// The principal whose calls it covers (as the gateway names callers).
+        #[arg(long, value_name = "P")]
+        principal: String,
+        /// The write tool (the gateway's local name).
+        #[arg(long, value_name = "T")]
+        tool: String,
+        /// An argument rule every covered call satisfies, in the gateway's grammar, such as
+        /// 'path within "/srv/notes"' (repeatable; all must hold).
+        #[arg(long = "rule", value_name = "RULE")]
+        rules: Vec<String>,
+        /// At most this many uses (1 to 10000).
+        #[arg(long, value_name = "N",
+              value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        uses: u32,
+        /// Until when: an RFC 3339 time (2026-12-07T18:00:00Z) or a duration from now (8h,
+        /// 30m).
+        #[arg(long, value_name = "TIME|DURATION")]
+        until: String,
+        /// Who grants (recorded with the grant and as the approver of each use).
+        #[arg(long, value_name = "NAME", default_value = "operator")]
+        by: String,
+        /// A note kept with the grant and each approval it makes.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// The grants in the store, the newest first, with their uses left and status.
+    List {
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// One grant with every use (the approval each use approved).
+    Show {
+        /// The grant id, e.g. grant-1.
+        id: String,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revoke a grant: no call uses it after this.
+    Revoke {
+        /// The grant id, e.g. grant-1.
+        id: String,
+        /// Who revokes (recorded with the path: `NAME (cli)`).
+        #[arg(long, value_name = "NAME", default_value = "operator")]
+        by: String,
+        /// The store and output options.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+impl GrantsCommand {
+    /// The store and output options of this subcommand.
+    pub fn store_args(&self) -> &StoreArgs {
+        match self {
+            GrantsCommand::Add { store, .. }
+            | GrantsCommand::List { store }
+            | GrantsCommand::Show { store, .. }
+            | GrantsCommand::Revoke { store, .. } => store,
+        }
+    }
 }
 
 /// `purra credentials`.

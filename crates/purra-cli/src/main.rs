@@ -53,6 +53,7 @@ fn main() {
         | Command::Login(_)
         | Command::Logout(_) => false,
         Command::Approvals(a) => a.store_args().json,
+        Command::Grants(a) => a.store_args().json,
         Command::Runs(a) => a.store_args().json,
         Command::Effects(a) => a.store_args().json,
         Command::Catalog(a) => a.store_args().json,
@@ -156,6 +157,7 @@ async fn dispatch(
             Ok(())
         }
         Command::Approvals(a) => cmd::approvals::run(a).await,
+        Command::Grants(a) => cmd::grants::run(a).await,
         Command::Runs(a) => cmd::runs::run(a).await,
         Command::Effects(a) => cmd::effects::run(a).await,
         Command::Webhooks(a) => cmd::webhooks::run(a).await,

@@ -23,19 +23,22 @@ pub enum DecisionPath {
     Elicitation,
     /// The gateway's approval view (MCP Apps), through its app-only tool.
     App,
+    /// A standing grant an approver made (`grant-3 by ada (grant)`): an operator's decision.
+    Grant,
 }
 
 impl DecisionPath {
     /// Every path.
-    pub const ALL: [DecisionPath; 5] = [
+    pub const ALL: [DecisionPath; 6] = [
         DecisionPath::Page,
         DecisionPath::Cli,
         DecisionPath::Api,
         DecisionPath::Elicitation,
         DecisionPath::App,
+        DecisionPath::Grant,
     ];
 
-    /// `page`, `cli`, `api`, `elicitation` or `app`.
+    /// `page`, `cli`, `api`, `elicitation`, `app` or `grant`.
     pub const fn as_str(self) -> &'static str {
         match self {
             DecisionPath::Page => "page",
@@ -43,6 +46,7 @@ impl DecisionPath {
             DecisionPath::Api => "api",
             DecisionPath::Elicitation => "elicitation",
             DecisionPath::App => "app",
+            DecisionPath::Grant => "grant",
         }
     }
 
@@ -50,7 +54,7 @@ impl DecisionPath {
     pub const fn is_operator(self) -> bool {
         matches!(
             self,
-            DecisionPath::Page | DecisionPath::Cli | DecisionPath::Api
+            DecisionPath::Page | DecisionPath::Cli | DecisionPath::Api | DecisionPath::Grant
         )
     }
 

@@ -17,7 +17,8 @@
 //!   store; [`events`]: the store events hosts wait on instead of polling; [`webhook`]: the outbox
 //!   a store records approval and effect events in, in the transaction that makes them, for
 //!   webhook deliverers; [`credential`]: each principal's upstream credentials, kept sealed
-//!   ([`vault`]: the keyring, sealing and rotation).
+//!   ([`vault`]: the keyring, sealing and rotation); [`grant`]: standing grants, one use taken
+//!   with the approval it approves, in one transaction.
 //! - [`model`] and [`agent`]: the `Model` trait, a scripted model, and the agent loop with checkpoints.
 //! - [`approver`]: the path a decision came by, recorded in its approver (`ada (page)`);
 //!   [`visible`]: the characters shown as escapes wherever a person reads what a write sends.
@@ -37,6 +38,7 @@ pub mod credential;
 pub mod effect;
 pub mod error_code;
 pub mod events;
+pub mod grant;
 pub mod idempotency;
 pub mod idempotent_results;
 pub mod identity;
@@ -73,6 +75,7 @@ pub use effect::{
 };
 pub use error_code::ErrorCode;
 pub use events::{EventSender, StoreEvent, StoreEvents};
+pub use grant::{GrantId, GrantStore, GrantUse, GrantView, NewGrant};
 pub use idempotency::{
     ClaimResult, ClaimState, EffectOutcome, IdempotencyKey, IdempotencyStore,
     InMemoryIdempotencyStore,

@@ -383,8 +383,9 @@ pub struct AuditEntry {
     /// The store owner that wrote it.
     pub owner: String,
     /// What happened: `opened`, `closed`, `prepared`, `decided`, `claimed`, `refused`, `claim_refused`,
-    /// `outcome`, `outcome_rejected`, `interrupted`, `reconciled`, `run_suspended`, `run_removed`, and
-    /// (PostgreSQL, after a lost commit acknowledgement) `commit_confirmed`.
+    /// `outcome`, `outcome_rejected`, `interrupted`, `reconciled`, `run_suspended`, `run_removed`,
+    /// `grant_added`, `grant_used` (naming the grant and the approval it approved), `grant_revoked`,
+    /// and (PostgreSQL, after a lost commit acknowledgement) `commit_confirmed`.
     pub event: String,
     /// The approval concerned, if any.
     pub approval_id: Option<String>,

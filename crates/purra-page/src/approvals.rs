@@ -68,7 +68,7 @@ async fn listing(
             page.config.pending_page,
         ),
         // The effects queue has a listing of its own (`effects`); never asked here.
-        View::History | View::Effects => {
+        View::History | View::Effects | View::Grants => {
             (ApprovalQuery::all().decided(), page.config.history_limit)
         }
     };
@@ -86,7 +86,7 @@ async fn listing(
                     .load_suspended(view_of.request.intent.run_id.clone())
                     .await?,
             ),
-            View::History | View::Effects => {
+            View::History | View::Effects | View::Grants => {
                 (store.approval_audit(view_of.id.clone()).await?, None)
             }
         };
@@ -97,7 +97,7 @@ async fn listing(
         });
     }
     let (more, total) = match view {
-        View::History | View::Effects => (None, None),
+        View::History | View::Effects | View::Grants => (None, None),
         View::Pending => {
             let more = match &read.next {
                 Some(next) => store.count_approvals(query.continued(next.clone())).await?,
@@ -178,6 +178,7 @@ async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
                 View::Pending => "Pending",
                 View::History => "History",
                 View::Effects => "Unknown effects",
+                View::Grants => "Standing grants",
             };
             html(
                 StatusCode::OK,

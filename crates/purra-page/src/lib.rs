@@ -51,6 +51,7 @@ mod config;
 pub mod connect;
 mod connect_routes;
 mod effects;
+mod grants;
 mod guard;
 mod login;
 mod oidc;
@@ -134,6 +135,8 @@ struct Inner {
     resend: OnceLock<Resend>,
     /// The store's pinned tool definitions and catalog changes (`/catalog`), when given.
     catalog: Option<Arc<dyn purra_core::CatalogPins>>,
+    /// The store's standing grants, listed (and revoked) at `/grants`, when set.
+    grants: OnceLock<Arc<dyn purra_core::GrantStore>>,
 }
 
 impl Page {
@@ -190,6 +193,7 @@ impl Page {
                 redirect_uri,
                 resend: OnceLock::new(),
                 catalog: None,
+                grants: OnceLock::new(),
             }),
         }
     }
@@ -208,6 +212,12 @@ impl Page {
             inner.catalog = Some(pins);
         }
         self
+    }
+
+    /// Lets the page list the store's standing grants at `/grants` and revoke them. Set once;
+    /// `false` when set already.
+    pub fn set_grants(&self, grants: Arc<dyn purra_core::GrantStore>) -> bool {
+        self.inner.grants.set(grants).is_ok()
     }
 
     /// Each approver's access token (show them to the approvers, nowhere else); none when token

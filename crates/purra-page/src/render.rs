@@ -58,15 +58,18 @@ pub enum View {
     History,
     /// The queue of unknown effects.
     Effects,
+    /// The standing grants.
+    Grants,
 }
 
 impl View {
-    /// `pending`, `history` or `effects` (also the fragment's path segment).
+    /// `pending`, `history`, `effects` or `grants` (also the fragment's path segment).
     pub fn as_str(self) -> &'static str {
         match self {
             View::Pending => "pending",
             View::History => "history",
             View::Effects => "effects",
+            View::Grants => "grants",
         }
     }
 }
@@ -101,7 +104,8 @@ fn page_layout(
             nav,
             "<nav><a href=\"/\"{}>Pending</a> <a href=\"/history\"{}>History</a> \
              <a href=\"/effects\" id=\"nav-effects\"{}>Unknown effects</a> \
-             <a href=\"/catalog\"{}>Catalog</a>\
+             <a href=\"/catalog\"{}>Catalog</a> \
+             <a href=\"/grants\" id=\"nav-grants\"{}>Grants</a>\
              <span class=\"who\">Signed in as <b id=\"approver\">{}</b></span></nav>",
             current(View::Pending),
             current(View::History),
@@ -111,6 +115,7 @@ fn page_layout(
             } else {
                 ""
             },
+            current(View::Grants),
             esc(approver)
         );
     }
@@ -264,8 +269,8 @@ pub fn list(view: View, listing: &Listing, csrf: &str, now: SystemTime) -> Strin
                 );
             }
         }
-        // The effects queue is rendered by `effects`.
-        View::Effects => {}
+        // The effects queue is rendered by `effects`, the grants by `grants`.
+        View::Effects | View::Grants => {}
     }
     out
 }

@@ -14,7 +14,7 @@ use axum::Router;
 use http::{header, HeaderValue, StatusCode};
 
 use crate::respond::{not_found, refusal, text};
-use crate::{approvals, assets, catalog, connect_routes, effects, login, oidc, Inner};
+use crate::{approvals, assets, catalog, connect_routes, effects, grants, login, oidc, Inner};
 
 /// The Content-Security-Policy of every answer: the page's own script and style only, never in
 /// a frame.
@@ -41,7 +41,10 @@ pub(crate) fn router(page: Arc<Inner>) -> Router {
         .route("/effects/{key}/reconcile", post(effects::reconcile))
         .route("/effects/{key}/resend", post(effects::resend))
         .route("/catalog", get(catalog::list))
-        .route("/catalog/{id}/decide", post(catalog::decide));
+        .route("/catalog/{id}/decide", post(catalog::decide))
+        .route("/grants", get(grants::list))
+        .route("/fragment/grants", get(grants::list_fragment))
+        .route("/grants/{id}/revoke", post(grants::revoke));
     if page.config.oidc.is_some() {
         routes = routes
             .route("/login/oidc", get(login::oidc_start))

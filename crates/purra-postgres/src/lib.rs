@@ -36,6 +36,7 @@
 
 mod credential;
 mod effects;
+mod grant;
 mod idempotent;
 mod listen;
 mod migrate;

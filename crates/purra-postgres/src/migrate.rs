@@ -238,6 +238,37 @@ CREATE TABLE catalog_changes (
 CREATE INDEX catalog_changes_pending ON catalog_changes (state, seq);
 "#;
 
+// ---- Issue 47, standing grants (one schema step of its own) ----
+
+/// Schema version 8: standing grants, as purra-sqlite's schema 10: `used` never passes `max_uses`
+/// (a use is one conditional `UPDATE`, which PostgreSQL serializes on the grant's row across
+/// every instance, in the transaction that prepares and approves the call's approval);
+/// `grant_uses` lists each use with its approval. Nothing existing is touched.
+const V8_GRANTS: &str = r#"
+CREATE TABLE grants (
+    seq           BIGSERIAL PRIMARY KEY,
+    principal     TEXT NOT NULL,
+    tool          TEXT NOT NULL,
+    rules_json    TEXT NOT NULL,
+    max_uses      BIGINT NOT NULL CHECK (max_uses > 0),
+    used          BIGINT NOT NULL DEFAULT 0,
+    until_ns      BIGINT NOT NULL,
+    granted_by    TEXT NOT NULL,
+    granted_at_ns BIGINT NOT NULL,
+    note          TEXT,
+    revoked_at_ns BIGINT,
+    revoked_by    TEXT,
+    CHECK (used >= 0 AND used <= max_uses)
+);
+CREATE INDEX grants_by_principal ON grants (principal, tool) WHERE revoked_at_ns IS NULL;
+CREATE TABLE grant_uses (
+    grant_seq   BIGINT NOT NULL REFERENCES grants(seq),
+    approval_id TEXT NOT NULL,
+    at_ns       BIGINT NOT NULL,
+    PRIMARY KEY (grant_seq, approval_id)
+);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -247,6 +278,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V5_IDEMPOTENT_RESULTS,
     V6_EFFECTS,
     V7_CATALOG_PINS,
+    V8_GRANTS,
 ];
 
 /// Why migrating failed.

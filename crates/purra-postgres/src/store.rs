@@ -302,7 +302,7 @@ impl<'a> Audit<'a> {
         }
     }
 
-    fn approval(mut self, id: &'a str) -> Self {
+    pub(crate) fn approval(mut self, id: &'a str) -> Self {
         self.approval_id = Some(id);
         self
     }
@@ -312,7 +312,7 @@ impl<'a> Audit<'a> {
         self
     }
 
-    fn run(mut self, run: &'a str) -> Self {
+    pub(crate) fn run(mut self, run: &'a str) -> Self {
         self.run_id = Some(run);
         self
     }
@@ -378,7 +378,7 @@ pub(crate) async fn witness(
 }
 
 /// An approval to insert, written down once before its transaction (retried attempts reuse it).
-struct NewApproval {
+pub(crate) struct NewApproval {
     intent_json: String,
     digest: String,
     request_json: String,
@@ -393,7 +393,7 @@ struct NewApproval {
 
 impl NewApproval {
     /// `request`, checked (its arguments and binding are the intent's) and written down.
-    fn of(request: &ApprovalRequest) -> Result<NewApproval, StoreError> {
+    pub(crate) fn of(request: &ApprovalRequest) -> Result<NewApproval, StoreError> {
         request.check()?;
         let intent = &request.intent;
         to_ns(request.requested_at)?;
@@ -411,12 +411,25 @@ impl NewApproval {
     }
 }
 
-/// Inserts `row` as a pending approval with its `prepared` audit row (witnessed by `op`); its id.
-async fn insert_approval(
+/// Inserts `row` as a pending approval with its `prepared` audit row (witnessed by `op`) and its
+/// `approval.pending` event; its id.
+pub(crate) async fn insert_approval(
     tx: &Tx<'_>,
     me: &str,
     op: &str,
     row: &NewApproval,
+) -> Result<ApprovalId, Error> {
+    insert_prepared(tx, me, op, row, true).await
+}
+
+/// [`insert_approval`], recording the `approval.pending` event only when `pending_event` (an
+/// approval a grant approves in the same transaction never waits for anyone).
+pub(crate) async fn insert_prepared(
+    tx: &Tx<'_>,
+    me: &str,
+    op: &str,
+    row: &NewApproval,
+    pending_event: bool,
 ) -> Result<ApprovalId, Error> {
     let inserted = query_opt(
         tx,
@@ -450,11 +463,83 @@ async fn insert_approval(
         .run(&row.run),
     )
     .await?;
-    if crate::webhook::wanted(tx, WebhookEventType::ApprovalPending).await? {
+    if pending_event && crate::webhook::wanted(tx, WebhookEventType::ApprovalPending).await? {
         let event = WebhookEvent::pending(&id, &row.request, SystemTime::now());
         crate::webhook::insert(tx, &event).await?;
     }
     Ok(id)
+}
+
+/// Records `decision` on approval `id` in `tx` (its `decided` audit row witnessed by `op`, and
+/// the webhook event).
+pub(crate) async fn decide_in(
+    tx: &Tx<'_>,
+    me: &str,
+    op: &str,
+    id: &ApprovalId,
+    decision: &Decision,
+) -> Result<(), Error> {
+    let seq = approval_seq(id).ok_or(StoreError::NotFound)?;
+    let decided_at = to_ns(decision.decided_at)?;
+    let expires_at = decision.expires_at.map(to_ns).transpose()?;
+    let verdict = match decision.verdict {
+        Verdict::Approve => "approve",
+        Verdict::Deny => "deny",
+    };
+    let row = query_opt(
+        tx,
+        "SELECT state, request_expires_at_ns, tool, principal FROM approvals
+         WHERE seq = $1 FOR UPDATE",
+        &[&seq],
+    )
+    .await?;
+    let approval = match row {
+        None => return Err(StoreError::NotFound.into()),
+        Some(r) if r.get::<_, &str>(0) != "prepared" => {
+            return Err(StoreError::Conflict("already decided").into())
+        }
+        Some(r) if r.get::<_, Option<i64>>(1).is_some_and(|u| u <= decided_at) => {
+            return Err(StoreError::Conflict("the approval request expired").into())
+        }
+        Some(r) => ApprovalRef {
+            id: id.clone(),
+            tool: r.get(2),
+            principal: r.get(3),
+        },
+    };
+    exec(
+        tx,
+        "UPDATE approvals SET state = 'decided', verdict = $1, approver = $2,
+                decided_at_ns = $3, expires_at_ns = $4, note = $5
+         WHERE seq = $6",
+        &[
+            &verdict,
+            &decision.approver,
+            &decided_at,
+            &expires_at,
+            &decision.note,
+            &seq,
+        ],
+    )
+    .await?;
+    append(
+        tx,
+        me,
+        Some(op),
+        Audit::new(
+            "decided",
+            json!({"verdict": verdict, "approver": decision.approver,
+                   "decidedAtNs": decided_at, "expiresAtNs": expires_at,
+                   "note": decision.note}),
+        )
+        .approval(&id.0),
+    )
+    .await?;
+    if crate::webhook::wanted(tx, WebhookEventType::ApprovalDecided).await? {
+        let event = WebhookEvent::decided(&approval, decision, SystemTime::now());
+        crate::webhook::insert(tx, &event).await?;
+    }
+    Ok(())
 }
 
 /// Inserts a claim unless the key exists; true when this call claimed it.
@@ -999,73 +1084,21 @@ impl ApprovalGateway for PostgresStore {
     fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
         let op = self.op_token();
         Box::pin(async move {
-            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
-            let decided_at = to_ns(decision.decided_at)?;
-            let expires_at = decision.expires_at.map(to_ns).transpose()?;
-            let verdict = match decision.verdict {
-                Verdict::Approve => "approve",
-                Verdict::Deny => "deny",
-            };
             self.transact(move |tx, me, retry| {
                 let (op, id, decision) = (op.clone(), id.clone(), decision.clone());
                 Box::pin(async move {
-                    let row = query_opt(
-                        tx,
-                        "SELECT state, request_expires_at_ns, tool, principal FROM approvals
-                         WHERE seq = $1 FOR UPDATE",
-                        &[&seq],
-                    )
-                    .await?;
+                    if let Some(seq) = approval_seq(&id) {
+                        query_opt(
+                            tx,
+                            "SELECT 1 FROM approvals WHERE seq = $1 FOR UPDATE",
+                            &[&seq],
+                        )
+                        .await?;
+                    }
                     if retry && witness(tx, me, &op).await?.is_some() {
                         return Ok(());
                     }
-                    let approval = match row {
-                        None => return Err(StoreError::NotFound.into()),
-                        Some(r) if r.get::<_, &str>(0) != "prepared" => {
-                            return Err(StoreError::Conflict("already decided").into())
-                        }
-                        Some(r) if r.get::<_, Option<i64>>(1).is_some_and(|u| u <= decided_at) => {
-                            return Err(StoreError::Conflict("the approval request expired").into())
-                        }
-                        Some(r) => ApprovalRef {
-                            id: id.clone(),
-                            tool: r.get(2),
-                            principal: r.get(3),
-                        },
-                    };
-                    exec(
-                        tx,
-                        "UPDATE approvals SET state = 'decided', verdict = $1, approver = $2,
-                                decided_at_ns = $3, expires_at_ns = $4, note = $5
-                         WHERE seq = $6",
-                        &[
-                            &verdict,
-                            &decision.approver,
-                            &decided_at,
-                            &expires_at,
-                            &decision.note,
-                            &seq,
-                        ],
-                    )
-                    .await?;
-                    append(
-                        tx,
-                        me,
-                        Some(&op),
-                        Audit::new(
-                            "decided",
-                            json!({"verdict": verdict, "approver": decision.approver,
-                                   "decidedAtNs": decided_at, "expiresAtNs": expires_at,
-                                   "note": decision.note}),
-                        )
-                        .approval(&id.0),
-                    )
-                    .await?;
-                    if crate::webhook::wanted(tx, WebhookEventType::ApprovalDecided).await? {
-                        let event = WebhookEvent::decided(&approval, &decision, SystemTime::now());
-                        crate::webhook::insert(tx, &event).await?;
-                    }
-                    Ok(())
+                    decide_in(tx, me, &op, &id, &decision).await
                 })
             })
             .await

@@ -102,6 +102,7 @@
 mod audit;
 mod credential;
 mod effects;
+mod grant;
 mod idempotent;
 mod migrate;
 mod pins;

@@ -339,6 +339,38 @@ CREATE TABLE catalog_changes (
 CREATE INDEX catalog_changes_pending ON catalog_changes(state, seq);
 "#;
 
+// ---- Issue 47, standing grants (one schema step of its own) ----
+
+/// Schema version 10: standing grants (purra-core's `grant`): who may call which tool, under
+/// which argument rules (JSON text), how many times (`used` never passes `max_uses`: a use is a
+/// conditional update in the transaction that prepares and approves the call's approval) and
+/// until when; who granted and revoked it. `grant_uses` lists each use with its approval;
+/// `grants_by_principal` serves a call's look-up of its live grants. Nothing existing is touched.
+const V10_GRANTS: &str = r#"
+CREATE TABLE grants (
+    seq           INTEGER PRIMARY KEY,
+    principal     TEXT NOT NULL,
+    tool          TEXT NOT NULL,
+    rules_json    TEXT NOT NULL,
+    max_uses      INTEGER NOT NULL CHECK (max_uses > 0),
+    used          INTEGER NOT NULL DEFAULT 0,
+    until_ns      INTEGER NOT NULL,
+    granted_by    TEXT NOT NULL,
+    granted_at_ns INTEGER NOT NULL,
+    note          TEXT,
+    revoked_at_ns INTEGER,
+    revoked_by    TEXT,
+    CHECK (used >= 0 AND used <= max_uses)
+);
+CREATE INDEX grants_by_principal ON grants(principal, tool) WHERE revoked_at_ns IS NULL;
+CREATE TABLE grant_uses (
+    grant_seq   INTEGER NOT NULL REFERENCES grants(seq),
+    approval_id TEXT NOT NULL,
+    at_ns       INTEGER NOT NULL,
+    PRIMARY KEY (grant_seq, approval_id)
+);
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -350,6 +382,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V7_IDEMPOTENT_RESULTS,
     V8_EFFECTS,
     V9_CATALOG_PINS,
+    V10_GRANTS,
 ];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which

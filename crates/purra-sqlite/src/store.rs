@@ -670,12 +670,23 @@ impl StoredApproval {
     }
 }
 
-/// Inserts `request` as a pending approval with its `prepared` audit row (the row's pointer set);
-/// its id.
-fn insert_approval(
+/// Inserts `request` as a pending approval with its `prepared` audit row (the row's pointer set)
+/// and its `approval.pending` event; its id.
+pub(crate) fn insert_approval(
     tx: &Connection,
     me: &str,
     request: &ApprovalRequest,
+) -> Result<ApprovalId, StoreError> {
+    insert_prepared(tx, me, request, true)
+}
+
+/// [`insert_approval`], recording the `approval.pending` event only when `pending_event` (an
+/// approval a grant approves in the same transaction never waits for anyone).
+pub(crate) fn insert_prepared(
+    tx: &Connection,
+    me: &str,
+    request: &ApprovalRequest,
+    pending_event: bool,
 ) -> Result<ApprovalId, StoreError> {
     request.check()?;
     let intent = &request.intent;
@@ -719,10 +730,79 @@ fn insert_approval(
         params![seq, audit],
     )
     .map_err(backend)?;
-    crate::webhook::record(tx, WebhookEventType::ApprovalPending, |_| {
-        Ok(WebhookEvent::pending(&id, request, from_ns(at)))
-    })?;
+    if pending_event {
+        crate::webhook::record(tx, WebhookEventType::ApprovalPending, |_| {
+            Ok(WebhookEvent::pending(&id, request, from_ns(at)))
+        })?;
+    }
     Ok(id)
+}
+
+/// Records `decision` on approval `id` in `tx` (the `decided` audit row and webhook event).
+pub(crate) fn decide_in(
+    tx: &Connection,
+    me: &str,
+    id: &ApprovalId,
+    decision: &Decision,
+) -> Result<(), StoreError> {
+    let seq = approval_seq(id).ok_or(StoreError::NotFound)?;
+    let decided_at = to_ns(decision.decided_at)?;
+    let expires_at = decision.expires_at.map(to_ns).transpose()?;
+    let verdict = match decision.verdict {
+        Verdict::Approve => "approve",
+        Verdict::Deny => "deny",
+    };
+    let row: Option<(String, Option<i64>, String, Option<String>)> = tx
+        .row(
+            "SELECT state, request_expires_at_ns, tool, principal FROM approvals
+                 WHERE seq = ?1",
+            params![seq],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )
+        .optional()
+        .map_err(backend)?;
+    let (tool, principal) = match row {
+        None => return Err(StoreError::NotFound),
+        Some((state, ..)) if state != "prepared" => {
+            return Err(StoreError::Conflict("already decided"))
+        }
+        Some((_, Some(until), ..)) if until <= decided_at => {
+            return Err(StoreError::Conflict("the approval request expired"))
+        }
+        Some((_, _, tool, principal)) => (tool, principal),
+    };
+    let at = now_ns()?;
+    let audit = append(
+        tx,
+        at,
+        me,
+        "decided",
+        Some((&id.0, Trail::FromApproval)),
+        None,
+        None,
+        &json!({"verdict": verdict, "approver": decision.approver,
+                    "decidedAtNs": decided_at, "expiresAtNs": expires_at,
+                    "note": decision.note}),
+    )?;
+    tx.exec(
+        "UPDATE approvals SET state = 'decided', verdict = ?1, approver = ?2,
+                    decided_at_ns = ?3, expires_at_ns = ?4, note = ?5, decided_audit = ?7
+             WHERE seq = ?6",
+        params![
+            verdict,
+            decision.approver,
+            decided_at,
+            expires_at,
+            decision.note,
+            seq,
+            audit
+        ],
+    )
+    .map_err(backend)?;
+    crate::webhook::record(tx, WebhookEventType::ApprovalDecided, |_| {
+        let approval = crate::webhook::approval_ref(id, tool, principal);
+        Ok(WebhookEvent::decided(&approval, decision, from_ns(at)))
+    })
 }
 
 /// Inserts a claim unless the key exists; its sequence number when this call claimed it.
@@ -1282,66 +1362,7 @@ impl ApprovalGateway for SqliteStore {
     }
 
     fn decide(&self, id: ApprovalId, decision: Decision) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.write(move |tx, me| {
-            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
-            let decided_at = to_ns(decision.decided_at)?;
-            let expires_at = decision.expires_at.map(to_ns).transpose()?;
-            let verdict = match decision.verdict {
-                Verdict::Approve => "approve",
-                Verdict::Deny => "deny",
-            };
-            let row: Option<(String, Option<i64>, String, Option<String>)> = tx
-                .row(
-                    "SELECT state, request_expires_at_ns, tool, principal FROM approvals
-                     WHERE seq = ?1",
-                    params![seq],
-                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-                )
-                .optional()
-                .map_err(backend)?;
-            let (tool, principal) = match row {
-                None => return Err(StoreError::NotFound),
-                Some((state, ..)) if state != "prepared" => {
-                    return Err(StoreError::Conflict("already decided"))
-                }
-                Some((_, Some(until), ..)) if until <= decided_at => {
-                    return Err(StoreError::Conflict("the approval request expired"))
-                }
-                Some((_, _, tool, principal)) => (tool, principal),
-            };
-            let at = now_ns()?;
-            let audit = append(
-                tx,
-                at,
-                me,
-                "decided",
-                Some((&id.0, Trail::FromApproval)),
-                None,
-                None,
-                &json!({"verdict": verdict, "approver": decision.approver,
-                        "decidedAtNs": decided_at, "expiresAtNs": expires_at,
-                        "note": decision.note}),
-            )?;
-            tx.exec(
-                "UPDATE approvals SET state = 'decided', verdict = ?1, approver = ?2,
-                        decided_at_ns = ?3, expires_at_ns = ?4, note = ?5, decided_audit = ?7
-                 WHERE seq = ?6",
-                params![
-                    verdict,
-                    decision.approver,
-                    decided_at,
-                    expires_at,
-                    decision.note,
-                    seq,
-                    audit
-                ],
-            )
-            .map_err(backend)?;
-            crate::webhook::record(tx, WebhookEventType::ApprovalDecided, |_| {
-                let approval = crate::webhook::approval_ref(&id, tool, principal);
-                Ok(WebhookEvent::decided(&approval, &decision, from_ns(at)))
-            })
-        })
+        self.write(move |tx, me| decide_in(tx, me, &id, &decision))
     }
 
     fn record(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalRecord>, StoreError>> {

@@ -14,13 +14,15 @@
 //! ([`webhooks`]), and the credential store: records with exact values, a compare-and-swap
 //! raced by two instances, sealing bound to the record, rotation, nothing secret at rest
 //! ([`credentials`]), and the operator's effects: listings, reconciliation by a named operator
-//! with bounded evidence, resends claimed once ([`effects`]), and pinned tool definitions: one
+//! with bounded evidence, resends claimed once ([`effects`]), pinned tool definitions: one
 //! catalog change per difference whichever instances see it, re-pinned by its approval
-//! ([`pins`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
+//! ([`pins`]), and standing grants: uses taken at most their number by racing instances, only
+//! in bounds ([`grants`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
 //! by the crates' integration tests.
 
 pub mod credentials;
 pub mod effects;
+pub mod grants;
 pub mod operator;
 pub mod pins;
 pub mod race;
@@ -41,6 +43,7 @@ pub trait Harness: Send + Sync + 'static {
         + WebhookOutbox
         + CredentialStore
         + CatalogPins
+        + GrantStore
         + Clone
         + std::fmt::Debug
         + 'static;
@@ -118,7 +121,9 @@ macro_rules! contract_tests {
             credentials::instances_opening_a_new_store_at_once_migrate_it_once,
             effects::unknown_effects_are_listed_shown_and_changed_only_by_a_recorded_decision,
             effects::an_unknown_effect_is_resent_at_most_once_and_records_what_came_back,
-            pins::a_difference_is_kept_once_and_approving_it_re_pins
+            pins::a_difference_is_kept_once_and_approving_it_re_pins,
+            grants::grant_uses_are_taken_at_most_max_uses_times_by_racing_instances,
+            grants::grants_cover_their_principal_tool_and_time_until_revoked
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -14,7 +14,8 @@
 //! ```
 
 use purra_core::{
-    ApprovalGateway, CredentialStore, OperatorStore, RunStore, StoreError, WebhookOutbox,
+    ApprovalGateway, CredentialStore, GrantStore, OperatorStore, RunStore, StoreError,
+    WebhookOutbox,
 };
 use purra_postgres::{PostgresOptions, PostgresStore};
 use purra_sqlite::{SqliteOptions, SqliteStore};
@@ -159,6 +160,14 @@ impl AnyStore {
 
     /// The store's pinned tool definitions and catalog changes.
     pub fn pins(&self) -> Arc<dyn purra_core::CatalogPins> {
+        match self {
+            AnyStore::Sqlite(s) => s.clone(),
+            AnyStore::Postgres(s) => s.clone(),
+        }
+    }
+
+    /// The store's standing grants.
+    pub fn grants(&self) -> Arc<dyn GrantStore> {
         match self {
             AnyStore::Sqlite(s) => s.clone(),
             AnyStore::Postgres(s) => s.clone(),

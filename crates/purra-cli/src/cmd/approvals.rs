@@ -127,6 +127,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                 "purra approvals",
             )
             .await?;
+            bound.set_grants(db.grants());
             // Found through a gateway file: the queue of unknown effects may resend through its
             // bindings; without one the page says why it cannot.
             if let Some(file) = store::locate(args)?.gateway_file {

@@ -133,6 +133,8 @@ async fn serve(
     let options = StartOptions::default()
         .log(|m| say("purra gateway", m))
         .excerpts(excerpts);
+    // The page lists and revokes the store's standing grants.
+    let grants = store.grants();
     let gateway = match Gateway::start_with(loaded.config, &loaded.source, store, options).await {
         Ok(g) => g,
         Err(StartError::Config(e)) => {
@@ -293,6 +295,9 @@ async fn serve(
                 }
             };
             bound.set_resend(resend);
+            if let Some(g) = grants {
+                bound.set_grants(g);
+            }
             // Webhook events link under the page's address unless `[page] url` names another.
             gateway.webhooks().default_page_url(bound.url());
             let stop = page_stop.clone();

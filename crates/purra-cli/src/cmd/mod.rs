@@ -7,6 +7,7 @@ pub mod credentials;
 pub mod demo;
 pub mod effects;
 pub mod gateway;
+pub mod grants;
 pub mod inspect;
 pub mod login;
 pub mod page;

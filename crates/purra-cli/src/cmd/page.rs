@@ -330,6 +330,11 @@ impl Bound {
         self.page.set_resend(resend);
     }
 
+    /// Lets the page list and revoke the store's standing grants.
+    pub fn set_grants(&self, grants: Arc<dyn purra_core::GrantStore>) {
+        self.page.set_grants(grants);
+    }
+
     /// Where the page serves (`http://ADDR`, no trailing slash).
     pub fn url(&self) -> &str {
         &self.url

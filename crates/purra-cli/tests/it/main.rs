@@ -12,6 +12,7 @@ mod first_hour;
 mod fleet;
 mod gateway;
 mod gateway_auth;
+mod grants;
 mod hostile;
 mod identity;
 mod page;

@@ -11,6 +11,7 @@
 pub(crate) mod app;
 pub(crate) mod drain;
 pub(crate) mod gateway;
+pub(crate) mod grants;
 pub mod metrics;
 pub(crate) mod reload;
 pub(crate) mod resend;

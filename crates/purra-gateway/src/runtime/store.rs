@@ -66,6 +66,11 @@ pub trait GatewayStore: Send + Sync {
     fn pins(&self) -> Option<Arc<dyn purra_core::CatalogPins>> {
         None
     }
+    /// The store's standing grants, when it keeps them (every durable store does): a write call
+    /// inside a live grant takes a use instead of waiting.
+    fn grants(&self) -> Option<Arc<dyn purra_core::GrantStore>> {
+        None
+    }
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
@@ -180,6 +185,10 @@ macro_rules! gateway_store {
                 Some(Arc::new(self.clone()))
             }
 
+            fn grants(&self) -> Option<Arc<dyn purra_core::GrantStore>> {
+                Some(Arc::new(self.clone()))
+            }
+
             fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
                 pending(self)
             }
@@ -234,6 +243,10 @@ impl GatewayStore for AnyStore {
 
     fn pins(&self) -> Option<Arc<dyn purra_core::CatalogPins>> {
         Some(AnyStore::pins(self))
+    }
+
+    fn grants(&self) -> Option<Arc<dyn purra_core::GrantStore>> {
+        Some(AnyStore::grants(self))
     }
 
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {

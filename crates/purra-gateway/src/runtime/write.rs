@@ -617,12 +617,22 @@ impl Inner {
                 .labels
                 .insert(APPROVERS_MUST_DIFFER_LABEL.to_owned(), "true".to_owned());
         }
-        let Some(id) = self
+        // A live grant covering the call approves it now (one use taken with the approval);
+        // otherwise the approval is prepared and waits for a decision.
+        let granted = self
             .metrics
-            .store("prepare", self.store.prepare_within(request, limit, now))
-            .await?
-        else {
-            return Ok(None);
+            .store("use_grant", self.use_grant(caller, args, &request, now))
+            .await?;
+        let id = match granted {
+            Some(id) => id,
+            None => match self
+                .metrics
+                .store("prepare", self.store.prepare_within(request, limit, now))
+                .await?
+            {
+                Some(id) => id,
+                None => return Ok(None),
+            },
         };
         let saved = self.runs.save_suspended(SuspendedRun {
             run_id: run_id.clone(),
