@@ -671,7 +671,8 @@ mod tests {
                 "approval.decided",
                 "effect.committed",
                 "effect.unknown",
-                "effect.reconciled"
+                "effect.reconciled",
+                "catalog.changed"
             ]
         );
         for t in WebhookEventType::ALL {
