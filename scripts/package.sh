@@ -73,7 +73,10 @@ mkdir -p "$packaged"
 members=()
 patch=""
 while read -r name version; do
-    tar -xzf "$crates/$name-$version.crate" -C "$packaged"
+    # `cargo package` writes every file with one fixed old mtime; extracted as is, a target/ that
+    # built an earlier package at this path would look up to date and the old code would be used.
+    # Touched on extraction (-m), the packages always build from what was just packaged.
+    tar -xzmf "$crates/$name-$version.crate" -C "$packaged"
     mv "$packaged/$name-$version" "$packaged/$name"
     members+=("\"$name\"")
     patch+="$name = { path = \"$name\" }"$'\n'
