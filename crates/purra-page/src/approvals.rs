@@ -21,7 +21,7 @@ use crate::guard::{
     approval_target, checked, field, preselected, session, verdict_and_note, Resume,
 };
 use crate::render::{self, Item, Listing, View};
-use crate::respond::{answer, html, redirect_to, see_other, store_failed, text, wants_json};
+use crate::respond::{answer, done, html, redirect_to, see_other, store_failed, text, wants_json};
 use crate::Inner;
 
 /// The longest note kept with a decision, in characters.
@@ -169,11 +169,7 @@ async fn whole(page: &Inner, parts: &Parts, view: View) -> Response {
     };
     match list_html(page, parts, view, &s.csrf).await {
         Ok(list) => {
-            let main = format!(
-                "<div id=\"list\">{list}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
-                 <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
-                render::esc(&s.csrf)
-            );
+            let main = format!("<div id=\"list\">{list}</div>{}", render::sign_out(&s.csrf));
             let title = match view {
                 View::Pending => "Pending",
                 View::History => "History",
@@ -254,9 +250,8 @@ pub(crate) async fn one(
         chosen,
     );
     let main = format!(
-        "<div id=\"approval\">{body}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
-        render::esc(&s.csrf)
+        "<div id=\"approval\">{body}</div>{}",
+        render::sign_out(&s.csrf)
     );
     html(
         StatusCode::OK,
@@ -380,11 +375,7 @@ pub(crate) async fn decide(
                 Verdict::Deny => "denied",
             };
             let message = format!("{id} {word} by {}", s.approver);
-            if wants_json(parts) {
-                answer(parts, StatusCode::OK, &message)
-            } else {
-                see_other("/")
-            }
+            done(parts, &message, "/")
         }
         // Another decision won the race since the state was read.
         Err(StoreError::Conflict("already decided")) => match page.store.approval(aid).await {
@@ -548,11 +539,7 @@ pub(crate) async fn reconcile(
     {
         Ok(()) => {
             let message = format!("{id} reconciled by {}", s.approver);
-            if wants_json(parts) {
-                answer(parts, StatusCode::OK, &message)
-            } else {
-                see_other("/history")
-            }
+            done(parts, &message, "/history")
         }
         Err(StoreError::Conflict(why)) => answer(
             parts,

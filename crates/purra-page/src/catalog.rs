@@ -14,7 +14,7 @@ use purra_core::{CatalogChange, CatalogChangeState, CatalogDecision, StoreError}
 
 use crate::guard::{checked, session, verdict_and_note};
 use crate::render::{self, esc};
-use crate::respond::{answer, html, see_other, store_failed, text, wants_json};
+use crate::respond::{answer, done, html, see_other, store_failed, text};
 use crate::Inner;
 
 /// The longest note kept with a decision, in characters (as an approval's).
@@ -141,12 +141,7 @@ pub(crate) async fn list(State(page): State<Arc<Inner>>, req: Request) -> Respon
             main.push_str("</section>");
         }
     }
-    let _ = write!(
-        main,
-        "<form method=\"post\" action=\"/logout\" class=\"logout\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
-        esc(&s.csrf)
-    );
+    main.push_str(&render::sign_out(&s.csrf));
     html(StatusCode::OK, render::layout_catalog(&s.approver, &main))
 }
 
@@ -195,11 +190,7 @@ pub(crate) async fn decide(
                 if approve { "approved" } else { "denied" },
                 s.approver
             );
-            if wants_json(parts) {
-                answer(parts, StatusCode::OK, &message)
-            } else {
-                see_other("/catalog")
-            }
+            done(parts, &message, "/catalog")
         }
         Err(StoreError::NotFound) => answer(
             parts,

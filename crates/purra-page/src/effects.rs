@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::guard::{checked, field, session};
 use crate::render::{self, esc, View};
-use crate::respond::{answer, html, see_other, store_failed, text, wants_json};
+use crate::respond::{answer, done, html, see_other, store_failed, text};
 use crate::Inner;
 
 /// Why this page cannot resend, when no resend was set.
@@ -80,11 +80,7 @@ pub(crate) async fn queue(State(page): State<Arc<Inner>>, req: Request) -> Respo
     };
     match list_html(&page, &parts, &s.csrf).await {
         Ok(list) => {
-            let main = format!(
-                "<div id=\"list\">{list}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
-                 <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
-                esc(&s.csrf)
-            );
+            let main = format!("<div id=\"list\">{list}</div>{}", render::sign_out(&s.csrf));
             html(
                 StatusCode::OK,
                 render::layout(
@@ -108,14 +104,6 @@ pub(crate) async fn queue_fragment(State(page): State<Arc<Inner>>, req: Request)
     match list_html(&page, &parts, &s.csrf).await {
         Ok(list) => html(StatusCode::OK, list),
         Err(resp) => resp,
-    }
-}
-
-fn done(parts: &Parts, message: &str) -> Response {
-    if wants_json(parts) {
-        answer(parts, StatusCode::OK, message)
-    } else {
-        see_other("/effects")
     }
 }
 
@@ -168,6 +156,7 @@ pub(crate) async fn reconcile(
         Ok(()) => done(
             parts,
             &format!("{key} reconciled as {word} by {}", s.approver),
+            "/effects",
         ),
         Err(StoreError::NotFound) => answer(
             parts,
@@ -206,7 +195,7 @@ pub(crate) async fn resend(
     };
     let by = format!("{} (approver page)", s.approver);
     match resend(IdempotencyKey(key.clone()), by).await {
-        Ok(message) => done(parts, &message),
+        Ok(message) => done(parts, &message, "/effects"),
         Err(message) => answer(parts, StatusCode::CONFLICT, &message),
     }
 }

@@ -9,14 +9,13 @@ use std::time::SystemTime;
 
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
-use http::request::Parts;
 use http::StatusCode;
 use purra_core::visible::{one_line, WHO_MAX_CHARS};
 use purra_core::{GrantId, GrantView, StoreError, MAX_PAGE};
 
 use crate::guard::{checked, session};
 use crate::render::{self, esc, View};
-use crate::respond::{answer, html, see_other, store_failed, text, wants_json};
+use crate::respond::{answer, done, html, see_other, store_failed, text};
 use crate::Inner;
 
 /// Why the page lists no grant when it was given no grant store.
@@ -56,11 +55,7 @@ pub(crate) async fn list(State(page): State<Arc<Inner>>, req: Request) -> Respon
     };
     match list_html(&page, &s.csrf).await {
         Ok(list) => {
-            let main = format!(
-                "<div id=\"list\">{list}</div><form method=\"post\" action=\"/logout\" class=\"logout\">\
-                 <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
-                esc(&s.csrf)
-            );
+            let main = format!("<div id=\"list\">{list}</div>{}", render::sign_out(&s.csrf));
             html(
                 StatusCode::OK,
                 render::layout(
@@ -87,14 +82,6 @@ pub(crate) async fn list_fragment(State(page): State<Arc<Inner>>, req: Request) 
     }
 }
 
-fn done(parts: &Parts, message: &str) -> Response {
-    if wants_json(parts) {
-        answer(parts, StatusCode::OK, message)
-    } else {
-        see_other("/grants")
-    }
-}
-
 /// `POST /grants/ID/revoke`: revokes a grant (same origin, CSRF token), recorded as the
 /// signed-in approver's; the next call it would have covered waits for an approval.
 pub(crate) async fn revoke(
@@ -117,7 +104,7 @@ pub(crate) async fn revoke(
     };
     let by = format!("{} (page)", s.approver);
     match grants.revoke_grant(GrantId(id.clone()), by).await {
-        Ok(()) => done(parts, &format!("{id} revoked by {}", s.approver)),
+        Ok(()) => done(parts, &format!("{id} revoked by {}", s.approver), "/grants"),
         Err(StoreError::NotFound) => answer(
             parts,
             StatusCode::NOT_FOUND,

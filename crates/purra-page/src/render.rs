@@ -74,6 +74,15 @@ impl View {
     }
 }
 
+/// The sign-out form every signed-in page ends with (its CSRF token `csrf`).
+pub fn sign_out(csrf: &str) -> String {
+    format!(
+        "<form method=\"post\" action=\"/logout\" class=\"logout\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
+        esc(csrf)
+    )
+}
+
 /// A whole page around `main`.
 pub fn layout(title: &str, view: Option<View>, approver: Option<&str>, main: &str) -> String {
     page_layout(title, view, false, approver, main)

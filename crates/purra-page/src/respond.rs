@@ -39,6 +39,15 @@ pub(crate) fn see_other(to: &'static str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response()
 }
 
+/// A state-changing request done: `message` as JSON for the script, else back to the page `back`.
+pub(crate) fn done(parts: &Parts, message: &str, back: &'static str) -> Response {
+    if wants_json(parts) {
+        answer(parts, StatusCode::OK, message)
+    } else {
+        see_other(back)
+    }
+}
+
 /// A redirect to `to` (500 when it is not a header value).
 pub(crate) fn redirect_to(to: &str) -> Response {
     match HeaderValue::from_str(to) {
