@@ -20,8 +20,8 @@
 //! - Stateless 2026-07-28 requests go to any instance, and a write repeated on another instance
 //!   finds its receipt.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,8 +29,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::support::peers;
-use crate::support::peers::free_port;
-use crate::support::run::{approvals_json, dechunk, ledger_lines, purra_bin, result_text, LIMIT};
+use crate::support::peers::{free_port, HttpUpstream};
+use crate::support::run::{approvals_json, dechunk, purra_bin, result_text, LIMIT};
 
 use peers::{fresh_dir, lines_of, peer, postgres_url, python, repo_root};
 
@@ -73,60 +73,9 @@ impl Rng {
     }
 }
 
-/// The shared upstream (the Python SDK over Streamable HTTP) and its ledger.
-struct Upstream {
-    child: Child,
-    dir: PathBuf,
-    url: String,
-}
-
-impl Upstream {
-    fn start(dir: &Path) -> Upstream {
-        let mut child = Command::new(python())
-            .arg(peer(repo_root().join("peers/python/gateway_upstream.py")))
-            .args([
-                "--dir",
-                &dir.to_string_lossy(),
-                "--http",
-                "--write-delay-ms",
-                "150",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn the upstream");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read");
-        let port = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v["listening"].as_u64())
-            .unwrap_or_else(|| panic!("the upstream did not say where it listens: {line:?}"));
-        Upstream {
-            child,
-            dir: dir.to_owned(),
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        }
-    }
-
-    fn ledger(&self) -> Vec<String> {
-        ledger_lines(&self.dir.join("ledger.txt"))
-    }
-
-    /// How many `set_value` requests for `value` reached the upstream.
-    fn writes_of(&self, value: &str) -> usize {
-        let line = format!("call set_value {value}");
-        self.ledger().iter().filter(|l| **l == line).count()
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// How many `set_value` requests for `value` reached `upstream`.
+fn writes_of(upstream: &HttpUpstream, value: &str) -> usize {
+    upstream.writes().iter().filter(|v| *v == value).count()
 }
 
 /// One `purra gateway` instance: its MCP port, its page, its process while it runs.
@@ -260,7 +209,7 @@ impl Drop for Instance {
 struct Fleet {
     dir: PathBuf,
     db: String,
-    upstream: Upstream,
+    upstream: HttpUpstream,
     instances: Vec<Instance>,
     haproxy: Child,
     url: String,
@@ -288,7 +237,7 @@ impl Fleet {
             postgres_url(),
             std::process::id()
         );
-        let upstream = Upstream::start(&dir);
+        let upstream = HttpUpstream::start(&dir, &["--write-delay-ms", "150"]);
         let mut instances = Vec::new();
         for n in 1..=3 {
             let port = free_port();
@@ -625,7 +574,7 @@ fn instances_killed_at_random_points_never_send_a_write_twice() {
         // The killed instance comes back on its address for the rounds that follow.
         fleet.instances[victim].start();
 
-        let sent = fleet.upstream.writes_of(&value);
+        let sent = writes_of(&fleet.upstream, &value);
         let shown = fleet.approvals(&["show", &id]);
         let effect = shown["effect"].as_str().unwrap_or("-").to_owned();
         let context = format!(
@@ -834,7 +783,7 @@ fn a_decision_on_any_instance_wakes_the_write_waiting_on_another() {
     );
     for value in ["paged", "cli", "elicited"] {
         assert_eq!(
-            fleet.upstream.writes_of(value),
+            writes_of(&fleet.upstream, value),
             1,
             "{:?}",
             fleet.upstream.ledger()
@@ -962,6 +911,6 @@ fn stateless_requests_reach_any_instance_and_share_the_store() {
         "{body}"
     );
     assert_ne!(first_instance, again_instance);
-    assert_eq!(fleet.upstream.writes_of("stateless"), 1);
+    assert_eq!(writes_of(&fleet.upstream, "stateless"), 1);
     assert_eq!(fleet.approvals(&["show", &id])["effect"], "committed");
 }

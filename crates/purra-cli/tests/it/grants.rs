@@ -10,66 +10,16 @@
 //! - The approver page (headless Chromium) lists grants with their uses and revokes one; the next
 //!   call waits.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::peers::{
-    free_port, fresh_dir, lines_of, peer, postgres_schema, python, repo_root,
-};
-use crate::support::run::{approvals_json, dechunk, ledger_lines, purra, purra_bin, LIMIT};
+use crate::support::peers::{free_port, fresh_dir, lines_of, postgres_schema, HttpUpstream};
+use crate::support::run::{approvals_json, dechunk, purra, purra_bin, LIMIT};
 use crate::support::webdriver::Browser;
-
-/// The shared upstream (the Python SDK over Streamable HTTP) and its ledger.
-struct Upstream {
-    child: Child,
-    dir: PathBuf,
-    url: String,
-}
-
-impl Upstream {
-    fn start(dir: &Path) -> Upstream {
-        let mut child = Command::new(python())
-            .arg(peer(repo_root().join("peers/python/gateway_upstream.py")))
-            .args(["--dir", &dir.to_string_lossy(), "--http"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn the upstream");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read");
-        let port = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v["listening"].as_u64())
-            .unwrap_or_else(|| panic!("the upstream did not say where it listens: {line:?}"));
-        Upstream {
-            child,
-            dir: dir.to_owned(),
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        }
-    }
-
-    /// The values `set_value` received, in the order they arrived.
-    fn writes(&self) -> Vec<String> {
-        ledger_lines(&self.dir.join("ledger.txt"))
-            .into_iter()
-            .filter_map(|l| l.strip_prefix("call set_value ").map(str::to_owned))
-            .collect()
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `purra gateway` processes on one store.
 struct Gateways {
@@ -126,7 +76,7 @@ backoff = "1h"
     )
 }
 
-fn start_gateways(dir: &Path, db: &str, upstream: &Upstream, n: usize) -> Gateways {
+fn start_gateways(dir: &Path, db: &str, upstream: &HttpUpstream, n: usize) -> Gateways {
     let mut g = Gateways {
         children: Vec::new(),
         ports: Vec::new(),
@@ -276,7 +226,7 @@ fn pending(db: &str) -> usize {
 /// `calls` calls at once spread over the gateways (a thread each) against a grant of `uses`:
 /// exactly `uses` sent, the others wait; the grant lists its uses; revoked, the next call waits.
 fn race(db: &str, dir: &Path, instances: usize, calls: usize, uses: usize) {
-    let upstream = Upstream::start(dir);
+    let upstream = HttpUpstream::start(dir, &[]);
     let gw = start_gateways(dir, db, &upstream, instances);
     let id = grants(
         db,
@@ -443,7 +393,7 @@ fn a_grant_raced_on_a_sqlite_file_by_two_gateways_is_never_over_used() {
 fn a_grant_covers_only_calls_inside_its_rules_and_its_time() {
     let dir = fresh_dir("grants", "rules");
     let db = dir.join("purra.db").to_string_lossy().into_owned();
-    let upstream = Upstream::start(&dir);
+    let upstream = HttpUpstream::start(&dir, &[]);
     let gw = start_gateways(&dir, &db, &upstream, 1);
     let port = gw.ports[0];
     grants(
@@ -585,7 +535,7 @@ fn a_grant_covers_only_calls_inside_its_rules_and_its_time() {
 fn the_page_lists_grants_and_revokes_one() {
     let dir = fresh_dir("grants", "page");
     let db = dir.join("purra.db").to_string_lossy().into_owned();
-    let upstream = Upstream::start(&dir);
+    let upstream = HttpUpstream::start(&dir, &[]);
     let port = free_port();
     let config = dir.join("g.toml");
     std::fs::write(&config, config_text(&db, port, &upstream.url)).expect("config");

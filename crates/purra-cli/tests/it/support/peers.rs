@@ -234,3 +234,53 @@ pub fn webhook_receiver(ledger: &Path, secret_file: &Path, port: u16) -> super::
     );
     super::run::Killed(child)
 }
+
+/// The shared write upstream `peers/python/gateway_upstream.py` (the Python SDK over Streamable
+/// HTTP) with its ledger in `dir`; killed when dropped.
+pub struct HttpUpstream {
+    _child: super::run::Killed,
+    dir: PathBuf,
+    /// Its MCP endpoint.
+    pub url: String,
+}
+
+impl HttpUpstream {
+    /// Starts it with `extra` arguments (e.g. `--write-delay-ms 150`); returns once it listens.
+    pub fn start(dir: &Path, extra: &[&str]) -> HttpUpstream {
+        let mut child = Command::new(python())
+            .arg(peer(repo_root().join("peers/python/gateway_upstream.py")))
+            .args(["--dir", &dir.to_string_lossy(), "--http"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the upstream");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        let port = serde_json::from_str::<serde_json::Value>(&line)
+            .ok()
+            .and_then(|v| v["listening"].as_u64())
+            .unwrap_or_else(|| panic!("the upstream did not say where it listens: {line:?}"));
+        HttpUpstream {
+            _child: super::run::Killed(child),
+            dir: dir.to_owned(),
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+
+    /// Its ledger's lines.
+    pub fn ledger(&self) -> Vec<String> {
+        super::run::ledger_lines(&self.dir.join("ledger.txt"))
+    }
+
+    /// The values `set_value` received, in the order they arrived.
+    pub fn writes(&self) -> Vec<String> {
+        self.ledger()
+            .into_iter()
+            .filter_map(|l| l.strip_prefix("call set_value ").map(str::to_owned))
+            .collect()
+    }
+}
