@@ -396,9 +396,7 @@ pub(crate) fn configure(
     // Every statement of the store stays prepared (there are about twenty).
     conn.set_prepared_statement_cache_capacity(64);
     if file {
-        let mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(backend)?;
+        let mode = wal_mode(conn, busy_timeout)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Backend(format!(
                 "journal_mode is {mode}, WAL could not be enabled"
@@ -410,6 +408,29 @@ pub(crate) fn configure(
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(backend)?;
     Ok(())
+}
+
+/// Switches the file to WAL and returns the journal mode it reports.
+///
+/// Switching a new file takes an exclusive lock, and SQLite answers `SQLITE_BUSY` at once, without
+/// consulting the busy handler, to a connection that asks while another one is switching (a fleet
+/// opening one new store at the same moment). That answer is retried here, within `busy_timeout`
+/// like every other wait for a lock.
+fn wal_mode(conn: &Connection, busy_timeout: Duration) -> Result<String, StoreError> {
+    let deadline = std::time::Instant::now() + busy_timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other.map_err(backend),
+        }
+    }
 }
 
 /// Brings the schema up to date, refusing a file from a newer build.
