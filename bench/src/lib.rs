@@ -1,6 +1,7 @@
 //! The side-by-side benchmark suite's shared parts (`bench/run.sh` runs it): the result line every
 //! stdio benchmark client prints, latency statistics, and a raw Streamable HTTP client that any
-//! MCP server can be measured with; Criterion benchmarks of purra-core and purra-sqlite are in
+//! MCP server can be measured with; per-round pairing of measurements into ratios with their
+//! spread (`rounds`); Criterion benchmarks of purra-core and purra-sqlite are in
 //! `benches/`.
 
 use std::time::{Duration, Instant};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 pub mod http;
+pub mod rounds;
 pub mod svg;
 
 /// One sorted set of latencies in microseconds.

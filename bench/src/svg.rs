@@ -8,8 +8,9 @@ use std::fmt::Write;
 pub struct Bar {
     /// Shown left of the bar.
     pub label: String,
-    /// The bar's length.
-    pub value: f64,
+    /// The bar's length; `None` for a failed measurement, drawn as FAILED with no bar (never
+    /// as zero).
+    pub value: Option<f64>,
     /// Drawn in the accent colour.
     pub accent: bool,
 }
@@ -64,7 +65,7 @@ impl Chart {
         let max = self
             .bars
             .iter()
-            .map(|b| b.value)
+            .filter_map(|b| b.value)
             .chain(self.reference.iter().map(|r| r.1))
             .fold(0.0f64, f64::max)
             .max(f64::MIN_POSITIVE);
@@ -81,6 +82,17 @@ impl Chart {
         for (i, b) in self.bars.iter().enumerate() {
             let y = top + row * i as f64;
             let fill = if b.accent { "#d9480f" } else { "#868e96" };
+            let Some(value) = b.value else {
+                let _ = writeln!(
+                    s,
+                    r##"<text x="{}" y="{}" text-anchor="end">{}</text><text x="{label_w}" y="{}" fill="#c92a2a" font-weight="bold">FAILED</text>"##,
+                    label_w - 8.0,
+                    y + 15.0,
+                    escape(&b.label),
+                    y + 15.0,
+                );
+                continue;
+            };
             let _ = writeln!(
                 s,
                 r##"<text x="{}" y="{}" text-anchor="end">{}</text><rect x="{label_w}" y="{}" width="{:.1}" height="{}" fill="{fill}"/><text x="{:.1}" y="{}">{} {}</text>"##,
@@ -88,11 +100,11 @@ impl Chart {
                 y + 15.0,
                 escape(&b.label),
                 y + 3.0,
-                (x(b.value) - label_w).max(0.5),
+                (x(value) - label_w).max(0.5),
                 row - 6.0,
-                x(b.value) + 5.0,
+                x(value) + 5.0,
                 y + 15.0,
-                human(b.value),
+                human(value),
                 escape(&self.unit)
             );
         }

@@ -9,7 +9,8 @@
 //! cycles on SQLite and PostgreSQL, 1 to 3 instances behind HAProxy: `bench-suite/gateway.rs`),
 //! memory (idle resident size, bytes per HTTP session and per WebSocket connection), the large
 //! catalog through the adapter, and the durable store. The gateway's PostgreSQL rows use the
-//! server `PURRA_BENCH_POSTGRES` names (`bench/run.sh` starts one). The medians of the rounds, their ratios and SVG charts go into BENCHMARKS.md
+//! server `PURRA_BENCH_POSTGRES` names (`bench/run.sh` starts one). The medians of the rounds,
+//! the ratios (paired round by round: `purra_bench::rounds`) and SVG charts go into BENCHMARKS.md
 //! (between the `suite` markers) and `bench/charts/`; the raw rounds into
 //! `target/bench/results.json`. A pair whose client reported a wrong or missing answer (or
 //! failed otherwise) is marked FAILED in every table and the suite exits 1.
@@ -31,8 +32,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use purra_bench::http::{load, load_era, wait_listening, Era, Session};
+use purra_bench::rounds::{Rounds, Spread};
+use purra_bench::rss_of;
 use purra_bench::svg::{human, Bar, Chart};
-use purra_bench::{median, rss_of};
 use purra_protocol::{Client, ClientOptions, StderrMode, StdioCommand, WsClientOptions};
 use serde_json::{json, Value};
 
@@ -184,26 +186,29 @@ fn pair_label(client: &str, server: &str) -> String {
 /// Every measurement of every round, keyed by a stable name; `None` is a failed run.
 #[derive(Default)]
 struct Results {
-    values: BTreeMap<String, Vec<Option<f64>>>,
+    rounds: Rounds,
     failures: BTreeMap<String, String>,
 }
 
 impl Results {
     fn put(&mut self, key: &str, v: f64) {
-        self.values.entry(key.to_owned()).or_default().push(Some(v));
+        self.rounds.record(key, Some(v));
     }
 
     fn fail(&mut self, key: &str, why: String) {
         eprintln!("bench-suite: FAILED {key}: {why}");
-        self.values.entry(key.to_owned()).or_default().push(None);
+        self.rounds.record(key, None);
         self.failures.entry(key.to_owned()).or_insert(why);
     }
 
     /// The median over rounds, `None` if any round failed or none ran.
     fn median(&self, key: &str) -> Option<f64> {
-        let v = self.values.get(key)?;
-        let ok: Vec<f64> = v.iter().copied().collect::<Option<Vec<f64>>>()?;
-        (!ok.is_empty()).then(|| median(&ok))
+        self.rounds.spread(key).map(|s| s.median)
+    }
+
+    /// `a ÷ b` paired round by round (see [`Rounds::paired`]).
+    fn paired(&self, a: &str, b: &str) -> Option<Spread> {
+        self.rounds.paired(a, b)
     }
 
     /// Whether any key starting with `prefix` failed.
@@ -711,6 +716,7 @@ async fn main() {
     let mut res = Results::default();
     let mut notes = BTreeMap::new();
     for round in 0..o.rounds {
+        res.rounds.start(round);
         eprintln!("round {} of {} (load {})", round + 1, o.rounds, loadavg());
         if o.memory {
             idle_rss(&env, &mut res).await;
@@ -830,17 +836,16 @@ fn cell(v: Option<f64>) -> String {
     v.map_or_else(|| "FAILED".to_owned(), human)
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    Some(a? / b?)
+/// A paired ratio as the tables print it: the median over rounds and its range, `—` when a
+/// round of either side failed.
+fn fmt_ratio(r: Option<Spread>) -> String {
+    r.map_or_else(|| "—".to_owned(), |r| r.ratio_text())
 }
 
-fn fmt_ratio(r: Option<f64>) -> String {
-    r.map_or_else(|| "—".to_owned(), |r| format!("{r:.2}×"))
-}
-
-fn verdict(r: Option<f64>, at_least: f64) -> &'static str {
+/// A target is met when the median of its per-round ratios is.
+fn verdict(r: Option<Spread>, at_least: f64) -> &'static str {
     match r {
-        Some(r) if r >= at_least => "met",
+        Some(r) if r.median >= at_least => "met",
         Some(_) => "not met",
         None => "FAILED",
     }
@@ -854,11 +859,9 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
         "Measured {} by `bench/run.sh` ({} rounds, {:.0} minutes). Machine: {}.",
         run.date, run.rounds, run.minutes, run.machine
     );
-    let _ = writeln!(s, "Load average (1, 5, 15 min) before the run: {}; after: {}. Other engineers' builds share this 2-core machine, so absolute numbers move from run to run; ratios are taken between medians of the same run.", run.load_before, run.load_after);
+    let _ = writeln!(s, "Load average (1, 5, 15 min) before the run: {}; after: {}. Other engineers' builds share this 2-core machine, so absolute numbers move from run to run; every ratio is paired round by round (both values of a ratio measured in the same round) and shown as the median over rounds with its range.", run.load_before, run.load_after);
     let _ = writeln!(s, "Every number is the median of the rounds; every call's answer was checked (the echoed text, the sum), and a pair with a wrong or missing answer would read FAILED.\n");
 
-    let floor_seq = m("stdio/floor/floor/seq");
-    let floor_conc = m("stdio/floor/floor/conc");
     let _ = writeln!(s, "### stdio round trips\n");
     let _ = writeln!(s, "`echo` with a distinct text per call over the pipes of a child process: {} calls one at a time, then {} with 16 in flight on one connection (a tenth of that for pairs with the Python SDK), after 500 warm-up calls. Clients: purra `bench-client`, rmcp `rmcp-client`, `peers/node/bench_client.mjs`, `peers/python/bench_client.py`, `floor client`; servers: `purra-bench-server`, `rmcp-server` (`stdio()`, or `--pipes` for `stdio_pipes()`), `bench_server.mjs`, `bench_server.py`, `floor server`. The floor is two programs of our own trading the same bytes with blocking I/O and no JSON work; the serde floor (`floor client --json --tokio --mt`, `floor server --json --tokio`) is the least a typed tokio implementation does: every message read into and written from serde structs, the I/O on tokio's non-blocking pipes, the client's calls made in the body of a multi-thread runtime's `block_on` as `#[tokio::main]` makes them (as purra's, rmcp's and every client here are), the server on a current-thread runtime (as purra's): no engine, no dispatch, no validation.\n", run.calls, run.calls);
     let _ = writeln!(s, "| client → server | sequential calls/s | p50 µs | p99 µs | ÷ floor | 16 in flight calls/s | ÷ floor |");
@@ -883,9 +886,9 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
             cell(seq),
             cell(m(&format!("{k}/p50"))),
             cell(m(&format!("{k}/p99"))),
-            fmt_ratio(ratio(seq, floor_seq)),
+            fmt_ratio(res.paired(&format!("{k}/seq"), "stdio/floor/floor/seq")),
             cell(conc),
-            fmt_ratio(ratio(conc, floor_conc)),
+            fmt_ratio(res.paired(&format!("{k}/conc"), "stdio/floor/floor/conc")),
         );
     }
     let _ = writeln!(s, "\n![stdio, sequential](bench/charts/stdio-sequential.svg)\n![stdio, 16 in flight](bench/charts/stdio-concurrent.svg)\n![stdio, ratio to the floor](bench/charts/stdio-floor-ratio.svg)\n");
@@ -919,8 +922,8 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
                 cell(rps),
                 cell(m(&format!("{k}/p50"))),
                 cell(m(&format!("{k}/p99"))),
-                fmt_ratio(ratio(rps, m(&format!("http/rmcp-nodelay/{c}/rps")))),
-                fmt_ratio(ratio(rps, m(&format!("http/rmcp/{c}/rps")))),
+                fmt_ratio(res.paired(&format!("{k}/rps"), &format!("http/rmcp-nodelay/{c}/rps"))),
+                fmt_ratio(res.paired(&format!("{k}/rps"), &format!("http/rmcp/{c}/rps"))),
             );
         }
     }
@@ -948,7 +951,10 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
             cell(stateless),
             cell(m(&format!("http-era/stateless/{c}/p50"))),
             cell(m(&format!("http-era/stateless/{c}/p99"))),
-            fmt_ratio(ratio(stateless, session)),
+            fmt_ratio(res.paired(
+                &format!("http-era/stateless/{c}/rps"),
+                &format!("http-era/session/{c}/rps")
+            )),
         );
     }
     let _ = writeln!(s);
@@ -1015,9 +1021,9 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
             "| {label} | {} | {} | {} | {} | {} |",
             cell(m("store/fsync")),
             cell(m(one)),
-            fmt_ratio(ratio(m(one), m("store/fsync"))),
+            fmt_ratio(res.paired(one, "store/fsync")),
             cell(m(sixteen)),
-            fmt_ratio(ratio(m(sixteen), m("store/fsync"))),
+            fmt_ratio(res.paired(sixteen, "store/fsync")),
         );
     }
 
@@ -1041,15 +1047,13 @@ fn gateway_report(res: &Results, run: &RunInfo) -> String {
 
 /// The targets section; with `gateway_only`, the targets a `--gateway` run measures.
 fn targets(res: &Results, s: &mut String, gateway_only: bool) {
-    let m = |k: &str| res.median(k);
-    let floor_seq = m("stdio/floor/floor/seq");
-    let _ = writeln!(s, "### Targets (this run's medians)\n");
-    let _ = writeln!(s, "Re-based on the floors measured: a typed tokio implementation cannot beat the serde floor, and no store on SQLite the SQLite floor, so purra's stdio round trips and the durable store are held to them (the blocking floor's ratio stays in the stdio table); the gateway to what it adds to a direct read and to the proxy a user would pick instead.\n");
+    let _ = writeln!(s, "### Targets (ratios paired round by round)\n");
+    let _ = writeln!(s, "Re-based on the floors measured: a typed tokio implementation cannot beat the serde floor, and no store on SQLite the SQLite floor, so purra's stdio round trips and the durable store are held to them (the blocking floor's ratio stays in the stdio table); the gateway to what it adds to a direct read and to the proxy a user would pick instead. Each ratio is computed in every round from the two values measured in that round and shown as the median over rounds with the lowest and highest in parentheses; a target is met when the median is. A pair with a failed round reads — and FAILED.\n");
     let _ = writeln!(s, "| target | measured | |");
     let _ = writeln!(s, "|---|---:|---|");
     let pp = "stdio/purra/purra";
     let sf = "stdio/floor-serde/floor-serde";
-    let target = |s: &mut String, what: &str, r: Option<f64>, at_least: f64| {
+    let target = |s: &mut String, what: &str, r: Option<Spread>, at_least: f64| {
         let _ = writeln!(
             s,
             "| {what} | {} | {} |",
@@ -1060,20 +1064,20 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
     target(
         s,
         "purra, sequential, ≥ 0.9× the serde floor",
-        ratio(m(&format!("{pp}/seq")), m(&format!("{sf}/seq"))),
+        res.paired(&format!("{pp}/seq"), &format!("{sf}/seq")),
         0.9,
     );
     target(
         s,
         "purra, 16 in flight, ≥ 0.9× the serde floor",
-        ratio(m(&format!("{pp}/conc")), m(&format!("{sf}/conc"))),
+        res.paired(&format!("{pp}/conc"), &format!("{sf}/conc")),
         0.9,
     );
     if !gateway_only {
         target(
             s,
             "durable store, 1 run, ≥ 0.9× the SQLite floor",
-            ratio(m("store/1"), m("store/floor1")),
+            res.paired("store/1", "store/floor1"),
             0.9,
         );
     }
@@ -1084,10 +1088,7 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
                 "HTTP, {c} session{}: purra gateway ≥ 3× supergateway's calls/s (`--stateful`, its fastest)",
                 if *c == 1 { "" } else { "s" }
             ),
-            ratio(
-                m(&format!("gw/http/gateway/{c}/rps")),
-                m(&format!("gw/http/supergateway/{c}/rps")),
-            ),
+            res.paired(&format!("gw/http/gateway/{c}/rps"), &format!("gw/http/supergateway/{c}/rps")),
             3.0,
         );
     }
@@ -1095,9 +1096,9 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
     let _ = writeln!(
         s,
         "| the gateway adds ≤ 50 µs to a read's p50 over stdio | {} | {} |",
-        added.map_or_else(|| "—".into(), |a| format!("{a:.0} µs")),
+        added.map_or_else(|| "—".into(), gateway::micros),
         match added {
-            Some(a) if a <= 50.0 => "met",
+            Some(a) if a.median <= 50.0 => "met",
             Some(_) => "not met",
             None => "FAILED",
         }
@@ -1109,7 +1110,7 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
     let _ = writeln!(s, "\nTargets of issue 19 still tracked (the two it set against the blocking floor and the fsync rate are re-based above):\n");
     let _ = writeln!(s, "| target | measured | |");
     let _ = writeln!(s, "|---|---:|---|");
-    let mut target = |what: &str, r: Option<f64>, at_least: f64| {
+    let mut target = |what: &str, r: Option<Spread>, at_least: f64| {
         let _ = writeln!(
             s,
             "| {what} | {} | {} |",
@@ -1119,25 +1120,25 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
     };
     target(
         "16 in flight ≥ 3× rmcp `stdio_pipes()`",
-        ratio(m(&format!("{pp}/conc")), m("stdio/rmcp/rmcp-pipes/conc")),
+        res.paired(&format!("{pp}/conc"), "stdio/rmcp/rmcp-pipes/conc"),
         3.0,
     );
     target(
         "16 in flight ≥ 7× the TypeScript SDK",
-        ratio(m(&format!("{pp}/conc")), m("stdio/ts/ts/conc")),
+        res.paired(&format!("{pp}/conc"), "stdio/ts/ts/conc"),
         7.0,
     );
     target(
         "16 in flight ≥ 50× the Python SDK",
-        ratio(m(&format!("{pp}/conc")), m("stdio/py/py/conc")),
+        res.paired(&format!("{pp}/conc"), "stdio/py/py/conc"),
         50.0,
     );
     for c in [16, 256] {
         target(
             &format!("HTTP, {c} sessions: ≥ 2× rmcp's calls/s (rmcp + TCP_NODELAY)"),
-            ratio(
-                m(&format!("http/purra/{c}/rps")),
-                m(&format!("http/rmcp-nodelay/{c}/rps")),
+            res.paired(
+                &format!("http/purra/{c}/rps"),
+                &format!("http/rmcp-nodelay/{c}/rps"),
             ),
             2.0,
         );
@@ -1145,53 +1146,60 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
             &format!(
                 "HTTP, {c} sessions: p99 no worse than rmcp's (rmcp + TCP_NODELAY p99 ÷ purra p99)"
             ),
-            ratio(
-                m(&format!("http/rmcp-nodelay/{c}/p99")),
-                m(&format!("http/purra/{c}/p99")),
+            res.paired(
+                &format!("http/rmcp-nodelay/{c}/p99"),
+                &format!("http/purra/{c}/p99"),
             ),
             1.0,
         );
     }
     target(
         "idle one-tool server ≤ rmcp's resident size (rmcp ÷ purra)",
-        ratio(m("mem/idle/rmcp"), m("mem/idle/purra")),
+        res.paired("mem/idle/rmcp", "mem/idle/purra"),
         1.0,
     );
     target(
         "the same, feature-equal: purra without `validation` (rmcp ÷ purra)",
-        ratio(m("mem/idle/rmcp"), m("mem/idle/purra-novalidation")),
+        res.paired("mem/idle/rmcp", "mem/idle/purra-novalidation"),
         1.0,
     );
     target(
         "idle HTTP session ≤ 8 KiB (8 KiB ÷ purra's bytes)",
-        ratio(Some(8192.0), m("mem/http-session/purra")),
+        res.rounds
+            .combine(&["mem/http-session/purra"], |v| 8192.0 / v[0]),
         1.0,
     );
     target(
         "durable store, 16 runs ≥ 1× the fsync rate",
-        m("store/ratio16"),
+        res.rounds.spread("store/ratio16"),
         1.0,
     );
     let _ = writeln!(
         s,
         "\nFor scale, the serde floor (no engine at all) in the same run: sequential {} the \
          blocking floor; 16 in flight {} the TypeScript SDK.",
-        fmt_ratio(ratio(m(&format!("{sf}/seq")), floor_seq)),
-        fmt_ratio(ratio(m(&format!("{sf}/conc")), m("stdio/ts/ts/conc"))),
+        fmt_ratio(res.paired(&format!("{sf}/seq"), "stdio/floor/floor/seq")),
+        fmt_ratio(res.paired(&format!("{sf}/conc"), "stdio/ts/ts/conc")),
     );
     let _ = writeln!(
         s,
         "The SQLite floor (one small row a write) in the same run: 1 run {} the fsync rate, 16 \
          runs {}.",
-        fmt_ratio(m("store/floor-ratio1")),
-        fmt_ratio(m("store/floor-ratio16")),
+        fmt_ratio(res.rounds.spread("store/floor-ratio1")),
+        fmt_ratio(res.rounds.spread("store/floor-ratio16")),
     );
 }
 
 fn write_outputs(res: &Results, report: &str) {
     let m = |k: &str| res.median(k);
     let _ = std::fs::create_dir_all("target/bench");
-    let raw: BTreeMap<&String, &Vec<Option<f64>>> = res.values.iter().collect();
+    // Per key, `[round, value]` pairs (`null` for a failed run).
+    let raw: BTreeMap<&String, Vec<(usize, Option<f64>)>> = res
+        .rounds
+        .all()
+        .iter()
+        .map(|(k, v)| (k, v.iter().map(|(r, x)| (*r, *x)).collect()))
+        .collect();
     let _ = std::fs::write(
         "target/bench/results.json",
         json!({"rounds": raw, "failures": res.failures}).to_string(),
@@ -1202,13 +1210,30 @@ fn write_outputs(res: &Results, report: &str) {
             .iter()
             .map(|&(c, sv)| Bar {
                 label: pair_label(c, sv),
-                value: m(&format!("stdio/{c}/{sv}/{metric}")).unwrap_or(0.0),
+                value: m(&format!("stdio/{c}/{sv}/{metric}")),
                 accent: c == "purra" || sv == "purra",
             })
             .collect()
     };
-    let floor_seq = m("stdio/floor/floor/seq").unwrap_or(0.0);
-    let floor_conc = m("stdio/floor/floor/conc").unwrap_or(0.0);
+    let floor_ratio = |metric: &str| -> Vec<Bar> {
+        PAIRS
+            .iter()
+            .map(|&(c, sv)| Bar {
+                label: format!(
+                    "{} ({})",
+                    pair_label(c, sv),
+                    if metric == "seq" { 1 } else { 16 }
+                ),
+                value: res
+                    .paired(
+                        &format!("stdio/{c}/{sv}/{metric}"),
+                        &format!("stdio/floor/floor/{metric}"),
+                    )
+                    .map(|r| r.median),
+                accent: c == "purra" || sv == "purra",
+            })
+            .collect()
+    };
     let charts = [
         (
             "stdio-sequential.svg",
@@ -1231,20 +1256,13 @@ fn write_outputs(res: &Results, report: &str) {
         (
             "stdio-floor-ratio.svg",
             Chart {
-                title: "stdio: calls/s ÷ the floor's (sequential, then 16 in flight)".into(),
+                title:
+                    "stdio: calls/s ÷ the floor's, paired per round (sequential, then 16 in flight)"
+                        .into(),
                 unit: "×".into(),
-                bars: pairs("seq")
+                bars: floor_ratio("seq")
                     .into_iter()
-                    .map(|b| Bar {
-                        label: format!("{} (1)", b.label),
-                        value: b.value / floor_seq.max(1.0),
-                        ..b
-                    })
-                    .chain(pairs("conc").into_iter().map(|b| Bar {
-                        label: format!("{} (16)", b.label),
-                        value: b.value / floor_conc.max(1.0),
-                        ..b
-                    }))
+                    .chain(floor_ratio("conc"))
                     .collect(),
                 reference: Some(("floor = 1×".into(), 1.0)),
             },
@@ -1259,7 +1277,7 @@ fn write_outputs(res: &Results, report: &str) {
                     .flat_map(|&sv| HTTP_CLIENTS.iter().map(move |&c| (sv, c)))
                     .map(|(sv, c)| Bar {
                         label: format!("{}, {c} sessions", http_name(sv)),
-                        value: m(&format!("http/{sv}/{c}/rps")).unwrap_or(0.0),
+                        value: m(&format!("http/{sv}/{c}/rps")),
                         accent: sv == "purra",
                     })
                     .collect(),

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use purra_bench::http::load;
 use purra_bench::svg::{Bar, Chart};
 
-use super::{cell, field, fmt_ratio, free_port, ratio, run_json, stdio_run, Env, Results, Running};
+use purra_bench::rounds::Spread;
+
+use super::{cell, field, fmt_ratio, free_port, run_json, stdio_run, Env, Results, Running};
 
 /// The proxies of the HTTP rows, in table order: (key, label).
 pub(super) const HTTP_FRONTS: &[(&str, &str)] = &[
@@ -442,15 +444,15 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
             cell(m(&format!("{k}/p50"))),
             cell(m(&format!("{k}/p99"))),
             cell(m(&format!("{k}/conc"))),
-            fmt_ratio(ratio(m(&format!("{k}/seq")), m(&format!("{direct}/seq")))),
-            fmt_ratio(ratio(m(&format!("{k}/conc")), m(&format!("{direct}/conc")))),
+            fmt_ratio(res.paired(&format!("{k}/seq"), &format!("{direct}/seq"))),
+            fmt_ratio(res.paired(&format!("{k}/conc"), &format!("{direct}/conc"))),
         );
     }
     let added = added_p50(res);
     let _ = writeln!(
         s,
-        "\nThe gateway adds {} µs to the p50 of a read over stdio (the gateway row's median p50 less the direct row's).\n",
-        added.map_or_else(|| "FAILED".into(), |a| format!("{a:.0}"))
+        "\nThe gateway adds {} to the p50 of a read over stdio (the gateway row's p50 less the direct row's, in each round; the median over rounds and the range).\n",
+        added.map_or_else(|| "FAILED".into(), micros)
     );
     let _ = writeln!(
         s,
@@ -471,7 +473,10 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
             cell(direct),
             cell(m(&format!("http/purra/{c}/p50"))),
             cell(m(&format!("http/purra/{c}/p99"))),
-            fmt_ratio(ratio(m(&format!("gw/http/gateway/{c}/rps")), direct)),
+            fmt_ratio(res.paired(
+                &format!("gw/http/gateway/{c}/rps"),
+                &format!("http/purra/{c}/rps")
+            )),
         );
         for &(which, label) in HTTP_FRONTS {
             let k = format!("gw/http/{which}/{c}");
@@ -493,11 +498,11 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
                 cell(rps),
                 cell(m(&format!("{k}/p50"))),
                 cell(m(&format!("{k}/p99"))),
-                fmt_ratio(ratio(rps, direct)),
+                fmt_ratio(res.paired(&format!("{k}/rps"), &format!("http/purra/{c}/rps"))),
                 if which == "gateway" {
                     "—".to_owned()
                 } else {
-                    fmt_ratio(ratio(m(&format!("gw/http/gateway/{c}/rps")), rps))
+                    fmt_ratio(res.paired(&format!("gw/http/gateway/{c}/rps"), &format!("{k}/rps")))
                 },
             );
         }
@@ -562,7 +567,7 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
             cell(m(&format!("{k}/rps"))),
             cell(m(&format!("{k}/p50"))),
             cell(m(&format!("{k}/p99"))),
-            fmt_ratio(ratio(m(&format!("{k}/rps")), m("gw/fleet/1/rps"))),
+            fmt_ratio(res.paired(&format!("{k}/rps"), "gw/fleet/1/rps")),
         );
     }
     let _ = writeln!(
@@ -571,24 +576,28 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
     );
 }
 
-/// The gateway's added p50 over stdio, in µs.
-pub(super) fn added_p50(res: &Results) -> Option<f64> {
-    Some(res.median("gw/stdio/p50")? - res.median("stdio/purra/purra/p50")?)
+/// The gateway's added p50 over stdio in µs: the gateway row's p50 less the direct row's, in
+/// each round.
+pub(super) fn added_p50(res: &Results) -> Option<Spread> {
+    res.rounds
+        .combine(&["gw/stdio/p50", "stdio/purra/purra/p50"], |v| v[0] - v[1])
 }
 
-/// A bar of a median; a failed or missing one is drawn at zero and labelled FAILED.
-fn bar(label: String, v: Option<f64>, accent: bool) -> Bar {
-    match v {
-        Some(value) => Bar {
-            label,
-            value,
-            accent,
-        },
-        None => Bar {
-            label: format!("{label}: FAILED"),
-            value: 0.0,
-            accent,
-        },
+/// `114 µs (98–160 µs)`: a spread of microseconds.
+pub(super) fn micros(a: Spread) -> String {
+    if a.rounds > 1 {
+        format!("{:.0} µs ({:.0}–{:.0} µs)", a.median, a.min, a.max)
+    } else {
+        format!("{:.0} µs", a.median)
+    }
+}
+
+/// A bar of a median; a failed or missing one is drawn as failed (no bar, FAILED).
+fn bar(label: String, value: Option<f64>, accent: bool) -> Bar {
+    Bar {
+        label,
+        value,
+        accent,
     }
 }
 
