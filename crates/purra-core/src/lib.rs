@@ -103,7 +103,7 @@ pub use schema::{
     CompileOptions, CompiledSchema, SchemaError, SchemaErrorKind, SchemaLimits, ValidationError,
     ValidationErrorKind, ValidationLimits,
 };
-pub use store::{BoxFuture, StoreError};
+pub use store::{BoxFuture, CommitCounts, StoreError};
 pub use tool::{
     ApprovalBinding, Concurrency, Effect, Handler, Policy, Risk, ScopeCheck, ScopeDecision,
     ToolCall, ToolError, ToolFuture, ToolRegistration, ToolRegistrationError, ToolSpec,

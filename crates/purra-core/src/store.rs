@@ -34,3 +34,20 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+/// How many durable writes a store has committed for its callers since it was opened: what a
+/// write path costs, counted rather than timed (a test asserts the count of each of the
+/// gateway's write-cycle paths, so a regression in commits fails).
+///
+/// `writes` counts the operations that changed at least one row (an operation that only read,
+/// such as a claim of an approval still pending, is not one); `commits` the transactions that
+/// made them durable. One caller at a time, each write is its own commit; concurrent writes share
+/// group commits, so `commits` is then smaller. Housekeeping (an owner's lease heartbeat, opening
+/// and closing) and the operator's moves of `unknown` effects are not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitCounts {
+    /// Operations that changed a row, committed.
+    pub writes: u64,
+    /// Transactions committed with at least one of them.
+    pub commits: u64,
+}

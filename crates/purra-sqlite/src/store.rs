@@ -211,6 +211,10 @@ struct Queue {
 struct Writes {
     queue: Mutex<Queue>,
     arrived: Condvar,
+    /// Writes committed that changed a row (see [`purra_core::CommitCounts`]).
+    wrote: AtomicU64,
+    /// Group commits that committed at least one of them.
+    commits: AtomicU64,
 }
 
 fn lock_queue(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
@@ -262,10 +266,14 @@ fn lead(writes: &Writes, conn: &Mutex<Connection>, owner: &str) {
                 gather(writes, ran, expect, deadline)
             })
         }));
-        let Ok(((answers, committed), commit_took)) = group else {
+        let Ok(((answers, committed), wrote, commit_took)) = group else {
             expect = 0;
             continue;
         };
+        if committed.is_ok() && wrote > 0 {
+            writes.wrote.fetch_add(wrote, Ordering::Relaxed);
+            writes.commits.fetch_add(1, Ordering::Relaxed);
+        }
         linger = commit_took.min(MAX_GATHER);
         // Counted before the answers go out: each caller queued now is another writer.
         expect = answers.len() + lock_queue(&writes.queue).jobs.len();
@@ -333,32 +341,40 @@ type Answers = (Vec<Answer>, Result<(), StoreError>);
 /// A caller's answer, given the outcome of its group's commit.
 type Answer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
+/// A group's answers, how many of its writes changed a row, and how long its commit took.
+type Group = (Answers, u64, Duration);
+
 /// Runs `jobs`, and those `more` gives it until it gives none (it is told how many ran), as one
 /// group: one `BEGIN IMMEDIATE`, a savepoint per job, one commit. Returns every answer with the
 /// commit's outcome, to be given after the commit (so no caller hears of a write before it is on
-/// disk), and how long the commit took.
+/// disk), how many of the writes changed a row, and how long the commit took.
 fn commit_group(
     conn: &mut Connection,
     owner: &str,
     jobs: Vec<Job>,
     mut more: impl FnMut(usize) -> Option<Vec<Job>>,
-) -> (Answers, Duration) {
+) -> Group {
     let tx = match immediate(conn) {
         Ok(tx) => tx,
         Err(e) => {
             let answers = jobs.into_iter().map(|job| job(Err(e.clone())).answer);
-            return ((answers.collect(), Err(e)), Duration::ZERO);
+            return ((answers.collect(), Err(e)), 0, Duration::ZERO);
         }
     };
+    let mut wrote = 0;
     let mut answers = Vec::with_capacity(jobs.len());
     let mut batch = Some(jobs);
     while let Some(jobs) = batch {
         for job in jobs {
             // The savepoint's statements are prepared once (rusqlite's `Savepoint` parses them anew
             // each time).
+            let before = tx.total_changes();
             let finish = match tx.exec("SAVEPOINT job", []) {
                 Ok(_) => {
                     let finish = job(Ok((&tx, owner)));
+                    if finish.keep && tx.total_changes() != before {
+                        wrote += 1;
+                    }
                     let ended = if finish.keep {
                         tx.exec("RELEASE job", [])
                     } else {
@@ -386,7 +402,7 @@ fn commit_group(
     }
     let started = Instant::now();
     let committed = tx.commit().map_err(backend);
-    ((answers, committed), started.elapsed())
+    ((answers, committed), wrote, started.elapsed())
 }
 
 pub(crate) fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
@@ -993,6 +1009,15 @@ impl SqliteStore {
     /// This store's owner id, recorded with its claims and audit rows.
     pub fn owner(&self) -> &str {
         &self.inner.owner
+    }
+
+    /// The durable writes this store (every clone of it) has committed for its callers through
+    /// its group commit since it was opened.
+    pub fn commit_counts(&self) -> purra_core::CommitCounts {
+        purra_core::CommitCounts {
+            writes: self.inner.writes.wrote.load(Ordering::Relaxed),
+            commits: self.inner.writes.commits.load(Ordering::Relaxed),
+        }
     }
 
     /// Runs `op` like [`SqliteStore::run`] (a write in its own transaction, outside the group

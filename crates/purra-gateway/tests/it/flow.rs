@@ -2196,3 +2196,90 @@ async fn finding_2_sessions_pings_and_listings_count_against_the_callers_rate() 
     assert_eq!(text(&ok), ("v".to_owned(), false));
     fx.gateway.shutdown().await;
 }
+
+/// Waits until the store's commit counts stop moving (the gateway's last writes of a cycle, such
+/// as dropping the waiting run, may land just after the caller's answer) and returns them.
+async fn settled_commits(store: &SqliteStore) -> purra_core::CommitCounts {
+    let mut last = store.commit_counts();
+    loop {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let now = store.commit_counts();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// Issue 50, item 3: the durable writes of each write-cycle path, one call at a time, counted by
+/// the store (`SqliteStore::commit_counts`), so a change that adds a commit to a path fails here
+/// (and one that removes a commit updates the count). Today, each write its own commit:
+/// - an operator decides (7): the approval prepared, the waiting run saved, the decision, the run
+///   saved again by the second call (the time it waits until), the claim, the outcome with its
+///   receipt, the run dropped;
+/// - the caller's client decides by elicitation (6): the same without the second call;
+/// - a standing grant covers the call (5): the use taken with the approval, the run saved, the
+///   claim, the outcome, the run dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_write_cycle_path_commits_a_counted_number_of_times() {
+    use purra_core::{CommitCounts, GrantStore, NewGrant};
+    let delta = |a: CommitCounts, b: CommitCounts| (b.writes - a.writes, b.commits - a.commits);
+
+    // An operator decides.
+    let fx = fixture("commits-operator", Duration::from_millis(200)).await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let before = settled_commits(&fx.store).await;
+    approved_and_sent(&fx, &conn, "c", 1).await;
+    let operator = delta(before, settled_commits(&fx.store).await);
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+
+    // The caller's client decides by elicitation, within the wait.
+    let fx = fixture_with("commits-client", Duration::from_secs(30), |c| {
+        client_decides(c);
+        c.gateway.elicitation = true;
+    })
+    .await;
+    let options = ClientOptions::default().on_elicitation(false, |_| async {
+        Ok(purra_protocol::types::ElicitResult::accept(object(
+            json!({"decision": "approve"}),
+        )))
+    });
+    let conn = client_with(&fx.gateway, "flow-client", options).await;
+    let before = settled_commits(&fx.store).await;
+    let r = conn
+        .call_tool("set_value", json!({"value": "c"}))
+        .await
+        .expect("call");
+    assert_eq!(r.structured_content, Some(json!({"stored": "c"})), "{r:?}");
+    let client_path = delta(before, settled_commits(&fx.store).await);
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+
+    // A standing grant covers the call.
+    let fx = fixture("commits-grant", Duration::from_millis(200)).await;
+    fx.store
+        .add_grant(NewGrant {
+            principal: "local".into(),
+            tool: "set_value".into(),
+            rules: vec![],
+            max_uses: 5,
+            until: SystemTime::now() + Duration::from_secs(600),
+            granted_by: "ada".into(),
+            note: None,
+        })
+        .await
+        .expect("grant");
+    let conn = client(&fx.gateway, "flow-client").await;
+    let before = settled_commits(&fx.store).await;
+    let r = conn
+        .call_tool("set_value", json!({"value": "c"}))
+        .await
+        .expect("call");
+    assert_eq!(r.structured_content, Some(json!({"stored": "c"})), "{r:?}");
+    let grant = delta(before, settled_commits(&fx.store).await);
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+
+    assert_eq!((operator, client_path, grant), ((7, 7), (6, 6), (5, 5)));
+}
