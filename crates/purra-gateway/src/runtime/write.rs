@@ -75,8 +75,11 @@ pub(crate) struct WriteCall {
 /// How a write call's approval is found: pending from an earlier call, or to be prepared (in
 /// place of an open one of the caller's, prepared under an earlier binding, when `replaces`).
 enum Found {
-    Pending(ApprovalId, Option<SystemTime>),
-    New { replaces: bool },
+    /// The approval of an earlier call, its request's expiry, and whether it is still undecided.
+    Pending(ApprovalId, Option<SystemTime>, bool),
+    New {
+        replaces: bool,
+    },
 }
 
 /// The label of a write's approval request naming the client's declared name (absent when it
@@ -339,7 +342,8 @@ impl Inner {
             Ok(Some(s)) if s.intent_digest == digest => {
                 match self.store.approval(s.approval_id.clone()).await {
                     Ok(Some(v)) if !v.expired_undecided(now) => {
-                        Found::Pending(s.approval_id, v.request.expires_at)
+                        let undecided = v.state == ApprovalState::Prepared;
+                        Found::Pending(s.approval_id, v.request.expires_at, undecided)
                     }
                     Ok(_) => Found::New { replaces: false },
                     Err(_) => return store_failed(tool),
@@ -365,9 +369,14 @@ impl Inner {
             }
             Ok(None) => Found::New { replaces: false },
         };
-        let mut fresh = false;
+        // Whether the call's run must be told that a caller waits (again): not for a new
+        // approval (its run says so already), nor for a decided one (nobody waits for it).
+        let mut mark = false;
         let (approval, request_expires) = match found {
-            Found::Pending(id, expires) => (id, expires),
+            Found::Pending(id, expires, undecided) => {
+                mark = undecided;
+                (id, expires)
+            }
             Found::New { replaces } => {
                 let cap = self.settings.max_pending_per_caller;
                 // The open approval a new one replaces is the caller's own, and counted.
@@ -383,7 +392,6 @@ impl Inner {
                             Vec::new(),
                             1,
                         );
-                        fresh = true;
                         prepared
                     }
                     Ok(None) => return results::approval_limit(tool, cap),
@@ -401,9 +409,9 @@ impl Inner {
         });
         self.set_waiting(&run_id, true);
         // Approvers are told that a caller waits (also in a fleet: the store carries it), until
-        // when, and so that approving sends now. A new approval's run says so already.
+        // when, and so that approving sends now.
         let waiting_until = self.wait_until(request_expires);
-        if !fresh {
+        if mark {
             self.mark_waiting(&run_id, &approval, Some(waiting_until))
                 .await;
         }
@@ -623,17 +631,23 @@ impl Inner {
             .metrics
             .store("use_grant", self.use_grant(caller, args, &request, now))
             .await?;
-        let id = match granted {
-            Some(id) => id,
+        let (id, waits) = match granted {
+            Some(id) => (id, false),
             None => match self
                 .metrics
                 .store("prepare", self.store.prepare_within(request, limit, now))
                 .await?
             {
-                Some(id) => id,
+                Some(id) => (id, true),
                 None => return Ok(None),
             },
         };
+        // A granted call is claimed at once, by this caller: no run waits for it (a gateway that
+        // stops before the claim leaves the approval unclaimed, and the caller's next identical
+        // call takes a new use; the grant's uses still bound what is sent).
+        if !waits {
+            return Ok(Some((id, expires_at)));
+        }
         let saved = self.runs.save_suspended(SuspendedRun {
             run_id: run_id.clone(),
             root_run_id: run_id.clone(),

@@ -2214,12 +2214,11 @@ async fn settled_commits(store: &SqliteStore) -> purra_core::CommitCounts {
 /// Issue 50, item 3: the durable writes of each write-cycle path, one call at a time, counted by
 /// the store (`SqliteStore::commit_counts`), so a change that adds a commit to a path fails here
 /// (and one that removes a commit updates the count). Today, each write its own commit:
-/// - an operator decides (7): the approval prepared, the waiting run saved, the decision, the run
-///   saved again by the second call (the time it waits until), the claim, the outcome with its
-///   receipt, the run dropped;
-/// - the caller's client decides by elicitation (6): the same without the second call;
-/// - a standing grant covers the call (5): the use taken with the approval, the run saved, the
-///   claim, the outcome, the run dropped.
+/// - an operator decides (6): the approval prepared, the waiting run saved, the decision, the
+///   claim (by the caller's next call), the outcome with its receipt, the run dropped;
+/// - the caller's client decides by elicitation (6): the same within the first call;
+/// - a standing grant covers the call (3): the use taken with the approval, the claim, the
+///   outcome (no run waits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_write_cycle_path_commits_a_counted_number_of_times() {
     use purra_core::{CommitCounts, GrantStore, NewGrant};
@@ -2281,5 +2280,5 @@ async fn each_write_cycle_path_commits_a_counted_number_of_times() {
     assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
     fx.gateway.shutdown().await;
 
-    assert_eq!((operator, client_path, grant), ((7, 7), (6, 6), (5, 5)));
+    assert_eq!((operator, client_path, grant), ((6, 6), (6, 6), (3, 3)));
 }
