@@ -10,6 +10,10 @@ Tools, as revision N (the integer in DIR/revision; 1 when the file is missing) l
   update {value}      a write. Revision 2 and later: a new description; from revision 3 not listed.
   export {}           listed from revision 2 on (a tool the upstream adds; never bound).
 
+When DIR/announce holds an integer K, the K-th tools/list sends notifications/tools/list_changed
+before it answers (a server announcing a change while it is being listed); the ledger says
+`listed N` for every listing and `announced` for that one.
+
 Every 50 ms the server reads DIR/revision; when it differs from the revision it last listed, it
 sends notifications/tools/list_changed on its session (the gateway lists again). Every call is
 appended to DIR/ledger.txt (flushed, fsynced) as `call NAME REVISION`, so a test sees what really
@@ -33,6 +37,7 @@ warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 DIR = "."
 SESSION: Any = None
 LISTED = 1
+LISTINGS = 0
 
 
 def event(text: str) -> None:
@@ -82,9 +87,19 @@ def tools(rev: int) -> list[dict[str, Any]]:
 
 
 async def list_tools(ctx: Any, params: Any) -> dict[str, Any]:
-    global SESSION, LISTED
+    global SESSION, LISTED, LISTINGS
     SESSION = ctx.session
     LISTED = revision()
+    LISTINGS += 1
+    event(f"listed {LISTINGS}")
+    try:
+        with open(os.path.join(DIR, "announce"), encoding="utf-8") as f:
+            announce = int(f.read().strip())
+    except (FileNotFoundError, ValueError):
+        announce = 0
+    if LISTINGS == announce:
+        event("announced")
+        await ctx.session.send_notification(types.ToolListChangedNotification())
     return {"tools": tools(LISTED)}
 
 

@@ -666,6 +666,38 @@ fn the_page_shows_a_catalog_change_diff_and_decides_it_as_the_signed_in_approver
     assert!(sc.ledger("call update").is_empty());
 }
 
+/// An upstream that announces a change while its tools are being listed (here during the second
+/// listing, the one the gateway's discovery reads at start; servers that announce at start do it
+/// by timing, which made a restart fail now and then): the gateway lists again instead of failing
+/// to start with `mcp_catalog_stale`, and serves what that listing says.
+#[test]
+fn a_change_announced_while_the_tools_are_listed_is_listed_again() {
+    let sc = Scenario::new("announce", false);
+    std::fs::write(sc.dir.join("announce"), "2").expect("announce");
+    let g = Gateway::start(&sc.write_config(0, Upstream::Python, "hold"));
+    let steps = client(
+        &g.url,
+        json!([{"list": true}, call("lookup", json!({"q": "r"}))]),
+    );
+    assert_eq!(names(&steps[0]), ["lookup", "update"]);
+    assert_eq!(
+        result_text(&steps[1]),
+        ("found r (revision 1)".to_owned(), false)
+    );
+    assert_eq!(
+        sc.ledger(""),
+        [
+            "started",
+            "listed 1",
+            "listed 2",
+            "announced",
+            "listed 3",
+            "listed 4",
+            "call lookup 1"
+        ]
+    );
+}
+
 /// A restart meets the difference at start: the pins outlive the process. A bound tool the
 /// upstream no longer lists stays listed as pinned and is refused with its own code
 /// (`mcp_tool_removed`); a tool the upstream added is not served.

@@ -47,6 +47,10 @@ pub(crate) mod identity;
 pub(crate) mod principals;
 pub(crate) mod skills;
 
+/// How many times an upstream's tools are listed when each listing is announced as changed while
+/// it is read (then `mcp_catalog_stale` is reported).
+const STALE_LISTINGS: u32 = 3;
+
 /// The most characters of an upstream command's stderr line a message repeats.
 const MAX_STDERR_CHARS: usize = 300;
 
@@ -757,7 +761,27 @@ impl Upstream {
         }
     }
 
+    /// Discovers the bound tools; a listing the upstream announced as changed while it was read
+    /// (`mcp_catalog_stale`: a server that announces a change as it starts, say) is read again,
+    /// up to [`STALE_LISTINGS`] times, before the change is reported.
     async fn discover(
+        &self,
+        conn: &Arc<Connection>,
+        monitor: &CatalogMonitor,
+    ) -> Result<Live, UpstreamError> {
+        let mut read = 1;
+        loop {
+            let generation = monitor.generation();
+            match self.discover_once(conn, monitor).await {
+                Err(_) if read < STALE_LISTINGS && monitor.generation() != generation => {
+                    read += 1;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    async fn discover_once(
         &self,
         conn: &Arc<Connection>,
         monitor: &CatalogMonitor,
