@@ -882,6 +882,52 @@ impl PostgresStore {
     }
 }
 
+/// Saves (or replaces) a suspended run, with its `run_suspended` audit row.
+async fn save_run_in(tx: &Tx<'_>, me: &str, run: &SuspendedRun) -> Result<(), Error> {
+    let run_json = serde_json::to_string(run).map_err(json_error)?;
+    exec(
+        tx,
+        "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (run_id) DO UPDATE SET agent = excluded.agent,
+            run_json = excluded.run_json, saved_at_ns = excluded.saved_at_ns",
+        &[&run.run_id.as_str(), &run.agent, &run_json, &now_ns()],
+    )
+    .await?;
+    append(
+        tx,
+        me,
+        None,
+        Audit::new(
+            "run_suspended",
+            json!({"intentDigest": run.intent_digest.as_str()}),
+        )
+        .approval(&run.approval_id.0)
+        .run(run.run_id.as_str()),
+    )
+    .await
+}
+
+/// Drops a suspended run (a `run_removed` audit row when there was one).
+async fn remove_run_in(tx: &Tx<'_>, me: &str, run_id: &RunId) -> Result<(), Error> {
+    let n = exec(
+        tx,
+        "DELETE FROM suspended_runs WHERE run_id = $1",
+        &[&run_id.as_str()],
+    )
+    .await?;
+    if n > 0 {
+        append(
+            tx,
+            me,
+            None,
+            Audit::new("run_removed", json!({})).run(run_id.as_str()),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// The largest instant (nanoseconds): a request without an expiry sorts as never expiring in
 /// `approvals_open_by_principal`, whose expression this is part of.
 const NEVER: &str = "9223372036854775807";
@@ -1302,17 +1348,43 @@ impl IdempotencyStore for PostgresStore {
         key: IdempotencyKey,
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.complete_with(key, outcome, None)
+    }
+
+    fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>> {
+        self.read(move |c| {
+            let key = key.clone();
+            async move {
+                match read_claim(&c, &key.0, false).await? {
+                    None => Ok(None),
+                    Some(outcome) => Ok(Some(claim_state(outcome)?)),
+                }
+            }
+        })
+    }
+}
+
+impl PostgresStore {
+    /// Records the outcome of the claim under `key` and, with `run`, drops that suspended run in
+    /// the same transaction.
+    fn complete_with(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+        run: Option<RunId>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
         let op = self.op_token();
         Box::pin(async move {
             let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
             // A rejected late outcome is recorded (committed) and then reported as a conflict.
             let rejected = self
                 .transact(move |tx, me, retry| {
-                    let (op, key, outcome, outcome_json) = (
+                    let (op, key, outcome, outcome_json, run) = (
                         op.clone(),
                         key.clone(),
                         outcome.clone(),
                         outcome_json.clone(),
+                        run.clone(),
                     );
                     Box::pin(async move {
                         let existing = read_claim(tx, &key.0, true).await?;
@@ -1321,8 +1393,8 @@ impl IdempotencyStore for PostgresStore {
                                 return Ok(event == "outcome_rejected");
                             }
                         }
-                        match existing {
-                            None => Err(StoreError::NotFound.into()),
+                        let rejected = match existing {
+                            None => return Err(StoreError::NotFound.into()),
                             Some(Some(stored)) => {
                                 // Kept as evidence (for example a late outcome after `interrupted`),
                                 // never applied.
@@ -1339,7 +1411,7 @@ impl IdempotencyStore for PostgresStore {
                                     .key(&key.0),
                                 )
                                 .await?;
-                                Ok(true)
+                                true
                             }
                             Some(None) => {
                                 exec(
@@ -1358,9 +1430,14 @@ impl IdempotencyStore for PostgresStore {
                                 )
                                 .await?;
                                 record_effect(tx, &key, &outcome, false).await?;
-                                Ok(false)
+                                false
                             }
+                        };
+                        // The run the outcome answers waits no more: dropped with it.
+                        if let Some(run) = &run {
+                            remove_run_in(tx, me, run).await?;
                         }
+                        Ok(rejected)
                     })
                 })
                 .await?;
@@ -1372,15 +1449,99 @@ impl IdempotencyStore for PostgresStore {
         })
     }
 
-    fn state(&self, key: IdempotencyKey) -> BoxFuture<'_, Result<Option<ClaimState>, StoreError>> {
-        self.read(move |c| {
-            let key = key.clone();
-            async move {
-                match read_claim(&c, &key.0, false).await? {
-                    None => Ok(None),
-                    Some(outcome) => Ok(Some(claim_state(outcome)?)),
-                }
-            }
+    /// Records the outcome of the claim under `key` like
+    /// [`ReceiptStore::complete`](purra_core::ReceiptStore::complete) and, in the same
+    /// transaction, drops the suspended run `run_id` (the call it answers waits no more): one
+    /// durable write where the two calls would make two. A claim that has an outcome already
+    /// answers `Conflict` as `complete` does (the offered outcome kept as evidence, the run
+    /// dropped); an error writes nothing.
+    pub fn complete_run(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+        run_id: RunId,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.complete_with(key, outcome, Some(run_id))
+    }
+
+    /// Prepares `request` like [`OperatorStore::prepare_within`] and, in the same transaction,
+    /// saves `run` (the call that waits for it) with its `approval_id` set to the new approval:
+    /// one durable write where the two calls would make two, and no approval without its waiting
+    /// run whatever stops the process. `None` (nothing written) when the principal has `limit`
+    /// approvals open.
+    pub fn prepare_waiting(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+        run: SuspendedRun,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+        self.prepare_with(request, limit, now, Some(run))
+    }
+
+    /// Prepares `request` within `limit` open approvals of its principal and, with `run`, saves
+    /// that suspended run (its approval id set to the new one) in the same transaction.
+    fn prepare_with(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+        run: Option<SuspendedRun>,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+        let op = self.op_token();
+        let run = run.map(Arc::new);
+        Box::pin(async move {
+            let principal = request_principal(&request)?.to_owned();
+            let now = to_ns(now)?;
+            let row = Arc::new(NewApproval::of(&request)?);
+            let space = format!("purra-open:{}", self.inner.options.schema);
+            self.transact(move |tx, me, retry| {
+                let (op, row, principal, space, run) = (
+                    op.clone(),
+                    Arc::clone(&row),
+                    principal.clone(),
+                    space.clone(),
+                    run.clone(),
+                );
+                Box::pin(async move {
+                    // One principal's limited prepares take turns, in every process: under READ
+                    // COMMITTED the count after the lock sees every approval committed before it.
+                    exec(
+                        tx,
+                        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+                        &[&space, &principal],
+                    )
+                    .await?;
+                    if retry {
+                        if let Some((_, Some(id), _, _)) = witness(tx, me, &op).await? {
+                            return Ok(Some(ApprovalId(id)));
+                        }
+                    }
+                    let open: i64 = query(
+                        tx,
+                        &format!(
+                            "SELECT count(*) FROM (SELECT 1 FROM approvals
+                             WHERE state = 'prepared' AND principal = $1
+                               AND coalesce(request_expires_at_ns, {NEVER}) > $2 LIMIT $3) o"
+                        ),
+                        &[&principal, &now, &i64::from(limit)],
+                    )
+                    .await?
+                    .first()
+                    .map_or(0, |r| r.get(0));
+                    if open >= i64::from(limit) {
+                        return Ok(None);
+                    }
+                    let id = insert_approval(tx, me, &op, &row).await?;
+                    if let Some(run) = &run {
+                        let mut run = SuspendedRun::clone(run);
+                        run.approval_id = id.clone();
+                        save_run_in(tx, me, &run).await?;
+                    }
+                    Ok(Some(id))
+                })
+            })
+            .await
         })
     }
 }
@@ -1391,36 +1552,10 @@ impl RunStore for PostgresStore {
     }
 
     fn save_suspended(&self, run: SuspendedRun) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            let run_json = serde_json::to_string(&run).map_err(json_error)?;
-            let run = Arc::new(run);
-            self.transact(move |tx, me, _| {
-                let (run, run_json) = (Arc::clone(&run), run_json.clone());
-                Box::pin(async move {
-                    exec(
-                        tx,
-                        "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns)
-                         VALUES ($1, $2, $3, $4)
-                         ON CONFLICT (run_id) DO UPDATE SET agent = excluded.agent,
-                            run_json = excluded.run_json, saved_at_ns = excluded.saved_at_ns",
-                        &[&run.run_id.as_str(), &run.agent, &run_json, &now_ns()],
-                    )
-                    .await?;
-                    append(
-                        tx,
-                        me,
-                        None,
-                        Audit::new(
-                            "run_suspended",
-                            json!({"intentDigest": run.intent_digest.as_str()}),
-                        )
-                        .approval(&run.approval_id.0)
-                        .run(run.run_id.as_str()),
-                    )
-                    .await
-                })
-            })
-            .await
+        let run = Arc::new(run);
+        self.transact(move |tx, me, _| {
+            let run = Arc::clone(&run);
+            Box::pin(async move { save_run_in(tx, me, &run).await })
         })
     }
 
@@ -1450,24 +1585,7 @@ impl RunStore for PostgresStore {
     fn remove_suspended(&self, run_id: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
         self.transact(move |tx, me, _| {
             let run_id = run_id.clone();
-            Box::pin(async move {
-                let n = exec(
-                    tx,
-                    "DELETE FROM suspended_runs WHERE run_id = $1",
-                    &[&run_id.as_str()],
-                )
-                .await?;
-                if n > 0 {
-                    append(
-                        tx,
-                        me,
-                        None,
-                        Audit::new("run_removed", json!({})).run(run_id.as_str()),
-                    )
-                    .await?;
-                }
-                Ok(())
-            })
+            Box::pin(async move { remove_run_in(tx, me, &run_id).await })
         })
     }
 }
@@ -1528,53 +1646,7 @@ impl OperatorStore for PostgresStore {
         limit: u32,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
-        let op = self.op_token();
-        Box::pin(async move {
-            let principal = request_principal(&request)?.to_owned();
-            let now = to_ns(now)?;
-            let row = Arc::new(NewApproval::of(&request)?);
-            let space = format!("purra-open:{}", self.inner.options.schema);
-            self.transact(move |tx, me, retry| {
-                let (op, row, principal, space) = (
-                    op.clone(),
-                    Arc::clone(&row),
-                    principal.clone(),
-                    space.clone(),
-                );
-                Box::pin(async move {
-                    // One principal's limited prepares take turns, in every process: under READ
-                    // COMMITTED the count after the lock sees every approval committed before it.
-                    exec(
-                        tx,
-                        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
-                        &[&space, &principal],
-                    )
-                    .await?;
-                    if retry {
-                        if let Some((_, Some(id), _, _)) = witness(tx, me, &op).await? {
-                            return Ok(Some(ApprovalId(id)));
-                        }
-                    }
-                    let open: i64 = query(
-                        tx,
-                        &format!(
-                            "SELECT count(*) FROM (SELECT 1 FROM approvals
-                             WHERE state = 'prepared' AND principal = $1
-                               AND coalesce(request_expires_at_ns, {NEVER}) > $2 LIMIT $3) o"
-                        ),
-                        &[&principal, &now, &i64::from(limit)],
-                    )
-                    .await?
-                    .first()
-                    .map_or(0, |r| r.get(0));
-                    if open >= i64::from(limit) {
-                        return Ok(None);
-                    }
-                    insert_approval(tx, me, &op, &row).await.map(Some)
-                })
-            })
-            .await
-        })
+        self.prepare_with(request, limit, now, None)
     }
 
     fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {

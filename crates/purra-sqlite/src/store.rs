@@ -1011,6 +1011,48 @@ impl SqliteStore {
         &self.inner.owner
     }
 
+    /// Prepares `request` like [`OperatorStore::prepare_within`] and, in the same transaction,
+    /// saves `run` (the call that waits for it) with its `approval_id` set to the new approval:
+    /// one durable write where the two calls would make two, and no approval without its waiting
+    /// run whatever stops the process. `None` (nothing written) when the principal has `limit`
+    /// approvals open.
+    pub fn prepare_waiting(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+        mut run: SuspendedRun,
+    ) -> BoxFuture<'static, Result<Option<ApprovalId>, StoreError>> {
+        self.write(move |tx, me| {
+            let Some(id) = prepare_in(tx, me, &request, limit, now)? else {
+                return Ok(None);
+            };
+            run.approval_id = id.clone();
+            save_run_in(tx, me, &run)?;
+            Ok(Some(id))
+        })
+    }
+
+    /// Records the outcome of the claim under `key` like
+    /// [`ReceiptStore::complete`](purra_core::ReceiptStore::complete) and, in the same
+    /// transaction, drops the suspended run `run_id` (the call it answers waits no more): one
+    /// durable write where the two calls would make two. A claim that has an outcome already
+    /// answers `Conflict` as `complete` does (the offered outcome kept as evidence, the run
+    /// dropped); an error writes nothing.
+    pub fn complete_run(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+        run_id: RunId,
+    ) -> BoxFuture<'static, Result<(), StoreError>> {
+        let written = self.write(move |tx, me| {
+            let answer = complete_in(tx, me, &key, &outcome)?;
+            remove_run_in(tx, me, &run_id)?;
+            Ok(answer)
+        });
+        Box::pin(async move { written.await? })
+    }
+
     /// The durable writes this store (every clone of it) has committed for its callers through
     /// its group commit since it was opened.
     pub fn commit_counts(&self) -> purra_core::CommitCounts {
@@ -1179,23 +1221,7 @@ impl OperatorStore for SqliteStore {
         limit: u32,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
-        self.write(move |tx, me| {
-            let principal = request_principal(&request)?;
-            let now = to_ns(now)?;
-            // Counted in the group's `BEGIN IMMEDIATE` transaction, before the insert: no other
-            // writer of the file (this process's or another's) runs between the two.
-            let open: i64 = tx
-                .row(
-                    OPEN_OF_PRINCIPAL,
-                    params![principal, now, i64::from(limit)],
-                    |r| r.get(0),
-                )
-                .map_err(backend)?;
-            if open >= i64::from(limit) {
-                return Ok(None);
-            }
-            insert_approval(tx, me, &request).map(Some)
-        })
+        self.write(move |tx, me| prepare_in(tx, me, &request, limit, now))
     }
 
     fn approval(&self, id: ApprovalId) -> BoxFuture<'_, Result<Option<ApprovalView>, StoreError>> {
@@ -1567,52 +1593,7 @@ impl IdempotencyStore for SqliteStore {
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         // `Ok(Err(..))`: a rejected outcome whose audit row is committed all the same.
-        let written = self.write(move |tx, me| {
-            let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
-            let at = now_ns()?;
-            match read_claim(tx, &key.0)? {
-                None => Err(StoreError::NotFound),
-                Some((seq, Some(existing))) => {
-                    // Kept as evidence (for example a late outcome after `interrupted`), never applied.
-                    let existing: serde_json::Value =
-                        serde_json::from_str(&existing).map_err(json_error)?;
-                    append(
-                        tx,
-                        at,
-                        me,
-                        "outcome_rejected",
-                        None,
-                        Some((&key.0, Some(seq))),
-                        None,
-                        &json!({"stored": existing, "offered": outcome}),
-                    )?;
-                    // Committed with the group: the rejection stays on record.
-                    Ok(Err(StoreError::Conflict(
-                        "the claim already has an outcome",
-                    )))
-                }
-                Some((seq, None)) => {
-                    tx.exec(
-                        "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
-                         WHERE seq = ?4",
-                        params![outcome_kind(&outcome), outcome_json, at, seq],
-                    )
-                    .map_err(backend)?;
-                    append(
-                        tx,
-                        at,
-                        me,
-                        "outcome",
-                        None,
-                        Some((&key.0, Some(seq))),
-                        None,
-                        &json!({"outcome": outcome}),
-                    )?;
-                    record_effect(tx, &key, seq, &outcome, false, at)?;
-                    Ok(Ok(()))
-                }
-            }
-        });
+        let written = self.write(move |tx, me| complete_in(tx, me, &key, &outcome));
         Box::pin(async move { written.await? })
     }
 
@@ -1631,29 +1612,7 @@ impl RunStore for SqliteStore {
     }
 
     fn save_suspended(&self, run: SuspendedRun) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.write(move |tx, me| {
-            let run_json = serde_json::to_string(&run).map_err(json_error)?;
-            let at = now_ns()?;
-            tx.exec(
-                "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns)
-                 VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(run_id) DO UPDATE SET agent = excluded.agent,
-                    run_json = excluded.run_json, saved_at_ns = excluded.saved_at_ns",
-                params![run.run_id.as_str(), run.agent, run_json, at],
-            )
-            .map_err(backend)?;
-            append(
-                tx,
-                at,
-                me,
-                "run_suspended",
-                Some((&run.approval_id.0, Trail::Indexed)),
-                None,
-                Some(run.run_id.as_str()),
-                &json!({"intentDigest": run.intent_digest.as_str()}),
-            )?;
-            Ok(())
-        })
+        self.write(move |tx, me| save_run_in(tx, me, &run))
     }
 
     fn load_suspended(
@@ -1675,27 +1634,135 @@ impl RunStore for SqliteStore {
     }
 
     fn remove_suspended(&self, run_id: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.write(move |tx, me| {
-            let n = tx
-                .exec(
-                    "DELETE FROM suspended_runs WHERE run_id = ?1",
-                    params![run_id.as_str()],
-                )
-                .map_err(backend)?;
-            if n > 0 {
-                append(
-                    tx,
-                    now_ns()?,
-                    me,
-                    "run_removed",
-                    None,
-                    None,
-                    Some(run_id.as_str()),
-                    &json!({}),
-                )?;
-            }
-            Ok(())
-        })
+        self.write(move |tx, me| remove_run_in(tx, me, &run_id))
+    }
+}
+
+/// Prepares `request` unless its principal has `limit` approvals open at `now`: counted in the
+/// group's `BEGIN IMMEDIATE` transaction, before the insert, so no other writer of the file (this
+/// process's or another's) runs between the two.
+fn prepare_in(
+    tx: &Connection,
+    me: &str,
+    request: &ApprovalRequest,
+    limit: u32,
+    now: SystemTime,
+) -> Result<Option<ApprovalId>, StoreError> {
+    let principal = request_principal(request)?;
+    let now = to_ns(now)?;
+    let open: i64 = tx
+        .row(
+            OPEN_OF_PRINCIPAL,
+            params![principal, now, i64::from(limit)],
+            |r| r.get(0),
+        )
+        .map_err(backend)?;
+    if open >= i64::from(limit) {
+        return Ok(None);
+    }
+    insert_approval(tx, me, request).map(Some)
+}
+
+/// Saves (or replaces) a suspended run, with its `run_suspended` audit row.
+fn save_run_in(tx: &Connection, me: &str, run: &SuspendedRun) -> Result<(), StoreError> {
+    let run_json = serde_json::to_string(run).map_err(json_error)?;
+    let at = now_ns()?;
+    tx.exec(
+        "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns)
+         VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(run_id) DO UPDATE SET agent = excluded.agent,
+            run_json = excluded.run_json, saved_at_ns = excluded.saved_at_ns",
+        params![run.run_id.as_str(), run.agent, run_json, at],
+    )
+    .map_err(backend)?;
+    append(
+        tx,
+        at,
+        me,
+        "run_suspended",
+        Some((&run.approval_id.0, Trail::Indexed)),
+        None,
+        Some(run.run_id.as_str()),
+        &json!({"intentDigest": run.intent_digest.as_str()}),
+    )?;
+    Ok(())
+}
+
+/// Drops a suspended run (a `run_removed` audit row when there was one).
+fn remove_run_in(tx: &Connection, me: &str, run_id: &RunId) -> Result<(), StoreError> {
+    let n = tx
+        .exec(
+            "DELETE FROM suspended_runs WHERE run_id = ?1",
+            params![run_id.as_str()],
+        )
+        .map_err(backend)?;
+    if n > 0 {
+        append(
+            tx,
+            now_ns()?,
+            me,
+            "run_removed",
+            None,
+            None,
+            Some(run_id.as_str()),
+            &json!({}),
+        )?;
+    }
+    Ok(())
+}
+
+/// Records the outcome of the claim under `key`; `Ok(Err(Conflict))` when it has one already
+/// (the offered one is kept as evidence in an `outcome_rejected` audit row, committed all the
+/// same).
+fn complete_in(
+    tx: &Connection,
+    me: &str,
+    key: &IdempotencyKey,
+    outcome: &EffectOutcome,
+) -> Result<Result<(), StoreError>, StoreError> {
+    let outcome_json = serde_json::to_string(&outcome).map_err(json_error)?;
+    let at = now_ns()?;
+    match read_claim(tx, &key.0)? {
+        None => Err(StoreError::NotFound),
+        Some((seq, Some(existing))) => {
+            // Kept as evidence (for example a late outcome after `interrupted`), never applied.
+            let existing: serde_json::Value =
+                serde_json::from_str(&existing).map_err(json_error)?;
+            append(
+                tx,
+                at,
+                me,
+                "outcome_rejected",
+                None,
+                Some((&key.0, Some(seq))),
+                None,
+                &json!({"stored": existing, "offered": outcome}),
+            )?;
+            // Committed with the group: the rejection stays on record.
+            Ok(Err(StoreError::Conflict(
+                "the claim already has an outcome",
+            )))
+        }
+        Some((seq, None)) => {
+            tx.exec(
+                "UPDATE claims SET outcome = ?1, outcome_json = ?2, completed_at_ns = ?3
+                 WHERE seq = ?4",
+                params![outcome_kind(outcome), outcome_json, at, seq],
+            )
+            .map_err(backend)?;
+            append(
+                tx,
+                at,
+                me,
+                "outcome",
+                None,
+                Some((&key.0, Some(seq))),
+                None,
+                &json!({"outcome": outcome}),
+            )?;
+            record_effect(tx, key, seq, outcome, false, at)?;
+            Ok(Ok(()))
+        }
     }
 }
 

@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use purra_core::{
     ApprovalGateway, ApprovalId, ApprovalRecord, ApprovalRequest, ApprovalState, ApprovalView,
-    BoxFuture, OperatorStore, RunId, RunStore, StoreError, StoreEvent, WebhookOutbox,
+    BoxFuture, EffectOutcome, IdempotencyKey, OperatorStore, RunId, RunStore, StoreError,
+    StoreEvent, SuspendedRun, WebhookOutbox,
 };
 use purra_postgres::PostgresStore;
 use purra_sqlite::SqliteStore;
@@ -50,6 +51,23 @@ pub trait GatewayStore: Send + Sync {
         limit: u32,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>>;
+    /// Prepares `request` as [`GatewayStore::prepare_within`] does and, in the same transaction,
+    /// saves `run` (the call waiting for it) with the new approval's id: one durable write.
+    fn prepare_waiting(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+        run: SuspendedRun,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>>;
+    /// Records the outcome of the claim under `key` and, in the same transaction, drops the
+    /// suspended run `run` it answers: one durable write.
+    fn complete_run(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+        run: RunId,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
     /// The store's webhook outbox, when it keeps one (every durable store does); a gateway with
     /// `[webhooks]` needs it.
     fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
@@ -173,6 +191,25 @@ macro_rules! gateway_store {
                 OperatorStore::prepare_within(self, request, limit, now)
             }
 
+            fn prepare_waiting(
+                &self,
+                request: ApprovalRequest,
+                limit: u32,
+                now: SystemTime,
+                run: SuspendedRun,
+            ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+                <$store>::prepare_waiting(self, request, limit, now, run)
+            }
+
+            fn complete_run(
+                &self,
+                key: IdempotencyKey,
+                outcome: EffectOutcome,
+                run: RunId,
+            ) -> BoxFuture<'_, Result<(), StoreError>> {
+                <$store>::complete_run(self, key, outcome, run)
+            }
+
             fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
                 Some(Arc::new(self.clone()))
             }
@@ -231,6 +268,46 @@ impl GatewayStore for AnyStore {
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
         self.ops().prepare_within(request, limit, now)
+    }
+
+    fn prepare_waiting(
+        &self,
+        request: ApprovalRequest,
+        limit: u32,
+        now: SystemTime,
+        run: SuspendedRun,
+    ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+        match self {
+            AnyStore::Sqlite(s) => s.prepare_waiting(request, limit, now, run),
+            AnyStore::Postgres(s) => s.prepare_waiting(request, limit, now, run),
+            // A kind of store this build does not know: the two writes one after the other.
+            other => Box::pin(async move {
+                let Some(id) = other.ops().prepare_within(request, limit, now).await? else {
+                    return Ok(None);
+                };
+                let mut run = run;
+                run.approval_id = id.clone();
+                AnyStore::runs(other).save_suspended(run).await?;
+                Ok(Some(id))
+            }),
+        }
+    }
+
+    fn complete_run(
+        &self,
+        key: IdempotencyKey,
+        outcome: EffectOutcome,
+        run: RunId,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        match self {
+            AnyStore::Sqlite(s) => s.complete_run(key, outcome, run),
+            AnyStore::Postgres(s) => s.complete_run(key, outcome, run),
+            other => Box::pin(async move {
+                let completed = other.gateway().receipts().complete(key, outcome).await;
+                AnyStore::runs(other).remove_suspended(run).await?;
+                completed
+            }),
+        }
     }
 
     fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {

@@ -631,24 +631,14 @@ impl Inner {
             .metrics
             .store("use_grant", self.use_grant(caller, args, &request, now))
             .await?;
-        let (id, waits) = match granted {
-            Some(id) => (id, false),
-            None => match self
-                .metrics
-                .store("prepare", self.store.prepare_within(request, limit, now))
-                .await?
-            {
-                Some(id) => (id, true),
-                None => return Ok(None),
-            },
-        };
         // A granted call is claimed at once, by this caller: no run waits for it (a gateway that
         // stops before the claim leaves the approval unclaimed, and the caller's next identical
         // call takes a new use; the grant's uses still bound what is sent).
-        if !waits {
+        if let Some(id) = granted {
             return Ok(Some((id, expires_at)));
         }
-        let saved = self.runs.save_suspended(SuspendedRun {
+        // The approval and the call waiting for it: one transaction.
+        let run = SuspendedRun {
             run_id: run_id.clone(),
             root_run_id: run_id.clone(),
             agent: self.settings.name.clone(),
@@ -659,14 +649,21 @@ impl Inner {
                 name: tool,
                 arguments: args.clone(),
             },
-            approval_id: id.clone(),
+            // Set by the store to the approval it prepares.
+            approval_id: ApprovalId(String::new()),
             intent_digest: digest,
             turns_used: 0,
             // The caller waits from here (the wait sets it again, to the same instant).
             waiting_until: Some(self.wait_until(expires_at)),
-        });
-        self.metrics.store("save_run", saved).await?;
-        Ok(Some((id, expires_at)))
+        };
+        let prepared = self
+            .metrics
+            .store(
+                "prepare",
+                self.store.prepare_waiting(request, limit, now, run),
+            )
+            .await?;
+        Ok(prepared.map(|id| (id, expires_at)))
     }
 
     /// Waits for the decision of `approval`: asks the client's user first when allowed, and
@@ -978,7 +975,6 @@ impl Inner {
         // Claimed: the claim is on disk. An upstream called as the person who asked gets the
         // credential of the caller now, after the approval and the claim, never before: a
         // connection that cannot be made as the caller sends nothing (`not_started`).
-        let receipts = self.approvals.receipts();
         let credentials = b.upstream.credentials().cloned();
         let mine = match (&credentials, who) {
             (None, _) => None,
@@ -1013,6 +1009,7 @@ impl Inner {
             None => bound.registration.clone(),
         };
         let held = (bound.clone(), mine, self.drain.hold());
+        let store = self.store.clone();
         let runs = self.runs.clone();
         let context = RunContext {
             run_id: run_id.clone(),
@@ -1058,10 +1055,19 @@ impl Inner {
                 };
                 let state = effect_state(&outcome);
                 outcome_span.record("state", state);
+                // The outcome with its receipt, and the run dropped: one transaction.
                 let recorded = metrics
-                    .store("complete", receipts.complete(key, outcome.clone()))
+                    .store(
+                        "complete",
+                        store.complete_run(key, outcome.clone(), run.clone()),
+                    )
                     .instrument(outcome_span)
                     .await;
+                // Not recorded (nothing was written): the run is dropped all the same, as the
+                // claim without an outcome is what reconciling looks at.
+                if recorded.is_err() {
+                    let _ = runs.remove_suspended(run).await;
+                }
                 if recorded.is_ok() {
                     metrics.add(
                         crate::runtime::metrics::EFFECTS,
@@ -1069,7 +1075,6 @@ impl Inner {
                         1,
                     );
                 }
-                let _ = runs.remove_suspended(run).await;
                 (execution, outcome, recorded)
             }
             .instrument(dispatch_span),
@@ -1103,19 +1108,18 @@ impl Inner {
         code: &ErrorCode,
         why: &str,
     ) -> CallToolResult {
-        let receipts = self.approvals.receipts();
         if self
             .metrics
             .store(
                 "complete",
-                receipts.complete(key, EffectOutcome::NotStarted),
+                self.store
+                    .complete_run(key, EffectOutcome::NotStarted, run_id.clone()),
             )
             .await
             .is_err()
         {
             return results::in_flight(tool, label);
         }
-        let _ = self.runs.remove_suspended(run_id.clone()).await;
         results::failed(
             tool,
             code,

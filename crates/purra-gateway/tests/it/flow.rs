@@ -2213,10 +2213,10 @@ async fn settled_commits(store: &SqliteStore) -> purra_core::CommitCounts {
 
 /// Issue 50, item 3: the durable writes of each write-cycle path, one call at a time, counted by
 /// the store (`SqliteStore::commit_counts`), so a change that adds a commit to a path fails here
-/// (and one that removes a commit updates the count). Today, each write its own commit:
-/// - an operator decides (6): the approval prepared, the waiting run saved, the decision, the
-///   claim (by the caller's next call), the outcome with its receipt, the run dropped;
-/// - the caller's client decides by elicitation (6): the same within the first call;
+/// (and one that removes a commit updates the count):
+/// - an operator decides (4): the approval prepared with its waiting run, the decision, the claim
+///   (by the caller's next call), the outcome with its receipt and the run dropped;
+/// - the caller's client decides by elicitation (4): the same within the first call;
 /// - a standing grant covers the call (3): the use taken with the approval, the claim, the
 ///   outcome (no run waits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2280,5 +2280,5 @@ async fn each_write_cycle_path_commits_a_counted_number_of_times() {
     assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
     fx.gateway.shutdown().await;
 
-    assert_eq!((operator, client_path, grant), ((6, 6), (6, 6), (3, 3)));
+    assert_eq!((operator, client_path, grant), ((4, 4), (4, 4), (3, 3)));
 }
