@@ -86,7 +86,7 @@ pub(crate) const CLIENT_LABEL: &str = "client";
 
 /// The caller an approval request was asked by, from its labels (a request without a label
 /// for the client names none: a binding with `clients` rules refuses it).
-fn requester(labels: &BTreeMap<String, String>) -> Caller {
+pub(crate) fn requester(labels: &BTreeMap<String, String>) -> Caller {
     Caller {
         principal: labels.get(PRINCIPAL_LABEL).cloned().unwrap_or_default(),
         client: labels.get(CLIENT_LABEL).cloned().unwrap_or_default(),
@@ -617,6 +617,16 @@ impl Inner {
                 .labels
                 .insert(APPROVERS_MUST_DIFFER_LABEL.to_owned(), "true".to_owned());
         }
+        // Approve with edit: the page is told it may edit, and the schema it validates against.
+        if b.allow_edit {
+            request
+                .labels
+                .insert(purra_core::ALLOW_EDIT_LABEL.to_owned(), "true".to_owned());
+            request.labels.insert(
+                purra_core::INPUT_SCHEMA_LABEL.to_owned(),
+                reg.input_schema().source().to_string(),
+            );
+        }
         // A live grant covering the call approves it now (one use taken with the approval);
         // otherwise the approval is prepared and waits for a decision.
         let granted = self
@@ -824,7 +834,31 @@ impl Inner {
     /// An upstream called as the person who asked is called with `who`'s credential, obtained
     /// after the claim; one whose credential is the caller's own token (token exchange) is not
     /// claimed without the caller: the decided approval waits for the call to be made again.
+    ///
+    /// An approval an approver approved with edited arguments is settled as the edited one:
+    /// its arguments are sent, and the answer says it was edited.
     pub(crate) async fn settle(
+        &self,
+        b: &Binding,
+        run_id: &RunId,
+        approval: &ApprovalId,
+        args: &Value,
+        who: Option<&crate::upstream::principals::Who>,
+    ) -> CallToolResult {
+        match self.edit_of(run_id, approval).await {
+            Ok(None) => self.settle_one(b, run_id, approval, args, who).await,
+            Ok(Some(edited)) => {
+                let result = self
+                    .settle_one(b, run_id, &edited.id, &edited.request.arguments, who)
+                    .await;
+                results::edited(result, &approval.0, &edited)
+            }
+            Err(_) => store_failed(&b.local),
+        }
+    }
+
+    /// [`settle`](Inner::settle) for one approval and the arguments it was approved with.
+    async fn settle_one(
         &self,
         b: &Binding,
         run_id: &RunId,
