@@ -39,7 +39,7 @@ pub const EDITED_BY_LABEL: &str = "edited_by";
 pub const ORIGINAL_ARGUMENTS_LABEL: &str = "original_arguments_digest";
 
 /// The most bytes of edited arguments (as JSON text) an approver may submit.
-pub const MAX_EDIT_BYTES: usize = 64 * 1024;
+pub const MAX_EDIT_BYTES: usize = 16 * 1024;
 
 /// Whether `request` lets an approver edit it ([`ALLOW_EDIT_LABEL`] is `"true"`).
 pub fn allows_edit(request: &ApprovalRequest) -> bool {
