@@ -219,7 +219,7 @@ fn an_approver_edits_a_waiting_call_on_the_page() {
         )),
         "{said}"
     );
-    assert_eq!(pending(&db), [id.clone()]);
+    assert_eq!(pending(&db), std::slice::from_ref(&id));
 
     // 2. The binding's argument rule.
     edit_to(&b, &id, r#"{"value": "/etc/passwd"}"#);
@@ -230,7 +230,7 @@ fn an_approver_edits_a_waiting_call_on_the_page() {
         &format!("refused: {id}: the edit was not recorded: the edited call breaks"),
     );
     assert!(said.contains("value within \"/srv/notes\""), "{said}");
-    assert_eq!(pending(&db), [id.clone()]);
+    assert_eq!(pending(&db), std::slice::from_ref(&id));
 
     // 3. A Cedar policy.
     b.script("document.getElementById('status').textContent = ''");
@@ -244,7 +244,7 @@ fn an_approver_edits_a_waiting_call_on_the_page() {
              allow the edited call"
         )
     );
-    assert_eq!(pending(&db), [id.clone()]);
+    assert_eq!(pending(&db), std::slice::from_ref(&id));
     assert!(upstream.writes().is_empty());
 
     // 4. A valid edit: sent once, with the edited arguments.
