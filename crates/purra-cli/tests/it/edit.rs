@@ -19,15 +19,19 @@ use crate::support::peers::{free_port, fresh_dir, lines_of, HttpUpstream};
 use crate::support::run::{approvals_json, purra_bin, wait_approval, Killed, LIMIT};
 use crate::support::webdriver::Browser;
 
-fn config_text(db: &str, port: u16, upstream: &str, allow_edit: bool) -> String {
+/// The gateway's configuration; `sends`: it waits 1 s and sends decided writes without their
+/// caller (`run_decided_without_caller`), else it waits 90 s.
+fn config_text(db: &str, port: u16, upstream: &str, allow_edit: bool, sends: bool) -> String {
+    let wait = if sends { "1s" } else { "90s" };
     format!(
         r#"[gateway]
 name = "edits"
 db = "{db}"
 listen = "127.0.0.1:{port}"
 principal = "alice"
-approval_wait = "90s"
+approval_wait = "{wait}"
 progress_interval = "1s"
+run_decided_without_caller = {sends}
 
 [upstreams.values]
 url = "{upstream}"
@@ -53,7 +57,13 @@ files = ["access.cedar"]
 
 /// `purra gateway --page` on `db` with `[writes.set_value] allow_edit`: the process, its MCP
 /// URL, the page's URL and ada's sign-in token.
-fn start(dir: &std::path::Path, db: &str, upstream: &HttpUpstream, allow_edit: bool) -> Started {
+fn start(
+    dir: &std::path::Path,
+    db: &str,
+    upstream: &HttpUpstream,
+    allow_edit: bool,
+    sends: bool,
+) -> Started {
     std::fs::write(
         dir.join("access.cedar"),
         "permit (principal, action, resource);\n\
@@ -63,7 +73,11 @@ fn start(dir: &std::path::Path, db: &str, upstream: &HttpUpstream, allow_edit: b
     .expect("policies");
     let port = free_port();
     let config = dir.join("g.toml");
-    std::fs::write(&config, config_text(db, port, &upstream.url, allow_edit)).expect("config");
+    std::fs::write(
+        &config,
+        config_text(db, port, &upstream.url, allow_edit, sends),
+    )
+    .expect("config");
     let mut child = Command::new(purra_bin())
         .args(["gateway", "--config", &config.to_string_lossy()])
         .args(["--page", "127.0.0.1:0", "--page-approver", "ada"])
@@ -106,9 +120,11 @@ struct Started {
     token: String,
 }
 
-/// The Python SDK's client calling `set_value` with `value` once (it waits for the decision).
+/// The Python SDK's client calling `set_value` with `value` (it waits for the decision), then
+/// making the same call again.
 fn call(mcp: &str, value: &str) -> (Child, std::sync::mpsc::Receiver<Value>) {
-    let steps = json!([{"call": "set_value", "args": {"value": value}}]);
+    let call = json!({"call": "set_value", "args": {"value": value}});
+    let steps = json!([call, call]);
     json_lines(gateway_client(Sdk::Python).args(["--steps", &steps.to_string(), "--http", mcp]))
 }
 
@@ -175,7 +191,7 @@ fn an_approver_edits_a_waiting_call_on_the_page() {
     let dir = fresh_dir("edit", "page");
     let db = dir.join("purra.db").to_string_lossy().into_owned();
     let upstream = HttpUpstream::start(&dir, &[]);
-    let gw = start(&dir, &db, &upstream, true);
+    let gw = start(&dir, &db, &upstream, true, false);
     let (child, lines) = call(&gw.mcp, "/srv/notes/draft");
     let _client = Killed(child);
     let id = wait_approval(&db, "the call's approval", |a| a["state"] == "pending");
@@ -284,6 +300,27 @@ fn an_approver_edits_a_waiting_call_on_the_page() {
         )),
         "{first}"
     );
+    // The same call made again is answered from the edited call's receipt, saying so.
+    let again = wait_for(&lines, &mut seen, "the second call's result", LIMIT, |v| {
+        v["step"] == "call" && v != &step
+    });
+    let again = &again["result"];
+    assert_eq!(
+        again["structuredContent"],
+        json!({"stored": "/srv/notes/final"})
+    );
+    assert_eq!(again["_meta"]["purra/edited"], *meta);
+    assert_eq!(
+        again["_meta"]["io.purra/replay"]["approval"],
+        edited.as_str()
+    );
+    assert_eq!(again["content"][0], result["content"][0]);
+    assert!(
+        again["content"][1]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(&format!("answered from the receipt of {edited}, "))),
+        "{again}"
+    );
     assert_eq!(upstream.writes(), ["/srv/notes/final"]);
 
     // The store: the original refused (never claimable), the edited one claimed once, and the
@@ -332,7 +369,7 @@ fn a_write_without_allow_edit_refuses_edits() {
     let dir = fresh_dir("edit", "off");
     let db = dir.join("purra.db").to_string_lossy().into_owned();
     let upstream = HttpUpstream::start(&dir, &[]);
-    let gw = start(&dir, &db, &upstream, false);
+    let gw = start(&dir, &db, &upstream, false, false);
     let (child, _lines) = call(&gw.mcp, "/srv/notes/draft");
     let _client = Killed(child);
     let id = wait_approval(&db, "the call's approval", |a| a["state"] == "pending");
@@ -358,6 +395,75 @@ fn a_write_without_allow_edit_refuses_edits() {
     assert_eq!(pending(&db), [id]);
     assert!(upstream.writes().is_empty());
     drop(b);
+    drop(gw);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A gateway that sends decided writes without their caller sends an edited one too, once, with
+/// the edited arguments; the caller calling again is answered from its receipt, saying it was
+/// edited.
+#[test]
+fn an_edit_decided_after_the_caller_left_is_sent_by_the_gateway() {
+    let dir = fresh_dir("edit", "sweep");
+    let db = dir.join("purra.db").to_string_lossy().into_owned();
+    let upstream = HttpUpstream::start(&dir, &[]);
+    let gw = start(&dir, &db, &upstream, true, true);
+    let steps = json!([{"call": "set_value", "args": {"value": "/srv/notes/draft"}}]);
+    let (child, lines) = json_lines(gateway_client(Sdk::Python).args([
+        "--steps",
+        &steps.to_string(),
+        "--http",
+        &gw.mcp,
+    ]));
+    let mut seen = Vec::new();
+    let first = wait_for(&lines, &mut seen, "the pending answer", LIMIT, |v| {
+        v["step"] == "call"
+    });
+    assert_eq!(first["result"]["isError"], true, "{first}");
+    drop(Killed(child));
+    let id = wait_approval(&db, "the call's approval", |a| a["state"] == "pending");
+
+    let b = Browser::new(1100, 1600);
+    b.goto(&format!("{}login", gw.page));
+    b.type_css("#token", &gw.token);
+    b.click_css("#login");
+    b.wait_text("#approver", "ada");
+    edit_to(&b, &id, r#"{"value": "/srv/notes/late"}"#);
+    b.click_css(&format!("#edit-approve-{id}"));
+    status_after(&b, &format!("{id} approved with edit as "));
+    drop(b);
+    let begun = Instant::now();
+    while upstream.writes().is_empty() {
+        assert!(
+            begun.elapsed() < LIMIT,
+            "the gateway never sent the edited write"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(upstream.writes(), ["/srv/notes/late"]);
+
+    let (child, lines) = json_lines(gateway_client(Sdk::Python).args([
+        "--steps",
+        &steps.to_string(),
+        "--http",
+        &gw.mcp,
+    ]));
+    let _client = Killed(child);
+    let mut seen = Vec::new();
+    let again = wait_for(&lines, &mut seen, "the answer", LIMIT, |v| {
+        v["step"] == "call"
+    });
+    let again = &again["result"];
+    assert_eq!(
+        again["structuredContent"],
+        json!({"stored": "/srv/notes/late"}),
+        "{again}"
+    );
+    assert_eq!(
+        again["_meta"]["purra/edited"]["originalApproval"],
+        id.as_str()
+    );
+    assert_eq!(upstream.writes(), ["/srv/notes/late"]);
     drop(gw);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -167,6 +167,20 @@ impl Inner {
         format!("the edited call cannot be checked now: {code}")
     }
 
+    /// The edited approval of run `run_id` that claimed, with its claim's state, when the run's
+    /// call was approved with edit and sent (its original intent has no claim of its own).
+    pub(crate) async fn edited_claim(
+        &self,
+        run_id: &RunId,
+    ) -> Result<Option<(ApprovalView, purra_core::ClaimState)>, StoreError> {
+        let views = self.store.run_approvals(run_id.clone()).await?;
+        Ok(views.into_iter().rev().find_map(|v| {
+            edited_from(&v.request)?;
+            let state = v.claim.as_ref()?.state.clone();
+            Some((v, state))
+        }))
+    }
+
     /// The approval `original` was edited into, when it was (it is settled as refused and an
     /// approval of the same run names it as its origin).
     pub(crate) async fn edit_of(

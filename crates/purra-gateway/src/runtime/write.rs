@@ -363,7 +363,31 @@ impl Inner {
                     Err(_) => return store_failed(tool),
                 }
             }
-            Ok(None) => Found::New { replaces: false },
+            Ok(None) => {
+                // A call an approver approved with edited arguments was claimed under the
+                // edited intent: the same call made again is answered from that claim.
+                let edited = if b.allow_edit {
+                    self.edited_claim(&run_id).await
+                } else {
+                    Ok(None)
+                };
+                match edited {
+                    Ok(Some((edited, claim))) => {
+                        let label = format!("approval {}", edited.id.0);
+                        let digest = edited.intent_digest.clone();
+                        let result = self.outcome_of(tool, &label, &digest, claim, &run_id).await;
+                        let original = edited
+                            .request
+                            .labels
+                            .get(purra_core::EDITED_FROM_LABEL)
+                            .cloned()
+                            .unwrap_or_default();
+                        return results::edited(result, &original, &edited);
+                    }
+                    Ok(None) => Found::New { replaces: false },
+                    Err(_) => return store_failed(tool),
+                }
+            }
         };
         let mut fresh = false;
         let (approval, request_expires) = match found {
@@ -1222,6 +1246,29 @@ impl Inner {
                 if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
                 {
                     self.runs.remove_suspended(run_id.clone()).await?;
+                }
+                continue;
+            }
+            if matches!(view.state, ApprovalState::Refused(_)) {
+                // Approved with edit: the edited approval is what is sent (or refused, once
+                // expired), as an approved call is.
+                let Some(edited) = self.edit_of(&run_id, &run.approval_id).await? else {
+                    continue;
+                };
+                let expired = match &edited.state {
+                    ApprovalState::Decided(d) => {
+                        d.expires_at.is_some_and(|e| e <= SystemTime::now())
+                    }
+                    _ => continue,
+                };
+                if !(expired || self.settings.run_decided_without_caller) {
+                    continue;
+                }
+                let _guard = self.lock_run(&run_id).await;
+                if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
+                {
+                    let args = &run.pending_call.arguments;
+                    let _ = self.settle(&b, &run_id, &run.approval_id, args, None).await;
                 }
                 continue;
             }
