@@ -450,7 +450,8 @@ async fn edit(
     }
     let Some(edit) = page.edit.get() else {
         let why = format!(
-            "refused: {id}: approving with an edit needs the gateway's own page              (`purra gateway --page`), which checks the edited call"
+            "refused: {id}: approving with an edit needs the gateway's own page \
+             (`purra gateway --page`), which checks the edited call"
         );
         return answer(parts, StatusCode::CONFLICT, &why);
     };
