@@ -35,6 +35,7 @@ pub mod approval;
 pub mod approver;
 pub mod catalog;
 pub mod credential;
+pub mod edit;
 pub mod effect;
 pub mod error_code;
 pub mod events;
@@ -68,6 +69,10 @@ pub use catalog::{Catalog, CatalogError};
 pub use credential::{
     CredentialFilter, CredentialInfo, CredentialKey, CredentialKind, CredentialMeta,
     CredentialRecord, CredentialStore, CredentialWrite, SealedSecret,
+};
+pub use edit::{
+    allows_edit, check_edit, edited_from, EditStore, ALLOW_EDIT_LABEL, EDITED_BY_LABEL,
+    EDITED_FROM_LABEL, INPUT_SCHEMA_LABEL, MAX_EDIT_BYTES, ORIGINAL_ARGUMENTS_LABEL,
 };
 pub use effect::{
     check_reconciler, EffectPage, EffectQuery, EffectReconciled, EffectView, ResendClaim,

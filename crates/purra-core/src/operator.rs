@@ -385,7 +385,8 @@ pub struct AuditEntry {
     /// What happened: `opened`, `closed`, `prepared`, `decided`, `claimed`, `refused`, `claim_refused`,
     /// `outcome`, `outcome_rejected`, `interrupted`, `reconciled`, `run_suspended`, `run_removed`,
     /// `grant_added`, `grant_used` (naming the grant and the approval it approved), `grant_revoked`,
-    /// and (PostgreSQL, after a lost commit acknowledgement) `commit_confirmed`.
+    /// `edited` (on an approval approved with edit: the edited approval, both intents and
+    /// arguments' digests, the approver), and (PostgreSQL, after a lost commit acknowledgement) `commit_confirmed`.
     pub event: String,
     /// The approval concerned, if any.
     pub approval_id: Option<String>,

@@ -192,10 +192,12 @@ impl WebhookEvent {
         data.insert("requestedAt".into(), json!(rfc3339(request.requested_at)));
         data.insert("expiresAt".into(), json!(request.expires_at.map(rfc3339)));
         // Labels may carry what a client chose (the gateway's `client` label is its declared
-        // name): each value one line, escaped and bounded, like who asked.
+        // name): each value one line, escaped and bounded, like who asked. The input schema an
+        // approver's edit is checked against is for the page, not for notices.
         let labels: Map<String, Value> = request
             .labels
             .iter()
+            .filter(|(k, _)| k.as_str() != crate::edit::INPUT_SCHEMA_LABEL)
             .map(|(k, v)| (k.clone(), json!(one_line(v, WHO_MAX_CHARS))))
             .collect();
         data.insert("labels".into(), Value::Object(labels));
@@ -751,6 +753,14 @@ mod tests {
             WebhookEvent::pending(&id, &r, at).to_json()["data"]["labels"]["client"],
             "evil\\u202e\\nname"
         );
+        // The input schema an edit is checked against stays on the page.
+        r.labels
+            .insert(crate::edit::INPUT_SCHEMA_LABEL.into(), "{}".into());
+        r.labels
+            .insert(crate::edit::ALLOW_EDIT_LABEL.into(), "true".into());
+        let labels = &WebhookEvent::pending(&id, &r, at).to_json()["data"]["labels"];
+        assert!(labels.get(crate::edit::INPUT_SCHEMA_LABEL).is_none());
+        assert_eq!(labels[crate::edit::ALLOW_EDIT_LABEL], "true");
         r.requested_by = format!("local ({})", "x".repeat(10_000));
         assert_eq!(
             WebhookEvent::pending(&id, &r, at).to_json()["data"]["requestedBy"],

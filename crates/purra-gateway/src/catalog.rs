@@ -47,6 +47,8 @@ pub(crate) struct Binding {
     pub receipt_ttl: Option<std::time::Duration>,
     /// How recent a page approver's sign-in must be to decide (`approver_max_age`; writes).
     pub approver_max_age: Option<std::time::Duration>,
+    /// Whether an approver may approve with edited arguments (`allow_edit`; writes).
+    pub allow_edit: bool,
 }
 
 /// The upstreams, bindings and policies of one configuration, as discovered.
@@ -185,7 +187,7 @@ pub(crate) async fn build(
                 None,
                 ApprovalBy::Operator,
                 r.asserted_read_only,
-                (r.title.clone(), None, None),
+                (r.title.clone(), None, None, false),
             ));
         }
         for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
@@ -232,6 +234,7 @@ pub(crate) async fn build(
                     w.title.clone(),
                     w.receipt_ttl.map(|t| t.0),
                     w.approver_max_age.map(|t| t.0),
+                    w.allow_edit,
                 ),
             ));
         }
@@ -259,7 +262,7 @@ pub(crate) async fn build(
             effect,
             approval,
             asserted_read_only,
-            (title, receipt_ttl, approver_max_age),
+            (title, receipt_ttl, approver_max_age, allow_edit),
         ) in scopes
         {
             bindings.insert(
@@ -276,6 +279,7 @@ pub(crate) async fn build(
                     title,
                     receipt_ttl,
                     approver_max_age,
+                    allow_edit,
                 }),
             );
         }

@@ -126,6 +126,7 @@ pub use config::{
 };
 pub use runtime::app::{app_uri, APPROVAL_TOOL};
 pub use runtime::drain::Drained;
+pub use runtime::edit::EditRefused;
 pub use runtime::gateway::{Gateway, Log, StartError, StartOptions};
 pub use runtime::grants::check_grant_rule;
 pub use runtime::reload::Reloaded;

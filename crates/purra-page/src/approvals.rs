@@ -333,6 +333,9 @@ pub(crate) async fn decide(
         Ok(c) => c,
         Err(resp) => return resp,
     };
+    if field(&fields, "verdict") == Some("edit") {
+        return edit(page, parts, id, &s, &fields).await;
+    }
     let (verdict, note) = match verdict_and_note(&fields, MAX_NOTE) {
         Ok((true, note)) => (Verdict::Approve, note),
         Ok((false, note)) => (Verdict::Deny, note),
@@ -392,6 +395,84 @@ pub(crate) async fn decide(
             &format!("conflict: {id}: {why}"),
         ),
         Err(e) => store_failed(parts, &e),
+    }
+}
+
+/// `POST /approvals/ID/decide` with `verdict=edit`: approves with the edited `arguments` (JSON)
+/// through the gateway, which checks the edited call as if its caller had sent it. The same
+/// checks as an approval first (separation of duties, `approver_max_age`); a refused edit is
+/// answered 422 with why, and nothing is decided.
+async fn edit(
+    page: &Inner,
+    parts: &Parts,
+    id: &str,
+    s: &crate::session::Session,
+    fields: &[(String, String)],
+) -> Response {
+    let note = field(fields, "note").map(str::trim).unwrap_or("");
+    if note.chars().count() > MAX_NOTE {
+        let why = format!("refused: a note is at most {MAX_NOTE} characters");
+        return answer(parts, StatusCode::BAD_REQUEST, &why);
+    }
+    let text = field(fields, "arguments").unwrap_or("");
+    if text.len() > purra_core::MAX_EDIT_BYTES {
+        let why = format!(
+            "refused: {id}: the edited arguments are over {} bytes",
+            purra_core::MAX_EDIT_BYTES
+        );
+        return answer(parts, StatusCode::UNPROCESSABLE_ENTITY, &why);
+    }
+    let arguments: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let why = format!("refused: {id}: the edited arguments are not JSON: {e}");
+            return answer(parts, StatusCode::UNPROCESSABLE_ENTITY, &why);
+        }
+    };
+    match view(page, parts, id).await {
+        Ok(v) if v.state != ApprovalState::Prepared => {
+            return answer(parts, StatusCode::CONFLICT, &already(&v))
+        }
+        Ok(v) => {
+            if !purra_core::allows_edit(&v.request) {
+                let why = format!("refused: {id}: this write does not allow edits");
+                return answer(parts, StatusCode::FORBIDDEN, &why);
+            }
+            if let Err(refused) = v.request.check_decider(&s.identity) {
+                let why = format!("refused: {id}: {refused}");
+                return answer(parts, StatusCode::FORBIDDEN, &why);
+            }
+            if let Some(resp) = fresh_enough(parts, &v, s, Verdict::Approve) {
+                return resp;
+            }
+        }
+        Err(resp) => return resp,
+    }
+    let Some(edit) = page.edit.get() else {
+        let why = format!(
+            "refused: {id}: approving with an edit needs the gateway's own page \
+             (`purra gateway --page`), which checks the edited call"
+        );
+        return answer(parts, StatusCode::CONFLICT, &why);
+    };
+    let now = SystemTime::now();
+    let decision = Decision {
+        verdict: Verdict::Approve,
+        approver: purra_core::DecisionPath::Page.approver(&s.approver),
+        decided_at: now,
+        expires_at: Some(now + page.config.approval_ttl),
+        note: (!note.is_empty()).then(|| note.to_owned()),
+    };
+    match edit(ApprovalId(id.to_owned()), arguments, decision).await {
+        Ok(edited) => {
+            let message = format!("{id} approved with edit as {} by {}", edited.0, s.approver);
+            done(parts, &message, "/")
+        }
+        Err(why) => answer(
+            parts,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("refused: {id}: the edit was not recorded: {why}"),
+        ),
     }
 }
 

@@ -95,6 +95,20 @@ pub type Resend = Arc<
         + Sync,
 >;
 
+/// How a page approves a waiting write with edited arguments (the approval, the arguments, the
+/// approver's decision): a gateway's, which checks the edited call as if its caller had sent it;
+/// `Ok` with the edited approval, `Err` with why nothing was recorded. Without one
+/// ([`Page::set_edit`]) the page refuses every edit.
+pub type Edit = Arc<
+    dyn Fn(
+            ApprovalId,
+            serde_json::Value,
+            Decision,
+        ) -> BoxFuture<'static, Result<ApprovalId, String>>
+        + Send
+        + Sync,
+>;
+
 /// The approver page over one store. Cheap to clone.
 #[derive(Clone)]
 pub struct Page {
@@ -133,6 +147,8 @@ struct Inner {
     connection_stats: ConnectionStats,
     /// How the queue of unknown effects resends one, when this page can reach the upstreams.
     resend: OnceLock<Resend>,
+    /// How an approver approves with edited arguments, when a gateway in this process checks them.
+    edit: OnceLock<Edit>,
     /// The store's pinned tool definitions and catalog changes (`/catalog`), when given.
     catalog: Option<Arc<dyn purra_core::CatalogPins>>,
     /// The store's standing grants, listed (and revoked) at `/grants`, when set.
@@ -192,6 +208,7 @@ impl Page {
                 pending: oidc::Pending::default(),
                 redirect_uri,
                 resend: OnceLock::new(),
+                edit: OnceLock::new(),
                 catalog: None,
                 grants: OnceLock::new(),
             }),
@@ -202,6 +219,12 @@ impl Page {
     /// configuration that binds the upstreams). Set once; `false` when one was set already.
     pub fn set_resend(&self, resend: Resend) -> bool {
         self.inner.resend.set(resend).is_ok()
+    }
+
+    /// Lets approvers approve with edited arguments through `edit` (a gateway's, which checks the
+    /// edited call). Set once; `false` when one was set already.
+    pub fn set_edit(&self, edit: Edit) -> bool {
+        self.inner.edit.set(edit).is_ok()
     }
 
     /// This page with the catalog changes of `pins` at `/catalog`: the pending ones with their

@@ -14,10 +14,108 @@
   // sent or emptied and left.
   function writing() {
     for (const t of list.querySelectorAll('textarea')) {
-      if (t.value.trim() !== '' || t === document.activeElement) return true;
+      // An arguments editor holds the list only once edited (it starts with the arguments).
+      const begun = t.classList.contains('edit') ? t.value !== t.defaultValue : t.value.trim() !== '';
+      if (begun || t === document.activeElement) return true;
     }
     return false;
   }
+
+  // Approve with edit: the edited arguments checked live against the tool's input schema (a
+  // small subset of JSON Schema: type, required, properties, additionalProperties, enum, const,
+  // minLength, maxLength, pattern, minimum, maximum, items, minItems, maxItems). The gateway
+  // checks everything again; this only says early what it would refuse.
+  function typeOf(v) {
+    if (v === null) return 'null';
+    if (Array.isArray(v)) return 'array';
+    if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
+    return typeof v;
+  }
+
+  function check(schema, v, at) {
+    if (schema === true || schema === undefined || schema === null) return null;
+    if (schema === false) return at + ': no value is allowed here';
+    if (schema.type !== undefined) {
+      const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+      const t = typeOf(v);
+      if (!types.some(function (x) { return x === t || (x === 'number' && t === 'integer'); })) {
+        return at + ': must be ' + types.join(' or ') + ', not ' + t;
+      }
+    }
+    if (schema.enum && !schema.enum.some(function (e) { return JSON.stringify(e) === JSON.stringify(v); })) {
+      return at + ': must be one of ' + JSON.stringify(schema.enum);
+    }
+    if ('const' in schema && JSON.stringify(schema.const) !== JSON.stringify(v)) {
+      return at + ': must be ' + JSON.stringify(schema.const);
+    }
+    if (typeof v === 'string') {
+      const n = Array.from(v).length;
+      if (schema.minLength !== undefined && n < schema.minLength) return at + ': at least ' + schema.minLength + ' characters';
+      if (schema.maxLength !== undefined && n > schema.maxLength) return at + ': at most ' + schema.maxLength + ' characters';
+      if (schema.pattern !== undefined) {
+        try { if (!new RegExp(schema.pattern, 'u').test(v)) return at + ': must match ' + schema.pattern; } catch (e) { /* the gateway judges */ }
+      }
+    }
+    if (typeof v === 'number') {
+      if (schema.minimum !== undefined && v < schema.minimum) return at + ': at least ' + schema.minimum;
+      if (schema.maximum !== undefined && v > schema.maximum) return at + ': at most ' + schema.maximum;
+    }
+    if (Array.isArray(v)) {
+      if (schema.minItems !== undefined && v.length < schema.minItems) return at + ': at least ' + schema.minItems + ' items';
+      if (schema.maxItems !== undefined && v.length > schema.maxItems) return at + ': at most ' + schema.maxItems + ' items';
+      for (let i = 0; i < v.length; i++) {
+        const e = check(schema.items, v[i], at + '/' + i);
+        if (e) return e;
+      }
+    }
+    if (typeOf(v) === 'object') {
+      for (const r of schema.required || []) {
+        if (!(r in v)) return at + ': "' + r + '" is required';
+      }
+      const props = schema.properties || {};
+      for (const k of Object.keys(v)) {
+        if (k in props) {
+          const e = check(props[k], v[k], at + '/' + k);
+          if (e) return e;
+        } else if (schema.additionalProperties !== undefined) {
+          if (schema.additionalProperties === false) return at + ': "' + k + '" is not allowed';
+          const e = check(schema.additionalProperties, v[k], at + '/' + k);
+          if (e) return e;
+        }
+      }
+    }
+    return null;
+  }
+
+  function validateEdit(t) {
+    const error = document.getElementById(t.id.replace(/^edit-/, 'edit-error-'));
+    const button = document.getElementById(t.id.replace(/^edit-/, 'edit-approve-'));
+    let why = null;
+    let value;
+    try {
+      value = JSON.parse(t.value);
+    } catch (e) {
+      why = 'not JSON: ' + e.message;
+    }
+    if (why === null && t.value === t.defaultValue) why = 'edit the arguments to approve with edit';
+    if (why === null) {
+      let schema = true;
+      try { schema = JSON.parse(t.dataset.schema || 'true'); } catch (e) { schema = true; }
+      const e = check(schema, value, 'arguments');
+      if (e) why = 'does not match the tool\'s input schema: ' + e;
+    }
+    if (error) error.textContent = why === null ? '' : why;
+    if (button) button.disabled = why !== null;
+    t.dataset.valid = why === null ? 'yes' : 'no';
+  }
+
+  function validateEdits() {
+    for (const t of list.querySelectorAll('textarea.edit')) validateEdit(t);
+  }
+
+  list.addEventListener('input', function (e) {
+    if (e.target.matches('textarea.edit')) validateEdit(e.target);
+  });
 
   function left(ms) {
     const s = Math.floor(ms / 1000);
@@ -63,6 +161,7 @@
       if (html !== last) {
         last = html;
         list.innerHTML = html;
+        validateEdits();
         tick();
       }
       document.body.dataset.synced = 'yes';
@@ -110,7 +209,13 @@
     }
     status.textContent = message;
     status.dataset.outcome = outcome;
-    for (const t of form.querySelectorAll('textarea')) t.value = '';
+    for (const t of form.querySelectorAll('textarea')) {
+      // A refused edit stays to be corrected; anything decided is cleared.
+      if (!t.classList.contains('edit')) t.value = '';
+      else if (outcome === 'done') t.value = t.defaultValue;
+    }
+    for (const b of form.querySelectorAll('button')) b.disabled = false;
+    validateEdits();
     if (document.activeElement) document.activeElement.blur();
     schedule();
   });
@@ -118,6 +223,7 @@
   const events = new EventSource('/events');
   events.addEventListener('open', schedule);
   events.addEventListener('change', schedule);
+  validateEdits();
   tick();
   setInterval(tick, 1000);
   document.body.dataset.live = 'ready';

@@ -375,7 +375,12 @@ pub struct Item {
 }
 
 /// The labels shown as facts of their own (title, effect) or as what approving does.
-const OWN_LABELS: [&str; 3] = [TITLE_LABEL, EFFECT_LABEL, SENDS_WITHOUT_CALLER_LABEL];
+const OWN_LABELS: [&str; 4] = [
+    TITLE_LABEL,
+    EFFECT_LABEL,
+    SENDS_WITHOUT_CALLER_LABEL,
+    purra_core::INPUT_SCHEMA_LABEL,
+];
 
 /// The facts of a request shared by both lists.
 fn request(out: &mut String, v: &ApprovalView) {
@@ -569,14 +574,41 @@ fn pending(out: &mut String, item: &Item, csrf: &str, now: SystemTime) {
              <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
              <label for=\"note-{id}\">Note (optional)</label>\
              <textarea id=\"note-{id}\" name=\"note\" rows=\"2\" maxlength=\"2000\"></textarea>\
+             {edit}\
              <div class=\"buttons\"><button type=\"submit\" name=\"verdict\" value=\"approve\" \
              id=\"approve-{id}\" class=\"approve\">Approve</button>\
              <button type=\"submit\" name=\"verdict\" value=\"deny\" id=\"deny-{id}\" \
              class=\"deny\">Deny</button></div></form>",
-            csrf = esc(csrf)
+            csrf = esc(csrf),
+            edit = edit_form(v)
         );
     }
     out.push_str("</article>");
+}
+
+/// The arguments editor of a write whose binding allows approve with edit: the arguments as
+/// JSON, validated live by the page's script against the tool's input schema (carried with the
+/// request), and the button that approves with them. Empty for any other write.
+fn edit_form(v: &ApprovalView) -> String {
+    if !purra_core::allows_edit(&v.request) {
+        return String::new();
+    }
+    let id = esc(&v.id.0);
+    let schema = v
+        .request
+        .labels
+        .get(purra_core::INPUT_SCHEMA_LABEL)
+        .map_or_else(String::new, |s| esc(s));
+    let args = serde_json::to_string_pretty(&v.request.arguments).unwrap_or_default();
+    format!(
+        "<div class=\"edit\"><label for=\"edit-{id}\">Arguments (edit to approve with edit)</label>\
+         <textarea class=\"edit\" id=\"edit-{id}\" name=\"arguments\" rows=\"6\" \
+         spellcheck=\"false\" data-schema=\"{schema}\">{args}</textarea>\
+         <p class=\"edit-error\" id=\"edit-error-{id}\" role=\"alert\"></p>\
+         <button type=\"submit\" name=\"verdict\" value=\"edit\" id=\"edit-approve-{id}\" \
+         class=\"approve\">Approve with edit</button></div>",
+        args = esc(&args)
+    )
 }
 
 /// The decision of a decided state.

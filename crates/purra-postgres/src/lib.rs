@@ -35,6 +35,7 @@
 //! ```
 
 mod credential;
+mod edit;
 mod effects;
 mod grant;
 mod idempotent;

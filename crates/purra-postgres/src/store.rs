@@ -1004,7 +1004,7 @@ fn borrowed(params: &Params) -> Vec<&(dyn ToSql + Sync)> {
 }
 
 /// The views of the approvals `filter` selects, in its order.
-async fn read_views<C: GenericClient>(
+pub(crate) async fn read_views<C: GenericClient>(
     c: &C,
     filter: &ViewFilter,
 ) -> Result<Vec<ApprovalView>, Error> {

@@ -101,6 +101,7 @@
 
 mod audit;
 mod credential;
+mod edit;
 mod effects;
 mod grant;
 mod idempotent;

@@ -545,7 +545,10 @@ impl Conditions for ViewFilter {
 }
 
 /// The views of the approvals `filter` selects, in its order.
-fn read_views(conn: &Connection, filter: &ViewFilter) -> Result<Vec<ApprovalView>, StoreError> {
+pub(crate) fn read_views(
+    conn: &Connection,
+    filter: &ViewFilter,
+) -> Result<Vec<ApprovalView>, StoreError> {
     let (sql, params) = filter.sql();
     let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
     let rows = stmt

@@ -17,10 +17,12 @@
 //! with bounded evidence, resends claimed once ([`effects`]), pinned tool definitions: one
 //! catalog change per difference whichever instances see it, re-pinned by its approval
 //! ([`pins`]), and standing grants: uses taken at most their number by racing instances, only
-//! in bounds ([`grants`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
+//! in bounds ([`grants`]), and approve with edit: both approvals and the audit in one step, only
+//! the edited intent ever claimed, racing edits and decisions recording one ([`edits`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
 //! by the crates' integration tests.
 
 pub mod credentials;
+pub mod edits;
 pub mod effects;
 pub mod grants;
 pub mod operator;
@@ -44,6 +46,7 @@ pub trait Harness: Send + Sync + 'static {
         + CredentialStore
         + CatalogPins
         + GrantStore
+        + EditStore
         + Clone
         + std::fmt::Debug
         + 'static;
@@ -123,7 +126,9 @@ macro_rules! contract_tests {
             effects::an_unknown_effect_is_resent_at_most_once_and_records_what_came_back,
             pins::a_difference_is_kept_once_and_approving_it_re_pins,
             grants::grant_uses_are_taken_at_most_max_uses_times_by_racing_instances,
-            grants::grants_cover_their_principal_tool_and_time_until_revoked
+            grants::grants_cover_their_principal_tool_and_time_until_revoked,
+            edits::an_edit_is_recorded_in_one_step_and_only_the_edited_intent_is_ever_claimed,
+            edits::racing_edits_and_decisions_of_one_approval_record_exactly_one
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -174,6 +174,14 @@ impl AnyStore {
         }
     }
 
+    /// The store's approve-with-edit record.
+    pub fn edits(&self) -> Arc<dyn purra_core::EditStore> {
+        match self {
+            AnyStore::Sqlite(s) => s.clone(),
+            AnyStore::Postgres(s) => s.clone(),
+        }
+    }
+
     /// This store's owner id.
     pub fn owner(&self) -> &str {
         self.ops().owner()

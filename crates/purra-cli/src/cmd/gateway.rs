@@ -295,6 +295,15 @@ async fn serve(
                 }
             };
             bound.set_resend(resend);
+            let g = gateway.clone();
+            bound.set_edit(Arc::new(move |id, arguments, decision| {
+                let g = g.clone();
+                Box::pin(async move {
+                    g.approve_with_edit(id, arguments, decision)
+                        .await
+                        .map_err(|e| e.to_string())
+                })
+            }));
             if let Some(g) = grants {
                 bound.set_grants(g);
             }

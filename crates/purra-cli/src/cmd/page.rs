@@ -330,6 +330,11 @@ impl Bound {
         self.page.set_resend(resend);
     }
 
+    /// Lets approvers approve with edited arguments through `edit` (the gateway's).
+    pub fn set_edit(&self, edit: purra_page::Edit) {
+        self.page.set_edit(edit);
+    }
+
     /// Lets the page list and revoke the store's standing grants.
     pub fn set_grants(&self, grants: Arc<dyn purra_core::GrantStore>) {
         self.page.set_grants(grants);

@@ -6,6 +6,7 @@ mod auth;
 mod cli;
 mod credentials;
 mod durable;
+mod edit;
 mod effects;
 mod everything;
 mod first_hour;

@@ -1214,6 +1214,13 @@ pub struct WriteConfig {
     /// live session decides.
     #[serde(default)]
     pub approver_max_age: Option<Dur>,
+    /// Whether an approver may approve this write with edited arguments on the approver page
+    /// (approve with edit). The edited call is a new intent, checked by the input schema, the
+    /// scope's argument rules and the policies exactly as if the caller had sent it, and is
+    /// approved in the same decision; the caller's answer says it was edited. Default: false
+    /// (an edit is refused everywhere).
+    #[serde(default)]
+    pub allow_edit: bool,
 }
 
 /// Who may decide a write binding's approvals (the `approval` key of a `[writes.NAME]` table).

@@ -548,6 +548,32 @@ impl Gateway {
         self.inner.decide_as(id, decision, &decider).await
     }
 
+    /// Approves the waiting write `id` with `arguments` in place of its caller's (its binding
+    /// says `allow_edit = true`), decided as `decision` (an approval; the approver named as
+    /// [`decide`](Gateway::decide) names it). The edited call is checked as if its caller had
+    /// sent it (scope, input schema, policies) and recorded in one transaction with the
+    /// original's decision; the caller's call is answered with the edited call's result. `Err`
+    /// says why nothing was recorded.
+    pub async fn approve_with_edit(
+        &self,
+        id: purra_core::ApprovalId,
+        arguments: serde_json::Value,
+        mut decision: purra_core::Decision,
+    ) -> Result<purra_core::ApprovalId, crate::runtime::edit::EditRefused> {
+        let decider = match purra_core::DecisionPath::of(&decision.approver) {
+            Some((name, _)) => name.to_owned(),
+            None => decision.approver.clone(),
+        };
+        let named =
+            purra_core::DecisionPath::of(&decision.approver).is_some_and(|(_, p)| p.is_operator());
+        if !named {
+            decision.approver = purra_core::DecisionPath::Api.approver(&decision.approver);
+        }
+        self.inner
+            .approve_with_edit(id, arguments, decision, &decider)
+            .await
+    }
+
     /// Stops the background tasks and closes every upstream connection.
     pub async fn shutdown(&self) {
         self.inner.stop.cancel();

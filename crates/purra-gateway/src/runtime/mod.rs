@@ -10,6 +10,7 @@
 
 pub(crate) mod app;
 pub(crate) mod drain;
+pub(crate) mod edit;
 pub(crate) mod gateway;
 pub(crate) mod grants;
 pub mod metrics;

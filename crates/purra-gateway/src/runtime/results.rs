@@ -42,6 +42,47 @@ pub const CALLED_AS_META: &str = "io.purra/calledAs";
 /// `{"approval": "approval-1", "receiptAt": "2026-12-06T12:42:05.123Z"}`.
 pub const REPLAY_META: &str = "io.purra/replay";
 
+/// The `_meta` key of the answer to a call an approver approved with edited arguments:
+/// `{"by": "ada (page)", "approval": "approval-2", "originalApproval": "approval-1",
+/// "originalArgumentsDigest": "sha256:…", "arguments": {…}}`.
+pub const EDITED_META: &str = "purra/edited";
+
+/// The answer to a call approved with edited arguments (`edited`, edited from `original`): the
+/// result of the edited call, preceded by a text saying so, with [`EDITED_META`] in `_meta`.
+pub fn edited(
+    mut result: CallToolResult,
+    original: &str,
+    edited: &purra_core::ApprovalView,
+) -> CallToolResult {
+    let labels = &edited.request.labels;
+    let by = labels
+        .get(purra_core::EDITED_BY_LABEL)
+        .map_or("an approver", String::as_str);
+    let digest = labels
+        .get(purra_core::ORIGINAL_ARGUMENTS_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    let arguments = &edited.request.arguments;
+    result.content.insert(
+        0,
+        Content::text(format!(
+            "edited by {} before it was sent: {original} was approved as {} with the arguments \
+             {} (the original arguments' digest: {digest})",
+            purra_core::visible::one_line(by, purra_core::visible::WHO_MAX_CHARS),
+            edited.id.0,
+            arguments,
+        )),
+    );
+    let mut meta = result.meta.take().unwrap_or_default();
+    meta.insert(
+        EDITED_META.to_owned(),
+        json!({"by": by, "approval": edited.id.0, "originalApproval": original,
+               "originalArgumentsDigest": digest, "arguments": arguments}),
+    );
+    result.meta = Some(meta);
+    result
+}
+
 /// `YYYY-MM-DD HH:MM:SS UTC`.
 pub fn utc(t: SystemTime) -> String {
     let stamp = rfc3339_of(t);

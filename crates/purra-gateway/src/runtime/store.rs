@@ -89,6 +89,11 @@ pub trait GatewayStore: Send + Sync {
     fn grants(&self) -> Option<Arc<dyn purra_core::GrantStore>> {
         None
     }
+    /// The store's approve-with-edit record, when it keeps one (every durable store does):
+    /// without it an edit is refused.
+    fn edits(&self) -> Option<Arc<dyn purra_core::EditStore>> {
+        None
+    }
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
@@ -226,6 +231,10 @@ macro_rules! gateway_store {
                 Some(Arc::new(self.clone()))
             }
 
+            fn edits(&self) -> Option<Arc<dyn purra_core::EditStore>> {
+                Some(Arc::new(self.clone()))
+            }
+
             fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
                 pending(self)
             }
@@ -324,6 +333,10 @@ impl GatewayStore for AnyStore {
 
     fn grants(&self) -> Option<Arc<dyn purra_core::GrantStore>> {
         Some(AnyStore::grants(self))
+    }
+
+    fn edits(&self) -> Option<Arc<dyn purra_core::EditStore>> {
+        Some(AnyStore::edits(self))
     }
 
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {

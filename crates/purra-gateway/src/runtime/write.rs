@@ -89,7 +89,7 @@ pub(crate) const CLIENT_LABEL: &str = "client";
 
 /// The caller an approval request was asked by, from its labels (a request without a label
 /// for the client names none: a binding with `clients` rules refuses it).
-fn requester(labels: &BTreeMap<String, String>) -> Caller {
+pub(crate) fn requester(labels: &BTreeMap<String, String>) -> Caller {
     Caller {
         principal: labels.get(PRINCIPAL_LABEL).cloned().unwrap_or_default(),
         client: labels.get(CLIENT_LABEL).cloned().unwrap_or_default(),
@@ -367,7 +367,31 @@ impl Inner {
                     Err(_) => return store_failed(tool),
                 }
             }
-            Ok(None) => Found::New { replaces: false },
+            Ok(None) => {
+                // A call an approver approved with edited arguments was claimed under the
+                // edited intent: the same call made again is answered from that claim.
+                let edited = if b.allow_edit {
+                    self.edited_claim(&run_id).await
+                } else {
+                    Ok(None)
+                };
+                match edited {
+                    Ok(Some((edited, claim))) => {
+                        let label = format!("approval {}", edited.id.0);
+                        let digest = edited.intent_digest.clone();
+                        let result = self.outcome_of(tool, &label, &digest, claim, &run_id).await;
+                        let original = edited
+                            .request
+                            .labels
+                            .get(purra_core::EDITED_FROM_LABEL)
+                            .cloned()
+                            .unwrap_or_default();
+                        return results::edited(result, &original, &edited);
+                    }
+                    Ok(None) => Found::New { replaces: false },
+                    Err(_) => return store_failed(tool),
+                }
+            }
         };
         // Whether the call's run must be told that a caller waits (again): not for a new
         // approval (its run says so already), nor for a decided one (nobody waits for it).
@@ -625,6 +649,16 @@ impl Inner {
                 .labels
                 .insert(APPROVERS_MUST_DIFFER_LABEL.to_owned(), "true".to_owned());
         }
+        // Approve with edit: the page is told it may edit, and the schema it validates against.
+        if b.allow_edit {
+            request
+                .labels
+                .insert(purra_core::ALLOW_EDIT_LABEL.to_owned(), "true".to_owned());
+            request.labels.insert(
+                purra_core::INPUT_SCHEMA_LABEL.to_owned(),
+                reg.input_schema().source().to_string(),
+            );
+        }
         // A live grant covering the call approves it now (one use taken with the approval);
         // otherwise the approval is prepared and waits for a decision.
         let granted = self
@@ -835,7 +869,31 @@ impl Inner {
     /// An upstream called as the person who asked is called with `who`'s credential, obtained
     /// after the claim; one whose credential is the caller's own token (token exchange) is not
     /// claimed without the caller: the decided approval waits for the call to be made again.
+    ///
+    /// An approval an approver approved with edited arguments is settled as the edited one:
+    /// its arguments are sent, and the answer says it was edited.
     pub(crate) async fn settle(
+        &self,
+        b: &Binding,
+        run_id: &RunId,
+        approval: &ApprovalId,
+        args: &Value,
+        who: Option<&crate::upstream::principals::Who>,
+    ) -> CallToolResult {
+        match self.edit_of(run_id, approval).await {
+            Ok(None) => self.settle_one(b, run_id, approval, args, who).await,
+            Ok(Some(edited)) => {
+                let result = self
+                    .settle_one(b, run_id, &edited.id, &edited.request.arguments, who)
+                    .await;
+                results::edited(result, &approval.0, &edited)
+            }
+            Err(_) => store_failed(&b.local),
+        }
+    }
+
+    /// [`settle`](Inner::settle) for one approval and the arguments it was approved with.
+    async fn settle_one(
         &self,
         b: &Binding,
         run_id: &RunId,
@@ -1206,6 +1264,29 @@ impl Inner {
                 if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
                 {
                     self.runs.remove_suspended(run_id.clone()).await?;
+                }
+                continue;
+            }
+            if matches!(view.state, ApprovalState::Refused(_)) {
+                // Approved with edit: the edited approval is what is sent (or refused, once
+                // expired), as an approved call is.
+                let Some(edited) = self.edit_of(&run_id, &run.approval_id).await? else {
+                    continue;
+                };
+                let expired = match &edited.state {
+                    ApprovalState::Decided(d) => {
+                        d.expires_at.is_some_and(|e| e <= SystemTime::now())
+                    }
+                    _ => continue,
+                };
+                if !(expired || self.settings.run_decided_without_caller) {
+                    continue;
+                }
+                let _guard = self.lock_run(&run_id).await;
+                if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
+                {
+                    let args = &run.pending_call.arguments;
+                    let _ = self.settle(&b, &run_id, &run.approval_id, args, None).await;
                 }
                 continue;
             }

@@ -1644,3 +1644,138 @@ async fn a_link_opens_the_approval_with_its_decision_preselected_and_never_decid
         other => panic!("{other:?}"),
     }
 }
+
+/// Approve with edit on the page: the same checks as approving (separation of duties) before the
+/// gateway's edit is asked; a write without `allow_edit`, arguments that are not JSON and a page
+/// without a gateway's edit are refused, nothing decided; a valid edit reaches the gateway once
+/// with the arguments and the approver's decision.
+#[tokio::test]
+async fn an_edit_is_checked_like_an_approval_before_the_gateway_is_asked() {
+    let (store, dir) = fresh_store("http", "edit");
+    let page = Page::new(
+        Arc::new(store.clone()),
+        PageConfig::default().approver("ada").approver("bob"),
+    );
+    let asked: Arc<std::sync::Mutex<Vec<(ApprovalId, Value, Decision)>>> = Arc::default();
+    let seen = Arc::clone(&asked);
+    assert!(page.set_edit(Arc::new(move |id, args, decision| {
+        seen.lock().unwrap().push((id, args, decision));
+        Box::pin(async { Ok(ApprovalId("approval-99".into())) })
+    })));
+    let tokens = page.tokens().to_vec();
+    let addr = serve(&page).await;
+    let s = Served {
+        store,
+        url: format!("http://{addr}"),
+        tokens,
+        http: no_redirects(),
+        _dir: dir,
+    };
+    let ada = s.login("ada").await;
+    let bob = s.login("bob").await;
+    let edit = |who: &Signed, id: &str, args: &str| {
+        let (cookie, csrf, url, id, args) = (
+            who.cookie.clone(),
+            who.csrf.clone(),
+            s.url.clone(),
+            id.to_owned(),
+            args.to_owned(),
+        );
+        let s = &s;
+        async move {
+            s.post(
+                &format!("/approvals/{id}/decide"),
+                Some(&cookie),
+                &[
+                    ("csrf", &csrf),
+                    ("verdict", "edit"),
+                    ("note", "fixed"),
+                    ("arguments", &args),
+                ],
+                &[("origin", &url), ("sec-fetch-site", "same-origin")],
+            )
+            .await
+        }
+    };
+    let mut r = request("\"draft\"");
+    r.labels
+        .insert(purra_core::PRINCIPAL_LABEL.into(), "ada".into());
+    r.labels.insert(
+        purra_core::APPROVERS_MUST_DIFFER_LABEL.into(),
+        "true".into(),
+    );
+    r.labels
+        .insert(purra_core::ALLOW_EDIT_LABEL.into(), "true".into());
+    let id = ApprovalGateway::prepare(&s.store, r).await.unwrap();
+    let refused = format!(
+        "refused: {}: approvers must differ: ada asked for this approval and cannot decide it",
+        id.0
+    );
+    assert_eq!(
+        edit(&ada, &id.0, "\"final\"").await,
+        (403, json!({"ok": false, "message": refused}))
+    );
+    let (status, body) = edit(&bob, &id.0, "{not json").await;
+    assert_eq!(status, 422);
+    assert!(body["message"].as_str().unwrap().starts_with(&format!(
+        "refused: {}: the edited arguments are not JSON: ",
+        id.0
+    )));
+    assert!(asked.lock().unwrap().is_empty());
+    assert_eq!(s.state(&id).await, ApprovalState::Prepared);
+    assert_eq!(
+        edit(&bob, &id.0, "\"final\"").await,
+        (
+            200,
+            json!({"ok": true, "message": format!("{} approved with edit as approval-99 by bob", id.0)})
+        )
+    );
+    {
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 1);
+        assert_eq!((&asked[0].0, &asked[0].1), (&id, &json!("final")));
+        assert_eq!(asked[0].2.verdict, Verdict::Approve);
+        assert_eq!(asked[0].2.approver, "bob (page)");
+        assert_eq!(asked[0].2.note.as_deref(), Some("fixed"));
+    }
+    // A write whose binding does not allow edits.
+    let plain = s.prepare("\"plain\"").await;
+    assert_eq!(
+        edit(&bob, &plain.0, "\"other\"").await,
+        (
+            403,
+            json!({"ok": false, "message": format!("refused: {}: this write does not allow edits", plain.0)})
+        )
+    );
+    assert_eq!(asked.lock().unwrap().len(), 1);
+
+    // A page without a gateway's edit refuses it.
+    let bare = served("edit-bare").await;
+    let bob = bare.login("bob").await;
+    let mut r = request("\"draft\"");
+    r.labels
+        .insert(purra_core::ALLOW_EDIT_LABEL.into(), "true".into());
+    let id = ApprovalGateway::prepare(&bare.store, r).await.unwrap();
+    let (status, body) = bare
+        .post(
+            &format!("/approvals/{}/decide", id.0),
+            Some(&bob.cookie),
+            &[
+                ("csrf", &bob.csrf),
+                ("verdict", "edit"),
+                ("arguments", "\"final\""),
+            ],
+            &[("origin", &bare.url), ("sec-fetch-site", "same-origin")],
+        )
+        .await;
+    assert_eq!(status, 409);
+    assert_eq!(
+        body["message"],
+        format!(
+            "refused: {}: approving with an edit needs the gateway's own page (`purra gateway \
+             --page`), which checks the edited call",
+            id.0
+        )
+    );
+    assert_eq!(bare.state(&id).await, ApprovalState::Prepared);
+}
