@@ -71,6 +71,11 @@ pub trait GatewayStore: Send + Sync {
     fn grants(&self) -> Option<Arc<dyn purra_core::GrantStore>> {
         None
     }
+    /// The store's table of MCP tasks, when it keeps one (every durable store does): held writes
+    /// a client called as tasks are found there by every instance of a fleet.
+    fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
+        None
+    }
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
@@ -189,6 +194,10 @@ macro_rules! gateway_store {
                 Some(Arc::new(self.clone()))
             }
 
+            fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
+                Some(Arc::new(self.clone()))
+            }
+
             fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
                 pending(self)
             }
@@ -247,6 +256,10 @@ impl GatewayStore for AnyStore {
 
     fn grants(&self) -> Option<Arc<dyn purra_core::GrantStore>> {
         Some(AnyStore::grants(self))
+    }
+
+    fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
+        Some(AnyStore::tasks(self))
     }
 
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
