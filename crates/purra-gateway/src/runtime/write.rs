@@ -441,14 +441,16 @@ impl Inner {
             && matches!(&record, Ok(r) if r.state == ApprovalState::Prepared)
         {
             match self.withdraw(&approval, &caller.principal).await {
-                Ok(()) => return results::failed(
-                    tool,
-                    &ErrorCode::APPROVAL_DENIED,
-                    &format!(
+                Ok(()) => {
+                    return results::failed(
+                        tool,
+                        &ErrorCode::APPROVAL_DENIED,
+                        &format!(
                         "nothing was sent: the caller cancelled its task, withdrawing approval {}",
                         approval.0
                     ),
-                ),
+                    )
+                }
                 Err(_) => {
                     record = self
                         .approvals
