@@ -27,6 +27,7 @@ pub mod operator;
 pub mod pins;
 pub mod race;
 pub mod reopen;
+pub mod tasks;
 pub mod transitions;
 pub mod webdriver;
 pub mod webhooks;
@@ -44,6 +45,7 @@ pub trait Harness: Send + Sync + 'static {
         + CredentialStore
         + CatalogPins
         + GrantStore
+        + TaskTable
         + Clone
         + std::fmt::Debug
         + 'static;
@@ -123,7 +125,9 @@ macro_rules! contract_tests {
             effects::an_unknown_effect_is_resent_at_most_once_and_records_what_came_back,
             pins::a_difference_is_kept_once_and_approving_it_re_pins,
             grants::grant_uses_are_taken_at_most_max_uses_times_by_racing_instances,
-            grants::grants_cover_their_principal_tool_and_time_until_revoked
+            grants::grants_cover_their_principal_tool_and_time_until_revoked,
+            tasks::tasks_are_owned_bounded_final_once_ended_and_expire,
+            tasks::racing_instances_store_at_most_the_bound
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -60,6 +60,9 @@ binding_id = "values"
 binding_revision = "1"
 scope_id = "values"
 scope_revision = "1"
+
+[writes.set_value.scope]
+arguments = ["len(value) <= 100"]
 "#
     )
 }
