@@ -47,6 +47,9 @@ pub(crate) struct Binding {
     pub receipt_ttl: Option<std::time::Duration>,
     /// How recent a page approver's sign-in must be to decide (`approver_max_age`; writes).
     pub approver_max_age: Option<std::time::Duration>,
+    /// Whether an approved call is sent as soon as its approval lands (`dispatch =
+    /// "on_approval"`; writes).
+    pub dispatch_on_approval: bool,
 }
 
 /// The upstreams, bindings and policies of one configuration, as discovered.
@@ -185,7 +188,7 @@ pub(crate) async fn build(
                 None,
                 ApprovalBy::Operator,
                 r.asserted_read_only,
-                (r.title.clone(), None, None),
+                (r.title.clone(), None, None, false),
             ));
         }
         for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
@@ -232,6 +235,7 @@ pub(crate) async fn build(
                     w.title.clone(),
                     w.receipt_ttl.map(|t| t.0),
                     w.approver_max_age.map(|t| t.0),
+                    w.dispatch == crate::config::Dispatch::OnApproval,
                 ),
             ));
         }
@@ -259,7 +263,7 @@ pub(crate) async fn build(
             effect,
             approval,
             asserted_read_only,
-            (title, receipt_ttl, approver_max_age),
+            (title, receipt_ttl, approver_max_age, dispatch_on_approval),
         ) in scopes
         {
             bindings.insert(
@@ -276,6 +280,7 @@ pub(crate) async fn build(
                     title,
                     receipt_ttl,
                     approver_max_age,
+                    dispatch_on_approval,
                 }),
             );
         }

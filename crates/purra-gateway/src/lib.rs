@@ -115,7 +115,7 @@ pub use runtime::{metrics, webhooks};
 pub use serve::health;
 
 pub use catalog::{load, load_reporting_all, load_reporting_all_with};
-pub use config::ApprovalBy;
+pub use config::{ApprovalBy, Dispatch};
 pub use config::{load_str, ConfigSource, Loaded};
 pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,

@@ -28,6 +28,7 @@ use crate::support::run::{approvals_json, purra, purra_bin, LIMIT};
 struct Gateways {
     children: Vec<Child>,
     urls: Vec<String>,
+    ports: Vec<u16>,
 }
 
 impl Drop for Gateways {
@@ -39,14 +40,15 @@ impl Drop for Gateways {
     }
 }
 
-fn config_text(db: &str, port: u16, upstream: &str) -> String {
+/// One instance's configuration; `write` adds keys to the write's binding.
+fn config_text(db: &str, port: u16, upstream: &str, wait: &str, write: &str) -> String {
     format!(
         r#"[gateway]
 name = "held"
 db = "{db}"
 listen = "127.0.0.1:{port}"
 principal = "alice"
-approval_wait = "30s"
+approval_wait = "{wait}"
 progress_interval = "1s"
 
 [upstreams.values]
@@ -60,6 +62,7 @@ binding_id = "values"
 binding_revision = "1"
 scope_id = "values"
 scope_revision = "1"
+{write}
 
 [writes.set_value.scope]
 arguments = ["len(value) <= 100"]
@@ -68,14 +71,27 @@ arguments = ["len(value) <= 100"]
 }
 
 fn start_gateways(dir: &Path, db: &str, upstream: &HttpUpstream, n: usize) -> Gateways {
+    start_configured(dir, db, upstream, n, "30s", "")
+}
+
+fn start_configured(
+    dir: &Path,
+    db: &str,
+    upstream: &HttpUpstream,
+    n: usize,
+    wait: &str,
+    write: &str,
+) -> Gateways {
     let mut g = Gateways {
         children: Vec::new(),
         urls: Vec::new(),
+        ports: Vec::new(),
     };
     for i in 0..n {
         let port = free_port();
         let config = dir.join(format!("g{i}.toml"));
-        std::fs::write(&config, config_text(db, port, &upstream.url)).expect("config");
+        std::fs::write(&config, config_text(db, port, &upstream.url, wait, write))
+            .expect("config");
         let mut child = Command::new(purra_bin())
             .args(["gateway", "--config", &config.to_string_lossy()])
             .stdin(Stdio::null())
@@ -100,6 +116,7 @@ fn start_gateways(dir: &Path, db: &str, upstream: &HttpUpstream, n: usize) -> Ga
         std::thread::spawn(move || while rx.recv().is_ok() {});
         g.children.push(child);
         g.urls.push(format!("http://127.0.0.1:{port}/mcp"));
+        g.ports.push(port);
     }
     g
 }
@@ -286,5 +303,50 @@ fn a_held_write_is_a_task_on_a_sqlite_gateway() {
     let upstream = HttpUpstream::start(&dir, &[]);
     let gw = start_gateways(&dir, &db, &upstream, 1);
     held_writes_run_as_tasks(&db, &upstream, &gw.urls[0], &gw.urls[0]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `dispatch = "on_approval"` (two instances on PostgreSQL): a call without a task ends pending
+/// as before; the approval alone sends the write, once, with nobody calling; the same call made
+/// again on the other instance is answered from the receipt, nothing sent again.
+#[test]
+fn an_on_approval_write_is_sent_when_approved_and_the_next_call_gets_its_receipt() {
+    let dir = fresh_dir("held-tasks", "on-approval");
+    let db = postgres_schema("held_dispatch");
+    let upstream = HttpUpstream::start(&dir, &[]);
+    let gw = start_configured(&dir, &db, &upstream, 2, "1s", "dispatch = \"on_approval\"");
+    let first = crate::grants::set_value(gw.ports[0], "sent-on-approval");
+    let text = first["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        first["isError"] == true && text.contains("is pending"),
+        "{first}"
+    );
+    let approval = approvals_json(&db, &["list"])["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .find(|a| a["state"] == "pending")
+        .and_then(|a| a["id"].as_str())
+        .expect("a pending approval")
+        .to_owned();
+    assert_eq!(
+        approvals_json(&db, &["show", &approval])["labels"]["sends_without_caller"],
+        "true"
+    );
+    decide(&db, "approve", &approval);
+    let start = Instant::now();
+    while upstream.writes().is_empty() {
+        assert!(start.elapsed() < LIMIT, "the approved write was never sent");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let again = crate::grants::set_value(gw.ports[1], "sent-on-approval");
+    assert_eq!(
+        again["structuredContent"],
+        json!({"stored": "sent-on-approval"}),
+        "{again}"
+    );
+    // Both sweepers had a second more to send it again: once is all.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(upstream.writes(), vec!["sent-on-approval".to_owned()]);
     let _ = std::fs::remove_dir_all(&dir);
 }

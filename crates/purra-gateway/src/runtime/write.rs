@@ -667,7 +667,7 @@ impl Inner {
                 .labels
                 .insert(CLIENT_LABEL.to_owned(), caller.client.clone());
         }
-        if self.settings.run_decided_without_caller {
+        if self.settings.run_decided_without_caller || b.dispatch_on_approval {
             request
                 .labels
                 .insert(SENDS_WITHOUT_CALLER_LABEL.to_owned(), "true".to_owned());
@@ -1281,7 +1281,7 @@ impl Inner {
             }
             let expired = d.expires_at.is_some_and(|e| e <= SystemTime::now());
             let run_now = d.verdict == Verdict::Approve
-                && (expired || self.settings.run_decided_without_caller);
+                && (expired || self.settings.run_decided_without_caller || b.dispatch_on_approval);
             if !run_now {
                 continue;
             }

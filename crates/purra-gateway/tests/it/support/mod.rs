@@ -123,6 +123,7 @@ pub fn set_write(scope: ScopeRules) -> WriteConfig {
         approval: ApprovalBy::Operator,
         receipt_ttl: None,
         approver_max_age: None,
+        dispatch: Default::default(),
         idempotent: false,
     }
 }
