@@ -90,8 +90,7 @@ fn start_configured(
     for i in 0..n {
         let port = free_port();
         let config = dir.join(format!("g{i}.toml"));
-        std::fs::write(&config, config_text(db, port, &upstream.url, wait, write))
-            .expect("config");
+        std::fs::write(&config, config_text(db, port, &upstream.url, wait, write)).expect("config");
         let mut child = Command::new(purra_bin())
             .args(["gateway", "--config", &config.to_string_lossy()])
             .stdin(Stdio::null())
