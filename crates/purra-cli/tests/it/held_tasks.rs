@@ -11,7 +11,12 @@
 //! - Denied: the task's result is the refusal (`approval_denied`); nothing is sent.
 //! - Cancelled on the other instance: the undecided approval is withdrawn (a denial recorded as
 //!   the caller's, `task cancelled`); nothing is sent.
+//! - The 2026-07-28 tasks extension (stateless requests): the task at once, `tasks/get` on the
+//!   other instance inlines the result after the approval.
+//! - `dispatch = "on_approval"`: a call without a task ends pending; the approval alone sends the
+//!   write once; the same call made again on the other instance gets the receipt.
 
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -22,7 +27,7 @@ use serde_json::{json, Value};
 use crate::support::peers::{
     free_port, fresh_dir, lines_of, peer, peers_dir, postgres_schema, repo_root, HttpUpstream,
 };
-use crate::support::run::{approvals_json, purra, purra_bin, LIMIT};
+use crate::support::run::{approvals_json, dechunk, purra, purra_bin, LIMIT};
 
 /// `purra gateway` processes on one store.
 struct Gateways {
@@ -347,5 +352,112 @@ fn an_on_approval_write_is_sent_when_approved_and_the_next_call_gets_its_receipt
     // Both sweepers had a second more to send it again: once is all.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(upstream.writes(), vec!["sent-on-approval".to_owned()]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One stateless 2026-07-28 request `method` with `params` to the gateway on `port`, from a
+/// client that declares the tasks extension: the JSON-RPC answer.
+fn modern(port: u16, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        },
+        "io.modelcontextprotocol/clientInfo": {"name": "task-client", "version": "1"}
+    });
+    // `Mcp-Name`: the tool's name, or the task's id.
+    let name = params["name"]
+        .as_str()
+        .or_else(|| params["taskId"].as_str())
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).expect("timeout");
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: {method}\r\n{name}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).expect("read");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, rest) = answer.split_once("\r\n\r\n").expect("a head");
+    let chunked = head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v.get("id").is_some())
+        .or_else(|| serde_json::from_str::<Value>(&body).ok())
+        .unwrap_or_else(|| panic!("no answer in {answer:?}"))
+}
+
+/// The 2026-07-28 tasks extension (two instances on PostgreSQL): a client declaring it gets the
+/// held write as a task at once; `tasks/get` on the other instance shows what it waits for,
+/// then, after the approval, the write's result inlined; sent once.
+#[test]
+fn a_held_write_is_an_extension_task_on_any_instance() {
+    let dir = fresh_dir("held-tasks", "extension");
+    let db = postgres_schema("held_extension");
+    let upstream = HttpUpstream::start(&dir, &[]);
+    let gw = start_gateways(&dir, &db, &upstream, 2);
+    let start = Instant::now();
+    let created = modern(
+        gw.ports[0],
+        "tools/call",
+        json!({"name": "set_value", "arguments": {"value": "extension"}}),
+    );
+    assert!(start.elapsed() < Duration::from_secs(10), "{created}");
+    assert_eq!(
+        (
+            &created["result"]["resultType"],
+            &created["result"]["status"]
+        ),
+        (&json!("task"), &json!("working")),
+        "{created}"
+    );
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let get = || modern(gw.ports[1], "tasks/get", json!({"taskId": id}));
+    let waiting = loop {
+        let got = get();
+        if got["result"]["statusMessage"].is_string() || start.elapsed() > LIMIT {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let message = waiting["result"]["statusMessage"]
+        .as_str()
+        .unwrap_or_default();
+    let approval = message
+        .strip_prefix("waiting for approval ")
+        .unwrap_or_else(|| panic!("{waiting}"))
+        .to_owned();
+    assert_eq!(waiting["result"]["status"], "working");
+    assert!(upstream.writes().is_empty());
+    decide(&db, "approve", &approval);
+    let done = loop {
+        let got = get();
+        if got["result"]["status"] != "working" || start.elapsed() > LIMIT {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["result"]["structuredContent"],
+        json!({"stored": "extension"}),
+        "{done}"
+    );
+    assert_eq!(upstream.writes(), vec!["extension".to_owned()]);
     let _ = std::fs::remove_dir_all(&dir);
 }
