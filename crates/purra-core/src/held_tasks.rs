@@ -27,7 +27,7 @@ pub struct StoredTask {
 pub enum TaskInsert {
     /// The task is stored.
     Inserted,
-    /// Its owner already has the most live tasks allowed; nothing was stored.
+    /// Its owner already has the most tasks not yet ended allowed; nothing was stored.
     OwnerFull,
     /// The store holds the most live tasks allowed; nothing was stored.
     StoreFull,
@@ -36,8 +36,8 @@ pub enum TaskInsert {
 /// The store's table of tasks. Every read skips expired tasks and is by owner: a task of
 /// another owner is absent.
 pub trait TaskTable: Send + Sync {
-    /// Forgets expired tasks, then stores `task` unless its owner has `per_owner` live tasks or
-    /// the store has `total`.
+    /// Forgets expired tasks, then stores `task` unless its owner has `per_owner` tasks not yet
+    /// ended or the store has `total` tasks (ended ones included).
     fn insert_task(
         &self,
         task: StoredTask,

@@ -55,7 +55,7 @@ impl TaskTable for PostgresStore {
                 }
                 let mine: i64 = query_opt(
                     tx,
-                    "SELECT count(*) FROM mcp_tasks WHERE owner = $1",
+                    "SELECT count(*) FROM mcp_tasks WHERE owner = $1 AND NOT terminal",
                     &[&task.owner],
                 )
                 .await?

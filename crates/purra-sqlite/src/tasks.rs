@@ -1,5 +1,5 @@
 //! MCP tasks kept in the store's file (purra-core's `TaskTable`): one row per task in
-//! `mcp_tasks`. An insert counts the owner's and all live tasks in its own transaction (the
+//! `mcp_tasks`. An insert counts the owner's tasks not yet ended and all tasks in its own transaction (the
 //! group commit: no other writer of the file runs between its steps); a replacement is one
 //! conditional `UPDATE … WHERE terminal = 0`, so an ended task is never changed again.
 
@@ -40,7 +40,7 @@ impl TaskTable for SqliteStore {
             }
             let mine: i64 = tx
                 .query_row(
-                    "SELECT count(*) FROM mcp_tasks WHERE owner = ?1",
+                    "SELECT count(*) FROM mcp_tasks WHERE owner = ?1 AND terminal = 0",
                     params![task.owner],
                     |r| r.get(0),
                 )

@@ -1,5 +1,5 @@
 //! MCP tasks kept in the store (purra-core's `TaskTable`): found only by their owner, bounded
-//! per owner and in all (racing instances store at most the bound), never changed once ended,
+//! per owner (tasks not yet ended) and in all (racing instances store at most the bound), never changed once ended,
 //! forgotten once expired, listed oldest first after a cursor.
 
 use crate::Harness;
@@ -90,6 +90,12 @@ pub async fn tasks_are_owned_bounded_final_once_ended_and_expire<H: Harness>(h: 
     assert_eq!(
         two.task("principal:alice".into(), "t1".into()).await,
         Ok(Some(done))
+    );
+    // An ended task no longer counts against its owner's bound.
+    assert_eq!(
+        one.insert_task(task("t3", "principal:alice", now + 3, 60_000), 2, 10)
+            .await,
+        Ok(TaskInsert::Inserted)
     );
     // An expired task is gone, and makes room.
     let old = task("old", "principal:carol", now - 10_000, 5_000);

@@ -31,9 +31,13 @@ pub(crate) fn waiting_message(approval: &str) -> String {
     format!("waiting for approval {approval}")
 }
 
+/// The most tasks the store keeps (ended ones until their ttl runs out included).
+const TOTAL: usize = 16_384;
+
 /// The task options of a gateway on `table`: tasks kept as long as an approval's request plus an
-/// hour, owned by the caller's principal (`anonymous`: the configured one, for callers without a
-/// proved principal).
+/// hour, whatever shorter ttl a client asks for (a held write waits on people), owned by the
+/// caller's principal (`anonymous`: the configured one, for callers without a proved principal);
+/// at most 64 tasks not yet ended per principal and 16 384 in all, results up to 4 MiB.
 pub(crate) fn options(
     table: Arc<dyn TaskTable>,
     request_ttl: Duration,
@@ -43,10 +47,11 @@ pub(crate) fn options(
     TaskOptions::default()
         .store(Arc::new(StoredTasks {
             table,
-            limits: TaskLimits::default(),
+            limits: TaskLimits::default().total(TOTAL),
         }))
         .default_ttl(ttl)
         .max_ttl(ttl)
+        .min_ttl(ttl)
         .poll_interval(POLL)
         .anonymous_owner(format!("principal:{anonymous}"))
         .watch_store(WATCH)

@@ -39,6 +39,7 @@ pub struct TaskOptions {
     store: Arc<dyn TaskStore>,
     default_ttl: Duration,
     max_ttl: Duration,
+    min_ttl: Duration,
     poll_interval: Duration,
     grace: Duration,
     anonymous_owner: Option<String>,
@@ -50,6 +51,7 @@ impl std::fmt::Debug for TaskOptions {
         f.debug_struct("TaskOptions")
             .field("default_ttl", &self.default_ttl)
             .field("max_ttl", &self.max_ttl)
+            .field("min_ttl", &self.min_ttl)
             .field("poll_interval", &self.poll_interval)
             .field("grace", &self.grace)
             .field("anonymous_owner", &self.anonymous_owner)
@@ -64,6 +66,7 @@ impl Default for TaskOptions {
             store: Arc::new(InMemoryTaskStore::default()),
             default_ttl: Duration::from_secs(600),
             max_ttl: Duration::from_secs(3600),
+            min_ttl: Duration::from_millis(1),
             poll_interval: Duration::from_millis(500),
             grace: Duration::from_secs(5),
             anonymous_owner: None,
@@ -87,6 +90,13 @@ impl TaskOptions {
     /// The longest ttl a client may ask for (default 1 hour); a longer one is cut to it.
     pub fn max_ttl(mut self, ttl: Duration) -> Self {
         self.max_ttl = ttl;
+        self
+    }
+    /// The shortest ttl a task gets (default 1 ms); a shorter one asked for is raised to it (the
+    /// task's answer says the ttl it got). For tasks that wait on people, whose clients may ask
+    /// for a minute.
+    pub fn min_ttl(mut self, ttl: Duration) -> Self {
+        self.min_ttl = ttl.max(Duration::from_millis(1));
         self
     }
     /// How often clients should poll (default 500 ms).
@@ -464,6 +474,7 @@ pub(crate) async fn create(
     let ttl = ttl_ms
         .unwrap_or(o.default_ttl.as_millis() as u64)
         .min(o.max_ttl.as_millis() as u64)
+        .max(o.min_ttl.as_millis() as u64)
         .max(1);
     let record = TaskRecord::new(
         crate::tasks::mint_id(),

@@ -943,7 +943,8 @@ fn fleet_server(store: Arc<InMemoryTaskStore>, observed: mpsc::Sender<&'static s
     let options = TaskOptions::default()
         .store(store)
         .anonymous_owner("principal:alice")
-        .watch_store(Duration::from_millis(20));
+        .watch_store(Duration::from_millis(20))
+        .min_ttl(Duration::from_secs(120));
     let server = Server::builder("fleet", "1").tasks(options).build();
     server
         .add_tool(
@@ -966,7 +967,8 @@ fn fleet_server(store: Arc<InMemoryTaskStore>, observed: mpsc::Sender<&'static s
 
 /// Two servers on one store (a fleet's processes): with `anonymous_owner`, a task created in a
 /// session of one is found from a session of the other, with the handler's status message; a
-/// cancellation through the other reaches the handler (`watch_store`).
+/// cancellation through the other reaches the handler (`watch_store`); a ttl shorter than
+/// `min_ttl` is raised to it.
 #[tokio::test]
 async fn a_task_is_followed_and_cancelled_through_another_server_on_its_store() {
     let store = Arc::new(InMemoryTaskStore::default());
@@ -989,9 +991,15 @@ async fn a_task_is_followed_and_cancelled_through_another_server_on_its_store() 
     }
     let created = ask_value(
         &mut a,
-        rpc(1, "tools/call", json!({"name": "held", "task": {}})),
+        rpc(
+            1,
+            "tools/call",
+            json!({"name": "held", "task": {"ttl": 1000}}),
+        ),
     )
     .await;
+    // A minute asked for, the minimum given.
+    assert_eq!(created["result"]["task"]["ttl"], 120_000, "{created}");
     let id = created["result"]["task"]["taskId"]
         .as_str()
         .unwrap()
