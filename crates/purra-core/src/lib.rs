@@ -40,6 +40,7 @@ pub mod effect;
 pub mod error_code;
 pub mod events;
 pub mod grant;
+pub mod held_tasks;
 pub mod idempotency;
 pub mod idempotent_results;
 pub mod identity;
@@ -81,6 +82,7 @@ pub use effect::{
 pub use error_code::ErrorCode;
 pub use events::{EventSender, StoreEvent, StoreEvents};
 pub use grant::{GrantId, GrantStore, GrantUse, GrantView, NewGrant};
+pub use held_tasks::{StoredTask, TaskInsert, TaskTable};
 pub use idempotency::{
     ClaimResult, ClaimState, EffectOutcome, IdempotencyKey, IdempotencyStore,
     InMemoryIdempotencyStore,

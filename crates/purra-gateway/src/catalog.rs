@@ -49,6 +49,9 @@ pub(crate) struct Binding {
     pub approver_max_age: Option<std::time::Duration>,
     /// Whether an approver may approve with edited arguments (`allow_edit`; writes).
     pub allow_edit: bool,
+    /// Whether an approved call is sent as soon as its approval lands (`dispatch =
+    /// "on_approval"`; writes).
+    pub dispatch_on_approval: bool,
 }
 
 /// The upstreams, bindings and policies of one configuration, as discovered.
@@ -187,7 +190,7 @@ pub(crate) async fn build(
                 None,
                 ApprovalBy::Operator,
                 r.asserted_read_only,
-                (r.title.clone(), None, None, false),
+                (r.title.clone(), None, None, false, false),
             ));
         }
         for (local, w) in config.writes.iter().filter(|(_, w)| &w.upstream == id) {
@@ -235,6 +238,7 @@ pub(crate) async fn build(
                     w.receipt_ttl.map(|t| t.0),
                     w.approver_max_age.map(|t| t.0),
                     w.allow_edit,
+                    w.dispatch == crate::config::Dispatch::OnApproval,
                 ),
             ));
         }
@@ -262,7 +266,7 @@ pub(crate) async fn build(
             effect,
             approval,
             asserted_read_only,
-            (title, receipt_ttl, approver_max_age, allow_edit),
+            (title, receipt_ttl, approver_max_age, allow_edit, dispatch_on_approval),
         ) in scopes
         {
             bindings.insert(
@@ -280,6 +284,7 @@ pub(crate) async fn build(
                     receipt_ttl,
                     approver_max_age,
                     allow_edit,
+                    dispatch_on_approval,
                 }),
             );
         }

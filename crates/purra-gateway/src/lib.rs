@@ -115,7 +115,6 @@ pub use runtime::{metrics, webhooks};
 pub use serve::health;
 
 pub use catalog::{load, load_reporting_all, load_reporting_all_with};
-pub use config::ApprovalBy;
 pub use config::{load_str, ConfigSource, Loaded};
 pub use config::{
     parse_claim, AuthSettings, ClaimType, ConfigError, ConfigErrors, Dur, EffectConfig,
@@ -124,6 +123,7 @@ pub use config::{
     TelemetrySettings, UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
     DEFAULT_METRICS_INTERVAL,
 };
+pub use config::{ApprovalBy, Dispatch};
 pub use runtime::app::{app_uri, APPROVAL_TOOL};
 pub use runtime::drain::Drained;
 pub use runtime::edit::EditRefused;

@@ -43,6 +43,7 @@ mod listen;
 mod migrate;
 mod pins;
 mod store;
+mod tasks;
 mod webhook;
 
 pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};

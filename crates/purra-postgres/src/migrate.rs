@@ -269,6 +269,24 @@ CREATE TABLE grant_uses (
 );
 "#;
 
+// ---- Issue 47, held writes as MCP tasks (one schema step of its own) ----
+
+/// Schema version 9: MCP tasks kept for a fleet, as purra-sqlite's schema 11: one row per task,
+/// its owner, creation and expiry (milliseconds) and whether it ended; the body is the server's
+/// JSON. Nothing existing is touched.
+const V9_TASKS: &str = r#"
+CREATE TABLE mcp_tasks (
+    id          TEXT PRIMARY KEY,
+    owner       TEXT NOT NULL,
+    created_ms  BIGINT NOT NULL,
+    expires_ms  BIGINT NOT NULL,
+    terminal    BOOLEAN NOT NULL DEFAULT FALSE,
+    body        TEXT NOT NULL
+);
+CREATE INDEX mcp_tasks_by_owner ON mcp_tasks (owner, created_ms, id);
+CREATE INDEX mcp_tasks_by_expiry ON mcp_tasks (expires_ms);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -279,6 +297,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V6_EFFECTS,
     V7_CATALOG_PINS,
     V8_GRANTS,
+    V9_TASKS,
 ];
 
 /// Why migrating failed.

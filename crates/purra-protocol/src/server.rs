@@ -1741,6 +1741,14 @@ impl RequestCtx {
         self.task_of().map(|t| t.id().to_owned())
     }
 
+    /// Sets the status message of the task this handler runs in (what `tasks/get` shows while it
+    /// works); nothing when it runs in none.
+    pub async fn set_task_status(&self, message: impl Into<String>) {
+        if let Some(t) = self.task_of() {
+            t.status(message.into()).await;
+        }
+    }
+
     /// Whether this handler runs in a task of the 2026-07-28 extension, whose request has been
     /// answered: its progress and log messages have nowhere to go and are dropped (the client
     /// follows the task with `tasks/get`).

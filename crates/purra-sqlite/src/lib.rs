@@ -108,6 +108,7 @@ mod idempotent;
 mod migrate;
 mod pins;
 mod store;
+mod tasks;
 mod webhook;
 
 pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};

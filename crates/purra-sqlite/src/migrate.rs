@@ -371,6 +371,24 @@ CREATE TABLE grant_uses (
 );
 "#;
 
+// ---- Issue 47, held writes as MCP tasks (one schema step of its own) ----
+
+/// Schema version 11: MCP tasks kept for a fleet (purra-core's `held_tasks`): one row per task,
+/// its owner, creation and expiry (milliseconds) and whether it ended; the body is the server's
+/// JSON. Nothing existing is touched.
+const V11_TASKS: &str = r#"
+CREATE TABLE mcp_tasks (
+    id          TEXT PRIMARY KEY,
+    owner       TEXT NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    expires_ms  INTEGER NOT NULL,
+    terminal    INTEGER NOT NULL DEFAULT 0 CHECK (terminal IN (0, 1)),
+    body        TEXT NOT NULL
+);
+CREATE INDEX mcp_tasks_by_owner ON mcp_tasks(owner, created_ms, id);
+CREATE INDEX mcp_tasks_by_expiry ON mcp_tasks(expires_ms);
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -383,6 +401,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V8_EFFECTS,
     V9_CATALOG_PINS,
     V10_GRANTS,
+    V11_TASKS,
 ];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which

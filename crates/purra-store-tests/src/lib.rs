@@ -29,6 +29,7 @@ pub mod operator;
 pub mod pins;
 pub mod race;
 pub mod reopen;
+pub mod tasks;
 pub mod transitions;
 pub mod webdriver;
 pub mod webhooks;
@@ -47,6 +48,7 @@ pub trait Harness: Send + Sync + 'static {
         + CatalogPins
         + GrantStore
         + EditStore
+        + TaskTable
         + Clone
         + std::fmt::Debug
         + 'static;
@@ -128,7 +130,9 @@ macro_rules! contract_tests {
             grants::grant_uses_are_taken_at_most_max_uses_times_by_racing_instances,
             grants::grants_cover_their_principal_tool_and_time_until_revoked,
             edits::an_edit_is_recorded_in_one_step_and_only_the_edited_intent_is_ever_claimed,
-            edits::racing_edits_and_decisions_of_one_approval_record_exactly_one
+            edits::racing_edits_and_decisions_of_one_approval_record_exactly_one,
+            tasks::tasks_are_owned_bounded_final_once_ended_and_expire,
+            tasks::racing_instances_store_at_most_the_bound
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -182,6 +182,14 @@ impl AnyStore {
         }
     }
 
+    /// The store's table of MCP tasks.
+    pub fn tasks(&self) -> Arc<dyn purra_core::TaskTable> {
+        match self {
+            AnyStore::Sqlite(s) => s.clone(),
+            AnyStore::Postgres(s) => s.clone(),
+        }
+    }
+
     /// This store's owner id.
     pub fn owner(&self) -> &str {
         self.ops().owner()

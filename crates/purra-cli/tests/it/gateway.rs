@@ -400,7 +400,9 @@ fn expected_tools() -> Value {
                 "required": ["stored"],
                 "additionalProperties": false
             },
-            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true}
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true},
+            // A held write may be called as a task (the store keeps tasks for the fleet).
+            "execution": {"taskSupport": "optional"}
         }
     ])
 }

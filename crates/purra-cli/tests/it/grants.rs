@@ -117,7 +117,7 @@ fn start_gateways(dir: &Path, db: &str, upstream: &HttpUpstream, n: usize) -> Ga
 
 /// One stateless 2026-07-28 `tools/call` of `set_value` with `value` to the gateway on `port`:
 /// the JSON-RPC result.
-fn set_value(port: u16, value: &str) -> Value {
+pub(crate) fn set_value(port: u16, value: &str) -> Value {
     let body = json!({
         "jsonrpc": "2.0",
         "id": 1,

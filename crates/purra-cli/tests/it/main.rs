@@ -14,6 +14,7 @@ mod fleet;
 mod gateway;
 mod gateway_auth;
 mod grants;
+mod held_tasks;
 mod hostile;
 mod identity;
 mod page;

@@ -1221,6 +1221,24 @@ pub struct WriteConfig {
     /// (an edit is refused everywhere).
     #[serde(default)]
     pub allow_edit: bool,
+    /// When an approved call is sent: `"on_call"` (default: by the caller's call, waiting or
+    /// made again, or by the task it waits in) or `"on_approval"` (the gateway sends it itself
+    /// as soon as the approval lands, claimed once across a fleet, even with no caller waiting;
+    /// the caller's next identical call, or its task, is answered from the receipt).
+    #[serde(default)]
+    pub dispatch: Dispatch,
+}
+
+/// When an approved write is sent (the `dispatch` key of a `[writes.NAME]` table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Dispatch {
+    /// By the caller's call (the default): a call waiting, the same call made again, or the
+    /// task it waits in; without one, only with `[gateway] run_decided_without_caller`.
+    #[default]
+    OnCall,
+    /// By the gateway as soon as the approval lands, whether or not a caller waits.
+    OnApproval,
 }
 
 /// Who may decide a write binding's approvals (the `approval` key of a `[writes.NAME]` table).

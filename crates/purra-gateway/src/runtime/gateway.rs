@@ -286,6 +286,14 @@ impl Gateway {
         if config.gateway.apps {
             builder = builder.apps();
         }
+        // Held writes may run as MCP tasks, kept in the store for every instance of a fleet.
+        if let Some(table) = store.tasks() {
+            builder = builder.tasks(crate::runtime::tasks::options(
+                table,
+                config.gateway.approval_request_ttl.0,
+                &config.gateway.principal,
+            ));
+        }
         // Every request but a tool call counts against its caller's rate of other requests:
         // opening sessions, pings and listings included, so one caller cannot flood them
         // either. Every tool call counts against the rate of calls: a bound tool's in
@@ -764,11 +772,21 @@ impl Inner {
                         .bindings
                         .get(name)
                         .is_some_and(|b| b.effect.is_some());
-                    let tool = if is_write && self.settings.apps {
+                    let mut tool = if is_write && self.settings.apps {
                         crate::runtime::app::with_view(bound.tool.clone())
                     } else {
                         bound.tool.clone()
                     };
+                    // A write may be called as a task (it waits for its decision in one) when
+                    // the store keeps tasks for the fleet; a read is listed as its upstream lists it.
+                    if is_write {
+                        let mut execution = tool.execution.take().unwrap_or_default();
+                        execution.task_support = self
+                            .store
+                            .tasks()
+                            .map(|_| purra_protocol::types::TaskSupport::Optional);
+                        tool.execution = (execution != Default::default()).then_some(execution);
+                    }
                     want.insert(name.clone(), tool);
                 }
             }

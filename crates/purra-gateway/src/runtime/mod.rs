@@ -19,5 +19,6 @@ pub(crate) mod resend;
 pub(crate) mod results;
 pub(crate) mod secrets;
 pub(crate) mod store;
+pub(crate) mod tasks;
 pub mod webhooks;
 pub(crate) mod write;

@@ -94,6 +94,11 @@ pub trait GatewayStore: Send + Sync {
     fn edits(&self) -> Option<Arc<dyn purra_core::EditStore>> {
         None
     }
+    /// The store's table of MCP tasks, when it keeps one (every durable store does): held writes
+    /// a client called as tasks are found there by every instance of a fleet.
+    fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
+        None
+    }
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
@@ -235,6 +240,10 @@ macro_rules! gateway_store {
                 Some(Arc::new(self.clone()))
             }
 
+            fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
+                Some(Arc::new(self.clone()))
+            }
+
             fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
                 pending(self)
             }
@@ -337,6 +346,10 @@ impl GatewayStore for AnyStore {
 
     fn edits(&self) -> Option<Arc<dyn purra_core::EditStore>> {
         Some(AnyStore::edits(self))
+    }
+
+    fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
+        Some(AnyStore::tasks(self))
     }
 
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {

@@ -426,16 +426,23 @@ impl Inner {
 
         // 3. The decision, waited for no longer than the request accepts one. Whether the
         // request expires before `approval_wait` would end is judged once, here: an undecided
-        // wait cut short by it ends by saying so.
+        // wait cut short by it ends by saying so. A call made as a task waits in its task until
+        // the request expires.
+        let task = ctx.task_id().is_some();
+        let patience = self.patience(task);
         let expires_first = request_expires.is_some_and(|e| {
             e.duration_since(SystemTime::now())
-                .map_or(true, |left| left < self.settings.approval_wait.0)
+                .map_or(true, |left| left < patience)
         });
+        if task {
+            ctx.set_task_status(crate::runtime::tasks::waiting_message(&approval.0))
+                .await;
+        }
         self.set_waiting(&run_id, true);
         // Approvers are told that a caller waits (also in a fleet: the store carries it), until
-        // when, and so that approving sends now.
-        let waiting_until = self.wait_until(request_expires);
-        if mark {
+        // when, and so that approving sends now (a task waits longer than the new run says).
+        let waiting_until = self.wait_until_for(request_expires, patience);
+        if mark || task {
             self.mark_waiting(&run_id, &approval, Some(waiting_until))
                 .await;
         }
@@ -445,7 +452,7 @@ impl Inner {
             approval = %approval.0,
             state = tracing::field::Empty
         );
-        let record = self
+        let mut record = self
             .decision(b, &approval, request_expires, &digest, &args, &ctx)
             .instrument(wait_span.clone())
             .await;
@@ -458,6 +465,32 @@ impl Inner {
         {
             // The wait ended early (the caller went away, the gateway drains): nobody waits.
             self.mark_waiting(&run_id, &approval, None).await;
+        }
+        // A task its client cancelled withdraws its undecided approval (a denial recorded and
+        // audited as the caller's); one decided meanwhile goes on as decided.
+        if task
+            && ctx.is_cancelled()
+            && matches!(&record, Ok(r) if r.state == ApprovalState::Prepared)
+        {
+            match self.withdraw(&approval, &caller.principal).await {
+                Ok(()) => {
+                    return results::failed(
+                        tool,
+                        &ErrorCode::APPROVAL_DENIED,
+                        &format!(
+                        "nothing was sent: the caller cancelled its task, withdrawing approval {}",
+                        approval.0
+                    ),
+                    )
+                }
+                Err(_) => {
+                    record = self
+                        .approvals
+                        .record(approval.clone())
+                        .await
+                        .and_then(|r| r.ok_or(StoreError::NotFound));
+                }
+            }
         }
         match record {
             Ok(r) if r.state == ApprovalState::Prepared => {
@@ -479,11 +512,45 @@ impl Inner {
     /// Until when a call starting to wait now waits: `approval_wait`, never past the request's
     /// expiry.
     fn wait_until(&self, request_expires: Option<SystemTime>) -> SystemTime {
+        self.wait_until_for(request_expires, self.settings.approval_wait.0)
+    }
+
+    /// Until when a call starting to wait now for `patience` waits, never past the request's
+    /// expiry.
+    fn wait_until_for(
+        &self,
+        request_expires: Option<SystemTime>,
+        patience: std::time::Duration,
+    ) -> SystemTime {
         let now = SystemTime::now();
-        let until = now
-            .checked_add(self.settings.approval_wait.0)
-            .unwrap_or(now);
+        let until = now.checked_add(patience).unwrap_or(now);
         request_expires.map_or(until, |e| until.min(e.max(now)))
+    }
+
+    /// How long a call waits for its decision: `approval_wait`; in a task (the client was
+    /// answered at once), as long as the request accepts a decision.
+    fn patience(&self, task: bool) -> std::time::Duration {
+        if task {
+            self.settings.approval_request_ttl.0
+        } else {
+            self.settings.approval_wait.0
+        }
+    }
+
+    /// Withdraws the undecided `approval` of a call whose task its client cancelled: a denial
+    /// by the caller (`principal`), recorded and audited like any decision; refused by the
+    /// store when a decision came first.
+    async fn withdraw(&self, approval: &ApprovalId, principal: &str) -> Result<(), StoreError> {
+        let decision = Decision {
+            verdict: Verdict::Deny,
+            approver: format!("{principal} (task cancelled)"),
+            decided_at: SystemTime::now(),
+            expires_at: None,
+            note: Some("withdrawn: the caller cancelled its task".into()),
+        };
+        self.approvals.decide(approval.clone(), decision).await?;
+        self.decisions.wake();
+        Ok(())
     }
 
     /// Writes `until` as the time the call of `run_id` waits for `approval` until (`None`:
@@ -632,7 +699,7 @@ impl Inner {
                 .labels
                 .insert(CLIENT_LABEL.to_owned(), caller.client.clone());
         }
-        if self.settings.run_decided_without_caller {
+        if self.settings.run_decided_without_caller || b.dispatch_on_approval {
             request
                 .labels
                 .insert(SENDS_WITHOUT_CALLER_LABEL.to_owned(), "true".to_owned());
@@ -712,7 +779,7 @@ impl Inner {
         args: &Value,
         ctx: &RequestCtx,
     ) -> Result<ApprovalRecord, StoreError> {
-        let mut wait = self.settings.approval_wait.0;
+        let mut wait = self.patience(ctx.task_id().is_some());
         if let Some(e) = request_expires {
             wait = wait.min(e.duration_since(SystemTime::now()).unwrap_or_default());
         }
@@ -1313,7 +1380,7 @@ impl Inner {
             }
             let expired = d.expires_at.is_some_and(|e| e <= SystemTime::now());
             let run_now = d.verdict == Verdict::Approve
-                && (expired || self.settings.run_decided_without_caller);
+                && (expired || self.settings.run_decided_without_caller || b.dispatch_on_approval);
             if !run_now {
                 continue;
             }

@@ -287,7 +287,7 @@ tasks = true
             "g.toml:4: writes.set_note.scope_id: required: the scope identifier",
             "g.toml:4: writes.set_note.scope_revision: required: the scope's revision: change it whenever the scope rules change",
             "g.toml:8: writes.set_note.scope: expected a table, found \"open\"",
-            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: allow_edit, approval, approver_max_age, binding_id, binding_revision, effect, idempotent, receipt_ttl, risk, scope, scope_id, scope_revision, title, tool, upstream)",
+            "g.toml:9: writes.set_note.tasks: unknown key (expected one of: allow_edit, approval, approver_max_age, binding_id, binding_revision, dispatch, effect, idempotent, receipt_ttl, risk, scope, scope_id, scope_revision, title, tool, upstream)",
         ]
     );
 }

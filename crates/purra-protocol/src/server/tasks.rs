@@ -39,8 +39,11 @@ pub struct TaskOptions {
     store: Arc<dyn TaskStore>,
     default_ttl: Duration,
     max_ttl: Duration,
+    min_ttl: Duration,
     poll_interval: Duration,
     grace: Duration,
+    anonymous_owner: Option<String>,
+    watch_store: Option<Duration>,
 }
 
 impl std::fmt::Debug for TaskOptions {
@@ -48,8 +51,11 @@ impl std::fmt::Debug for TaskOptions {
         f.debug_struct("TaskOptions")
             .field("default_ttl", &self.default_ttl)
             .field("max_ttl", &self.max_ttl)
+            .field("min_ttl", &self.min_ttl)
             .field("poll_interval", &self.poll_interval)
             .field("grace", &self.grace)
+            .field("anonymous_owner", &self.anonymous_owner)
+            .field("watch_store", &self.watch_store)
             .finish_non_exhaustive()
     }
 }
@@ -60,8 +66,11 @@ impl Default for TaskOptions {
             store: Arc::new(InMemoryTaskStore::default()),
             default_ttl: Duration::from_secs(600),
             max_ttl: Duration::from_secs(3600),
+            min_ttl: Duration::from_millis(1),
             poll_interval: Duration::from_millis(500),
             grace: Duration::from_secs(5),
+            anonymous_owner: None,
+            watch_store: None,
         }
     }
 }
@@ -83,6 +92,13 @@ impl TaskOptions {
         self.max_ttl = ttl;
         self
     }
+    /// The shortest ttl a task gets (default 1 ms); a shorter one asked for is raised to it (the
+    /// task's answer says the ttl it got). For tasks that wait on people, whose clients may ask
+    /// for a minute.
+    pub fn min_ttl(mut self, ttl: Duration) -> Self {
+        self.min_ttl = ttl.max(Duration::from_millis(1));
+        self
+    }
     /// How often clients should poll (default 500 ms).
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every.max(Duration::from_millis(1));
@@ -92,6 +108,20 @@ impl TaskOptions {
     /// dropped (default 5 s).
     pub fn cancellation_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+    /// The owner of the tasks of requests without a principal (default: their session, or one
+    /// anonymous owner for stateless HTTP). A server whose unauthenticated callers are one
+    /// configured caller names it here, so its tasks are found from any session (and, with a
+    /// shared store, any process).
+    pub fn anonymous_owner(mut self, owner: impl Into<String>) -> Self {
+        self.anonymous_owner = Some(owner.into());
+        self
+    }
+    /// Re-reads each task running here from the store every `every` (default: never): a task
+    /// another process cancelled (a store shared by a fleet) cancels its handler here too.
+    pub fn watch_store(mut self, every: Duration) -> Self {
+        self.watch_store = Some(every.max(Duration::from_millis(10)));
         self
     }
 }
@@ -176,10 +206,12 @@ fn unknown_task(id: &str) -> ErrorObject {
 /// connection); stateless HTTP requests without a principal share the anonymous owner (their
 /// task ids, unguessable, are then the only key).
 pub(crate) fn owner_of(session: &SessionState, principal: Option<&str>) -> String {
-    match principal {
-        Some(p) => format!("principal:{p}"),
-        None if session.key == u64::MAX => "anonymous".to_owned(),
-        None => format!("session:{}", session.key),
+    let configured = &session.server.engine().options.anonymous_owner;
+    match (principal, configured) {
+        (Some(p), _) => format!("principal:{p}"),
+        (None, Some(o)) => o.clone(),
+        (None, None) if session.key == u64::MAX => "anonymous".to_owned(),
+        (None, None) => format!("session:{}", session.key),
     }
 }
 
@@ -237,6 +269,12 @@ impl Live {
             Ok(None) => {} // expired or gone: nobody can read it any more
             Err(e) => tracing::warn!(task = %self.id, error = %e, "task store update failed"),
         }
+    }
+
+    /// Sets the task's status message (a running task only).
+    pub(crate) async fn status(&self, message: String) {
+        let _w = self.writer.lock().await;
+        self.write(TaskChange::Status(message)).await;
     }
 
     /// Ends the task with `outcome` (ignored when it already ended, cancelled for instance).
@@ -436,6 +474,7 @@ pub(crate) async fn create(
     let ttl = ttl_ms
         .unwrap_or(o.default_ttl.as_millis() as u64)
         .min(o.max_ttl.as_millis() as u64)
+        .max(o.min_ttl.as_millis() as u64)
         .max(1);
     let record = TaskRecord::new(
         crate::tasks::mint_id(),
@@ -475,9 +514,28 @@ pub(crate) fn supervise(
     handler: crate::session::BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>,
 ) {
     let grace = server.engine().options.grace;
+    let watch_every = server.engine().options.watch_store;
     let handler = tokio::spawn(handler);
     tokio::spawn(async move {
         let abort = handler.abort_handle();
+        // With a shared store: a cancellation written by another process cancels it here.
+        let watched = live.clone();
+        let watch = async move {
+            if let Some(every) = watch_every {
+                loop {
+                    tokio::time::sleep(every).await;
+                    match watched.store.get(&watched.owner, &watched.id).await {
+                        Ok(Some(r)) if r.status != TaskStatus::Cancelled => continue,
+                        Ok(_) => {
+                            watched.cancel.cancel();
+                            break;
+                        }
+                        Err(_) => continue,
+                    }
+                }
+            }
+            std::future::pending::<()>().await
+        };
         let outcome = tokio::select! {
             r = handler => Some(match r {
                 Ok(Ok(result)) => match serde_json::from_str::<Value>(result.get()) {
@@ -496,6 +554,7 @@ pub(crate) fn supervise(
                 abort.abort();
                 None
             }
+            () = watch => None,
         };
         if let Some(outcome) = outcome {
             live.finish(outcome).await;

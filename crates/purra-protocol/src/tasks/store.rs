@@ -110,6 +110,9 @@ impl TaskRecord {
                 self.status_message = Some(e.message.clone());
                 self.outcome = Some(TaskOutcome::Error(e));
             }
+            TaskChange::Status(message) => {
+                self.status_message = Some(message);
+            }
             TaskChange::Cancel => {
                 self.input_requests.clear();
                 self.status = TaskStatus::Cancelled;
@@ -131,6 +134,8 @@ pub enum TaskChange {
     Finish(TaskOutcome),
     /// The client cancelled it.
     Cancel,
+    /// The handler's note on a running task (its status is unchanged).
+    Status(String),
 }
 
 /// Why a store refused.

@@ -936,3 +936,90 @@ async fn a_2026_07_28_client_follows_task_notifications() {
         Error::Protocol("task notifications over subscriptions/listen are a 2026-07-28 feature; this connection speaks a handshake revision".into())
     );
 }
+
+/// A server of a fleet on `store`: one task tool that notes its status, then waits until
+/// cancelled (reporting it on `observed`).
+fn fleet_server(store: Arc<InMemoryTaskStore>, observed: mpsc::Sender<&'static str>) -> Server {
+    let options = TaskOptions::default()
+        .store(store)
+        .anonymous_owner("principal:alice")
+        .watch_store(Duration::from_millis(20))
+        .min_ttl(Duration::from_secs(120));
+    let server = Server::builder("fleet", "1").tasks(options).build();
+    server
+        .add_tool(
+            ToolDef::new("held")
+                .description("waits until cancelled")
+                .task_support(TaskSupport::Optional),
+            move |_: Nothing, ctx: RequestCtx| {
+                let observed = observed.clone();
+                async move {
+                    ctx.set_task_status("waiting for approval approval-7").await;
+                    ctx.cancelled().await;
+                    let _ = observed.send("cancelled").await;
+                    HandlerResult::Ok("stopped")
+                }
+            },
+        )
+        .unwrap();
+    server
+}
+
+/// Two servers on one store (a fleet's processes): with `anonymous_owner`, a task created in a
+/// session of one is found from a session of the other, with the handler's status message; a
+/// cancellation through the other reaches the handler (`watch_store`); a ttl shorter than
+/// `min_ttl` is raised to it.
+#[tokio::test]
+async fn a_task_is_followed_and_cancelled_through_another_server_on_its_store() {
+    let store = Arc::new(InMemoryTaskStore::default());
+    let (tx, mut observed) = mpsc::channel(4);
+    let one = fleet_server(store.clone(), tx.clone());
+    let two = fleet_server(store, tx);
+    let mut a = start(&one).await;
+    let mut b = start(&two).await;
+    for raw in [&mut a, &mut b] {
+        let got = ask_value(
+            raw,
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "c", "version": "1"}}}),
+        )
+        .await;
+        assert!(got["result"]["capabilities"]["tasks"].is_object(), "{got}");
+        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+            .await;
+    }
+    let created = ask_value(
+        &mut a,
+        rpc(
+            1,
+            "tools/call",
+            json!({"name": "held", "task": {"ttl": 1000}}),
+        ),
+    )
+    .await;
+    // A minute asked for, the minimum given.
+    assert_eq!(created["result"]["task"]["ttl"], 120_000, "{created}");
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut seen = Value::Null;
+    for n in 0..250 {
+        seen = ask_value(&mut b, rpc(10 + n, "tasks/get", json!({"taskId": id}))).await;
+        if seen["result"]["statusMessage"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        (&seen["result"]["status"], &seen["result"]["statusMessage"]),
+        (&json!("working"), &json!("waiting for approval approval-7"))
+    );
+    let cancelled = ask_value(&mut b, rpc(500, "tasks/cancel", json!({"taskId": id}))).await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let got = tokio::time::timeout(Duration::from_secs(5), observed.recv())
+        .await
+        .expect("the handler on the first server observes the cancellation");
+    assert_eq!(got, Some("cancelled"));
+}

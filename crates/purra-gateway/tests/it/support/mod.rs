@@ -124,6 +124,7 @@ pub fn set_write(scope: ScopeRules) -> WriteConfig {
         receipt_ttl: None,
         approver_max_age: None,
         allow_edit: false,
+        dispatch: Default::default(),
         idempotent: false,
     }
 }
