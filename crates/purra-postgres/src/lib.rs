@@ -43,6 +43,7 @@ mod migrate;
 mod pins;
 mod store;
 mod webhook;
+mod workflow;
 
 pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};
 pub use store::{redact_url, PostgresOptions, PostgresStore};

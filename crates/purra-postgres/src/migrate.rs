@@ -269,6 +269,34 @@ CREATE TABLE grant_uses (
 );
 "#;
 
+// ---- Issue 47, quorum, escalation and expiry (one schema step of its own) ----
+
+/// Schema version 9: approval workflows, as purra-sqlite's schema 11: the rules an approval was
+/// prepared with (`approval_rules`, timers cleared once decided) and its votes, one per voter
+/// (the primary key). A vote locks the approval's row first, so concurrent votes are counted in
+/// turn. Nothing existing is touched.
+const V9_WORKFLOW: &str = r#"
+CREATE TABLE approval_rules (
+    approval_seq    BIGINT PRIMARY KEY REFERENCES approvals(seq),
+    votes_required  BIGINT CHECK (votes_required > 0),
+    escalate_at_ns  BIGINT,
+    escalated_at_ns BIGINT,
+    deny_at_ns      BIGINT
+);
+CREATE INDEX approval_rules_escalate ON approval_rules (escalate_at_ns)
+    WHERE escalate_at_ns IS NOT NULL AND escalated_at_ns IS NULL;
+CREATE INDEX approval_rules_deny ON approval_rules (deny_at_ns) WHERE deny_at_ns IS NOT NULL;
+CREATE TABLE approval_votes (
+    approval_seq BIGINT NOT NULL REFERENCES approvals(seq),
+    voter        TEXT NOT NULL,
+    approver     TEXT NOT NULL,
+    verdict      TEXT NOT NULL CHECK (verdict IN ('approve', 'deny')),
+    at_ns        BIGINT NOT NULL,
+    note         TEXT,
+    PRIMARY KEY (approval_seq, voter)
+);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -279,6 +307,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V6_EFFECTS,
     V7_CATALOG_PINS,
     V8_GRANTS,
+    V9_WORKFLOW,
 ];
 
 /// Why migrating failed.

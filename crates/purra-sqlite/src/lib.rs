@@ -108,6 +108,7 @@ mod migrate;
 mod pins;
 mod store;
 mod webhook;
+mod workflow;
 
 pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};
 pub use store::{SqliteOptions, SqliteStore};

@@ -17,7 +17,7 @@
 //! with bounded evidence, resends claimed once ([`effects`]), pinned tool definitions: one
 //! catalog change per difference whichever instances see it, re-pinned by its approval
 //! ([`pins`]), and standing grants: uses taken at most their number by racing instances, only
-//! in bounds ([`grants`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
+//! in bounds ([`grants`]), and approval workflows: quorum, escalation, expiry ([`workflow`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
 //! by the crates' integration tests.
 
 pub mod credentials;
@@ -30,6 +30,7 @@ pub mod reopen;
 pub mod transitions;
 pub mod webdriver;
 pub mod webhooks;
+pub mod workflow;
 
 use purra_core::*;
 use serde_json::json;
@@ -123,7 +124,10 @@ macro_rules! contract_tests {
             effects::an_unknown_effect_is_resent_at_most_once_and_records_what_came_back,
             pins::a_difference_is_kept_once_and_approving_it_re_pins,
             grants::grant_uses_are_taken_at_most_max_uses_times_by_racing_instances,
-            grants::grants_cover_their_principal_tool_and_time_until_revoked
+            grants::grants_cover_their_principal_tool_and_time_until_revoked,
+            workflow::the_claim_dispatches_only_with_the_quorum_and_a_deny_closes,
+            workflow::racing_voters_on_two_instances_decide_once,
+            workflow::escalation_is_recorded_once_and_on_expiry_deny_closes
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

@@ -136,17 +136,29 @@ pub enum WebhookEventName {
     /// An upstream lists a bound tool differently from its pin (a catalog change waits).
     #[serde(rename = "catalog.changed")]
     CatalogChanged,
+    /// One vote on an approval that needs a quorum left it pending (with the tally).
+    #[serde(rename = "approval.voted")]
+    ApprovalVoted,
+    /// An approval undecided after `escalate_after` may be decided by `escalate_to` too.
+    #[serde(rename = "approval.escalated")]
+    ApprovalEscalated,
+    /// An approval undecided at its expiry was denied (`on_expiry = "deny"`).
+    #[serde(rename = "approval.expired")]
+    ApprovalExpired,
 }
 
 impl WebhookEventName {
     /// Every event, in the order of the write state machine (the default subscription).
-    pub const ALL: [WebhookEventName; 6] = [
+    pub const ALL: [WebhookEventName; 9] = [
         WebhookEventName::ApprovalPending,
         WebhookEventName::ApprovalDecided,
         WebhookEventName::EffectCommitted,
         WebhookEventName::EffectUnknown,
         WebhookEventName::EffectReconciled,
         WebhookEventName::CatalogChanged,
+        WebhookEventName::ApprovalVoted,
+        WebhookEventName::ApprovalEscalated,
+        WebhookEventName::ApprovalExpired,
     ];
 
     /// Core's event type.
@@ -159,6 +171,9 @@ impl WebhookEventName {
             WebhookEventName::EffectUnknown => T::EffectUnknown,
             WebhookEventName::EffectReconciled => T::EffectReconciled,
             WebhookEventName::CatalogChanged => T::CatalogChanged,
+            WebhookEventName::ApprovalVoted => T::ApprovalVoted,
+            WebhookEventName::ApprovalEscalated => T::ApprovalEscalated,
+            WebhookEventName::ApprovalExpired => T::ApprovalExpired,
         }
     }
 }
