@@ -47,6 +47,8 @@ pub(crate) struct Binding {
     pub receipt_ttl: Option<std::time::Duration>,
     /// How recent a page approver's sign-in must be to decide (`approver_max_age`; writes).
     pub approver_max_age: Option<std::time::Duration>,
+    /// The workflow its approvals are decided under (writes whose `approval` is a table).
+    pub approval_rule: Option<crate::config::ApprovalRule>,
 }
 
 /// The upstreams, bindings and policies of one configuration, as discovered.
@@ -183,7 +185,7 @@ pub(crate) async fn build(
                 remote,
                 scope,
                 None,
-                ApprovalBy::Operator,
+                (ApprovalBy::Operator, None),
                 r.asserted_read_only,
                 (r.title.clone(), None, None),
             ));
@@ -226,7 +228,7 @@ pub(crate) async fn build(
                 remote,
                 scope,
                 Some(w.effect),
-                w.approval,
+                (w.approval.by(), w.approval.rule().cloned()),
                 false,
                 (
                     w.title.clone(),
@@ -257,7 +259,7 @@ pub(crate) async fn build(
             remote,
             scope,
             effect,
-            approval,
+            (approval, approval_rule),
             asserted_read_only,
             (title, receipt_ttl, approver_max_age),
         ) in scopes
@@ -276,6 +278,7 @@ pub(crate) async fn build(
                     title,
                     receipt_ttl,
                     approver_max_age,
+                    approval_rule,
                 }),
             );
         }
