@@ -314,7 +314,12 @@ pub enum ApprovalsCommand {
         id: String,
         /// Who decides (recorded as the approver, with the path: `NAME (cli)`; a member of the
         /// groups the gateway file's `[approvers.groups]` lists NAME in).
-        #[arg(long, visible_alias = "as", value_name = "NAME", default_value = "operator")]
+        #[arg(
+            long,
+            visible_alias = "as",
+            value_name = "NAME",
+            default_value = "operator"
+        )]
         approver: String,
         /// A note recorded with the decision (why, conditions).
         #[arg(long, value_name = "TEXT")]
@@ -346,7 +351,12 @@ pub enum ApprovalsCommand {
         id: String,
         /// Who decides (recorded as the approver, with the path: `NAME (cli)`; a member of the
         /// groups the gateway file's `[approvers.groups]` lists NAME in).
-        #[arg(long, visible_alias = "as", value_name = "NAME", default_value = "operator")]
+        #[arg(
+            long,
+            visible_alias = "as",
+            value_name = "NAME",
+            default_value = "operator"
+        )]
         approver: String,
         /// A note recorded with the decision (why, conditions).
         #[arg(long, value_name = "TEXT")]

@@ -128,7 +128,16 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             id, approver, note, ..
         } => {
             let groups = groups_of(args, approver)?;
-            decide(&db, id, Verdict::Deny, approver, &groups, note.clone(), None).await?;
+            decide(
+                &db,
+                id,
+                Verdict::Deny,
+                approver,
+                &groups,
+                note.clone(),
+                None,
+            )
+            .await?;
             report(&db, id, json_out, "denied").await?;
             if !json_out {
                 println!("this call is not sent; the same call made again asks for a new approval");
@@ -251,7 +260,10 @@ async fn decide(
     }
     // A workflow's `from` (and `escalate_to` once escalated): the approver by name, or a
     // member of a group the gateway file's [approvers.groups] lists them in.
-    if let Err(refused) = v.request.check_voter(&[approver], groups, SystemTime::now()) {
+    if let Err(refused) = v
+        .request
+        .check_voter(&[approver], groups, SystemTime::now())
+    {
         return Err(Failure::store(
             "conflict",
             format!("approval {id}: refused: {refused}"),

@@ -1402,7 +1402,10 @@ impl ApprovalRule {
             out.push((purra_core::VOTES_FROM_LABEL, self.from.join(",")));
         }
         if let (Some(after), false) = (self.escalate_after, self.escalate_to.is_empty()) {
-            out.push((purra_core::ESCALATE_AFTER_LABEL, after.0.as_secs().to_string()));
+            out.push((
+                purra_core::ESCALATE_AFTER_LABEL,
+                after.0.as_secs().to_string(),
+            ));
             out.push((purra_core::ESCALATE_TO_LABEL, self.escalate_to.join(",")));
         }
         if self.on_expiry == Some(OnExpiry::Deny) {
@@ -1434,7 +1437,11 @@ impl ApprovalRule {
                 }
             }
         }
-        let named = self.from.iter().filter(|e| !e.starts_with("group:")).count();
+        let named = self
+            .from
+            .iter()
+            .filter(|e| !e.starts_with("group:"))
+            .count();
         if let Some(n) = self.required {
             if !self.from.is_empty() && named == self.from.len() && (n as usize) > named {
                 out.push((

@@ -886,7 +886,7 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
 }
 
 /// Resolves on the next store event that may have recorded a delivery (a prepare, a decision, an
-/// outcome, or a resync); never without a stream.
+/// vote or an escalation, an outcome, or a resync); never without a stream.
 async fn recorded(events: &mut Option<StoreEvents>) {
     let Some(stream) = events.as_mut() else {
         return std::future::pending().await;
@@ -900,6 +900,7 @@ async fn recorded(events: &mut Option<StoreEvents>) {
             Some(
                 StoreEvent::Prepared { .. }
                 | StoreEvent::Decided { .. }
+                | StoreEvent::Workflow { .. }
                 | StoreEvent::Outcome { .. }
                 | StoreEvent::Resync,
             ) => return,
