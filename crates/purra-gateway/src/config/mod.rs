@@ -480,6 +480,10 @@ pub struct PageOidc {
     /// `NAME=VALUE`: a claim every approver must carry (a list claim must contain the value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_claim: Option<String>,
+    /// The ID token claim listing the approver's groups, for the `group:NAME` entries of a
+    /// write's `approval` rules (default `groups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups_claim: Option<String>,
 }
 
 impl PageOidc {
