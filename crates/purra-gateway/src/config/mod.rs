@@ -1244,7 +1244,7 @@ pub struct WriteConfig {
     pub scope: ScopeRules,
     /// Who may decide this write's approvals (default: an operator only): `"operator"`,
     /// `"client"`, or a workflow table such as `{ required = 2, from = ["group:sre"] }`
-    /// (decided by operators under its rules, see [`ApprovalRule`]).
+    /// (decided by operators under its rules: the `[writes.NAME.approval]` table).
     #[serde(default)]
     pub approval: ApprovalConfig,
     /// How long the receipt of a committed (or `not_started`) call answers the same call made
@@ -1284,7 +1284,7 @@ pub enum ApprovalBy {
 }
 
 /// A write binding's `approval` key: who decides, or the rules operators decide under.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ApprovalConfig {
     /// `"operator"` or `"client"`: one decision decides.
@@ -1314,6 +1314,30 @@ impl ApprovalConfig {
             ApprovalConfig::By(_) => None,
             ApprovalConfig::Rule(r) => Some(r),
         }
+    }
+}
+
+impl JsonSchema for ApprovalConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ApprovalConfig".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let rule = generator.subschema_for::<ApprovalRule>();
+        schemars::json_schema!({
+            "description": "\"operator\" (the default), \"client\", or a workflow table (required, from, escalate_after, escalate_to, on_expiry).",
+            "anyOf": [
+                { "const": "operator" },
+                { "const": "client" },
+                rule,
+            ],
+        })
+    }
+}
+
+impl From<ApprovalBy> for ApprovalConfig {
+    fn from(by: ApprovalBy) -> Self {
+        ApprovalConfig::By(by)
     }
 }
 
