@@ -125,7 +125,7 @@ macro_rules! contract_tests {
             pins::a_difference_is_kept_once_and_approving_it_re_pins,
             grants::grant_uses_are_taken_at_most_max_uses_times_by_racing_instances,
             grants::grants_cover_their_principal_tool_and_time_until_revoked,
-            workflow::the_claim_dispatches_only_with_the_quorum_and_a_deny_closes,
+            workflow::a_claim_needs_the_quorum_and_a_deny_closes,
             workflow::racing_voters_on_two_instances_decide_once,
             workflow::escalation_is_recorded_once_and_on_expiry_deny_closes
         );

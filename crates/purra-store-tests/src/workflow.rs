@@ -59,7 +59,7 @@ async fn events<S: WebhookOutbox>(store: &S, t: WebhookEventType) -> Vec<Value> 
 /// again; the second voter's approval decides it and the claim succeeds once. Every vote is
 /// recorded and audited, the first with `approval.voted` (1 of 2). A deny by either voter
 /// closes another approval at once.
-pub async fn the_claim_dispatches_only_with_the_quorum_and_a_deny_closes<H: Harness>(h: &H) {
+pub async fn a_claim_needs_the_quorum_and_a_deny_closes<H: Harness>(h: &H) {
     let path = h.fresh("quorum");
     let store = h.open(&path).await.unwrap();
     store
@@ -257,7 +257,7 @@ pub async fn escalation_is_recorded_once_and_on_expiry_deny_closes<H: Harness>(h
     let (x, y) = tokio::join!(one.escalate_due(now), two.escalate_due(now));
     let mut marked = [x.unwrap(), y.unwrap()].concat();
     marked.sort();
-    assert_eq!(marked, [a.clone()]);
+    assert_eq!(marked, std::slice::from_ref(&a));
     assert_eq!(one.escalate_due(now).await, Ok(vec![]));
     let escalated = events(&one, WebhookEventType::ApprovalEscalated).await;
     assert_eq!(escalated.len(), 1);
@@ -267,7 +267,7 @@ pub async fn escalation_is_recorded_once_and_on_expiry_deny_closes<H: Harness>(h
     let later = now + Duration::from_secs(3);
     let (x, y) = tokio::join!(one.expire_due(later), two.expire_due(later));
     let denied = [x.unwrap(), y.unwrap()].concat();
-    assert_eq!(denied, [a.clone()]);
+    assert_eq!(denied, std::slice::from_ref(&a));
     let v = two.approval(a.clone()).await.unwrap().unwrap();
     let ApprovalState::Decided(d) = &v.state else {
         panic!("{:?}", v.state)

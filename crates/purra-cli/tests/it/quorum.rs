@@ -209,7 +209,7 @@ fn next_pending(db: &str, seen: &[String]) -> String {
 }
 
 #[test]
-fn two_of_two_from_sre_waits_for_both_refuses_outsiders_sends_once_and_a_deny_closes() {
+fn quorum_of_two_refuses_outsiders_sends_once_and_a_deny_closes() {
     let dir = fresh_dir("quorum", "two-of-two");
     let upstream = HttpUpstream::start(&dir, &[]);
     let port = crate::support::peers::free_port();
@@ -318,7 +318,7 @@ fn wait_received(dir: &Path, event: &str, approval: &str) -> Value {
 }
 
 #[test]
-fn escalation_lets_escalate_to_decide_and_on_expiry_deny_ends_the_call_with_the_reason() {
+fn escalate_to_decides_late_and_on_expiry_deny_tells_the_caller() {
     let dir = fresh_dir("quorum", "escalate");
     std::fs::write(dir.join("ops.whsec"), format!("{SECRET}\n")).expect("secret");
     let hook = crate::support::peers::free_port();

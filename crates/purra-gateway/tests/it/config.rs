@@ -1573,15 +1573,18 @@ sre = ["alice", "bob"]
             .expect("serde")
             .writes["set_note"]
             .approval,
-        w.approval.clone().rule().map(|r| {
-            purra_gateway::config::ApprovalConfig::Rule(purra_gateway::config::ApprovalRule {
-                escalate_after: None,
-                escalate_to: vec![],
-                on_expiry: None,
-                ..r.clone()
+        w.approval
+            .clone()
+            .rule()
+            .map(|r| {
+                purra_gateway::config::ApprovalConfig::Rule(purra_gateway::config::ApprovalRule {
+                    escalate_after: None,
+                    escalate_to: vec![],
+                    on_expiry: None,
+                    ..r.clone()
+                })
             })
-        })
-        .expect("rule")
+            .expect("rule")
     );
     assert_eq!(
         errors(&write(r#"{ required = 0 }"#)),
