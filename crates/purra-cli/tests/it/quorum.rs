@@ -274,7 +274,7 @@ fn quorum_of_two_refuses_outsiders_sends_once_and_a_deny_closes() {
 
     // A deny by either closes it: alice approves, bob denies; nothing is sent.
     let second = call(port, "two");
-    let b = next_pending(&db, &[a.clone()]);
+    let b = next_pending(&db, std::slice::from_ref(&a));
     assert_eq!(decide(&config, "approve", &b, "alice").0, Some(0));
     let (code, out, err) = decide(&config, "deny", &b, "bob");
     assert_eq!(code, Some(0), "{out}{err}");
