@@ -265,17 +265,9 @@ impl Inner {
             .await?
             .ok_or(StoreError::NotFound)?;
         view.request.check_decider(decider)?;
-        // A workflow's `from` (and `escalate_to`) admits this decider by name only: no
-        // group is known on this path.
-        if view
-            .request
-            .check_voter(&[decider], &[], SystemTime::now())
-            .is_err()
-        {
-            return Err(StoreError::Conflict(
-                "the approval's rules do not name this decider",
-            ));
-        }
+        // A workflow's `from` is checked where the approver's groups are known (the page, the
+        // CLI): a binding with a workflow table is decided by operators only, so the client's
+        // paths (elicitation, the approval view) never reach it.
         self.approvals.decide(approval, decision).await?;
         self.decisions.wake();
         Ok(())
