@@ -736,7 +736,10 @@ mod tests {
                 "effect.committed",
                 "effect.unknown",
                 "effect.reconciled",
-                "catalog.changed"
+                "catalog.changed",
+                "approval.voted",
+                "approval.escalated",
+                "approval.expired"
             ]
         );
         for t in WebhookEventType::ALL {
