@@ -18,7 +18,8 @@
 //   public ones (auth method none) get a new refresh token at each refresh (rotation: one used
 //   twice revokes the grant). Revocation (RFC 7009) at /token/revocation.
 // Every account SUB has the claims email SUB@example.com (verified), name "SUB (test)" and
-// groups ["approvers"] for sub alice, else [] (scopes email, profile, groups); ID tokens carry
+// groups ["approvers", "sre"] for alice, ["sre"] for bob, ["leads"] for lena, else [] (scopes
+// email, profile, groups); ID tokens carry
 // the claims their scopes ask for.
 // Every resource indicator is accepted; the audience is the indicator, scopes mcp:read mcp:write.
 import http from 'node:http';
@@ -83,7 +84,7 @@ const provider = new Provider(issuer, {
       email: `${sub}@example.com`,
       email_verified: true,
       name: `${sub} (test)`,
-      groups: sub === 'alice' ? ['approvers'] : [],
+      groups: { alice: ['approvers', 'sre'], bob: ['sre'], lena: ['leads'] }[sub] ?? [],
     }),
   }),
   issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),

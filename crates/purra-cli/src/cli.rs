@@ -312,8 +312,14 @@ pub enum ApprovalsCommand {
     Approve {
         /// The approval id, e.g. approval-1.
         id: String,
-        /// Who decides (recorded as the approver, with the path: `NAME (cli)`).
-        #[arg(long, value_name = "NAME", default_value = "operator")]
+        /// Who decides (recorded as the approver, with the path: `NAME (cli)`; a member of the
+        /// groups the gateway file's `[approvers.groups]` lists NAME in).
+        #[arg(
+            long,
+            visible_alias = "as",
+            value_name = "NAME",
+            default_value = "operator"
+        )]
         approver: String,
         /// A note recorded with the decision (why, conditions).
         #[arg(long, value_name = "TEXT")]
@@ -343,8 +349,14 @@ pub enum ApprovalsCommand {
     Deny {
         /// The approval id, e.g. approval-1.
         id: String,
-        /// Who decides (recorded as the approver, with the path: `NAME (cli)`).
-        #[arg(long, value_name = "NAME", default_value = "operator")]
+        /// Who decides (recorded as the approver, with the path: `NAME (cli)`; a member of the
+        /// groups the gateway file's `[approvers.groups]` lists NAME in).
+        #[arg(
+            long,
+            visible_alias = "as",
+            value_name = "NAME",
+            default_value = "operator"
+        )]
         approver: String,
         /// A note recorded with the decision (why, conditions).
         #[arg(long, value_name = "TEXT")]

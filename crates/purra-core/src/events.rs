@@ -47,6 +47,12 @@ pub enum StoreEvent {
         /// The approval.
         id: ApprovalId,
     },
+    /// An approval's workflow moved without deciding it: a vote of a quorum was cast, or it
+    /// escalated (the `voted` and `escalated` audit rows).
+    Workflow {
+        /// The approval.
+        id: ApprovalId,
+    },
     /// A claim's outcome was recorded, found interrupted, or reconciled by an operator.
     Outcome {
         /// The claim's key.
@@ -69,6 +75,7 @@ impl std::fmt::Display for StoreEvent {
             }
             StoreEvent::Claimed { id, key } => write!(f, "claimed {} ({})", id.0, key.0),
             StoreEvent::Refused { id } => write!(f, "refused {}", id.0),
+            StoreEvent::Workflow { id } => write!(f, "workflow {}", id.0),
             StoreEvent::Outcome { key } => write!(f, "outcome {}", key.0),
             StoreEvent::Resync => f.write_str("resync"),
         }
@@ -102,6 +109,7 @@ impl StoreEvent {
                 key: key()?,
             },
             "refused" => StoreEvent::Refused { id: id()? },
+            "voted" | "escalated" => StoreEvent::Workflow { id: id()? },
             "outcome" | "interrupted" | "reconciled" => StoreEvent::Outcome { key: key()? },
             _ => return None,
         })
@@ -113,7 +121,8 @@ impl StoreEvent {
             StoreEvent::Prepared { id }
             | StoreEvent::Decided { id, .. }
             | StoreEvent::Claimed { id, .. }
-            | StoreEvent::Refused { id } => Some(id),
+            | StoreEvent::Refused { id }
+            | StoreEvent::Workflow { id } => Some(id),
             StoreEvent::Outcome { .. } | StoreEvent::Resync => None,
         }
     }

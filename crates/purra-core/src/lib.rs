@@ -57,6 +57,7 @@ pub mod tool;
 pub mod vault;
 pub mod visible;
 pub mod webhook;
+pub mod workflow;
 
 pub use admission::{admit_batch, Admission, AdmissionLimits, AdmittedCall, Rejection};
 pub use agent::{Agent, AgentBuildError, AgentBuilder, AgentLimits, RunOutcome, RunRequest};
@@ -118,4 +119,8 @@ pub use tool::{
 pub use webhook::{
     ApprovalRef, WebhookDelivery, WebhookDeliveryView, WebhookEndpoint, WebhookEvent,
     WebhookEventType, WebhookFailure, WebhookLease, WebhookOutbox, WebhookQuery, WebhookState,
+};
+pub use workflow::{
+    voter_name, NotAVoter, Vote, ESCALATE_AFTER_LABEL, ESCALATE_TO_LABEL, EXPIRY_APPROVER,
+    EXPIRY_NOTE, ON_EXPIRY_LABEL, VOTES_FROM_LABEL, VOTES_REQUIRED_LABEL,
 };

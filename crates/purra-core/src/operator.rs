@@ -18,6 +18,7 @@ use crate::identity::JsonIdentity;
 use crate::run::RunId;
 use crate::run_store::RunStore;
 use crate::store::{BoxFuture, StoreError};
+use crate::workflow::Vote;
 use serde_json::Value;
 use std::fmt;
 use std::time::SystemTime;
@@ -386,7 +387,9 @@ pub struct AuditEntry {
     /// `outcome`, `outcome_rejected`, `interrupted`, `reconciled`, `run_suspended`, `run_removed`,
     /// `grant_added`, `grant_used` (naming the grant and the approval it approved), `grant_revoked`,
     /// `edited` (on an approval approved with edit: the edited approval, both intents and
-    /// arguments' digests, the approver), and (PostgreSQL, after a lost commit acknowledgement) `commit_confirmed`.
+    /// arguments' digests, the approver), `voted` (one vote of an approval that needs a quorum),
+    /// `escalated`, `expired`, and (PostgreSQL, after a lost commit acknowledgement)
+    /// `commit_confirmed`.
     pub event: String,
     /// The approval concerned, if any.
     pub approval_id: Option<String>,
@@ -546,6 +549,29 @@ pub trait OperatorStore: ApprovalGateway + IdempotencyStore + RunStore {
         key: IdempotencyKey,
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// The votes cast on approval `id` (one that needs a quorum, see [`crate::workflow`]), in
+    /// the order they were cast. Empty for an approval decided by one decision.
+    fn votes(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<Vote>, StoreError>> {
+        let _ = id;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    /// Marks every pending approval whose escalation time ([`ApprovalRequest::escalates_at`])
+    /// passed at `now` as escalated and records `approval.escalated` (audited, `escalated`) for
+    /// it; the ids it marked. Each approval is marked once, whichever process of a fleet sees it
+    /// first (a conditional update).
+    fn escalate_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+        let _ = now;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    /// Denies every approval still pending at its request's expiry whose request says
+    /// `on_expiry = "deny"` ([`ApprovalRequest::denies_on_expiry`]): decided `deny` by
+    /// [`EXPIRY_APPROVER`](crate::workflow::EXPIRY_APPROVER) with
+    /// [`EXPIRY_NOTE`](crate::workflow::EXPIRY_NOTE), audited, `approval.expired` recorded;
+    /// the ids it denied, each once fleet-wide.
+    fn expire_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+        let _ = now;
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }
 
 /// The principal `request` names ([`PRINCIPAL_LABEL`]), as [`OperatorStore::prepare_within`]

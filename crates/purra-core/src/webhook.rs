@@ -59,21 +59,34 @@ pub enum WebhookEventType {
     /// (or no longer lists it); the change waits for an operator (recorded once per distinct
     /// difference, whichever process saw it).
     CatalogChanged,
+    /// `approval.voted`: one vote on an approval that needs a quorum left it pending (the vote
+    /// that closes it records `approval.decided`); with the tally.
+    ApprovalVoted,
+    /// `approval.escalated`: an approval undecided after its binding's `escalate_after` may now
+    /// be decided by `escalate_to` too (recorded once for a fleet).
+    ApprovalEscalated,
+    /// `approval.expired`: an approval undecided at its request's expiry was denied (its binding
+    /// says `on_expiry = "deny"`).
+    ApprovalExpired,
 }
 
 impl WebhookEventType {
     /// Every type, in the order of the write state machine, then the catalog's.
-    pub const ALL: [WebhookEventType; 6] = [
+    pub const ALL: [WebhookEventType; 9] = [
         WebhookEventType::ApprovalPending,
         WebhookEventType::ApprovalDecided,
         WebhookEventType::EffectCommitted,
         WebhookEventType::EffectUnknown,
         WebhookEventType::EffectReconciled,
         WebhookEventType::CatalogChanged,
+        WebhookEventType::ApprovalVoted,
+        WebhookEventType::ApprovalEscalated,
+        WebhookEventType::ApprovalExpired,
     ];
 
     /// `approval.pending`, `approval.decided`, `effect.committed`, `effect.unknown`,
-    /// `effect.reconciled` or `catalog.changed`.
+    /// `effect.reconciled`, `catalog.changed`, `approval.voted`, `approval.escalated` or
+    /// `approval.expired`.
     pub fn as_str(self) -> &'static str {
         match self {
             WebhookEventType::ApprovalPending => "approval.pending",
@@ -82,6 +95,9 @@ impl WebhookEventType {
             WebhookEventType::EffectUnknown => "effect.unknown",
             WebhookEventType::EffectReconciled => "effect.reconciled",
             WebhookEventType::CatalogChanged => "catalog.changed",
+            WebhookEventType::ApprovalVoted => "approval.voted",
+            WebhookEventType::ApprovalEscalated => "approval.escalated",
+            WebhookEventType::ApprovalExpired => "approval.expired",
         }
     }
 
@@ -229,6 +245,54 @@ impl WebhookEvent {
         data.insert("expiresAt".into(), json!(decision.expires_at.map(rfc3339)));
         WebhookEvent {
             event_type: WebhookEventType::ApprovalDecided,
+            at,
+            data: Value::Object(data),
+        }
+    }
+
+    /// `approval.voted` for `vote` on `approval`, recorded at `at`: the voter, the verdict, the
+    /// note, and the tally (`votes`: approving votes so far, `required`).
+    pub fn voted(
+        approval: &ApprovalRef,
+        vote: &crate::workflow::Vote,
+        votes: u32,
+        required: u32,
+        at: SystemTime,
+    ) -> WebhookEvent {
+        let mut data = approval_data(approval);
+        data.insert(
+            "verdict".into(),
+            json!(match vote.verdict {
+                Verdict::Approve => "approve",
+                Verdict::Deny => "deny",
+            }),
+        );
+        data.insert(
+            "approver".into(),
+            json!(one_line(&vote.approver, WHO_MAX_CHARS)),
+        );
+        data.insert("note".into(), json!(vote.note));
+        data.insert("votes".into(), json!(votes));
+        data.insert("required".into(), json!(required));
+        WebhookEvent {
+            event_type: WebhookEventType::ApprovalVoted,
+            at,
+            data: Value::Object(data),
+        }
+    }
+
+    /// `approval.escalated` or `approval.expired` (`event_type`) for `approval` at `at`, with
+    /// who may decide now (`escalateTo`) or the reason of the denial (`reason`).
+    pub fn workflow(
+        event_type: WebhookEventType,
+        approval: &ApprovalRef,
+        detail: (&str, Value),
+        at: SystemTime,
+    ) -> WebhookEvent {
+        let mut data = approval_data(approval);
+        data.insert(detail.0.into(), detail.1);
+        WebhookEvent {
+            event_type,
             at,
             data: Value::Object(data),
         }
@@ -674,7 +738,10 @@ mod tests {
                 "effect.committed",
                 "effect.unknown",
                 "effect.reconciled",
-                "catalog.changed"
+                "catalog.changed",
+                "approval.voted",
+                "approval.escalated",
+                "approval.expired"
             ]
         );
         for t in WebhookEventType::ALL {

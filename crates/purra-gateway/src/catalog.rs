@@ -52,6 +52,8 @@ pub(crate) struct Binding {
     /// Whether an approved call is sent as soon as its approval lands (`dispatch =
     /// "on_approval"`; writes).
     pub dispatch_on_approval: bool,
+    /// The workflow its approvals are decided under (writes whose `approval` is a table).
+    pub approval_rule: Option<crate::config::ApprovalRule>,
 }
 
 /// The upstreams, bindings and policies of one configuration, as discovered.
@@ -188,7 +190,7 @@ pub(crate) async fn build(
                 remote,
                 scope,
                 None,
-                ApprovalBy::Operator,
+                (ApprovalBy::Operator, None),
                 r.asserted_read_only,
                 (r.title.clone(), None, None, false, false),
             ));
@@ -231,7 +233,7 @@ pub(crate) async fn build(
                 remote,
                 scope,
                 Some(w.effect),
-                w.approval,
+                (w.approval.by(), w.approval.rule().cloned()),
                 false,
                 (
                     w.title.clone(),
@@ -264,7 +266,7 @@ pub(crate) async fn build(
             remote,
             scope,
             effect,
-            approval,
+            (approval, approval_rule),
             asserted_read_only,
             (title, receipt_ttl, approver_max_age, allow_edit, dispatch_on_approval),
         ) in scopes
@@ -285,6 +287,7 @@ pub(crate) async fn build(
                     approver_max_age,
                     allow_edit,
                     dispatch_on_approval,
+                    approval_rule,
                 }),
             );
         }

@@ -90,10 +90,16 @@ async fn listing(
                 (store.approval_audit(view_of.id.clone()).await?, None)
             }
         };
+        let votes = if view_of.request.votes_required().is_some() {
+            store.votes(view_of.id.clone()).await?
+        } else {
+            Vec::new()
+        };
         items.push(Item {
             view: view_of,
             trail,
             run,
+            votes,
         });
     }
     let (more, total) = match view {
@@ -243,8 +249,18 @@ pub(crate) async fn one(
             }
         }
     };
+    let votes = if view.request.votes_required().is_some() {
+        page.store.votes(view.id.clone()).await.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let body = render::one(
-        &render::Item { view, trail, run },
+        &render::Item {
+            view,
+            trail,
+            run,
+            votes,
+        },
         &s.csrf,
         SystemTime::now(),
         chosen,
@@ -355,6 +371,18 @@ pub(crate) async fn decide(
                     &format!("refused: {id}: {refused}"),
                 );
             }
+            // A workflow's `from` (and `escalate_to` once escalated): the approver by name or
+            // identity, or a member of a group (sign-in claim, configured groups).
+            if let Err(refused) =
+                v.request
+                    .check_voter(&[&s.approver, &s.identity], &s.groups, SystemTime::now())
+            {
+                return answer(
+                    parts,
+                    StatusCode::FORBIDDEN,
+                    &format!("refused: {id}: {refused}"),
+                );
+            }
             // A binding's `approver_max_age`: the session's sign-in must be that recent, checked
             // here on the decision itself (whatever the page showed).
             if let Some(resp) = fresh_enough(parts, &v, &s, verdict) {
@@ -373,6 +401,23 @@ pub(crate) async fn decide(
     };
     match (page.decide)(aid.clone(), decision).await {
         Ok(()) => {
+            // One vote of a quorum: the approval still waits for more.
+            if let Ok(Some(v)) = page.store.approval(aid.clone()).await {
+                if let (ApprovalState::Prepared, Some(required)) =
+                    (&v.state, v.request.votes_required())
+                {
+                    let cast = page.store.votes(aid).await.unwrap_or_default();
+                    let approving = cast
+                        .iter()
+                        .filter(|c| c.verdict == Verdict::Approve)
+                        .count();
+                    let message = format!(
+                        "{id}: your vote is recorded, {approving} of {required} votes; the \
+                         write is sent once the rest approve"
+                    );
+                    return done(parts, &message, "/");
+                }
+            }
             let word = match verdict {
                 Verdict::Approve => "approved",
                 Verdict::Deny => "denied",
@@ -389,6 +434,14 @@ pub(crate) async fn decide(
                 &format!("conflict: {id} was already decided"),
             ),
         },
+        Err(StoreError::Conflict("already voted")) => answer(
+            parts,
+            StatusCode::CONFLICT,
+            &format!(
+                "conflict: {id}: {} already voted on it; one approver votes once",
+                s.approver
+            ),
+        ),
         Err(StoreError::Conflict(why)) => answer(
             parts,
             StatusCode::CONFLICT,

@@ -48,6 +48,12 @@ pub struct PageConfig {
     pub secure_cookie: bool,
     /// Per-user OAuth connections to upstreams (`/connect`), when configured.
     pub oauth: Option<std::sync::Arc<crate::connect::Connections>>,
+    /// The ID token claim an OpenID Connect sign-in's approver groups are read from (a list of
+    /// strings, or one string), for a workflow's `group:NAME` entries. Default `groups`.
+    pub groups_claim: String,
+    /// Approver groups by name (a gateway's `[approvers.groups]`): an approver whose name a
+    /// group lists belongs to it, however they signed in.
+    pub groups: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Default for PageConfig {
@@ -67,6 +73,8 @@ impl Default for PageConfig {
             connections: ConnectionLimits::default(),
             secure_cookie: false,
             oauth: None,
+            groups_claim: "groups".into(),
+            groups: Default::default(),
         }
     }
 }
@@ -88,6 +96,27 @@ impl PageConfig {
     pub fn approval_ttl(mut self, ttl: Duration) -> Self {
         self.approval_ttl = ttl;
         self
+    }
+
+    /// Reads approver groups from the ID token claim `name` (default `groups`).
+    pub fn groups_claim(mut self, name: impl Into<String>) -> Self {
+        self.groups_claim = name.into();
+        self
+    }
+
+    /// Approver groups by name (a gateway's `[approvers.groups]`).
+    pub fn groups(mut self, groups: std::collections::BTreeMap<String, Vec<String>>) -> Self {
+        self.groups = groups;
+        self
+    }
+
+    /// The configured groups listing `name`.
+    pub fn groups_of(&self, name: &str) -> Vec<String> {
+        self.groups
+            .iter()
+            .filter(|(_, members)| members.iter().any(|m| m == name))
+            .map(|(g, _)| g.clone())
+            .collect()
     }
 
     /// Signs approvers in through an OpenID Connect provider too.

@@ -74,8 +74,14 @@ fn session_cookie(
     approver: &str,
     identity: &str,
     signed_in: SystemTime,
+    mut groups: Vec<String>,
 ) -> Option<HeaderValue> {
-    let id = page.sessions.open(approver, identity, signed_in);
+    for g in page.config.groups_of(approver) {
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    let id = page.sessions.open_in(approver, identity, signed_in, groups);
     let cookie = format!(
         "{}={id}; Path=/{}; HttpOnly; SameSite=Strict; Max-Age={}",
         page.cookies.session,
@@ -143,7 +149,7 @@ pub(crate) async fn login(State(page): State<Arc<Inner>>, req: Request) -> Respo
         None => see_other("/"),
     };
     // A token approver's identity is its name; presenting the token is the sign-in.
-    if let Some(v) = session_cookie(page, &approver, &approver, SystemTime::now()) {
+    if let Some(v) = session_cookie(page, &approver, &approver, SystemTime::now(), Vec::new()) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
@@ -318,7 +324,20 @@ pub(crate) async fn oidc_callback(State(page): State<Arc<Inner>>, req: Request) 
         .and_then(serde_json::Value::as_u64)
         .map_or_else(SystemTime::now, |t| UNIX_EPOCH + Duration::from_secs(t))
         .min(SystemTime::now());
-    if let Some(v) = session_cookie(page, &approver, &identity, signed_in) {
+    // The approver groups the provider says the approver belongs to (bounded: at most 64
+    // names of at most 256 bytes each are kept).
+    let groups: Vec<String> = match who.claims.get(&page.config.groups_claim) {
+        Some(serde_json::Value::Array(list)) => list
+            .iter()
+            .filter_map(serde_json::Value::as_str)
+            .filter(|g| !g.is_empty() && g.len() <= 256)
+            .take(64)
+            .map(str::to_owned)
+            .collect(),
+        Some(serde_json::Value::String(g)) if !g.is_empty() && g.len() <= 256 => vec![g.clone()],
+        _ => Vec::new(),
+    };
+    if let Some(v) = session_cookie(page, &approver, &identity, signed_in, groups) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     clear_login_cookie(page, resp)

@@ -372,6 +372,59 @@ pub struct Item {
     /// The suspended run of its request's run, if any (while it is pending): whether a caller
     /// waits.
     pub run: Option<SuspendedRun>,
+    /// The votes cast on it, when it needs a quorum (oldest first).
+    pub votes: Vec<purra_core::Vote>,
+}
+
+/// For an approval that needs a quorum: "1 of 2 votes", from whom, and who voted how.
+fn votes(out: &mut String, item: &Item) {
+    let r = &item.view.request;
+    let Some(required) = r.votes_required() else {
+        return;
+    };
+    let approving = item
+        .votes
+        .iter()
+        .filter(|v| v.verdict == purra_core::Verdict::Approve)
+        .count();
+    let from = r.votes_from();
+    let from = if from.is_empty() {
+        String::new()
+    } else {
+        format!(" from {}", esc(&from.join(", ")))
+    };
+    let _ = write!(
+        out,
+        "<p class=\"votes\" data-approving=\"{approving}\" data-required=\"{required}\">\
+         <strong>{approving} of {required} votes</strong>{from}</p>"
+    );
+    if let Some(at) = r.escalates_at() {
+        let _ = write!(
+            out,
+            "<p class=\"escalation\">Escalates to {} at {}</p>",
+            esc(&r.escalate_to().join(", ")),
+            esc(&utc(at))
+        );
+    }
+    if !item.votes.is_empty() {
+        out.push_str("<ul class=\"voters\">");
+        for v in &item.votes {
+            let word = match v.verdict {
+                purra_core::Verdict::Approve => "approve",
+                purra_core::Verdict::Deny => "deny",
+            };
+            let _ = write!(
+                out,
+                "<li class=\"vote vote-{word}\">{} <span>{word}</span>{}</li>",
+                esc(&one_line(&v.approver, WHO_MAX_CHARS)),
+                v.note
+                    .as_deref()
+                    .map(|n| format!(": {}", esc(&one_line(n, 200))))
+                    .unwrap_or_default()
+            );
+        }
+        out.push_str("</ul>");
+    }
 }
 
 /// The labels shown as facts of their own (title, effect) or as what approving does.
@@ -562,6 +615,7 @@ fn pending(out: &mut String, item: &Item, csrf: &str, now: SystemTime) {
     };
     let _ = write!(out, "<p class=\"time-left\">{expiry}</p>");
     on_approve(out, item, now);
+    votes(out, item);
     request(out, v);
     if expired {
         out.push_str(
@@ -662,6 +716,7 @@ fn history(out: &mut String, item: &Item, csrf: &str) {
         }
         out.push_str("</p>");
     }
+    votes(out, item);
     request(out, v);
     if let Some(receipt) = v.claim.as_ref().and_then(|c| c.receipt()) {
         let _ = write!(
@@ -908,6 +963,7 @@ mod tests {
                     view: v,
                     trail: Vec::new(),
                     run: Some(run),
+                    votes: Vec::new(),
                 },
                 "csrf",
                 now,
@@ -1009,6 +1065,7 @@ mod tests {
                 view: v,
                 trail: trail.to_vec(),
                 run: None,
+                votes: Vec::new(),
             },
             "csrf",
         );

@@ -68,6 +68,9 @@ pub struct Session {
     /// its ID token has one), else the moment the session opened. A binding's
     /// `approver_max_age` compares it with the moment of the decision.
     pub signed_in: SystemTime,
+    /// The approver groups the approver belongs to (an OpenID Connect sign-in's groups claim,
+    /// and the configured groups listing the approver's name), for a workflow's `group:NAME`.
+    pub groups: Vec<String>,
     opened: Instant,
 }
 
@@ -103,7 +106,19 @@ impl Sessions {
     /// Opens a session for `approver` whose identity (what separation of duties compares) is
     /// `identity`, who proved who they are at `signed_in` (a token sign-in's moment, an OpenID
     /// Connect `auth_time`); returns its id.
+    #[cfg(test)]
     pub fn open(&self, approver: &str, identity: &str, signed_in: SystemTime) -> String {
+        self.open_in(approver, identity, signed_in, Vec::new())
+    }
+
+    /// [`Sessions::open`] for an approver who belongs to `groups`.
+    pub fn open_in(
+        &self,
+        approver: &str,
+        identity: &str,
+        signed_in: SystemTime,
+        groups: Vec<String>,
+    ) -> String {
         let id = random_token();
         let opened = Instant::now();
         let session = Session {
@@ -113,6 +128,7 @@ impl Sessions {
             ended: CancellationToken::new(),
             expires: opened.checked_add(self.ttl),
             signed_in,
+            groups,
             opened,
         };
         let mut open = self.open.lock().expect("sessions lock");

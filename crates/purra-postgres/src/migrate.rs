@@ -287,6 +287,34 @@ CREATE INDEX mcp_tasks_by_owner ON mcp_tasks (owner, created_ms, id);
 CREATE INDEX mcp_tasks_by_expiry ON mcp_tasks (expires_ms);
 "#;
 
+// ---- Issue 47, quorum, escalation and expiry (one schema step of its own) ----
+
+/// Schema version 10: approval workflows, as purra-sqlite's schema 12: the rules an approval was
+/// prepared with (`approval_rules`, timers cleared once decided) and its votes, one per voter
+/// (the primary key). A vote locks the approval's row first, so concurrent votes are counted in
+/// turn. Nothing existing is touched.
+const V10_WORKFLOW: &str = r#"
+CREATE TABLE approval_rules (
+    approval_seq    BIGINT PRIMARY KEY REFERENCES approvals(seq),
+    votes_required  BIGINT CHECK (votes_required > 0),
+    escalate_at_ns  BIGINT,
+    escalated_at_ns BIGINT,
+    deny_at_ns      BIGINT
+);
+CREATE INDEX approval_rules_escalate ON approval_rules (escalate_at_ns)
+    WHERE escalate_at_ns IS NOT NULL AND escalated_at_ns IS NULL;
+CREATE INDEX approval_rules_deny ON approval_rules (deny_at_ns) WHERE deny_at_ns IS NOT NULL;
+CREATE TABLE approval_votes (
+    approval_seq BIGINT NOT NULL REFERENCES approvals(seq),
+    voter        TEXT NOT NULL,
+    approver     TEXT NOT NULL,
+    verdict      TEXT NOT NULL CHECK (verdict IN ('approve', 'deny')),
+    at_ns        BIGINT NOT NULL,
+    note         TEXT,
+    PRIMARY KEY (approval_seq, voter)
+);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -298,6 +326,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V7_CATALOG_PINS,
     V8_GRANTS,
     V9_TASKS,
+    V10_WORKFLOW,
 ];
 
 /// Why migrating failed.

@@ -451,6 +451,7 @@ pub(crate) async fn insert_prepared(
     .await?
     .ok_or_else(|| StoreError::Backend("no approval inserted".into()))?;
     let id = approval_id(inserted.get(0));
+    crate::workflow::insert_rules(tx, inserted.get(0), &row.request).await?;
     append(
         tx,
         me,
@@ -507,6 +508,13 @@ pub(crate) async fn decide_in(
             principal: r.get(3),
         },
     };
+    // An approval that needs a quorum takes the decision as one vote; it decides only with the
+    // quorum (or a deny).
+    let voted = crate::workflow::vote_in(tx, me, op, seq, decision, &approval).await?;
+    if voted == crate::workflow::Voted::Pending {
+        return Ok(());
+    }
+    crate::workflow::clear_timers(tx, seq).await?;
     exec(
         tx,
         "UPDATE approvals SET state = 'decided', verdict = $1, approver = $2,
@@ -1213,9 +1221,16 @@ impl ApprovalGateway for PostgresStore {
                                             "nowNs": now, "effect": "not_started"});
                         (verdict, event, detail)
                     };
+                    // The quorum is counted again here, in the claim's transaction (holding
+                    // the approval's row lock every vote takes): an approval short of its
+                    // approving votes is still pending, whatever its row says.
+                    let short = state == "decided"
+                        && verdict == Some("approve")
+                        && crate::workflow::quorum_missing(tx, seq).await?;
                     let refused = match (state, verdict) {
                         ("prepared", _) => return Ok(ClaimVerdict::Pending),
                         ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
+                        ("decided", _) if short => return Ok(ClaimVerdict::Pending),
                         ("claimed" | "refused", _) => Some(refuse(
                             ClaimVerdict::AlreadyClaimed,
                             "claim_refused",
@@ -1834,6 +1849,18 @@ impl OperatorStore for PostgresStore {
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         crate::effects::complete_resend(self, key, outcome)
+    }
+
+    fn votes(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<purra_core::Vote>, StoreError>> {
+        crate::workflow::votes(self, id)
+    }
+
+    fn escalate_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+        crate::workflow::escalate_due(self, now)
+    }
+
+    fn expire_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+        crate::workflow::expire_due(self, now)
     }
 }
 

@@ -110,6 +110,7 @@ mod pins;
 mod store;
 mod tasks;
 mod webhook;
+mod workflow;
 
 pub use purra_core::{AuditEntry, Reconciliation, INTERRUPTED};
 pub use store::{SqliteOptions, SqliteStore};

@@ -389,6 +389,34 @@ CREATE INDEX mcp_tasks_by_owner ON mcp_tasks(owner, created_ms, id);
 CREATE INDEX mcp_tasks_by_expiry ON mcp_tasks(expires_ms);
 "#;
 
+// ---- Issue 47, quorum, escalation and expiry (one schema step of its own) ----
+
+/// Schema version 12: approval workflows (purra-core's `workflow`). `approval_rules` holds the
+/// rules of an approval prepared with any (the votes it needs; when it escalates and whether it
+/// did; when it is denied undecided), its timers cleared once it is decided; `approval_votes`
+/// each vote, one per voter (the primary key). Nothing existing is touched.
+const V12_WORKFLOW: &str = r#"
+CREATE TABLE approval_rules (
+    approval_seq    INTEGER PRIMARY KEY REFERENCES approvals(seq),
+    votes_required  INTEGER CHECK (votes_required > 0),
+    escalate_at_ns  INTEGER,
+    escalated_at_ns INTEGER,
+    deny_at_ns      INTEGER
+);
+CREATE INDEX approval_rules_escalate ON approval_rules(escalate_at_ns)
+    WHERE escalate_at_ns IS NOT NULL AND escalated_at_ns IS NULL;
+CREATE INDEX approval_rules_deny ON approval_rules(deny_at_ns) WHERE deny_at_ns IS NOT NULL;
+CREATE TABLE approval_votes (
+    approval_seq INTEGER NOT NULL REFERENCES approvals(seq),
+    voter        TEXT NOT NULL,
+    approver     TEXT NOT NULL,
+    verdict      TEXT NOT NULL CHECK (verdict IN ('approve', 'deny')),
+    at_ns        INTEGER NOT NULL,
+    note         TEXT,
+    PRIMARY KEY (approval_seq, voter)
+) WITHOUT ROWID;
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -402,6 +430,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V9_CATALOG_PINS,
     V10_GRANTS,
     V11_TASKS,
+    V12_WORKFLOW,
 ];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which

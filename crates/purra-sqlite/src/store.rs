@@ -37,8 +37,8 @@ use purra_core::{
     BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision, EffectOutcome,
     EffectPage, EffectQuery, EffectView, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
     JsonIdentity, OperatorStore, Reconciliation, ResendClaim, RunId, RunStore, StoreError,
-    StoreEvent, StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED,
-    MAX_PAGE, PRINCIPAL_LABEL,
+    StoreEvent, StoreEvents, SuspendedRun, Verdict, Vote, WebhookEvent, WebhookEventType,
+    INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
 };
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::json;
@@ -166,7 +166,7 @@ impl Drop for Inner {
 }
 
 /// `execute` and `query_row` through the connection's statement cache (every statement here is hot).
-trait Cached {
+pub(crate) trait Cached {
     fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
     fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
     where
@@ -749,6 +749,7 @@ pub(crate) fn insert_prepared(
         params![seq, audit],
     )
     .map_err(backend)?;
+    crate::workflow::insert_rules(tx, seq, request)?;
     if pending_event {
         crate::webhook::record(tx, WebhookEventType::ApprovalPending, |_| {
             Ok(WebhookEvent::pending(&id, request, from_ns(at)))
@@ -790,6 +791,15 @@ pub(crate) fn decide_in(
         }
         Some((_, _, tool, principal)) => (tool, principal),
     };
+    // An approval that needs a quorum takes the decision as one vote; it decides only with the
+    // quorum (or a deny).
+    let voted = crate::workflow::vote_in(tx, me, seq, id, decision, || {
+        crate::webhook::approval_ref(id, tool.clone(), principal.clone())
+    })?;
+    if voted == crate::workflow::Voted::Pending {
+        return Ok(());
+    }
+    crate::workflow::clear_timers(tx, seq)?;
     let at = now_ns()?;
     let audit = append(
         tx,
@@ -1381,6 +1391,18 @@ impl OperatorStore for SqliteStore {
         })
     }
 
+    fn votes(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<Vote>, StoreError>> {
+        self.workflow_votes(id)
+    }
+
+    fn escalate_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+        self.write(move |tx, me| crate::workflow::escalate_due(tx, me, to_ns(now)?))
+    }
+
+    fn expire_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+        self.write(move |tx, me| crate::workflow::expire_due(tx, me, to_ns(now)?))
+    }
+
     fn effects(&self, query: EffectQuery) -> BoxFuture<'_, Result<EffectPage, StoreError>> {
         self.run(move |conn, _| crate::effects::page(conn, &query))
     }
@@ -1403,6 +1425,15 @@ impl OperatorStore for SqliteStore {
         outcome: EffectOutcome,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         self.write_alone(move |conn, me| crate::effects::complete_resend(conn, me, &key, &outcome))
+    }
+}
+
+impl SqliteStore {
+    fn workflow_votes(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<Vote>, StoreError>> {
+        self.run(move |conn, _| match approval_seq(&id) {
+            Some(seq) => crate::workflow::votes(conn, seq),
+            None => Ok(Vec::new()),
+        })
     }
 }
 
@@ -1493,6 +1524,11 @@ impl ApprovalGateway for SqliteStore {
             let verdict = match (state.as_str(), verdict.as_deref()) {
                 ("prepared", _) => return Ok(ClaimVerdict::Pending),
                 ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
+                // The quorum is counted again here, in the claim's transaction: an approval
+                // short of its approving votes is still pending, whatever its row says.
+                ("decided", _) if crate::workflow::quorum_missing(tx, seq)? => {
+                    return Ok(ClaimVerdict::Pending)
+                }
                 ("claimed" | "refused", _) => {
                     refuse(
                         tx,

@@ -17,8 +17,9 @@
 //! with bounded evidence, resends claimed once ([`effects`]), pinned tool definitions: one
 //! catalog change per difference whichever instances see it, re-pinned by its approval
 //! ([`pins`]), and standing grants: uses taken at most their number by racing instances, only
-//! in bounds ([`grants`]), and approve with edit: both approvals and the audit in one step, only
-//! the edited intent ever claimed, racing edits and decisions recording one ([`edits`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
+//! in bounds ([`grants`]), approve with edit: both approvals and the audit in one step, only
+//! the edited intent ever claimed, racing edits and decisions recording one ([`edits`]), and
+//! approval workflows: quorum, escalation, expiry ([`workflow`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
 //! by the crates' integration tests.
 
 pub mod credentials;
@@ -33,6 +34,7 @@ pub mod tasks;
 pub mod transitions;
 pub mod webdriver;
 pub mod webhooks;
+pub mod workflow;
 
 use purra_core::*;
 use serde_json::json;
@@ -132,7 +134,10 @@ macro_rules! contract_tests {
             edits::an_edit_is_recorded_in_one_step_and_only_the_edited_intent_is_ever_claimed,
             edits::racing_edits_and_decisions_of_one_approval_record_exactly_one,
             tasks::tasks_are_owned_bounded_final_once_ended_and_expire,
-            tasks::racing_instances_store_at_most_the_bound
+            tasks::racing_instances_store_at_most_the_bound,
+            workflow::a_claim_needs_the_quorum_and_a_deny_closes,
+            workflow::racing_voters_on_two_instances_decide_once,
+            workflow::escalation_is_recorded_once_and_on_expiry_deny_closes
         );
         #[test]
         fn two_processes_race_for_each_approved_intent_and_exactly_one_wins_every_round() {

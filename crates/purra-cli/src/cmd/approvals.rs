@@ -93,24 +93,51 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
         } => {
             let now = SystemTime::now();
             let expires = now + Duration::from_secs(*ttl);
+            let groups = groups_of(args, approver)?;
             decide(
                 &db,
                 id,
                 Verdict::Approve,
                 approver,
+                &groups,
                 note.clone(),
                 Some(expires),
             )
             .await?;
-            report(&db, id, json_out, "approved").await?;
-            if !json_out {
-                println!("a gateway call waiting on it sends the write once; otherwise the same call made again does");
+            let v = store::view(&db, id).await?;
+            if v.state == ApprovalState::Prepared {
+                // One vote of a quorum: the approval waits for more.
+                report(&db, id, json_out, "voted").await?;
+                if !json_out {
+                    let view = store::approval_json(&db, &v).await?;
+                    let votes = &view["votes"];
+                    println!(
+                        "{} of {} approving votes: the write is sent once the rest approve",
+                        text(&votes["approving"]),
+                        text(&votes["required"])
+                    );
+                }
+            } else {
+                report(&db, id, json_out, "approved").await?;
+                if !json_out {
+                    println!("a gateway call waiting on it sends the write once; otherwise the same call made again does");
+                }
             }
         }
         ApprovalsCommand::Deny {
             id, approver, note, ..
         } => {
-            decide(&db, id, Verdict::Deny, approver, note.clone(), None).await?;
+            let groups = groups_of(args, approver)?;
+            decide(
+                &db,
+                id,
+                Verdict::Deny,
+                approver,
+                &groups,
+                note.clone(),
+                None,
+            )
+            .await?;
             report(&db, id, json_out, "denied").await?;
             if !json_out {
                 println!("this call is not sent; the same call made again asks for a new approval");
@@ -179,11 +206,25 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The approver groups `approver` belongs to, from the `[approvers.groups]` of the gateway
+/// file the store was found through (none without one).
+fn groups_of(args: &crate::cli::StoreArgs, approver: &str) -> Result<Vec<String>, Failure> {
+    match store::locate(args)?.gateway_file {
+        Some(file) => {
+            let loaded = purra_gateway::load(&file).map_err(|e| Failure::Config(e.to_string()))?;
+            Ok(loaded.config.approvers.groups_of(approver))
+        }
+        None => Ok(Vec::new()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // One decision's parts.
 async fn decide(
     db: &Store,
     id: &str,
     verdict: Verdict,
     approver: &str,
+    groups: &[String],
     note: Option<String>,
     expires_at: Option<SystemTime>,
 ) -> Result<(), Failure> {
@@ -217,6 +258,17 @@ async fn decide(
             format!("approval {id}: {refused}"),
         ));
     }
+    // A workflow's `from` (and `escalate_to` once escalated): the approver by name, or a
+    // member of a group the gateway file's [approvers.groups] lists them in.
+    if let Err(refused) = v
+        .request
+        .check_voter(&[approver], groups, SystemTime::now())
+    {
+        return Err(Failure::store(
+            "conflict",
+            format!("approval {id}: refused: {refused}"),
+        ));
+    }
     let decided = db
         .gateway()
         .decide(
@@ -238,6 +290,10 @@ async fn decide(
         }
         // It expired since the state was read.
         Err(purra_core::StoreError::Conflict("the approval request expired")) => Err(expired()),
+        Err(purra_core::StoreError::Conflict("already voted")) => Err(Failure::store(
+            "conflict",
+            format!("approval {id}: {approver} already voted on it; one approver votes once"),
+        )),
         other => other.map_err(|e| store::failure(&format!("approval {id}"), e)),
     }
 }
@@ -287,6 +343,44 @@ pub fn print_approval(a: &Value) {
     }
     if let Value::String(effect) = &a["writeEffect"] {
         println!("effect of the write: {effect}");
+    }
+    if let Value::Object(votes) = &a["votes"] {
+        let cast: Vec<String> = votes
+            .get("cast")
+            .and_then(Value::as_array)
+            .map(|c| {
+                c.iter()
+                    .map(|v| {
+                        purra_core::visible::escape_hidden(&format!(
+                            "{} {}",
+                            text(&v["approver"]),
+                            text(&v["verdict"])
+                        ))
+                        .into_owned()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let from: Vec<String> = votes
+            .get("from")
+            .and_then(Value::as_array)
+            .map(|f| f.iter().map(text).collect())
+            .unwrap_or_default();
+        println!(
+            "votes: {} of {}{}{}",
+            votes.get("approving").map(text).unwrap_or_default(),
+            votes.get("required").map(text).unwrap_or_default(),
+            if from.is_empty() {
+                String::new()
+            } else {
+                format!(" from {}", from.join(", "))
+            },
+            if cast.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", cast.join(", "))
+            }
+        );
     }
     println!("tool: {}", text(&a["tool"]));
     match &a["arguments"] {

@@ -86,6 +86,7 @@ async fn serve(
     let settings = loaded.config.gateway.clone();
     let policy_files = loaded.config.policies.as_ref().map_or(0, |p| p.files.len());
     let page_settings = loaded.config.page.clone();
+    let approver_groups = loaded.config.approvers.groups.clone();
     let source = loaded.source.clone();
     // The approver page (`--page`) reads the same store through its operator view.
     let mut operator: Option<Arc<dyn purra_core::OperatorStore>> = None;
@@ -281,6 +282,7 @@ async fn serve(
                 &args.page_options,
                 Some(crate::cmd::page::FilePage {
                     page: &page_settings,
+                    groups: approver_groups.clone(),
                     source: &source,
                     connections: gateway.connections(),
                 }),

@@ -36,6 +36,8 @@ pub struct FilePage<'a> {
     /// The connect flow of the gateway's upstreams called with each principal's OAuth
     /// connection (`/connect/ID`), when there are any.
     pub connections: Option<Arc<purra_page::connect::Connections>>,
+    /// The file's approver groups (`[approvers.groups]`).
+    pub groups: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// The longest client secret file read.
@@ -237,6 +239,12 @@ pub async fn bind(
     }
     if let Some(c) = file.as_ref().and_then(|f| f.connections.clone()) {
         config = config.oauth(c);
+    }
+    if let Some(f) = file.as_ref() {
+        config = config.groups(f.groups.clone());
+        if let Some(claim) = f.page.oidc.as_ref().and_then(|o| o.groups_claim.clone()) {
+            config = config.groups_claim(claim);
+        }
     }
     config.check().map_err(Failure::Config)?;
     let config_secure = config.secure();

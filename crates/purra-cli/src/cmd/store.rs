@@ -247,5 +247,37 @@ pub async fn approval_json(store: &Store, v: &ApprovalView) -> Result<Value, Fai
         "receipt": v.claim.as_ref().and_then(|c| c.receipt()),
         "claim": claim,
         "dispatches": dispatches(store, &v.id).await?,
+        "votes": votes_json(store, v).await?,
+    }))
+}
+
+/// The votes of an approval that needs a quorum: how many approving votes it needs, from whom,
+/// and each vote cast (`null` for an approval decided by one decision).
+async fn votes_json(store: &Store, v: &ApprovalView) -> Result<Value, Failure> {
+    let Some(required) = v.request.votes_required() else {
+        return Ok(Value::Null);
+    };
+    let cast = store
+        .ops()
+        .votes(v.id.clone())
+        .await
+        .map_err(|e| failure("reading the votes", e))?;
+    let approving = cast
+        .iter()
+        .filter(|c| c.verdict == purra_core::Verdict::Approve)
+        .count();
+    Ok(json!({
+        "required": required,
+        "approving": approving,
+        "from": v.request.votes_from(),
+        "escalatesAtMs": v.request.escalates_at().map(millis),
+        "escalateTo": v.request.escalate_to(),
+        "cast": cast.iter().map(|c| json!({
+            "voter": c.voter,
+            "approver": c.approver,
+            "verdict": c.verdict,
+            "note": c.note,
+            "atMs": millis(c.at),
+        })).collect::<Vec<_>>(),
     }))
 }

@@ -19,6 +19,7 @@ mod hostile;
 mod identity;
 mod page;
 mod pins;
+mod quorum;
 mod real_upstreams;
 mod skills;
 mod store_location;

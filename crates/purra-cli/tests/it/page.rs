@@ -1567,3 +1567,78 @@ events = ["approval.pending"]
         format!("alice (test) <alice@example.com>, sub alice at {issuer} (page)").as_str()
     );
 }
+
+/// Issue 47: a write needing 2 votes from `group:sre`, decided in Chromium by approvers signed
+/// in through oidc-provider whose ID tokens carry their groups: alice's vote leaves the call
+/// waiting ("1 of 2 votes"); dave (no group) is refused; bob's vote sends the write once.
+#[test]
+fn two_oidc_approvers_from_a_group_make_a_quorum_in_the_browser() {
+    let issuer = peers::oidc_issuer();
+    let sc = Scenario::new("quorum");
+    std::fs::write(sc.dir.join("page-secret.txt"), "page-secret\n").expect("secret");
+    let config = sc.write_config_with(&format!(
+        r#"
+[writes.set_value.approval]
+required = 2
+from = ["group:sre"]
+
+[page]
+token_login = false
+
+[page.oidc]
+issuer = {issuer:?}
+client_id = "purra-page"
+client_secret_file = "page-secret.txt"
+scopes = ["openid", "email", "profile", "groups"]
+allow_subjects = ["alice", "bob", "dave"]
+"#
+    ));
+    let gw = Purra::start(&["gateway", "--config", &config, "--page", "127.0.0.1:0"]);
+    let page = gw.line("purra gateway: approver page at ");
+    let mcp = gw.line("purra gateway: serving ");
+    let client = Client::set_value(&mcp, "two-of-two");
+
+    let alice = Browser::new(1100, 1000);
+    oidc_sign_in(&alice, &page, "alice");
+    alice.wait_for("#approve-approval-1");
+    alice.click_css("#approve-approval-1");
+    alice.wait_text(
+        "#status",
+        "approval-1: your vote is recorded, 1 of 2 votes; the write is sent once the rest approve",
+    );
+    alice.goto(&format!("{page}approvals/approval-1"));
+    alice.wait_text(".votes", "1 of 2 votes from group:sre");
+    assert!(alice.text_css(".voters").contains("alice (test)"));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sc.writes(), 0);
+
+    let dave = Browser::new(1100, 1000);
+    oidc_sign_in(&dave, &page, "dave");
+    dave.wait_for("#approve-approval-1");
+    dave.click_css("#approve-approval-1");
+    dave.wait_text(
+        "#status",
+        &format!(
+            "refused: approval-1: dave (test) <dave@example.com>, sub dave at {issuer} may not \
+             decide this approval: only group:sre may"
+        ),
+    );
+    assert_eq!(sc.writes(), 0);
+
+    let bob = Browser::new(1100, 1000);
+    oidc_sign_in(&bob, &page, "bob");
+    bob.wait_for("#approve-approval-1");
+    bob.click_css("#approve-approval-1");
+    bob.wait_text(
+        "#status",
+        &format!("approval-1 approved by bob (test) <bob@example.com>, sub bob at {issuer}"),
+    );
+    assert_eq!(
+        client.result()["structuredContent"],
+        json!({"stored": "two-of-two"})
+    );
+    assert_eq!(sc.writes(), 1);
+    let shown = sc.show("approval-1");
+    assert_eq!(shown["votes"]["approving"], 2, "{shown}");
+    assert_eq!(shown["effect"], "committed");
+}

@@ -111,6 +111,37 @@ pub struct GatewayConfig {
     /// Where spans and metrics go (the `[telemetry]` table).
     #[serde(default)]
     pub telemetry: TelemetrySettings,
+    /// Approver groups by name (`[approvers.groups]`), for the `group:NAME` entries of a
+    /// write's `approval` rules.
+    #[serde(default, skip_serializing_if = "ApproversConfig::is_empty")]
+    pub approvers: ApproversConfig,
+}
+
+/// The `[approvers]` table: who belongs to which approver group, by name. The approver page
+/// adds the groups of an OpenID Connect sign-in's groups claim; `purra approvals approve --as
+/// NAME` and token approvers of the page are members of the groups listing `NAME`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproversConfig {
+    /// Group name to member names (`sre = ["alice", "bob"]`).
+    #[serde(default)]
+    pub groups: BTreeMap<String, Vec<String>>,
+}
+
+impl ApproversConfig {
+    /// Whether no group is configured.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// The groups listing `name`, sorted.
+    pub fn groups_of(&self, name: &str) -> Vec<String> {
+        self.groups
+            .iter()
+            .filter(|(_, members)| members.iter().any(|m| m == name))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
 }
 
 /// The events a webhook endpoint may subscribe to, as the configuration spells them.
@@ -136,17 +167,29 @@ pub enum WebhookEventName {
     /// An upstream lists a bound tool differently from its pin (a catalog change waits).
     #[serde(rename = "catalog.changed")]
     CatalogChanged,
+    /// One vote on an approval that needs a quorum left it pending (with the tally).
+    #[serde(rename = "approval.voted")]
+    ApprovalVoted,
+    /// An approval undecided after `escalate_after` may be decided by `escalate_to` too.
+    #[serde(rename = "approval.escalated")]
+    ApprovalEscalated,
+    /// An approval undecided at its expiry was denied (`on_expiry = "deny"`).
+    #[serde(rename = "approval.expired")]
+    ApprovalExpired,
 }
 
 impl WebhookEventName {
     /// Every event, in the order of the write state machine (the default subscription).
-    pub const ALL: [WebhookEventName; 6] = [
+    pub const ALL: [WebhookEventName; 9] = [
         WebhookEventName::ApprovalPending,
         WebhookEventName::ApprovalDecided,
         WebhookEventName::EffectCommitted,
         WebhookEventName::EffectUnknown,
         WebhookEventName::EffectReconciled,
         WebhookEventName::CatalogChanged,
+        WebhookEventName::ApprovalVoted,
+        WebhookEventName::ApprovalEscalated,
+        WebhookEventName::ApprovalExpired,
     ];
 
     /// Core's event type.
@@ -159,6 +202,9 @@ impl WebhookEventName {
             WebhookEventName::EffectUnknown => T::EffectUnknown,
             WebhookEventName::EffectReconciled => T::EffectReconciled,
             WebhookEventName::CatalogChanged => T::CatalogChanged,
+            WebhookEventName::ApprovalVoted => T::ApprovalVoted,
+            WebhookEventName::ApprovalEscalated => T::ApprovalEscalated,
+            WebhookEventName::ApprovalExpired => T::ApprovalExpired,
         }
     }
 }
@@ -434,6 +480,10 @@ pub struct PageOidc {
     /// `NAME=VALUE`: a claim every approver must carry (a list claim must contain the value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_claim: Option<String>,
+    /// The ID token claim listing the approver's groups, for the `group:NAME` entries of a
+    /// write's `approval` rules (default `groups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups_claim: Option<String>,
 }
 
 impl PageOidc {
@@ -1192,9 +1242,11 @@ pub struct WriteConfig {
     pub scope_revision: String,
     /// The scope rules (writes cannot opt out).
     pub scope: ScopeRules,
-    /// Who may decide this write's approvals (default: an operator only).
+    /// Who may decide this write's approvals (default: an operator only): `"operator"`,
+    /// `"client"`, or a workflow table such as `{ required = 2, from = ["group:sre"] }`
+    /// (decided by operators under its rules: the `[writes.NAME.approval]` table).
     #[serde(default)]
-    pub approval: ApprovalBy,
+    pub approval: ApprovalConfig,
     /// How long the receipt of a committed (or `not_started`) call answers the same call made
     /// again (default: for ever). Past it, the same call asks for a new approval; the old
     /// receipt stays in the store and its audit trail.
@@ -1254,6 +1306,219 @@ pub enum ApprovalBy {
     /// or the approval view (`[gateway] apps`), when the session negotiated it. The operator's
     /// explicit choice: the gateway cannot tell a client's user from the client itself.
     Client,
+}
+
+/// A write binding's `approval` key: who decides, or the rules operators decide under.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ApprovalConfig {
+    /// `"operator"` or `"client"`: one decision decides.
+    By(ApprovalBy),
+    /// A workflow table: operators decide under its rules.
+    Rule(ApprovalRule),
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig::By(ApprovalBy::Operator)
+    }
+}
+
+impl ApprovalConfig {
+    /// Who may decide (a workflow table: operators).
+    pub fn by(&self) -> ApprovalBy {
+        match self {
+            ApprovalConfig::By(by) => *by,
+            ApprovalConfig::Rule(_) => ApprovalBy::Operator,
+        }
+    }
+
+    /// The workflow rules, when the key is a table.
+    pub fn rule(&self) -> Option<&ApprovalRule> {
+        match self {
+            ApprovalConfig::By(_) => None,
+            ApprovalConfig::Rule(r) => Some(r),
+        }
+    }
+}
+
+impl JsonSchema for ApprovalConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ApprovalConfig".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let rule = generator.subschema_for::<ApprovalRule>();
+        schemars::json_schema!({
+            "description": "\"operator\" (the default), \"client\", or a workflow table (required, from, escalate_after, escalate_to, on_expiry).",
+            "anyOf": [
+                { "const": "operator" },
+                { "const": "client" },
+                rule,
+            ],
+        })
+    }
+}
+
+impl From<ApprovalBy> for ApprovalConfig {
+    fn from(by: ApprovalBy) -> Self {
+        ApprovalConfig::By(by)
+    }
+}
+
+impl PartialEq<ApprovalBy> for ApprovalConfig {
+    fn eq(&self, other: &ApprovalBy) -> bool {
+        self.by() == *other
+    }
+}
+
+impl<'de> Deserialize<'de> for ApprovalConfig {
+    /// A string is who decides, a table the workflow rules; each with its own errors.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = ApprovalConfig;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "\"operator\", \"client\", or a table such as { required = 2, from = [\"group:sre\"] }",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ApprovalConfig, E> {
+                ApprovalBy::deserialize(serde::de::value::StrDeserializer::<E>::new(v))
+                    .map(ApprovalConfig::By)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ApprovalConfig, A::Error> {
+                ApprovalRule::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ApprovalConfig::Rule)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// The workflow of a write's approvals (the table form of its `approval` key): how many
+/// distinct approvers, from whom, escalation when nobody decides, and what an undecided
+/// approval comes to at its expiry. Carried with each approval request (its labels), so every
+/// instance, the approver page and `purra approvals` enforce it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRule {
+    /// How many distinct approvers must approve (default 1). Each decision is a vote, one per
+    /// approver; any deny closes the approval; the call is sent only once this many approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<u32>,
+    /// Who may vote: `group:NAME` (an approver page sign-in whose groups claim holds `NAME`,
+    /// or a name `[approvers.groups]` lists) or an approver's name. Default: any approver.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from: Vec<String>,
+    /// After this long undecided, `escalate_to` may decide too and `approval.escalated` is
+    /// recorded (once for a fleet). Needs `escalate_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_after: Option<Dur>,
+    /// Who may decide once escalated (entries as `from`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalate_to: Vec<String>,
+    /// What an approval still undecided at its request's expiry comes to: `"ask_again"` (the
+    /// default: it expires and the same call asks anew) or `"deny"` (it is denied, the waiting
+    /// caller is told why, and `approval.expired` is recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_expiry: Option<OnExpiry>,
+}
+
+/// What an undecided approval comes to at its expiry (`on_expiry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnExpiry {
+    /// It expires; the same call made again asks anew (today's behaviour).
+    AskAgain,
+    /// It is denied, with the reason a waiting caller sees.
+    Deny,
+}
+
+/// The largest number of votes a write may require.
+pub const MAX_VOTES_REQUIRED: u32 = 16;
+
+impl ApprovalRule {
+    /// The labels that carry the rule with each approval request (purra-core's `workflow`).
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if self.required.is_some() || !self.from.is_empty() {
+            out.push((
+                purra_core::VOTES_REQUIRED_LABEL,
+                self.required.unwrap_or(1).to_string(),
+            ));
+        }
+        if !self.from.is_empty() {
+            out.push((purra_core::VOTES_FROM_LABEL, self.from.join(",")));
+        }
+        if let (Some(after), false) = (self.escalate_after, self.escalate_to.is_empty()) {
+            out.push((
+                purra_core::ESCALATE_AFTER_LABEL,
+                after.0.as_secs().to_string(),
+            ));
+            out.push((purra_core::ESCALATE_TO_LABEL, self.escalate_to.join(",")));
+        }
+        if self.on_expiry == Some(OnExpiry::Deny) {
+            out.push((purra_core::ON_EXPIRY_LABEL, "deny".to_owned()));
+        }
+        out
+    }
+
+    fn check(&self, key: &str, out: &mut Vec<Problem>) {
+        if let Some(n) = self.required {
+            if n == 0 || n > MAX_VOTES_REQUIRED {
+                out.push((
+                    format!("{key}.required"),
+                    format!("must be between 1 and {MAX_VOTES_REQUIRED}"),
+                ));
+            }
+        }
+        for (field, list) in [("from", &self.from), ("escalate_to", &self.escalate_to)] {
+            for e in list {
+                let name = e.strip_prefix("group:").unwrap_or(e);
+                if name.trim().is_empty() || name.trim() != name || e.contains(',') {
+                    out.push((
+                        format!("{key}.{field}"),
+                        format!(
+                            "{e:?} is not an approver name or group:NAME (no commas, no \
+                             surrounding spaces)"
+                        ),
+                    ));
+                }
+            }
+        }
+        let named = self
+            .from
+            .iter()
+            .filter(|e| !e.starts_with("group:"))
+            .count();
+        if let Some(n) = self.required {
+            if !self.from.is_empty() && named == self.from.len() && (n as usize) > named {
+                out.push((
+                    format!("{key}.required"),
+                    format!("{n} votes can never come from the {named} approvers `from` names"),
+                ));
+            }
+        }
+        match (self.escalate_after, self.escalate_to.is_empty()) {
+            (Some(_), true) => out.push((
+                format!("{key}.escalate_to"),
+                "escalate_after needs escalate_to (who may decide once escalated)".into(),
+            )),
+            (None, false) => out.push((
+                format!("{key}.escalate_after"),
+                "escalate_to needs escalate_after (when it escalates)".into(),
+            )),
+            (Some(t), false) if t.0 < Duration::from_secs(1) => out.push((
+                format!("{key}.escalate_after"),
+                "must be at least 1s".into(),
+            )),
+            _ => {}
+        }
+    }
 }
 
 impl ApprovalBy {
@@ -2047,6 +2312,19 @@ impl GatewayConfig {
                 }
             }
             check_rules(&format!("{key}.scope"), &w.scope, &mut out);
+            if let Some(rule) = w.approval.rule() {
+                rule.check(&format!("{key}.approval"), &mut out);
+                // An edit approves the edited call in one approver's decision: it cannot stand
+                // for the votes of a quorum.
+                if w.allow_edit && rule.required.is_some_and(|n| n > 1) {
+                    out.push((
+                        format!("{key}.allow_edit"),
+                        "an edit is one approver's decision, but the approval asks for several votes \
+                         (approval.required): leave allow_edit out, or require one vote"
+                            .into(),
+                    ));
+                }
+            }
             if w.approval == ApprovalBy::Client && !g.elicitation && !g.apps {
                 out.push((
                     format!("{key}.approval"),

@@ -102,6 +102,11 @@ pub trait GatewayStore: Send + Sync {
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+    /// Marks the escalations due at `now` ([`OperatorStore::escalate_due`]).
+    fn escalate_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>>;
+    /// Denies the approvals due at `now` under `on_expiry = "deny"`
+    /// ([`OperatorStore::expire_due`]).
+    fn expire_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>>;
 
     /// Whether the store answers: one read of an approval that never exists (`/readyz`).
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -247,6 +252,20 @@ macro_rules! gateway_store {
             fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
                 pending(self)
             }
+
+            fn escalate_due(
+                &self,
+                now: SystemTime,
+            ) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+                OperatorStore::escalate_due(self, now)
+            }
+
+            fn expire_due(
+                &self,
+                now: SystemTime,
+            ) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+                OperatorStore::expire_due(self, now)
+            }
         }
     };
 }
@@ -354,6 +373,14 @@ impl GatewayStore for AnyStore {
 
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
         pending(self.ops())
+    }
+
+    fn escalate_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+        self.ops().escalate_due(now)
+    }
+
+    fn expire_due(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<ApprovalId>, StoreError>> {
+        self.ops().expire_due(now)
     }
 }
 

@@ -578,6 +578,28 @@ fn slack_text(event: &Value, link: Option<&str>) -> String {
             data["change"],
             data["change"]
         ),
+        "approval.voted" => format!(
+            "{subject}: {} voted {} ({} of {} votes).",
+            who("approver"),
+            s("verdict"),
+            data["votes"],
+            data["required"]
+        ),
+        "approval.escalated" => {
+            let to: Vec<String> = data["escalateTo"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|e| slack_escape(e.as_str().unwrap_or("?")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "{subject} is still undecided: escalated, {} may decide now.",
+                to.join(", ")
+            )
+        }
+        "approval.expired" => format!("{subject} denied at its expiry: {}.", s("reason")),
         other => format!("{} {subject}", slack_escape(other)),
     };
     if let Some(link) = link {
@@ -886,7 +908,7 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
 }
 
 /// Resolves on the next store event that may have recorded a delivery (a prepare, a decision, an
-/// outcome, or a resync); never without a stream.
+/// vote or an escalation, an outcome, or a resync); never without a stream.
 async fn recorded(events: &mut Option<StoreEvents>) {
     let Some(stream) = events.as_mut() else {
         return std::future::pending().await;
@@ -900,6 +922,7 @@ async fn recorded(events: &mut Option<StoreEvents>) {
             Some(
                 StoreEvent::Prepared { .. }
                 | StoreEvent::Decided { .. }
+                | StoreEvent::Workflow { .. }
                 | StoreEvent::Outcome { .. }
                 | StoreEvent::Resync,
             ) => return,
@@ -1147,6 +1170,44 @@ mod tests {
         assert_eq!(
             body(WebhookFormat::Slack, changed, Some("https://p")),
             r#"{"text":"Upstream docs changed tool lookup &lt;x&gt;: held for review as catalog change 3 (`purra catalog diff 3`)."}"#
+        );
+    }
+
+    /// Issue 47: the workflow events read as one line each in Slack.
+    #[test]
+    fn workflow_events_read_as_one_slack_line_each() {
+        use serde_json::json;
+        let event = |t: &str, extra: serde_json::Value| {
+            let mut data =
+                json!({"approval": "approval-7", "tool": "deploy", "principal": "carol"});
+            for (k, v) in extra.as_object().unwrap() {
+                data[k] = v.clone();
+            }
+            json!({"type": t, "data": data})
+        };
+        assert_eq!(
+            slack_text(
+                &event(
+                    "approval.voted",
+                    json!({"approver": "alice (page)", "verdict": "approve", "votes": 1, "required": 2})
+                ),
+                None
+            ),
+            "deploy (approval approval-7): alice (page) voted approve (1 of 2 votes)."
+        );
+        assert_eq!(
+            slack_text(
+                &event("approval.escalated", json!({"escalateTo": ["group:leads", "lena"]})),
+                None
+            ),
+            "deploy (approval approval-7) is still undecided: escalated, group:leads, lena may decide now."
+        );
+        assert_eq!(
+            slack_text(
+                &event("approval.expired", json!({"reason": "expired undecided"})),
+                None
+            ),
+            "deploy (approval approval-7) denied at its expiry: expired undecided."
         );
     }
 }

@@ -268,6 +268,9 @@ impl Inner {
             .await?
             .ok_or(StoreError::NotFound)?;
         view.request.check_decider(decider)?;
+        // A workflow's `from` is checked where the approver's groups are known (the page, the
+        // CLI): a binding with a workflow table is decided by operators only, so the client's
+        // paths (elicitation, the approval view) never reach it.
         self.approvals.decide(approval, decision).await?;
         self.decisions.wake();
         Ok(())
@@ -456,6 +459,30 @@ impl Inner {
             .decision(b, &approval, request_expires, &digest, &args, &ctx)
             .instrument(wait_span.clone())
             .await;
+        // Undecided at the request's expiry under `on_expiry = "deny"`: denied now (once, by
+        // whichever instance comes first), and the caller is told so.
+        let denies_on_expiry = b
+            .approval_rule
+            .as_ref()
+            .is_some_and(|r| r.on_expiry == Some(crate::config::OnExpiry::Deny));
+        let left = request_expires
+            .map(|e| e.duration_since(SystemTime::now()).unwrap_or_default())
+            .filter(|left| *left < std::time::Duration::from_secs(2));
+        if denies_on_expiry
+            && matches!(&record, Ok(r) if r.state == ApprovalState::Prepared)
+            && left.is_some()
+        {
+            // The wait ends at the expiry, give or take the clocks' difference.
+            tokio::time::sleep(left.unwrap_or_default() + std::time::Duration::from_millis(5))
+                .await;
+            if self.store.expire_due(SystemTime::now()).await.is_ok() {
+                record = self
+                    .approvals
+                    .record(approval.clone())
+                    .await
+                    .and_then(|r| r.ok_or(StoreError::NotFound));
+            }
+        }
         if let Ok(r) = &record {
             wait_span.record("state", approval_state(&r.state));
         }
@@ -726,12 +753,26 @@ impl Inner {
                 reg.input_schema().source().to_string(),
             );
         }
+        // The binding's workflow (quorum, escalation, expiry) travels with the request too.
+        let needs_votes = match &b.approval_rule {
+            Some(rule) => {
+                for (label, value) in rule.labels() {
+                    request.labels.insert(label.to_owned(), value);
+                }
+                rule.required.is_some_and(|n| n > 1)
+            }
+            None => false,
+        };
         // A live grant covering the call approves it now (one use taken with the approval);
-        // otherwise the approval is prepared and waits for a decision.
-        let granted = self
-            .metrics
-            .store("use_grant", self.use_grant(caller, args, &request, now))
-            .await?;
+        // otherwise the approval is prepared and waits for a decision. A write that needs
+        // several approvers is never approved by one standing grant.
+        let granted = if needs_votes {
+            None
+        } else {
+            self.metrics
+                .store("use_grant", self.use_grant(caller, args, &request, now))
+                .await?
+        };
         // A granted call is claimed at once, by this caller: no run waits for it (a gateway that
         // stops before the claim leaves the approval unclaimed, and the caller's next identical
         // call takes a new use; the grant's uses still bound what is sent).
@@ -1302,6 +1343,14 @@ impl Inner {
 
     /// One look at the waiting writes of this gateway that no caller here waits on.
     pub(crate) async fn sweep(&self) -> Result<(), StoreError> {
+        // Approval workflows, for the whole store: escalations due are marked (and their
+        // events recorded) once, whichever instance sweeps first; approvals undecided at
+        // their expiry whose binding says `on_expiry = "deny"` are denied.
+        let now = SystemTime::now();
+        self.store.escalate_due(now).await?;
+        if !self.store.expire_due(now).await?.is_empty() {
+            self.decisions.wake();
+        }
         let prefix = format!("{}:", self.settings.name);
         for run_id in self.store.suspended_run_ids().await? {
             if !run_id.as_str().starts_with(&prefix) {

@@ -362,7 +362,7 @@ client_secret = "inline"
             "g.toml:8: page.oidc.client_secret_env: name the secret's file or its environment variable, not both",
             "g.toml:9: page.oidc.redirect_uri: must be an http(s) URL whose path is /login/callback",
             "g.toml:10: page.oidc.require_claim: expected NAME=VALUE (e.g. groups=approvers), found \"groups\"",
-            "g.toml:11: page.oidc.client_secret: unknown key (expected one of: allow_emails, allow_subjects, client_id, client_secret_env, client_secret_file, issuer, label, redirect_uri, require_claim, scopes)",
+            "g.toml:11: page.oidc.client_secret: unknown key (expected one of: allow_emails, allow_subjects, client_id, client_secret_env, client_secret_file, groups_claim, issuer, label, redirect_uri, require_claim, scopes)",
         ]
     );
     assert_eq!(
@@ -680,7 +680,7 @@ scope = {{ clients = ["claude-code"] }}
     );
     assert_eq!(
         errors(&write("approval = \"anyone\"", "apps = true")),
-        ["g.toml:15: writes.set_note.approval: expected \"operator\" or \"client\", found \"anyone\""]
+        ["g.toml:15: writes.set_note.approval: expected \"operator\" or \"client\" or a table, found \"anyone\""]
     );
     assert_eq!(
         serde_only(&write("approval = \"anyone\"", "apps = true")).map(|_| ()),
@@ -1135,7 +1135,7 @@ secret_env = "S"
     assert_eq!(
         errors(bad),
         [
-            "g.toml:8: webhooks.ops.events[1]: expected \"approval.pending\" or \"approval.decided\" or \"effect.committed\" or \"effect.unknown\" or \"effect.reconciled\" or \"catalog.changed\", found \"approval.claimed\"",
+            "g.toml:8: webhooks.ops.events[1]: expected \"approval.pending\" or \"approval.decided\" or \"effect.committed\" or \"effect.unknown\" or \"effect.reconciled\" or \"catalog.changed\" or \"approval.voted\" or \"approval.escalated\" or \"approval.expired\", found \"approval.claimed\"",
             "g.toml:13: webhooks.Bad.format: expected \"standard\" or \"slack\", found \"teams\"",
             "g.toml:14: webhooks.Bad.secret: unknown key (expected one of: backoff, events, format, give_up_after, max_backoff, secret_env, secret_file, timeout, url)",
             "g.toml:32: webhooks.nourl.url: required: where events are POSTed: an `http(s)` URL",
@@ -1517,4 +1517,108 @@ scope = "open"
              upstreams",
         ]
     );
+}
+
+/// Issue 47: a write's `approval` is `"operator"`, `"client"`, or a workflow table (quorum,
+/// escalation, expiry) carried as request labels; mistakes in the table have their key and line.
+#[test]
+fn a_write_approval_may_be_a_workflow_table() {
+    let write = |approval: &str| {
+        format!(
+            r#"[upstreams.notes]
+command = ["python3", "notes.py"]
+
+[writes.set_note]
+upstream = "notes"
+title = "Replace"
+effect = "write"
+binding_id = "notes"
+binding_revision = "1"
+scope_id = "notes"
+scope_revision = "1"
+approval = {approval}
+scope = {{ clients = ["claude-code"] }}
+
+[approvers.groups]
+sre = ["alice", "bob"]
+"#
+        )
+    };
+    let c = load_str("g.toml", &write("\"client\""));
+    assert!(c.is_err(), "client needs elicitation or apps");
+    let c = load_str(
+        "g.toml",
+        &write(
+            r#"{ required = 2, from = ["group:sre"], escalate_after = "10m", escalate_to = ["group:leads"], on_expiry = "deny" }"#,
+        ),
+    )
+    .expect("no mistakes")
+    .config;
+    let w = &c.writes["set_note"];
+    assert_eq!(w.approval.by(), purra_gateway::config::ApprovalBy::Operator);
+    let rule = w.approval.rule().expect("a table");
+    assert_eq!(
+        rule.labels(),
+        [
+            ("votes_required", "2".to_owned()),
+            ("votes_from", "group:sre".to_owned()),
+            ("escalate_after", "600".to_owned()),
+            ("escalate_to", "group:leads".to_owned()),
+            ("on_expiry", "deny".to_owned()),
+        ]
+    );
+    assert_eq!(c.approvers.groups_of("bob"), ["sre"]);
+    assert_eq!(
+        serde_only(&write(r#"{ required = 2, from = ["group:sre"] }"#))
+            .expect("serde")
+            .writes["set_note"]
+            .approval,
+        w.approval
+            .clone()
+            .rule()
+            .map(|r| {
+                purra_gateway::config::ApprovalConfig::Rule(purra_gateway::config::ApprovalRule {
+                    escalate_after: None,
+                    escalate_to: vec![],
+                    on_expiry: None,
+                    ..r.clone()
+                })
+            })
+            .expect("rule")
+    );
+    assert_eq!(
+        errors(&write(r#"{ required = 0 }"#)),
+        ["g.toml:12: writes.set_note.approval.required: must be between 1 and 16"]
+    );
+    assert_eq!(
+        errors(&write(r#"{ required = 3, from = ["alice", "bob"] }"#)),
+        ["g.toml:12: writes.set_note.approval.required: 3 votes can never come from the 2 approvers `from` names"]
+    );
+    assert_eq!(
+        errors(&write(r#"{ from = ["group:"] }"#)),
+        ["g.toml:12: writes.set_note.approval.from: \"group:\" is not an approver name or group:NAME (no commas, no surrounding spaces)"]
+    );
+    assert_eq!(
+        errors(&write(r#"{ escalate_after = "10m" }"#)),
+        ["g.toml:12: writes.set_note.approval.escalate_to: escalate_after needs escalate_to (who may decide once escalated)"]
+    );
+    assert_eq!(
+        errors(&write(r#"{ required = 2 }
+allow_edit = true"#)),
+        ["g.toml:13: writes.set_note.allow_edit: an edit is one approver's decision, but the approval asks for several votes (approval.required): leave allow_edit out, or require one vote"]
+    );
+    assert!(load_str(
+        "g.toml",
+        &write(
+            r#"{ required = 1, from = ["group:sre"] }
+allow_edit = true"#
+        )
+    )
+    .is_ok());
+    let unknown = errors(&write(r#"{ quorum = 2 }"#));
+    assert_eq!(unknown.len(), 1);
+    assert!(unknown[0].contains("quorum"), "{unknown:?}");
+    let bad = errors(&write(r#""everyone""#));
+    assert_eq!(bad.len(), 1);
+    assert!(bad[0].contains("everyone"), "{bad:?}");
 }

@@ -853,7 +853,7 @@ fn apps_on(c: &mut GatewayConfig) {
 
 fn client_decides(c: &mut GatewayConfig) {
     if let Some(w) = c.writes.get_mut("set_value") {
-        w.approval = ApprovalBy::Client;
+        w.approval = ApprovalBy::Client.into();
     }
 }
 

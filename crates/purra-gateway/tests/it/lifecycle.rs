@@ -646,7 +646,7 @@ async fn health_checks_and_the_host_rule_over_http() {
 async fn a_drain_answers_a_write_waiting_on_its_elicitation_form() {
     let fx = fixture("drain-form", |c| {
         c.gateway.elicitation = true;
-        c.writes.get_mut("set_value").expect("binding").approval = ApprovalBy::Client;
+        c.writes.get_mut("set_value").expect("binding").approval = ApprovalBy::Client.into();
     })
     .await;
     let (a, b) = memory::pair();
@@ -711,7 +711,7 @@ async fn a_cancelled_write_waiting_on_its_elicitation_form_ends_its_wait() {
     }
     let fx = fixture("cancel-form", |c| {
         c.gateway.elicitation = true;
-        c.writes.get_mut("set_value").expect("binding").approval = ApprovalBy::Client;
+        c.writes.get_mut("set_value").expect("binding").approval = ApprovalBy::Client.into();
     })
     .await;
     let (a, b) = memory::pair();

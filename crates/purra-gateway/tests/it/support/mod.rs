@@ -120,7 +120,7 @@ pub fn set_write(scope: ScopeRules) -> WriteConfig {
         scope_id: "s".into(),
         scope_revision: "1".into(),
         scope,
-        approval: ApprovalBy::Operator,
+        approval: ApprovalBy::Operator.into(),
         receipt_ttl: None,
         approver_max_age: None,
         allow_edit: false,
