@@ -106,6 +106,8 @@ mod grant;
 mod idempotent;
 mod migrate;
 mod pins;
+#[cfg(feature = "sessions")]
+mod sessions;
 mod store;
 mod webhook;
 
