@@ -41,6 +41,8 @@ mod idempotent;
 mod listen;
 mod migrate;
 mod pins;
+#[cfg(feature = "sessions")]
+mod sessions;
 mod store;
 mod webhook;
 

@@ -81,6 +81,7 @@ async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_
              DROP TABLE tool_pins; DROP TABLE catalog_changes;
              DROP TABLE grant_uses; DROP TABLE grants;
              DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
+             DROP TABLE http_session_events; DROP TABLE http_sessions;
              UPDATE schema_version SET version = 2;",
         )
         .await
@@ -102,7 +103,7 @@ async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 8);
+    assert_eq!(version, 9);
     for ((table, order), rows) in tables.iter().zip(&before) {
         let after = dump(&client, table, order).await;
         // Opening adds this store's owner and its `opened` row; nothing else changed.
