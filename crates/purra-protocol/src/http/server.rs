@@ -952,6 +952,17 @@ impl HttpSession {
         wire & !LOCAL_MASK == self.tag
     }
 
+    /// Whether `wire` names a stream this process opened and still keeps.
+    fn holds_stream(&self, wire: u64) -> bool {
+        self.is_local(wire)
+            && self
+                .streams
+                .lock()
+                .expect("streams lock")
+                .map
+                .contains_key(&(wire & LOCAL_MASK))
+    }
+
     fn touch(&self) {
         *self.last_active.lock().expect("activity lock") = Instant::now();
     }
@@ -2007,7 +2018,8 @@ async fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
         }
     };
     if let (Some((wire, seq)), Some(link)) = (last, &session.link) {
-        if !session.is_local(wire) {
+        // Another process's stream, or one of ours already forgotten here: the store's log.
+        if !session.holds_stream(wire) {
             return replay_stored(&shared, &session, link, wire, seq).await;
         }
     }

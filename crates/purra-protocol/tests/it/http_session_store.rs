@@ -138,7 +138,7 @@ async fn initialize(http: &StreamableHttpServer, user: &str) -> String {
 /// negotiated on A (revision, client info, log level); another principal's token on B (and on
 /// A) gets the 404 of an unknown session; `DELETE` on B ends it on A too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_moves_between_servers_sharing_a_store_for_its_principal_only() {
+async fn a_session_moves_between_servers_for_its_principal_only() {
     let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
     let (_, a) = instance(&store);
     let (_, b) = instance(&store);
@@ -196,7 +196,7 @@ async fn a_session_moves_between_servers_sharing_a_store_for_its_principal_only(
 /// a notification emitted on A while the client's GET stream was gone is replayed by B after
 /// `Last-Event-ID`, and B's stream then goes on live (B's own notifications follow on it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_notification_missed_on_one_server_is_replayed_by_another_after_last_event_id() {
+async fn a_missed_notification_is_replayed_by_another_server() {
     let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
     let (server_a, a) = instance(&store);
     let (server_b, b) = instance(&store);
@@ -274,4 +274,41 @@ async fn an_idle_session_expires_in_the_store_for_every_server() {
     let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
     let (code, _, _) = send(&b, "alice", "POST", Some(&id), None, ping).await;
     assert_eq!(code, 404);
+}
+
+/// A request's stream this process has already forgotten (past `resume_window`) is still
+/// resumed from the store's log while the log keeps it: the answer is replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_forgotten_here_is_replayed_from_the_store() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let server = Server::builder("one", "1").build();
+    server
+        .tool("echo", "answers", |_: Nothing, _c: RequestCtx| async move {
+            HandlerResult::Ok("answered")
+        })
+        .unwrap();
+    let a = StreamableHttpServer::new(
+        server,
+        HttpServerConfig {
+            session_store: Some(store.clone()),
+            resume_window: Duration::from_millis(20),
+            ..HttpServerConfig::default()
+        },
+    );
+    let id = initialize(&a, "alice").await;
+    let (code, _, resp) = send(&a, "alice", "POST", Some(&id), None, &call(2, "echo")).await;
+    assert_eq!(code, 200);
+    let body = text(resp).await;
+    assert!(body.contains("answered"), "{body}");
+    let primed = body
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("a priming id")
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    a.sweep_idle_sessions();
+    let (code, _, resp) = send(&a, "alice", "GET", Some(&id), Some(&primed), "").await;
+    assert_eq!(code, 200, "resumed from the store");
+    let replay = text(resp).await;
+    assert!(replay.contains(r#""text":"answered""#), "{replay}");
 }
