@@ -312,3 +312,71 @@ async fn a_stream_forgotten_here_is_replayed_from_the_store() {
     let replay = text(resp).await;
     assert!(replay.contains(r#""text":"answered""#), "{replay}");
 }
+
+/// A call's progress survives the move while the process running it lives: the client loses the
+/// call's stream on A and resumes it at B with `Last-Event-ID`, where the store's log replays
+/// the progress A sent meanwhile; the response, sent later, is replayed by B on the next resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_s_progress_and_response_reach_a_client_resuming_at_another_server() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let a_server = Server::builder("a", "1").build();
+    let gate = release.clone();
+    a_server
+        .tool(
+            "slow",
+            "progress, then waits",
+            move |_: Nothing, c: RequestCtx| {
+                let gate = gate.clone();
+                async move {
+                    c.progress(1.0, Some(2.0), Some("half")).await.unwrap();
+                    gate.notified().await;
+                    HandlerResult::Ok("finished")
+                }
+            },
+        )
+        .unwrap();
+    let config = || HttpServerConfig {
+        session_store: Some(store.clone()),
+        ..HttpServerConfig::default()
+    };
+    let a = StreamableHttpServer::new(a_server, config());
+    let (_, b) = instance(&store);
+    let id = initialize(&a, "alice").await;
+    let slow = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"p"}}}"#;
+    let (code, _, resp) = send(&a, "alice", "POST", Some(&id), None, slow).await;
+    assert_eq!(code, 200);
+    // The client reads the priming event, then its connection is gone.
+    let seen = read_for(resp, Duration::from_millis(200)).await;
+    let primed = seen
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("a priming id")
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&primed), "").await;
+    assert_eq!(code, 200);
+    let replay = text(resp).await;
+    assert!(
+        replay.contains(r#""method":"notifications/progress""#),
+        "{replay}"
+    );
+    assert!(replay.contains(r#""message":"half""#), "{replay}");
+    assert!(!replay.contains("finished"), "{replay}");
+    let last = replay
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .last()
+        .expect("an event id")
+        .to_owned();
+    release.notify_one();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&last), "").await;
+    assert_eq!(code, 200);
+    let replay = text(resp).await;
+    assert!(
+        replay.contains(r#""id":2,"result""#) && replay.contains("finished"),
+        "{replay}"
+    );
+    assert!(!replay.contains("half"), "only what followed: {replay}");
+}
