@@ -365,8 +365,8 @@ async fn a_call_s_progress_and_response_reach_a_client_resuming_at_another_serve
     assert!(!replay.contains("finished"), "{replay}");
     let last = replay
         .lines()
-        .filter_map(|l| l.strip_prefix("id: "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("id: "))
         .expect("an event id")
         .to_owned();
     release.notify_one();
