@@ -1291,6 +1291,10 @@ impl HttpShared {
         if idle >= self.config.session_idle_timeout {
             return Err(unknown_session());
         }
+        if record.state.len() > stored::MAX_STATE_BYTES {
+            tracing::warn!("a stored session's state is over the bound: not resumed");
+            return Err(unknown_session());
+        }
         let snapshot: SessionSnapshot = serde_json::from_str(&record.state).map_err(|e| {
             tracing::warn!(error = %e, "a stored session's state does not decode");
             unknown_session()
@@ -1862,9 +1866,23 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
                 }
                 // Saved before the answer leaves: the client's next request may go anywhere.
                 if let (Some(link), Some(snapshot)) = (&session.link, session.session.snapshot()) {
-                    if let Err(e) = link.save_now(&snapshot).await {
-                        shared.forget(&session);
-                        return store_failed(e).into_response();
+                    match link.save_now(&snapshot).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            shared.forget(&session);
+                            return status(
+                                StatusCode::PAYLOAD_TOO_LARGE,
+                                &format!(
+                                    "Payload Too Large: the session's state (client capabilities \
+                                     and info) is over {} bytes",
+                                    stored::MAX_STATE_BYTES
+                                ),
+                            );
+                        }
+                        Err(e) => {
+                            shared.forget(&session);
+                            return store_failed(e).into_response();
+                        }
                     }
                 }
             }

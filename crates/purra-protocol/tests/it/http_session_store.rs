@@ -380,3 +380,23 @@ async fn a_call_s_progress_and_response_reach_a_client_resuming_at_another_serve
     );
     assert!(!replay.contains("half"), "only what followed: {replay}");
 }
+
+/// What a session keeps in a store is bounded: an `initialize` whose client capabilities make
+/// its state larger than 64 KiB is refused (413) and nothing is kept, here or in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_state_over_the_bound_is_refused_and_not_kept() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let (_, a) = instance(&store);
+    let big = "x".repeat(70 * 1024);
+    let init = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{"experimental":{{"big":"{big}"}}}},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
+    );
+    let (code, id, resp) = send(&a, "alice", "POST", None, None, &init).await;
+    assert_eq!(code, 413);
+    assert_eq!(id, None);
+    assert!(text(resp).await.contains("is over 65536 bytes"));
+    assert_eq!(a.pending_session_count() + a.session_count(), 0);
+    // A usual one still fits.
+    let id = initialize(&a, "alice").await;
+    assert!(store.load_session(id).await.unwrap().is_some());
+}

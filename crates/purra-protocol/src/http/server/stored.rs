@@ -13,6 +13,11 @@ use crate::session_store::{
     EventLogBounds, SessionRecord, SessionStore, SessionStoreError, StoredEvent,
 };
 
+/// The largest state a session may keep in a store (its JSON: mostly the client's capabilities
+/// and info, which only the request body's bound limits otherwise). A larger `initialize` is
+/// refused (413); a larger stored state is not decoded.
+pub(super) const MAX_STATE_BYTES: usize = 64 * 1024;
+
 /// Writes queued for one session at most; past it the oldest queued event is dropped (a
 /// client resuming past it gets 410, as for an event the log's bounds dropped).
 const MAX_QUEUED: usize = 1024;
@@ -85,15 +90,19 @@ impl StoreLink {
         })
     }
 
-    fn record(&self, snapshot: &SessionSnapshot) -> SessionRecord {
+    /// The record of `snapshot`, unless its state is over [`MAX_STATE_BYTES`].
+    fn record(&self, snapshot: &SessionSnapshot) -> Option<SessionRecord> {
         let state = serde_json::to_string(snapshot).unwrap_or_default();
+        if state.len() > MAX_STATE_BYTES {
+            return None;
+        }
         self.known_state(&state);
-        SessionRecord {
+        Some(SessionRecord {
             id: self.id.clone(),
             owner: self.owner.clone(),
             state,
             last_seen: SystemTime::now(),
-        }
+        })
     }
 
     /// The session's state as this process last saved or loaded it.
@@ -104,18 +113,25 @@ impl StoreLink {
     }
 
     /// Saves the session now (at `initialize`: the answer waits for it, so the client's next
-    /// request finds it at any process).
+    /// request finds it at any process); `false` when its state is over [`MAX_STATE_BYTES`].
     pub(super) async fn save_now(
         &self,
         snapshot: &SessionSnapshot,
-    ) -> Result<(), SessionStoreError> {
+    ) -> Result<bool, SessionStoreError> {
+        let Some(record) = self.record(snapshot) else {
+            return Ok(false);
+        };
         *self.touched.lock().expect("touch lock") = Some(Instant::now());
-        self.store.save_session(self.record(snapshot)).await
+        self.store.save_session(record).await.map(|()| true)
     }
 
-    /// Saves the session after the writes already queued (its state changed).
+    /// Saves the session after the writes already queued (its state changed). A state grown
+    /// over [`MAX_STATE_BYTES`] is not saved (the store keeps the last that fitted).
     pub(super) fn save_later(self: &Arc<Self>, snapshot: &SessionSnapshot) {
-        self.push(Op::Save(self.record(snapshot)));
+        match self.record(snapshot) {
+            Some(record) => self.push(Op::Save(record)),
+            None => tracing::warn!(session = %self.id, "a session's state is too large to keep"),
+        }
     }
 
     /// Keeps one event of stream `stream` in the store's log.
@@ -154,6 +170,9 @@ impl StoreLink {
             return Ok(Alive::Same);
         }
         self.known_state(&record.state);
+        if record.state.len() > MAX_STATE_BYTES {
+            return Ok(Alive::Same);
+        }
         match serde_json::from_str(&record.state) {
             Ok(snapshot) => Ok(Alive::Changed(Box::new(snapshot))),
             Err(e) => {
