@@ -77,7 +77,7 @@ fn the_typescript_client_keeps_one_session_across_two_servers_round_robin() {
     let db = fresh_db("rr");
     let a = session_server("A", &db);
     let b = session_server("B", &db);
-    let report = client(&[&a.url, &b.url], 200, None, || {});
+    let report = client(&[&a.url, &b.url], 1000, None, || {});
     assert_eq!(report["failures"], serde_json::json!([]), "{report}");
     assert_eq!(report["initializes"], 1, "no re-initialization: {report}");
     assert_eq!(
@@ -85,9 +85,13 @@ fn the_typescript_client_keeps_one_session_across_two_servers_round_robin() {
         Some(1),
         "{report}"
     );
-    assert_eq!(served(&report, "A") + served(&report, "B"), 200, "{report}");
+    assert_eq!(
+        served(&report, "A") + served(&report, "B"),
+        1000,
+        "{report}"
+    );
     assert!(
-        served(&report, "A") >= 50 && served(&report, "B") >= 50,
+        served(&report, "A") >= 250 && served(&report, "B") >= 250,
         "both served: {report}"
     );
 }
