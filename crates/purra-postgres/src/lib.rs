@@ -42,6 +42,8 @@ mod idempotent;
 mod listen;
 mod migrate;
 mod pins;
+#[cfg(feature = "sessions")]
+mod sessions;
 mod store;
 mod tasks;
 mod webhook;

@@ -315,6 +315,30 @@ CREATE TABLE approval_votes (
 );
 "#;
 
+// ---- Issue 48, sessions that outlive an instance (one schema step of its own) ----
+
+/// Schema version 11: Streamable HTTP sessions, as purra-sqlite's schema 13 (purra-protocol's
+/// `SessionStore`, feature `sessions`): each session's owner, state (JSON) and last-seen time,
+/// and its SSE events' bounded log. Nothing existing is touched.
+const V11_HTTP_SESSIONS: &str = r#"
+CREATE TABLE http_sessions (
+    id           TEXT PRIMARY KEY,
+    owner        TEXT,
+    state        TEXT NOT NULL,
+    last_seen_ns BIGINT NOT NULL
+);
+CREATE INDEX http_sessions_by_last_seen ON http_sessions (last_seen_ns);
+CREATE TABLE http_session_events (
+    seq     BIGSERIAL PRIMARY KEY,
+    session TEXT NOT NULL,
+    stream  BIGINT NOT NULL,
+    num     BIGINT NOT NULL,
+    data    BYTEA NOT NULL,
+    at_ns   BIGINT NOT NULL
+);
+CREATE INDEX http_session_events_by_stream ON http_session_events (session, stream, num);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -327,6 +351,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V8_GRANTS,
     V9_TASKS,
     V10_WORKFLOW,
+    V11_HTTP_SESSIONS,
 ];
 
 /// Why migrating failed.

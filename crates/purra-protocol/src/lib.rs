@@ -69,6 +69,7 @@ pub mod request_state;
 #[cfg(feature = "server")]
 mod server;
 mod session;
+pub mod session_store;
 pub mod skills;
 #[cfg(feature = "stdio")]
 pub mod stdio;
@@ -102,7 +103,7 @@ pub use principal::Principal;
 pub use server::{
     output_schema_for, schema_for, Args, BoxError, HandlerError, HandlerResult, Handlers,
     IntoPromptResult, IntoToolResult, Json, PromptDef, RegistrationError, RequestCtx, RequestGate,
-    Server, ServerBuilder, ServerSession, TaskOptions, ToolDef,
+    Server, ServerBuilder, ServerSession, SessionSnapshot, TaskOptions, ToolDef,
 };
 pub use session::{BoxFuture, EngineConfig, Peer, ProgressCallback, RequestOptions, Stats};
 #[cfg(feature = "stdio")]

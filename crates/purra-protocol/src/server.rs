@@ -1446,6 +1446,38 @@ impl Server {
         (session, join)
     }
 
+    /// Starts one session that continues `snapshot` (taken with [`ServerSession::snapshot`],
+    /// maybe in another process): initialized at its revision, with its client's capabilities
+    /// and info, log level and resource subscriptions, without a handshake.
+    pub fn start_resumed(
+        &self,
+        transport: Transport,
+        snapshot: SessionSnapshot,
+    ) -> (ServerSession, tokio::task::JoinHandle<()>) {
+        let (session, join) = self.start(transport);
+        let version = ProtocolVersion::negotiate(&ProtocolVersion::new(&snapshot.protocol_version));
+        if let Some(peer) = session.state.peer.get() {
+            peer.set_batches_allowed(version.allows_batches());
+            peer.set_revision(version.as_str());
+        }
+        let state = &session.state;
+        *state.init.write().expect("init lock") =
+            Some((version, snapshot.capabilities, snapshot.client_info));
+        *state.log_level.lock().expect("level lock") = snapshot.log_level;
+        *state.subscriptions.lock().expect("subs lock") =
+            snapshot.subscriptions.into_iter().collect();
+        let mut caps = self.capabilities();
+        if let Some(e) = &mut caps.extensions {
+            e.remove(crate::extensions::TASKS);
+        }
+        state
+            .advertised
+            .store(Advertised::of(&caps).0, Ordering::Release);
+        state.era.store(ERA_HANDSHAKE, Ordering::Release);
+        state.initialized.store(true, Ordering::Release);
+        (session, join)
+    }
+
     /// Starts serving one connection and returns its session handle and the engine's task.
     pub fn start(&self, transport: Transport) -> (ServerSession, tokio::task::JoinHandle<()>) {
         let key = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
@@ -1459,6 +1491,7 @@ impl Server {
             subscriptions: Mutex::new(HashSet::new()),
             advertised: AtomicU8::new(Advertised::NONE.0),
             era: AtomicU8::new(ERA_UNDECIDED),
+            on_change: OnceLock::new(),
         });
         // The session is findable (by list_changed and resource updates) with its peer before
         // the engine reads its first frame: a handler can never run before that.
@@ -1510,6 +1543,43 @@ impl ServerSession {
         self.state.init.read().expect("init lock").is_some()
     }
 
+    /// What the session needs to continue elsewhere ([`Server::start_resumed`]), once
+    /// initialized.
+    pub fn snapshot(&self) -> Option<SessionSnapshot> {
+        let state = &self.state;
+        let (v, caps, info) = state.init.read().expect("init lock").clone()?;
+        let mut subscriptions: Vec<String> = state
+            .subscriptions
+            .lock()
+            .expect("subs lock")
+            .iter()
+            .cloned()
+            .collect();
+        subscriptions.sort();
+        Some(SessionSnapshot {
+            protocol_version: v.as_str().to_owned(),
+            capabilities: caps,
+            client_info: info,
+            log_level: *state.log_level.lock().expect("level lock"),
+            subscriptions,
+        })
+    }
+
+    /// Takes the log level and resource subscriptions of `snapshot` (another process changed
+    /// them); the rest of a session does not change after `initialize`.
+    #[cfg(feature = "http-server")]
+    pub(crate) fn apply_changes(&self, snapshot: SessionSnapshot) {
+        *self.state.log_level.lock().expect("level lock") = snapshot.log_level;
+        *self.state.subscriptions.lock().expect("subs lock") =
+            snapshot.subscriptions.into_iter().collect();
+    }
+
+    /// Calls `f` whenever the session's log level or resource subscriptions change (once per
+    /// session: a second hook is ignored).
+    pub fn on_change(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.state.on_change.set(Box::new(f));
+    }
+
     /// The negotiated revision, once initialized.
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         self.state
@@ -1519,6 +1589,26 @@ impl ServerSession {
             .as_ref()
             .map(|i| i.0.clone())
     }
+}
+
+/// What a handshake session needs to continue in another process: the negotiated revision,
+/// the client's capabilities and info, the log level it set and the resources it subscribed to.
+/// Kept as JSON in a [`SessionStore`](crate::session_store::SessionStore).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSnapshot {
+    /// The negotiated revision.
+    pub protocol_version: String,
+    /// The client's capabilities.
+    pub capabilities: ClientCapabilities,
+    /// The client's name and version.
+    pub client_info: Implementation,
+    /// The level `logging/setLevel` set, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<LoggingLevel>,
+    /// The resources subscribed to, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscriptions: Vec<String>,
 }
 
 struct SessionState {
@@ -1537,6 +1627,8 @@ struct SessionState {
     advertised: AtomicU8,
     /// The connection's era, decided by its first request: undecided, handshake or modern.
     era: AtomicU8,
+    /// Called when the log level or the subscriptions change (a session store saves them).
+    on_change: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// [`SessionState::era`]: no request yet.
@@ -1582,6 +1674,12 @@ impl SessionState {
 
     fn advertised(&self) -> Advertised {
         Advertised(self.advertised.load(Ordering::Acquire))
+    }
+
+    fn changed(&self) {
+        if let Some(f) = self.on_change.get() {
+            f();
+        }
     }
 }
 
@@ -2465,6 +2563,8 @@ impl SessionState {
                 } else {
                     subs.remove(&uri);
                 }
+                drop(subs);
+                self.changed();
                 Ok(to_raw(&EmptyResult {})?)
             }
             methods::PROMPTS_LIST if advertised.prompts() => {
@@ -2522,6 +2622,7 @@ impl SessionState {
             methods::LOGGING_SET_LEVEL if legacy && advertised.logging() => {
                 let SetLevelParams { level, .. } = from_params(p)?;
                 *self.log_level.lock().expect("level lock") = Some(level);
+                self.changed();
                 Ok(to_raw(&EmptyResult {})?)
             }
             _ => Err(ErrorObject::method_not_found(&method)),

@@ -107,6 +107,8 @@ mod grant;
 mod idempotent;
 mod migrate;
 mod pins;
+#[cfg(feature = "sessions")]
+mod sessions;
 mod store;
 mod tasks;
 mod webhook;

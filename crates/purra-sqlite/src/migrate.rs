@@ -417,6 +417,31 @@ CREATE TABLE approval_votes (
 ) WITHOUT ROWID;
 "#;
 
+// ---- Issue 48, sessions that outlive an instance (one schema step of its own) ----
+
+/// Schema version 13: Streamable HTTP sessions (purra-protocol's `SessionStore`, feature
+/// `sessions`): each session's owner (principal binding key), negotiated state (JSON) and
+/// last-seen time for fleet-wide idle expiry, and the bounded log of its SSE events, so any
+/// process resumes a session and its streams. Nothing existing is touched.
+const V13_HTTP_SESSIONS: &str = r#"
+CREATE TABLE http_sessions (
+    id           TEXT PRIMARY KEY,
+    owner        TEXT,
+    state        TEXT NOT NULL,
+    last_seen_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX http_sessions_by_last_seen ON http_sessions(last_seen_ns);
+CREATE TABLE http_session_events (
+    seq     INTEGER PRIMARY KEY,
+    session TEXT NOT NULL,
+    stream  INTEGER NOT NULL,
+    num     INTEGER NOT NULL,
+    data    BLOB NOT NULL,
+    at_ns   INTEGER NOT NULL
+);
+CREATE INDEX http_session_events_by_stream ON http_session_events(session, stream, num);
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -431,6 +456,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V10_GRANTS,
     V11_TASKS,
     V12_WORKFLOW,
+    V13_HTTP_SESSIONS,
 ];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which

@@ -10,6 +10,7 @@ mod apps;
 mod idempotency;
 mod interop;
 mod modern_interop;
+mod session_fleet;
 mod skills_interop;
 mod stdio_server;
 mod tidy;

@@ -5,3 +5,5 @@ mod support;
 
 mod migrate;
 mod postgres;
+#[cfg(feature = "sessions")]
+mod sessions;

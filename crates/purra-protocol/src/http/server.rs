@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::channel::{Live, Reader};
+use self::stored::{StoreLink, LOCAL_MASK};
 use super::listen::{self, ConnectionLimits, ConnectionStats};
 use super::sse::encode_event;
 use crate::host_policy::HostPolicy;
@@ -31,8 +32,9 @@ use crate::jsonrpc::{
     decode_frame, encode_error, ErrorObject, Frame, IdMap, Message, RequestId, RpcErrorCode,
 };
 use crate::limit::Limiter;
-use crate::server::{Server, ServerSession};
+use crate::server::{Server, ServerSession, SessionSnapshot};
 use crate::session::BoxFuture;
+use crate::session_store::{EventLogBounds, SessionStore};
 use crate::transport::{
     queue, DecodedFrame, DeliverOutbound, Inbound, Outbound, Transport, TransportControl,
     CHANNEL_CAPACITY,
@@ -43,6 +45,7 @@ mod channel;
 #[cfg(feature = "legacy-sse")]
 mod legacy;
 mod modern;
+mod stored;
 
 #[cfg(feature = "legacy-sse")]
 pub use legacy::LegacySse;
@@ -142,6 +145,22 @@ pub struct HttpServerConfig {
     /// of the Streamable HTTP endpoint applies to it.
     #[cfg(feature = "legacy-sse")]
     pub legacy_sse: Option<LegacySse>,
+    /// Where sessions live beyond this process (default `None`: in its memory only, as
+    /// sessions always did). With a store, a session is saved at `initialize` and when its log
+    /// level or subscriptions change; a request for a session this process does not hold loads
+    /// it from the store and resumes it here, for the principal that created it only (another
+    /// gets 404, as for an unknown id); `DELETE` ends it in the store, so everywhere; idle
+    /// expiry counts from the last use anywhere; and every SSE event is also kept in the
+    /// store's bounded log ([`event_log`](Self::event_log)), so a client resumes a stream with
+    /// `Last-Event-ID` at any process. See [`crate::session_store`].
+    pub session_store: Option<Arc<dyn SessionStore>>,
+    /// The bounds of each session's event log in the [`session_store`](Self::session_store)
+    /// (default 256 events, 1 MiB, 5 minutes).
+    pub event_log: EventLogBounds,
+    /// How often a session's last-seen time in the store is written while it is used (default
+    /// 5 s): idle expiry is fleet-wide to within this. Every request still reads whether the
+    /// session is kept, so a `DELETE` elsewhere takes effect at once.
+    pub session_touch_interval: Duration,
     /// Shuts the endpoint down when cancelled: every SSE stream ends, every session closes,
     /// and later requests are answered 503. [`serve`](StreamableHttpServer::serve) cancels it
     /// when its shutdown future resolves; an application that mounts the endpoint cancels it
@@ -175,6 +194,9 @@ impl Default for HttpServerConfig {
             connections: ConnectionLimits::default(),
             #[cfg(feature = "legacy-sse")]
             legacy_sse: None,
+            session_store: None,
+            event_log: EventLogBounds::default(),
+            session_touch_interval: Duration::from_secs(5),
             shutdown: CancellationToken::new(),
         }
     }
@@ -510,8 +532,29 @@ impl HttpShared {
         for s in expired {
             s.close();
         }
-        for s in live {
+        for s in &live {
             s.expire_streams(now, cfg.resume_window);
+        }
+        if let Some(store) = &cfg.session_store {
+            // A session with an open stream is in use: its last-seen time is kept fresh. Idle
+            // expiry is fleet-wide: each process ends what nobody used within the timeout.
+            let busy: Vec<Arc<StoreLink>> = live
+                .iter()
+                .filter(|s| s.is_busy())
+                .filter_map(|s| s.link.clone())
+                .collect();
+            let store = store.clone();
+            let before = std::time::SystemTime::now().checked_sub(cfg.session_idle_timeout);
+            tokio::spawn(async move {
+                for link in busy {
+                    let _ = link.alive(false).await;
+                }
+                if let Some(before) = before {
+                    if let Err(e) = store.expire_sessions(before).await {
+                        tracing::warn!(error = %e, "session store: expiry failed");
+                    }
+                }
+            });
         }
     }
 
@@ -761,6 +804,10 @@ struct HttpSession {
     /// created the session, when a layer in front put one in the request: only that principal
     /// may use the session.
     owner: Option<String>,
+    /// The high bits of this session's stream ids in this process (zero without a store).
+    tag: u64,
+    /// Its place in the [`HttpServerConfig::session_store`], if any.
+    link: Option<Arc<StoreLink>>,
 }
 
 impl std::fmt::Debug for HttpSession {
@@ -836,8 +883,19 @@ impl HttpSession {
         stateless_version: Option<ProtocolVersion>,
         id: Option<&str>,
         owner: Option<String>,
+        resume: Option<SessionSnapshot>,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = queue::bounded(CHANNEL_CAPACITY);
+        let link = match (&config.session_store, id, &stateless_version) {
+            (Some(store), Some(id), None) => Some(StoreLink::new(
+                store.clone(),
+                id.to_owned(),
+                owner.clone(),
+                config.event_log,
+                config.session_touch_interval,
+            )),
+            _ => None,
+        };
         Arc::new_cyclic(|weak: &std::sync::Weak<HttpSession>| {
             // The engine puts each message on its stream itself: delivery never waits, so a
             // queue and a task to drain it would only cost every session their memory.
@@ -845,10 +903,19 @@ impl HttpSession {
             let transport = Transport::direct(in_rx, control.clone())
                 .with_control(control)
                 .labeled("http", id.map(str::to_owned));
-            let (session, _join) = match stateless_version {
-                Some(v) => server.start_stateless(transport, v),
-                None => server.start(transport),
+            let (session, _join) = match (stateless_version, resume) {
+                (Some(v), _) => server.start_stateless(transport, v),
+                (None, Some(snapshot)) => server.start_resumed(transport, snapshot),
+                (None, None) => server.start(transport),
             };
+            if link.is_some() {
+                let weak = weak.clone();
+                session.on_change(move || {
+                    if let Some(s) = weak.upgrade() {
+                        s.save_later();
+                    }
+                });
+            }
             let mut map = BTreeMap::new();
             map.insert(STANDALONE, Box::new(Stream::new(false)));
             HttpSession {
@@ -867,8 +934,33 @@ impl HttpSession {
                 max_streams: config.max_streams_per_session,
                 closed: CancellationToken::new(),
                 owner,
+                tag: if link.is_some() { stored::new_tag() } else { 0 },
+                link,
             }
         })
+    }
+
+    /// Queues a save of the session's state in its store (it changed).
+    fn save_later(&self) {
+        if let (Some(link), Some(snapshot)) = (&self.link, self.session.snapshot()) {
+            link.save_later(&snapshot);
+        }
+    }
+
+    /// Whether `wire` (a stream id from an event id) names a stream this process opened.
+    fn is_local(&self, wire: u64) -> bool {
+        wire & !LOCAL_MASK == self.tag
+    }
+
+    /// Whether `wire` names a stream this process opened and still keeps.
+    fn holds_stream(&self, wire: u64) -> bool {
+        self.is_local(wire)
+            && self
+                .streams
+                .lock()
+                .expect("streams lock")
+                .map
+                .contains_key(&(wire & LOCAL_MASK))
     }
 
     fn touch(&self) {
@@ -942,7 +1034,11 @@ impl HttpSession {
         let data = if json {
             Bytes::from(out.frame)
         } else {
-            encode_event(&event_id(target, seq), None, &out.frame)
+            let data = encode_event(&event_id(self.tag | target, seq), None, &out.frame);
+            if let Some(link) = &self.link {
+                link.event(self.tag | target, seq, &data);
+            }
+            data
         };
         if let Some(live) = &stream.live {
             match live.send(data.clone(), self.replay_bytes) {
@@ -1032,7 +1128,7 @@ impl HttpSession {
         for r in requests {
             streams.by_request.insert(r.clone(), id);
         }
-        Ok((id, reader))
+        Ok((self.tag | id, reader))
     }
 
     /// Attaches a GET connection: resumes `last` if given, else the standalone stream.
@@ -1040,7 +1136,8 @@ impl HttpSession {
         let mut guard = self.streams.lock().expect("streams lock");
         let streams = &mut *guard;
         let (id, after) = match last {
-            Some((id, seq)) => (id, seq),
+            Some((wire, _)) if !self.is_local(wire) => return Err(StatusCode::NOT_FOUND),
+            Some((wire, seq)) => (wire & LOCAL_MASK, seq),
             None => (STANDALONE, u64::MAX),
         };
         let Some(stream) = streams.map.get_mut(&id) else {
@@ -1078,7 +1175,7 @@ impl HttpSession {
         if id == STANDALONE || !stream.pending.is_empty() {
             stream.live = Some(live);
         }
-        Ok((id, next_seq, reader))
+        Ok((self.tag | id, next_seq, reader))
     }
 }
 
@@ -1109,7 +1206,7 @@ impl HttpShared {
     /// The session named by the request; a pending session becomes established on this, its
     /// first use after `initialize`. A session created by one principal is not found for
     /// another (404, as for an unknown id: its existence is not revealed).
-    fn session(&self, parts: &Parts) -> Result<Arc<HttpSession>, Reject> {
+    fn local_session(&self, parts: &Parts) -> Result<Arc<HttpSession>, Reject> {
         let headers = &parts.headers;
         let caller = owner_of(parts);
         let Some(id) = headers.get(&SESSION_ID).and_then(|v| v.to_str().ok()) else {
@@ -1118,12 +1215,7 @@ impl HttpShared {
                 "Bad Request: missing Mcp-Session-Id header",
             ));
         };
-        let gone = || {
-            Reject::new(
-                StatusCode::NOT_FOUND,
-                "Not Found: unknown or expired session",
-            )
-        };
+        let gone = unknown_session;
         let mut sessions = self.sessions.lock().expect("sessions lock");
         if let Some(s) = sessions.established.get(id) {
             return match s.closed.is_cancelled() || s.owner != caller {
@@ -1147,6 +1239,101 @@ impl HttpShared {
         }
         sessions.established.insert(id.to_owned(), s.clone());
         Ok(s)
+    }
+
+    /// The session named by the request: held here, or, with a session store, resumed from
+    /// it. A held session is checked against the store on every request (a `DELETE` or an
+    /// expiry elsewhere ends it here too).
+    async fn session(&self, parts: &Parts) -> Result<Arc<HttpSession>, Reject> {
+        let found = self.local_session(parts);
+        let Some(store) = &self.config.session_store else {
+            return found;
+        };
+        let session = match found {
+            Ok(s) => s,
+            Err(r) if r.0 == StatusCode::NOT_FOUND => self.resume(store, parts).await?,
+            Err(r) => return Err(r),
+        };
+        if let Some(link) = &session.link {
+            match link.alive(false).await.map_err(store_failed)? {
+                stored::Alive::Same => {}
+                stored::Alive::Changed(snapshot) => session.session.apply_changes(*snapshot),
+                stored::Alive::Gone => {
+                    self.forget(&session);
+                    return Err(unknown_session());
+                }
+            }
+        }
+        Ok(session)
+    }
+
+    /// Loads the request's session from `store` and starts it here, for the principal that
+    /// created it only, unless it has been idle `session_idle_timeout` (fleet-wide).
+    async fn resume(
+        &self,
+        store: &Arc<dyn SessionStore>,
+        parts: &Parts,
+    ) -> Result<Arc<HttpSession>, Reject> {
+        let Some(id) = parts.headers.get(&SESSION_ID).and_then(|v| v.to_str().ok()) else {
+            return Err(unknown_session());
+        };
+        let record = store
+            .load_session(id.to_owned())
+            .await
+            .map_err(store_failed)?
+            .ok_or_else(unknown_session)?;
+        if record.owner != owner_of(parts) {
+            return Err(unknown_session());
+        }
+        let idle = std::time::SystemTime::now()
+            .duration_since(record.last_seen)
+            .unwrap_or_default();
+        if idle >= self.config.session_idle_timeout {
+            return Err(unknown_session());
+        }
+        if record.state.len() > stored::MAX_STATE_BYTES {
+            tracing::warn!("a stored session's state is over the bound: not resumed");
+            return Err(unknown_session());
+        }
+        let snapshot: SessionSnapshot = serde_json::from_str(&record.state).map_err(|e| {
+            tracing::warn!(error = %e, "a stored session's state does not decode");
+            unknown_session()
+        })?;
+        let session = HttpSession::start(
+            &self.server,
+            &self.config,
+            None,
+            Some(id),
+            record.owner,
+            Some(snapshot),
+        );
+        if let Some(link) = &session.link {
+            link.known_state(&record.state);
+        }
+        let mut sessions = self.sessions.lock().expect("sessions lock");
+        if let Some(held) = sessions.established.get(id).cloned() {
+            // Another request resumed it meanwhile: one copy per process.
+            drop(sessions);
+            session.close();
+            return Ok(held);
+        }
+        if sessions.established.len() + self.legacy_count() >= self.config.max_sessions {
+            drop(sessions);
+            session.close();
+            return Err(too_many_sessions());
+        }
+        sessions.established.insert(id.to_owned(), session.clone());
+        Ok(session)
+    }
+
+    /// Drops `session` from this process's tables and closes it here.
+    fn forget(&self, session: &Arc<HttpSession>) {
+        {
+            let mut sessions = self.sessions.lock().expect("sessions lock");
+            sessions.established.retain(|_, s| !Arc::ptr_eq(s, session));
+            sessions.pending.retain(|_, s| !Arc::ptr_eq(s, session));
+        }
+        session.close();
     }
 
     fn established_full(&self) -> bool {
@@ -1176,6 +1363,21 @@ fn owner_of(parts: &Parts) -> Option<String> {
         .extensions
         .get::<crate::principal::Principal>()
         .map(crate::principal::Principal::binding_key)
+}
+
+fn unknown_session() -> Reject {
+    Reject::new(
+        StatusCode::NOT_FOUND,
+        "Not Found: unknown or expired session",
+    )
+}
+
+fn store_failed(e: crate::session_store::SessionStoreError) -> Reject {
+    tracing::warn!(error = %e, "session store failed");
+    Reject::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Service Unavailable: the session store did not answer",
+    )
 }
 
 /// The principal holds `max_sessions_per_principal` sessions, each with an open stream.
@@ -1268,8 +1470,8 @@ async fn handle(shared: Arc<HttpShared>, req: http::Request<Body>) -> Response {
         Method::POST => post(shared, parts, body).await,
         // 2026-07-28 has no GET stream and no sessions to delete.
         Method::GET | Method::DELETE if modern::by_header(&parts.headers) => modern::not_allowed(),
-        Method::GET => get(shared, parts),
-        Method::DELETE => delete(shared, &parts),
+        Method::GET => get(shared, parts).await,
+        Method::DELETE => delete(shared, &parts).await,
         _ => (
             StatusCode::METHOD_NOT_ALLOWED,
             [(header::ALLOW, "GET, POST, DELETE")],
@@ -1553,7 +1755,7 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             );
         };
         let stateless = (!has_initialize).then_some(v);
-        let session = HttpSession::start(&shared.server, cfg, stateless, None, None);
+        let session = HttpSession::start(&shared.server, cfg, stateless, None, None, None);
         hold = Some(Hold {
             _session: session.clone(),
             _permit: permit,
@@ -1572,14 +1774,14 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         }
         let id = new_session_id();
         (
-            HttpSession::start(&shared.server, cfg, None, Some(&id), owner),
+            HttpSession::start(&shared.server, cfg, None, Some(&id), owner, None),
             Some(id),
         )
     } else {
         if let Err(r) = check_version_header(headers) {
             return r.into_response();
         }
-        let session = match shared.session(&parts) {
+        let session = match shared.session(&parts).await {
             Ok(s) => s,
             Err(r) => return r.into_response(),
         };
@@ -1661,6 +1863,27 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
                 if let Err(r) = shared.add_pending(id.clone(), session.clone()) {
                     session.close();
                     return r.into_response();
+                }
+                // Saved before the answer leaves: the client's next request may go anywhere.
+                if let (Some(link), Some(snapshot)) = (&session.link, session.session.snapshot()) {
+                    match link.save_now(&snapshot).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            shared.forget(&session);
+                            return status(
+                                StatusCode::PAYLOAD_TOO_LARGE,
+                                &format!(
+                                    "Payload Too Large: the session's state (client capabilities \
+                                     and info) is over {} bytes",
+                                    stored::MAX_STATE_BYTES
+                                ),
+                            );
+                        }
+                        Err(e) => {
+                            shared.forget(&session);
+                            return store_failed(e).into_response();
+                        }
+                    }
                 }
             }
             _ => {
@@ -1779,7 +2002,7 @@ async fn json_response(
     resp
 }
 
-fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
+async fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     let headers = &parts.headers;
     if shared.config.stateless {
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
@@ -1793,7 +2016,7 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     if let Err(r) = check_version_header(headers) {
         return r.into_response();
     }
-    let session = match shared.session(&parts) {
+    let session = match shared.session(&parts).await {
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };
@@ -1812,6 +2035,12 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
             )
         }
     };
+    if let (Some((wire, seq)), Some(link)) = (last, &session.link) {
+        // Another process's stream, or one of ours already forgotten here: the store's log.
+        if !session.holds_stream(wire) {
+            return replay_stored(&shared, &session, link, wire, seq).await;
+        }
+    }
     match session.attach(last) {
         Ok((stream_id, next_seq, rx)) => {
             let priming = if last.is_none() {
@@ -1846,12 +2075,56 @@ fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     }
 }
 
-fn delete(shared: Arc<HttpShared>, parts: &Parts) -> Response {
+/// Resumes a stream another process opened, from the store's event log: what followed `seq`
+/// is replayed; a standalone stream then goes on live here (this process's own standalone
+/// stream), a request's stream ends (its client resumes again from its last event for more).
+async fn replay_stored(
+    shared: &Arc<HttpShared>,
+    session: &Arc<HttpSession>,
+    link: &StoreLink,
+    wire: u64,
+    seq: u64,
+) -> Response {
+    let replay = match link.store.events_after(link.id.clone(), wire, seq).await {
+        Ok(r) => r,
+        Err(e) => return store_failed(e).into_response(),
+    };
+    let Some(oldest) = replay.oldest else {
+        return status(StatusCode::NOT_FOUND, "Not Found: no such stream");
+    };
+    if seq.saturating_add(1) < oldest {
+        return status(
+            StatusCode::GONE,
+            "Gone: the events after Last-Event-ID are no longer kept",
+        );
+    }
+    let events: VecDeque<Bytes> = replay
+        .events
+        .into_iter()
+        .map(|e| Bytes::from(e.data))
+        .collect();
+    if wire & LOCAL_MASK == STANDALONE {
+        if let Ok((_, _, rx)) = session.attach(None) {
+            let state = SseState {
+                rx,
+                first: events,
+                keep_alive: shared.config.sse_keep_alive,
+                shutdown: shared.shutdown.clone(),
+                closed: session.closed.clone(),
+                _hold: (),
+            };
+            return sse_response(state, None);
+        }
+    }
+    sse_complete(events, None)
+}
+
+async fn delete(shared: Arc<HttpShared>, parts: &Parts) -> Response {
     let headers = &parts.headers;
     if shared.config.stateless {
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     }
-    let session = match shared.session(parts) {
+    let session = match shared.session(parts).await {
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };
@@ -1861,6 +2134,12 @@ fn delete(shared: Arc<HttpShared>, parts: &Parts) -> Response {
         sessions.pending.remove(id);
     }
     session.close();
+    // Ended in the store: every process answers 404 for it from now on.
+    if let Some(link) = &session.link {
+        if let Err(e) = link.store.end_session(link.id.clone()).await {
+            return store_failed(e).into_response();
+        }
+    }
     StatusCode::OK.into_response()
 }
 

@@ -297,6 +297,7 @@ impl super::Server {
                 subscriptions: std::sync::Mutex::new(Default::default()),
                 advertised: std::sync::atomic::AtomicU8::new(0),
                 era: std::sync::atomic::AtomicU8::new(super::ERA_MODERN),
+                on_change: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -16,6 +16,7 @@ mod hostile_client;
 mod hostile_server;
 mod http;
 mod http_client_streams;
+mod http_session_store;
 mod http_sessions;
 mod legacy_sse;
 mod modern_client;

@@ -7,4 +7,6 @@ mod contract;
 mod group_commit;
 #[cfg(unix)]
 mod permissions;
+#[cfg(feature = "sessions")]
+mod sessions;
 mod sqlite;

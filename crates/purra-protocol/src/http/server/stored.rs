@@ -1,0 +1,222 @@
+//! A session's link to its [`SessionStore`]: the writes it makes (its state, its events) in
+//! order and off the request path, and the check that it is still kept (fleet-wide `DELETE`
+//! and idle expiry).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::server::SessionSnapshot;
+use crate::session_store::{
+    EventLogBounds, SessionRecord, SessionStore, SessionStoreError, StoredEvent,
+};
+
+/// The largest state a session may keep in a store (its JSON: mostly the client's capabilities
+/// and info, which only the request body's bound limits otherwise). A larger `initialize` is
+/// refused (413); a larger stored state is not decoded.
+pub(super) const MAX_STATE_BYTES: usize = 64 * 1024;
+
+/// Writes queued for one session at most; past it the oldest queued event is dropped (a
+/// client resuming past it gets 410, as for an event the log's bounds dropped).
+const MAX_QUEUED: usize = 1024;
+
+/// The low bits of a stream id: the stream's number in the process that opened it. The high
+/// bits are that process's tag for the session (zero without a store), so the streams two
+/// processes open for one session never share an id.
+pub(super) const LOCAL_MASK: u64 = 0xFFFF_FFFF;
+
+/// A fresh tag for a session held by this process (its streams' high bits), never zero.
+pub(super) fn new_tag() -> u64 {
+    let mut b = [0u8; 4];
+    getrandom::fill(&mut b).expect("the OS random source");
+    u64::from(u32::from_le_bytes(b) | 1) << 32
+}
+
+/// What [`StoreLink::alive`] found.
+pub(super) enum Alive {
+    /// The store no longer keeps the session (ended, expired).
+    Gone,
+    /// Kept, as this process knows it.
+    Same,
+    /// Kept, changed by another process: this state is the newer.
+    Changed(Box<SessionSnapshot>),
+}
+
+/// One session's link to the store.
+pub(super) struct StoreLink {
+    pub(super) store: Arc<dyn SessionStore>,
+    pub(super) id: String,
+    owner: Option<String>,
+    bounds: EventLogBounds,
+    queue: Mutex<Queue>,
+    /// When this process last wrote the session's last-seen time.
+    touched: Mutex<Option<Instant>>,
+    /// The state this process last saved or loaded: a different one in the store was saved
+    /// by another process.
+    known: Mutex<String>,
+    touch_every: Duration,
+}
+
+#[derive(Default)]
+struct Queue {
+    ops: VecDeque<Op>,
+    running: bool,
+}
+
+enum Op {
+    Save(SessionRecord),
+    Event(StoredEvent),
+}
+
+impl StoreLink {
+    pub(super) fn new(
+        store: Arc<dyn SessionStore>,
+        id: String,
+        owner: Option<String>,
+        bounds: EventLogBounds,
+        touch_every: Duration,
+    ) -> Arc<StoreLink> {
+        Arc::new(StoreLink {
+            store,
+            id,
+            owner,
+            bounds,
+            queue: Mutex::new(Queue::default()),
+            touched: Mutex::new(None),
+            known: Mutex::new(String::new()),
+            touch_every,
+        })
+    }
+
+    /// The record of `snapshot`, unless its state is over [`MAX_STATE_BYTES`].
+    fn record(&self, snapshot: &SessionSnapshot) -> Option<SessionRecord> {
+        let state = serde_json::to_string(snapshot).unwrap_or_default();
+        if state.len() > MAX_STATE_BYTES {
+            return None;
+        }
+        self.known_state(&state);
+        Some(SessionRecord {
+            id: self.id.clone(),
+            owner: self.owner.clone(),
+            state,
+            last_seen: SystemTime::now(),
+        })
+    }
+
+    /// The session's state as this process last saved or loaded it.
+    pub(super) fn known_state(&self, state: &str) {
+        let mut known = self.known.lock().expect("known lock");
+        known.clear();
+        known.push_str(state);
+    }
+
+    /// Saves the session now (at `initialize`: the answer waits for it, so the client's next
+    /// request finds it at any process); `false` when its state is over [`MAX_STATE_BYTES`].
+    pub(super) async fn save_now(
+        &self,
+        snapshot: &SessionSnapshot,
+    ) -> Result<bool, SessionStoreError> {
+        let Some(record) = self.record(snapshot) else {
+            return Ok(false);
+        };
+        *self.touched.lock().expect("touch lock") = Some(Instant::now());
+        self.store.save_session(record).await.map(|()| true)
+    }
+
+    /// Saves the session after the writes already queued (its state changed). A state grown
+    /// over [`MAX_STATE_BYTES`] is not saved (the store keeps the last that fitted).
+    pub(super) fn save_later(self: &Arc<Self>, snapshot: &SessionSnapshot) {
+        match self.record(snapshot) {
+            Some(record) => self.push(Op::Save(record)),
+            None => tracing::warn!(session = %self.id, "a session's state is too large to keep"),
+        }
+    }
+
+    /// Keeps one event of stream `stream` in the store's log.
+    pub(super) fn event(self: &Arc<Self>, stream: u64, seq: u64, data: &[u8]) {
+        self.push(Op::Event(StoredEvent {
+            session: self.id.clone(),
+            stream,
+            seq,
+            data: data.to_vec(),
+            at: SystemTime::now(),
+        }));
+    }
+
+    /// Whether the store still keeps the session, and its state when another process changed
+    /// it; its last-seen time is written when the last write is `touch_every` old (or `force`).
+    pub(super) async fn alive(&self, force: bool) -> Result<Alive, SessionStoreError> {
+        let now = Instant::now();
+        let due = {
+            let mut t = self.touched.lock().expect("touch lock");
+            let due =
+                force || t.is_none_or(|t| now.saturating_duration_since(t) >= self.touch_every);
+            if due {
+                *t = Some(now);
+            }
+            due
+        };
+        let seen = due.then(SystemTime::now);
+        let Some(record) = self.store.touch_session(self.id.clone(), seen).await? else {
+            return Ok(Alive::Gone);
+        };
+        // While this process's own writes are queued the store may be behind it: its own
+        // copy is the newer then.
+        if self.queue.lock().expect("store queue lock").running
+            || *self.known.lock().expect("known lock") == record.state
+        {
+            return Ok(Alive::Same);
+        }
+        self.known_state(&record.state);
+        if record.state.len() > MAX_STATE_BYTES {
+            return Ok(Alive::Same);
+        }
+        match serde_json::from_str(&record.state) {
+            Ok(snapshot) => Ok(Alive::Changed(Box::new(snapshot))),
+            Err(e) => {
+                tracing::warn!(session = %self.id, error = %e, "a stored session's state does not decode");
+                Ok(Alive::Same)
+            }
+        }
+    }
+
+    fn push(self: &Arc<Self>, op: Op) {
+        let mut q = self.queue.lock().expect("store queue lock");
+        if q.ops.len() >= MAX_QUEUED {
+            if let Some(i) = q.ops.iter().position(|o| matches!(o, Op::Event(_))) {
+                q.ops.remove(i);
+                tracing::warn!(session = %self.id, "session store is behind: an event was not kept");
+            }
+        }
+        q.ops.push_back(op);
+        if !q.running {
+            q.running = true;
+            let me = self.clone();
+            tokio::spawn(me.drain());
+        }
+    }
+
+    async fn drain(self: Arc<Self>) {
+        loop {
+            let op = {
+                let mut q = self.queue.lock().expect("store queue lock");
+                match q.ops.pop_front() {
+                    Some(op) => op,
+                    None => {
+                        q.running = false;
+                        return;
+                    }
+                }
+            };
+            let result = match op {
+                Op::Save(r) => self.store.save_session(r).await,
+                Op::Event(e) => self.store.append_event(e, self.bounds).await,
+            };
+            if let Err(e) = result {
+                tracing::warn!(session = %self.id, error = %e, "session store write failed");
+            }
+        }
+    }
+}

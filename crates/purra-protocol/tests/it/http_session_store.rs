@@ -1,0 +1,402 @@
+//! Two Streamable HTTP servers sharing one session store, as two processes of a fleet behind a
+//! balancer without stickiness: a session initialized on one is served by the other without a
+//! new `initialize`, only for the principal that created it; `DELETE` on one ends it on both;
+//! an event emitted while the client was away is replayed by the other after `Last-Event-ID`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use purra_protocol::session_store::{MemorySessionStore, SessionStore};
+use purra_protocol::types::{LoggingLevel, ReadResourceResult, Resource};
+use purra_protocol::{
+    HandlerResult, HttpServerConfig, Principal, RequestCtx, Server, StreamableHttpServer,
+};
+
+use crate::support::{Nothing, INIT};
+
+const V: &str = "2025-11-25";
+
+/// One "process": its own `Server` (registries, engines) and HTTP front, on the shared store.
+fn instance(store: &Arc<dyn SessionStore>) -> (Server, StreamableHttpServer) {
+    let server = Server::builder("fleet", "1").logging().build();
+    server
+        .tool(
+            "who",
+            "the session's revision, client and log level as this process sees them",
+            |_: Nothing, c: RequestCtx| async move {
+                HandlerResult::Ok(format!(
+                    "{} {}",
+                    c.protocol_version().as_str(),
+                    c.client_info().map(|i| i.name).unwrap_or_default()
+                ))
+            },
+        )
+        .unwrap();
+    server
+        .tool(
+            "chatty",
+            "logs at info, then answers",
+            |_: Nothing, c: RequestCtx| async move {
+                c.log(LoggingLevel::Info, None, serde_json::json!("hello"))
+                    .await
+                    .unwrap();
+                HandlerResult::Ok("ok")
+            },
+        )
+        .unwrap();
+    server.resource(Resource::new("mem://x", "x"), |uri, _c| async move {
+        HandlerResult::Ok(ReadResourceResult::text(uri, "X"))
+    });
+    let http = StreamableHttpServer::new(
+        server.clone(),
+        HttpServerConfig {
+            session_store: Some(store.clone()),
+            ..HttpServerConfig::default()
+        },
+    );
+    (server, http)
+}
+
+/// One request to `http` as a tower service, with `user`'s principal as an authentication
+/// layer in front would put it: status, `Mcp-Session-Id` and the response.
+async fn send(
+    http: &StreamableHttpServer,
+    user: &str,
+    method: &str,
+    session: Option<&str>,
+    last_event: Option<&str>,
+    body: &str,
+) -> (u16, Option<String>, axum::response::Response) {
+    use tower::ServiceExt;
+    let accept = if method == "GET" {
+        "text/event-stream"
+    } else {
+        "application/json, text/event-stream"
+    };
+    let mut req = axum::http::Request::builder()
+        .method(method)
+        .uri("/mcp")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("accept", accept);
+    if let Some(id) = session {
+        req = req
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", V);
+    }
+    if let Some(last) = last_event {
+        req = req.header("last-event-id", last);
+    }
+    let mut req = req.body(axum::body::Body::from(body.to_owned())).unwrap();
+    req.extensions_mut().insert(Principal::new(user));
+    let resp = http.clone().oneshot(req).await.unwrap();
+    let id = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (resp.status().as_u16(), id, resp)
+}
+
+/// A POST's whole (complete) body.
+async fn text(resp: axum::response::Response) -> String {
+    let b = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+/// What an open SSE stream carries within `wait` (it is then dropped: the client goes away).
+async fn read_for(resp: axum::response::Response, wait: Duration) -> String {
+    let mut stream = resp.into_body().into_data_stream();
+    let mut out = String::new();
+    let until = tokio::time::Instant::now() + wait;
+    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(until, stream.next()).await {
+        out.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    out
+}
+
+fn call(id: u32, name: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#
+    )
+}
+
+/// Opens alice's session on `http`: its id.
+async fn initialize(http: &StreamableHttpServer, user: &str) -> String {
+    let (code, id, resp) = send(http, user, "POST", None, None, INIT).await;
+    assert_eq!(code, 200);
+    assert!(text(resp)
+        .await
+        .contains(r#""protocolVersion":"2025-11-25""#));
+    id.expect("a session id")
+}
+
+/// A session initialized on A serves requests on B without a new `initialize`, with what was
+/// negotiated on A (revision, client info, log level); another principal's token on B (and on
+/// A) gets the 404 of an unknown session; `DELETE` on B ends it on A too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moves_between_servers_for_its_principal_only() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let (_, a) = instance(&store);
+    let (_, b) = instance(&store);
+    let id = initialize(&a, "alice").await;
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (code, _, _) = send(&b, "alice", "POST", Some(&id), None, initialized).await;
+    assert_eq!(code, 202, "B resumed the session without initialize");
+    assert_eq!(b.session_count(), 1);
+    let (code, _, resp) = send(&b, "alice", "POST", Some(&id), None, &call(2, "who")).await;
+    assert_eq!(code, 200);
+    let body = text(resp).await;
+    assert!(
+        body.contains(r#""text":"2025-11-25 raw""#),
+        "B serves the revision and client info negotiated on A: {body}"
+    );
+    // The log level set on A holds on B, which already holds its own copy of the session.
+    let (_, _, resp) = send(&b, "alice", "POST", Some(&id), None, &call(6, "chatty")).await;
+    assert!(
+        text(resp).await.contains(r#""data":"hello""#),
+        "no level set yet"
+    );
+    let quiet =
+        r#"{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"error"}}"#;
+    let (code, _, resp) = send(&a, "alice", "POST", Some(&id), None, quiet).await;
+    assert_eq!(code, 200);
+    assert!(text(resp).await.contains(r#""result":{}"#));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (_, _, resp) = send(&b, "alice", "POST", Some(&id), None, &call(8, "chatty")).await;
+    let body = text(resp).await;
+    assert!(
+        body.contains(r#""text":"ok""#) && !body.contains("hello"),
+        "B took A's level: {body}"
+    );
+    // Another principal: the answer of an unknown session, on both, and nothing leaks.
+    for (name, server) in [("B", &b), ("A", &a)] {
+        let (code, _, resp) = send(server, "bob", "POST", Some(&id), None, &call(3, "who")).await;
+        assert_eq!(code, 404, "bob on {name}");
+        assert_eq!(
+            text(resp).await,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Not Found: unknown or expired session"}}"#
+        );
+    }
+    // A still serves alice (it holds the session too), then B ends it everywhere.
+    let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(4, "who")).await;
+    assert_eq!(code, 200);
+    let (code, _, _) = send(&b, "alice", "DELETE", Some(&id), None, "").await;
+    assert_eq!(code, 200);
+    assert_eq!(store.load_session(id.clone()).await.unwrap(), None);
+    let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(5, "who")).await;
+    assert_eq!(code, 404, "A answers 404 once B deleted the session");
+    assert_eq!(a.session_count(), 0, "A let its copy go");
+}
+
+/// The log level and resource subscriptions set on A are saved as they change and hold on B;
+/// a notification emitted on A while the client's GET stream was gone is replayed by B after
+/// `Last-Event-ID`, and B's stream then goes on live (B's own notifications follow on it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missed_notification_is_replayed_by_another_server() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let (server_a, a) = instance(&store);
+    let (server_b, b) = instance(&store);
+    let id = initialize(&a, "alice").await;
+    let subscribe =
+        r#"{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"mem://x"}}"#;
+    let (code, _, resp) = send(&a, "alice", "POST", Some(&id), None, subscribe).await;
+    assert_eq!(code, 200);
+    assert!(text(resp).await.contains(r#""result":{}"#));
+    // The GET stream on A: its priming event names where the client would resume from.
+    let (code, _, resp) = send(&a, "alice", "GET", Some(&id), None, "").await;
+    assert_eq!(code, 200);
+    let primed = read_for(resp, Duration::from_millis(200)).await;
+    let last = primed
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("a priming event id")
+        .to_owned();
+    // The client is gone (its stream dropped); A emits to its subscribed session.
+    server_a.notify_resource_updated("mem://x").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The client comes back at B.
+    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&last), "").await;
+    assert_eq!(code, 200);
+    let mut stream = resp.into_body().into_data_stream();
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("the replay")
+        .unwrap()
+        .unwrap();
+    let first = String::from_utf8(first.to_vec()).unwrap();
+    assert!(
+        first.contains(r#""method":"notifications/resources/updated","params":{"uri":"mem://x"}"#),
+        "{first}"
+    );
+    let (stream_id, seq) = last.trim_start_matches('s').split_once('e').unwrap();
+    let next = format!("id: s{stream_id}e{}", seq.parse::<u64>().unwrap() + 1);
+    assert!(first.starts_with(&next), "{first}");
+    // B resumed the subscription: its own update reaches the same (now live) stream.
+    server_b.notify_resource_updated("mem://x").await;
+    let more = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("B's live event")
+        .unwrap()
+        .unwrap();
+    let more = String::from_utf8(more.to_vec()).unwrap();
+    assert!(more.contains(r#""uri":"mem://x""#), "{more}");
+    assert!(
+        !more.contains(&format!("s{stream_id}e")),
+        "B's own stream: {more}"
+    );
+    // An event id the store never held: 404, not a silent empty stream.
+    let (code, _, _) = send(&b, "alice", "GET", Some(&id), Some("s77e1"), "").await;
+    assert_eq!(code, 404);
+}
+
+/// Fleet-wide idle expiry: a session nobody used within `session_idle_timeout` is ended in the
+/// store by any server's sweep, and is then unknown everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_expires_in_the_store_for_every_server() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let config = || HttpServerConfig {
+        session_store: Some(store.clone()),
+        session_idle_timeout: Duration::from_millis(300),
+        ..HttpServerConfig::default()
+    };
+    let a = StreamableHttpServer::new(Server::builder("a", "1").build(), config());
+    let b = StreamableHttpServer::new(Server::builder("b", "1").build(), config());
+    let id = initialize(&a, "alice").await;
+    assert!(store.load_session(id.clone()).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    b.sweep_idle_sessions();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(store.load_session(id.clone()).await.unwrap(), None);
+    let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+    let (code, _, _) = send(&b, "alice", "POST", Some(&id), None, ping).await;
+    assert_eq!(code, 404);
+}
+
+/// A request's stream this process has already forgotten (past `resume_window`) is still
+/// resumed from the store's log while the log keeps it: the answer is replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_forgotten_here_is_replayed_from_the_store() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let server = Server::builder("one", "1").build();
+    server
+        .tool("echo", "answers", |_: Nothing, _c: RequestCtx| async move {
+            HandlerResult::Ok("answered")
+        })
+        .unwrap();
+    let a = StreamableHttpServer::new(
+        server,
+        HttpServerConfig {
+            session_store: Some(store.clone()),
+            resume_window: Duration::from_millis(20),
+            ..HttpServerConfig::default()
+        },
+    );
+    let id = initialize(&a, "alice").await;
+    let (code, _, resp) = send(&a, "alice", "POST", Some(&id), None, &call(2, "echo")).await;
+    assert_eq!(code, 200);
+    let body = text(resp).await;
+    assert!(body.contains("answered"), "{body}");
+    let primed = body
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("a priming id")
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    a.sweep_idle_sessions();
+    let (code, _, resp) = send(&a, "alice", "GET", Some(&id), Some(&primed), "").await;
+    assert_eq!(code, 200, "resumed from the store");
+    let replay = text(resp).await;
+    assert!(replay.contains(r#""text":"answered""#), "{replay}");
+}
+
+/// A call's progress survives the move while the process running it lives: the client loses the
+/// call's stream on A and resumes it at B with `Last-Event-ID`, where the store's log replays
+/// the progress A sent meanwhile; the response, sent later, is replayed by B on the next resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_s_progress_and_response_reach_a_client_resuming_at_another_server() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let a_server = Server::builder("a", "1").build();
+    let gate = release.clone();
+    a_server
+        .tool(
+            "slow",
+            "progress, then waits",
+            move |_: Nothing, c: RequestCtx| {
+                let gate = gate.clone();
+                async move {
+                    c.progress(1.0, Some(2.0), Some("half")).await.unwrap();
+                    gate.notified().await;
+                    HandlerResult::Ok("finished")
+                }
+            },
+        )
+        .unwrap();
+    let config = || HttpServerConfig {
+        session_store: Some(store.clone()),
+        ..HttpServerConfig::default()
+    };
+    let a = StreamableHttpServer::new(a_server, config());
+    let (_, b) = instance(&store);
+    let id = initialize(&a, "alice").await;
+    let slow = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"p"}}}"#;
+    let (code, _, resp) = send(&a, "alice", "POST", Some(&id), None, slow).await;
+    assert_eq!(code, 200);
+    // The client reads the priming event, then its connection is gone.
+    let seen = read_for(resp, Duration::from_millis(200)).await;
+    let primed = seen
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("a priming id")
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&primed), "").await;
+    assert_eq!(code, 200);
+    let replay = text(resp).await;
+    assert!(
+        replay.contains(r#""method":"notifications/progress""#),
+        "{replay}"
+    );
+    assert!(replay.contains(r#""message":"half""#), "{replay}");
+    assert!(!replay.contains("finished"), "{replay}");
+    let last = replay
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("an event id")
+        .to_owned();
+    release.notify_one();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&last), "").await;
+    assert_eq!(code, 200);
+    let replay = text(resp).await;
+    assert!(
+        replay.contains(r#""id":2,"result""#) && replay.contains("finished"),
+        "{replay}"
+    );
+    assert!(!replay.contains("half"), "only what followed: {replay}");
+}
+
+/// What a session keeps in a store is bounded: an `initialize` whose client capabilities make
+/// its state larger than 64 KiB is refused (413) and nothing is kept, here or in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_state_over_the_bound_is_refused_and_not_kept() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let (_, a) = instance(&store);
+    let big = "x".repeat(70 * 1024);
+    let init = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{"experimental":{{"big":"{big}"}}}},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
+    );
+    let (code, id, resp) = send(&a, "alice", "POST", None, None, &init).await;
+    assert_eq!(code, 413);
+    assert_eq!(id, None);
+    assert!(text(resp).await.contains("is over 65536 bytes"));
+    assert_eq!(a.pending_session_count() + a.session_count(), 0);
+    // A usual one still fits.
+    let id = initialize(&a, "alice").await;
+    assert!(store.load_session(id).await.unwrap().is_some());
+}
