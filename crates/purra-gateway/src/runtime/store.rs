@@ -60,6 +60,8 @@ pub trait GatewayStore: Send + Sync {
         now: SystemTime,
         run: SuspendedRun,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>>;
+    /// The votes cast on approval `id` (one that needs a quorum), in the order they were cast.
+    fn votes(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<purra_core::Vote>, StoreError>>;
     /// Records the outcome of the claim under `key` and, in the same transaction, drops the
     /// suspended run `run` it answers: one durable write.
     fn complete_run(
@@ -225,6 +227,13 @@ macro_rules! gateway_store {
                 <$store>::complete_run(self, key, outcome, run)
             }
 
+            fn votes(
+                &self,
+                id: ApprovalId,
+            ) -> BoxFuture<'_, Result<Vec<purra_core::Vote>, StoreError>> {
+                OperatorStore::votes(self, id)
+            }
+
             fn outbox(&self) -> Option<Arc<dyn WebhookOutbox>> {
                 Some(Arc::new(self.clone()))
             }
@@ -328,6 +337,10 @@ impl GatewayStore for AnyStore {
                 Ok(Some(id))
             }),
         }
+    }
+
+    fn votes(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<purra_core::Vote>, StoreError>> {
+        self.ops().votes(id)
     }
 
     fn complete_run(

@@ -27,8 +27,11 @@ const WATCH: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_secs(1);
 
 /// The status message of a held write's task: the one place it is worded.
-pub(crate) fn waiting_message(approval: &str) -> String {
-    format!("waiting for approval {approval}")
+pub(crate) fn waiting_message(approval: &str, votes: Option<(usize, u32)>) -> String {
+    match votes {
+        Some((cast, need)) => format!("waiting for approval {approval}, {cast} of {need} votes"),
+        None => format!("waiting for approval {approval}"),
+    }
 }
 
 /// The most tasks the store keeps (ended ones until their ttl runs out included).
@@ -214,7 +217,10 @@ mod tests {
     #[test]
     fn a_record_survives_its_row() {
         let mut r = TaskRecord::new("t1".into(), "principal:ada".into(), 60_000, 1000);
-        r.apply(TaskChange::Status(waiting_message("approval-7")), 1 << 20);
+        r.apply(
+            TaskChange::Status(waiting_message("approval-7", None)),
+            1 << 20,
+        );
         let back = record_of(row_of(&r)).unwrap();
         assert_eq!(back, r);
         assert_eq!(

@@ -438,7 +438,7 @@ impl Inner {
                 .map_or(true, |left| left < patience)
         });
         if task {
-            ctx.set_task_status(crate::runtime::tasks::waiting_message(&approval.0))
+            ctx.set_task_status(self.task_status(b, &approval).await)
                 .await;
         }
         self.set_waiting(&run_id, true);
@@ -833,7 +833,7 @@ impl Inner {
         if record.state != ApprovalState::Prepared {
             return Ok(record);
         }
-        let waited = self.wait_with_progress(approval, until, ctx);
+        let waited = self.wait_with_progress(b, approval, until, ctx);
         tokio::pin!(waited);
         // Only a binding that lets the client decide asks the client's user; with separation of
         // duties the caller cannot decide its own call, so it is not asked either.
@@ -872,15 +872,40 @@ impl Inner {
             .ok_or(StoreError::NotFound)
     }
 
+    /// The votes `b`'s approvals need, when it asks for a quorum (more than one).
+    fn votes_needed(b: &Binding) -> Option<u32> {
+        b.approval_rule
+            .as_ref()
+            .and_then(|r| r.required)
+            .filter(|n| *n > 1)
+    }
+
+    /// The status a held write's task shows: the approval it waits for and, with a quorum, the
+    /// approving votes cast so far (`waiting for approval approval-7, 1 of 2 votes`).
+    async fn task_status(&self, b: &Binding, approval: &ApprovalId) -> String {
+        let votes = match Self::votes_needed(b) {
+            Some(need) => self.store.votes(approval.clone()).await.ok().map(|v| {
+                let cast = v.iter().filter(|v| v.verdict == Verdict::Approve).count();
+                (cast, need)
+            }),
+            None => None,
+        };
+        crate::runtime::tasks::waiting_message(&approval.0, votes)
+    }
+
     /// Waits for the decision until `until`, with a progress notification at once (it names the
     /// approval) and then every `progress_interval`.
     async fn wait_with_progress(
         &self,
+        b: &Binding,
         approval: &ApprovalId,
         until: Instant,
         ctx: &RequestCtx,
     ) -> Result<ApprovalRecord, StoreError> {
         let start = Instant::now();
+        // A task's status follows the votes of a quorum (read at each progress tick).
+        let votes_shown = ctx.task_id().is_some() && Self::votes_needed(b).is_some();
+        let mut status: Option<String> = None;
         // Whole seconds, rounded (a wait of 59.9997 s is 60 s).
         let secs = |d: std::time::Duration| (d.as_millis() + 500) / 1000;
         let total = secs(until - start);
@@ -901,6 +926,13 @@ impl Inner {
                         .progress(waited as f64, Some(total as f64), Some(&message))
                         .await;
                     sent = Some(waited);
+                }
+                if votes_shown {
+                    let now = self.task_status(b, approval).await;
+                    if status.as_ref() != Some(&now) {
+                        ctx.set_task_status(now.clone()).await;
+                        status = Some(now);
+                    }
                 }
                 next += interval;
             }

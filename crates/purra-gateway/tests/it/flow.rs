@@ -2282,3 +2282,67 @@ async fn each_write_cycle_path_commits_a_counted_number_of_times() {
 
     assert_eq!((operator, client_path, grant), ((4, 4), (4, 4), (3, 3)));
 }
+
+/// Reads the task `id` until its status message is `want` (at most 10 s).
+async fn task_says(conn: &Connection, id: &str, want: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let task = conn.get_task(id).await.expect("tasks/get");
+        if task.status_message.as_deref() == Some(want) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the task says {:?}, not {want:?}",
+            task.status_message
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 47: a held write called as a task says how many votes its quorum has, counted again at
+/// each progress tick: 0 of 2 at once, 1 of 2 after one approver's vote; the second vote sends
+/// the write once and the task's result is the upstream's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_writes_task_counts_the_votes_of_its_quorum() {
+    let fx = fixture_with("task-votes", Duration::from_secs(30), |c| {
+        c.gateway.progress_interval = Dur(Duration::from_secs(1));
+        c.writes.get_mut("set_value").expect("bound").approval =
+            purra_gateway::config::ApprovalConfig::Rule(purra_gateway::config::ApprovalRule {
+                required: Some(2),
+                ..Default::default()
+            });
+    })
+    .await;
+    let conn = client(&fx.gateway, "flow-client").await;
+    let task = conn
+        .call_tool_as_task("set_value", json!({"value": "q"}), None)
+        .await
+        .expect("a task at once");
+    task_says(
+        &conn,
+        &task.id,
+        "waiting for approval approval-1, 0 of 2 votes",
+    )
+    .await;
+    let id = ApprovalId("approval-1".into());
+    fx.gateway
+        .decide(id.clone(), approval_by("ada", Duration::from_secs(60)))
+        .await
+        .expect("one vote");
+    task_says(
+        &conn,
+        &task.id,
+        "waiting for approval approval-1, 1 of 2 votes",
+    )
+    .await;
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 0);
+    fx.gateway
+        .decide(id, approval_by("bob", Duration::from_secs(60)))
+        .await
+        .expect("the second vote");
+    let r = conn.task_result(&task.id).await.expect("tasks/result");
+    assert_eq!(r.structured_content, Some(json!({"stored": "q"})), "{r:?}");
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+}
