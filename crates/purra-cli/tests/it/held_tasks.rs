@@ -24,10 +24,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::support::clients::{serving, spawn_gateway};
 use crate::support::peers::{
     free_port, fresh_dir, lines_of, peer, peers_dir, postgres_schema, repo_root, HttpUpstream,
 };
-use crate::support::run::{approvals_json, dechunk, purra, purra_bin, LIMIT};
+use crate::support::run::{approvals_json, dechunk, purra, LIMIT};
 
 /// `purra gateway` processes on one store.
 struct Gateways {
@@ -96,27 +97,8 @@ fn start_configured(
         let port = free_port();
         let config = dir.join(format!("g{i}.toml"));
         std::fs::write(&config, config_text(db, port, &upstream.url, wait, write)).expect("config");
-        let mut child = Command::new(purra_bin())
-            .args(["gateway", "--config", &config.to_string_lossy()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn gateway");
-        let name = format!("g{i}");
-        let rx = lines_of(child.stderr.take().expect("stderr"), move |line| {
-            eprintln!("[{name}] {line}");
-            Some(line)
-        });
-        let start = Instant::now();
-        loop {
-            let line = rx
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .expect("the gateway says where it serves");
-            if line.starts_with("purra gateway: serving ") {
-                break;
-            }
-        }
+        let (child, rx) = spawn_gateway(&config);
+        serving(&rx, LIMIT);
         std::thread::spawn(move || while rx.recv().is_ok() {});
         g.children.push(child);
         g.urls.push(format!("http://127.0.0.1:{port}/mcp"));

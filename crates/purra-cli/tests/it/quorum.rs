@@ -11,15 +11,15 @@
 //!   member of `escalate_to` (refused before) decides; `on_expiry = "deny"`: the caller's
 //!   waiting call ends with the denial naming the expiry, and `approval.expired` arrives.
 
-use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::peers::{fresh_dir, lines_of, webhook_receiver, HttpUpstream};
-use crate::support::run::{approvals_json, dechunk, purra, purra_bin, wait_approval, LIMIT};
+use crate::support::clients::{serving, spawn_gateway};
+use crate::support::peers::{fresh_dir, webhook_receiver, HttpUpstream};
+use crate::support::run::{approvals_json, purra, wait_approval, LIMIT};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -34,26 +34,9 @@ impl Drop for Gateway {
 }
 
 fn start_gateway(config: &Path) -> Gateway {
-    let mut child = Command::new(purra_bin())
-        .args(["gateway", "--config", &config.to_string_lossy()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn gateway");
-    let rx = lines_of(child.stderr.take().expect("stderr"), move |line| {
-        eprintln!("[gateway] {line}");
-        Some(line)
-    });
-    let start = Instant::now();
-    loop {
-        let line = rx
-            .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-            .expect("the gateway says where it serves");
-        if line.starts_with("purra gateway: serving ") {
-            break;
-        }
-    }
+    let (child, rx) = spawn_gateway(config);
+    serving(&rx, LIMIT);
+    // Keep reading its stderr (printed) until it exits.
     std::thread::spawn(move || while rx.recv().is_ok() {});
     Gateway(child)
 }
@@ -120,56 +103,6 @@ leads = ["lena"]
     file
 }
 
-/// One stateless 2026-07-28 `tools/call` of `set_value` with `value`: the JSON-RPC result.
-fn set_value(port: u16, value: &str) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "set_value",
-            "arguments": {"value": value},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "quorum-client", "version": "1"}
-            }
-        }
-    })
-    .to_string();
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(LIMIT)).expect("timeout");
-    write!(
-        s,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: set_value\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write");
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).expect("read");
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let (head, rest) = answer.split_once("\r\n\r\n").expect("a head");
-    assert!(head.starts_with("HTTP/1.1 200 OK"), "{answer}");
-    let chunked = head
-        .lines()
-        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_owned()
-    };
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .find(|v| v.get("result").is_some())
-        .or_else(|| serde_json::from_str::<Value>(&body).ok())
-        .map(|v| v["result"].clone())
-        .unwrap_or_else(|| panic!("no result in {body:?}"))
-}
-
 fn text_of(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
@@ -198,7 +131,7 @@ fn decide(config: &Path, verb: &str, id: &str, who: &str) -> (Option<i32>, Strin
 /// A call of `set_value` with `value` made in a thread (it waits for the decision).
 fn call(port: u16, value: &str) -> std::thread::JoinHandle<Value> {
     let value = value.to_owned();
-    std::thread::spawn(move || set_value(port, &value))
+    std::thread::spawn(move || crate::grants::set_value(port, &value))
 }
 
 /// Waits until approval `after`'s successor is pending: its id.
