@@ -9,7 +9,7 @@ use purra_core::{
     voter_name, ApprovalId, ApprovalRef, ApprovalRequest, BoxFuture, Decision, StoreError, Verdict,
     Vote, WebhookEvent, WebhookEventType, EXPIRY_APPROVER, EXPIRY_NOTE,
 };
-use serde_json::json;
+use serde_json::{json, Value};
 use std::time::SystemTime;
 
 /// The most approvals one sweep escalates or denies (the next sweep takes the rest).
@@ -293,15 +293,14 @@ pub(crate) fn escalate_due(
                                 .approval(&d.approval.id.0),
                         )
                         .await?;
-                        if crate::webhook::wanted(tx, WebhookEventType::ApprovalEscalated).await? {
-                            let event = WebhookEvent::workflow(
-                                WebhookEventType::ApprovalEscalated,
-                                &d.approval,
-                                ("escalateTo", json!(to)),
-                                from_ns(now),
-                            );
-                            crate::webhook::insert(tx, &event).await?;
-                        }
+                        notify(
+                            tx,
+                            WebhookEventType::ApprovalEscalated,
+                            &d.approval,
+                            ("escalateTo", json!(to)),
+                            now,
+                        )
+                        .await?;
                         out.push(d.approval.id);
                     }
                     Ok(out)
@@ -362,15 +361,14 @@ pub(crate) fn expire_due(
                                 .approval(&d.approval.id.0),
                         )
                         .await?;
-                        if crate::webhook::wanted(tx, WebhookEventType::ApprovalExpired).await? {
-                            let event = WebhookEvent::workflow(
-                                WebhookEventType::ApprovalExpired,
-                                &d.approval,
-                                ("reason", json!(EXPIRY_NOTE)),
-                                from_ns(now),
-                            );
-                            crate::webhook::insert(tx, &event).await?;
-                        }
+                        notify(
+                            tx,
+                            WebhookEventType::ApprovalExpired,
+                            &d.approval,
+                            ("reason", json!(EXPIRY_NOTE)),
+                            now,
+                        )
+                        .await?;
                         out.push(d.approval.id);
                     }
                     Ok(out)
@@ -378,4 +376,20 @@ pub(crate) fn expire_due(
             })
             .await
     })
+}
+
+/// Records the workflow event `kind` of `approval` (with its one extra field) in the outbox, in
+/// `tx`, when an endpoint wants it.
+async fn notify(
+    tx: &Tx<'_>,
+    kind: WebhookEventType,
+    approval: &purra_core::ApprovalRef,
+    field: (&str, Value),
+    now: i64,
+) -> Result<(), Error> {
+    if crate::webhook::wanted(tx, kind).await? {
+        let event = WebhookEvent::workflow(kind, approval, field, from_ns(now));
+        crate::webhook::insert(tx, &event).await?;
+    }
+    Ok(())
 }
