@@ -25,7 +25,7 @@ attempts. Only a 404 ends a session (or the SDK closing the session's transport 
 closed": nothing can be sent on it any more); any other failure (a request cut as its instance died, a
 502 from the load balancer) is not an answer about the session, and a call cut that way is made
 again on the same session when the session still answers. `I` is what the load balancer put in the `X-Purra-Instance` response header of the
-session's `initialize` (the test's HAProxy names the server there).
+session's `initialize`, then of its latest answered POST (the test's HAProxy names the server there).
 Prints {"event": "initialized", ...} once connected, then {"event": "ready"}.
 """
 
@@ -80,6 +80,10 @@ class Fleet:
             if sid and "session" not in seen:
                 seen["session"] = sid
                 seen["instance"] = response.headers.get("x-purra-instance", "")
+            elif started and response.request.method == "POST" and response.headers.get("x-purra-instance"):
+                # A session kept in the gateways' store moves to another instance when its own
+                # dies: the instance that answered last is where its requests go now.
+                self.instance = response.headers["x-purra-instance"]
 
         started = False
         try:
