@@ -19,13 +19,14 @@ Commands, one JSON object a line on stdin:
   {"quit": true}                            ends.
 
 While a call waits, the client pings its session every 100 ms on separate requests: that is how
-it learns its instance died (the load balancer sends the ping to a live instance, which answers
-404 for a session it does not know), instead of waiting for its SSE stream's reconnection
-attempts. Only a 404 ends a session (or the SDK closing the session's transport for good, "Connection
+it learns its instance died (the load balancer, sticky by session, sends the ping to a live
+instance, which answers 404 for a session it does not know, or, when the gateways keep sessions
+in their store, answers from another instance than the call's: the call is then made again on the
+same session), instead of waiting for its SSE stream's reconnection attempts. Only a 404 ends a session (or the SDK closing the session's transport for good, "Connection
 closed": nothing can be sent on it any more); any other failure (a request cut as its instance died, a
 502 from the load balancer) is not an answer about the session, and a call cut that way is made
 again on the same session when the session still answers. `I` is what the load balancer put in the `X-Purra-Instance` response header of the
-session's `initialize` (the test's HAProxy names the server there).
+session's `initialize`, then of its latest answered POST (the test's HAProxy names the server there).
 Prints {"event": "initialized", ...} once connected, then {"event": "ready"}.
 """
 
@@ -80,6 +81,10 @@ class Fleet:
             if sid and "session" not in seen:
                 seen["session"] = sid
                 seen["instance"] = response.headers.get("x-purra-instance", "")
+            elif started and response.request.method == "POST" and response.headers.get("x-purra-instance"):
+                # A session kept in the gateways' store moves to another instance when its own
+                # dies: the instance that answered last is where its requests go now.
+                self.instance = response.headers["x-purra-instance"]
 
         started = False
         try:
@@ -128,6 +133,7 @@ class Fleet:
             outcome: dict[str, Any] = {}
 
             async def progress(value: float, total: float | None, message: str | None) -> None:
+                outcome.setdefault("at", self.instance)
                 emit({"event": "progress", "tag": tag, "message": message, "instance": self.instance})
 
             async with anyio.create_task_group() as tg:
@@ -147,6 +153,14 @@ class Fleet:
                         lost = await ping(session)
                         if lost:
                             outcome.setdefault("lost", lost)
+                            tg.cancel_scope.cancel()
+                            return
+                        at = outcome.get("at")
+                        if lost is None and at is not None and self.instance != at:
+                            # The session answers from another instance (it is kept in the
+                            # gateways' store): the call's own instance is gone, and its stream
+                            # with it; the call is made again on the session.
+                            outcome.setdefault("failed", f"moved from {at} to {self.instance}")
                             tg.cancel_scope.cancel()
                             return
 

@@ -10,15 +10,19 @@
 //! - 100 rounds (`PURRA_FLEET_ROUNDS`; the seed is printed, `PURRA_FLEET_SEED` replays one): a
 //!   write waits on the instance the client's session lives on; that instance is killed with
 //!   SIGKILL at a random point (while the write waits, or after the approval made on another
-//!   instance's page, while it may be claiming, sending or recording); the client re-initializes
-//!   through HAProxy and repeats the call. Each round: at most one request at the upstream; the
-//!   answer is the store's outcome (the receipt, or `unknown` once the dead instance's lease
-//!   lapsed); a kill while waiting always ends with one request and the receipt; every `unknown`
-//!   effect is in `purra approvals list`.
+//!   instance's page, while it may be claiming, sending or recording); the client repeats the
+//!   call on its session (kept in the store, so a live instance serves it). Each round: at most
+//!   one request at the upstream; the answer is the store's outcome (the receipt, or `unknown`
+//!   once the dead instance's lease lapsed); a kill while waiting always ends with one request
+//!   and the receipt, on the same session (no new `initialize`); every `unknown` effect is in
+//!   `purra approvals list`.
 //! - A decision on any instance (its page, `purra approvals approve`, a client's elicitation on
 //!   another instance) wakes the call waiting on another (PostgreSQL's `LISTEN`).
 //! - Stateless 2026-07-28 requests go to any instance, and a write repeated on another instance
 //!   finds its receipt.
+//! - With HAProxy in plain round robin (no stickiness; sessions in the store): one session of
+//!   the Python SDK client (`peers/python/session_fleet_client.py`) makes 1 000 reads spread over
+//!   every instance with one `initialize`, and goes on at the others when one is SIGKILLed.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -227,7 +231,14 @@ impl Drop for Fleet {
 }
 
 impl Fleet {
+    /// The fleet with HAProxy sticky by `Mcp-Session-Id`.
     fn new(name: &str) -> Fleet {
+        Fleet::start(name, true)
+    }
+
+    /// The fleet with HAProxy sticky by `Mcp-Session-Id` or (`sticky` false) in plain round
+    /// robin: every request to the next live instance.
+    fn start(name: &str, sticky: bool) -> Fleet {
         let dir = fresh_dir("fleet", name);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -260,7 +271,7 @@ impl Fleet {
         }
         let lb = free_port();
         let cfg = dir.join("haproxy.cfg");
-        std::fs::write(&cfg, haproxy_config(lb, &instances)).expect("haproxy.cfg");
+        std::fs::write(&cfg, haproxy_config(lb, &instances, sticky)).expect("haproxy.cfg");
         let check = Command::new(haproxy_bin())
             .args(["-c", "-q", "-f", &cfg.to_string_lossy()])
             .output()
@@ -350,12 +361,20 @@ clients = ["gateway-client-python"]
     )
 }
 
-/// HAProxy in front of the instances: sessions sticky by `Mcp-Session-Id` (stored from the
-/// `initialize` answer, matched on every request), requests without one (a new session, a
-/// stateless 2026-07-28 request) round robin; `/readyz` checked every 200 ms, an instance down
+/// HAProxy in front of the instances: with `sticky`, sessions sticky by `Mcp-Session-Id` (stored
+/// from the `initialize` answer, matched on every request), requests without one (a new session,
+/// a stateless 2026-07-28 request) round robin; without, every request round robin; `/readyz` checked every 200 ms, an instance down
 /// after two failures (or at once when it refuses connections: redispatched); the serving
 /// instance named in `X-Purra-Instance` for the test.
-fn haproxy_config(port: u16, instances: &[Instance]) -> String {
+fn haproxy_config(port: u16, instances: &[Instance], sticky: bool) -> String {
+    let stick = if sticky {
+        "    stick-table type string len 128 size 100k expire 30m
+    stick match req.hdr(Mcp-Session-Id)
+    stick store-response res.hdr(Mcp-Session-Id)
+"
+    } else {
+        ""
+    };
     let mut servers = String::new();
     for i in instances {
         servers.push_str(&format!(
@@ -380,10 +399,7 @@ defaults
 listen mcp
     bind 127.0.0.1:{port}
     balance roundrobin
-    stick-table type string len 128 size 100k expire 30m
-    stick match req.hdr(Mcp-Session-Id)
-    stick store-response res.hdr(Mcp-Session-Id)
-    option httpchk GET /readyz
+{stick}    option httpchk GET /readyz
     http-check expect status 200
     default-server inter 200ms fall 2 rise 1
     http-response set-header X-Purra-Instance %s
@@ -424,9 +440,14 @@ struct FleetClient {
 
 impl FleetClient {
     fn start(url: &str) -> FleetClient {
+        FleetClient::spawn("peers/python/fleet_client.py", &["--http", url])
+    }
+
+    /// Starts the Python client `script` (in the repository) with `args`; returns once ready.
+    fn spawn(script: &str, args: &[&str]) -> FleetClient {
         let mut child = Command::new(python())
-            .arg(peer(repo_root().join("peers/python/fleet_client.py")))
-            .args(["--http", url])
+            .arg(peer(repo_root().join(script)))
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -450,7 +471,11 @@ impl FleetClient {
     }
 
     fn call(&mut self, tool: &str, args: Value, tag: u64) {
-        let command = json!({"call": tool, "args": args, "tag": tag});
+        self.send(&json!({"call": tool, "args": args, "tag": tag}));
+    }
+
+    /// One command on the client's stdin.
+    fn send(&mut self, command: &Value) {
         writeln!(self.stdin, "{command}").expect("to the client");
         self.stdin.flush().expect("flush");
     }
@@ -614,20 +639,26 @@ fn instances_killed_at_random_points_never_send_a_write_twice() {
             .filter(|l| l["event"] == "session_lost")
             .collect();
         let lost_count = lost.len();
-        // A session ends only on a 404 for it, from another instance, or when the SDK closed
-        // the session's transport for good after its instance died ("Connection closed").
+        // The sessions live in the store: no instance answers 404 for one. The client still
+        // starts a new session when the SDK closed the session's transport for good after its
+        // instance died ("Connection closed": its streams' reconnections gave up), its own choice.
         for l in &lost {
             let why = l["error"].as_str().unwrap_or("");
             assert!(
-                why.ends_with("MCPError: Not Found: unknown or expired session")
-                    || why.ends_with("MCPError: Connection closed"),
-                "not a 404 for the session: {why}: {context}"
+                why.ends_with("MCPError: Connection closed"),
+                "the session was lost at the gateways: {why}: {context}"
             );
         }
         if kill == Kill::Waiting {
-            // The acceptance's own case: one request, the receipt, through a new session.
+            // The acceptance's own case: one request, the receipt, at another instance; on the
+            // same session (no new `initialize`) unless the SDK closed its transport.
             assert_eq!((effect.as_str(), sent), ("committed", 1), "{context}");
-            assert_eq!(lost_count, 1, "{context}");
+            let initialized = client.seen[before..]
+                .iter()
+                .filter(|l| l["event"] == "initialized")
+                .count();
+            assert_eq!(initialized, lost_count, "{context}");
+            assert_eq!(step["tries"], 2, "{context}");
             assert_ne!(step["instance"], progress["instance"], "{context}");
         }
         *tally
@@ -637,7 +668,7 @@ fn instances_killed_at_random_points_never_send_a_write_twice() {
                     Kill::Waiting => "killed waiting,",
                     Kill::AfterApproval(_) => "killed after the approval,",
                 },
-                if lost_count > 0 { ", failed over" } else { "" }
+                if lost_count > 0 { ", new session" } else { "" }
             ))
             .or_default() += 1;
     }
@@ -913,4 +944,93 @@ fn stateless_requests_reach_any_instance_and_share_the_store() {
     assert_ne!(first_instance, again_instance);
     assert_eq!(writes_of(&fleet.upstream, "stateless"), 1);
     assert_eq!(fleet.approvals(&["show", &id])["effect"], "committed");
+}
+
+/// The instances that answered a batch of the session client's reads, by name.
+fn answered_by(step: &Value) -> Vec<String> {
+    step["instances"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Acceptance (issue 48): HAProxy in plain round robin, no stickiness, in front of three
+/// instances keeping their sessions in the PostgreSQL store. The Python SDK client makes 1 000
+/// reads (`PURRA_SESSION_READS`) in one session, every answer checked, spread over every
+/// instance, with one `initialize`; then one instance is killed (SIGKILL) while the client
+/// reads, and the same session goes on at the others, still without a new `initialize`.
+#[test]
+fn no_session_is_lost_with_an_instance_under_round_robin() {
+    let reads: u64 = std::env::var("PURRA_SESSION_READS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mut fleet = Fleet::start("roundrobin", false);
+    std::fs::write(fleet.dir.join("value.txt"), "round-robin").expect("the value");
+    let mut client = FleetClient::spawn(
+        "peers/python/session_fleet_client.py",
+        &["--http", &fleet.url, "--expect", "round-robin"],
+    );
+    let session = client.wait_for("ready", |l| l["event"] == "ready")["session"].clone();
+    assert!(session.is_string(), "{session}");
+
+    client.send(&json!({"reads": reads, "batch": 1}));
+    let step = client.wait_for("the reads", |l| l["step"] == "reads" && l["batch"] == 1);
+    assert_eq!(
+        (
+            step["ok"].clone(),
+            step["wrong"].clone(),
+            step["initializes"].clone(),
+            step["sessions"].clone()
+        ),
+        (json!(reads), json!([]), json!(1), json!([session.clone()])),
+        "{step}"
+    );
+    assert_eq!(answered_by(&step), ["g1", "g2", "g3"], "{step}");
+
+    // SIGKILL one instance while the session's reads go on.
+    client.send(&json!({"reads": 200, "batch": 2}));
+    client.wait_for("reads under way", |l| {
+        l["event"] == "progress" && l["batch"] == 2 && l["done"] == 50
+    });
+    let g2 = fleet.index_of("g2");
+    fleet.instances[g2].kill();
+    let step = client.wait_for("the reads", |l| l["step"] == "reads" && l["batch"] == 2);
+    assert_eq!(
+        (
+            step["ok"].clone(),
+            step["wrong"].clone(),
+            step["initializes"].clone(),
+            step["sessions"].clone()
+        ),
+        (json!(200), json!([]), json!(1), json!([session.clone()])),
+        "{step}"
+    );
+
+    // Afterwards only the two live instances answer, the same session.
+    client.send(&json!({"reads": 100, "batch": 3}));
+    let step = client.wait_for("the reads", |l| l["step"] == "reads" && l["batch"] == 3);
+    assert_eq!(
+        (
+            step["ok"].clone(),
+            step["wrong"].clone(),
+            step["initializes"].clone(),
+            step["sessions"].clone()
+        ),
+        (json!(100), json!([]), json!(1), json!([session])),
+        "{step}"
+    );
+    assert_eq!(answered_by(&step), ["g1", "g3"], "{step}");
+
+    // Every checked answer came from the upstream: no read answered from nowhere.
+    let upstream_reads = fleet
+        .upstream
+        .ledger()
+        .iter()
+        .filter(|l| *l == "call get_value")
+        .count();
+    assert!(
+        upstream_reads >= usize::try_from(reads + 300).unwrap_or(usize::MAX),
+        "{upstream_reads} reads reached the upstream"
+    );
 }

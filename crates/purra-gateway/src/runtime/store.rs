@@ -101,6 +101,13 @@ pub trait GatewayStore: Send + Sync {
     fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
         None
     }
+    /// The store's Streamable HTTP sessions, when it keeps them (every durable store does): a
+    /// session initialized at one instance of a fleet is served by any other, `DELETE` ends it
+    /// everywhere, idle expiry is fleet-wide. `None` (an in-memory store): sessions live in the
+    /// process, as before.
+    fn sessions(&self) -> Option<Arc<dyn purra_protocol::session_store::SessionStore>> {
+        None
+    }
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
@@ -258,6 +265,10 @@ macro_rules! gateway_store {
                 Some(Arc::new(self.clone()))
             }
 
+            fn sessions(&self) -> Option<Arc<dyn purra_protocol::session_store::SessionStore>> {
+                Some(Arc::new(self.clone()))
+            }
+
             fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
                 pending(self)
             }
@@ -382,6 +393,14 @@ impl GatewayStore for AnyStore {
 
     fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
         Some(AnyStore::tasks(self))
+    }
+
+    fn sessions(&self) -> Option<Arc<dyn purra_protocol::session_store::SessionStore>> {
+        match self {
+            AnyStore::Sqlite(s) => Some(s.clone()),
+            AnyStore::Postgres(s) => Some(s.clone()),
+            _ => None,
+        }
     }
 
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>> {

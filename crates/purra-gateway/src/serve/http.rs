@@ -36,6 +36,8 @@ impl Gateway {
             max_sessions: settings.max_sessions,
             max_sessions_per_principal: settings.max_sessions_per_caller,
             session_idle_timeout: settings.session_idle_timeout.0,
+            // Sessions in the store (a durable one): any instance on it serves any session.
+            session_store: self.inner.store.sessions(),
             ..HttpServerConfig::default()
         }
     }

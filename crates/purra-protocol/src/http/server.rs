@@ -595,8 +595,14 @@ impl HttpShared {
     /// Keeps a session that answered `initialize` until its client uses it; the oldest such
     /// session makes room when there are too many. Its principal's least recently used idle
     /// session is closed when that principal is at `max_sessions_per_principal`; with none
-    /// idle, the new session is refused (429) and the principal's others are kept.
-    fn add_pending(&self, id: String, session: Arc<HttpSession>) -> Result<(), Reject> {
+    /// idle, the new session is refused (429) and the principal's others are kept. Returns the
+    /// sessions closed to make room: the caller ends those in the store too (else another
+    /// request would resume them there, past the bound).
+    fn add_pending(
+        &self,
+        id: String,
+        session: Arc<HttpSession>,
+    ) -> Result<Vec<Arc<HttpSession>>, Reject> {
         let (victim, own_victims) = {
             let mut guard = self.sessions.lock().expect("sessions lock");
             let sessions = &mut *guard;
@@ -640,10 +646,11 @@ impl HttpShared {
             sessions.pending.insert(id, session);
             (victim, own_victims)
         };
-        for v in victim.into_iter().chain(own_victims) {
+        let closed: Vec<Arc<HttpSession>> = victim.into_iter().chain(own_victims).collect();
+        for v in &closed {
             v.close();
         }
-        Ok(())
+        Ok(closed)
     }
 }
 
@@ -1860,9 +1867,19 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         first.push_back(answer);
         match (&session_id, session.session.is_initialized()) {
             (Some(id), true) => {
-                if let Err(r) = shared.add_pending(id.clone(), session.clone()) {
-                    session.close();
-                    return r.into_response();
+                let closed = match shared.add_pending(id.clone(), session.clone()) {
+                    Ok(closed) => closed,
+                    Err(r) => {
+                        session.close();
+                        return r.into_response();
+                    }
+                };
+                // A session closed to make room is ended everywhere, not only here.
+                for link in closed.iter().filter_map(|v| v.link.as_ref()) {
+                    if let Err(e) = link.store.end_session(link.id.clone()).await {
+                        shared.forget(&session);
+                        return store_failed(e).into_response();
+                    }
                 }
                 // Saved before the answer leaves: the client's next request may go anywhere.
                 if let (Some(link), Some(snapshot)) = (&session.link, session.session.snapshot()) {

@@ -400,3 +400,34 @@ async fn a_session_state_over_the_bound_is_refused_and_not_kept() {
     let id = initialize(&a, "alice").await;
     assert!(store.load_session(id).await.unwrap().is_some());
 }
+
+/// A session A closes to make room for its principal's next one (`max_sessions_per_principal`)
+/// is ended in the store, not only on A: B answers 404 for it as A does, so the bound is not
+/// walked around by sending the next request elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_closed_to_make_room_is_ended_in_the_store() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let (server, _) = instance(&store);
+    let a = StreamableHttpServer::new(
+        server,
+        HttpServerConfig {
+            session_store: Some(store.clone()),
+            max_sessions_per_principal: 1,
+            ..HttpServerConfig::default()
+        },
+    );
+    let (_, b) = instance(&store);
+    let first = initialize(&a, "alice").await;
+    let second = initialize(&a, "alice").await;
+    assert_eq!(store.load_session(first.clone()).await.unwrap(), None);
+    for (name, server) in [("B", &b), ("A", &a)] {
+        let (code, _, _) = send(server, "alice", "POST", Some(&first), None, &call(2, "who")).await;
+        assert_eq!(code, 404, "the first session on {name}");
+    }
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (code, _, _) = send(&b, "alice", "POST", Some(&second), None, initialized).await;
+    assert_eq!(code, 202);
+    let (code, _, resp) = send(&b, "alice", "POST", Some(&second), None, &call(3, "who")).await;
+    assert_eq!(code, 200);
+    assert!(text(resp).await.contains(r#""text":"2025-11-25 raw""#));
+}
