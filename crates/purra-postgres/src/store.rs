@@ -1465,7 +1465,7 @@ impl PostgresStore {
     }
 
     /// Records the outcome of the claim under `key` like
-    /// [`ReceiptStore::complete`](purra_core::ReceiptStore::complete) and, in the same
+    /// [`IdempotencyStore::complete`](purra_core::IdempotencyStore::complete) and, in the same
     /// transaction, drops the suspended run `run_id` (the call it answers waits no more): one
     /// durable write where the two calls would make two. A claim that has an outcome already
     /// answers `Conflict` as `complete` does (the offered outcome kept as evidence, the run
