@@ -18,9 +18,9 @@ use purra_core::{
 };
 use serde_json::json;
 
-use crate::guard::{checked, field, session};
+use crate::guard::{checked, field, list_view};
 use crate::render::{self, esc, View};
-use crate::respond::{answer, done, html, see_other, store_failed, text};
+use crate::respond::{answer, done, store_failed, text};
 use crate::Inner;
 
 /// Why this page cannot resend, when no resend was set.
@@ -75,36 +75,35 @@ pub(crate) async fn list_html(page: &Inner, parts: &Parts, csrf: &str) -> Result
 /// `GET /effects`: the queue of unknown effects.
 pub(crate) async fn queue(State(page): State<Arc<Inner>>, req: Request) -> Response {
     let (parts, _) = req.into_parts();
-    let Some((_, s)) = session(&page, &parts) else {
-        return see_other("/login");
-    };
-    match list_html(&page, &parts, &s.csrf).await {
-        Ok(list) => {
-            let main = format!("<div id=\"list\">{list}</div>{}", render::sign_out(&s.csrf));
-            html(
-                StatusCode::OK,
-                render::layout(
-                    "Unknown effects",
-                    Some(View::Effects),
-                    Some(&s.approver),
-                    &main,
-                ),
-            )
-        }
-        Err(resp) => resp,
-    }
+    list_view(
+        &page,
+        &parts,
+        "Unknown effects",
+        View::Effects,
+        false,
+        |csrf| {
+            let (page, parts) = (&page, &parts);
+            async move { list_html(page, parts, &csrf).await }
+        },
+    )
+    .await
 }
 
 /// `GET /fragment/effects`: the queue alone, as the script re-reads it.
 pub(crate) async fn queue_fragment(State(page): State<Arc<Inner>>, req: Request) -> Response {
     let (parts, _) = req.into_parts();
-    let Some((_, s)) = session(&page, &parts) else {
-        return text(StatusCode::UNAUTHORIZED, "sign in first (no session)");
-    };
-    match list_html(&page, &parts, &s.csrf).await {
-        Ok(list) => html(StatusCode::OK, list),
-        Err(resp) => resp,
-    }
+    list_view(
+        &page,
+        &parts,
+        "Unknown effects",
+        View::Effects,
+        true,
+        |csrf| {
+            let (page, parts) = (&page, &parts);
+            async move { list_html(page, parts, &csrf).await }
+        },
+    )
+    .await
 }
 
 /// `POST /effects/KEY/reconcile`: an approver's decision on an unknown effect, with evidence

@@ -13,9 +13,9 @@ use http::StatusCode;
 use purra_core::visible::{one_line, WHO_MAX_CHARS};
 use purra_core::{GrantId, GrantView, StoreError, MAX_PAGE};
 
-use crate::guard::{checked, session};
+use crate::guard::{checked, list_view};
 use crate::render::{self, esc, View};
-use crate::respond::{answer, done, html, see_other, store_failed, text};
+use crate::respond::{answer, done, store_failed, text};
 use crate::Inner;
 
 /// Why the page lists no grant when it was given no grant store.
@@ -50,36 +50,35 @@ pub(crate) async fn list_html(page: &Inner, csrf: &str) -> Result<String, Respon
 /// `GET /grants`: the standing grants.
 pub(crate) async fn list(State(page): State<Arc<Inner>>, req: Request) -> Response {
     let (parts, _) = req.into_parts();
-    let Some((_, s)) = session(&page, &parts) else {
-        return see_other("/login");
-    };
-    match list_html(&page, &s.csrf).await {
-        Ok(list) => {
-            let main = format!("<div id=\"list\">{list}</div>{}", render::sign_out(&s.csrf));
-            html(
-                StatusCode::OK,
-                render::layout(
-                    "Standing grants",
-                    Some(View::Grants),
-                    Some(&s.approver),
-                    &main,
-                ),
-            )
-        }
-        Err(resp) => resp,
-    }
+    list_view(
+        &page,
+        &parts,
+        "Standing grants",
+        View::Grants,
+        false,
+        |csrf| {
+            let page = &page;
+            async move { list_html(page, &csrf).await }
+        },
+    )
+    .await
 }
 
 /// `GET /fragment/grants`: the list alone, as the script re-reads it.
 pub(crate) async fn list_fragment(State(page): State<Arc<Inner>>, req: Request) -> Response {
     let (parts, _) = req.into_parts();
-    let Some((_, s)) = session(&page, &parts) else {
-        return text(StatusCode::UNAUTHORIZED, "sign in first (no session)");
-    };
-    match list_html(&page, &s.csrf).await {
-        Ok(list) => html(StatusCode::OK, list),
-        Err(resp) => resp,
-    }
+    list_view(
+        &page,
+        &parts,
+        "Standing grants",
+        View::Grants,
+        true,
+        |csrf| {
+            let page = &page;
+            async move { list_html(page, &csrf).await }
+        },
+    )
+    .await
 }
 
 /// `POST /grants/ID/revoke`: revokes a grant (same origin, CSRF token), recorded as the

@@ -203,6 +203,45 @@ impl Resume {
     }
 }
 
+/// A signed-in list view (`GET /VIEW` and `GET /fragment/VIEW`): without a live session the page
+/// sends the browser to sign in and the fragment answers 401; otherwise `list` (given the
+/// session's CSRF token) is the fragment, or the page `title` with it in `<div id="list">` and
+/// the sign-out form.
+pub(crate) async fn list_view<F, Fut>(
+    page: &Inner,
+    parts: &Parts,
+    title: &str,
+    view: crate::render::View,
+    fragment: bool,
+    list: F,
+) -> Response
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<String, Response>>,
+{
+    use crate::render;
+    use crate::respond::{html, see_other, text};
+    let Some((_, s)) = session(page, parts) else {
+        return if fragment {
+            text(StatusCode::UNAUTHORIZED, "sign in first (no session)")
+        } else {
+            see_other("/login")
+        };
+    };
+    let list = match list(s.csrf.clone()).await {
+        Ok(list) => list,
+        Err(resp) => return resp,
+    };
+    if fragment {
+        return html(StatusCode::OK, list);
+    }
+    let main = format!("<div id=\"list\">{list}</div>{}", render::sign_out(&s.csrf));
+    html(
+        StatusCode::OK,
+        render::layout(title, Some(view), Some(&s.approver), &main),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
