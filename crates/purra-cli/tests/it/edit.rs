@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::support::clients::{gateway_client, json_lines, wait_for, Sdk};
 use crate::support::peers::{free_port, fresh_dir, lines_of, HttpUpstream};
-use crate::support::run::{approvals_json, purra_bin, wait_approval, Killed, LIMIT};
+use crate::support::run::{approvals_json, audit_of, purra_bin, wait_approval, Killed, LIMIT};
 use crate::support::webdriver::Browser;
 
 /// The gateway's configuration; `sends`: it waits 1 s and sends decided writes without their
@@ -152,25 +152,6 @@ fn status_after(b: &Browser, start: &str) -> String {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-}
-
-/// The audit trail of approval `id` in the store `db`, read through the store's own API.
-fn audit_of(db: &str, id: &str) -> Vec<purra_core::AuditEntry> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let location = purra_store::StoreLocation::parse(db).expect("location");
-        let store = purra_store::AnyStore::open(&location, None)
-            .await
-            .expect("store");
-        store
-            .ops()
-            .approval_audit(purra_core::ApprovalId(id.to_owned()))
-            .await
-            .expect("audit")
-    })
 }
 
 fn pending(db: &str) -> Vec<String> {

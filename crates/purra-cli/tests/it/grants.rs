@@ -10,7 +10,6 @@
 //! - The approver page (headless Chromium) lists grants with their uses and revokes one; the next
 //!   call waits.
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::support::peers::{free_port, fresh_dir, lines_of, postgres_schema, HttpUpstream};
-use crate::support::run::{approvals_json, dechunk, purra, purra_bin, LIMIT};
+use crate::support::run::{approvals_json, audit_of, purra, purra_bin, stateless_post, LIMIT};
 use crate::support::webdriver::Browser;
 
 /// `purra gateway` processes on one store.
@@ -118,52 +117,18 @@ fn start_gateways(dir: &Path, db: &str, upstream: &HttpUpstream, n: usize) -> Ga
 /// One stateless 2026-07-28 `tools/call` of `set_value` with `value` to the gateway on `port`:
 /// the JSON-RPC result.
 pub(crate) fn set_value(port: u16, value: &str) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "set_value",
-            "arguments": {"value": value},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "grant-client", "version": "1"}
-            }
+    let params = json!({
+        "name": "set_value",
+        "arguments": {"value": value},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "grant-client", "version": "1"}
         }
-    })
-    .to_string();
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(LIMIT)).expect("timeout");
-    write!(
-        s,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: set_value\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write");
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).expect("read");
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let (head, rest) = answer.split_once("\r\n\r\n").expect("a head");
-    assert!(head.starts_with("HTTP/1.1 200 OK"), "{answer}");
-    let chunked = head
-        .lines()
-        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_owned()
-    };
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .find(|v| v.get("result").is_some())
-        .or_else(|| serde_json::from_str::<Value>(&body).ok())
-        .map(|v| v["result"].clone())
-        .unwrap_or_else(|| panic!("no result in {body:?}"))
+    });
+    let (status, answer) = stateless_post(port, "tools/call", params);
+    assert!(status.starts_with("HTTP/1.1 200 OK"), "{status}: {answer}");
+    answer["result"].clone()
 }
 
 /// Whether a result is the receipt of `value` (sent).
@@ -177,25 +142,6 @@ fn waits(result: &Value) -> bool {
         && result["content"][0]["text"]
             .as_str()
             .is_some_and(|t| t.contains("is pending"))
-}
-
-/// The audit trail of approval `id` in the store `db`, read through the store's own API.
-fn audit_of(db: &str, id: &str) -> Vec<purra_core::AuditEntry> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let location = purra_store::StoreLocation::parse(db).expect("location");
-        let store = purra_store::AnyStore::open(&location, None)
-            .await
-            .expect("store");
-        store
-            .ops()
-            .approval_audit(purra_core::ApprovalId(id.to_owned()))
-            .await
-            .expect("audit")
-    })
 }
 
 /// `purra grants ARGS --db DB --json`, which must succeed.

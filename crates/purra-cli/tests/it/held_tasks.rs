@@ -16,7 +16,6 @@
 //! - `dispatch = "on_approval"`: a call without a task ends pending; the approval alone sends the
 //!   write once; the same call made again on the other instance gets the receipt.
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -28,7 +27,7 @@ use crate::support::clients::{serving, spawn_gateway};
 use crate::support::peers::{
     free_port, fresh_dir, lines_of, peer, peers_dir, postgres_schema, repo_root, HttpUpstream,
 };
-use crate::support::run::{approvals_json, dechunk, purra, LIMIT};
+use crate::support::run::{approvals_json, purra, stateless_post, LIMIT};
 
 /// `purra gateway` processes on one store.
 struct Gateways {
@@ -347,41 +346,7 @@ fn modern(port: u16, method: &str, mut params: Value) -> Value {
         },
         "io.modelcontextprotocol/clientInfo": {"name": "task-client", "version": "1"}
     });
-    // `Mcp-Name`: the tool's name, or the task's id.
-    let name = params["name"]
-        .as_str()
-        .or_else(|| params["taskId"].as_str())
-        .map(|n| format!("Mcp-Name: {n}\r\n"))
-        .unwrap_or_default();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(LIMIT)).expect("timeout");
-    write!(
-        s,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: {method}\r\n{name}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write");
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).expect("read");
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let (head, rest) = answer.split_once("\r\n\r\n").expect("a head");
-    let chunked = head
-        .lines()
-        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_owned()
-    };
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .find(|v| v.get("id").is_some())
-        .or_else(|| serde_json::from_str::<Value>(&body).ok())
-        .unwrap_or_else(|| panic!("no answer in {answer:?}"))
+    stateless_post(port, method, params).1
 }
 
 /// The 2026-07-28 tasks extension (two instances on PostgreSQL): a client declaring it gets the

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// The longest one step of a scenario may take (a process starting, a client finishing) on a
 /// loaded machine.
@@ -294,4 +294,68 @@ pub fn http_get(authority: &str, path: &str) -> std::io::Result<String> {
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// One stateless 2026-07-28 request `method` with `params` (which carry their `_meta`) to the
+/// server on `port`, with `Mcp-Name` from the params' `name` (a tool) or `taskId` (a task): the
+/// HTTP status line and the JSON-RPC answer (from an SSE `data:` line, or the JSON body).
+pub fn stateless_post(port: u16, method: &str, params: Value) -> (String, Value) {
+    use std::io::{Read, Write};
+    // `Mcp-Name`: the tool's name, or the task's id.
+    let name = params["name"]
+        .as_str()
+        .or_else(|| params["taskId"].as_str())
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).expect("timeout");
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: {method}\r\n{name}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).expect("read");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, rest) = answer.split_once("\r\n\r\n").expect("a head");
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    let chunked = head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
+    let json = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v.get("id").is_some())
+        .or_else(|| serde_json::from_str::<Value>(&body).ok())
+        .unwrap_or_else(|| panic!("no answer in {answer:?}"));
+    (status, json)
+}
+
+/// The audit trail of approval `id` in the store `db`, read through the store's own API.
+pub fn audit_of(db: &str, id: &str) -> Vec<purra_core::AuditEntry> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let location = purra_store::StoreLocation::parse(db).expect("location");
+        let store = purra_store::AnyStore::open(&location, None)
+            .await
+            .expect("store");
+        store
+            .ops()
+            .approval_audit(purra_core::ApprovalId(id.to_owned()))
+            .await
+            .expect("audit")
+    })
 }
