@@ -138,6 +138,16 @@ fn edit_to(b: &Browser, id: &str, text: &str) {
     );
 }
 
+/// A browser `height` pixels high signed in to the gateway's page as ada, with the page token.
+fn signed_in(gw: &Started, height: u32) -> Browser {
+    let b = Browser::new(1100, height);
+    b.goto(&format!("{}login", gw.page));
+    b.type_css("#token", &gw.token);
+    b.click_css("#login");
+    b.wait_text("#approver", "ada");
+    b
+}
+
 /// The page's status line once it says something starting with `start`.
 fn status_after(b: &Browser, start: &str) -> String {
     let begun = Instant::now();
@@ -177,11 +187,7 @@ fn an_approver_edits_a_waiting_call_on_the_page() {
     let _client = Killed(child);
     let id = wait_approval(&db, "the call's approval", |a| a["state"] == "pending");
 
-    let b = Browser::new(1100, 1600);
-    b.goto(&format!("{}login", gw.page));
-    b.type_css("#token", &gw.token);
-    b.click_css("#login");
-    b.wait_text("#approver", "ada");
+    let b = signed_in(&gw, 1600);
     b.wait_for("body[data-synced=yes]");
     let shown: Value =
         serde_json::from_str(&b.text_css(&format!("#edit-{id}"))).expect("the arguments as JSON");
@@ -354,11 +360,7 @@ fn a_write_without_allow_edit_refuses_edits() {
     let (child, _lines) = call(&gw.mcp, "/srv/notes/draft");
     let _client = Killed(child);
     let id = wait_approval(&db, "the call's approval", |a| a["state"] == "pending");
-    let b = Browser::new(1100, 1400);
-    b.goto(&format!("{}login", gw.page));
-    b.type_css("#token", &gw.token);
-    b.click_css("#login");
-    b.wait_text("#approver", "ada");
+    let b = signed_in(&gw, 1400);
     b.wait_for(&format!("#approve-{id}"));
     assert!(b.find(&format!("#edit-{id}")).is_none());
     // Sent anyway (a form of one's own): refused, nothing decided.
@@ -404,11 +406,7 @@ fn an_edit_decided_after_the_caller_left_is_sent_by_the_gateway() {
     drop(Killed(child));
     let id = wait_approval(&db, "the call's approval", |a| a["state"] == "pending");
 
-    let b = Browser::new(1100, 1600);
-    b.goto(&format!("{}login", gw.page));
-    b.type_css("#token", &gw.token);
-    b.click_css("#login");
-    b.wait_text("#approver", "ada");
+    let b = signed_in(&gw, 1600);
     edit_to(&b, &id, r#"{"value": "/srv/notes/late"}"#);
     b.click_css(&format!("#edit-approve-{id}"));
     status_after(&b, &format!("{id} approved with edit as "));
