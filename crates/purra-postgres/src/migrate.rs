@@ -339,6 +339,20 @@ CREATE TABLE http_session_events (
 CREATE INDEX http_session_events_by_stream ON http_session_events (session, stream, num);
 "#;
 
+/// Schema version 12: running requests' streams of Streamable HTTP sessions, as purra-sqlite's
+/// schema 14: the request, the process holding it and its lease, so another instance takes a
+/// stream over once that lease ran out. Gone with the session. Nothing existing is touched.
+const V12_HTTP_SESSION_STREAMS: &str = r#"
+CREATE TABLE http_session_streams (
+    session        TEXT NOT NULL,
+    stream         BIGINT NOT NULL,
+    request        TEXT NOT NULL,
+    holder         TEXT NOT NULL,
+    lease_until_ns BIGINT NOT NULL,
+    PRIMARY KEY (session, stream)
+);
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -352,6 +366,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V9_TASKS,
     V10_WORKFLOW,
     V11_HTTP_SESSIONS,
+    V12_HTTP_SESSION_STREAMS,
 ];
 
 /// Why migrating failed.

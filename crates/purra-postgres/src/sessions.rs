@@ -2,13 +2,15 @@
 //! [`SessionStore`], so every instance of a fleet resumes any session and its streams. One row
 //! per session in `http_sessions` (owner, state JSON, last-seen time) and its SSE events in
 //! `http_session_events`, pruned to their bounds (count, bytes, age; the newest always stays)
-//! in the transaction that appends.
+//! in the transaction that appends; a running request's stream (its request and the lease of
+//! the instance holding it) in `http_session_streams`.
 
 use crate::store::{exec, query, query_opt, PostgresStore};
 use purra_core::stored::{from_ns, to_ns};
 use purra_core::StoreError;
 use purra_protocol::session_store::{
-    EventLogBounds, SessionRecord, SessionStore, SessionStoreError, StoredEvent, StreamReplay,
+    EventLogBounds, SessionRecord, SessionStore, SessionStoreError, StoredEvent, StreamRecord,
+    StreamReplay,
 };
 use purra_protocol::BoxFuture;
 use std::sync::Arc;
@@ -118,6 +120,12 @@ impl SessionStore for PostgresStore {
                     &[&*id],
                 )
                 .await?;
+                exec(
+                    tx,
+                    "DELETE FROM http_session_streams WHERE session = $1",
+                    &[&*id],
+                )
+                .await?;
                 let n = exec(tx, "DELETE FROM http_sessions WHERE id = $1", &[&*id]).await?;
                 Ok(n > 0)
             })
@@ -133,6 +141,13 @@ impl SessionStore for PostgresStore {
                     exec(
                         tx,
                         "DELETE FROM http_session_events WHERE session IN
+                             (SELECT id FROM http_sessions WHERE last_seen_ns < $1)",
+                        &[&cut],
+                    )
+                    .await?;
+                    exec(
+                        tx,
+                        "DELETE FROM http_session_streams WHERE session IN
                              (SELECT id FROM http_sessions WHERE last_seen_ns < $1)",
                         &[&cut],
                     )
@@ -233,6 +248,115 @@ impl SessionStore for PostgresStore {
                 }
                 Ok(replay)
             }
+        });
+        Box::pin(async move { done.await.map_err(err) })
+    }
+
+    fn save_stream(&self, record: StreamRecord) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        Box::pin(async move {
+            let until = to_ns(record.lease_until).map_err(err)?;
+            let stream = stream_key(record.stream);
+            let record = Arc::new(record);
+            self.transact(move |tx, _, _| {
+                let r = Arc::clone(&record);
+                Box::pin(async move {
+                    exec(
+                        tx,
+                        "INSERT INTO http_session_streams
+                             (session, stream, request, holder, lease_until_ns)
+                         SELECT $1, $2, $3, $4, $5
+                         WHERE EXISTS (SELECT 1 FROM http_sessions WHERE id = $1)
+                         ON CONFLICT (session, stream) DO UPDATE SET request = $3, holder = $4,
+                             lease_until_ns = $5",
+                        &[&r.session, &stream, &r.request, &r.holder, &until],
+                    )
+                    .await?;
+                    Ok(())
+                })
+            })
+            .await
+            .map_err(err)
+        })
+    }
+
+    fn load_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<Option<StreamRecord>, SessionStoreError>> {
+        let session = Arc::new(session);
+        let done = self.read(move |c| {
+            let session = Arc::clone(&session);
+            async move {
+                let row = query_opt(
+                    &c,
+                    "SELECT request, holder, lease_until_ns FROM http_session_streams
+                     WHERE session = $1 AND stream = $2",
+                    &[&*session, &stream_key(stream)],
+                )
+                .await?;
+                Ok(row.map(|r| StreamRecord {
+                    session: (*session).clone(),
+                    stream,
+                    request: r.get(0),
+                    holder: r.get(1),
+                    lease_until: from_ns(r.get(2)),
+                }))
+            }
+        });
+        Box::pin(async move { done.await.map_err(err) })
+    }
+
+    fn lease_stream(
+        &self,
+        session: String,
+        stream: u64,
+        holder: String,
+        now: SystemTime,
+        until: SystemTime,
+    ) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
+        Box::pin(async move {
+            let now = to_ns(now).map_err(err)?;
+            let until = to_ns(until).map_err(err)?;
+            let key = stream_key(stream);
+            let names = Arc::new((session, holder));
+            self.transact(move |tx, _, _| {
+                let names = Arc::clone(&names);
+                Box::pin(async move {
+                    let n = exec(
+                        tx,
+                        "UPDATE http_session_streams SET holder = $3, lease_until_ns = $5
+                         WHERE session = $1 AND stream = $2
+                             AND (holder = $3 OR lease_until_ns < $4)",
+                        &[&names.0, &key, &names.1, &now, &until],
+                    )
+                    .await?;
+                    Ok(n > 0)
+                })
+            })
+            .await
+            .map_err(err)
+        })
+    }
+
+    fn finish_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        let session = Arc::new(session);
+        let key = stream_key(stream);
+        let done = self.transact(move |tx, _, _| {
+            let session = Arc::clone(&session);
+            Box::pin(async move {
+                exec(
+                    tx,
+                    "DELETE FROM http_session_streams WHERE session = $1 AND stream = $2",
+                    &[&*session, &key],
+                )
+                .await?;
+                Ok(())
+            })
         });
         Box::pin(async move { done.await.map_err(err) })
     }

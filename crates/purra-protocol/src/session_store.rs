@@ -100,6 +100,24 @@ pub struct StreamReplay {
     pub events: Vec<StoredEvent>,
 }
 
+/// A request's stream still running in some process, kept so another process can follow it
+/// or, once its holder's lease ran out, take it over (run the request again, continuing the
+/// stream). Kept from the stream's first event that is not its response (a fast call writes
+/// none) until its response is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamRecord {
+    /// The session it belongs to.
+    pub session: String,
+    /// The stream's id (as in [`StoredEvent::stream`]).
+    pub stream: u64,
+    /// The JSON-RPC request the stream answers, as posted.
+    pub request: String,
+    /// The token of the process running the request.
+    pub holder: String,
+    /// Until when the holder holds it; it renews the lease while the request runs.
+    pub lease_until: SystemTime,
+}
+
 /// Sessions and their event logs, shared by the processes that serve them. Every method is
 /// one short operation of the backend; the server calls them off its locks.
 pub trait SessionStore: Send + Sync + 'static {
@@ -143,6 +161,38 @@ pub trait SessionStore: Send + Sync + 'static {
         stream: u64,
         after: u64,
     ) -> BoxFuture<'_, Result<StreamReplay, SessionStoreError>>;
+
+    /// Creates or replaces the record of stream `record.stream` of its session; a record of a
+    /// session the store does not keep is dropped. Ending or expiring the session forgets it.
+    fn save_stream(&self, record: StreamRecord) -> BoxFuture<'_, Result<(), SessionStoreError>>;
+
+    /// The record of stream `stream` of session `session`, if kept (`None`: its request was
+    /// answered, or it was never recorded).
+    fn load_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<Option<StreamRecord>, SessionStoreError>>;
+
+    /// Leases the stream to `holder` until `until`, in one conditional step: when it is kept
+    /// and `holder` already holds it (a renewal, or with `until` at or before `now` a release)
+    /// or its lease ended before `now` (a take-over: of processes racing for it exactly one
+    /// wins). Whether it did.
+    fn lease_stream(
+        &self,
+        session: String,
+        stream: u64,
+        holder: String,
+        now: SystemTime,
+        until: SystemTime,
+    ) -> BoxFuture<'_, Result<bool, SessionStoreError>>;
+
+    /// Forgets the record of a stream whose request was answered.
+    fn finish_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>>;
 }
 
 impl std::fmt::Debug for dyn SessionStore {
@@ -163,6 +213,8 @@ struct MemoryInner {
     sessions: HashMap<String, SessionRecord>,
     /// Per session: events by arrival (a counter), each with its stream and number.
     events: HashMap<String, BTreeMap<u64, StoredEvent>>,
+    /// Per session: its running streams' records by stream id.
+    streams: HashMap<String, HashMap<u64, StreamRecord>>,
     next: u64,
 }
 
@@ -234,6 +286,7 @@ impl SessionStore for MemorySessionStore {
     fn end_session(&self, id: String) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
         ready(Ok(self.with(|m| {
             m.events.remove(&id);
+            m.streams.remove(&id);
             m.sessions.remove(&id).is_some()
         })))
     }
@@ -249,6 +302,7 @@ impl SessionStore for MemorySessionStore {
             for id in &gone {
                 m.sessions.remove(id);
                 m.events.remove(id);
+                m.streams.remove(id);
             }
             gone.len() as u64
         })))
@@ -293,6 +347,63 @@ impl SessionStore for MemorySessionStore {
             replay.events.sort_by_key(|e| e.seq);
             replay
         })))
+    }
+
+    fn save_stream(&self, record: StreamRecord) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        self.with(|m| {
+            if m.sessions.contains_key(&record.session) {
+                let streams = m.streams.entry(record.session.clone()).or_default();
+                streams.insert(record.stream, record);
+            }
+        });
+        ready(Ok(()))
+    }
+
+    fn load_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<Option<StreamRecord>, SessionStoreError>> {
+        ready(Ok(
+            self.with(|m| m.streams.get(&session)?.get(&stream).cloned())
+        ))
+    }
+
+    fn lease_stream(
+        &self,
+        session: String,
+        stream: u64,
+        holder: String,
+        now: SystemTime,
+        until: SystemTime,
+    ) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
+        ready(Ok(self.with(|m| {
+            let Some(r) = m.streams.get_mut(&session).and_then(|s| s.get_mut(&stream)) else {
+                return false;
+            };
+            if r.holder != holder && r.lease_until >= now {
+                return false;
+            }
+            r.holder = holder;
+            r.lease_until = until;
+            true
+        })))
+    }
+
+    fn finish_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        self.with(|m| {
+            if let Some(s) = m.streams.get_mut(&session) {
+                s.remove(&stream);
+                if s.is_empty() {
+                    m.streams.remove(&session);
+                }
+            }
+        });
+        ready(Ok(()))
     }
 }
 
@@ -403,6 +514,61 @@ pub async fn check_contract(store: &dyn SessionStore) {
         store.events_after("zz".into(), 1, 0).await.unwrap(),
         StreamReplay::default()
     );
+    // Streams: recorded, leased by one holder at a time, taken over once the lease ran out.
+    let sr = |stream: u64, holder: &str, until: SystemTime| StreamRecord {
+        session: "a".into(),
+        stream,
+        request: "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"}".into(),
+        holder: holder.into(),
+        lease_until: until,
+    };
+    let lease = |s: u64, h: &str, now: SystemTime, until: SystemTime| {
+        store.lease_stream("a".into(), s, h.into(), now, until)
+    };
+    assert_eq!(store.load_stream("a".into(), 5).await.unwrap(), None);
+    let l1 = t2 + Duration::from_secs(5);
+    store.save_stream(sr(5, "p1", l1)).await.unwrap();
+    store.save_stream(sr(6, "p1", l1)).await.unwrap();
+    assert_eq!(
+        store.load_stream("a".into(), 5).await.unwrap(),
+        Some(sr(5, "p1", l1))
+    );
+    // A stream of a session the store does not keep is dropped.
+    let mut stray = sr(5, "p1", l1);
+    stray.session = "zz".into();
+    store.save_stream(stray).await.unwrap();
+    assert_eq!(store.load_stream("zz".into(), 5).await.unwrap(), None);
+    // The holder renews; another process cannot take a live lease.
+    let l2 = l1 + Duration::from_secs(5);
+    assert!(lease(5, "p1", t2, l2).await.unwrap());
+    assert!(!lease(5, "p2", l1, l2 + Duration::from_secs(5))
+        .await
+        .unwrap());
+    assert!(!lease(7, "p1", t2, l2).await.unwrap());
+    assert_eq!(
+        store.load_stream("a".into(), 5).await.unwrap(),
+        Some(sr(5, "p1", l2))
+    );
+    // Past the lease one process takes it over, and the old holder no longer renews.
+    let past = l2 + Duration::from_secs(1);
+    let l3 = past + Duration::from_secs(5);
+    assert!(lease(5, "p2", past, l3).await.unwrap());
+    assert!(!lease(5, "p3", past, l3).await.unwrap());
+    assert!(!lease(5, "p1", past, l3).await.unwrap());
+    assert_eq!(
+        store.load_stream("a".into(), 5).await.unwrap(),
+        Some(sr(5, "p2", l3))
+    );
+    // A release (a lease until now) lets another take it at once.
+    assert!(lease(5, "p2", past, past - Duration::from_secs(1))
+        .await
+        .unwrap());
+    assert!(lease(5, "p3", past, l3).await.unwrap());
+    // Finished: forgotten, and leased by nobody.
+    store.finish_stream("a".into(), 5).await.unwrap();
+    assert_eq!(store.load_stream("a".into(), 5).await.unwrap(), None);
+    assert!(!lease(5, "p3", past, l3).await.unwrap());
+    assert!(store.load_stream("a".into(), 6).await.unwrap().is_some());
     // Expiry ends sessions last seen before the cut, with their events.
     assert_eq!(store.expire_sessions(t1).await.unwrap(), 1); // "b", seen at t0
     assert_eq!(store.load_session("b".into()).await.unwrap(), None);
@@ -415,6 +581,7 @@ pub async fn check_contract(store: &dyn SessionStore) {
         store.events_after("a".into(), 9, 0).await.unwrap(),
         StreamReplay::default()
     );
+    assert_eq!(store.load_stream("a".into(), 6).await.unwrap(), None);
 }
 
 #[cfg(test)]

@@ -442,6 +442,20 @@ CREATE TABLE http_session_events (
 CREATE INDEX http_session_events_by_stream ON http_session_events(session, stream, num);
 "#;
 
+/// Schema version 14: running requests' streams of Streamable HTTP sessions (issue 48): the
+/// request, the process holding it and its lease, so another process takes a stream over once
+/// that lease ran out. Gone with the session. Nothing existing is touched.
+const V14_HTTP_SESSION_STREAMS: &str = r#"
+CREATE TABLE http_session_streams (
+    session        TEXT NOT NULL,
+    stream         INTEGER NOT NULL,
+    request        TEXT NOT NULL,
+    holder         TEXT NOT NULL,
+    lease_until_ns INTEGER NOT NULL,
+    PRIMARY KEY (session, stream)
+) WITHOUT ROWID;
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -457,6 +471,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V11_TASKS,
     V12_WORKFLOW,
     V13_HTTP_SESSIONS,
+    V14_HTTP_SESSION_STREAMS,
 ];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which

@@ -2,13 +2,16 @@
 //! [`SessionStore`], so every process that shares the file resumes any session and its
 //! streams. One row per session in `http_sessions` (owner, state JSON, last-seen time) and its
 //! SSE events in `http_session_events`, pruned to their bounds (count, bytes, age; the newest
-//! always stays) in the transaction that appends. Writes go through the group commit.
+//! always stays) in the transaction that appends; a running request's stream (its request and
+//! the lease of the process holding it) in `http_session_streams`. Writes go through the group
+//! commit.
 
 use crate::store::{backend, SqliteStore};
 use purra_core::stored::{from_ns, to_ns};
 use purra_core::StoreError;
 use purra_protocol::session_store::{
-    EventLogBounds, SessionRecord, SessionStore, SessionStoreError, StoredEvent, StreamReplay,
+    EventLogBounds, SessionRecord, SessionStore, SessionStoreError, StoredEvent, StreamRecord,
+    StreamReplay,
 };
 use purra_protocol::BoxFuture;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -92,6 +95,9 @@ impl SessionStore for SqliteStore {
             conn.prepare_cached("DELETE FROM http_session_events WHERE session = ?1")
                 .and_then(|mut s| s.execute(params![id]))
                 .map_err(backend)?;
+            conn.prepare_cached("DELETE FROM http_session_streams WHERE session = ?1")
+                .and_then(|mut s| s.execute(params![id]))
+                .map_err(backend)?;
             let n = conn
                 .prepare_cached("DELETE FROM http_sessions WHERE id = ?1")
                 .and_then(|mut s| s.execute(params![id]))
@@ -106,6 +112,12 @@ impl SessionStore for SqliteStore {
             let cut = to_ns(before)?;
             conn.prepare_cached(
                 "DELETE FROM http_session_events WHERE session IN
+                     (SELECT id FROM http_sessions WHERE last_seen_ns < ?1)",
+            )
+            .and_then(|mut s| s.execute(params![cut]))
+            .map_err(backend)?;
+            conn.prepare_cached(
+                "DELETE FROM http_session_streams WHERE session IN
                      (SELECT id FROM http_sessions WHERE last_seen_ns < ?1)",
             )
             .and_then(|mut s| s.execute(params![cut]))
@@ -205,6 +217,98 @@ impl SessionStore for SqliteStore {
                 }
             }
             Ok(replay)
+        });
+        Box::pin(async move { done.await.map_err(err) })
+    }
+
+    fn save_stream(&self, record: StreamRecord) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        let done = self.write(move |conn, _| {
+            let until = to_ns(record.lease_until)?;
+            conn.prepare_cached(
+                "INSERT INTO http_session_streams (session, stream, request, holder, lease_until_ns)
+                 SELECT ?1, ?2, ?3, ?4, ?5
+                 WHERE EXISTS (SELECT 1 FROM http_sessions WHERE id = ?1)
+                 ON CONFLICT (session, stream) DO UPDATE SET request = ?3, holder = ?4,
+                     lease_until_ns = ?5",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    record.session,
+                    stream_key(record.stream),
+                    record.request,
+                    record.holder,
+                    until
+                ])
+            })
+            .map_err(backend)?;
+            Ok(())
+        });
+        Box::pin(async move { done.await.map_err(err) })
+    }
+
+    fn load_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<Option<StreamRecord>, SessionStoreError>> {
+        let done = self.run(move |conn, _| {
+            conn.prepare_cached(
+                "SELECT request, holder, lease_until_ns FROM http_session_streams
+                 WHERE session = ?1 AND stream = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![session, stream_key(stream)], |r| {
+                    Ok(StreamRecord {
+                        session: session.clone(),
+                        stream,
+                        request: r.get(0)?,
+                        holder: r.get(1)?,
+                        lease_until: from_ns(r.get(2)?),
+                    })
+                })
+                .optional()
+            })
+            .map_err(backend)
+        });
+        Box::pin(async move { done.await.map_err(err) })
+    }
+
+    fn lease_stream(
+        &self,
+        session: String,
+        stream: u64,
+        holder: String,
+        now: SystemTime,
+        until: SystemTime,
+    ) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
+        let done = self.write(move |conn, _| {
+            let (now, until) = (to_ns(now)?, to_ns(until)?);
+            let n = conn
+                .prepare_cached(
+                    "UPDATE http_session_streams SET holder = ?3, lease_until_ns = ?5
+                     WHERE session = ?1 AND stream = ?2 AND (holder = ?3 OR lease_until_ns < ?4)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![session, stream_key(stream), holder, now, until])
+                })
+                .map_err(backend)?;
+            Ok(n > 0)
+        });
+        Box::pin(async move { done.await.map_err(err) })
+    }
+
+    fn finish_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        let done = self.write(move |conn, _| {
+            conn.prepare_cached(
+                "DELETE FROM http_session_streams WHERE session = ?1 AND stream = ?2",
+            )
+            .and_then(|mut s| s.execute(params![session, stream_key(stream)]))
+            .map_err(backend)?;
+            Ok(())
         });
         Box::pin(async move { done.await.map_err(err) })
     }

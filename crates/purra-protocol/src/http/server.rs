@@ -161,6 +161,21 @@ pub struct HttpServerConfig {
     /// 5 s): idle expiry is fleet-wide to within this. Every request still reads whether the
     /// session is kept, so a `DELETE` elsewhere takes effect at once.
     pub session_touch_interval: Duration,
+    /// How long this process holds a running request's stream in the
+    /// [`session_store`](Self::session_store) (default 5 s; renewed every third of it while the
+    /// request runs). A request's stream is recorded there with its first event that is not its
+    /// response (a progress notification, a server-to-client request); a fast call writes no
+    /// record. A client that resumes such a stream with `Last-Event-ID` at another process gets
+    /// what the store's log has, then follows the log while the holder lives (polled, up to
+    /// 30 s a connection; the client then resumes again).
+    pub stream_lease: Duration,
+    /// Take over a recorded request whose holder's lease ran out (default `false`): the
+    /// process a client resumes its stream at claims the lease (exactly one process wins) and
+    /// runs the stored request again through the session's handler, with the same request id,
+    /// its events continuing the same stream. This runs a request twice when its first run got
+    /// far before its process died: turn it on only for handlers that tolerate that (reads,
+    /// writes claimed once in a durable store, as the gateway's are).
+    pub take_over_streams: bool,
     /// Shuts the endpoint down when cancelled: every SSE stream ends, every session closes,
     /// and later requests are answered 503. [`serve`](StreamableHttpServer::serve) cancels it
     /// when its shutdown future resolves; an application that mounts the endpoint cancels it
@@ -197,6 +212,8 @@ impl Default for HttpServerConfig {
             session_store: None,
             event_log: EventLogBounds::default(),
             session_touch_interval: Duration::from_secs(5),
+            stream_lease: Duration::from_secs(5),
+            take_over_streams: false,
             shutdown: CancellationToken::new(),
         }
     }
@@ -242,6 +259,8 @@ struct HttpShared {
     allowed_host: crate::host_policy::AllowedHost,
     /// The POSTs' head waits (`sse_head_wait`): one timer for all, not one per request.
     head_wait: crate::http::wait::WaitTimer,
+    /// This process's token as the holder of running requests' streams in the session store.
+    holder: String,
     /// HTTP+SSE (2024-11-05) sessions by id.
     #[cfg(feature = "legacy-sse")]
     legacy: Mutex<HashMap<String, Arc<legacy::LegacySession>>>,
@@ -297,6 +316,7 @@ impl StreamableHttpServer {
             connection_stats,
             allowed_host: Default::default(),
             head_wait: crate::http::wait::WaitTimer::new(),
+            holder: stored::new_holder(),
             #[cfg(feature = "legacy-sse")]
             legacy: Mutex::new(HashMap::new()),
         });
@@ -367,6 +387,25 @@ impl StreamableHttpServer {
     /// Closes expired sessions and streams now (the sweeper also does this periodically).
     pub fn sweep_idle_sessions(&self) {
         self.shared.sweep();
+    }
+
+    /// Releases this process's leases on the running requests' streams recorded in the
+    /// [`session_store`](HttpServerConfig::session_store) and ends their connections: their
+    /// clients resume with `Last-Event-ID` at another process, which takes them over at once
+    /// (with [`take_over_streams`](HttpServerConfig::take_over_streams)). What this process
+    /// would still put on those streams (an answer given while stopping) is dropped. For a
+    /// deploy's drain, before the handlers answer what they wait for; returns how many were
+    /// released.
+    pub async fn release_streams(&self) -> usize {
+        let sessions: Vec<Arc<HttpSession>> = {
+            let s = self.shared.sessions.lock().expect("sessions lock");
+            s.established.values().cloned().collect()
+        };
+        let mut released = 0;
+        for s in sessions {
+            released += s.release_streams().await;
+        }
+        released
     }
 
     /// Shuts the endpoint down (cancels [`HttpServerConfig::shutdown`]).
@@ -677,11 +716,25 @@ struct Stream {
     json: bool,
     /// When its last response was queued: the stream stays resumable for the resume window.
     finished_at: Option<Instant>,
+    /// Its id in event ids and the store (this process's tag and the local id; a stream taken
+    /// over from another process keeps that process's id).
+    wire: u64,
+    /// The lone request it answers, as posted, until the stream is recorded in the store.
+    request: Option<Bytes>,
+    /// Recorded in the session store as running here (see `HttpServerConfig::stream_lease`).
+    recorded: bool,
+    /// Its lease was released (a drain): another process answers its request, so what this
+    /// process would still put on it is dropped.
+    released: bool,
 }
 
 impl Stream {
-    fn new(json: bool) -> Self {
+    fn new(json: bool, wire: u64) -> Self {
         Stream {
+            wire,
+            request: None,
+            recorded: false,
+            released: false,
             events: VecDeque::new(),
             next_seq: 1,
             delivered: 0,
@@ -765,6 +818,19 @@ impl Streams {
         }
     }
 
+    /// The local id of the stream `wire` names: one this process opened (its tag), or one it
+    /// took over.
+    fn local_of(&self, tag: u64, wire: u64) -> Option<u64> {
+        let id = wire & LOCAL_MASK;
+        if wire & !LOCAL_MASK == tag && self.map.contains_key(&id) {
+            return Some(id);
+        }
+        self.map
+            .iter()
+            .find(|(_, s)| s.wire == wire)
+            .map(|(id, _)| *id)
+    }
+
     /// Keeps `data` as event `seq` of stream `id`, within the per-stream count and the
     /// session's byte budget (the session's oldest events go first).
     fn keep(&mut self, id: u64, seq: u64, data: Bytes, max_events: usize, max_bytes: usize) {
@@ -815,6 +881,8 @@ struct HttpSession {
     tag: u64,
     /// Its place in the [`HttpServerConfig::session_store`], if any.
     link: Option<Arc<StoreLink>>,
+    /// Itself, for the tasks that renew its streams' leases.
+    me: std::sync::Weak<HttpSession>,
 }
 
 impl std::fmt::Debug for HttpSession {
@@ -891,6 +959,7 @@ impl HttpSession {
         id: Option<&str>,
         owner: Option<String>,
         resume: Option<SessionSnapshot>,
+        holder: &str,
     ) -> Arc<HttpSession> {
         let (in_tx, in_rx) = queue::bounded(CHANNEL_CAPACITY);
         let link = match (&config.session_store, id, &stateless_version) {
@@ -900,6 +969,8 @@ impl HttpSession {
                 owner.clone(),
                 config.event_log,
                 config.session_touch_interval,
+                holder.to_owned(),
+                config.stream_lease,
             )),
             _ => None,
         };
@@ -923,8 +994,9 @@ impl HttpSession {
                     }
                 });
             }
+            let tag = if link.is_some() { stored::new_tag() } else { 0 };
             let mut map = BTreeMap::new();
-            map.insert(STANDALONE, Box::new(Stream::new(false)));
+            map.insert(STANDALONE, Box::new(Stream::new(false, tag | STANDALONE)));
             HttpSession {
                 inbound: in_tx,
                 streams: Mutex::new(Streams {
@@ -941,8 +1013,9 @@ impl HttpSession {
                 max_streams: config.max_streams_per_session,
                 closed: CancellationToken::new(),
                 owner,
-                tag: if link.is_some() { stored::new_tag() } else { 0 },
+                tag,
                 link,
+                me: weak.clone(),
             }
         })
     }
@@ -954,20 +1027,115 @@ impl HttpSession {
         }
     }
 
-    /// Whether `wire` (a stream id from an event id) names a stream this process opened.
-    fn is_local(&self, wire: u64) -> bool {
-        wire & !LOCAL_MASK == self.tag
+    /// Whether `wire` names a stream this process keeps (opened here or taken over).
+    fn holds_stream(&self, wire: u64) -> bool {
+        self.streams
+            .lock()
+            .expect("streams lock")
+            .local_of(self.tag, wire)
+            .is_some()
     }
 
-    /// Whether `wire` names a stream this process opened and still keeps.
-    fn holds_stream(&self, wire: u64) -> bool {
-        self.is_local(wire)
-            && self
-                .streams
-                .lock()
-                .expect("streams lock")
+    /// Whether stream `wire` is kept here and still waits for its response.
+    fn runs(&self, wire: u64) -> bool {
+        let streams = self.streams.lock().expect("streams lock");
+        streams
+            .local_of(self.tag, wire)
+            .and_then(|id| streams.map.get(&id))
+            .is_some_and(|s| !s.pending.is_empty() && !s.released)
+    }
+
+    /// Renews this process's lease on the recorded stream `wire` every third of the lease
+    /// while its request runs here; stops when it is answered, the session closes, or another
+    /// process holds the lease.
+    fn keep_leased(&self, link: &Arc<StoreLink>, wire: u64) {
+        let (me, link) = (self.me.clone(), link.clone());
+        tokio::spawn(async move {
+            let every = (link.lease / 3).max(Duration::from_millis(10));
+            loop {
+                tokio::time::sleep(every).await;
+                match me.upgrade() {
+                    Some(s) if !s.closed.is_cancelled() && s.runs(wire) => {}
+                    _ => return,
+                }
+                match link.lease_stream(wire).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(session = %link.id, stream = wire, "a running request's stream is no longer leased here");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(session = %link.id, error = %e, "a stream's lease was not renewed")
+                    }
+                }
+            }
+        });
+    }
+
+    /// Ends this process's leases on the recorded streams still running here, so other
+    /// processes take them over at once (a deploy's drain), and ends their connections (their
+    /// clients resume with `Last-Event-ID` elsewhere). Streams whose lease was released.
+    async fn release_streams(&self) -> usize {
+        let Some(link) = &self.link else {
+            return 0;
+        };
+        let recorded: Vec<u64> = {
+            let mut streams = self.streams.lock().expect("streams lock");
+            streams
                 .map
-                .contains_key(&(wire & LOCAL_MASK))
+                .values_mut()
+                .filter(|s| s.recorded && !s.pending.is_empty() && !s.released)
+                .map(|s| {
+                    s.live = None;
+                    s.released = true;
+                    s.recorded = false;
+                    s.wire
+                })
+                .collect()
+        };
+        let mut released = 0;
+        for wire in recorded {
+            match link.release_stream(wire).await {
+                Ok(true) => released += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(session = %link.id, error = %e, "a stream's lease was not released")
+                }
+            }
+        }
+        released
+    }
+
+    /// Takes over stream `wire` of another process (this process claimed its lease): it
+    /// continues here at event `next_seq` on the connection `live`, answering `request`.
+    fn adopt(
+        &self,
+        wire: u64,
+        next_seq: u64,
+        request: RequestId,
+        frame: Bytes,
+        live: Live,
+    ) -> Result<(), OpenError> {
+        let mut streams = self.streams.lock().expect("streams lock");
+        if streams.by_request.contains_key(&request) || streams.local_of(self.tag, wire).is_some() {
+            return Err(OpenError::DuplicateId(request));
+        }
+        let id = streams.next_id;
+        streams.next_id += 1;
+        let mut stream = Box::new(Stream::new(false, wire));
+        stream.next_seq = next_seq;
+        stream.delivered = next_seq.saturating_sub(1);
+        stream.live = Some(live);
+        stream.pending = Pending::One(request.clone());
+        stream.request = Some(frame);
+        stream.recorded = true;
+        streams.map.insert(id, stream);
+        streams.by_request.insert(request, id);
+        drop(streams);
+        if let Some(link) = &self.link {
+            self.keep_leased(link, wire);
+        }
+        Ok(())
     }
 
     fn touch(&self) {
@@ -1035,15 +1203,35 @@ impl HttpSession {
         let Some(stream) = streams.map.get_mut(&target) else {
             return;
         };
+        if stream.released {
+            // Another process answers this stream's request now.
+            if out.completes {
+                if let Some(r) = &out.related {
+                    streams.by_request.remove(r);
+                }
+                self.finish_request(streams, target, out.related.as_ref());
+            }
+            return;
+        }
         let seq = stream.next_seq;
         stream.next_seq += 1;
         let json = stream.json;
+        let wire = stream.wire;
         let data = if json {
             Bytes::from(out.frame)
         } else {
-            let data = encode_event(&event_id(self.tag | target, seq), None, &out.frame);
+            let data = encode_event(&event_id(wire, seq), None, &out.frame);
             if let Some(link) = &self.link {
-                link.event(self.tag | target, seq, &data);
+                // A request still running after an event that is not its answer is recorded
+                // (with that event), so another process can follow or take over its stream.
+                if !out.completes && !stream.recorded {
+                    if let Some(request) = stream.request.take() {
+                        stream.recorded = true;
+                        link.stream_started(wire, &request);
+                        self.keep_leased(link, wire);
+                    }
+                }
+                link.event(wire, seq, &data);
             }
             data
         };
@@ -1077,6 +1265,13 @@ impl HttpSession {
         }
         if target != STANDALONE && stream.pending.is_empty() {
             stream.live = None;
+            stream.request = None;
+            if stream.recorded {
+                stream.recorded = false;
+                if let Some(link) = &self.link {
+                    link.stream_finished(stream.wire);
+                }
+            }
             if stream.json {
                 // A JSON response is not resumable.
                 streams.remove(target);
@@ -1097,7 +1292,12 @@ impl HttpSession {
     }
 
     /// Opens a stream for the requests of one POST.
-    fn open_stream(&self, requests: &[RequestId], json: bool) -> Result<(u64, Reader), OpenError> {
+    fn open_stream(
+        &self,
+        requests: &[RequestId],
+        json: bool,
+        request: Option<Bytes>,
+    ) -> Result<(u64, Reader), OpenError> {
         let mut streams = self.streams.lock().expect("streams lock");
         // Twice in the POST: a lone request needs no set (and allocates none).
         let mut seen = HashSet::new();
@@ -1128,9 +1328,12 @@ impl HttpSession {
         let id = streams.next_id;
         streams.next_id += 1;
         let (live, reader) = channel::channel(self.replay.max(16));
-        let mut stream = Box::new(Stream::new(json));
+        let mut stream = Box::new(Stream::new(json, self.tag | id));
         stream.live = Some(live);
         stream.pending = Pending::of(requests);
+        if self.link.is_some() && !json && requests.len() == 1 {
+            stream.request = request.filter(|r| r.len() <= stored::MAX_STATE_BYTES);
+        }
         streams.map.insert(id, stream);
         for r in requests {
             streams.by_request.insert(r.clone(), id);
@@ -1143,8 +1346,10 @@ impl HttpSession {
         let mut guard = self.streams.lock().expect("streams lock");
         let streams = &mut *guard;
         let (id, after) = match last {
-            Some((wire, _)) if !self.is_local(wire) => return Err(StatusCode::NOT_FOUND),
-            Some((wire, seq)) => (wire & LOCAL_MASK, seq),
+            Some((wire, seq)) => match streams.local_of(self.tag, wire) {
+                Some(id) => (id, seq),
+                None => return Err(StatusCode::NOT_FOUND),
+            },
             None => (STANDALONE, u64::MAX),
         };
         let Some(stream) = streams.map.get_mut(&id) else {
@@ -1182,7 +1387,7 @@ impl HttpSession {
         if id == STANDALONE || !stream.pending.is_empty() {
             stream.live = Some(live);
         }
-        Ok((self.tag | id, next_seq, reader))
+        Ok((stream.wire, next_seq, reader))
     }
 }
 
@@ -1313,6 +1518,7 @@ impl HttpShared {
             Some(id),
             record.owner,
             Some(snapshot),
+            &self.holder,
         );
         if let Some(link) = &session.link {
             link.known_state(&record.state);
@@ -1762,7 +1968,15 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
             );
         };
         let stateless = (!has_initialize).then_some(v);
-        let session = HttpSession::start(&shared.server, cfg, stateless, None, None, None);
+        let session = HttpSession::start(
+            &shared.server,
+            cfg,
+            stateless,
+            None,
+            None,
+            None,
+            &shared.holder,
+        );
         hold = Some(Hold {
             _session: session.clone(),
             _permit: permit,
@@ -1781,7 +1995,15 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
         }
         let id = new_session_id();
         (
-            HttpSession::start(&shared.server, cfg, None, Some(&id), owner, None),
+            HttpSession::start(
+                &shared.server,
+                cfg,
+                None,
+                Some(&id),
+                owner,
+                None,
+                &shared.holder,
+            ),
             Some(id),
         )
     } else {
@@ -1810,7 +2032,12 @@ async fn post(shared: Arc<HttpShared>, parts: Parts, body: Body) -> Response {
     let opened = if requests.is_empty() {
         None
     } else {
-        match session.open_stream(&requests, cfg.json_response) {
+        // A lone request's frame, kept should its stream need recording in a session store.
+        let lone = match messages.as_slice() {
+            [m] if m.id.is_some() => Some(m.frame.clone()),
+            _ => None,
+        };
+        match session.open_stream(&requests, cfg.json_response, lone) {
             Ok(o) => Some(o),
             Err(OpenError::TooManyStreams) => {
                 return status(
@@ -2055,7 +2282,8 @@ async fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
     if let (Some((wire, seq)), Some(link)) = (last, &session.link) {
         // Another process's stream, or one of ours already forgotten here: the store's log.
         if !session.holds_stream(wire) {
-            return replay_stored(&shared, &session, link, wire, seq).await;
+            let link = link.clone();
+            return replay_stored(&shared, &session, &link, wire, seq, parts).await;
         }
     }
     match session.attach(last) {
@@ -2094,20 +2322,34 @@ async fn get(shared: Arc<HttpShared>, parts: Parts) -> Response {
 
 /// Resumes a stream another process opened, from the store's event log: what followed `seq`
 /// is replayed; a standalone stream then goes on live here (this process's own standalone
-/// stream), a request's stream ends (its client resumes again from its last event for more).
+/// stream). A request's stream whose request still runs (its record in the store) is followed
+/// ([`follow_stored`]); any other ends after the replay (its client resumes again from its
+/// last event for more).
 async fn replay_stored(
     shared: &Arc<HttpShared>,
     session: &Arc<HttpSession>,
-    link: &StoreLink,
+    link: &Arc<StoreLink>,
     wire: u64,
     seq: u64,
+    parts: Parts,
 ) -> Response {
     let replay = match link.store.events_after(link.id.clone(), wire, seq).await {
         Ok(r) => r,
         Err(e) => return store_failed(e).into_response(),
     };
-    let Some(oldest) = replay.oldest else {
-        return status(StatusCode::NOT_FOUND, "Not Found: no such stream");
+    let running = if wire & LOCAL_MASK == STANDALONE {
+        None
+    } else {
+        match link.store.load_stream(link.id.clone(), wire).await {
+            Ok(r) => r,
+            Err(e) => return store_failed(e).into_response(),
+        }
+    };
+    let oldest = match (replay.oldest, &running) {
+        (Some(oldest), _) => oldest,
+        // Recorded, its first event not yet kept: nothing to miss.
+        (None, Some(_)) => seq.saturating_add(1),
+        (None, None) => return status(StatusCode::NOT_FOUND, "Not Found: no such stream"),
     };
     if seq.saturating_add(1) < oldest {
         return status(
@@ -2115,11 +2357,34 @@ async fn replay_stored(
             "Gone: the events after Last-Event-ID are no longer kept",
         );
     }
+    let last = replay.events.last().map_or(seq, |e| e.seq.max(seq));
     let events: VecDeque<Bytes> = replay
         .events
         .into_iter()
         .map(|e| Bytes::from(e.data))
         .collect();
+    if running.is_some() {
+        let (live, rx) = channel::channel(session.replay.max(16));
+        tokio::spawn(follow_stored(
+            shared.clone(),
+            session.clone(),
+            link.clone(),
+            wire,
+            seq,
+            last,
+            live,
+            parts,
+        ));
+        let state = SseState {
+            rx,
+            first: events,
+            keep_alive: shared.config.sse_keep_alive,
+            shutdown: shared.shutdown.clone(),
+            closed: session.closed.clone(),
+            _hold: (),
+        };
+        return sse_response(state, None);
+    }
     if wire & LOCAL_MASK == STANDALONE {
         if let Ok((_, _, rx)) = session.attach(None) {
             let state = SseState {
@@ -2134,6 +2399,134 @@ async fn replay_stored(
         }
     }
     sse_complete(events, None)
+}
+
+/// How long one connection follows another process's running request through the store's log
+/// before it ends (its client resumes again).
+const FOLLOW_FOR: Duration = Duration::from_secs(30);
+
+/// How often a followed stream's log and record are read.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// Follows stream `wire` of a request running at another process, on the connection `live`
+/// (the client resumed after `client_seq`; the store's events up to `last` are already on
+/// it): passes on the events the store's log gains until the request is answered (its record
+/// gone), the connection ends, or [`FOLLOW_FOR`] passed. When the holder's lease ran out and
+/// [`HttpServerConfig::take_over_streams`] is on, claims it and runs the stored request here,
+/// its events continuing the stream on this connection.
+#[allow(clippy::too_many_arguments)]
+async fn follow_stored(
+    shared: Arc<HttpShared>,
+    session: Arc<HttpSession>,
+    link: Arc<StoreLink>,
+    wire: u64,
+    client_seq: u64,
+    mut last: u64,
+    live: Live,
+    parts: Parts,
+) {
+    let store = &link.store;
+    let deadline = Instant::now() + FOLLOW_FOR;
+    // Passes on the log's events after `last`; false when the connection is gone.
+    async fn pass_on(link: &StoreLink, wire: u64, last: &mut u64, live: &Live) -> Option<bool> {
+        let replay = link
+            .store
+            .events_after(link.id.clone(), wire, *last)
+            .await
+            .ok()?;
+        for e in replay.events {
+            if !live.send(Bytes::from(e.data), usize::MAX) {
+                return Some(false);
+            }
+            *last = e.seq;
+        }
+        Some(true)
+    }
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(FOLLOW_POLL) => {}
+            _ = session.closed.cancelled() => return,
+            _ = shared.shutdown.cancelled() => return,
+        }
+        if !live.is_open() || pass_on(&link, wire, &mut last, &live).await != Some(true) {
+            return;
+        }
+        let record = match store.load_stream(link.id.clone(), wire).await {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                // Answered: its last events (the response) were kept before the record went.
+                let _ = pass_on(&link, wire, &mut last, &live).await;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(session = %link.id, error = %e, "a followed stream's record was not read");
+                return;
+            }
+        };
+        let lapsed = record.lease_until < std::time::SystemTime::now();
+        if lapsed && shared.config.take_over_streams && record.holder != link.holder {
+            if let Ok(true) = link.lease_stream(wire).await {
+                take_over(&session, &link, wire, client_seq, last, record, live, parts).await;
+                return;
+            }
+        }
+        if Instant::now() >= deadline {
+            return;
+        }
+    }
+}
+
+/// Runs the stored request of stream `wire` again here (this process claimed its lease): the
+/// events its old holder kept are passed on first, then the stream continues on `live`, its
+/// numbers after the highest the client or the store has seen.
+#[allow(clippy::too_many_arguments)]
+async fn take_over(
+    session: &Arc<HttpSession>,
+    link: &Arc<StoreLink>,
+    wire: u64,
+    client_seq: u64,
+    mut last: u64,
+    record: crate::session_store::StreamRecord,
+    live: Live,
+    parts: Parts,
+) {
+    if let Ok(replay) = link.store.events_after(link.id.clone(), wire, last).await {
+        for e in replay.events {
+            if !live.send(Bytes::from(e.data), usize::MAX) {
+                break;
+            }
+            last = e.seq;
+        }
+    }
+    let frame = Bytes::from(record.request.into_bytes());
+    let message = match decode_frame(&frame) {
+        Frame::Single(Ok(m @ Message::Request { .. })) => m,
+        _ => {
+            tracing::warn!(session = %link.id, "a stored request does not decode: not taken over");
+            let _ = link.release_stream(wire).await;
+            return;
+        }
+    };
+    let Some(id) = request_id(&message) else {
+        return;
+    };
+    let next_seq = last.max(client_seq) + 1;
+    if session
+        .adopt(wire, next_seq, id, frame.clone(), live)
+        .is_err()
+    {
+        let _ = link.release_stream(wire).await;
+        return;
+    }
+    tracing::info!(session = %link.id, stream = wire, "took over a request whose process stopped");
+    let context: crate::transport::TransportContext =
+        Arc::new(HttpContext::new(parts, Some(link.id.clone())));
+    let inbound = Inbound::Decoded(Box::new(DecodedFrame {
+        frame,
+        message,
+        context,
+    }));
+    let _ = session.inbound.send(inbound).await;
 }
 
 async fn delete(shared: Arc<HttpShared>, parts: &Parts) -> Response {
@@ -2214,7 +2607,7 @@ mod tests {
     fn streams_with(ids: &[u64]) -> Streams {
         let mut map = BTreeMap::new();
         for id in ids {
-            map.insert(*id, Box::new(Stream::new(false)));
+            map.insert(*id, Box::new(Stream::new(false, *id)));
         }
         Streams {
             next_id: 10,

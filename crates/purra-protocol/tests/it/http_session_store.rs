@@ -315,7 +315,8 @@ async fn a_stream_forgotten_here_is_replayed_from_the_store() {
 
 /// A call's progress survives the move while the process running it lives: the client loses the
 /// call's stream on A and resumes it at B with `Last-Event-ID`, where the store's log replays
-/// the progress A sent meanwhile; the response, sent later, is replayed by B on the next resume.
+/// the progress A sent meanwhile; B then follows the log (the call is recorded as running at
+/// A), so the response A sends later reaches the client on the same connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_s_progress_and_response_reach_a_client_resuming_at_another_server() {
     let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
@@ -356,29 +357,130 @@ async fn a_call_s_progress_and_response_reach_a_client_resuming_at_another_serve
     tokio::time::sleep(Duration::from_millis(50)).await;
     let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&primed), "").await;
     assert_eq!(code, 200);
-    let replay = text(resp).await;
+    let reading = tokio::spawn(text(resp));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!reading.is_finished(), "B follows the running call");
+    release.notify_one();
+    let replay = tokio::time::timeout(Duration::from_secs(5), reading)
+        .await
+        .expect("the stream ends with the response")
+        .unwrap();
     assert!(
         replay.contains(r#""method":"notifications/progress""#),
         "{replay}"
     );
     assert!(replay.contains(r#""message":"half""#), "{replay}");
-    assert!(!replay.contains("finished"), "{replay}");
-    let last = replay
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("id: "))
-        .expect("an event id")
-        .to_owned();
-    release.notify_one();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&last), "").await;
-    assert_eq!(code, 200);
-    let replay = text(resp).await;
     assert!(
         replay.contains(r#""id":2,"result""#) && replay.contains("finished"),
         "{replay}"
     );
+    // The record went with the response: a later resume replays what followed and ends.
+    let last = replay
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .nth(0)
+        .expect("an event id")
+        .to_owned();
+    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&last), "").await;
+    assert_eq!(code, 200);
+    let replay = text(resp).await;
+    assert!(replay.contains("finished"), "{replay}");
     assert!(!replay.contains("half"), "only what followed: {replay}");
+}
+
+/// A call whose process stopped (its lease not renewed) is taken over where its client resumes,
+/// with `take_over_streams`: B claims the stream's lease and runs the stored request again
+/// through its handler, with the same request id, its events continuing the same stream's
+/// numbering; without `take_over_streams`, C only follows and never runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_process_stopped_is_taken_over_where_its_client_resumes() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let process = |label: &'static str, take_over: bool| {
+        let server = Server::builder(label, "1").build();
+        let runs = runs.clone();
+        server
+            .tool(
+                "held",
+                "progress, then waits (at a) or answers",
+                move |_: Nothing, c: RequestCtx| {
+                    let runs = runs.clone();
+                    async move {
+                        runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        c.progress(1.0, None, Some(&format!("run at {label}")))
+                            .await
+                            .unwrap();
+                        if label == "a" {
+                            std::future::pending::<()>().await;
+                        }
+                        HandlerResult::Ok(format!("answered at {label}"))
+                    }
+                },
+            )
+            .unwrap();
+        StreamableHttpServer::new(
+            server,
+            HttpServerConfig {
+                session_store: Some(store.clone()),
+                take_over_streams: take_over,
+                stream_lease: Duration::from_millis(300),
+                ..HttpServerConfig::default()
+            },
+        )
+    };
+    let a = process("a", true);
+    let b = process("b", true);
+    let c = process("c", false);
+    let id = initialize(&a, "alice").await;
+    let held = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"held","arguments":{},"_meta":{"progressToken":"p"}}}"#;
+    let (code, _, resp) = send(&a, "alice", "POST", Some(&id), None, held).await;
+    assert_eq!(code, 200);
+    let seen = read_for(resp, Duration::from_millis(700)).await;
+    assert!(seen.contains("run at a"), "{seen}");
+    let last = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .last()
+        .expect("an event id")
+        .to_owned();
+    let (stream, seq) = last.split_once('e').unwrap();
+    let seq: u64 = seq.parse().unwrap();
+    // A lives (it renews its lease): C follows and takes nothing over.
+    let (code, _, resp) = send(&c, "alice", "GET", Some(&id), Some(&last), "").await;
+    assert_eq!(code, 200);
+    assert_eq!(read_for(resp, Duration::from_millis(800)).await, "");
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // A stops: its lease runs out, and B, where the client resumes, runs the call again.
+    a.shutdown();
+    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&last), "").await;
+    assert_eq!(code, 200);
+    let rest = tokio::time::timeout(Duration::from_secs(5), text(resp))
+        .await
+        .expect("the taken-over call is answered");
+    assert!(rest.contains(r#""message":"run at b""#), "{rest}");
+    assert!(
+        rest.contains(r#""id":7,"result""#) && rest.contains("answered at b"),
+        "{rest}"
+    );
+    let ids: Vec<String> = rest
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            format!("{stream}e{}", seq + 1),
+            format!("{stream}e{}", seq + 2)
+        ],
+        "{rest}"
+    );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // Answered: the record is gone, a later resume anywhere replays the answer and ends.
+    let (code, _, resp) = send(&c, "alice", "GET", Some(&id), Some(&last), "").await;
+    assert_eq!(code, 200);
+    assert!(text(resp).await.contains("answered at b"));
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
 /// What a session keeps in a store is bounded: an `initialize` whose client capabilities make

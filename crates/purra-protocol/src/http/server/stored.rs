@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::server::SessionSnapshot;
 use crate::session_store::{
-    EventLogBounds, SessionRecord, SessionStore, SessionStoreError, StoredEvent,
+    EventLogBounds, SessionRecord, SessionStore, SessionStoreError, StoredEvent, StreamRecord,
 };
 
 /// The largest state a session may keep in a store (its JSON: mostly the client's capabilities
@@ -32,6 +32,13 @@ pub(super) fn new_tag() -> u64 {
     let mut b = [0u8; 4];
     getrandom::fill(&mut b).expect("the OS random source");
     u64::from(u32::from_le_bytes(b) | 1) << 32
+}
+
+/// A fresh token for this process as the holder of running requests' streams.
+pub(super) fn new_holder() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source");
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// What [`StoreLink::alive`] found.
@@ -57,6 +64,10 @@ pub(super) struct StoreLink {
     /// by another process.
     known: Mutex<String>,
     touch_every: Duration,
+    /// This process's token as the holder of a running request's stream.
+    pub(super) holder: String,
+    /// How long a lease on a running request's stream lasts (renewed every third of it).
+    pub(super) lease: Duration,
 }
 
 #[derive(Default)]
@@ -68,6 +79,10 @@ struct Queue {
 enum Op {
     Save(SessionRecord),
     Event(StoredEvent),
+    /// A running request's stream, recorded before its first event is kept.
+    Stream(StreamRecord),
+    /// A recorded stream's request was answered (after its response is kept).
+    Finish(u64),
 }
 
 impl StoreLink {
@@ -77,6 +92,8 @@ impl StoreLink {
         owner: Option<String>,
         bounds: EventLogBounds,
         touch_every: Duration,
+        holder: String,
+        lease: Duration,
     ) -> Arc<StoreLink> {
         Arc::new(StoreLink {
             store,
@@ -87,6 +104,8 @@ impl StoreLink {
             touched: Mutex::new(None),
             known: Mutex::new(String::new()),
             touch_every,
+            holder,
+            lease,
         })
     }
 
@@ -143,6 +162,48 @@ impl StoreLink {
             data: data.to_vec(),
             at: SystemTime::now(),
         }));
+    }
+
+    /// Records stream `stream`, running `request` here under a fresh lease (queued before the
+    /// stream's first event, so a process that finds the event finds the record too).
+    pub(super) fn stream_started(self: &Arc<Self>, stream: u64, request: &[u8]) {
+        self.push(Op::Stream(StreamRecord {
+            session: self.id.clone(),
+            stream,
+            request: String::from_utf8_lossy(request).into_owned(),
+            holder: self.holder.clone(),
+            lease_until: SystemTime::now() + self.lease,
+        }));
+    }
+
+    /// Forgets the record of stream `stream`: its request was answered (queued after the
+    /// response's event).
+    pub(super) fn stream_finished(self: &Arc<Self>, stream: u64) {
+        self.push(Op::Finish(stream));
+    }
+
+    /// Leases stream `stream` to this process for another `lease` (a renewal, or a take-over
+    /// once its holder's lease ran out); whether it holds it now.
+    pub(super) async fn lease_stream(&self, stream: u64) -> Result<bool, SessionStoreError> {
+        let now = SystemTime::now();
+        self.store
+            .lease_stream(
+                self.id.clone(),
+                stream,
+                self.holder.clone(),
+                now,
+                now + self.lease,
+            )
+            .await
+    }
+
+    /// Ends this process's lease on stream `stream` now, so another process takes it over at
+    /// once.
+    pub(super) async fn release_stream(&self, stream: u64) -> Result<bool, SessionStoreError> {
+        let now = SystemTime::now();
+        self.store
+            .lease_stream(self.id.clone(), stream, self.holder.clone(), now, now)
+            .await
     }
 
     /// Whether the store still keeps the session, and its state when another process changed
@@ -213,6 +274,8 @@ impl StoreLink {
             let result = match op {
                 Op::Save(r) => self.store.save_session(r).await,
                 Op::Event(e) => self.store.append_event(e, self.bounds).await,
+                Op::Stream(r) => self.store.save_stream(r).await,
+                Op::Finish(stream) => self.store.finish_stream(self.id.clone(), stream).await,
             };
             if let Err(e) = result {
                 tracing::warn!(session = %self.id, error = %e, "session store write failed");
