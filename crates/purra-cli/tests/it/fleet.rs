@@ -38,6 +38,8 @@ use crate::support::run::{approvals_json, dechunk, purra_bin, result_text, LIMIT
 
 use peers::{fresh_dir, lines_of, peer, postgres_url, python, repo_root};
 
+mod resume;
+
 /// Debian's haproxy: `PURRA_HAPROXY`, else on PATH, else where Debian puts it.
 fn haproxy_bin() -> String {
     if let Some(p) = std::env::var_os("PURRA_HAPROXY") {
@@ -239,6 +241,12 @@ impl Fleet {
     /// The fleet with HAProxy sticky by `Mcp-Session-Id` or (`sticky` false) in plain round
     /// robin: every request to the next live instance.
     fn start(name: &str, sticky: bool) -> Fleet {
+        Fleet::start_with(name, sticky, config_text)
+    }
+
+    /// [`Fleet::start`] with each instance's configuration written by `config` (database,
+    /// port, upstream URL).
+    fn start_with(name: &str, sticky: bool, config: fn(&str, u16, &str) -> String) -> Fleet {
         let dir = fresh_dir("fleet", name);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -252,13 +260,13 @@ impl Fleet {
         let mut instances = Vec::new();
         for n in 1..=3 {
             let port = free_port();
-            let config = dir.join(format!("g{n}.toml"));
-            std::fs::write(&config, config_text(&db, port, &upstream.url)).expect("config");
+            let file = dir.join(format!("g{n}.toml"));
+            std::fs::write(&file, config(&db, port, &upstream.url)).expect("config");
             instances.push(Instance {
                 name: format!("g{n}"),
                 port,
                 page: free_port(),
-                config,
+                config: file,
                 child: None,
                 token: String::new(),
                 cookie: None,

@@ -14,6 +14,8 @@ use crate::runtime::gateway::Gateway;
 pub(crate) struct Drain {
     draining: CancellationToken,
     counts: Arc<Counts>,
+    /// The Streamable HTTP servers whose running streams are released when a drain begins.
+    servers: std::sync::Mutex<Vec<purra_protocol::StreamableHttpServer>>,
 }
 
 #[derive(Debug, Default)]
@@ -75,6 +77,14 @@ impl Drain {
         }
     }
 
+    /// Registers an HTTP server whose running streams a drain releases first.
+    pub(crate) fn serves(&self, server: &purra_protocol::StreamableHttpServer) {
+        self.servers
+            .lock()
+            .expect("drain servers lock")
+            .push(server.clone());
+    }
+
     /// Whether the gateway is draining.
     pub fn is_draining(&self) -> bool {
         self.draining.is_cancelled()
@@ -133,7 +143,9 @@ pub struct Drained {
 impl Gateway {
     /// Drains the gateway: from now on it takes no new call (each is answered
     /// `gateway_stopping`, nothing sent) and `/readyz` says it is not ready; every write waiting
-    /// for its decision is answered at once with its pending result; returns when the calls and
+    /// for its decision is answered at once with its pending result, except one whose SSE
+    /// stream is recorded in a session store (its client resumes it at another instance, which
+    /// takes the call over: [`purra_protocol::StreamableHttpServer::release_streams`]); returns when the calls and
     /// dispatches in flight have finished, or when `bound` passed. Serving (the HTTP listener,
     /// the sessions) goes on until the caller stops it, so the pending answers reach their
     /// clients; then [`Gateway::shutdown`].
@@ -147,6 +159,19 @@ impl Gateway {
     /// balancer sends it no new session.
     pub async fn drain(&self, bound: Duration) -> Drained {
         let start = tokio::time::Instant::now();
+        // A held call streamed over SSE (recorded in the session store) is not answered
+        // "pending" here: its lease is released and its connection ended, so its client resumes
+        // with `Last-Event-ID` at another instance, which takes the call over at once.
+        let servers = self
+            .inner
+            .drain
+            .servers
+            .lock()
+            .expect("drain servers lock")
+            .clone();
+        for server in servers {
+            server.release_streams().await;
+        }
         let (calls_left, dispatches_left) = self.inner.drain.run(bound).await;
         Drained {
             calls_left,

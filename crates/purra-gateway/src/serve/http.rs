@@ -21,7 +21,9 @@ impl Gateway {
     /// bind it; [`Gateway::serve_http`] does both, with `/healthz` and `/readyz`. It answers the
     /// loopback names and `[gateway] allowed_hosts`.
     pub fn http_server(&self, addr: std::net::SocketAddr) -> StreamableHttpServer {
-        StreamableHttpServer::new(self.inner.server.clone(), self.http_config(addr))
+        let server = StreamableHttpServer::new(self.inner.server.clone(), self.http_config(addr));
+        self.inner.drain.serves(&server);
+        server
     }
 
     fn http_config(&self, addr: std::net::SocketAddr) -> HttpServerConfig {
@@ -38,6 +40,10 @@ impl Gateway {
             session_idle_timeout: settings.session_idle_timeout.0,
             // Sessions in the store (a durable one): any instance on it serves any session.
             session_store: self.inner.store.sessions(),
+            // A call whose instance died is taken over where its client resumes: reads are
+            // reads, and a write is claimed once in the store (a re-run finds its approval).
+            take_over_streams: true,
+            stream_lease: settings.lease.0.min(Duration::from_secs(5)),
             ..HttpServerConfig::default()
         }
     }
@@ -72,6 +78,7 @@ impl Gateway {
         let stop = config.shutdown.clone();
         let limits = config.connections.clone();
         let mcp = StreamableHttpServer::new(self.inner.server.clone(), config);
+        self.inner.drain.serves(&mcp);
         // When `shutdown` resolves, the answers still being written (a drained call's result
         // leaves after its handler returned) are let out, for at most `FLUSH_BOUND`, and read, for
         // `READ_GRACE` more (a client that finds its session's GET stream gone at once may give

@@ -1,0 +1,182 @@
+//! A held write's stream outlives its instance (issue 48): HAProxy in plain round robin in front
+//! of three instances on PostgreSQL, the official TypeScript SDK client
+//! (`peers/node/resume_client.mjs`) calling a write bound `approval = "operator"` with
+//! `onprogress`. The instance holding the waiting call is SIGKILLed, or stopped as a deploy does
+//! (SIGTERM, then started again); the client resumes the call's stream with `Last-Event-ID` at
+//! another instance, with no new `initialize`; that instance takes the call over (its lease ran
+//! out, or was released by the drain), so progress emitted after the stop reaches the client;
+//! `purra approvals approve` decides, and the call completes with the upstream's result, one
+//! write at the upstream.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::{config_text, writes_of, Fleet};
+use crate::support::peers::{lines_of, node, peer, repo_root};
+use crate::support::run::LIMIT;
+
+/// The fleet's configuration with the write decided by an operator only, for this client.
+fn operator_config(db: &str, port: u16, upstream: &str) -> String {
+    config_text(db, port, upstream)
+        .replace("approval = \"client\"", "approval = \"operator\"")
+        .replace(
+            "clients = [\"gateway-client-python\"]",
+            "clients = [\"gateway-client-python\", \"resume-client-node\"]",
+        )
+}
+
+/// How the instance holding the call goes away.
+#[derive(Clone, Copy, PartialEq)]
+enum Stop {
+    /// SIGKILL: no cleanup; another instance takes over once the stream's lease ran out.
+    Kill,
+    /// SIGTERM, then the instance starts again (same configuration), as a deploy does: the
+    /// drain releases the stream's lease and ends its connection.
+    Deploy,
+}
+
+/// The client's lines, as they come.
+struct Lines {
+    rx: std::sync::mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Lines {
+    /// Waits for a line matching `pred` among those after the first `from`; its index.
+    fn wait_for(&mut self, what: &str, from: usize, pred: impl Fn(&Value) -> bool) -> usize {
+        if let Some(i) = self.seen.iter().skip(from).position(&pred) {
+            return from + i;
+        }
+        let start = Instant::now();
+        loop {
+            let v = self
+                .rx
+                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
+                .unwrap_or_else(|_| panic!("the client printed no {what}: {:?}", self.seen));
+            assert_ne!(v["event"], "failed", "{v}");
+            self.seen.push(v);
+            if pred(self.seen.last().unwrap_or(&Value::Null)) {
+                return self.seen.len() - 1;
+            }
+        }
+    }
+}
+
+fn held_call_survives(stop: Stop) {
+    let name = if stop == Stop::Kill {
+        "resume_kill"
+    } else {
+        "resume_deploy"
+    };
+    let value = format!("{name}-value");
+    let mut fleet = Fleet::start_with(name, false, operator_config);
+    let mut child = Command::new(node())
+        .arg(peer(repo_root().join("peers/node/resume_client.mjs")))
+        .args(["--url", &fleet.url, "--tool", "set_value"])
+        .args(["--args", &json!({"value": value}).to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the resume client");
+    let rx = lines_of(child.stdout.take().expect("stdout"), |line| {
+        eprintln!("[client] {line}");
+        Some(
+            serde_json::from_str::<Value>(&line)
+                .unwrap_or_else(|e| panic!("the client printed non-JSON ({e}): {line}")),
+        )
+    });
+    let mut lines = Lines {
+        rx,
+        seen: Vec::new(),
+    };
+
+    // The call waits: two progress notifications, on the stream of the instance holding it.
+    let first = lines.wait_for("progress", 0, |l| l["event"] == "progress");
+    lines.wait_for("more progress", first + 1, |l| l["event"] == "progress");
+    let holder = lines
+        .seen
+        .iter()
+        .find(|l| l["event"] == "http" && l["call"] == true)
+        .and_then(|l| l["instance"].as_str())
+        .expect("the instance serving the call")
+        .to_owned();
+    let approval = super::approval_of(&lines.seen[first]);
+    let i = fleet.index_of(&holder);
+    let stopped_at = lines.seen.len();
+    match stop {
+        Stop::Kill => fleet.instances[i].kill(),
+        Stop::Deploy => {
+            let pid = fleet.instances[i].child.as_ref().expect("running").id();
+            let status = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .expect("kill -TERM");
+            assert!(status.success());
+            let mut c = fleet.instances[i].child.take().expect("running");
+            c.wait().expect("the instance stops");
+        }
+    }
+
+    // The client resumes with Last-Event-ID at another instance, which goes on with the call:
+    // a progress notification of its wait (from 0 s again) comes after the stop.
+    let resumed = lines.wait_for("a resumed stream", stopped_at, |l| {
+        l["event"] == "http"
+            && l["method"] == "GET"
+            && l["status"] == 200
+            && l["last_event_id"].is_string()
+            && l["instance"].as_str().is_some_and(|i| i != holder)
+    });
+    let fresh = lines.wait_for("progress after the stop", resumed, |l| {
+        l["event"] == "progress"
+            && l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(&format!("waiting for approval {approval}: 0 s")))
+    });
+    assert!(fresh > stopped_at);
+    if stop == Stop::Deploy {
+        // The deploy starts the instance again, same configuration.
+        fleet.instances[i].start();
+        super::wait_ready(fleet.instances[i].port);
+    }
+    assert_eq!(writes_of(&fleet.upstream, &value), 0);
+
+    fleet.approvals(&["approve", &approval, "--approver", "ada"]);
+    let done = lines.wait_for("the result", fresh, |l| l["event"] == "result");
+    let done = lines.seen[done].clone();
+    assert_eq!(done["initializes"], 1, "{done}");
+    assert_ne!(done["result"]["isError"], true, "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"stored": value}),
+        "{done}"
+    );
+    // One write at the upstream, after the decision; no other approval was asked for.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(writes_of(&fleet.upstream, &value), 1);
+    let list = fleet.approvals(&["list"]);
+    assert_eq!(
+        list["approvals"].as_array().map(Vec::len),
+        Some(1),
+        "one approval: {list}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Acceptance (issue 48): the instance holding a waiting write is SIGKILLed; the TypeScript
+/// SDK client's stream resumes at another instance, which takes the call over once the lease
+/// ran out; the approval completes it, one write at the upstream.
+#[test]
+fn a_held_call_survives_its_instance_killed() {
+    held_call_survives(Stop::Kill);
+}
+
+/// Acceptance (issue 48): the same with a deploy-style restart (SIGTERM, then the instance
+/// starts again): the drain hands the call's stream over instead of answering "pending".
+#[test]
+fn a_held_call_survives_a_deploy_restart() {
+    held_call_survives(Stop::Deploy);
+}
