@@ -377,8 +377,7 @@ async fn a_call_s_progress_and_response_reach_a_client_resuming_at_another_serve
     // The record went with the response: a later resume replays what followed and ends.
     let last = replay
         .lines()
-        .filter_map(|l| l.strip_prefix("id: "))
-        .nth(0)
+        .find_map(|l| l.strip_prefix("id: "))
         .expect("an event id")
         .to_owned();
     let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&last), "").await;
@@ -439,8 +438,8 @@ async fn a_call_whose_process_stopped_is_taken_over_where_its_client_resumes() {
     assert!(seen.contains("run at a"), "{seen}");
     let last = seen
         .lines()
-        .filter_map(|l| l.strip_prefix("id: "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("id: "))
         .expect("an event id")
         .to_owned();
     let (stream, seq) = last.split_once('e').unwrap();
