@@ -561,7 +561,8 @@ pub struct Settings {
     /// said at start).
     pub on_catalog_change: OnCatalogChange,
     /// The store owner's lease: claims a killed gateway left become `unknown` once it lapsed
-    /// (default 60 s).
+    /// (default 60 s). A running call's SSE stream is leased for this, at most 5 s: another
+    /// instance takes the call over once it lapsed.
     pub lease: Dur,
     /// The most approvals one caller (one principal) may have waiting for a decision at once
     /// (pending, their request not expired; default 16, at most 1000). One more new write call is
