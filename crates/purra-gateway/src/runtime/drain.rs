@@ -143,9 +143,10 @@ pub struct Drained {
 impl Gateway {
     /// Drains the gateway: from now on it takes no new call (each is answered
     /// `gateway_stopping`, nothing sent) and `/readyz` says it is not ready; every write waiting
-    /// for its decision is answered at once with its pending result, except one whose SSE
-    /// stream is recorded in a session store (its client resumes it at another instance, which
-    /// takes the call over: [`purra_protocol::StreamableHttpServer::release_streams`]); returns when the calls and
+    /// for its decision is answered at once with its pending result, except, on a fleet's store
+    /// (PostgreSQL), one whose SSE stream is recorded in the session store (its client resumes
+    /// it at another instance, which takes the call over:
+    /// [`purra_protocol::StreamableHttpServer::release_streams`]); returns when the calls and
     /// dispatches in flight have finished, or when `bound` passed. Serving (the HTTP listener,
     /// the sessions) goes on until the caller stops it, so the pending answers reach their
     /// clients; then [`Gateway::shutdown`].

@@ -108,6 +108,14 @@ pub trait GatewayStore: Send + Sync {
     fn sessions(&self) -> Option<Arc<dyn purra_protocol::session_store::SessionStore>> {
         None
     }
+    /// Whether instances on other machines share this store (PostgreSQL): a drain then hands
+    /// the SSE streams of the calls it holds over to them
+    /// ([`StreamableHttpServer::release_streams`](purra_protocol::StreamableHttpServer::release_streams))
+    /// instead of answering waiting writes pending. A SQLite file is one machine's: there,
+    /// a stopping instance answers them pending, as a lone gateway always did.
+    fn shared_by_a_fleet(&self) -> bool {
+        false
+    }
     /// How many approvals wait for a decision (every gateway's; read through the store's pending
     /// index), for the metrics.
     fn pending_count(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
@@ -171,8 +179,12 @@ fn reconcile(
 
 /// `GatewayStore` for a store type that is each contract itself (cloning shares it).
 macro_rules! gateway_store {
-    ($store:ty) => {
+    ($store:ty, $fleet:expr) => {
         impl GatewayStore for $store {
+            fn shared_by_a_fleet(&self) -> bool {
+                $fleet
+            }
+
             fn approvals(&self) -> Arc<dyn ApprovalGateway> {
                 Arc::new(self.clone())
             }
@@ -290,8 +302,8 @@ macro_rules! gateway_store {
     };
 }
 
-gateway_store!(SqliteStore);
-gateway_store!(PostgresStore);
+gateway_store!(SqliteStore, false);
+gateway_store!(PostgresStore, true);
 
 impl GatewayStore for AnyStore {
     fn approvals(&self) -> Arc<dyn ApprovalGateway> {
@@ -393,6 +405,10 @@ impl GatewayStore for AnyStore {
 
     fn tasks(&self) -> Option<Arc<dyn purra_core::TaskTable>> {
         Some(AnyStore::tasks(self))
+    }
+
+    fn shared_by_a_fleet(&self) -> bool {
+        matches!(self, AnyStore::Postgres(_))
     }
 
     fn sessions(&self) -> Option<Arc<dyn purra_protocol::session_store::SessionStore>> {

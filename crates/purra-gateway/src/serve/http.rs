@@ -22,8 +22,16 @@ impl Gateway {
     /// loopback names and `[gateway] allowed_hosts`.
     pub fn http_server(&self, addr: std::net::SocketAddr) -> StreamableHttpServer {
         let server = StreamableHttpServer::new(self.inner.server.clone(), self.http_config(addr));
-        self.inner.drain.serves(&server);
+        self.hand_over_on_drain(&server);
         server
+    }
+
+    /// On a fleet's store, a drain hands this server's running SSE streams over to the other
+    /// instances (see [`GatewayStore::shared_by_a_fleet`](crate::GatewayStore::shared_by_a_fleet)).
+    fn hand_over_on_drain(&self, server: &StreamableHttpServer) {
+        if self.inner.store.shared_by_a_fleet() {
+            self.inner.drain.serves(server);
+        }
     }
 
     fn http_config(&self, addr: std::net::SocketAddr) -> HttpServerConfig {
@@ -78,7 +86,7 @@ impl Gateway {
         let stop = config.shutdown.clone();
         let limits = config.connections.clone();
         let mcp = StreamableHttpServer::new(self.inner.server.clone(), config);
-        self.inner.drain.serves(&mcp);
+        self.hand_over_on_drain(&mcp);
         // When `shutdown` resolves, the answers still being written (a drained call's result
         // leaves after its handler returned) are let out, for at most `FLUSH_BOUND`, and read, for
         // `READ_GRACE` more (a client that finds its session's GET stream gone at once may give
