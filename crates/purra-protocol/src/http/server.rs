@@ -2498,6 +2498,12 @@ async fn take_over(
             last = e.seq;
         }
     }
+    if record.request.len() > stored::MAX_STATE_BYTES {
+        // Never recorded so large here: not decoded.
+        tracing::warn!(session = %link.id, "a stored request is over the bound: not taken over");
+        let _ = link.release_stream(wire).await;
+        return;
+    }
     let frame = Bytes::from(record.request.into_bytes());
     let message = match decode_frame(&frame) {
         Frame::Single(Ok(m @ Message::Request { .. })) => m,

@@ -15,7 +15,8 @@ use crate::session_store::{
 
 /// The largest state a session may keep in a store (its JSON: mostly the client's capabilities
 /// and info, which only the request body's bound limits otherwise). A larger `initialize` is
-/// refused (413); a larger stored state is not decoded.
+/// refused (413); a larger stored state is not decoded. It bounds a running request kept for
+/// take-over too: a larger one is not recorded, and a larger stored one is not run.
 pub(super) const MAX_STATE_BYTES: usize = 64 * 1024;
 
 /// Writes queued for one session at most; past it the oldest queued event is dropped (a
