@@ -1,7 +1,9 @@
 //! Two Streamable HTTP servers sharing one session store, as two processes of a fleet behind a
 //! balancer without stickiness: a session initialized on one is served by the other without a
 //! new `initialize`, only for the principal that created it; `DELETE` on one ends it on both;
-//! an event emitted while the client was away is replayed by the other after `Last-Event-ID`.
+//! an event emitted while the client was away is replayed by the other after `Last-Event-ID`; a
+//! running call's stream is followed there, taken over once its process stopped renewing its
+//! lease (`take_over_streams`), and handed over at once by `release_streams`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -531,4 +533,80 @@ async fn a_session_closed_to_make_room_is_ended_in_the_store() {
     let (code, _, resp) = send(&b, "alice", "POST", Some(&second), None, &call(3, "who")).await;
     assert_eq!(code, 200);
     assert!(text(resp).await.contains(r#""text":"2025-11-25 raw""#));
+}
+
+/// A deploy's drain (`release_streams`) hands a running call over at once: A ends the call's
+/// connection and its lease, B takes the call over where the client resumes without waiting for
+/// the (long) lease, and what A's handler still answers is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_streams_are_taken_over_at_once_and_their_old_answers_dropped() {
+    let store: Arc<dyn SessionStore> = Arc::new(MemorySessionStore::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let process = |label: &'static str| {
+        let server = Server::builder(label, "1").build();
+        let gate = release.clone();
+        server
+            .tool(
+                "held",
+                "progress, then waits (at a) or answers",
+                move |_: Nothing, c: RequestCtx| {
+                    let gate = gate.clone();
+                    async move {
+                        c.progress(1.0, None, Some(&format!("run at {label}")))
+                            .await
+                            .unwrap();
+                        if label == "a" {
+                            gate.notified().await;
+                        }
+                        HandlerResult::Ok(format!("answered at {label}"))
+                    }
+                },
+            )
+            .unwrap();
+        StreamableHttpServer::new(
+            server,
+            HttpServerConfig {
+                session_store: Some(store.clone()),
+                take_over_streams: true,
+                stream_lease: Duration::from_secs(30),
+                ..HttpServerConfig::default()
+            },
+        )
+    };
+    let a = process("a");
+    let b = process("b");
+    let id = initialize(&a, "alice").await;
+    let held = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"held","arguments":{},"_meta":{"progressToken":"p"}}}"#;
+    let (code, _, resp) = send(&a, "alice", "POST", Some(&id), None, held).await;
+    assert_eq!(code, 200);
+    let reading = tokio::spawn(text(resp));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a.release_streams().await, 1);
+    let seen = tokio::time::timeout(Duration::from_secs(5), reading)
+        .await
+        .expect("A ends the call's connection")
+        .unwrap();
+    assert!(
+        seen.contains("run at a") && !seen.contains("answered"),
+        "{seen}"
+    );
+    // A's handler answers now: dropped, never on the stream nor in the log.
+    release.notify_one();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let last = seen
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("an event id")
+        .to_owned();
+    let (code, _, resp) = send(&b, "alice", "GET", Some(&id), Some(&last), "").await;
+    assert_eq!(code, 200);
+    let rest = tokio::time::timeout(Duration::from_secs(5), text(resp))
+        .await
+        .expect("taken over at once, not after the 30 s lease");
+    assert!(
+        rest.contains("run at b") && rest.contains("answered at b"),
+        "{rest}"
+    );
+    assert!(!rest.contains("answered at a"), "{rest}");
 }
