@@ -507,13 +507,20 @@ mod lifecycle {
     }
 
     /// Completes once the gateway was told to stop (`SIGTERM` or `SIGINT`) and has drained:
-    /// no new calls, the waiting writes answered as pending, the calls in flight finished, or
+    /// no new calls, the waiting writes answered as pending (on a fleet's store, those on SSE
+    /// streams handed over to the other instances), the calls in flight finished, or
     /// `bound` passed. A second signal while it drains ends the wait at once.
     pub async fn stop(gateway: Gateway, bound: Duration) {
         interrupted().await;
+        let waiting = if gateway.drain_hands_streams_over() {
+            "waiting writes on SSE streams are handed over to the fleet's other instances, the \
+             others answered as pending"
+        } else {
+            "waiting writes are answered as pending"
+        };
         say(&format!(
-            "draining: no new calls; waiting writes are answered as pending; {} calls and {} \
-             dispatches in flight, waited for at most {}",
+            "draining: no new calls; {waiting}; {} calls and {} dispatches in flight, waited for \
+             at most {}",
             gateway.calls_in_flight(),
             gateway.dispatches_in_flight(),
             purra_gateway::Dur(bound)

@@ -186,6 +186,12 @@ impl Gateway {
         self.inner.drain.is_draining()
     }
 
+    /// Whether a drain hands the SSE streams of waiting writes over to the fleet's other
+    /// instances (a store shared by a fleet: PostgreSQL) rather than answering them pending.
+    pub fn drain_hands_streams_over(&self) -> bool {
+        self.inner.store.shared_by_a_fleet()
+    }
+
     /// Downstream calls in flight now (a write waiting for its decision or its dispatch is one).
     pub fn calls_in_flight(&self) -> usize {
         self.inner.drain.calls()

@@ -117,6 +117,19 @@ fn held_call_survives(stop: Stop) {
             assert!(status.success());
             let mut c = fleet.instances[i].child.take().expect("running");
             c.wait().expect("the instance stops");
+            // It said it hands the waiting write over rather than answering it pending.
+            let said: Vec<String> = fleet.instances[i]
+                .lines
+                .take()
+                .map(|rx| rx.iter().collect())
+                .unwrap_or_default();
+            assert!(
+                said.iter().any(|l| l.starts_with(
+                    "purra gateway: draining: no new calls; waiting writes on SSE streams are \
+                     handed over to the fleet's other instances, the others answered as pending; "
+                )),
+                "{said:?}"
+            );
         }
     }
 
