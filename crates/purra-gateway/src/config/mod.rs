@@ -594,8 +594,9 @@ pub struct Settings {
     pub approvers_must_differ: bool,
     /// How long a drain (`SIGTERM`) waits for the calls and dispatches in flight before the
     /// process exits anyway (default 30 s, at most 1 h). Writes waiting for their decision are
-    /// answered as pending at once; a dispatch still running at the bound becomes `unknown` once
-    /// the lease lapses, never sent again.
+    /// answered as pending at once (on PostgreSQL, those on SSE streams are handed over to the
+    /// fleet's other instances, where their clients resume them); a dispatch still running at the
+    /// bound becomes `unknown` once the lease lapses, never sent again.
     pub drain_timeout: Dur,
     /// Host names the HTTP listener answers besides the loopback names (`localhost`,
     /// `127.0.0.1`, `[::1]`): a name on any port (`mcp.example.com`) or `name:port` on that port
