@@ -64,18 +64,14 @@ impl Lines {
     }
 }
 
-fn held_call_survives(stop: Stop) {
-    let name = if stop == Stop::Kill {
-        "resume_kill"
-    } else {
-        "resume_deploy"
-    };
-    let value = format!("{name}-value");
-    let mut fleet = Fleet::start_with(name, false, operator_config);
+/// `peers/node/resume_client.mjs` calling `set_value {value}` through the fleet's balancer,
+/// with `extra` arguments; the process and its lines.
+fn resume_client(fleet: &Fleet, value: &str, extra: &[&str]) -> (std::process::Child, Lines) {
     let mut child = Command::new(node())
         .arg(peer(repo_root().join("peers/node/resume_client.mjs")))
         .args(["--url", &fleet.url, "--tool", "set_value"])
         .args(["--args", &json!({"value": value}).to_string()])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -88,10 +84,22 @@ fn held_call_survives(stop: Stop) {
                 .unwrap_or_else(|e| panic!("the client printed non-JSON ({e}): {line}")),
         )
     });
-    let mut lines = Lines {
+    let lines = Lines {
         rx,
         seen: Vec::new(),
     };
+    (child, lines)
+}
+
+fn held_call_survives(stop: Stop) {
+    let name = if stop == Stop::Kill {
+        "resume_kill"
+    } else {
+        "resume_deploy"
+    };
+    let value = format!("{name}-value");
+    let mut fleet = Fleet::start_with(name, false, operator_config);
+    let (mut child, mut lines) = resume_client(&fleet, &value, &[]);
 
     // The call waits: two progress notifications, on the stream of the instance holding it.
     let first = lines.wait_for("progress", 0, |l| l["event"] == "progress");
@@ -192,4 +200,96 @@ fn a_held_call_survives_its_instance_killed() {
 #[test]
 fn a_held_call_survives_a_deploy_restart() {
     held_call_survives(Stop::Deploy);
+}
+
+/// Acceptance (issue 48): notifications sent while the client was reconnecting are delivered
+/// after `Last-Event-ID`. The TypeScript SDK client breaks the held call's stream itself after
+/// its second progress notification (the instance holding the call goes on, sending progress
+/// every second), waits 3.5 s, and resumes straight at another instance. That instance replays
+/// from the store what the holder sent meanwhile, with no event missing, and follows the
+/// holder's stream; the approval completes the call there, one write at the upstream.
+#[test]
+fn notifications_sent_while_the_client_reconnects_arrive_after_last_event_id() {
+    let value = "resume_gap-value";
+    let mut fleet = Fleet::start_with("resume_gap", false, operator_config);
+    let instances: Vec<String> = fleet
+        .instances
+        .iter()
+        .map(|i| format!("{}=http://127.0.0.1:{}/mcp", i.name, i.port))
+        .collect();
+    let (mut child, mut lines) = resume_client(
+        &fleet,
+        value,
+        &[
+            "--drop-after",
+            "2",
+            "--gap-ms",
+            "3500",
+            "--instances",
+            &instances.join(","),
+        ],
+    );
+    let dropped = lines.wait_for("the broken stream", 0, |l| l["event"] == "dropped");
+    let holder = lines
+        .seen
+        .iter()
+        .find(|l| l["event"] == "http" && l["call"] == true)
+        .and_then(|l| l["instance"].as_str())
+        .expect("the instance serving the call")
+        .to_owned();
+    // The resuming GET goes to another instance, with the last event id the client saw.
+    let resumed = lines.wait_for("the resumed stream", dropped, |l| {
+        l["event"] == "http" && l["method"] == "GET" && l["last_event_id"].is_string()
+    });
+    let before: Vec<&Value> = lines.seen[..resumed]
+        .iter()
+        .filter(|l| l["event"] == "progress")
+        .collect();
+    assert_eq!(before.len(), 2, "{:?}", lines.seen);
+    let approval = super::approval_of(before[1]);
+    let last_before = before[1]["progress"].as_u64().expect("a whole second");
+    let other = fleet
+        .instances
+        .iter()
+        .find(|i| i.name != holder)
+        .expect("another instance");
+    assert_eq!(
+        (
+            lines.seen[resumed]["status"].clone(),
+            lines.seen[resumed]["host"].clone()
+        ),
+        (json!(200), json!(format!("127.0.0.1:{}", other.port))),
+        "{:?}",
+        lines.seen
+    );
+    // Five seconds of progress arrive after the resume: those the holder sent during the gap
+    // (replayed from the store) and those after (followed). None is missing: each second
+    // follows the one before, from the one after the last seen before the break.
+    let mut after = Vec::new();
+    let mut at = resumed;
+    while after.len() < 5 {
+        at = lines.wait_for("progress after the resume", at + 1, |l| {
+            l["event"] == "progress"
+        });
+        after.push(lines.seen[at]["progress"].as_u64().expect("a whole second"));
+    }
+    let expected: Vec<u64> = (last_before + 1..last_before + 6).collect();
+    assert_eq!(after, expected, "{:?}", lines.seen);
+    assert_eq!(writes_of(&fleet.upstream, value), 0);
+
+    // The holder is alive and still holds the call: the decision completes it, once.
+    assert!(fleet.instances[fleet.index_of(&holder)].alive());
+    fleet.approvals(&["approve", &approval, "--approver", "ada"]);
+    let done = lines.wait_for("the result", at, |l| l["event"] == "result");
+    let done = lines.seen[done].clone();
+    assert_eq!(done["initializes"], 1, "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"stored": value}),
+        "{done}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(writes_of(&fleet.upstream, value), 1);
+    let _ = child.kill();
+    let _ = child.wait();
 }
