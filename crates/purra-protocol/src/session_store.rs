@@ -41,14 +41,23 @@ impl std::error::Error for SessionStoreError {}
 pub struct SessionRecord {
     /// The session id (`Mcp-Session-Id`).
     pub id: String,
-    /// The [`Principal::binding_key`](crate::Principal::binding_key) of the principal that
-    /// created it (`None`: created without one); only that principal may resume it.
+    /// The principal that created it (`None`: created without one), as [`stored_owner`] keeps
+    /// its [`Principal::binding_key`](crate::Principal::binding_key); only that principal may
+    /// resume it. Text without NUL.
     pub owner: Option<String>,
     /// The session's negotiated state, JSON written and read by the server (opaque to stores).
     pub state: String,
     /// When the session was last used anywhere (touched at most every
     /// [`session_touch_interval`](crate::HttpServerConfig::session_touch_interval)).
     pub last_seen: SystemTime,
+}
+
+/// How a session's owner is kept in a store: its
+/// [`Principal::binding_key`](crate::Principal::binding_key) as a JSON string. The key joins
+/// issuer and subject with NUL, which a PostgreSQL text column refuses; the JSON form has none
+/// and is as unambiguous.
+pub fn stored_owner(binding_key: &str) -> String {
+    serde_json::Value::from(binding_key).to_string()
 }
 
 /// One event of a session's SSE stream, kept for resumption.
@@ -430,6 +439,18 @@ pub async fn check_contract(store: &dyn SessionStore) {
         store.load_session("b".into()).await.unwrap().unwrap().owner,
         None
     );
+    // An owner as the server keeps a principal's (issuer and subject) comes back as it went.
+    let principal = stored_owner("https://issuer.example\0alice");
+    assert!(!principal.contains('\0'), "{principal:?}");
+    store
+        .save_session(rec("p", Some(&principal), t0))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.load_session("p".into()).await.unwrap(),
+        Some(rec("p", Some(&principal), t0))
+    );
+    assert!(store.end_session("p".into()).await.unwrap());
     // Saving again replaces the state.
     let mut changed = rec("a", Some("alice"), t0);
     changed.state = "{\"level\":\"debug\"}".into();

@@ -1494,7 +1494,8 @@ impl HttpShared {
             .await
             .map_err(store_failed)?
             .ok_or_else(unknown_session)?;
-        if record.owner != owner_of(parts) {
+        let owner = owner_of(parts);
+        if record.owner != owner.as_deref().map(crate::session_store::stored_owner) {
             return Err(unknown_session());
         }
         let idle = std::time::SystemTime::now()
@@ -1516,7 +1517,7 @@ impl HttpShared {
             &self.config,
             None,
             Some(id),
-            record.owner,
+            owner,
             Some(snapshot),
             &self.holder,
         );

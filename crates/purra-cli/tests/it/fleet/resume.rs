@@ -293,3 +293,74 @@ fn notifications_sent_while_the_client_reconnects_arrive_after_last_event_id() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The resource every instance of the guarded fleet names in its metadata (tokens are for it).
+const GUARDED_RESOURCE: &str = "http://mcp.fleet.test/mcp";
+
+/// The fleet's configuration with `[gateway.auth]`: callers need a token of the test's
+/// authorization server (oidc-provider) for [`GUARDED_RESOURCE`], on every instance.
+fn guarded_config(db: &str, port: u16, upstream: &str) -> String {
+    format!(
+        "{}\n[gateway.auth]\nissuer = {:?}\nresource = {GUARDED_RESOURCE:?}\n",
+        operator_config(db, port, upstream),
+        crate::support::peers::oidc_issuer()
+    )
+}
+
+/// Acceptance (issue 48): a session resumed with another principal's token is refused. Alice
+/// opens a session at one instance of a guarded fleet (real tokens from oidc-provider); bob,
+/// with his own valid token and her session id, is answered as for an unknown session at an
+/// instance that does not hold it yet (the resume path) and at one that does, and nothing of
+/// hers moves: her session goes on at every instance without a new `initialize`.
+#[test]
+fn a_session_resumed_with_another_principal_s_token_is_refused() {
+    let fleet = Fleet::start_with("resume_principal", false, guarded_config);
+    let issuer = crate::support::peers::oidc_issuer();
+    let alice = crate::support::peers::token_for(issuer, "alice", GUARDED_RESOURCE);
+    let bob = crate::support::peers::token_for(issuer, "bob", GUARDED_RESOURCE);
+    let at = |i: usize| format!("http://127.0.0.1:{}/mcp", fleet.instances[i].port);
+    let post = |url: &str, token: &str, session: Option<&str>, body: &str| {
+        let auth = format!("Bearer {token}");
+        let mut h = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("authorization", auth.as_str()),
+        ];
+        if let Some(id) = session {
+            h.push(("mcp-session-id", id));
+            h.push(("mcp-protocol-version", "2025-11-25"));
+        }
+        crate::support::run::http("POST", url, &h, body)
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let r = post(&at(0), &alice, None, &init);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.header("mcp-session-id").expect("a session").to_owned();
+    let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(&at(0), &alice, Some(&id), done).status, 202);
+    let ping = |i: usize, token: &str| {
+        let r = post(
+            &at(i),
+            token,
+            Some(&id),
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        );
+        (r.status, r.body)
+    };
+    let unknown = (
+        404,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Not Found: unknown or expired session"}}"#
+            .to_owned(),
+    );
+    // At the second instance, which has never served it: bob first, then alice resumes it.
+    assert_eq!(ping(1, &bob), unknown, "bob at an instance resuming it");
+    assert_eq!(ping(1, &alice).0, 200, "alice resumes her session there");
+    assert_eq!(ping(1, &bob), unknown, "bob at an instance holding it");
+    assert_eq!(ping(0, &bob), unknown, "bob where it began");
+    // The third instance, and the first again: alice's session is intact everywhere.
+    assert_eq!(ping(2, &bob), unknown);
+    assert_eq!((ping(2, &alice).0, ping(0, &alice).0), (200, 200));
+}

@@ -99,7 +99,7 @@ impl StoreLink {
         Arc::new(StoreLink {
             store,
             id,
-            owner,
+            owner: owner.as_deref().map(crate::session_store::stored_owner),
             bounds,
             queue: Mutex::new(Queue::default()),
             touched: Mutex::new(None),
