@@ -211,7 +211,7 @@ fn a_held_call_survives_a_deploy_restart() {
 #[test]
 fn notifications_sent_while_the_client_reconnects_arrive_after_last_event_id() {
     let value = "resume_gap-value";
-    let mut fleet = Fleet::start_with("resume_gap", false, operator_config);
+    let fleet = Fleet::start_with("resume_gap", false, operator_config);
     let instances: Vec<String> = fleet
         .instances
         .iter()
