@@ -3,7 +3,7 @@
 """Calls a held write of a purra gateway as a 2025-11-25 task and follows the task on another
 instance of the fleet; prints one JSON line per thing it saw.
 
-Usage: held_task_client.py --call URL --poll URL --value VALUE [--cancel]
+Usage: held_task_client.py --call URL --poll URL --value VALUE [--cancel] [--token TOKEN]
 
 - `created`: the task `tools/call` answered (through --call), with how long that took and the
   tool's listed task support;
@@ -60,9 +60,11 @@ async def main() -> None:
     p.add_argument("--poll", required=True)
     p.add_argument("--value", required=True)
     p.add_argument("--cancel", action="store_true")
+    p.add_argument("--token", help="a bearer token sent with every request")
     a = p.parse_args()
+    headers = {"Authorization": f"Bearer {a.token}"} if a.token else None
     with anyio.fail_after(WAIT):
-        async with streamablehttp_client(a.call) as (r1, w1, _):
+        async with streamablehttp_client(a.call, headers=headers) as (r1, w1, _):
             async with ClientSession(r1, w1) as caller:
                 init = await caller.initialize()
                 tools = await caller.list_tools()
@@ -82,7 +84,7 @@ async def main() -> None:
                     taskId=created.task.taskId,
                     status=created.task.status,
                 )
-                async with streamablehttp_client(a.poll) as (r2, w2, _):
+                async with streamablehttp_client(a.poll, headers=headers) as (r2, w2, _):
                     async with ClientSession(r2, w2) as poll:
                         await poll.initialize()
                         await follow(poll, created.task.taskId, a.cancel)

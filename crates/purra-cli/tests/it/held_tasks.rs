@@ -87,6 +87,13 @@ fn start_configured(
     wait: &str,
     write: &str,
 ) -> Gateways {
+    start_with(dir, n, |port| {
+        config_text(db, port, &upstream.url, wait, write)
+    })
+}
+
+/// `n` instances, each configured by `config` from its port.
+fn start_with(dir: &Path, n: usize, config: impl Fn(u16) -> String) -> Gateways {
     let mut g = Gateways {
         children: Vec::new(),
         urls: Vec::new(),
@@ -94,9 +101,9 @@ fn start_configured(
     };
     for i in 0..n {
         let port = free_port();
-        let config = dir.join(format!("g{i}.toml"));
-        std::fs::write(&config, config_text(db, port, &upstream.url, wait, write)).expect("config");
-        let (child, rx) = spawn_gateway(&config);
+        let file = dir.join(format!("g{i}.toml"));
+        std::fs::write(&file, config(port)).expect("config");
+        let (child, rx) = spawn_gateway(&file);
         serving(&rx, LIMIT);
         std::thread::spawn(move || while rx.recv().is_ok() {});
         g.children.push(child);
@@ -122,11 +129,25 @@ impl Drop for TaskClient {
 
 impl TaskClient {
     fn start(call: &str, poll: &str, value: &str, cancel: bool) -> TaskClient {
+        TaskClient::start_as(call, poll, value, cancel, None)
+    }
+
+    /// [`TaskClient::start`] sending `token` as its bearer token.
+    fn start_as(
+        call: &str,
+        poll: &str,
+        value: &str,
+        cancel: bool,
+        token: Option<&str>,
+    ) -> TaskClient {
         let mut cmd = Command::new(peer(peers_dir().join("venv-mcp1/bin/python")));
         cmd.arg(peer(repo_root().join("peers/python/held_task_client.py")))
             .args(["--call", call, "--poll", poll, "--value", value]);
         if cancel {
             cmd.arg("--cancel");
+        }
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
         }
         let mut child = cmd
             .stdin(Stdio::null())
@@ -406,5 +427,45 @@ fn a_held_write_is_an_extension_task_on_any_instance() {
         "{done}"
     );
     assert_eq!(upstream.writes(), vec!["extension".to_owned()]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A held write's task of an authenticated caller (a token of oidc-provider, `[gateway.auth]`)
+/// on two instances on PostgreSQL: the task is kept under the caller's principal (whose key
+/// joins issuer and subject with NUL, which PostgreSQL refused: no task could be created), is
+/// followed on the other instance with the same token, and ends with the upstream's result.
+#[test]
+fn an_authenticated_caller_s_held_write_is_a_task_on_postgres() {
+    const RESOURCE: &str = "http://mcp.held.test/mcp";
+    let dir = fresh_dir("held-tasks", "principal");
+    let db = postgres_schema("held_principal");
+    let upstream = HttpUpstream::start(&dir, &[]);
+    let issuer = crate::support::peers::oidc_issuer();
+    let gw = start_with(&dir, 2, |port| {
+        format!(
+            "{}\n[gateway.auth]\nissuer = {issuer:?}\nresource = {RESOURCE:?}\n",
+            config_text(&db, port, &upstream.url, "30s", "").replace("principal = \"alice\"\n", "")
+        )
+    });
+    let alice = crate::support::peers::token_for(issuer, "alice", RESOURCE);
+    let mut c = TaskClient::start_as(&gw.urls[0], &gw.urls[1], "by-alice", false, Some(&alice));
+    let created = c.wait_for("created", |_| true);
+    assert_eq!(created["status"], "working", "{created}");
+    let approval = c.approval();
+    decide(&db, "approve", &approval);
+    let result = c.wait_for("result", |_| true);
+    assert_eq!(
+        result["result"]["structuredContent"],
+        json!({"stored": "by-alice"}),
+        "{result}"
+    );
+    let listed = c.wait_for("listed", |_| true);
+    assert_eq!(
+        listed["tasks"],
+        json!([created["taskId"].clone()]),
+        "{listed}"
+    );
+    c.wait_for("done", |_| true);
+    assert_eq!(upstream.writes(), vec!["by-alice".to_owned()]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -202,13 +202,15 @@ fn unknown_task(id: &str) -> ErrorObject {
         .with_data(json!({ "taskId": id }))
 }
 
-/// Who owns the tasks a request creates: its principal, else its session (or stream
-/// connection); stateless HTTP requests without a principal share the anonymous owner (their
-/// task ids, unguessable, are then the only key).
+/// Who owns the tasks a request creates: its principal (its binding key as
+/// [`stored_owner`](crate::session_store::stored_owner) writes it: text without NUL, which a
+/// PostgreSQL task table refuses), else its session (or stream connection); stateless HTTP
+/// requests without a principal share the anonymous owner (their task ids, unguessable, are then
+/// the only key).
 pub(crate) fn owner_of(session: &SessionState, principal: Option<&str>) -> String {
     let configured = &session.server.engine().options.anonymous_owner;
     match (principal, configured) {
-        (Some(p), _) => format!("principal:{p}"),
+        (Some(p), _) => format!("principal:{}", crate::session_store::stored_owner(p)),
         (None, Some(o)) => o.clone(),
         (None, None) if session.key == u64::MAX => "anonymous".to_owned(),
         (None, None) => format!("session:{}", session.key),
