@@ -397,12 +397,10 @@ fn commit_group(
     // The safety level cannot change inside a transaction: set before, restored after.
     let relaxed = relaxed && conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
     let group = run_group(conn, owner, jobs, more);
-    if relaxed {
-        if conn.pragma_update(None, "synchronous", "FULL").is_err() {
-            // Never leave the connection relaxed for the durable writes that follow: it stops
-            // writing instead (every later write fails with its error).
-            let _ = conn.execute_batch("PRAGMA query_only = 1");
-        }
+    // Never leave the connection relaxed for the durable writes that follow: it stops writing
+    // instead (every later write fails with its error).
+    if relaxed && conn.pragma_update(None, "synchronous", "FULL").is_err() {
+        let _ = conn.execute_batch("PRAGMA query_only = 1");
     }
     group
 }
