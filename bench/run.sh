@@ -7,7 +7,7 @@
 # repository root: every pair in interleaved rounds, every answer checked; it prints the tables
 # and rewrites the suite's part of BENCHMARKS.md and bench/charts/*.svg. Arguments go to
 # bench-suite:
-#   bench/run.sh [--rounds R] [--calls N] [--http-calls N] [--quick] [--memory] [--gateway]
+#   bench/run.sh [--rounds R] [--calls N] [--http-calls N] [--quick] [--memory] [--gateway] [--upstream]
 # Benchmarks never run in CI. Run it on a quiet machine (the load average is recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."

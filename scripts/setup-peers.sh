@@ -14,7 +14,8 @@
 #
 # With --bench (bench/run.sh passes it) it also installs peers/proxies from its committed lockfile: the
 # MCP proxies the gateway's benchmark rows compare with (supergateway 4.0.0, mcp-proxy 6.7.19), which
-# no test needs, so the test command never installs them.
+# no test needs, so the test command never installs them; and ContextForge 1.0.7 (PyPI
+# mcp-contextforge-gateway) in .peers/venv-contextforge, the governance gateway of the same rows.
 set -euo pipefail
 
 BENCH=0
@@ -172,10 +173,31 @@ install_proxies() {
     printf '%s\n' "$want" > "$PROXIES_DIR/node_modules/.purra-stamp"
 }
 
+# ContextForge (--bench), IBM's MCP gateway from PyPI, in a venv of its own with its own stamp: the
+# governance gateway the suite's HTTP-upstream rows compare with (bench/contextforge.py starts it).
+# 1.0.7: the last release that runs on Python 3.11 (later ones require 3.12).
+CONTEXTFORGE_VERSION="1.0.7"
+VENV_CONTEXTFORGE="$PEERS_DIR/venv-contextforge"
+install_contextforge() {
+    [ "$BENCH" = 1 ] || return 0
+    local want="mcp-contextforge-gateway=$CONTEXTFORGE_VERSION python=$(python3 -c 'import platform; print(platform.python_version())')"
+    if [ -x "$VENV_CONTEXTFORGE/bin/gunicorn" ] && [ -f "$VENV_CONTEXTFORGE/.purra-stamp" ] \
+        && [ "$(cat "$VENV_CONTEXTFORGE/.purra-stamp")" = "$want" ]; then
+        return 0
+    fi
+    log "installing mcp-contextforge-gateway==$CONTEXTFORGE_VERSION (its own venv)"
+    rm -rf "$VENV_CONTEXTFORGE"
+    python3 -m venv "$VENV_CONTEXTFORGE" || die "python3 -m venv failed (on Debian's python3, apt-get install python3-venv)"
+    "$VENV_CONTEXTFORGE/bin/python" -m pip install --disable-pip-version-check --quiet \
+        "mcp-contextforge-gateway==$CONTEXTFORGE_VERSION"
+    printf '%s\n' "$want" > "$VENV_CONTEXTFORGE/.purra-stamp"
+}
+
 if installed_ok; then
     log "already installed (stamp matches)"
     (cd "$NODE_PEER_DIR" && summary)
     install_proxies
+    install_contextforge
     exit 0
 fi
 
@@ -188,6 +210,7 @@ if command -v flock >/dev/null; then
         log "already installed (by a concurrent run)"
         (cd "$NODE_PEER_DIR" && summary)
         install_proxies
+        install_contextforge
         exit 0
     fi
 fi
@@ -295,4 +318,5 @@ log "installing peers/oidc packages (npm ci)"
 printf '%s\n' "$WANT_STAMP" > "$STAMP"
 (cd "$NODE_PEER_DIR" && summary)
 install_proxies
+install_contextforge
 log "done"

@@ -39,6 +39,10 @@ pub struct Session {
     next_id: u64,
     version: &'static str,
     stateless: bool,
+    /// An `Authorization` header value sent with every request (a gateway that wants a token).
+    auth: Option<String>,
+    /// The name the benchmark server's `add` has here (a gateway may prefix it).
+    tool: String,
 }
 
 /// What went wrong with a session or a call.
@@ -56,6 +60,15 @@ impl Session {
     /// Opens a session at a handshake revision, or a stateless 2026-07-28 client (nothing is
     /// sent until the first request).
     pub async fn open_era(url: &str, era: Era) -> Result<Session, HttpError> {
+        Session::open_with(url, era, None).await
+    }
+
+    /// [`Session::open_era`], sending `auth` as the `Authorization` header of every request.
+    pub async fn open_with(
+        url: &str,
+        era: Era,
+        auth: Option<String>,
+    ) -> Result<Session, HttpError> {
         let (version, stateless) = match era {
             Era::Session(v) => (v, false),
             Era::Stateless => (MODERN_VERSION, true),
@@ -67,6 +80,8 @@ impl Session {
             next_id: 1,
             version,
             stateless,
+            auth,
+            tool: "add".into(),
         };
         if stateless {
             return Ok(s);
@@ -114,6 +129,9 @@ impl Session {
         }
         if let Some(id) = &self.id {
             head.push_str(&format!("mcp-session-id: {id}\r\n"));
+        }
+        if let Some(auth) = &self.auth {
+            head.push_str(&format!("authorization: {auth}\r\n"));
         }
         head.push_str("\r\n");
         head.push_str(body);
@@ -196,7 +214,7 @@ impl Session {
         let msg = self
             .request(
                 "tools/call",
-                json!({"name": "add", "arguments": {"a": a, "b": b}}),
+                json!({"name": self.tool, "arguments": {"a": a, "b": b}}),
             )
             .await?;
         let sum = (a + b) as f64;
@@ -268,9 +286,24 @@ pub async fn load_era(
     calls: usize,
     era: Era,
 ) -> Result<LoadResult, HttpError> {
+    load_with(url, clients, calls, era, None, "add").await
+}
+
+/// [`load_era`] with `auth` as every request's `Authorization` header (`Bearer …`), calling
+/// the benchmark server's `add` by the name `tool` (a gateway that prefixes names).
+pub async fn load_with(
+    url: &str,
+    clients: usize,
+    calls: usize,
+    era: Era,
+    auth: Option<&str>,
+    tool: &str,
+) -> Result<LoadResult, HttpError> {
     let mut sessions = Vec::with_capacity(clients);
     for _ in 0..clients {
-        sessions.push(Session::open_era(url, era).await?);
+        let mut s = Session::open_with(url, era, auth.map(str::to_owned)).await?;
+        tool.clone_into(&mut s.tool);
+        sessions.push(s);
     }
     // Warm-up: every session makes a few calls.
     for (k, s) in sessions.iter_mut().enumerate() {

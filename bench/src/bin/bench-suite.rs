@@ -43,6 +43,8 @@ struct Env {
     release: PathBuf,
     node: PathBuf,
     python: PathBuf,
+    /// ContextForge's venv (`PURRA_CONTEXTFORGE_VENV`, else `.peers/venv-contextforge`).
+    contextforge: PathBuf,
     /// Debian's haproxy, for the fleet rows.
     haproxy: Option<String>,
 }
@@ -653,6 +655,9 @@ struct Options {
     memory: bool,
     /// Only the gateway's rows (and the direct pairs they compare with), printed and not written.
     gateway: bool,
+    /// Only the rows with an HTTP upstream (the upstream alone, the gateway and ContextForge in
+    /// front of it), printed and not written.
+    upstream: bool,
     quick: bool,
 }
 
@@ -665,6 +670,7 @@ fn parse_options() -> Options {
         quick: false,
         memory: false,
         gateway: false,
+        upstream: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -679,6 +685,7 @@ fn parse_options() -> Options {
             "--http-calls" => o.http_calls = num().unwrap_or_else(|| usage()),
             "--memory" => o.memory = true,
             "--gateway" => o.gateway = true,
+            "--upstream" => o.upstream = true,
             "--quick" => {
                 o.quick = true;
                 o.rounds = 2;
@@ -694,7 +701,7 @@ fn parse_options() -> Options {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: bench-suite [--rounds R] [--calls N] [--http-calls N] [--quick] [--memory] [--gateway]"
+        "usage: bench-suite [--rounds R] [--calls N] [--http-calls N] [--quick] [--memory] [--gateway] [--upstream]"
     );
     std::process::exit(64)
 }
@@ -706,6 +713,8 @@ async fn main() {
         release: PathBuf::from("target/release"),
         node: PathBuf::from(".peers/bin/node"),
         python: PathBuf::from(".peers/venv/bin/python"),
+        contextforge: std::env::var_os("PURRA_CONTEXTFORGE_VENV")
+            .map_or_else(|| PathBuf::from(".peers/venv-contextforge"), PathBuf::from),
         haproxy: haproxy(),
     };
     let postgres = std::env::var("PURRA_BENCH_POSTGRES")
@@ -722,6 +731,10 @@ async fn main() {
             idle_rss(&env, &mut res).await;
             session_bytes(&env, &mut res).await;
             ws_bytes(&env, &mut res).await;
+            continue;
+        }
+        if o.upstream {
+            gateway::http_upstream(&env, &mut res, o.http_calls).await;
             continue;
         }
         if o.gateway {
@@ -760,13 +773,15 @@ async fn main() {
         http_calls: o.http_calls,
         date: command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
     };
-    let report = if o.gateway {
+    let report = if o.upstream {
+        upstream_report(&res, &run)
+    } else if o.gateway {
         gateway_report(&res, &run)
     } else {
         report(&res, &run, &notes)
     };
     println!("{report}");
-    if !o.quick && !o.memory && !o.gateway {
+    if !o.quick && !o.memory && !o.gateway && !o.upstream {
         write_outputs(&res, &report);
     }
     if !res.failures.is_empty() {
@@ -779,6 +794,7 @@ async fn main() {
 async fn gateway_round(env: &Env, res: &mut Results, o: &Options, postgres: Option<&str>) {
     gateway::stdio(env, res, o.calls).await;
     gateway::http(env, res, o.http_calls).await;
+    gateway::http_upstream(env, res, o.http_calls).await;
     let writes = if o.quick { 40 } else { 400 };
     gateway::writes(env, res, writes, postgres).await;
     gateway::fleet(env, res, o.http_calls, postgres).await;
@@ -1045,6 +1061,52 @@ fn gateway_report(res: &Results, run: &RunInfo) -> String {
     s
 }
 
+fn upstream_report(res: &Results, run: &RunInfo) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Measured {} by `bench-suite --upstream` ({} rounds, {:.0} minutes; load average before: {}, after: {}).\n",
+        run.date, run.rounds, run.minutes, run.load_before, run.load_after
+    );
+    gateway::upstream_report(res, &mut s, run.http_calls);
+    let _ = writeln!(s, "| target | measured | |");
+    let _ = writeln!(s, "|---|---:|---|");
+    upstream_targets(res, &mut s);
+    s
+}
+
+/// The targets of the rows with an HTTP upstream.
+fn upstream_targets(res: &Results, s: &mut String) {
+    let target = |s: &mut String, what: &str, r: Option<Spread>, at_least: f64| {
+        let _ = writeln!(
+            s,
+            "| {what} | {} | {} |",
+            fmt_ratio(r),
+            verdict(r, at_least)
+        );
+    };
+    target(
+        s,
+        "HTTP in front of HTTP, 16 sessions: purra gateway ≥ 0.5× the upstream alone",
+        res.paired("gw/up/gateway/16/rps", "gw/up/direct/16/rps"),
+        0.5,
+    );
+    for c in gateway::FRONT_CLIENTS {
+        target(
+            s,
+            &format!(
+                "HTTP in front of HTTP, {c} session{}: purra gateway ≥ 100× ContextForge's calls/s",
+                if *c == 1 { "" } else { "s" }
+            ),
+            res.paired(
+                &format!("gw/up/gateway/{c}/rps"),
+                &format!("gw/up/contextforge/{c}/rps"),
+            ),
+            100.0,
+        );
+    }
+}
+
 /// The targets section; with `gateway_only`, the targets a `--gateway` run measures.
 fn targets(res: &Results, s: &mut String, gateway_only: bool) {
     let _ = writeln!(s, "### Targets (ratios paired round by round)\n");
@@ -1092,6 +1154,7 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
             3.0,
         );
     }
+    upstream_targets(res, s);
     let added = gateway::added_p50(res);
     let _ = writeln!(
         s,

@@ -170,43 +170,69 @@ impl SessionStore for PostgresStore {
         event: StoredEvent,
         bounds: EventLogBounds,
     ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        self.append_events(vec![event], bounds)
+    }
+
+    fn append_events(
+        &self,
+        events: Vec<StoredEvent>,
+        bounds: EventLogBounds,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
         Box::pin(async move {
-            let at = to_ns(event.at).map_err(err)?;
             let max_age = i64::try_from(bounds.max_age.as_nanos()).unwrap_or(i64::MAX);
-            let cut = at.saturating_sub(max_age);
             let max_events = clamp(bounds.max_events.max(1));
             let max_bytes = clamp(bounds.max_bytes);
-            let num = i64::try_from(event.seq).unwrap_or(i64::MAX);
-            let stream = stream_key(event.stream);
-            let event = Arc::new(event);
+            let mut rows = Vec::with_capacity(events.len());
+            for e in events {
+                let at = to_ns(e.at).map_err(err)?;
+                let num = i64::try_from(e.seq).unwrap_or(i64::MAX);
+                rows.push((e.session, stream_key(e.stream), num, e.data, at));
+            }
+            let rows = Arc::new(rows);
             self.transact(move |tx, _, _| {
-                let e = Arc::clone(&event);
+                let rows = Arc::clone(&rows);
                 Box::pin(async move {
-                    let added = exec(
-                        tx,
-                        "INSERT INTO http_session_events (session, stream, num, data, at_ns)
-                         SELECT $1, $2, $3, $4, $5
-                         WHERE EXISTS (SELECT 1 FROM http_sessions WHERE id = $1)",
-                        &[&e.session, &stream, &num, &e.data, &at],
-                    )
-                    .await?;
-                    if added == 0 {
-                        return Ok(());
+                    // What the events are for (a client resuming at another process while the
+                    // server runs) needs no wait for the WAL flush: a server crash may lose the
+                    // last ones (the client gets 410), never leave the log inconsistent.
+                    exec(tx, "SET LOCAL synchronous_commit = off", &[]).await?;
+                    // Each session's log is pruned once, after its last event of the batch.
+                    let mut last: Vec<(&str, i64)> = Vec::new();
+                    for (session, stream, num, data, at) in rows.iter() {
+                        let added = exec(
+                            tx,
+                            "INSERT INTO http_session_events (session, stream, num, data, at_ns)
+                             SELECT $1, $2, $3, $4, $5
+                             WHERE EXISTS (SELECT 1 FROM http_sessions WHERE id = $1)",
+                            &[session, stream, num, data, at],
+                        )
+                        .await?;
+                        if added == 0 {
+                            continue;
+                        }
+                        match last.iter_mut().find(|(s, _)| s == session) {
+                            Some(l) => l.1 = l.1.max(*at),
+                            None => last.push((session, *at)),
+                        }
                     }
-                    // The newest event stays whatever the bounds; older ones go past any of them.
-                    exec(
-                        tx,
-                        "DELETE FROM http_session_events WHERE seq IN (
-                             SELECT seq FROM (
-                                 SELECT seq, at_ns,
-                                        row_number() OVER w AS n,
-                                        sum(octet_length(data)) OVER w AS bytes
-                                 FROM http_session_events WHERE session = $1
-                                 WINDOW w AS (ORDER BY seq DESC)) kept
-                             WHERE n > 1 AND (n > $2 OR bytes > $3 OR at_ns < $4))",
-                        &[&e.session, &max_events, &max_bytes, &cut],
-                    )
-                    .await?;
+                    for (session, at) in last {
+                        let cut = at.saturating_sub(max_age);
+                        // The newest event stays whatever the bounds; older ones go past any of
+                        // them.
+                        exec(
+                            tx,
+                            "DELETE FROM http_session_events WHERE seq IN (
+                                 SELECT seq FROM (
+                                     SELECT seq, at_ns,
+                                            row_number() OVER w AS n,
+                                            sum(octet_length(data)) OVER w AS bytes
+                                     FROM http_session_events WHERE session = $1
+                                     WINDOW w AS (ORDER BY seq DESC)) kept
+                                 WHERE n > 1 AND (n > $2 OR bytes > $3 OR at_ns < $4))",
+                            &[&session, &max_events, &max_bytes, &cut],
+                        )
+                        .await?;
+                    }
                     Ok(())
                 })
             })

@@ -163,6 +163,22 @@ pub trait SessionStore: Send + Sync + 'static {
         bounds: EventLogBounds,
     ) -> BoxFuture<'_, Result<(), SessionStoreError>>;
 
+    /// Keeps `events`, oldest first, as [`SessionStore::append_event`] keeps each (what a
+    /// session's writer queued while the store was busy). A store implements it as one
+    /// transaction (and prunes each session's log once); the default appends one by one.
+    fn append_events(
+        &self,
+        events: Vec<StoredEvent>,
+        bounds: EventLogBounds,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        Box::pin(async move {
+            for event in events {
+                self.append_event(event, bounds).await?;
+            }
+            Ok(())
+        })
+    }
+
     /// The events of stream `stream` of session `session` after event `after`.
     fn events_after(
         &self,
@@ -590,6 +606,37 @@ pub async fn check_contract(store: &dyn SessionStore) {
     assert_eq!(store.load_stream("a".into(), 5).await.unwrap(), None);
     assert!(!lease(5, "p3", past, l3).await.unwrap());
     assert!(store.load_stream("a".into(), 6).await.unwrap().is_some());
+    // A batch: kept in order as one by one, each session's log within its bounds after it, a
+    // stray event of an unknown session dropped and the rest kept.
+    let mut stray = ev(2, 1, 1, t2);
+    stray.session = "zz".into();
+    let mut of_b = ev(5, 1, 1, t2);
+    of_b.session = "b".into();
+    let batch = vec![
+        ev(9, 5, 1, t2),
+        stray,
+        ev(9, 6, 1, t2),
+        of_b.clone(),
+        ev(9, 7, 1, t2),
+        ev(9, 8, 1, t2),
+    ];
+    store.append_events(batch, bounds).await.unwrap();
+    let r = store.events_after("a".into(), 9, 6).await.unwrap();
+    assert_eq!(r.oldest, Some(6), "bounded to 3 events after the batch");
+    assert_eq!(
+        r.events,
+        vec![ev(9, 7, 1, t2), ev(9, 8, 1, t2)],
+        "in the batch's order"
+    );
+    assert_eq!(
+        store.events_after("b".into(), 5, 0).await.unwrap().events,
+        vec![of_b]
+    );
+    assert_eq!(
+        store.events_after("zz".into(), 2, 0).await.unwrap(),
+        StreamReplay::default()
+    );
+    store.append_events(Vec::new(), bounds).await.unwrap();
     // Expiry ends sessions last seen before the cut, with their events.
     assert_eq!(store.expire_sessions(t1).await.unwrap(), 1); // "b", seen at t0
     assert_eq!(store.load_session("b".into()).await.unwrap(), None);

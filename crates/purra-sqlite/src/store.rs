@@ -133,6 +133,8 @@ struct Inner {
     events: EventSender,
     /// The event pump, once someone subscribed: its wake-up sender (dropping it stops the pump).
     pump: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
+    /// A reader of the file for [`SqliteStore::read`], opened at its first use.
+    reader: Arc<Mutex<Option<Connection>>>,
 }
 
 impl Inner {
@@ -201,6 +203,9 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 #[derive(Default)]
 struct Queue {
     jobs: Vec<Job>,
+    /// How many of `jobs` need a durable commit (the others are relaxed: see
+    /// [`SqliteStore::write_relaxed`]).
+    durable: usize,
     leader: bool,
     /// The leader waits for a write: `write` wakes it.
     gathering: bool,
@@ -215,6 +220,9 @@ struct Writes {
     wrote: AtomicU64,
     /// Group commits that committed at least one of them.
     commits: AtomicU64,
+    /// The file's commits are synced (`synchronous=FULL`), so a group of relaxed writes only may
+    /// commit without the sync (false for an in-memory store, which never syncs).
+    file: bool,
 }
 
 fn lock_queue(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
@@ -225,10 +233,19 @@ fn lock_queue(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
 /// (there was none). At most one leader: the caller that finds none becomes it and serves every
 /// write queued until it finds the queue empty (checked under the lock that queues, so no write is
 /// left behind).
+#[cfg(test)]
 fn enqueue(writes: &Writes, job: Job) -> bool {
+    enqueue_as(writes, job, false)
+}
+
+/// [`enqueue`] for a write that needs a durable commit, or (`relaxed`) one that does not.
+fn enqueue_as(writes: &Writes, job: Job, relaxed: bool) -> bool {
     let (wake, lead) = {
         let mut queue = lock_queue(&writes.queue);
         queue.jobs.push(job);
+        if !relaxed {
+            queue.durable += 1;
+        }
         (queue.gathering, !std::mem::replace(&mut queue.leader, true))
     };
     // Woken after the lock is released, so that the leader does not wake only to wait for it.
@@ -256,14 +273,17 @@ fn lead(writes: &Writes, conn: &Mutex<Connection>, owner: &str) {
     let mut linger = Duration::ZERO;
     loop {
         let deadline = Instant::now() + linger;
-        let Some(jobs) = gather(writes, 0, expect, deadline) else {
+        let Some((jobs, durable)) = gather_as(writes, 0, expect, deadline, false) else {
             return;
         };
+        // A group of relaxed writes only commits without the sync, and takes no durable write
+        // into it after it began.
+        let relaxed = writes.file && durable == 0;
         // A write that panics fails its group (the transaction rolls back, its callers' answers
         // are dropped), never the leader.
         let group = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            commit_group(&mut lock(conn), owner, jobs, |ran| {
-                gather(writes, ran, expect, deadline)
+            commit_group(&mut lock(conn), owner, jobs, relaxed, |ran| {
+                gather_as(writes, ran, expect, deadline, relaxed).map(|(jobs, _)| jobs)
             })
         }));
         let Ok(((answers, committed), wrote, commit_took)) = group else {
@@ -289,7 +309,20 @@ fn lead(writes: &Writes, conn: &Mutex<Connection>, owner: &str) {
 /// `None` once the group has its writes or none came by `deadline`; at the start of a group (`ran`
 /// 0) the leader then steps down, under the queue's lock, so that the next write starts a leader
 /// and no write is left behind.
+#[cfg(test)]
 fn gather(writes: &Writes, ran: usize, expect: usize, deadline: Instant) -> Option<Vec<Job>> {
+    gather_as(writes, ran, expect, deadline, false).map(|(jobs, _)| jobs)
+}
+
+/// [`gather`], with how many of the writes need a durable commit; a `relaxed` group under way
+/// takes none while a durable write is queued (it starts the next group, which syncs).
+fn gather_as(
+    writes: &Writes,
+    ran: usize,
+    expect: usize,
+    deadline: Instant,
+    relaxed: bool,
+) -> Option<(Vec<Job>, usize)> {
     let mut queue = lock_queue(&writes.queue);
     // A lone caller's next write is not waited for: its leader steps down as it would without
     // gathering (kept waiting for that caller, it measured slower; BENCHMARKS.md).
@@ -314,10 +347,11 @@ fn gather(writes: &Writes, ran: usize, expect: usize, deadline: Instant) -> Opti
         }
         return None;
     }
-    if ran > 0 && ran >= expect {
+    if ran > 0 && (ran >= expect || relaxed && queue.durable > 0) {
         return None;
     }
-    Some(std::mem::take(&mut queue.jobs))
+    let durable = std::mem::take(&mut queue.durable);
+    Some((std::mem::take(&mut queue.jobs), durable))
 }
 
 pub(crate) fn now_ns() -> Result<i64, StoreError> {
@@ -348,7 +382,31 @@ type Group = (Answers, u64, Duration);
 /// group: one `BEGIN IMMEDIATE`, a savepoint per job, one commit. Returns every answer with the
 /// commit's outcome, to be given after the commit (so no caller hears of a write before it is on
 /// disk), how many of the writes changed a row, and how long the commit took.
+///
+/// A `relaxed` group (relaxed writes only) commits with `synchronous=NORMAL`: in WAL mode the
+/// commit is in the operating system's cache at once and on disk at the next synced commit or
+/// checkpoint, so it survives the process being killed, not a power loss (see
+/// [`SqliteStore::write_relaxed`]). Every other commit stays `synchronous=FULL`.
 fn commit_group(
+    conn: &mut Connection,
+    owner: &str,
+    jobs: Vec<Job>,
+    relaxed: bool,
+    more: impl FnMut(usize) -> Option<Vec<Job>>,
+) -> Group {
+    // The safety level cannot change inside a transaction: set before, restored after.
+    let relaxed = relaxed && conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
+    let group = run_group(conn, owner, jobs, more);
+    // Never leave the connection relaxed for the durable writes that follow: it stops writing
+    // instead (every later write fails with its error).
+    if relaxed && conn.pragma_update(None, "synchronous", "FULL").is_err() {
+        let _ = conn.execute_batch("PRAGMA query_only = 1");
+    }
+    group
+}
+
+/// [`commit_group`]'s transaction.
+fn run_group(
     conn: &mut Connection,
     owner: &str,
     jobs: Vec<Job>,
@@ -1002,7 +1060,10 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 conn,
-                writes: Arc::new(Writes::default()),
+                writes: Arc::new(Writes {
+                    file: durable,
+                    ..Writes::default()
+                }),
                 owner,
                 durable,
                 heartbeat,
@@ -1010,6 +1071,7 @@ impl SqliteStore {
                 event_poll: options.event_poll.max(Duration::from_millis(1)),
                 events: EventSender::new(),
                 pump: Mutex::new(None),
+                reader: Arc::new(Mutex::new(None)),
             }),
         })
     }
@@ -1098,6 +1160,27 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection, &str) -> Result<T, StoreError> + Send + 'static,
     {
+        self.queue_write(op, false)
+    }
+
+    /// [`SqliteStore::write`] for a write that needs to survive the process being killed but
+    /// not a power loss (a Streamable HTTP session's event log and last-seen time: what a client
+    /// resuming at another process reads while this machine runs). A group of such writes only
+    /// commits with `synchronous=NORMAL`, without the sync (on a slow disk, milliseconds); one
+    /// that shares its group with a durable write is synced with it.
+    pub(crate) fn write_relaxed<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &str) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.queue_write(op, true)
+    }
+
+    fn queue_write<T, F>(&self, op: F, relaxed: bool) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &str) -> Result<T, StoreError> + Send + 'static,
+    {
         let writes = Arc::clone(&self.inner.writes);
         let conn = Arc::clone(&self.inner.conn);
         let owner = self.inner.owner.clone();
@@ -1115,7 +1198,7 @@ impl SqliteStore {
         Box::pin(async move {
             // Queued and led on the first poll, with no await in between: a future dropped
             // before that never wrote, one dropped after is written all the same.
-            if enqueue(&writes, job) {
+            if enqueue_as(&writes, job, relaxed) {
                 tokio::task::spawn_blocking(move || lead(&writes, &conn, &owner));
             }
             let result = recv
@@ -1179,6 +1262,44 @@ impl SqliteStore {
         });
         *pump = Some((wake, thread));
         Ok(())
+    }
+
+    /// Runs the read `op` on the blocking pool with a reader connection of its own (a file
+    /// store; an in-memory one uses its one connection): a read of committed rows that never
+    /// waits for the writer's commit, which holds the writer connection for as long as its sync
+    /// takes (WAL readers never wait for writers). For reads on the request path of a Streamable
+    /// HTTP session (its record on every request).
+    pub(crate) fn read<T, F>(&self, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let Some(path) = self.inner.path.clone() else {
+            return self.run(move |conn, _| op(conn));
+        };
+        let reader = Arc::clone(&self.inner.reader);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut slot = reader.lock().unwrap_or_else(|p| p.into_inner());
+                let conn = match &mut *slot {
+                    Some(conn) => conn,
+                    None => {
+                        let conn = Connection::open_with_flags(
+                            &path,
+                            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                        )
+                        .map_err(backend)?;
+                        conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+                        conn.set_prepared_statement_cache_capacity(16);
+                        slot.insert(conn)
+                    }
+                };
+                op(conn)
+            })
+            .await
+            .map_err(|_| StoreError::Backend("store operation panicked".into()))?
+        })
     }
 
     /// Runs `op` with the connection on the blocking pool.
@@ -1820,6 +1941,109 @@ mod tests {
     fn queued(writes: &Writes) -> (usize, bool) {
         let queue = lock_queue(&writes.queue);
         (queue.jobs.len(), queue.leader)
+    }
+
+    /// A file of its own in the temporary directory.
+    fn temp_db(name: &str) -> PathBuf {
+        let at = now_ns().unwrap();
+        std::env::temp_dir().join(format!(
+            "purra-sqlite-{name}-{}-{at}.db",
+            std::process::id()
+        ))
+    }
+
+    /// Holds the store's writer connection on a thread of its own until told to let go.
+    fn hold(store: &SqliteStore) -> (mpsc::Sender<()>, JoinHandle<()>) {
+        let conn = Arc::clone(&store.inner.conn);
+        let (release, held) = mpsc::channel::<()>();
+        let (locked, is_locked) = mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _guard = lock(&conn);
+            locked.send(()).unwrap();
+            let _ = held.recv();
+        });
+        is_locked.recv().unwrap();
+        (release, holder)
+    }
+
+    fn synchronous(conn: &Connection) -> Result<i64, StoreError> {
+        conn.row("PRAGMA synchronous", [], |r| r.get(0))
+            .map_err(backend)
+    }
+
+    /// A group of relaxed writes commits at `synchronous=NORMAL` (1), every other write at FULL
+    /// (2), also after a relaxed group and when a relaxed write shares a group with a durable one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_group_of_relaxed_writes_commits_without_the_sync() {
+        let store = SqliteStore::open(temp_db("relaxed")).unwrap();
+        assert_eq!(store.write_relaxed(|c, _| synchronous(c)).await.unwrap(), 1);
+        assert_eq!(store.write(|c, _| synchronous(c)).await.unwrap(), 2);
+        assert_eq!(store.run(|c, _| synchronous(c)).await.unwrap(), 2);
+        // A durable write holds the leader (the connection is locked) while a relaxed and a
+        // durable one queue: they form the next group, which syncs.
+        let (release, held) = hold(&store);
+        let first = tokio::spawn(store.write(|_, _| Ok(())));
+        let taken = |q: &Queue| q.leader && q.jobs.is_empty();
+        while !taken(&lock_queue(&store.inner.writes.queue)) {
+            tokio::task::yield_now().await;
+        }
+        let relaxed = tokio::spawn(store.write_relaxed(|c, _| synchronous(c)));
+        let durable = tokio::spawn(store.write(|c, _| synchronous(c)));
+        while lock_queue(&store.inner.writes.queue).jobs.len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        release.send(()).unwrap();
+        held.join().unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(relaxed.await.unwrap().unwrap(), 2);
+        assert_eq!(durable.await.unwrap().unwrap(), 2);
+    }
+
+    /// A relaxed group under way takes no durable write into it: that one starts the next group.
+    #[test]
+    fn a_relaxed_group_leaves_a_durable_write_to_the_next() {
+        let writes = Writes::default();
+        enqueue_as(&writes, noop(), true);
+        let (jobs, durable) = gather_as(&writes, 0, 5, Instant::now(), false).unwrap();
+        assert_eq!((jobs.len(), durable), (1, 0));
+        enqueue_as(&writes, noop(), true);
+        enqueue_as(&writes, noop(), false);
+        assert!(gather_as(&writes, 1, 5, Instant::now(), true).is_none());
+        let (jobs, durable) = gather_as(&writes, 0, 5, Instant::now(), false).unwrap();
+        assert_eq!((jobs.len(), durable), (2, 1));
+    }
+
+    /// A read runs on a reader of the file: it does not wait for the writer connection, which
+    /// a group holds while its commit syncs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_does_not_wait_for_the_writer_connection() {
+        let store = SqliteStore::open(temp_db("reader")).unwrap();
+        store
+            .write(|c, _| {
+                c.exec(
+                    "UPDATE owners SET pid = 7 WHERE owner = (SELECT max(owner) FROM owners)",
+                    [],
+                )
+                .map_err(backend)
+            })
+            .await
+            .unwrap();
+        let (release, holder) = hold(&store);
+        let read = store.read(|c| {
+            c.row("SELECT max(pid) FROM owners WHERE pid = 7", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(backend)
+        });
+        let seen = tokio::time::timeout(Duration::from_secs(60), read).await;
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        assert_eq!(
+            seen.expect("the read waited for the writer connection")
+                .unwrap(),
+            7,
+            "it reads what was committed"
+        );
     }
 
     /// The first write starts the leader; later ones join its queue. A group's start with nothing

@@ -54,10 +54,16 @@ fn absolute(p: &str) -> String {
     std::fs::canonicalize(p).map_or_else(|_| p.to_owned(), |p| p.display().to_string())
 }
 
-/// A gateway configuration binding the benchmark server's `echo` and `add` as reads.
+/// A gateway configuration binding the benchmark server's `echo` and `add` as reads, the server
+/// behind it over stdio.
 fn read_config(env: &Env, name: &str, listen: &str, db: &str) -> Result<String, String> {
-    std::fs::create_dir_all(dir()).map_err(|e| e.to_string())?;
     let server = absolute(&env.bin("purra-bench-server"));
+    config_with(name, listen, db, &format!("command = [{server:?}]"))
+}
+
+/// [`read_config`] with `upstream` as the upstream's line (`command = […]` or `url = "…"`).
+fn config_with(name: &str, listen: &str, db: &str, upstream: &str) -> Result<String, String> {
+    std::fs::create_dir_all(dir()).map_err(|e| e.to_string())?;
     let text = format!(
         r#"[gateway]
 name = "bench"
@@ -66,7 +72,7 @@ listen = "{listen}"
 max_calls_per_minute_per_caller = 60000
 
 [upstreams.bench]
-command = [{server:?}]
+{upstream}
 
 [reads.echo]
 upstream = "bench"
@@ -211,6 +217,251 @@ pub(super) async fn http(env: &Env, res: &mut Results, calls: usize) {
             drop(running);
         }
     }
+}
+
+/// The fronts of the rows with an HTTP upstream, in table order: (key, label).
+pub(super) const UPSTREAM_FRONTS: &[(&str, &str)] = &[
+    ("gateway", "purra gateway"),
+    ("contextforge", "ContextForge 1.0.7"),
+];
+
+/// A process group killed when dropped (ContextForge: a helper, gunicorn and its workers).
+struct Group {
+    child: tokio::process::Child,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// A front in front of the HTTP upstream: its MCP endpoint, the `Authorization` it wants and
+/// its processes (ended when dropped).
+struct Front {
+    url: String,
+    auth: Option<String>,
+    /// The name `add` has through it.
+    tool: String,
+    _gateway: Option<Running>,
+    _group: Option<Group>,
+}
+
+/// Starts front `which` before the HTTP upstream at `upstream`.
+async fn upstream_front(env: &Env, which: &str, upstream: &str) -> Result<Front, String> {
+    let port = free_port();
+    match which {
+        "gateway" => {
+            let config = config_with(
+                "read-http-upstream",
+                &format!("127.0.0.1:{port}"),
+                "read-http-upstream.db",
+                &format!("url = {upstream:?}"),
+            )?;
+            let cmd = vec![
+                absolute(&env.bin("purra")),
+                "gateway".into(),
+                "--config".into(),
+                config,
+            ];
+            let running = Running::start(&cmd, port).await?;
+            Ok(Front {
+                url: format!("http://127.0.0.1:{port}/mcp"),
+                auth: None,
+                tool: "add".into(),
+                _gateway: Some(running),
+                _group: None,
+            })
+        }
+        "contextforge" => contextforge(env, port, upstream).await,
+        other => Err(format!("no front {other}")),
+    }
+}
+
+/// ContextForge as its own scripts run it, started by `bench/contextforge.py` (in its venv),
+/// which registers `upstream` through the admin API and prints the virtual server's MCP URL and
+/// a JWT on its first line of output.
+async fn contextforge(env: &Env, port: u16, upstream: &str) -> Result<Front, String> {
+    use tokio::io::AsyncBufReadExt;
+    let python = env.contextforge.join("bin/python");
+    if !python.exists() {
+        return Err(format!(
+            "ContextForge is not installed ({}: scripts/setup-peers.sh --bench)",
+            python.display()
+        ));
+    }
+    let state = dir().join("contextforge");
+    let _ = std::fs::remove_dir_all(&state);
+    std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
+    let mut child = tokio::process::Command::new(&python)
+        .args([
+            "bench/contextforge.py",
+            "--port",
+            &port.to_string(),
+            "--upstream",
+            upstream,
+            "--dir",
+            &absolute(&state.display().to_string()),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start ContextForge: {e}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let group = Group { child };
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(240), lines.next_line())
+        .await
+        .map_err(|_| "ContextForge: not ready within 240 s".to_owned())?
+        .map_err(|e| e.to_string())?
+        .ok_or("ContextForge: its helper ended before it was ready")?;
+    let v: serde_json::Value =
+        serde_json::from_str(&line).map_err(|e| format!("ContextForge: {e}: {line}"))?;
+    if let Some(e) = v.get("error").and_then(serde_json::Value::as_str) {
+        return Err(format!("ContextForge: {e}"));
+    }
+    let url = v["url"].as_str().ok_or("ContextForge: no url")?.to_owned();
+    let token = v["token"].as_str().ok_or("ContextForge: no token")?;
+    // The helper keeps running (and its group with it) until the group is killed.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(Front {
+        url,
+        auth: Some(format!("Bearer {token}")),
+        // ContextForge names a tool by its gateway's slug and its own name.
+        tool: "bench-add".into(),
+        _gateway: None,
+        _group: Some(group),
+    })
+}
+
+/// How many calls a run through front `which` of the HTTP-upstream rows makes, of `calls`:
+/// ContextForge answers in tens of milliseconds, so a few hundredths.
+fn upstream_calls_for(which: &str, calls: usize, clients: usize) -> usize {
+    match which {
+        "contextforge" => (calls / 200).clamp(clients * 4, 400),
+        _ => calls.max(clients * 4),
+    }
+}
+
+/// The rows with an HTTP upstream: `purra-bench-server --http` alone, then each front of
+/// [`UPSTREAM_FRONTS`] in front of it, at 1 and 16 sessions, in the same round (so each front's
+/// ratio to the upstream alone is paired). The gateway starts afresh for each session count;
+/// ContextForge (a minute to start and register) once a round.
+pub(super) async fn http_upstream(env: &Env, res: &mut Results, calls: usize) {
+    let port = free_port();
+    let upstream = match Running::start(&env.http_server("purra", port), port).await {
+        Ok(r) => r,
+        Err(e) => return res.fail("gw/up", e),
+    };
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut forge: Option<Result<Front, String>> = None;
+    for &clients in FRONT_CLIENTS {
+        let key = format!("gw/up/direct/{clients}");
+        let target = (url.as_str(), None, "add");
+        measure(res, &key, "upstream alone", target, clients, calls).await;
+        for &(which, label) in UPSTREAM_FRONTS {
+            let key = format!("gw/up/{which}/{clients}");
+            let n = upstream_calls_for(which, calls, clients);
+            let fresh;
+            let front = if which == "contextforge" {
+                forge.get_or_insert(upstream_front(env, which, &url).await)
+            } else {
+                fresh = upstream_front(env, which, &url).await;
+                &fresh
+            };
+            match front {
+                Ok(f) => {
+                    let target = (f.url.as_str(), f.auth.as_deref(), f.tool.as_str());
+                    measure(res, &key, label, target, clients, n).await;
+                }
+                Err(e) => res.fail(&key, e.clone()),
+            }
+        }
+    }
+    drop(forge);
+    drop(upstream);
+}
+
+/// One load run of `calls` over `clients` sessions against `target` (its URL, the
+/// `Authorization` it wants, the name `add` has there), recorded under `key`.
+async fn measure(
+    res: &mut Results,
+    key: &str,
+    label: &str,
+    (url, auth, tool): (&str, Option<&str>, &str),
+    clients: usize,
+    calls: usize,
+) {
+    let run = purra_bench::http::load_with(
+        url,
+        clients,
+        calls,
+        purra_bench::http::Era::Session(purra_bench::http::PROTOCOL_VERSION),
+        auth,
+        tool,
+    );
+    match tokio::time::timeout(Duration::from_secs(300), run).await {
+        Ok(Ok(r)) => {
+            eprintln!(
+                "  HTTP→HTTP {label:<30} {clients:>3} clients {:>7.0} calls/s p50 {:>7.0} µs p99 {:>8.0} µs",
+                r.calls_per_s, r.p50_us, r.p99_us
+            );
+            res.put(&format!("{key}/rps"), r.calls_per_s);
+            res.put(&format!("{key}/p50"), r.p50_us);
+            res.put(&format!("{key}/p99"), r.p99_us);
+        }
+        Ok(Err(e)) => res.fail(key, e),
+        Err(_) => res.fail(key, "no end within 300 s".into()),
+    }
+}
+
+/// The table of the rows with an HTTP upstream.
+pub(super) fn upstream_report(res: &Results, s: &mut String, http_calls: usize) {
+    let m = |k: &str| res.median(k);
+    let _ = writeln!(s, "In front of an HTTP upstream: `purra-bench-server --http` alone, then the same server behind `purra gateway` (`url = \"http://127.0.0.1:PORT/mcp\"`, its default SQLite store holding the HTTP sessions and their event logs) and behind ContextForge 1.0.7 (`mcp-contextforge-gateway` from PyPI, started by `bench/contextforge.py` as its own scripts start it: gunicorn with uvicorn workers, SQLite, JWT on; every setting in BENCHMARKS.md), in the same round, the raw load client as above ({http_calls} calls a run; ContextForge a two-hundredth, at least 4 per session and at most 400). supergateway and mcp-proxy have no row: neither fronts an HTTP server with an HTTP endpoint (supergateway's HTTP inputs, `--sse` and `--streamableHttp`, bridge to stdio only; mcp-proxy starts a stdio command).\n");
+    let _ = writeln!(
+        s,
+        "| front → HTTP server | sessions | calls/s | p50 µs | p99 µs | calls/s ÷ upstream alone | purra gateway ÷ it (calls/s) |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    for &c in FRONT_CLIENTS {
+        let rows = std::iter::once(("direct", "purra-bench-server --http alone"))
+            .chain(UPSTREAM_FRONTS.iter().copied());
+        for (which, label) in rows {
+            let k = format!("gw/up/{which}/{c}");
+            // Exactly this key: a prefix would take the 16-session row's failure for the 1's.
+            if res.failures.contains_key(&k) || m(&format!("{k}/rps")).is_none() {
+                let why = res
+                    .failures
+                    .get(&k)
+                    .or_else(|| res.failures.get("gw/up"))
+                    .map_or("", String::as_str);
+                let _ = writeln!(s, "| {label} | {c} | FAILED: {why} | | | | |");
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "| {label} | {c} | {} | {} | {} | {} | {} |",
+                cell(m(&format!("{k}/rps"))),
+                cell(m(&format!("{k}/p50"))),
+                cell(m(&format!("{k}/p99"))),
+                fmt_ratio(res.paired(&format!("{k}/rps"), &format!("gw/up/direct/{c}/rps"))),
+                if which == "gateway" {
+                    "—".to_owned()
+                } else {
+                    fmt_ratio(res.paired(&format!("gw/up/gateway/{c}/rps"), &format!("{k}/rps")))
+                },
+            );
+        }
+    }
+    let _ = writeln!(s);
 }
 
 /// Write cycles through one gateway on SQLite and on PostgreSQL (`postgres`: the server's URL;
@@ -511,6 +762,8 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
         s,
         "\n![The gateway beside the proxies](bench/charts/gateway-http.svg)\n"
     );
+
+    upstream_report(res, s, http_calls);
 
     let _ = writeln!(s, "### Write cycles through one gateway\n");
     let _ = writeln!(s, "`gateway-bench`: `purra gateway` over stdio with the benchmark server's `echo` bound as a write whose binding says `approval = \"client\"`, and purra's client, whose elicitation handler approves every form: one `tools/call` is one whole cycle (the approval prepared and the call saved, the form asked and answered, the decision recorded, the claim committed, the request sent, the outcome recorded and the run dropped: six durable writes, then the receipt). Every call's arguments differ and every receipt is checked; 400 cycles one at a time, then 400 with 16 in flight, on a SQLite file in `target/bench/gateway` and on a fresh schema of a PostgreSQL server on the same machine (`scripts/postgres.sh`: `fsync` on, loopback).\n");

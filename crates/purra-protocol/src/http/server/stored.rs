@@ -260,27 +260,188 @@ impl StoreLink {
         }
     }
 
+    /// Writes what is queued, in order: a save (or a stream's record, or its end) alone, the
+    /// events queued one after another
+    /// together (one [`SessionStore::append_events`]: one store transaction however many the
+    /// session's streams carried while the last write ran).
     async fn drain(self: Arc<Self>) {
         loop {
-            let op = {
+            let batch = {
                 let mut q = self.queue.lock().expect("store queue lock");
                 match q.ops.pop_front() {
-                    Some(op) => op,
+                    Some(Op::Save(r)) => Batch::Save(r),
+                    Some(Op::Stream(r)) => Batch::Stream(r),
+                    Some(Op::Finish(stream)) => Batch::Finish(stream),
+                    Some(Op::Event(e)) => {
+                        let mut events = vec![e];
+                        while let Some(Op::Event(_)) = q.ops.front() {
+                            if let Some(Op::Event(e)) = q.ops.pop_front() {
+                                events.push(e);
+                            }
+                        }
+                        Batch::Events(events)
+                    }
                     None => {
                         q.running = false;
                         return;
                     }
                 }
             };
-            let result = match op {
-                Op::Save(r) => self.store.save_session(r).await,
-                Op::Event(e) => self.store.append_event(e, self.bounds).await,
-                Op::Stream(r) => self.store.save_stream(r).await,
-                Op::Finish(stream) => self.store.finish_stream(self.id.clone(), stream).await,
+            let result = match batch {
+                Batch::Save(r) => self.store.save_session(r).await,
+                Batch::Events(e) => self.store.append_events(e, self.bounds).await,
+                Batch::Stream(r) => self.store.save_stream(r).await,
+                Batch::Finish(stream) => self.store.finish_stream(self.id.clone(), stream).await,
             };
             if let Err(e) = result {
                 tracing::warn!(session = %self.id, error = %e, "session store write failed");
             }
         }
+    }
+}
+
+/// What [`StoreLink::drain`] writes at once.
+enum Batch {
+    Save(SessionRecord),
+    Events(Vec<StoredEvent>),
+    Stream(StreamRecord),
+    Finish(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::BoxFuture;
+    use crate::session_store::{MemorySessionStore, StreamReplay};
+
+    /// A memory store that records the size of each event write and holds the first one until
+    /// released.
+    struct Counting {
+        inner: MemorySessionStore,
+        writes: Mutex<Vec<usize>>,
+        gate: tokio::sync::Semaphore,
+    }
+
+    impl SessionStore for Counting {
+        fn save_session(&self, r: SessionRecord) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+            self.inner.save_session(r)
+        }
+        fn load_session(
+            &self,
+            id: String,
+        ) -> BoxFuture<'_, Result<Option<SessionRecord>, SessionStoreError>> {
+            self.inner.load_session(id)
+        }
+        fn touch_session(
+            &self,
+            id: String,
+            seen: Option<SystemTime>,
+        ) -> BoxFuture<'_, Result<Option<SessionRecord>, SessionStoreError>> {
+            self.inner.touch_session(id, seen)
+        }
+        fn end_session(&self, id: String) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
+            self.inner.end_session(id)
+        }
+        fn expire_sessions(
+            &self,
+            before: SystemTime,
+        ) -> BoxFuture<'_, Result<u64, SessionStoreError>> {
+            self.inner.expire_sessions(before)
+        }
+        fn append_event(
+            &self,
+            event: StoredEvent,
+            bounds: EventLogBounds,
+        ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+            self.append_events(vec![event], bounds)
+        }
+        fn append_events(
+            &self,
+            events: Vec<StoredEvent>,
+            bounds: EventLogBounds,
+        ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+            Box::pin(async move {
+                self.gate.acquire().await.expect("gate").forget();
+                self.writes.lock().unwrap().push(events.len());
+                self.inner.append_events(events, bounds).await
+            })
+        }
+        fn events_after(
+            &self,
+            session: String,
+            stream: u64,
+            after: u64,
+        ) -> BoxFuture<'_, Result<StreamReplay, SessionStoreError>> {
+            self.inner.events_after(session, stream, after)
+        }
+        fn save_stream(&self, r: StreamRecord) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+            self.inner.save_stream(r)
+        }
+        fn load_stream(
+            &self,
+            session: String,
+            stream: u64,
+        ) -> BoxFuture<'_, Result<Option<StreamRecord>, SessionStoreError>> {
+            self.inner.load_stream(session, stream)
+        }
+        fn lease_stream(
+            &self,
+            session: String,
+            stream: u64,
+            holder: String,
+            now: SystemTime,
+            until: SystemTime,
+        ) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
+            self.inner.lease_stream(session, stream, holder, now, until)
+        }
+        fn finish_stream(
+            &self,
+            session: String,
+            stream: u64,
+        ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+            self.inner.finish_stream(session, stream)
+        }
+    }
+
+    #[tokio::test]
+    async fn events_queued_behind_a_store_write_go_in_one_append() {
+        let store = Arc::new(Counting {
+            inner: MemorySessionStore::new(),
+            writes: Mutex::new(Vec::new()),
+            gate: tokio::sync::Semaphore::new(0),
+        });
+        store
+            .save_session(SessionRecord {
+                id: "s".into(),
+                owner: None,
+                state: "{}".into(),
+                last_seen: SystemTime::now(),
+            })
+            .await
+            .unwrap();
+        let link = StoreLink::new(
+            store.clone(),
+            "s".into(),
+            None,
+            EventLogBounds::default(),
+            Duration::from_secs(5),
+            "holder".into(),
+            Duration::from_secs(5),
+        );
+        // The first event's write starts and waits at the gate; four more queue behind it.
+        link.event(1, 0, b"e0");
+        tokio::task::yield_now().await;
+        for seq in 1..5 {
+            link.event(1, seq, format!("e{seq}").as_bytes());
+        }
+        store.gate.add_permits(2);
+        while link.queue.lock().unwrap().running {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*store.writes.lock().unwrap(), vec![1, 4]);
+        let kept = store.events_after("s".into(), 1, 0).await.unwrap();
+        let data: Vec<&[u8]> = kept.events.iter().map(|e| e.data.as_slice()).collect();
+        assert_eq!(data, vec![&b"e1"[..], b"e2", b"e3", b"e4"], "in order");
+        assert_eq!(kept.oldest, Some(0));
     }
 }
