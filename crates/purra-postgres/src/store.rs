@@ -550,6 +550,127 @@ pub(crate) async fn decide_in(
     Ok(())
 }
 
+/// Claims approval `id` (row `seq`) in `tx` for `current_intent` at `now` under operation token
+/// `op` ([`ApprovalGateway::check_and_claim`]); on a `retry`, an earlier attempt's committed
+/// claim is found by its token and answered again.
+#[allow(clippy::too_many_arguments)] // One claim's parts, and the attempt's token.
+pub(crate) async fn claim_in(
+    tx: &Tx<'_>,
+    me: &str,
+    op: &str,
+    retry: bool,
+    seq: i64,
+    id: &ApprovalId,
+    current_intent: &JsonIdentity,
+    now: i64,
+) -> Result<ClaimVerdict, Error> {
+    // The approval's row lock orders every claimant of this approval; the claims' key
+    // orders claimants of the same intent through other approvals.
+    let row = query_opt(
+        tx,
+        "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
+         WHERE seq = $1 FOR UPDATE",
+        &[&seq],
+    )
+    .await?
+    .ok_or(StoreError::NotFound)?;
+    if retry {
+        // Holding the lock, an earlier attempt is over: committed or not.
+        if let Some((event, _, key, detail)) = witness(tx, me, op).await? {
+            return Ok(match (event.as_str(), detail["reason"].as_str()) {
+                ("claimed", _) => ClaimVerdict::Claimed(IdempotencyKey(key.unwrap_or_default())),
+                ("refused", Some("expired")) => ClaimVerdict::Expired,
+                ("refused", _) => ClaimVerdict::Mismatch,
+                _ => ClaimVerdict::AlreadyClaimed,
+            });
+        }
+    }
+    let state: &str = row.get(0);
+    let digest: String = row.get(1);
+    let verdict: Option<&str> = row.get(2);
+    let expires_at: Option<i64> = row.get(3);
+    let refuse = |verdict: ClaimVerdict, event: &'static str, why: &'static str| {
+        let detail = json!({"reason": why, "currentIntent": current_intent.as_str(),
+                            "nowNs": now, "effect": "not_started"});
+        (verdict, event, detail)
+    };
+    // The quorum is counted again here, in the claim's transaction (holding
+    // the approval's row lock every vote takes): an approval short of its
+    // approving votes is still pending, whatever its row says.
+    let short = state == "decided"
+        && verdict == Some("approve")
+        && crate::workflow::quorum_missing(tx, seq).await?;
+    let refused = match (state, verdict) {
+        ("prepared", _) => return Ok(ClaimVerdict::Pending),
+        ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
+        ("decided", _) if short => return Ok(ClaimVerdict::Pending),
+        ("claimed" | "refused", _) => Some(refuse(
+            ClaimVerdict::AlreadyClaimed,
+            "claim_refused",
+            "already_claimed",
+        )),
+        _ if expires_at.is_some_and(|e| e <= now) => {
+            exec(
+                tx,
+                "UPDATE approvals SET state = 'refused', refused_reason = 'expired'
+                 WHERE seq = $1",
+                &[&seq],
+            )
+            .await?;
+            Some(refuse(ClaimVerdict::Expired, "refused", "expired"))
+        }
+        _ if digest != current_intent.as_str() => {
+            exec(
+                tx,
+                "UPDATE approvals SET state = 'refused', refused_reason = 'mismatch'
+                 WHERE seq = $1",
+                &[&seq],
+            )
+            .await?;
+            Some(refuse(ClaimVerdict::Mismatch, "refused", "mismatch"))
+        }
+        _ => {
+            if insert_claim(tx, &digest, me, Some(seq)).await? {
+                exec(
+                    tx,
+                    "UPDATE approvals SET state = 'claimed' WHERE seq = $1",
+                    &[&seq],
+                )
+                .await?;
+                append(
+                    tx,
+                    me,
+                    Some(op),
+                    Audit::new("claimed", json!({"nowNs": now}))
+                        .approval(&id.0)
+                        .key(&digest),
+                )
+                .await?;
+                None
+            } else {
+                Some(refuse(
+                    ClaimVerdict::AlreadyClaimed,
+                    "claim_refused",
+                    "key_already_claimed",
+                ))
+            }
+        }
+    };
+    match refused {
+        None => Ok(ClaimVerdict::Claimed(IdempotencyKey(digest))),
+        Some((verdict, event, detail)) => {
+            append(
+                tx,
+                me,
+                Some(op),
+                Audit::new(event, detail).approval(&id.0).key(&digest),
+            )
+            .await?;
+            Ok(verdict)
+        }
+    }
+}
+
 /// Inserts a claim unless the key exists; true when this call claimed it.
 async fn insert_claim(
     tx: &Tx<'_>,
@@ -1189,113 +1310,42 @@ impl ApprovalGateway for PostgresStore {
             self.transact(move |tx, me, retry| {
                 let (op, id, current_intent) = (op.clone(), id.clone(), current_intent.clone());
                 Box::pin(async move {
-                    // The approval's row lock orders every claimant of this approval; the claims' key
-                    // orders claimants of the same intent through other approvals.
-                    let row = query_opt(
+                    claim_in(tx, me, &op, retry, seq, &id, &current_intent, now).await
+                })
+            })
+            .await
+        })
+    }
+
+    fn decide_and_claim(
+        &self,
+        id: ApprovalId,
+        decision: Decision,
+        current_intent: JsonIdentity,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
+        // Two operation tokens: a retry finds the decision and the claim each by its own.
+        let (decided, claimed) = (self.op_token(), self.op_token());
+        Box::pin(async move {
+            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
+            let now = to_ns(now)?;
+            let parts = Arc::new((id, decision, current_intent));
+            self.transact(move |tx, me, retry| {
+                let (decided, claimed, parts) =
+                    (decided.clone(), claimed.clone(), Arc::clone(&parts));
+                Box::pin(async move {
+                    let (id, decision, current_intent) = &*parts;
+                    query_opt(
                         tx,
-                        "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
-                         WHERE seq = $1 FOR UPDATE",
+                        "SELECT 1 FROM approvals WHERE seq = $1 FOR UPDATE",
                         &[&seq],
                     )
-                    .await?
-                    .ok_or(StoreError::NotFound)?;
-                    if retry {
-                        // Holding the lock, an earlier attempt is over: committed or not.
-                        if let Some((event, _, key, detail)) = witness(tx, me, &op).await? {
-                            return Ok(match (event.as_str(), detail["reason"].as_str()) {
-                                ("claimed", _) => {
-                                    ClaimVerdict::Claimed(IdempotencyKey(key.unwrap_or_default()))
-                                }
-                                ("refused", Some("expired")) => ClaimVerdict::Expired,
-                                ("refused", _) => ClaimVerdict::Mismatch,
-                                _ => ClaimVerdict::AlreadyClaimed,
-                            });
-                        }
+                    .await?;
+                    // Committed by an earlier attempt: the decision and the claim together.
+                    if !(retry && witness(tx, me, &decided).await?.is_some()) {
+                        decide_in(tx, me, &decided, id, decision).await?;
                     }
-                    let state: &str = row.get(0);
-                    let digest: String = row.get(1);
-                    let verdict: Option<&str> = row.get(2);
-                    let expires_at: Option<i64> = row.get(3);
-                    let refuse = |verdict: ClaimVerdict, event: &'static str, why: &'static str| {
-                        let detail = json!({"reason": why, "currentIntent": current_intent.as_str(),
-                                            "nowNs": now, "effect": "not_started"});
-                        (verdict, event, detail)
-                    };
-                    // The quorum is counted again here, in the claim's transaction (holding
-                    // the approval's row lock every vote takes): an approval short of its
-                    // approving votes is still pending, whatever its row says.
-                    let short = state == "decided"
-                        && verdict == Some("approve")
-                        && crate::workflow::quorum_missing(tx, seq).await?;
-                    let refused = match (state, verdict) {
-                        ("prepared", _) => return Ok(ClaimVerdict::Pending),
-                        ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
-                        ("decided", _) if short => return Ok(ClaimVerdict::Pending),
-                        ("claimed" | "refused", _) => Some(refuse(
-                            ClaimVerdict::AlreadyClaimed,
-                            "claim_refused",
-                            "already_claimed",
-                        )),
-                        _ if expires_at.is_some_and(|e| e <= now) => {
-                            exec(
-                                tx,
-                                "UPDATE approvals SET state = 'refused', refused_reason = 'expired'
-                                 WHERE seq = $1",
-                                &[&seq],
-                            )
-                            .await?;
-                            Some(refuse(ClaimVerdict::Expired, "refused", "expired"))
-                        }
-                        _ if digest != current_intent.as_str() => {
-                            exec(
-                                tx,
-                                "UPDATE approvals SET state = 'refused', refused_reason = 'mismatch'
-                                 WHERE seq = $1",
-                                &[&seq],
-                            )
-                            .await?;
-                            Some(refuse(ClaimVerdict::Mismatch, "refused", "mismatch"))
-                        }
-                        _ => {
-                            if insert_claim(tx, &digest, me, Some(seq)).await? {
-                                exec(
-                                    tx,
-                                    "UPDATE approvals SET state = 'claimed' WHERE seq = $1",
-                                    &[&seq],
-                                )
-                                .await?;
-                                append(
-                                    tx,
-                                    me,
-                                    Some(&op),
-                                    Audit::new("claimed", json!({"nowNs": now}))
-                                        .approval(&id.0)
-                                        .key(&digest),
-                                )
-                                .await?;
-                                None
-                            } else {
-                                Some(refuse(
-                                    ClaimVerdict::AlreadyClaimed,
-                                    "claim_refused",
-                                    "key_already_claimed",
-                                ))
-                            }
-                        }
-                    };
-                    match refused {
-                        None => Ok(ClaimVerdict::Claimed(IdempotencyKey(digest))),
-                        Some((verdict, event, detail)) => {
-                            append(
-                                tx,
-                                me,
-                                Some(&op),
-                                Audit::new(event, detail).approval(&id.0).key(&digest),
-                            )
-                            .await?;
-                            Ok(verdict)
-                        }
-                    }
+                    claim_in(tx, me, &claimed, retry, seq, id, current_intent, now).await
                 })
             })
             .await
