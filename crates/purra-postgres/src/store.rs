@@ -14,8 +14,12 @@
 //! Owners and leases are those of purra-sqlite, measured on the database server's clock, so hosts whose
 //! clocks disagree still agree on who is alive; `now` given to
 //! [`OperatorStore::reconcile_interrupted_claims`] is taken relative to this host's clock at the call.
-//! Events come from `LISTEN` on the schema's channel, which a trigger on the audit log notifies on
-//! every commit.
+//! Events come from `LISTEN` on the schema's channel: a write notifies every audit row it appended
+//! right after its commit, in one statement of its own (`pg_notify` inside the transaction would
+//! hold PostgreSQL's notification-queue lock through the commit's flush, so writes would commit one
+//! after another). A host that dies, or loses its connection, between a commit and that statement
+//! leaves the commit unannounced: listeners see it when they next read (a gateway's waiting call
+//! when it calls again), never a change that did not commit.
 
 use crate::listen::Listener;
 use crate::migrate::{migrate, MigrateError, MIGRATIONS};
@@ -29,8 +33,8 @@ use purra_core::{
     BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision, EffectOutcome,
     EffectPage, EffectQuery, EffectView, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
     JsonIdentity, OperatorStore, Reconciliation, ResendClaim, RunId, RunStore, StoreError,
-    StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE,
-    PRINCIPAL_LABEL,
+    StoreEvent, StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED,
+    MAX_PAGE, PRINCIPAL_LABEL,
 };
 use serde_json::{json, Value};
 use std::future::Future;
@@ -255,6 +259,12 @@ pub(crate) fn now_ns() -> i64 {
 /// One transaction on a pooled connection.
 pub(crate) type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
+tokio::task_local! {
+    /// The notifications of the audit rows the running attempt of [`PostgresStore::transact`]
+    /// appended, sent once it commits.
+    static NOTES: std::cell::RefCell<Vec<String>>;
+}
+
 pub(crate) async fn exec<C: GenericClient>(
     c: &C,
     sql: &str,
@@ -318,17 +328,19 @@ impl<'a> Audit<'a> {
     }
 }
 
-/// Appends one audit row in `tx`, with the operation token `op` (the witness of the commit).
+/// Appends one audit row in `tx`, with the operation token `op` (the witness of the commit), and
+/// its notification (`{"seq","event","approval","key","verdict"}`), sent after the commit
+/// ([`PostgresStore::transact`]); outside of one, inside the transaction.
 pub(crate) async fn append(
     tx: &Tx<'_>,
     me: &str,
     op: Option<&str>,
     row: Audit<'_>,
 ) -> Result<(), Error> {
-    exec(
+    let inserted = query(
         tx,
         "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail, op)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
         &[
             &now_ns(),
             &me,
@@ -341,6 +353,29 @@ pub(crate) async fn append(
         ],
     )
     .await?;
+    let seq: i64 = inserted.first().map_or(0, |r| r.get(0));
+    let verdict = if row.event == "decided" {
+        row.detail.get("verdict").cloned().unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    // Only the rows a listener turns into an event are announced.
+    let shown = json!({"verdict": verdict});
+    if StoreEvent::from_audit(row.event, row.approval_id, row.claim_key, &shown).is_none() {
+        return Ok(());
+    }
+    let note = json!({"seq": seq, "event": row.event, "approval": row.approval_id,
+                      "key": row.claim_key, "verdict": verdict})
+    .to_string();
+    let later = NOTES.try_with(|notes| notes.borrow_mut().push(note.clone()));
+    if later.is_err() {
+        exec(
+            tx,
+            "SELECT pg_notify('purra:' || current_schema(), $1)",
+            &[&note],
+        )
+        .await?;
+    }
     Ok(())
 }
 
@@ -964,8 +999,23 @@ impl PostgresStore {
                 let result = async {
                     let mut client = self.inner.pool.get().await?;
                     let tx = client.transaction().await?;
-                    let value = attempt(&tx, &self.inner.owner, retry).await?;
+                    let attempted = NOTES.scope(std::cell::RefCell::new(Vec::new()), async {
+                        let value = attempt(&tx, &self.inner.owner, retry).await?;
+                        Ok::<_, Error>((value, NOTES.with(|notes| notes.take())))
+                    });
+                    let (value, notes) = attempted.await?;
                     tx.commit().await?;
+                    // Committed: the notifications in a statement of their own, best effort
+                    // (the write stands; only its announcement can be lost).
+                    if !notes.is_empty() {
+                        let _ = exec(
+                            &client,
+                            "SELECT pg_notify('purra:' || current_schema(), n)
+                             FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i",
+                            &[&notes],
+                        )
+                        .await;
+                    }
                     Ok::<T, Error>(value)
                 }
                 .await;
@@ -1569,31 +1619,14 @@ impl PostgresStore {
                     run.clone(),
                 );
                 Box::pin(async move {
-                    // One principal's limited prepares take turns, in every process: under READ
-                    // COMMITTED the count after the lock sees every approval committed before it.
-                    exec(
-                        tx,
-                        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
-                        &[&space, &principal],
-                    )
-                    .await?;
+                    // The count under the locks below sees every approval committed before it
+                    // (READ COMMITTED); what it cannot see is bounded by the locks.
+                    let open = take_turn(tx, &space, &principal, limit, now, retry, &op).await?;
                     if retry {
                         if let Some((_, Some(id), _, _)) = witness(tx, me, &op).await? {
                             return Ok(Some(ApprovalId(id)));
                         }
                     }
-                    let open: i64 = query(
-                        tx,
-                        &format!(
-                            "SELECT count(*) FROM (SELECT 1 FROM approvals
-                             WHERE state = 'prepared' AND principal = $1
-                               AND coalesce(request_expires_at_ns, {NEVER}) > $2 LIMIT $3) o"
-                        ),
-                        &[&principal, &now, &i64::from(limit)],
-                    )
-                    .await?
-                    .first()
-                    .map_or(0, |r| r.get(0));
                     if open >= i64::from(limit) {
                         return Ok(None);
                     }
@@ -1609,6 +1642,106 @@ impl PostgresStore {
             .await
         })
     }
+}
+
+/// How many of one principal's limited prepares may be in flight at once, each holding one of
+/// this many slot locks (see [`take_turn`]).
+const PREPARE_SLOTS: i64 = 16;
+
+/// The open approvals of `principal` at `now` (counted up to `limit`), counted where a prepare of
+/// its may insert when the count is below `limit`, in every process: the principal's limited
+/// prepares hold a lock until their commit.
+///
+/// Far from the limit (a count `open` with `open + PREPARE_SLOTS <= limit`), prepares share the
+/// principal's gate lock and each holds one of [`PREPARE_SLOTS`] slot locks, so at most that many
+/// are in flight and none can take the count past `limit`: they commit together (PostgreSQL
+/// groups their commits) instead of one after another. Near the limit (a `limit` under twice the
+/// slots, a count past the bound, or a retried attempt), a prepare takes the gate alone: every
+/// other prepare of the principal waits, and the count is exact.
+#[allow(clippy::too_many_arguments)] // One count's parts and the attempt's token.
+async fn take_turn(
+    tx: &Tx<'_>,
+    space: &str,
+    principal: &str,
+    limit: u32,
+    now: i64,
+    retry: bool,
+    op: &str,
+) -> Result<i64, Error> {
+    let limit = i64::from(limit);
+    let count = || async {
+        Ok::<i64, Error>(
+            query(
+                tx,
+                &format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM approvals
+                     WHERE state = 'prepared' AND principal = $1
+                       AND coalesce(request_expires_at_ns, {NEVER}) > $2 LIMIT $3) o"
+                ),
+                &[&principal, &now, &limit],
+            )
+            .await?
+            .first()
+            .map_or(0, |r| r.get(0)),
+        )
+    };
+    if retry || limit < 2 * PREPARE_SLOTS {
+        exec(
+            tx,
+            "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+            &[&space, &principal],
+        )
+        .await?;
+        return count().await;
+    }
+    exec(
+        tx,
+        "SELECT pg_advisory_xact_lock_shared(hashtext($1), hashtext($2))",
+        &[&space, &principal],
+    )
+    .await?;
+    // A free slot, tried from a place of this operation's own; all taken, the first is waited for.
+    let start = i64::from(hash_of(op) % (PREPARE_SLOTS as u32));
+    let slot: Option<i64> = query_opt(
+        tx,
+        "SELECT s FROM (SELECT (g + $3) % $4 AS s FROM generate_series(0, $4 - 1) AS g) t
+         WHERE pg_try_advisory_xact_lock(hashtext($1 || ':slot:' || s), hashtext($2))
+         LIMIT 1",
+        &[&space, &principal, &start, &PREPARE_SLOTS],
+    )
+    .await?
+    .map(|r| r.get(0));
+    if slot.is_none() {
+        exec(
+            tx,
+            "SELECT pg_advisory_xact_lock(hashtext($1 || ':slot:' || $3), hashtext($2))",
+            &[&space, &principal, &start],
+        )
+        .await?;
+    }
+    let open = count().await?;
+    if open + PREPARE_SLOTS <= limit {
+        return Ok(open);
+    }
+    // Past the bound: every other slot too (the prepares in flight finish first), then the
+    // count is exact. Two prepares doing this at once may deadlock: PostgreSQL cancels one,
+    // and its retry takes the gate alone.
+    let mine = slot.unwrap_or(start);
+    exec(
+        tx,
+        "SELECT pg_advisory_xact_lock(hashtext($1 || ':slot:' || s), hashtext($2))
+         FROM generate_series(0, $4 - 1) AS s WHERE s <> $3 ORDER BY s",
+        &[&space, &principal, &mine, &PREPARE_SLOTS],
+    )
+    .await?;
+    count().await
+}
+
+/// A small stable hash of `text` (where an operation starts looking for a slot).
+fn hash_of(text: &str) -> u32 {
+    text.bytes().fold(2_166_136_261_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16_777_619)
+    })
 }
 
 impl RunStore for PostgresStore {

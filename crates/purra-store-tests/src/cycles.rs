@@ -365,3 +365,47 @@ pub async fn a_grants_use_and_its_claim_commit_together_and_racing_instances_cla
         Some(ClaimState::InFlight)
     );
 }
+
+/// A cap wide enough for prepares to run side by side (40 open approvals per principal) is still
+/// exact when they race past it: 64 prepares of one principal through two instances open exactly
+/// 40; then, with 40 open, one more is refused, and a decision frees exactly one place.
+pub async fn a_wide_cap_is_exact_when_prepares_race_past_it<H: Harness>(h: &H) {
+    let path = h.fresh("wide-cap");
+    let one = h.open(&path).await.unwrap();
+    let two = h.open(&path).await.unwrap();
+    let ttl = Duration::from_secs(600);
+    let racers: Vec<_> = (0..64)
+        .map(|n| {
+            let s = if n % 2 == 0 { one.clone() } else { two.clone() };
+            tokio::spawn(async move {
+                s.prepare_within(request_of(&format!("wide-{n}"), ttl), 40, SystemTime::now())
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut opened = Vec::new();
+    for r in racers {
+        opened.extend(r.await.unwrap());
+    }
+    assert_eq!(opened.len(), 40);
+    let open = ApprovalQuery::all()
+        .principal("carol")
+        .open_at(SystemTime::now());
+    assert_eq!(one.count_approvals(open.clone()).await, Ok(40));
+    assert_eq!(
+        two.prepare_within(request_of("one-more", ttl), 40, SystemTime::now())
+            .await,
+        Ok(None)
+    );
+    one.decide(opened[0].clone(), by(Verdict::Deny, "dora"))
+        .await
+        .unwrap();
+    let (a, b) = tokio::join!(
+        one.prepare_within(request_of("freed-a", ttl), 40, SystemTime::now()),
+        two.prepare_within(request_of("freed-b", ttl), 40, SystemTime::now()),
+    );
+    let got = [a.unwrap(), b.unwrap()];
+    assert_eq!(got.iter().filter(|g| g.is_some()).count(), 1, "{got:?}");
+    assert_eq!(one.count_approvals(open).await, Ok(40));
+}

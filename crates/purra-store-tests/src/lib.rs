@@ -136,6 +136,7 @@ macro_rules! contract_tests {
             grants::grants_cover_their_principal_tool_and_time_until_revoked,
             cycles::a_decision_and_its_claim_commit_together_and_racing_instances_claim_once,
             cycles::a_grants_use_and_its_claim_commit_together_and_racing_instances_claim_once,
+            cycles::a_wide_cap_is_exact_when_prepares_race_past_it,
             edits::an_edit_is_recorded_in_one_step_and_only_the_edited_intent_is_ever_claimed,
             edits::racing_edits_and_decisions_of_one_approval_record_exactly_one,
             tasks::tasks_are_owned_bounded_final_once_ended_and_expire,
