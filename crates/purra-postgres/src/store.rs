@@ -1704,8 +1704,9 @@ async fn take_turn(
     let start = i64::from(hash_of(op) % (PREPARE_SLOTS as u32));
     let slot: Option<i64> = query_opt(
         tx,
-        "SELECT s FROM (SELECT (g + $3) % $4 AS s FROM generate_series(0, $4 - 1) AS g) t
-         WHERE pg_try_advisory_xact_lock(hashtext($1 || ':slot:' || s), hashtext($2))
+        "SELECT s FROM (SELECT (g + $3::bigint) % $4::bigint AS s
+                        FROM generate_series(0::bigint, $4::bigint - 1) AS g) t
+         WHERE pg_try_advisory_xact_lock(hashtext($1::text || ':slot:' || s), hashtext($2::text))
          LIMIT 1",
         &[&space, &principal, &start, &PREPARE_SLOTS],
     )
@@ -1714,7 +1715,8 @@ async fn take_turn(
     if slot.is_none() {
         exec(
             tx,
-            "SELECT pg_advisory_xact_lock(hashtext($1 || ':slot:' || $3), hashtext($2))",
+            "SELECT pg_advisory_xact_lock(hashtext($1::text || ':slot:' || $3::bigint),
+                                          hashtext($2::text))",
             &[&space, &principal, &start],
         )
         .await?;
@@ -1729,8 +1731,8 @@ async fn take_turn(
     let mine = slot.unwrap_or(start);
     exec(
         tx,
-        "SELECT pg_advisory_xact_lock(hashtext($1 || ':slot:' || s), hashtext($2))
-         FROM generate_series(0, $4 - 1) AS s WHERE s <> $3 ORDER BY s",
+        "SELECT pg_advisory_xact_lock(hashtext($1::text || ':slot:' || s), hashtext($2::text))
+         FROM generate_series(0::bigint, $4::bigint - 1) AS s WHERE s <> $3::bigint ORDER BY s",
         &[&space, &principal, &mine, &PREPARE_SLOTS],
     )
     .await?;
