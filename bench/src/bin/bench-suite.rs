@@ -1154,6 +1154,18 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
             3.0,
         );
     }
+    target(
+        s,
+        "PostgreSQL write cycles, 16 in flight ≥ 4× one at a time",
+        res.paired("gw/writes/postgres/conc", "gw/writes/postgres/seq"),
+        4.0,
+    );
+    target(
+        s,
+        "PostgreSQL write cycles, 16 in flight ≥ 0.5× (pgbench at 16 clients ÷ 3 commits)",
+        res.paired("gw/writes/postgres/conc", "gw/writes/pgfloor16"),
+        0.5,
+    );
     upstream_targets(res, s);
     let added = gateway::added_p50(res);
     let _ = writeln!(

@@ -4,9 +4,9 @@
 //! The gateway runs as a child over stdio with one write binding (`note`, the benchmark server's
 //! `echo` bound as a write whose binding says `approval = "client"`) and elicitation on; the
 //! client is purra's, whose elicitation handler approves every form. So one `tools/call` is one
-//! full cycle: the approval prepared and the call saved (two durable writes), the form asked and
-//! answered, the decision recorded (one), the claim committed (one), the request sent to the
-//! upstream, the outcome recorded and the call's run dropped (two), the receipt answered. Every
+//! full cycle: the approval prepared with the call saved (one commit), the form asked and
+//! answered, the decision recorded with the claim (one), the request sent to the upstream, the
+//! outcome recorded with the call's run dropped (one), the receipt answered. Every
 //! call's arguments differ (a new intent each time) and every answer is checked (the echoed
 //! text).
 //!

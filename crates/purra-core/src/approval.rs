@@ -400,6 +400,24 @@ pub trait ApprovalGateway: Send + Sync {
         current_intent: JsonIdentity,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>>;
+    /// Records `decision` as [`ApprovalGateway::decide`] does and claims the approval as
+    /// [`ApprovalGateway::check_and_claim`] does, both in one transaction where the store has
+    /// them (a durable store commits once where the two calls commit twice; a crash leaves either
+    /// neither or both). A decision refused (`Conflict`: decided first, or the request expired)
+    /// writes nothing, and the error is returned: the caller claims alone then. The default runs
+    /// the two one after the other.
+    fn decide_and_claim(
+        &self,
+        id: ApprovalId,
+        decision: Decision,
+        current_intent: JsonIdentity,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
+        Box::pin(async move {
+            self.decide(id.clone(), decision).await?;
+            self.check_and_claim(id, current_intent, now).await
+        })
+    }
     /// The receipt store the claims are recorded in; outcomes are completed there.
     fn receipts(&self) -> Arc<dyn IdempotencyStore>;
     /// A stream of this store's changes from now on (see [`crate::events`]).

@@ -181,6 +181,20 @@ pub trait GrantStore: Send + Sync {
         decision: Decision,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>>;
+    /// [`GrantStore::use_grant`] and, in the same transaction, the claim of the approval it
+    /// prepares ([`ApprovalGateway::check_and_claim`](crate::ApprovalGateway::check_and_claim)
+    /// against the request's own intent at `now`): one durable write where the two calls make
+    /// two, so a crash leaves either no use or a use whose claim is committed (never sent twice:
+    /// a claim without an outcome becomes `unknown`). `Ok(None)` and nothing written when the
+    /// grant cannot be used; otherwise the approval and its claim's verdict (`AlreadyClaimed`
+    /// when another approval of the same intent claimed it first: the use is kept, audited).
+    fn use_grant_and_claim(
+        &self,
+        id: GrantId,
+        request: ApprovalRequest,
+        decision: Decision,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<(ApprovalId, crate::ClaimVerdict)>, StoreError>>;
 }
 
 #[cfg(test)]

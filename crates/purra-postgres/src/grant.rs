@@ -9,13 +9,13 @@
 //! committed approval by its operation token and takes no second use.
 
 use crate::store::{
-    append, decide_in, exec, insert_prepared, now_ns, query, query_opt, witness, Audit, Error,
-    NewApproval, PostgresStore,
+    append, claim_in, decide_in, exec, insert_prepared, now_ns, query, query_opt, witness, Audit,
+    Error, NewApproval, PostgresStore, Tx,
 };
-use purra_core::stored::{from_ns, json_error, to_ns};
+use purra_core::stored::{approval_seq, from_ns, json_error, to_ns};
 use purra_core::{
-    ApprovalId, ApprovalRequest, BoxFuture, Decision, GrantId, GrantStore, GrantUse, GrantView,
-    NewGrant, StoreError, PRINCIPAL_LABEL,
+    ApprovalId, ApprovalRequest, BoxFuture, ClaimVerdict, Decision, GrantId, GrantStore, GrantUse,
+    GrantView, NewGrant, StoreError, PRINCIPAL_LABEL,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -246,47 +246,147 @@ impl GrantStore for PostgresStore {
                 let (op, row, parts) = (op.clone(), Arc::clone(&row), Arc::clone(&parts));
                 Box::pin(async move {
                     let (id, decision, principal, request) = &*parts;
-                    if retry {
-                        if let Some((_, Some(approval), _, _)) = witness(tx, me, &op).await? {
-                            return Ok(Some(ApprovalId(approval)));
-                        }
-                    }
-                    // The use: one conditional update on the grant's row, never past `max_uses`.
-                    let taken = exec(
-                        tx,
-                        "UPDATE grants SET used = used + 1
-                         WHERE seq = $1 AND used < max_uses AND revoked_at_ns IS NULL
-                           AND until_ns > $2 AND principal = $3 AND tool = $4",
-                        &[&seq, &now, principal, &request.intent.tool],
-                    )
-                    .await?;
-                    if taken == 0 {
-                        return Ok(None);
-                    }
-                    let approval = insert_prepared(tx, me, &op, &row, false).await?;
-                    decide_in(tx, me, &op, &approval, decision).await?;
-                    exec(
-                        tx,
-                        "INSERT INTO grant_uses (grant_seq, approval_id, at_ns) VALUES ($1, $2, $3)",
-                        &[&seq, &approval.0, &now_ns()],
-                    )
-                    .await?;
-                    append(
-                        tx,
-                        me,
-                        Some(&op),
-                        Audit::new(
-                            "grant_used",
-                            json!({"grant": id.0, "approver": decision.approver}),
-                        )
-                        .approval(&approval.0)
-                        .run(request.intent.run_id.as_str()),
-                    )
-                    .await?;
-                    Ok(Some(approval))
+                    let use_ = Use {
+                        seq,
+                        now,
+                        row: &row,
+                        id,
+                        decision,
+                        principal,
+                        request,
+                    };
+                    use_in(tx, me, &op, retry, use_).await
                 })
             })
             .await
         })
     }
+
+    fn use_grant_and_claim(
+        &self,
+        id: GrantId,
+        request: ApprovalRequest,
+        decision: Decision,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<(ApprovalId, ClaimVerdict)>, StoreError>> {
+        // Two operation tokens: a retry finds the use and the claim each by its own.
+        let (used, claimed) = (self.op_token(), self.op_token());
+        Box::pin(async move {
+            let Some(seq) = id.seq() else {
+                return Ok(None);
+            };
+            let now = to_ns(now)?;
+            let principal = request.labels.get(PRINCIPAL_LABEL).cloned();
+            let row = Arc::new(NewApproval::of(&request)?);
+            let digest = request.intent.digest();
+            let parts = Arc::new((id, decision, principal, request, digest));
+            self.transact(move |tx, me, retry| {
+                let (used, claimed, row, parts) = (
+                    used.clone(),
+                    claimed.clone(),
+                    Arc::clone(&row),
+                    Arc::clone(&parts),
+                );
+                Box::pin(async move {
+                    let (id, decision, principal, request, digest) = &*parts;
+                    let use_ = Use {
+                        seq,
+                        now,
+                        row: &row,
+                        id,
+                        decision,
+                        principal,
+                        request,
+                    };
+                    let Some(approval) = use_in(tx, me, &used, retry, use_).await? else {
+                        return Ok(None);
+                    };
+                    let approval_seq = approval_seq(&approval).ok_or(StoreError::NotFound)?;
+                    let verdict = claim_in(
+                        tx,
+                        me,
+                        &claimed,
+                        retry,
+                        approval_seq,
+                        &approval,
+                        digest,
+                        now,
+                    )
+                    .await?;
+                    Ok(Some((approval, verdict)))
+                })
+            })
+            .await
+        })
+    }
+}
+
+/// One use of a grant to take: the grant's row `seq`, the time, the approval to prepare and the
+/// decision to record on it.
+struct Use<'a> {
+    seq: i64,
+    now: i64,
+    row: &'a NewApproval,
+    id: &'a GrantId,
+    decision: &'a Decision,
+    principal: &'a Option<String>,
+    request: &'a ApprovalRequest,
+}
+
+/// Takes one use of a grant in `tx` under operation token `op` ([`GrantStore::use_grant`]); on a
+/// `retry`, an earlier attempt's committed use is found by its token.
+async fn use_in(
+    tx: &Tx<'_>,
+    me: &str,
+    op: &str,
+    retry: bool,
+    use_: Use<'_>,
+) -> Result<Option<ApprovalId>, Error> {
+    let Use {
+        seq,
+        now,
+        row,
+        id,
+        decision,
+        principal,
+        request,
+    } = use_;
+    if retry {
+        if let Some((_, Some(approval), _, _)) = witness(tx, me, op).await? {
+            return Ok(Some(ApprovalId(approval)));
+        }
+    }
+    // The use: one conditional update on the grant's row, never past `max_uses`.
+    let taken = exec(
+        tx,
+        "UPDATE grants SET used = used + 1
+         WHERE seq = $1 AND used < max_uses AND revoked_at_ns IS NULL
+           AND until_ns > $2 AND principal = $3 AND tool = $4",
+        &[&seq, &now, principal, &request.intent.tool],
+    )
+    .await?;
+    if taken == 0 {
+        return Ok(None);
+    }
+    let approval = insert_prepared(tx, me, op, row, false).await?;
+    decide_in(tx, me, op, &approval, decision).await?;
+    exec(
+        tx,
+        "INSERT INTO grant_uses (grant_seq, approval_id, at_ns) VALUES ($1, $2, $3)",
+        &[&seq, &approval.0, &now_ns()],
+    )
+    .await?;
+    append(
+        tx,
+        me,
+        Some(op),
+        Audit::new(
+            "grant_used",
+            json!({"grant": id.0, "approver": decision.approver}),
+        )
+        .approval(&approval.0)
+        .run(request.intent.run_id.as_str()),
+    )
+    .await?;
+    Ok(Some(approval))
 }

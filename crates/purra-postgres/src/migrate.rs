@@ -353,6 +353,16 @@ CREATE TABLE http_session_streams (
 );
 "#;
 
+/// Schema version 13, notifications after the commit: the audit log's trigger no longer
+/// notifies inside the transaction (PostgreSQL holds one database-wide lock on its notification
+/// queue from a notifying transaction's pre-commit through its commit record's flush, so
+/// notifying transactions commit one after another); the store notifies the rows it committed
+/// itself, right after the commit, in one statement of their own.
+const V13_NOTIFY_AFTER_COMMIT: &str = r#"
+DROP TRIGGER IF EXISTS audit_notify ON audit;
+DROP FUNCTION IF EXISTS audit_notify();
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -367,6 +377,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V10_WORKFLOW,
     V11_HTTP_SESSIONS,
     V12_HTTP_SESSION_STREAMS,
+    V13_NOTIFY_AFTER_COMMIT,
 ];
 
 /// Why migrating failed.

@@ -14,8 +14,12 @@
 //! Owners and leases are those of purra-sqlite, measured on the database server's clock, so hosts whose
 //! clocks disagree still agree on who is alive; `now` given to
 //! [`OperatorStore::reconcile_interrupted_claims`] is taken relative to this host's clock at the call.
-//! Events come from `LISTEN` on the schema's channel, which a trigger on the audit log notifies on
-//! every commit.
+//! Events come from `LISTEN` on the schema's channel: a write notifies every audit row it appended
+//! right after its commit, in one statement of its own (`pg_notify` inside the transaction would
+//! hold PostgreSQL's notification-queue lock through the commit's flush, so writes would commit one
+//! after another). A host that dies, or loses its connection, between a commit and that statement
+//! leaves the commit unannounced: listeners see it when they next read (a gateway's waiting call
+//! when it calls again), never a change that did not commit.
 
 use crate::listen::Listener;
 use crate::migrate::{migrate, MigrateError, MIGRATIONS};
@@ -29,8 +33,8 @@ use purra_core::{
     BoxFuture, ClaimResult, ClaimState, ClaimVerdict, ClaimView, Decision, EffectOutcome,
     EffectPage, EffectQuery, EffectView, ErrorCode, EventSender, IdempotencyKey, IdempotencyStore,
     JsonIdentity, OperatorStore, Reconciliation, ResendClaim, RunId, RunStore, StoreError,
-    StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED, MAX_PAGE,
-    PRINCIPAL_LABEL,
+    StoreEvent, StoreEvents, SuspendedRun, Verdict, WebhookEvent, WebhookEventType, INTERRUPTED,
+    MAX_PAGE, PRINCIPAL_LABEL,
 };
 use serde_json::{json, Value};
 use std::future::Future;
@@ -255,6 +259,12 @@ pub(crate) fn now_ns() -> i64 {
 /// One transaction on a pooled connection.
 pub(crate) type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
+tokio::task_local! {
+    /// The notifications of the audit rows the running attempt of [`PostgresStore::transact`]
+    /// appended, sent once it commits.
+    static NOTES: std::cell::RefCell<Vec<String>>;
+}
+
 pub(crate) async fn exec<C: GenericClient>(
     c: &C,
     sql: &str,
@@ -318,17 +328,19 @@ impl<'a> Audit<'a> {
     }
 }
 
-/// Appends one audit row in `tx`, with the operation token `op` (the witness of the commit).
+/// Appends one audit row in `tx`, with the operation token `op` (the witness of the commit), and
+/// its notification (`{"seq","event","approval","key","verdict"}`), sent after the commit
+/// ([`PostgresStore::transact`]); outside of one, inside the transaction.
 pub(crate) async fn append(
     tx: &Tx<'_>,
     me: &str,
     op: Option<&str>,
     row: Audit<'_>,
 ) -> Result<(), Error> {
-    exec(
+    let inserted = query(
         tx,
         "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail, op)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
         &[
             &now_ns(),
             &me,
@@ -341,6 +353,29 @@ pub(crate) async fn append(
         ],
     )
     .await?;
+    let seq: i64 = inserted.first().map_or(0, |r| r.get(0));
+    let verdict = if row.event == "decided" {
+        row.detail.get("verdict").cloned().unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    // Only the rows a listener turns into an event are announced.
+    let shown = json!({"verdict": verdict});
+    if StoreEvent::from_audit(row.event, row.approval_id, row.claim_key, &shown).is_none() {
+        return Ok(());
+    }
+    let note = json!({"seq": seq, "event": row.event, "approval": row.approval_id,
+                      "key": row.claim_key, "verdict": verdict})
+    .to_string();
+    let later = NOTES.try_with(|notes| notes.borrow_mut().push(note.clone()));
+    if later.is_err() {
+        exec(
+            tx,
+            "SELECT pg_notify('purra:' || current_schema(), $1)",
+            &[&note],
+        )
+        .await?;
+    }
     Ok(())
 }
 
@@ -548,6 +583,127 @@ pub(crate) async fn decide_in(
         crate::webhook::insert(tx, &event).await?;
     }
     Ok(())
+}
+
+/// Claims approval `id` (row `seq`) in `tx` for `current_intent` at `now` under operation token
+/// `op` ([`ApprovalGateway::check_and_claim`]); on a `retry`, an earlier attempt's committed
+/// claim is found by its token and answered again.
+#[allow(clippy::too_many_arguments)] // One claim's parts, and the attempt's token.
+pub(crate) async fn claim_in(
+    tx: &Tx<'_>,
+    me: &str,
+    op: &str,
+    retry: bool,
+    seq: i64,
+    id: &ApprovalId,
+    current_intent: &JsonIdentity,
+    now: i64,
+) -> Result<ClaimVerdict, Error> {
+    // The approval's row lock orders every claimant of this approval; the claims' key
+    // orders claimants of the same intent through other approvals.
+    let row = query_opt(
+        tx,
+        "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
+         WHERE seq = $1 FOR UPDATE",
+        &[&seq],
+    )
+    .await?
+    .ok_or(StoreError::NotFound)?;
+    if retry {
+        // Holding the lock, an earlier attempt is over: committed or not.
+        if let Some((event, _, key, detail)) = witness(tx, me, op).await? {
+            return Ok(match (event.as_str(), detail["reason"].as_str()) {
+                ("claimed", _) => ClaimVerdict::Claimed(IdempotencyKey(key.unwrap_or_default())),
+                ("refused", Some("expired")) => ClaimVerdict::Expired,
+                ("refused", _) => ClaimVerdict::Mismatch,
+                _ => ClaimVerdict::AlreadyClaimed,
+            });
+        }
+    }
+    let state: &str = row.get(0);
+    let digest: String = row.get(1);
+    let verdict: Option<&str> = row.get(2);
+    let expires_at: Option<i64> = row.get(3);
+    let refuse = |verdict: ClaimVerdict, event: &'static str, why: &'static str| {
+        let detail = json!({"reason": why, "currentIntent": current_intent.as_str(),
+                            "nowNs": now, "effect": "not_started"});
+        (verdict, event, detail)
+    };
+    // The quorum is counted again here, in the claim's transaction (holding
+    // the approval's row lock every vote takes): an approval short of its
+    // approving votes is still pending, whatever its row says.
+    let short = state == "decided"
+        && verdict == Some("approve")
+        && crate::workflow::quorum_missing(tx, seq).await?;
+    let refused = match (state, verdict) {
+        ("prepared", _) => return Ok(ClaimVerdict::Pending),
+        ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
+        ("decided", _) if short => return Ok(ClaimVerdict::Pending),
+        ("claimed" | "refused", _) => Some(refuse(
+            ClaimVerdict::AlreadyClaimed,
+            "claim_refused",
+            "already_claimed",
+        )),
+        _ if expires_at.is_some_and(|e| e <= now) => {
+            exec(
+                tx,
+                "UPDATE approvals SET state = 'refused', refused_reason = 'expired'
+                 WHERE seq = $1",
+                &[&seq],
+            )
+            .await?;
+            Some(refuse(ClaimVerdict::Expired, "refused", "expired"))
+        }
+        _ if digest != current_intent.as_str() => {
+            exec(
+                tx,
+                "UPDATE approvals SET state = 'refused', refused_reason = 'mismatch'
+                 WHERE seq = $1",
+                &[&seq],
+            )
+            .await?;
+            Some(refuse(ClaimVerdict::Mismatch, "refused", "mismatch"))
+        }
+        _ => {
+            if insert_claim(tx, &digest, me, Some(seq)).await? {
+                exec(
+                    tx,
+                    "UPDATE approvals SET state = 'claimed' WHERE seq = $1",
+                    &[&seq],
+                )
+                .await?;
+                append(
+                    tx,
+                    me,
+                    Some(op),
+                    Audit::new("claimed", json!({"nowNs": now}))
+                        .approval(&id.0)
+                        .key(&digest),
+                )
+                .await?;
+                None
+            } else {
+                Some(refuse(
+                    ClaimVerdict::AlreadyClaimed,
+                    "claim_refused",
+                    "key_already_claimed",
+                ))
+            }
+        }
+    };
+    match refused {
+        None => Ok(ClaimVerdict::Claimed(IdempotencyKey(digest))),
+        Some((verdict, event, detail)) => {
+            append(
+                tx,
+                me,
+                Some(op),
+                Audit::new(event, detail).approval(&id.0).key(&digest),
+            )
+            .await?;
+            Ok(verdict)
+        }
+    }
 }
 
 /// Inserts a claim unless the key exists; true when this call claimed it.
@@ -843,8 +999,23 @@ impl PostgresStore {
                 let result = async {
                     let mut client = self.inner.pool.get().await?;
                     let tx = client.transaction().await?;
-                    let value = attempt(&tx, &self.inner.owner, retry).await?;
+                    let attempted = NOTES.scope(std::cell::RefCell::new(Vec::new()), async {
+                        let value = attempt(&tx, &self.inner.owner, retry).await?;
+                        Ok::<_, Error>((value, NOTES.with(|notes| notes.take())))
+                    });
+                    let (value, notes) = attempted.await?;
                     tx.commit().await?;
+                    // Committed: the notifications in a statement of their own, best effort
+                    // (the write stands; only its announcement can be lost).
+                    if !notes.is_empty() {
+                        let _ = exec(
+                            &client,
+                            "SELECT pg_notify('purra:' || current_schema(), n)
+                             FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i",
+                            &[&notes],
+                        )
+                        .await;
+                    }
                     Ok::<T, Error>(value)
                 }
                 .await;
@@ -1189,113 +1360,42 @@ impl ApprovalGateway for PostgresStore {
             self.transact(move |tx, me, retry| {
                 let (op, id, current_intent) = (op.clone(), id.clone(), current_intent.clone());
                 Box::pin(async move {
-                    // The approval's row lock orders every claimant of this approval; the claims' key
-                    // orders claimants of the same intent through other approvals.
-                    let row = query_opt(
+                    claim_in(tx, me, &op, retry, seq, &id, &current_intent, now).await
+                })
+            })
+            .await
+        })
+    }
+
+    fn decide_and_claim(
+        &self,
+        id: ApprovalId,
+        decision: Decision,
+        current_intent: JsonIdentity,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
+        // Two operation tokens: a retry finds the decision and the claim each by its own.
+        let (decided, claimed) = (self.op_token(), self.op_token());
+        Box::pin(async move {
+            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
+            let now = to_ns(now)?;
+            let parts = Arc::new((id, decision, current_intent));
+            self.transact(move |tx, me, retry| {
+                let (decided, claimed, parts) =
+                    (decided.clone(), claimed.clone(), Arc::clone(&parts));
+                Box::pin(async move {
+                    let (id, decision, current_intent) = &*parts;
+                    query_opt(
                         tx,
-                        "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
-                         WHERE seq = $1 FOR UPDATE",
+                        "SELECT 1 FROM approvals WHERE seq = $1 FOR UPDATE",
                         &[&seq],
                     )
-                    .await?
-                    .ok_or(StoreError::NotFound)?;
-                    if retry {
-                        // Holding the lock, an earlier attempt is over: committed or not.
-                        if let Some((event, _, key, detail)) = witness(tx, me, &op).await? {
-                            return Ok(match (event.as_str(), detail["reason"].as_str()) {
-                                ("claimed", _) => {
-                                    ClaimVerdict::Claimed(IdempotencyKey(key.unwrap_or_default()))
-                                }
-                                ("refused", Some("expired")) => ClaimVerdict::Expired,
-                                ("refused", _) => ClaimVerdict::Mismatch,
-                                _ => ClaimVerdict::AlreadyClaimed,
-                            });
-                        }
+                    .await?;
+                    // Committed by an earlier attempt: the decision and the claim together.
+                    if !(retry && witness(tx, me, &decided).await?.is_some()) {
+                        decide_in(tx, me, &decided, id, decision).await?;
                     }
-                    let state: &str = row.get(0);
-                    let digest: String = row.get(1);
-                    let verdict: Option<&str> = row.get(2);
-                    let expires_at: Option<i64> = row.get(3);
-                    let refuse = |verdict: ClaimVerdict, event: &'static str, why: &'static str| {
-                        let detail = json!({"reason": why, "currentIntent": current_intent.as_str(),
-                                            "nowNs": now, "effect": "not_started"});
-                        (verdict, event, detail)
-                    };
-                    // The quorum is counted again here, in the claim's transaction (holding
-                    // the approval's row lock every vote takes): an approval short of its
-                    // approving votes is still pending, whatever its row says.
-                    let short = state == "decided"
-                        && verdict == Some("approve")
-                        && crate::workflow::quorum_missing(tx, seq).await?;
-                    let refused = match (state, verdict) {
-                        ("prepared", _) => return Ok(ClaimVerdict::Pending),
-                        ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
-                        ("decided", _) if short => return Ok(ClaimVerdict::Pending),
-                        ("claimed" | "refused", _) => Some(refuse(
-                            ClaimVerdict::AlreadyClaimed,
-                            "claim_refused",
-                            "already_claimed",
-                        )),
-                        _ if expires_at.is_some_and(|e| e <= now) => {
-                            exec(
-                                tx,
-                                "UPDATE approvals SET state = 'refused', refused_reason = 'expired'
-                                 WHERE seq = $1",
-                                &[&seq],
-                            )
-                            .await?;
-                            Some(refuse(ClaimVerdict::Expired, "refused", "expired"))
-                        }
-                        _ if digest != current_intent.as_str() => {
-                            exec(
-                                tx,
-                                "UPDATE approvals SET state = 'refused', refused_reason = 'mismatch'
-                                 WHERE seq = $1",
-                                &[&seq],
-                            )
-                            .await?;
-                            Some(refuse(ClaimVerdict::Mismatch, "refused", "mismatch"))
-                        }
-                        _ => {
-                            if insert_claim(tx, &digest, me, Some(seq)).await? {
-                                exec(
-                                    tx,
-                                    "UPDATE approvals SET state = 'claimed' WHERE seq = $1",
-                                    &[&seq],
-                                )
-                                .await?;
-                                append(
-                                    tx,
-                                    me,
-                                    Some(&op),
-                                    Audit::new("claimed", json!({"nowNs": now}))
-                                        .approval(&id.0)
-                                        .key(&digest),
-                                )
-                                .await?;
-                                None
-                            } else {
-                                Some(refuse(
-                                    ClaimVerdict::AlreadyClaimed,
-                                    "claim_refused",
-                                    "key_already_claimed",
-                                ))
-                            }
-                        }
-                    };
-                    match refused {
-                        None => Ok(ClaimVerdict::Claimed(IdempotencyKey(digest))),
-                        Some((verdict, event, detail)) => {
-                            append(
-                                tx,
-                                me,
-                                Some(&op),
-                                Audit::new(event, detail).approval(&id.0).key(&digest),
-                            )
-                            .await?;
-                            Ok(verdict)
-                        }
-                    }
+                    claim_in(tx, me, &claimed, retry, seq, id, current_intent, now).await
                 })
             })
             .await
@@ -1519,31 +1619,14 @@ impl PostgresStore {
                     run.clone(),
                 );
                 Box::pin(async move {
-                    // One principal's limited prepares take turns, in every process: under READ
-                    // COMMITTED the count after the lock sees every approval committed before it.
-                    exec(
-                        tx,
-                        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
-                        &[&space, &principal],
-                    )
-                    .await?;
+                    // The count under the locks below sees every approval committed before it
+                    // (READ COMMITTED); what it cannot see is bounded by the locks.
+                    let open = take_turn(tx, &space, &principal, limit, now, retry, &op).await?;
                     if retry {
                         if let Some((_, Some(id), _, _)) = witness(tx, me, &op).await? {
                             return Ok(Some(ApprovalId(id)));
                         }
                     }
-                    let open: i64 = query(
-                        tx,
-                        &format!(
-                            "SELECT count(*) FROM (SELECT 1 FROM approvals
-                             WHERE state = 'prepared' AND principal = $1
-                               AND coalesce(request_expires_at_ns, {NEVER}) > $2 LIMIT $3) o"
-                        ),
-                        &[&principal, &now, &i64::from(limit)],
-                    )
-                    .await?
-                    .first()
-                    .map_or(0, |r| r.get(0));
                     if open >= i64::from(limit) {
                         return Ok(None);
                     }
@@ -1559,6 +1642,108 @@ impl PostgresStore {
             .await
         })
     }
+}
+
+/// How many of one principal's limited prepares may be in flight at once, each holding one of
+/// this many slot locks (see [`take_turn`]).
+const PREPARE_SLOTS: i64 = 16;
+
+/// The open approvals of `principal` at `now` (counted up to `limit`), counted where a prepare of
+/// its may insert when the count is below `limit`, in every process: the principal's limited
+/// prepares hold a lock until their commit.
+///
+/// Far from the limit (a count `open` with `open + PREPARE_SLOTS <= limit`), prepares share the
+/// principal's gate lock and each holds one of [`PREPARE_SLOTS`] slot locks, so at most that many
+/// are in flight and none can take the count past `limit`: they commit together (PostgreSQL
+/// groups their commits) instead of one after another. Near the limit (a `limit` under twice the
+/// slots, a count past the bound, or a retried attempt), a prepare takes the gate alone: every
+/// other prepare of the principal waits, and the count is exact.
+#[allow(clippy::too_many_arguments)] // One count's parts and the attempt's token.
+async fn take_turn(
+    tx: &Tx<'_>,
+    space: &str,
+    principal: &str,
+    limit: u32,
+    now: i64,
+    retry: bool,
+    op: &str,
+) -> Result<i64, Error> {
+    let limit = i64::from(limit);
+    let count = || async {
+        Ok::<i64, Error>(
+            query(
+                tx,
+                &format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM approvals
+                     WHERE state = 'prepared' AND principal = $1
+                       AND coalesce(request_expires_at_ns, {NEVER}) > $2 LIMIT $3) o"
+                ),
+                &[&principal, &now, &limit],
+            )
+            .await?
+            .first()
+            .map_or(0, |r| r.get(0)),
+        )
+    };
+    if retry || limit < 2 * PREPARE_SLOTS {
+        exec(
+            tx,
+            "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+            &[&space, &principal],
+        )
+        .await?;
+        return count().await;
+    }
+    exec(
+        tx,
+        "SELECT pg_advisory_xact_lock_shared(hashtext($1), hashtext($2))",
+        &[&space, &principal],
+    )
+    .await?;
+    // A free slot, tried from a place of this operation's own; all taken, the first is waited for.
+    let start = i64::from(hash_of(op) % (PREPARE_SLOTS as u32));
+    let slot: Option<i64> = query_opt(
+        tx,
+        "SELECT s FROM (SELECT (g + $3::bigint) % $4::bigint AS s
+                        FROM generate_series(0::bigint, $4::bigint - 1) AS g) t
+         WHERE pg_try_advisory_xact_lock(hashtext($1::text || ':slot:' || s), hashtext($2::text))
+         LIMIT 1",
+        &[&space, &principal, &start, &PREPARE_SLOTS],
+    )
+    .await?
+    .map(|r| r.get(0));
+    if slot.is_none() {
+        exec(
+            tx,
+            "SELECT pg_advisory_xact_lock(hashtext($1::text || ':slot:' || $3::bigint),
+                                          hashtext($2::text))",
+            &[&space, &principal, &start],
+        )
+        .await?;
+    }
+    let open = count().await?;
+    if open + PREPARE_SLOTS <= limit {
+        return Ok(open);
+    }
+    // Past the bound: every other slot too (the prepares in flight finish first), then the
+    // count is exact. Two prepares doing this at once may deadlock: PostgreSQL cancels one,
+    // and its retry takes the gate alone.
+    let mine = slot.unwrap_or(start);
+    exec(
+        tx,
+        "SELECT pg_advisory_xact_lock(hashtext($1::text || ':slot:' || s), hashtext($2::text))
+         FROM generate_series(0::bigint, $4::bigint - 1) AS s WHERE s <> $3::bigint ORDER BY s",
+        &[&space, &principal, &mine, &PREPARE_SLOTS],
+    )
+    .await?;
+    count().await
+}
+
+/// A small stable hash of `text` (where an operation starts looking for a slot).
+fn hash_of(text: &str) -> u32 {
+    text.bytes().fold(2_166_136_261_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16_777_619)
+    })
 }
 
 impl RunStore for PostgresStore {

@@ -8,11 +8,11 @@
 //! listed, all in the same savepoint, so a failed step takes no use.
 
 use crate::audit::{append, Trail};
-use crate::store::{backend, decide_in, insert_prepared, now_ns, SqliteStore};
+use crate::store::{backend, claim_in, decide_in, insert_prepared, now_ns, SqliteStore};
 use purra_core::stored::{from_ns, json_error, to_ns};
 use purra_core::{
-    ApprovalId, ApprovalRequest, BoxFuture, Decision, GrantId, GrantStore, GrantUse, GrantView,
-    NewGrant, StoreError, PRINCIPAL_LABEL,
+    ApprovalId, ApprovalRequest, BoxFuture, ClaimVerdict, Decision, GrantId, GrantStore, GrantUse,
+    GrantView, NewGrant, StoreError, PRINCIPAL_LABEL,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::json;
@@ -210,42 +210,68 @@ impl GrantStore for SqliteStore {
         decision: Decision,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<ApprovalId>, StoreError>> {
+        self.write(move |tx, me| use_in(tx, me, &id, &request, &decision, now))
+    }
+
+    fn use_grant_and_claim(
+        &self,
+        id: GrantId,
+        request: ApprovalRequest,
+        decision: Decision,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<(ApprovalId, ClaimVerdict)>, StoreError>> {
         self.write(move |tx, me| {
-            let Some(seq) = id.seq() else {
+            let Some(approval) = use_in(tx, me, &id, &request, &decision, now)? else {
                 return Ok(None);
             };
-            let principal = request.labels.get(PRINCIPAL_LABEL).cloned();
-            // The use: one conditional update, never past `max_uses`.
-            let taken = tx
-                .execute(
-                    "UPDATE grants SET used = used + 1
-                     WHERE seq = ?1 AND used < max_uses AND revoked_at_ns IS NULL
-                       AND until_ns > ?2 AND principal = ?3 AND tool = ?4",
-                    params![seq, to_ns(now)?, principal, request.intent.tool],
-                )
-                .map_err(backend)?;
-            if taken == 0 {
-                return Ok(None);
-            }
-            let approval = insert_prepared(tx, me, &request, false)?;
-            decide_in(tx, me, &approval, &decision)?;
-            let at = now_ns()?;
-            tx.execute(
-                "INSERT INTO grant_uses (grant_seq, approval_id, at_ns) VALUES (?1, ?2, ?3)",
-                params![seq, approval.0, at],
-            )
-            .map_err(backend)?;
-            append(
-                tx,
-                at,
-                me,
-                "grant_used",
-                Some((&approval.0, Trail::Indexed)),
-                None,
-                Some(request.intent.run_id.as_str()),
-                &json!({"grant": id.0, "approver": decision.approver}),
-            )?;
-            Ok(Some(approval))
+            let verdict = claim_in(tx, me, &approval, &request.intent.digest(), now)?;
+            Ok(Some((approval, verdict)))
         })
     }
+}
+
+/// Takes one use of grant `id` for `request` in `tx` ([`GrantStore::use_grant`]).
+fn use_in(
+    tx: &Connection,
+    me: &str,
+    id: &GrantId,
+    request: &ApprovalRequest,
+    decision: &Decision,
+    now: SystemTime,
+) -> Result<Option<ApprovalId>, StoreError> {
+    let Some(seq) = id.seq() else {
+        return Ok(None);
+    };
+    let principal = request.labels.get(PRINCIPAL_LABEL).cloned();
+    // The use: one conditional update, never past `max_uses`.
+    let taken = tx
+        .execute(
+            "UPDATE grants SET used = used + 1
+             WHERE seq = ?1 AND used < max_uses AND revoked_at_ns IS NULL
+               AND until_ns > ?2 AND principal = ?3 AND tool = ?4",
+            params![seq, to_ns(now)?, principal, request.intent.tool],
+        )
+        .map_err(backend)?;
+    if taken == 0 {
+        return Ok(None);
+    }
+    let approval = insert_prepared(tx, me, request, false)?;
+    decide_in(tx, me, &approval, decision)?;
+    let at = now_ns()?;
+    tx.execute(
+        "INSERT INTO grant_uses (grant_seq, approval_id, at_ns) VALUES (?1, ?2, ?3)",
+        params![seq, approval.0, at],
+    )
+    .map_err(backend)?;
+    append(
+        tx,
+        at,
+        me,
+        "grant_used",
+        Some((&approval.0, Trail::Indexed)),
+        None,
+        Some(request.intent.run_id.as_str()),
+        &json!({"grant": id.0, "approver": decision.approver}),
+    )?;
+    Ok(Some(approval))
 }

@@ -892,6 +892,123 @@ pub(crate) fn decide_in(
     })
 }
 
+/// Claims approval `id` in `tx` for `current_intent` at `now`: the checks, the claim, the
+/// approval's state and the audit row, committed together by the caller's transaction
+/// ([`ApprovalGateway::check_and_claim`]).
+pub(crate) fn claim_in(
+    tx: &Connection,
+    me: &str,
+    id: &ApprovalId,
+    current_intent: &JsonIdentity,
+    now: SystemTime,
+) -> Result<ClaimVerdict, StoreError> {
+    let seq = approval_seq(id).ok_or(StoreError::NotFound)?;
+    let now = to_ns(now)?;
+    // One IMMEDIATE transaction: the checks, the claim, the approval's state and the audit row
+    // commit together, or not at all.
+    let row = tx
+        .row(
+            "SELECT state, intent_digest, verdict, expires_at_ns, claim_seq FROM approvals
+             WHERE seq = ?1",
+            params![seq],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, Option<i64>>(3)?,
+                    row.get::<_, Option<i64>>(4)?,
+                ))
+            },
+        )
+        .optional()
+        .map_err(backend)?;
+    let Some((state, digest, verdict, expires_at, claim_seq)) = row else {
+        return Err(StoreError::NotFound);
+    };
+    let at = now_ns()?;
+    // A refusal's audit row: a repeated claim's (`claim_refused`) is indexed; the one
+    // that settles the approval as refused is pointed at from the approval's row.
+    let refuse = |tx: &Connection, claim: Option<i64>, trail, event: &str, why: &str| {
+        append(
+            tx,
+            at,
+            me,
+            event,
+            Some((&id.0, trail)),
+            Some((&digest, claim)),
+            None,
+            &json!({"reason": why, "currentIntent": current_intent.as_str(), "nowNs": now,
+                    "effect": "not_started"}),
+        )
+    };
+    let settle_refused = |tx: &Connection, reason: &str| {
+        let audit = refuse(tx, None, Trail::FromApproval, "refused", reason)?;
+        tx.exec(
+            "UPDATE approvals SET state = 'refused', refused_reason = ?2, settled_audit = ?3
+             WHERE seq = ?1",
+            params![seq, reason, audit],
+        )
+        .map_err(backend)
+    };
+    let verdict = match (state.as_str(), verdict.as_deref()) {
+        ("prepared", _) => return Ok(ClaimVerdict::Pending),
+        ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
+        // The quorum is counted again here, in the claim's transaction: an approval
+        // short of its approving votes is still pending, whatever its row says.
+        ("decided", _) if crate::workflow::quorum_missing(tx, seq)? => {
+            return Ok(ClaimVerdict::Pending)
+        }
+        ("claimed" | "refused", _) => {
+            refuse(
+                tx,
+                claim_seq,
+                Trail::Indexed,
+                "claim_refused",
+                "already_claimed",
+            )?;
+            ClaimVerdict::AlreadyClaimed
+        }
+        _ if expires_at.is_some_and(|e| e <= now) => {
+            settle_refused(tx, "expired")?;
+            ClaimVerdict::Expired
+        }
+        _ if digest != current_intent.as_str() => {
+            settle_refused(tx, "mismatch")?;
+            ClaimVerdict::Mismatch
+        }
+        _ => match insert_claim(tx, &digest, me, Some(seq), at)? {
+            Some(claim) => {
+                let audit = append(
+                    tx,
+                    at,
+                    me,
+                    "claimed",
+                    Some((&id.0, Trail::FromApproval)),
+                    Some((&digest, Some(claim))),
+                    None,
+                    &json!({"nowNs": now}),
+                )?;
+                tx.exec(
+                    "UPDATE approvals SET state = 'claimed', claim_seq = ?2,
+                            settled_audit = ?3
+                     WHERE seq = ?1",
+                    params![seq, claim, audit],
+                )
+                .map_err(backend)?;
+                ClaimVerdict::Claimed(IdempotencyKey(digest.clone()))
+            }
+            None => {
+                let existing = read_claim(tx, &digest)?.map(|(seq, _)| seq);
+                let why = "key_already_claimed";
+                refuse(tx, existing, Trail::Indexed, "claim_refused", why)?;
+                ClaimVerdict::AlreadyClaimed
+            }
+        },
+    };
+    Ok(verdict)
+}
+
 /// Inserts a claim unless the key exists; its sequence number when this call claimed it.
 fn insert_claim(
     tx: &Connection,
@@ -1592,112 +1709,21 @@ impl ApprovalGateway for SqliteStore {
         current_intent: JsonIdentity,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
+        self.write(move |tx, me| claim_in(tx, me, &id, &current_intent, now))
+    }
+
+    fn decide_and_claim(
+        &self,
+        id: ApprovalId,
+        decision: Decision,
+        current_intent: JsonIdentity,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<ClaimVerdict, StoreError>> {
+        // One job of the group commit: a refused decision rolls back its savepoint (nothing
+        // written), a recorded one commits with the claim.
         self.write(move |tx, me| {
-            let seq = approval_seq(&id).ok_or(StoreError::NotFound)?;
-            let now = to_ns(now)?;
-            // One IMMEDIATE transaction: the checks, the claim, the approval's state and the audit row
-            // commit together, or not at all.
-            let row = tx
-                .row(
-                    "SELECT state, intent_digest, verdict, expires_at_ns, claim_seq FROM approvals
-                     WHERE seq = ?1",
-                    params![seq],
-                    |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, String>(1)?,
-                            row.get::<_, Option<String>>(2)?,
-                            row.get::<_, Option<i64>>(3)?,
-                            row.get::<_, Option<i64>>(4)?,
-                        ))
-                    },
-                )
-                .optional()
-                .map_err(backend)?;
-            let Some((state, digest, verdict, expires_at, claim_seq)) = row else {
-                return Err(StoreError::NotFound);
-            };
-            let at = now_ns()?;
-            // A refusal's audit row: a repeated claim's (`claim_refused`) is indexed; the one
-            // that settles the approval as refused is pointed at from the approval's row.
-            let refuse = |tx: &Connection, claim: Option<i64>, trail, event: &str, why: &str| {
-                append(
-                    tx,
-                    at,
-                    me,
-                    event,
-                    Some((&id.0, trail)),
-                    Some((&digest, claim)),
-                    None,
-                    &json!({"reason": why, "currentIntent": current_intent.as_str(), "nowNs": now,
-                            "effect": "not_started"}),
-                )
-            };
-            let settle_refused = |tx: &Connection, reason: &str| {
-                let audit = refuse(tx, None, Trail::FromApproval, "refused", reason)?;
-                tx.exec(
-                    "UPDATE approvals SET state = 'refused', refused_reason = ?2, settled_audit = ?3
-                     WHERE seq = ?1",
-                    params![seq, reason, audit],
-                )
-                .map_err(backend)
-            };
-            let verdict = match (state.as_str(), verdict.as_deref()) {
-                ("prepared", _) => return Ok(ClaimVerdict::Pending),
-                ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
-                // The quorum is counted again here, in the claim's transaction: an approval
-                // short of its approving votes is still pending, whatever its row says.
-                ("decided", _) if crate::workflow::quorum_missing(tx, seq)? => {
-                    return Ok(ClaimVerdict::Pending)
-                }
-                ("claimed" | "refused", _) => {
-                    refuse(
-                        tx,
-                        claim_seq,
-                        Trail::Indexed,
-                        "claim_refused",
-                        "already_claimed",
-                    )?;
-                    ClaimVerdict::AlreadyClaimed
-                }
-                _ if expires_at.is_some_and(|e| e <= now) => {
-                    settle_refused(tx, "expired")?;
-                    ClaimVerdict::Expired
-                }
-                _ if digest != current_intent.as_str() => {
-                    settle_refused(tx, "mismatch")?;
-                    ClaimVerdict::Mismatch
-                }
-                _ => match insert_claim(tx, &digest, me, Some(seq), at)? {
-                    Some(claim) => {
-                        let audit = append(
-                            tx,
-                            at,
-                            me,
-                            "claimed",
-                            Some((&id.0, Trail::FromApproval)),
-                            Some((&digest, Some(claim))),
-                            None,
-                            &json!({"nowNs": now}),
-                        )?;
-                        tx.exec(
-                            "UPDATE approvals SET state = 'claimed', claim_seq = ?2,
-                                    settled_audit = ?3
-                             WHERE seq = ?1",
-                            params![seq, claim, audit],
-                        )
-                        .map_err(backend)?;
-                        ClaimVerdict::Claimed(IdempotencyKey(digest.clone()))
-                    }
-                    None => {
-                        let existing = read_claim(tx, &digest)?.map(|(seq, _)| seq);
-                        let why = "key_already_claimed";
-                        refuse(tx, existing, Trail::Indexed, "claim_refused", why)?;
-                        ClaimVerdict::AlreadyClaimed
-                    }
-                },
-            };
-            Ok(verdict)
+            decide_in(tx, me, &id, &decision)?;
+            claim_in(tx, me, &id, &current_intent, now)
         })
     }
 

@@ -17,12 +17,15 @@
 //! with bounded evidence, resends claimed once ([`effects`]), pinned tool definitions: one
 //! catalog change per difference whichever instances see it, re-pinned by its approval
 //! ([`pins`]), and standing grants: uses taken at most their number by racing instances, only
-//! in bounds ([`grants`]), approve with edit: both approvals and the audit in one step, only
+//! in bounds ([`grants`]), the write cycle's merged transactions: a decision with its claim, a
+//! grant's use with its claim, both or nothing, decided and claimed once by racing instances
+//! ([`cycles`]), approve with edit: both approvals and the audit in one step, only
 //! the edited intent ever claimed, racing edits and decisions recording one ([`edits`]), and
 //! approval workflows: quorum, escalation, expiry ([`workflow`]). Beside the suite, the browser tests' WebDriver client ([`webdriver`]), shared
 //! by the crates' integration tests.
 
 pub mod credentials;
+pub mod cycles;
 pub mod edits;
 pub mod effects;
 pub mod grants;
@@ -131,6 +134,9 @@ macro_rules! contract_tests {
             pins::a_difference_is_kept_once_and_approving_it_re_pins,
             grants::grant_uses_are_taken_at_most_max_uses_times_by_racing_instances,
             grants::grants_cover_their_principal_tool_and_time_until_revoked,
+            cycles::a_decision_and_its_claim_commit_together_and_racing_instances_claim_once,
+            cycles::a_grants_use_and_its_claim_commit_together_and_racing_instances_claim_once,
+            cycles::a_wide_cap_is_exact_when_prepares_race_past_it,
             edits::an_edit_is_recorded_in_one_step_and_only_the_edited_intent_is_ever_claimed,
             edits::racing_edits_and_decisions_of_one_approval_record_exactly_one,
             tasks::tasks_are_owned_bounded_final_once_ended_and_expire,

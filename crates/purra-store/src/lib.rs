@@ -88,6 +88,16 @@ impl AnyStore {
         location: &StoreLocation,
         lease: Option<Duration>,
     ) -> Result<AnyStore, StoreError> {
+        AnyStore::open_with(location, lease, None).await
+    }
+
+    /// Opens the store at `location` like [`AnyStore::open`], with at most `pool_size`
+    /// connections to PostgreSQL (its default, 16, when `None`; a SQLite file ignores it).
+    pub async fn open_with(
+        location: &StoreLocation,
+        lease: Option<Duration>,
+        pool_size: Option<usize>,
+    ) -> Result<AnyStore, StoreError> {
         match location {
             StoreLocation::File(path) => {
                 let mut options = SqliteOptions::default();
@@ -102,6 +112,9 @@ impl AnyStore {
                 let mut options = PostgresOptions::default();
                 if let Some(lease) = lease {
                     options = options.lease(lease);
+                }
+                if let Some(size) = pool_size {
+                    options = options.pool_size(size);
                 }
                 Ok(AnyStore::Postgres(Arc::new(
                     PostgresStore::connect_with(url, options).await?,

@@ -10,7 +10,7 @@
 //!   direct HTTP server of the HTTP table;
 //! - write cycles (`gateway-bench`: call, approval by the client's own elicitation, claim, send,
 //!   receipt) through one gateway on a SQLite file and on PostgreSQL, one at a time and 16 in
-//!   flight;
+//!   flight, beside PostgreSQL's own commit rate at 16 clients (pgbench) in the same round;
 //! - a fleet: 1, 2 and 3 gateways (HTTP, one PostgreSQL store, each with its own stdio upstream)
 //!   behind HAProxy (sessions sticky by `Mcp-Session-Id`), 16 sessions of `add`.
 
@@ -45,6 +45,70 @@ pub(super) const FLEET: &[usize] = &[1, 2, 3];
 
 /// Sessions of the fleet rows.
 pub(super) const FLEET_CLIENTS: usize = 16;
+
+/// The durable commits of one write cycle decided by the client's user (the approval with its
+/// run, the decision with the claim, the outcome with its receipt): what divides PostgreSQL's own
+/// commit rate into the cycles it allows.
+pub(super) const COMMITS_PER_CYCLE: f64 = 3.0;
+
+/// PostgreSQL's own commit rate at `clients` clients on the server of `url`: Debian's `pgbench`
+/// (`-j 2`, 5 s, no vacuum), each transaction one `INSERT` committed on its own into a table of a
+/// schema of its own (created first with `psql`, dropped after).
+async fn pgbench_tps(url: &str, clients: usize) -> Result<f64, String> {
+    let schema = format!("bench_floor_{}", std::process::id());
+    let psql = |sql: String| {
+        tokio::process::Command::new("psql")
+            .args(["-q", "-X", "-v", "ON_ERROR_STOP=1", url, "-c", &sql])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .output()
+    };
+    let made = psql(format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.floor (id bigserial PRIMARY KEY, at timestamptz DEFAULT now())"
+    ))
+    .await
+    .map_err(|e| format!("cannot start psql: {e}"))?;
+    if !made.status.success() {
+        return Err(format!(
+            "psql: {}",
+            String::from_utf8_lossy(&made.stderr).trim()
+        ));
+    }
+    let script = dir().join(format!("{schema}.sql"));
+    std::fs::write(
+        &script,
+        format!("INSERT INTO {schema}.floor DEFAULT VALUES;\n"),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    let out = tokio::process::Command::new("pgbench")
+        .args(["-n", "-j", "2", "-T", "5", "-c", &clients.to_string(), "-f"])
+        .arg(&script)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot start pgbench: {e}"))?;
+    let _ = std::fs::remove_file(&script);
+    let _ = psql(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "pgbench {}: no tps in its output: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })
+}
 
 fn dir() -> PathBuf {
     PathBuf::from("target/bench/gateway")
@@ -538,6 +602,17 @@ pub(super) async fn writes(env: &Env, res: &mut Results, calls: usize, postgres:
             Err(e) => res.fail(&key, e),
         }
     }
+    // PostgreSQL's own commit rate at 16 clients, in the same round as its cycles.
+    if let Some(url) = postgres {
+        match pgbench_tps(url, 16).await {
+            Ok(tps) => {
+                eprintln!("  PostgreSQL's own commit rate (pgbench, 16 clients): {tps:.0} tps");
+                res.put("gw/writes/pgbench16", tps);
+                res.put("gw/writes/pgfloor16", tps / COMMITS_PER_CYCLE);
+            }
+            Err(e) => res.fail("gw/writes/pgbench16", e),
+        }
+    }
 }
 
 /// HAProxy's configuration in front of `ports` on `port`: round robin, sessions sticky by
@@ -766,7 +841,7 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
     upstream_report(res, s, http_calls);
 
     let _ = writeln!(s, "### Write cycles through one gateway\n");
-    let _ = writeln!(s, "`gateway-bench`: `purra gateway` over stdio with the benchmark server's `echo` bound as a write whose binding says `approval = \"client\"`, and purra's client, whose elicitation handler approves every form: one `tools/call` is one whole cycle (the approval prepared and the call saved, the form asked and answered, the decision recorded, the claim committed, the request sent, the outcome recorded and the run dropped: six durable writes, then the receipt). Every call's arguments differ and every receipt is checked; 400 cycles one at a time, then 400 with 16 in flight, on a SQLite file in `target/bench/gateway` and on a fresh schema of a PostgreSQL server on the same machine (`scripts/postgres.sh`: `fsync` on, loopback).\n");
+    let _ = writeln!(s, "`gateway-bench`: `purra gateway` over stdio with the benchmark server's `echo` bound as a write whose binding says `approval = \"client\"`, and purra's client, whose elicitation handler approves every form: one `tools/call` is one whole cycle (the approval prepared with the call saved, the form asked and answered, the decision recorded with the claim, the request sent, the outcome recorded with the run dropped: three durable commits, then the receipt). Every call's arguments differ and every receipt is checked; 400 cycles one at a time, then 400 with 16 in flight, on a SQLite file in `target/bench/gateway` and on a fresh schema of a PostgreSQL server on the same machine (`scripts/postgres.sh`: `fsync` on, loopback).\n");
     let _ = writeln!(
         s,
         "| store | one at a time: cycles/s | p50 µs | p99 µs | 16 in flight: cycles/s |"
@@ -791,6 +866,15 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
             cell(m(&format!("{k}/conc"))),
         );
     }
+    let _ = writeln!(
+        s,
+        "\nPostgreSQL's own commit rate in the same rounds (`pgbench -n -j 2 -T 5 -c 16`, one `INSERT` committed on its own): {} tps, so {} cycles/s of {} commits (the approval with its run, the decision with the claim, the outcome with its receipt). 16 in flight ÷ one at a time on PostgreSQL: {}; 16 in flight ÷ that floor: {}.",
+        cell(m("gw/writes/pgbench16")),
+        cell(m("gw/writes/pgfloor16")),
+        COMMITS_PER_CYCLE,
+        fmt_ratio(res.paired("gw/writes/postgres/conc", "gw/writes/postgres/seq")),
+        fmt_ratio(res.paired("gw/writes/postgres/conc", "gw/writes/pgfloor16")),
+    );
     let _ = writeln!(
         s,
         "\n![Write cycles through one gateway](bench/charts/gateway-writes.svg)"

@@ -84,6 +84,7 @@ async fn serve(
     metrics_listen: Option<std::net::SocketAddr>,
 ) -> Result<(), Failure> {
     let settings = loaded.config.gateway.clone();
+    let pool_size = loaded.config.store.pool_size;
     let policy_files = loaded.config.policies.as_ref().map_or(0, |p| p.files.len());
     let page_settings = loaded.config.page.clone();
     let approver_groups = loaded.config.approvers.groups.clone();
@@ -96,7 +97,7 @@ async fn serve(
     let mut found = Vec::new();
     let store: Arc<dyn GatewayStore> =
         if args.check {
-            if let Err(why) = check_store(&settings).await {
+            if let Err(why) = check_store(&settings, pool_size).await {
                 found.push(source.error("gateway.db", why));
             }
             let mut addresses = Vec::new();
@@ -124,7 +125,7 @@ async fn serve(
                 Failure::store("store", format!("cannot open an in-memory store: {e}"))
             })?)
         } else {
-            let store = open_store(&settings).await.map_err(|why| {
+            let store = open_store(&settings, pool_size).await.map_err(|why| {
                 Failure::store("store", source.error("gateway.db", why).to_string())
             })?;
             operator = Some(store.operator());
@@ -372,11 +373,15 @@ async fn serve_http(
 }
 
 /// Opens the store `[gateway] db` names, as the start does; the reason when it cannot be used.
-async fn open_store(settings: &purra_gateway::Settings) -> Result<AnyStore, String> {
+/// With at most `pool_size` connections to PostgreSQL (`[store] pool_size`).
+async fn open_store(
+    settings: &purra_gateway::Settings,
+    pool_size: usize,
+) -> Result<AnyStore, String> {
     let db = settings.db.display().to_string();
     let location =
         StoreLocation::parse(&db).map_err(|e| format!("cannot open the store {db}: {e}"))?;
-    AnyStore::open(&location, Some(settings.lease.0))
+    AnyStore::open_with(&location, Some(settings.lease.0), Some(pool_size))
         .await
         .map_err(|e| format!("cannot open the store {}: {e}", location.shown()))
 }
@@ -384,14 +389,14 @@ async fn open_store(settings: &purra_gateway::Settings) -> Result<AnyStore, Stri
 /// Whether the start could open its store: opened as the start opens it (a SQLite file is
 /// created as the start would create it, and removed again when this check created it), then
 /// closed; the reason when it cannot be used.
-async fn check_store(settings: &purra_gateway::Settings) -> Result<(), String> {
+async fn check_store(settings: &purra_gateway::Settings, pool_size: usize) -> Result<(), String> {
     let db = settings.db.display().to_string();
     let file = match StoreLocation::parse(&db) {
         Ok(StoreLocation::File(path)) if !path.exists() => Some(path),
         _ => None,
     };
     // Opened, then closed at once (dropped).
-    let result = open_store(settings).await.map(drop);
+    let result = open_store(settings, pool_size).await.map(drop);
     if let Some(path) = file {
         // Nothing is left behind that the check created.
         for suffix in ["", "-wal", "-shm", "-journal"] {

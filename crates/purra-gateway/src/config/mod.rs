@@ -111,6 +111,9 @@ pub struct GatewayConfig {
     /// Where spans and metrics go (the `[telemetry]` table).
     #[serde(default)]
     pub telemetry: TelemetrySettings,
+    /// How the store `[gateway] db` names is used (the `[store]` table).
+    #[serde(default)]
+    pub store: StoreSettings,
     /// Approver groups by name (`[approvers.groups]`), for the `group:NAME` entries of a
     /// write's `approval` rules.
     #[serde(default, skip_serializing_if = "ApproversConfig::is_empty")]
@@ -289,6 +292,30 @@ impl WebhookConfig {
             backoff: default_webhook_backoff(),
             max_backoff: default_webhook_max_backoff(),
             give_up_after: default_webhook_give_up_after(),
+        }
+    }
+}
+
+/// The default of `[store] pool_size`.
+pub const DEFAULT_POOL_SIZE: usize = 16;
+
+/// The largest `[store] pool_size`.
+pub const MAX_POOL_SIZE: usize = 256;
+
+/// The store (the `[store]` table): how the gateway uses the store `[gateway] db` names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    /// The most connections to PostgreSQL the gateway opens for its store's reads and writes
+    /// (1 to 256, default 16; the event listener has one more of its own): up to this many
+    /// calls' store operations run side by side. A SQLite file has one writer and ignores it.
+    pub pool_size: usize,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            pool_size: DEFAULT_POOL_SIZE,
         }
     }
 }
@@ -2060,6 +2087,12 @@ impl GatewayConfig {
     /// write authorizations and limits. Each problem names its dotted key.
     pub fn check(&self) -> Vec<Problem> {
         let mut out: Vec<Problem> = Vec::new();
+        if !(1..=MAX_POOL_SIZE).contains(&self.store.pool_size) {
+            out.push((
+                "store.pool_size".into(),
+                format!("must be from 1 to {MAX_POOL_SIZE}"),
+            ));
+        }
         let t = &self.telemetry;
         if let Some(url) = &t.otlp_endpoint {
             if !(url.starts_with("http://") || url.starts_with("https://"))

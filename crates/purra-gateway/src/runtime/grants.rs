@@ -8,13 +8,17 @@
 //! one use of the first: the store takes it, prepares the approval and records its approval by the
 //! grant in one transaction, so a grant is never used more than its uses whichever instance races
 //! for it.
-//! The call is then claimed and sent like any approved call. When no grant covers the call, or
-//! the race took the last use, the approval is prepared as always and the call waits.
+//! The call is then claimed and sent like any approved call: when the caller's call can be sent at
+//! once, the claim is taken in the same transaction as the use
+//! ([`GrantStore::use_grant_and_claim`](purra_core::GrantStore::use_grant_and_claim): two commits
+//! a cycle, the use with its claim and the outcome with its receipt). When no grant covers the
+//! call, or the race took the last use, the approval is prepared as always and the call waits.
 
 use std::time::SystemTime;
 
 use purra_core::{
-    ApprovalId, ApprovalRequest, Decision, DecisionPath, GrantView, StoreError, Verdict,
+    ApprovalId, ApprovalRequest, ClaimVerdict, Decision, DecisionPath, GrantView, StoreError,
+    Verdict,
 };
 use serde_json::Value;
 
@@ -40,14 +44,17 @@ fn covers(grant: &GrantView, args: &Value) -> bool {
 impl Inner {
     /// Takes one use of a live grant covering the call `request` stands for, made by `caller`
     /// with `args`: the approval prepared and approved by the grant, or `None` (nothing written)
-    /// when no grant covers it or none has a use left.
+    /// when no grant covers it or none has a use left. With `claim`, the approval is claimed in
+    /// the same transaction (against the request's own intent) and the claim's verdict is
+    /// returned with it.
     pub(crate) async fn use_grant(
         &self,
         caller: &Caller,
         args: &Value,
         request: &ApprovalRequest,
         now: SystemTime,
-    ) -> Result<Option<ApprovalId>, StoreError> {
+        claim: bool,
+    ) -> Result<Option<(ApprovalId, Option<ClaimVerdict>)>, StoreError> {
         let Some(grants) = self.store.grants() else {
             return Ok(None);
         };
@@ -70,11 +77,19 @@ impl Inner {
                 expires_at: now.checked_add(self.settings.approval_ttl.0),
                 note: g.grant.note.clone(),
             };
-            if let Some(id) = grants
-                .use_grant(g.id.clone(), request.clone(), decision, now)
-                .await?
-            {
-                return Ok(Some(id));
+            let used = if claim {
+                grants
+                    .use_grant_and_claim(g.id.clone(), request.clone(), decision, now)
+                    .await?
+                    .map(|(id, verdict)| (id, Some(verdict)))
+            } else {
+                grants
+                    .use_grant(g.id.clone(), request.clone(), decision, now)
+                    .await?
+                    .map(|id| (id, None))
+            };
+            if used.is_some() {
+                return Ok(used);
             }
         }
         Ok(None)

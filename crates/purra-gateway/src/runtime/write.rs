@@ -26,7 +26,8 @@
 //!    result naming the pending approval (or saying that its request expired). By default a
 //!    binding's approvals are decided only on an operator's path (the approver page, `purra
 //!    approvals approve|deny`, `Gateway::decide`): no client decides its own write unless the
-//!    operator said so in the binding;
+//!    operator said so in the binding. The client's user's approval is recorded with the claim,
+//!    in one transaction (its denial at once);
 //! 4. the claim, against the *current* binding and registration (rediscovered first if the
 //!    upstream's list changed): the caller rules are checked again for the caller the request's
 //!    labels name (principal, client), and `check_and_claim` re-checks decision, expiry and the
@@ -80,6 +81,30 @@ enum Found {
     New {
         replaces: bool,
     },
+}
+
+/// What [`Inner::prepare`] wrote: an approval waiting for its decision, or one a standing grant
+/// approved, with its claim already taken in the same transaction when the caller's call could
+/// be sent at once (the claim's verdict).
+enum Prepared {
+    Waiting(ApprovalId, Option<SystemTime>),
+    Granted(ApprovalId, Option<SystemTime>, Option<ClaimVerdict>),
+}
+
+/// A claim taken ([`Inner::claim_of`]): the registration it was checked against, its verdict, the approval's intent digest and who decided it.
+struct Claim {
+    bound: Arc<BoundTool>,
+    verdict: ClaimVerdict,
+    digest: purra_core::JsonIdentity,
+    approver: String,
+}
+
+/// An approval by the downstream client's user (elicitation) not recorded yet: recorded with
+/// the claim, in one transaction ([`purra_core::ApprovalGateway::decide_and_claim`]), by the
+/// identity separation of duties compares (`decider`).
+pub(crate) struct ClientDecision {
+    decision: Decision,
+    decider: String,
 }
 
 /// The label of a write's approval request naming the client's declared name (absent when it
@@ -358,7 +383,14 @@ impl Inner {
                 match self.store.approval(s.approval_id.clone()).await {
                     Ok(Some(v)) if v.state != ApprovalState::Prepared => {
                         return self
-                            .settle(b, &run_id, &s.approval_id, &args, Some(&self.who(&ctx)))
+                            .settle(
+                                b,
+                                &run_id,
+                                &s.approval_id,
+                                &args,
+                                Some(&self.who(&ctx)),
+                                None,
+                            )
                             .await;
                     }
                     Ok(v) => Found::New {
@@ -408,8 +440,16 @@ impl Inner {
                 let cap = self.settings.max_pending_per_caller;
                 // The open approval a new one replaces is the caller's own, and counted.
                 let limit = cap.saturating_add(u32::from(replaces));
+                // A call a grant approves is claimed with the grant's use when it can be sent
+                // now: not one whose upstream takes the caller's own token and has none.
+                let who = self.who(&ctx);
+                let claim = !b
+                    .upstream
+                    .credentials()
+                    .is_some_and(|c| c.needs_caller_token())
+                    || who.token.is_some();
                 match self
-                    .prepare(intent, reg, b, &caller, &run_id, &args, limit)
+                    .prepare(intent, reg, b, &caller, &run_id, &args, limit, claim)
                     .instrument(tracing::debug_span!("gateway.prepare", tool))
                     .await
                 {
@@ -419,7 +459,17 @@ impl Inner {
                             Vec::new(),
                             1,
                         );
-                        prepared
+                        match prepared {
+                            Prepared::Waiting(id, expires)
+                            | Prepared::Granted(id, expires, None) => (id, expires),
+                            Prepared::Granted(id, _, Some(verdict)) => {
+                                return self
+                                    .granted_and_claimed(
+                                        b, &bound, &run_id, &id, &args, &who, verdict, &digest,
+                                    )
+                                    .await;
+                            }
+                        }
                     }
                     Ok(None) => return results::approval_limit(tool, cap),
                     Err(_) => return store_failed(tool),
@@ -455,10 +505,17 @@ impl Inner {
             approval = %approval.0,
             state = tracing::field::Empty
         );
-        let mut record = self
+        // An approval by the client's user is recorded with the claim (one transaction): until
+        // then the record reads pending, and the call goes on to its claim as decided.
+        let (mut record, client) = match self
             .decision(b, &approval, request_expires, &digest, &args, &ctx)
             .instrument(wait_span.clone())
-            .await;
+            .await
+        {
+            Ok((record, client)) => (Ok(record), client),
+            Err(e) => (Err(e), None),
+        };
+        let by_client = client.is_some();
         // Undecided at the request's expiry under `on_expiry = "deny"`: denied now (once, by
         // whichever instance comes first), and the caller is told so.
         let denies_on_expiry = b
@@ -469,6 +526,7 @@ impl Inner {
             .map(|e| e.duration_since(SystemTime::now()).unwrap_or_default())
             .filter(|left| *left < std::time::Duration::from_secs(2));
         if denies_on_expiry
+            && !by_client
             && matches!(&record, Ok(r) if r.state == ApprovalState::Prepared)
             && left.is_some()
         {
@@ -484,10 +542,16 @@ impl Inner {
             }
         }
         if let Ok(r) = &record {
-            wait_span.record("state", approval_state(&r.state));
+            let state = if by_client {
+                "decided"
+            } else {
+                approval_state(&r.state)
+            };
+            wait_span.record("state", state);
         }
         self.set_waiting(&run_id, false);
-        if matches!(&record, Ok(r) if r.state == ApprovalState::Prepared)
+        if !by_client
+            && matches!(&record, Ok(r) if r.state == ApprovalState::Prepared)
             && SystemTime::now() < waiting_until
         {
             // The wait ended early (the caller went away, the gateway drains): nobody waits.
@@ -497,6 +561,7 @@ impl Inner {
         // audited as the caller's); one decided meanwhile goes on as decided.
         if task
             && ctx.is_cancelled()
+            && !by_client
             && matches!(&record, Ok(r) if r.state == ApprovalState::Prepared)
         {
             match self.withdraw(&approval, &caller.principal).await {
@@ -520,7 +585,7 @@ impl Inner {
             }
         }
         match record {
-            Ok(r) if r.state == ApprovalState::Prepared => {
+            Ok(r) if r.state == ApprovalState::Prepared && !by_client => {
                 return if expires_first {
                     results::request_expired(tool, &approval.0)
                 } else {
@@ -532,7 +597,7 @@ impl Inner {
         }
 
         // 4. Claim and dispatch.
-        self.settle(b, &run_id, &approval, &args, Some(&self.who(&ctx)))
+        self.settle(b, &run_id, &approval, &args, Some(&self.who(&ctx)), client)
             .await
     }
 
@@ -669,8 +734,10 @@ impl Inner {
     /// Prepares the approval request of a write call (accepting a decision for
     /// `approval_request_ttl`, labelled with the caller's principal) unless that principal has
     /// `limit` approvals open, and saves the call as the run waiting on it; returns the
-    /// approval and the request's expiry, or `None` at the limit (nothing written).
-    #[allow(clippy::too_many_arguments)] // One call's parts and its limit.
+    /// approval and the request's expiry, or `None` at the limit (nothing written). A call a
+    /// standing grant covers is approved by it instead (no run waits); with `claim`, claimed in
+    /// the same transaction.
+    #[allow(clippy::too_many_arguments)] // One call's parts, its limit and whether to claim.
     async fn prepare(
         &self,
         intent: ApprovalIntent,
@@ -680,7 +747,8 @@ impl Inner {
         run_id: &RunId,
         args: &Value,
         limit: u32,
-    ) -> Result<Option<(ApprovalId, Option<SystemTime>)>, StoreError> {
+        claim: bool,
+    ) -> Result<Option<Prepared>, StoreError> {
         let digest = intent.digest();
         let preset = intent.preset_fingerprint.clone();
         let tool = intent.tool.clone();
@@ -770,14 +838,19 @@ impl Inner {
             None
         } else {
             self.metrics
-                .store("use_grant", self.use_grant(caller, args, &request, now))
+                .store(
+                    "use_grant",
+                    self.use_grant(caller, args, &request, now, claim),
+                )
                 .await?
         };
-        // A granted call is claimed at once, by this caller: no run waits for it (a gateway that
-        // stops before the claim leaves the approval unclaimed, and the caller's next identical
-        // call takes a new use; the grant's uses still bound what is sent).
-        if let Some(id) = granted {
-            return Ok(Some((id, expires_at)));
+        // A granted call is claimed at once, by this caller: no run waits for it. Claimed with
+        // the use, a gateway that stops after it leaves a claim without outcome (`unknown`,
+        // never sent again); claimed apart (`claim` false), one that stops before the claim
+        // leaves the approval unclaimed, and the caller's next identical call takes a new use;
+        // the grant's uses still bound what is sent.
+        if let Some((id, verdict)) = granted {
+            return Ok(Some(Prepared::Granted(id, expires_at, verdict)));
         }
         // The approval and the call waiting for it: one transaction.
         let run = SuspendedRun {
@@ -805,12 +878,14 @@ impl Inner {
                 self.store.prepare_waiting(request, limit, now, run),
             )
             .await?;
-        Ok(prepared.map(|id| (id, expires_at)))
+        Ok(prepared.map(|id| Prepared::Waiting(id, expires_at)))
     }
 
     /// Waits for the decision of `approval`: asks the client's user first when allowed, and
     /// reads the store (woken by in-process decisions) until `approval_wait` passes or the
-    /// request expires (`request_expires`), sending progress. Returns the record as last read.
+    /// request expires (`request_expires`), sending progress. Returns the record as last read,
+    /// and the client's user's approval when it gave one (not recorded yet: the claim records
+    /// it, in its transaction).
     async fn decision(
         &self,
         b: &Binding,
@@ -819,7 +894,7 @@ impl Inner {
         digest: &purra_core::JsonIdentity,
         args: &Value,
         ctx: &RequestCtx,
-    ) -> Result<ApprovalRecord, StoreError> {
+    ) -> Result<(ApprovalRecord, Option<ClientDecision>), StoreError> {
         let mut wait = self.patience(ctx.task_id().is_some());
         if let Some(e) = request_expires {
             wait = wait.min(e.duration_since(SystemTime::now()).unwrap_or_default());
@@ -831,7 +906,7 @@ impl Inner {
             .await?
             .ok_or(StoreError::NotFound)?;
         if record.state != ApprovalState::Prepared {
-            return Ok(record);
+            return Ok((record, None));
         }
         let waited = self.wait_with_progress(b, approval, until, ctx);
         tokio::pin!(waited);
@@ -855,21 +930,27 @@ impl Inner {
         if ask {
             let question = self.elicit(b, approval, digest, args, ctx);
             tokio::select! {
-                r = &mut waited => return r,
-                () = question => {}
+                r = &mut waited => return r.map(|r| (r, None)),
+                answer = question => {
+                    if let Some(approved) = answer {
+                        return Ok((record, Some(approved)));
+                    }
+                }
                 () = &mut stop_waiting => stopped = true,
             }
         }
         if !stopped {
             tokio::select! {
-                r = &mut waited => return r,
+                r = &mut waited => return r.map(|r| (r, None)),
                 () = &mut stop_waiting => {}
             }
         }
-        self.approvals
+        let record = self
+            .approvals
             .record(approval.clone())
             .await?
-            .ok_or(StoreError::NotFound)
+            .ok_or(StoreError::NotFound)?;
+        Ok((record, None))
     }
 
     /// The votes `b`'s approvals need, when it asks for a quorum (more than one).
@@ -946,9 +1027,10 @@ impl Inner {
         }
     }
 
-    /// Asks the downstream client's user to approve or deny with an elicitation form, and
-    /// records the answer (approve, deny, or decline as a denial; cancel or no answer decides
-    /// nothing). A decision made elsewhere first wins (the store refuses a second one).
+    /// Asks the downstream client's user to approve or deny with an elicitation form: a denial
+    /// (deny, or decline) is recorded at once; an approval is returned, to be recorded with the
+    /// claim in one transaction; cancel or no answer decides nothing. A decision made elsewhere
+    /// first wins (the store refuses a second one).
     async fn elicit(
         &self,
         b: &Binding,
@@ -956,7 +1038,7 @@ impl Inner {
         digest: &purra_core::JsonIdentity,
         args: &Value,
         ctx: &RequestCtx,
-    ) {
+    ) -> Option<ClientDecision> {
         let message = format!(
             "Approve this write?\n\
              tool: {} (upstream {:?}, remote tool {:?})\n\
@@ -980,17 +1062,17 @@ impl Inner {
         });
         let params = ElicitParams::form(message, schema.as_object().cloned().unwrap_or_default());
         let Ok(answer) = ctx.elicit(params).await else {
-            return;
+            return None;
         };
         let content = answer.content.unwrap_or_default();
         let verdict = match answer.action {
             ElicitAction::Accept => match content.get("decision").and_then(Value::as_str) {
                 Some("approve") => Verdict::Approve,
                 Some("deny") => Verdict::Deny,
-                _ => return,
+                _ => return None,
             },
             ElicitAction::Decline => Verdict::Deny,
-            _ => return,
+            _ => return None,
         };
         let note = content
             .get("note")
@@ -999,8 +1081,12 @@ impl Inner {
             .map(str::to_owned);
         let decision = self.user_decision(ctx, verdict, DecisionPath::Elicitation, note);
         let decider = self.caller(ctx).principal;
+        if verdict == Verdict::Approve {
+            return Some(ClientDecision { decision, decider });
+        }
         // A decision made elsewhere first stands; the wait reads it.
         let _ = self.decide_as(approval.clone(), decision, &decider).await;
+        None
     }
 
     /// Claims a decided approval against the current registration and dispatches once; or
@@ -1012,6 +1098,11 @@ impl Inner {
     ///
     /// An approval an approver approved with edited arguments is settled as the edited one:
     /// its arguments are sent, and the answer says it was edited.
+    ///
+    /// `client`: the client's user's approval, not recorded yet: recorded with the claim in one
+    /// transaction (so a client-approved cycle commits three times: the approval with its run,
+    /// the decision with the claim, the outcome with its receipt). A decision recorded first
+    /// (an operator's, an edit) stands; one that cannot be claimed now is recorded alone.
     pub(crate) async fn settle(
         &self,
         b: &Binding,
@@ -1019,16 +1110,32 @@ impl Inner {
         approval: &ApprovalId,
         args: &Value,
         who: Option<&crate::upstream::principals::Who>,
+        client: Option<ClientDecision>,
     ) -> CallToolResult {
         match self.edit_of(run_id, approval).await {
-            Ok(None) => self.settle_one(b, run_id, approval, args, who).await,
+            Ok(None) => {
+                self.settle_one(b, run_id, approval, args, who, client)
+                    .await
+            }
             Ok(Some(edited)) => {
+                // Edited: the original approval was decided by the edit, first.
                 let result = self
-                    .settle_one(b, run_id, &edited.id, &edited.request.arguments, who)
+                    .settle_one(b, run_id, &edited.id, &edited.request.arguments, who, None)
                     .await;
                 results::edited(result, &approval.0, &edited)
             }
-            Err(_) => store_failed(&b.local),
+            Err(_) => {
+                self.keep_decision(approval, client).await;
+                store_failed(&b.local)
+            }
+        }
+    }
+
+    /// Records the client's user's approval alone (when its claim is not taken now), so that
+    /// it is not lost; a decision recorded first stands.
+    async fn keep_decision(&self, approval: &ApprovalId, client: Option<ClientDecision>) {
+        if let Some(ClientDecision { decision, decider }) = client {
+            let _ = self.decide_as(approval.clone(), decision, &decider).await;
         }
     }
 
@@ -1040,24 +1147,84 @@ impl Inner {
         approval: &ApprovalId,
         args: &Value,
         who: Option<&crate::upstream::principals::Who>,
+        client: Option<ClientDecision>,
     ) -> CallToolResult {
+        match self.claim_of(b, run_id, approval, args, who, client).await {
+            Ok((now_bound, claim)) => {
+                self.after_claim(&now_bound, claim, run_id, approval, args, who)
+                    .await
+            }
+            Err(r) => r,
+        }
+    }
+
+    /// A call a standing grant approved, claimed with the grant's use (`verdict`): sent as any
+    /// claimed call ([`after_claim`](Inner::after_claim)).
+    #[allow(clippy::too_many_arguments)] // One call's parts and its claim's verdict.
+    async fn granted_and_claimed(
+        &self,
+        b: &Binding,
+        bound: &Arc<BoundTool>,
+        run_id: &RunId,
+        approval: &ApprovalId,
+        args: &Value,
+        who: &crate::upstream::principals::Who,
+        verdict: ClaimVerdict,
+        digest: &purra_core::JsonIdentity,
+    ) -> CallToolResult {
+        if matches!(verdict, ClaimVerdict::Claimed(_)) {
+            self.metrics.add(
+                crate::runtime::metrics::APPROVALS_DECIDED,
+                vec![("verdict", "approve".to_owned())],
+                1,
+            );
+        }
+        let claim = Claim {
+            bound: bound.clone(),
+            verdict,
+            digest: digest.clone(),
+            approver: String::new(),
+        };
+        self.after_claim(b, claim, run_id, approval, args, Some(who))
+            .await
+    }
+
+    /// The claim of [`settle_one`](Inner::settle_one): checked against the binding and the
+    /// registration as they are now, and taken (with the client's approval, when it gives one);
+    /// the binding as it is now and the claim; or the caller's result when nothing is claimed.
+    async fn claim_of(
+        &self,
+        b: &Binding,
+        run_id: &RunId,
+        approval: &ApprovalId,
+        args: &Value,
+        who: Option<&crate::upstream::principals::Who>,
+        client: Option<ClientDecision>,
+    ) -> Result<(Arc<Binding>, Claim), CallToolResult> {
+        let mut client = client;
         let tool = b.local.as_str();
         let label = format!("approval {}", approval.0);
         // A reload may have replaced the binding since the call began: the claim is checked
         // against the binding as it is now (an approval for an earlier one is a mismatch).
         let Some(now_bound) = self.binding(tool) else {
-            return results::failed(
+            self.keep_decision(approval, client).await;
+            return Err(results::failed(
                 tool,
                 &purra_mcp::codes::tool_missing(),
                 &format!("nothing was sent; {label} is kept"),
-            );
+            ));
         };
         let b: &Binding = &now_bound;
         // The safe boundary: a changed tool list is rediscovered before anything is claimed.
         let bound = match self.registration(b).await {
             Ok(r) => r,
             Err(code) => {
-                return results::failed(tool, &code, &format!("nothing was sent; {label} is kept"))
+                self.keep_decision(approval, client).await;
+                return Err(results::failed(
+                    tool,
+                    &code,
+                    &format!("nothing was sent; {label} is kept"),
+                ));
             }
         };
         // The caller rules, checked again against the binding as it is now, for the caller the
@@ -1067,7 +1234,10 @@ impl Inner {
         // One read serves both: the request's labels now, its state and digest after the claim.
         let record = match self.store.approval(approval.clone()).await {
             Ok(Some(view)) => view,
-            Ok(None) | Err(_) => return store_failed(tool),
+            Ok(None) | Err(_) => {
+                self.keep_decision(approval, client).await;
+                return Err(store_failed(tool));
+            }
         };
         let needs_caller = b
             .upstream
@@ -1080,14 +1250,18 @@ impl Inner {
             };
             if !expired {
                 // The credential is the caller's own token: only the caller's call sends it.
-                return results::pending(tool, &approval.0, &record.intent_digest);
+                self.keep_decision(approval, client).await;
+                return Err(results::pending(tool, &approval.0, &record.intent_digest));
             }
         }
         let asker = requester(&record.request.labels);
         let current = if b.scope.allows_caller(&asker) {
             match self.intent(&bound.registration, run_id, args) {
                 Ok(i) => i.digest(),
-                Err(code) => return results::failed(tool, &code, "nothing was sent"),
+                Err(code) => {
+                    self.keep_decision(approval, client).await;
+                    return Err(results::failed(tool, &code, "nothing was sent"));
+                }
             }
         } else {
             match json_identity(&json!({
@@ -1095,7 +1269,10 @@ impl Inner {
                 "approval": approval.0,
             })) {
                 Ok(id) => id,
-                Err(_) => return store_failed(tool),
+                Err(_) => {
+                    self.keep_decision(approval, client).await;
+                    return Err(store_failed(tool));
+                }
             }
         };
         let claim_span = tracing::debug_span!(
@@ -1104,18 +1281,53 @@ impl Inner {
             approval = %approval.0,
             verdict = tracing::field::Empty
         );
-        let verdict = match self
-            .metrics
-            .store(
-                "check_and_claim",
-                self.approvals
-                    .check_and_claim(approval.clone(), current, SystemTime::now()),
-            )
-            .instrument(claim_span.clone())
-            .await
-        {
+        // The client's approval, by a decider separation of duties allows, is recorded with
+        // the claim; one recorded first (`Conflict`) stands, and the approval is claimed as it is.
+        let client = client
+            .take()
+            .filter(|c| record.request.check_decider(&c.decider).is_ok());
+        let claimed = match client {
+            Some(ClientDecision { decision, .. }) => {
+                let both = self.approvals.decide_and_claim(
+                    approval.clone(),
+                    decision,
+                    current.clone(),
+                    SystemTime::now(),
+                );
+                match self
+                    .metrics
+                    .store("decide_and_claim", both)
+                    .instrument(claim_span.clone())
+                    .await
+                {
+                    Err(StoreError::Conflict(_)) => None,
+                    other => {
+                        self.decisions.wake();
+                        Some(other)
+                    }
+                }
+            }
+            None => None,
+        };
+        let claimed = match claimed {
+            Some(claimed) => claimed,
+            None => {
+                self.metrics
+                    .store(
+                        "check_and_claim",
+                        self.approvals.check_and_claim(
+                            approval.clone(),
+                            current,
+                            SystemTime::now(),
+                        ),
+                    )
+                    .instrument(claim_span.clone())
+                    .await
+            }
+        };
+        let verdict = match claimed {
             Ok(v) => v,
-            Err(_) => return store_failed(tool),
+            Err(_) => return Err(store_failed(tool)),
         };
         claim_span.record("verdict", claim_verdict(&verdict));
         match &verdict {
@@ -1131,7 +1343,15 @@ impl Inner {
             ),
             _ => {}
         }
-        let approver = match &record.state {
+        // Read before the claim: a denial recorded since is read again when the caller is told
+        // who denied.
+        let mut state = record.state;
+        if matches!(verdict, ClaimVerdict::Denied) && matches!(state, ApprovalState::Prepared) {
+            if let Ok(Some(now)) = self.store.approval(approval.clone()).await {
+                state = now.state;
+            }
+        }
+        let approver = match &state {
             ApprovalState::Decided(d) | ApprovalState::Claimed(d) | ApprovalState::Refused(d) => {
                 match &d.note {
                     Some(note) => format!("{} (note: {note})", d.approver),
@@ -1140,6 +1360,36 @@ impl Inner {
             }
             ApprovalState::Prepared => String::new(),
         };
+        let claim = Claim {
+            bound,
+            verdict,
+            digest: record.intent_digest,
+            approver,
+        };
+        Ok((now_bound, claim))
+    }
+
+    /// After a claim's verdict: the caller told why nothing is sent, or, claimed, the write sent
+    /// once in a task of its own and its outcome recorded with its receipt (the run dropped, in
+    /// the same transaction).
+    #[allow(clippy::too_many_arguments)] // The claim's parts and the call's.
+    async fn after_claim(
+        &self,
+        b: &Binding,
+        claim: Claim,
+        run_id: &RunId,
+        approval: &ApprovalId,
+        args: &Value,
+        who: Option<&crate::upstream::principals::Who>,
+    ) -> CallToolResult {
+        let Claim {
+            bound,
+            verdict,
+            digest,
+            approver,
+        } = claim;
+        let tool = b.local.as_str();
+        let label = format!("approval {}", approval.0);
         let refused = |r: CallToolResult| async move {
             // The caller is told; the call's run is over (a new call asks for a new approval).
             let _ = self.runs.remove_suspended(run_id.clone()).await;
@@ -1147,9 +1397,7 @@ impl Inner {
         };
         let key = match verdict {
             ClaimVerdict::Claimed(key) => key,
-            ClaimVerdict::Pending => {
-                return results::pending(tool, &approval.0, &record.intent_digest)
-            }
+            ClaimVerdict::Pending => return results::pending(tool, &approval.0, &digest),
             ClaimVerdict::Denied => {
                 return refused(results::denied(tool, &approval.0, &approver)).await
             }
@@ -1157,14 +1405,8 @@ impl Inner {
             ClaimVerdict::Mismatch => return refused(results::mismatch(tool, &approval.0)).await,
             ClaimVerdict::AlreadyClaimed => {
                 let receipts = self.approvals.receipts();
-                return match receipts
-                    .state(IdempotencyKey(record.intent_digest.to_string()))
-                    .await
-                {
-                    Ok(Some(state)) => {
-                        self.outcome_of(tool, &label, &record.intent_digest, state, run_id)
-                            .await
-                    }
+                return match receipts.state(IdempotencyKey(digest.to_string())).await {
+                    Ok(Some(state)) => self.outcome_of(tool, &label, &digest, state, run_id).await,
                     Ok(None) => refused(results::mismatch(tool, &approval.0)).await,
                     Err(_) => store_failed(tool),
                 };
@@ -1434,7 +1676,9 @@ impl Inner {
                 if matches!(self.runs.load_suspended(run_id.clone()).await?, Some(r) if r.approval_id == run.approval_id)
                 {
                     let args = &run.pending_call.arguments;
-                    let _ = self.settle(&b, &run_id, &run.approval_id, args, None).await;
+                    let _ = self
+                        .settle(&b, &run_id, &run.approval_id, args, None, None)
+                        .await;
                 }
                 continue;
             }
@@ -1475,6 +1719,7 @@ impl Inner {
                         &run_id,
                         &run.approval_id,
                         &run.pending_call.arguments,
+                        None,
                         None,
                     )
                     .await;

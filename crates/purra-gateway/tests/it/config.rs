@@ -1251,6 +1251,28 @@ exporter = "otlp"
     );
 }
 
+/// Issue 50: `[store] pool_size` sizes the PostgreSQL pool (16 by default), from 1 to 256.
+#[test]
+fn the_store_pool_is_sized_by_the_file_and_its_mistakes_placed() {
+    assert_eq!(GatewayConfig::default().store.pool_size, 16);
+    let text = "[store]\npool_size = 48\n";
+    let c = load_str("g.toml", text).expect("no mistakes").config;
+    assert_eq!(c.store.pool_size, 48);
+    assert_eq!(serde_only(text).expect("serde"), c);
+    let text = "[store]\npool_size = 0\nconnections = 4\n";
+    assert_eq!(
+        errors(text),
+        [
+            "g.toml:2: store.pool_size: must be from 1 to 256",
+            "g.toml:3: store.connections: unknown key (expected one of: pool_size)",
+        ]
+    );
+    assert_eq!(
+        errors("[store]\npool_size = 257\n"),
+        ["g.toml:2: store.pool_size: must be from 1 to 256"]
+    );
+}
+
 fn repo() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

@@ -2216,8 +2216,9 @@ async fn settled_commits(store: &SqliteStore) -> purra_core::CommitCounts {
 /// (and one that removes a commit updates the count):
 /// - an operator decides (4): the approval prepared with its waiting run, the decision, the claim
 ///   (by the caller's next call), the outcome with its receipt and the run dropped;
-/// - the caller's client decides by elicitation (4): the same within the first call;
-/// - a standing grant covers the call (3): the use taken with the approval, the claim, the
+/// - the caller's client decides by elicitation (3): the approval with its run, the client's
+///   decision with the claim, the outcome with its receipt and the run dropped;
+/// - a standing grant covers the call (2): the use taken with the approval and its claim, the
 ///   outcome (no run waits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_write_cycle_path_commits_a_counted_number_of_times() {
@@ -2280,7 +2281,7 @@ async fn each_write_cycle_path_commits_a_counted_number_of_times() {
     assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
     fx.gateway.shutdown().await;
 
-    assert_eq!((operator, client_path, grant), ((4, 4), (4, 4), (3, 3)));
+    assert_eq!((operator, client_path, grant), ((4, 4), (3, 3), (2, 2)));
 }
 
 /// Reads the task `id` until its status message is `want` (at most 10 s).

@@ -104,7 +104,7 @@ async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 12);
+    assert_eq!(version, 13);
     for ((table, order), rows) in tables.iter().zip(&before) {
         let after = dump(&client, table, order).await;
         // Opening adds this store's owner and its `opened` row; nothing else changed.
