@@ -378,7 +378,10 @@ mod tests {
             json!({"text": "é\"\\\n", "n": [1, 2.5, null, true], "deep": {"a": {"b": "c"}}}),
             json!("x".repeat(70_000)),
         ] {
-            assert_eq!(encoded_len(&v), serde_json::to_vec(&v).unwrap().len() as u64);
+            assert_eq!(
+                encoded_len(&v),
+                serde_json::to_vec(&v).unwrap().len() as u64
+            );
         }
     }
 }
