@@ -609,7 +609,9 @@ impl Upstream {
         if let Some(live) = self.live().filter(|l| l.is_current()) {
             return Ok((live, false));
         }
-        self.refresh()
+        // Boxed: connecting and discovering make a large future, which every call's future
+        // would otherwise carry (and copy whole each time it is moved) for its fast path.
+        Box::pin(self.refresh())
             .instrument(tracing::debug_span!("gateway.discovery", upstream = %self.id))
             .await
     }
