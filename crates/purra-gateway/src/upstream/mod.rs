@@ -1043,3 +1043,26 @@ fn downstream_tool(
     }
     tool
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every call awaits `current`; its fast path (the upstream is live) must not carry the
+    /// connect-and-discover path's state, which every move of a call's future would copy.
+    #[test]
+    fn the_future_of_current_carries_no_connect_and_discover_state() {
+        let upstream = Upstream::new(
+            "u".into(),
+            UpstreamConfig {
+                command: Some(vec!["true".into()]),
+                ..UpstreamConfig::default()
+            },
+            Limits::default(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        );
+        let size = std::mem::size_of_val(&upstream.current());
+        assert!(size <= 512, "Upstream::current's future is {size} bytes");
+    }
+}
