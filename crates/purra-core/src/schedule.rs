@@ -6,8 +6,9 @@
 //! Segments run one after the other, so an exclusive call never overlaps anything. Results come back in
 //! call order.
 //!
-//! Each call is spawned onto the runtime (a panic becomes [`ErrorCode::TOOL_PANICKED`]) and raced against
-//! the lease: cancellation gives [`ErrorCode::RUN_CANCELLED`], the deadline [`ErrorCode::TOOL_TIMEOUT`].
+//! Each call's future is polled in the caller's task, not spawned onto a task of its own (a panic
+//! while polling it becomes [`ErrorCode::TOOL_PANICKED`]), and raced against the lease: cancellation
+//! gives [`ErrorCode::RUN_CANCELLED`], the deadline [`ErrorCode::TOOL_TIMEOUT`]; either drops the call.
 //! A successful result larger than [`ScheduleLimits::max_result_bytes`] when serialized becomes
 //! [`ErrorCode::TOOL_RESULT_TOO_LARGE`], and one that fails the output schema
 //! [`ErrorCode::TOOL_RESULT_INVALID`].
@@ -15,7 +16,7 @@
 use crate::admission::{serialized_size_within, AdmittedCall};
 use crate::error_code::ErrorCode;
 use crate::run::RunContext;
-use crate::tool::{Concurrency, Effect, ToolRegistration};
+use crate::tool::{Concurrency, Effect, ToolFuture, ToolRegistration};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -75,6 +76,28 @@ pub struct CallResult {
     pub execution: Execution,
 }
 
+/// A handler's future that panicked while being polled.
+struct Panicked;
+
+/// Polls a handler's future, catching a panic as [`Panicked`] (never polled again after it).
+struct CatchUnwind(ToolFuture);
+
+impl std::future::Future for CatchUnwind {
+    type Output = Result<Result<Value, crate::tool::ToolError>, Panicked>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let fut = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(Panicked)),
+        }
+    }
+}
+
 /// Runs one call to completion under the lease and the result limits.
 pub async fn execute(
     tool: Arc<ToolRegistration>,
@@ -89,39 +112,32 @@ pub async fn execute(
             effect: Effect::NotStarted,
         };
     }
-    let handler = Arc::clone(tool.handler());
-    let task = tokio::spawn(handler(arguments, context));
-    let abort = task.abort_handle();
+    // Polled here rather than spawned: a task of its own would cost every call a task's
+    // allocation and a switch to it and back, and the caller only waits for it anyway.
+    let mut call = CatchUnwind(Arc::clone(tool.handler())(arguments, context));
     let deadline = lease.deadline();
     let timed = async {
         match deadline {
-            Some(d) => tokio::time::timeout_at(d, task).await.ok(),
-            None => Some(task.await),
+            Some(d) => tokio::time::timeout_at(d, &mut call).await.ok(),
+            None => Some((&mut call).await),
         }
     };
     let joined = tokio::select! {
         () = lease.cancellation().cancelled() => {
-            abort.abort();
             return Execution::Failed { code: ErrorCode::RUN_CANCELLED, effect: Effect::Unknown };
         }
         joined = timed => joined,
     };
     let outcome = match joined {
         None => {
-            abort.abort();
             return Execution::Failed {
                 code: ErrorCode::TOOL_TIMEOUT,
                 effect: Effect::Unknown,
             };
         }
-        Some(Err(join_error)) => {
-            let code = if join_error.is_panic() {
-                ErrorCode::TOOL_PANICKED
-            } else {
-                ErrorCode::TOOL_FAILED
-            };
+        Some(Err(Panicked)) => {
             return Execution::Failed {
-                code,
+                code: ErrorCode::TOOL_PANICKED,
                 effect: Effect::Unknown,
             };
         }

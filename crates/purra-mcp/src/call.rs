@@ -129,9 +129,7 @@ impl CallTarget {
         if self.monitor.generation() != self.generation || !self.conn.follows_list_changes() {
             return CallOutcome::NotSent(codes::catalog_stale());
         }
-        let encoded = serde_json::to_vec(&args)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX) as u64;
+        let encoded = encoded_len(&args);
         if encoded > self.limits.max_result_bytes || self.input.validate(&args).is_err() {
             return CallOutcome::NotSent(codes::invalid_arguments());
         }
@@ -164,14 +162,18 @@ impl CallTarget {
                 Err(code) => CallOutcome::AfterSend(code),
             };
         }
-        let mut params = CallToolParams::new(self.remote.clone()).with_arguments(arguments);
+        let mut params = CallToolParams::new(self.remote.clone());
         if let Some(key) = self.upstream_key(run) {
             params = params.with_idempotency_key(&key, self.conn.supports_idempotency());
         }
         let options = RequestOptions::default()
             .timeout(timeout)
             .cancel_with(run.lease.cancellation().clone());
-        let params = serde_json::to_value(&params).expect("params serialize");
+        // The arguments are moved into the params, not copied through `to_value` with them.
+        let mut params = serde_json::to_value(&params).expect("params serialize");
+        if let Value::Object(p) = &mut params {
+            p.insert("arguments".to_owned(), Value::Object(arguments));
+        }
         // In 2026-07-28 an `input_required` result comes back as it is (this path installs no
         // input handlers) and is unsupported below.
         let raw = match self
@@ -305,6 +307,25 @@ impl CallTarget {
     }
 }
 
+/// The length of `value` serialized as compact JSON, counted without building the text.
+pub(crate) fn encoded_len(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => u64::MAX,
+    }
+}
+
 /// Judges a `tools/call` result's raw text against the limits and the output schema: the
 /// `{text, structured}` the model sees, or a code from [`codes`]; no remote text escapes.
 pub(crate) fn judge_result(
@@ -326,9 +347,9 @@ pub(crate) fn judge_result(
         return Err(codes::tool_error());
     }
     let mut text = Vec::with_capacity(result.content.len());
-    for block in &result.content {
+    for block in result.content {
         match block {
-            Content::Text(t) => text.push(Value::String(t.text.clone())),
+            Content::Text(t) => text.push(Value::String(t.text)),
             _ => return Err(codes::result_unsupported()),
         }
     }
@@ -344,4 +365,23 @@ pub(crate) fn judge_result(
         (None, None) => Value::Null,
     };
     Ok(json!({"text": text, "structured": structured}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_len_is_the_length_of_the_compact_text() {
+        for v in [
+            json!({}),
+            json!({"text": "é\"\\\n", "n": [1, 2.5, null, true], "deep": {"a": {"b": "c"}}}),
+            json!("x".repeat(70_000)),
+        ] {
+            assert_eq!(
+                encoded_len(&v),
+                serde_json::to_vec(&v).unwrap().len() as u64
+            );
+        }
+    }
 }

@@ -894,3 +894,34 @@ async fn the_lease_deadline_bounds_a_silent_model() {
         }
     );
 }
+
+#[tokio::test]
+async fn execute_polls_the_handler_in_the_callers_task() {
+    // No task of its own per call: the handler runs in the task that awaits `execute` (so a
+    // call costs no spawn and no switch), and a cancelled lease drops it there.
+    let tool = ToolRegistration::builder("where")
+        .description("d")
+        .input_schema(schema(json!({"type": "object"})))
+        .read("T")
+        .scope(ScopeCheck::OptOut)
+        .concurrency(Concurrency::Safe)
+        .handler(|_args: Value, _ctx| async move {
+            Ok(json!({"task": tokio::task::try_id().map(|id| id.to_string())}))
+        })
+        .build()
+        .unwrap();
+    let ctx = RunContext {
+        run_id: RunId::new("r"),
+        root_run_id: RunId::new("root"),
+        agent: "a".into(),
+        lease: Lease::new(None, tokio_util::sync::CancellationToken::new()),
+        idempotency_key: None,
+    };
+    let caller = tokio::spawn(async move {
+        let here = tokio::task::id().to_string();
+        let got = execute(Arc::new(tool), json!({}), ctx, ScheduleLimits::default()).await;
+        (here, got)
+    });
+    let (here, got) = caller.await.unwrap();
+    assert_eq!(got, Execution::Succeeded(json!({"task": here})));
+}

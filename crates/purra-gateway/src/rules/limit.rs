@@ -112,7 +112,13 @@ impl CallLimiter {
             return Err(next - limit);
         }
         if tracked {
-            cells.tat.insert(principal.to_owned(), next);
+            // A principal already tracked keeps its key: no allocation per call.
+            match cells.tat.get_mut(principal) {
+                Some(t) => *t = next,
+                None => {
+                    cells.tat.insert(principal.to_owned(), next);
+                }
+            }
         } else {
             cells.overflow = Some(next);
         }

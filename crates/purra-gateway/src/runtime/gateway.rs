@@ -1084,6 +1084,10 @@ impl Inner {
         shared: &BoundTool,
         ctx: &RequestCtx,
     ) -> Result<Option<PrincipalTool>, NotAsPrincipal> {
+        // An upstream called as the configured identity (the usual case): nothing to look up.
+        if b.upstream.credentials().is_none() {
+            return Ok(None);
+        }
         let who = self.who(ctx);
         let err = match self.as_principal(b, shared, &who).await {
             Err(e) if e.connect_url.is_some() => e,
@@ -1188,14 +1192,19 @@ impl Inner {
             return results::failed(local, &ErrorCode::SCOPE_DENIED, "nothing was sent");
         }
         let write = binding.effect.is_some();
-        let principal = self.caller(&ctx).principal;
-        if let Err(wait) = self.calls.check(&principal, std::time::Instant::now()) {
+        let caller = self.caller(&ctx);
+        if let Err(wait) = self
+            .calls
+            .check(&caller.principal, std::time::Instant::now())
+        {
             return results::rate_limited(local, self.calls.per_minute(), wait, write);
         }
+        // Boxed: the write path's future is large, and a future is moved whole (every byte of
+        // its largest state) each time it is moved; a read would otherwise pay for it.
         if write {
-            return self.call_write(&binding, args, ctx).await;
+            return Box::pin(self.call_write(&binding, args, ctx)).await;
         }
-        self.call_read(&binding, args, &ctx).await
+        self.call_read(&binding, &caller, args, &ctx).await
     }
 
     /// Whether the policies of `[policies]` allow `caller` to call the bound tool with `args`
@@ -1255,10 +1264,18 @@ impl Inner {
         ))
     }
 
-    async fn call_read(&self, b: &Binding, args: JsonObject, ctx: &RequestCtx) -> CallToolResult {
-        let caller = self.caller(ctx);
+    /// A read: the caller's rules and policies, then one bounded call of the upstream's tool
+    /// (as the person who asked when the upstream is called that way). `caller` is the caller
+    /// of `ctx`, looked up once by [`Inner::call`].
+    async fn call_read(
+        &self,
+        b: &Binding,
+        caller: &Caller,
+        args: JsonObject,
+        ctx: &RequestCtx,
+    ) -> CallToolResult {
         let args = Value::Object(args);
-        if let Some(refused) = self.scope_refusal(b, &caller, &args, "nothing was sent") {
+        if let Some(refused) = self.scope_refusal(b, caller, &args, "nothing was sent") {
             return refused;
         }
         let bound = match self.registration(b).await {
@@ -1267,30 +1284,53 @@ impl Inner {
         };
         // The policies read typed arguments: arguments the schema refuses are refused by
         // `execute` below, as without policies (so without policies they are validated once).
-        if self.catalog().policies.is_some()
+        // One look at the catalog for the call's policies and limits.
+        let (policies, max_result_bytes) = {
+            let catalog = self.catalog();
+            (
+                catalog.policies.is_some(),
+                usize::try_from(catalog.limits.max_result_bytes).unwrap_or(usize::MAX),
+            )
+        };
+        if policies
             && bound.registration.input_schema().validate(&args).is_ok()
-            && !self.allowed_by_policies(b, &caller, &args)
+            && !self.allowed_by_policies(b, caller, &args)
         {
             return results::policy_denied(&b.local, false);
         }
-        let mine = match self.as_principal_asking(b, &bound, ctx).await {
-            Ok(m) => m,
-            Err(e) => {
-                return results::failed(&b.local, &e.code, &format!("nothing was sent: {}", e.why))
+        // Only an upstream called as the person who asked has anything to look up (boxed, as
+        // it may wait for the person: reads of the configured identity do not carry its state).
+        let mine = if b.upstream.credentials().is_none() {
+            None
+        } else {
+            match Box::pin(self.as_principal_asking(b, &bound, ctx)).await {
+                Ok(m) => m,
+                Err(e) => {
+                    return results::failed(
+                        &b.local,
+                        &e.code,
+                        &format!("nothing was sent: {}", e.why),
+                    )
+                }
             }
         };
         let registration = match &mine {
             Some(m) => m.registration.clone(),
             None => bound.registration.clone(),
         };
+        let run_id = RunId::new(format!("{}:read", self.settings.name));
         let run = RunContext {
-            run_id: RunId::new(format!("{}:read", self.settings.name)),
-            root_run_id: RunId::new(format!("{}:read", self.settings.name)),
+            root_run_id: run_id.clone(),
+            run_id,
             agent: self.settings.name.clone(),
             lease: Lease::new(None, ctx.cancellation().clone()),
             idempotency_key: None,
         };
-        match execute(registration, args, run, self.schedule_limits())
+        let limits = ScheduleLimits {
+            max_concurrency: 1,
+            max_result_bytes,
+        };
+        match execute(registration, args, run, limits)
             .instrument(tracing::debug_span!(
                 "gateway.dispatch",
                 tool = %b.local,

@@ -609,7 +609,9 @@ impl Upstream {
         if let Some(live) = self.live().filter(|l| l.is_current()) {
             return Ok((live, false));
         }
-        self.refresh()
+        // Boxed: connecting and discovering make a large future, which every call's future
+        // would otherwise carry (and copy whole each time it is moved) for its fast path.
+        Box::pin(self.refresh())
             .instrument(tracing::debug_span!("gateway.discovery", upstream = %self.id))
             .await
     }
@@ -1040,4 +1042,27 @@ fn downstream_tool(
         tool = tool.with_output_schema(output);
     }
     tool
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every call awaits `current`; its fast path (the upstream is live) must not carry the
+    /// connect-and-discover path's state, which every move of a call's future would copy.
+    #[test]
+    fn the_future_of_current_carries_no_connect_and_discover_state() {
+        let upstream = Upstream::new(
+            "u".into(),
+            UpstreamConfig {
+                command: Some(vec!["true".into()]),
+                ..UpstreamConfig::default()
+            },
+            Limits::default(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        );
+        let size = std::mem::size_of_val(&upstream.current());
+        assert!(size <= 512, "Upstream::current's future is {size} bytes");
+    }
 }
