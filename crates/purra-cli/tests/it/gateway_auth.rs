@@ -831,17 +831,7 @@ fn finding_2_a_caller_at_its_session_bound_does_not_keep_another_from_a_session(
     );
     let (alice, bob) = (g.token("alice"), g.token("bob"));
     let post = |token: &str, session: Option<&str>, body: &str| {
-        let auth = format!("Bearer {token}");
-        let mut h = vec![
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-            ("authorization", auth.as_str()),
-        ];
-        if let Some(id) = session {
-            h.push(("mcp-session-id", id));
-            h.push(("mcp-protocol-version", "2025-11-25"));
-        }
-        http("POST", &g.url, &h, body)
+        crate::support::run::bearer_post(&g.url, token, session, body)
     };
     let open = |token: &str| {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -319,19 +319,7 @@ fn a_session_resumed_with_another_principal_s_token_is_refused() {
     let alice = crate::support::peers::token_for(issuer, "alice", GUARDED_RESOURCE);
     let bob = crate::support::peers::token_for(issuer, "bob", GUARDED_RESOURCE);
     let at = |i: usize| format!("http://127.0.0.1:{}/mcp", fleet.instances[i].port);
-    let post = |url: &str, token: &str, session: Option<&str>, body: &str| {
-        let auth = format!("Bearer {token}");
-        let mut h = vec![
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-            ("authorization", auth.as_str()),
-        ];
-        if let Some(id) = session {
-            h.push(("mcp-session-id", id));
-            h.push(("mcp-protocol-version", "2025-11-25"));
-        }
-        crate::support::run::http("POST", url, &h, body)
-    };
+    let post = crate::support::run::bearer_post;
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"}}})

@@ -296,6 +296,22 @@ pub fn http_get(authority: &str, path: &str) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// One POST of `body` to the MCP endpoint `url` as the bearer of `token`, in session `session`
+/// (with its 2025-11-25 version header) or without one (an `initialize`).
+pub fn bearer_post(url: &str, token: &str, session: Option<&str>, body: &str) -> Answer {
+    let auth = format!("Bearer {token}");
+    let mut h = vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("authorization", auth.as_str()),
+    ];
+    if let Some(id) = session {
+        h.push(("mcp-session-id", id));
+        h.push(("mcp-protocol-version", "2025-11-25"));
+    }
+    http("POST", url, &h, body)
+}
+
 /// One stateless 2026-07-28 request `method` with `params` (which carry their `_meta`) to the
 /// server on `port`, with `Mcp-Name` from the params' `name` (a tool) or `taskId` (a task): the
 /// HTTP status line and the JSON-RPC answer (from an SSE `data:` line, or the JSON body).
