@@ -10,7 +10,11 @@
 //! seals a new one, which the client would have to be handed. Also the bytes one session costs:
 //! its stored state, and the sealed id's length (sent on every request).
 //!
-//! Usage: `session-shapes --dir DIR [--n N]`; prints one JSON line.
+//! With `--postgres URL`, purra-postgres's store too (a fresh schema on that server): a fleet's
+//! store, and what one stored session takes there (the sessions table with its indexes, over
+//! the sessions kept).
+//!
+//! Usage: `session-shapes --dir DIR [--n N] [--postgres URL]`; prints one JSON line.
 
 #![allow(clippy::print_stdout)] // a benchmark program: stdout is its result
 
@@ -129,6 +133,41 @@ async fn store_costs(store: Arc<dyn SessionStore>, n: u32) -> serde_json::Value 
     serde_json::json!({"held_us": held, "miss_us": miss, "change_us": change})
 }
 
+/// purra-postgres's costs on a fresh schema of the server at `url`, with the bytes one stored
+/// session takes there.
+async fn postgres_costs(url: &str, n: u32) -> serde_json::Value {
+    let schema = format!("session_shapes_{}", std::process::id());
+    let store = purra_postgres::PostgresStore::connect_with(
+        url,
+        purra_postgres::PostgresOptions::default().schema(schema.clone()),
+    )
+    .await
+    .expect("the PostgreSQL store");
+    let mut costs = store_costs(Arc::new(store), n).await;
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("a PostgreSQL connection");
+    tokio::spawn(connection);
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT pg_total_relation_size('{schema}.http_sessions'), \
+                 (SELECT count(*) FROM {schema}.http_sessions)"
+            ),
+            &[],
+        )
+        .await
+        .expect("the table's size");
+    let (bytes, kept): (i64, i64) = (row.get(0), row.get(1));
+    costs["bytes_per_session"] = serde_json::json!(bytes / kept.max(1));
+    costs["sessions_kept"] = serde_json::json!(kept);
+    client
+        .execute(&format!("DROP SCHEMA {schema} CASCADE"), &[])
+        .await
+        .expect("drop the schema");
+    costs
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -148,6 +187,10 @@ async fn main() {
 
     let memory = store_costs(Arc::new(MemorySessionStore::new()), n).await;
     let sqlite = store_costs(Arc::new(SqliteStore::open(&file).expect("the store")), n).await;
+    let postgres = match arg("--postgres") {
+        Some(url) => postgres_costs(&url, n).await,
+        None => serde_json::Value::Null,
+    };
 
     let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &[7u8; 32]).expect("key"));
     let snap = snapshot();
@@ -176,6 +219,7 @@ async fn main() {
             "state_bytes": state_bytes,
             "store_memory": memory,
             "store_sqlite": sqlite,
+            "store_postgres": postgres,
             "sealed": {"request_us": per_request, "change_us": per_change, "id_bytes": sealed_id.len()},
         })
     );

@@ -615,16 +615,21 @@ pub(super) async fn writes(env: &Env, res: &mut Results, calls: usize, postgres:
     }
 }
 
-/// HAProxy's configuration in front of `ports` on `port`: round robin, sessions sticky by
-/// `Mcp-Session-Id`, `/readyz` checked.
-fn haproxy_config(port: u16, ports: &[u16]) -> String {
+/// HAProxy's configuration in front of `ports` on `port`: round robin, with `sticky` sessions
+/// sticky by `Mcp-Session-Id` (without, every request goes to the next instance and sessions
+/// are resumed from the store), `/readyz` checked.
+fn haproxy_config(port: u16, ports: &[u16], sticky: bool) -> String {
+    let stick = if sticky {
+        "stick-table type string len 128 size 100k expire 30m\n    \
+         stick match req.hdr(Mcp-Session-Id)\n    stick store-response res.hdr(Mcp-Session-Id)\n    "
+    } else {
+        ""
+    };
     let mut s = format!(
         "global\n    maxconn 4096\n\ndefaults\n    mode http\n    timeout connect 1s\n    \
          timeout client 300s\n    timeout server 300s\n    timeout http-keep-alive 10s\n    \
          timeout check 3s\n    option redispatch 1\n    retries 2\n\nlisten mcp\n    \
-         bind 127.0.0.1:{port}\n    balance roundrobin\n    \
-         stick-table type string len 128 size 100k expire 30m\n    \
-         stick match req.hdr(Mcp-Session-Id)\n    stick store-response res.hdr(Mcp-Session-Id)\n    \
+         bind 127.0.0.1:{port}\n    balance roundrobin\n    {stick}\
          option httpchk GET /readyz\n    http-check expect status 200\n    \
          default-server inter 1s fall 2 rise 1\n"
     );
@@ -648,7 +653,17 @@ async fn ready(port: u16) -> bool {
     answer.starts_with(b"HTTP/1.1 200 OK")
 }
 
-/// 1, 2 and 3 gateways behind HAProxy on one PostgreSQL schema.
+/// The fleets measured: 1, 2 and 3 instances with sticky sessions (key `gw/fleet/N`), then 3 in
+/// plain round robin, every session resumed from the store wherever a request lands
+/// (`gw/fleet/rrN`: no key is another's prefix, so a failure shows on its own row).
+pub(super) fn fleets() -> impl Iterator<Item = (usize, bool, String)> {
+    FLEET
+        .iter()
+        .map(|&n| (n, true, format!("gw/fleet/{n}")))
+        .chain(std::iter::once((3, false, "gw/fleet/rr3".to_owned())))
+}
+
+/// 1, 2 and 3 gateways behind HAProxy on one PostgreSQL schema, and 3 without stickiness.
 pub(super) async fn fleet(env: &Env, res: &mut Results, calls: usize, postgres: Option<&str>) {
     let Some(postgres) = postgres else {
         res.fail(
@@ -669,8 +684,7 @@ pub(super) async fn fleet(env: &Env, res: &mut Results, calls: usize, postgres: 
         "{postgres}?schema=bench_fleet_{}_{nanos}",
         std::process::id()
     );
-    for &n in FLEET {
-        let key = format!("gw/fleet/{n}");
+    for (n, sticky, key) in fleets() {
         let outcome = async {
             let mut instances = Vec::new();
             let mut ports = Vec::new();
@@ -678,7 +692,7 @@ pub(super) async fn fleet(env: &Env, res: &mut Results, calls: usize, postgres: 
                 let port = free_port();
                 let config = read_config(
                     env,
-                    &format!("fleet-{n}-{i}"),
+                    &format!("fleet-{n}-{sticky}-{i}"),
                     &format!("127.0.0.1:{port}"),
                     &db,
                 )?;
@@ -701,8 +715,8 @@ pub(super) async fn fleet(env: &Env, res: &mut Results, calls: usize, postgres: 
                 }
             }
             let lb = free_port();
-            let cfg = dir().join(format!("haproxy-{n}.cfg"));
-            std::fs::write(&cfg, haproxy_config(lb, &ports)).map_err(|e| e.to_string())?;
+            let cfg = dir().join(format!("haproxy-{n}-{sticky}.cfg"));
+            std::fs::write(&cfg, haproxy_config(lb, &ports, sticky)).map_err(|e| e.to_string())?;
             let proxy = tokio::process::Command::new(&haproxy)
                 .args(["-db", "-f", &cfg.display().to_string()])
                 .stdin(Stdio::null())
@@ -729,8 +743,9 @@ pub(super) async fn fleet(env: &Env, res: &mut Results, calls: usize, postgres: 
         .await;
         match outcome {
             Ok(r) => {
+                let how = if sticky { "sticky" } else { "round robin" };
                 eprintln!(
-                    "  fleet of {n} behind HAProxy, {FLEET_CLIENTS} sessions: {:>7.0} calls/s p50 {:>6.0} µs p99 {:>7.0} µs",
+                    "  fleet of {n} behind HAProxy ({how}), {FLEET_CLIENTS} sessions: {:>7.0} calls/s p50 {:>6.0} µs p99 {:>7.0} µs",
                     r.calls_per_s, r.p50_us, r.p99_us
                 );
                 res.put(&format!("{key}/rps"), r.calls_per_s);
@@ -881,14 +896,18 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
     );
 
     let _ = writeln!(s, "\n### A fleet behind HAProxy\n");
-    let _ = writeln!(s, "1, 2 and 3 `purra gateway` instances (HTTP, one PostgreSQL schema, each with its own stdio `purra-bench-server`) behind Debian's HAProxy 2.6 (round robin, sessions sticky by `Mcp-Session-Id`, `/readyz` checked every second); the raw load client opens {FLEET_CLIENTS} sessions through HAProxy and makes {http_calls} `add` calls. Every process of the run (the client, HAProxy, the instances and their upstreams) shares this machine's two cores, so more instances add no CPU: the rows show what a fleet costs on one machine of this size, not how it scales across machines (no machine with more cores was available for this run).\n");
+    let _ = writeln!(s, "1, 2 and 3 `purra gateway` instances (HTTP, one PostgreSQL schema, each with its own stdio `purra-bench-server`) behind Debian's HAProxy 2.6 (round robin, sessions sticky by `Mcp-Session-Id`, `/readyz` checked every second), and 3 in plain round robin without stickiness (each request to the next instance: a session is resumed from the PostgreSQL store by every instance it reaches, and each read of it there is a store round trip); the raw load client opens {FLEET_CLIENTS} sessions through HAProxy and makes {http_calls} `add` calls. Every process of the run (the client, HAProxy, the instances and their upstreams) shares this machine's two cores, so more instances add no CPU: the rows show what a fleet costs on one machine of this size, not how it scales across machines (no machine with more cores was available for this run).\n");
     let _ = writeln!(
         s,
         "| instances | calls/s | p50 µs | p99 µs | ÷ 1 instance |"
     );
-    let _ = writeln!(s, "|---:|---:|---:|---:|---:|");
-    for &n in FLEET {
-        let k = format!("gw/fleet/{n}");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    for (n, sticky, k) in fleets() {
+        let n = if sticky {
+            n.to_string()
+        } else {
+            format!("{n}, round robin")
+        };
         if res.failed(&k) || res.failed("gw/fleet") && m(&format!("{k}/rps")).is_none() {
             let why = res
                 .failures
@@ -1012,12 +1031,15 @@ pub(super) fn charts(res: &Results, dir: &Path) {
             "purra gateway instances behind HAProxy, {FLEET_CLIENTS} sessions: calls/s (median)"
         ),
         unit: "/s".into(),
-        bars: FLEET
-            .iter()
-            .map(|&n| {
+        bars: fleets()
+            .map(|(n, sticky, k)| {
                 bar(
-                    format!("{n} instance{}", if n == 1 { "" } else { "s" }),
-                    m(&format!("gw/fleet/{n}/rps")),
+                    format!(
+                        "{n} instance{}{}",
+                        if n == 1 { "" } else { "s" },
+                        if sticky { "" } else { ", round robin" }
+                    ),
+                    m(&format!("{k}/rps")),
                     true,
                 )
             })
