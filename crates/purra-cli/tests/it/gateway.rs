@@ -1094,7 +1094,7 @@ arguments = ["len(value) <== 40"]
         String::from_utf8_lossy(&out.stderr),
         format!(
             "purra: the configuration has 5 mistakes:
-  {file}:4: gateway.aproval_wait: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, on_catalog_change, principal, progress_interval, run_decided_without_caller, session_idle_timeout)
+  {file}:4: gateway.aproval_wait: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, on_catalog_change, principal, progress_interval, run_decided_without_caller, session_idle_timeout, sessions)
   {file}:11: reads.get_value.tool: upstream \"values\" has no tool \"get_valeu\" (it lists: get_value, set_value, admin_reset)
   {file}:15: writes.set_value.binding_revision: required: the binding's revision: change it whenever the authorization changes
   {file}:15: writes.set_value.scope_revision: required: the scope's revision: change it whenever the scope rules change

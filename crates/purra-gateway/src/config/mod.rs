@@ -614,6 +614,13 @@ pub struct Settings {
     /// How long an MCP session on the HTTP listener may stay idle before it is closed (default
     /// 10 min, at least 1 s, at most 24 h).
     pub session_idle_timeout: Dur,
+    /// Where the HTTP listener keeps its MCP sessions: `"store"` (default) in the gateway's
+    /// store, so every instance of a fleet serves every session (round robin needs no
+    /// stickiness; a client's streams resume, and its held calls are taken over, at another
+    /// instance), at the cost of a store read on each request and the store writes of its
+    /// events; or `"process"`, in this process's memory (no store round trip: a fleet then needs
+    /// sessions sticky by `Mcp-Session-Id`, and an instance's sessions end with it).
+    pub sessions: SessionsIn,
     /// Separation of duties: whether a write's approval refuses a decision by the principal that
     /// asked for it (default false). The rule travels with the approval request, so the approver
     /// page and `purra approvals` in other processes enforce it too; elicitation and the approval
@@ -745,12 +752,24 @@ impl Default for Settings {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
             session_idle_timeout: Dur(DEFAULT_SESSION_IDLE_TIMEOUT),
+            sessions: SessionsIn::Store,
             approvers_must_differ: false,
             drain_timeout: Dur(DEFAULT_DRAIN_TIMEOUT),
             allowed_hosts: Vec::new(),
             auth: None,
         }
     }
+}
+
+/// Where the HTTP listener keeps its MCP sessions (`[gateway] sessions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionsIn {
+    /// In the gateway's store: any instance serves any session.
+    #[default]
+    Store,
+    /// In this process's memory: a fleet needs sticky sessions.
+    Process,
 }
 
 /// What the gateway does when an upstream's listing of a bound tool differs from its pin

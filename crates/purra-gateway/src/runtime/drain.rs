@@ -187,9 +187,11 @@ impl Gateway {
     }
 
     /// Whether a drain hands the SSE streams of waiting writes over to the fleet's other
-    /// instances (a store shared by a fleet: PostgreSQL) rather than answering them pending.
+    /// instances (a store shared by a fleet, PostgreSQL, keeping the sessions) rather than
+    /// answering them pending.
     pub fn drain_hands_streams_over(&self) -> bool {
         self.inner.store.shared_by_a_fleet()
+            && self.inner.settings.sessions == crate::config::SessionsIn::Store
     }
 
     /// Downstream calls in flight now (a write waiting for its decision or its dispatch is one).

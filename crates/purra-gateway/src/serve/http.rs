@@ -29,7 +29,7 @@ impl Gateway {
     /// On a fleet's store, a drain hands this server's running SSE streams over to the other
     /// instances (see [`GatewayStore::shared_by_a_fleet`](crate::GatewayStore::shared_by_a_fleet)).
     fn hand_over_on_drain(&self, server: &StreamableHttpServer) {
-        if self.inner.store.shared_by_a_fleet() {
+        if self.drain_hands_streams_over() {
             self.inner.drain.serves(server);
         }
     }
@@ -46,8 +46,12 @@ impl Gateway {
             max_sessions: settings.max_sessions,
             max_sessions_per_principal: settings.max_sessions_per_caller,
             session_idle_timeout: settings.session_idle_timeout.0,
-            // Sessions in the store (a durable one): any instance on it serves any session.
-            session_store: self.inner.store.sessions(),
+            // Sessions in the store (a durable one): any instance on it serves any session;
+            // with `sessions = "process"`, in this process only.
+            session_store: match settings.sessions {
+                crate::config::SessionsIn::Store => self.inner.store.sessions(),
+                crate::config::SessionsIn::Process => None,
+            },
             // A call whose instance died is taken over where its client resumes: reads are
             // reads, and a write is claimed once in the store (a re-run finds its approval).
             take_over_streams: true,

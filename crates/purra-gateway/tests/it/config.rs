@@ -866,6 +866,24 @@ fn finding_2_the_session_bounds_are_gateway_keys() {
     );
 }
 
+/// `[gateway] sessions`: in the store by default (any instance serves any session), or in the
+/// process (`"process"`: no store round trip per request, sticky routing in a fleet); any other
+/// value is a mistake at its line.
+#[test]
+fn the_sessions_live_in_the_store_or_in_the_process() {
+    use purra_gateway::SessionsIn;
+    let c = load_str("g.toml", "").expect("empty").config;
+    assert_eq!(c.gateway.sessions, SessionsIn::Store);
+    let text = "[gateway]\nsessions = \"process\"\n";
+    let c = load_str("g.toml", text).expect("valid").config;
+    assert_eq!(c.gateway.sessions, SessionsIn::Process);
+    assert_eq!(serde_only(text).expect("serde"), c);
+    assert_eq!(
+        errors("[gateway]\nsessions = \"disk\"\n"),
+        ["g.toml:2: gateway.sessions: expected \"store\" or \"process\", found \"disk\""]
+    );
+}
+
 /// `[policies]`: the files and the declared claims, read the same by the reader and by serde;
 /// each mistake at its line.
 #[test]
@@ -1432,7 +1450,7 @@ fn mistakes_only_a_custom_parser_finds_are_placed_each_at_its_key() {
             "g.toml:2: gateway.listen: expected \"stdio\" or an address such as \"127.0.0.1:8787\" or \"localhost:8787\", found \"999.0.0.1:80\"",
             "g.toml:3: gateway.approval_wait: the duration \"99999999999999999h\" is too long",
             "g.toml:4: gateway.lease: expected a duration such as \"30s\", found \"99999999999999999999s\"",
-            "g.toml:5: gateway.colour: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, on_catalog_change, principal, progress_interval, run_decided_without_caller, session_idle_timeout)",
+            "g.toml:5: gateway.colour: unknown key (expected one of: allowed_hosts, approval_request_ttl, approval_ttl, approval_wait, approvers_must_differ, apps, auth, credential_keys, db, drain_timeout, elicitation, lease, listen, max_calls_per_minute_per_caller, max_pending_per_caller, max_sessions, max_sessions_per_caller, name, on_catalog_change, principal, progress_interval, run_decided_without_caller, session_idle_timeout, sessions)",
         ]
     );
 }

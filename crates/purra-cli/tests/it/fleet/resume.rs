@@ -352,3 +352,49 @@ fn a_session_resumed_with_another_principal_s_token_is_refused() {
     assert_eq!(ping(2, &bob), unknown);
     assert_eq!((ping(2, &alice).0, ping(0, &alice).0), (200, 200));
 }
+
+/// The fleet's configuration with `sessions = "process"`.
+fn process_config(db: &str, port: u16, upstream: &str) -> String {
+    config_text(db, port, upstream).replacen(
+        "[gateway]\n",
+        "[gateway]\nsessions = \"process\"\n",
+        1,
+    )
+}
+
+/// `[gateway] sessions = "process"`: a session lives in the process that opened it (no store
+/// round trip per request; a fleet needs sticky routing): another instance of the same store
+/// answers it as unknown, while the one holding it serves it.
+#[test]
+fn sessions_kept_in_the_process_stay_with_their_instance() {
+    let fleet = Fleet::start_with("resume_process", true, process_config);
+    let at = |i: usize| format!("http://127.0.0.1:{}/mcp", fleet.instances[i].port);
+    let post = |i: usize, session: Option<&str>, body: &str| {
+        let mut h = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        if let Some(id) = session {
+            h.push(("mcp-session-id", id));
+            h.push(("mcp-protocol-version", "2025-11-25"));
+        }
+        crate::support::run::http("POST", &at(i), &h, body)
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let r = post(0, None, &init);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.header("mcp-session-id").expect("a session").to_owned();
+    let done = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(0, Some(&id), done).status, 202);
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    assert_eq!(post(1, Some(&id), ping).status, 404, "not in the store");
+    assert_eq!(post(2, Some(&id), ping).status, 404);
+    assert_eq!(
+        post(0, Some(&id), ping).status,
+        200,
+        "served where it lives"
+    );
+}
