@@ -165,14 +165,6 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn append_event(
-        &self,
-        event: StoredEvent,
-        bounds: EventLogBounds,
-    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
-        self.append_events(vec![event], bounds)
-    }
-
     fn append_events(
         &self,
         events: Vec<StoredEvent>,

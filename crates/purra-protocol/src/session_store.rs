@@ -155,28 +155,23 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Ends every session last seen before `before`, with its events; how many.
     fn expire_sessions(&self, before: SystemTime) -> BoxFuture<'_, Result<u64, SessionStoreError>>;
 
-    /// Keeps `event` in its session's log within `bounds`. An event of a session the store
-    /// does not keep is dropped.
-    fn append_event(
-        &self,
-        event: StoredEvent,
-        bounds: EventLogBounds,
-    ) -> BoxFuture<'_, Result<(), SessionStoreError>>;
-
-    /// Keeps `events`, oldest first, as [`SessionStore::append_event`] keeps each (what a
-    /// session's writer queued while the store was busy). A store implements it as one
-    /// transaction (and prunes each session's log once); the default appends one by one.
+    /// Keeps `events`, oldest first, each in its session's log within `bounds` (what a
+    /// session's writer queued while the store was busy); an event of a session the store does
+    /// not keep is dropped. A durable store writes them as one transaction and prunes each
+    /// session's log once.
     fn append_events(
         &self,
         events: Vec<StoredEvent>,
         bounds: EventLogBounds,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>>;
+
+    /// Keeps one `event`, as [`SessionStore::append_events`] keeps each.
+    fn append_event(
+        &self,
+        event: StoredEvent,
+        bounds: EventLogBounds,
     ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
-        Box::pin(async move {
-            for event in events {
-                self.append_event(event, bounds).await?;
-            }
-            Ok(())
-        })
+        self.append_events(vec![event], bounds)
     }
 
     /// The events of stream `stream` of session `session` after event `after`.
@@ -333,21 +328,23 @@ impl SessionStore for MemorySessionStore {
         })))
     }
 
-    fn append_event(
+    fn append_events(
         &self,
-        event: StoredEvent,
+        events: Vec<StoredEvent>,
         bounds: EventLogBounds,
     ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
         self.with(|m| {
-            if !m.sessions.contains_key(&event.session) {
-                return;
+            for event in events {
+                if !m.sessions.contains_key(&event.session) {
+                    continue;
+                }
+                let n = m.next;
+                m.next += 1;
+                let now = event.at;
+                let log = m.events.entry(event.session.clone()).or_default();
+                log.insert(n, event);
+                prune(log, bounds, now);
             }
-            let n = m.next;
-            m.next += 1;
-            let now = event.at;
-            let log = m.events.entry(event.session.clone()).or_default();
-            log.insert(n, event);
-            prune(log, bounds, now);
         });
         ready(Ok(()))
     }

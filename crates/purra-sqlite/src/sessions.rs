@@ -194,14 +194,6 @@ impl SessionStore for SqliteStore {
         Box::pin(async move { done.await.map_err(err) })
     }
 
-    fn append_event(
-        &self,
-        event: StoredEvent,
-        bounds: EventLogBounds,
-    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
-        self.append_events(vec![event], bounds)
-    }
-
     fn append_events(
         &self,
         events: Vec<StoredEvent>,

@@ -348,13 +348,6 @@ mod tests {
         ) -> BoxFuture<'_, Result<u64, SessionStoreError>> {
             self.inner.expire_sessions(before)
         }
-        fn append_event(
-            &self,
-            event: StoredEvent,
-            bounds: EventLogBounds,
-        ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
-            self.append_events(vec![event], bounds)
-        }
         fn append_events(
             &self,
             events: Vec<StoredEvent>,
