@@ -99,7 +99,29 @@ struct Instance {
 }
 
 impl Instance {
+    /// Starts the process and waits until it serves. A port freed by a killed instance can be
+    /// held for a moment by another socket (an outbound connection's local port is taken from
+    /// the same range): the process then refuses to start ("is in use") and is started again.
     fn start(&mut self) {
+        let start = Instant::now();
+        loop {
+            match self.try_start(start) {
+                Ok(()) => return,
+                Err(why) => {
+                    assert!(
+                        start.elapsed() < LIMIT,
+                        "{} did not start: {why}",
+                        self.name
+                    );
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            }
+        }
+    }
+
+    /// One start; `Err` with the line that said the address is in use, or a panic for any
+    /// other failure.
+    fn try_start(&mut self, start: Instant) -> Result<(), String> {
         let mut child = Command::new(purra_bin())
             .args(["gateway", "--config", &self.config.to_string_lossy()])
             .args(["--page", &format!("127.0.0.1:{}", self.page)])
@@ -114,12 +136,23 @@ impl Instance {
             eprintln!("[{name}] {line}");
             Some(line)
         });
-        let start = Instant::now();
         let mut token = None;
+        let mut in_use = None;
         loop {
-            let line = rx
-                .recv_timeout(LIMIT.saturating_sub(start.elapsed()))
-                .unwrap_or_else(|_| panic!("{} did not say where it serves", self.name));
+            let line = match rx.recv_timeout(LIMIT.saturating_sub(start.elapsed())) {
+                Ok(line) => line,
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    match in_use {
+                        Some(line) => return Err(line),
+                        None => panic!("{} did not say where it serves", self.name),
+                    }
+                }
+            };
+            if line.contains(" is in use (another process listens on it") {
+                in_use = Some(line.clone());
+            }
             if let Some(t) = line.strip_prefix("purra gateway: sign-in token for ada: ") {
                 token = Some(t.to_owned());
             }
@@ -131,6 +164,7 @@ impl Instance {
         self.cookie = None;
         self.child = Some(child);
         self.lines = Some(rx);
+        Ok(())
     }
 
     /// SIGKILL: no cleanup of any kind.
