@@ -1142,7 +1142,26 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
             res.paired("store/1", "store/floor1"),
             0.9,
         );
+        target(
+            s,
+            &format!(
+                "SQLite write cycles through the gateway, one at a time, ≥ 0.8 × (the SQLite floor's commits/s ÷ {} commits)",
+                gateway::COMMITS_PER_CYCLE
+            ),
+            // The floor's cycles are of three durable writes each: its commits/s is three times
+            // its cycles/s.
+            res.rounds.combine(&["gw/writes/sqlite/seq", "store/floor1"], |v| {
+                v[0] / (v[1] * 3.0 / gateway::COMMITS_PER_CYCLE)
+            }),
+            0.8,
+        );
     }
+    target(
+        s,
+        "a read through the gateway over stdio, 16 in flight, ≥ 0.5× the direct pair",
+        res.paired("gw/stdio/conc", &format!("{pp}/conc")),
+        0.5,
+    );
     for c in gateway::FRONT_CLIENTS {
         target(
             s,
