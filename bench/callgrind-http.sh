@@ -8,13 +8,14 @@
 #            SQLite store holding the HTTP sessions),
 #   forward  `http-forward`, the floor: purra's HTTP server handing each call to purra's HTTP
 #            client, sessions in memory, no adapter,
-# and the upstream alone is counted too (`upstream`), with the load client against it directly.
+# and the upstream alone is counted too (`upstream`), with the load client against it directly,
+# and the load client itself (`client`, against the upstream alone).
 # Needs valgrind and the release builds of `purra` and of purra-bench's programs.
-#   [PURRA_BIN=path] [TAG=name] bench/callgrind-http.sh FRONT|upstream [SESSIONS [LOW HIGH]]
+#   [PURRA_BIN=path] [TAG=name] bench/callgrind-http.sh FRONT|upstream|client [SESSIONS [LOW HIGH]]
 #   (default 16 sessions, 1000 and 3000 calls; the profiles are target/bench/callgrind/TAG.N)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-front=${1:?usage: bench/callgrind-http.sh gateway|forward|upstream [SESSIONS [LOW HIGH]]}
+front=${1:?usage: bench/callgrind-http.sh gateway|forward|upstream|client [SESSIONS [LOW HIGH]]}
 sessions=${2:-16}
 low=${3:-1000}
 high=${4:-3000}
@@ -36,7 +37,8 @@ total() { grep -m1 '^summary:\|^totals:' "$1" | awk '{print $2}'; }
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-cg() { valgrind --tool=callgrind --callgrind-out-file="$1" "${@:2}"; }
+# exec: `$!` of `cg ... &` is then valgrind itself, which the kill below reaches.
+cg() { exec valgrind --tool=callgrind --callgrind-out-file="$1" "${@:2}"; }
 for n in "$low" "$high"; do
     up=$(port)
     if [ "$front" = upstream ]; then
@@ -48,7 +50,7 @@ for n in "$low" "$high"; do
     upid=$!
     wait_port "$up"
     url="http://127.0.0.1:$up/mcp"
-    if [ "$front" != upstream ]; then
+    if [ "$front" != upstream ] && [ "$front" != client ]; then
         fp=$(port)
         case "$front" in
         gateway)
@@ -88,12 +90,19 @@ TOML
         wait_port "$fp"
         url="http://127.0.0.1:$fp/mcp"
     fi
+    if [ "$front" = client ]; then
+        valgrind --tool=callgrind --callgrind-out-file="$out/$tag.$n" "$rel/http-load" --url "$url" \
+            --clients "$sessions" --calls "$n" >/dev/null 2>"$out/$tag.$n.log"
+        kill "$upid"; wait "$upid" 2>/dev/null || true
+        continue
+    fi
     "$rel/http-load" --url "$url" --clients "$sessions" --calls "$n" >/dev/null
-    # callgrind writes its profile when the process ends: SIGINT, then wait for it.
+    # callgrind writes its profile when the process ends: SIGTERM (a background job of a script
+    # ignores SIGINT), then wait for it.
     if [ "$front" = upstream ]; then
-        kill -INT "$upid"; wait "$upid" || true
+        kill -TERM "$upid"; wait "$upid" || true
     else
-        kill -INT "$fpid"; wait "$fpid" || true
+        kill -TERM "$fpid"; wait "$fpid" || true
         kill "$upid"; wait "$upid" 2>/dev/null || true
     fi
 done
