@@ -435,7 +435,12 @@ pub(super) async fn http_upstream(env: &Env, res: &mut Results, calls: usize) {
             let n = upstream_calls_for(which, calls, clients);
             let fresh;
             let front = if which == "contextforge" {
-                forge.get_or_insert(upstream_front(env, which, &url).await)
+                // Started at its first row only: a second start would wipe the running one's
+                // state directory (its SQLite database) under it.
+                if forge.is_none() {
+                    forge = Some(upstream_front(env, which, &url).await);
+                }
+                forge.as_ref().expect("started")
             } else {
                 fresh = upstream_front(env, which, &url).await;
                 &fresh

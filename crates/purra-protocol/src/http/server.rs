@@ -150,9 +150,11 @@ pub struct HttpServerConfig {
     /// level or subscriptions change; a request for a session this process does not hold loads
     /// it from the store and resumes it here, for the principal that created it only (another
     /// gets 404, as for an unknown id); `DELETE` ends it in the store, so everywhere; idle
-    /// expiry counts from the last use anywhere; and every SSE event is also kept in the
-    /// store's bounded log ([`event_log`](Self::event_log)), so a client resumes a stream with
-    /// `Last-Event-ID` at any process. See [`crate::session_store`].
+    /// expiry counts from the last use anywhere; and every SSE event a client could resume is
+    /// also kept in the store's bounded log ([`event_log`](Self::event_log)), so a client
+    /// resumes a stream with `Last-Event-ID` at any process (a stream's first event that is
+    /// also its last, with no priming event before it, is not: the client has no id to resume
+    /// it with). See [`crate::session_store`].
     pub session_store: Option<Arc<dyn SessionStore>>,
     /// The bounds of each session's event log in the [`session_store`](Self::session_store)
     /// (default 256 events, 1 MiB, 5 minutes).
@@ -1231,7 +1233,9 @@ impl HttpSession {
                         self.keep_leased(link, wire);
                     }
                 }
-                link.event(wire, seq, &data);
+                if !(out.completes && seq == 1 && self.answer_only(stream, out.related.as_ref())) {
+                    link.event(wire, seq, &data);
+                }
             }
             data
         };
@@ -1251,6 +1255,22 @@ impl HttpSession {
             }
             self.finish_request(streams, target, out.related.as_ref());
         }
+    }
+
+    /// Whether the stream's first event, the answer to `request`, is also its last and the
+    /// client holds no id of it before (no priming event: the session's revision is known and is
+    /// not 2025-11-25). Such an event is not kept in the session store: a client that lost it
+    /// has no `Last-Event-ID` of the stream to resume it with anywhere, so the store write
+    /// would only cost (one per call answered at once). This process still keeps it for replay.
+    fn answer_only(&self, stream: &Stream, request: Option<&RequestId>) -> bool {
+        let last = match (&stream.pending, request) {
+            (Pending::One(r), Some(q)) => r == q,
+            _ => false,
+        };
+        last && self
+            .session
+            .protocol_version()
+            .is_some_and(|v| !primes(Some(v.as_str())))
     }
 
     /// Takes `request` off stream `target`; a POST stream whose requests are all done ends
@@ -1784,9 +1804,14 @@ fn sse_headers(h: &mut HeaderMap, session_id: Option<&str>) {
     }
 }
 
+/// Whether a POST stream of revision `protocol` opens with a priming event (an id and a retry
+/// hint, empty data): a 2025-11-25 feature.
+fn primes(protocol: Option<&str>) -> bool {
+    protocol == Some(ProtocolVersion::V2025_11_25.as_str())
+}
+
 fn priming_event(stream: u64, seq: u64, retry_ms: u64, protocol: Option<&str>) -> Option<Bytes> {
-    // The priming event (an id and a retry hint, empty data) is a 2025-11-25 feature.
-    (protocol == Some(ProtocolVersion::V2025_11_25.as_str())).then(|| {
+    primes(protocol).then(|| {
         encode_event(
             &event_id(stream, seq.saturating_sub(1)),
             Some(retry_ms),

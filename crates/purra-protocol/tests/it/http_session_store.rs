@@ -70,6 +70,19 @@ async fn send(
     last_event: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, axum::response::Response) {
+    send_at(http, user, method, session, last_event, body, V).await
+}
+
+/// [`send`] with `version` as the request's `MCP-Protocol-Version`.
+async fn send_at(
+    http: &StreamableHttpServer,
+    user: &str,
+    method: &str,
+    session: Option<&str>,
+    last_event: Option<&str>,
+    body: &str,
+    version: &str,
+) -> (u16, Option<String>, axum::response::Response) {
     use tower::ServiceExt;
     let accept = if method == "GET" {
         "text/event-stream"
@@ -85,7 +98,7 @@ async fn send(
     if let Some(id) = session {
         req = req
             .header("mcp-session-id", id)
-            .header("mcp-protocol-version", V);
+            .header("mcp-protocol-version", version);
     }
     if let Some(last) = last_event {
         req = req.header("last-event-id", last);
@@ -313,6 +326,61 @@ async fn a_stream_forgotten_here_is_replayed_from_the_store() {
     assert_eq!(code, 200, "resumed from the store");
     let replay = text(resp).await;
     assert!(replay.contains(r#""text":"answered""#), "{replay}");
+}
+
+/// A call answered at once, on a stream that opened with no priming event (2025-06-18), writes
+/// no event to the store: its client holds no id of that stream to resume it with anywhere. At
+/// 2025-11-25 the stream opens with a priming id, and the same answer is kept in the store's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_with_no_event_id_before_it_is_not_kept_in_the_store() {
+    let store = Arc::new(MemorySessionStore::new());
+    let shared: Arc<dyn SessionStore> = store.clone();
+    let (_server, a) = instance(&shared);
+    for (version, kept) in [("2025-06-18", false), ("2025-11-25", true)] {
+        let init = INIT.replace("2025-11-25", version);
+        let (code, id, resp) = send_at(&a, "alice", "POST", None, None, &init, version).await;
+        assert_eq!(code, 200);
+        text(resp).await;
+        let id = id.expect("a session id");
+        let (code, _, resp) = send_at(
+            &a,
+            "alice",
+            "POST",
+            Some(&id),
+            None,
+            &call(2, "who"),
+            version,
+        )
+        .await;
+        assert_eq!(code, 200);
+        let body = text(resp).await;
+        assert!(body.contains(&format!("{version} raw")), "{body}");
+        let ids: Vec<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .collect();
+        assert_eq!(ids.len(), if kept { 2 } else { 1 }, "{body}");
+        let (stream, seq) = ids[ids.len() - 1]
+            .strip_prefix('s')
+            .and_then(|r| r.split_once('e'))
+            .map(|(s, e)| (s.parse::<u64>().unwrap(), e.parse::<u64>().unwrap()))
+            .expect("an event id");
+        // The session's writes go in order off the request path: wait until they settle.
+        let mut found = Vec::new();
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let replay = store.events_after(id.clone(), stream, 0).await.unwrap();
+            found = replay.events.iter().map(|e| e.seq).collect();
+            if !found.is_empty() {
+                break;
+            }
+        }
+        let want = if kept { vec![seq] } else { Vec::new() };
+        assert_eq!(
+            found, want,
+            "{version}: the answer's event in the store's log"
+        );
+    }
 }
 
 /// A call's progress survives the move while the process running it lives: the client loses the
