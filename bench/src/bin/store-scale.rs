@@ -9,7 +9,7 @@
 //!
 //! Timed on each store, one operation at a time, `--samples` times each:
 //! - `list`: what `purra approvals list` reads: one page of 50, the newest first, and how many
-//!   are older;
+//!   are older (counted up to 1 001, as the command counts them);
 //! - `pending`, `history`, `history_fragment`: the approver page's views, `GET` over HTTP from a
 //!   page served in this process on the store, signed in;
 //! - `claim`: a new write's claim (`check_and_claim` of an approved approval, a durable commit).
@@ -23,7 +23,7 @@
 //! resident memory growth per waiting call and its store's bytes per waiting call.
 //!
 //! Usage: `store-scale --dir DIR [--receipts N] [--pending N] [--samples N] [--postgres URL]
-//! [--reuse] [--waiting N --purra PURRA --server SERVER]` (or `PURRA_BENCH_POSTGRES=URL`). With `--reuse` the stores are kept and used again
+//! [--reuse] [--postgres-only] [--waiting N --purra PURRA --server SERVER]` (or `PURRA_BENCH_POSTGRES=URL`). With `--reuse` the stores are kept and used again
 //! by the next run that asks for the same numbers (the suite fills once per run, not per round;
 //! each run's claims add a few hundred completed cycles). Prints a table and, last, one JSON line.
 
@@ -61,6 +61,8 @@ struct Args {
     postgres: Option<String>,
     /// Keep the filled stores between runs and use them again when they hold what was asked.
     reuse: bool,
+    /// Only PostgreSQL (`--postgres-only`): the SQLite rows are skipped.
+    postgres_only: bool,
     /// How many write calls a gateway holds waiting (`--waiting`; 0: not measured).
     waiting: usize,
     /// The `purra` program (for `--waiting`).
@@ -79,6 +81,7 @@ fn args() -> Result<Args, String> {
             .ok()
             .filter(|s| !s.is_empty()),
         reuse: false,
+        postgres_only: false,
         waiting: 0,
         purra: None,
         server: None,
@@ -93,6 +96,7 @@ fn args() -> Result<Args, String> {
             "--samples" => a.samples = value()?.parse().map_err(|e| format!("{e}"))?,
             "--postgres" => a.postgres = Some(value()?),
             "--reuse" => a.reuse = true,
+            "--postgres-only" => a.postgres_only = true,
             "--waiting" => a.waiting = value()?.parse().map_err(|e| format!("{e}"))?,
             "--purra" => a.purra = Some(value()?),
             "--server" => a.server = Some(value()?),
@@ -289,7 +293,7 @@ fn rss() -> u64 {
 }
 
 /// Times every operation on `store`, `samples` times each: (operation, p50 µs, p99 µs).
-async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Vec<(String, f64, f64)>, String> {
+async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Timings, String> {
     let mut out = Vec::new();
     // `purra approvals list`: the page of 50 and the count of the older ones.
     let mut t = Vec::with_capacity(samples);
@@ -302,7 +306,7 @@ async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Vec<(String, f
             .map_err(|e| e.to_string())?;
         if let Some(next) = &page.next {
             store
-                .count_approvals(query.continued(next.clone()))
+                .count_approvals_up_to(query.continued(next.clone()), purra_core::COUNTED_UP_TO + 1)
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -388,10 +392,13 @@ async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Vec<(String, f
     Ok(out)
 }
 
+/// Each operation's p50 and p99 (µs) on one store.
+type Timings = Vec<(String, f64, f64)>;
+
 /// One store's measurements: per size (`empty`, `page`, `filled`), each operation's p50/p99.
 struct Measured {
     backend: &'static str,
-    sizes: Vec<(&'static str, Vec<(String, f64, f64)>)>,
+    sizes: Vec<(&'static str, Timings)>,
     fill_seconds: f64,
     bytes_per_pending: Option<f64>,
     rss_per_pending: Option<f64>,
@@ -531,7 +538,8 @@ async fn postgres(a: &Args, url: &str) -> Result<Measured, String> {
             .await
             .map_err(|e| e.to_string())?
             .get::<_, bool>(0);
-        let mut kept = false;
+        // With `--reuse`, a schema filled in part (an earlier run stopped) is topped up.
+        let (mut have_receipts, mut have_pending) = (0usize, 0usize);
         if held && a.reuse {
             let row = client
                 .query_one(
@@ -545,9 +553,12 @@ async fn postgres(a: &Args, url: &str) -> Result<Measured, String> {
                 .await
                 .map_err(|e| e.to_string())?;
             let (p, d): (i64, i64) = (row.get(0), row.get(1));
-            kept = p == pending as i64 && d >= receipts as i64;
+            have_pending = usize::try_from(p).unwrap_or(0);
+            have_receipts = usize::try_from(d).unwrap_or(0);
         }
+        let kept = held && a.reuse && have_pending <= pending;
         if !kept {
+            (have_receipts, have_pending) = (0, 0);
             client
                 .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
                 .await
@@ -559,16 +570,17 @@ async fn postgres(a: &Args, url: &str) -> Result<Measured, String> {
         )
         .await
         .map_err(|e| e.to_string())?;
-        if !kept {
+        if have_receipts < receipts || have_pending < pending {
             let start = Instant::now();
-            fill(&store, receipts, 0, 64).await?;
+            fill(&store, receipts.saturating_sub(have_receipts), 0, 64).await?;
             let before = schema_bytes(&client, &schema).await?;
-            fill(&store, 0, pending, 64).await?;
+            fill(&store, 0, pending - have_pending, 64).await?;
             if name == "filled" {
                 m.fill_seconds = start.elapsed().as_secs_f64();
-                if pending > 0 {
+                if pending > have_pending {
                     let after = schema_bytes(&client, &schema).await?;
-                    m.bytes_per_pending = Some((after - before) as f64 / pending as f64);
+                    m.bytes_per_pending =
+                        Some((after - before) as f64 / (pending - have_pending) as f64);
                 }
             }
         }
@@ -798,11 +810,13 @@ async fn main() {
         a.receipts, a.pending, a.samples
     );
     let mut all = Vec::new();
-    match sqlite(&a).await {
-        Ok(m) => all.push(report(&m)),
-        Err(e) => {
-            eprintln!("store-scale: sqlite: {e}");
-            std::process::exit(1);
+    if !a.postgres_only {
+        match sqlite(&a).await {
+            Ok(m) => all.push(report(&m)),
+            Err(e) => {
+                eprintln!("store-scale: sqlite: {e}");
+                std::process::exit(1);
+            }
         }
     }
     if let Some(url) = &a.postgres {
