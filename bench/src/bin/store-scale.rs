@@ -20,7 +20,8 @@
 //!
 //! With `--waiting N --purra PURRA --server SERVER`: a `purra gateway` over stdio (one write bound
 //! to the server's `echo`, decided only by an operator) holding N write calls waiting; its
-//! resident memory growth per waiting call and its store's bytes per waiting call.
+//! resident memory growth per waiting call and its store's bytes per waiting call (N at most 63:
+//! one stdio session runs 64 requests at once).
 //!
 //! Usage: `store-scale --dir DIR [--receipts N] [--pending N] [--samples N] [--postgres URL]
 //! [--reuse] [--postgres-only] [--waiting N --purra PURRA --server SERVER]` (or `PURRA_BENCH_POSTGRES=URL`). With `--reuse` the stores are kept and used again
@@ -414,12 +415,19 @@ fn sizes(a: &Args) -> [(&'static str, usize, usize); 3] {
     ]
 }
 
+/// The bytes the SQLite file at `path` uses: its pages in use once the write-ahead log is
+/// checkpointed into it (free pages not counted).
 fn sqlite_files(path: &Path) -> u64 {
-    ["", "-wal"]
-        .iter()
-        .filter_map(|s| std::fs::metadata(format!("{}{s}", path.display())).ok())
-        .map(|m| m.len())
-        .sum()
+    let used = |c: &rusqlite::Connection| -> rusqlite::Result<u64> {
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let free: i64 = c.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+        let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        Ok(u64::try_from((pages - free) * size).unwrap_or(0))
+    };
+    rusqlite::Connection::open(path)
+        .and_then(|c| used(&c))
+        .unwrap_or(0)
 }
 
 async fn sqlite(a: &Args) -> Result<Measured, String> {
@@ -676,8 +684,8 @@ db = {db:?}
 listen = "stdio"
 approval_wait = "600s"
 progress_interval = "600s"
-max_pending_per_caller = 100000
-max_calls_per_minute_per_caller = 1000000
+max_pending_per_caller = 1000
+max_calls_per_minute_per_caller = 60000
 
 [upstreams.bench]
 command = [{server:?}]
@@ -743,7 +751,16 @@ async fn waiting(a: &Args, purra: &str, server: &str) -> Result<Value, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let db = dir.join("gateway.db");
     let file = dir.join("gateway.toml");
-    std::fs::write(&file, waiting_config(server, &db.display().to_string()))
+    // One stdio session runs at most 64 requests at once: the first call and N more.
+    if a.waiting > 63 {
+        return Err(
+            "--waiting holds at most 63 calls (a stdio session runs 64 requests at once)".into(),
+        );
+    }
+    // The gateway resolves a relative command against its configuration's directory.
+    let server = std::fs::canonicalize(server).map_err(|e| format!("{server}: {e}"))?;
+    let server = server.display().to_string();
+    std::fs::write(&file, waiting_config(&server, &db.display().to_string()))
         .map_err(|e| e.to_string())?;
     let mut options = ClientOptions::default().request_timeout(std::time::Duration::from_secs(600));
     options.client_info = purra_protocol::types::Implementation::new("store-scale", "1");

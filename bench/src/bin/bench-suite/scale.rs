@@ -49,7 +49,7 @@ pub(super) async fn round(env: &Env, res: &mut Results, quick: bool, postgres: O
     }
     cmd.extend([
         "--waiting".into(),
-        if quick { "50" } else { "500" }.into(),
+        "60".into(),
         "--purra".into(),
         env.bin("purra"),
         "--server".into(),
@@ -182,7 +182,7 @@ fn waiting_line(res: &Results, s: &mut String) {
     };
     let _ = writeln!(
         s,
-        "A `purra gateway` (SQLite) holding 500 write calls over stdio waiting for an operator's \
+        "A `purra gateway` (SQLite) holding 60 write calls over one stdio session (it runs 64 at once) waiting for an operator's \
          decision grows by {} resident per waiting call, its store by {} per waiting call (the \
          approval with the call's saved run).\n",
         b("scale/gateway/rss-per-waiting-call"),
