@@ -24,9 +24,11 @@
 //! one stdio session runs 64 requests at once).
 //!
 //! Usage: `store-scale --dir DIR [--receipts N] [--pending N] [--samples N] [--postgres URL]
-//! [--reuse] [--postgres-only] [--waiting N --purra PURRA --server SERVER]` (or `PURRA_BENCH_POSTGRES=URL`). With `--reuse` the stores are kept and used again
-//! by the next run that asks for the same numbers (the suite fills once per run, not per round;
-//! each run's claims add a few hundred completed cycles). Prints a table and, last, one JSON line.
+//! [--reuse] [--postgres-only] [--waiting N --purra PURRA --server SERVER]` (or
+//! `PURRA_BENCH_POSTGRES=URL`). With `--reuse` the filled store is kept and used again by the next
+//! run that asks for the same numbers (the suite fills once per run, not per round; each run's
+//! claims add a few hundred completed cycles to it; a PostgreSQL schema filled in part is topped
+//! up). Prints a table and, last, one JSON line.
 
 #![allow(clippy::print_stdout)] // a benchmark program: stdout is its result
 
@@ -442,11 +444,14 @@ async fn sqlite(a: &Args) -> Result<Measured, String> {
     for (name, receipts, pending) in sizes(a) {
         let path = a.dir.join(format!("scale-{name}.db"));
         let marker = a.dir.join(format!("scale-{name}.filled"));
+        // Only the filled store is kept: the claims timed on a store add to it, and the empty
+        // one and the page's worth are quick to make again.
+        let reuse = a.reuse && name == "filled";
         let wanted = json!({"receipts": receipts, "pending": pending});
         let kept = std::fs::read_to_string(&marker)
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .filter(|k| a.reuse && k["asked"] == wanted && path.exists());
+            .filter(|k| reuse && k["asked"] == wanted && path.exists());
         if kept.is_none() {
             let _ = std::fs::remove_file(&marker);
             for suffix in ["", "-wal", "-shm"] {
@@ -465,7 +470,7 @@ async fn sqlite(a: &Args) -> Result<Measured, String> {
             m.fill_seconds = start.elapsed().as_secs_f64();
             m.bytes_per_pending = (pending > 0)
                 .then(|| (sqlite_files(&path).saturating_sub(before)) as f64 / pending as f64);
-            if a.reuse {
+            if reuse {
                 let done = json!({
                     "asked": wanted,
                     "fill_s": m.fill_seconds,
@@ -532,7 +537,8 @@ async fn postgres(a: &Args, url: &str) -> Result<Measured, String> {
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
-        let schema = if a.reuse {
+        let reuse = a.reuse && name == "filled";
+        let schema = if reuse {
             format!("purra_store_scale_{name}")
         } else {
             format!("scale_{name}_{}", std::process::id())
@@ -546,9 +552,10 @@ async fn postgres(a: &Args, url: &str) -> Result<Measured, String> {
             .await
             .map_err(|e| e.to_string())?
             .get::<_, bool>(0);
-        // With `--reuse`, a schema filled in part (an earlier run stopped) is topped up.
+        // With `--reuse`, a schema filled in part (an earlier run stopped) is topped up; one
+        // holding more than asked is used as it is.
         let (mut have_receipts, mut have_pending) = (0usize, 0usize);
-        if held && a.reuse {
+        if held && reuse {
             let row = client
                 .query_one(
                     &format!(
@@ -564,7 +571,7 @@ async fn postgres(a: &Args, url: &str) -> Result<Measured, String> {
             have_pending = usize::try_from(p).unwrap_or(0);
             have_receipts = usize::try_from(d).unwrap_or(0);
         }
-        let kept = held && a.reuse && have_pending <= pending;
+        let kept = held && reuse;
         if !kept {
             (have_receipts, have_pending) = (0, 0);
             client
@@ -594,7 +601,7 @@ async fn postgres(a: &Args, url: &str) -> Result<Measured, String> {
         }
         m.sizes.push((name, time_all(&store, a.samples).await?));
         drop(store);
-        if !a.reuse {
+        if !reuse {
             client
                 .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
                 .await
