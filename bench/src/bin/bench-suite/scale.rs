@@ -138,8 +138,8 @@ pub(super) fn report(res: &Results, s: &mut String) {
          (filled once per run). The page's views are `GET`s over HTTP from a page served in \
          process, signed in. Ratios of p99s, paired round by round.\n"
     );
-    if res.failed("scale") {
-        let _ = writeln!(s, "FAILED: {}\n", res.failures["scale"]);
+    for (key, why) in res.failures.iter().filter(|(k, _)| k.starts_with("scale")) {
+        let _ = writeln!(s, "FAILED {key}: {why}\n");
     }
     waiting_line(res, s);
     for backend in backends {
