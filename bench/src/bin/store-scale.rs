@@ -791,19 +791,32 @@ async fn waiting(a: &Args, purra: &str, server: &str) -> Result<Value, String> {
     };
     let mut calls = vec![call(0)];
     until_pending(&db, 1).await?;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
     let gateway_rss = || purra_bench::rss_of(pid).map_or(0, |(rss, _)| rss);
-    let (rss_before, file_before) = (gateway_rss(), sqlite_files(&db));
+    // Its threads (tokio's workers and the blocking pool's store calls).
+    let threads = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().to_owned()))
+            })
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let (rss_before, file_before, threads_before) = (gateway_rss(), sqlite_files(&db), threads());
     let n = a.waiting;
     calls.extend((1..=n).map(call));
     until_pending(&db, n as u64 + 1).await?;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let (rss_after, file_after) = (gateway_rss(), sqlite_files(&db));
+    // Past the blocking pool's keep-alive (10 s): the threads the burst of prepares started are
+    // gone unless a waiting call holds one.
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    let (rss_after, file_after, threads_after) = (gateway_rss(), sqlite_files(&db), threads());
     let per_call = rss_after.saturating_sub(rss_before) as f64 / n as f64;
     let per_row = file_after.saturating_sub(file_before) as f64 / n as f64;
     println!(
         "gateway holding {n} waiting write calls: resident {} → {} KiB, {per_call:.0} B per waiting \
-         call; its store {per_row:.0} B per waiting call",
+         call; its store {per_row:.0} B per waiting call; threads {threads_before} → {threads_after}",
         rss_before / 1024,
         rss_after / 1024
     );
@@ -817,6 +830,8 @@ async fn waiting(a: &Args, purra: &str, server: &str) -> Result<Value, String> {
         "gateway_rss_after": rss_after,
         "rss_per_waiting_call": per_call,
         "store_bytes_per_waiting_call": per_row,
+        "threads_before": threads_before,
+        "threads_after": threads_after,
     }))
 }
 
