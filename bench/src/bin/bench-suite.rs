@@ -8,7 +8,8 @@
 //! stdio and HTTP beside the direct server and the proxies `supergateway` and `mcp-proxy`, write
 //! cycles on SQLite and PostgreSQL, 1 to 3 instances behind HAProxy: `bench-suite/gateway.rs`),
 //! memory (idle resident size, bytes per HTTP session and per WebSocket connection), the large
-//! catalog through the adapter, and the durable store. The gateway's PostgreSQL rows use the
+//! catalog through the adapter, the durable store, and the store at scale (`store-scale` on a
+//! store filled once per run: `bench-suite/scale.rs`). The gateway's PostgreSQL rows use the
 //! server `PURRA_BENCH_POSTGRES` names (`bench/run.sh` starts one). The medians of the rounds,
 //! the ratios (paired round by round: `purra_bench::rounds`) and SVG charts go into BENCHMARKS.md
 //! (between the `suite` markers) and `bench/charts/`; the raw rounds into
@@ -24,6 +25,8 @@
 
 #[path = "bench-suite/gateway.rs"]
 mod gateway;
+#[path = "bench-suite/scale.rs"]
+mod scale;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -762,6 +765,7 @@ async fn main() {
         ws_bytes(&env, &mut res).await;
         catalog_round(&env, &mut res, &mut notes).await;
         store_round(&env, &mut res, o.store_seconds).await;
+        scale::round(&env, &mut res, o.quick, postgres.as_deref()).await;
     }
     let run = RunInfo {
         machine: machine(&env),
@@ -1043,6 +1047,8 @@ fn report(res: &Results, run: &RunInfo, notes: &BTreeMap<String, String>) -> Str
         );
     }
 
+    scale::report(res, &mut s);
+
     gateway::report(res, &mut s, run.calls, run.http_calls);
     targets(res, &mut s, false);
     s
@@ -1197,6 +1203,9 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
             None => "FAILED",
         }
     );
+    if !gateway_only {
+        scale::targets(res, s);
+    }
 
     if gateway_only {
         return;

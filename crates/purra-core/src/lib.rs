@@ -96,9 +96,10 @@ pub use model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolMessage,
 };
 pub use operator::{
-    check_reconciliation, request_principal, ApprovalPage, ApprovalQuery, ApprovalStatus,
-    ApprovalView, AuditEntry, ClaimView, OnApprove, OperatorStore, Reconciliation, EFFECT_LABEL,
-    INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL, SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
+    check_reconciliation, counted_text, request_principal, ApprovalPage, ApprovalQuery,
+    ApprovalStatus, ApprovalView, AuditEntry, ClaimView, OnApprove, OperatorStore, Reconciliation,
+    COUNTED_UP_TO, EFFECT_LABEL, INTERRUPTED, MAX_PAGE, PRINCIPAL_LABEL,
+    SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
 };
 pub use pins::{
     CatalogChange, CatalogChangeKind, CatalogChangeState, CatalogDecision, CatalogPins, SeenChange,

@@ -29,6 +29,21 @@ pub const INTERRUPTED: &str = "interrupted";
 /// The most rows one listing returns.
 pub const MAX_PAGE: u32 = 1000;
 
+/// How far a listing counts what follows its page: past this many it shows `1000+` (see
+/// [`counted_text`]) instead of reading every row to count them
+/// ([`OperatorStore::count_approvals_up_to`] with one more than this).
+pub const COUNTED_UP_TO: u64 = 1000;
+
+/// A count taken up to [`COUNTED_UP_TO`] + 1, as a listing shows it: the number, or `1000+`
+/// when it went past [`COUNTED_UP_TO`].
+pub fn counted_text(n: u64) -> String {
+    if n > COUNTED_UP_TO {
+        format!("{COUNTED_UP_TO}+")
+    } else {
+        n.to_string()
+    }
+}
+
 /// An approval's state in one word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -462,6 +477,17 @@ pub trait OperatorStore: ApprovalGateway + IdempotencyStore + RunStore {
     /// state, a run, or a principal's open approvals; the history and the whole store are counted
     /// by reading their rows, so listings page them with [`ApprovalPage::next`] instead.
     fn count_approvals(&self, query: ApprovalQuery) -> BoxFuture<'_, Result<u64, StoreError>>;
+    /// How many approvals `query` selects past its cursors, counting no further than `up_to`: the
+    /// count when it is at most `up_to`, else `up_to`. A store reads at most `up_to` of them
+    /// through the query's index (so a listing's "how many more" costs the same with 100 000
+    /// approvals as with 1 000). The default counts them all ([`OperatorStore::count_approvals`]).
+    fn count_approvals_up_to(
+        &self,
+        query: ApprovalQuery,
+        up_to: u64,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { Ok(self.count_approvals(query).await?.min(up_to)) })
+    }
     /// Prepares `request` as [`ApprovalGateway::prepare`] does, unless the principal it names
     /// ([`PRINCIPAL_LABEL`]) already has `limit` approvals open at `now` (pending, their request
     /// accepting a decision then): then nothing is written and the answer is `Ok(None)`. The count

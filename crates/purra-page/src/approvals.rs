@@ -53,7 +53,7 @@ fn page_size(n: usize) -> u32 {
 
 /// One page of `view` before `before`: the newest first, one page at a time (never the whole
 /// store). Pending approvals with how many there are in all and how many follow (counted through
-/// the store's index of pending approvals); decided ones with their trails and whether older ones
+/// the store's index of pending approvals, up to one past `COUNTED_UP_TO`: `1000+` beyond); decided ones with their trails and whether older ones
 /// follow (one approval read past the page).
 async fn listing(
     page: &Inner,
@@ -105,13 +105,22 @@ async fn listing(
     let (more, total) = match view {
         View::History | View::Effects | View::Grants => (None, None),
         View::Pending => {
+            // Counted through the index up to one past COUNTED_UP_TO (shown as `1000+`).
+            let up_to = purra_core::COUNTED_UP_TO + 1;
             let more = match &read.next {
-                Some(next) => store.count_approvals(query.continued(next.clone())).await?,
+                Some(next) => {
+                    store
+                        .count_approvals_up_to(query.continued(next.clone()), up_to)
+                        .await?
+                }
                 None => 0,
             };
             let total = if paged {
                 store
-                    .count_approvals(ApprovalQuery::all().status(ApprovalStatus::Pending))
+                    .count_approvals_up_to(
+                        ApprovalQuery::all().status(ApprovalStatus::Pending),
+                        up_to,
+                    )
                     .await?
             } else {
                 items.len() as u64 + more

@@ -229,7 +229,8 @@ pub fn list(view: View, listing: &Listing, csrf: &str, now: SystemTime) -> Strin
             let total = listing.total.unwrap_or(items.len() as u64);
             let _ = write!(
                 out,
-                "<h2>Pending approvals <span id=\"count\">{total}</span></h2>"
+                "<h2>Pending approvals <span id=\"count\">{}</span></h2>",
+                purra_core::counted_text(total)
             );
             paging_back(&mut out, listing, "/", "Newest pending approvals");
             if items.is_empty() {
@@ -247,7 +248,7 @@ pub fn list(view: View, listing: &Listing, csrf: &str, now: SystemTime) -> Strin
                     out,
                     "<p class=\"more\" id=\"more\"><span id=\"more-count\">{}</span> more pending, \
                      older than these: <a href=\"/?before={id}\" id=\"more-link\">show them</a></p>",
-                    listing.more.unwrap_or(0),
+                    purra_core::counted_text(listing.more.unwrap_or(0)),
                     id = esc(&next.0)
                 );
             }
@@ -352,9 +353,10 @@ fn paging_back(out: &mut String, listing: &Listing, to: &str, what: &str) {
 pub struct Listing {
     /// The approvals shown, the newest first.
     pub items: Vec<Item>,
-    /// How many approvals the list holds in all (the pending list).
+    /// How many approvals the list holds in all (the pending list), counted up to one past
+    /// [`purra_core::COUNTED_UP_TO`] (shown as `1000+` past it).
     pub total: Option<u64>,
-    /// How many older ones follow this page (the pending list).
+    /// How many older ones follow this page (the pending list), counted as `total` is.
     pub more: Option<u64>,
     /// When older ones follow, the last shown: the next page is `?before=` it.
     pub next: Option<purra_core::ApprovalId>,

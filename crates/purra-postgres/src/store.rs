@@ -1211,6 +1211,24 @@ async fn count_views<C: GenericClient>(c: &C, filter: &ViewFilter) -> Result<u64
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
+/// How many approvals `filter` selects, counting no further than `up_to` (its order and limit
+/// aside): a read of at most `up_to` rows of its index.
+async fn count_views_up_to<C: GenericClient>(
+    c: &C,
+    filter: &ViewFilter,
+    up_to: u64,
+) -> Result<u64, Error> {
+    let (conditions, mut params) = filter.conditions();
+    params.push(Box::new(i64::try_from(up_to).unwrap_or(i64::MAX)));
+    let sql = format!(
+        "SELECT count(*) FROM (SELECT 1 FROM approvals a WHERE {conditions} LIMIT ${}) counted",
+        params.len()
+    );
+    let rows = query(c, &sql, &borrowed(&params)).await?;
+    let n: i64 = rows.first().map_or(0, |r| r.get(0));
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 fn view_of(row: &Row) -> Result<ApprovalView, Error> {
     let seq: i64 = row.get(0);
     let intent: ApprovalIntent = serde_json::from_str(row.get::<_, &str>(1)).map_err(json_error)?;
@@ -1835,6 +1853,21 @@ impl OperatorStore for PostgresStore {
             self.read(move |c| {
                 let filter = Arc::clone(&filter);
                 async move { count_views(&c, &filter).await }
+            })
+            .await
+        })
+    }
+
+    fn count_approvals_up_to(
+        &self,
+        query: ApprovalQuery,
+        up_to: u64,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let filter = Arc::new(ViewFilter::of(&query)?);
+            self.read(move |c| {
+                let filter = Arc::clone(&filter);
+                async move { count_views_up_to(&c, &filter, up_to).await }
             })
             .await
         })

@@ -653,6 +653,26 @@ fn count_views(conn: &Connection, filter: &ViewFilter) -> Result<u64, StoreError
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
+/// How many approvals `filter` selects, counting no further than `up_to` (its order and limit
+/// aside): a read of at most `up_to` rows of its index.
+fn count_views_up_to(
+    conn: &Connection,
+    filter: &ViewFilter,
+    up_to: u64,
+) -> Result<u64, StoreError> {
+    let (conditions, mut params) = filter.conditions();
+    let sql =
+        format!("SELECT count(*) FROM (SELECT 1 FROM approvals a WHERE {conditions} LIMIT ?)");
+    params.push(rusqlite::types::Value::Integer(
+        i64::try_from(up_to).unwrap_or(i64::MAX),
+    ));
+    let n: i64 = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| stmt.query_row(rusqlite::params_from_iter(params), |r| r.get(0)))
+        .map_err(backend)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// How many approvals `principal` has open at `now` (ns), counting no further than `up_to`: a
 /// seek in `approvals_open_by_principal` that reads at most `up_to` entries.
 const OPEN_OF_PRINCIPAL: &str = "SELECT count(*) FROM (SELECT 1 FROM approvals
@@ -1464,6 +1484,14 @@ impl OperatorStore for SqliteStore {
 
     fn count_approvals(&self, query: ApprovalQuery) -> BoxFuture<'_, Result<u64, StoreError>> {
         self.run(move |conn, _| count_views(conn, &ViewFilter::of(&query)?))
+    }
+
+    fn count_approvals_up_to(
+        &self,
+        query: ApprovalQuery,
+        up_to: u64,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.run(move |conn, _| count_views_up_to(conn, &ViewFilter::of(&query)?, up_to))
     }
 
     fn prepare_within(

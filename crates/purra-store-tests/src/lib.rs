@@ -113,6 +113,7 @@ macro_rules! contract_tests {
             operator::subscribers_hear_of_every_change_of_this_store,
             operator::a_decision_made_through_another_store_instance_wakes_a_waiter,
             operator::a_flood_of_approvals_is_listed_by_page_newest_first_with_counts,
+            operator::counts_up_to_a_bound_stop_at_it_and_are_exact_below_it,
             operator::open_approvals_per_principal_are_capped_in_one_step,
             webhooks::no_event_is_recorded_without_a_registered_endpoint,
             webhooks::each_change_records_its_event_for_each_subscribed_endpoint,

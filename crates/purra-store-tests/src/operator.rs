@@ -444,6 +444,56 @@ fn seqs(views: &[ApprovalView]) -> Vec<u64> {
         .collect()
 }
 
+/// Contract test (issue 50, the store at scale): `count_approvals_up_to` answers the exact count
+/// when it is at most the bound and the bound when more match, for every filter a listing counts
+/// with (the pending list past a cursor, the whole store past a cursor, the history, a range);
+/// a bound of 0 counts nothing.
+pub async fn counts_up_to_a_bound_stop_at_it_and_are_exact_below_it<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("bounded")).await.unwrap();
+    for n in 1..=12 {
+        assert_eq!(
+            store.prepare(request(&format!("b{n}"))).await,
+            Ok(ApprovalId(format!("approval-{n}")))
+        );
+    }
+    let id = |n: u64| ApprovalId(format!("approval-{n}"));
+    for n in [2, 5, 9] {
+        store
+            .decide(id(n), decision(Verdict::Approve, None))
+            .await
+            .unwrap();
+    }
+    let pending = ApprovalQuery::all()
+        .status(ApprovalStatus::Pending)
+        .newest_first()
+        .limit(2);
+    let past = pending.clone().continued(id(11));
+    // Pending older than approval-11: 10, 8, 7, 6, 4, 3, 1.
+    for (up_to, counted) in [(0, 0), (1, 1), (6, 6), (7, 7), (8, 7), (1001, 7)] {
+        assert_eq!(
+            store.count_approvals_up_to(past.clone(), up_to).await,
+            Ok(counted),
+            "pending past approval-11 up to {up_to}"
+        );
+    }
+    let all = ApprovalQuery::all().newest_first().limit(3);
+    for (up_to, counted) in [(5, 5), (9, 9), (10, 9)] {
+        assert_eq!(
+            store
+                .count_approvals_up_to(all.clone().continued(id(10)), up_to)
+                .await,
+            Ok(counted),
+            "every approval older than approval-10 up to {up_to}"
+        );
+    }
+    let history = ApprovalQuery::all().decided().newest_first();
+    assert_eq!(store.count_approvals_up_to(history.clone(), 2).await, Ok(2));
+    assert_eq!(store.count_approvals_up_to(history, 3).await, Ok(3));
+    let range = ApprovalQuery::all().after(id(3)).before(id(9));
+    assert_eq!(store.count_approvals_up_to(range.clone(), 4).await, Ok(4));
+    assert_eq!(store.count_approvals_up_to(range, 100).await, Ok(5));
+}
+
 /// Contract test (finding 5: a flood of approvals must not hide real ones): pending approvals page
 /// newest first by a `before` cursor with an exact count of the rest, ids ordered as numbers
 /// (`approval-10` after `approval-9`); the history (every decided approval) pages newest first

@@ -33,10 +33,14 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                 .approval_page(query.clone())
                 .await
                 .map_err(|e| store::failure("listing approvals", e))?;
-            // How many are older than this page: counted (once, for this listing).
+            // How many are older than this page: counted (once, for this listing) up to one past
+            // COUNTED_UP_TO, never every row of a large store.
             let more = match &page.next {
                 Some(next) => ops
-                    .count_approvals(query.continued(next.clone()))
+                    .count_approvals_up_to(
+                        query.continued(next.clone()),
+                        purra_core::COUNTED_UP_TO + 1,
+                    )
                     .await
                     .map_err(|e| store::failure("counting approvals", e))?,
                 None => 0,
@@ -47,7 +51,13 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             }
             let next = page.next.as_ref().map(|id| id.0.clone());
             if json_out {
-                print_json(&json!({ "approvals": all, "next": next, "more": more }));
+                // `more` stops at COUNTED_UP_TO; `moreAtLeast` says whether more follow still.
+                print_json(&json!({
+                    "approvals": all,
+                    "next": next,
+                    "more": more.min(purra_core::COUNTED_UP_TO),
+                    "moreAtLeast": more > purra_core::COUNTED_UP_TO,
+                }));
             } else if all.is_empty() {
                 match before {
                     Some(id) => println!("no approval older than {id} in {}", location.shown()),
@@ -71,7 +81,10 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
                     crate::render::table(&["ID", "STATE", "TOOL", "RUN", "EFFECT"], &rows)
                 );
                 if let Some(next) = next {
-                    println!("{more} more, older: see them with --before {next}");
+                    println!(
+                        "{} more, older: see them with --before {next}",
+                        purra_core::counted_text(more)
+                    );
                 }
             }
         }

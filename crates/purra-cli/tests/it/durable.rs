@@ -337,6 +337,87 @@ fn a_request_past_its_expiry_is_listed_expired_and_refuses_a_decision() {
     assert_eq!(list["approvals"][1]["state"], "expired");
 }
 
+/// Issue 50, the store at scale: `purra approvals list` counts the older approvals up to 1 001
+/// rows, never the whole store: past 1 000 its last line says `1000+` and `--json` says
+/// `"more": 1000, "moreAtLeast": true`; a page with fewer behind it counts them exactly.
+#[test]
+fn approvals_list_past_a_thousand_older_says_1000_plus() {
+    use purra_core::ApprovalGateway as _;
+    let tmp = TempDir::new("cli", "list-thousand");
+    let db = db_in(&tmp);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let store = purra_sqlite::SqliteStore::open(&db).expect("store");
+        // Prepared at once (their commits grouped), so approval-1..=1052 in some order.
+        let mut preparing = tokio::task::JoinSet::new();
+        for n in 1..=1052 {
+            let store = store.clone();
+            preparing.spawn(async move {
+                store
+                    .prepare(purra_store_tests::request(&format!("t{n}")))
+                    .await
+                    .expect("prepare")
+            });
+        }
+        while let Some(done) = preparing.join_next().await {
+            done.expect("prepared");
+        }
+    });
+    let first = expect_code(&purra_in(&tmp.0, &["approvals", "list", "--db", &db]), 0);
+    assert_eq!(
+        first.lines().last(),
+        Some("1000+ more, older: see them with --before approval-1003"),
+        "{first}"
+    );
+    let page = json_of(&purra_in(
+        &tmp.0,
+        &["approvals", "list", "--db", &db, "--json"],
+    ));
+    assert_eq!(
+        (&page["next"], &page["more"], &page["moreAtLeast"]),
+        (&json!("approval-1003"), &json!(1000), &json!(true))
+    );
+    let second = expect_code(
+        &purra_in(
+            &tmp.0,
+            &[
+                "approvals",
+                "list",
+                "--db",
+                &db,
+                "--before",
+                "approval-1003",
+            ],
+        ),
+        0,
+    );
+    assert_eq!(
+        second.lines().last(),
+        Some("952 more, older: see them with --before approval-953"),
+        "{second}"
+    );
+    let page = json_of(&purra_in(
+        &tmp.0,
+        &[
+            "approvals",
+            "list",
+            "--db",
+            &db,
+            "--before",
+            "approval-1003",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (&page["more"], &page["moreAtLeast"]),
+        (&json!(952), &json!(false))
+    );
+}
+
 /// Finding 5 of the security review: a flood of approvals must not hide real ones. `purra
 /// approvals list` shows a page, the newest first, and a last line saying how many more are
 /// older and how to see them; `--json` carries the cursor and the count; a cursor that is not an

@@ -792,6 +792,37 @@ async fn a_flood_of_approvals_pages_newest_first_with_a_more_marker() {
     assert!(first.contains("<span id=\"more-count\">69</span> more pending"));
 }
 
+/// Issue 50, the store at scale: past `COUNTED_UP_TO` (1 000) pending approvals the list stops
+/// counting (it reads at most 1 001 index entries per count) and says `1000+`, for the total and
+/// for what follows the page; a page with fewer than that behind it counts them exactly.
+#[tokio::test]
+async fn past_a_thousand_pending_the_counts_say_1000_plus() {
+    let s = served("thousand").await;
+    let ada = s.login("ada").await;
+    flood(&s.store, 1052).await;
+    let (status, first) = s.get("/", Some(&ada.cookie)).await;
+    assert_eq!(status, 200);
+    assert!(first.contains("<span id=\"count\">1000+</span>"), "{first}");
+    assert_eq!(
+        shown(&first, "pending"),
+        (1003..=1052).rev().collect::<Vec<_>>()
+    );
+    assert!(first.contains(
+        "<p class=\"more\" id=\"more\"><span id=\"more-count\">1000+</span> more pending, \
+         older than these: <a href=\"/?before=approval-1003\" id=\"more-link\">show them</a></p>"
+    ));
+    let (status, second) = s
+        .get("/fragment/pending?before=approval-1003", Some(&ada.cookie))
+        .await;
+    assert_eq!(status, 200);
+    assert!(second.starts_with("<h2>Pending approvals <span id=\"count\">1000+</span></h2>"));
+    assert_eq!(
+        shown(&second, "pending"),
+        (953..=1002).rev().collect::<Vec<_>>()
+    );
+    assert!(second.contains("<span id=\"more-count\">952</span> more pending"));
+}
+
 /// A store that counts what the page reads of it: the approvals listings return and the audit
 /// trails asked for.
 struct Counting {

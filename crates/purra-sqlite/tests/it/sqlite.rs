@@ -276,7 +276,7 @@ async fn a_schema_2_file_is_migrated_with_every_trail_and_claim_intact() {
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 14);
+    assert_eq!(version, 15);
     let claim_seqs: Vec<(i64, String)> = raw
         .prepare("SELECT seq, key FROM claims ORDER BY seq")
         .unwrap()
@@ -393,7 +393,7 @@ async fn a_schema_3_file_is_migrated_and_counts_principals_from_then_on() {
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 14);
+    assert_eq!(version, 15);
     let principals: Vec<(i64, Option<String>)> = raw
         .prepare("SELECT seq, principal FROM approvals ORDER BY seq")
         .unwrap()
@@ -514,6 +514,7 @@ async fn a_schema_4_file_is_migrated_with_every_row_intact_and_reports_from_then
              DROP TABLE approval_votes; DROP TABLE approval_rules;
              DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
              DROP TABLE http_session_streams; DROP TABLE http_session_events; DROP TABLE http_sessions;
+             DROP INDEX approvals_decided;
              PRAGMA user_version = 4;",
         )
         .unwrap();
@@ -525,7 +526,7 @@ async fn a_schema_4_file_is_migrated_with_every_row_intact_and_reports_from_then
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 14);
+    assert_eq!(version, 15);
     for (table, rows) in tables.iter().zip(&before) {
         let after = dump(&path, table);
         // Opening adds this store's owner and its `opened` row; nothing else changed.
@@ -587,4 +588,41 @@ fn suspended_run(id: &ApprovalId, args: &str) -> SuspendedRun {
         intent_digest: intent(args).digest(),
         preset_fingerprint: json_identity(&serde_json::json!("preset")).unwrap(),
     }
+}
+
+/// The plan SQLite picks for `sql` on the file at `path`, its lines joined.
+fn plan(path: &std::path::Path, sql: &str) -> String {
+    let raw = rusqlite::Connection::open(path).unwrap();
+    let mut stmt = raw.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let rows = stmt.query_map([], |r| r.get::<_, String>(3)).unwrap();
+    rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+}
+
+/// Issue 50, the store at scale: the history (decided approvals, newest first, one page) reads
+/// the index of decided approvals (schema 15), never stepping over the pending approvals newer
+/// than its decisions; a count up to a bound reads at most that many rows of an index or the
+/// table (the statements as the store writes them).
+#[tokio::test]
+async fn the_history_reads_the_index_of_decided_approvals() {
+    let path = fresh_db("decided-index");
+    let store = SqliteStore::open(&path).unwrap();
+    drop(store);
+    assert_eq!(
+        plan(
+            &path,
+            "SELECT a.seq, a.state, c.key FROM approvals a LEFT JOIN claims c ON c.seq = a.claim_seq
+             WHERE a.seq > 0 AND a.state <> 'prepared' ORDER BY a.seq DESC LIMIT 51"
+        ),
+        "SEARCH a USING INDEX approvals_decided (seq>?); \
+         SEARCH c USING INTEGER PRIMARY KEY (rowid=?) LEFT-JOIN"
+    );
+    assert_eq!(
+        plan(
+            &path,
+            "SELECT count(*) FROM (SELECT 1 FROM approvals a
+             WHERE a.seq > 0 AND a.seq < 9 AND a.state = 'prepared' LIMIT 1001)"
+        ),
+        "CO-ROUTINE (subquery-1); SEARCH a USING COVERING INDEX approvals_pending (seq>? AND seq<?); \
+         SCAN (subquery-1)"
+    );
 }
