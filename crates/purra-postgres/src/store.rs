@@ -882,14 +882,16 @@ pub(crate) async fn claim_in(
             Some(refuse(ClaimVerdict::Mismatch, "refused", "mismatch"))
         }
         _ => {
-            // The claim, the owner's lease renewed (a claim is proof of life) and the approval
-            // marked claimed, in one statement: `claimed` says whether the key was free.
+            // The claim, the owner's lease renewed when half spent (a claim is proof of life;
+            // see `insert_claim`) and the approval marked claimed, in one statement: `claimed`
+            // says whether the key was free.
             let claimed = query_opt(
                 tx,
                 "WITH c AS (INSERT INTO claims (key, owner, approval_seq, claimed_at_ns)
                             VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING RETURNING key),
                       h AS (UPDATE owners SET heartbeat_at_ns = GREATEST(heartbeat_at_ns, now_ns())
-                            WHERE owner = $2 AND EXISTS (SELECT 1 FROM c)),
+                            WHERE owner = $2 AND EXISTS (SELECT 1 FROM c)
+                              AND heartbeat_at_ns < now_ns() - lease_ns / 2),
                       u AS (UPDATE approvals SET state = 'claimed'
                             WHERE seq = $3 AND EXISTS (SELECT 1 FROM c))
                  SELECT count(*) FROM c",
@@ -947,11 +949,15 @@ async fn insert_claim(
     )
     .await?;
     if n == 1 {
-        // A claim is also proof of life: renew this owner's lease in the same transaction.
+        // A claim is also proof of life: this owner's lease is renewed in the same transaction
+        // when half of it is spent. Only then: the renewal locks the owner's row until the
+        // commit, and every claim of this process renewing it would queue its commit behind the
+        // others' (the heartbeat renews it every quarter of the lease in any case, so a claim
+        // always has at least half a lease ahead of it).
         exec(
             tx,
             "UPDATE owners SET heartbeat_at_ns = GREATEST(heartbeat_at_ns, now_ns())
-             WHERE owner = $1",
+             WHERE owner = $1 AND heartbeat_at_ns < now_ns() - lease_ns / 2",
             &[&owner],
         )
         .await?;
