@@ -198,3 +198,43 @@ async fn a_write_dropped_mid_transaction_leaves_nothing_and_its_connection_is_no
         .collect();
     assert_eq!(events, ["prepared", "decided", "claimed"]);
 }
+
+/// A claim made while its owner's lease is fresh does not touch the owner's row: another
+/// transaction holding that row (as a concurrent claim renewing the lease would, until its
+/// commit) does not hold the claim up. Claims used to renew the lease each time, so a process's
+/// concurrent claims queued on its one `owners` row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_with_a_fresh_lease_does_not_wait_for_its_owner_s_row() {
+    use purra_core::{ApprovalGateway, ClaimVerdict, Verdict};
+    let schema = Postgres.fresh("claim_owner_row");
+    let store = support::open(&schema).await.unwrap();
+    let asked = request("\"fresh lease\"");
+    let digest = asked.intent.digest();
+    let key = key_of(&asked.intent);
+    let id = store.prepare(asked).await.unwrap();
+    store
+        .decide(id.clone(), decision(Verdict::Approve, None))
+        .await
+        .unwrap();
+    let holder = raw(&schema).await;
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "SELECT 1 FROM owners WHERE owner = $1 FOR NO KEY UPDATE",
+            &[&store.owner()],
+        )
+        .await
+        .unwrap();
+    let claimed = tokio::time::timeout(
+        Duration::from_secs(10),
+        store.check_and_claim(id, digest, at(20)),
+    )
+    .await;
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        claimed
+            .expect("the claim waited for the owner's row")
+            .unwrap(),
+        ClaimVerdict::Claimed(key)
+    );
+}
