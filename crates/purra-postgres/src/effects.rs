@@ -8,7 +8,6 @@ use crate::store::{
     append, now_ns, query, query_opt, read_claim, record_effect, witness, Audit, Error,
     PostgresStore, Tx,
 };
-use deadpool_postgres::GenericClient;
 use purra_core::stored::{approval_id, claim_state, from_ns, json_error, outcome_kind};
 use purra_core::{
     check_reconciler, check_reconciliation, BoxFuture, EffectOutcome, EffectPage, EffectQuery,
@@ -26,7 +25,10 @@ const SELECT: &str = "SELECT c.key, c.owner, c.claimed_at_ns, c.outcome_json, c.
      LEFT JOIN resends r ON r.key = c.key";
 
 /// The last reconciliation of claim `key`, from the audit log (`audit_by_claim`).
-async fn reconciled<C: GenericClient>(c: &C, key: &str) -> Result<Option<EffectReconciled>, Error> {
+async fn reconciled<C: crate::store::Conn>(
+    c: &C,
+    key: &str,
+) -> Result<Option<EffectReconciled>, Error> {
     let Some(row) = query_opt(
         c,
         "SELECT detail, owner, at_ns FROM audit WHERE claim_key = $1 AND event = 'reconciled'
@@ -47,7 +49,7 @@ async fn reconciled<C: GenericClient>(c: &C, key: &str) -> Result<Option<EffectR
     }))
 }
 
-async fn view<C: GenericClient>(c: &C, r: &Row) -> Result<EffectView, Error> {
+async fn view<C: crate::store::Conn>(c: &C, r: &Row) -> Result<EffectView, Error> {
     let key: String = r.get(0);
     let arguments = match r.get::<_, Option<&str>>(7) {
         Some(text) => {
@@ -84,7 +86,10 @@ async fn view<C: GenericClient>(c: &C, r: &Row) -> Result<EffectView, Error> {
 }
 
 /// One page of effects, newest claim first.
-pub(crate) async fn page<C: GenericClient>(c: &C, q: &EffectQuery) -> Result<EffectPage, Error> {
+pub(crate) async fn page<C: crate::store::Conn>(
+    c: &C,
+    q: &EffectQuery,
+) -> Result<EffectPage, Error> {
     let filter = if q.unknown_only {
         " AND c.outcome = 'unknown'"
     } else {
@@ -124,7 +129,7 @@ pub(crate) async fn page<C: GenericClient>(c: &C, q: &EffectQuery) -> Result<Eff
 }
 
 /// One effect.
-pub(crate) async fn one<C: GenericClient>(
+pub(crate) async fn one<C: crate::store::Conn>(
     c: &C,
     key: &IdempotencyKey,
 ) -> Result<Option<EffectView>, Error> {

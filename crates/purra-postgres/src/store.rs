@@ -23,7 +23,7 @@
 
 use crate::listen::Listener;
 use crate::migrate::{migrate, MigrateError, MIGRATIONS};
-use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use purra_core::stored::{
     approval_id, approval_seq, claim_state, from_ns, json_error, outcome_kind, to_ns,
 };
@@ -256,40 +256,250 @@ pub(crate) fn now_ns() -> i64 {
     to_ns(SystemTime::now()).unwrap_or(0)
 }
 
-/// One transaction on a pooled connection.
-pub(crate) type Tx<'a> = deadpool_postgres::Transaction<'a>;
-
-tokio::task_local! {
-    /// The notifications of the audit rows the running attempt of [`PostgresStore::transact`]
-    /// appended, sent once it commits.
-    static NOTES: std::cell::RefCell<Vec<String>>;
+/// A connection statements run on: a pooled connection, or one inside a transaction ([`Tx`]).
+pub(crate) trait Conn: Sync {
+    /// The connection.
+    fn client(&self) -> &deadpool_postgres::ClientWrapper;
+    /// The transaction, when the statements run inside one.
+    fn tx(&self) -> Option<&Tx<'_>> {
+        None
+    }
 }
 
-pub(crate) async fn exec<C: GenericClient>(
+impl Conn for deadpool_postgres::Object {
+    fn client(&self) -> &deadpool_postgres::ClientWrapper {
+        self
+    }
+}
+
+impl Conn for Tx<'_> {
+    fn client(&self) -> &deadpool_postgres::ClientWrapper {
+        self.client
+    }
+
+    fn tx(&self) -> Option<&Tx<'_>> {
+        Some(self)
+    }
+}
+
+/// One transaction on a pooled connection ([`PostgresStore::transact`]). Its `BEGIN` is sent
+/// with its first statement (not waited for on its own), and the audit rows it appends are
+/// inserted in one statement sent together with its `COMMIT`: a write's round trips are its
+/// reads and writes, plus one.
+pub(crate) struct Tx<'a> {
+    client: &'a deadpool_postgres::ClientWrapper,
+    /// The audit rows appended and not yet inserted, in order.
+    audits: std::sync::Mutex<Vec<PendingAudit>>,
+    /// The notifications of the audit rows inserted, sent once the transaction commits.
+    notes: std::sync::Mutex<Vec<String>>,
+}
+
+/// An audit row appended in a [`Tx`], inserted with the others before its commit (or before a
+/// statement of the transaction that reads the audit log).
+struct PendingAudit {
+    at_ns: i64,
+    owner: String,
+    event: String,
+    approval_id: Option<String>,
+    claim_key: Option<String>,
+    run_id: Option<String>,
+    detail: String,
+    op: Option<String>,
+    /// Its notification's `verdict`, when a listener turns the row into an event.
+    notify: Option<Value>,
+}
+
+/// Inserts a transaction's audit rows in the order they were appended; their `seq`s.
+const INSERT_AUDITS: &str =
+    "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail, op)
+     SELECT at_ns, owner, event, approval_id, claim_key, run_id, detail, op
+     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                 $7::text[], $8::text[])
+          WITH ORDINALITY AS t(at_ns, owner, event, approval_id, claim_key, run_id, detail, op, i)
+     ORDER BY i RETURNING seq";
+
+/// Polls `f` once: its output if it is ready. A statement's future sends the statement on its
+/// first poll, so what is sent after this is queued behind it on the connection.
+async fn poll_once<F: Future>(mut f: std::pin::Pin<&mut F>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match f.as_mut().poll(cx) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+impl<'a> Tx<'a> {
+    fn new(client: &'a deadpool_postgres::ClientWrapper) -> Tx<'a> {
+        Tx {
+            client,
+            audits: std::sync::Mutex::new(Vec::new()),
+            notes: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The audit rows appended so far, taken.
+    fn take_audits(&self) -> Vec<PendingAudit> {
+        std::mem::take(&mut *self.audits.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Before `sql` runs in this transaction: a statement that reads or writes the audit log
+    /// first sees the rows appended before it.
+    async fn before(&self, sql: &str) -> Result<(), Error> {
+        if !sql.contains("audit") {
+            return Ok(());
+        }
+        let rows = self.take_audits();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let stmt = self.client.prepare_cached(INSERT_AUDITS).await?;
+        let inserted = self
+            .client
+            .query(&stmt, &audit_params(&rows).refs())
+            .await?;
+        self.noted(&rows, &inserted);
+        Ok(())
+    }
+
+    /// The notifications of `rows`, inserted as `inserted` (their `seq`s), kept for the commit.
+    fn noted(&self, rows: &[PendingAudit], inserted: &[Row]) {
+        // Identities are drawn in insertion order, which is the order the rows were appended.
+        let mut seqs: Vec<i64> = inserted.iter().map(|r| r.get(0)).collect();
+        seqs.sort_unstable();
+        let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        for (row, seq) in rows.iter().zip(seqs) {
+            if let Some(verdict) = &row.notify {
+                notes.push(
+                    json!({"seq": seq, "event": row.event, "approval": row.approval_id,
+                           "key": row.claim_key, "verdict": verdict})
+                    .to_string(),
+                );
+            }
+        }
+    }
+
+    /// Inserts the audit rows still pending and commits, both sent at once (one round trip): a
+    /// failed insert leaves the transaction aborted, and its `COMMIT` rolls it back. The
+    /// notifications to send.
+    async fn commit(&self) -> Result<Vec<String>, Error> {
+        let rows = self.take_audits();
+        if rows.is_empty() {
+            self.client.batch_execute("COMMIT").await?;
+        } else {
+            let stmt = self.client.prepare_cached(INSERT_AUDITS).await?;
+            let params = audit_params(&rows);
+            let refs = params.refs();
+            let mut insert = std::pin::pin!(self.client.query(&stmt, &refs));
+            let first = poll_once(insert.as_mut()).await;
+            let commit = self.client.batch_execute("COMMIT");
+            let (inserted, committed) = match first {
+                Some(inserted) => (inserted, commit.await),
+                None => tokio::join!(insert, commit),
+            };
+            let inserted = inserted?;
+            committed?;
+            self.noted(&rows, &inserted);
+        }
+        Ok(std::mem::take(
+            &mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()),
+        ))
+    }
+}
+
+/// The columns of pending audit rows, as [`INSERT_AUDITS`]'s arrays.
+struct AuditParams {
+    at_ns: Vec<i64>,
+    owner: Vec<String>,
+    event: Vec<String>,
+    approval_id: Vec<Option<String>>,
+    claim_key: Vec<Option<String>>,
+    run_id: Vec<Option<String>>,
+    detail: Vec<String>,
+    op: Vec<Option<String>>,
+}
+
+impl AuditParams {
+    fn refs(&self) -> [&(dyn ToSql + Sync); 8] {
+        [
+            &self.at_ns,
+            &self.owner,
+            &self.event,
+            &self.approval_id,
+            &self.claim_key,
+            &self.run_id,
+            &self.detail,
+            &self.op,
+        ]
+    }
+}
+
+fn audit_params(rows: &[PendingAudit]) -> AuditParams {
+    AuditParams {
+        at_ns: rows.iter().map(|r| r.at_ns).collect(),
+        owner: rows.iter().map(|r| r.owner.clone()).collect(),
+        event: rows.iter().map(|r| r.event.clone()).collect(),
+        approval_id: rows.iter().map(|r| r.approval_id.clone()).collect(),
+        claim_key: rows.iter().map(|r| r.claim_key.clone()).collect(),
+        run_id: rows.iter().map(|r| r.run_id.clone()).collect(),
+        detail: rows.iter().map(|r| r.detail.clone()).collect(),
+        op: rows.iter().map(|r| r.op.clone()).collect(),
+    }
+}
+
+/// A pooled connection inside a transaction. Dropped before the transaction ended (a cancelled
+/// operation, a failed `COMMIT` or `ROLLBACK`), the connection is closed, not returned to the
+/// pool: closing it ends the transaction on the server.
+struct Open {
+    client: Option<deadpool_postgres::Object>,
+    done: std::cell::Cell<bool>,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if !self.done.get() {
+            if let Some(client) = self.client.take() {
+                drop(deadpool_postgres::Object::take(client));
+            }
+        }
+    }
+}
+
+pub(crate) async fn exec<C: Conn + ?Sized>(
     c: &C,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<u64, Error> {
-    let stmt = c.prepare_cached(sql).await?;
-    Ok(c.execute(&stmt, params).await?)
+    if let Some(tx) = c.tx() {
+        tx.before(sql).await?;
+    }
+    let stmt = c.client().prepare_cached(sql).await?;
+    Ok(c.client().execute(&stmt, params).await?)
 }
 
-pub(crate) async fn query<C: GenericClient>(
+pub(crate) async fn query<C: Conn + ?Sized>(
     c: &C,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<Row>, Error> {
-    let stmt = c.prepare_cached(sql).await?;
-    Ok(c.query(&stmt, params).await?)
+    if let Some(tx) = c.tx() {
+        tx.before(sql).await?;
+    }
+    let stmt = c.client().prepare_cached(sql).await?;
+    Ok(c.client().query(&stmt, params).await?)
 }
 
-pub(crate) async fn query_opt<C: GenericClient>(
+pub(crate) async fn query_opt<C: Conn + ?Sized>(
     c: &C,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Option<Row>, Error> {
-    let stmt = c.prepare_cached(sql).await?;
-    Ok(c.query_opt(&stmt, params).await?)
+    if let Some(tx) = c.tx() {
+        tx.before(sql).await?;
+    }
+    let stmt = c.client().prepare_cached(sql).await?;
+    Ok(c.client().query_opt(&stmt, params).await?)
 }
 
 /// One audit row to append.
@@ -330,30 +540,14 @@ impl<'a> Audit<'a> {
 
 /// Appends one audit row in `tx`, with the operation token `op` (the witness of the commit), and
 /// its notification (`{"seq","event","approval","key","verdict"}`), sent after the commit
-/// ([`PostgresStore::transact`]); outside of one, inside the transaction.
+/// ([`PostgresStore::transact`]). The row is inserted with the transaction's others, at its
+/// commit ([`Tx`]).
 pub(crate) async fn append(
     tx: &Tx<'_>,
     me: &str,
     op: Option<&str>,
     row: Audit<'_>,
 ) -> Result<(), Error> {
-    let inserted = query(
-        tx,
-        "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail, op)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
-        &[
-            &now_ns(),
-            &me,
-            &row.event,
-            &row.approval_id,
-            &row.claim_key,
-            &row.run_id,
-            &row.detail.to_string(),
-            &op,
-        ],
-    )
-    .await?;
-    let seq: i64 = inserted.first().map_or(0, |r| r.get(0));
     let verdict = if row.event == "decided" {
         row.detail.get("verdict").cloned().unwrap_or(Value::Null)
     } else {
@@ -361,21 +555,23 @@ pub(crate) async fn append(
     };
     // Only the rows a listener turns into an event are announced.
     let shown = json!({"verdict": verdict});
-    if StoreEvent::from_audit(row.event, row.approval_id, row.claim_key, &shown).is_none() {
-        return Ok(());
-    }
-    let note = json!({"seq": seq, "event": row.event, "approval": row.approval_id,
-                      "key": row.claim_key, "verdict": verdict})
-    .to_string();
-    let later = NOTES.try_with(|notes| notes.borrow_mut().push(note.clone()));
-    if later.is_err() {
-        exec(
-            tx,
-            "SELECT pg_notify('purra:' || current_schema(), $1)",
-            &[&note],
-        )
-        .await?;
-    }
+    let announced =
+        StoreEvent::from_audit(row.event, row.approval_id, row.claim_key, &shown).is_some();
+    let pending = PendingAudit {
+        at_ns: now_ns(),
+        owner: me.to_owned(),
+        event: row.event.to_owned(),
+        approval_id: row.approval_id.map(str::to_owned),
+        claim_key: row.claim_key.map(str::to_owned),
+        run_id: row.run_id.map(str::to_owned),
+        detail: row.detail.to_string(),
+        op: op.map(str::to_owned),
+        notify: announced.then_some(verdict),
+    };
+    tx.audits
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(pending);
     Ok(())
 }
 
@@ -470,7 +666,8 @@ pub(crate) async fn insert_prepared(
         tx,
         "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns,
              prepared_by, state, request_json, request_expires_at_ns, principal)
-         VALUES ($1, $2, $3, $4, $5, $6, 'prepared', $7, $8, $9) RETURNING seq",
+         VALUES ($1, $2, $3, $4, $5, $6, 'prepared', $7, $8, $9)
+         RETURNING seq, EXISTS (SELECT 1 FROM webhook_subscriptions WHERE event = $10)",
         &[
             &row.intent_json,
             &row.digest,
@@ -481,11 +678,13 @@ pub(crate) async fn insert_prepared(
             &row.request_json,
             &row.request_expires,
             &row.principal,
+            &WebhookEventType::ApprovalPending.as_str(),
         ],
     )
     .await?
     .ok_or_else(|| StoreError::Backend("no approval inserted".into()))?;
     let id = approval_id(inserted.get(0));
+    let wanted: bool = inserted.get(1);
     crate::workflow::insert_rules(tx, inserted.get(0), &row.request).await?;
     append(
         tx,
@@ -499,7 +698,7 @@ pub(crate) async fn insert_prepared(
         .run(&row.run),
     )
     .await?;
-    if pending_event && crate::webhook::wanted(tx, WebhookEventType::ApprovalPending).await? {
+    if pending_event && wanted {
         let event = WebhookEvent::pending(&id, &row.request, SystemTime::now());
         crate::webhook::insert(tx, &event).await?;
     }
@@ -522,13 +721,27 @@ pub(crate) async fn decide_in(
         Verdict::Approve => "approve",
         Verdict::Deny => "deny",
     };
+    // One statement reads what the decision needs besides the locked row: the quorum rule, whether
+    // timers are set, whether an endpoint wants the decided event.
     let row = query_opt(
         tx,
-        "SELECT state, request_expires_at_ns, tool, principal FROM approvals
-         WHERE seq = $1 FOR UPDATE",
-        &[&seq],
+        "SELECT a.state, a.request_expires_at_ns, a.tool, a.principal,
+                (SELECT r.votes_required FROM approval_rules r WHERE r.approval_seq = a.seq),
+                EXISTS (SELECT 1 FROM approval_rules r WHERE r.approval_seq = a.seq
+                        AND (r.escalate_at_ns IS NOT NULL OR r.deny_at_ns IS NOT NULL)),
+                EXISTS (SELECT 1 FROM webhook_subscriptions WHERE event = $2)
+         FROM approvals a WHERE a.seq = $1 FOR UPDATE OF a",
+        &[&seq, &WebhookEventType::ApprovalDecided.as_str()],
     )
     .await?;
+    let (required, timers, wanted) = match &row {
+        Some(r) => (
+            r.get::<_, Option<i64>>(4),
+            r.get::<_, bool>(5),
+            r.get::<_, bool>(6),
+        ),
+        None => (None, false, false),
+    };
     let approval = match row {
         None => return Err(StoreError::NotFound.into()),
         Some(r) if r.get::<_, &str>(0) != "prepared" => {
@@ -545,11 +758,13 @@ pub(crate) async fn decide_in(
     };
     // An approval that needs a quorum takes the decision as one vote; it decides only with the
     // quorum (or a deny).
-    let voted = crate::workflow::vote_in(tx, me, op, seq, decision, &approval).await?;
+    let voted = crate::workflow::vote_in(tx, me, op, seq, required, decision, &approval).await?;
     if voted == crate::workflow::Voted::Pending {
         return Ok(());
     }
-    crate::workflow::clear_timers(tx, seq).await?;
+    if timers {
+        crate::workflow::clear_timers(tx, seq).await?;
+    }
     exec(
         tx,
         "UPDATE approvals SET state = 'decided', verdict = $1, approver = $2,
@@ -578,7 +793,7 @@ pub(crate) async fn decide_in(
         .approval(&id.0),
     )
     .await?;
-    if crate::webhook::wanted(tx, WebhookEventType::ApprovalDecided).await? {
+    if wanted {
         let event = WebhookEvent::decided(&approval, decision, SystemTime::now());
         crate::webhook::insert(tx, &event).await?;
     }
@@ -603,8 +818,9 @@ pub(crate) async fn claim_in(
     // orders claimants of the same intent through other approvals.
     let row = query_opt(
         tx,
-        "SELECT state, intent_digest, verdict, expires_at_ns FROM approvals
-         WHERE seq = $1 FOR UPDATE",
+        "SELECT a.state, a.intent_digest, a.verdict, a.expires_at_ns,
+                (SELECT r.votes_required FROM approval_rules r WHERE r.approval_seq = a.seq)
+         FROM approvals a WHERE a.seq = $1 FOR UPDATE OF a",
         &[&seq],
     )
     .await?
@@ -632,9 +848,10 @@ pub(crate) async fn claim_in(
     // The quorum is counted again here, in the claim's transaction (holding
     // the approval's row lock every vote takes): an approval short of its
     // approving votes is still pending, whatever its row says.
+    let required: Option<i64> = row.get(4);
     let short = state == "decided"
         && verdict == Some("approve")
-        && crate::workflow::quorum_missing(tx, seq).await?;
+        && crate::workflow::quorum_missing(tx, seq, required).await?;
     let refused = match (state, verdict) {
         ("prepared", _) => return Ok(ClaimVerdict::Pending),
         ("decided", Some("deny")) => return Ok(ClaimVerdict::Denied),
@@ -665,13 +882,24 @@ pub(crate) async fn claim_in(
             Some(refuse(ClaimVerdict::Mismatch, "refused", "mismatch"))
         }
         _ => {
-            if insert_claim(tx, &digest, me, Some(seq)).await? {
-                exec(
-                    tx,
-                    "UPDATE approvals SET state = 'claimed' WHERE seq = $1",
-                    &[&seq],
-                )
-                .await?;
+            // The claim, the owner's lease renewed when half spent (a claim is proof of life;
+            // see `insert_claim`) and the approval marked claimed, in one statement: `claimed`
+            // says whether the key was free.
+            let claimed = query_opt(
+                tx,
+                "WITH c AS (INSERT INTO claims (key, owner, approval_seq, claimed_at_ns)
+                            VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING RETURNING key),
+                      h AS (UPDATE owners SET heartbeat_at_ns = GREATEST(heartbeat_at_ns, now_ns())
+                            WHERE owner = $2 AND EXISTS (SELECT 1 FROM c)
+                              AND heartbeat_at_ns < now_ns() - lease_ns / 2),
+                      u AS (UPDATE approvals SET state = 'claimed'
+                            WHERE seq = $3 AND EXISTS (SELECT 1 FROM c))
+                 SELECT count(*) FROM c",
+                &[&digest, &me, &seq, &now_ns()],
+            )
+            .await?
+            .is_some_and(|r| r.get::<_, i64>(0) == 1);
+            if claimed {
                 append(
                     tx,
                     me,
@@ -721,11 +949,15 @@ async fn insert_claim(
     )
     .await?;
     if n == 1 {
-        // A claim is also proof of life: renew this owner's lease in the same transaction.
+        // A claim is also proof of life: this owner's lease is renewed in the same transaction
+        // when half of it is spent. Only then: the renewal locks the owner's row until the
+        // commit, and every claim of this process renewing it would queue its commit behind the
+        // others' (the heartbeat renews it every quarter of the lease in any case, so a claim
+        // always has at least half a lease ahead of it).
         exec(
             tx,
             "UPDATE owners SET heartbeat_at_ns = GREATEST(heartbeat_at_ns, now_ns())
-             WHERE owner = $1",
+             WHERE owner = $1 AND heartbeat_at_ns < now_ns() - lease_ns / 2",
             &[&owner],
         )
         .await?;
@@ -734,7 +966,7 @@ async fn insert_claim(
 }
 
 /// The row of one claim: `None` if never claimed, `Some(None)` if in flight.
-pub(crate) async fn read_claim<C: GenericClient>(
+pub(crate) async fn read_claim<C: Conn>(
     c: &C,
     key: &str,
     lock: bool,
@@ -758,7 +990,19 @@ pub(crate) async fn record_effect(
     let Some(event_type) = WebhookEvent::effect_type(outcome) else {
         return Ok(());
     };
-    if !crate::webhook::wanted(tx, event_type).await? {
+    let wanted = crate::webhook::wanted(tx, event_type).await?;
+    record_effect_if(tx, key, outcome, reconciled, wanted).await
+}
+
+/// [`record_effect`], knowing whether an endpoint is subscribed to the effect's event type.
+pub(crate) async fn record_effect_if(
+    tx: &Tx<'_>,
+    key: &IdempotencyKey,
+    outcome: &EffectOutcome,
+    reconciled: bool,
+    wanted: bool,
+) -> Result<(), Error> {
+    if !wanted {
         return Ok(());
     }
     let approval = crate::webhook::approval_of_claim(tx, &key.0).await?;
@@ -997,24 +1241,51 @@ impl PostgresStore {
             let mut retry = false;
             loop {
                 let result = async {
-                    let mut client = self.inner.pool.get().await?;
-                    let tx = client.transaction().await?;
-                    let attempted = NOTES.scope(std::cell::RefCell::new(Vec::new()), async {
-                        let value = attempt(&tx, &self.inner.owner, retry).await?;
-                        Ok::<_, Error>((value, NOTES.with(|notes| notes.take())))
-                    });
-                    let (value, notes) = attempted.await?;
-                    tx.commit().await?;
+                    let open = Open {
+                        client: Some(self.inner.pool.get().await?),
+                        done: std::cell::Cell::new(false),
+                    };
+                    let client: &deadpool_postgres::ClientWrapper = open
+                        .client
+                        .as_ref()
+                        .ok_or_else(|| Error::Pool("no connection".into()))?;
+                    let tx = Tx::new(client);
+                    // `BEGIN` goes out with the attempt's first statement; its answer is read
+                    // once the attempt is done (it fails only with the connection, and then so
+                    // does every statement after it).
+                    let mut begin = std::pin::pin!(client.batch_execute("BEGIN"));
+                    let begun = poll_once(begin.as_mut()).await;
+                    let attempted = attempt(&tx, &self.inner.owner, retry).await;
+                    match begun {
+                        Some(begun) => begun?,
+                        None => begin.await?,
+                    }
+                    let value = match attempted {
+                        Ok(value) => value,
+                        Err(e) => {
+                            if client.batch_execute("ROLLBACK").await.is_ok() {
+                                open.done.set(true);
+                            }
+                            return Err(e);
+                        }
+                    };
+                    let notes = tx.commit().await?;
+                    open.done.set(true);
                     // Committed: the notifications in a statement of their own, best effort
-                    // (the write stands; only its announcement can be lost).
+                    // (the write stands; only its announcement can be lost), sent and not
+                    // waited for: the next statement on this connection queues behind it.
                     if !notes.is_empty() {
-                        let _ = exec(
-                            &client,
-                            "SELECT pg_notify('purra:' || current_schema(), n)
-                             FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i",
-                            &[&notes],
-                        )
-                        .await;
+                        if let Ok(stmt) = client
+                            .prepare_cached(
+                                "SELECT pg_notify('purra:' || current_schema(), n)
+                                 FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i",
+                            )
+                            .await
+                        {
+                            let params: [&(dyn ToSql + Sync); 1] = [&notes];
+                            let mut sent = std::pin::pin!(client.execute(&stmt, &params));
+                            let _ = poll_once(sent.as_mut()).await;
+                        }
                     }
                     Ok::<T, Error>(value)
                 }
@@ -1183,7 +1454,7 @@ fn borrowed(params: &Params) -> Vec<&(dyn ToSql + Sync)> {
 }
 
 /// The views of the approvals `filter` selects, in its order.
-pub(crate) async fn read_views<C: GenericClient>(
+pub(crate) async fn read_views<C: Conn>(
     c: &C,
     filter: &ViewFilter,
 ) -> Result<Vec<ApprovalView>, Error> {
@@ -1203,7 +1474,7 @@ pub(crate) async fn read_views<C: GenericClient>(
 }
 
 /// How many approvals `filter` selects (its order and limit aside).
-async fn count_views<C: GenericClient>(c: &C, filter: &ViewFilter) -> Result<u64, Error> {
+async fn count_views<C: Conn>(c: &C, filter: &ViewFilter) -> Result<u64, Error> {
     let (conditions, params) = filter.conditions();
     let sql = format!("SELECT count(*) FROM approvals a WHERE {conditions}");
     let rows = query(c, &sql, &borrowed(&params)).await?;
@@ -1403,12 +1674,16 @@ impl ApprovalGateway for PostgresStore {
                     (decided.clone(), claimed.clone(), Arc::clone(&parts));
                 Box::pin(async move {
                     let (id, decision, current_intent) = &*parts;
-                    query_opt(
-                        tx,
-                        "SELECT 1 FROM approvals WHERE seq = $1 FOR UPDATE",
-                        &[&seq],
-                    )
-                    .await?;
+                    // A retry looks for its earlier attempt's decision holding the approval's
+                    // lock; a first attempt takes it with the decision's own read.
+                    if retry {
+                        query_opt(
+                            tx,
+                            "SELECT 1 FROM approvals WHERE seq = $1 FOR UPDATE",
+                            &[&seq],
+                        )
+                        .await?;
+                    }
                     // Committed by an earlier attempt: the decision and the claim together.
                     if !(retry && witness(tx, me, &decided).await?.is_some()) {
                         decide_in(tx, me, &decided, id, decision).await?;
@@ -1520,6 +1795,46 @@ impl PostgresStore {
                         run.clone(),
                     );
                     Box::pin(async move {
+                        let event_type = WebhookEvent::effect_type(&outcome);
+                        // A first attempt records the outcome of a claim still in flight in one
+                        // statement (its row lock taken by the update), with whether an endpoint
+                        // wants the effect's event; a claim that is missing or has an outcome, or
+                        // a retry (which first looks for its earlier attempt), reads it first.
+                        if !retry {
+                            let updated = query_opt(
+                                tx,
+                                "UPDATE claims SET outcome = $1, outcome_json = $2,
+                                        completed_at_ns = $3
+                                 WHERE key = $4 AND outcome_json IS NULL
+                                 RETURNING EXISTS (SELECT 1 FROM webhook_subscriptions
+                                                   WHERE event = $5)",
+                                &[
+                                    &outcome_kind(&outcome),
+                                    &outcome_json,
+                                    &now_ns(),
+                                    &key.0,
+                                    &event_type.map(|t| t.as_str()),
+                                ],
+                            )
+                            .await?;
+                            if let Some(updated) = updated {
+                                append(
+                                    tx,
+                                    me,
+                                    Some(&op),
+                                    Audit::new("outcome", json!({"outcome": outcome})).key(&key.0),
+                                )
+                                .await?;
+                                if event_type.is_some() {
+                                    record_effect_if(tx, &key, &outcome, false, updated.get(0))
+                                        .await?;
+                                }
+                                if let Some(run) = &run {
+                                    remove_run_in(tx, me, run).await?;
+                                }
+                                return Ok(false);
+                            }
+                        }
                         let existing = read_claim(tx, &key.0, true).await?;
                         if retry {
                             if let Some((event, ..)) = witness(tx, me, &op).await? {

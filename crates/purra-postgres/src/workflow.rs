@@ -60,16 +60,6 @@ pub(crate) enum Voted {
     Pending,
 }
 
-async fn required_votes(tx: &Tx<'_>, seq: i64) -> Result<Option<i64>, Error> {
-    Ok(query_opt(
-        tx,
-        "SELECT votes_required FROM approval_rules WHERE approval_seq = $1",
-        &[&seq],
-    )
-    .await?
-    .and_then(|r| r.get::<_, Option<i64>>(0)))
-}
-
 async fn approving_votes(tx: &Tx<'_>, seq: i64) -> Result<i64, Error> {
     Ok(query_opt(
         tx,
@@ -81,18 +71,20 @@ async fn approving_votes(tx: &Tx<'_>, seq: i64) -> Result<i64, Error> {
 }
 
 /// Records `decision` on pending approval `seq` (its row locked by the caller) as a vote when
-/// the approval needs a quorum: `Conflict("already voted")` for a second vote of the same
+/// the approval needs a quorum (`required`, its rule's votes, read with that lock): `Conflict("already voted")` for a second vote of the same
 /// voter; the `voted` audit row (witnessed by `op`); and for an approving vote short of the
 /// quorum the `approval.voted` event.
+#[allow(clippy::too_many_arguments)] // One vote's parts and the rule read with the approval.
 pub(crate) async fn vote_in(
     tx: &Tx<'_>,
     me: &str,
     op: &str,
     seq: i64,
+    required: Option<i64>,
     decision: &Decision,
     approval: &ApprovalRef,
 ) -> Result<Voted, Error> {
-    let Some(required) = required_votes(tx, seq).await? else {
+    let Some(required) = required else {
         return Ok(Voted::Decides);
     };
     let voter = voter_name(&decision.approver);
@@ -151,10 +143,14 @@ pub(crate) async fn vote_in(
     Ok(Voted::Pending)
 }
 
-/// Whether approval `seq` needs more approving votes than it has (counted in the claim's
-/// transaction: a claim without its quorum is refused).
-pub(crate) async fn quorum_missing(tx: &Tx<'_>, seq: i64) -> Result<bool, Error> {
-    match required_votes(tx, seq).await? {
+/// Whether approval `seq`, whose rule requires `required` approving votes (read with its row
+/// lock), has fewer (counted in the claim's transaction: a claim without its quorum is refused).
+pub(crate) async fn quorum_missing(
+    tx: &Tx<'_>,
+    seq: i64,
+    required: Option<i64>,
+) -> Result<bool, Error> {
+    match required {
         None => Ok(false),
         Some(required) => Ok(approving_votes(tx, seq).await? < required),
     }

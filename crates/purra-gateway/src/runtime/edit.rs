@@ -188,13 +188,40 @@ impl Inner {
         run_id: &RunId,
         original: &ApprovalId,
     ) -> Result<Option<ApprovalView>, StoreError> {
+        Ok(match self.edit_or_original(run_id, original).await? {
+            Edit::Edited(edited) => Some(edited),
+            Edit::Not(_) => None,
+        })
+    }
+
+    /// [`edit_of`](Inner::edit_of), and when `original` was not edited, the view of it read to
+    /// tell (`None` when it does not exist): the claim that follows needs the same read.
+    pub(crate) async fn edit_or_original(
+        &self,
+        run_id: &RunId,
+        original: &ApprovalId,
+    ) -> Result<Edit, StoreError> {
         match self.store.approval(original.clone()).await? {
             Some(v) if matches!(v.state, ApprovalState::Refused(_)) => {}
-            _ => return Ok(None),
+            other => return Ok(Edit::Not(other)),
         }
         let views = self.store.run_approvals(run_id.clone()).await?;
-        Ok(views
-            .into_iter()
-            .find(|v| edited_from(&v.request).as_ref() == Some(original)))
+        Ok(
+            match views
+                .into_iter()
+                .find(|v| edited_from(&v.request).as_ref() == Some(original))
+            {
+                Some(edited) => Edit::Edited(edited),
+                None => Edit::Not(None),
+            },
+        )
     }
+}
+
+/// Whether an approval was edited ([`Inner::edit_or_original`]).
+pub(crate) enum Edit {
+    /// The approval it was edited into.
+    Edited(ApprovalView),
+    /// Not edited; the approval as read to tell, when it was read and exists.
+    Not(Option<ApprovalView>),
 }

@@ -47,7 +47,7 @@ use std::time::SystemTime;
 use purra_core::visible::client_name;
 use purra_core::{
     execute, json_identity, preset_fingerprint, ApprovalId, ApprovalIntent, ApprovalRecord,
-    ApprovalRequest, ApprovalState, ClaimState, ClaimVerdict, Decision, DecisionPath,
+    ApprovalRequest, ApprovalState, ApprovalView, ClaimState, ClaimVerdict, Decision, DecisionPath,
     EffectOutcome, ErrorCode, Execution, IdempotencyKey, Lease, RunContext, RunId, StoreError,
     SuspendedRun, ToolCall, ToolRegistration, Verdict, APPROVERS_MUST_DIFFER_LABEL,
     APPROVER_MAX_AGE_LABEL, EFFECT_LABEL, PRINCIPAL_LABEL, SENDS_WITHOUT_CALLER_LABEL, TITLE_LABEL,
@@ -1112,15 +1112,23 @@ impl Inner {
         who: Option<&crate::upstream::principals::Who>,
         client: Option<ClientDecision>,
     ) -> CallToolResult {
-        match self.edit_of(run_id, approval).await {
-            Ok(None) => {
-                self.settle_one(b, run_id, approval, args, who, client)
+        match self.edit_or_original(run_id, approval).await {
+            Ok(crate::runtime::edit::Edit::Not(view)) => {
+                self.settle_one(b, run_id, approval, args, who, client, view)
                     .await
             }
-            Ok(Some(edited)) => {
+            Ok(crate::runtime::edit::Edit::Edited(edited)) => {
                 // Edited: the original approval was decided by the edit, first.
                 let result = self
-                    .settle_one(b, run_id, &edited.id, &edited.request.arguments, who, None)
+                    .settle_one(
+                        b,
+                        run_id,
+                        &edited.id,
+                        &edited.request.arguments,
+                        who,
+                        None,
+                        None,
+                    )
                     .await;
                 results::edited(result, &approval.0, &edited)
             }
@@ -1139,7 +1147,9 @@ impl Inner {
         }
     }
 
-    /// [`settle`](Inner::settle) for one approval and the arguments it was approved with.
+    /// [`settle`](Inner::settle) for one approval and the arguments it was approved with
+    /// (`view`: the approval as just read, when it was).
+    #[allow(clippy::too_many_arguments)] // One call's parts and what was read of it.
     async fn settle_one(
         &self,
         b: &Binding,
@@ -1148,8 +1158,12 @@ impl Inner {
         args: &Value,
         who: Option<&crate::upstream::principals::Who>,
         client: Option<ClientDecision>,
+        view: Option<ApprovalView>,
     ) -> CallToolResult {
-        match self.claim_of(b, run_id, approval, args, who, client).await {
+        match self
+            .claim_of(b, run_id, approval, args, who, client, view)
+            .await
+        {
             Ok((now_bound, claim)) => {
                 self.after_claim(&now_bound, claim, run_id, approval, args, who)
                     .await
@@ -1192,6 +1206,8 @@ impl Inner {
     /// The claim of [`settle_one`](Inner::settle_one): checked against the binding and the
     /// registration as they are now, and taken (with the client's approval, when it gives one);
     /// the binding as it is now and the claim; or the caller's result when nothing is claimed.
+    /// `view`: the approval as [`settle`](Inner::settle) just read it (read here otherwise).
+    #[allow(clippy::too_many_arguments)] // One call's parts and what was read of it.
     async fn claim_of(
         &self,
         b: &Binding,
@@ -1200,6 +1216,7 @@ impl Inner {
         args: &Value,
         who: Option<&crate::upstream::principals::Who>,
         client: Option<ClientDecision>,
+        view: Option<ApprovalView>,
     ) -> Result<(Arc<Binding>, Claim), CallToolResult> {
         let mut client = client;
         let tool = b.local.as_str();
@@ -1231,8 +1248,13 @@ impl Inner {
         // request names (its labels): one a reload or a restart dropped from `principals` or
         // `clients` has no current intent, so the claim is checked against one that matches no
         // approval and the store records the refusal as a mismatch; nothing is sent.
-        // One read serves both: the request's labels now, its state and digest after the claim.
-        let record = match self.store.approval(approval.clone()).await {
+        // One read serves both: the request's labels now, its state and digest after the claim
+        // (the one `settle` made to tell whether the approval was edited, when it made one).
+        let read = match view {
+            Some(view) => Ok(Some(view)),
+            None => self.store.approval(approval.clone()).await,
+        };
+        let record = match read {
             Ok(Some(view)) => view,
             Ok(None) | Err(_) => {
                 self.keep_decision(approval, client).await;

@@ -129,3 +129,112 @@ impl Harness for Postgres {
 }
 
 contract_tests!(Postgres);
+
+/// A write dropped while its transaction is open (here the decision is recorded and the claim
+/// waits on a key another connection holds) leaves nothing: the store sends `BEGIN` with the
+/// first statement and `COMMIT` with the audit rows, so the connection of an unfinished
+/// transaction is closed, never handed to the next operation (with one connection in the pool,
+/// that next operation would otherwise read, and commit, the half-done write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_dropped_mid_transaction_leaves_nothing_and_its_connection_is_not_reused() {
+    use purra_core::{ApprovalGateway, ApprovalState, ClaimVerdict, OperatorStore, Verdict};
+    let schema = Postgres.fresh("dropped_mid_transaction");
+    let store = PostgresStore::connect_with(
+        &url(),
+        PostgresOptions::default().schema(&schema).pool_size(1),
+    )
+    .await
+    .unwrap();
+    let asked = request("\"dropped\"");
+    let digest = asked.intent.digest();
+    let key = key_of(&asked.intent);
+    let id = store.prepare(asked).await.unwrap();
+    // Another connection holds the claim's key, uncommitted: the claim's insert waits for it.
+    let holder = raw(&schema).await;
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "INSERT INTO claims (key, owner, approval_seq, claimed_at_ns) VALUES ($1, $2, NULL, 0)",
+            &[&key.0, &store.owner()],
+        )
+        .await
+        .unwrap();
+    let waiting = store.decide_and_claim(
+        id.clone(),
+        decision(Verdict::Approve, None),
+        digest.clone(),
+        at(20),
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), waiting)
+            .await
+            .is_err(),
+        "the claim should wait for the key held by the other connection"
+    );
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    // The next operation on the pool's one connection sees nothing of the dropped write.
+    let record = store.record(id.clone()).await.unwrap().unwrap();
+    assert_eq!(record.state, ApprovalState::Prepared);
+    let events: Vec<String> = store
+        .approval_audit(id.clone())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(events, ["prepared"]);
+    // And the write made again commits once, whole.
+    let verdict = store
+        .decide_and_claim(id.clone(), decision(Verdict::Approve, None), digest, at(20))
+        .await
+        .unwrap();
+    assert_eq!(verdict, ClaimVerdict::Claimed(key));
+    let events: Vec<String> = store
+        .approval_audit(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(events, ["prepared", "decided", "claimed"]);
+}
+
+/// A claim made while its owner's lease is fresh does not touch the owner's row: another
+/// transaction holding that row (as a concurrent claim renewing the lease would, until its
+/// commit) does not hold the claim up. Claims used to renew the lease each time, so a process's
+/// concurrent claims queued on its one `owners` row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_with_a_fresh_lease_does_not_wait_for_its_owner_s_row() {
+    use purra_core::{ApprovalGateway, ClaimVerdict, Verdict};
+    let schema = Postgres.fresh("claim_owner_row");
+    let store = support::open(&schema).await.unwrap();
+    let asked = request("\"fresh lease\"");
+    let digest = asked.intent.digest();
+    let key = key_of(&asked.intent);
+    let id = store.prepare(asked).await.unwrap();
+    store
+        .decide(id.clone(), decision(Verdict::Approve, None))
+        .await
+        .unwrap();
+    let holder = raw(&schema).await;
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "SELECT 1 FROM owners WHERE owner = $1 FOR NO KEY UPDATE",
+            &[&store.owner()],
+        )
+        .await
+        .unwrap();
+    let claimed = tokio::time::timeout(
+        Duration::from_secs(10),
+        store.check_and_claim(id, digest, at(20)),
+    )
+    .await;
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        claimed
+            .expect("the claim waited for the owner's row")
+            .unwrap(),
+        ClaimVerdict::Claimed(key)
+    );
+}
