@@ -1358,7 +1358,7 @@ impl<S: Service> Engine<S> {
         let mut ready: Vec<Vec<u8>> = Vec::new();
         // Requests' answers, in the order the requests came (whether answered in place or by a
         // task), after the rejections.
-        let mut waits: Vec<Result<Vec<u8>, tokio::task::JoinHandle<Option<Vec<u8>>>>> = Vec::new();
+        let mut waits: Vec<BatchAnswer> = Vec::new();
         for item in items {
             match item {
                 Ok(msg) => match self.dispatch(msg, true, context).await {
@@ -1653,6 +1653,9 @@ impl<S: Service> Engine<S> {
         self.take_pending(id, reply);
     }
 }
+
+/// A batch element's answer: made while it was dispatched, or to come from its task.
+type BatchAnswer = Result<Vec<u8>, tokio::task::JoinHandle<Option<Vec<u8>>>>;
 
 /// What dispatching one message produced.
 enum Dispatched {
