@@ -1561,13 +1561,23 @@ impl<S: Service> Engine<S> {
                     None
                 }
                 .instrument(span);
-                // Polled once in place first: a handler that answers without waiting (most do)
-                // costs no task, no task switch, and its response is queued before the next
-                // frame is read. Only one that waits moves into a task of its own (boxed and
-                // pinned already, so what it registered while polled here still finds it; its
-                // first poll there registers the task's waker).
+                // On a current-thread runtime (a stdio server's) polled once in place first: a
+                // handler that answers without waiting (most do) costs no task, no task switch,
+                // and its response is queued before the next frame is read. Only one that waits
+                // moves into a task of its own (boxed and pinned already, so what it registered
+                // while polled here still finds it; its first poll there registers the task's
+                // waker). On a multi-thread runtime every request gets its task as before: polled
+                // in place there, a gateway's read answered later one at a time (its handler
+                // waits on the upstream), paired against main in four runs.
                 let mut task = Box::pin(task);
-                let first = std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx))).await;
+                let in_place = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+                });
+                let first = if in_place {
+                    std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx))).await
+                } else {
+                    Poll::Pending
+                };
                 if let Poll::Ready(frame) = first {
                     return match frame {
                         Some(frame) => Dispatched::Ready(frame),

@@ -345,9 +345,9 @@ async fn batches_are_answered_for_2025_03_26_only() {
     );
 }
 
-/// A handler that answers without waiting is polled in the connection's own task: no task per
-/// request (every call here runs in one task, the connection's); one that waits still gets a
-/// task of its own and is answered.
+/// On a current-thread runtime (a stdio server's, and this test's) a handler that answers without
+/// waiting is polled in the connection's own task: no task per request (every call here runs in
+/// one task, the connection's); one that waits still gets a task of its own and is answered.
 #[tokio::test]
 async fn a_handler_that_answers_at_once_runs_in_the_connection_s_task() {
     let server = test_server(EngineConfig::default());
