@@ -319,7 +319,14 @@ fn decode_value(text: &str, in_json: bool) -> Result<Message, DecodeError> {
     let id = match env.id {
         None => IdField::Absent,
         Some(raw) if raw.get() == "null" => IdField::Null,
-        Some(raw) => match serde_json::from_str::<RequestId>(raw.get()) {
+        // The usual id, an integer, without a second parse (the text is JSON already, so what
+        // `i64` reads here is exactly a JSON integer in range).
+        Some(raw) => match raw
+            .get()
+            .parse::<i64>()
+            .map(RequestId::Number)
+            .or_else(|_| serde_json::from_str::<RequestId>(raw.get()))
+        {
             Ok(id) => IdField::Id(id),
             Err(_) => {
                 return Err(DecodeError::invalid(

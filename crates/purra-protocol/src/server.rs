@@ -2188,6 +2188,16 @@ fn decode_cursor(cursor: Option<&str>) -> Result<usize, ErrorObject> {
     }
 }
 
+/// Whether params' text may have a `_meta` member: it has the bytes `_meta`, or a `\u` escape
+/// (the only escape that can spell a letter or `_` in a key). When not, the pass that reads
+/// `_meta` is skipped: most requests carry none.
+fn may_have_meta(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    // Any backslash counts (cheaper than telling `\u` apart); most params have neither byte.
+    memchr::memchr2_iter(b'_', b'\\', bytes)
+        .any(|i| bytes[i] == b'\\' || bytes[i..].starts_with(b"_meta"))
+}
+
 #[derive(Deserialize)]
 struct MetaOnly {
     #[serde(default, rename = "_meta")]
@@ -2279,6 +2289,7 @@ impl SessionState {
         }
         let meta = params
             .as_deref()
+            .filter(|p| may_have_meta(p.get()))
             .and_then(|p| serde_json::from_str::<MetaOnly>(p.get()).ok())
             .and_then(|m| m.meta);
         if meta.as_ref().is_some_and(|m| m.modern.is_some()) {
@@ -2700,6 +2711,24 @@ mod tests {
         let logs = Server::builder("t", "1").logging().build();
         same(&logs);
         assert_eq!(logs.advertised().0, Advertised::LOGGING);
+    }
+
+    /// The pass that reads `_meta` is skipped only when params cannot have it: a key spelled
+    /// with escapes still counts, and what it carries is read.
+    #[test]
+    fn only_params_that_cannot_name_meta_skip_its_pass() {
+        assert!(!may_have_meta(
+            r#"{"name":"echo","arguments":{"text":"meta"}}"#
+        ));
+        assert!(may_have_meta(r#"{"_meta":{"progressToken":1}}"#));
+        assert!(may_have_meta(r#"{"a":{"_meta":1}}"#));
+        let escaped = r#"{"\u005fmeta":{"progressToken":7},"name":"echo"}"#;
+        assert!(may_have_meta(escaped));
+        let m: MetaOnly = serde_json::from_str(escaped).unwrap();
+        assert_eq!(
+            m.meta.and_then(|m| m.progress_token),
+            Some(RequestId::Number(7))
+        );
     }
 
     #[test]

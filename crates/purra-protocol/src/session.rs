@@ -1010,10 +1010,13 @@ async fn run<S: Service>(
     let shared = &engine.peer.shared;
     let config = &engine.config;
     tracing::debug!(parent: &shared.span, "connection open");
+    // One wait for the close, made once: a new one per frame costs a registration per frame.
+    let closed = shared.closed.cancelled();
+    tokio::pin!(closed);
     let reason = loop {
         let item = tokio::select! {
             biased;
-            _ = shared.closed.cancelled() => break "closed locally".to_owned(),
+            _ = &mut closed => break "closed locally".to_owned(),
             item = inbound.recv() => item,
         };
         let flow = match item {
@@ -1353,13 +1356,16 @@ impl<S: Service> Engine<S> {
             return ControlFlow::Continue(());
         }
         let mut ready: Vec<Vec<u8>> = Vec::new();
-        let mut waits: Vec<tokio::task::JoinHandle<Option<Vec<u8>>>> = Vec::new();
+        // Requests' answers, in the order the requests came (whether answered in place or by a
+        // task), after the rejections.
+        let mut waits: Vec<BatchAnswer> = Vec::new();
         for item in items {
             match item {
                 Ok(msg) => match self.dispatch(msg, true, context).await {
                     Dispatched::Nothing => {}
                     Dispatched::Send((frame, _)) => ready.push(frame),
-                    Dispatched::Task(task) => waits.push(task),
+                    Dispatched::Task(task) => waits.push(Err(task)),
+                    Dispatched::Ready(frame) => waits.push(Ok(frame)),
                     Dispatched::Close(e) => return ControlFlow::Break(e),
                 },
                 Err(e) => ready.push(encode_error(e.id.as_ref(), &e.error)),
@@ -1369,8 +1375,13 @@ impl<S: Service> Engine<S> {
         tokio::spawn(async move {
             let mut frames = ready;
             for w in waits {
-                if let Ok(Some(f)) = w.await {
-                    frames.push(f);
+                match w {
+                    Ok(f) => frames.push(f),
+                    Err(task) => {
+                        if let Ok(Some(f)) = task.await {
+                            frames.push(f);
+                        }
+                    }
                 }
             }
             if frames.is_empty() {
@@ -1550,6 +1561,29 @@ impl<S: Service> Engine<S> {
                     None
                 }
                 .instrument(span);
+                // On a current-thread runtime (a stdio server's) polled once in place first: a
+                // handler that answers without waiting (most do) costs no task, no task switch,
+                // and its response is queued before the next frame is read. Only one that waits
+                // moves into a task of its own (boxed and pinned already, so what it registered
+                // while polled here still finds it; its first poll there registers the task's
+                // waker). On a multi-thread runtime every request gets its task as before: polled
+                // in place there, a gateway's read answered later one at a time (its handler
+                // waits on the upstream), paired against main in four runs.
+                let mut task = Box::pin(task);
+                let in_place = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+                });
+                let first = if in_place {
+                    std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx))).await
+                } else {
+                    Poll::Pending
+                };
+                if let Poll::Ready(frame) = first {
+                    return match frame {
+                        Some(frame) => Dispatched::Ready(frame),
+                        None => Dispatched::Nothing,
+                    };
+                }
                 let task = tokio::spawn(task);
                 if handshake {
                     let _ = task.await;
@@ -1630,6 +1664,9 @@ impl<S: Service> Engine<S> {
     }
 }
 
+/// A batch element's answer: made while it was dispatched, or to come from its task.
+type BatchAnswer = Result<Vec<u8>, tokio::task::JoinHandle<Option<Vec<u8>>>>;
+
 /// What dispatching one message produced.
 enum Dispatched {
     /// Nothing to send now.
@@ -1638,6 +1675,8 @@ enum Dispatched {
     Send(Out),
     /// A request's task; it sends its own response, or returns it inside a batch.
     Task(tokio::task::JoinHandle<Option<Vec<u8>>>),
+    /// A batch element's response, answered while it was dispatched.
+    Ready(Vec<u8>),
     /// A protocol violation that ends the connection.
     Close(Error),
 }

@@ -22,98 +22,156 @@ use tokio_util::sync::CancellationToken;
 #[cfg(unix)]
 use crate::lane::{InlineWrite, Lane};
 use crate::peek::PEEK_BYTES;
-use crate::transport::{Inbound, Outbound, Transport, CHANNEL_CAPACITY, DEFAULT_MAX_FRAME_BYTES};
+use crate::transport::{
+    Inbound, InboundSource, Outbound, OutboundSink, Transport, CHANNEL_CAPACITY,
+    DEFAULT_MAX_FRAME_BYTES,
+};
 
-/// Reads newline-delimited frames from `reader` into `tx`, never buffering more than
-/// `max_frame` bytes of one line: a longer line (its `\r` included, blank or not) is discarded
-/// and reported as [`Inbound::Oversize`], with its first and last few KiB so the engine can tell
-/// what it was. Otherwise a trailing `\r` is dropped and a blank line skipped. A final line
-/// without a newline is delivered at EOF. How the bytes are chunked changes nothing.
+/// Reads newline-delimited frames from `reader` into `tx` ([`LineReader`]), for a transport
+/// whose engine reads a channel.
 pub(crate) async fn read_lines<R: AsyncRead + Unpin>(
-    mut reader: R,
+    reader: R,
     max_frame: usize,
     tx: mpsc::Sender<Inbound>,
 ) {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    let mut scanned = 0usize;
-    // The line being discarded, once it has grown past the bound.
-    let mut discarding: Option<Discard> = None;
-    loop {
-        if let Some(pos) = memchr::memchr(b'\n', &buf[scanned..]) {
-            let end = scanned + pos;
-            let mut line = buf.split_to(end + 1);
-            scanned = 0;
-            line.truncate(end);
-            if let Some(mut d) = discarding.take() {
-                d.push(&line);
-                if tx.send(d.finish()).await.is_err() {
-                    return;
+    let mut lines = LineReader::new(reader, max_frame);
+    while let Some(item) = lines.next().await {
+        if tx.send(item).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Newline-delimited frames from a reader, never buffering more than `max_frame` bytes of one
+/// line: a longer line (its `\r` included, blank or not) is discarded and reported as
+/// [`Inbound::Oversize`], with its first and last few KiB so the engine can tell what it was.
+/// Otherwise a trailing `\r` is dropped and a blank line skipped. A final line without a
+/// newline is delivered at EOF. How the bytes are chunked changes nothing.
+///
+/// The engine of a stdio connection reads it in place ([`InboundSource::Lines`]): a frame
+/// already buffered costs no system call, and no task or channel stands between the pipe and
+/// the engine.
+pub(crate) struct LineReader<R> {
+    reader: R,
+    max_frame: usize,
+    buf: BytesMut,
+    /// How much of `buf` is known to hold no newline.
+    scanned: usize,
+    /// The line being discarded, once it has grown past the bound.
+    discarding: Option<Discard>,
+    /// The input ended or failed: nothing more comes.
+    done: bool,
+}
+
+impl<R> fmt::Debug for LineReader<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LineReader")
+            .field("buffered", &self.buf.len())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// Lines of at most `max_frame` bytes from `reader`.
+    pub(crate) fn new(reader: R, max_frame: usize) -> Self {
+        LineReader {
+            reader,
+            max_frame,
+            buf: BytesMut::with_capacity(64 * 1024),
+            scanned: 0,
+            discarding: None,
+            done: false,
+        }
+    }
+
+    /// The next frame (or oversize report, or read failure); `None` once the input has ended.
+    /// Cancel-safe: the only wait is the read, and what a read returns is buffered before this
+    /// returns or waits again.
+    pub(crate) async fn next(&mut self) -> Option<Inbound> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(item) = self.buffered() {
+                return Some(item);
+            }
+            match self.reader.read_buf(&mut self.buf).await {
+                Ok(0) => {
+                    self.done = true;
+                    return self.at_end();
                 }
-                continue;
+                Ok(_) => {}
+                Err(e) => {
+                    self.done = true;
+                    return Some(Inbound::Failed(format!("read failed: {e}")));
+                }
+            }
+        }
+    }
+
+    /// The next complete line already buffered, if any; otherwise bounds what is buffered and
+    /// makes room for the next read.
+    fn buffered(&mut self) -> Option<Inbound> {
+        while let Some(pos) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
+            let end = self.scanned + pos;
+            let mut line = self.buf.split_to(end + 1);
+            self.scanned = 0;
+            line.truncate(end);
+            if let Some(mut d) = self.discarding.take() {
+                d.push(&line);
+                return Some(d.finish());
             }
             // The bound applies before anything is dropped, as it does to a line still arriving.
-            let item = if line.len() > max_frame {
-                Discard::of(&line).finish()
-            } else {
-                if line.last() == Some(&b'\r') {
-                    line.truncate(line.len() - 1);
-                }
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                Inbound::Frame(line.freeze())
-            };
-            if tx.send(item).await.is_err() {
-                return;
+            if line.len() > self.max_frame {
+                return Some(Discard::of(&line).finish());
             }
-            continue;
+            if line.last() == Some(&b'\r') {
+                line.truncate(line.len() - 1);
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Some(Inbound::Frame(line.freeze()));
         }
-        scanned = buf.len();
-        match &mut discarding {
+        self.scanned = self.buf.len();
+        match &mut self.discarding {
             Some(d) => {
                 // Only the newline is looked for now; nothing of the line is kept but its ends.
-                d.push(&buf);
-                buf.clear();
-                scanned = 0;
+                d.push(&self.buf);
+                self.buf.clear();
+                self.scanned = 0;
             }
-            None if buf.len() > max_frame => {
-                discarding = Some(Discard::of(&buf));
-                buf.clear();
-                scanned = 0;
+            None if self.buf.len() > self.max_frame => {
+                self.discarding = Some(Discard::of(&self.buf));
+                self.buf.clear();
+                self.scanned = 0;
             }
             None => {}
         }
-        if buf.capacity() - buf.len() < 8 * 1024 {
-            buf.reserve(64 * 1024);
+        if self.buf.capacity() - self.buf.len() < 8 * 1024 {
+            self.buf.reserve(64 * 1024);
         }
-        match reader.read_buf(&mut buf).await {
-            Ok(0) => {
-                let item = match discarding {
-                    Some(mut d) => {
-                        d.push(&buf);
-                        Some(d.finish())
-                    }
-                    None if buf.len() > max_frame => Some(Discard::of(&buf).finish()),
-                    None => {
-                        if buf.last() == Some(&b'\r') {
-                            buf.truncate(buf.len() - 1);
-                        }
-                        if buf.iter().all(u8::is_ascii_whitespace) {
-                            None
-                        } else {
-                            Some(Inbound::Frame(buf.split().freeze()))
-                        }
-                    }
-                };
-                if let Some(item) = item {
-                    let _ = tx.send(item).await;
-                }
-                return;
+        None
+    }
+
+    /// What is left at the end of the input: the last line, if it had no newline.
+    fn at_end(&mut self) -> Option<Inbound> {
+        match self.discarding.take() {
+            Some(mut d) => {
+                d.push(&self.buf);
+                Some(d.finish())
             }
-            Ok(_) => {}
-            Err(e) => {
-                let _ = tx.send(Inbound::Failed(format!("read failed: {e}"))).await;
-                return;
+            None if self.buf.len() > self.max_frame => Some(Discard::of(&self.buf).finish()),
+            None => {
+                if self.buf.last() == Some(&b'\r') {
+                    self.buf.truncate(self.buf.len() - 1);
+                }
+                if self.buf.iter().all(u8::is_ascii_whitespace) {
+                    None
+                } else {
+                    Some(Inbound::Frame(self.buf.split().freeze()))
+                }
             }
         }
     }
@@ -266,12 +324,12 @@ impl LaneWrite for tokio::net::UnixStream {
 /// Writes all of `buf` through `w`'s non-blocking writes, waiting for room as needed.
 #[cfg(unix)]
 async fn write_all_ready<W: LaneWrite>(w: &W, mut buf: &[u8]) -> std::io::Result<()> {
+    // Written at once while the pipe has room (the usual case); waits for room only when full.
     while !buf.is_empty() {
-        w.writable().await?;
         match w.try_write_vectored(&[std::io::IoSlice::new(buf)]) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => w.writable().await?,
             Err(e) => return Err(e),
         }
     }
@@ -295,11 +353,14 @@ async fn write_lane<W: LaneWrite>(
         buf.extend_from_slice(&m.frame);
         buf.push(b'\n');
     };
+    // One wait for the close, made once (a new one per message costs a registration each).
+    let closing = close.cancelled();
+    tokio::pin!(closing);
     'wait: loop {
         let first = tokio::select! {
             biased;
             m = rx.recv() => m,
-            _ = close.cancelled() => None,
+            _ = &mut closing => None,
         };
         let Some(first) = first else { break };
         push(&mut buf, first);
@@ -346,12 +407,12 @@ async fn write_lane<W: LaneWrite>(
 
 /// Starts a transport whose write side is a lane over `writer` ([`crate::lane`]).
 #[cfg(unix)]
-fn lane_transport<W: LaneWrite>(writer: W, in_rx: mpsc::Receiver<Inbound>) -> Transport {
+fn lane_transport<W: LaneWrite>(writer: W, inbound: InboundSource) -> Transport {
     let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let close = CancellationToken::new();
     let flushed = CancellationToken::new();
     let writer = Arc::new(writer);
-    let lane = Arc::new(Lane::new(out_tx.clone(), writer.clone()));
+    let lane = Arc::new(Lane::new(out_tx, writer.clone()));
     tokio::spawn(write_lane(
         writer,
         Arc::downgrade(&lane),
@@ -359,10 +420,15 @@ fn lane_transport<W: LaneWrite>(writer: W, in_rx: mpsc::Receiver<Inbound>) -> Tr
         close.clone(),
         flushed.clone(),
     ));
-    let mut t = Transport::from_channels(in_rx, out_tx, close.clone()).labeled("stdio", None);
-    t.outbound = crate::transport::OutboundSink::Lane { lane, close };
+    let mut t = Transport::over(inbound, OutboundSink::Lane { lane, close }).labeled("stdio", None);
     t.flushed = Some(flushed);
     t
+}
+
+/// The engine's source for lines read in place from `reader` ([`LineReader`]).
+fn lines<R: AsyncRead + Unpin + Send + 'static>(reader: R, max_frame: usize) -> InboundSource {
+    let reader: Box<dyn AsyncRead + Unpin + Send> = Box::new(reader);
+    InboundSource::Lines(Box::new(LineReader::new(reader, max_frame)))
 }
 
 async fn write_then_signal<W: AsyncWrite + Unpin>(
@@ -379,23 +445,26 @@ async fn write_then_signal<W: AsyncWrite + Unpin>(
 /// is used non-blocking on the event loop (Unix); otherwise (a terminal, a file, another
 /// platform) tokio's blocking stdio is used.
 pub fn server_transport(max_frame: usize) -> Transport {
-    let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
-    match nonblocking_stdin() {
+    let inbound = match nonblocking_stdin() {
         #[cfg(unix)]
-        Some(NonBlocking::Pipe(r)) => drop(tokio::spawn(read_lines(r, max_frame, in_tx))),
+        Some(NonBlocking::Pipe(r)) => lines(r, max_frame),
         #[cfg(unix)]
-        Some(NonBlocking::Socket(s)) => drop(tokio::spawn(read_lines(s, max_frame, in_tx))),
-        None => drop(tokio::spawn(read_lines(
-            tokio::io::stdin(),
-            max_frame,
-            in_tx,
-        ))),
-    }
+        Some(NonBlocking::Socket(s)) => lines(s, max_frame),
+        None => {
+            let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
+            drop(tokio::spawn(read_lines(
+                tokio::io::stdin(),
+                max_frame,
+                in_tx,
+            )));
+            InboundSource::Channel(in_rx)
+        }
+    };
     match nonblocking_stdout() {
         #[cfg(unix)]
-        Some(NonBlockingOut::Pipe(w)) => lane_transport(w, in_rx),
+        Some(NonBlockingOut::Pipe(w)) => lane_transport(w, inbound),
         #[cfg(unix)]
-        Some(NonBlockingOut::Socket(s)) => lane_transport(s, in_rx),
+        Some(NonBlockingOut::Socket(s)) => lane_transport(s, inbound),
         None => {
             let (out_tx, out_rx) = mpsc::channel(CHANNEL_CAPACITY);
             let close = CancellationToken::new();
@@ -406,7 +475,8 @@ pub fn server_transport(max_frame: usize) -> Transport {
                 close.clone(),
                 flushed.clone(),
             ));
-            let mut t = Transport::from_channels(in_rx, out_tx, close).labeled("stdio", None);
+            let mut t = Transport::over(inbound, OutboundSink::Channel { tx: out_tx, close })
+                .labeled("stdio", None);
             t.flushed = Some(flushed);
             t
         }
@@ -599,10 +669,8 @@ impl StdioCommand {
         // request inline instead of waking a worker ([`crate::lane`]).
         #[cfg(unix)]
         let mut t = {
-            let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
-            tokio::spawn(read_lines(stdout, self.max_frame_bytes, in_tx));
             let stdin = tokio::net::unix::pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?;
-            lane_transport(stdin, in_rx)
+            lane_transport(stdin, lines(stdout, self.max_frame_bytes))
         };
         #[cfg(not(unix))]
         let mut t = transport(stdout, stdin, self.max_frame_bytes);
@@ -911,7 +979,7 @@ mod tests {
             .block_on(async { tokio::net::unix::pipe::pipe() })
             .unwrap();
         let (in_tx, in_rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let t = rt.block_on(async { lane_transport(tx_pipe, in_rx) });
+        let t = rt.block_on(async { lane_transport(tx_pipe, InboundSource::Channel(in_rx)) });
         drop(in_tx);
         let crate::transport::OutboundSink::Lane { lane, .. } = &t.outbound else {
             panic!("a pipe gets a lane");
@@ -962,6 +1030,28 @@ mod tests {
         for (i, f) in got.iter().enumerate() {
             assert!(f[..] == frame(i)[..], "frame {i} differs");
         }
+    }
+
+    /// The engine reads lines in place inside a `select!`: a read dropped before its line is
+    /// complete loses nothing, and the line arrives whole with the next.
+    #[tokio::test]
+    async fn a_line_read_dropped_midway_loses_nothing() {
+        let (mut w, r) = tokio::io::duplex(64);
+        let mut lines = LineReader::new(r, 1 << 20);
+        w.write_all(br#"{"a""#).await.unwrap();
+        let waited = tokio::time::timeout(Duration::from_millis(20), lines.next()).await;
+        assert!(waited.is_err(), "no line is complete yet");
+        w.write_all(b":1}\r\n\n{\"b\":2}").await.unwrap();
+        drop(w);
+        let mut got = Vec::new();
+        while let Some(item) = lines.next().await {
+            match item {
+                Inbound::Frame(f) => got.push(String::from_utf8(f.to_vec()).unwrap()),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(got, [r#"{"a":1}"#, r#"{"b":2}"#]);
+        assert!(lines.next().await.is_none());
     }
 
     /// The frames `read_lines` makes of `input`, read in chunks of at most 7 bytes.

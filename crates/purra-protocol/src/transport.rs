@@ -260,6 +260,9 @@ pub(crate) enum InboundSource {
     /// A queue that allocates as it fills (see [`queue`]).
     #[cfg_attr(not(any(feature = "http-server", feature = "ws")), allow(dead_code))]
     Queue(queue::Receiver<Inbound>),
+    /// Lines read in place from a pipe or socket (stdio): no task or channel between the two.
+    #[cfg(feature = "stdio")]
+    Lines(Box<crate::stdio::LineReader<Box<dyn tokio::io::AsyncRead + Unpin + Send>>>),
 }
 
 impl InboundSource {
@@ -268,6 +271,8 @@ impl InboundSource {
         match self {
             InboundSource::Channel(rx) => rx.recv().await,
             InboundSource::Queue(rx) => rx.recv().await,
+            #[cfg(feature = "stdio")]
+            InboundSource::Lines(lines) => lines.next().await,
         }
     }
 }
@@ -451,7 +456,7 @@ impl Transport {
     }
 
     /// A transport with these two sides and nothing else, named `custom` until labeled.
-    fn over(inbound: InboundSource, outbound: OutboundSink) -> Self {
+    pub(crate) fn over(inbound: InboundSource, outbound: OutboundSink) -> Self {
         Transport {
             inbound,
             outbound,

@@ -345,6 +345,57 @@ async fn batches_are_answered_for_2025_03_26_only() {
     );
 }
 
+/// On a current-thread runtime (a stdio server's, and this test's) a handler that answers without
+/// waiting is polled in the connection's own task: no task per request (every call here runs in
+/// one task, the connection's); one that waits still gets a task of its own and is answered.
+#[tokio::test]
+async fn a_handler_that_answers_at_once_runs_in_the_connection_s_task() {
+    let server = test_server(EngineConfig::default());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ids = seen.clone();
+    server
+        .tool(
+            "where",
+            "where it runs",
+            move |_: Nothing, _c: RequestCtx| {
+                let ids = ids.clone();
+                async move {
+                    ids.lock().unwrap().push(tokio::task::id());
+                    HandlerResult::Ok("here")
+                }
+            },
+        )
+        .unwrap();
+    let mut raw = initialized(&server, "2025-11-25").await;
+    for id in 1..=3 {
+        assert_eq!(
+            ask(
+                &mut raw,
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"where"}}}}"#)
+            )
+            .await,
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"here"}}]}}}}"#)
+        );
+    }
+    let ids = seen.lock().unwrap().clone();
+    assert_eq!(ids.len(), 3);
+    assert!(
+        ids.iter().all(|i| *i == ids[0]),
+        "tasks per request: {ids:?}"
+    );
+    // One that waits: the connection reads on (the ping is answered first), then it answers.
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"wait"}}"#)
+        .await;
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await,
+        r#"{"jsonrpc":"2.0","id":5,"result":{}}"#
+    );
+    assert_eq!(
+        raw.recv().await.unwrap(),
+        r#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"waited"}]}}"#
+    );
+}
+
 #[tokio::test]
 async fn a_cancelled_request_gets_no_response() {
     let server = test_server(EngineConfig::default());
