@@ -1484,11 +1484,7 @@ async fn count_views<C: Conn>(c: &C, filter: &ViewFilter) -> Result<u64, Error> 
 
 /// How many approvals `filter` selects, counting no further than `up_to` (its order and limit
 /// aside): a read of at most `up_to` rows of its index.
-async fn count_views_up_to<C: Conn>(
-    c: &C,
-    filter: &ViewFilter,
-    up_to: u64,
-) -> Result<u64, Error> {
+async fn count_views_up_to<C: Conn>(c: &C, filter: &ViewFilter, up_to: u64) -> Result<u64, Error> {
     let (conditions, mut params) = filter.conditions();
     params.push(Box::new(i64::try_from(up_to).unwrap_or(i64::MAX)));
     let sql = format!(
