@@ -2262,7 +2262,8 @@ mod tests {
             vec!["local".to_owned().into(), 1i64.into(), 16i64.into()],
         );
         assert!(capped.contains(seek), "{capped}");
-        // The history, newest first from its cursor: the key read downwards, no sort.
+        // The history, newest first from its cursor: the index of decided approvals read
+        // downwards (never the pending ones), no sort.
         let history = plan(&ViewFilter {
             decided: true,
             before: Some(500),
@@ -2271,7 +2272,7 @@ mod tests {
             ..ViewFilter::every()
         });
         assert!(
-            history.contains("SEARCH a USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+            history.contains("SEARCH a USING INDEX approvals_decided (seq>? AND seq<?)"),
             "{history}"
         );
         assert!(!history.contains("TEMP B-TREE"), "{history}");
