@@ -753,7 +753,8 @@ async fn until_pending(db: &Path, n: u64) -> Result<(), String> {
 /// allocates once is not counted), and the store's bytes per waiting call.
 async fn waiting(a: &Args, purra: &str, server: &str) -> Result<Value, String> {
     use purra_protocol::{Client, ClientOptions, StderrMode, StdioCommand};
-    let dir = a.dir.join("waiting");
+    // Absolute: the gateway resolves a relative `db` against its configuration's directory.
+    let dir = std::path::absolute(a.dir.join("waiting")).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let db = dir.join("gateway.db");
