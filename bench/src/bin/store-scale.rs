@@ -250,15 +250,8 @@ impl Browser {
             if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break i + 4;
             }
-            let n = self
-                .conn
-                .read(&mut chunk)
-                .await
-                .map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("the page closed the connection".into());
-            }
-            buf.extend_from_slice(&chunk[..n]);
+            self.read_more(&mut buf, &mut chunk, "the page closed the connection")
+                .await?;
         };
         let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
         let status: u16 = head
@@ -275,18 +268,30 @@ impl Browser {
             })
             .ok_or("an answer without Content-Length")?;
         while buf.len() < head_end + length {
-            let n = self
-                .conn
-                .read(&mut chunk)
-                .await
-                .map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("the page closed the connection mid-body".into());
-            }
-            buf.extend_from_slice(&chunk[..n]);
+            self.read_more(
+                &mut buf,
+                &mut chunk,
+                "the page closed the connection mid-body",
+            )
+            .await?;
         }
         let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).into_owned();
         Ok((status, head, body))
+    }
+
+    /// Reads what the connection has into `buf` (through `chunk`); `Err(closed)` at its end.
+    async fn read_more(
+        &mut self,
+        buf: &mut Vec<u8>,
+        chunk: &mut [u8],
+        closed: &str,
+    ) -> Result<(), String> {
+        let n = self.conn.read(chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(closed.to_owned());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        Ok(())
     }
 }
 
