@@ -139,14 +139,23 @@ pub fn rss_of(pid: u32) -> Option<(u64, u64)> {
 }
 
 /// A fresh approval request for the store benchmarks: its arguments (and so its intent digest and
-/// idempotency key) differ on every call; `tag` keeps several processes' runs apart.
+/// idempotency key) differ on every call and in every process; `tag` names what they are for.
 pub fn fresh_request(tag: &str) -> purra_core::ApprovalRequest {
     use purra_core::{
         json_identity, ApprovalBinding, ApprovalIntent, ApprovalRequest, CheckpointCall, RunId,
     };
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    // The process's own prefix: a store kept between runs (`store-scale --reuse`) already
+    // holds the calls an earlier run made with the same counter.
+    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("{:x}{:x}-", std::process::id(), nanos & 0xFFFF_FFFF_FFFF)
+    });
+    let n = format!("{run}{}", NEXT.fetch_add(1, Ordering::Relaxed));
     let id = |v: Value| json_identity(&v).expect("I-JSON");
     let arguments = json!({"id": format!("doc-{tag}{n}"), "text": "hello"});
     let binding = ApprovalBinding {
