@@ -7,7 +7,7 @@
 //! is `prepare` and `save_suspended` (the call waiting for it, as the gateway saves it). The fill
 //! runs many cycles at once, so their durable writes share group commits.
 //!
-//! Timed on each store, one operation at a time, `--samples` times each:
+//! Timed on each store, one operation at a time, `--samples` times each (after five untimed runs):
 //! - `list`: what `purra approvals list` reads: one page of 50, the newest first, and how many
 //!   are older (counted up to 1 001, as the command counts them);
 //! - `pending`, `history`, `history_fragment`: the approver page's views, `GET` over HTTP from a
@@ -295,6 +295,10 @@ impl Browser {
     }
 }
 
+/// Untimed runs of each operation before its timed samples: the first reads of a store just
+/// opened fetch its pages from the file, which the steady state's p99 is not about.
+const WARM_UP: usize = 5;
+
 /// This process's resident memory (bytes).
 fn rss() -> u64 {
     purra_bench::rss_of(std::process::id()).map_or(0, |(rss, _)| rss)
@@ -305,7 +309,7 @@ async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Timings, Strin
     let mut out = Vec::new();
     // `purra approvals list`: the page of 50 and the count of the older ones.
     let mut t = Vec::with_capacity(samples);
-    for _ in 0..samples {
+    for i in 0..WARM_UP + samples {
         let start = Instant::now();
         let query = ApprovalQuery::all().newest_first().limit(50);
         let page = store
@@ -318,7 +322,9 @@ async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Timings, Strin
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        t.push(purra_bench::micros_since(start));
+        if i >= WARM_UP {
+            t.push(purra_bench::micros_since(start));
+        }
     }
     let (p50, p99) = percentiles(t);
     out.push(("list".to_owned(), p50, p99));
@@ -349,10 +355,12 @@ async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Timings, Strin
         ("history_fragment", "/fragment/history"),
     ] {
         let mut t = Vec::with_capacity(samples);
-        for _ in 0..samples {
+        for i in 0..WARM_UP + samples {
             let start = Instant::now();
             let (status, body) = browser.get(path).await?;
-            t.push(purra_bench::micros_since(start));
+            if i >= WARM_UP {
+                t.push(purra_bench::micros_since(start));
+            }
             if status != 200 || body.is_empty() {
                 return Err(format!("GET {path} answered {status}"));
             }
@@ -365,7 +373,7 @@ async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Timings, Strin
 
     // A new write's claim: prepared and approved untimed, claimed timed, completed untimed.
     let mut t = Vec::with_capacity(samples);
-    for _ in 0..samples {
+    for i in 0..WARM_UP + samples {
         let request = purra_bench::fresh_request("claim-");
         let intent = request.intent.clone();
         let id = store.prepare(request).await.map_err(|e| e.to_string())?;
@@ -384,7 +392,9 @@ async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Timings, Strin
         let claimed = store
             .check_and_claim(id, intent.digest(), SystemTime::now())
             .await;
-        t.push(purra_bench::micros_since(start));
+        if i >= WARM_UP {
+            t.push(purra_bench::micros_since(start));
+        }
         let key = match claimed {
             Ok(ClaimVerdict::Claimed(key)) => key,
             other => return Err(format!("claim: {other:?}")),
