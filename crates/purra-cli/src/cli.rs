@@ -333,7 +333,8 @@ pub enum ApprovalsCommand {
     },
     /// Serve the approver page for the store: pending approvals updated live, approve or deny
     /// with a note, the history with effects, receipts and audit trails. Found through a gateway
-    /// file (--config, ./gateway.toml) with [webhooks], it delivers their events too.
+    /// file (--config, ./gateway.toml), it serves the file's [page] settings and its
+    /// [approvers.groups] (a workflow's `from`), and with [webhooks] delivers their events too.
     Serve {
         /// Where to listen (loopback by default).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8470")]

@@ -157,29 +157,39 @@ pub async fn run(command: ApprovalsCommand) -> Result<(), Failure> {
             }
         }
         ApprovalsCommand::Serve { listen, page, .. } => {
+            // Found through a gateway file: the page is the one `purra gateway --page` serves
+            // from it (its [page] table, and its [approvers.groups] for a workflow's `from`).
+            let file = store::locate(args)?.gateway_file;
+            let loaded = file
+                .as_ref()
+                .map(|f| purra_gateway::load(f).map_err(|e| Failure::Config(e.to_string())))
+                .transpose()?;
             let bound = crate::cmd::page::bind(
                 db.operator(),
                 Some(db.pins()),
                 None,
                 *listen,
                 page,
-                None,
+                loaded.as_ref().map(|l| crate::cmd::page::FilePage {
+                    page: &l.config.page,
+                    source: &l.source,
+                    connections: None,
+                    groups: l.config.approvers.groups.clone(),
+                }),
                 "purra approvals",
             )
             .await?;
             bound.set_grants(db.grants());
             // Found through a gateway file: the queue of unknown effects may resend through its
             // bindings; without one the page says why it cannot.
-            if let Some(file) = store::locate(args)?.gateway_file {
+            if let Some(file) = file {
                 bound.set_resend(crate::cmd::page::resend_through(file, db.operator()));
             }
             crate::telemetry::say("purra approvals", &format!("store {}", location.shown()));
             // Found through a gateway file with [webhooks]: this process delivers too (beside
             // the gateway, or while it is down).
             let stop = purra_protocol::CancellationToken::new();
-            if let Some(file) = store::locate(args)?.gateway_file {
-                let loaded =
-                    purra_gateway::load(&file).map_err(|e| Failure::Config(e.to_string()))?;
+            if let Some(loaded) = loaded {
                 // The page serves whatever becomes of the webhooks: a secret this process
                 // cannot read (it may be in the gateway's environment alone) is said, and this
                 // process delivers nothing.

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use crate::support::clients::{Sdk, SdkClient};
 use crate::support::peers;
-use crate::support::run::{http, purra_bin, result_text, steps_of, LIMIT};
+use crate::support::run::{http, page_decide, purra_bin, result_text, steps_of, LIMIT};
 
 use peers::{
     fresh_dir, lines_of, oidc_issuer, peer, python, repo_root, token_for, token_with_scope,
@@ -263,58 +263,15 @@ arguments = ["len(value) <= 40"]
             .count()
     }
 
-    /// Signs in to the approver page with the token of approver `who`: the session cookie and
-    /// the CSRF token.
-    fn sign_in(&self, who: &str) -> (String, String) {
+    /// Decides `id` on the approver page as `who` signed in; the status and the JSON answer.
+    fn decide_on_page(&self, who: &str, id: &str, verdict: &str) -> (u16, Value) {
         let token = &self
             .tokens
             .iter()
             .find(|(a, _)| a == who)
             .unwrap_or_else(|| panic!("no sign-in token for {who}: {:?}", self.tokens))
             .1;
-        let r = http(
-            "POST",
-            &format!("{}/login", self.page),
-            &[
-                ("content-type", "application/x-www-form-urlencoded"),
-                ("origin", &self.page),
-            ],
-            &format!("token={token}"),
-        );
-        assert_eq!(r.status, 303, "{}", r.body);
-        let cookie = r
-            .header("set-cookie")
-            .expect("a session cookie")
-            .split(';')
-            .next()
-            .expect("cookie")
-            .to_owned();
-        let page = http(
-            "GET",
-            &format!("{}/", self.page),
-            &[("cookie", &cookie)],
-            "",
-        );
-        assert_eq!(page.status, 200);
-        let from = page.body.find("name=\"csrf\" value=\"").expect("csrf") + 19;
-        (cookie, page.body[from..from + 43].to_owned())
-    }
-
-    /// Decides `id` on the approver page as `who` signed in; the status and the JSON answer.
-    fn decide_on_page(&self, who: &str, id: &str, verdict: &str) -> (u16, Value) {
-        let (cookie, csrf) = self.sign_in(who);
-        let r = http(
-            "POST",
-            &format!("{}/approvals/{id}/decide", self.page),
-            &[
-                ("cookie", &cookie),
-                ("origin", &self.page),
-                ("accept", "application/json"),
-                ("content-type", "application/x-www-form-urlencoded"),
-            ],
-            &format!("csrf={csrf}&verdict={verdict}"),
-        );
-        (r.status, serde_json::from_str(&r.body).expect("json"))
+        page_decide(&self.page, token, id, verdict)
     }
 }
 

@@ -158,13 +158,13 @@ arguments = ["len(value) <= 40"]
 }
 
 /// A `purra` process the test started, its stderr lines on a channel; killed when dropped.
-struct Purra {
+pub(crate) struct Purra {
     child: Child,
     lines: Receiver<String>,
 }
 
 impl Purra {
-    fn start(args: &[&str]) -> Purra {
+    pub(crate) fn start(args: &[&str]) -> Purra {
         Purra::start_with_env(args, &[])
     }
 
@@ -185,7 +185,7 @@ impl Purra {
     }
 
     /// Waits for a stderr line starting with `prefix`; the rest of it.
-    fn line(&self, prefix: &str) -> String {
+    pub(crate) fn line(&self, prefix: &str) -> String {
         let start = Instant::now();
         loop {
             let line = self

@@ -7,6 +7,7 @@
 //! - 2-of-2 from `group:sre`: one vote leaves the call waiting; a vote by someone outside the
 //!   group is refused, and a second vote by the same approver; the second approver's vote sends
 //!   the write once (the upstream's ledger); a deny by either closes the next one.
+//! - `purra approvals serve --config FILE`: its page admits members of the file's groups.
 //! - Escalation after a short `escalate_after`: `approval.escalated` arrives verified, then a
 //!   member of `escalate_to` (refused before) decides; `on_expiry = "deny"`: the caller's
 //!   waiting call ends with the denial naming the expiry, and `approval.expired` arrives.
@@ -19,7 +20,7 @@ use serde_json::{json, Value};
 
 use crate::support::clients::{serving, spawn_gateway};
 use crate::support::peers::{fresh_dir, webhook_receiver, HttpUpstream};
-use crate::support::run::{approvals_json, purra, wait_approval, LIMIT};
+use crate::support::run::{approvals_json, page_decide, purra, wait_approval, LIMIT};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -222,6 +223,70 @@ fn quorum_of_two_refuses_outsiders_sends_once_and_a_deny_closes() {
     let c = next_pending(&db, &[a, b]);
     assert_eq!(decide(&config, "deny", &c, "alice").0, Some(0));
     assert!(text_of(&third.join().expect("call")).contains("was denied by alice (cli)"));
+    assert_eq!(upstream.writes(), ["one"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `purra approvals serve --config FILE` serves the page with the file's `[approvers.groups]`:
+/// a member of `group:sre` votes on the page, someone outside it is refused (before, the page
+/// knew no groups and refused every member).
+#[test]
+fn approvals_serve_from_the_gateway_file_admits_its_groups() {
+    let dir = fresh_dir("quorum", "serve-groups");
+    let upstream = HttpUpstream::start(&dir, &[]);
+    let port = crate::support::peers::free_port();
+    let config = write_config(
+        &dir,
+        port,
+        &upstream.url,
+        r#"{ required = 2, from = ["group:sre"] }"#,
+        "1h",
+        None,
+    );
+    let db = dir.join("gateway.db").to_string_lossy().into_owned();
+    let _gw = start_gateway(&config);
+    let waiting = call(port, "one");
+    let a = next_pending(&db, &[]);
+
+    let served = crate::page::Purra::start(&[
+        "approvals",
+        "serve",
+        "--config",
+        &config.to_string_lossy(),
+        "--listen",
+        "127.0.0.1:0",
+        "--page-approver",
+        "bob",
+        "--page-approver",
+        "dave",
+    ]);
+    let page = served.line("purra approvals: approver page at ");
+    let page = page.trim_end_matches('/');
+    let bob = served.line("purra approvals: sign-in token for bob: ");
+    let dave = served.line("purra approvals: sign-in token for dave: ");
+    assert_eq!(
+        page_decide(page, &dave, &a, "approve"),
+        (
+            403,
+            json!({"ok": false, "message": format!("refused: {a}: dave may not decide this approval: only group:sre may")})
+        )
+    );
+    let (status, answer) = page_decide(page, &bob, &a, "approve");
+    assert_eq!((status, &answer["ok"]), (200, &json!(true)), "{answer}");
+    let shown = approvals_json(&db, &["show", &a]);
+    assert_eq!(shown["state"], "pending", "{shown}");
+    assert_eq!(
+        shown["votes"]["cast"][0]["approver"], "bob (page)",
+        "{shown}"
+    );
+    // alice's vote on the CLI completes the quorum: the call is sent once.
+    assert_eq!(decide(&config, "approve", &a, "alice").0, Some(0));
+    let result = waiting.join().expect("call");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"stored": "one"}),
+        "{result}"
+    );
     assert_eq!(upstream.writes(), ["one"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

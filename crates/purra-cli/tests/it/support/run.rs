@@ -281,6 +281,50 @@ pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> An
     }
 }
 
+/// Signs in to the approver page at `page` (its URL, no trailing slash) with a sign-in
+/// `token`: the session cookie and the CSRF token.
+pub fn page_sign_in(page: &str, token: &str) -> (String, String) {
+    let r = http(
+        "POST",
+        &format!("{page}/login"),
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("origin", page),
+        ],
+        &format!("token={token}"),
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    let cookie = r
+        .header("set-cookie")
+        .expect("a session cookie")
+        .split(';')
+        .next()
+        .expect("cookie")
+        .to_owned();
+    let shown = http("GET", &format!("{page}/"), &[("cookie", &cookie)], "");
+    assert_eq!(shown.status, 200);
+    let from = shown.body.find("name=\"csrf\" value=\"").expect("csrf") + 19;
+    (cookie, shown.body[from..from + 43].to_owned())
+}
+
+/// Decides approval `id` (`verdict`: `approve` or `deny`) on the approver page at `page`,
+/// signed in with `token`: the status and the JSON answer.
+pub fn page_decide(page: &str, token: &str, id: &str, verdict: &str) -> (u16, Value) {
+    let (cookie, csrf) = page_sign_in(page, token);
+    let r = http(
+        "POST",
+        &format!("{page}/approvals/{id}/decide"),
+        &[
+            ("cookie", &cookie),
+            ("origin", page),
+            ("accept", "application/json"),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        &format!("csrf={csrf}&verdict={verdict}"),
+    );
+    (r.status, serde_json::from_str(&r.body).expect("json"))
+}
+
 /// `GET PATH` of the HTTP server at `authority` (`HOST:PORT`), `Connection: close`: its whole
 /// answer, head and body, as text (reads give up after 10 s).
 pub fn http_get(authority: &str, path: &str) -> std::io::Result<String> {
