@@ -178,6 +178,23 @@ pub(super) async fn stdio(env: &Env, res: &mut Results, calls: usize) {
     stdio_run(res, key, "purra → purra gateway → purra", &cmd).await;
 }
 
+/// `bench-client` against `stdio-relay` in front of the benchmark server: what a process in the
+/// middle costs before it does any work (the floor of the gateway's added p50).
+pub(super) async fn relay(env: &Env, res: &mut Results, calls: usize) {
+    let cmd = vec![
+        env.bin("bench-client"),
+        "--calls".into(),
+        calls.to_string(),
+        "--concurrency".into(),
+        "16".into(),
+        "--".into(),
+        absolute(&env.bin("stdio-relay")),
+        "--".into(),
+        absolute(&env.bin("purra-bench-server")),
+    ];
+    stdio_run(res, "gw/relay", "purra → stdio-relay → purra", &cmd).await;
+}
+
 /// The command of front `which` on `port`, in front of the stdio benchmark server.
 fn front(env: &Env, which: &str, port: u16) -> Result<Vec<String>, String> {
     let server = absolute(&env.bin("purra-bench-server"));
@@ -773,6 +790,10 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
     let gw = "gw/stdio";
     for (label, k) in [
         ("purra → purra (direct)", direct),
+        (
+            "purra → stdio-relay → purra (bytes copied, nothing else)",
+            "gw/relay",
+        ),
         ("purra → purra gateway → purra", gw),
     ] {
         if res.failed(k) {
@@ -797,8 +818,9 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
     let added = added_p50(res);
     let _ = writeln!(
         s,
-        "\nThe gateway adds {} to the p50 of a read over stdio (the gateway row's p50 less the direct row's, in each round; the median over rounds and the range).\n",
-        added.map_or_else(|| "FAILED".into(), micros)
+        "\nThe gateway adds {} to the p50 of a read over stdio (the gateway row's p50 less the direct row's, in each round; the median over rounds and the range). A process that only copies the bytes each way (`stdio-relay`: a blocking thread per direction, no parsing) adds {}: the two more pipe hops and their wake-ups any front pays before its own work.\n",
+        added.map_or_else(|| "FAILED".into(), micros),
+        relay_p50(res).map_or_else(|| "FAILED".into(), micros)
     );
     let _ = writeln!(
         s,
@@ -942,6 +964,13 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
 pub(super) fn added_p50(res: &Results) -> Option<Spread> {
     res.rounds
         .combine(&["gw/stdio/p50", "stdio/purra/purra/p50"], |v| v[0] - v[1])
+}
+
+/// What `stdio-relay` adds to the p50 over stdio in µs, in each round (the floor of
+/// [`added_p50`]).
+pub(super) fn relay_p50(res: &Results) -> Option<Spread> {
+    res.rounds
+        .combine(&["gw/relay/p50", "stdio/purra/purra/p50"], |v| v[0] - v[1])
 }
 
 /// `114 µs (98–160 µs)`: a spread of microseconds.
