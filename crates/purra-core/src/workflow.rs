@@ -96,6 +96,19 @@ impl std::fmt::Display for NotAVoter {
 
 impl std::error::Error for NotAVoter {}
 
+impl NotAVoter {
+    /// The store error a decision path that answers with [`StoreError`](crate::StoreError)
+    /// reports it as.
+    pub const CONFLICT: &'static str =
+        "the approver may not decide this approval: its workflow's `from` does not name them";
+}
+
+impl From<NotAVoter> for crate::StoreError {
+    fn from(_: NotAVoter) -> crate::StoreError {
+        crate::StoreError::Conflict(NotAVoter::CONFLICT)
+    }
+}
+
 fn entries(value: Option<&String>) -> Vec<String> {
     value
         .map(|v| {

@@ -123,7 +123,7 @@ pub use config::{
     TelemetrySettings, UpstreamConfig, WebhookConfig, WebhookEventName, WebhookFormat, WriteConfig,
     DEFAULT_METRICS_INTERVAL,
 };
-pub use config::{ApprovalBy, Dispatch, SessionsIn};
+pub use config::{ApprovalBy, ApprovalConfig, ApprovalRule, Dispatch, OnExpiry, SessionsIn};
 pub use runtime::app::{app_uri, APPROVAL_TOOL};
 pub use runtime::drain::Drained;
 pub use runtime::edit::EditRefused;

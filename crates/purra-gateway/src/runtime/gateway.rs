@@ -539,6 +539,13 @@ impl Gateway {
     /// Separation of duties is checked with the approver's name (without its path) as who
     /// decides: when the request says approvers must differ and that name is the principal that
     /// asked, nothing is recorded (`Conflict(SelfDecision::CONFLICT)`).
+    ///
+    /// A workflow's `from` (and `escalate_to` once escalated) is checked here for an approver
+    /// recorded as `NAME (api)`: the name, or a member of the groups the configuration's
+    /// `[approvers.groups]` lists it in; someone else is refused and nothing is recorded
+    /// (`Conflict(NotAVoter::CONFLICT)`). An approver already naming an operator's path (the
+    /// approver page's `NAME (page)`) was checked by that path, with the groups it knows (the
+    /// sign-in's claims too).
     pub async fn decide(
         &self,
         id: purra_core::ApprovalId,
@@ -551,9 +558,29 @@ impl Gateway {
         let named =
             purra_core::DecisionPath::of(&decision.approver).is_some_and(|(_, p)| p.is_operator());
         if !named {
+            self.check_voter(&id, &decision.approver).await??;
             decision.approver = purra_core::DecisionPath::Api.approver(&decision.approver);
         }
         self.inner.decide_as(id, decision, &decider).await
+    }
+
+    /// Whether `approver` may decide approval `id` by its workflow's `from` (by name, or as a
+    /// member of the configuration's `[approvers.groups]`).
+    async fn check_voter(
+        &self,
+        id: &purra_core::ApprovalId,
+        approver: &str,
+    ) -> Result<Result<(), purra_core::NotAVoter>, StoreError> {
+        let view = self
+            .inner
+            .store
+            .approval(id.clone())
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let groups = self.inner.catalog().config.approvers.groups_of(approver);
+        Ok(view
+            .request
+            .check_voter(&[approver], &groups, std::time::SystemTime::now()))
     }
 
     /// Approves the waiting write `id` with `arguments` in place of its caller's (its binding
@@ -575,6 +602,10 @@ impl Gateway {
         let named =
             purra_core::DecisionPath::of(&decision.approver).is_some_and(|(_, p)| p.is_operator());
         if !named {
+            let voter = self.check_voter(&id, &decision.approver).await;
+            let refused =
+                |e: &dyn std::fmt::Display| crate::runtime::edit::EditRefused(e.to_string());
+            voter.map_err(|e| refused(&e))?.map_err(|e| refused(&e))?;
             decision.approver = purra_core::DecisionPath::Api.approver(&decision.approver);
         }
         self.inner

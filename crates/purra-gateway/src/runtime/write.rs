@@ -294,8 +294,9 @@ impl Inner {
             .ok_or(StoreError::NotFound)?;
         view.request.check_decider(decider)?;
         // A workflow's `from` is checked where the approver's groups are known (the page, the
-        // CLI): a binding with a workflow table is decided by operators only, so the client's
-        // paths (elicitation, the approval view) never reach it.
+        // CLI, `Gateway::decide` with the file's groups): a binding with a workflow table is
+        // decided by operators only, so the client's paths (elicitation, the approval view)
+        // never reach it.
         self.approvals.decide(approval, decision).await?;
         self.decisions.wake();
         Ok(())

@@ -613,6 +613,59 @@ async fn a_denied_calls_run_is_closed_and_the_same_call_asks_anew() {
     fx.gateway.shutdown().await;
 }
 
+/// `Gateway::decide` (an embedding host's decision, recorded as `NAME (api)`) checks a
+/// workflow's `from` with the configuration's `[approvers.groups]`: someone outside is refused
+/// and nothing is recorded; a member decides and the waiting call is sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_s_decision_is_refused_outside_the_workflow_s_from() {
+    let fx = fixture_with("api-from", Duration::from_secs(30), |c| {
+        c.writes.get_mut("set_value").expect("write").approval =
+            purra_gateway::ApprovalConfig::Rule(purra_gateway::ApprovalRule {
+                from: vec!["group:sre".into()],
+                ..Default::default()
+            });
+        c.approvers.groups.insert("sre".into(), vec!["bob".into()]);
+    })
+    .await;
+    let conn = Arc::new(client(&fx.gateway, "flow-client").await);
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.call_tool("set_value", json!({"value": "q"})).await })
+    };
+    let id = ApprovalId("approval-1".into());
+    while fx.store.record(id.clone()).await.expect("record").is_none() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        fx.gateway
+            .decide(id.clone(), approval_by("eve", Duration::from_secs(60)))
+            .await,
+        Err(purra_core::StoreError::Conflict(
+            purra_core::NotAVoter::CONFLICT
+        ))
+    );
+    let rec = fx
+        .store
+        .record(id.clone())
+        .await
+        .expect("record")
+        .expect("exists");
+    assert_eq!(rec.state, purra_core::ApprovalState::Prepared, "{rec:?}");
+    fx.gateway
+        .decide(id.clone(), approval_by("bob", Duration::from_secs(60)))
+        .await
+        .expect("bob is in group:sre");
+    let r = waiting.await.expect("join").expect("call");
+    assert_eq!(r.structured_content, Some(json!({"stored": "q"})), "{r:?}");
+    let rec = fx.store.record(id).await.expect("record").expect("exists");
+    match rec.state {
+        purra_core::ApprovalState::Claimed(d) => assert_eq!(d.approver, "bob (api)"),
+        other => panic!("claimed expected: {other:?}"),
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 1);
+    fx.gateway.shutdown().await;
+}
+
 /// Issue 44, friction: a waiting write's progress was fractional seconds
 /// (`1.787e-06/59.9997`). It is whole seconds, increasing, with a message saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
