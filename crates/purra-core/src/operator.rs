@@ -511,6 +511,37 @@ pub trait OperatorStore: ApprovalGateway + IdempotencyStore + RunStore {
     /// The audit trail of one approval, oldest first: the rows naming it, and the rows about its
     /// claim (outcome, interruption, reconciliation) if it made one. Empty if there is no such approval.
     fn approval_audit(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>>;
+    /// The audit trails of `ids` ([`approval_audit`](OperatorStore::approval_audit) of each),
+    /// in their order: what the approver page shows beside each decided approval of a listing,
+    /// in one read of the store. The default reads them one after another.
+    fn approval_audits(
+        &self,
+        ids: Vec<ApprovalId>,
+    ) -> BoxFuture<'_, Result<Vec<Vec<AuditEntry>>, StoreError>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                out.push(self.approval_audit(id).await?);
+            }
+            Ok(out)
+        })
+    }
+    /// The suspended runs of `run_ids` ([`load_suspended`](RunStore::load_suspended) of each),
+    /// in their order, `None` where none is stored: what the approver page shows beside each
+    /// pending approval of a listing, in one read of the store. The default reads them one
+    /// after another.
+    fn load_suspended_each(
+        &self,
+        run_ids: Vec<RunId>,
+    ) -> BoxFuture<'_, Result<Vec<Option<crate::run_store::SuspendedRun>>, StoreError>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(run_ids.len());
+            for id in run_ids {
+                out.push(self.load_suspended(id).await?);
+            }
+            Ok(out)
+        })
+    }
     /// Every run that asked for an approval, in the order of its first approval.
     fn run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>>;
     /// The ids of every stored suspended run (a restarted host resumes them), sorted.

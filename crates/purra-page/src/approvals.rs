@@ -78,18 +78,27 @@ async fn listing(
     }
     let read = store.approval_page(query.clone()).await?;
     let mut items = Vec::with_capacity(read.approvals.len());
+    // What each card shows beside its approval, read for the whole listing at once.
+    let (mut runs, mut trails) = match view {
+        View::Pending => {
+            let ids = read
+                .approvals
+                .iter()
+                .map(|a| a.request.intent.run_id.clone());
+            (store.load_suspended_each(ids.collect()).await?, Vec::new())
+        }
+        View::History | View::Effects | View::Grants => {
+            let ids = read.approvals.iter().map(|a| a.id.clone());
+            (Vec::new(), store.approval_audits(ids.collect()).await?)
+        }
+    };
+    runs.reverse();
+    trails.reverse();
     for view_of in read.approvals {
-        let (trail, run) = match view {
-            View::Pending => (
-                Vec::new(),
-                store
-                    .load_suspended(view_of.request.intent.run_id.clone())
-                    .await?,
-            ),
-            View::History | View::Effects | View::Grants => {
-                (store.approval_audit(view_of.id.clone()).await?, None)
-            }
-        };
+        let (trail, run) = (
+            trails.pop().unwrap_or_default(),
+            runs.pop().unwrap_or_default(),
+        );
         let votes = if view_of.request.votes_required().is_some() {
             store.votes(view_of.id.clone()).await?
         } else {

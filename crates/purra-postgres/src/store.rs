@@ -2119,6 +2119,31 @@ impl RunStore for PostgresStore {
     }
 }
 
+/// The audit trail of approval `id` ([`OperatorStore::approval_audit`]) read on `c`.
+async fn approval_audit_on<C: Conn + ?Sized>(
+    c: &C,
+    id: &ApprovalId,
+) -> Result<Vec<AuditEntry>, Error> {
+    let Some(seq) = approval_seq(id) else {
+        return Ok(Vec::new());
+    };
+    let key: Option<String> =
+        query_opt(c, "SELECT key FROM claims WHERE approval_seq = $1", &[&seq])
+            .await?
+            .map(|r| r.get(0));
+    let rows = query(
+        c,
+        &format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit
+             WHERE approval_id = $1 OR (approval_id IS NULL AND claim_key = $2)
+             ORDER BY seq"
+        ),
+        &[&id.0, &key],
+    )
+    .await?;
+    rows.iter().map(audit_of).collect()
+}
+
 impl OperatorStore for PostgresStore {
     fn owner(&self) -> &str {
         &self.inner.owner
@@ -2224,33 +2249,57 @@ impl OperatorStore for PostgresStore {
 
     fn approval_audit(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
         Box::pin(async move {
-            let Some(seq) = approval_seq(&id) else {
+            if approval_seq(&id).is_none() {
                 return Ok(Vec::new());
-            };
+            }
             self.read(move |c| {
                 let id = id.clone();
-                async move {
-                    let key: Option<String> = query_opt(
-                        &c,
-                        "SELECT key FROM claims WHERE approval_seq = $1",
-                        &[&seq],
-                    )
-                    .await?
-                    .map(|r| r.get(0));
-                    let rows = query(
-                        &c,
-                        &format!(
-                            "SELECT {AUDIT_COLUMNS} FROM audit
-                             WHERE approval_id = $1 OR (approval_id IS NULL AND claim_key = $2)
-                             ORDER BY seq"
-                        ),
-                        &[&id.0, &key],
-                    )
-                    .await?;
-                    rows.iter().map(audit_of).collect()
-                }
+                async move { approval_audit_on(&c, &id).await }
             })
             .await
+        })
+    }
+
+    fn approval_audits(
+        &self,
+        ids: Vec<ApprovalId>,
+    ) -> BoxFuture<'_, Result<Vec<Vec<AuditEntry>>, StoreError>> {
+        let ids = Arc::new(ids);
+        self.read(move |c| {
+            let ids = Arc::clone(&ids);
+            async move {
+                let mut out = Vec::with_capacity(ids.len());
+                for id in ids.iter() {
+                    out.push(approval_audit_on(&c, id).await?);
+                }
+                Ok(out)
+            }
+        })
+    }
+
+    fn load_suspended_each(
+        &self,
+        run_ids: Vec<RunId>,
+    ) -> BoxFuture<'_, Result<Vec<Option<SuspendedRun>>, StoreError>> {
+        let run_ids = Arc::new(run_ids);
+        self.read(move |c| {
+            let run_ids = Arc::clone(&run_ids);
+            async move {
+                let wanted: Vec<&str> = run_ids.iter().map(RunId::as_str).collect();
+                let rows = query(
+                    &c,
+                    "SELECT run_id, run_json FROM suspended_runs WHERE run_id = ANY($1)",
+                    &[&wanted],
+                )
+                .await?;
+                let mut found = std::collections::HashMap::with_capacity(rows.len());
+                for r in &rows {
+                    let run: SuspendedRun =
+                        serde_json::from_str(r.get::<_, &str>(1)).map_err(json_error)?;
+                    found.insert(r.get::<_, String>(0), run);
+                }
+                Ok(wanted.iter().map(|id| found.get(*id).cloned()).collect())
+            }
         })
     }
 

@@ -1519,31 +1519,21 @@ impl OperatorStore for SqliteStore {
     }
 
     fn approval_audit(&self, id: ApprovalId) -> BoxFuture<'_, Result<Vec<AuditEntry>, StoreError>> {
-        self.run(move |conn, _| {
-            let Some(seq) = approval_seq(&id) else {
-                return Ok(Vec::new());
-            };
-            let pointers = conn
-                .row(
-                    "SELECT claim_seq, prepared_audit, decided_audit, settled_audit
-                     FROM approvals WHERE seq = ?1",
-                    params![seq],
-                    |r| Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?])),
-                )
-                .optional()
-                .map_err(backend)?;
-            // An approval that does not exist can still have indexed rows (a suspended run
-            // naming it): the trail is whatever names it, as before.
-            let (claim, pointed) = pointers.unwrap_or((None, [None; 3]));
-            crate::audit::read_for_approval(
-                conn,
-                &crate::audit::TrailOf {
-                    approval: seq,
-                    pointed,
-                    claim,
-                },
-            )
-        })
+        self.run(move |conn, _| approval_audit_in(conn, &id))
+    }
+
+    fn approval_audits(
+        &self,
+        ids: Vec<ApprovalId>,
+    ) -> BoxFuture<'_, Result<Vec<Vec<AuditEntry>>, StoreError>> {
+        self.run(move |conn, _| ids.iter().map(|id| approval_audit_in(conn, id)).collect())
+    }
+
+    fn load_suspended_each(
+        &self,
+        run_ids: Vec<RunId>,
+    ) -> BoxFuture<'_, Result<Vec<Option<SuspendedRun>>, StoreError>> {
+        self.run(move |conn, _| run_ids.iter().map(|id| suspended_in(conn, id)).collect())
     }
 
     fn run_ids(&self) -> BoxFuture<'_, Result<Vec<RunId>, StoreError>> {
@@ -1833,23 +1823,53 @@ impl RunStore for SqliteStore {
         &self,
         run_id: RunId,
     ) -> BoxFuture<'_, Result<Option<SuspendedRun>, StoreError>> {
-        self.run(move |conn, _| {
-            let text: Option<String> = conn
-                .row(
-                    "SELECT run_json FROM suspended_runs WHERE run_id = ?1",
-                    params![run_id.as_str()],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(backend)?;
-            text.map(|t| serde_json::from_str(&t).map_err(json_error))
-                .transpose()
-        })
+        self.run(move |conn, _| suspended_in(conn, &run_id))
     }
 
     fn remove_suspended(&self, run_id: RunId) -> BoxFuture<'_, Result<(), StoreError>> {
         self.write(move |tx, me| remove_run_in(tx, me, &run_id))
     }
+}
+
+/// The audit trail of approval `id` ([`OperatorStore::approval_audit`]) on `conn`.
+fn approval_audit_in(conn: &Connection, id: &ApprovalId) -> Result<Vec<AuditEntry>, StoreError> {
+    let Some(seq) = approval_seq(id) else {
+        return Ok(Vec::new());
+    };
+    let pointers = conn
+        .row(
+            "SELECT claim_seq, prepared_audit, decided_audit, settled_audit
+             FROM approvals WHERE seq = ?1",
+            params![seq],
+            |r| Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?])),
+        )
+        .optional()
+        .map_err(backend)?;
+    // An approval that does not exist can still have indexed rows (a suspended run naming it):
+    // the trail is whatever names it, as before.
+    let (claim, pointed) = pointers.unwrap_or((None, [None; 3]));
+    crate::audit::read_for_approval(
+        conn,
+        &crate::audit::TrailOf {
+            approval: seq,
+            pointed,
+            claim,
+        },
+    )
+}
+
+/// The suspended run `run_id` ([`RunStore::load_suspended`]) on `conn`.
+fn suspended_in(conn: &Connection, run_id: &RunId) -> Result<Option<SuspendedRun>, StoreError> {
+    let text: Option<String> = conn
+        .row(
+            "SELECT run_json FROM suspended_runs WHERE run_id = ?1",
+            params![run_id.as_str()],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(backend)?;
+    text.map(|t| serde_json::from_str(&t).map_err(json_error))
+        .transpose()
 }
 
 /// Prepares `request` unless its principal has `limit` approvals open at `now`: counted in the

@@ -114,6 +114,7 @@ macro_rules! contract_tests {
             operator::a_decision_made_through_another_store_instance_wakes_a_waiter,
             operator::a_flood_of_approvals_is_listed_by_page_newest_first_with_counts,
             operator::counts_up_to_a_bound_stop_at_it_and_are_exact_below_it,
+            operator::a_listing_s_trails_and_runs_read_at_once_are_those_read_one_by_one,
             operator::open_approvals_per_principal_are_capped_in_one_step,
             webhooks::no_event_is_recorded_without_a_registered_endpoint,
             webhooks::each_change_records_its_event_for_each_subscribed_endpoint,
@@ -207,6 +208,39 @@ pub fn intent(args: &str) -> ApprovalIntent {
         },
         run_id: RunId::new("r1"),
         preset_fingerprint: id("preset"),
+    }
+}
+
+/// A suspended run `run_id` (of root `root-1`) waiting on approval `approval` for one
+/// `update_document` call.
+pub fn suspended_run(run_id: &str, approval: &str) -> SuspendedRun {
+    SuspendedRun {
+        run_id: RunId::new(run_id),
+        root_run_id: RunId::new("root-1"),
+        agent: "writer".into(),
+        preset_fingerprint: json_identity(&serde_json::json!("preset")).unwrap(),
+        transcript: vec![
+            Message::User {
+                text: "update d1".into(),
+            },
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: "w1".into(),
+                    name: "update_document".into(),
+                    arguments: serde_json::json!({"id": "d1", "text": "hello"}),
+                }],
+            },
+        ],
+        pending_call: ToolCall {
+            id: "w1".into(),
+            name: "update_document".into(),
+            arguments: serde_json::json!({"id": "d1", "text": "hello"}),
+        },
+        approval_id: ApprovalId(approval.into()),
+        intent_digest: intent("a").digest(),
+        turns_used: 1,
+        waiting_until: None,
     }
 }
 

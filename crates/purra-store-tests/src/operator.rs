@@ -494,6 +494,51 @@ pub async fn counts_up_to_a_bound_stop_at_it_and_are_exact_below_it<H: Harness>(
     assert_eq!(store.count_approvals_up_to(range, 100).await, Ok(5));
 }
 
+/// Contract test (issue 50, the page's cards): `approval_audits` and `load_suspended_each`
+/// answer, in the order asked, what `approval_audit` and `load_suspended` answer one by one,
+/// for approvals decided, claimed, pending and unknown and for runs stored and not.
+pub async fn a_listing_s_trails_and_runs_read_at_once_are_those_read_one_by_one<H: Harness>(h: &H) {
+    let store = h.open(&h.fresh("cards")).await.unwrap();
+    let id = |n: u64| ApprovalId(format!("approval-{n}"));
+    for n in 1..=3 {
+        assert_eq!(store.prepare(request(&format!("c{n}"))).await, Ok(id(n)));
+    }
+    store
+        .decide(id(1), decision(Verdict::Approve, None))
+        .await
+        .unwrap();
+    store
+        .decide(id(2), decision(Verdict::Deny, None))
+        .await
+        .unwrap();
+    let ids = vec![id(2), id(9), id(1), id(3), ApprovalId("not-an-id".into())];
+    let mut one_by_one = Vec::new();
+    for i in &ids {
+        one_by_one.push(store.approval_audit(i.clone()).await.unwrap());
+    }
+    assert!(
+        one_by_one[0].len() >= 2 && one_by_one[2].len() >= 2,
+        "{one_by_one:?}"
+    );
+    assert_eq!(store.approval_audits(ids).await, Ok(one_by_one));
+    assert_eq!(store.approval_audits(Vec::new()).await, Ok(Vec::new()));
+
+    let (a, b) = (
+        suspended_run("run-a", "approval-1"),
+        suspended_run("run-b", "approval-3"),
+    );
+    store.save_suspended(a.clone()).await.unwrap();
+    store.save_suspended(b.clone()).await.unwrap();
+    let runs = ["run-b", "run-x", "run-a", "run-b"]
+        .map(RunId::new)
+        .to_vec();
+    assert_eq!(
+        store.load_suspended_each(runs).await,
+        Ok(vec![Some(b.clone()), None, Some(a), Some(b)])
+    );
+    assert_eq!(store.load_suspended_each(Vec::new()).await, Ok(Vec::new()));
+}
+
 /// Contract test (finding 5: a flood of approvals must not hide real ones): pending approvals page
 /// newest first by a `before` cursor with an exact count of the rest, ids ordered as numbers
 /// (`approval-10` after `approval-9`); the history (every decided approval) pages newest first

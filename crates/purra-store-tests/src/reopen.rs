@@ -80,34 +80,7 @@ pub async fn an_approval_prepared_and_approved_before_reopening_claims_exactly_o
 /// Contract test.
 pub async fn a_suspended_run_saved_before_reopening_is_loaded_after<H: Harness>(h: &H) {
     let path = h.fresh("reopen-run");
-    let run = SuspendedRun {
-        run_id: RunId::new("run-7"),
-        root_run_id: RunId::new("root-1"),
-        agent: "writer".into(),
-        preset_fingerprint: json_identity(&json!("preset")).unwrap(),
-        transcript: vec![
-            Message::User {
-                text: "update d1".into(),
-            },
-            Message::Assistant {
-                text: String::new(),
-                tool_calls: vec![ToolCall {
-                    id: "w1".into(),
-                    name: "update_document".into(),
-                    arguments: json!({"id": "d1", "text": "hello"}),
-                }],
-            },
-        ],
-        pending_call: ToolCall {
-            id: "w1".into(),
-            name: "update_document".into(),
-            arguments: json!({"id": "d1", "text": "hello"}),
-        },
-        approval_id: ApprovalId("approval-1".into()),
-        intent_digest: intent("a").digest(),
-        turns_used: 1,
-        waiting_until: None,
-    };
+    let run = suspended_run("run-7", "approval-1");
     let store = h.open(&path).await.unwrap();
     store.save_suspended(run.clone()).await.unwrap();
     drop(store);
