@@ -163,36 +163,44 @@ pub(super) async fn stdio(env: &Env, res: &mut Results, calls: usize) {
         Ok(c) => c,
         Err(e) => return res.fail(key, e),
     };
-    let cmd = vec![
-        env.bin("bench-client"),
-        "--calls".into(),
-        calls.to_string(),
-        "--concurrency".into(),
-        "16".into(),
-        "--".into(),
+    let front = [
         absolute(&env.bin("purra")),
         "gateway".into(),
         "--config".into(),
         config,
     ];
+    let cmd = client_against(env, calls, front);
     stdio_run(res, key, "purra → purra gateway → purra", &cmd).await;
 }
 
 /// `bench-client` against `stdio-relay` in front of the benchmark server: what a process in the
 /// middle costs before it does any work (the floor of the gateway's added p50).
 pub(super) async fn relay(env: &Env, res: &mut Results, calls: usize) {
-    let cmd = vec![
+    let front = [
+        absolute(&env.bin("stdio-relay")),
+        "--".into(),
+        absolute(&env.bin("purra-bench-server")),
+    ];
+    let cmd = client_against(env, calls, front);
+    stdio_run(res, "gw/relay", "purra → stdio-relay → purra", &cmd).await;
+}
+
+/// `bench-client` making `calls` calls one at a time, then with 16 in flight, to `server`.
+fn client_against(
+    env: &Env,
+    calls: usize,
+    server: impl IntoIterator<Item = String>,
+) -> Vec<String> {
+    let mut cmd = vec![
         env.bin("bench-client"),
         "--calls".into(),
         calls.to_string(),
         "--concurrency".into(),
         "16".into(),
         "--".into(),
-        absolute(&env.bin("stdio-relay")),
-        "--".into(),
-        absolute(&env.bin("purra-bench-server")),
     ];
-    stdio_run(res, "gw/relay", "purra → stdio-relay → purra", &cmd).await;
+    cmd.extend(server);
+    cmd
 }
 
 /// The command of front `which` on `port`, in front of the stdio benchmark server.

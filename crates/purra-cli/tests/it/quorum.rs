@@ -142,21 +142,53 @@ fn next_pending(db: &str, seen: &[String]) -> String {
     })
 }
 
+/// A gateway whose `set_value` needs 2 approving votes from `group:sre`, over the Python SDK's
+/// write upstream.
+struct TwoOfSre {
+    dir: std::path::PathBuf,
+    upstream: HttpUpstream,
+    port: u16,
+    config: std::path::PathBuf,
+    db: String,
+    _gw: Gateway,
+}
+
+impl TwoOfSre {
+    fn start(name: &str) -> TwoOfSre {
+        let dir = fresh_dir("quorum", name);
+        let upstream = HttpUpstream::start(&dir, &[]);
+        let port = crate::support::peers::free_port();
+        let config = write_config(
+            &dir,
+            port,
+            &upstream.url,
+            r#"{ required = 2, from = ["group:sre"] }"#,
+            "1h",
+            None,
+        );
+        let db = dir.join("gateway.db").to_string_lossy().into_owned();
+        let _gw = start_gateway(&config);
+        TwoOfSre {
+            dir,
+            upstream,
+            port,
+            config,
+            db,
+            _gw,
+        }
+    }
+}
+
 #[test]
 fn quorum_of_two_refuses_outsiders_sends_once_and_a_deny_closes() {
-    let dir = fresh_dir("quorum", "two-of-two");
-    let upstream = HttpUpstream::start(&dir, &[]);
-    let port = crate::support::peers::free_port();
-    let config = write_config(
-        &dir,
+    let TwoOfSre {
+        dir,
+        upstream,
         port,
-        &upstream.url,
-        r#"{ required = 2, from = ["group:sre"] }"#,
-        "1h",
-        None,
-    );
-    let db = dir.join("gateway.db").to_string_lossy().into_owned();
-    let _gw = start_gateway(&config);
+        config,
+        db,
+        _gw,
+    } = TwoOfSre::start("two-of-two");
 
     let first = call(port, "one");
     let a = next_pending(&db, &[]);
@@ -232,19 +264,14 @@ fn quorum_of_two_refuses_outsiders_sends_once_and_a_deny_closes() {
 /// knew no groups and refused every member).
 #[test]
 fn approvals_serve_from_the_gateway_file_admits_its_groups() {
-    let dir = fresh_dir("quorum", "serve-groups");
-    let upstream = HttpUpstream::start(&dir, &[]);
-    let port = crate::support::peers::free_port();
-    let config = write_config(
-        &dir,
+    let TwoOfSre {
+        dir,
+        upstream,
         port,
-        &upstream.url,
-        r#"{ required = 2, from = ["group:sre"] }"#,
-        "1h",
-        None,
-    );
-    let db = dir.join("gateway.db").to_string_lossy().into_owned();
-    let _gw = start_gateway(&config);
+        config,
+        db,
+        _gw,
+    } = TwoOfSre::start("serve-groups");
     let waiting = call(port, "one");
     let a = next_pending(&db, &[]);
 
