@@ -88,5 +88,8 @@ async fn the_sessions_version_moves_when_another_store_ends_or_changes_a_session
     // The writing store sees its own writes too (they are another connection's to its watch).
     assert_eq!(other.sessions_version(), Some(v3));
     // An in-memory store cannot be changed by another process, and does not tell.
-    assert_eq!(SqliteStore::open_in_memory().unwrap().sessions_version(), None);
+    assert_eq!(
+        SqliteStore::open_in_memory().unwrap().sessions_version(),
+        None
+    );
 }
