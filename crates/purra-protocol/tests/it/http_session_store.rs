@@ -365,7 +365,7 @@ impl SessionStore for Reads {
 /// change it is read once more: a level set on B holds on A at A's next request, and a `DELETE`
 /// on B, or an expiry by another process's sweep, is refused at A's next request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_held_session_is_read_again_only_after_a_session_changed() {
+async fn held_sessions_are_read_after_a_change_only() {
     let reads = Arc::new(Reads::default());
     let store: Arc<dyn SessionStore> = reads.clone();
     let (_, a) = instance(&store);
