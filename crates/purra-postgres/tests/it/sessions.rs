@@ -75,7 +75,15 @@ async fn the_sessions_version_moves_on_notifications_and_after_a_lost_listener()
     assert!(within_5s(|| here.sessions_version() != Some(v0)).await);
     let v1 = here.sessions_version().unwrap();
     assert!(other.end_session("a".into()).await.unwrap());
-    assert!(within_5s(|| here.sessions_version() != Some(v1)).await);
+    let ended = std::time::Instant::now();
+    while here.sessions_version() == Some(v1) && ended.elapsed() < Duration::from_secs(5) {
+        tokio::task::yield_now().await;
+    }
+    assert_ne!(here.sessions_version(), Some(v1));
+    eprintln!(
+        "a session ended elsewhere moved the version here after {:?}",
+        ended.elapsed()
+    );
     let v2 = here.sessions_version().unwrap();
     other.save_session(rec("b", "{}")).await.unwrap();
     assert_eq!(
