@@ -4,9 +4,15 @@
 //! It is listening before [`Listener::start`] returns, so a subscriber that subscribes, then reads,
 //! misses no later commit. When the connection is lost it reconnects with a growing pause and then
 //! sends [`StoreEvent::Resync`]: notifications sent meanwhile are lost, so subscribers re-read.
+//!
+//! It also counts the notifications that a Streamable HTTP session was ended or changed (schema
+//! step 15's triggers send them) in a [`SessionWatch`]; while the connection is lost the watch
+//! cannot tell, and once it is back it moves, so every held session is read again.
 
 use purra_core::{EventSender, StoreError, StoreEvent};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -14,6 +20,33 @@ use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Notification};
 
 /// How many notifications may wait between the connection and the forwarder.
 const QUEUE: usize = 1024;
+
+/// The payload of the notification that a Streamable HTTP session was ended or changed.
+pub(crate) const SESSION_PAYLOAD: &str = r#"{"event":"http_session"}"#;
+
+/// What the listener knows of Streamable HTTP sessions ended or changed anywhere: purra-protocol's
+/// `SessionStore::sessions_version`.
+#[derive(Debug, Default)]
+pub(crate) struct SessionWatch {
+    /// Whether the listener's connection is up (notifications arrive).
+    listening: AtomicBool,
+    version: AtomicU64,
+}
+
+impl SessionWatch {
+    /// The count of sessions ended or changed as notified, while notifications arrive.
+    #[cfg(feature = "sessions")]
+    pub(crate) fn version(&self) -> Option<u64> {
+        self.listening
+            .load(Ordering::SeqCst)
+            .then(|| self.version.load(Ordering::SeqCst))
+    }
+
+    /// A session was ended or changed.
+    pub(crate) fn moved(&self) {
+        self.version.fetch_add(1, Ordering::SeqCst);
+    }
+}
 
 /// The running listener; [`Listener::stop`] ends it.
 pub(crate) struct Listener {
@@ -26,22 +59,28 @@ impl Listener {
         config: Config,
         schema: &str,
         events: EventSender,
+        sessions: Arc<SessionWatch>,
     ) -> Result<Listener, StoreError> {
         let channel = format!("purra:{schema}");
         let first = listen(&config, &channel)
             .await
             .map_err(|e| StoreError::Backend(format!("listening for events: {e}")))?;
+        sessions.listening.store(true, Ordering::SeqCst);
         let task = tokio::spawn(async move {
             let mut session = Some(first);
             loop {
                 if let Some((client, mut notifications)) = session.take() {
                     while let Some(n) = notifications.recv().await {
-                        if let Some(event) = event_of(&n) {
+                        if n.payload() == SESSION_PAYLOAD {
+                            sessions.moved();
+                        } else if let Some(event) = event_of(&n) {
                             events.send(event);
                         }
                     }
                     drop(client);
                 }
+                // Notifications are lost until the connection is back: sessions are read meanwhile.
+                sessions.listening.store(false, Ordering::SeqCst);
                 let mut pause = Duration::from_millis(50);
                 loop {
                     tokio::time::sleep(pause).await;
@@ -51,6 +90,10 @@ impl Listener {
                     }
                     pause = (pause * 2).min(Duration::from_secs(2));
                 }
+                // Listening again: whatever was ended or changed meanwhile, every held session is
+                // read once more.
+                sessions.moved();
+                sessions.listening.store(true, Ordering::SeqCst);
                 events.send(StoreEvent::Resync);
             }
         });

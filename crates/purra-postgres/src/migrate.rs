@@ -370,6 +370,26 @@ const V14_DECIDED: &str = r#"
 CREATE INDEX approvals_decided ON approvals(seq) WHERE state <> 'prepared';
 "#;
 
+/// Schema version 15: a notification on the schema's channel each time a Streamable HTTP
+/// session is ended (deleted, by `DELETE` or idle expiry) or saved with another state or owner,
+/// so every instance's listener counts it (`SessionStore::sessions_version`): an instance that
+/// holds a session serves its requests without reading it until one arrives. A new session and a
+/// last-seen time do not notify. Sent inside the ending or changing transaction (rare: not one a
+/// request makes), so it is delivered when that commits.
+const V15_HTTP_SESSION_NOTIFY: &str = r#"
+CREATE FUNCTION http_session_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('purra:' || TG_TABLE_SCHEMA, '{"event":"http_session"}');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER http_sessions_ended AFTER DELETE ON http_sessions
+    FOR EACH ROW EXECUTE FUNCTION http_session_notify();
+CREATE TRIGGER http_sessions_changed AFTER UPDATE OF owner, state ON http_sessions
+    FOR EACH ROW
+    WHEN (old.state IS DISTINCT FROM new.state OR old.owner IS DISTINCT FROM new.owner)
+    EXECUTE FUNCTION http_session_notify();
+"#;
+
 /// Every migration, in order; the schema version of a migrated database is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -386,6 +406,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V12_HTTP_SESSION_STREAMS,
     V13_NOTIFY_AFTER_COMMIT,
     V14_DECIDED,
+    V15_HTTP_SESSION_NOTIFY,
 ];
 
 /// Why migrating failed.

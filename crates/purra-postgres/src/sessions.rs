@@ -45,24 +45,33 @@ impl SessionStore for PostgresStore {
         Box::pin(async move {
             let seen = to_ns(record.last_seen).map_err(err)?;
             let record = Arc::new(record);
-            self.transact(move |tx, _, _| {
-                let r = Arc::clone(&record);
-                Box::pin(async move {
-                    exec(
-                        tx,
-                        "INSERT INTO http_sessions (id, owner, state, last_seen_ns)
+            let saved = self
+                .transact(move |tx, _, _| {
+                    let r = Arc::clone(&record);
+                    Box::pin(async move {
+                        exec(
+                            tx,
+                            "INSERT INTO http_sessions (id, owner, state, last_seen_ns)
                          VALUES ($1, $2, $3, $4)
                          ON CONFLICT (id) DO UPDATE SET owner = $2, state = $3,
                              last_seen_ns = greatest(http_sessions.last_seen_ns, $4)",
-                        &[&r.id, &r.owner, &r.state, &seen],
-                    )
-                    .await?;
-                    Ok(())
+                            &[&r.id, &r.owner, &r.state, &seen],
+                        )
+                        .await?;
+                        Ok(())
+                    })
                 })
-            })
-            .await
-            .map_err(err)
+                .await
+                .map_err(err);
+            // This instance's own change counts before the caller hears it is done (another
+            // instance counts the trigger's notification).
+            self.session_watch().moved();
+            saved
         })
+    }
+
+    fn sessions_version(&self) -> Option<u64> {
+        self.session_watch().version()
     }
 
     fn load_session(
@@ -130,38 +139,47 @@ impl SessionStore for PostgresStore {
                 Ok(n > 0)
             })
         });
-        Box::pin(async move { done.await.map_err(err) })
+        Box::pin(async move {
+            let ended = done.await.map_err(err);
+            self.session_watch().moved();
+            ended
+        })
     }
 
     fn expire_sessions(&self, before: SystemTime) -> BoxFuture<'_, Result<u64, SessionStoreError>> {
         Box::pin(async move {
             let cut = to_ns(before).map_err(err)?;
-            self.transact(move |tx, _, _| {
-                Box::pin(async move {
-                    exec(
-                        tx,
-                        "DELETE FROM http_session_events WHERE session IN
+            let expired = self
+                .transact(move |tx, _, _| {
+                    Box::pin(async move {
+                        exec(
+                            tx,
+                            "DELETE FROM http_session_events WHERE session IN
                              (SELECT id FROM http_sessions WHERE last_seen_ns < $1)",
-                        &[&cut],
-                    )
-                    .await?;
-                    exec(
-                        tx,
-                        "DELETE FROM http_session_streams WHERE session IN
+                            &[&cut],
+                        )
+                        .await?;
+                        exec(
+                            tx,
+                            "DELETE FROM http_session_streams WHERE session IN
                              (SELECT id FROM http_sessions WHERE last_seen_ns < $1)",
-                        &[&cut],
-                    )
-                    .await?;
-                    exec(
-                        tx,
-                        "DELETE FROM http_sessions WHERE last_seen_ns < $1",
-                        &[&cut],
-                    )
-                    .await
+                            &[&cut],
+                        )
+                        .await?;
+                        exec(
+                            tx,
+                            "DELETE FROM http_sessions WHERE last_seen_ns < $1",
+                            &[&cut],
+                        )
+                        .await
+                    })
                 })
-            })
-            .await
-            .map_err(err)
+                .await
+                .map_err(err);
+            if expired != Ok(0) {
+                self.session_watch().moved();
+            }
+            expired
         })
     }
 

@@ -21,7 +21,7 @@
 //! leaves the commit unannounced: listeners see it when they next read (a gateway's waiting call
 //! when it calls again), never a change that did not commit.
 
-use crate::listen::Listener;
+use crate::listen::{Listener, SessionWatch};
 use crate::migrate::{migrate, MigrateError, MIGRATIONS};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use purra_core::stored::{
@@ -136,6 +136,9 @@ struct Inner {
     events: EventSender,
     heartbeat: JoinHandle<()>,
     listener: Listener,
+    /// Streamable HTTP sessions ended or changed, as the listener was notified.
+    #[cfg_attr(not(feature = "sessions"), allow(dead_code))]
+    sessions: Arc<SessionWatch>,
     /// Numbers this store's operation tokens.
     ops: AtomicU64,
 }
@@ -1171,7 +1174,14 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::Backend(format!("pool: {e}")))?;
         let events = EventSender::new();
-        let listener = Listener::start(config.clone(), &options.schema, events.clone()).await?;
+        let sessions = Arc::new(SessionWatch::default());
+        let listener = Listener::start(
+            config.clone(),
+            &options.schema,
+            events.clone(),
+            Arc::clone(&sessions),
+        )
+        .await?;
         let heartbeat = {
             let pool = pool.clone();
             let owner = owner.clone();
@@ -1201,6 +1211,7 @@ impl PostgresStore {
                 events,
                 heartbeat,
                 listener,
+                sessions,
                 ops: AtomicU64::new(0),
             }),
         })
@@ -1209,6 +1220,12 @@ impl PostgresStore {
     /// This store's owner id, recorded with its claims and audit rows.
     pub fn owner(&self) -> &str {
         &self.inner.owner
+    }
+
+    /// Streamable HTTP sessions ended or changed, as notified.
+    #[cfg(feature = "sessions")]
+    pub(crate) fn session_watch(&self) -> &SessionWatch {
+        &self.inner.sessions
     }
 
     /// The schema this store lives in.

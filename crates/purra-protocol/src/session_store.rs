@@ -149,6 +149,21 @@ pub trait SessionStore: Send + Sync + 'static {
         seen: Option<SystemTime>,
     ) -> BoxFuture<'_, Result<Option<SessionRecord>, SessionStoreError>>;
 
+    /// A number that changes whenever a kept session is ended, expired, or saved with another
+    /// state or owner, by any process of the fleet (keeping a new session need not change it),
+    /// read at once without waiting on the backend; `None` when the store cannot tell now (the
+    /// default: then every request reads its session).
+    ///
+    /// A server that read a session while this was `v` and reads `v` again knows the session
+    /// is kept as it read it, and serves the request without reading it
+    /// ([`touch_session`](Self::touch_session) still writes its last-seen time every
+    /// [`session_touch_interval`](crate::HttpServerConfig::session_touch_interval)). So a
+    /// store that answers `Some` must change the number, before the write that ends or changes
+    /// a session is reported done to its caller, in every process that shares it.
+    fn sessions_version(&self) -> Option<u64> {
+        None
+    }
+
     /// Ends the session `id` and forgets its events; whether it was kept.
     fn end_session(&self, id: String) -> BoxFuture<'_, Result<bool, SessionStoreError>>;
 
@@ -236,6 +251,8 @@ struct MemoryInner {
     /// Per session: its running streams' records by stream id.
     streams: HashMap<String, HashMap<u64, StreamRecord>>,
     next: u64,
+    /// [`SessionStore::sessions_version`]: counts sessions ended or changed.
+    version: u64,
 }
 
 impl MemorySessionStore {
@@ -278,7 +295,14 @@ fn ready<T: Send + 'static>(v: T) -> BoxFuture<'static, T> {
 
 impl SessionStore for MemorySessionStore {
     fn save_session(&self, record: SessionRecord) -> BoxFuture<'_, Result<(), SessionStoreError>> {
-        self.with(|m| m.sessions.insert(record.id.clone(), record));
+        self.with(|m| {
+            let changed = m
+                .sessions
+                .get(&record.id)
+                .is_some_and(|r| r.state != record.state || r.owner != record.owner);
+            m.version += u64::from(changed);
+            m.sessions.insert(record.id.clone(), record)
+        });
         ready(Ok(()))
     }
 
@@ -303,11 +327,17 @@ impl SessionStore for MemorySessionStore {
         })))
     }
 
+    fn sessions_version(&self) -> Option<u64> {
+        Some(self.with(|m| m.version))
+    }
+
     fn end_session(&self, id: String) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
         ready(Ok(self.with(|m| {
             m.events.remove(&id);
             m.streams.remove(&id);
-            m.sessions.remove(&id).is_some()
+            let kept = m.sessions.remove(&id).is_some();
+            m.version += u64::from(kept);
+            kept
         })))
     }
 
@@ -319,6 +349,7 @@ impl SessionStore for MemorySessionStore {
                 .filter(|r| r.last_seen < before)
                 .map(|r| r.id.clone())
                 .collect();
+            m.version += u64::from(!gone.is_empty());
             for id in &gone {
                 m.sessions.remove(id);
                 m.events.remove(id);
@@ -463,11 +494,23 @@ pub async fn check_contract(store: &dyn SessionStore) {
         store.load_session("p".into()).await.unwrap(),
         Some(rec("p", Some(&principal), t0))
     );
+    // A store that reports a version of its sessions changes it as each is ended or changed.
+    let moved = |before: Option<u64>, what: &str| {
+        let after = store.sessions_version();
+        assert!(
+            before.is_none() || after != before,
+            "{what}: sessions_version stayed {before:?}"
+        );
+        after
+    };
+    let v = store.sessions_version();
     assert!(store.end_session("p".into()).await.unwrap());
+    let v = moved(v, "a session ended");
     // Saving again replaces the state.
     let mut changed = rec("a", Some("alice"), t0);
     changed.state = "{\"level\":\"debug\"}".into();
     store.save_session(changed.clone()).await.unwrap();
+    moved(v, "a session's state replaced");
     assert_eq!(
         store.load_session("a".into()).await.unwrap(),
         Some(changed.clone())
@@ -635,11 +678,14 @@ pub async fn check_contract(store: &dyn SessionStore) {
     );
     store.append_events(Vec::new(), bounds).await.unwrap();
     // Expiry ends sessions last seen before the cut, with their events.
+    let v = store.sessions_version();
     assert_eq!(store.expire_sessions(t1).await.unwrap(), 1); // "b", seen at t0
+    let v = moved(v, "a session expired");
     assert_eq!(store.load_session("b".into()).await.unwrap(), None);
     assert!(store.load_session("a".into()).await.unwrap().is_some());
     // Ending forgets the session and its events, once.
     assert!(store.end_session("a".into()).await.unwrap());
+    moved(v, "a session ended");
     assert!(!store.end_session("a".into()).await.unwrap());
     assert_eq!(store.load_session("a".into()).await.unwrap(), None);
     assert_eq!(

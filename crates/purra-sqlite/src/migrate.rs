@@ -466,6 +466,28 @@ const V15_DECIDED: &str = r#"
 CREATE INDEX approvals_decided ON approvals(seq) WHERE state <> 'prepared';
 "#;
 
+/// Schema version 16: a count of Streamable HTTP sessions ended (deleted, by `DELETE` or idle
+/// expiry) or saved with another state or owner, kept by triggers so every process, of any build
+/// that writes the table, counts: a process that holds a session serves its requests without
+/// reading it while the count and the file's `data_version` stay as they were when it last did
+/// (`SqliteStore::sessions_changes`). A new session and a last-seen time do not count.
+const V16_HTTP_SESSION_CHANGES: &str = r#"
+CREATE TABLE http_session_changes (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    n   INTEGER NOT NULL
+);
+INSERT INTO http_session_changes (one, n) VALUES (1, 0);
+CREATE TRIGGER http_sessions_ended AFTER DELETE ON http_sessions
+BEGIN
+    UPDATE http_session_changes SET n = n + 1;
+END;
+CREATE TRIGGER http_sessions_changed AFTER UPDATE OF owner, state ON http_sessions
+WHEN old.state IS NOT new.state OR old.owner IS NOT new.owner
+BEGIN
+    UPDATE http_session_changes SET n = n + 1;
+END;
+"#;
+
 /// Every migration, in order; the schema version of a migrated file is `MIGRATIONS.len()`.
 pub(crate) const MIGRATIONS: &[&str] = &[
     V1,
@@ -483,6 +505,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V13_HTTP_SESSIONS,
     V14_HTTP_SESSION_STREAMS,
     V15_DECIDED,
+    V16_HTTP_SESSION_CHANGES,
 ];
 
 /// Sets the pragmas every connection of a store uses. `file` is false for in-memory databases, which

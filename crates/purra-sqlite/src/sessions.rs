@@ -153,6 +153,10 @@ impl SessionStore for SqliteStore {
         Box::pin(async move { done.await.map_err(err) })
     }
 
+    fn sessions_version(&self) -> Option<u64> {
+        self.sessions_changes()
+    }
+
     fn end_session(&self, id: String) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
         let done = self.write(move |conn, _| {
             conn.prepare_cached("DELETE FROM http_session_events WHERE session = ?1")

@@ -135,6 +135,21 @@ struct Inner {
     pump: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
     /// A reader of the file for [`SqliteStore::read`], opened at its first use.
     reader: Arc<Mutex<Option<Connection>>>,
+    /// What [`SqliteStore::sessions_changes`] reads with, opened at its first use.
+    #[cfg(feature = "sessions")]
+    watch: Mutex<Option<Watch>>,
+}
+
+/// A reader of the file that tells at once whether Streamable HTTP sessions were ended or
+/// changed ([`SqliteStore::sessions_changes`]).
+#[cfg(feature = "sessions")]
+struct Watch {
+    conn: Connection,
+    /// The connection's `PRAGMA data_version` when `changes` was read: the same number means
+    /// no other connection, of this process or another, committed anything since.
+    data_version: Option<i64>,
+    /// `http_session_changes.n` as read then.
+    changes: i64,
 }
 
 impl Inner {
@@ -1209,6 +1224,8 @@ impl SqliteStore {
                 events: EventSender::new(),
                 pump: Mutex::new(None),
                 reader: Arc::new(Mutex::new(None)),
+                #[cfg(feature = "sessions")]
+                watch: Mutex::new(None),
             }),
         })
     }
@@ -1437,6 +1454,54 @@ impl SqliteStore {
             .await
             .map_err(|_| StoreError::Backend("store operation panicked".into()))?
         })
+    }
+
+    /// How many times a Streamable HTTP session was ended or saved with another state or owner
+    /// in the file, by any process (schema step 16's triggers count them), read at once on the
+    /// calling thread: `None` for an in-memory store, or when the file cannot be read without
+    /// waiting (a lock held: the caller then reads the session itself).
+    ///
+    /// It costs no query while nothing was committed to the file: a reader connection of its
+    /// own reads `PRAGMA data_version` (the WAL index in shared memory; it changes when any other
+    /// connection commits) and reads the count again only when that changed.
+    #[cfg(feature = "sessions")]
+    pub(crate) fn sessions_changes(&self) -> Option<u64> {
+        let path = self.inner.path.as_ref()?;
+        let mut slot = self.inner.watch.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            let conn = Connection::open_with_flags(
+                path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .ok()?;
+            // Never wait for a lock on the caller's thread (an async task's).
+            conn.busy_timeout(Duration::ZERO).ok()?;
+            *slot = Some(Watch {
+                conn,
+                data_version: None,
+                changes: 0,
+            });
+        }
+        let watch = slot.as_mut()?;
+        let read = (|| {
+            // The version first: a commit between the two reads changes it again.
+            let version: i64 = watch.conn.row("PRAGMA data_version", [], |r| r.get(0))?;
+            if watch.data_version != Some(version) {
+                watch.changes = watch
+                    .conn
+                    .row("SELECT n FROM http_session_changes", [], |r| r.get(0))?;
+                watch.data_version = Some(version);
+            }
+            Ok::<_, rusqlite::Error>(watch.changes)
+        })();
+        match read {
+            Ok(n) => u64::try_from(n).ok(),
+            Err(_) => {
+                watch.data_version = None;
+                None
+            }
+        }
     }
 
     /// Runs `op` with the connection on the blocking pool.

@@ -83,6 +83,7 @@ async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_
              DROP TABLE approval_votes; DROP TABLE approval_rules;
              DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
              DROP TABLE http_session_streams; DROP TABLE http_session_events; DROP TABLE http_sessions;
+             DROP FUNCTION http_session_notify();
              DROP INDEX approvals_decided;
              UPDATE schema_version SET version = 2;",
         )
@@ -105,7 +106,7 @@ async fn a_schema_2_database_is_migrated_with_every_row_intact_and_reports_from_
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 14);
+    assert_eq!(version, 15);
     for ((table, order), rows) in tables.iter().zip(&before) {
         let after = dump(&client, table, order).await;
         // Opening adds this store's owner and its `opened` row; nothing else changed.

@@ -90,12 +90,12 @@ impl Harness for Postgres {
     }
 
     fn known_version(&self) -> i64 {
-        14
+        15
     }
 
     fn newer_schema_error(&self, found: i64) -> StoreError {
         StoreError::Backend(format!(
-            "schema version {found} is newer than this build of purra-postgres knows (14)"
+            "schema version {found} is newer than this build of purra-postgres knows (15)"
         ))
     }
 

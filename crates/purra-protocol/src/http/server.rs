@@ -160,8 +160,12 @@ pub struct HttpServerConfig {
     /// (default 256 events, 1 MiB, 5 minutes).
     pub event_log: EventLogBounds,
     /// How often a session's last-seen time in the store is written while it is used (default
-    /// 5 s): idle expiry is fleet-wide to within this. Every request still reads whether the
-    /// session is kept, so a `DELETE` elsewhere takes effect at once.
+    /// 5 s): idle expiry is fleet-wide to within this. Between those writes a request on a
+    /// session this process holds reads it only when the store's
+    /// [`sessions_version`](SessionStore::sessions_version) moved since it last did (a session
+    /// was ended, expired or changed somewhere), so a `DELETE` elsewhere takes effect at the
+    /// next request (with PostgreSQL, once its notification arrived); a store that cannot tell
+    /// is read on every request.
     pub session_touch_interval: Duration,
     /// How long this process holds a running request's stream in the
     /// [`session_store`](Self::session_store) (default 5 s; renewed every third of it while the

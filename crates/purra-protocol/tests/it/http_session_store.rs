@@ -9,8 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use purra_protocol::session_store::{MemorySessionStore, SessionStore};
+use std::time::SystemTime;
+
+use purra_protocol::session_store::{
+    EventLogBounds, MemorySessionStore, SessionRecord, SessionStore, SessionStoreError,
+    StoredEvent, StreamRecord, StreamReplay,
+};
 use purra_protocol::types::{LoggingLevel, ReadResourceResult, Resource};
+use purra_protocol::BoxFuture;
 use purra_protocol::{
     HandlerResult, HttpServerConfig, Principal, RequestCtx, Server, StreamableHttpServer,
 };
@@ -266,6 +272,159 @@ async fn a_missed_notification_is_replayed_by_another_server() {
     // An event id the store never held: 404, not a silent empty stream.
     let (code, _, _) = send(&b, "alice", "GET", Some(&id), Some("s77e1"), "").await;
     assert_eq!(code, 404);
+}
+
+/// A memory store that counts the reads of a session a request makes
+/// ([`SessionStore::touch_session`]).
+#[derive(Default)]
+struct Reads {
+    inner: MemorySessionStore,
+    touches: std::sync::atomic::AtomicUsize,
+}
+
+impl Reads {
+    fn touches(&self) -> usize {
+        self.touches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl SessionStore for Reads {
+    fn save_session(&self, r: SessionRecord) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        self.inner.save_session(r)
+    }
+    fn load_session(
+        &self,
+        id: String,
+    ) -> BoxFuture<'_, Result<Option<SessionRecord>, SessionStoreError>> {
+        self.inner.load_session(id)
+    }
+    fn touch_session(
+        &self,
+        id: String,
+        seen: Option<SystemTime>,
+    ) -> BoxFuture<'_, Result<Option<SessionRecord>, SessionStoreError>> {
+        self.touches
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.touch_session(id, seen)
+    }
+    fn sessions_version(&self) -> Option<u64> {
+        self.inner.sessions_version()
+    }
+    fn end_session(&self, id: String) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
+        self.inner.end_session(id)
+    }
+    fn expire_sessions(&self, before: SystemTime) -> BoxFuture<'_, Result<u64, SessionStoreError>> {
+        self.inner.expire_sessions(before)
+    }
+    fn append_events(
+        &self,
+        events: Vec<StoredEvent>,
+        bounds: EventLogBounds,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        self.inner.append_events(events, bounds)
+    }
+    fn events_after(
+        &self,
+        session: String,
+        stream: u64,
+        after: u64,
+    ) -> BoxFuture<'_, Result<StreamReplay, SessionStoreError>> {
+        self.inner.events_after(session, stream, after)
+    }
+    fn save_stream(&self, r: StreamRecord) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        self.inner.save_stream(r)
+    }
+    fn load_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<Option<StreamRecord>, SessionStoreError>> {
+        self.inner.load_stream(session, stream)
+    }
+    fn lease_stream(
+        &self,
+        session: String,
+        stream: u64,
+        holder: String,
+        now: SystemTime,
+        until: SystemTime,
+    ) -> BoxFuture<'_, Result<bool, SessionStoreError>> {
+        self.inner.lease_stream(session, stream, holder, now, until)
+    }
+    fn finish_stream(
+        &self,
+        session: String,
+        stream: u64,
+    ) -> BoxFuture<'_, Result<(), SessionStoreError>> {
+        self.inner.finish_stream(session, stream)
+    }
+}
+
+/// A session this server holds is not read from the store on its requests while no session
+/// was ended, expired or changed anywhere (the store's `sessions_version` stays); after such a
+/// change it is read once more: a level set on B holds on A at A's next request, and a `DELETE`
+/// on B, or an expiry by another process's sweep, is refused at A's next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_sessions_are_read_after_a_change_only() {
+    let reads = Arc::new(Reads::default());
+    let store: Arc<dyn SessionStore> = reads.clone();
+    let (_, a) = instance(&store);
+    let (_, b) = instance(&store);
+    let id = initialize(&a, "alice").await;
+    for n in 0..20 {
+        let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(10 + n, "who")).await;
+        assert_eq!(code, 200);
+    }
+    let first = reads.touches();
+    assert_eq!(first, 1, "only the first request read the session");
+    // A session opened elsewhere changes none held here.
+    let _bob = initialize(&b, "bob").await;
+    for n in 0..5 {
+        let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(40 + n, "who")).await;
+        assert_eq!(code, 200);
+    }
+    assert_eq!(reads.touches(), first);
+    // B serves the session and sets its level: A reads it once and takes the level.
+    let quiet =
+        r#"{"jsonrpc":"2.0","id":50,"method":"logging/setLevel","params":{"level":"error"}}"#;
+    let (code, _, resp) = send(&b, "alice", "POST", Some(&id), None, quiet).await;
+    assert_eq!(code, 200);
+    assert!(text(resp).await.contains(r#""result":{}"#));
+    let b_reads = reads.touches() - first;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (_, _, resp) = send(&a, "alice", "POST", Some(&id), None, &call(51, "chatty")).await;
+    let body = text(resp).await;
+    assert!(
+        body.contains(r#""text":"ok""#) && !body.contains("hello"),
+        "A took B's level: {body}"
+    );
+    assert_eq!(reads.touches(), first + b_reads + 1, "A read it once");
+    for n in 0..5 {
+        let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(60 + n, "who")).await;
+        assert_eq!(code, 200);
+    }
+    assert_eq!(reads.touches(), first + b_reads + 1);
+    // Ended on B: refused at A's next request.
+    let (code, _, _) = send(&b, "alice", "DELETE", Some(&id), None, "").await;
+    assert_eq!(code, 200);
+    let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(70, "who")).await;
+    assert_eq!(code, 404, "A answers 404 once B deleted the session");
+    // Expired by another process's sweep: refused at A's next request.
+    let id = initialize(&a, "alice").await;
+    let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(80, "who")).await;
+    assert_eq!(code, 200);
+    let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(81, "who")).await;
+    assert_eq!(code, 200);
+    let swept = store
+        .expire_sessions(SystemTime::now() + Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(swept >= 1, "{swept}");
+    let (code, _, _) = send(&a, "alice", "POST", Some(&id), None, &call(82, "who")).await;
+    assert_eq!(
+        code, 404,
+        "A answers 404 once the session expired elsewhere"
+    );
 }
 
 /// Fleet-wide idle expiry: a session nobody used within `session_idle_timeout` is ended in the

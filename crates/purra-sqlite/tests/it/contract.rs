@@ -54,12 +54,12 @@ impl Harness for Sqlite {
     }
 
     fn known_version(&self) -> i64 {
-        15
+        16
     }
 
     fn newer_schema_error(&self, found: i64) -> StoreError {
         StoreError::Backend(format!(
-            "schema version {found} is newer than this build of purra-sqlite knows (15)"
+            "schema version {found} is newer than this build of purra-sqlite knows (16)"
         ))
     }
 

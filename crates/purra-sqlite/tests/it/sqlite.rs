@@ -276,7 +276,7 @@ async fn a_schema_2_file_is_migrated_with_every_trail_and_claim_intact() {
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 15);
+    assert_eq!(version, 16);
     let claim_seqs: Vec<(i64, String)> = raw
         .prepare("SELECT seq, key FROM claims ORDER BY seq")
         .unwrap()
@@ -393,7 +393,7 @@ async fn a_schema_3_file_is_migrated_and_counts_principals_from_then_on() {
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 15);
+    assert_eq!(version, 16);
     let principals: Vec<(i64, Option<String>)> = raw
         .prepare("SELECT seq, principal FROM approvals ORDER BY seq")
         .unwrap()
@@ -514,6 +514,7 @@ async fn a_schema_4_file_is_migrated_with_every_row_intact_and_reports_from_then
              DROP TABLE approval_votes; DROP TABLE approval_rules;
              DROP TABLE credentials; DROP TABLE webhook_outbox; DROP TABLE webhook_subscriptions;
              DROP TABLE http_session_streams; DROP TABLE http_session_events; DROP TABLE http_sessions;
+             DROP TABLE http_session_changes;
              DROP INDEX approvals_decided;
              PRAGMA user_version = 4;",
         )
@@ -526,7 +527,7 @@ async fn a_schema_4_file_is_migrated_with_every_row_intact_and_reports_from_then
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 15);
+    assert_eq!(version, 16);
     for (table, rows) in tables.iter().zip(&before) {
         let after = dump(&path, table);
         // Opening adds this store's owner and its `opened` row; nothing else changed.

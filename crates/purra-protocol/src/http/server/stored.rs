@@ -64,6 +64,10 @@ pub(super) struct StoreLink {
     /// The state this process last saved or loaded: a different one in the store was saved
     /// by another process.
     known: Mutex<String>,
+    /// The store's [`SessionStore::sessions_version`] just before this process last read the
+    /// session from it (`None`: not read yet, or the store could not tell): while the store
+    /// reports the same, the session is kept as read and a request does not read it again.
+    checked: Mutex<Option<u64>>,
     touch_every: Duration,
     /// This process's token as the holder of a running request's stream.
     pub(super) holder: String,
@@ -104,6 +108,7 @@ impl StoreLink {
             queue: Mutex::new(Queue::default()),
             touched: Mutex::new(None),
             known: Mutex::new(String::new()),
+            checked: Mutex::new(None),
             touch_every,
             holder,
             lease,
@@ -209,6 +214,11 @@ impl StoreLink {
 
     /// Whether the store still keeps the session, and its state when another process changed
     /// it; its last-seen time is written when the last write is `touch_every` old (or `force`).
+    ///
+    /// Between those writes the session is not read while the store's
+    /// [`sessions_version`](SessionStore::sessions_version) is the one read just before this
+    /// process last read it: no session was ended, expired or changed anywhere since, so the
+    /// answer is [`Alive::Same`] without a store round trip.
     pub(super) async fn alive(&self, force: bool) -> Result<Alive, SessionStoreError> {
         let now = Instant::now();
         let due = {
@@ -220,15 +230,22 @@ impl StoreLink {
             }
             due
         };
+        // Read before the session is, so a change the read misses changes it again.
+        let version = self.store.sessions_version();
+        if !due && version.is_some() && *self.checked.lock().expect("checked lock") == version {
+            return Ok(Alive::Same);
+        }
         let seen = due.then(SystemTime::now);
         let Some(record) = self.store.touch_session(self.id.clone(), seen).await? else {
             return Ok(Alive::Gone);
         };
+        let same = *self.known.lock().expect("known lock") == record.state;
+        // A state this process did not take is read again at the next request.
+        let running = self.queue.lock().expect("store queue lock").running;
+        *self.checked.lock().expect("checked lock") = version.filter(|_| same || !running);
         // While this process's own writes are queued the store may be behind it: its own
         // copy is the newer then.
-        if self.queue.lock().expect("store queue lock").running
-            || *self.known.lock().expect("known lock") == record.state
-        {
+        if same || running {
             return Ok(Alive::Same);
         }
         self.known_state(&record.state);
