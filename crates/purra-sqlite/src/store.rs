@@ -1359,6 +1359,7 @@ impl SqliteStore {
             Some(path) => {
                 let conn = Connection::open(path).map_err(backend)?;
                 conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+                crate::migrate::plan_once(&conn)?;
                 Reader::Own(conn)
             }
             None => Reader::Shared(Arc::clone(&self.inner.conn)),
@@ -1429,6 +1430,7 @@ impl SqliteStore {
                         .map_err(backend)?;
                         conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
                         conn.set_prepared_statement_cache_capacity(16);
+                        crate::migrate::plan_once(&conn)?;
                         slot.insert(conn)
                     }
                 };
@@ -2170,6 +2172,34 @@ mod tests {
         assert_eq!(queued(&writes), (0, true));
     }
 
+    /// A store's connection compiles each cached read once: run again with other values bound
+    /// (an approval by its key, the event pump's page of the audit log), the statement is not
+    /// prepared again. Without the planner's stability guarantee (`plan_once`) SQLite recompiles
+    /// a statement at every run whose parameters it looked at while planning (`LIMIT ?`).
+    #[test]
+    fn a_cached_read_run_with_other_values_is_not_compiled_again() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::migrate::configure(&conn, Duration::from_secs(1), false).unwrap();
+        migrate(&mut conn).unwrap();
+        for n in 1..=3 {
+            read_views(&conn, &ViewFilter::one(n)).unwrap();
+            crate::audit::read(&conn, n, MAX_PAGE - u32::try_from(n).unwrap()).unwrap();
+        }
+        let (one, _) = ViewFilter::one(1).sql();
+        let page = format!(
+            "SELECT {} FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            crate::audit::COLUMNS
+        );
+        for sql in [one, page] {
+            let stmt = conn.prepare_cached(&sql).unwrap();
+            assert_eq!(
+                stmt.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "{sql}"
+            );
+        }
+    }
+
     /// The query plan of `sql` with `params`, its steps joined.
     fn plan_of(conn: &Connection, sql: &str, params: Vec<rusqlite::types::Value>) -> String {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
@@ -2189,6 +2219,8 @@ mod tests {
     #[test]
     fn each_listing_seeks_with_an_index() {
         let mut conn = Connection::open_in_memory().unwrap();
+        // Planned as the store's connections plan: once, whatever is bound.
+        crate::migrate::plan_once(&conn).unwrap();
         migrate(&mut conn).unwrap();
         let plan = |filter: &ViewFilter| {
             let (sql, params) = filter.sql();
