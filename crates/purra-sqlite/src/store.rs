@@ -135,6 +135,8 @@ struct Inner {
     pump: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
     /// A reader of the file for [`SqliteStore::read`], opened at its first use.
     reader: Arc<Mutex<Option<Connection>>>,
+    /// Operations run on the blocking pool outside a group commit (see [`SqliteStore::round_trips`]).
+    round_trips: AtomicU64,
 }
 
 impl Inner {
@@ -1209,6 +1211,7 @@ impl SqliteStore {
                 events: EventSender::new(),
                 pump: Mutex::new(None),
                 reader: Arc::new(Mutex::new(None)),
+                round_trips: AtomicU64::new(0),
             }),
         })
     }
@@ -1272,6 +1275,14 @@ impl SqliteStore {
             writes: self.inner.writes.wrote.load(Ordering::Relaxed),
             commits: self.inner.writes.commits.load(Ordering::Relaxed),
         }
+    }
+
+    /// How many operations this store (every clone of it) has run on the blocking pool outside
+    /// its group commit since it was opened: its callers' reads, mostly, each a hand-off to a
+    /// blocking thread (the event pump's and the heartbeat's own reads are not counted). A test
+    /// counts a path's round trips to the store with it.
+    pub fn round_trips(&self) -> u64 {
+        self.inner.round_trips.load(Ordering::Relaxed)
     }
 
     /// Runs `op` like [`SqliteStore::run`] (a write in its own transaction, outside the group
@@ -1415,6 +1426,7 @@ impl SqliteStore {
         let Some(path) = self.inner.path.clone() else {
             return self.run(move |conn, _| op(conn));
         };
+        self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
         let reader = Arc::clone(&self.inner.reader);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
@@ -1447,6 +1459,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection, &str) -> Result<T, StoreError> + Send + 'static,
     {
+        self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
