@@ -1279,7 +1279,7 @@ impl SqliteStore {
 
     /// How many operations this store (every clone of it) has run on the blocking pool outside
     /// its group commit since it was opened: its callers' reads, mostly, each a hand-off to a
-    /// blocking thread (the event pump's and the heartbeat's own reads are not counted). A test
+    /// blocking thread (the event pump's reads and the heartbeat's writes are not counted). A test
     /// counts a path's round trips to the store with it.
     pub fn round_trips(&self) -> u64 {
         self.inner.round_trips.load(Ordering::Relaxed)
