@@ -73,7 +73,7 @@ fn seq_of(id: &str) -> Option<i64> {
     purra_core::stored::approval_seq_of(id).filter(|seq| *seq >= 0)
 }
 
-const COLUMNS: &str = "seq, at_ns, owner, event, approval_id, claim_key, run_id, detail";
+pub(crate) const COLUMNS: &str = "seq, at_ns, owner, event, approval_id, claim_key, run_id, detail";
 
 /// Rows after `after_seq`, oldest first, at most `limit`.
 pub(crate) fn read(
@@ -167,6 +167,7 @@ mod tests {
     #[test]
     fn an_approvals_trail_is_looked_up_never_scanned() {
         let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+        crate::migrate::plan_once(&conn).unwrap();
         crate::migrate::migrate(&mut conn).unwrap();
         let trail = TrailOf {
             approval: 3,

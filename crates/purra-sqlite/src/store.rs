@@ -138,6 +138,8 @@ struct Inner {
     /// What [`SqliteStore::sessions_changes`] reads with, opened at its first use.
     #[cfg(feature = "sessions")]
     watch: Mutex<Option<Watch>>,
+    /// Operations run on the blocking pool outside a group commit (see [`SqliteStore::round_trips`]).
+    round_trips: AtomicU64,
 }
 
 /// A reader of the file that tells at once whether Streamable HTTP sessions were ended or
@@ -1226,6 +1228,7 @@ impl SqliteStore {
                 reader: Arc::new(Mutex::new(None)),
                 #[cfg(feature = "sessions")]
                 watch: Mutex::new(None),
+                round_trips: AtomicU64::new(0),
             }),
         })
     }
@@ -1289,6 +1292,14 @@ impl SqliteStore {
             writes: self.inner.writes.wrote.load(Ordering::Relaxed),
             commits: self.inner.writes.commits.load(Ordering::Relaxed),
         }
+    }
+
+    /// How many operations this store (every clone of it) has run on the blocking pool outside
+    /// its group commit since it was opened: its callers' reads, mostly, each a hand-off to a
+    /// blocking thread (the event pump's reads and the heartbeat's writes are not counted). A test
+    /// counts a path's round trips to the store with it.
+    pub fn round_trips(&self) -> u64 {
+        self.inner.round_trips.load(Ordering::Relaxed)
     }
 
     /// Runs `op` like [`SqliteStore::run`] (a write in its own transaction, outside the group
@@ -1376,6 +1387,7 @@ impl SqliteStore {
             Some(path) => {
                 let conn = Connection::open(path).map_err(backend)?;
                 conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+                crate::migrate::plan_once(&conn)?;
                 Reader::Own(conn)
             }
             None => Reader::Shared(Arc::clone(&self.inner.conn)),
@@ -1431,6 +1443,7 @@ impl SqliteStore {
         let Some(path) = self.inner.path.clone() else {
             return self.run(move |conn, _| op(conn));
         };
+        self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
         let reader = Arc::clone(&self.inner.reader);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
@@ -1446,6 +1459,7 @@ impl SqliteStore {
                         .map_err(backend)?;
                         conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
                         conn.set_prepared_statement_cache_capacity(16);
+                        crate::migrate::plan_once(&conn)?;
                         slot.insert(conn)
                     }
                 };
@@ -1510,6 +1524,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection, &str) -> Result<T, StoreError> + Send + 'static,
     {
+        self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
@@ -2255,6 +2270,34 @@ mod tests {
         assert_eq!(queued(&writes), (0, true));
     }
 
+    /// A store's connection compiles each cached read once: run again with other values bound
+    /// (an approval by its key, the event pump's page of the audit log), the statement is not
+    /// prepared again. Without the planner's stability guarantee (`plan_once`) SQLite recompiles
+    /// a statement at every run whose parameters it looked at while planning (`LIMIT ?`).
+    #[test]
+    fn a_cached_read_run_with_other_values_is_not_compiled_again() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::migrate::configure(&conn, Duration::from_secs(1), false).unwrap();
+        migrate(&mut conn).unwrap();
+        for n in 1..=3 {
+            read_views(&conn, &ViewFilter::one(n)).unwrap();
+            crate::audit::read(&conn, n, MAX_PAGE - u32::try_from(n).unwrap()).unwrap();
+        }
+        let (one, _) = ViewFilter::one(1).sql();
+        let page = format!(
+            "SELECT {} FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            crate::audit::COLUMNS
+        );
+        for sql in [one, page] {
+            let stmt = conn.prepare_cached(&sql).unwrap();
+            assert_eq!(
+                stmt.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "{sql}"
+            );
+        }
+    }
+
     /// The query plan of `sql` with `params`, its steps joined.
     fn plan_of(conn: &Connection, sql: &str, params: Vec<rusqlite::types::Value>) -> String {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
@@ -2274,6 +2317,8 @@ mod tests {
     #[test]
     fn each_listing_seeks_with_an_index() {
         let mut conn = Connection::open_in_memory().unwrap();
+        // Planned as the store's connections plan: once, whatever is bound.
+        crate::migrate::plan_once(&conn).unwrap();
         migrate(&mut conn).unwrap();
         let plan = |filter: &ViewFilter| {
             let (sql, params) = filter.sql();

@@ -442,6 +442,7 @@ mod tests {
     #[test]
     fn the_outbox_seeks_with_an_index() {
         let mut conn = Connection::open_in_memory().unwrap();
+        crate::migrate::plan_once(&conn).unwrap();
         crate::migrate::migrate(&mut conn).unwrap();
         assert_eq!(
             plan(

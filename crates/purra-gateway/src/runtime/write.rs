@@ -432,6 +432,9 @@ impl Inner {
         // Whether the call's run must be told that a caller waits (again): not for a new
         // approval (its run says so already), nor for a decided one (nobody waits for it).
         let mut mark = false;
+        // An approval this call has just prepared: undecided when its commit answered, so the
+        // decision is not read before it is waited for (the wait reads it).
+        let mut fresh = None;
         let (approval, request_expires) = match found {
             Found::Pending(id, expires, undecided) => {
                 mark = undecided;
@@ -449,6 +452,7 @@ impl Inner {
                     .credentials()
                     .is_some_and(|c| c.needs_caller_token())
                     || who.token.is_some();
+                let prepared_intent = intent.clone();
                 match self
                     .prepare(intent, reg, b, &caller, &run_id, &args, limit, claim)
                     .instrument(tracing::debug_span!("gateway.prepare", tool))
@@ -461,8 +465,15 @@ impl Inner {
                             1,
                         );
                         match prepared {
-                            Prepared::Waiting(id, expires)
-                            | Prepared::Granted(id, expires, None) => (id, expires),
+                            Prepared::Waiting(id, expires) => {
+                                fresh = Some(ApprovalRecord {
+                                    intent: prepared_intent,
+                                    intent_digest: digest.clone(),
+                                    state: ApprovalState::Prepared,
+                                });
+                                (id, expires)
+                            }
+                            Prepared::Granted(id, expires, None) => (id, expires),
                             Prepared::Granted(id, _, Some(verdict)) => {
                                 return self
                                     .granted_and_claimed(
@@ -509,7 +520,7 @@ impl Inner {
         // An approval by the client's user is recorded with the claim (one transaction): until
         // then the record reads pending, and the call goes on to its claim as decided.
         let (mut record, client) = match self
-            .decision(b, &approval, request_expires, &digest, &args, &ctx)
+            .decision(b, &approval, request_expires, &digest, &args, &ctx, fresh)
             .instrument(wait_span.clone())
             .await
         {
@@ -886,7 +897,9 @@ impl Inner {
     /// reads the store (woken by in-process decisions) until `approval_wait` passes or the
     /// request expires (`request_expires`), sending progress. Returns the record as last read,
     /// and the client's user's approval when it gave one (not recorded yet: the claim records
-    /// it, in its transaction).
+    /// it, in its transaction). `fresh`: the record of an approval this call just prepared,
+    /// not read again before the wait (which reads it, after it listens for decisions).
+    #[allow(clippy::too_many_arguments)] // One call's parts and what it knows of its approval.
     async fn decision(
         &self,
         b: &Binding,
@@ -895,17 +908,21 @@ impl Inner {
         digest: &purra_core::JsonIdentity,
         args: &Value,
         ctx: &RequestCtx,
+        fresh: Option<ApprovalRecord>,
     ) -> Result<(ApprovalRecord, Option<ClientDecision>), StoreError> {
         let mut wait = self.patience(ctx.task_id().is_some());
         if let Some(e) = request_expires {
             wait = wait.min(e.duration_since(SystemTime::now()).unwrap_or_default());
         }
         let until = Instant::now() + wait;
-        let record = self
-            .approvals
-            .record(approval.clone())
-            .await?
-            .ok_or(StoreError::NotFound)?;
+        let record = match fresh {
+            Some(record) => record,
+            None => self
+                .approvals
+                .record(approval.clone())
+                .await?
+                .ok_or(StoreError::NotFound)?,
+        };
         if record.state != ApprovalState::Prepared {
             return Ok((record, None));
         }

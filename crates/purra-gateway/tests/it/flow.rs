@@ -2337,6 +2337,47 @@ async fn each_write_cycle_path_commits_a_counted_number_of_times() {
     assert_eq!((operator, client_path, grant), ((4, 4), (3, 3), (2, 2)));
 }
 
+/// Issue 50, item 3: the store round trips outside its commits (reads, each a hand-off to a
+/// blocking thread) of a write cycle its caller's client approves, one call at a time: the
+/// claim state, the waiting run and the live grants before the approval is prepared, the
+/// approval as the wait reads it (not before: the call just prepared it), and the approval again
+/// before the claim. Counted by the store (`SqliteStore::round_trips`); the least of three calls,
+/// as the gateway's sweep (every second) may read during one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_approved_cycle_reads_the_store_five_times() {
+    let fx = fixture_with("reads-client", Duration::from_secs(30), |c| {
+        client_decides(c);
+        c.gateway.elicitation = true;
+    })
+    .await;
+    let options = ClientOptions::default().on_elicitation(false, |_| async {
+        Ok(purra_protocol::types::ElicitResult::accept(object(
+            json!({"decision": "approve"}),
+        )))
+    });
+    let conn = client_with(&fx.gateway, "flow-client", options).await;
+    let mut least = u64::MAX;
+    for n in 0..3 {
+        let value = format!("r{n}");
+        settled_commits(&fx.store).await;
+        let before = fx.store.round_trips();
+        let r = conn
+            .call_tool("set_value", json!({ "value": value }))
+            .await
+            .expect("call");
+        // The cycle's last store operation (the outcome's commit) is done before its answer.
+        least = least.min(fx.store.round_trips() - before);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({ "stored": value })),
+            "{r:?}"
+        );
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 3);
+    fx.gateway.shutdown().await;
+    assert_eq!(least, 5);
+}
+
 /// Reads the task `id` until its status message is `want` (at most 10 s).
 async fn task_says(conn: &Connection, id: &str, want: &str) {
     let start = std::time::Instant::now();
