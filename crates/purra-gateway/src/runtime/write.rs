@@ -319,7 +319,7 @@ impl Inner {
             bound,
             run_id,
             intent,
-        } = match self.identify(b, &caller, &args).await {
+        } = match Box::pin(self.identify(b, &caller, &args)).await {
             Ok(call) => call,
             Err(code) if code == results::policy_denied_code() => {
                 return results::policy_denied(tool, true)
@@ -329,7 +329,7 @@ impl Inner {
         // An upstream called as the person who asked: the caller must be able to reach it as
         // themselves (connected, holding a secret) before anyone is asked to approve.
         if b.upstream.credentials().is_some() {
-            if let Err(e) = self.as_principal_asking(b, &bound, &ctx).await {
+            if let Err(e) = Box::pin(self.as_principal_asking(b, &bound, &ctx)).await {
                 return results::failed(
                     tool,
                     &e.code,
@@ -344,15 +344,15 @@ impl Inner {
         // 1. Done before: the stored outcome, nothing sent; unless the binding bounds how long
         // a receipt answers and it is older: then the call's next generation (a run id of its
         // own, so a new intent and a new approval) is looked at the same way.
-        let (run_id, intent) = match self.generation(b, reg, run_id, intent, &args).await {
+        let (run_id, intent) = match Box::pin(self.generation(b, reg, run_id, intent, &args)).await
+        {
             Ok(Generation::Done {
                 run_id,
                 digest,
                 state,
             }) => {
-                return self
-                    .outcome_of(tool, &format!("intent {digest}"), &digest, state, &run_id)
-                    .await
+                let label = format!("intent {digest}");
+                return Box::pin(self.outcome_of(tool, &label, &digest, state, &run_id)).await;
             }
             Ok(Generation::Open { run_id, intent }) => (run_id, intent),
             Err(r) => return r,
@@ -383,16 +383,10 @@ impl Inner {
                 // it is replaced.
                 match self.store.approval(s.approval_id.clone()).await {
                     Ok(Some(v)) if v.state != ApprovalState::Prepared => {
-                        return self
-                            .settle(
-                                b,
-                                &run_id,
-                                &s.approval_id,
-                                &args,
-                                Some(&self.who(&ctx)),
-                                None,
-                            )
-                            .await;
+                        let who = self.who(&ctx);
+                        let settle =
+                            self.settle(b, &run_id, &s.approval_id, &args, Some(&who), None);
+                        return Box::pin(settle).await;
                     }
                     Ok(v) => Found::New {
                         replaces: v.is_some_and(|v| {
@@ -415,7 +409,8 @@ impl Inner {
                     Ok(Some((edited, claim))) => {
                         let label = format!("approval {}", edited.id.0);
                         let digest = edited.intent_digest.clone();
-                        let result = self.outcome_of(tool, &label, &digest, claim, &run_id).await;
+                        let result =
+                            Box::pin(self.outcome_of(tool, &label, &digest, claim, &run_id)).await;
                         let original = edited
                             .request
                             .labels
@@ -453,11 +448,10 @@ impl Inner {
                     .is_some_and(|c| c.needs_caller_token())
                     || who.token.is_some();
                 let prepared_intent = intent.clone();
-                match self
+                let prepare = self
                     .prepare(intent, reg, b, &caller, &run_id, &args, limit, claim)
-                    .instrument(tracing::debug_span!("gateway.prepare", tool))
-                    .await
-                {
+                    .instrument(tracing::debug_span!("gateway.prepare", tool));
+                match Box::pin(prepare).await {
                     Ok(Some(prepared)) => {
                         self.metrics.add(
                             crate::runtime::metrics::APPROVALS_PREPARED,
@@ -475,11 +469,10 @@ impl Inner {
                             }
                             Prepared::Granted(id, expires, None) => (id, expires),
                             Prepared::Granted(id, _, Some(verdict)) => {
-                                return self
-                                    .granted_and_claimed(
-                                        b, &bound, &run_id, &id, &args, &who, verdict, &digest,
-                                    )
-                                    .await;
+                                let granted = self.granted_and_claimed(
+                                    b, &bound, &run_id, &id, &args, &who, verdict, &digest,
+                                );
+                                return Box::pin(granted).await;
                             }
                         }
                     }
@@ -519,11 +512,10 @@ impl Inner {
         );
         // An approval by the client's user is recorded with the claim (one transaction): until
         // then the record reads pending, and the call goes on to its claim as decided.
-        let (mut record, client) = match self
+        let decision = self
             .decision(b, &approval, request_expires, &digest, &args, &ctx, fresh)
-            .instrument(wait_span.clone())
-            .await
-        {
+            .instrument(wait_span.clone());
+        let (mut record, client) = match Box::pin(decision).await {
             Ok((record, client)) => (Ok(record), client),
             Err(e) => (Err(e), None),
         };
@@ -609,8 +601,8 @@ impl Inner {
         }
 
         // 4. Claim and dispatch.
-        self.settle(b, &run_id, &approval, &args, Some(&self.who(&ctx)), client)
-            .await
+        let who = self.who(&ctx);
+        Box::pin(self.settle(b, &run_id, &approval, &args, Some(&who), client)).await
     }
 
     /// Until when a call starting to wait now waits: `approval_wait`, never past the request's
