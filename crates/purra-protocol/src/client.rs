@@ -364,10 +364,7 @@ impl ClientService {
     ) -> Result<Box<RawValue>, Error> {
         match self.modern.get() {
             Some(m) => modern::call(self, m, peer, method, params, options, cache).await,
-            None => {
-                peer.request_raw(method, Some(to_raw(params)?), options)
-                    .await
-            }
+            None => peer.request_serialized(method, params, options).await,
         }
     }
 
