@@ -412,6 +412,24 @@ impl Shared {
         self.outbound.try_send(out)
     }
 
+    /// Queues the response to request `id` when there is room (the usual case); returns it
+    /// when the queue is full, for the caller to wait with. Nothing is sent once closed.
+    fn answer(&self, id: RequestId, frame: Vec<u8>) -> Option<Outbound> {
+        if self.closed.is_cancelled() {
+            return None;
+        }
+        let out = Outbound {
+            frame,
+            related: Some(id),
+            completes: true,
+            ..Outbound::default()
+        };
+        match self.try_queue(out) {
+            Err(mpsc::error::TrySendError::Full(out)) => Some(out),
+            _ => None,
+        }
+    }
+
     fn send_nowait(self: &Arc<Self>, frame: Vec<u8>, related: Option<RequestId>) {
         let out = Outbound {
             frame,
@@ -1567,109 +1585,91 @@ impl<S: Service> Engine<S> {
                     None
                 };
                 let observed_method = observer.is_some().then(|| method.clone());
-                let fut = self.service.request(ctx, method, params);
+                let mut fut = CatchUnwind(self.service.request(ctx, method, params));
+                let answering = Answering {
+                    id,
+                    token,
+                    started,
+                    traced,
+                    span: span.clone(),
+                    observer,
+                    observed_method,
+                    target,
+                };
+                // On a current-thread runtime (a stdio server's) the handler is polled once in
+                // place first: one that answers without waiting (most do) costs no task, no
+                // task switch, not even the future that would wait for it, and its response is
+                // queued before the next frame is read. Only one that waits moves into a task
+                // of its own (the handler's future is boxed, so what it registered while polled
+                // here still finds it; its first poll there registers the task's waker). On a
+                // multi-thread runtime every request gets its task as before: polled in place
+                // there, a gateway's read answered later one at a time (its handler waits on
+                // the upstream), paired against main in four runs.
+                if in_place {
+                    let first = std::future::poll_fn(|cx| {
+                        let _in = span.enter();
+                        Poll::Ready(Pin::new(&mut fut).poll(cx))
+                    })
+                    .await;
+                    if let Poll::Ready(res) = first {
+                        drop(permit);
+                        let frame = {
+                            let _in = span.enter();
+                            answering.frame(Some(res))
+                        };
+                        let Some(frame) = frame else {
+                            return Dispatched::Nothing;
+                        };
+                        if in_batch {
+                            return Dispatched::Ready(frame);
+                        }
+                        if let Some(out) = shared.answer(answering.id, frame) {
+                            let _ = Box::pin(shared.send_out(out)).await;
+                        }
+                        return Dispatched::Nothing;
+                    }
+                }
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
-                let traced_span = span.clone();
                 let task = async move {
                     let _permit = task_permit;
-                    let mut fut = CatchUnwind(fut);
                     let res = tokio::select! {
                         biased;
                         r = &mut fut => Some(r),
-                        _ = token.cancelled() => None,
+                        _ = answering.token.cancelled() => None,
                     };
                     // Polled in place, the request entered the map only if it waited, and
                     // then the task that runs it removes it (below).
                     if !in_place {
-                        shared.inflight.lock().expect("inflight lock").remove(&id);
+                        shared
+                            .inflight
+                            .lock()
+                            .expect("inflight lock")
+                            .remove(&answering.id);
                     }
-                    if let Some(started) = started {
-                        let duration = started.elapsed();
-                        let outcome = match &res {
-                            _ if token.is_cancelled() => RequestOutcome::Cancelled,
-                            Some(Ok(Ok(v)))
-                                if target.is_some() && crate::telemetry::is_tool_error(v) =>
-                            {
-                                RequestOutcome::ToolError
-                            }
-                            Some(Ok(Ok(_))) => RequestOutcome::Ok,
-                            Some(Ok(Err(e))) => RequestOutcome::Error(e.code),
-                            Some(Err(_)) => RequestOutcome::Panicked,
-                            None => RequestOutcome::Cancelled,
-                        };
-                        if traced {
-                            crate::telemetry::answered(&traced_span, outcome, duration);
-                        }
-                        if let (Some(service), Some(method)) = (&observer, &observed_method) {
-                            service.observe(&RequestRecord {
-                                method,
-                                tool: target.as_deref(),
-                                outcome,
-                                duration,
-                            });
-                        }
-                    }
-                    // A handler that saw its cancellation and returned is still cancelled: the
-                    // peer gets no response after a cancel.
-                    if res.is_some() && token.is_cancelled() {
-                        return None;
-                    }
-                    let frame = match res {
-                        Some(Ok(Ok(v))) => encode_response(&id, &v),
-                        Some(Ok(Err(e))) => encode_error(Some(&id), &e),
-                        Some(Err(panic)) => {
-                            // The panic text is the handler's business (paths, values): it goes
-                            // to the host's log, and the peer learns only that it failed.
-                            tracing::error!(%id, panic = %panic, "request handler panicked");
-                            encode_error(Some(&id), &ErrorObject::internal("Internal error"))
-                        }
-                        None => {
+                    let cancelled = res.is_none();
+                    let Some(frame) = answering.frame(res) else {
+                        if cancelled {
                             // Cancelled: let the handler observe it, then drop it. No response.
                             let _ = Box::pin(tokio::time::timeout(grace, &mut fut)).await;
-                            return None;
                         }
+                        return None;
                     };
                     if in_batch {
                         return Some(frame);
                     }
-                    let out = Outbound {
-                        frame,
-                        related: Some(id),
-                        completes: true,
-                        ..Outbound::default()
-                    };
                     // Queued at once when there is room (the usual case); only a full queue
                     // waits, in a future of its own, so that this task stays small: it is
                     // moved into its task cell, and every byte of it is copied per request.
-                    if !shared.closed.is_cancelled() {
-                        if let Err(mpsc::error::TrySendError::Full(out)) = shared.try_queue(out) {
-                            let _ = Box::pin(shared.send_out(out)).await;
-                        }
+                    if let Some(out) = shared.answer(answering.id, frame) {
+                        let _ = Box::pin(shared.send_out(out)).await;
                     }
                     None
                 }
                 .instrument(span);
-                // On a current-thread runtime (a stdio server's) polled once in place first: a
-                // handler that answers without waiting (most do) costs no task, no task switch,
-                // and its response is queued before the next frame is read. Only one that waits
-                // moves into a task of its own (boxed and pinned already, so what it registered
-                // while polled here still finds it; its first poll there registers the task's
-                // waker). On a multi-thread runtime every request gets its task as before: polled
-                // in place there, a gateway's read answered later one at a time (its handler
-                // waits on the upstream), paired against main in four runs.
-                let mut task = Box::pin(task);
                 let task = match (in_place, permit) {
                     (false, _) => tokio::spawn(task),
                     (true, permit) => {
-                        let first =
-                            std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx))).await;
-                        if let Poll::Ready(frame) = first {
-                            return match frame {
-                                Some(frame) => Dispatched::Ready(frame),
-                                None => Dispatched::Nothing,
-                            };
-                        }
                         // It waits: from now on it is in flight (cancellable, counted, drained)
                         // as on any runtime, until its task has answered.
                         let (id, cancel) = in_flight.expect("kept for a request polled in place");
@@ -1800,6 +1800,70 @@ enum Dispatched {
 }
 
 /// Polls a future, turning a panic into an error message.
+/// What answering a request takes once its handler is done: its id, its cancellation, and what
+/// its span and its observer are told.
+struct Answering<S> {
+    id: RequestId,
+    token: CancellationToken,
+    started: Option<std::time::Instant>,
+    traced: bool,
+    span: Span,
+    observer: Option<Arc<S>>,
+    observed_method: Option<String>,
+    target: Option<Box<str>>,
+}
+
+impl<S: Service> Answering<S> {
+    /// Records how the request ended (`None`: cancelled before its handler answered) and
+    /// encodes its response; `None` when it gets none (cancelled, even if the handler then
+    /// returned: the peer gets no response after a cancel).
+    fn frame(&self, res: Option<Result<HandlerOutput, String>>) -> Option<Vec<u8>> {
+        let token = &self.token;
+        if let Some(started) = self.started {
+            let duration = started.elapsed();
+            let outcome = match &res {
+                _ if token.is_cancelled() => RequestOutcome::Cancelled,
+                Some(Ok(Ok(v))) if self.target.is_some() && crate::telemetry::is_tool_error(v) => {
+                    RequestOutcome::ToolError
+                }
+                Some(Ok(Ok(_))) => RequestOutcome::Ok,
+                Some(Ok(Err(e))) => RequestOutcome::Error(e.code),
+                Some(Err(_)) => RequestOutcome::Panicked,
+                None => RequestOutcome::Cancelled,
+            };
+            if self.traced {
+                crate::telemetry::answered(&self.span, outcome, duration);
+            }
+            if let (Some(service), Some(method)) = (&self.observer, &self.observed_method) {
+                service.observe(&RequestRecord {
+                    method,
+                    tool: self.target.as_deref(),
+                    outcome,
+                    duration,
+                });
+            }
+        }
+        let id = &self.id;
+        match res? {
+            _ if token.is_cancelled() => None,
+            Ok(Ok(v)) => Some(encode_response(id, &v)),
+            Ok(Err(e)) => Some(encode_error(Some(id), &e)),
+            Err(panic) => {
+                // The panic text is the handler's business (paths, values): it goes to the
+                // host's log, and the peer learns only that it failed.
+                tracing::error!(%id, panic = %panic, "request handler panicked");
+                Some(encode_error(
+                    Some(id),
+                    &ErrorObject::internal("Internal error"),
+                ))
+            }
+        }
+    }
+}
+
+/// What a request's handler returns.
+type HandlerOutput = Result<Box<RawValue>, ErrorObject>;
+
 struct CatchUnwind<F>(Pin<Box<F>>)
 where
     F: Future + ?Sized;
