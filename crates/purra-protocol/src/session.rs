@@ -1535,8 +1535,7 @@ impl<S: Service> Engine<S> {
                     cancel: token.clone(),
                     transport: context.cloned(),
                 };
-                // What the map needs if the request waits; its task holds the permit then.
-                let in_flight = in_place.then(|| (id.clone(), token.clone()));
+                // Polled in place, its task holds the permit if it waits.
                 let (permit, task_permit) = match in_place {
                     true => (permit, None),
                     false => (None, permit),
@@ -1629,6 +1628,8 @@ impl<S: Service> Engine<S> {
                         return Dispatched::Nothing;
                     }
                 }
+                // What the map needs if a request polled in place waits (only then).
+                let in_flight = in_place.then(|| (answering.id.clone(), answering.token.clone()));
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
                 let task = async move {
