@@ -341,8 +341,11 @@ struct ClientService {
     /// Listeners called on arrival, before any refetch.
     early_listeners: Mutex<HashMap<String, Vec<(u64, Listener)>>>,
     next_listener: AtomicU64,
+    /// Each tool's output validator, looked up on every call: by a seeded fast hash (the ids'
+    /// maps' own), not SipHash.
     #[cfg(feature = "validation")]
-    output_validators: Mutex<HashMap<String, Option<Arc<jsonschema::Validator>>>>,
+    output_validators:
+        Mutex<HashMap<String, Option<Arc<jsonschema::Validator>>, foldhash::fast::RandomState>>,
     /// Set once the connection speaks 2026-07-28.
     modern: OnceLock<Arc<modern::Modern>>,
     /// Whether the transport is Streamable HTTP (where `x-mcp-header` rules apply).
@@ -364,10 +367,7 @@ impl ClientService {
     ) -> Result<Box<RawValue>, Error> {
         match self.modern.get() {
             Some(m) => modern::call(self, m, peer, method, params, options, cache).await,
-            None => {
-                peer.request_raw(method, Some(to_raw(params)?), options)
-                    .await
-            }
+            None => peer.request_serialized(method, params, options).await,
         }
     }
 
@@ -886,7 +886,7 @@ impl Client {
             early_listeners: Mutex::new(HashMap::new()),
             next_listener: AtomicU64::new(0),
             #[cfg(feature = "validation")]
-            output_validators: Mutex::new(HashMap::new()),
+            output_validators: Mutex::new(HashMap::default()),
             modern: OnceLock::new(),
             http,
             receiver: OnceLock::new(),

@@ -432,6 +432,24 @@ pub fn encode_request(id: &RequestId, method: &str, params: Option<&RawValue>) -
     out
 }
 
+/// Encodes a request whose params are serialized straight into the frame: the same bytes as
+/// [`encode_request`] with [`to_raw`]'s params, without the copy.
+pub(crate) fn encode_request_serialized<P: Serialize + ?Sized>(
+    id: &RequestId,
+    method: &str,
+    params: &P,
+) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::with_capacity(128 + method.len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    put_id(&mut out, id);
+    out.extend_from_slice(br#","method":"#);
+    put_str(&mut out, method);
+    out.extend_from_slice(br#","params":"#);
+    serde_json::to_writer(&mut out, params).map_err(EncodeError)?;
+    out.push(b'}');
+    Ok(out)
+}
+
 /// Encodes a notification.
 pub fn encode_notification(method: &str, params: Option<&RawValue>) -> Vec<u8> {
     let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, |p| p.get().len()));

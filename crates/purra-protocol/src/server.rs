@@ -110,17 +110,18 @@ struct PromptEntry {
     handler: PromptFn,
 }
 
-/// Insertion-ordered registry.
+/// Insertion-ordered registry. Every request that names a tool, prompt or resource looks it
+/// up by the peer's text, so the hash is seeded (per process) and fast, as for request ids.
 struct Registry<T> {
     order: Vec<String>,
-    items: HashMap<String, Arc<T>>,
+    items: HashMap<String, Arc<T>, foldhash::fast::RandomState>,
 }
 
 impl<T> Default for Registry<T> {
     fn default() -> Self {
         Registry {
             order: Vec::new(),
-            items: HashMap::new(),
+            items: HashMap::default(),
         }
     }
 }

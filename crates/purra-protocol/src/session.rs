@@ -412,6 +412,24 @@ impl Shared {
         self.outbound.try_send(out)
     }
 
+    /// Queues the response to request `id` when there is room (the usual case); returns it
+    /// when the queue is full, for the caller to wait with. Nothing is sent once closed.
+    fn answer(&self, id: RequestId, frame: Vec<u8>) -> Option<Outbound> {
+        if self.closed.is_cancelled() {
+            return None;
+        }
+        let out = Outbound {
+            frame,
+            related: Some(id),
+            completes: true,
+            ..Outbound::default()
+        };
+        match self.try_queue(out) {
+            Err(mpsc::error::TrySendError::Full(out)) => Some(out),
+            _ => None,
+        }
+    }
+
     fn send_nowait(self: &Arc<Self>, frame: Vec<u8>, related: Option<RequestId>) {
         let out = Outbound {
             frame,
@@ -530,9 +548,7 @@ impl Peer {
         params: &P,
         options: RequestOptions,
     ) -> Result<R, Error> {
-        let raw = self
-            .request_raw(method, Some(to_raw(params)?), options)
-            .await?;
+        let raw = self.request_serialized(method, params, options).await?;
         serde_json::from_str(raw.get())
             .map_err(|e| Error::Protocol(format!("invalid {method} result: {e}")))
     }
@@ -549,7 +565,35 @@ impl Peer {
         params: Option<Box<RawValue>>,
         options: RequestOptions,
     ) -> Result<Box<RawValue>, Error> {
-        let span = tracing::debug_span!(
+        let span = self.request_span(method);
+        self.request_raw_in(span, method, params, options).await
+    }
+
+    /// [`request_raw`](Self::request_raw) with params to serialize. When nothing reads or
+    /// changes them on the way (no enabled span, no progress token to add), they are written
+    /// straight into the request's frame: no raw copy of them first. A `Serialize` that fails
+    /// fails the call before anything is sent, as [`to_raw`] would.
+    pub(crate) async fn request_serialized<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>, Error> {
+        let span = self.request_span(method);
+        if span.is_disabled() && options.on_progress.is_none() {
+            let id = RequestId::Number(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+            let frame = crate::jsonrpc::encode_request_serialized(&id, method, params)?;
+            return self
+                .request_raw_traced(method, Prepared::Frame { id, frame }, options, &span)
+                .await;
+        }
+        let params = Some(to_raw(params)?);
+        self.request_raw_in(span, method, params, options).await
+    }
+
+    /// The span of one outbound request.
+    fn request_span(&self, method: &str) -> Span {
+        tracing::debug_span!(
             parent: &self.shared.span,
             "request",
             dir = "out",
@@ -561,7 +605,16 @@ impl Peer {
             otel.name = tracing::field::Empty,
             otel.kind = "client",
             otel.status_code = tracing::field::Empty,
-        );
+        )
+    }
+
+    async fn request_raw_in(
+        &self,
+        span: Span,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>, Error> {
         #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
         let mut params = params;
         let started = if span.is_disabled() {
@@ -577,7 +630,7 @@ impl Peer {
             Some(std::time::Instant::now())
         };
         let res = self
-            .request_raw_traced(method, params, options, &span)
+            .request_raw_traced(method, Prepared::Raw(params), options, &span)
             .instrument(span.clone())
             .await;
         if let Some(started) = started {
@@ -599,16 +652,22 @@ impl Peer {
     async fn request_raw_traced(
         &self,
         method: &str,
-        params: Option<Box<RawValue>>,
+        params: Prepared,
         options: RequestOptions,
         span: &Span,
     ) -> Result<Box<RawValue>, Error> {
         let shared = &self.shared;
-        let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let (id, params) = match params {
+            Prepared::Raw(params) => (
+                RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed)),
+                Ok(params),
+            ),
+            Prepared::Frame { id, frame } => (id, Err(frame)),
+        };
         span.record("id", tracing::field::display(&id));
         let params = match (&options.on_progress, params) {
-            (Some(_), params) => Some(with_progress_token(params, &id)?),
-            (None, params) => params,
+            (Some(_), Ok(params)) => Ok(Some(with_progress_token(params, &id)?)),
+            (_, params) => params,
         };
         let progress = options.on_progress.clone().map(|callback| {
             Arc::new(ProgressState {
@@ -635,7 +694,10 @@ impl Peer {
             guard.disarm();
             return Err(Error::ConnectionClosed);
         }
-        let frame = encode_request(&id, method, params.as_deref());
+        let frame = match params {
+            Ok(params) => encode_request(&id, method, params.as_deref()),
+            Err(frame) => frame,
+        };
         let out = Outbound {
             frame,
             related: self.related.clone(),
@@ -688,6 +750,13 @@ impl Peer {
             }
         }
     }
+}
+
+/// An outbound request's params: raw (read, and changed, on the way), or already written into
+/// the request's frame under its id.
+enum Prepared {
+    Raw(Option<Box<RawValue>>),
+    Frame { id: RequestId, frame: Vec<u8> },
 }
 
 fn with_progress_token(
@@ -1014,10 +1083,23 @@ async fn run<S: Service>(
     let closed = shared.closed.cancelled();
     tokio::pin!(closed);
     let reason = loop {
-        let item = tokio::select! {
-            biased;
-            _ = &mut closed => break "closed locally".to_owned(),
-            item = inbound.recv() => item,
+        // A local close is seen before the next frame, as a biased select would see it; but a
+        // frame already read (the usual case under load) costs only a look at the token, and
+        // the wait is polled (registered) only when there is no frame to take.
+        let recv = inbound.recv();
+        tokio::pin!(recv);
+        let item = std::future::poll_fn(|cx| {
+            if shared.closed.is_cancelled() {
+                return Poll::Ready(None);
+            }
+            if let Poll::Ready(item) = recv.as_mut().poll(cx) {
+                return Poll::Ready(Some(item));
+            }
+            closed.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        let Some(item) = item else {
+            break "closed locally".to_owned();
         };
         let flow = match item {
             None => break "end of input".to_owned(),
@@ -1413,6 +1495,14 @@ impl<S: Service> Engine<S> {
         let shared = &self.peer.shared;
         match msg {
             Message::Request { id, method, params } => {
+                // On a current-thread runtime (a stdio server's) the request is polled once in
+                // place before the next frame is read (below). Nothing else runs while it is, so
+                // a request that answers then can be neither cancelled nor counted by anyone: it
+                // enters the in-flight map, and takes a permit when one is free, only if it
+                // waits. When every permit is taken it waits for one here, as everywhere.
+                let in_place = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+                });
                 let token = CancellationToken::new();
                 {
                     let mut inflight = shared.inflight.lock().expect("inflight lock");
@@ -1424,19 +1514,31 @@ impl<S: Service> Engine<S> {
                         );
                         return Dispatched::Send((encode_error(Some(&id), &err), Some(id)));
                     }
-                    inflight.insert(id.clone(), token.clone());
+                    if !in_place {
+                        inflight.insert(id.clone(), token.clone());
+                    }
                 }
-                let permit = self
-                    .permits
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("semaphore never closed");
+                let permit = if in_place && self.permits.available_permits() > 0 {
+                    None
+                } else {
+                    Some(
+                        self.permits
+                            .clone()
+                            .acquire_owned()
+                            .await
+                            .expect("semaphore never closed"),
+                    )
+                };
                 let ctx = RequestContext {
                     id: id.clone(),
                     peer: self.peer.related_to(id.clone()),
                     cancel: token.clone(),
                     transport: context.cloned(),
+                };
+                // Polled in place, its task holds the permit if it waits.
+                let (permit, task_permit) = match in_place {
+                    true => (permit, None),
+                    false => (None, permit),
                 };
                 // `initialize` completes before the next frame is read, so a client that sends
                 // more right behind it finds the session initialized.
@@ -1482,109 +1584,126 @@ impl<S: Service> Engine<S> {
                     None
                 };
                 let observed_method = observer.is_some().then(|| method.clone());
-                let fut = self.service.request(ctx, method, params);
+                let mut fut = CatchUnwind(self.service.request(ctx, method, params));
+                let answering = Answering {
+                    id,
+                    token,
+                    started,
+                    traced,
+                    span: span.clone(),
+                    observer,
+                    observed_method,
+                    target,
+                };
+                // On a current-thread runtime (a stdio server's) the handler is polled once in
+                // place first: one that answers without waiting (most do) costs no task, no
+                // task switch, not even the future that would wait for it, and its response is
+                // queued before the next frame is read. Only one that waits moves into a task
+                // of its own (the handler's future is boxed, so what it registered while polled
+                // here still finds it; its first poll there registers the task's waker). On a
+                // multi-thread runtime every request gets its task as before: polled in place
+                // there, a gateway's read answered later one at a time (its handler waits on
+                // the upstream), paired against main in four runs.
+                if in_place {
+                    let first = std::future::poll_fn(|cx| {
+                        let _in = span.enter();
+                        Poll::Ready(Pin::new(&mut fut).poll(cx))
+                    })
+                    .await;
+                    if let Poll::Ready(res) = first {
+                        drop(permit);
+                        let frame = {
+                            let _in = span.enter();
+                            answering.frame(Some(res))
+                        };
+                        let Some(frame) = frame else {
+                            return Dispatched::Nothing;
+                        };
+                        if in_batch {
+                            return Dispatched::Ready(frame);
+                        }
+                        if let Some(out) = shared.answer(answering.id, frame) {
+                            let _ = Box::pin(shared.send_out(out)).await;
+                        }
+                        return Dispatched::Nothing;
+                    }
+                }
+                // What the map needs if a request polled in place waits (only then).
+                let in_flight = in_place.then(|| (answering.id.clone(), answering.token.clone()));
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
-                let traced_span = span.clone();
                 let task = async move {
-                    let _permit = permit;
-                    let mut fut = CatchUnwind(fut);
+                    let _permit = task_permit;
                     let res = tokio::select! {
                         biased;
                         r = &mut fut => Some(r),
-                        _ = token.cancelled() => None,
+                        _ = answering.token.cancelled() => None,
                     };
-                    shared.inflight.lock().expect("inflight lock").remove(&id);
-                    if let Some(started) = started {
-                        let duration = started.elapsed();
-                        let outcome = match &res {
-                            _ if token.is_cancelled() => RequestOutcome::Cancelled,
-                            Some(Ok(Ok(v)))
-                                if target.is_some() && crate::telemetry::is_tool_error(v) =>
-                            {
-                                RequestOutcome::ToolError
-                            }
-                            Some(Ok(Ok(_))) => RequestOutcome::Ok,
-                            Some(Ok(Err(e))) => RequestOutcome::Error(e.code),
-                            Some(Err(_)) => RequestOutcome::Panicked,
-                            None => RequestOutcome::Cancelled,
-                        };
-                        if traced {
-                            crate::telemetry::answered(&traced_span, outcome, duration);
-                        }
-                        if let (Some(service), Some(method)) = (&observer, &observed_method) {
-                            service.observe(&RequestRecord {
-                                method,
-                                tool: target.as_deref(),
-                                outcome,
-                                duration,
-                            });
-                        }
+                    // Polled in place, the request entered the map only if it waited, and
+                    // then the task that runs it removes it (below).
+                    if !in_place {
+                        shared
+                            .inflight
+                            .lock()
+                            .expect("inflight lock")
+                            .remove(&answering.id);
                     }
-                    // A handler that saw its cancellation and returned is still cancelled: the
-                    // peer gets no response after a cancel.
-                    if res.is_some() && token.is_cancelled() {
-                        return None;
-                    }
-                    let frame = match res {
-                        Some(Ok(Ok(v))) => encode_response(&id, &v),
-                        Some(Ok(Err(e))) => encode_error(Some(&id), &e),
-                        Some(Err(panic)) => {
-                            // The panic text is the handler's business (paths, values): it goes
-                            // to the host's log, and the peer learns only that it failed.
-                            tracing::error!(%id, panic = %panic, "request handler panicked");
-                            encode_error(Some(&id), &ErrorObject::internal("Internal error"))
-                        }
-                        None => {
+                    let cancelled = res.is_none();
+                    let Some(frame) = answering.frame(res) else {
+                        if cancelled {
                             // Cancelled: let the handler observe it, then drop it. No response.
                             let _ = Box::pin(tokio::time::timeout(grace, &mut fut)).await;
-                            return None;
                         }
+                        return None;
                     };
                     if in_batch {
                         return Some(frame);
                     }
-                    let out = Outbound {
-                        frame,
-                        related: Some(id),
-                        completes: true,
-                        ..Outbound::default()
-                    };
                     // Queued at once when there is room (the usual case); only a full queue
                     // waits, in a future of its own, so that this task stays small: it is
                     // moved into its task cell, and every byte of it is copied per request.
-                    if !shared.closed.is_cancelled() {
-                        if let Err(mpsc::error::TrySendError::Full(out)) = shared.try_queue(out) {
-                            let _ = Box::pin(shared.send_out(out)).await;
-                        }
+                    if let Some(out) = shared.answer(answering.id, frame) {
+                        let _ = Box::pin(shared.send_out(out)).await;
                     }
                     None
                 }
                 .instrument(span);
-                // On a current-thread runtime (a stdio server's) polled once in place first: a
-                // handler that answers without waiting (most do) costs no task, no task switch,
-                // and its response is queued before the next frame is read. Only one that waits
-                // moves into a task of its own (boxed and pinned already, so what it registered
-                // while polled here still finds it; its first poll there registers the task's
-                // waker). On a multi-thread runtime every request gets its task as before: polled
-                // in place there, a gateway's read answered later one at a time (its handler
-                // waits on the upstream), paired against main in four runs.
-                let mut task = Box::pin(task);
-                let in_place = tokio::runtime::Handle::try_current().is_ok_and(|h| {
-                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
-                });
-                let first = if in_place {
-                    std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx))).await
-                } else {
-                    Poll::Pending
+                let task = match (in_place, permit) {
+                    (false, _) => tokio::spawn(task),
+                    (true, permit) => {
+                        // It waits: from now on it is in flight (cancellable, counted, drained)
+                        // as on any runtime, until its task has answered.
+                        let (id, cancel) = in_flight.expect("kept for a request polled in place");
+                        let shared = self.peer.shared.clone();
+                        shared
+                            .inflight
+                            .lock()
+                            .expect("inflight lock")
+                            .insert(id.clone(), cancel);
+                        let permit = match permit {
+                            Some(p) => p,
+                            None => match self.permits.clone().try_acquire_owned() {
+                                Ok(p) => p,
+                                // Not reached (nothing ran since a permit was seen free), but
+                                // a wait is what a full engine does.
+                                Err(_) => self
+                                    .permits
+                                    .clone()
+                                    .acquire_owned()
+                                    .await
+                                    .expect("semaphore never closed"),
+                            },
+                        };
+                        tokio::spawn(async move {
+                            let frame = task.await;
+                            // At once, before anything else runs: the peer may reuse the id as
+                            // soon as it has the answer.
+                            shared.inflight.lock().expect("inflight lock").remove(&id);
+                            drop(permit);
+                            frame
+                        })
+                    }
                 };
-                if let Poll::Ready(frame) = first {
-                    return match frame {
-                        Some(frame) => Dispatched::Ready(frame),
-                        None => Dispatched::Nothing,
-                    };
-                }
-                let task = tokio::spawn(task);
                 if handshake {
                     let _ = task.await;
                     return Dispatched::Nothing;
@@ -1682,6 +1801,70 @@ enum Dispatched {
 }
 
 /// Polls a future, turning a panic into an error message.
+/// What answering a request takes once its handler is done: its id, its cancellation, and what
+/// its span and its observer are told.
+struct Answering<S> {
+    id: RequestId,
+    token: CancellationToken,
+    started: Option<std::time::Instant>,
+    traced: bool,
+    span: Span,
+    observer: Option<Arc<S>>,
+    observed_method: Option<String>,
+    target: Option<Box<str>>,
+}
+
+impl<S: Service> Answering<S> {
+    /// Records how the request ended (`None`: cancelled before its handler answered) and
+    /// encodes its response; `None` when it gets none (cancelled, even if the handler then
+    /// returned: the peer gets no response after a cancel).
+    fn frame(&self, res: Option<Result<HandlerOutput, String>>) -> Option<Vec<u8>> {
+        let token = &self.token;
+        if let Some(started) = self.started {
+            let duration = started.elapsed();
+            let outcome = match &res {
+                _ if token.is_cancelled() => RequestOutcome::Cancelled,
+                Some(Ok(Ok(v))) if self.target.is_some() && crate::telemetry::is_tool_error(v) => {
+                    RequestOutcome::ToolError
+                }
+                Some(Ok(Ok(_))) => RequestOutcome::Ok,
+                Some(Ok(Err(e))) => RequestOutcome::Error(e.code),
+                Some(Err(_)) => RequestOutcome::Panicked,
+                None => RequestOutcome::Cancelled,
+            };
+            if self.traced {
+                crate::telemetry::answered(&self.span, outcome, duration);
+            }
+            if let (Some(service), Some(method)) = (&self.observer, &self.observed_method) {
+                service.observe(&RequestRecord {
+                    method,
+                    tool: self.target.as_deref(),
+                    outcome,
+                    duration,
+                });
+            }
+        }
+        let id = &self.id;
+        match res? {
+            _ if token.is_cancelled() => None,
+            Ok(Ok(v)) => Some(encode_response(id, &v)),
+            Ok(Err(e)) => Some(encode_error(Some(id), &e)),
+            Err(panic) => {
+                // The panic text is the handler's business (paths, values): it goes to the
+                // host's log, and the peer learns only that it failed.
+                tracing::error!(%id, panic = %panic, "request handler panicked");
+                Some(encode_error(
+                    Some(id),
+                    &ErrorObject::internal("Internal error"),
+                ))
+            }
+        }
+    }
+}
+
+/// What a request's handler returns.
+type HandlerOutput = Result<Box<RawValue>, ErrorObject>;
+
 struct CatchUnwind<F>(Pin<Box<F>>)
 where
     F: Future + ?Sized;
@@ -1701,5 +1884,164 @@ impl<T> Future for CatchUnwind<dyn Future<Output = T> + Send> {
                 Poll::Ready(Err(msg))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::memory;
+
+    /// A service whose `now` answers at once and whose `wait` answers after its gate opens;
+    /// each records how many requests the connection's in-flight map held while it ran.
+    struct Probe {
+        held: Mutex<Vec<(String, usize)>>,
+        gate: tokio::sync::Notify,
+    }
+
+    impl Service for Probe {
+        const SIDE: &'static str = "server";
+
+        fn request(
+            self: &Arc<Self>,
+            ctx: RequestContext,
+            method: String,
+            _params: Option<Box<RawValue>>,
+        ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+            let this = self.clone();
+            Box::pin(async move {
+                if method == "wait" {
+                    this.gate.notified().await;
+                }
+                let n = ctx
+                    .peer
+                    .shared
+                    .inflight
+                    .lock()
+                    .expect("inflight lock")
+                    .len();
+                this.held.lock().expect("held lock").push((method, n));
+                Ok(to_raw(&()).expect("null serializes"))
+            })
+        }
+
+        fn notification(
+            self: &Arc<Self>,
+            _peer: &Peer,
+            _method: String,
+            _params: Option<Box<RawValue>>,
+        ) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    fn probe(config: EngineConfig) -> (Arc<Probe>, memory::RawEnd) {
+        let (service, raw, _) = probe_peer(config);
+        (service, raw)
+    }
+
+    fn probe_peer(config: EngineConfig) -> (Arc<Probe>, memory::RawEnd, Peer) {
+        let service = Arc::new(Probe {
+            held: Mutex::new(Vec::new()),
+            gate: tokio::sync::Notify::new(),
+        });
+        let (t, raw) = memory::raw();
+        let (peer, _) = start(t, service.clone(), config);
+        (service, raw, peer)
+    }
+
+    fn request(id: u32, method: &str) -> String {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#)
+    }
+
+    fn answer(id: u32) -> String {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":null}}"#)
+    }
+
+    /// On a current-thread runtime a request answered while polled in place never enters the
+    /// in-flight map (nothing could cancel it); one that waits does, for as long as it waits,
+    /// and is cancellable there.
+    #[tokio::test]
+    async fn a_request_answered_in_place_is_never_in_flight() {
+        let (service, mut raw) = probe(EngineConfig::default());
+        raw.send(request(1, "now")).await;
+        assert_eq!(raw.recv().await.unwrap(), answer(1));
+        raw.send(request(2, "wait")).await;
+        raw.send(request(3, "now")).await;
+        assert_eq!(raw.recv().await.unwrap(), answer(3));
+        service.gate.notify_one();
+        assert_eq!(raw.recv().await.unwrap(), answer(2));
+        // Its entry is gone with its answer: the id can be used again at once.
+        raw.send(request(2, "now")).await;
+        assert_eq!(raw.recv().await.unwrap(), answer(2));
+        let held = service.held.lock().unwrap().clone();
+        let held: Vec<(&str, usize)> = held.iter().map(|(m, n)| (m.as_str(), *n)).collect();
+        assert_eq!(
+            held,
+            [("now", 0), ("now", 1), ("wait", 1), ("now", 0)],
+            "requests in flight while each ran"
+        );
+    }
+
+    /// The concurrency limit holds for requests polled in place: with one permit taken by a
+    /// request that waits, the next request waits for it, even one that would answer at once.
+    #[tokio::test]
+    async fn a_request_polled_in_place_waits_for_a_permit_like_any_other() {
+        let config = EngineConfig {
+            max_concurrent_requests: 1,
+            ..EngineConfig::default()
+        };
+        let (service, mut raw) = probe(config);
+        raw.send(request(1, "wait")).await;
+        raw.send(request(2, "now")).await;
+        let early = tokio::time::timeout(Duration::from_millis(200), raw.recv()).await;
+        assert!(early.is_err(), "answered beyond the limit: {early:?}");
+        service.gate.notify_one();
+        assert_eq!(raw.recv().await.unwrap(), answer(1));
+        assert_eq!(raw.recv().await.unwrap(), answer(2));
+        // Both answered, the permit is free again: an answer at once comes at once.
+        raw.send(request(3, "now")).await;
+        assert_eq!(raw.recv().await.unwrap(), answer(3));
+    }
+
+    /// Params that cannot be serialized.
+    struct Unwritable;
+
+    impl Serialize for Unwritable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("no JSON for this"))
+        }
+    }
+
+    /// Typed params go straight into the request's frame: the bytes are those of raw params,
+    /// and params that cannot be serialized fail the call before anything is sent or waited for.
+    #[tokio::test]
+    async fn typed_params_are_written_into_the_frame_and_a_failure_sends_nothing() {
+        let (_, mut raw, peer) = probe_peer(EngineConfig::default());
+        let failed = peer
+            .request::<_, serde_json::Value>("m", &Unwritable, RequestOptions::default())
+            .await;
+        assert!(
+            matches!(&failed, Err(Error::Encode(e)) if e.contains("no JSON for this")),
+            "{failed:?}"
+        );
+        let quiet = tokio::time::timeout(Duration::from_millis(100), raw.recv()).await;
+        assert!(quiet.is_err(), "sent: {quiet:?}");
+        // (Its id, 0, was taken: ids need only be unique.)
+        let params = serde_json::json!({"text": "a \"quoted\" line\n", "n": 1});
+        let ask = peer.request::<_, serde_json::Value>("m", &params, RequestOptions::default());
+        let answer = async {
+            let frame = raw.recv().await.unwrap();
+            raw.send(r#"{"jsonrpc":"2.0","id":1,"result":{"ok":true}}"#)
+                .await;
+            frame
+        };
+        let (got, frame) = tokio::join!(ask, answer);
+        let raw_params = to_raw(&params).unwrap();
+        assert_eq!(
+            frame.as_bytes(),
+            encode_request(&RequestId::Number(1), "m", Some(&raw_params))
+        );
+        assert_eq!(got.unwrap(), serde_json::json!({"ok": true}));
     }
 }
