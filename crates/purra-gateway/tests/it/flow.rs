@@ -2350,7 +2350,11 @@ async fn a_client_approved_cycle_reads_the_store_five_times() {
         c.gateway.elicitation = true;
     })
     .await;
+    // The form is answered after a pause: the wait for a decision, which runs beside the form,
+    // has made its read by then (answered at once, the form may win before the wait reads, and
+    // the cycle reads four times).
     let options = ClientOptions::default().on_elicitation(false, |_| async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
         Ok(purra_protocol::types::ElicitResult::accept(object(
             json!({"decision": "approve"}),
         )))
