@@ -700,8 +700,15 @@ fn instances_killed_at_random_points_never_send_a_write_twice() {
                 .filter(|l| l["event"] == "initialized")
                 .count();
             assert_eq!(initialized, lost_count, "{context}");
-            assert_eq!(step["tries"], 2, "{context}");
-            assert_ne!(step["instance"], progress["instance"], "{context}");
+            // Made again at another instance, or not made again at all: the SDK resumed the
+            // call's stream (through the load balancer, at another instance, which serves it
+            // from the store) and the answer came on it before a ping saw the move; the client
+            // names its instance from answered POSTs, so it still names the victim then.
+            match step["tries"].as_u64() {
+                Some(2) => assert_ne!(step["instance"], progress["instance"], "{context}"),
+                Some(1) => assert_eq!(step["instance"], progress["instance"], "{context}"),
+                _ => panic!("one try, or two: {context}"),
+            }
         }
         *tally
             .entry(format!(
