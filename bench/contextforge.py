@@ -69,9 +69,10 @@ def main():
     conf = settings(a.port, a.dir)
     env.update(conf)
     workers = min(2 * (os.cpu_count() or 1) + 1, 16)
-    gunicorn = os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    # gunicorn as a module of this Python: the venv's `bin/gunicorn` script names in its first
+    # line the path the venv was made at, and fails when the venv is reached by another path.
     cmd = [
-        gunicorn,
+        sys.executable, "-m", "gunicorn",
         "--worker-class", "uvicorn.workers.UvicornWorker",
         "--workers", str(workers),
         "--timeout", "600",
