@@ -8,7 +8,7 @@
 # and rewrites the suite's part of BENCHMARKS.md and bench/charts/*.svg. Arguments go to
 # bench-suite:
 #   bench/run.sh [--rounds R] [--calls N] [--http-calls N] [--quick] [--memory] [--gateway] [--upstream]
-#   [--scale-postgres] (the store-at-scale rows on PostgreSQL too: its fill takes about ten minutes)
+#   [--scale-postgres] (the store-at-scale rows on PostgreSQL: store-scale also reads PURRA_BENCH_POSTGRES, set below, so under this script they are measured either way)
 # Benchmarks never run in CI. Run it on a quiet machine (the load average is recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -136,9 +136,9 @@ pub(super) fn report(res: &Results, s: &mut String) {
          empty store, on one holding a page's worth (60 receipts, 60 pending) and on one filled \
          through the store's APIs with 100 000 completed write cycles and 10 000 pending approvals \
          (filled once per run). The page's views are `GET`s over HTTP from a page served in \
-         process, signed in. Ratios of p99s, paired round by round. PostgreSQL's rows need \
-         `--scale-postgres` (its fill takes about ten minutes here); without it only SQLite's are \
-         measured.\n"
+         process, signed in. Ratios of p99s, paired round by round. PostgreSQL's rows are measured \
+         when `store-scale` is given a server: `--scale-postgres`, or `PURRA_BENCH_POSTGRES` \
+         (which `bench/run.sh` sets to its own server).\n"
     );
     for (key, why) in res.failures.iter().filter(|(k, _)| k.starts_with("scale")) {
         let _ = writeln!(s, "FAILED {key}: {why}\n");
