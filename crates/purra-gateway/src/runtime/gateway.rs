@@ -557,30 +557,37 @@ impl Gateway {
         };
         let named =
             purra_core::DecisionPath::of(&decision.approver).is_some_and(|(_, p)| p.is_operator());
-        if !named {
-            self.check_voter(&id, &decision.approver).await??;
-            decision.approver = purra_core::DecisionPath::Api.approver(&decision.approver);
+        if named {
+            return self.inner.decide_as(id, decision, &decider).await;
         }
-        self.inner.decide_as(id, decision, &decider).await
+        let view = self.approval_view(&id).await?;
+        self.check_voter(&view, &decision.approver)?;
+        decision.approver = purra_core::DecisionPath::Api.approver(&decision.approver);
+        self.inner.decide_seen(id, &view, decision, &decider).await
+    }
+
+    /// Approval `id`'s view, or `NotFound`.
+    async fn approval_view(
+        &self,
+        id: &purra_core::ApprovalId,
+    ) -> Result<purra_core::ApprovalView, StoreError> {
+        self.inner
+            .store
+            .approval(id.clone())
+            .await?
+            .ok_or(StoreError::NotFound)
     }
 
     /// Whether `approver` may decide approval `id` by its workflow's `from` (by name, or as a
     /// member of the configuration's `[approvers.groups]`).
-    async fn check_voter(
+    fn check_voter(
         &self,
-        id: &purra_core::ApprovalId,
+        view: &purra_core::ApprovalView,
         approver: &str,
-    ) -> Result<Result<(), purra_core::NotAVoter>, StoreError> {
-        let view = self
-            .inner
-            .store
-            .approval(id.clone())
-            .await?
-            .ok_or(StoreError::NotFound)?;
+    ) -> Result<(), purra_core::NotAVoter> {
         let groups = self.inner.catalog().config.approvers.groups_of(approver);
-        Ok(view
-            .request
-            .check_voter(&[approver], &groups, std::time::SystemTime::now()))
+        view.request
+            .check_voter(&[approver], &groups, std::time::SystemTime::now())
     }
 
     /// Approves the waiting write `id` with `arguments` in place of its caller's (its binding
@@ -602,10 +609,11 @@ impl Gateway {
         let named =
             purra_core::DecisionPath::of(&decision.approver).is_some_and(|(_, p)| p.is_operator());
         if !named {
-            let voter = self.check_voter(&id, &decision.approver).await;
             let refused =
                 |e: &dyn std::fmt::Display| crate::runtime::edit::EditRefused(e.to_string());
-            voter.map_err(|e| refused(&e))?.map_err(|e| refused(&e))?;
+            let view = self.approval_view(&id).await.map_err(|e| refused(&e))?;
+            self.check_voter(&view, &decision.approver)
+                .map_err(|e| refused(&e))?;
             decision.approver = purra_core::DecisionPath::Api.approver(&decision.approver);
         }
         self.inner

@@ -292,6 +292,18 @@ impl Inner {
             .approval(approval.clone())
             .await?
             .ok_or(StoreError::NotFound)?;
+        self.decide_seen(approval, &view, decision, decider).await
+    }
+
+    /// [`decide_as`](Self::decide_as) with the approval's view already read by the caller (who
+    /// checked its workflow's voters on it): one store read per decision, not two.
+    pub(crate) async fn decide_seen(
+        &self,
+        approval: ApprovalId,
+        view: &purra_core::ApprovalView,
+        decision: Decision,
+        decider: &str,
+    ) -> Result<(), StoreError> {
         view.request.check_decider(decider)?;
         // A workflow's `from` is checked where the approver's groups are known (the page, the
         // CLI, `Gateway::decide` with the file's groups): a binding with a workflow table is

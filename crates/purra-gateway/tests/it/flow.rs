@@ -666,6 +666,53 @@ async fn a_host_s_decision_is_refused_outside_the_workflow_s_from() {
     fx.gateway.shutdown().await;
 }
 
+/// A host's decision through `Gateway::decide` whose workflow names who may vote reads the
+/// approval once: the voter check and the decision share the read (it read it twice). Counted
+/// by the store (`SqliteStore::round_trips`); the least of three decisions, as the gateway's
+/// sweep (every second) may read during one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_s_decision_in_a_workflow_reads_the_approval_once() {
+    let fx = fixture_with("api-from-reads", Duration::from_secs(30), |c| {
+        c.writes.get_mut("set_value").expect("write").approval =
+            purra_gateway::ApprovalConfig::Rule(purra_gateway::ApprovalRule {
+                from: vec!["group:sre".into()],
+                ..Default::default()
+            });
+        c.approvers.groups.insert("sre".into(), vec!["bob".into()]);
+    })
+    .await;
+    let conn = Arc::new(client(&fx.gateway, "flow-client").await);
+    let mut least = u64::MAX;
+    for n in 1..=3 {
+        let waiting = {
+            let conn = conn.clone();
+            let value = format!("q{n}");
+            tokio::spawn(
+                async move { conn.call_tool("set_value", json!({ "value": value })).await },
+            )
+        };
+        let id = ApprovalId(format!("approval-{n}"));
+        while fx.store.record(id.clone()).await.expect("record").is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let before = fx.store.round_trips();
+        fx.gateway
+            .decide(id, approval_by("bob", Duration::from_secs(60)))
+            .await
+            .expect("bob is in group:sre");
+        least = least.min(fx.store.round_trips() - before);
+        let r = waiting.await.expect("join").expect("call");
+        assert_eq!(
+            r.structured_content,
+            Some(json!({ "stored": format!("q{n}") })),
+            "{r:?}"
+        );
+    }
+    assert_eq!(fx.writes.load(Ordering::SeqCst), 3);
+    fx.gateway.shutdown().await;
+    assert_eq!(least, 1);
+}
+
 /// Issue 44, friction: a waiting write's progress was fractional seconds
 /// (`1.787e-06/59.9997`). It is whole seconds, increasing, with a message saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
