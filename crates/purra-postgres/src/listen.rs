@@ -5,6 +5,11 @@
 //! misses no later commit. When the connection is lost it reconnects with a growing pause and then
 //! sends [`StoreEvent::Resync`]: notifications sent meanwhile are lost, so subscribers re-read.
 //!
+//! A connection can be lost without closing (a network that drops packets): every
+//! `listener_check` the listener sends `LISTEN` again on it (a no-op for a channel already
+//! listened to, answered in one round trip); unanswered for as long again, the connection counts
+//! as lost and the listener reconnects as above.
+//!
 //! It also counts the notifications that a Streamable HTTP session was ended or changed (schema
 //! step 15's triggers send them) in a [`SessionWatch`]; while the connection is lost the watch
 //! cannot tell, and once it is back it moves, so every held session is read again.
@@ -58,6 +63,7 @@ impl Listener {
     pub(crate) async fn start(
         config: Config,
         schema: &str,
+        check: Duration,
         events: EventSender,
         sessions: Arc<SessionWatch>,
     ) -> Result<Listener, StoreError> {
@@ -69,15 +75,25 @@ impl Listener {
         let task = tokio::spawn(async move {
             let mut session = Some(first);
             loop {
-                if let Some((client, mut notifications)) = session.take() {
-                    while let Some(n) = notifications.recv().await {
-                        if n.payload() == SESSION_PAYLOAD {
-                            sessions.moved();
-                        } else if let Some(event) = event_of(&n) {
-                            events.send(event);
+                if let Some(mut s) = session.take() {
+                    let checked = checked(&s.client, &channel, check);
+                    tokio::pin!(checked);
+                    loop {
+                        tokio::select! {
+                            n = s.notifications.recv() => match n {
+                                Some(n) if n.payload() == SESSION_PAYLOAD => sessions.moved(),
+                                Some(n) => {
+                                    if let Some(event) = event_of(&n) {
+                                        events.send(event);
+                                    }
+                                }
+                                None => break,
+                            },
+                            () = &mut checked => break,
                         }
                     }
-                    drop(client);
+                    // A connection lost silently still has its driver waiting on the socket.
+                    s.driver.abort();
                 }
                 // Notifications are lost until the connection is back: sessions are read meanwhile.
                 sessions.listening.store(false, Ordering::SeqCst);
@@ -106,14 +122,19 @@ impl Listener {
     }
 }
 
-/// A connection listening on `channel`, and its notifications (the sender closes with the connection).
-async fn listen(
-    config: &Config,
-    channel: &str,
-) -> Result<(Client, mpsc::Receiver<Notification>), tokio_postgres::Error> {
+/// A connection listening on a channel: its client, its notifications (the sender closes with
+/// the connection) and the task driving the connection.
+struct Listening {
+    client: Client,
+    notifications: mpsc::Receiver<Notification>,
+    driver: JoinHandle<()>,
+}
+
+/// A connection listening on `channel`.
+async fn listen(config: &Config, channel: &str) -> Result<Listening, tokio_postgres::Error> {
     let (client, mut conn) = config.connect(NoTls).await?;
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(async move {
+    let driver = tokio::spawn(async move {
         loop {
             match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(n))) => {
@@ -126,11 +147,35 @@ async fn listen(
             }
         }
     });
-    // The channel name is `purra:` and a checked schema name: quoting it is enough.
-    client
-        .batch_execute(&format!("LISTEN \"{channel}\""))
-        .await?;
-    Ok((client, rx))
+    let listening = Listening {
+        client,
+        notifications: rx,
+        driver,
+    };
+    if let Err(e) = listening.client.batch_execute(&listen_sql(channel)).await {
+        listening.driver.abort();
+        return Err(e);
+    }
+    Ok(listening)
+}
+
+/// The statement that listens on `channel`. The channel name is `purra:` and a checked schema
+/// name: quoting it is enough.
+fn listen_sql(channel: &str) -> String {
+    format!("LISTEN \"{channel}\"")
+}
+
+/// Ends when `client`'s connection fails a check: every `every`, `LISTEN` again (a no-op on a
+/// channel already listened to), which must be answered within `every`.
+async fn checked(client: &Client, channel: &str, every: Duration) {
+    let sql = listen_sql(channel);
+    loop {
+        tokio::time::sleep(every).await;
+        match tokio::time::timeout(every, client.batch_execute(&sql)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => return,
+        }
+    }
 }
 
 /// The event a notification's payload (`{"seq","event","approval","key","verdict"}`) names.

@@ -61,10 +61,16 @@ pub struct PostgresOptions {
     pub retry_for: Duration,
     /// How long opening a connection may take.
     pub connect_timeout: Duration,
+    /// How often the event listener's connection is checked with a round trip on it. A check
+    /// unanswered for as long again counts the connection lost (a network that drops packets
+    /// without closing the connection tells nothing otherwise): held Streamable HTTP sessions
+    /// are read from the store until the listener is back, and subscribers resync.
+    pub listener_check: Duration,
 }
 
 impl Default for PostgresOptions {
-    /// Schema `purra`, a 60 s lease, 16 connections, 30 s of retries, 5 s to connect.
+    /// Schema `purra`, a 60 s lease, 16 connections, 30 s of retries, 5 s to connect, the
+    /// listener checked every 5 s.
     fn default() -> Self {
         PostgresOptions {
             schema: "purra".into(),
@@ -72,6 +78,7 @@ impl Default for PostgresOptions {
             pool_size: 16,
             retry_for: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            listener_check: Duration::from_secs(5),
         }
     }
 }
@@ -104,6 +111,12 @@ impl PostgresOptions {
     /// Sets the connect timeout.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets how often the event listener's connection is checked (at least 10 ms).
+    pub fn listener_check(mut self, every: Duration) -> Self {
+        self.listener_check = every.max(Duration::from_millis(10));
         self
     }
 }
@@ -1178,6 +1191,7 @@ impl PostgresStore {
         let listener = Listener::start(
             config.clone(),
             &options.schema,
+            options.listener_check.max(Duration::from_millis(10)),
             events.clone(),
             Arc::clone(&sessions),
         )

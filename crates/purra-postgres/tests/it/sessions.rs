@@ -3,7 +3,7 @@
 
 use purra_protocol::session_store::check_contract;
 
-use crate::support::open;
+use crate::support::{open, url};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_session_store_meets_the_contract() {
@@ -113,6 +113,121 @@ async fn the_sessions_version_moves_on_notifications_and_after_a_lost_listener()
         .await
         .unwrap();
     assert!(cut >= 1, "the listeners were found");
+    assert!(
+        within_5s(|| here.sessions_version().is_some_and(|v| v != before)).await,
+        "moved once listening again"
+    );
+}
+
+/// A TCP relay to the test server that can stop moving bytes while keeping its connections
+/// open: a network that drops packets without closing anything.
+struct Blackhole {
+    port: u16,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Blackhole {
+    async fn start() -> Blackhole {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let server = url();
+        let target = server
+            .split('@')
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .expect("host:port in the test server's URL")
+            .to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = std::sync::Arc::new(AtomicBool::new(false));
+        let gate = frozen.clone();
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                for (mut from, mut to) in [
+                    (
+                        Box::new(ri) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+                        Box::new(wo) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+                    ),
+                    (Box::new(ro), Box::new(wi)),
+                ] {
+                    let gate = gate.clone();
+                    tokio::spawn(async move {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let mut buf = vec![0u8; 16 * 1024];
+                        loop {
+                            let n = match from.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            // Frozen: what was read is held back, and nothing more is read.
+                            while gate.load(Ordering::SeqCst) {
+                                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                            }
+                            if to.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Blackhole { port, frozen }
+    }
+
+    /// The test server's URL through the relay.
+    fn url(&self) -> String {
+        let server = url();
+        let (head, rest) = server.split_once('@').unwrap();
+        let (_, path) = rest.split_once('/').unwrap();
+        format!("{head}@127.0.0.1:{}/{path}", self.port)
+    }
+
+    fn freeze(&self, frozen: bool) {
+        self.frozen
+            .store(frozen, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The listener's connection lost without closing (packets dropped, nothing reset): its check
+/// goes unanswered, so the sessions version reads unknown (held sessions are read from the
+/// store) within two check periods; once the network is back the listener reconnects and the
+/// version has moved. Without the check the version stayed known, and stale, for as long as the
+/// network dropped packets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_lost_without_a_close_is_noticed_by_its_check() {
+    use purra_protocol::session_store::SessionStore;
+    use std::time::Duration;
+    let schema = format!("t{}_sessions_blackhole", std::process::id());
+    let relay = Blackhole::start().await;
+    let here = purra_postgres::PostgresStore::connect_with(
+        &relay.url(),
+        purra_postgres::PostgresOptions::default()
+            .schema(&schema)
+            .listener_check(Duration::from_millis(200))
+            .connect_timeout(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    let before = here.sessions_version().expect("listening");
+    // Several checks pass on a healthy connection: the version stays known and unmoved.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(here.sessions_version(), Some(before));
+    relay.freeze(true);
+    let frozen = std::time::Instant::now();
+    assert!(
+        within_5s(|| here.sessions_version().is_none()).await,
+        "unknown while the listener is cut off"
+    );
+    let noticed = frozen.elapsed();
+    assert!(
+        noticed < Duration::from_millis(1500),
+        "noticed after {noticed:?}"
+    );
+    relay.freeze(false);
     assert!(
         within_5s(|| here.sessions_version().is_some_and(|v| v != before)).await,
         "moved once listening again"
