@@ -408,14 +408,19 @@ struct PlainText {
 /// `null`) and `_meta` (an object or `null`). Anything else comes back as it was, for
 /// [`CallToolResult`]'s own decoding (which accepts exactly these the same way).
 fn plain_text_result(value: Value) -> Result<PlainText, Value> {
+    // Members are looked at in order rather than looked up (each lookup hashes its name): two
+    // distinct members, each `type: "text"` or a string `text`, are exactly both.
     fn bare_text(block: &Value) -> bool {
         block.as_object().is_some_and(|o| {
             o.len() == 2
-                && o.get("type").and_then(Value::as_str) == Some("text")
-                && o.get("text").is_some_and(Value::is_string)
+                && o.iter().all(|(k, v)| match k.as_str() {
+                    "type" => v.as_str() == Some("text"),
+                    "text" => v.is_string(),
+                    _ => false,
+                })
         })
     }
-    let Value::Object(mut map) = value else {
+    let Value::Object(map) = value else {
         return Err(value);
     };
     let plain = map.iter().all(|(k, v)| match k.as_str() {
@@ -430,21 +435,31 @@ fn plain_text_result(value: Value) -> Result<PlainText, Value> {
     if !plain {
         return Err(Value::Object(map));
     }
-    let text = match map.remove("content") {
-        Some(Value::Array(blocks)) => blocks
-            .into_iter()
-            .map(|block| match block {
-                Value::Object(mut o) => o.remove("text").unwrap_or_default(),
-                _ => Value::Null,
-            })
-            .collect(),
-        _ => Vec::new(),
+    let mut plain = PlainText {
+        text: Vec::new(),
+        structured: None,
+        is_error: false,
     };
-    Ok(PlainText {
-        text,
-        structured: map.remove("structuredContent").filter(|v| !v.is_null()),
-        is_error: map.get("isError").and_then(Value::as_bool) == Some(true),
-    })
+    for (k, v) in map {
+        match (k.as_str(), v) {
+            ("content", Value::Array(blocks)) => {
+                plain.text = blocks
+                    .into_iter()
+                    .map(|block| match block {
+                        Value::Object(o) => o
+                            .into_iter()
+                            .find_map(|(k, v)| (k == "text").then_some(v))
+                            .unwrap_or_default(),
+                        _ => Value::Null,
+                    })
+                    .collect();
+            }
+            ("structuredContent", v) if !v.is_null() => plain.structured = Some(v),
+            ("isError", v) => plain.is_error = v.as_bool() == Some(true),
+            _ => {}
+        }
+    }
+    Ok(plain)
 }
 
 #[cfg(test)]

@@ -37,28 +37,35 @@ pub fn success(envelope: &Value) -> CallToolResult {
 /// [`success`] of an envelope the caller no longer needs (a live read's): its text and
 /// structured content are moved into the result, not copied.
 pub fn success_from(envelope: Value) -> CallToolResult {
-    let Value::Object(mut envelope) = envelope else {
+    let Value::Object(envelope) = envelope else {
         return CallToolResult::new(Vec::new());
     };
-    let content = match envelope.remove("text") {
-        Some(Value::Array(text)) => text
-            .into_iter()
-            .filter_map(|t| match t {
-                Value::String(t) => Some(Content::text(t)),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    let mut result = CallToolResult::new(content);
-    if let Some(Value::String(who)) = envelope.remove(CALLED_AS_META) {
-        let mut meta = result.meta.take().unwrap_or_default();
-        meta.insert(CALLED_AS_META.to_owned(), Value::String(who));
-        result.meta = Some(meta);
+    // Its members taken in one pass (a lookup by name hashes the name).
+    let mut result = CallToolResult::new(Vec::new());
+    let mut structured = None;
+    for (k, v) in envelope {
+        match (k.as_str(), v) {
+            ("text", Value::Array(text)) => {
+                result.content = text
+                    .into_iter()
+                    .filter_map(|t| match t {
+                        Value::String(t) => Some(Content::text(t)),
+                        _ => None,
+                    })
+                    .collect();
+            }
+            ("structured", s @ Value::Object(_)) => structured = Some(s),
+            (CALLED_AS_META, Value::String(who)) => {
+                let mut meta = result.meta.take().unwrap_or_default();
+                meta.insert(CALLED_AS_META.to_owned(), Value::String(who));
+                result.meta = Some(meta);
+            }
+            _ => {}
+        }
     }
-    match envelope.remove("structured") {
-        Some(s @ Value::Object(_)) => result.with_structured_content(s),
-        _ => result,
+    match structured {
+        Some(s) => result.with_structured_content(s),
+        None => result,
     }
 }
 
