@@ -60,11 +60,17 @@ fn main() {
         Command::Webhooks(a) => a.store_args().json,
         Command::Credentials(a) => a.store_args().json,
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = if gateway_on_stdio(&cli.command) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("purra: cannot start the async runtime: {e}");
@@ -166,4 +172,22 @@ async fn dispatch(
         Command::Demo(a) => cmd::demo::run(a).await,
         Command::Gateway(a) => cmd::gateway::run(a, verbose, log_format).await,
     }
+}
+
+/// Whether the command is `purra gateway` serving its one client over stdio without an OTLP
+/// exporter: it runs on a current-thread runtime then, as purra's stdio servers do (a read's
+/// request is polled in place on the thread that read it, with no hand-off between worker
+/// threads). The exporter's shutdown blocks while its requests run on the runtime, so a gateway
+/// exporting spans keeps the multi-thread one; so does a file that does not load (its start
+/// reports why).
+fn gateway_on_stdio(command: &Command) -> bool {
+    let Command::Gateway(a) = command else {
+        return false;
+    };
+    let Ok(loaded) = purra_gateway::config::load_file(&a.config) else {
+        return false;
+    };
+    let exporting = loaded.config.telemetry.otlp_endpoint.is_some()
+        || std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").is_ok_and(|v| !v.trim().is_empty());
+    matches!(loaded.config.gateway.listen, purra_gateway::Listen::Stdio) && !exporting
 }

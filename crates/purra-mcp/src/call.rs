@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::codes;
-use crate::discovery::{decode_i_json, is_complete};
+use crate::discovery::{decode_i_json_value, is_complete};
 use crate::limits::Limits;
 use crate::monitor::CatalogMonitor;
 
@@ -162,15 +162,23 @@ impl CallTarget {
                 Err(code) => CallOutcome::AfterSend(code),
             };
         }
-        let mut params = CallToolParams::new(self.remote.clone());
-        if let Some(key) = self.upstream_key(run) {
-            params = params.with_idempotency_key(&key, self.conn.supports_idempotency());
-        }
         let options = RequestOptions::default()
             .timeout(timeout)
             .cancel_with(run.lease.cancellation().clone());
-        // The arguments are moved into the params, not copied through `to_value` with them.
-        let mut params = serde_json::to_value(&params).expect("params serialize");
+        // The arguments are moved into the params, not copied through `to_value` with them; a
+        // call without a key (every read) is `{name, arguments}`, built as it is.
+        let mut params = match self.upstream_key(run) {
+            Some(key) => serde_json::to_value(
+                CallToolParams::new(self.remote.clone())
+                    .with_idempotency_key(&key, self.conn.supports_idempotency()),
+            )
+            .expect("params serialize"),
+            None => {
+                let mut p = serde_json::Map::new();
+                p.insert("name".to_owned(), Value::String(self.remote.clone()));
+                Value::Object(p)
+            }
+        };
         if let Value::Object(p) = &mut params {
             p.insert("arguments".to_owned(), Value::Object(arguments));
         }
@@ -337,23 +345,40 @@ pub(crate) fn judge_result(
         return Err(codes::result_too_large());
     }
     // I-JSON, not serde's last-wins: a result that repeats a member name means two things.
-    let Some(result) = decode_i_json::<CallToolResult>(raw, limits.max_result_bytes) else {
+    let Some(value) = decode_i_json_value(raw, limits.max_result_bytes) else {
         return Err(codes::result_invalid());
     };
-    if result.content.len() as u64 > u64::from(limits.max_content_blocks) {
-        return Err(codes::result_too_large());
-    }
-    if result.is_error() {
-        return Err(codes::tool_error());
-    }
-    let mut text = Vec::with_capacity(result.content.len());
-    for block in result.content {
-        match block {
-            Content::Text(t) => text.push(Value::String(t.text)),
-            _ => return Err(codes::result_unsupported()),
+    let (text, structured_content) = match plain_text_result(value) {
+        Ok(plain) => {
+            if plain.text.len() as u64 > u64::from(limits.max_content_blocks) {
+                return Err(codes::result_too_large());
+            }
+            if plain.is_error {
+                return Err(codes::tool_error());
+            }
+            (plain.text, plain.structured)
         }
-    }
-    let structured = match (output, result.structured_content) {
+        Err(value) => {
+            let Ok(result) = serde_json::from_value::<CallToolResult>(value) else {
+                return Err(codes::result_invalid());
+            };
+            if result.content.len() as u64 > u64::from(limits.max_content_blocks) {
+                return Err(codes::result_too_large());
+            }
+            if result.is_error() {
+                return Err(codes::tool_error());
+            }
+            let mut text = Vec::with_capacity(result.content.len());
+            for block in result.content {
+                match block {
+                    Content::Text(t) => text.push(Value::String(t.text)),
+                    _ => return Err(codes::result_unsupported()),
+                }
+            }
+            (text, result.structured_content)
+        }
+    };
+    let structured = match (output, structured_content) {
         (Some(schema), Some(sc @ Value::Object(_))) => {
             schema.validate(&sc).map_err(|_| codes::result_invalid())?;
             sc
@@ -367,9 +392,175 @@ pub(crate) fn judge_result(
     Ok(json!({"text": text, "structured": structured}))
 }
 
+/// A result whose every member is one [`CallToolResult`] reads the same way, and whose blocks
+/// are all bare text blocks: what most tools answer, taken apart without decoding it again.
+struct PlainText {
+    /// Each block's text, as `Value::String`s.
+    text: Vec<Value>,
+    /// `structuredContent`, `None` when absent or `null` (as [`CallToolResult`] reads it).
+    structured: Option<Value>,
+    /// `isError: true`.
+    is_error: bool,
+}
+
+/// `value` as a [`PlainText`] when it is one: members only `content` (bare text blocks:
+/// exactly `type: "text"` and a string `text`), `structuredContent`, `isError` (a boolean or
+/// `null`) and `_meta` (an object or `null`). Anything else comes back as it was, for
+/// [`CallToolResult`]'s own decoding (which accepts exactly these the same way).
+fn plain_text_result(value: Value) -> Result<PlainText, Value> {
+    // Members are looked at in order rather than looked up (each lookup hashes its name): two
+    // distinct members, each `type: "text"` or a string `text`, are exactly both.
+    fn bare_text(block: &Value) -> bool {
+        block.as_object().is_some_and(|o| {
+            o.len() == 2
+                && o.iter().all(|(k, v)| match k.as_str() {
+                    "type" => v.as_str() == Some("text"),
+                    "text" => v.is_string(),
+                    _ => false,
+                })
+        })
+    }
+    let Value::Object(map) = value else {
+        return Err(value);
+    };
+    let plain = map.iter().all(|(k, v)| match k.as_str() {
+        "content" => v
+            .as_array()
+            .is_some_and(|blocks| blocks.iter().all(bare_text)),
+        "structuredContent" => true,
+        "isError" => v.is_boolean() || v.is_null(),
+        "_meta" => v.is_object() || v.is_null(),
+        _ => false,
+    });
+    if !plain {
+        return Err(Value::Object(map));
+    }
+    let mut plain = PlainText {
+        text: Vec::new(),
+        structured: None,
+        is_error: false,
+    };
+    for (k, v) in map {
+        match (k.as_str(), v) {
+            ("content", Value::Array(blocks)) => {
+                plain.text = blocks
+                    .into_iter()
+                    .map(|block| match block {
+                        Value::Object(o) => o
+                            .into_iter()
+                            .find_map(|(k, v)| (k == "text").then_some(v))
+                            .unwrap_or_default(),
+                        _ => Value::Null,
+                    })
+                    .collect();
+            }
+            ("structuredContent", v) if !v.is_null() => plain.structured = Some(v),
+            ("isError", v) => plain.is_error = v.as_bool() == Some(true),
+            _ => {}
+        }
+    }
+    Ok(plain)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `judge_result` as it was before bare text results were taken apart directly: every
+    /// result decoded as a `CallToolResult`.
+    fn judged_as_decoded(
+        raw: &str,
+        limits: &Limits,
+        output: Option<&CompiledSchema>,
+    ) -> Result<Value, ErrorCode> {
+        let Some(result) = crate::discovery::decode_i_json::<CallToolResult>(raw, u64::MAX) else {
+            return Err(codes::result_invalid());
+        };
+        if result.content.len() as u64 > u64::from(limits.max_content_blocks) {
+            return Err(codes::result_too_large());
+        }
+        if result.is_error() {
+            return Err(codes::tool_error());
+        }
+        let mut text = Vec::new();
+        for block in result.content {
+            match block {
+                Content::Text(t) => text.push(Value::String(t.text)),
+                _ => return Err(codes::result_unsupported()),
+            }
+        }
+        let structured = match (output, result.structured_content) {
+            (Some(schema), Some(sc @ Value::Object(_))) => {
+                schema.validate(&sc).map_err(|_| codes::result_invalid())?;
+                sc
+            }
+            (Some(_), _) => return Err(codes::result_invalid()),
+            (None, Some(sc @ Value::Object(_))) => sc,
+            (None, Some(_)) => return Err(codes::result_invalid()),
+            (None, None) => Value::Null,
+        };
+        Ok(json!({"text": text, "structured": structured}))
+    }
+
+    #[test]
+    fn a_plain_text_result_is_judged_as_its_decoded_result_is() {
+        let limits = Limits {
+            max_content_blocks: 2,
+            ..Limits::default()
+        };
+        let schema = CompiledSchema::compile(&json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"]
+        }))
+        .unwrap();
+        let results = [
+            r#"{"content":[{"type":"text","text":"hi"}]}"#,
+            r#"{"content":[]}"#,
+            r#"{}"#,
+            r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}"#,
+            r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"},{"type":"text","text":"c"}]}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"isError":true}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"isError":false}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"isError":null}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"isError":"yes"}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"structuredContent":{"n":1}}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"structuredContent":{"n":"x"}}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"structuredContent":null}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"structuredContent":[1]}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"_meta":{"k":1}}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"_meta":null}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"_meta":3}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"extra":1}"#,
+            r#"{"content":[{"type":"text","text":3}]}"#,
+            r#"{"content":[{"type":"text"}]}"#,
+            r#"{"content":[{"type":"text","text":"hi","annotations":{"priority":0.5}}]}"#,
+            r#"{"content":[{"type":"image","data":"aGk=","mimeType":"image/png"}]}"#,
+            r#"{"content":["hi"]}"#,
+            r#"{"content":{"type":"text","text":"hi"}}"#,
+            r#"{"content":null}"#,
+            r#"[]"#,
+            r#""text""#,
+        ];
+        for raw in results {
+            for output in [None, Some(&schema)] {
+                assert_eq!(
+                    judge_result(raw, &limits, output),
+                    judged_as_decoded(raw, &limits, output),
+                    "{raw} with output schema {}",
+                    output.is_some()
+                );
+            }
+        }
+        assert!(matches!(
+            plain_text_result(json!({"content": [{"type": "text", "text": "hi"}]})),
+            Ok(PlainText { ref text, structured: None, is_error: false }) if text == &[json!("hi")]
+        ));
+        assert!(plain_text_result(
+            json!({"content": [{"type": "text", "text": "hi"}], "extra": 1})
+        )
+        .is_err());
+    }
 
     #[test]
     fn encoded_len_is_the_length_of_the_compact_text() {

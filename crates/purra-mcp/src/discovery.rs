@@ -211,6 +211,11 @@ pub(crate) fn decode_i_json<T: serde::de::DeserializeOwned>(
     text: &str,
     max_bytes: u64,
 ) -> Option<T> {
+    serde_json::from_value(decode_i_json_value(text, max_bytes)?).ok()
+}
+
+/// [`decode_i_json`]'s first step: the text as a `Value`, `None` when refused.
+pub(crate) fn decode_i_json_value(text: &str, max_bytes: u64) -> Option<Value> {
     let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
     let limits = JsonLimits {
         max_bytes,
@@ -218,8 +223,7 @@ pub(crate) fn decode_i_json<T: serde::de::DeserializeOwned>(
         // Every value takes at least one byte: the byte bound is the one that binds.
         max_nodes: max_bytes,
     };
-    let value = parse_json(text.as_bytes(), &limits).ok()?;
-    serde_json::from_value(value).ok()
+    parse_json(text.as_bytes(), &limits).ok()
 }
 
 /// A selected remote tool, checked against the limits and compiled with the strict profile. It

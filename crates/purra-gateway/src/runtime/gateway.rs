@@ -332,18 +332,14 @@ impl Gateway {
         // tool (the server names only tools it has) or `(unbound)`, never the caller's text.
         builder = builder.observe_requests(move |r| {
             let method = purra_protocol::method_label(r.method);
-            let mut labels = vec![("method", method.to_owned())];
+            // Room for the outcome's label too: one label set for both series.
+            let mut labels = Vec::with_capacity(3);
+            labels.push(("method", method.to_owned()));
             if matches!(method, "tools/call" | "prompts/get") {
                 let tool = r.tool.unwrap_or(crate::runtime::metrics::UNBOUND);
                 labels.push(("tool", tool.to_owned()));
             }
-            recorder.observe(
-                crate::runtime::metrics::REQUEST_DURATION,
-                labels.clone(),
-                r.duration,
-            );
-            labels.push(("outcome", r.outcome.label().to_owned()));
-            recorder.add(crate::runtime::metrics::REQUESTS, labels, 1);
+            recorder.request(labels, r.outcome.label(), r.duration);
         });
         for id in catalog.upstreams.keys() {
             metrics.set(
@@ -1357,7 +1353,10 @@ impl Inner {
             Some(m) => m.registration.clone(),
             None => bound.registration.clone(),
         };
-        let run_id = RunId::new(format!("{}:read", self.settings.name));
+        let mut id = String::with_capacity(self.settings.name.len() + 5);
+        id.push_str(&self.settings.name);
+        id.push_str(":read");
+        let run_id = RunId::new(id);
         let run = RunContext {
             root_run_id: run_id.clone(),
             run_id,
@@ -1377,7 +1376,7 @@ impl Inner {
             ))
             .await
         {
-            Execution::Succeeded(v) => results::success(&v),
+            Execution::Succeeded(v) => results::success_from(v),
             // A read binding asserts no write: whatever happened, nothing was written.
             Execution::Failed { code, .. } => {
                 results::failed(&b.local, &code, "nothing was written")

@@ -249,6 +249,44 @@ impl Series {
     }
 }
 
+impl Series {
+    /// Records `duration` in the histogram `(name, labels)` and gives the labels back (a caller
+    /// recording more under the same labels reuses them).
+    fn observe_in(
+        &mut self,
+        cap: usize,
+        name: &'static str,
+        labels: Labels,
+        duration: Duration,
+    ) -> Labels {
+        let secs = duration.as_secs_f64();
+        let key = (name, labels);
+        if !self.values.contains_key(&key) {
+            // New (or the family is full, then counted as dropped and not recorded).
+            self.slot(cap, name, key.1.clone(), || Value::Histogram {
+                buckets: vec![0; BUCKETS.len()],
+                sum: 0.0,
+                count: 0,
+            });
+        }
+        if let Some(Value::Histogram {
+            buckets,
+            sum,
+            count,
+        }) = self.values.get_mut(&key)
+        {
+            for (b, bound) in buckets.iter_mut().zip(BUCKETS) {
+                if secs <= *bound {
+                    *b += 1;
+                }
+            }
+            *sum += secs;
+            *count += 1;
+        }
+        key.1
+    }
+}
+
 fn family(name: &str) -> &'static Family {
     FAMILIES
         .iter()
@@ -281,6 +319,20 @@ impl Metrics {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Series> {
         self.series.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One answered request: its duration in [`REQUEST_DURATION`] under `labels`, and one more
+    /// in [`REQUESTS`] under `labels` and `("outcome", outcome)`, under one lock and with one
+    /// label set (what [`Metrics::observe`] then [`Metrics::add`] would record).
+    pub fn request(&self, labels: Labels, outcome: &str, duration: Duration) {
+        let mut series = self.lock();
+        let mut labels = series.observe_in(self.cap, REQUEST_DURATION, labels, duration);
+        labels.push(("outcome", outcome.to_owned()));
+        if let Some(Value::Counter(c)) =
+            series.slot(self.cap, REQUESTS, labels, || Value::Counter(0))
+        {
+            *c += 1;
+        }
     }
 
     /// Adds `n` to a counter.
@@ -324,27 +376,7 @@ impl Metrics {
     /// Adds one observation to a histogram.
     pub fn observe(&self, name: &'static str, labels: Labels, duration: Duration) {
         debug_assert_eq!(family(name).kind, Kind::Histogram, "{name}");
-        let secs = duration.as_secs_f64();
-        let mut series = self.lock();
-        let entry = series.slot(self.cap, name, labels, || Value::Histogram {
-            buckets: vec![0; BUCKETS.len()],
-            sum: 0.0,
-            count: 0,
-        });
-        if let Some(Value::Histogram {
-            buckets,
-            sum,
-            count,
-        }) = entry
-        {
-            for (b, bound) in buckets.iter_mut().zip(BUCKETS) {
-                if secs <= *bound {
-                    *b += 1;
-                }
-            }
-            *sum += secs;
-            *count += 1;
-        }
+        self.lock().observe_in(self.cap, name, labels, duration);
     }
 
     /// How many label sets are recorded, in all families: what [`MAX_SERIES_PER_FAMILY`]
@@ -486,6 +518,56 @@ fn label_text(labels: &Labels, le: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_records_what_observe_then_add_record() {
+        let labels =
+            || -> Labels { vec![("method", "tools/call".into()), ("tool", "echo".into())] };
+        let with_outcome = |outcome: &str| {
+            let mut l = labels();
+            l.push(("outcome", outcome.to_owned()));
+            l
+        };
+        let (one, other) = (Metrics::new(), Metrics::new());
+        for (outcome, ms) in [("ok", 3), ("ok", 700), ("tool_error", 30)] {
+            let d = Duration::from_millis(ms);
+            one.request(labels(), outcome, d);
+            other.observe(REQUEST_DURATION, labels(), d);
+            other.add(REQUESTS, with_outcome(outcome), 1);
+        }
+        assert_eq!(one.render(), other.render());
+        assert_eq!(
+            one.value(
+                REQUESTS,
+                &[
+                    ("method", "tools/call"),
+                    ("tool", "echo"),
+                    ("outcome", "ok")
+                ]
+            ),
+            2
+        );
+        // A full family drops the new label set and counts it, as `observe` does.
+        let (full, other) = (Metrics::with_cap(1), Metrics::with_cap(1));
+        for tool in ["a", "b"] {
+            let l = || {
+                vec![
+                    ("method", "tools/call".to_owned()),
+                    ("tool", tool.to_owned()),
+                ]
+            };
+            full.request(l(), "ok", Duration::from_millis(1));
+            other.observe(REQUEST_DURATION, l(), Duration::from_millis(1));
+            let mut l = l();
+            l.push(("outcome", "ok".to_owned()));
+            other.add(REQUESTS, l, 1);
+        }
+        assert_eq!(full.render(), other.render());
+        assert_eq!(
+            full.value(SERIES_DROPPED, &[("family", REQUEST_DURATION)]),
+            1
+        );
+    }
 
     #[test]
     fn the_exposition_is_exact() {

@@ -34,6 +34,41 @@ pub fn success(envelope: &Value) -> CallToolResult {
     }
 }
 
+/// [`success`] of an envelope the caller no longer needs (a live read's): its text and
+/// structured content are moved into the result, not copied.
+pub fn success_from(envelope: Value) -> CallToolResult {
+    let Value::Object(envelope) = envelope else {
+        return CallToolResult::new(Vec::new());
+    };
+    // Its members taken in one pass (a lookup by name hashes the name).
+    let mut result = CallToolResult::new(Vec::new());
+    let mut structured = None;
+    for (k, v) in envelope {
+        match (k.as_str(), v) {
+            ("text", Value::Array(text)) => {
+                result.content = text
+                    .into_iter()
+                    .filter_map(|t| match t {
+                        Value::String(t) => Some(Content::text(t)),
+                        _ => None,
+                    })
+                    .collect();
+            }
+            ("structured", s @ Value::Object(_)) => structured = Some(s),
+            (CALLED_AS_META, Value::String(who)) => {
+                let mut meta = result.meta.take().unwrap_or_default();
+                meta.insert(CALLED_AS_META.to_owned(), Value::String(who));
+                result.meta = Some(meta);
+            }
+            _ => {}
+        }
+    }
+    match structured {
+        Some(s) => result.with_structured_content(s),
+        None => result,
+    }
+}
+
 /// The `_meta` key (and the receipt's key) saying who an upstream called as the person who
 /// asked was called as: `"sub=alice act=purra-gateway"` (never a token).
 pub const CALLED_AS_META: &str = "io.purra/calledAs";
@@ -318,4 +353,28 @@ pub fn in_flight(tool: &str, claim: &str) -> CallToolResult {
         "{tool} was claimed ({claim}) and has no recorded outcome yet; it is never sent twice: \
          call {tool} again later for its outcome"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moved_envelope_gives_the_result_a_borrowed_one_gives() {
+        for envelope in [
+            json!({"text": ["a", "b"], "structured": {"n": 1}}),
+            json!({"text": ["a"], "structured": null}),
+            json!({"text": [], "structured": [1]}),
+            json!({"text": ["a", 3], "structured": null, CALLED_AS_META: "sub=alice act=g"}),
+            json!({"text": "a", CALLED_AS_META: 3}),
+            json!({}),
+            json!(null),
+        ] {
+            assert_eq!(
+                success_from(envelope.clone()),
+                success(&envelope),
+                "{envelope}"
+            );
+        }
+    }
 }
