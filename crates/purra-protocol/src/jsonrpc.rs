@@ -474,6 +474,83 @@ pub fn encode_response(id: &RequestId, result: &RawValue) -> Vec<u8> {
     out
 }
 
+/// A request's result as a service hands it to the engine: raw JSON, or the whole response
+/// frame, written once by a service that knew the request's id (the result serialized straight
+/// after the envelope's prefix: no raw copy of it is made and copied again).
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The result's JSON; the engine writes the envelope around it.
+    Raw(Box<RawValue>),
+    /// A whole response frame for `id`; its result runs from `result_at` to the closing brace.
+    Framed {
+        /// The id the frame was written for.
+        id: RequestId,
+        /// The frame.
+        frame: Vec<u8>,
+        /// Where the result begins in `frame`.
+        result_at: usize,
+    },
+}
+
+impl From<Box<RawValue>> for Answer {
+    fn from(raw: Box<RawValue>) -> Self {
+        Answer::Raw(raw)
+    }
+}
+
+impl Answer {
+    /// Serializes `result` straight into the response frame for `id`.
+    pub(crate) fn framed<T: Serialize + ?Sized>(
+        id: &RequestId,
+        result: &T,
+    ) -> Result<Answer, EncodeError> {
+        let mut frame = Vec::with_capacity(192);
+        frame.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        put_id(&mut frame, id);
+        frame.extend_from_slice(br#","result":"#);
+        let result_at = frame.len();
+        serde_json::to_writer(&mut frame, result).map_err(EncodeError)?;
+        frame.push(b'}');
+        Ok(Answer::Framed {
+            id: id.clone(),
+            frame,
+            result_at,
+        })
+    }
+
+    /// The result's JSON text.
+    pub(crate) fn result_text(&self) -> &str {
+        match self {
+            Answer::Raw(raw) => raw.get(),
+            Answer::Framed {
+                frame, result_at, ..
+            } => {
+                // Written from `str`s and serde_json's output: UTF-8 throughout.
+                std::str::from_utf8(&frame[*result_at..frame.len() - 1]).unwrap_or("null")
+            }
+        }
+    }
+
+    /// The result's JSON alone (copied out of a frame), for a caller that wraps or keeps it.
+    pub(crate) fn into_raw(self) -> Box<RawValue> {
+        match self {
+            Answer::Raw(raw) => raw,
+            framed => RawValue::from_string(framed.result_text().to_owned())
+                .expect("a serialized result is JSON"),
+        }
+    }
+
+    /// The response frame for `id`: the frame already written when it was written for `id`.
+    pub(crate) fn into_frame(self, id: &RequestId) -> Vec<u8> {
+        match self {
+            Answer::Framed {
+                id: written, frame, ..
+            } if &written == id => frame,
+            other => encode_response(id, &other.into_raw()),
+        }
+    }
+}
+
 /// Encodes an error response; `id: None` is written as `null`.
 pub fn encode_error(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + error.message.len());
