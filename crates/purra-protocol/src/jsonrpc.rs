@@ -518,6 +518,45 @@ impl Answer {
         })
     }
 
+    /// [`framed`](Self::framed) for a tool's result: the usual one (one text block, nothing
+    /// else but `isError`) written without the serializer's walk, the same bytes it writes.
+    #[cfg(feature = "server")]
+    pub(crate) fn framed_tool_result(
+        id: &RequestId,
+        result: &crate::types::CallToolResult,
+    ) -> Result<Answer, EncodeError> {
+        use crate::types::Content;
+        let text = match (
+            result.content.as_slice(),
+            &result.structured_content,
+            &result.meta,
+        ) {
+            ([Content::Text(t)], None, None) if t.annotations.is_none() && t.meta.is_none() => {
+                &t.text
+            }
+            _ => return Answer::framed(id, result),
+        };
+        let mut frame = Vec::with_capacity(96 + text.len());
+        frame.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        put_id(&mut frame, id);
+        frame.extend_from_slice(br#","result":"#);
+        let result_at = frame.len();
+        frame.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
+        put_str(&mut frame, text);
+        frame.extend_from_slice(b"}]");
+        match result.is_error {
+            Some(true) => frame.extend_from_slice(br#","isError":true"#),
+            Some(false) => frame.extend_from_slice(br#","isError":false"#),
+            None => {}
+        }
+        frame.extend_from_slice(b"}}");
+        Ok(Answer::Framed {
+            id: id.clone(),
+            frame,
+            result_at,
+        })
+    }
+
     /// The result's JSON text.
     pub(crate) fn result_text(&self) -> &str {
         match self {
@@ -605,6 +644,41 @@ pub(crate) fn from_params<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tool's usual result written directly is byte for byte what the serializer writes, and
+    /// any other result is the serializer's.
+    #[cfg(feature = "server")]
+    #[test]
+    fn a_usual_tool_result_is_written_as_the_serializer_writes_it() {
+        use crate::types::{CallToolResult, Content};
+        let id = RequestId::String("a\"b".into());
+        let mut results = Vec::new();
+        for text in ["", "hello", "q\"uote\\ \n\u{1} é 😀 \u{7f}"] {
+            results.push(CallToolResult::text(text));
+            results.push(CallToolResult::error(text));
+            let mut ok = CallToolResult::text(text);
+            ok.is_error = Some(false);
+            results.push(ok);
+        }
+        results.push(CallToolResult::new(vec![
+            Content::text("a"),
+            Content::text("b"),
+        ]));
+        results.push(CallToolResult::new(Vec::new()));
+        results.push(CallToolResult::structured(serde_json::json!({"x": 1})));
+        for r in &results {
+            let Answer::Framed { frame, .. } = Answer::framed_tool_result(&id, r).unwrap() else {
+                panic!("framed");
+            };
+            let Answer::Framed { frame: general, .. } = Answer::framed(&id, r).unwrap() else {
+                panic!("framed");
+            };
+            assert_eq!(
+                String::from_utf8(frame).unwrap(),
+                String::from_utf8(general).unwrap()
+            );
+        }
+    }
 
     /// Found by the fuzz target `frame`: a batch element serde_json cannot read although the
     /// batch is JSON (a number beyond a double's range) was answered as a parse error.

@@ -2488,7 +2488,7 @@ impl SessionState {
         let framed = (ctx.modern.is_none() && ctx.task.is_none()).then(|| ctx.req.id.clone());
         let answer = |result: &CallToolResult| -> session::HandlerOutput {
             Ok(match &framed {
-                Some(id) => Answer::framed(id, result)?,
+                Some(id) => Answer::framed_tool_result(id, result)?,
                 None => Answer::Raw(to_raw(result)?),
             })
         };
