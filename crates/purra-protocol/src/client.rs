@@ -441,15 +441,16 @@ impl Service for ClientService {
         ctx: RequestContext,
         method: String,
         params: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
-        let params = match self.receiver.get() {
+    ) -> BoxFuture<'static, crate::session::HandlerOutput> {
+        let answer = match self.receiver.get() {
             Some(r) => match receiver::route(self, r, &ctx.peer, &method, params) {
-                Ok(task) => return task,
-                Err(params) => params,
+                Ok(task) => task,
+                Err(params) => self.answer(method, params),
             },
-            None => params,
+            None => self.answer(method, params),
         };
-        self.answer(method, params)
+        // A client's answers are raw results; the engine writes their frames.
+        Box::pin(async move { answer.await.map(crate::jsonrpc::Answer::Raw) })
     }
 
     fn notification(

@@ -474,6 +474,122 @@ pub fn encode_response(id: &RequestId, result: &RawValue) -> Vec<u8> {
     out
 }
 
+/// A request's result as a service hands it to the engine: raw JSON, or the whole response
+/// frame, written once by a service that knew the request's id (the result serialized straight
+/// after the envelope's prefix: no raw copy of it is made and copied again).
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The result's JSON; the engine writes the envelope around it.
+    Raw(Box<RawValue>),
+    /// A whole response frame for `id`; its result runs from `result_at` to the closing brace.
+    Framed {
+        /// The id the frame was written for.
+        id: RequestId,
+        /// The frame.
+        frame: Vec<u8>,
+        /// Where the result begins in `frame`.
+        result_at: usize,
+    },
+}
+
+impl From<Box<RawValue>> for Answer {
+    fn from(raw: Box<RawValue>) -> Self {
+        Answer::Raw(raw)
+    }
+}
+
+impl Answer {
+    /// Serializes `result` straight into the response frame for `id`.
+    pub(crate) fn framed<T: Serialize + ?Sized>(
+        id: &RequestId,
+        result: &T,
+    ) -> Result<Answer, EncodeError> {
+        let mut frame = Vec::with_capacity(192);
+        frame.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        put_id(&mut frame, id);
+        frame.extend_from_slice(br#","result":"#);
+        let result_at = frame.len();
+        serde_json::to_writer(&mut frame, result).map_err(EncodeError)?;
+        frame.push(b'}');
+        Ok(Answer::Framed {
+            id: id.clone(),
+            frame,
+            result_at,
+        })
+    }
+
+    /// [`framed`](Self::framed) for a tool's result: the usual one (one text block, nothing
+    /// else but `isError`) written without the serializer's walk, the same bytes it writes.
+    #[cfg(feature = "server")]
+    pub(crate) fn framed_tool_result(
+        id: &RequestId,
+        result: &crate::types::CallToolResult,
+    ) -> Result<Answer, EncodeError> {
+        use crate::types::Content;
+        let text = match (
+            result.content.as_slice(),
+            &result.structured_content,
+            &result.meta,
+        ) {
+            ([Content::Text(t)], None, None) if t.annotations.is_none() && t.meta.is_none() => {
+                &t.text
+            }
+            _ => return Answer::framed(id, result),
+        };
+        let mut frame = Vec::with_capacity(96 + text.len());
+        frame.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        put_id(&mut frame, id);
+        frame.extend_from_slice(br#","result":"#);
+        let result_at = frame.len();
+        frame.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
+        put_str(&mut frame, text);
+        frame.extend_from_slice(b"}]");
+        match result.is_error {
+            Some(true) => frame.extend_from_slice(br#","isError":true"#),
+            Some(false) => frame.extend_from_slice(br#","isError":false"#),
+            None => {}
+        }
+        frame.extend_from_slice(b"}}");
+        Ok(Answer::Framed {
+            id: id.clone(),
+            frame,
+            result_at,
+        })
+    }
+
+    /// The result's JSON text.
+    pub(crate) fn result_text(&self) -> &str {
+        match self {
+            Answer::Raw(raw) => raw.get(),
+            Answer::Framed {
+                frame, result_at, ..
+            } => {
+                // Written from `str`s and serde_json's output: UTF-8 throughout.
+                std::str::from_utf8(&frame[*result_at..frame.len() - 1]).unwrap_or("null")
+            }
+        }
+    }
+
+    /// The result's JSON alone (copied out of a frame), for a caller that wraps or keeps it.
+    pub(crate) fn into_raw(self) -> Box<RawValue> {
+        match self {
+            Answer::Raw(raw) => raw,
+            framed => RawValue::from_string(framed.result_text().to_owned())
+                .expect("a serialized result is JSON"),
+        }
+    }
+
+    /// The response frame for `id`: the frame already written when it was written for `id`.
+    pub(crate) fn into_frame(self, id: &RequestId) -> Vec<u8> {
+        match self {
+            Answer::Framed {
+                id: written, frame, ..
+            } if &written == id => frame,
+            other => encode_response(id, &other.into_raw()),
+        }
+    }
+}
+
 /// Encodes an error response; `id: None` is written as `null`.
 pub fn encode_error(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + error.message.len());
@@ -528,6 +644,41 @@ pub(crate) fn from_params<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tool's usual result written directly is byte for byte what the serializer writes, and
+    /// any other result is the serializer's.
+    #[cfg(feature = "server")]
+    #[test]
+    fn a_usual_tool_result_is_written_as_the_serializer_writes_it() {
+        use crate::types::{CallToolResult, Content};
+        let id = RequestId::String("a\"b".into());
+        let mut results = Vec::new();
+        for text in ["", "hello", "q\"uote\\ \n\u{1} é 😀 \u{7f}"] {
+            results.push(CallToolResult::text(text));
+            results.push(CallToolResult::error(text));
+            let mut ok = CallToolResult::text(text);
+            ok.is_error = Some(false);
+            results.push(ok);
+        }
+        results.push(CallToolResult::new(vec![
+            Content::text("a"),
+            Content::text("b"),
+        ]));
+        results.push(CallToolResult::new(Vec::new()));
+        results.push(CallToolResult::structured(serde_json::json!({"x": 1})));
+        for r in &results {
+            let Answer::Framed { frame, .. } = Answer::framed_tool_result(&id, r).unwrap() else {
+                panic!("framed");
+            };
+            let Answer::Framed { frame: general, .. } = Answer::framed(&id, r).unwrap() else {
+                panic!("framed");
+            };
+            assert_eq!(
+                String::from_utf8(frame).unwrap(),
+                String::from_utf8(general).unwrap()
+            );
+        }
+    }
 
     /// Found by the fuzz target `frame`: a batch element serde_json cannot read although the
     /// batch is JSON (a number beyond a double's range) was answered as a parse error.

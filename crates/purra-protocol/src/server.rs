@@ -7,6 +7,7 @@
 //! values, never panics.
 
 mod error;
+mod flat;
 mod schema;
 mod template;
 mod typed;
@@ -28,10 +29,10 @@ pub use self::schema::{output_schema_for, schema_for};
 pub use self::typed::{Args, IntoPromptResult, IntoToolResult, Json, PromptDef, ToolDef};
 
 use self::template::{match_template, parse_template, variables, TemplatePart};
-use self::typed::{decode, string_arguments, tool_arguments, tool_output};
+use self::typed::{decode, string_arguments, tool_arguments, tool_output, ArgsShape};
 use crate::error::Error;
 use crate::jsonrpc::{
-    encode_notification, from_params, to_raw, ErrorObject, RequestId, RpcErrorCode,
+    encode_notification, from_params, to_raw, Answer, ErrorObject, RequestId, RpcErrorCode,
 };
 use crate::modern::{CacheHint, InputRequest, InputResponse};
 use crate::request_state::RequestStateSecurity;
@@ -52,6 +53,16 @@ pub use self::tasks::TaskOptions;
 
 type ToolFn = Arc<
     dyn Fn(JsonObject, RequestCtx) -> BoxFuture<'static, Result<CallToolResult, ErrorObject>>
+        + Send
+        + Sync,
+>;
+/// A typed tool's handler called with its arguments' JSON text: decoded straight into its type
+/// (`Err` hands the request back when the decode fails, for the general way to answer).
+type TypedFn = Arc<
+    dyn Fn(
+            &str,
+            RequestCtx,
+        ) -> Result<BoxFuture<'static, Result<CallToolResult, ErrorObject>>, RequestCtx>
         + Send
         + Sync,
 >;
@@ -92,6 +103,9 @@ struct ToolEntry {
     /// A call carrying an idempotency key runs once per key (see `ToolDef::idempotent`).
     idempotent: bool,
     handler: ToolFn,
+    /// A typed tool whose input schema is flat: its arguments, when the flat check admits
+    /// them, are decoded from their bytes (see `flat`).
+    typed: Option<(flat::FlatSchema, TypedFn)>,
 }
 
 struct ResourceEntry {
@@ -808,7 +822,21 @@ impl Server {
             tool.output_schema = tool_output::<R>(&tool.name)?;
         }
         let handler = Arc::new(handler);
-        self.insert_tool(
+        let direct = handler.clone();
+        let typed: TypedFn = Arc::new(move |text, ctx| {
+            let a = match shape {
+                ArgsShape::Object => serde_json::from_str::<A>(text).ok(),
+                ArgsShape::Unit => decode::<A>(Value::Null, shape).ok(),
+            };
+            match a {
+                Some(a) => {
+                    let fut = direct(a, ctx);
+                    Ok(Box::pin(async move { fut.await.into_tool_result() }))
+                }
+                None => Err(ctx),
+            }
+        });
+        self.insert_tool_with(
             tool,
             input_before_task,
             idempotent,
@@ -821,6 +849,7 @@ impl Server {
                     }
                 })
             }),
+            Some(typed),
         )
     }
 
@@ -851,6 +880,17 @@ impl Server {
         idempotent: bool,
         handler: ToolFn,
     ) -> Result<&Self, RegistrationError> {
+        self.insert_tool_with(tool, input_before_task, idempotent, handler, None)
+    }
+
+    fn insert_tool_with(
+        &self,
+        tool: Tool,
+        input_before_task: bool,
+        idempotent: bool,
+        handler: ToolFn,
+        typed: Option<TypedFn>,
+    ) -> Result<&Self, RegistrationError> {
         // `_meta.ui` may carry only a visibility (an app-only tool); a resource it names must be
         // an app's.
         if let Some(uri) = tool
@@ -879,6 +919,7 @@ impl Server {
             .as_ref()
             .map(|s| compile(s, &tool.name, "output"))
             .transpose()?;
+        let typed = typed.and_then(|t| Some((flat::FlatSchema::of(&tool.input_schema)?, t)));
         let name = tool.name.clone();
         {
             let mut tools = self.inner.tools.write().expect("tools lock");
@@ -892,6 +933,7 @@ impl Server {
                     input_before_task,
                     idempotent,
                     handler,
+                    typed,
                 },
             );
             self.note_tool_flags(&tools);
@@ -2221,6 +2263,70 @@ fn not_initialized() -> ErrorObject {
     )
 }
 
+/// Validates a call's arguments against the tool's input schema (invalid: an `isError`
+/// result naming what is wrong), runs the handler (once per idempotency key when `key` is
+/// given) and checks its structured output.
+async fn run_tool(
+    server: &Server,
+    entry: &ToolEntry,
+    name: &str,
+    args: JsonObject,
+    key: Option<String>,
+    ctx: RequestCtx,
+) -> Result<CallToolResult, ErrorObject> {
+    let args_value = Value::Object(args);
+    let errors = validation_errors(&entry.input, &args_value);
+    if !errors.is_empty() {
+        // An `isError` result: no output schema applies to it.
+        return Ok(CallToolResult::error(format!(
+            "Invalid arguments for tool {}: {}",
+            name,
+            errors.join("; ")
+        )));
+    }
+    let Value::Object(args) = args_value else {
+        unreachable!("built as an object")
+    };
+    let result = match key {
+        Some(key) => {
+            let request = crate::idempotency::request_digest(name, &Value::Object(args.clone()));
+            server
+                .run_idempotent(&key, &request, (entry.handler)(args, ctx))
+                .await?
+        }
+        None => (entry.handler)(args, ctx).await?,
+    };
+    check_output(&server.inner, entry, name, &result)?;
+    Ok(result)
+}
+
+/// A tool's result against its output schema (when the server enforces it and the result is
+/// not an error).
+fn check_output(
+    inner: &ServerInner,
+    entry: &ToolEntry,
+    name: &str,
+    result: &CallToolResult,
+) -> Result<(), ErrorObject> {
+    let enforce = inner.enforce_output && !result.is_error();
+    if let (Some(out), true) = (&entry.output, enforce) {
+        match &result.structured_content {
+            Some(sc) if validation_errors(out, sc).is_empty() => {}
+            Some(_) => {
+                return Err(ErrorObject::internal(format!(
+                    "Tool {name} returned structuredContent that does not match its output schema"
+                )))
+            }
+            None => {
+                return Err(ErrorObject::internal(format!(
+                    "Tool {name} has an output schema but returned no structuredContent"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Service for SessionState {
     const SIDE: &'static str = "server";
 
@@ -2229,10 +2335,14 @@ impl Service for SessionState {
         ctx: RequestContext,
         method: String,
         params: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+    ) -> BoxFuture<'static, session::HandlerOutput> {
         let this = self.clone();
         if self.is_modern(&method, params.as_deref()) {
-            return Box::pin(modern::serve_on_connection(this, ctx, method, params));
+            return Box::pin(async move {
+                modern::serve_on_connection(this, ctx, method, params)
+                    .await
+                    .map(Answer::Raw)
+            });
         }
         Box::pin(async move { this.handle(ctx, method, params).await })
     }
@@ -2277,13 +2387,13 @@ impl SessionState {
         req: RequestContext,
         method: String,
         params: Option<Box<RawValue>>,
-    ) -> Result<Box<RawValue>, ErrorObject> {
+    ) -> session::HandlerOutput {
         self.server.admit(&req, &method)?;
         if method == methods::INITIALIZE {
-            return self.initialize(params.as_deref());
+            return self.initialize(params.as_deref()).map(Answer::Raw);
         }
         if method == methods::PING {
-            return Ok(to_raw(&EmptyResult {})?);
+            return Ok(to_raw(&EmptyResult {})?.into());
         }
         if self.init.read().expect("init lock").is_none() {
             return Err(not_initialized());
@@ -2319,7 +2429,7 @@ impl SessionState {
         )
         .await
         {
-            return r;
+            return r.map(Answer::Raw);
         }
         let ctx = RequestCtx {
             req,
@@ -2329,12 +2439,110 @@ impl SessionState {
             task: None,
         };
         let advertised = self.advertised();
-        self.serve(ctx, method, params, advertised).await
+        self.serve_answer(ctx, method, params, advertised).await
     }
 
     /// Answers a request of a feature (tools, resources, prompts, completion, logging) in either
     /// era; `advertised` is what this request may use.
     async fn serve(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        method: String,
+        params: Option<Box<RawValue>>,
+        advertised: Advertised,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        self.serve_answer(ctx, method, params, advertised)
+            .await
+            .map(Answer::into_raw)
+    }
+
+    /// [`serve`](Self::serve), a `tools/call` of a handshake-era request on its connection
+    /// answered in its response frame (the others raw).
+    async fn serve_answer(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        method: String,
+        params: Option<Box<RawValue>>,
+        advertised: Advertised,
+    ) -> session::HandlerOutput {
+        if method == methods::TOOLS_CALL && advertised.tools() {
+            return self.call_tool(ctx, params).await;
+        }
+        self.serve_other(ctx, method, params, advertised)
+            .await
+            .map(Answer::Raw)
+    }
+
+    /// Answers a `tools/call`: the arguments validated against the tool's input schema, the
+    /// handler run, its structured output checked against the output schema. A handshake-era
+    /// call on its connection (no 2026-07-28 envelope, not a task) gets its result serialized
+    /// straight into the response frame.
+    async fn call_tool(
+        self: Arc<Self>,
+        ctx: RequestCtx,
+        params: Option<Box<RawValue>>,
+    ) -> session::HandlerOutput {
+        let server = self.server.clone();
+        let inner = &server.inner;
+        let p = params.as_deref();
+        let framed = (ctx.modern.is_none() && ctx.task.is_none()).then(|| ctx.req.id.clone());
+        let answer = |result: &CallToolResult| -> session::HandlerOutput {
+            Ok(match &framed {
+                Some(id) => Answer::framed_tool_result(id, result)?,
+                None => Answer::Raw(to_raw(result)?),
+            })
+        };
+        // The usual call (no `_meta`, task or key; object arguments; a tool that is not
+        // idempotent) is read once, its name borrowed from the frame; a typed tool's arguments
+        // admitted by its flat schema are decoded straight from their bytes. Anything else, and
+        // anything that fails on the way, is read and answered the general way below.
+        let mut ctx = ctx;
+        if let Some(call) = p.and_then(|p| flat::UsualCall::read(p.get())) {
+            let found = inner.tools.read().expect("tools lock").get(&call.name);
+            if let Some(entry) = found.filter(|e| !e.idempotent) {
+                let text = call.arguments_text();
+                if let Some((schema, typed)) = &entry.typed {
+                    if schema.admits(text) {
+                        match typed(text, ctx) {
+                            Ok(run) => {
+                                let result = run.await?;
+                                check_output(inner, &entry, &call.name, &result)?;
+                                return answer(&result);
+                            }
+                            Err(back) => ctx = back,
+                        }
+                    }
+                }
+                if let Ok(args) = serde_json::from_str::<JsonObject>(text) {
+                    let result = run_tool(&server, &entry, &call.name, args, None, ctx).await?;
+                    return answer(&result);
+                }
+            }
+        }
+        let call: CallToolParams = from_params(p)?;
+        let found = inner.tools.read().expect("tools lock").get(&call.name);
+        let Some(entry) = found else {
+            server.admit_unknown(&ctx.req)?;
+            return Err(ErrorObject::invalid_params(format!(
+                "Unknown tool: {}",
+                call.name
+            )));
+        };
+        // The key is read (and bounded) only for a tool that honours it.
+        let key = if entry.idempotent {
+            crate::idempotency::carried_key(&call)
+                .map_err(ErrorObject::invalid_params)?
+                .map(str::to_owned)
+        } else {
+            None
+        };
+        let args = call.arguments.unwrap_or_default();
+        let result = run_tool(&server, &entry, &call.name, args, key, ctx).await?;
+        answer(&result)
+    }
+
+    /// Answers every request of [`serve`](Self::serve) but a `tools/call`.
+    async fn serve_other(
         self: Arc<Self>,
         ctx: RequestCtx,
         method: String,
@@ -2380,69 +2588,6 @@ impl SessionState {
                     next_cursor: next.map(encode_cursor),
                     meta: None,
                 })?)
-            }
-            methods::TOOLS_CALL if advertised.tools() => {
-                let call: CallToolParams = from_params(p)?;
-                let found = inner.tools.read().expect("tools lock").get(&call.name);
-                let Some(entry) = found else {
-                    server.admit_unknown(&ctx.req)?;
-                    return Err(ErrorObject::invalid_params(format!(
-                        "Unknown tool: {}",
-                        call.name
-                    )));
-                };
-                // The key is read (and bounded) only for a tool that honours it.
-                let key = if entry.idempotent {
-                    crate::idempotency::carried_key(&call)
-                        .map_err(ErrorObject::invalid_params)?
-                        .map(str::to_owned)
-                } else {
-                    None
-                };
-                let args = call.arguments.unwrap_or_default();
-                let args_value = Value::Object(args);
-                let errors = validation_errors(&entry.input, &args_value);
-                if !errors.is_empty() {
-                    return Ok(to_raw(&CallToolResult::error(format!(
-                        "Invalid arguments for tool {}: {}",
-                        call.name,
-                        errors.join("; ")
-                    )))?);
-                }
-                let Value::Object(args) = args_value else {
-                    unreachable!("built as an object")
-                };
-                let result = match key {
-                    Some(key) => {
-                        let request = crate::idempotency::request_digest(
-                            &call.name,
-                            &Value::Object(args.clone()),
-                        );
-                        server
-                            .run_idempotent(&key, &request, (entry.handler)(args, ctx))
-                            .await?
-                    }
-                    None => (entry.handler)(args, ctx).await?,
-                };
-                let enforce = inner.enforce_output && !result.is_error();
-                if let (Some(out), true) = (&entry.output, enforce) {
-                    match &result.structured_content {
-                        Some(sc) if validation_errors(out, sc).is_empty() => {}
-                        Some(_) => {
-                            return Err(ErrorObject::internal(format!(
-                                "Tool {} returned structuredContent that does not match its output schema",
-                                call.name
-                            )))
-                        }
-                        None => {
-                            return Err(ErrorObject::internal(format!(
-                                "Tool {} has an output schema but returned no structuredContent",
-                                call.name
-                            )))
-                        }
-                    }
-                }
-                Ok(to_raw(&result)?)
             }
             methods::RESOURCES_LIST if advertised.resources() => {
                 let page: PaginatedParams = from_params(p)?;
@@ -2712,6 +2857,65 @@ mod tests {
         let logs = Server::builder("t", "1").logging().build();
         same(&logs);
         assert_eq!(logs.advertised().0, Advertised::LOGGING);
+    }
+
+    /// The flat check admits only what the input schema's validator finds valid, and the
+    /// schemas derived from structs of strings, numbers and booleans are flat (those with
+    /// bounds, enums or nesting are not).
+    #[test]
+    fn what_a_flat_schema_admits_its_validator_finds_valid() {
+        #[allow(dead_code)]
+        #[derive(Deserialize, JsonSchema)]
+        struct Plain {
+            /// Text.
+            text: String,
+            n: Option<i64>,
+            x: f64,
+            on: bool,
+        }
+        #[allow(dead_code)]
+        #[derive(Deserialize, JsonSchema)]
+        struct Bounded {
+            days: u8,
+        }
+        let (schema, _) = tool_arguments::<Plain>("p").unwrap();
+        let flat = flat::FlatSchema::of(&schema).expect("flat");
+        assert!(flat::FlatSchema::of(&tool_arguments::<Bounded>("b").unwrap().0).is_none());
+        let mut strict = schema.clone();
+        strict.insert("additionalProperties".into(), Value::Bool(false));
+        let strict_flat = flat::FlatSchema::of(&strict).expect("flat");
+        let validator = compile(&schema, "p", "input").unwrap();
+        let strict_validator = compile(&strict, "p", "input").unwrap();
+        let admitted = [
+            r#"{"text":"a","x":1,"on":true}"#,
+            r#"{"text":"a","n":null,"x":-1.5e3,"on":false}"#,
+            r#"{"on":true,"x":0,"n":-3,"text":""}"#,
+        ];
+        let refused = [
+            r#"{"text":"a","x":1}"#,
+            r#"{"text":"a","x":1,"on":true,"y":1}"#,
+            r#"{"text":"a","x":1,"on":true,"text":"b"}"#,
+            r#"{"text":"a","x":1e400,"on":true}"#,
+            r#"{"text":"a","n":1.0,"x":1,"on":true}"#,
+            r#"{"text":1,"x":1,"on":true}"#,
+            r#"{"text":"a","x":null,"on":true}"#,
+            r#"{"text":"a","x":1,"on":"true"}"#,
+            r#"[]"#,
+        ];
+        for text in admitted {
+            assert!(flat.admits(text), "{text}");
+            assert!(strict_flat.admits(text), "{text}");
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert!(validation_errors(&validator, &v).is_empty(), "{text}");
+            assert!(
+                validation_errors(&strict_validator, &v).is_empty(),
+                "{text}"
+            );
+        }
+        for text in refused {
+            assert!(!flat.admits(text), "{text}");
+            assert!(!strict_flat.admits(text), "{text}");
+        }
     }
 
     /// The pass that reads `_meta` is skipped only when params cannot have it: a key spelled

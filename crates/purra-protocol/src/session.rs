@@ -27,8 +27,8 @@ use tracing::{Instrument, Span};
 
 use crate::error::Error;
 use crate::jsonrpc::{
-    decode_frame, encode_error, encode_notification, encode_request, encode_response, to_raw,
-    DecodeError, ErrorObject, Frame, IdMap, Message, RequestId, RpcErrorCode,
+    decode_frame, encode_error, encode_notification, encode_request, to_raw, Answer, DecodeError,
+    ErrorObject, Frame, IdMap, Message, RequestId, RpcErrorCode,
 };
 use crate::peek::{Peek, PeekId};
 use crate::telemetry::{RequestOutcome, RequestRecord};
@@ -869,7 +869,7 @@ pub(crate) trait Service: Send + Sync + 'static {
         ctx: RequestContext,
         method: String,
         params: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>;
+    ) -> BoxFuture<'static, HandlerOutput>;
 
     /// Sees a notification the moment it is read, before any later frame is processed (so a
     /// response that followed it on the wire is completed after this returns). Must not block.
@@ -1824,7 +1824,10 @@ impl<S: Service> Answering<S> {
             let duration = started.elapsed();
             let outcome = match &res {
                 _ if token.is_cancelled() => RequestOutcome::Cancelled,
-                Some(Ok(Ok(v))) if self.target.is_some() && crate::telemetry::is_tool_error(v) => {
+                Some(Ok(Ok(v)))
+                    if self.target.is_some()
+                        && crate::telemetry::is_tool_error(v.result_text()) =>
+                {
                     RequestOutcome::ToolError
                 }
                 Some(Ok(Ok(_))) => RequestOutcome::Ok,
@@ -1847,7 +1850,7 @@ impl<S: Service> Answering<S> {
         let id = &self.id;
         match res? {
             _ if token.is_cancelled() => None,
-            Ok(Ok(v)) => Some(encode_response(id, &v)),
+            Ok(Ok(v)) => Some(v.into_frame(id)),
             Ok(Err(e)) => Some(encode_error(Some(id), &e)),
             Err(panic) => {
                 // The panic text is the handler's business (paths, values): it goes to the
@@ -1862,8 +1865,9 @@ impl<S: Service> Answering<S> {
     }
 }
 
-/// What a request's handler returns.
-type HandlerOutput = Result<Box<RawValue>, ErrorObject>;
+/// What a request's handler returns: its result (raw, or already in its response frame) or
+/// the error the peer gets.
+pub(crate) type HandlerOutput = Result<Answer, ErrorObject>;
 
 struct CatchUnwind<F>(Pin<Box<F>>)
 where
@@ -1907,7 +1911,7 @@ mod tests {
             ctx: RequestContext,
             method: String,
             _params: Option<Box<RawValue>>,
-        ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        ) -> BoxFuture<'static, HandlerOutput> {
             let this = self.clone();
             Box::pin(async move {
                 if method == "wait" {
@@ -1921,7 +1925,7 @@ mod tests {
                     .expect("inflight lock")
                     .len();
                 this.held.lock().expect("held lock").push((method, n));
-                Ok(to_raw(&()).expect("null serializes"))
+                Ok(to_raw(&()).expect("null serializes").into())
             })
         }
 

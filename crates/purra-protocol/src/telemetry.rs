@@ -218,13 +218,13 @@ pub(crate) fn answered(
 }
 
 /// Whether `result` (a `tools/call` result) says `isError: true`.
-pub(crate) fn is_tool_error(result: &RawValue) -> bool {
+pub(crate) fn is_tool_error(result: &str) -> bool {
     #[derive(Deserialize)]
     struct R {
         #[serde(default, rename = "isError")]
         is_error: bool,
     }
-    serde_json::from_str::<R>(result.get()).is_ok_and(|r| r.is_error)
+    serde_json::from_str::<R>(result).is_ok_and(|r| r.is_error)
 }
 
 #[cfg(feature = "otel")]
@@ -410,9 +410,9 @@ mod tests {
         assert_eq!(method_label("tools/call x"), "other");
         assert_eq!(method_label(&"m".repeat(4096)), "other");
         let err = RawValue::from_string(r#"{"content":[],"isError":true}"#.to_owned()).unwrap();
-        assert!(is_tool_error(&err));
+        assert!(is_tool_error(err.get()));
         let ok = RawValue::from_string(r#"{"content":[]}"#.to_owned()).unwrap();
-        assert!(!is_tool_error(&ok));
+        assert!(!is_tool_error(ok.get()));
         assert!(Facts::read(None).name.is_none());
     }
 }

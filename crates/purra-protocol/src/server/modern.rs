@@ -375,7 +375,7 @@ impl Exchanges {
         Box::pin(async move {
             let res = fut.instrument(span.clone()).await;
             let outcome = match &res {
-                Ok(v) if target.is_some() && crate::telemetry::is_tool_error(v) => {
+                Ok(v) if target.is_some() && crate::telemetry::is_tool_error(v.get()) => {
                     RequestOutcome::ToolError
                 }
                 Ok(_) => RequestOutcome::Ok,

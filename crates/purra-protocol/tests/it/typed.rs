@@ -455,3 +455,81 @@ async fn a_method_based_server_shares_its_state() {
         r#"{"jsonrpc":"2.0","id":7,"result":{"messages":[{"role":"user","content":{"type":"text","text":"a1: first"}}]}}"#
     );
 }
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Flat {
+    text: String,
+    n: Option<i64>,
+    x: f64,
+    on: bool,
+}
+
+/// The usual `tools/call` (no `_meta`, task or key) is read once and a flat typed tool's
+/// arguments are decoded from their bytes; every answer is the one the general way gives (the
+/// same call with `_meta` after them, which always goes that way), byte for byte, whatever the
+/// arguments: duplicate and escaped keys, wrong types, unknown keys, numbers out of range.
+#[tokio::test]
+async fn a_usual_call_answers_as_the_general_way_byte_for_byte() {
+    let server = Server::builder("t", "1").build();
+    server
+        .tool("flat", "", |f: Flat, _: RequestCtx| async move {
+            HandlerResult::Ok(format!("{}|{:?}|{}|{}", f.text, f.n, f.x, f.on))
+        })
+        .unwrap();
+    server
+        .tool("sum", "", |f: Flat, _: RequestCtx| async move {
+            HandlerResult::Ok(Json(Forecast {
+                city: f.text,
+                high: f.x,
+            }))
+        })
+        .unwrap();
+    server
+        .tool("none", "", |_: (), _: RequestCtx| async {
+            HandlerResult::Ok("none")
+        })
+        .unwrap();
+    let mut raw = session(&server).await;
+    let cases = [
+        ("flat", r#"{"text":"a","x":1.5,"on":true}"#),
+        ("flat", r#"{"text":"a","n":null,"x":1,"on":false}"#),
+        ("flat", r#"{"text":"a","n":-7,"x":-0.5e3,"on":true}"#),
+        ("flat", r#"{"text":"a","text":"b","x":1,"on":true}"#),
+        ("flat", r#"{"te\u0078t":"esc","x":1,"on":true}"#),
+        (
+            "flat",
+            r#"{"text":"a","x":1,"on":true,"other":{"deep":[1e400]}}"#,
+        ),
+        ("flat", r#"{"text":"a","x":1e400,"on":true}"#),
+        ("flat", r#"{"text":"a","n":1.0,"x":1,"on":true}"#),
+        (
+            "flat",
+            r#"{"text":"a","n":99999999999999999999,"x":1,"on":true}"#,
+        ),
+        ("flat", r#"{"text":5,"x":1,"on":true}"#),
+        ("flat", r#"{"text":"a","x":"1","on":true}"#),
+        ("flat", r#"{"text":"a","on":true}"#),
+        ("flat", r#"{"text":"\ud800","x":1,"on":true}"#),
+        ("flat", r#"[]"#),
+        ("flat", r#"5"#),
+        ("flat", r#"null"#),
+        ("sum", r#"{"text":"Oslo","x":23.5,"on":true}"#),
+        ("none", r#"{"anything":[1,2]}"#),
+        ("none", r#"null"#),
+        ("missing", r#"{}"#),
+    ];
+    for (i, (tool, args)) in cases.iter().enumerate() {
+        let usual = ask(&mut raw, format!(r#"{{"jsonrpc":"2.0","id":"u{i}","method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#)).await;
+        let general = ask(&mut raw, format!(r#"{{"jsonrpc":"2.0","id":"u{i}","method":"tools/call","params":{{"name":"{tool}","arguments":{args},"_meta":{{}}}}}}"#)).await;
+        assert_eq!(usual, general, "{tool} {args}");
+    }
+    // And exactly: the result is written into its frame, for a string id as for a number.
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":"s\"1","method":"tools/call","params":{"name":"flat","arguments":{"text":"a","text":"b","x":2,"on":true}}}"#).await,
+        r#"{"jsonrpc":"2.0","id":"s\"1","result":{"content":[{"type":"text","text":"b|None|2|true"}]}}"#
+    );
+    assert_eq!(
+        ask(&mut raw, r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"flat","arguments":{"text":"a","x":2,"on":true}}}"#).await,
+        r#"{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"a|None|2|true"}]}}"#
+    );
+}

@@ -1,0 +1,230 @@
+//! The usual `tools/call` read once: its params with the name borrowed and the arguments left
+//! raw, and a flat input schema's verdict read from the arguments' bytes.
+//!
+//! A typed tool's arguments are decoded straight from their bytes into its type only when a
+//! [`FlatSchema`] admits them: then the instance is valid under the tool's input schema (the
+//! check is that schema's own rules, read from the bytes), and the type's decode from the bytes
+//! gives what its decode from the parsed value gives. Anything the flat check does not admit,
+//! and any decode that fails, goes the general way (a `Value`, the compiled validator, its
+//! wording), so every verdict and error text is the one that way gives.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::types::{JsonObject, TaskMetadata};
+
+/// `tools/call` params as the usual call sends them, borrowed from the frame.
+#[derive(Deserialize)]
+pub(super) struct UsualCall<'a> {
+    #[serde(borrow)]
+    pub(super) name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub(super) arguments: Option<&'a RawValue>,
+    #[serde(default)]
+    task: Option<TaskMetadata>,
+    #[serde(default, rename = "_meta", borrow)]
+    meta: Option<&'a RawValue>,
+    #[serde(default, rename = "idempotencyKey", borrow)]
+    key: Option<&'a RawValue>,
+}
+
+impl<'a> UsualCall<'a> {
+    /// The params of a call without `_meta`, `task` or key whose arguments are an object (or
+    /// absent); `None` for anything else, which `CallToolParams` reads and words as before.
+    pub(super) fn read(params: &'a str) -> Option<UsualCall<'a>> {
+        let call: UsualCall<'a> = serde_json::from_str(params).ok()?;
+        let object = call
+            .arguments
+            .is_none_or(|a| a.get().as_bytes().first() == Some(&b'{'));
+        (object && call.task.is_none() && call.meta.is_none() && call.key.is_none()).then_some(call)
+    }
+
+    /// The arguments' JSON text (`{}` when absent).
+    pub(super) fn arguments_text(&self) -> &'a str {
+        self.arguments.map_or("{}", RawValue::get)
+    }
+}
+
+/// The JSON type a flat property admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    String,
+    Boolean,
+    Number,
+    Integer,
+}
+
+/// An input schema whose verdict can be read from the arguments' bytes: an object of
+/// `properties` each of one primitive type (optionally or null), some `required`, perhaps
+/// `additionalProperties: false`, with annotations (`description`, `title`, `format`, ...)
+/// beside them. Derived schemas of structs of strings, numbers and booleans are of this kind.
+#[derive(Debug, Clone)]
+pub(super) struct FlatSchema {
+    props: Vec<(String, Kind, bool)>,
+    required: u64,
+}
+
+/// Keywords that are annotations in 2020-12 (`format` too, asserted by neither validator).
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "title",
+    "format",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+];
+
+impl FlatSchema {
+    /// The flat form of `schema`, when it is flat.
+    pub(super) fn of(schema: &JsonObject) -> Option<FlatSchema> {
+        let mut props = Vec::new();
+        let mut required = 0u64;
+        for (k, v) in schema {
+            match (k.as_str(), v) {
+                ("type", Value::String(t)) if t == "object" => {}
+                ("additionalProperties", Value::Bool(false)) => {}
+                ("description" | "title", _) => {}
+                ("properties", Value::Object(p)) => {
+                    for (name, sub) in p {
+                        let (kind, nullable) = Self::property(sub)?;
+                        props.push((name.clone(), kind, nullable));
+                    }
+                }
+                ("required", Value::Array(_)) => {}
+                _ => return None,
+            }
+        }
+        if props.len() > 64 {
+            return None;
+        }
+        if let Some(req) = schema.get("required") {
+            for r in req.as_array()? {
+                let at = props
+                    .iter()
+                    .position(|(n, ..)| Some(n.as_str()) == r.as_str())?;
+                required |= 1 << at;
+            }
+        }
+        Some(FlatSchema { props, required })
+    }
+
+    fn property(sub: &Value) -> Option<(Kind, bool)> {
+        let sub = sub.as_object()?;
+        let mut found = None;
+        for (k, v) in sub {
+            match k.as_str() {
+                "type" => {
+                    found = match v {
+                        Value::String(t) => Some((Self::kind(t)?, false)),
+                        Value::Array(ts) => match ts.as_slice() {
+                            [Value::String(a), Value::String(b)] if b == "null" => {
+                                Some((Self::kind(a)?, true))
+                            }
+                            [Value::String(a), Value::String(b)] if a == "null" => {
+                                Some((Self::kind(b)?, true))
+                            }
+                            _ => return None,
+                        },
+                        _ => return None,
+                    }
+                }
+                k if ANNOTATIONS.contains(&k) => {}
+                _ => return None,
+            }
+        }
+        found
+    }
+
+    fn kind(t: &str) -> Option<Kind> {
+        Some(match t {
+            "string" => Kind::String,
+            "boolean" => Kind::Boolean,
+            "number" => Kind::Number,
+            "integer" => Kind::Integer,
+            _ => return None,
+        })
+    }
+
+    /// Whether the object `text` is valid under the schema by this check alone: every key a
+    /// property, once, its value of the property's type, every required key present. `false`
+    /// says only that the general way decides.
+    pub(super) fn admits(&self, text: &str) -> bool {
+        let mut de = serde_json::Deserializer::from_str(text);
+        de.deserialize_map(Check(self)).unwrap_or(false)
+    }
+
+    fn value_admitted(kind: Kind, nullable: bool, raw: &str) -> bool {
+        let b = raw.as_bytes();
+        match b.first() {
+            Some(b'n') => nullable,
+            Some(b'"') => kind == Kind::String,
+            Some(b't' | b'f') => kind == Kind::Boolean,
+            Some(b'-' | b'0'..=b'9') => match kind {
+                // Within a double's range, as the parsed value must be.
+                Kind::Number => raw.parse::<f64>().is_ok_and(f64::is_finite),
+                // Plainly an integer (`1.0` and `1e2` are integers too: the general way says).
+                Kind::Integer => {
+                    b.len() <= 20 && b.iter().all(|c| c.is_ascii_digit() || *c == b'-')
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+struct Check<'s>(&'s FlatSchema);
+
+impl<'de> Visitor<'de> for Check<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<bool, M::Error> {
+        let mut seen = 0u64;
+        while let Some(key) = map.next_key_seed(Key)? {
+            let Some(at) = self.0.props.iter().position(|(n, ..)| *n == *key) else {
+                return Ok(false);
+            };
+            let raw: &'de RawValue = map.next_value()?;
+            let (_, kind, nullable) = self.0.props[at];
+            if seen & (1 << at) != 0 || !FlatSchema::value_admitted(kind, nullable, raw.get()) {
+                return Ok(false);
+            }
+            seen |= 1 << at;
+        }
+        Ok(seen & self.0.required == self.0.required)
+    }
+}
+
+/// A key, borrowed unless it has escapes.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(Key)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+}
