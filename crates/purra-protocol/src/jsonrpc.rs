@@ -482,6 +482,8 @@ pub(crate) enum Answer {
     /// The result's JSON; the engine writes the envelope around it.
     Raw(Box<RawValue>),
     /// A whole response frame for `id`; its result runs from `result_at` to the closing brace.
+    /// Only a server writes one.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     Framed {
         /// The id the frame was written for.
         id: RequestId,
@@ -500,6 +502,7 @@ impl From<Box<RawValue>> for Answer {
 
 impl Answer {
     /// Serializes `result` straight into the response frame for `id`.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn framed<T: Serialize + ?Sized>(
         id: &RequestId,
         result: &T,
