@@ -613,20 +613,22 @@ async fn a_denied_calls_run_is_closed_and_the_same_call_asks_anew() {
     fx.gateway.shutdown().await;
 }
 
+/// `set_value` decided by `group:sre` only, whose one member is bob.
+fn from_sre(c: &mut GatewayConfig) {
+    c.writes.get_mut("set_value").expect("write").approval =
+        purra_gateway::ApprovalConfig::Rule(purra_gateway::ApprovalRule {
+            from: vec!["group:sre".into()],
+            ..Default::default()
+        });
+    c.approvers.groups.insert("sre".into(), vec!["bob".into()]);
+}
+
 /// `Gateway::decide` (an embedding host's decision, recorded as `NAME (api)`) checks a
 /// workflow's `from` with the configuration's `[approvers.groups]`: someone outside is refused
 /// and nothing is recorded; a member decides and the waiting call is sent once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_s_decision_is_refused_outside_the_workflow_s_from() {
-    let fx = fixture_with("api-from", Duration::from_secs(30), |c| {
-        c.writes.get_mut("set_value").expect("write").approval =
-            purra_gateway::ApprovalConfig::Rule(purra_gateway::ApprovalRule {
-                from: vec!["group:sre".into()],
-                ..Default::default()
-            });
-        c.approvers.groups.insert("sre".into(), vec!["bob".into()]);
-    })
-    .await;
+    let fx = fixture_with("api-from", Duration::from_secs(30), from_sre).await;
     let conn = Arc::new(client(&fx.gateway, "flow-client").await);
     let waiting = {
         let conn = conn.clone();
@@ -672,15 +674,7 @@ async fn a_host_s_decision_is_refused_outside_the_workflow_s_from() {
 /// sweep (every second) may read during one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_s_decision_in_a_workflow_reads_the_approval_once() {
-    let fx = fixture_with("api-from-reads", Duration::from_secs(30), |c| {
-        c.writes.get_mut("set_value").expect("write").approval =
-            purra_gateway::ApprovalConfig::Rule(purra_gateway::ApprovalRule {
-                from: vec!["group:sre".into()],
-                ..Default::default()
-            });
-        c.approvers.groups.insert("sre".into(), vec!["bob".into()]);
-    })
-    .await;
+    let fx = fixture_with("api-from-reads", Duration::from_secs(30), from_sre).await;
     let conn = Arc::new(client(&fx.gateway, "flow-client").await);
     let mut least = u64::MAX;
     for n in 1..=3 {
