@@ -11,27 +11,7 @@ use serde_json::{json, Value};
 /// A successful result from the adapter's envelope `{text: [..], structured}` (a live result or
 /// a stored receipt): the text blocks, and the structured content when there is any.
 pub fn success(envelope: &Value) -> CallToolResult {
-    let content = envelope["text"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(Content::text)
-        .collect();
-    let structured = match &envelope["structured"] {
-        Value::Object(o) => Some(Value::Object(o.clone())),
-        _ => None,
-    };
-    let mut result = CallToolResult::new(content);
-    if let Some(who) = envelope[CALLED_AS_META].as_str() {
-        let mut meta = result.meta.take().unwrap_or_default();
-        meta.insert(CALLED_AS_META.to_owned(), Value::String(who.to_owned()));
-        result.meta = Some(meta);
-    }
-    match structured {
-        Some(s) => result.with_structured_content(s),
-        None => result,
-    }
+    success_from(envelope.clone())
 }
 
 /// [`success`] of an envelope the caller no longer needs (a live read's): its text and
