@@ -60,7 +60,15 @@ fn main() {
         Command::Webhooks(a) => a.store_args().json,
         Command::Credentials(a) => a.store_args().json,
     };
-    let runtime = if gateway_on_stdio(&cli.command) {
+    // The gateway's file, read once here: it decides the runtime, and the gateway starts from it.
+    let preloaded = match &cli.command {
+        Command::Gateway(a) => purra_gateway::load(&a.config).ok(),
+        _ => None,
+    };
+    let runtime = if preloaded
+        .as_ref()
+        .is_some_and(cmd::gateway::serves_one_client_on_stdio)
+    {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -105,7 +113,7 @@ fn main() {
             cli.command,
             Command::ServeExample(_) | Command::ServeDemo(_) | Command::Gateway(_)
         );
-        let work = dispatch(cli.command, verbose, log_format);
+        let work = dispatch(cli.command, preloaded, verbose, log_format);
         if serving {
             // The server handles SIGINT and SIGTERM itself and stops gracefully.
             return work.await;
@@ -143,6 +151,7 @@ fn main() {
 
 async fn dispatch(
     command: Command,
+    preloaded: Option<purra_gateway::Loaded>,
     verbose: u8,
     log_format: telemetry::LogFormat,
 ) -> Result<(), Failure> {
@@ -170,24 +179,6 @@ async fn dispatch(
         Command::Credentials(a) => cmd::credentials::run(a).await,
         Command::Catalog(a) => cmd::catalog::run(a).await,
         Command::Demo(a) => cmd::demo::run(a).await,
-        Command::Gateway(a) => cmd::gateway::run(a, verbose, log_format).await,
+        Command::Gateway(a) => cmd::gateway::run(a, preloaded, verbose, log_format).await,
     }
-}
-
-/// Whether the command is `purra gateway` serving its one client over stdio without an OTLP
-/// exporter: it runs on a current-thread runtime then, as purra's stdio servers do (a read's
-/// request is polled in place on the thread that read it, with no hand-off between worker
-/// threads). The exporter's shutdown blocks while its requests run on the runtime, so a gateway
-/// exporting spans keeps the multi-thread one; so does a file that does not load (its start
-/// reports why).
-fn gateway_on_stdio(command: &Command) -> bool {
-    let Command::Gateway(a) = command else {
-        return false;
-    };
-    let Ok(loaded) = purra_gateway::config::load_file(&a.config) else {
-        return false;
-    };
-    let exporting = loaded.config.telemetry.otlp_endpoint.is_some()
-        || std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").is_ok_and(|v| !v.trim().is_empty());
-    matches!(loaded.config.gateway.listen, purra_gateway::Listen::Stdio) && !exporting
 }

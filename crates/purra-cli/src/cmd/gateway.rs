@@ -41,15 +41,37 @@ use crate::cli::GatewayArgs;
 use crate::exit::Failure;
 use crate::telemetry::{say, Export, LogFormat};
 
-/// Runs `purra gateway`; `-v` adds the listed JSON around a refused tool's place. Telemetry
-/// (log lines, the OTLP exporter) starts once the file's `[telemetry]` is read.
-pub async fn run(args: GatewayArgs, verbose: u8, log_format: LogFormat) -> Result<(), Failure> {
+/// Whether a gateway started from `loaded` serves its one client over stdio without an OTLP
+/// exporter: it runs on a current-thread runtime then, as purra's stdio servers do (a read's
+/// request is polled in place on the thread that read it, with no hand-off between worker
+/// threads). The exporter's shutdown blocks while its requests run on the runtime, so a gateway
+/// exporting spans keeps the multi-thread one; so does a file that does not load (its start
+/// reports why).
+pub fn serves_one_client_on_stdio(loaded: &purra_gateway::Loaded) -> bool {
+    let exporting = loaded.config.telemetry.otlp_endpoint.is_some()
+        || std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").is_ok_and(|v| !v.trim().is_empty());
+    matches!(loaded.config.gateway.listen, Listen::Stdio) && !exporting
+}
+
+/// Runs `purra gateway` from its file as `preloaded` holds it (read when the runtime was
+/// chosen), or reads it now, reporting every mistake; `-v` adds the listed JSON around a
+/// refused tool's place. Telemetry (log lines, the OTLP exporter) starts once the file's
+/// `[telemetry]` is read.
+pub async fn run(
+    args: GatewayArgs,
+    preloaded: Option<purra_gateway::Loaded>,
+    verbose: u8,
+    log_format: LogFormat,
+) -> Result<(), Failure> {
     // Listening for SIGHUP before anything else: its default action would end the process.
     let hangups = lifecycle::hangups();
     let excerpts = verbose > 0;
-    let loaded = purra_gateway::load_reporting_all_with(&args.config, excerpts)
-        .await
-        .map_err(|e| Failure::Config(e.to_string()))?;
+    let loaded = match preloaded {
+        Some(loaded) => loaded,
+        None => purra_gateway::load_reporting_all_with(&args.config, excerpts)
+            .await
+            .map_err(|e| Failure::Config(e.to_string()))?,
+    };
     let t = &loaded.config.telemetry;
     let export = Export::configured(
         t.otlp_endpoint.as_deref(),
