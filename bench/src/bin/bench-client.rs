@@ -11,12 +11,17 @@ use std::time::Instant;
 
 use purra_bench::{echo_text, micros_since, result_line, ClientArgs, Latencies};
 use purra_protocol::{Client, ClientOptions, Connection, StderrMode, StdioCommand};
-use serde_json::json;
+
+/// `echo`'s arguments, typed: written straight into the request (`Connection::call_tool_typed`).
+#[derive(serde::Serialize)]
+struct Echo<'a> {
+    text: &'a str,
+}
 
 async fn call(conn: &Connection, n: usize) -> Result<(), String> {
     let text = echo_text(n);
     let res = conn
-        .call_tool("echo", json!({ "text": text }))
+        .call_tool_typed("echo", &Echo { text: &text })
         .await
         .map_err(|e| format!("call {n}: {e}"))?;
     match res.content.first() {

@@ -22,10 +22,12 @@ use crate::version::ProtocolVersion;
 #[cfg(not(feature = "stdio"))]
 use std::convert::Infallible as ChildProcess;
 
+mod call_params;
 mod modern;
 mod receiver;
 mod skills;
 mod tasks;
+use call_params::{object_arguments, CallParams, IdempotencyMeta, ObjectOnly};
 pub use modern::{CacheMode, ProtocolMode};
 pub use receiver::ClientTaskOptions;
 pub use skills::SkillContent;
@@ -1289,7 +1291,7 @@ impl Connection {
             .unwrap_or_default()
     }
 
-    /// Calls a tool.
+    /// Calls a tool. `arguments` is a JSON object, or `null` for none.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
         self.call_tool_with(name, arguments, RequestOptions::default())
             .await
@@ -1303,7 +1305,44 @@ impl Connection {
         arguments: Value,
         options: RequestOptions,
     ) -> Result<CallToolResult, Error> {
-        self.call_tool_keyed(name, arguments, None, options).await
+        let arguments = object_arguments(arguments)?;
+        self.call_tool_keyed(name, arguments.as_ref(), None, options)
+            .await
+    }
+
+    /// Calls a tool with typed arguments: any `Serialize` that writes a JSON object (a struct,
+    /// a map), written straight into the request's frame, with no [`Value`] built on the way.
+    /// Arguments that serialize to anything else (a string, a sequence, `null`) fail the call
+    /// before anything is sent.
+    ///
+    /// ```no_run
+    /// # async fn f(conn: &purra_protocol::Connection) -> Result<(), purra_protocol::Error> {
+    /// #[derive(serde::Serialize)]
+    /// struct Echo<'a> {
+    ///     text: &'a str,
+    /// }
+    /// let result = conn.call_tool_typed("echo", &Echo { text: "hi" }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn call_tool_typed<A: serde::Serialize + ?Sized>(
+        &self,
+        name: &str,
+        arguments: &A,
+    ) -> Result<CallToolResult, Error> {
+        self.call_tool_typed_with(name, arguments, RequestOptions::default())
+            .await
+    }
+
+    /// [`call_tool_typed`](Self::call_tool_typed) with per-request options, as
+    /// [`call_tool_with`](Self::call_tool_with).
+    pub async fn call_tool_typed_with<A: serde::Serialize + ?Sized>(
+        &self,
+        name: &str,
+        arguments: &A,
+        options: RequestOptions,
+    ) -> Result<CallToolResult, Error> {
+        self.call_tool_keyed(name, Some(arguments), None, options)
+            .await
     }
 
     /// [`call_tool_with`](Self::call_tool_with) carrying the idempotency key `key` (see
@@ -1318,7 +1357,8 @@ impl Connection {
         key: &str,
         options: RequestOptions,
     ) -> Result<CallToolResult, Error> {
-        self.call_tool_keyed(name, arguments, Some(key), options)
+        let arguments = object_arguments(arguments)?;
+        self.call_tool_keyed(name, arguments.as_ref(), Some(key), options)
             .await
     }
 
@@ -1333,10 +1373,10 @@ impl Connection {
             .is_some_and(Value::is_object)
     }
 
-    async fn call_tool_keyed(
+    async fn call_tool_keyed<A: serde::Serialize + ?Sized>(
         &self,
         name: &str,
-        arguments: Value,
+        arguments: Option<&A>,
         key: Option<&str>,
         options: RequestOptions,
     ) -> Result<CallToolResult, Error> {
@@ -1346,32 +1386,24 @@ impl Connection {
                 crate::idempotency::MAX_KEY_BYTES
             )));
         }
-        let arguments = match arguments {
-            Value::Object(o) => Some(o),
-            Value::Null => None,
-            _ => {
-                return Err(Error::Protocol(
-                    "tool arguments must be a JSON object".into(),
-                ))
-            }
-        };
+        let arguments = arguments.map(ObjectOnly);
         let mut options = options;
         if self.service.modern.get().is_some() {
-            let args = arguments.clone().map(Value::Object).unwrap_or(Value::Null);
+            let args = match &arguments {
+                Some(a) => serde_json::to_value(a).map_err(|e| Error::Protocol(e.to_string()))?,
+                None => Value::Null,
+            };
             options
                 .headers
                 .extend(modern::param_headers(&self.tools(), name, &args));
         }
-        let mut params = CallToolParams {
-            name: name.to_owned(),
+        let declared = key.is_some() && self.supports_idempotency();
+        let params = CallParams {
+            name,
             arguments,
-            task: None,
-            meta: None,
-            idempotency_key: None,
+            meta: key.map(|k| IdempotencyMeta { key: k }),
+            idempotency_key: key.filter(|_| declared),
         };
-        if let Some(key) = key {
-            params = params.with_idempotency_key(key, self.supports_idempotency());
-        }
         let result: CallToolResult = self
             .service
             .call_typed(

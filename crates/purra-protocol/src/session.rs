@@ -686,9 +686,10 @@ impl Peer {
             },
         );
         let mut guard = PendingGuard {
-            shared: shared.clone(),
+            shared,
             id: id.clone(),
             armed: method != methods::INITIALIZE,
+            in_map: true,
         };
         if shared.closed.is_cancelled() || shared.input_done.load(Ordering::Acquire) {
             guard.disarm();
@@ -702,10 +703,12 @@ impl Peer {
             frame,
             related: self.related.clone(),
             completes: false,
-            request: Some(Box::new(OutboundRequest {
-                id: id.clone(),
-                headers: options.headers.clone(),
-            })),
+            request: shared.outbound.reads_requests().then(|| {
+                Box::new(OutboundRequest {
+                    id: id.clone(),
+                    headers: options.headers.clone(),
+                })
+            }),
         };
         if let Err(e) = shared.send_out(out).await {
             guard.disarm();
@@ -721,33 +724,28 @@ impl Peer {
                 reset_on_progress: options.reset_timeout_on_progress,
             },
         );
-        let cancel = options.cancel.clone();
-        let cancelled = async move {
-            match cancel {
-                Some(t) => t.cancelled_owned().await,
-                None => std::future::pending().await,
-            }
+        // Without a cancellation token the reply is all there is to wait for.
+        let reply = match &options.cancel {
+            None => rx.await,
+            Some(token) => tokio::select! {
+                // A reply that has come is the answer, even if the token fired meanwhile.
+                biased;
+                reply = &mut rx => reply,
+                _ = token.cancelled() => {
+                    guard.cancel("cancelled");
+                    return Err(Error::Cancelled);
+                }
+            },
         };
-        tokio::pin!(cancelled);
-        tokio::select! {
-            reply = &mut rx => {
-                if let Ok(Reply::TimedOut) = reply {
-                    // The sweeper took it off the map and told the peer.
-                    guard.armed = false;
-                    return Err(Error::Timeout);
-                }
-                guard.disarm();
-                match reply {
-                    Ok(Reply::Ok(v)) => Ok(v),
-                    Ok(Reply::Err(e)) => Err(Error::Rpc(e)),
-                    Ok(Reply::Failed(e)) => Err(e),
-                    Ok(Reply::Closed | Reply::TimedOut) | Err(_) => Err(Error::ConnectionClosed),
-                }
-            }
-            _ = &mut cancelled => {
-                guard.cancel("cancelled");
-                Err(Error::Cancelled)
-            }
+        // Whoever answered (the engine, the sweeper, the close) took the entry off the map
+        // first; the sweeper has told the peer of a timeout.
+        guard.answered();
+        match reply {
+            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Err(e)) => Err(Error::Rpc(e)),
+            Ok(Reply::Failed(e)) => Err(e),
+            Ok(Reply::TimedOut) => Err(Error::Timeout),
+            Ok(Reply::Closed) | Err(_) => Err(Error::ConnectionClosed),
         }
     }
 }
@@ -795,20 +793,31 @@ fn outcome_of<T>(res: &Result<T, Error>) -> String {
 }
 
 /// Removes a pending request when its future ends early, and tells the peer.
-struct PendingGuard {
-    shared: Arc<Shared>,
+struct PendingGuard<'a> {
+    shared: &'a Arc<Shared>,
     id: RequestId,
+    /// Whether dropping the guard cancels the request (tells the peer).
     armed: bool,
+    /// Whether the entry may still be on the pending map (false once it is known to be off it).
+    in_map: bool,
 }
 
-impl PendingGuard {
+impl PendingGuard<'_> {
     fn disarm(&mut self) {
         self.armed = false;
+        self.in_map = false;
         self.shared
             .pending
             .lock()
             .expect("pending lock")
             .remove(&self.id);
+    }
+
+    /// The request's reply came: its entry is off the map (taken by whoever sent the reply,
+    /// or dropped with its sender), so nothing is left to remove or cancel.
+    fn answered(&mut self) {
+        self.armed = false;
+        self.in_map = false;
     }
 
     fn cancel(&mut self, reason: &str) {
@@ -827,14 +836,15 @@ impl PendingGuard {
             }
         }
         self.armed = false;
+        self.in_map = false;
     }
 }
 
-impl Drop for PendingGuard {
+impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
             self.cancel("request dropped");
-        } else {
+        } else if self.in_map {
             self.shared
                 .pending
                 .lock()

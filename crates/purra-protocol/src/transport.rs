@@ -190,6 +190,13 @@ pub(crate) enum OutboundSink {
 }
 
 impl OutboundSink {
+    /// Whether the transport reads an outbound request's id and headers
+    /// ([`Outbound::request`], [`Outbound::headers`]). A lane's writer (stdio) writes frames
+    /// and nothing else, so a request sent there carries neither (one allocation less a call).
+    pub(crate) fn reads_requests(&self) -> bool {
+        !matches!(self, OutboundSink::Lane { .. })
+    }
+
     /// Sends one message, waiting for room in a channel; gives it back when the transport is
     /// gone.
     pub(crate) async fn send(&self, out: Outbound) -> Result<(), Outbound> {
