@@ -53,14 +53,8 @@ impl<'a> UsualCall<'a> {
     /// [`read`](Self::read) reads the general way. `params` is one JSON value (the frame's
     /// decode checked it), so the arguments read here are those the general way reads.
     fn read_plain(params: &'a str) -> Option<UsualCall<'a>> {
-        let rest = params.strip_prefix(r#"{"name":""#)?;
-        let end = rest.find('"')?;
-        let (name, rest) = rest.split_at(end);
-        // No escape and no control character: the string's text is its value.
-        if name.bytes().any(|b| b == b'\\' || b < 0x20) {
-            return None;
-        }
-        let arguments = match &rest[1..] {
+        let (name, rest) = crate::jsonrpc::plain_str(params.strip_prefix(r#"{"name":""#)?)?;
+        let arguments = match rest {
             "}" => None,
             rest => {
                 let a = rest.strip_prefix(r#","arguments":"#)?.strip_suffix('}')?;
