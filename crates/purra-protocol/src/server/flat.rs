@@ -37,11 +37,42 @@ impl<'a> UsualCall<'a> {
     /// The params of a call without `_meta`, `task` or key whose arguments are an object (or
     /// absent); `None` for anything else, which `CallToolParams` reads and words as before.
     pub(super) fn read(params: &'a str) -> Option<UsualCall<'a>> {
+        if let Some(call) = Self::read_plain(params) {
+            return Some(call);
+        }
         let call: UsualCall<'a> = serde_json::from_str(params).ok()?;
         let object = call
             .arguments
             .is_none_or(|a| a.get().as_bytes().first() == Some(&b'{'));
         (object && call.task.is_none() && call.meta.is_none() && call.key.is_none()).then_some(call)
+    }
+
+    /// The params as the usual call writes them, read in one scan: exactly
+    /// `{"name":"N","arguments":A}` or `{"name":"N"}` (the name without escapes, the arguments
+    /// an object followed by nothing but whitespace); `None` for anything else, which
+    /// [`read`](Self::read) reads the general way. `params` is one JSON value (the frame's
+    /// decode checked it), so the arguments read here are those the general way reads.
+    fn read_plain(params: &'a str) -> Option<UsualCall<'a>> {
+        let (name, rest) = crate::jsonrpc::plain_str(params.strip_prefix(r#"{"name":""#)?)?;
+        let arguments = match rest {
+            "}" => None,
+            rest => {
+                let a = rest.strip_prefix(r#","arguments":"#)?.strip_suffix('}')?;
+                if a.as_bytes().first() != Some(&b'{') {
+                    return None;
+                }
+                // One JSON value and nothing after it but whitespace: then the last `}` closes
+                // the params and no member follows the arguments.
+                Some(serde_json::from_str::<&'a RawValue>(a).ok()?)
+            }
+        };
+        Some(UsualCall {
+            name: Cow::Borrowed(name),
+            arguments,
+            task: None,
+            meta: None,
+            key: None,
+        })
     }
 
     /// The arguments' JSON text (`{}` when absent).
@@ -226,5 +257,49 @@ impl<'de> Visitor<'de> for Key {
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(Cow::Owned(v.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-scan read of the usual params takes the usual ones, and whatever it reads the
+    /// general way reads the same (anything else it leaves to the general way).
+    #[test]
+    fn the_usual_params_read_in_one_scan_are_read_as_the_general_way_reads_them() {
+        let general = |p| {
+            serde_json::from_str::<UsualCall<'_>>(p)
+                .map(|c| (c.name.into_owned(), c.arguments.map(|a| a.get().to_owned())))
+                .unwrap()
+        };
+        for p in [
+            r#"{"name":"echo","arguments":{"text":"hi"}}"#,
+            r#"{"name":"echo"}"#,
+            r#"{"name":"é","arguments":{} }"#,
+            r#"{"name":"","arguments":{"a":{"b":[1,"}"]}}}"#,
+        ] {
+            let c = UsualCall::read_plain(p).unwrap_or_else(|| panic!("usual: {p}"));
+            assert!(matches!(c.name, Cow::Borrowed(_)));
+            let fast = (c.name.into_owned(), c.arguments.map(|a| a.get().to_owned()));
+            assert_eq!(fast, general(p), "{p}");
+        }
+        for p in [
+            r#"{"name":"e\"cho","arguments":{}}"#,
+            r#"{"name":"echo","arguments":{},"_meta":{}}"#,
+            r#"{"name":"echo","arguments":{},"task":{}}"#,
+            r#"{"name":"echo","arguments":{},"idempotencyKey":"k"}"#,
+            r#"{"name":"echo","arguments":{},"name":"other"}"#,
+            r#"{"name":"echo","arguments":null}"#,
+            r#"{"name":"echo","arguments":[]}"#,
+            r#"{"name":"echo", "arguments":{}}"#,
+            r#"{"arguments":{},"name":"echo"}"#,
+        ] {
+            assert!(UsualCall::read_plain(p).is_none(), "{p}");
+        }
+        // The general way's verdicts on those it reads at all.
+        assert!(UsualCall::read(r#"{"arguments":{},"name":"echo"}"#).is_some());
+        assert!(UsualCall::read(r#"{"name":"echo","arguments":{},"_meta":{}}"#).is_none());
+        assert!(UsualCall::read(r#"{"name":"echo","arguments":{},"name":"other"}"#).is_none());
     }
 }
