@@ -435,6 +435,9 @@ fn decode_usual(text: &str) -> Option<Message> {
         }
         None => (None, rest),
     };
+    if let (Some(id), Some(result)) = (id, rest.strip_prefix(r#""result":"#)) {
+        return usual_response(id, result);
+    }
     let (method, rest) = plain_str(rest.strip_prefix(r#""method":""#)?)?;
     let params = if rest == "}" {
         None
@@ -456,6 +459,25 @@ fn decode_usual(text: &str) -> Option<Message> {
             params,
         },
         None => Message::Notification { method, params },
+    })
+}
+
+/// The rest of the usual response, `R}` after `{"jsonrpc":"2.0","id":N,"result":`: `R` one JSON
+/// value right after the colon (no whitespace before it) and not `null` (which the general way
+/// reads as no result at all), the frame's last `}` closing the envelope, no member after it.
+fn usual_response(id: i64, rest: &str) -> Option<Message> {
+    let result = rest.strip_suffix('}')?;
+    if matches!(
+        result.as_bytes().first(),
+        None | Some(b'n' | b' ' | b'\t' | b'\n' | b'\r')
+    ) {
+        return None;
+    }
+    // One JSON value and nothing after it but whitespace (serde_json checks the trailing bytes).
+    let raw: &RawValue = serde_json::from_str(result).ok()?;
+    Some(Message::Response {
+        id: RequestId::Number(id),
+        result: raw.to_owned(),
     })
 }
 
@@ -895,6 +917,46 @@ mod tests {
             );
         }
         for text in &others {
+            assert!(decode_usual(text).is_none(), "{text}");
+        }
+    }
+
+    /// The usual response is read in one scan too, as the general way reads it; every other
+    /// response goes the general way.
+    #[test]
+    fn the_usual_response_read_in_one_scan_is_read_as_the_general_way_reads_it() {
+        let usual = [
+            r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"hi"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":0,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":-7,"result":[1,"a",{"b":null}]}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":"text"}"#,
+            r#"{"jsonrpc":"2.0","id":4,"result":false}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":12.5e3}"#,
+            "{\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{\"a\":\"\\\"q\\u00e9\"} }\r\n",
+        ];
+        let others = [
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result": {}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"id":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"a":}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":}"#,
+            r#"{"jsonrpc":"2.0","id":"s","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{},"id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":nul}"#,
+        ];
+        for text in usual {
+            let fast = decode_usual(text).unwrap_or_else(|| panic!("usual: {text}"));
+            assert!(matches!(fast, Message::Response { .. }), "{text}");
+            let general = decode_general(text, false);
+            assert_eq!(
+                format!("{:?}", Ok::<_, DecodeError>(fast)),
+                format!("{general:?}")
+            );
+        }
+        for text in others {
             assert!(decode_usual(text).is_none(), "{text}");
         }
     }
