@@ -904,7 +904,6 @@ mod tests {
             framed(r#"{"a":}"#),
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{},"result":{}}"#.to_owned(),
             framed(" {}"),
-            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_owned(),
             r#"{"jsonrpc": "2.0","id":1,"method":"m"}"#.to_owned(),
             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}\u{c}".to_owned(),
         ];
