@@ -270,7 +270,11 @@ pub(crate) struct Shared {
     sweeper: Mutex<Sweeper>,
     inflight: Mutex<IdMap<CancellationToken>>,
     next_id: AtomicI64,
+    /// Cancelled when the connection closes; only [`close`](Self::close) cancels it.
     closed: CancellationToken,
+    /// `closed`, mirrored (set just before it is cancelled): read per frame and per answer, where
+    /// the token's check would take its lock.
+    closed_flag: AtomicBool,
     /// The peer's input ended: outbound requests can no longer be answered, but responses and
     /// notifications are still written until in-flight handlers have drained.
     input_done: AtomicBool,
@@ -368,7 +372,7 @@ impl Shared {
         sweeper.armed = next;
         drop(sweeper);
         for id in due {
-            if self.closed.is_cancelled() {
+            if self.is_closed() {
                 break;
             }
             // MCP's own params always serialize.
@@ -378,10 +382,22 @@ impl Shared {
         }
     }
 
+    /// Whether the connection is closed (`closed` is cancelled), without taking the token's lock.
+    fn is_closed(&self) -> bool {
+        self.closed_flag.load(Ordering::Acquire)
+    }
+
+    /// Closes the connection: the mirror first, so that whoever sees the token cancelled also
+    /// sees the flag set.
+    fn close(&self) {
+        self.closed_flag.store(true, Ordering::Release);
+        self.closed.cancel();
+    }
+
     /// Marks the connection closed and stops writing.
     #[cfg(any(feature = "client", feature = "server"))]
     pub(crate) fn shutdown(&self) {
-        self.closed.cancel();
+        self.close();
         self.fail_pending();
         self.outbound.close();
     }
@@ -396,7 +412,7 @@ impl Shared {
     }
 
     async fn send_out(&self, out: Outbound) -> Result<(), Error> {
-        if self.closed.is_cancelled() {
+        if self.is_closed() {
             return Err(Error::ConnectionClosed);
         }
         self.queue(out).await.map_err(|_| Error::ConnectionClosed)
@@ -415,7 +431,7 @@ impl Shared {
     /// Queues the response to request `id` when there is room (the usual case); returns it
     /// when the queue is full, for the caller to wait with. Nothing is sent once closed.
     fn answer(&self, id: RequestId, frame: Vec<u8>) -> Option<Outbound> {
-        if self.closed.is_cancelled() {
+        if self.is_closed() {
             return None;
         }
         let out = Outbound {
@@ -478,7 +494,7 @@ impl Peer {
 
     /// Whether the connection is closed.
     pub fn is_closed(&self) -> bool {
-        self.shared.closed.is_cancelled()
+        self.shared.is_closed()
     }
 
     /// The transport's kind: `stdio`, `http` (Streamable HTTP), `sse` (HTTP+SSE of 2024-11-05),
@@ -691,7 +707,7 @@ impl Peer {
             armed: method != methods::INITIALIZE,
             in_map: true,
         };
-        if shared.closed.is_cancelled() || shared.input_done.load(Ordering::Acquire) {
+        if shared.is_closed() || shared.input_done.load(Ordering::Acquire) {
             guard.disarm();
             return Err(Error::ConnectionClosed);
         }
@@ -828,7 +844,7 @@ impl PendingGuard<'_> {
             .expect("pending lock")
             .remove(&self.id)
             .is_some();
-        if self.armed && was_pending && !self.shared.closed.is_cancelled() {
+        if self.armed && was_pending && !self.shared.is_closed() {
             // MCP's own params always serialize.
             if let Ok(params) = to_raw(&CancelledParams::new(self.id.clone()).with_reason(reason)) {
                 self.shared
@@ -959,6 +975,7 @@ pub(crate) fn start_with<S: Service>(
         inflight: Mutex::new(IdMap::default()),
         next_id: AtomicI64::new(0),
         closed: CancellationToken::new(),
+        closed_flag: AtomicBool::new(false),
         input_done: AtomicBool::new(false),
         input_closed: CancellationToken::new(),
         batches_allowed: AtomicBool::new(false),
@@ -1005,6 +1022,7 @@ pub(crate) fn detached_peer(
             inflight: Mutex::new(IdMap::default()),
             next_id: AtomicI64::new(0),
             closed: CancellationToken::new(),
+            closed_flag: AtomicBool::new(false),
             input_done: AtomicBool::new(true),
             input_closed,
             batches_allowed: AtomicBool::new(false),
@@ -1051,7 +1069,7 @@ impl Peer {
     #[cfg(any(feature = "server", feature = "client"))]
     pub(crate) fn notify_detached(&self, frame: Vec<u8>, patience: Duration) {
         let shared = &self.shared;
-        if shared.closed.is_cancelled() {
+        if shared.is_closed() {
             return;
         }
         let out = Outbound {
@@ -1099,7 +1117,7 @@ async fn run<S: Service>(
         let recv = inbound.recv();
         tokio::pin!(recv);
         let item = std::future::poll_fn(|cx| {
-            if shared.closed.is_cancelled() {
+            if shared.is_closed() {
                 return Poll::Ready(None);
             }
             if let Poll::Ready(item) = recv.as_mut().poll(cx) {
@@ -1175,7 +1193,7 @@ async fn run<S: Service>(
     if let Some(notes) = notes {
         let _ = notes.await;
     }
-    shared.closed.cancel();
+    shared.close();
     shared.fail_pending();
     shared.outbound.close();
     // Return only once the output is written: a stdio server exits when this returns.
@@ -1970,6 +1988,20 @@ mod tests {
 
     fn answer(id: u32) -> String {
         format!(r#"{{"jsonrpc":"2.0","id":{id},"result":null}}"#)
+    }
+
+    /// The closed flag mirrors the close token: open, neither says closed; once the connection
+    /// has closed (its input ended), whoever sees the token cancelled sees the flag set.
+    #[tokio::test]
+    async fn the_closed_flag_mirrors_the_close_token() {
+        let (_service, raw, peer) = probe_peer(EngineConfig::default());
+        raw.send(request(1, "now")).await;
+        assert!(!peer.is_closed() && !peer.shared.closed.is_cancelled());
+        drop(raw);
+        tokio::time::timeout(Duration::from_secs(5), peer.closed())
+            .await
+            .expect("closes");
+        assert!(peer.is_closed() && peer.shared.closed.is_cancelled());
     }
 
     /// On a current-thread runtime a request answered while polled in place never enters the
