@@ -442,14 +442,8 @@ fn decode_usual(text: &str) -> Option<Message> {
     let params = if rest == "}" {
         None
     } else {
-        let p = rest.strip_prefix(r#","params":"#)?.strip_suffix('}')?;
-        if !matches!(p.as_bytes().first(), Some(b'{' | b'[')) {
-            return None;
-        }
-        // One JSON value and nothing after it but whitespace: then the frame's last `}` closes
-        // the envelope and no member follows the params.
-        let raw: &RawValue = serde_json::from_str(p).ok()?;
-        Some(raw.to_owned())
+        let p = rest.strip_prefix(r#","params":"#)?;
+        Some(last_value(p, |b| matches!(b, b'{' | b'['))?.to_owned())
     };
     let method = method.to_owned();
     Some(match id {
@@ -466,19 +460,23 @@ fn decode_usual(text: &str) -> Option<Message> {
 /// value right after the colon (no whitespace before it) and not `null` (which the general way
 /// reads as no result at all), the frame's last `}` closing the envelope, no member after it.
 fn usual_response(id: i64, rest: &str) -> Option<Message> {
-    let result = rest.strip_suffix('}')?;
-    if matches!(
-        result.as_bytes().first(),
-        None | Some(b'n' | b' ' | b'\t' | b'\n' | b'\r')
-    ) {
-        return None;
-    }
-    // One JSON value and nothing after it but whitespace (serde_json checks the trailing bytes).
-    let raw: &RawValue = serde_json::from_str(result).ok()?;
+    let raw = last_value(rest, |b| !matches!(b, b'n' | b' ' | b'\t' | b'\n' | b'\r'))?;
     Some(Message::Response {
         id: RequestId::Number(id),
         result: raw.to_owned(),
     })
+}
+
+/// The value of an object's last member, `V}` after the member's colon: `V` one JSON value
+/// whose first byte `first` admits, followed by nothing but whitespace before the text's last
+/// `}` (serde_json checks the trailing bytes), so that `}` closes the object and no member
+/// follows. `None` otherwise (the one-scan reads then leave the text to the general way).
+pub(crate) fn last_value(rest: &str, first: impl Fn(u8) -> bool) -> Option<&RawValue> {
+    let value = rest.strip_suffix('}')?;
+    if !first(*value.as_bytes().first()?) {
+        return None;
+    }
+    serde_json::from_str(value).ok()
 }
 
 /// A JSON string without escapes or control characters (whose text is its value) at the start

@@ -57,13 +57,8 @@ impl<'a> UsualCall<'a> {
         let arguments = match rest {
             "}" => None,
             rest => {
-                let a = rest.strip_prefix(r#","arguments":"#)?.strip_suffix('}')?;
-                if a.as_bytes().first() != Some(&b'{') {
-                    return None;
-                }
-                // One JSON value and nothing after it but whitespace: then the last `}` closes
-                // the params and no member follows the arguments.
-                Some(serde_json::from_str::<&'a RawValue>(a).ok()?)
+                let a = rest.strip_prefix(r#","arguments":"#)?;
+                Some(crate::jsonrpc::last_value(a, |b| b == b'{')?)
             }
         };
         Some(UsualCall {
