@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use purra_core::json_text::MAX_DEPTH_CEILING;
 use purra_core::{
-    CompiledSchema, ErrorCode, Handler, RunContext, ScopeCheck, ScopeDecision, ToolError,
+    parse_json, CompiledSchema, ErrorCode, Handler, JsonLimits, RunContext, ScopeCheck,
+    ScopeDecision, ToolError,
 };
 use std::time::Duration;
 
@@ -344,11 +346,18 @@ pub(crate) fn judge_result(
     if raw.len() as u64 > limits.max_result_bytes {
         return Err(codes::result_too_large());
     }
-    // I-JSON, not serde's last-wins: a result that repeats a member name means two things.
-    let Some(value) = decode_i_json_value(raw, limits.max_result_bytes) else {
-        return Err(codes::result_invalid());
+    // The usual result is read in one typed pass; anything else as I-JSON (not serde's
+    // last-wins: a result that repeats a member name means two things), then taken apart.
+    let plain = match plain_text_read(raw) {
+        Some(plain) => Ok(plain),
+        None => {
+            let Some(value) = decode_i_json_value(raw, limits.max_result_bytes) else {
+                return Err(codes::result_invalid());
+            };
+            plain_text_result(value)
+        }
     };
-    let (text, structured_content) = match plain_text_result(value) {
+    let (text, structured_content) = match plain {
         Ok(plain) => {
             if plain.text.len() as u64 > u64::from(limits.max_content_blocks) {
                 return Err(codes::result_too_large());
@@ -401,6 +410,69 @@ struct PlainText {
     structured: Option<Value>,
     /// `isError: true`.
     is_error: bool,
+}
+
+/// The raw result as a [`PlainText`] in one typed pass, when it is exactly one (the members and
+/// blocks [`plain_text_result`] accepts) and every part of it is I-JSON: serde reads the members
+/// and blocks, refusing a repeated member (every member is declared, none other allowed), a lone
+/// surrogate and anything that is not JSON; `structuredContent` and `_meta`, whose names and
+/// numbers are the remote's, go through the bounded I-JSON decoder. `None` for anything else, which
+/// the general way judges (and refuses, when it is not I-JSON): so this only ever agrees with it.
+fn plain_text_read(raw: &str) -> Option<PlainText> {
+    use std::borrow::Cow;
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Plain<'a> {
+        /// `null` is not a plain result's content: refused here (a `Vec` is never `null`).
+        #[serde(default, borrow)]
+        content: Vec<Block<'a>>,
+        #[serde(rename = "structuredContent", default, borrow)]
+        structured: Option<&'a RawValue>,
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+        #[serde(rename = "_meta", default, borrow)]
+        meta: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Block<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+        #[serde(borrow)]
+        text: Cow<'a, str>,
+    }
+    // One level below the document's root: the general way's depth bound, counted from there.
+    fn i_json(part: &RawValue) -> Option<Value> {
+        let limits = JsonLimits {
+            max_bytes: part.get().len(),
+            max_depth: MAX_DEPTH_CEILING - 1,
+            max_nodes: part.get().len(),
+        };
+        parse_json(part.get().as_bytes(), &limits).ok()
+    }
+    let plain: Plain<'_> = serde_json::from_str(raw).ok()?;
+    if plain.content.iter().any(|b| b.kind != "text") {
+        return None;
+    }
+    if let Some(meta) = plain.meta {
+        if !i_json(meta)?.is_object() {
+            return None;
+        }
+    }
+    let structured = match plain.structured {
+        Some(s) => Some(i_json(s)?),
+        None => None,
+    };
+    Some(PlainText {
+        text: plain
+            .content
+            .into_iter()
+            .map(|b| Value::String(b.text.into_owned()))
+            .collect(),
+        structured,
+        is_error: plain.is_error == Some(true),
+    })
 }
 
 /// `value` as a [`PlainText`] when it is one: members only `content` (bare text blocks:
@@ -541,8 +613,50 @@ mod tests {
             r#"{"content":null}"#,
             r#"[]"#,
             r#""text""#,
+            // What the one typed pass reads, and what it must leave to the general way.
+            r#" { "content" : [ { "text" : "hi" , "type" : "text" } ] } "#,
+            r#"{"con\u0074ent":[{"type":"te\u0078t","text":"\u00e9\ud83d\ude00\n"}]}"#,
+            r#"{"content":[{"type":"text","text":"\ud800"}]}"#,
+            r#"{"content":[{"type":"text","text":"\udc00x"}]}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"content":[]}"#,
+            r#"{"content":[{"type":"text","text":"hi","text":"ho"}]}"#,
+            r#"{"content":[{"type":"text","type":"text","text":"hi"}]}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"isError":false,"isError":true}"#,
+            r#"{"content":[],"structuredContent":{"n":1},"structuredContent":{"n":2}}"#,
+            r#"{"content":[],"structuredContent":{"n":1,"n":2}}"#,
+            r#"{"content":[],"structuredContent":{"n":9007199254740993}}"#,
+            r#"{"content":[],"structuredContent":{"n":1e400}}"#,
+            r#"{"content":[],"structuredContent":{"\ud800":1}}"#,
+            r#"{"content":[],"_meta":{"k":1,"k":2}}"#,
+            r#"{"content":[],"_meta":{"k":1},"_meta":{"k":1}}"#,
+            r#"{"content":[],"_meta":[]}"#,
+            r#"{"content":[],"_meta":{"k":"\udc00"}}"#,
+            r#"{"content":[{"type":"text","text":"hi"}]} x"#,
+            r#"{"content":[{"type":"text","text":"hi"}],}"#,
+            r#"{"content":[{"type":"Text","text":"hi"}]}"#,
+            r#"{"content":[{"type":"text","text":null}]}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"isError":0}"#,
         ];
-        for raw in results {
+        let deep = |levels: usize| {
+            format!(
+                r#"{{"content":[],"structuredContent":{{"n":{}1{}}}}}"#,
+                "[".repeat(levels),
+                "]".repeat(levels)
+            )
+        };
+        let deep = [
+            deep(100),
+            deep(126),
+            deep(200),
+            deep(510),
+            deep(511),
+            deep(600),
+        ];
+        for raw in results
+            .iter()
+            .copied()
+            .chain(deep.iter().map(String::as_str))
+        {
             for output in [None, Some(&schema)] {
                 assert_eq!(
                     judge_result(raw, &limits, output),
@@ -551,6 +665,24 @@ mod tests {
                     output.is_some()
                 );
             }
+        }
+        // The usual results are read in one pass; a refused or unusual one is left to the
+        // general way.
+        for raw in [
+            r#"{"content":[{"type":"text","text":"hi"}]}"#,
+            r#"{"content":[{"type":"text","text":"hi"}],"isError":false,"_meta":{"k":1}}"#,
+            r#"{"content":[],"structuredContent":{"n":1}}"#,
+        ] {
+            assert!(plain_text_read(raw).is_some(), "{raw}");
+        }
+        for raw in [
+            r#"{"content":[{"type":"text","text":"hi"}],"content":[]}"#,
+            r#"{"content":[{"type":"text","text":"\ud800"}]}"#,
+            r#"{"content":[],"structuredContent":{"n":1,"n":2}}"#,
+            r#"{"content":null}"#,
+            r#"{"content":[{"type":"image","data":"aGk=","mimeType":"image/png"}]}"#,
+        ] {
+            assert!(plain_text_read(raw).is_none(), "{raw}");
         }
         assert!(matches!(
             plain_text_result(json!({"content": [{"type": "text", "text": "hi"}]})),
