@@ -96,29 +96,28 @@ impl CallLimiter {
     /// Counts one call of `principal` at `now`; refused, how long until the next one fits.
     pub(crate) fn check(&self, principal: &str, now: Instant) -> Result<(), Duration> {
         let mut cells = self.lock();
-        if !cells.tat.contains_key(principal) && cells.tat.len() >= self.cap {
+        let limit = now + self.window;
+        // A principal already tracked: one look-up, and it keeps its key (no allocation).
+        if let Some(t) = cells.tat.get_mut(principal) {
+            let next = (*t).max(now) + self.interval;
+            if next > limit {
+                return Err(next - limit);
+            }
+            *t = next;
+            return Ok(());
+        }
+        if cells.tat.len() >= self.cap {
             cells.tat.retain(|_, tat| *tat > now);
         }
-        let tracked = cells.tat.contains_key(principal) || cells.tat.len() < self.cap;
-        let cell = if tracked {
-            cells.tat.get(principal).copied()
-        } else {
-            cells.overflow
-        };
-        let tat = cell.map_or(now, |t| t.max(now));
-        let next = tat + self.interval;
-        let limit = now + self.window;
+        // Not tracked: a new principal while there is room, else the shared overflow cell.
+        let tracked = cells.tat.len() < self.cap;
+        let cell = if tracked { None } else { cells.overflow };
+        let next = cell.map_or(now, |t| t.max(now)) + self.interval;
         if next > limit {
             return Err(next - limit);
         }
         if tracked {
-            // A principal already tracked keeps its key: no allocation per call.
-            match cells.tat.get_mut(principal) {
-                Some(t) => *t = next,
-                None => {
-                    cells.tat.insert(principal.to_owned(), next);
-                }
-            }
+            cells.tat.insert(principal.to_owned(), next);
         } else {
             cells.overflow = Some(next);
         }

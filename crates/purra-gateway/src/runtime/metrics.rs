@@ -261,7 +261,17 @@ impl Series {
     ) -> Labels {
         let secs = duration.as_secs_f64();
         let key = (name, labels);
-        if !self.values.contains_key(&key) {
+        // One look-up for a series that exists (every request's but the first).
+        if let Some(Value::Histogram {
+            buckets,
+            sum,
+            count,
+        }) = self.values.get_mut(&key)
+        {
+            record(buckets, sum, count, secs);
+            return key.1;
+        }
+        {
             // New (or the family is full, then counted as dropped and not recorded).
             self.slot(cap, name, key.1.clone(), || Value::Histogram {
                 buckets: vec![0; BUCKETS.len()],
@@ -275,16 +285,21 @@ impl Series {
             count,
         }) = self.values.get_mut(&key)
         {
-            for (b, bound) in buckets.iter_mut().zip(BUCKETS) {
-                if secs <= *bound {
-                    *b += 1;
-                }
-            }
-            *sum += secs;
-            *count += 1;
+            record(buckets, sum, count, secs);
         }
         key.1
     }
+}
+
+/// One observation of `secs` in a histogram's buckets, sum and count.
+fn record(buckets: &mut [u64], sum: &mut f64, count: &mut u64, secs: f64) {
+    for (b, bound) in buckets.iter_mut().zip(BUCKETS) {
+        if secs <= *bound {
+            *b += 1;
+        }
+    }
+    *sum += secs;
+    *count += 1;
 }
 
 fn family(name: &str) -> &'static Family {
@@ -328,6 +343,12 @@ impl Metrics {
         let mut series = self.lock();
         let mut labels = series.observe_in(self.cap, REQUEST_DURATION, labels, duration);
         labels.push(("outcome", outcome.to_owned()));
+        let key = (REQUESTS, labels);
+        if let Some(Value::Counter(c)) = series.values.get_mut(&key) {
+            *c += 1;
+            return;
+        }
+        let labels = key.1;
         if let Some(Value::Counter(c)) =
             series.slot(self.cap, REQUESTS, labels, || Value::Counter(0))
         {
