@@ -1935,6 +1935,19 @@ impl RequestCtx {
             .as_ref()
             .map(|i| i.2.clone())
     }
+    /// The client's name alone: [`client_info`](Self::client_info)`.name`, without copying the
+    /// rest of it (its version, title, icons).
+    pub fn client_name(&self) -> Option<String> {
+        if let Some(m) = &self.modern {
+            return m.envelope.client_info.as_ref().map(|i| i.name.clone());
+        }
+        self.session
+            .init
+            .read()
+            .expect("init lock")
+            .as_ref()
+            .map(|i| i.2.name.clone())
+    }
     /// What the transport attached to this request (see
     /// [`Inbound::FrameWithContext`](crate::transport::Inbound::FrameWithContext)), for custom
     /// transports; Streamable HTTP's is reached more conveniently with [`http`](Self::http).

@@ -1188,7 +1188,7 @@ impl Inner {
                 identity.as_ref(),
                 &self.settings.principal,
             ),
-            client: ctx.client_info().map(|i| i.name).unwrap_or_default(),
+            client: ctx.client_name().unwrap_or_default(),
             identity,
         }
     }

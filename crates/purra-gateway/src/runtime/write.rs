@@ -261,10 +261,7 @@ impl Inner {
         via: DecisionPath,
         note: Option<String>,
     ) -> Decision {
-        let client = ctx
-            .client_info()
-            .map(|i| i.name)
-            .unwrap_or_else(|| "client".into());
+        let client = ctx.client_name().unwrap_or_else(|| "client".into());
         let now = SystemTime::now();
         Decision {
             verdict,

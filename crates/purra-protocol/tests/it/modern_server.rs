@@ -100,7 +100,9 @@ fn modern_server() -> Server {
             |_: Nothing, c: RequestCtx| async move {
                 c.log(LoggingLevel::Debug, None, json!("debug")).await?;
                 c.log(LoggingLevel::Error, None, json!("error")).await?;
-                HandlerResult::Ok("logged")
+                // The envelope's client, by name alone and whole.
+                let (name, info) = (c.client_name(), c.client_info().map(|i| i.name));
+                HandlerResult::Ok(format!("logged for {name:?} ({info:?})"))
             },
         )
         .unwrap();
@@ -385,6 +387,10 @@ async fn log_messages_go_only_to_requests_that_ask_for_a_level() {
     .await;
     assert!(
         got.starts_with(r#"{"jsonrpc":"2.0","id":1,"result":"#),
+        "{got}"
+    );
+    assert!(
+        got.contains(r#"logged for Some(\"c\") (Some(\"c\"))"#),
         "{got}"
     );
     let meta = META.replace(

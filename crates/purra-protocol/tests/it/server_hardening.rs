@@ -82,7 +82,9 @@ async fn a_cursor_at_the_end_of_the_offset_range_is_an_empty_last_page() {
 async fn a_tool_filter_lists_only_the_kept_tools_in_pages_of_them() {
     let s = hardened_server(8);
     s.tool_filter(|tool, ctx| {
-        tool.name != "b" && ctx.client_info().is_some_and(|i| i.name == "c")
+        tool.name != "b"
+            && ctx.client_info().is_some_and(|i| i.name == "c")
+            && ctx.client_name().as_deref() == Some("c")
             || tool.name == "panics"
     });
     let mut raw = support::initialized(&s, "2025-11-25").await;
