@@ -14,7 +14,7 @@ use purra_protocol::tasks::TaskStatus;
 use purra_protocol::types::{methods, CallToolParams, CallToolResult, Content};
 use purra_protocol::{Connection, Error, RequestOptions};
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -398,7 +398,11 @@ pub(crate) fn judge_result(
         (None, Some(_)) => return Err(codes::result_invalid()),
         (None, None) => Value::Null,
     };
-    Ok(json!({"text": text, "structured": structured}))
+    // Built in place: `json!` would serialize `text` into a copy of itself.
+    let mut envelope = serde_json::Map::with_capacity(2);
+    envelope.insert("text".to_owned(), Value::Array(text));
+    envelope.insert("structured".to_owned(), structured);
+    Ok(Value::Object(envelope))
 }
 
 /// A result whose every member is one [`CallToolResult`] reads the same way, and whose blocks
@@ -537,6 +541,7 @@ fn plain_text_result(value: Value) -> Result<PlainText, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// `judge_result` as it was before bare text results were taken apart directly: every
     /// result decoded as a `CallToolResult`.
