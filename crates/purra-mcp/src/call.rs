@@ -158,7 +158,8 @@ impl CallTarget {
             timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
         }
         if self.task == TaskUse::Run {
-            return match self.run_task(arguments, timeout, run).await {
+            // Boxed: a task's polling is a large future, and every read would carry it.
+            return match Box::pin(self.run_task(arguments, timeout, run)).await {
                 // A completed task's result is the tool's: no `resultType` round to check.
                 Ok(raw) => self.judge(&raw, false),
                 Err(code) => CallOutcome::AfterSend(code),

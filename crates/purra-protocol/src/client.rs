@@ -1696,8 +1696,10 @@ impl Connection {
         options: RequestOptions,
     ) -> Result<Box<RawValue>, Error> {
         match self.service.modern.get() {
+            // Boxed: a 2026-07-28 request's rounds are a large future, which every handshake
+            // request would otherwise carry (and copy each time it is moved).
             Some(m) => {
-                modern::send(
+                Box::pin(modern::send(
                     &self.service,
                     m,
                     &self.peer,
@@ -1706,7 +1708,7 @@ impl Connection {
                     options,
                     CacheMode::Bypass,
                     false,
-                )
+                ))
                 .await
             }
             None => {

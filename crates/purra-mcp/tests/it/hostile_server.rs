@@ -114,3 +114,21 @@ async fn a_result_that_repeats_a_member_name_is_refused_not_read_last_wins() {
         Some(codes::result_invalid())
     );
 }
+
+/// A read's call future carries neither a task's polling nor a 2026-07-28 request's rounds:
+/// both are boxed, so a plain `tools/call` (every read of a handshake server) moves and
+/// allocates only what it uses (this test's build: 2 016 bytes, 3 488 with both inline; the
+/// gateway's release build: 7 376 with both inline).
+#[tokio::test]
+async fn a_reads_call_future_carries_no_task_polling_nor_modern_rounds() {
+    let list = format!(r#"{{"tools":[{}]}}"#, raw_tool("search", SCHEMA));
+    let (conn, monitor) = connect(list, TEXT_RESULT.into()).await;
+    let cat = discover(&conn, &monitor).await.unwrap();
+    let call = (cat.registrations[0].handler())(
+        json!({"q": "x"}),
+        crate::support::run(purra_core::Lease::unbounded()),
+    );
+    let size = std::mem::size_of_val(&*call);
+    assert!(size <= 2_600, "a read's call future is {size} bytes");
+    assert!(call.await.is_ok());
+}
