@@ -169,7 +169,8 @@ struct PendingEntry {
 }
 
 /// What an outbound request was answered with: the raw result, or the result its
-/// [`TypedDecode`] gave.
+/// [`TypedDecode`] gave (only a client's requests leave one).
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
 pub(crate) enum Answered {
     Raw(Box<RawValue>),
     Typed(Box<dyn std::any::Any + Send>),
@@ -640,6 +641,7 @@ impl Peer {
     /// the way), a usual response's result is decoded into `R` as its frame is read, in the one
     /// scan that checks it (see `typed_reply`); `Ok(Err(raw))` is the raw result otherwise (for
     /// the caller's decode, which words any error).
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) async fn request_serialized_typed<
         P: Serialize + ?Sized,
         R: serde::de::DeserializeOwned + Send + 'static,
