@@ -374,7 +374,7 @@ impl ClientService {
     }
 
     /// [`call`](Self::call) with a typed result.
-    async fn call_typed<R: serde::de::DeserializeOwned>(
+    async fn call_typed<R: serde::de::DeserializeOwned + Send + 'static>(
         self: &Arc<Self>,
         peer: &Peer,
         method: &str,
@@ -382,7 +382,17 @@ impl ClientService {
         options: RequestOptions,
         cache: CacheMode,
     ) -> Result<R, Error> {
-        let raw = self.call(peer, method, params, options, cache).await?;
+        // Over a handshake-era connection the result may be decoded as its frame is read.
+        let raw = match self.modern.get() {
+            Some(_) => self.call(peer, method, params, options, cache).await?,
+            None => match peer
+                .request_serialized_typed::<_, R>(method, params, options)
+                .await?
+            {
+                Ok(result) => return Ok(result),
+                Err(raw) => raw,
+            },
+        };
         serde_json::from_str(raw.get())
             .map_err(|e| Error::Protocol(format!("invalid {method} result: {e}")))
     }

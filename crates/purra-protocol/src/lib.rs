@@ -76,6 +76,7 @@ pub mod stdio;
 pub mod tasks;
 mod telemetry;
 mod transport;
+mod typed_reply;
 pub mod types;
 pub mod version;
 #[cfg(feature = "ws")]

@@ -6,6 +6,7 @@
 //! `Err` becomes what [`HandlerError`] says; registration refusals are [`RegistrationError`]
 //! values, never panics.
 
+mod checked;
 mod error;
 mod flat;
 mod schema;
@@ -57,10 +58,12 @@ type ToolFn = Arc<
         + Sync,
 >;
 /// A typed tool's handler called with its arguments' JSON text: decoded straight into its type
-/// (`Err` hands the request back when the decode fails, for the general way to answer).
+/// when its flat schema admits them, checked in the same scan (`Err` hands the request back
+/// when the check or the decode fails, for the general way to answer).
 type TypedFn = Arc<
     dyn Fn(
             &str,
+            &flat::FlatSchema,
             RequestCtx,
         ) -> Result<BoxFuture<'static, Result<CallToolResult, ErrorObject>>, RequestCtx>
         + Send
@@ -823,10 +826,11 @@ impl Server {
         }
         let handler = Arc::new(handler);
         let direct = handler.clone();
-        let typed: TypedFn = Arc::new(move |text, ctx| {
+        let typed: TypedFn = Arc::new(move |text, schema, ctx| {
             let a = match shape {
-                ArgsShape::Object => serde_json::from_str::<A>(text).ok(),
-                ArgsShape::Unit => decode::<A>(Value::Null, shape).ok(),
+                ArgsShape::Object => schema.decode::<A>(text),
+                ArgsShape::Unit if schema.admits(text) => decode::<A>(Value::Null, shape).ok(),
+                ArgsShape::Unit => None,
             };
             match a {
                 Some(a) => {
@@ -2507,23 +2511,22 @@ impl SessionState {
         };
         // The usual call (no `_meta`, task or key; object arguments; a tool that is not
         // idempotent) is read once, its name borrowed from the frame; a typed tool's arguments
-        // admitted by its flat schema are decoded straight from their bytes. Anything else, and
-        // anything that fails on the way, is read and answered the general way below.
+        // are decoded straight from their bytes, checked against its flat schema in the same
+        // scan. Anything else, and anything that fails on the way, is read and answered the
+        // general way below.
         let mut ctx = ctx;
         if let Some(call) = p.and_then(|p| flat::UsualCall::read(p.get())) {
             let found = inner.tools.read().expect("tools lock").get(&call.name);
             if let Some(entry) = found.filter(|e| !e.idempotent) {
                 let text = call.arguments_text();
                 if let Some((schema, typed)) = &entry.typed {
-                    if schema.admits(text) {
-                        match typed(text, ctx) {
-                            Ok(run) => {
-                                let result = run.await?;
-                                check_output(inner, &entry, &call.name, &result)?;
-                                return answer(&result);
-                            }
-                            Err(back) => ctx = back,
+                    match typed(text, schema, ctx) {
+                        Ok(run) => {
+                            let result = run.await?;
+                            check_output(inner, &entry, &call.name, &result)?;
+                            return answer(&result);
                         }
+                        Err(back) => ctx = back,
                     }
                 }
                 if let Ok(args) = serde_json::from_str::<JsonObject>(text) {

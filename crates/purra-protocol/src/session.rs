@@ -36,6 +36,7 @@ use crate::transport::{
     DecodedFrame, Inbound, InboundSource, Outbound, OutboundRequest, OutboundSink, Transport,
     TransportContext, DEFAULT_MAX_FRAME_BYTES,
 };
+use crate::typed_reply::TypedDecode;
 use crate::types::{methods, CancelledParams, ProgressParams};
 
 /// A boxed, sendable future: the `futures` ecosystem's own alias, which purra-core re-exports
@@ -141,6 +142,8 @@ impl RequestOptions {
 
 enum Reply {
     Ok(Box<RawValue>),
+    /// The result, decoded by the request's [`TypedDecode`] as its frame was read.
+    Typed(Box<dyn std::any::Any + Send>),
     Err(ErrorObject),
     Failed(Error),
     Closed,
@@ -161,6 +164,28 @@ struct PendingEntry {
     /// Whether the peer is told with `notifications/cancelled` when it times out (not for
     /// `initialize`, which MCP forbids cancelling).
     tell_on_timeout: bool,
+    /// Decodes a usual response's result into what the caller wants (see `typed_reply`).
+    decode: Option<TypedDecode>,
+}
+
+/// What an outbound request was answered with: the raw result, or the result its
+/// [`TypedDecode`] gave (only a client's requests leave one).
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+pub(crate) enum Answered {
+    Raw(Box<RawValue>),
+    Typed(Box<dyn std::any::Any + Send>),
+}
+
+impl Answered {
+    /// The raw result of a request that left no decoder (so was answered raw).
+    fn raw(self) -> Result<Box<RawValue>, Error> {
+        match self {
+            Answered::Raw(raw) => Ok(raw),
+            Answered::Typed(_) => Err(Error::Protocol(
+                "a typed answer to a request that wanted the raw result".into(),
+            )),
+        }
+    }
 }
 
 /// An outbound request's timeout: `timeout` after it was sent, or after its last progress
@@ -278,6 +303,9 @@ pub(crate) struct Shared {
     /// The peer's input ended: outbound requests can no longer be answered, but responses and
     /// notifications are still written until in-flight handlers have drained.
     input_done: AtomicBool,
+    /// Whether a request ever left a decoder for its result (`typed_reply`): until then no
+    /// frame is looked at for one (a server's connections, which make no such request).
+    typed_requests: AtomicBool,
     /// Cancelled when the peer's input ends (long-lived requests such as a subscription end).
     input_closed: CancellationToken,
     batches_allowed: AtomicBool,
@@ -600,11 +628,52 @@ impl Peer {
             let id = RequestId::Number(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
             let frame = crate::jsonrpc::encode_request_serialized(&id, method, params)?;
             return self
-                .request_raw_traced(method, Prepared::Frame { id, frame }, options, &span)
-                .await;
+                .request_raw_traced(method, Prepared::Frame { id, frame }, options, &span, None)
+                .await?
+                .raw();
         }
         let params = Some(to_raw(params)?);
         self.request_raw_in(span, method, params, options).await
+    }
+
+    /// [`request_serialized`](Self::request_serialized) for a caller that wants the result as
+    /// `R`: where that writes the params straight into the frame (nothing reads the request on
+    /// the way), a usual response's result is decoded into `R` as its frame is read, in the one
+    /// scan that checks it (see `typed_reply`); `Ok(Err(raw))` is the raw result otherwise (for
+    /// the caller's decode, which words any error).
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    pub(crate) async fn request_serialized_typed<
+        P: Serialize + ?Sized,
+        R: serde::de::DeserializeOwned + Send + 'static,
+    >(
+        &self,
+        method: &str,
+        params: &P,
+        options: RequestOptions,
+    ) -> Result<Result<R, Box<RawValue>>, Error> {
+        let span = self.request_span(method);
+        if span.is_disabled() && options.on_progress.is_none() {
+            let id = RequestId::Number(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+            let frame = crate::jsonrpc::encode_request_serialized(&id, method, params)?;
+            let decode: TypedDecode = crate::typed_reply::decode_as::<R>;
+            let prepared = Prepared::Frame { id, frame };
+            return match self
+                .request_raw_traced(method, prepared, options, &span, Some(decode))
+                .await?
+            {
+                Answered::Raw(raw) => Ok(Err(raw)),
+                Answered::Typed(any) => match any.downcast::<R>() {
+                    Ok(r) => Ok(Ok(*r)),
+                    Err(_) => Err(Error::Protocol(format!(
+                        "invalid {method} result: not of the type decoded"
+                    ))),
+                },
+            };
+        }
+        let params = Some(to_raw(params)?);
+        Ok(Err(self
+            .request_raw_in(span, method, params, options)
+            .await?))
     }
 
     /// The span of one outbound request.
@@ -646,9 +715,10 @@ impl Peer {
             Some(std::time::Instant::now())
         };
         let res = self
-            .request_raw_traced(method, Prepared::Raw(params), options, &span)
+            .request_raw_traced(method, Prepared::Raw(params), options, &span, None)
             .instrument(span.clone())
-            .await;
+            .await
+            .and_then(Answered::raw);
         if let Some(started) = started {
             let outcome = outcome_of(&res);
             span.record("outcome", outcome.as_str());
@@ -671,7 +741,8 @@ impl Peer {
         params: Prepared,
         options: RequestOptions,
         span: &Span,
-    ) -> Result<Box<RawValue>, Error> {
+        decode: Option<TypedDecode>,
+    ) -> Result<Answered, Error> {
         let shared = &self.shared;
         let (id, params) = match params {
             Prepared::Raw(params) => (
@@ -692,6 +763,9 @@ impl Peer {
             })
         });
         let (tx, mut rx) = oneshot::channel();
+        if decode.is_some() && !shared.typed_requests.load(Ordering::Relaxed) {
+            shared.typed_requests.store(true, Ordering::Relaxed);
+        }
         shared.pending.lock().expect("pending lock").insert(
             id.clone(),
             PendingEntry {
@@ -699,6 +773,7 @@ impl Peer {
                 progress: progress.clone(),
                 deadline: None,
                 tell_on_timeout: method != methods::INITIALIZE,
+                decode,
             },
         );
         let mut guard = PendingGuard {
@@ -757,7 +832,8 @@ impl Peer {
         // first; the sweeper has told the peer of a timeout.
         guard.answered();
         match reply {
-            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Ok(v)) => Ok(Answered::Raw(v)),
+            Ok(Reply::Typed(v)) => Ok(Answered::Typed(v)),
             Ok(Reply::Err(e)) => Err(Error::Rpc(e)),
             Ok(Reply::Failed(e)) => Err(e),
             Ok(Reply::TimedOut) => Err(Error::Timeout),
@@ -977,6 +1053,7 @@ pub(crate) fn start_with<S: Service>(
         closed: CancellationToken::new(),
         closed_flag: AtomicBool::new(false),
         input_done: AtomicBool::new(false),
+        typed_requests: AtomicBool::new(false),
         input_closed: CancellationToken::new(),
         batches_allowed: AtomicBool::new(false),
         request_timeout: config.request_timeout,
@@ -1024,6 +1101,7 @@ pub(crate) fn detached_peer(
             closed: CancellationToken::new(),
             closed_flag: AtomicBool::new(false),
             input_done: AtomicBool::new(true),
+            typed_requests: AtomicBool::new(false),
             input_closed,
             batches_allowed: AtomicBool::new(false),
             request_timeout: Duration::from_secs(60),
@@ -1266,11 +1344,44 @@ impl<S: Service> Engine<S> {
         bytes: bytes::Bytes,
         context: Option<TransportContext>,
     ) -> ControlFlow<Error> {
+        if self.typed_reply(&bytes) {
+            return ControlFlow::Continue(());
+        }
         match decode_frame(&bytes) {
             Frame::Single(Ok(msg)) => self.message(msg, context).await,
             Frame::Single(Err(e)) => Box::pin(self.malformed(&bytes, e)).await,
             Frame::Batch(items) => Box::pin(self.batch(items, context.as_ref())).await,
         }
+    }
+
+    /// Answers the request a frame answers when the frame is the usual response to a request
+    /// that left a decoder, and the decoder reads its result (see `typed_reply`): what reading
+    /// the frame then answering it would do, the result decoded once. `false` (nothing done)
+    /// otherwise: the frame is read the general way.
+    fn typed_reply(&self, bytes: &[u8]) -> bool {
+        // Set before any such request is sent; a stale `false` would only send the frame the
+        // general way.
+        if !self.peer.shared.typed_requests.load(Ordering::Relaxed) {
+            return false;
+        }
+        let Some((id, text)) = crate::typed_reply::usual_result(bytes) else {
+            return false;
+        };
+        let id = RequestId::Number(id);
+        let mut pending = self.peer.shared.pending.lock().expect("pending lock");
+        let Some(decode) = pending.get(&id).and_then(|e| e.decode) else {
+            return false;
+        };
+        // Decoded under the lock: the entry is taken only when it is answered.
+        let Some(value) = decode(text) else {
+            return false;
+        };
+        let entry = pending.remove(&id);
+        drop(pending);
+        if let Some(e) = entry {
+            let _ = e.tx.send(Reply::Typed(value));
+        }
+        true
     }
 
     /// One decoded message, with what its transport attached.

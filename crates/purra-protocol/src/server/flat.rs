@@ -19,12 +19,21 @@ use serde_json::Value;
 use crate::types::{JsonObject, TaskMetadata};
 
 /// `tools/call` params as the usual call sends them, borrowed from the frame.
-#[derive(Deserialize)]
 pub(super) struct UsualCall<'a> {
-    #[serde(borrow)]
     pub(super) name: Cow<'a, str>,
+    /// The arguments' text. Read in one scan ([`read_plain`](Self::read_plain)) it is not yet
+    /// known to be one value: whoever reads it reads it whole (`serde_json::from_str`, which
+    /// refuses anything after the value), and anything else leaves the call to the general way.
+    arguments: Option<&'a str>,
+}
+
+/// `tools/call` params read the general way, borrowed from the frame.
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub(super) arguments: Option<&'a RawValue>,
+    arguments: Option<&'a RawValue>,
     #[serde(default)]
     task: Option<TaskMetadata>,
     #[serde(default, rename = "_meta", borrow)]
@@ -36,49 +45,55 @@ pub(super) struct UsualCall<'a> {
 impl<'a> UsualCall<'a> {
     /// The params of a call without `_meta`, `task` or key whose arguments are an object (or
     /// absent); `None` for anything else, which `CallToolParams` reads and words as before.
+    /// The arguments' text is that of an object only when read whole (see `arguments`).
     pub(super) fn read(params: &'a str) -> Option<UsualCall<'a>> {
         if let Some(call) = Self::read_plain(params) {
             return Some(call);
         }
-        let call: UsualCall<'a> = serde_json::from_str(params).ok()?;
+        let call: Params<'a> = serde_json::from_str(params).ok()?;
         let object = call
             .arguments
             .is_none_or(|a| a.get().as_bytes().first() == Some(&b'{'));
-        (object && call.task.is_none() && call.meta.is_none() && call.key.is_none()).then_some(call)
+        (object && call.task.is_none() && call.meta.is_none() && call.key.is_none()).then_some(
+            UsualCall {
+                name: call.name,
+                arguments: call.arguments.map(RawValue::get),
+            },
+        )
     }
 
-    /// The params as the usual call writes them, read in one scan: exactly
-    /// `{"name":"N","arguments":A}` or `{"name":"N"}` (the name without escapes, the arguments
-    /// an object followed by nothing but whitespace); `None` for anything else, which
-    /// [`read`](Self::read) reads the general way. `params` is one JSON value (the frame's
-    /// decode checked it), so the arguments read here are those the general way reads.
+    /// The params as the usual call writes them, read in one scan of their fixed bytes:
+    /// `{"name":"N"}`, or `{"name":"N","arguments":A}` with `A` starting with `{` (the name
+    /// without escapes). `params` is one JSON value (the frame's decode checked it), so when
+    /// `A` reads as one object followed by nothing but whitespace, the params are exactly those
+    /// two members and `A` is the arguments the general way reads; `A` is not scanned here
+    /// (whoever reads it reads it whole). `None` for anything else, which
+    /// [`read`](Self::read) reads the general way.
     fn read_plain(params: &'a str) -> Option<UsualCall<'a>> {
         let (name, rest) = crate::jsonrpc::plain_str(params.strip_prefix(r#"{"name":""#)?)?;
         let arguments = match rest {
             "}" => None,
             rest => {
-                let a = rest.strip_prefix(r#","arguments":"#)?;
-                Some(crate::jsonrpc::last_value(a, |b| b == b'{')?)
+                let a = rest.strip_prefix(r#","arguments":"#)?.strip_suffix('}')?;
+                a.starts_with('{').then_some(a)?;
+                Some(a)
             }
         };
         Some(UsualCall {
             name: Cow::Borrowed(name),
             arguments,
-            task: None,
-            meta: None,
-            key: None,
         })
     }
 
-    /// The arguments' JSON text (`{}` when absent).
+    /// The arguments' JSON text (`{}` when absent): see `arguments` for how it is read.
     pub(super) fn arguments_text(&self) -> &'a str {
-        self.arguments.map_or("{}", RawValue::get)
+        self.arguments.unwrap_or("{}")
     }
 }
 
 /// The JSON type a flat property admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     String,
     Boolean,
     Number,
@@ -186,6 +201,22 @@ impl FlatSchema {
         de.deserialize_map(Check(self)).unwrap_or(false)
     }
 
+    /// The bits of the required properties (bit `i`: property `i`).
+    pub(super) fn required(&self) -> u64 {
+        self.required
+    }
+
+    /// The position of the property `name`.
+    pub(super) fn position(&self, name: &str) -> Option<usize> {
+        self.props.iter().position(|(n, ..)| n == name)
+    }
+
+    /// The type of the property at `at`, and whether it admits `null`.
+    pub(super) fn property_kind(&self, at: usize) -> (Kind, bool) {
+        let (_, kind, nullable) = self.props[at];
+        (kind, nullable)
+    }
+
     fn value_admitted(kind: Kind, nullable: bool, raw: &str) -> bool {
         let b = raw.as_bytes();
         match b.first() {
@@ -260,31 +291,36 @@ mod tests {
     use super::*;
 
     /// The one-scan read of the usual params takes the usual ones, and whatever it reads the
-    /// general way reads the same (anything else it leaves to the general way).
+    /// general way reads the same; what it reads of params that are not the usual ones is
+    /// arguments text that no reader reads whole (so the call goes the general way).
     #[test]
     fn the_usual_params_read_in_one_scan_are_read_as_the_general_way_reads_them() {
         let general = |p| {
-            serde_json::from_str::<UsualCall<'_>>(p)
+            serde_json::from_str::<Params<'_>>(p)
                 .map(|c| (c.name.into_owned(), c.arguments.map(|a| a.get().to_owned())))
                 .unwrap()
         };
+        let whole = |text: &str| serde_json::from_str::<JsonObject>(text).is_ok();
         for p in [
             r#"{"name":"echo","arguments":{"text":"hi"}}"#,
             r#"{"name":"echo"}"#,
             r#"{"name":"é","arguments":{} }"#,
             r#"{"name":"","arguments":{"a":{"b":[1,"}"]}}}"#,
+            r#"{"name":"e","arguments":{"t\"x":"\u0041}\"","n":{"}":[{},"{"]}}}"#,
+            "{\"name\":\"e\",\"arguments\":{\"a\" :\n 1 }\t\n}",
         ] {
             let c = UsualCall::read_plain(p).unwrap_or_else(|| panic!("usual: {p}"));
             assert!(matches!(c.name, Cow::Borrowed(_)));
-            let fast = (c.name.into_owned(), c.arguments.map(|a| a.get().to_owned()));
+            assert!(c.arguments.is_none_or(whole), "{p}");
+            // The text read is the value and the whitespace after it (a raw value's is not).
+            let fast = (
+                c.name.into_owned(),
+                c.arguments.map(|a| a.trim_end().to_owned()),
+            );
             assert_eq!(fast, general(p), "{p}");
         }
         for p in [
             r#"{"name":"e\"cho","arguments":{}}"#,
-            r#"{"name":"echo","arguments":{},"_meta":{}}"#,
-            r#"{"name":"echo","arguments":{},"task":{}}"#,
-            r#"{"name":"echo","arguments":{},"idempotencyKey":"k"}"#,
-            r#"{"name":"echo","arguments":{},"name":"other"}"#,
             r#"{"name":"echo","arguments":null}"#,
             r#"{"name":"echo","arguments":[]}"#,
             r#"{"name":"echo", "arguments":{}}"#,
@@ -292,9 +328,22 @@ mod tests {
         ] {
             assert!(UsualCall::read_plain(p).is_none(), "{p}");
         }
+        // Members after the arguments: the text read is no object read whole.
+        for p in [
+            r#"{"name":"echo","arguments":{},"_meta":{}}"#,
+            r#"{"name":"echo","arguments":{"a":"}"},"task":{}}"#,
+            r#"{"name":"echo","arguments":{} ,"idempotencyKey":"k"}"#,
+            r#"{"name":"echo","arguments":{},"name":"other"}"#,
+            r#"{"name":"echo","arguments":{},"arguments":{}}"#,
+        ] {
+            let c = UsualCall::read_plain(p).unwrap_or_else(|| panic!("read: {p}"));
+            assert!(!whole(c.arguments_text()), "{p}");
+        }
         // The general way's verdicts on those it reads at all.
-        assert!(UsualCall::read(r#"{"arguments":{},"name":"echo"}"#).is_some());
-        assert!(UsualCall::read(r#"{"name":"echo","arguments":{},"_meta":{}}"#).is_none());
-        assert!(UsualCall::read(r#"{"name":"echo","arguments":{},"name":"other"}"#).is_none());
+        let read = |p| UsualCall::read(p).map(|c| c.arguments_text());
+        assert_eq!(read(r#"{"arguments":{},"name":"echo"}"#), Some("{}"));
+        assert_eq!(read(r#"{"name":"echo","arguments":null}"#), Some("{}"));
+        assert!(read(r#"{"name":"echo","arguments":[]}"#).is_none());
+        assert!(read(r#"{"name":"e\"cho","arguments":{}}"#).is_some());
     }
 }
