@@ -1767,11 +1767,48 @@ impl<S: Service> Engine<S> {
                         return Dispatched::Nothing;
                     }
                 }
-                // What the map needs if a request polled in place waits (only then).
-                let in_flight = in_place.then(|| (answering.id.clone(), answering.token.clone()));
+                // Polled in place and waiting: from now on it is in flight (cancellable, counted,
+                // drained) as on any runtime, until its task has answered. The guard its task
+                // holds takes it out of the map, then gives the permit back, as the task ends
+                // (kept in the task's own future: a wrapper future around the task would hold
+                // the task twice, as its capture and as what it awaits, and a task of 1 KiB or
+                // more is an allocation that makes the allocator consolidate its bins).
+                let in_flight = match (in_place, permit) {
+                    (false, _) => None,
+                    (true, permit) => {
+                        let id = answering.id.clone();
+                        shared
+                            .inflight
+                            .lock()
+                            .expect("inflight lock")
+                            .insert(id.clone(), answering.token.clone());
+                        let permit = match permit {
+                            Some(p) => p,
+                            None => match self.permits.clone().try_acquire_owned() {
+                                Ok(p) => p,
+                                // Not reached (nothing ran since a permit was seen free), but
+                                // a wait is what a full engine does.
+                                Err(_) => self
+                                    .permits
+                                    .clone()
+                                    .acquire_owned()
+                                    .await
+                                    .expect("semaphore never closed"),
+                            },
+                        };
+                        Some(InFlight {
+                            shared: shared.clone(),
+                            id,
+                            _permit: permit,
+                        })
+                    }
+                };
                 let shared = shared.clone();
                 let grace = self.config.cancel_grace;
                 let task = async move {
+                    // Dropped last: after the answer is queued (the peer may reuse the id as
+                    // soon as it has it), before anything else runs.
+                    let _in_flight = in_flight;
                     let _permit = task_permit;
                     let res = tokio::select! {
                         biased;
@@ -1779,7 +1816,7 @@ impl<S: Service> Engine<S> {
                         _ = answering.token.cancelled() => None,
                     };
                     // Polled in place, the request entered the map only if it waited, and
-                    // then the task that runs it removes it (below).
+                    // then its guard removes it (above).
                     if !in_place {
                         shared
                             .inflight
@@ -1807,42 +1844,7 @@ impl<S: Service> Engine<S> {
                     None
                 }
                 .instrument(span);
-                let task = match (in_place, permit) {
-                    (false, _) => tokio::spawn(task),
-                    (true, permit) => {
-                        // It waits: from now on it is in flight (cancellable, counted, drained)
-                        // as on any runtime, until its task has answered.
-                        let (id, cancel) = in_flight.expect("kept for a request polled in place");
-                        let shared = self.peer.shared.clone();
-                        shared
-                            .inflight
-                            .lock()
-                            .expect("inflight lock")
-                            .insert(id.clone(), cancel);
-                        let permit = match permit {
-                            Some(p) => p,
-                            None => match self.permits.clone().try_acquire_owned() {
-                                Ok(p) => p,
-                                // Not reached (nothing ran since a permit was seen free), but
-                                // a wait is what a full engine does.
-                                Err(_) => self
-                                    .permits
-                                    .clone()
-                                    .acquire_owned()
-                                    .await
-                                    .expect("semaphore never closed"),
-                            },
-                        };
-                        tokio::spawn(async move {
-                            let frame = task.await;
-                            // At once, before anything else runs: the peer may reuse the id as
-                            // soon as it has the answer.
-                            shared.inflight.lock().expect("inflight lock").remove(&id);
-                            drop(permit);
-                            frame
-                        })
-                    }
-                };
+                let task = tokio::spawn(task);
                 if handshake {
                     let _ = task.await;
                     return Dispatched::Nothing;
@@ -1942,6 +1944,25 @@ enum Dispatched {
 /// Polls a future, turning a panic into an error message.
 /// What answering a request takes once its handler is done: its id, its cancellation, and what
 /// its span and its observer are told.
+/// A request polled in place that went on waiting in a task of its own: its entry in the
+/// in-flight map and its permit, taken out and given back (in that order) when the task ends,
+/// answered, cancelled or dropped.
+struct InFlight {
+    shared: Arc<Shared>,
+    id: RequestId,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.shared
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
 struct Answering<S> {
     id: RequestId,
     token: CancellationToken,
