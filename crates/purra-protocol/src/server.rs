@@ -2436,17 +2436,21 @@ impl SessionState {
             .map(crate::Principal::binding_key);
         #[cfg(not(any(feature = "http-server", feature = "ws")))]
         let principal: Option<String> = None;
-        if let Some(r) = tasks::route_legacy(
-            &self,
-            &req,
-            &method,
-            params.as_deref(),
-            progress_token.as_ref(),
-            principal.as_deref(),
-        )
-        .await
-        {
-            return r.map(Answer::Raw);
+        // Boxed, and made only for a request it may answer: its future is large, and every
+        // request's future (boxed itself) would carry it.
+        if tasks::may_route_legacy(&self, &method, params.as_deref()) {
+            if let Some(r) = Box::pin(tasks::route_legacy(
+                &self,
+                &req,
+                &method,
+                params.as_deref(),
+                progress_token.as_ref(),
+                principal.as_deref(),
+            ))
+            .await
+            {
+                return r.map(Answer::Raw);
+            }
         }
         let ctx = RequestCtx {
             req,

@@ -838,6 +838,57 @@ async fn escalating(
 
 /// Handshake sessions at 2025-11-25 or later: the 2025-11-25 task methods and task-augmented
 /// `tools/call`; `None` when the request is not about tasks.
+/// A look at a `tools/call`'s name and whether `task` is there (malformed params are the
+/// ordinary path's -32602); the whole params are read only for a task.
+#[derive(serde::Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    task: Option<serde::de::IgnoredAny>,
+}
+
+/// Whether [`route_legacy`] may answer this request: `false` for every request it leaves at once
+/// without a look at anything else (every request of a server with no task tool, every
+/// `tools/call` without `task` of a tool that does not require one), so that its future, which is
+/// large, is made (and boxed) only for a request it may answer.
+pub(crate) fn may_route_legacy(
+    session: &SessionState,
+    method: &str,
+    params: Option<&RawValue>,
+) -> bool {
+    let tasks_method = method.starts_with("tasks/");
+    if !tasks_method && method != methods::TOOLS_CALL {
+        return false;
+    }
+    let server = &session.server;
+    if !server.offers_tasks() || !legacy_tasks_revision(session) {
+        return false;
+    }
+    if tasks_method {
+        return true;
+    }
+    let Some(peek) = params.and_then(|p| serde_json::from_str::<Peek<'_>>(p.get()).ok()) else {
+        return false;
+    };
+    let support = server.task_support(&peek.name);
+    !matches!(
+        (peek.task.is_some(), support),
+        (false, TaskSupport::Optional | TaskSupport::Forbidden)
+    )
+}
+
+/// Whether the session speaks a revision with 2025-11-25's tasks.
+fn legacy_tasks_revision(session: &SessionState) -> bool {
+    session
+        .init
+        .read()
+        .expect("init lock")
+        .as_ref()
+        .map(|i| i.0.as_str() >= crate::ProtocolVersion::V2025_11_25.as_str())
+        .unwrap_or(false)
+}
+
 pub(crate) async fn route_legacy(
     session: &Arc<SessionState>,
     req: &RequestContext,
@@ -852,14 +903,7 @@ pub(crate) async fn route_legacy(
         return None;
     }
     let server = &session.server;
-    let version = session
-        .init
-        .read()
-        .expect("init lock")
-        .as_ref()
-        .map(|i| i.0.as_str() >= crate::ProtocolVersion::V2025_11_25.as_str())
-        .unwrap_or(false);
-    if !version || (tasks_method && !server.offers_tasks()) {
+    if !legacy_tasks_revision(session) || (tasks_method && !server.offers_tasks()) {
         return None;
     }
     let owner = || owner_of(session, principal);
@@ -923,15 +967,6 @@ pub(crate) async fn route_legacy(
         // is ignored (no tasks capability was declared): the ordinary path, without a look.
         methods::TOOLS_CALL if !server.offers_tasks() => None,
         methods::TOOLS_CALL => {
-            // A look at the name and whether `task` is there (malformed params are the ordinary
-            // path's -32602); the whole params only for a task.
-            #[derive(serde::Deserialize)]
-            struct Peek<'a> {
-                #[serde(borrow)]
-                name: std::borrow::Cow<'a, str>,
-                #[serde(default)]
-                task: Option<serde::de::IgnoredAny>,
-            }
             let peek = serde_json::from_str::<Peek<'_>>(params?.get()).ok()?;
             let support = server.task_support(&peek.name);
             match (peek.task.is_some(), support) {
