@@ -261,45 +261,37 @@ impl Series {
     ) -> Labels {
         let secs = duration.as_secs_f64();
         let key = (name, labels);
-        // One look-up for a series that exists (every request's but the first).
-        if let Some(Value::Histogram {
-            buckets,
-            sum,
-            count,
-        }) = self.values.get_mut(&key)
-        {
-            record(buckets, sum, count, secs);
-            return key.1;
-        }
-        {
-            // New (or the family is full, then counted as dropped and not recorded).
+        // Whether the histogram exists, recording the observation when it does.
+        let record = |values: &mut BTreeMap<(&'static str, Labels), Value>| {
+            let Some(Value::Histogram {
+                buckets,
+                sum,
+                count,
+            }) = values.get_mut(&key)
+            else {
+                return false;
+            };
+            for (b, bound) in buckets.iter_mut().zip(BUCKETS) {
+                if secs <= *bound {
+                    *b += 1;
+                }
+            }
+            *sum += secs;
+            *count += 1;
+            true
+        };
+        // One look-up for a series that exists (every request's but the first); a new one is
+        // made first (or, the family being full, counted as dropped and not recorded).
+        if !record(&mut self.values) {
             self.slot(cap, name, key.1.clone(), || Value::Histogram {
                 buckets: vec![0; BUCKETS.len()],
                 sum: 0.0,
                 count: 0,
             });
-        }
-        if let Some(Value::Histogram {
-            buckets,
-            sum,
-            count,
-        }) = self.values.get_mut(&key)
-        {
-            record(buckets, sum, count, secs);
+            record(&mut self.values);
         }
         key.1
     }
-}
-
-/// One observation of `secs` in a histogram's buckets, sum and count.
-fn record(buckets: &mut [u64], sum: &mut f64, count: &mut u64, secs: f64) {
-    for (b, bound) in buckets.iter_mut().zip(BUCKETS) {
-        if secs <= *bound {
-            *b += 1;
-        }
-    }
-    *sum += secs;
-    *count += 1;
 }
 
 fn family(name: &str) -> &'static Family {
