@@ -836,8 +836,6 @@ async fn escalating(
     }
 }
 
-/// Handshake sessions at 2025-11-25 or later: the 2025-11-25 task methods and task-augmented
-/// `tools/call`; `None` when the request is not about tasks.
 /// A look at a `tools/call`'s name and whether `task` is there (malformed params are the
 /// ordinary path's -32602); the whole params are read only for a task.
 #[derive(serde::Deserialize)]
@@ -848,10 +846,12 @@ struct Peek<'a> {
     task: Option<serde::de::IgnoredAny>,
 }
 
-/// Whether [`route_legacy`] may answer this request: `false` for every request it leaves at once
-/// without a look at anything else (every request of a server with no task tool, every
-/// `tools/call` without `task` of a tool that does not require one), so that its future, which is
-/// large, is made (and boxed) only for a request it may answer.
+/// Whether [`route_legacy`] may answer this request: `false` for every request that is not about
+/// 2025-11-25's tasks (every request of a session before 2025-11-25 or of a server with no task
+/// tool, every `tools/call` without `task` of a tool that does not require one, and one whose
+/// params do not even name a tool: the ordinary path's -32602), so that the router's future,
+/// which is large, is made (and boxed) only for a request it may answer. The one place these
+/// rules live: [`route_legacy`] assumes them.
 pub(crate) fn may_route_legacy(
     session: &SessionState,
     method: &str,
@@ -889,6 +889,9 @@ fn legacy_tasks_revision(session: &SessionState) -> bool {
         .unwrap_or(false)
 }
 
+/// Handshake sessions at 2025-11-25 or later: the 2025-11-25 task methods and task-augmented
+/// `tools/call`, for a request [`may_route_legacy`] let through; `None` leaves it to the ordinary
+/// path (a `task` on an unknown tool, a method it does not know).
 pub(crate) async fn route_legacy(
     session: &Arc<SessionState>,
     req: &RequestContext,
@@ -897,15 +900,9 @@ pub(crate) async fn route_legacy(
     progress_token: Option<&crate::types::ProgressToken>,
     principal: Option<&str>,
 ) -> Option<Result<Box<RawValue>, ErrorObject>> {
-    // Every handshake-era request passes here: anything else leaves at once.
-    let tasks_method = method.starts_with("tasks/");
-    if !tasks_method && method != methods::TOOLS_CALL {
-        return None;
-    }
+    // Its one caller asked [`may_route_legacy`] first: the revision, the tasks capability and a
+    // `tools/call`'s `task` and tool are settled there, once.
     let server = &session.server;
-    if !legacy_tasks_revision(session) || (tasks_method && !server.offers_tasks()) {
-        return None;
-    }
     let owner = || owner_of(session, principal);
     match method {
         task_methods::GET => Some(
@@ -963,22 +960,12 @@ pub(crate) async fn route_legacy(
             .await,
         ),
         task_methods::RESULT => Some(result(server, req, &owner(), params).await),
-        // With no tool that may run as a task, every tool's support is forbidden and a `task`
-        // is ignored (no tasks capability was declared): the ordinary path, without a look.
-        methods::TOOLS_CALL if !server.offers_tasks() => None,
         methods::TOOLS_CALL => {
-            let peek = serde_json::from_str::<Peek<'_>>(params?.get()).ok()?;
-            let support = server.task_support(&peek.name);
-            match (peek.task.is_some(), support) {
-                (false, TaskSupport::Optional | TaskSupport::Forbidden) => return None,
-                // A server with no task tool ignores `task` (it declared no tasks capability).
-                (true, TaskSupport::Forbidden) if !server.offers_tasks() => return None,
-                _ => {}
-            }
             let call: CallToolParams = match from_params(params) {
                 Ok(c) => c,
                 Err(e) => return Some(Err(e)),
             };
+            let support = server.task_support(&call.name);
             let known = server
                 .inner
                 .tools
