@@ -1929,28 +1929,25 @@ impl RequestCtx {
     }
     /// The client's name and version.
     pub fn client_info(&self) -> Option<Implementation> {
-        if let Some(m) = &self.modern {
-            return m.envelope.client_info.clone();
-        }
-        self.session
-            .init
-            .read()
-            .expect("init lock")
-            .as_ref()
-            .map(|i| i.2.clone())
+        self.with_client_info(Implementation::clone)
     }
     /// The client's name alone: [`client_info`](Self::client_info)`.name`, without copying the
     /// rest of it (its version, title, icons).
     pub fn client_name(&self) -> Option<String> {
+        self.with_client_info(|i| i.name.clone())
+    }
+    /// `f` of the client's `Implementation`, wherever this request's era keeps it: the request's
+    /// own envelope at 2026-07-28, the session's handshake before.
+    fn with_client_info<T>(&self, f: impl FnOnce(&Implementation) -> T) -> Option<T> {
         if let Some(m) = &self.modern {
-            return m.envelope.client_info.as_ref().map(|i| i.name.clone());
+            return m.envelope.client_info.as_ref().map(f);
         }
         self.session
             .init
             .read()
             .expect("init lock")
             .as_ref()
-            .map(|i| i.2.name.clone())
+            .map(|i| f(&i.2))
     }
     /// What the transport attached to this request (see
     /// [`Inbound::FrameWithContext`](crate::transport::Inbound::FrameWithContext)), for custom
