@@ -902,6 +902,10 @@ pub(crate) async fn route_legacy(
 ) -> Option<Result<Box<RawValue>, ErrorObject>> {
     // Its one caller asked [`may_route_legacy`] first: the revision, the tasks capability and a
     // `tools/call`'s `task` and tool are settled there, once.
+    debug_assert!(
+        may_route_legacy(session, method, params),
+        "route_legacy called for a request may_route_legacy refuses"
+    );
     let server = &session.server;
     let owner = || owner_of(session, principal);
     match method {
