@@ -623,17 +623,9 @@ impl Peer {
         params: &P,
         options: RequestOptions,
     ) -> Result<Box<RawValue>, Error> {
-        let span = self.request_span(method);
-        if span.is_disabled() && options.on_progress.is_none() {
-            let id = RequestId::Number(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
-            let frame = crate::jsonrpc::encode_request_serialized(&id, method, params)?;
-            return self
-                .request_raw_traced(method, Prepared::Frame { id, frame }, options, &span, None)
-                .await?
-                .raw();
-        }
-        let params = Some(to_raw(params)?);
-        self.request_raw_in(span, method, params, options).await
+        self.request_serialized_with(method, params, options, None)
+            .await?
+            .raw()
     }
 
     /// [`request_serialized`](Self::request_serialized) for a caller that wants the result as
@@ -651,29 +643,44 @@ impl Peer {
         params: &P,
         options: RequestOptions,
     ) -> Result<Result<R, Box<RawValue>>, Error> {
+        let decode: TypedDecode = crate::typed_reply::decode_as::<R>;
+        match self
+            .request_serialized_with(method, params, options, Some(decode))
+            .await?
+        {
+            Answered::Raw(raw) => Ok(Err(raw)),
+            Answered::Typed(any) => match any.downcast::<R>() {
+                Ok(r) => Ok(Ok(*r)),
+                Err(_) => Err(Error::Protocol(format!(
+                    "invalid {method} result: not of the type decoded"
+                ))),
+            },
+        }
+    }
+
+    /// Both of the above: the params written straight into the frame, with `decode` left for
+    /// the response, when nothing reads the request on the way; the general way otherwise
+    /// (answered raw).
+    async fn request_serialized_with<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        options: RequestOptions,
+        decode: Option<TypedDecode>,
+    ) -> Result<Answered, Error> {
         let span = self.request_span(method);
         if span.is_disabled() && options.on_progress.is_none() {
             let id = RequestId::Number(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
             let frame = crate::jsonrpc::encode_request_serialized(&id, method, params)?;
-            let decode: TypedDecode = crate::typed_reply::decode_as::<R>;
             let prepared = Prepared::Frame { id, frame };
-            return match self
-                .request_raw_traced(method, prepared, options, &span, Some(decode))
-                .await?
-            {
-                Answered::Raw(raw) => Ok(Err(raw)),
-                Answered::Typed(any) => match any.downcast::<R>() {
-                    Ok(r) => Ok(Ok(*r)),
-                    Err(_) => Err(Error::Protocol(format!(
-                        "invalid {method} result: not of the type decoded"
-                    ))),
-                },
-            };
+            return self
+                .request_raw_traced(method, prepared, options, &span, decode)
+                .await;
         }
         let params = Some(to_raw(params)?);
-        Ok(Err(self
-            .request_raw_in(span, method, params, options)
-            .await?))
+        self.request_raw_in(span, method, params, options)
+            .await
+            .map(Answered::Raw)
     }
 
     /// The span of one outbound request.
