@@ -23,8 +23,11 @@
 //! resident memory growth per waiting call and its store's bytes per waiting call (N at most 63:
 //! one stdio session runs 64 requests at once).
 //!
-//! Usage: `store-scale --dir DIR [--receipts N] [--pending N] [--samples N] [--postgres URL]
-//! [--reuse] [--postgres-only] [--waiting N --purra PURRA --server SERVER]` (or
+//! A claim is a durable commit, so its p99 over 200 samples is the second-slowest `fsync` of the
+//! run; `--claim-samples` (default: `--samples`) times more of them than of the reads.
+//!
+//! Usage: `store-scale --dir DIR [--receipts N] [--pending N] [--samples N] [--claim-samples N]
+//! [--postgres URL] [--reuse] [--postgres-only] [--waiting N --purra PURRA --server SERVER]` (or
 //! `PURRA_BENCH_POSTGRES=URL`). With `--reuse` the filled store is kept and used again by the next
 //! run that asks for the same numbers (the suite fills once per run, not per round; each run's
 //! claims add a few hundred completed cycles to it; a PostgreSQL schema filled in part is topped
@@ -61,6 +64,8 @@ struct Args {
     receipts: usize,
     pending: usize,
     samples: usize,
+    /// How many claims are timed (`--claim-samples`; by default `samples`).
+    claim_samples: usize,
     postgres: Option<String>,
     /// Keep the filled stores between runs and use them again when they hold what was asked.
     reuse: bool,
@@ -80,6 +85,7 @@ fn args() -> Result<Args, String> {
         receipts: 100_000,
         pending: 10_000,
         samples: 200,
+        claim_samples: 0,
         postgres: std::env::var("PURRA_BENCH_POSTGRES")
             .ok()
             .filter(|s| !s.is_empty()),
@@ -97,6 +103,7 @@ fn args() -> Result<Args, String> {
             "--receipts" => a.receipts = value()?.parse().map_err(|e| format!("{e}"))?,
             "--pending" => a.pending = value()?.parse().map_err(|e| format!("{e}"))?,
             "--samples" => a.samples = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--claim-samples" => a.claim_samples = value()?.parse().map_err(|e| format!("{e}"))?,
             "--postgres" => a.postgres = Some(value()?),
             "--reuse" => a.reuse = true,
             "--postgres-only" => a.postgres_only = true,
@@ -105,6 +112,9 @@ fn args() -> Result<Args, String> {
             "--server" => a.server = Some(value()?),
             other => return Err(format!("unknown argument {other}")),
         }
+    }
+    if a.claim_samples == 0 {
+        a.claim_samples = a.samples;
     }
     Ok(a)
 }
@@ -304,8 +314,9 @@ fn rss() -> u64 {
     purra_bench::rss_of(std::process::id()).map_or(0, |(rss, _)| rss)
 }
 
-/// Times every operation on `store`, `samples` times each: (operation, p50 µs, p99 µs).
-async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Timings, String> {
+/// Times every operation on `store`, `samples` times each and the claim `claims` times:
+/// (operation, p50 µs, p99 µs).
+async fn time_all<S: Scaled>(store: &S, samples: usize, claims: usize) -> Result<Timings, String> {
     let mut out = Vec::new();
     // `purra approvals list`: the page of 50 and the count of the older ones.
     let mut t = Vec::with_capacity(samples);
@@ -372,8 +383,8 @@ async fn time_all<S: Scaled>(store: &S, samples: usize) -> Result<Timings, Strin
     let _ = serving.await;
 
     // A new write's claim: prepared and approved untimed, claimed timed, completed untimed.
-    let mut t = Vec::with_capacity(samples);
-    for i in 0..WARM_UP + samples {
+    let mut t = Vec::with_capacity(claims);
+    for i in 0..WARM_UP + claims {
         let request = purra_bench::fresh_request("claim-");
         let intent = request.intent.clone();
         let id = store.prepare(request).await.map_err(|e| e.to_string())?;
@@ -519,7 +530,8 @@ async fn sqlite(a: &Args) -> Result<Measured, String> {
             }
             drop(kept);
         }
-        m.sizes.push((name, time_all(&store, a.samples).await?));
+        m.sizes
+            .push((name, time_all(&store, a.samples, a.claim_samples).await?));
     }
     Ok(m)
 }
@@ -614,7 +626,8 @@ async fn postgres(a: &Args, url: &str) -> Result<Measured, String> {
                 }
             }
         }
-        m.sizes.push((name, time_all(&store, a.samples).await?));
+        m.sizes
+            .push((name, time_all(&store, a.samples, a.claim_samples).await?));
         drop(store);
         if !reuse {
             client
@@ -861,8 +874,8 @@ async fn main() {
         }
     };
     println!(
-        "store-scale: {} receipts, {} pending approvals, {} samples per operation",
-        a.receipts, a.pending, a.samples
+        "store-scale: {} receipts, {} pending approvals, {} samples per operation, {} claims",
+        a.receipts, a.pending, a.samples, a.claim_samples
     );
     let mut all = Vec::new();
     if !a.postgres_only {
