@@ -12,8 +12,12 @@
 //! one writer thread, each run a thread of its own waiting for its write's commit: what any store
 //! on SQLite could at best reach with three durable writes a cycle.
 //!
+//! Then the floor of a gateway's write cycle ([`cycle_floor`]): the rows a cycle leaves, in
+//! purra-sqlite's schema, written by plain SQL one cycle at a time.
+//!
 //! Usage: `store-bench --dir DIR [--seconds S]`; prints one JSON line with `fsync_per_s`,
-//! `cycles_per_s_1`, `cycles_per_s_16`, `floor_cycles_per_s_1`, `floor_cycles_per_s_16`.
+//! `cycles_per_s_1`, `cycles_per_s_16`, `floor_cycles_per_s_1`, `floor_cycles_per_s_16`,
+//! `cycle_floor_per_s`.
 
 #![allow(clippy::print_stdout)] // a benchmark program: stdout is its result
 
@@ -228,6 +232,216 @@ fn floor_cycles(dir: &Path, runs: usize, seconds: f64) -> Result<f64, String> {
     Ok(rate)
 }
 
+/// The floor of a write cycle on SQLite: the rows a gateway's client-approved cycle leaves, in a
+/// file purra-sqlite migrated (its tables, indexes and constraints), written one cycle at a time
+/// by plain SQL on one connection with the store's settings (WAL, `synchronous=FULL`, foreign
+/// keys on) and nothing else: (1) the grant and pending-quota reads, the approval, its suspended
+/// run and two audit rows; (2) the decision with the claim and two audit rows; (3) the outcome,
+/// the run dropped and two audit rows, each one durable transaction. Sizes are those of the
+/// gateway benchmark's cycle. Cycles per second, after checking every cycle's rows.
+fn cycle_floor(dir: &Path, seconds: f64) -> Result<f64, String> {
+    let db = dir.join("cycle-floor.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    drop(SqliteStore::open(&db).map_err(|e| e.to_string())?);
+    let mut conn = rusqlite::Connection::open(&db).map_err(|e| e.to_string())?;
+    for (pragma, value) in [
+        ("journal_mode", "WAL"),
+        ("synchronous", "FULL"),
+        ("foreign_keys", "ON"),
+    ] {
+        conn.pragma_update(None, pragma, value)
+            .map_err(|e| e.to_string())?;
+    }
+    conn.execute(
+        "INSERT INTO owners (owner, pid, opened_at_ns, heartbeat_at_ns, lease_ns) \
+         VALUES ('floor', 0, 1, 1, 1000000000)",
+        [],
+    )
+    .map_err(|e| e.to_string())?;
+    let (intent, request, run, detail, outcome) = (
+        "i".repeat(386),
+        "q".repeat(976),
+        "j".repeat(1500),
+        "d".repeat(145),
+        "o".repeat(78),
+    );
+    let deadline = Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let mut cycles: u64 = 0;
+    let audit = "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail, \
+                 trail_approval, claim_seq) VALUES (?1, 'floor', ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    while start.elapsed() < deadline {
+        let n = cycles as i64;
+        let run_id = format!("run-{n}");
+        let key = format!("sha256:{n:064}");
+        let approval = format!("approval-{}", n + 1);
+        let durable =
+            |conn: &mut rusqlite::Connection,
+             write: &dyn Fn(&rusqlite::Transaction) -> rusqlite::Result<()>| {
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(|e| e.to_string())?;
+                write(&tx).map_err(|e| e.to_string())?;
+                tx.commit().map_err(|e| e.to_string())
+            };
+        durable(&mut conn, &|tx| {
+            let granted: i64 = tx
+                .prepare_cached(
+                    "SELECT count(*) FROM grants WHERE principal = 'bench' AND tool = 'note' \
+                     AND revoked_at_ns IS NULL AND until_ns > 0 AND used < max_uses",
+                )?
+                .query_row([], |r| r.get(0))?;
+            let pending: i64 = tx
+                .prepare_cached(
+                    "SELECT count(*) FROM (SELECT 1 FROM approvals WHERE state = 'prepared' \
+                     AND principal = 'bench' \
+                     AND coalesce(request_expires_at_ns, 9223372036854775807) > 0 LIMIT 1000)",
+                )?
+                .query_row([], |r| r.get(0))?;
+            if granted != 0 || pending >= 1000 {
+                return Err(rusqlite::Error::QueryReturnedNoRows);
+            }
+            tx.prepare_cached(
+                "INSERT INTO approvals (intent_json, intent_digest, tool, run_id, prepared_at_ns, \
+                 prepared_by, state, request_json, principal) \
+                 VALUES (?1, ?2, 'note', ?3, 1, 'floor', 'prepared', ?4, 'bench')",
+            )?
+            .execute(rusqlite::params![intent, key, run_id, request])?;
+            // A fresh file: the n-th cycle's approval is the n-th row, which the next two
+            // transactions name.
+            let seq = tx.last_insert_rowid();
+            if seq != n + 1 {
+                return Err(rusqlite::Error::QueryReturnedNoRows);
+            }
+            tx.prepare_cached(
+                "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns) \
+                 VALUES (?1, 'bench', ?2, 1)",
+            )?
+            .execute(rusqlite::params![run_id, run])?;
+            let mut a = tx.prepare_cached(audit)?;
+            a.execute(rusqlite::params![
+                1,
+                "prepared",
+                approval,
+                None::<String>,
+                None::<String>,
+                detail,
+                None::<i64>,
+                None::<i64>
+            ])?;
+            a.execute(rusqlite::params![
+                1,
+                "run_suspended",
+                approval,
+                None::<String>,
+                run_id,
+                detail,
+                seq,
+                None::<i64>
+            ])?;
+            Ok(())
+        })?;
+        durable(&mut conn, &|tx| {
+            let seq = n + 1;
+            let state: String = tx
+                .prepare_cached("SELECT state FROM approvals WHERE seq = ?1")?
+                .query_row([seq], |r| r.get(0))?;
+            if state != "prepared" {
+                return Err(rusqlite::Error::QueryReturnedNoRows);
+            }
+            tx.prepare_cached(
+                "UPDATE approvals SET state = 'claimed', verdict = 'approve', approver = 'floor', \
+                 decided_at_ns = 2, expires_at_ns = 3 WHERE seq = ?1",
+            )?
+            .execute([seq])?;
+            tx.prepare_cached(
+                "INSERT INTO claims (key, owner, approval_seq, claimed_at_ns) \
+                 VALUES (?1, 'floor', ?2, 2)",
+            )?
+            .execute(rusqlite::params![key, seq])?;
+            let claim = tx.last_insert_rowid();
+            let mut a = tx.prepare_cached(audit)?;
+            a.execute(rusqlite::params![
+                2,
+                "decided",
+                approval,
+                None::<String>,
+                None::<String>,
+                detail,
+                None::<i64>,
+                None::<i64>
+            ])?;
+            a.execute(rusqlite::params![
+                2,
+                "claimed",
+                approval,
+                key,
+                None::<String>,
+                detail,
+                None::<i64>,
+                claim
+            ])?;
+            Ok(())
+        })?;
+        durable(&mut conn, &|tx| {
+            let done = tx
+                .prepare_cached(
+                    "UPDATE claims SET outcome = 'committed', outcome_json = ?1, \
+                     completed_at_ns = 3 WHERE key = ?2 AND outcome_json IS NULL",
+                )?
+                .execute(rusqlite::params![outcome, key])?;
+            let dropped = tx
+                .prepare_cached("DELETE FROM suspended_runs WHERE run_id = ?1")?
+                .execute([&run_id])?;
+            if done != 1 || dropped != 1 {
+                return Err(rusqlite::Error::QueryReturnedNoRows);
+            }
+            let mut a = tx.prepare_cached(audit)?;
+            a.execute(rusqlite::params![
+                3,
+                "outcome",
+                None::<String>,
+                key,
+                None::<String>,
+                detail,
+                None::<i64>,
+                n + 1
+            ])?;
+            a.execute(rusqlite::params![
+                3,
+                "run_removed",
+                None::<String>,
+                None::<String>,
+                run_id,
+                detail,
+                None::<i64>,
+                None::<i64>
+            ])?;
+            Ok(())
+        })?;
+        cycles += 1;
+    }
+    let rate = cycles as f64 / start.elapsed().as_secs_f64();
+    let counted: (i64, i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM claims WHERE outcome = 'committed'), \
+                    (SELECT count(*) FROM audit WHERE owner = 'floor'), \
+                    (SELECT count(*) FROM suspended_runs)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .map_err(|e| e.to_string())?;
+    let n = i64::try_from(cycles).map_err(|e| e.to_string())?;
+    if counted != (n, 6 * n, 0) {
+        return Err(format!(
+            "the cycle floor left {counted:?} (committed claims, audit rows, runs) for {n} cycles"
+        ));
+    }
+    Ok(rate)
+}
+
 async fn run(dir: PathBuf, seconds: f64) -> Result<serde_json::Value, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let db = dir.join("store-bench.db");
@@ -243,17 +457,19 @@ async fn run(dir: PathBuf, seconds: f64) -> Result<serde_json::Value, String> {
     .map_err(|e| e.to_string())??;
     let one = cycles(&store, 1, seconds).await?;
     let sixteen = cycles(&store, 16, seconds).await?;
-    let (floor_one, floor_sixteen) = tokio::task::spawn_blocking(move || {
+    let (floor_one, floor_sixteen, cycle_floor) = tokio::task::spawn_blocking(move || {
         Ok::<_, String>((
             floor_cycles(&dir, 1, seconds)?,
             floor_cycles(&dir, 16, seconds)?,
+            cycle_floor(&dir, seconds)?,
         ))
     })
     .await
     .map_err(|e| e.to_string())??;
     Ok(
         json!({"fsync_per_s": fsync, "cycles_per_s_1": one, "cycles_per_s_16": sixteen,
-              "floor_cycles_per_s_1": floor_one, "floor_cycles_per_s_16": floor_sixteen}),
+              "floor_cycles_per_s_1": floor_one, "floor_cycles_per_s_16": floor_sixteen,
+              "cycle_floor_per_s": cycle_floor}),
     )
 }
 

@@ -51,41 +51,39 @@ pub(super) const FLEET_CLIENTS: usize = 16;
 /// commit rate into the cycles it allows.
 pub(super) const COMMITS_PER_CYCLE: f64 = 3.0;
 
-/// PostgreSQL's own commit rate at `clients` clients on the server of `url`: Debian's `pgbench`
-/// (`-j 2`, 5 s, no vacuum), each transaction one `INSERT` committed on its own into a table of a
-/// schema of its own (created first with `psql`, dropped after).
-async fn pgbench_tps(url: &str, clients: usize) -> Result<f64, String> {
-    let schema = format!("bench_floor_{}", std::process::id());
-    let psql = |sql: String| {
-        tokio::process::Command::new("psql")
-            .args(["-q", "-X", "-v", "ON_ERROR_STOP=1", url, "-c", &sql])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .output()
-    };
-    let made = psql(format!(
-        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; \
-         CREATE TABLE {schema}.floor (id bigserial PRIMARY KEY, at timestamptz DEFAULT now())"
-    ))
-    .await
-    .map_err(|e| format!("cannot start psql: {e}"))?;
-    if !made.status.success() {
+/// Runs `sql` with `psql` on `url`, unaligned and tuples only: its output.
+async fn psql(url: &str, sql: &str) -> Result<String, String> {
+    let out = tokio::process::Command::new("psql")
+        .args(["-q", "-X", "-At", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot start psql: {e}"))?;
+    if !out.status.success() {
         return Err(format!(
             "psql: {}",
-            String::from_utf8_lossy(&made.stderr).trim()
+            String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let script = dir().join(format!("{schema}.sql"));
-    std::fs::write(
-        &script,
-        format!("INSERT INTO {schema}.floor DEFAULT VALUES;\n"),
-    )
-    .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Debian's `pgbench` (`-j 2`, 5 s, no vacuum) at `clients` clients on `url` with the script
+/// `script` and any `more` arguments: (transactions per second, transactions processed).
+async fn pgbench(
+    url: &str,
+    clients: usize,
+    script: &Path,
+    more: &[&str],
+) -> Result<(f64, u64), String> {
     let out = tokio::process::Command::new("pgbench")
-        .args(["-n", "-j", "2", "-T", "5", "-c", &clients.to_string(), "-f"])
-        .arg(&script)
+        .args(["-n", "-j", "2", "-T", "5", "-c", &clients.to_string()])
+        .args(more)
+        .arg("-f")
+        .arg(script)
         .arg(url)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -94,20 +92,113 @@ async fn pgbench_tps(url: &str, clients: usize) -> Result<f64, String> {
         .output()
         .await
         .map_err(|e| format!("cannot start pgbench: {e}"))?;
-    let _ = std::fs::remove_file(&script);
-    let _ = psql(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("tps = "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| {
-            format!(
-                "pgbench {}: no tps in its output: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )
-        })
+    let after = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned)
+    };
+    let tps = after("tps = ").and_then(|n| n.parse().ok());
+    let processed = after("number of transactions actually processed: ")
+        .and_then(|n| n.split('/').next().and_then(|n| n.parse().ok()));
+    match (out.status.success(), tps, processed) {
+        (true, Some(tps), Some(processed)) => Ok((tps, processed)),
+        _ => Err(format!(
+            "pgbench {}: {} {}",
+            out.status,
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
+/// PostgreSQL's own commit rate at `clients` clients on the server of `url`: `pgbench`, each
+/// transaction one `INSERT` committed on its own into a table of a schema of its own (created
+/// first with `psql`, dropped after).
+async fn pgbench_tps(url: &str, clients: usize) -> Result<f64, String> {
+    let schema = format!("bench_floor_{}", std::process::id());
+    psql(
+        url,
+        &format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; \
+             CREATE TABLE {schema}.floor (id bigserial PRIMARY KEY, at timestamptz DEFAULT now())"
+        ),
+    )
+    .await?;
+    let script = dir().join(format!("{schema}.sql"));
+    std::fs::write(
+        &script,
+        format!("INSERT INTO {schema}.floor DEFAULT VALUES;\n"),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    let ran = pgbench(url, clients, &script, &[]).await;
+    let _ = std::fs::remove_file(&script);
+    let _ = psql(url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
+    ran.map(|(tps, _)| tps)
+}
+
+/// The script of [`pgbench_cycles`].
+const CYCLE_FLOOR: &str = "bench/pg-cycle-floor.sql";
+
+/// The floor of a write cycle on PostgreSQL at `clients` clients: `pgbench` running
+/// `bench/pg-cycle-floor.sql` (a cycle's rows in three one-statement transactions, each announced
+/// after its commit) on a fresh schema that purra-postgres migrated; cycles per second. Every
+/// cycle pgbench counts is checked in the schema afterwards (a cycle the clock cut may be left
+/// part done, at most one a client), then the schema is dropped.
+async fn pgbench_cycles(url: &str, clients: usize) -> Result<f64, String> {
+    let schema = format!("bench_cycle_floor_{}_{clients}", std::process::id());
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let _ = psql(url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
+    drop(
+        purra_postgres::PostgresStore::connect(&format!("{url}{sep}schema={schema}"))
+            .await
+            .map_err(|e| format!("cannot migrate {schema}: {e}"))?,
+    );
+    psql(
+        url,
+        &format!(
+            "INSERT INTO {schema}.owners (owner, pid, opened_at_ns, heartbeat_at_ns, lease_ns) \
+             VALUES ('pgbench', 0, 1, 1, 1000000000)"
+        ),
+    )
+    .await?;
+    let on_schema = format!("{url}{sep}options=-csearch_path%3D{schema}");
+    let ran = pgbench(
+        &on_schema,
+        clients,
+        Path::new(CYCLE_FLOOR),
+        &["-M", "prepared"],
+    )
+    .await;
+    let counted = psql(
+        url,
+        &format!(
+            "SELECT (SELECT count(*) FROM {schema}.approvals), \
+                    (SELECT count(*) FROM {schema}.claims), \
+                    (SELECT count(*) FROM {schema}.claims WHERE outcome = 'committed'), \
+                    (SELECT count(*) FROM {schema}.audit WHERE owner = 'pgbench')"
+        ),
+    )
+    .await;
+    let _ = psql(url, &format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
+    let (tps, cycles) = ran?;
+    let n: Vec<u64> = counted?.split('|').filter_map(|n| n.parse().ok()).collect();
+    let [approvals, claims, committed, audit] = n[..] else {
+        return Err(format!("{schema}: cannot count its rows"));
+    };
+    let cut = clients as u64;
+    if committed < cycles
+        || approvals - committed > cut
+        || claims - committed > cut
+        || audit != 2 * (approvals + claims + committed)
+    {
+        return Err(format!(
+            "{schema}: {cycles} cycles left {approvals} approvals, {claims} claims \
+             ({committed} committed) and {audit} audit rows"
+        ));
+    }
+    Ok(tps)
 }
 
 fn dir() -> PathBuf {
@@ -642,6 +733,20 @@ pub(super) async fn writes(env: &Env, res: &mut Results, calls: usize, postgres:
             }
             Err(e) => res.fail("gw/writes/pgbench16", e),
         }
+        // The cycle's own floor: its rows in the fewest round trips, run by pgbench.
+        for clients in [1, 16] {
+            let key = format!("gw/writes/pgcycle{clients}");
+            match pgbench_cycles(url, clients).await {
+                Ok(rate) => {
+                    eprintln!(
+                        "  a write cycle's rows run by pgbench ({clients} client{}): {rate:.0} cycles/s",
+                        if clients == 1 { "" } else { "s" }
+                    );
+                    res.put(&key, rate);
+                }
+                Err(e) => res.fail(&key, e),
+            }
+        }
     }
 }
 
@@ -924,6 +1029,15 @@ pub(super) fn report(res: &Results, s: &mut String, calls: usize, http_calls: us
         COMMITS_PER_CYCLE,
         fmt_ratio(res.paired("gw/writes/postgres/conc", "gw/writes/postgres/seq")),
         fmt_ratio(res.paired("gw/writes/postgres/conc", "gw/writes/pgfloor16")),
+    );
+    let _ = writeln!(
+        s,
+        "\nThe cycle's own floor on PostgreSQL (`bench/pg-cycle-floor.sql`, pgbench `-M prepared` on a fresh schema purra-postgres migrated): the rows of a cycle with the schema's indexes, constraints and triggers, in the fewest round trips a store could use (each durable transaction one statement, each announced after its commit in one more), no MCP, no gateway, every cycle counted back in the schema: {} cycles/s with 1 client, {} with 16. Its 16 ÷ 1: {}; its 16 clients ÷ (pgbench 16 ÷ 3): {}. purra's gateway at 16 in flight ÷ it: {}.",
+        cell(m("gw/writes/pgcycle1")),
+        cell(m("gw/writes/pgcycle16")),
+        fmt_ratio(res.paired("gw/writes/pgcycle16", "gw/writes/pgcycle1")),
+        fmt_ratio(res.paired("gw/writes/pgcycle16", "gw/writes/pgfloor16")),
+        fmt_ratio(res.paired("gw/writes/postgres/conc", "gw/writes/pgcycle16")),
     );
     let _ = writeln!(
         s,
