@@ -253,11 +253,38 @@ struct SqlCycle {
     rows: Contents,
 }
 
-/// `INSERT` of an audit row: at, event, approval id, claim key, run id, detail, the approval it
-/// trails, its claim.
-const AUDIT: &str = "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, \
-                     detail, trail_approval, claim_seq) \
-                     VALUES (?1, 'floor', ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+/// An audit row of the cycle floor; what it does not name is `NULL`.
+#[derive(Default)]
+struct Audit<'a> {
+    at: i64,
+    event: &'a str,
+    approval: Option<&'a str>,
+    key: Option<&'a str>,
+    run: Option<&'a str>,
+    trail: Option<i64>,
+    claim: Option<i64>,
+}
+
+impl Audit<'_> {
+    /// Appends the row, with `detail`, in `tx`.
+    fn append(&self, tx: &rusqlite::Transaction, detail: &str) -> rusqlite::Result<()> {
+        tx.prepare_cached(
+            "INSERT INTO audit (at_ns, owner, event, approval_id, claim_key, run_id, detail, \
+             trail_approval, claim_seq) VALUES (?1, 'floor', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?
+        .execute(rusqlite::params![
+            self.at,
+            self.event,
+            self.approval,
+            self.key,
+            self.run,
+            detail,
+            self.trail,
+            self.claim
+        ])?;
+        Ok(())
+    }
+}
 
 /// A statement that changed no row where the cycle needs one.
 fn missing(what: &str) -> rusqlite::Error {
@@ -338,33 +365,28 @@ impl SqlCycle {
             if tx.last_insert_rowid() != n {
                 return Err(missing("the approval is not the n-th row"));
             }
-            let mut audit = tx.prepare_cached(AUDIT)?;
-            audit.execute(rusqlite::params![
-                1,
-                "prepared",
-                approval,
-                None::<&str>,
-                None::<&str>,
-                c.detail,
-                None::<i64>,
-                None::<i64>
-            ])?;
+            Audit {
+                at: 1,
+                event: "prepared",
+                approval: Some(&approval),
+                ..Audit::default()
+            }
+            .append(tx, &c.detail)?;
             if run {
                 tx.prepare_cached(
                     "INSERT INTO suspended_runs (run_id, agent, run_json, saved_at_ns) \
                      VALUES (?1, 'bench', ?2, 1)",
                 )?
                 .execute(rusqlite::params![run_id, c.run])?;
-                audit.execute(rusqlite::params![
-                    1,
-                    "run_suspended",
-                    approval,
-                    None::<&str>,
-                    run_id,
-                    c.detail,
-                    n,
-                    None::<i64>
-                ])?;
+                Audit {
+                    at: 1,
+                    event: "run_suspended",
+                    approval: Some(&approval),
+                    run: Some(&run_id),
+                    trail: Some(n),
+                    ..Audit::default()
+                }
+                .append(tx, &c.detail)?;
             }
             Ok(())
         })
@@ -383,16 +405,13 @@ impl SqlCycle {
              decided_at_ns = 2, expires_at_ns = 3 WHERE seq = ?1",
         )?
         .execute([n])?;
-        tx.prepare_cached(AUDIT)?.execute(rusqlite::params![
-            2,
-            "decided",
-            format!("approval-{n}"),
-            None::<&str>,
-            None::<&str>,
-            c.detail,
-            None::<i64>,
-            None::<i64>
-        ])?;
+        Audit {
+            at: 2,
+            event: "decided",
+            approval: Some(&format!("approval-{n}")),
+            ..Audit::default()
+        }
+        .append(tx, &c.detail)?;
         Ok(())
     }
 
@@ -413,16 +432,15 @@ impl SqlCycle {
         )?
         .execute(rusqlite::params![key, n])?;
         let claim = tx.last_insert_rowid();
-        tx.prepare_cached(AUDIT)?.execute(rusqlite::params![
-            2,
-            "claimed",
-            format!("approval-{n}"),
-            key,
-            None::<&str>,
-            c.detail,
-            None::<i64>,
-            claim
-        ])?;
+        Audit {
+            at: 2,
+            event: "claimed",
+            approval: Some(&format!("approval-{n}")),
+            key: Some(&key),
+            claim: Some(claim),
+            ..Audit::default()
+        }
+        .append(tx, &c.detail)?;
         Ok(())
     }
 
@@ -444,17 +462,14 @@ impl SqlCycle {
         {
             return Err(missing("the claim is gone or done"));
         }
-        let mut audit = tx.prepare_cached(AUDIT)?;
-        audit.execute(rusqlite::params![
-            3,
-            "outcome",
-            None::<&str>,
-            key,
-            None::<&str>,
-            c.detail,
-            None::<i64>,
-            n
-        ])?;
+        Audit {
+            at: 3,
+            event: "outcome",
+            key: Some(&key),
+            claim: Some(n),
+            ..Audit::default()
+        }
+        .append(tx, &c.detail)?;
         if run {
             if tx
                 .prepare_cached("DELETE FROM suspended_runs WHERE run_id = ?1")?
@@ -463,16 +478,13 @@ impl SqlCycle {
             {
                 return Err(missing("the run is gone"));
             }
-            audit.execute(rusqlite::params![
-                3,
-                "run_removed",
-                None::<&str>,
-                None::<&str>,
-                run_id,
-                c.detail,
-                None::<i64>,
-                None::<i64>
-            ])?;
+            Audit {
+                at: 3,
+                event: "run_removed",
+                run: Some(&run_id),
+                ..Audit::default()
+            }
+            .append(tx, &c.detail)?;
         }
         Ok(())
     }

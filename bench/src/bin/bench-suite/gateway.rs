@@ -51,17 +51,22 @@ pub(super) const FLEET_CLIENTS: usize = 16;
 /// commit rate into the cycles it allows.
 pub(super) const COMMITS_PER_CYCLE: f64 = 3.0;
 
-/// Runs `sql` with `psql` on `url`, unaligned and tuples only: its output.
-async fn psql(url: &str, sql: &str) -> Result<String, String> {
-    let out = tokio::process::Command::new("psql")
-        .args(["-q", "-X", "-At", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
-        .stdin(Stdio::null())
+/// Runs `cmd` to its end with no input, its output and errors kept: what it printed.
+async fn output(mut cmd: tokio::process::Command) -> Result<std::process::Output, String> {
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .output()
         .await
-        .map_err(|e| format!("cannot start psql: {e}"))?;
+        .map_err(|e| format!("cannot start {:?}: {e}", cmd.as_std().get_program()))
+}
+
+/// Runs `sql` with `psql` on `url`, unaligned and tuples only: its output.
+async fn psql(url: &str, sql: &str) -> Result<String, String> {
+    let mut cmd = tokio::process::Command::new("psql");
+    cmd.args(["-q", "-X", "-At", "-v", "ON_ERROR_STOP=1", url, "-c", sql]);
+    let out = output(cmd).await?;
     if !out.status.success() {
         return Err(format!(
             "psql: {}",
@@ -79,19 +84,13 @@ async fn pgbench(
     script: &Path,
     more: &[&str],
 ) -> Result<(f64, u64), String> {
-    let out = tokio::process::Command::new("pgbench")
-        .args(["-n", "-j", "2", "-T", "5", "-c", &clients.to_string()])
+    let mut cmd = tokio::process::Command::new("pgbench");
+    cmd.args(["-n", "-j", "2", "-T", "5", "-c", &clients.to_string()])
         .args(more)
         .arg("-f")
         .arg(script)
-        .arg(url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| format!("cannot start pgbench: {e}"))?;
+        .arg(url);
+    let out = output(cmd).await?;
     let text = String::from_utf8_lossy(&out.stdout);
     let after = |prefix: &str| {
         text.lines()
