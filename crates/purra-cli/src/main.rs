@@ -31,7 +31,7 @@ use crate::cli::{Cli, Command};
 /// The process's allocator: mimalloc. A read through `purra gateway` allocates and frees its
 /// frames, values and futures on every hop; under glibc's allocator that was about a fifth of
 /// the gateway's instructions a read. mimalloc takes 15% fewer instructions a read and serves
-/// 12% more reads 16 in flight, for about 7 MiB more resident (BENCHMARKS.md, "The gateway's
+/// about a tenth more reads 16 in flight, for about 7 MiB more resident (BENCHMARKS.md, "The gateway's
 /// allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
