@@ -1144,7 +1144,9 @@ fn targets(res: &Results, s: &mut String, gateway_only: bool) {
     let pp = "stdio/purra/purra";
     let sf = "stdio/floor-serde/floor-serde";
     // Not targets: a target's ratio for a write cycle's own floor (its rows in the store's
-    // schema, no MCP, no gateway), which no gateway on that schema can pass.
+    // schema, no MCP, no gateway), which no gateway on that schema passes while it commits each
+    // cycle's writes in transactions of their own (batching several callers' writes into one
+    // transaction is the one way past it, and the targets' commits per cycle do not count it).
     let ceiling = |s: &mut String, what: &str, r: Option<Spread>, target: f64| {
         let _ = writeln!(
             s,
