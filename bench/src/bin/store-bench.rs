@@ -119,6 +119,13 @@ async fn cycles(store: &SqliteStore, runs: usize, seconds: f64) -> Result<f64, S
     Ok(rate)
 }
 
+/// Removes the SQLite file `db` with its WAL and shared-memory files, so a run starts empty.
+fn remove_db(db: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+}
+
 /// One queued floor write: set to its row id once committed (0 if the commit failed).
 type Slot = Arc<(Mutex<Option<i64>>, Condvar)>;
 
@@ -166,9 +173,7 @@ fn floor_writer(mut conn: rusqlite::Connection, queue: Queue, stop: Arc<AtomicBo
 /// per second, after checking that every write committed and the table holds exactly them.
 fn floor_cycles(dir: &Path, runs: usize, seconds: f64) -> Result<f64, String> {
     let db = dir.join(format!("floor-{runs}.db"));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
+    remove_db(&db);
     let conn = rusqlite::Connection::open(&db).map_err(|e| e.to_string())?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
@@ -293,9 +298,7 @@ fn missing(what: &str) -> rusqlite::Error {
 
 impl SqlCycle {
     fn open(path: &Path) -> Result<SqlCycle, String> {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        remove_db(path);
         drop(SqliteStore::open(path).map_err(|e| e.to_string())?);
         let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
         for (pragma, value) in [
@@ -566,9 +569,7 @@ fn store_cycle_floor(dir: &Path, seconds: f64) -> Result<f64, String> {
 async fn run(dir: PathBuf, seconds: f64) -> Result<serde_json::Value, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let db = dir.join("store-bench.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
+    remove_db(&db);
     let store = SqliteStore::open(&db).map_err(|e| e.to_string())?;
     let fsync = tokio::task::spawn_blocking({
         let dir = dir.clone();
